@@ -1,0 +1,382 @@
+"""The trace contract (DESIGN.md section 3): the job table, the pools table, and `validate`.
+
+Every reader turns its format into a raw polars DataFrame that carries the
+contract's columns (possibly still as strings) plus two bookkeeping columns,
+``_source_file`` and ``_source_row``, and hands it to :func:`validate`, which
+casts, checks and sorts it. A bad row either stops the read with an error
+naming the file, the row and the column (``on_bad_rows="raise"``, the
+default) or is dropped and counted in a :class:`CleaningReport`
+(``on_bad_rows="drop"``). Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+from sia.data.errors import TraceError
+
+#: Canonical job table: column -> dtype. Extra columns are kept after these.
+JOB_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "pool": pl.String(),
+    "submit_time": pl.Float64(),  # seconds since the trace's first submission
+    "duration": pl.Float64(),  # run time in seconds, > 0
+    "num_gpus": pl.Int32(),  # gang size, >= 1
+    "tag": pl.String(),  # nullable: experiment tag / job name / group
+    "user": pl.String(),  # nullable
+    "preemptible": pl.Boolean(),  # false unless the trace says otherwise
+}
+REQUIRED_JOB_COLUMNS = ("pool", "submit_time", "duration", "num_gpus")
+OPTIONAL_JOB_COLUMNS = ("job_id", "tag", "user", "preemptible")
+
+#: Canonical pools table.
+POOL_SCHEMA: dict[str, pl.DataType] = {
+    "pool": pl.String(),
+    "quota_gpus": pl.Int32(),
+}
+
+SOURCE_FILE = "_source_file"
+SOURCE_ROW = "_source_row"  # 1-based data row in the source file (header excluded)
+
+OnBadRows = Literal["raise", "drop"]
+
+# Kinds of bad rows, in the order they are checked; report keys use these names.
+BAD_ROW_KINDS = (
+    "missing_value",
+    "non_numeric",
+    "unparsable_time",
+    "nonpositive_duration",
+    "negative_submit_time",
+    "too_few_gpus",
+    "exact_duplicate",
+    "duplicate_job_id",
+)
+
+
+@dataclass
+class CleaningReport:
+    """What a read saw and what it dropped, per kind of bad row."""
+
+    source: str
+    rows_read: int = 0
+    rows_kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)  # by design, e.g. CPU-only jobs
+    notes: list[str] = field(default_factory=list)
+    pools: int = 0
+    first_submit: str | None = None  # the trace's clock origin, when it had one
+
+    def drop(self, kind: str, count: int) -> None:
+        """Count ``count`` rows dropped as ``kind``."""
+        if count:
+            self.dropped[kind] = self.dropped.get(kind, 0) + int(count)
+
+    def leave_out(self, kind: str, count: int) -> None:
+        """Count ``count`` rows left out by design (not errors) as ``kind``."""
+        if count:
+            self.left_out[kind] = self.left_out.get(kind, 0) + int(count)
+
+    @property
+    def rows_dropped(self) -> int:
+        """Total rows dropped as bad."""
+        return sum(self.dropped.values())
+
+    def to_dict(self) -> dict:
+        """Return the report as plain JSON-ready data."""
+        return {
+            "source": self.source,
+            "rows_read": self.rows_read,
+            "rows_kept": self.rows_kept,
+            "rows_dropped": self.rows_dropped,
+            "dropped": dict(self.dropped),
+            "left_out": dict(self.left_out),
+            "pools": self.pools,
+            "first_submit": self.first_submit,
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        """Return the report as indented JSON."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    def merge(self, other: CleaningReport) -> None:
+        """Add another file's counts to this report (multi-file reads)."""
+        self.rows_read += other.rows_read
+        self.rows_kept += other.rows_kept
+        for k, v in other.dropped.items():
+            self.drop(k, v)
+        for k, v in other.left_out.items():
+            self.leave_out(k, v)
+        self.notes.extend(other.notes)
+
+
+def _where(df: pl.DataFrame, idx: int, source: str) -> str:
+    """Return 'file: row N' for the row at position ``idx`` of ``df``."""
+    file = df[SOURCE_FILE][idx] if SOURCE_FILE in df.columns else source
+    row = df[SOURCE_ROW][idx] if SOURCE_ROW in df.columns else idx + 1
+    return f"{file}: row {row}"
+
+
+class BadRows:
+    """Collects bad rows of one table; raises on the first or drops and counts them.
+
+    Readers use it too (for their own parse steps) so that every error has the
+    same shape: ``FILE: row N, column 'C': PROBLEM``.
+    """
+
+    def __init__(self, df: pl.DataFrame, source: str, on_bad_rows: OnBadRows,
+                 report: CleaningReport, hint: str | None = None):
+        if on_bad_rows not in ("raise", "drop"):
+            raise TraceError(f"on_bad_rows must be 'raise' or 'drop', not {on_bad_rows!r}")
+        self.df = df
+        self.source = source
+        self.on_bad_rows = on_bad_rows
+        self.report = report
+        self.hint = hint or "fix the file, or pass --clean to drop such rows (they are counted in the report)"
+
+    def flag(self, mask: pl.Series, column: str, kind: str, problem: str) -> pl.DataFrame:
+        """Handle the rows where ``mask`` is true; return the table without them.
+
+        ``problem`` may use ``{value}`` for the offending cell's value.
+        """
+        mask = mask.fill_null(False)
+        n_bad = int(mask.sum())
+        if n_bad == 0:
+            return self.df
+        if self.on_bad_rows == "raise":
+            idx = int(mask.arg_true()[0])
+            value = self.df[column][idx] if column in self.df.columns else None
+            more = f" ({n_bad - 1} more such rows)" if n_bad > 1 else ""
+            raise TraceError(
+                f"{_where(self.df, idx, self.source)}, column '{column}': "
+                f"{problem.format(value=value)}{more}; {self.hint}"
+            )
+        self.report.drop(kind, n_bad)
+        self.df = self.df.filter(~mask)
+        return self.df
+
+
+def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
+    """Cast ``column`` to ``dtype`` in place; non-numeric cells are bad rows."""
+    df = bad.df
+    col = df[column]
+    if col.dtype == dtype:
+        return
+    if col.dtype == pl.String:
+        stripped = col.str.strip_chars()
+        casted = stripped.cast(pl.Float64, strict=False)
+    else:
+        casted = col.cast(pl.Float64, strict=False)
+    bad_mask = casted.is_null() & col.is_not_null()
+    if dtype.is_integer():
+        non_integral = casted.is_not_null() & casted.is_finite() & (casted != casted.round(0))
+        bad_mask = bad_mask | non_integral
+    bad_mask = bad_mask | (casted.is_not_null() & ~casted.is_finite())
+    bad.df = df.with_columns(casted.alias("__cast"))
+    bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid number")
+    bad.df = bad.df.with_columns(pl.col("__cast").alias(column)).drop("__cast")
+    if dtype.is_integer():
+        bad.df = bad.df.with_columns(pl.col(column).round(0).cast(dtype))
+
+
+def validate(
+    jobs: pl.DataFrame,
+    source: str = "<table>",
+    on_bad_rows: OnBadRows = "raise",
+    report: CleaningReport | None = None,
+    duplicate_subset: Sequence[str] | None = None,
+    rebase_time: bool = False,
+) -> tuple[pl.DataFrame, CleaningReport]:
+    """Check a raw job table against the contract; return (clean table, report).
+
+    ``jobs`` must hold the required columns (``pool``, ``submit_time`` in
+    seconds, ``duration`` in seconds, ``num_gpus``), as numbers or numeric
+    strings. Missing optional columns are filled (``job_id`` from the row
+    number, ``tag``/``user`` null, ``preemptible`` false). Extra columns are
+    kept. ``duplicate_subset`` names the columns on which two rows count as
+    exact duplicates (default: no such check). With ``rebase_time`` the
+    submit times are shifted so the first submission is at 0.
+
+    The result is sorted by (submit_time, job_id), has the contract's dtypes
+    first, and no bookkeeping columns.
+    """
+    report = report or CleaningReport(source=source)
+    missing = [c for c in REQUIRED_JOB_COLUMNS if c not in jobs.columns]
+    if missing:
+        raise TraceError(
+            f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"found {', '.join(repr(c) for c in jobs.columns if not c.startswith('_'))}. "
+            "Map your columns onto the contract (e.g. --map submit_time=submitted)."
+        )
+    if SOURCE_ROW not in jobs.columns:
+        jobs = jobs.with_row_index(SOURCE_ROW, offset=1)
+    if report.rows_read == 0:
+        report.rows_read = jobs.height
+    bad = BadRows(jobs, source, on_bad_rows, report)
+
+    # Missing values in required columns (empty strings count as missing).
+    for column in REQUIRED_JOB_COLUMNS:
+        col = bad.df[column]
+        mask = col.is_null()
+        if col.dtype == pl.String:
+            mask = mask | (col.str.strip_chars() == "")
+        elif col.dtype.is_float():
+            mask = mask | col.is_nan()
+        bad.flag(mask, column, "missing_value", "value is missing")
+
+    _cast_numeric(bad, "submit_time", pl.Float64())
+    _cast_numeric(bad, "duration", pl.Float64())
+    _cast_numeric(bad, "num_gpus", pl.Int32())
+
+    df = bad.df
+    bad.flag(df["duration"] <= 0, "duration", "nonpositive_duration",
+             "duration {value} is not > 0 seconds")
+    bad.flag(bad.df["num_gpus"] < 1, "num_gpus", "too_few_gpus",
+             "num_gpus {value} is not >= 1 (CPU-only jobs are not GPU jobs)")
+    if not rebase_time:
+        bad.flag(bad.df["submit_time"] < 0, "submit_time", "negative_submit_time",
+                 "submit_time {value} is negative (seconds since the trace's start)")
+
+    if duplicate_subset:
+        dup = bad.df.select(pl.struct(list(duplicate_subset)).is_duplicated()).to_series()
+        first = bad.df.select(pl.struct(list(duplicate_subset)).is_first_distinct()).to_series()
+        later_dups = dup & ~first
+        if on_bad_rows == "raise" and later_dups.any():
+            idx = int(later_dups.arg_true()[0])
+            row = bad.df.row(idx, named=True)
+            first_idx = int(
+                bad.df.with_row_index("_i")
+                .filter(pl.all_horizontal([pl.col(c) == row[c] for c in duplicate_subset]))["_i"][0]
+            )
+            raise TraceError(
+                f"{_where(bad.df, idx, source)}: exact duplicate of "
+                f"{_where(bad.df, first_idx, source).split(': ', 1)[1]} "
+                f"({int(later_dups.sum())} duplicate rows in all); {bad.hint}"
+            )
+        bad.flag(later_dups, ",".join(duplicate_subset), "exact_duplicate", "exact duplicate row")
+
+    df = bad.df
+    if "job_id" not in df.columns or df["job_id"].null_count() == df.height:
+        df = df.with_columns(pl.col(SOURCE_ROW).cast(pl.String).alias("job_id"))
+    else:
+        df = df.with_columns(pl.col("job_id").cast(pl.String).str.strip_chars())
+        bad.df = df
+        bad.flag(df["job_id"].is_null() | (df["job_id"] == ""), "job_id", "missing_value",
+                 "value is missing")
+        df = bad.df
+    bad.df = df
+    dup_id = df["job_id"].is_duplicated() & ~df["job_id"].is_first_distinct()
+    if on_bad_rows == "raise" and dup_id.any():
+        idx = int(dup_id.arg_true()[0])
+        jid = df["job_id"][idx]
+        first_idx = int((df["job_id"] == jid).arg_true()[0])
+        raise TraceError(
+            f"{_where(df, idx, source)}, column 'job_id': duplicate job id {jid!r} "
+            f"(first at {_where(df, first_idx, source).split(': ', 1)[1]}); {bad.hint}"
+        )
+    bad.flag(dup_id, "job_id", "duplicate_job_id", "duplicate job id {value!r}")
+    df = bad.df
+
+    # Fill optional columns and cast to the contract.
+    fills = []
+    for column in ("tag", "user"):
+        if column not in df.columns:
+            fills.append(pl.lit(None, dtype=pl.String).alias(column))
+        else:
+            fills.append(pl.col(column).cast(pl.String))
+    if "preemptible" not in df.columns:
+        fills.append(pl.lit(False).alias("preemptible"))
+    else:
+        fills.append(_to_bool(df["preemptible"], source).alias("preemptible"))
+    fills.append(pl.col("pool").cast(pl.String).str.strip_chars())
+    df = df.with_columns(fills)
+    if rebase_time and df.height:
+        df = df.with_columns(pl.col("submit_time") - pl.col("submit_time").min())
+
+    extra = [c for c in df.columns if c not in JOB_SCHEMA and not c.startswith("_source")]
+    df = df.select(
+        [pl.col(c).cast(t) for c, t in JOB_SCHEMA.items()] + [pl.col(c) for c in extra]
+    ).sort(["submit_time", "job_id"], maintain_order=True)
+    report.rows_kept = df.height
+    report.pools = df["pool"].n_unique()
+    return df, report
+
+
+def _to_bool(col: pl.Series, source: str) -> pl.Series:
+    """Interpret a preemptible column (bool, 0/1, true/false/yes/no) as booleans."""
+    if col.dtype == pl.Boolean:
+        return col.fill_null(False)
+    text = col.cast(pl.String).str.strip_chars().str.to_lowercase()
+    truthy = text.is_in(["1", "true", "yes", "y", "t"])
+    falsy = text.is_in(["0", "false", "no", "n", "f", ""]) | text.is_null()
+    if not (truthy | falsy).all():
+        idx = int((~(truthy | falsy)).arg_true()[0])
+        raise TraceError(
+            f"{source}: row {idx + 1}, column 'preemptible': {col[idx]!r} is not a boolean"
+        )
+    return truthy
+
+
+def check_jobs(jobs: pl.DataFrame, where: str = "job table") -> None:
+    """Raise TraceError unless ``jobs`` already is a canonical job table (for tables in memory)."""
+    for column, dtype in JOB_SCHEMA.items():
+        if column not in jobs.columns:
+            raise TraceError(f"{where}: missing column {column!r} of the trace contract")
+        if jobs[column].dtype != dtype:
+            raise TraceError(
+                f"{where}: column {column!r} has dtype {jobs[column].dtype}, expected {dtype}"
+            )
+    if jobs.height:
+        if (jobs["duration"] <= 0).any():
+            raise TraceError(f"{where}: column 'duration' has values <= 0")
+        if (jobs["num_gpus"] < 1).any():
+            raise TraceError(f"{where}: column 'num_gpus' has values < 1")
+        if jobs["job_id"].is_duplicated().any():
+            raise TraceError(f"{where}: column 'job_id' has duplicates")
+
+
+def make_pools(quotas: dict[str, int]) -> pl.DataFrame:
+    """Return a canonical pools table from ``{pool: quota_gpus}``, sorted by pool."""
+    df = pl.DataFrame(
+        {"pool": list(quotas), "quota_gpus": [int(q) for q in quotas.values()]},
+        schema=POOL_SCHEMA,
+    ).sort("pool")
+    check_pools(df)
+    return df
+
+
+def check_pools(pools: pl.DataFrame, jobs: pl.DataFrame | None = None,
+                where: str = "pools table") -> None:
+    """Raise TraceError unless ``pools`` is a valid pools table (and covers ``jobs``).
+
+    Every pool of ``jobs`` must have a quota, and the quota must fit the pool's
+    widest job (otherwise that job could never run under FCFS).
+    """
+    for column in POOL_SCHEMA:
+        if column not in pools.columns:
+            raise TraceError(f"{where}: missing column {column!r}")
+    if pools["pool"].is_duplicated().any():
+        dup = pools.filter(pools["pool"].is_duplicated())["pool"][0]
+        raise TraceError(f"{where}: pool {dup!r} is listed twice")
+    if (pools["quota_gpus"] < 1).any():
+        bad = pools.filter(pl.col("quota_gpus") < 1)["pool"][0]
+        raise TraceError(f"{where}: pool {bad!r} has a quota below 1 GPU")
+    if jobs is not None and jobs.height:
+        widest = jobs.group_by("pool").agg(pl.col("num_gpus").max().alias("widest"))
+        joined = widest.join(pools, on="pool", how="left")
+        missing = joined.filter(pl.col("quota_gpus").is_null())
+        if missing.height:
+            raise TraceError(
+                f"{where}: no quota for pool(s) {', '.join(sorted(missing['pool'].to_list()))}"
+            )
+        too_small = joined.filter(pl.col("quota_gpus") < pl.col("widest"))
+        if too_small.height:
+            r = too_small.row(0, named=True)
+            raise TraceError(
+                f"{where}: pool {r['pool']!r} has quota {r['quota_gpus']} GPUs but a job "
+                f"needs {r['widest']}; such a job could never start"
+            )

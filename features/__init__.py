@@ -1,0 +1,1 @@
+"""Table 9 features (periodic, recent arrivals, recent and future completions) built with polars."""

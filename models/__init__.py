@@ -1,0 +1,1 @@
+"""Predictors: WillJobsArrive, NewLoadEstimate, JobDuration; training, evaluation, MLflow registry."""

@@ -1,0 +1,1 @@
+"""Stages wired together (ingest, features, train, evaluate), the `sia` CLI, MLflow, executors."""

@@ -1,0 +1,67 @@
+"""The `sia` command line.
+
+Each subcommand lives in its own module ``sia.pipelines.cmd_<name>`` that
+defines ``register(app: typer.Typer) -> None``; this module discovers them, so
+adding a command never edits this file. User errors (:class:`SiaError`) are
+printed as one line on stderr with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+from sia.data.errors import SiaError
+
+app = typer.Typer(
+    name="sia",
+    help=(
+        "Forecasting and anticipatory scheduling for shared GPU pools (SIA). "
+        "Ingest traces, generate synthetic workloads, build features, train predictors, "
+        "replay schedulers and run evaluation pipelines."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_commands() -> None:
+    import sia.pipelines as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            module = importlib.import_module(f"sia.pipelines.{info.name}")
+            module.register(app)
+
+
+@app.callback()
+def _root() -> None:
+    """Forecasting and anticipatory scheduling for shared GPU pools (SIA)."""
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the process exit code (0 ok, 2 user or usage error)."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except SiaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # click's standalone mode exits after usage errors and --help
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def run() -> None:
+    """Console-script entry point: exit with :func:`main`'s code."""
+    sys.exit(main())

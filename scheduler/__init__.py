@@ -1,0 +1,4 @@
+"""Cluster model, event-driven trace-replay simulator, policies, placement and metrics.
+
+Never imports `sia.models`: predictions arrive through the forecasting protocol.
+"""
