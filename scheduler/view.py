@@ -1,0 +1,456 @@
+"""The policy interface: what a scheduling policy sees and what it returns (DESIGN.md 6.1).
+
+The simulator owns time and state; a policy owns decisions. Three pieces:
+
+* :class:`TraceArrays` -- the static, per-replay structure of the trace as numpy
+  arrays indexed by *job index* ``0..n-1`` (jobs in ``(submit_time, job_id)``
+  order, so a larger index never arrives earlier). Built once per replay.
+* :class:`SimView` -- the read-only state the policy is shown at each decision
+  instant: time, quotas, GPUs in use (dedicated / opportunistic, per pool),
+  free GPUs, pending and running jobs, and the arrival / completion history a
+  forecaster needs. It is cheap: one object per replay whose properties read
+  the simulator's live state (numpy views, lazily built and cached per call).
+* :class:`Policy` -- ``reset(trace, cluster)`` before a replay, then
+  ``decide(view) -> list[Start]`` at every decision instant, plus an optional
+  ``next_wakeup(now)`` for policies that plan ahead (the oracle).
+
+What a policy may read
+----------------------
+A *realistic* policy (FCFS, MaxMin, SIA) may read, for jobs that have
+**arrived** (``index < view.n_arrived``): ``submit``, ``num_gpus``, ``pool``,
+``tag`` / ``tag_code`` and ``job_ids``; and everything in the view.
+Only *perfect-information* policies (SSF, gSSF, SIA_VC, the oracle, perfect
+forecasters) may read ``duration`` or anything about jobs that have not
+arrived yet (``index >= view.n_arrived``). The simulator cannot police this;
+each policy says in its docstring which kind it is (``Policy.perfect_information``).
+
+Conventions: times in seconds since the trace's first submission; durations
+already divided by the replay's speed-up factor; GPU counts are ints; pools are
+indexed ``0..n_pools-1`` in the order of ``TraceArrays.pool_names`` (sorted by
+name), which is the pool order of every per-pool array here and of the
+forecasting protocol (:mod:`sia.scheduler.forecast`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntFlag
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sia.scheduler.cluster import Cluster
+
+
+# ----------------------------------------------------------------------------- trace
+
+
+@dataclass(frozen=True, eq=False)
+class TraceArrays:
+    """The trace of one replay as arrays indexed by job index (arrival order).
+
+    Fields (``n`` jobs, ``P`` pools):
+
+    - ``job_ids``: object array [n] of the jobs' string ids.
+    - ``submit``: float64 [n], arrival time in seconds (non-decreasing).
+    - ``duration``: float64 [n], run time in seconds after the speed-up factor.
+      **Perfect information**: only perfect-information policies may read it.
+    - ``num_gpus``: int64 [n], gang size.
+    - ``pool``: int64 [n], pool index into ``pool_names``.
+    - ``tag``: object array [n] of str or None (experiment tag / job name).
+    - ``tag_code``: int64 [n], a dense code per distinct tag (-1 when None),
+      numbered in order of first appearance, for array-based grouping.
+    - ``pool_names``: tuple [P] of pool names, sorted.
+    - ``quota``: int64 [P], each pool's dedicated GPUs.
+    - ``pool_jobs``: tuple [P] of int64 arrays, the job indices of each pool in
+      arrival order (so a pool's arrivals so far are a prefix of it).
+    - ``speedup``: the factor durations were divided by.
+
+    Jobs that have not arrived (``index >= view.n_arrived``) are future
+    information, readable only by perfect-information policies.
+    """
+
+    job_ids: np.ndarray
+    submit: np.ndarray
+    duration: np.ndarray
+    num_gpus: np.ndarray
+    pool: np.ndarray
+    tag: np.ndarray
+    tag_code: np.ndarray
+    pool_names: tuple[str, ...]
+    quota: np.ndarray
+    pool_jobs: tuple[np.ndarray, ...] = field(repr=False)
+    speedup: float = 1.0
+
+    @property
+    def n_jobs(self) -> int:
+        """Number of jobs."""
+        return int(self.submit.shape[0])
+
+    @property
+    def n_pools(self) -> int:
+        """Number of pools."""
+        return len(self.pool_names)
+
+    @property
+    def total_quota(self) -> int:
+        """Sum of the pools' quotas in GPUs (the cluster's size)."""
+        return int(self.quota.sum())
+
+    def service(self) -> np.ndarray:
+        """Return each job's service in GPU-seconds (duration x GPUs). Perfect information."""
+        return self.duration * self.num_gpus
+
+    @staticmethod
+    def build(
+        job_ids: np.ndarray,
+        submit: np.ndarray,
+        duration: np.ndarray,
+        num_gpus: np.ndarray,
+        pool: np.ndarray,
+        tag: np.ndarray,
+        pool_names: tuple[str, ...],
+        quota: np.ndarray,
+        speedup: float = 1.0,
+    ) -> TraceArrays:
+        """Return a TraceArrays from per-job arrays already in arrival order.
+
+        ``duration`` is the replayed duration (already divided by ``speedup``).
+        Derives ``tag_code`` and ``pool_jobs``; arrays are made read-only.
+        """
+        n = len(submit)
+        tag = np.asarray(tag, dtype=object)
+        codes: dict[Any, int] = {}
+        tag_code = np.fromiter(
+            (-1 if t is None else codes.setdefault(t, len(codes)) for t in tag),
+            dtype=np.int64,
+            count=n,
+        )
+        pool = np.asarray(pool, dtype=np.int64)
+        order = np.argsort(pool, kind="stable")
+        bounds = np.searchsorted(pool[order], np.arange(len(pool_names) + 1))
+        pool_jobs = tuple(order[bounds[p] : bounds[p + 1]] for p in range(len(pool_names)))
+        arrays = dict(
+            job_ids=np.asarray(job_ids, dtype=object),
+            submit=np.asarray(submit, dtype=np.float64),
+            duration=np.asarray(duration, dtype=np.float64),
+            num_gpus=np.asarray(num_gpus, dtype=np.int64),
+            pool=pool,
+            tag=tag,
+            tag_code=tag_code,
+            quota=np.asarray(quota, dtype=np.int64),
+        )
+        for a in (*arrays.values(), *pool_jobs):
+            a.setflags(write=False)
+        return TraceArrays(
+            **arrays, pool_names=tuple(pool_names), pool_jobs=pool_jobs, speedup=float(speedup)
+        )
+
+
+# ----------------------------------------------------------------------------- decisions
+
+
+class Reason(IntFlag):
+    """Why the policy is called; several flags when events coincide."""
+
+    ARRIVAL = 1  #: one or more jobs arrived now
+    COMPLETION = 2  #: one or more jobs completed now
+    TICK = 4  #: the periodic tick (only while jobs are pending)
+    WAKEUP = 8  #: a time the policy asked for with ``next_wakeup``
+
+
+class Start(NamedTuple):
+    """One job the policy starts now.
+
+    - ``job``: the job index (must be pending).
+    - ``opportunistic``: False = on the pool's own quota (dedicated; the
+      pool's dedicated use must stay within its quota), True = on spare GPUs
+      beyond the quota (any free GPU).
+    - ``placement``: None lets the cluster pick GPUs (fungible pools); with
+      locality, the GPUs / cell the placement layer chose (see
+      :meth:`sia.scheduler.cluster.Cluster.allocate`).
+    """
+
+    job: int
+    opportunistic: bool = False
+    placement: Any = None
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scheduling policy: a deterministic function of the views it is shown (plus a seed).
+
+    Life cycle: the simulator calls ``reset(trace, cluster)`` once before a
+    replay, then ``decide(view)`` at every decision instant (after all the
+    events at that instant have been applied). ``decide`` returns every job
+    to start *now*, as a list of :class:`Start`; the starts are applied in
+    order and must be jointly feasible (the view is not updated between them,
+    so a policy that starts several jobs tracks the GPUs it has used itself).
+    The simulator validates each start and raises
+    :class:`~sia.scheduler.simulator.PolicyError` naming the policy, the time
+    and the job on a violation.
+
+    Optional members (looked up with ``getattr``):
+
+    - ``name: str`` -- shown in errors and reports (default: the class name).
+    - ``perfect_information: bool`` -- True when the policy reads durations
+      or future jobs (documentation and reports only).
+    - ``uses_ticks: bool`` (default True) -- False for policies whose decision
+      cannot change without an arrival or completion (FCFS, SSF, gSSF,
+      MaxMin); the simulator then skips the periodic ticks entirely.
+    - ``next_wakeup(now) -> float | None`` -- the next time (> now, seconds)
+      the policy wants to be called even if nothing happens (offline plans);
+      asked after every decision.
+    """
+
+    def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
+        """Prepare for a replay of ``trace`` on ``cluster``; drop any earlier state."""
+        ...
+
+    def decide(self, view: SimView) -> list[Start]:
+        """Return the jobs to start now (possibly empty)."""
+        ...
+
+
+# ----------------------------------------------------------------------------- state + view
+
+
+class SimState:
+    """The simulator's mutable state, shared with :class:`SimView` (read-only there).
+
+    Per-pool counters are Python lists (fast scalar updates in the event loop);
+    the view turns them into arrays on demand. Only the simulator writes here.
+    """
+
+    __slots__ = (
+        "trace",
+        "now",
+        "reason",
+        "n_arrived",
+        "used_ded",
+        "used_opp",
+        "free",
+        "pending",
+        "running",
+        "start_time",
+        "opportunistic",
+        "comp_end",
+        "comp_job",
+        "n_comp",
+    )
+
+    def __init__(self, trace: TraceArrays, total_gpus: int):
+        P = trace.n_pools
+        self.trace = trace
+        self.now = 0.0
+        self.reason = Reason(0)
+        self.n_arrived = 0
+        self.used_ded = [0] * P
+        self.used_opp = [0] * P
+        self.free = int(total_gpus)
+        #: per pool, pending job indices in arrival order (ascending)
+        self.pending: list[list[int]] = [[] for _ in range(P)]
+        #: running job index -> None (insertion-ordered set; start/flags below)
+        self.running: dict[int, None] = {}
+        self.start_time = np.full(trace.n_jobs, np.nan)
+        self.opportunistic = np.zeros(trace.n_jobs, dtype=bool)
+        sizes = [len(j) for j in trace.pool_jobs]
+        #: per pool, completion end times / job indices in completion order
+        self.comp_end = [np.empty(s, dtype=np.float64) for s in sizes]
+        self.comp_job = [np.empty(s, dtype=np.int64) for s in sizes]
+        self.n_comp = [0] * P
+
+
+class RunningJobs(NamedTuple):
+    """The running jobs as parallel arrays (sorted by job index)."""
+
+    job: np.ndarray  #: int64 job indices
+    pool: np.ndarray  #: int64 pool indices
+    start: np.ndarray  #: float64 start times (s)
+    num_gpus: np.ndarray  #: int64 gang sizes
+    opportunistic: np.ndarray  #: bool, True when running beyond its pool's quota
+
+
+class SimView:
+    """Read-only view of the simulation at one decision instant.
+
+    One object per replay: its properties read the live state, and array
+    results are cached until the next decision instant. Do not keep arrays
+    from one call to the next, and never write to what it returns (lists
+    returned by :meth:`pending` are the simulator's own).
+    """
+
+    __slots__ = ("_s", "trace", "cluster", "_cache")
+
+    def __init__(self, state: SimState, cluster: Cluster):
+        self._s = state
+        self.trace: TraceArrays = state.trace
+        self.cluster = cluster
+        self._cache: dict[str, Any] = {}
+
+    def _invalidate(self) -> None:
+        """Drop cached arrays (the simulator calls this before each decision)."""
+        if self._cache:
+            self._cache.clear()
+
+    # -- time and reason
+    @property
+    def now(self) -> float:
+        """Current time in seconds."""
+        return self._s.now
+
+    @property
+    def reason(self) -> Reason:
+        """Why the policy is called now (flags)."""
+        return self._s.reason
+
+    @property
+    def n_pools(self) -> int:
+        """Number of pools."""
+        return self.trace.n_pools
+
+    # -- capacity
+    @property
+    def quota(self) -> np.ndarray:
+        """int64 [P]: each pool's dedicated GPUs."""
+        return self.trace.quota
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs in the cluster."""
+        return self.cluster.total_gpus
+
+    @property
+    def free_gpus(self) -> int:
+        """GPUs not running any job right now."""
+        return self._s.free
+
+    def used_dedicated_of(self, pool: int) -> int:
+        """GPUs pool ``pool`` uses on its own quota now."""
+        return self._s.used_ded[pool]
+
+    def used_opportunistic_of(self, pool: int) -> int:
+        """GPUs pool ``pool``'s jobs use beyond its quota now."""
+        return self._s.used_opp[pool]
+
+    @property
+    def used_dedicated(self) -> np.ndarray:
+        """int64 [P]: GPUs each pool uses on its own quota (dedicated jobs)."""
+        c = self._cache.get("ud")
+        if c is None:
+            c = self._cache["ud"] = np.array(self._s.used_ded, dtype=np.int64)
+        return c
+
+    @property
+    def used_opportunistic(self) -> np.ndarray:
+        """int64 [P]: GPUs each pool's opportunistic jobs use beyond its quota."""
+        c = self._cache.get("uo")
+        if c is None:
+            c = self._cache["uo"] = np.array(self._s.used_opp, dtype=np.int64)
+        return c
+
+    @property
+    def allocation(self) -> np.ndarray:
+        """int64 [P]: each pool's current allocation (dedicated + opportunistic GPUs)."""
+        return self.used_dedicated + self.used_opportunistic
+
+    # -- pending jobs
+    def pending(self, pool: int) -> list[int]:
+        """Return pool ``pool``'s pending job indices in arrival order (do not mutate)."""
+        return self._s.pending[pool]
+
+    def n_pending(self, pool: int) -> int:
+        """Number of pending jobs of pool ``pool``."""
+        return len(self._s.pending[pool])
+
+    def pending_array(self, pool: int) -> np.ndarray:
+        """int64 array of pool ``pool``'s pending job indices in arrival order (cached)."""
+        key = ("pa", pool)
+        c = self._cache.get(key)
+        if c is None:
+            c = self._cache[key] = np.array(self._s.pending[pool], dtype=np.int64)
+        return c
+
+    def pending_all(self) -> np.ndarray:
+        """int64 array of every pending job index, ascending (= arrival order)."""
+        c = self._cache.get("pall")
+        if c is None:
+            parts = [p for p in self._s.pending if p]
+            c = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+            c = c.astype(np.int64, copy=False)
+            self._cache["pall"] = c
+        return c
+
+    @property
+    def has_pending(self) -> bool:
+        """True when any job is pending."""
+        return any(self._s.pending)
+
+    def pending_gpus(self) -> np.ndarray:
+        """int64 [P]: GPUs requested by each pool's pending jobs."""
+        c = self._cache.get("pg")
+        if c is None:
+            g = self.trace.num_gpus
+            c = np.array([int(g[p].sum()) if p else 0 for p in self._s.pending], dtype=np.int64)
+            self._cache["pg"] = c
+        return c
+
+    # -- running jobs
+    @property
+    def n_running(self) -> int:
+        """Number of running jobs."""
+        return len(self._s.running)
+
+    def running(self) -> RunningJobs:
+        """Return the running jobs as parallel arrays sorted by job index (cached)."""
+        c = self._cache.get("run")
+        if c is None:
+            job = np.fromiter(self._s.running, dtype=np.int64, count=len(self._s.running))
+            job.sort()
+            t = self.trace
+            c = RunningJobs(
+                job=job,
+                pool=t.pool[job],
+                start=self._s.start_time[job],
+                num_gpus=t.num_gpus[job],
+                opportunistic=self._s.opportunistic[job],
+            )
+            self._cache["run"] = c
+        return c
+
+    # -- history (what a forecaster may use)
+    @property
+    def n_arrived(self) -> int:
+        """Jobs arrived so far: job indices ``< n_arrived`` have arrived."""
+        return self._s.n_arrived
+
+    def arrived_in_pool(self, pool: int) -> np.ndarray:
+        """int64 job indices of pool ``pool`` that have arrived, in arrival order (a view)."""
+        jobs = self.trace.pool_jobs[pool]
+        n = int(np.searchsorted(jobs, self._s.n_arrived, side="left"))
+        return jobs[:n]
+
+    def arrivals(self, pool: int) -> tuple[np.ndarray, np.ndarray]:
+        """Return (submit times s, GPUs) of pool ``pool``'s jobs arrived so far, in order."""
+        jobs = self.arrived_in_pool(pool)
+        return self.trace.submit[jobs], self.trace.num_gpus[jobs]
+
+    def completions(self, pool: int) -> np.ndarray:
+        """float64 end times (s) of pool ``pool``'s completed jobs, in completion order (a view)."""
+        return self._s.comp_end[pool][: self._s.n_comp[pool]]
+
+    def completed_jobs(self, pool: int) -> np.ndarray:
+        """int64 job indices of pool ``pool``'s completed jobs, in completion order (a view).
+
+        Their durations are known (they finished), so any policy may read them.
+        """
+        return self._s.comp_job[pool][: self._s.n_comp[pool]]
+
+    def start_time_of(self, job: int) -> float:
+        """Start time (s) of a started job; NaN if it has not started."""
+        return float(self._s.start_time[job])
+
+    def is_opportunistic(self, job: int) -> bool:
+        """True when a started job runs (or ran) beyond its pool's quota."""
+        return bool(self._s.opportunistic[job])
