@@ -1,0 +1,443 @@
+"""Readers that turn real trace formats into the trace contract (DESIGN.md section 3).
+
+Every reader returns ``(jobs, report)``: a canonical job table (through
+:func:`sia.data.schema.validate`, with each row's file and 1-based data row
+number for error messages) and a :class:`CleaningReport`. Submission times
+become seconds since the trace's first (kept) submission; the origin is
+recorded in ``report.first_submit``. Unknown extra columns are kept, never an
+error. ``on_bad_rows="raise"`` (default) stops at the first bad row naming
+file, row and column; ``"drop"`` drops and counts them.
+
+Formats:
+
+* Philly per-VC CSV (``timestamp,duration,num_gpus,gpu_time,cluster``):
+  :func:`read_philly`.
+* Helios ``cluster_log.csv``: :func:`read_helios`.
+* Any CSV / Parquet file, folder or glob with a column mapping:
+  :func:`read_generic`.
+* Canonical Parquet directories written by ``sia ingest`` / ``sia generate``
+  (``jobs.parquet`` + ``pools.parquet``): :func:`read_canonical`.
+
+:func:`read_trace` dispatches on the format, detecting it from the header
+when asked (``fmt="auto"``).
+"""
+
+from __future__ import annotations
+
+import glob as globmod
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+from sia.data.errors import ConfigError, TraceError
+from sia.data.schema import (
+    JOB_SCHEMA,
+    SOURCE_FILE,
+    SOURCE_ROW,
+    BadRows,
+    CleaningReport,
+    OnBadRows,
+    _cast_numeric,
+    validate,
+)
+
+FORMATS = ("auto", "philly", "helios", "generic", "canonical")
+TIME_UNITS = ("s", "ms", "datetime")
+PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
+HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
+                  "submit_time", "start_time", "end_time", "duration", "queue")
+_ABS = "__abs_submit"  # absolute submission time (seconds) kept through validate
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _read_csv_strings(path: Path) -> pl.DataFrame:
+    """Read a CSV with every column as strings, adding file and 1-based row columns.
+
+    Blank lines are not rows: they are skipped (readers note how many with
+    :func:`_blank_note`),
+    but they keep their place in the row numbering, so row N is line N + 1 of
+    the file.
+    """
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        df = pl.read_csv(path, infer_schema=False)
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read as CSV: {exc}") from exc
+    df = _add_source(df, path)
+    data_cols = [c for c in df.columns if not c.startswith("_source")]
+    if data_cols:
+        blank = df.select(pl.all_horizontal([pl.col(c).is_null() for c in data_cols])).to_series()
+        if blank.any():
+            df = df.filter(~blank)
+    return df
+
+
+def _blank_note(df: pl.DataFrame, report: CleaningReport) -> None:
+    """Note in ``report`` how many blank lines the CSV had (skipped, not rows)."""
+    if SOURCE_ROW in df.columns and df.height:
+        gaps = int(df[SOURCE_ROW].max()) - df.height
+        if gaps:
+            report.notes.append(f"{gaps} blank line(s) skipped (not counted as rows)")
+
+
+def _read_any(path: Path) -> pl.DataFrame:
+    """Read one CSV (as strings) or Parquet file (native types) with source columns."""
+    if path.suffix.lower() == ".parquet":
+        if not path.exists():
+            raise TraceError(f"{path}: no such file")
+        try:
+            df = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise TraceError(f"{path}: cannot read as Parquet: {exc}") from exc
+        return _add_source(df, path)
+    return _read_csv_strings(path)
+
+
+def _add_source(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+    return df.with_columns(
+        pl.lit(str(path)).alias(SOURCE_FILE),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(SOURCE_ROW),
+    )
+
+
+def _require_columns(df: pl.DataFrame, columns, path: Path | str, what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
+        raise TraceError(
+            f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} of the {what} "
+            f"format; found {found}"
+        )
+
+
+def _missing_mask(col: pl.Series) -> pl.Series:
+    mask = col.is_null()
+    if col.dtype == pl.String:
+        mask = mask | (col.str.strip_chars() == "")
+    return mask
+
+
+def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | None:
+    """Turn ``column`` of ``bad.df`` into absolute seconds (Float64) in place.
+
+    Returns how the unit reads in the report (a datetime origin is formatted
+    later). Missing cells are left null for :func:`validate` to report.
+    """
+    if time_unit not in TIME_UNITS:
+        raise ConfigError(f"--time-unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
+    col = bad.df[column]
+    if time_unit == "datetime":
+        if col.dtype == pl.String:
+            stripped = col.str.strip_chars()
+            present = ~_missing_mask(col)
+            try:
+                parsed = stripped.str.to_datetime(strict=False, time_unit="ms")
+            except pl.exceptions.PolarsError:
+                parsed = pl.Series(column, [None] * col.len(), dtype=pl.Datetime("ms"))
+            bad.df = bad.df.with_columns(parsed.alias("__dt"))
+            bad.flag(parsed.is_null() & present, column, "unparsable_time",
+                     "{value!r} is not a date-time (expected e.g. 2020-06-09 18:41:01)")
+            bad.df = bad.df.with_columns(pl.col("__dt").alias(column)).drop("__dt")
+            col = bad.df[column]
+        elif col.dtype == pl.Date:
+            col = col.cast(pl.Datetime("ms"))
+        elif not isinstance(col.dtype, pl.Datetime):
+            raise TraceError(
+                f"{_file_of(bad)}: column {column!r} has type {col.dtype}, not date-times; "
+                "use --time-unit s or ms for numeric times"
+            )
+        secs = col.dt.epoch("ms").cast(pl.Float64) / 1000.0
+        bad.df = bad.df.with_columns(secs.alias(column))
+        return "datetime"
+    # numeric times: blank cells become null, for validate to report as missing
+    if bad.df[column].dtype == pl.String:
+        bad.df = bad.df.with_columns(
+            pl.when(pl.col(column).str.strip_chars() == "").then(None)
+            .otherwise(pl.col(column)).alias(column)
+        )
+    elif isinstance(bad.df[column].dtype, pl.Datetime | pl.Date):
+        raise TraceError(f"{_file_of(bad)}: column {column!r} holds date-times; use --time-unit datetime")
+    _cast_numeric(bad, column, pl.Float64())
+    if time_unit == "ms":
+        bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
+    return time_unit
+
+
+def _file_of(bad: BadRows) -> str:
+    if SOURCE_FILE in bad.df.columns and bad.df.height:
+        return str(bad.df[SOURCE_FILE][0])
+    return bad.source
+
+
+def _finish(raw: pl.DataFrame, source: str, on_bad_rows: OnBadRows, report: CleaningReport,
+            unit: str, duplicate_subset=None) -> tuple[pl.DataFrame, CleaningReport, float]:
+    """Validate ``raw`` (absolute submit seconds), rebase time to the first kept submission.
+
+    Returns (jobs, report, origin): origin is the first kept submission in
+    absolute seconds (epoch seconds for date-times), 0 for an empty table.
+    """
+    raw = raw.with_columns(pl.col("submit_time").alias(_ABS))
+    jobs, report = validate(raw, source=source, on_bad_rows=on_bad_rows, report=report,
+                            duplicate_subset=duplicate_subset, rebase_time=True)
+    origin = 0.0
+    if jobs.height:
+        origin = float(jobs[_ABS].min())
+        if unit == "datetime":
+            report.first_submit = str(pl.Series([origin * 1000.0]).cast(pl.Int64)
+                                      .cast(pl.Datetime("ms"))[0])
+        else:
+            report.first_submit = f"{origin:g} (seconds, in the file's own clock)"
+    jobs = jobs.drop(_ABS)
+    return jobs, report, origin
+
+
+# --------------------------------------------------------------------------- Philly
+
+def read_philly(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from the per-VC Philly CSV.
+
+    Columns ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, the submission),
+    ``duration`` (seconds), ``num_gpus``, ``gpu_time`` and ``cluster`` (the
+    VC: the pool). Rows are unsorted in the file; the table comes back sorted.
+    Job ids are the 1-based data row numbers of the file. A row identical to
+    an earlier row in every field is an exact duplicate: an error naming both
+    rows by default, dropped and counted as ``exact_duplicate`` with
+    ``on_bad_rows="drop"``. ``gpu_time`` is kept as an extra Float64 column.
+    """
+    path = Path(path)
+    df = _read_csv_strings(path)
+    _require_columns(df, ("timestamp", "duration", "num_gpus", "cluster"), path, "Philly")
+    report = CleaningReport(source=str(path), rows_read=df.height)
+    _blank_note(df, report)
+    df = df.rename({"timestamp": "submit_time", "cluster": "pool"})
+    if "gpu_time" in df.columns:
+        df = df.with_columns(pl.col("gpu_time").str.strip_chars().cast(pl.Float64, strict=False))
+    bad = BadRows(df, str(path), on_bad_rows, report)
+    unit = _parse_submit_seconds(bad, "submit_time", "datetime")
+    subset = [c for c in ("submit_time", "duration", "num_gpus", "gpu_time", "pool")
+              if c in bad.df.columns]
+    subset += [c for c in bad.df.columns
+               if c not in subset and not c.startswith("_") and c != _ABS]
+    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit,
+                              duplicate_subset=subset)
+    return jobs, report
+
+
+# --------------------------------------------------------------------------- Helios
+
+def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from a Helios ``cluster_log.csv``.
+
+    ``vc`` is the pool, ``gpu_num`` the gang size, ``submit_time`` a
+    ``YYYY-MM-DD HH:MM:SS`` date-time, ``duration`` seconds. Rows with
+    ``gpu_num == 0`` are CPU jobs: left out and counted in
+    ``report.left_out['cpu_only']``. ``state``, ``cpu_num``, ``node_num``,
+    ``queue`` are kept as extra columns, and ``start_time``/``end_time`` as
+    seconds since the same origin as ``submit_time`` (null where unparsable).
+    """
+    path = Path(path)
+    df = _read_csv_strings(path)
+    _require_columns(df, ("job_id", "vc", "gpu_num", "submit_time", "duration"), path, "Helios")
+    report = CleaningReport(source=str(path), rows_read=df.height)
+    _blank_note(df, report)
+    gpus = df["gpu_num"].str.strip_chars().cast(pl.Float64, strict=False)
+    cpu_only = (gpus == 0).fill_null(False)
+    report.leave_out("cpu_only", int(cpu_only.sum()))
+    df = df.filter(~cpu_only).rename({"vc": "pool", "gpu_num": "num_gpus"})
+    for column in ("cpu_num", "node_num", "queue"):
+        if column in df.columns:
+            df = df.with_columns(pl.col(column).str.strip_chars().cast(pl.Float64, strict=False))
+    for column in ("start_time", "end_time"):
+        if column in df.columns:
+            df = df.with_columns(
+                (pl.col(column).str.strip_chars().str.to_datetime(strict=False, time_unit="ms")
+                 .dt.epoch("ms").cast(pl.Float64) / 1000.0).alias(column)
+            )
+    bad = BadRows(df, str(path), on_bad_rows, report)
+    unit = _parse_submit_seconds(bad, "submit_time", "datetime")
+    jobs, report, origin = _finish(bad.df, str(path), on_bad_rows, report, unit)
+    if jobs.height:
+        rel = [pl.col(c) - origin for c in ("start_time", "end_time") if c in jobs.columns]
+        if rel:
+            jobs = jobs.with_columns(rel)
+    return jobs, report
+
+
+# --------------------------------------------------------------------------- generic
+
+def _resolve_files(spec: Path | str) -> list[Path]:
+    """Return the files a path, folder or glob names (CSV and Parquet), sorted."""
+    text = str(spec)
+    if any(ch in text for ch in "*?["):
+        files = [Path(p) for p in sorted(globmod.glob(text)) if Path(p).is_file()]
+        if not files:
+            raise TraceError(f"{text}: the pattern matches no files")
+        return files
+    path = Path(text)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir()
+                       if p.is_file() and p.suffix.lower() in (".csv", ".parquet"))
+        if not files:
+            raise TraceError(f"{path}: the folder holds no .csv or .parquet files")
+        return files
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or folder")
+    return [path]
+
+
+def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
+                 pool_from: str | None = None, time_unit: str = "s",
+                 on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from CSV / Parquet files with a column mapping.
+
+    ``path`` is one file, a folder (every ``.csv``/``.parquet`` in it) or a
+    glob. ``mapping`` maps contract columns to the file's columns, e.g.
+    ``{"submit_time": "submission_time", "num_gpus": "num_gpu"}``; contract
+    columns the file already has need no mapping. ``pool_from`` gives the
+    pool: a column name, ``const:NAME`` (every job in pool NAME) or
+    ``file-stem`` (each file's name without extension); default: the
+    ``pool`` column. ``time_unit``: ``s`` or ``ms`` for numeric submission
+    times and durations, ``datetime`` for date-time submissions (any ISO-like
+    format polars can parse; durations then in seconds). Without a job id
+    column, ids are the data row numbers (``<stem>-<row>`` for several files).
+    """
+    mapping = dict(mapping or {})
+    for dst in mapping:
+        if dst not in JOB_SCHEMA:
+            raise ConfigError(
+                f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
+                f"({', '.join(JOB_SCHEMA)})"
+            )
+    files = _resolve_files(path)
+    frames = []
+    for file in files:
+        df = _read_any(file)
+        missing = [src for src in mapping.values() if src not in df.columns]
+        if missing:
+            found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
+            raise TraceError(
+                f"{file}: --map names column(s) {', '.join(repr(c) for c in missing)} that the "
+                f"file does not have; found {found}"
+            )
+        if mapping:
+            sources = set(mapping.values())
+            df = df.with_columns([pl.col(src).alias(dst) for dst, src in mapping.items()])
+            df = df.drop([s for s in sources if s not in mapping])
+        if pool_from:
+            if pool_from == "file-stem":
+                df = df.with_columns(pl.lit(file.stem).alias("pool"))
+            elif pool_from.startswith("const:"):
+                name = pool_from.split(":", 1)[1].strip()
+                if not name:
+                    raise ConfigError("--pool-from const:NAME needs a pool name after 'const:'")
+                df = df.with_columns(pl.lit(name).alias("pool"))
+            else:
+                if pool_from not in df.columns:
+                    raise TraceError(
+                        f"{file}: --pool-from column {pool_from!r} is not in the file; found "
+                        f"{', '.join(repr(c) for c in df.columns if not c.startswith('_'))}"
+                    )
+                df = df.with_columns(pl.col(pool_from).cast(pl.String).alias("pool"))
+        if "job_id" not in df.columns and len(files) > 1:
+            df = df.with_columns(
+                (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias("job_id")
+            )
+        _require_columns(df, ("pool", "submit_time", "duration", "num_gpus"), file,
+                         "trace contract (map yours with --map, the pool with --pool-from)")
+        frames.append(df)
+    raw = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    source = str(path)
+    report = CleaningReport(source=source, rows_read=raw.height)
+    for frame in frames:
+        _blank_note(frame, report)
+    bad = BadRows(raw, source, on_bad_rows, report)
+    unit = _parse_submit_seconds(bad, "submit_time", time_unit)
+    if time_unit == "ms":
+        d = bad.df["duration"]
+        bad.df = bad.df.with_columns(pl.when(pl.Series(_missing_mask(d))).then(None)
+                                     .otherwise(pl.col("duration")).alias("duration"))
+        _cast_numeric(bad, "duration", pl.Float64())
+        bad.df = bad.df.with_columns(pl.col("duration") / 1000.0)
+    if len(files) > 1:
+        report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
+    jobs, report, _ = _finish(bad.df, source, on_bad_rows, report, unit)
+    return jobs, report
+
+
+# --------------------------------------------------------------------------- canonical
+
+def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from a canonical directory (``jobs.parquet``) or Parquet file.
+
+    Times are already seconds since the trace's start and are kept as they are.
+    """
+    path = Path(path)
+    file = path / "jobs.parquet" if path.is_dir() else path
+    if not file.exists():
+        raise TraceError(f"{path}: no jobs.parquet (write one with `sia ingest` or `sia generate`)")
+    try:
+        df = pl.read_parquet(file)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise TraceError(f"{file}: cannot read as Parquet: {exc}") from exc
+    df = _add_source(df, file)
+    return validate(df, source=str(file), on_bad_rows=on_bad_rows)
+
+
+# --------------------------------------------------------------------------- dispatch
+
+def detect_format(path: Path | str) -> str:
+    """Return the format of a trace path: 'canonical', 'philly', 'helios' or 'generic'.
+
+    A folder with ``jobs.parquet`` is canonical; a Parquet file with every
+    contract column is canonical; a CSV is Philly or Helios when its header
+    has those formats' columns; anything else is generic.
+    """
+    text = str(path)
+    if any(ch in text for ch in "*?["):
+        return "generic"
+    p = Path(text)
+    if p.is_dir():
+        return "canonical" if (p / "jobs.parquet").exists() else "generic"
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or folder")
+    if p.suffix.lower() == ".parquet":
+        try:
+            names = pl.read_parquet_schema(p)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise TraceError(f"{p}: cannot read as Parquet: {exc}") from exc
+        return "canonical" if all(c in names for c in JOB_SCHEMA) else "generic"
+    try:
+        header = pl.read_csv(p, n_rows=0, infer_schema=False).columns
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{p}: cannot read as CSV: {exc}") from exc
+    cols = {c.strip() for c in header}
+    if {"timestamp", "duration", "num_gpus", "cluster"} <= cols:
+        return "philly"
+    if {"job_id", "vc", "gpu_num", "submit_time", "duration"} <= cols:
+        return "helios"
+    return "generic"
+
+
+def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str] | None = None,
+               pool_from: str | None = None, time_unit: str = "s",
+               on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from a trace in any supported format.
+
+    ``fmt``: ``auto`` (a mapping or ``pool_from`` means generic; otherwise
+    detected by :func:`detect_format`), ``philly``, ``helios``, ``generic``
+    or ``canonical``. The other arguments go to the generic reader.
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "auto":
+        fmt = "generic" if (mapping or pool_from) else detect_format(path)
+    if fmt == "philly":
+        return read_philly(path, on_bad_rows)
+    if fmt == "helios":
+        return read_helios(path, on_bad_rows)
+    if fmt == "canonical":
+        return read_canonical(path, on_bad_rows)
+    return read_generic(path, mapping, pool_from=pool_from, time_unit=time_unit,
+                        on_bad_rows=on_bad_rows)

@@ -1,0 +1,227 @@
+"""How every CLI command gets its workload: one function and shared option declarations.
+
+:func:`load_workload` turns a trace path (any format the readers know) or a
+synthetic variant into a :class:`Workload` (jobs, pools, cleaning report).
+The ``*Arg``/``*Opt`` ``Annotated`` types declare the shared command-line
+flags so every command spells them the same way; :func:`workload_from_options`
+parses their raw values and calls :func:`load_workload`.
+
+Example (a command module)::
+
+    def register(app):
+        @app.command("mycmd")
+        def mycmd(trace: inputs.TraceArg = None, synthetic: inputs.SyntheticOpt = None,
+                  fmt: inputs.FormatOpt = "auto", map_: inputs.MapOpt = None,
+                  pool_from: inputs.PoolFromOpt = None, time_unit: inputs.TimeUnitOpt = "s",
+                  clean: inputs.CleanOpt = False, quotas: inputs.QuotasOpt = None,
+                  load_range: inputs.LoadRangeOpt = "0.6,1.1", seed: inputs.SeedOpt = 0,
+                  days: inputs.DaysOpt = None):
+            wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from,
+                                              time_unit, clean, quotas, load_range, seed, days)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from sia.data.errors import ConfigError, TraceError
+from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, read_quota_file
+from sia.data.readers import FORMATS, TIME_UNITS, detect_format, read_trace
+from sia.data.schema import CleaningReport, check_pools
+from sia.data.synthetic import VARIANTS, generate_workload
+
+DAY_S = 86_400.0
+HELIOS_GPU_FILE = "cluster_gpu_number.csv"
+
+
+@dataclass
+class Workload:
+    """A workload ready for the pipeline: canonical jobs, pools, what was read, and from where."""
+
+    jobs: pl.DataFrame
+    pools: pl.DataFrame
+    report: CleaningReport
+    source: str
+
+
+def _pools_from_quota_path(path: Path) -> tuple[pl.DataFrame, str]:
+    """Read a quota file or a Helios GPU-number file (told apart by its 'date' column)."""
+    if not path.exists():
+        raise ConfigError(f"--quotas {path}: no such file")
+    if path.suffix.lower() != ".parquet":
+        header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        if "date" in header and "quota_gpus" not in header:
+            return read_helios_gpu_numbers(path), f"quotas: Helios GPU numbers in {path} (max per VC)"
+    return read_quota_file(path), f"quotas: file {path}"
+
+
+def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fmt: str = "auto",
+                  mapping: dict[str, str] | None = None, pool_from: str | None = None,
+                  time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
+                  load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
+                  days: float | None = None) -> Workload:
+    """Return the :class:`Workload` of a trace or a synthetic variant.
+
+    With neither ``trace`` nor ``synthetic``, the synthetic ``base`` workload.
+    A synthetic workload uses ``seed`` and ``days`` (default 3) and its own
+    pools (8 GPUs each) unless ``quotas`` names a file. For a trace: read with
+    :func:`sia.data.readers.read_trace` (``clean`` drops bad rows and counts
+    them instead of stopping), keep the first ``days`` days when given (the
+    rest is counted in ``report.left_out['after_days']``), and take pools from,
+    in order: ``quotas`` (a ``pool,quota_gpus`` CSV/Parquet, or a Helios
+    ``cluster_gpu_number.csv``), the canonical directory's ``pools.parquet``,
+    a ``cluster_gpu_number.csv`` beside a Helios ``cluster_log.csv``, or
+    quotas derived from load (SIA 6.1) with ``load_range`` and ``seed``.
+    """
+    if trace is not None and synthetic is not None:
+        raise ConfigError("give either a TRACE or --synthetic, not both")
+    if days is not None and days <= 0:
+        raise ConfigError(f"--days must be > 0, not {days}")
+    if trace is None:
+        variant = synthetic or "base"
+        jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days)
+        source = f"synthetic:{variant} seed={seed}"
+        report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
+                                pools=pools.height)
+        if quotas is not None:
+            pools, note = _pools_from_quota_path(Path(quotas))
+            report.notes.append(note)
+        else:
+            report.notes.append("quotas: synthetic pool sizes")
+        check_pools(pools, jobs)
+        return Workload(jobs, pools, report, source)
+
+    trace = Path(trace)
+    resolved = fmt
+    if fmt == "auto":
+        resolved = "generic" if (mapping or pool_from) else detect_format(trace)
+    jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
+                              time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
+    report.notes.insert(0, f"format: {resolved}")
+    if days is not None:
+        late = jobs["submit_time"] >= days * DAY_S
+        report.leave_out("after_days", int(late.sum()))
+        jobs = jobs.filter(~late)
+        report.rows_kept = jobs.height
+        report.pools = jobs["pool"].n_unique()
+    if jobs.height == 0:
+        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
+
+    canonical_pools = trace / "pools.parquet" if trace.is_dir() else None
+    helios_gpu = trace.parent / HELIOS_GPU_FILE if resolved == "helios" else None
+    if quotas is not None:
+        pools, note = _pools_from_quota_path(Path(quotas))
+    elif canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
+        pools, note = pl.read_parquet(canonical_pools), f"quotas: {canonical_pools}"
+    elif helios_gpu is not None and helios_gpu.exists():
+        pools, note = read_helios_gpu_numbers(helios_gpu), f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)"
+    else:
+        lo, hi = load_range
+        pools = quotas_from_load(jobs, load_range, seed)
+        note = f"quotas: from load, target load per pool U[{lo:g}, {hi:g}], seed {seed} (SIA 6.1)"
+    report.notes.append(note)
+    # Keep only the pools that have jobs (a quota file may list more).
+    pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
+    check_pools(pools, jobs, where=note.split(": ", 1)[1])
+    return Workload(jobs, pools.sort("pool"), report, str(trace))
+
+
+# --------------------------------------------------------------------------- option parsing
+
+def parse_mapping(items: list[str] | None) -> dict[str, str]:
+    """Return {contract column: source column} from ``--map`` values (``a=b``, comma-separable)."""
+    mapping: dict[str, str] = {}
+    for item in items or []:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise ConfigError(
+                    f"--map {part!r}: expected CONTRACT_COLUMN=YOUR_COLUMN, e.g. submit_time=submitted"
+                )
+            dst, src = (x.strip() for x in part.split("=", 1))
+            if not dst or not src:
+                raise ConfigError(f"--map {part!r}: both sides of '=' must be column names")
+            mapping[dst] = src
+    return mapping
+
+
+def parse_load_range(text: str | tuple[float, float]) -> tuple[float, float]:
+    """Return (low, high) from ``--load-range`` text such as ``0.6,1.1``."""
+    if isinstance(text, tuple):
+        return text
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"--load-range {text!r}: expected two numbers LOW,HIGH such as 0.6,1.1") from None
+    if not (0 < lo <= hi):
+        raise ConfigError(f"--load-range {text!r}: need 0 < LOW <= HIGH")
+    return lo, hi
+
+
+def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
+                          map_: list[str] | None, pool_from: str | None, time_unit: str,
+                          clean: bool, quotas: Path | None, load_range: str, seed: int,
+                          days: float | None) -> Workload:
+    """Parse the shared options' raw values and return :func:`load_workload`'s result."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if time_unit not in TIME_UNITS:
+        raise ConfigError(f"--time-unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
+    if synthetic is not None and synthetic not in VARIANTS:
+        raise ConfigError(f"--synthetic {synthetic!r}: choose one of {', '.join(VARIANTS)}")
+    return load_workload(trace, synthetic=synthetic, fmt=fmt, mapping=parse_mapping(map_),
+                         pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
+                         load_range=parse_load_range(load_range), seed=seed, days=days)
+
+
+# --------------------------------------------------------------------------- shared options
+
+TraceArg = Annotated[Path | None, typer.Argument(
+    help="Trace to read: a Philly or Helios CSV, any CSV/Parquet file, folder or glob "
+         "(with --map), or a canonical folder from `sia ingest`/`sia generate`. "
+         "Omit it to use the synthetic workload.",
+    show_default=False)]
+SyntheticOpt = Annotated[str | None, typer.Option(
+    "--synthetic",
+    help="Use a synthetic SIA workload instead of a trace: " + ", ".join(VARIANTS) + ".",
+    show_default=False)]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", help="Trace format: " + ", ".join(FORMATS)
+    + " (auto: from the header; --map or --pool-from mean generic).")]
+MapOpt = Annotated[list[str] | None, typer.Option(
+    "--map", help="Map a contract column to yours: CONTRACT=YOURS, repeatable or comma "
+                  "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
+                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible.",
+    show_default=False)]
+PoolFromOpt = Annotated[str | None, typer.Option(
+    "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "
+                        "or file-stem (each file of a folder/glob is a pool). Default: the "
+                        "'pool' column.", show_default=False)]
+TimeUnitOpt = Annotated[str, typer.Option(
+    "--time-unit", help="Generic traces: submission times (and durations) as numbers in s or "
+                        "ms, or 'datetime' for date-time submissions (durations in seconds).")]
+CleanOpt = Annotated[bool, typer.Option(
+    "--clean", help="Drop bad rows (missing or non-numeric values, duration <= 0, zero GPUs, "
+                    "duplicates, unparsable times) and count them in the report, instead of "
+                    "stopping at the first one.")]
+QuotasOpt = Annotated[Path | None, typer.Option(
+    "--quotas", help="Pool quotas: a CSV/Parquet with columns pool,quota_gpus, or a Helios "
+                     "cluster_gpu_number.csv (a VC's quota = its most GPUs on any day). "
+                     "Default: the trace's own (canonical folder, Helios file beside the log), "
+                     "else derived from load (see --load-range).", show_default=False)]
+LoadRangeOpt = Annotated[str, typer.Option(
+    "--load-range", help="Quotas from load (SIA 6.1): each pool's target load is drawn "
+                         "uniformly in LOW,HIGH and quota = max(ceil(GPU-seconds / "
+                         "(span x load)), widest job).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for every random draw (synthetic "
+                                                     "workload, target loads).")]
+DaysOpt = Annotated[float | None, typer.Option(
+    "--days", help="Synthetic: days to generate (default 3). Trace: keep only jobs submitted "
+                   "in the first DAYS days.", show_default=False)]
