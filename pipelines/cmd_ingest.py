@@ -1,0 +1,69 @@
+"""`sia ingest`: read a trace in any supported format and write canonical Parquet."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sia.pipelines import inputs
+from sia.pipelines.workload_io import summary_lines, write_workload
+
+HELP = """Read a job trace and write it in the canonical format.
+
+Writes OUT/jobs.parquet (one row per job: job_id, pool, submit_time and
+duration in seconds since the first submission, num_gpus, tag, user,
+preemptible, then the trace's extra columns), OUT/pools.parquet (pool,
+quota_gpus[, target_load]) and OUT/report.json (rows read, kept, dropped by
+kind, left out, the clock origin, where quotas came from).
+
+Formats (detected from the header unless --format says): the per-VC Philly
+CSV (timestamp,duration,num_gpus,gpu_time,cluster); Helios cluster_log.csv
+(CPU-only jobs are left out and counted; a cluster_gpu_number.csv beside it
+gives the quotas); any CSV/Parquet file, folder or glob with --map and
+--pool-from; a canonical folder.
+
+A bad row (missing or non-numeric value, duration <= 0, zero GPUs, duplicate
+id or row, unparsable time) stops the read with the file, row and column;
+--clean drops such rows and counts them in the report instead.
+
+\b
+Examples:
+  sia ingest ../shared/traces/philly/philly.csv --clean --out out/philly
+  sia ingest helios/Venus/cluster_log.csv --clean --out out/venus
+  sia ingest mytrace/ --pool-from file-stem \\
+      --map submit_time=submitted,duration=runtime,num_gpus=gpus --out out/mine
+  sia ingest jobs.parquet --time-unit ms --map pool=queue --out out/pq
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `ingest` command to ``app``."""
+
+    @app.command("ingest", help=HELP)
+    def ingest(
+        trace: Annotated[Path, typer.Argument(
+            help="Trace file, folder or glob (see the formats above).", show_default=False)],
+        out: Annotated[Path, typer.Option("--out", help="Folder to write jobs.parquet, "
+                                          "pools.parquet and report.json into.",
+                                          show_default=False)],
+        fmt: inputs.FormatOpt = "auto",
+        map_: inputs.MapOpt = None,
+        pool_from: inputs.PoolFromOpt = None,
+        time_unit: inputs.TimeUnitOpt = "s",
+        clean: inputs.CleanOpt = False,
+        quotas: inputs.QuotasOpt = None,
+        load_range: inputs.LoadRangeOpt = "0.6,1.1",
+        seed: inputs.SeedOpt = 0,
+        days: inputs.DaysOpt = None,
+    ) -> None:
+        t0 = time.perf_counter()
+        wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,
+                                          quotas, load_range, seed, days)
+        t_read = time.perf_counter() - t0
+        paths = write_workload(wl, out)
+        for line in summary_lines(wl):
+            typer.echo(line)
+        typer.echo(f"wrote {paths['jobs']}, {paths['pools']}, {paths['report']} "
+                   f"(read {t_read:.2f} s, total {time.perf_counter() - t0:.2f} s)")
