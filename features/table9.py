@@ -30,7 +30,12 @@ extras (not features)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import polars as pl
+from sia.data.errors import ConfigError, TraceError
+from sia.features.duration_history import point_in_time_history
 
 #: Window lengths k in minutes (SIA 5.2: 5 min, 1 h, 12 h).
 DEFAULT_WINDOWS_MIN: tuple[int, ...] = (5, 60, 720)
@@ -58,6 +63,135 @@ LABEL_COLUMNS: list[str] = ["label_arrival", "label_load_gpus"]
 EXTRA_COLUMNS: list[str] = ["running_jobs", "pending_jobs"]
 
 
+#: Interval conventions: "(]" = lo < x <= hi, "[]" = lo <= x <= hi.
+_OPEN_CLOSED = "(]"
+_CLOSED = "[]"
+
+
+def window_bounds(t, k_s: float) -> dict[str, tuple[str, object, object, str]]:
+    """Return, per count feature, (event kind, lo, hi, ends) of its window at time(s) t.
+
+    ``t`` is a float or a numpy array of seconds, ``k_s`` the window length in
+    seconds; event kind is "arrivals" (submit times) or "completions" (end
+    times); ends is "(]" or "[]". Batch and live features both count events
+    against exactly these bounds, so they agree to the last bit. Every ``hi``
+    is <= t: the periodic window (t - x p, t - x p + k] is cut at t.
+    """
+    out: dict[str, tuple[str, object, object, str]] = {}
+    for pname, p in PERIODS_S.items():
+        for x in PERIODIC_X:
+            lo = t - x * p
+            hi = np.minimum(lo + k_s, t)
+            out[f"periodic_{pname}_x{x}"] = ("arrivals", lo, hi, _OPEN_CLOSED)
+    for x in RECENT_X:
+        out[f"arrivals_x{x}"] = ("arrivals", t - x * k_s, t, _CLOSED)
+    for x in RECENT_X:
+        out[f"completions_x{x}"] = ("completions", t - x * k_s, t, _CLOSED)
+    return out
+
+
+def _grid_ranges(grid_lo: np.ndarray, grid_hi: np.ndarray, ends: str,
+                 events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return [first, stop) grid indices i at which each event lies in (lo[i], hi[i]] / [lo[i], hi[i]].
+
+    ``grid_lo`` and ``grid_hi`` are the window bounds over the grid (both
+    non-decreasing); the answer is exact for the float bounds given.
+    """
+    first = np.searchsorted(grid_hi, events, side="left")  # hi[i] >= e
+    side = "left" if ends == _OPEN_CLOSED else "right"  # lo[i] < e  /  lo[i] <= e
+    stop = np.searchsorted(grid_lo, events, side=side)
+    return first, stop
+
+
+class _GridCounter:
+    """Counts, per pool and grid index, the events whose index range covers it (difference arrays)."""
+
+    def __init__(self, n_pools: int, n_grid: int):
+        self.n_pools = n_pools
+        self.n_grid = n_grid
+        self.width = n_grid + 1
+
+    def count(self, pool_idx: np.ndarray, first: np.ndarray, stop: np.ndarray,
+              weights: np.ndarray | None = None) -> np.ndarray:
+        """Return an (n_pools, n_grid) array: sum of weights of events with first <= i < stop."""
+        keep = first < stop
+        pool_idx, first, stop = pool_idx[keep], first[keep], stop[keep]
+        w = None if weights is None else weights[keep]
+        size = self.n_pools * self.width
+        base = pool_idx.astype(np.int64) * self.width
+        diff = np.bincount(base + first, weights=w, minlength=size)
+        diff = diff - np.bincount(base + stop, weights=w, minlength=size)
+        return np.cumsum(diff.reshape(self.n_pools, self.width), axis=1)[:, : self.n_grid]
+
+
+def make_grid(schedule: pl.DataFrame, grid_s: float = 300.0, start_s: float | None = None,
+              end_s: float | None = None) -> np.ndarray:
+    """Return the prediction times in seconds: start_s + i * grid_s for every i with t <= end_s.
+
+    ``start_s`` defaults to the first submission floored to a multiple of
+    ``grid_s`` (the trace's start, common to all pools), ``end_s`` to the last
+    submission.
+    """
+    if not (grid_s > 0 and np.isfinite(grid_s)):
+        raise ConfigError(f"grid_s must be a positive number of seconds, not {grid_s}")
+    if schedule.height == 0 and (start_s is None or end_s is None):
+        return np.empty(0, dtype=np.float64)
+    submit = schedule["submit_time"]
+    if start_s is None:
+        start_s = float(np.floor(float(submit.min()) / grid_s) * grid_s)
+    if end_s is None:
+        end_s = float(submit.max())
+    if end_s < start_s:
+        return np.empty(0, dtype=np.float64)
+    n = int(np.floor((end_s - start_s) / grid_s)) + 1
+    grid = start_s + np.arange(n, dtype=np.float64) * grid_s
+    return grid[grid <= end_s]
+
+
+_SCHEDULE_COLUMNS = ("job_id", "pool", "submit_time", "num_gpus", "start_time", "end_time")
+
+
+def check_schedule(schedule: pl.DataFrame, where: str = "schedule") -> None:
+    """Raise TraceError unless ``schedule`` has the columns the features need, with sane times."""
+    missing = [c for c in _SCHEDULE_COLUMNS if c not in schedule.columns]
+    if missing:
+        raise TraceError(
+            f"{where}: missing column(s) {', '.join(repr(c) for c in missing)}; the features "
+            "need a schedule (a job table with start_time and end_time, e.g. the FCFS replay)"
+        )
+    if schedule.height == 0:
+        return
+    for c in ("submit_time", "start_time", "end_time"):
+        if schedule[c].null_count():
+            raise TraceError(f"{where}: column {c!r} has {schedule[c].null_count()} missing values")
+    if (schedule["start_time"] < schedule["submit_time"]).any():
+        raise TraceError(f"{where}: some jobs start before they are submitted (start_time < submit_time)")
+    if (schedule["end_time"] <= schedule["start_time"]).any():
+        raise TraceError(f"{where}: some jobs end at or before they start (end_time <= start_time)")
+
+
+def expected_ends(schedule: pl.DataFrame, expected_duration: pl.DataFrame | None = None) -> np.ndarray:
+    """Return each job's expected end in seconds (start_time + point-in-time median duration).
+
+    The median comes from ``expected_duration`` (``job_id``, ``hist_median_s``)
+    when given, else from :func:`point_in_time_history`. A job with no history
+    gets +inf: its end is unknown, so it counts as finishing after t + k.
+    """
+    if expected_duration is None:
+        expected_duration = point_in_time_history(schedule)
+    for c in ("job_id", "hist_median_s"):
+        if c not in expected_duration.columns:
+            raise TraceError(f"expected_duration: missing column {c!r}")
+    med = (
+        schedule.select(pl.col("job_id").cast(pl.String))
+        .join(expected_duration.select(pl.col("job_id").cast(pl.String),
+                                       pl.col("hist_median_s").cast(pl.Float64)),
+              on="job_id", how="left", maintain_order="left")["hist_median_s"]
+    )
+    start = schedule["start_time"].cast(pl.Float64).to_numpy()
+    return start + med.fill_null(np.inf).to_numpy()
+
+
 def build_features(
     schedule: pl.DataFrame,
     *,
@@ -66,6 +200,7 @@ def build_features(
     start_s: float | None = None,
     end_s: float | None = None,
     expected_duration: pl.DataFrame | None = None,
+    pools: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Return the Table 9 feature table for every pool, grid time t and window k.
 
@@ -74,11 +209,93 @@ def build_features(
     and ``end_time`` in seconds (the FCFS replay of a trace). The grid is common
     to all pools: t = start_s + i * grid_s for every i with t <= end_s, where
     ``start_s`` defaults to the first submission floored to the grid and
-    ``end_s`` to the last submission; a pool with no jobs yet gets zeros.
-    ``expected_duration`` (columns ``job_id``, ``hist_median_s``) overrides the
-    point-in-time duration history used for the expected end of running jobs.
+    ``end_s`` to the last submission; a pool with no jobs yet gets zeros. Labels
+    near end_s look past the last submission (pass an earlier end_s to avoid
+    training on them). ``expected_duration`` (columns ``job_id``,
+    ``hist_median_s``) overrides the point-in-time duration history used for
+    the expected end of running jobs. ``pools`` lists the pools to include
+    (default: those of the schedule; a listed pool without jobs gets zeros).
 
-    Columns: KEY_COLUMNS, FEATURE_COLUMNS (int32 counts), LABEL_COLUMNS,
-    EXTRA_COLUMNS; sorted by (k_min, pool, t). Counts are numbers of jobs.
+    Columns: KEY_COLUMNS, FEATURE_COLUMNS (int32 counts of jobs), LABEL_COLUMNS,
+    EXTRA_COLUMNS (int32); sorted by (k_min, pool, t). A feature at t uses only
+    submissions, completions and starts at or before t and the expected (never
+    the true) end of the jobs running at t.
     """
-    raise NotImplementedError("being written: see issue 4")
+    check_schedule(schedule)
+    windows = sorted({int(k) for k in windows_min})
+    if not windows or windows[0] <= 0:
+        raise ConfigError(f"windows_min must be positive minutes, not {windows_min}")
+    pool_names = sorted(set(schedule["pool"].cast(pl.String).unique().to_list())
+                        if pools is None else {str(p) for p in pools})
+    if pools is not None:
+        unknown = set(schedule["pool"].unique().to_list()) - set(pool_names)
+        if unknown:
+            raise ConfigError(f"pools: the schedule has jobs in unlisted pool(s) {sorted(unknown)[:5]}")
+    grid = make_grid(schedule, grid_s, start_s, end_s)
+    n_pools, n_grid = len(pool_names), grid.size
+
+    pool_idx = (
+        schedule.select(pl.col("pool").cast(pl.String).replace_strict(
+            pool_names, list(range(n_pools)), return_dtype=pl.Int64))
+        .to_series().to_numpy()
+        if schedule.height else np.empty(0, dtype=np.int64)
+    )
+    submit = schedule["submit_time"].cast(pl.Float64).to_numpy()
+    start = schedule["start_time"].cast(pl.Float64).to_numpy()
+    end = schedule["end_time"].cast(pl.Float64).to_numpy()
+    gpus = schedule["num_gpus"].cast(pl.Float64).to_numpy()
+    exp_end = expected_ends(schedule, expected_duration) if schedule.height else end
+    events = {"arrivals": submit, "completions": end}
+    counter = _GridCounter(n_pools, n_grid)
+
+    def i32(a: np.ndarray) -> np.ndarray:
+        return np.rint(a).astype(np.int32).reshape(-1)
+
+    # State at t (does not depend on k): running (start <= t < end), pending (submit <= t < start).
+    run_first = np.searchsorted(grid, start, side="left")
+    run_stop = np.searchsorted(grid, end, side="left")
+    running = i32(counter.count(pool_idx, run_first, run_stop))
+    pending = i32(counter.count(pool_idx, np.searchsorted(grid, submit, side="left"), run_first))
+
+    pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
+        np.repeat(np.arange(n_pools), n_grid))
+    t_col = np.tile(grid, n_pools)
+    tables = []
+    for k_min in windows:
+        k_s = 60.0 * k_min
+        cols: dict[str, object] = {"pool": pool_col, "t": t_col,
+                                   "k_min": np.full(n_pools * n_grid, k_min, dtype=np.int32)}
+        for name, (kind, lo, hi, ends) in window_bounds(grid, k_s).items():
+            first, stop = _grid_ranges(lo, hi, ends, events[kind])
+            cols[name] = i32(counter.count(pool_idx, first, stop))
+        # Future completions: running at t and expected end <= t + k (within) or > t + k (after).
+        horizon = np.searchsorted(grid + k_s, exp_end, side="left")  # first i: t_i + k >= exp_end
+        cols["future_completions_within_k"] = i32(
+            counter.count(pool_idx, np.maximum(run_first, horizon), run_stop))
+        cols["future_completions_after_k"] = i32(
+            counter.count(pool_idx, run_first, np.minimum(run_stop, horizon)))
+        # Labels: submissions in (t, t + k].
+        lab_first, lab_stop = _grid_ranges(grid, grid + k_s, _OPEN_CLOSED, submit)
+        # (t, t + k] contains s iff t < s <= t + k: lo = t, hi = t + k.
+        load = counter.count(pool_idx, lab_first, lab_stop, weights=gpus).reshape(-1)
+        n_new = counter.count(pool_idx, lab_first, lab_stop).reshape(-1)
+        cols["label_arrival"] = (n_new > 0.5).astype(np.int8)
+        cols["label_load_gpus"] = load.astype(np.float64)
+        cols["running_jobs"] = running
+        cols["pending_jobs"] = pending
+        tables.append(pl.DataFrame(cols, schema=_output_schema()))
+    if not tables:
+        return pl.DataFrame(schema=_output_schema())
+    return pl.concat(tables, how="vertical", rechunk=False)
+
+
+def _output_schema() -> dict[str, pl.DataType]:
+    schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
+    schema.update({c: pl.Int32() for c in FEATURE_COLUMNS})
+    schema.update({"label_arrival": pl.Int8(), "label_load_gpus": pl.Float64()})
+    schema.update({c: pl.Int32() for c in EXTRA_COLUMNS})
+    return schema
+
+
+#: dtypes of the feature table, column by column.
+OUTPUT_SCHEMA: dict[str, pl.DataType] = _output_schema()

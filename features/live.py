@@ -1,0 +1,142 @@
+"""Table 9 features for one prediction time t from the live state of a running simulation.
+
+The learned forecaster keeps a :class:`LiveState` up to date from the
+simulator's view (or builds it with :meth:`LiveState.from_schedule`) and asks
+:func:`features_at` for the feature rows at the current tick. The values are
+exactly those of :func:`sia.features.table9.build_features` at the same t (both
+count events against :func:`sia.features.table9.window_bounds`).
+
+Per pool, the state holds only what is known at t:
+
+- ``arrival_times``: submit times of the jobs submitted so far (<= t), sorted;
+- ``arrival_gpus``: their GPU counts (same order; not a Table 9 feature, kept
+  for load estimates);
+- ``completion_times``: end times of the jobs finished so far (<= t), sorted;
+- ``running_starts`` / ``running_expected_ends``: for each job running at t
+  (start <= t < end), its start and its *expected* end (start + the
+  point-in-time median duration, +inf when unknown; never the true end);
+- ``pending_jobs``: the number of jobs submitted but not started.
+
+Old history can be trimmed: no feature looks further back than
+``max(100 k, 3 days)`` (:func:`lookback_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+from sia.features.table9 import (
+    DEFAULT_WINDOWS_MIN,
+    EXTRA_COLUMNS,
+    FEATURE_COLUMNS,
+    PERIODIC_X,
+    PERIODS_S,
+    RECENT_X,
+    check_schedule,
+    expected_ends,
+    window_bounds,
+)
+
+
+def _empty() -> np.ndarray:
+    return np.empty(0, dtype=np.float64)
+
+
+@dataclass
+class PoolState:
+    """What is known about one pool at the current time (arrays sorted where stated)."""
+
+    arrival_times: np.ndarray = field(default_factory=_empty)  # sorted, seconds
+    arrival_gpus: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    completion_times: np.ndarray = field(default_factory=_empty)  # sorted, seconds
+    running_starts: np.ndarray = field(default_factory=_empty)  # seconds
+    running_expected_ends: np.ndarray = field(default_factory=_empty)  # seconds, +inf = unknown
+    pending_jobs: int = 0
+
+
+@dataclass
+class LiveState:
+    """Per-pool :class:`PoolState` at time ``t`` (seconds); pools missing from the dict have no jobs."""
+
+    t: float
+    pools: dict[str, PoolState] = field(default_factory=dict)
+
+    @classmethod
+    def from_schedule(cls, schedule: pl.DataFrame, t: float,
+                      expected_duration: pl.DataFrame | None = None) -> LiveState:
+        """Return the state at ``t`` of a schedule, using only what is known at t.
+
+        Jobs submitted after t are ignored; completions count only when
+        end_time <= t; a job is running when start_time <= t < end_time and
+        its expected end is start + point-in-time median (see
+        :func:`sia.features.table9.expected_ends`), never its true end.
+        """
+        check_schedule(schedule)
+        known = schedule.filter(pl.col("submit_time") <= t)
+        exp_end = expected_ends(known, expected_duration) if known.height else _empty()
+        known = known.with_columns(pl.Series("_exp_end", exp_end, dtype=pl.Float64))
+        state = cls(t=float(t))
+        for (pool,), g in known.group_by(["pool"], maintain_order=True):
+            g = g.sort("submit_time")
+            done = g.filter(pl.col("end_time") <= t)["end_time"].sort()
+            run = g.filter((pl.col("start_time") <= t) & (pl.col("end_time") > t))
+            state.pools[str(pool)] = PoolState(
+                arrival_times=g["submit_time"].cast(pl.Float64).to_numpy(),
+                arrival_gpus=g["num_gpus"].cast(pl.Int32).to_numpy(),
+                completion_times=done.cast(pl.Float64).to_numpy(),
+                running_starts=run["start_time"].cast(pl.Float64).to_numpy(),
+                running_expected_ends=run["_exp_end"].to_numpy(),
+                pending_jobs=int((g["start_time"] > t).sum()),
+            )
+        return state
+
+
+def lookback_s(windows_min: Sequence[int] = DEFAULT_WINDOWS_MIN) -> float:
+    """Return how far back (seconds) any feature looks: history older than t minus this can go."""
+    return max(max(RECENT_X) * 60.0 * max(windows_min), max(PERIODIC_X) * max(PERIODS_S.values()))
+
+
+def _count(events: np.ndarray, lo, hi, ends: str) -> int:
+    """Return the number of sorted ``events`` in (lo, hi] ("(]") or [lo, hi] ("[]")."""
+    upper = int(np.searchsorted(events, hi, side="right"))
+    lower = int(np.searchsorted(events, lo, side="right" if ends == "(]" else "left"))
+    return max(upper - lower, 0)
+
+
+def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT_WINDOWS_MIN,
+                pools: Sequence[str] | None = None) -> pl.DataFrame:
+    """Return the feature rows at time ``t`` (seconds): one per (window, pool).
+
+    Columns: ``pool``, ``t``, ``k_min``, FEATURE_COLUMNS and EXTRA_COLUMNS (no
+    labels: the future is unknown), sorted by (k_min, pool), with the same
+    values and dtypes as the batch table's rows at t. ``pools`` defaults to the
+    state's pools (sorted); a pool absent from the state gets zeros. The
+    state's arrays must hold only what is known at t (see :class:`PoolState`).
+    """
+    windows = sorted({int(k) for k in windows_min})
+    names = sorted(state.pools) if pools is None else list(pools)
+    t = float(t)
+    rows: dict[str, list] = {c: [] for c in ["pool", "t", "k_min", *FEATURE_COLUMNS, *EXTRA_COLUMNS]}
+    empty = PoolState()
+    for k_min in windows:
+        k_s = 60.0 * k_min
+        bounds = window_bounds(t, k_s)
+        for name in names:
+            ps = state.pools.get(name, empty)
+            events = {"arrivals": ps.arrival_times, "completions": ps.completion_times}
+            rows["pool"].append(name)
+            rows["t"].append(t)
+            rows["k_min"].append(k_min)
+            for col, (kind, lo, hi, ends) in bounds.items():
+                rows[col].append(_count(events[kind], lo, hi, ends))
+            within = int(np.count_nonzero(ps.running_expected_ends <= t + k_s))
+            rows["future_completions_within_k"].append(within)
+            rows["future_completions_after_k"].append(ps.running_expected_ends.size - within)
+            rows["running_jobs"].append(int(ps.running_starts.size))
+            rows["pending_jobs"].append(int(ps.pending_jobs))
+    schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
+    schema.update({c: pl.Int32() for c in [*FEATURE_COLUMNS, *EXTRA_COLUMNS]})
+    return pl.DataFrame(rows, schema=schema)
