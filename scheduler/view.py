@@ -230,7 +230,6 @@ class SimState:
         "n_arrived",
         "used_ded",
         "used_opp",
-        "free",
         "pending",
         "running",
         "start_time",
@@ -238,9 +237,10 @@ class SimState:
         "comp_end",
         "comp_job",
         "n_comp",
+        "touched",
     )
 
-    def __init__(self, trace: TraceArrays, total_gpus: int):
+    def __init__(self, trace: TraceArrays):
         P = trace.n_pools
         self.trace = trace
         self.now = 0.0
@@ -248,7 +248,6 @@ class SimState:
         self.n_arrived = 0
         self.used_ded = [0] * P
         self.used_opp = [0] * P
-        self.free = int(total_gpus)
         #: per pool, pending job indices in arrival order (ascending)
         self.pending: list[list[int]] = [[] for _ in range(P)]
         #: running job index -> None (insertion-ordered set; start/flags below)
@@ -260,6 +259,8 @@ class SimState:
         self.comp_end = [np.empty(s, dtype=np.float64) for s in sizes]
         self.comp_job = [np.empty(s, dtype=np.int64) for s in sizes]
         self.n_comp = [0] * P
+        #: pools with an arrival or a completion at the current instant
+        self.touched: set[int] = set()
 
 
 class RunningJobs(NamedTuple):
@@ -310,6 +311,15 @@ class SimView:
         """Number of pools."""
         return self.trace.n_pools
 
+    @property
+    def touched_pools(self) -> set[int]:
+        """Pools that had an arrival or a completion at this instant (do not mutate).
+
+        A policy whose per-pool decision depends only on that pool's pending
+        jobs and usage (FCFS, SSF) need only revisit these pools.
+        """
+        return self._s.touched
+
     # -- capacity
     @property
     def quota(self) -> np.ndarray:
@@ -324,7 +334,7 @@ class SimView:
     @property
     def free_gpus(self) -> int:
         """GPUs not running any job right now."""
-        return self._s.free
+        return self.cluster.free
 
     def used_dedicated_of(self, pool: int) -> int:
         """GPUs pool ``pool`` uses on its own quota now."""
@@ -439,6 +449,10 @@ class SimView:
     def completions(self, pool: int) -> np.ndarray:
         """float64 end times (s) of pool ``pool``'s completed jobs, in completion order (a view)."""
         return self._s.comp_end[pool][: self._s.n_comp[pool]]
+
+    def n_completed(self, pool: int) -> int:
+        """Number of pool ``pool``'s jobs completed so far."""
+        return self._s.n_comp[pool]
 
     def completed_jobs(self, pool: int) -> np.ndarray:
         """int64 job indices of pool ``pool``'s completed jobs, in completion order (a view).
