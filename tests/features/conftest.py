@@ -37,13 +37,13 @@ def row_at(table: pl.DataFrame, pool: str, t: float, k_min: int) -> dict:
     return sel.row(0, named=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_schedule():
     """The :func:`schedule` builder."""
     return schedule
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def pick_row():
     """The :func:`row_at` selector."""
     return row_at
