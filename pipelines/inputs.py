@@ -174,8 +174,6 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if time_unit not in TIME_UNITS:
         raise ConfigError(f"--time-unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
-    if synthetic is not None and synthetic not in VARIANTS:
-        raise ConfigError(f"--synthetic {synthetic!r}: choose one of {', '.join(VARIANTS)}")
     return load_workload(trace, synthetic=synthetic, fmt=fmt, mapping=parse_mapping(map_),
                          pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
                          load_range=parse_load_range(load_range), seed=seed, days=days)

@@ -1,0 +1,251 @@
+"""Readers on small files that mimic each real format, broken files, and the real Philly trace."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sia.data.errors import ConfigError, TraceError
+from sia.data.readers import (
+    detect_format,
+    read_canonical,
+    read_generic,
+    read_helios,
+    read_philly,
+    read_trace,
+)
+from sia.data.schema import check_jobs, validate
+
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+HELIOS_HEADER = ("job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,"
+                 "end_time,duration,queue\n")
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- Philly
+
+def test_philly_small(tmp_path):
+    p = write(tmp_path / "philly.csv", PHILLY_HEADER
+              + "2017-10-09 07:01:55,66.0,1,66.0,vcA\n"
+              + "2017-10-09 06:13:03,2951.0,2,5902.0,vcB\n"
+              + "2017-10-09 06:00:00,10.0,8,80.0,vcA\n")
+    jobs, report = read_philly(p)
+    check_jobs(jobs)
+    assert jobs["submit_time"].to_list() == [0.0, 783.0, 3715.0]
+    assert jobs["job_id"].to_list() == ["3", "2", "1"]  # ids are the file's row numbers
+    assert jobs["pool"].to_list() == ["vcA", "vcB", "vcA"]
+    assert jobs["num_gpus"].to_list() == [8, 2, 1]
+    assert jobs["gpu_time"].to_list() == [80.0, 5902.0, 66.0]
+    assert report.first_submit == "2017-10-09 06:00:00"
+    assert (report.rows_read, report.rows_kept, report.pools) == (3, 3, 2)
+    assert detect_format(p) == "philly"
+
+
+def test_philly_exact_duplicates(tmp_path):
+    row = "2017-10-09 07:01:55,66.0,1,66.0,vcA\n"
+    p = write(tmp_path / "philly.csv", PHILLY_HEADER + row + "2017-10-09 08:00:00,5,1,5,vcA\n" + row)
+    with pytest.raises(TraceError, match=r"philly.csv: row 3: exact duplicate of row 1.*--clean"):
+        read_philly(p)
+    jobs, report = read_philly(p, on_bad_rows="drop")
+    assert jobs.height == 2 and report.dropped == {"exact_duplicate": 1}
+    # Same time and pool but another duration is not a duplicate.
+    q = write(tmp_path / "p2.csv", PHILLY_HEADER + row + "2017-10-09 07:01:55,67.0,1,67.0,vcA\n")
+    assert read_philly(q)[0].height == 2
+
+
+# --------------------------------------------------------------------------- Helios
+
+def test_helios_small(tmp_path):
+    log = write(tmp_path / "cluster_log.csv", HELIOS_HEADER
+                + "1425511,uXBbc,vcJkd,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,"
+                  "2020-06-10 04:55:09,36848,0\n"
+                + "1425512,uVMrF,vchbv,4,16,1,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:30,"
+                  "2020-06-09 18:45:36,246,3\n"
+                + "1425513,uzqls,vcpDC,0,1,1,CANCELLED,2020-06-09 18:41:28,2020-06-09 18:41:28,"
+                  "2020-06-17 14:15:21,675233,0\n")
+    jobs, report = read_helios(log)
+    check_jobs(jobs)
+    assert jobs["job_id"].to_list() == ["1425511", "1425512"]
+    assert jobs["user"].to_list() == ["uXBbc", "uVMrF"]
+    assert jobs["submit_time"].to_list() == [0.0, 26.0]
+    assert jobs["start_time"].to_list() == [0.0, 29.0]
+    assert jobs["end_time"].to_list() == [36848.0, 275.0]
+    assert jobs["state"].to_list() == ["COMPLETED", "FAILED"]
+    assert report.left_out == {"cpu_only": 1}
+    assert (report.rows_read, report.rows_kept) == (3, 2)
+    assert report.first_submit == "2020-06-09 18:41:01"
+    assert detect_format(log) == "helios"
+
+
+def test_helios_zero_duration_is_bad(tmp_path):
+    log = write(tmp_path / "cluster_log.csv", HELIOS_HEADER
+                + "1,u,vcA,1,1,1,COMPLETED,2020-06-09 18:41:01,,,0,0\n"
+                + "2,u,vcA,2,1,1,COMPLETED,2020-06-09 18:42:01,,,60,0\n")
+    with pytest.raises(TraceError, match=r"row 1, column 'duration'"):
+        read_helios(log)
+    jobs, report = read_helios(log, on_bad_rows="drop")
+    assert jobs["job_id"].to_list() == ["2"] and report.dropped == {"nonpositive_duration": 1}
+    assert jobs["submit_time"].to_list() == [0.0]  # origin is the first *kept* submission
+
+
+# --------------------------------------------------------------------------- generic
+
+def test_generic_folder_one_csv_per_pool(tmp_path):
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    write(folder / "alpha.csv", "submitted,runtime,gpus,owner\n100,60,1,ann\n50,30,2,bob\n")
+    write(folder / "beta.csv", "submitted,runtime,gpus,owner\n70,10,4,cid\n")
+    mapping = {"submit_time": "submitted", "duration": "runtime", "num_gpus": "gpus",
+               "user": "owner"}
+    jobs, report = read_generic(folder, mapping, pool_from="file-stem")
+    check_jobs(jobs)
+    assert jobs["pool"].to_list() == ["alpha", "beta", "alpha"]
+    assert jobs["submit_time"].to_list() == [0.0, 20.0, 50.0]
+    assert jobs["job_id"].to_list() == ["alpha-2", "beta-1", "alpha-1"]
+    assert jobs["user"].to_list() == ["bob", "cid", "ann"]
+    assert report.rows_read == 3 and report.pools == 2
+    # a glob works the same way
+    assert read_generic(str(folder / "*.csv"), mapping, pool_from="file-stem")[0].equals(jobs)
+
+
+def test_generic_parquet_ms_and_extra_columns(tmp_path):
+    p = tmp_path / "jobs.parquet"
+    pl.DataFrame({
+        "queue": ["x", "y"], "t_ms": [2_000, 5_500], "dur_ms": [1_500.0, 60_000.0],
+        "num_gpus": [1, 8], "model": ["resnet", "bert"],
+    }).write_parquet(p)
+    jobs, report = read_generic(p, {"pool": "queue", "submit_time": "t_ms", "duration": "dur_ms"},
+                                time_unit="ms")
+    assert jobs["submit_time"].to_list() == [0.0, 3.5]
+    assert jobs["duration"].to_list() == [1.5, 60.0]
+    assert jobs["model"].to_list() == ["resnet", "bert"]  # unknown columns kept
+    assert report.first_submit.startswith("2 ")
+    assert detect_format(p) == "generic"
+
+
+def test_generic_datetime_csv_with_const_pool(tmp_path):
+    p = write(tmp_path / "dt.csv",
+              "submit_time,duration,num_gpus,job_id\n"
+              "2021-03-01T10:00:00,100,1,a\n2021-03-01 09:59:00,5,2,b\n")
+    jobs, report = read_generic(p, pool_from="const:main", time_unit="datetime")
+    assert jobs["job_id"].to_list() == ["b", "a"]
+    assert jobs["submit_time"].to_list() == [0.0, 60.0]
+    assert jobs["pool"].unique().to_list() == ["main"]
+    assert report.first_submit == "2021-03-01 09:59:00"
+
+
+# Broken files: each fails naming file, row and column, and drops + counts with "drop".
+BROKEN = {
+    "missing_value": ("1,x,60,1\n2,x,,1\n3,x,70,1\n", 2, "duration"),
+    "non_numeric": ("1,x,60,1\n2,x,60,two\n", 2, "num_gpus"),
+    "nonpositive_duration": ("1,x,60,1\n2,x,-5,1\n3,x,0,1\n", 2, "duration"),
+    "too_few_gpus": ("1,x,60,1\n2,x,60,0\n", 2, "num_gpus"),
+    "duplicate_job_id": ("1,x,60,1\n1,y,60,1\n", 2, "job_id"),
+    "unparsable_time": None,
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_broken_files_fail_with_file_row_column(tmp_path, kind):
+    if kind == "unparsable_time":
+        p = write(tmp_path / "bad.csv", "job_id,pool,submit_time,duration,num_gpus\n"
+                  "a,x,2021-03-01 10:00:00,60,1\nb,x,yesterday,60,1\n")
+        args = {"time_unit": "datetime"}
+        row, column, n_bad = 2, "submit_time", 1
+    else:
+        body, row, column = BROKEN[kind]
+        lines = body.splitlines()
+        # columns: job_id,pool,duration,num_gpus with submit times 0,10,20...
+        text = "job_id,pool,submit_time,duration,num_gpus\n" + "".join(
+            f"{a},{b},{10 * i},{c},{d}\n" for i, (a, b, c, d) in
+            enumerate(line.split(",") for line in lines))
+        p = write(tmp_path / "bad.csv", text)
+        args = {}
+        n_bad = len(lines) - 1 if kind == "nonpositive_duration" else 1
+    with pytest.raises(TraceError, match=rf"bad\.csv: row {row}, column '{column}'"):
+        read_generic(p, **args)
+    jobs, report = read_generic(p, on_bad_rows="drop", **args)
+    assert report.dropped == {kind: n_bad}
+    assert report.rows_kept + report.rows_dropped == report.rows_read
+    assert jobs.height == report.rows_kept
+
+
+def test_generic_mapping_errors(tmp_path):
+    p = write(tmp_path / "t.csv", "a,b,c\n1,2,3\n")
+    with pytest.raises(TraceError, match=r"t\.csv: --map names column\(s\) 'nope'"):
+        read_generic(p, {"submit_time": "nope"})
+    with pytest.raises(ConfigError, match="'when' is not a column of the trace contract"):
+        read_generic(p, {"when": "a"})
+    with pytest.raises(TraceError, match=r"t\.csv: missing column\(s\) 'pool', 'submit_time'"):
+        read_generic(p)
+    with pytest.raises(TraceError, match="--pool-from column 'q'"):
+        read_generic(p, {"submit_time": "a", "duration": "b", "num_gpus": "c"}, pool_from="q")
+    with pytest.raises(TraceError, match="no such file"):
+        read_trace(tmp_path / "missing.csv")
+    with pytest.raises(ConfigError, match="--format"):
+        read_trace(p, fmt="excel")
+
+
+def test_canonical_round_trip(tmp_path):
+    p = write(tmp_path / "philly.csv", PHILLY_HEADER + "2017-10-09 07:01:55,66.0,1,66.0,vcA\n"
+              "2017-10-09 07:02:55,6.0,2,12.0,vcB\n")
+    jobs, _ = read_philly(p)
+    out = tmp_path / "canon"
+    out.mkdir()
+    jobs.write_parquet(out / "jobs.parquet")
+    assert detect_format(out) == "canonical"
+    again, report = read_trace(out)
+    assert again.equals(jobs) and report.rows_read == 2
+    assert read_canonical(out / "jobs.parquet")[0].equals(jobs)
+
+
+def test_blank_lines_are_not_rows(tmp_path):
+    p = write(tmp_path / "philly.csv", PHILLY_HEADER + "2017-10-09 07:01:55,66.0,1,66.0,vcA\n\n"
+              "2017-10-09 07:02:55,6.0,2,12.0,vcB\n\n")
+    jobs, report = read_philly(p)
+    assert report.rows_read == 2 and jobs["job_id"].to_list() == ["1", "3"]
+    assert any("blank line" in n for n in report.notes)
+
+
+# --------------------------------------------------------------------------- real Philly
+
+def test_real_philly(philly_path):
+    with pytest.raises(TraceError, match=r"row \d+: exact duplicate of row \d+ \(65 duplicate"):
+        read_philly(philly_path)
+    jobs, report = read_philly(philly_path, on_bad_rows="drop")
+    assert report.rows_read == 82_247
+    assert report.dropped == {"exact_duplicate": 65}
+    assert jobs.height == report.rows_kept == 82_182
+    assert report.pools == 15 and jobs["pool"].n_unique() == 15
+    assert jobs["submit_time"].min() == 0.0 and jobs["submit_time"].is_sorted()
+    assert jobs["job_id"].n_unique() == jobs.height
+    check_jobs(jobs)
+    assert read_trace(philly_path, on_bad_rows="drop")[0].equals(jobs)
+
+
+# --------------------------------------------------------------------------- property
+
+CELL = st.one_of(st.integers(-3, 50).map(str), st.sampled_from(["", "abc", "1.5", " 7 ", "inf"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "", "c"]), CELL, CELL, CELL,
+                          st.sampled_from(["j1", "j2", "j3", "j4", "j5", "j6"])),
+                min_size=1, max_size=25))
+def test_validate_never_loses_rows_silently(rows):
+    raw = pl.DataFrame(rows, schema=["pool", "submit_time", "duration", "num_gpus", "job_id"],
+                       orient="row")
+    jobs, report = validate(raw, on_bad_rows="drop")
+    assert report.rows_read == len(rows)
+    assert report.rows_kept + report.rows_dropped == report.rows_read == len(rows)
+    assert jobs.height == report.rows_kept
+    if report.rows_dropped:
+        with pytest.raises(TraceError, match=r"row \d+"):
+            validate(raw, on_bad_rows="raise")
+    else:
+        assert validate(raw, on_bad_rows="raise")[0].equals(jobs)

@@ -1,0 +1,144 @@
+"""`sia ingest` and `sia generate` end to end, and load_workload."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from sia.data.errors import ConfigError
+from sia.pipelines.cli import main
+from sia.pipelines.inputs import load_workload, parse_load_range, parse_mapping
+
+
+def test_ingest_real_philly(philly_path, tmp_path, capsys):
+    out = tmp_path / "philly"
+    assert main(["ingest", str(philly_path), "--clean", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "rows read: 82,247" in text and "kept: 82,182" in text
+    assert "exact_duplicate 65" in text and "pools: 15" in text
+    report = json.loads((out / "report.json").read_text())
+    assert report["rows_read"] == 82_247 and report["dropped"] == {"exact_duplicate": 65}
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    pools = pl.read_parquet(out / "pools.parquet")
+    assert jobs.height == 82_182 and pools.height == 15
+    # the written folder reads back as a canonical trace with the same pools
+    wl = load_workload(out)
+    assert wl.jobs.equals(jobs) and wl.pools.equals(pools)
+
+
+def test_ingest_without_clean_fails_naming_rows(philly_path, tmp_path, capsys):
+    code = main(["ingest", str(philly_path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "exact duplicate of row" in err and "--clean" in err
+    assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_ingest_generic_folder_with_mapping(tmp_path, capsys):
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    (folder / "vc1.csv").write_text("sub_s,run_s,n_gpu\n0,600,1\n30,60,2\n")
+    (folder / "vc2.csv").write_text("sub_s,run_s,n_gpu\n10,6000,4\n")
+    out = tmp_path / "out"
+    code = main(["ingest", str(folder), "--pool-from", "file-stem",
+                 "--map", "submit_time=sub_s,duration=run_s", "--map", "num_gpus=n_gpu",
+                 "--load-range", "0.5,0.5", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    pools = pl.read_parquet(out / "pools.parquet")
+    # span 30 s, load .5: vc1 ceil(720 / 15) = 48, vc2 ceil(24000 / 15) = 1600
+    assert dict(zip(pools["pool"], pools["quota_gpus"], strict=True)) == {"vc1": 48, "vc2": 1600}
+
+
+def test_ingest_helios_uses_gpu_numbers_beside_log(tmp_path):
+    d = tmp_path / "Venus"
+    d.mkdir()
+    (d / "cluster_log.csv").write_text(
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,"
+        "duration,queue\n"
+        "1,u1,vcA,8,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,"
+        "2020-06-09 19:41:01,3600,0\n"
+        "2,u2,vcB,0,1,1,COMPLETED,2020-06-09 18:42:01,2020-06-09 18:42:01,"
+        "2020-06-09 18:43:01,60,0\n")
+    (d / "cluster_gpu_number.csv").write_text("date,vcA,vcB,total\n2020-06-09,16,8,24\n")
+    out = tmp_path / "out"
+    assert main(["ingest", str(d / "cluster_log.csv"), "--out", str(out)]) == 0
+    pools = pl.read_parquet(out / "pools.parquet")
+    assert pools.to_dicts() == [{"pool": "vcA", "quota_gpus": 16}]
+    report = json.loads((out / "report.json").read_text())
+    assert report["left_out"] == {"cpu_only": 1}
+
+
+def test_ingest_quota_file_too_small(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("pool,submit_time,duration,num_gpus\na,0,10,4\n")
+    quotas = tmp_path / "q.csv"
+    quotas.write_text("pool,quota_gpus\na,2\n")
+    assert main(["ingest", str(trace), "--quotas", str(quotas), "--out", str(tmp_path / "o")]) == 2
+    assert "quota 2 GPUs but a job needs 4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--load-range", "high"], "--load-range"),
+    (["--time-unit", "hours"], "--time-unit"),
+    (["--map", "submit_time"], "--map"),
+    (["--format", "excel"], "--format"),
+])
+def test_ingest_bad_options(tmp_path, capsys, args, message):
+    trace = tmp_path / "t.csv"
+    trace.write_text("pool,submit_time,duration,num_gpus\na,0,10,4\n")
+    assert main(["ingest", str(trace), "--out", str(tmp_path / "o"), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_ingest_broken_file(tmp_path, capsys):
+    trace = tmp_path / "broken.csv"
+    trace.write_text("pool,submit_time,duration,num_gpus\na,0,10,4\na,5,ten,1\n")
+    assert main(["ingest", str(trace), "--out", str(tmp_path / "o")]) == 2
+    assert "broken.csv: row 2, column 'duration'" in capsys.readouterr().err
+    assert main(["ingest", str(trace), "--clean", "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["dropped"] == {"non_numeric": 1}
+
+
+def test_generate(tmp_path, capsys):
+    out = tmp_path / "gen"
+    assert main(["generate", "--variant", "fewer-queues", "--seed", "4", "--days", "2",
+                 "--out", str(out)]) == 0
+    pools = pl.read_parquet(out / "pools.parquet")
+    assert pools["pool"].to_list() == ["q0", "q1"]
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert jobs.height > 0 and jobs["submit_time"].max() < 2 * 86_400
+    assert main(["generate", "--variant", "nope", "--out", str(out)]) == 2
+    assert "unknown synthetic variant 'nope'" in capsys.readouterr().err
+
+
+def test_help_is_useful(capsys):
+    assert main(["ingest", "--help"]) == 0
+    text = capsys.readouterr().out
+    for word in ("jobs.parquet", "pools.parquet", "report.json", "Philly", "Helios", "--map",
+                 "--clean", "Examples"):
+        assert word in text
+    assert main(["generate", "--help"]) == 0
+    text = capsys.readouterr().out
+    for word in ("more-duration-skew", "fewer-wide-jobs", "jobs.parquet", "--seed"):
+        assert word in text
+
+
+def test_load_workload_defaults_to_synthetic_base():
+    wl = load_workload()
+    assert wl.source.startswith("synthetic:base")
+    assert wl.pools.height == 4 and wl.report.rows_kept == wl.jobs.height
+
+
+def test_load_workload_rejects_both_sources(tmp_path):
+    with pytest.raises(ConfigError, match="either a TRACE or --synthetic"):
+        load_workload(tmp_path, synthetic="base")
+
+
+def test_option_parsers():
+    assert parse_mapping(["a=b,c = d", "e=f"]) == {"a": "b", "c": "d", "e": "f"}
+    assert parse_load_range("0.6, 1.1") == (0.6, 1.1)
+    with pytest.raises(ConfigError):
+        parse_load_range("1.1,0.6")
+    with pytest.raises(ConfigError):
+        parse_mapping(["=x"])
