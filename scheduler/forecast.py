@@ -53,3 +53,128 @@ class Forecaster(Protocol):
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted duration bin (see :func:`duration_bin_of`) of each job."""
         ...
+
+
+def sliding_max_load(
+    submit: np.ndarray,
+    num_gpus: np.ndarray,
+    pool: np.ndarray,
+    n_pools: int,
+    now: float,
+    window_s: float,
+    n_windows: int,
+) -> np.ndarray:
+    """Return, per pool, the max GPUs submitted in any of the last ``n_windows`` windows.
+
+    The windows are (now - (j + 1) w, now - j w] for j = 0..n_windows-1 (point
+    in time: nothing after ``now`` counts). ``submit`` (s, non-decreasing),
+    ``num_gpus`` and ``pool`` (index < n_pools) are per-job arrays, e.g. the
+    trace's arrived prefix. Returns float64 [n_pools] in GPUs (SIA 5.4.1's
+    NewLoadEstimate: a sliding max over recent windows of the same size).
+    """
+    if n_windows < 1 or window_s <= 0:
+        raise ValueError(f"need n_windows >= 1 and window_s > 0, got {n_windows}, {window_s}")
+    lo = int(np.searchsorted(submit, now - n_windows * window_s, side="right"))
+    hi = int(np.searchsorted(submit, now, side="right"))
+    if hi <= lo:
+        return np.zeros(n_pools, dtype=np.float64)
+    age = now - submit[lo:hi]
+    j = np.minimum((age // window_s).astype(np.int64), n_windows - 1)
+    # age in [j w, (j+1) w) puts the job in window j; age == n_windows * w is excluded by lo.
+    sums = np.bincount(pool[lo:hi] * n_windows + j, weights=num_gpus[lo:hi],
+                       minlength=n_pools * n_windows)
+    return sums.reshape(n_pools, n_windows).max(axis=1)
+
+
+class PerfectForecaster:
+    """Answers from the trace's future: for ablations and the zero-slowdown checks.
+
+    Perfect information: reads jobs that have not arrived and true durations
+    (``view.trace``). ``will_jobs_arrive`` is true iff some job of the pool is
+    submitted in (now, now + w]; ``new_load_estimate`` is exactly their GPUs;
+    ``duration_bins`` are the true bins.
+    """
+
+    name = "perfect"
+    perfect_information = True
+
+    def _future_load(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        trace = view.trace
+        now = float(view.now)
+        lo = int(np.searchsorted(trace.submit, now, side="right"))
+        out = np.zeros((trace.n_pools, len(windows_s)), dtype=np.float64)
+        for i, w in enumerate(windows_s):
+            hi = int(np.searchsorted(trace.submit, now + float(w), side="right"))
+            if hi > lo:
+                out[:, i] = np.bincount(trace.pool[lo:hi], weights=trace.num_gpus[lo:hi],
+                                        minlength=trace.n_pools)
+        return out
+
+    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return bool [n_pools, n_windows]: does a job truly arrive in (now, now + w]?"""
+        return self._future_load(view, windows_s) > 0
+
+    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return float [n_pools, n_windows]: the GPUs truly submitted in (now, now + w]."""
+        return self._future_load(view, windows_s)
+
+    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+        """Return the true duration bin of each job."""
+        return duration_bin_of(view.trace.duration[np.asarray(job_indices, dtype=np.int64)])
+
+
+class RandomForecaster:
+    """The paper's strawmen (SIA 6.3, Figure 15a): WillJobsArrive ~ U{0, 1}, bins uniform.
+
+    ``randomize`` picks what is random: ``"arrivals"`` (strawman a) or
+    ``"arrivals+durations"`` (strawman b; the default). What is not random
+    comes from the trace's past only: durations from the median of the pool's
+    finished jobs of the same GPU count (longest bin when none), and
+    ``new_load_estimate`` is SIA's own sliding max over the last
+    ``load_windows`` windows (the paper randomizes only WillJobsArrive and
+    JobDuration, so the load estimate stays SIA's). Seeded: the same seed and
+    the same sequence of calls give the same answers.
+    """
+
+    name = "random"
+    perfect_information = False
+
+    def __init__(self, seed: int = 0, randomize: str = "arrivals+durations",
+                 load_windows: int = 3):
+        if randomize not in ("arrivals", "arrivals+durations"):
+            raise ValueError(f"randomize must be 'arrivals' or 'arrivals+durations', not {randomize!r}")
+        self.seed = seed
+        self.randomize = randomize
+        self.load_windows = load_windows
+        self._rng = np.random.default_rng(seed)
+
+    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return bool [n_pools, n_windows], each a fair coin flip."""
+        return self._rng.integers(0, 2, size=(view.trace.n_pools, len(windows_s))).astype(bool)
+
+    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return float [n_pools, n_windows]: SIA's sliding max over arrived jobs (GPUs)."""
+        trace = view.trace
+        n = int(view.n_arrived)
+        cols = [
+            sliding_max_load(trace.submit[:n], trace.num_gpus[:n], trace.pool[:n],
+                             trace.n_pools, float(view.now), float(w), self.load_windows)
+            for w in windows_s
+        ]
+        return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
+
+    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+        """Return a uniform random bin per job (strawman b), else the pool/GPU history bin."""
+        jobs = np.asarray(job_indices, dtype=np.int64)
+        n_bins = len(DURATION_BIN_EDGES_S) + 1
+        if self.randomize == "arrivals+durations":
+            return self._rng.integers(0, n_bins, size=jobs.size)
+        trace = view.trace
+        out = np.full(jobs.size, n_bins - 1, dtype=np.int64)
+        done = [view.completed_jobs(p) for p in range(trace.n_pools)]
+        for i, j in enumerate(jobs):
+            finished = done[int(trace.pool[j])]
+            same = finished[trace.num_gpus[finished] == trace.num_gpus[j]]
+            if same.size:
+                out[i] = int(duration_bin_of(float(np.median(trace.duration[same]))))
+        return out

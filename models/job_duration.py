@@ -1,0 +1,133 @@
+"""JobDuration(job) -> bin (SIA 5.4.2): the duration bin from the point-in-time history.
+
+Bins are those of :func:`sia.scheduler.forecast.duration_bin_of`:
+(0, 5], (5, 60], (60, 720], (720, inf) minutes. A job's predicted bin is the
+bin of the median duration of similar jobs finished before it (same tag, else
+same pool and GPU count, else same pool; see
+:mod:`sia.features.duration_history`). A job with no history at all gets the
+``fallback_bin`` (default: the longest bin, the conservative choice: an
+over-prediction only forgoes lending, an under-prediction can slow a pool's
+jobs down).
+
+Evaluation: accuracy, the confusion matrix (rows true bin, columns predicted
+bin), the under-prediction rate (predicted bin < true bin) and the
+over-prediction rate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sia.scheduler.forecast import DURATION_BIN_EDGES_S, duration_bin_of
+from sklearn.metrics import accuracy_score, confusion_matrix
+
+N_BINS = len(DURATION_BIN_EDGES_S) + 1
+BIN_NAMES = ("(0,5]m", "(5,60]m", "(60,720]m", "(720,inf)m")
+
+
+def predict_bins(hist_median_s: np.ndarray, fallback_bin: int = N_BINS - 1) -> np.ndarray:
+    """Return the predicted bin per job from its history median (s; NaN = no history)."""
+    if not 0 <= fallback_bin < N_BINS:
+        raise ValueError(f"fallback_bin must be in 0..{N_BINS - 1}, not {fallback_bin}")
+    med = np.asarray(hist_median_s, dtype=np.float64)
+    bins = duration_bin_of(np.where(np.isnan(med), 1.0, med)).astype(np.int64)
+    return np.where(np.isnan(med), fallback_bin, bins)
+
+
+def duration_metrics(true_bins: np.ndarray, pred_bins: np.ndarray) -> dict[str, Any]:
+    """Return accuracy, under/over-prediction rates and the confusion matrix (list of lists)."""
+    t = np.asarray(true_bins, dtype=np.int64)
+    p = np.asarray(pred_bins, dtype=np.int64)
+    if t.size == 0:
+        return {"jobs": 0, "accuracy": float("nan"), "under_rate": float("nan"),
+                "over_rate": float("nan"), "confusion": [[0] * N_BINS for _ in range(N_BINS)]}
+    return {
+        "jobs": int(t.size),
+        "accuracy": float(accuracy_score(t, p)),
+        "under_rate": float(np.mean(p < t)),
+        "over_rate": float(np.mean(p > t)),
+        "confusion": confusion_matrix(t, p, labels=list(range(N_BINS))).tolist(),
+    }
+
+
+def evaluate_history(
+    schedule: pl.DataFrame,
+    history: pl.DataFrame,
+    start_s: float,
+    end_s: float,
+    *,
+    fallback_bin: int = N_BINS - 1,
+) -> dict[str, Any]:
+    """Evaluate the history-based JobDuration on the jobs submitted in [start_s, end_s).
+
+    ``history`` is :func:`sia.features.duration_history.point_in_time_history`
+    of ``schedule`` (``job_id``, ``hist_median_s``, ``hist_source``). Adds the
+    share of jobs per history level (``source_<level>``).
+    """
+    jobs = schedule.filter((pl.col("submit_time") >= start_s) & (pl.col("submit_time") < end_s))
+    joined = jobs.select("job_id", "duration").join(history, on="job_id", how="left")
+    med = joined["hist_median_s"].fill_null(float("nan")).to_numpy()
+    out = duration_metrics(duration_bin_of(joined["duration"].to_numpy()),
+                           predict_bins(med, fallback_bin))
+    if joined.height:
+        for src, n in joined["hist_source"].fill_null("none").value_counts().iter_rows():
+            out[f"source_{src}"] = n / joined.height
+    out["fallback_bin"] = fallback_bin
+    return out
+
+
+class OnlineDurationHistory:
+    """The same fallback chain, kept up to date from a simulator view's completions.
+
+    ``update(view)`` absorbs the completions since the last call (their
+    durations are known: they finished); ``median_s(view, jobs)`` returns the
+    history median (s, NaN when none) for each job index as of now.
+    """
+
+    def __init__(self, min_count: int = 3):
+        self.min_count = min_count
+        self._seen: list[int] = []
+        self._by_tag: dict[int, list[float]] = defaultdict(list)
+        self._by_pool_gpus: dict[tuple[int, int], list[float]] = defaultdict(list)
+        self._by_pool: dict[int, list[float]] = defaultdict(list)
+        self._trace_id = None
+
+    def update(self, view: Any) -> None:
+        """Absorb the jobs completed since the last call."""
+        trace = view.trace
+        if self._trace_id is not id(trace):  # a new replay: start over
+            self.__init__(self.min_count)
+            self._trace_id = id(trace)
+            self._seen = [0] * trace.n_pools
+        for p in range(trace.n_pools):
+            done = view.completed_jobs(p)
+            for j in done[self._seen[p]:]:
+                d = float(trace.duration[j])  # finished: its duration is known
+                if trace.tag_code[j] >= 0:
+                    self._by_tag[int(trace.tag_code[j])].append(d)
+                self._by_pool_gpus[(p, int(trace.num_gpus[j]))].append(d)
+                self._by_pool[p].append(d)
+            self._seen[p] = len(done)
+
+    def median_s(self, view: Any, jobs: np.ndarray) -> np.ndarray:
+        """Return the history median (s; NaN when nothing similar finished) per job index."""
+        trace = view.trace
+        out = np.full(len(jobs), np.nan)
+        for i, j in enumerate(np.asarray(jobs, dtype=np.int64)):
+            tag = int(trace.tag_code[j])
+            pool = int(trace.pool[j])
+            for hist in (
+                self._by_tag.get(tag) if tag >= 0 else None,
+                self._by_pool_gpus.get((pool, int(trace.num_gpus[j]))),
+            ):
+                if hist is not None and len(hist) >= self.min_count:
+                    out[i] = float(np.median(hist))
+                    break
+            else:
+                hist = self._by_pool.get(pool)
+                if hist:
+                    out[i] = float(np.median(hist))
+        return out

@@ -1,0 +1,195 @@
+"""Registered predictor names, logging + registering them, and loading them by name and alias.
+
+One registered model per predictor and window:
+
+- ``sia-will-jobs-arrive-<k>m``: the XGBoost classifier (XGBoost's own
+  format, with a signature); its decision threshold and feature columns are
+  tags of the model version (``threshold``, ``feature_columns``).
+- ``sia-new-load-estimate-<k>m``: a pyfunc holding the calibration constants
+  (:class:`~sia.models.new_load.CalibratedLoad`); predict maps a frame with
+  a ``sliding_max`` column to the estimate in GPUs.
+- ``sia-job-duration``: a pyfunc holding the history rule (min count,
+  fallback bin); predict maps ``hist_median_s`` to a bin.
+
+The alias (default ``champion``) marks the version in use; the scheduler's
+loader asks for ``models:/<name>@<alias>``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sia.data.errors import SiaError
+from sia.models.job_duration import predict_bins
+from sia.models.new_load import CalibratedLoad
+
+DEFAULT_ALIAS = "champion"
+WILL_ARRIVE_PREFIX = "sia-will-jobs-arrive"
+NEW_LOAD_PREFIX = "sia-new-load-estimate"
+JOB_DURATION_NAME = "sia-job-duration"
+
+
+class RegistryError(SiaError):
+    """A registered model or alias is missing or unusable."""
+
+
+def will_arrive_name(k_min: int) -> str:
+    """Return the registered name of WillJobsArrive for window ``k_min`` minutes."""
+    return f"{WILL_ARRIVE_PREFIX}-{int(k_min)}m"
+
+
+def new_load_name(k_min: int) -> str:
+    """Return the registered name of NewLoadEstimate for window ``k_min`` minutes."""
+    return f"{NEW_LOAD_PREFIX}-{int(k_min)}m"
+
+
+def _pyfunc_base() -> type:
+    import mlflow.pyfunc
+
+    return mlflow.pyfunc.PythonModel
+
+
+class NewLoadPyfunc(_pyfunc_base()):
+    """MLflow pyfunc of the calibrated NewLoadEstimate: ``sliding_max`` -> estimate (GPUs)."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
+        """Return the calibrated estimate for each row's ``sliding_max`` (GPUs)."""
+        return CalibratedLoad(**self.config).estimate(model_input["sliding_max"].to_numpy())
+
+
+class JobDurationPyfunc(_pyfunc_base()):
+    """MLflow pyfunc of JobDuration: ``hist_median_s`` (NaN = no history) -> bin."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
+        """Return the predicted duration bin per row."""
+        med = model_input["hist_median_s"].to_numpy(dtype=np.float64)
+        return predict_bins(med, int(self.config["fallback_bin"]))
+
+
+def _set_alias(name: str, version: str, alias: str) -> None:
+    from mlflow import MlflowClient
+
+    MlflowClient().set_registered_model_alias(name, alias, version)
+
+
+def log_will_arrive(model: Any, k_min: int, feature_columns: list[str], threshold: float,
+                    example: np.ndarray, alias: str = DEFAULT_ALIAS) -> str:
+    """Log the classifier in the active run, register it, set ``alias``; return the version."""
+    import mlflow.xgboost
+    from mlflow import MlflowClient
+    from mlflow.models import infer_signature
+
+    name = will_arrive_name(k_min)
+    frame = pd.DataFrame(example, columns=feature_columns)
+    signature = infer_signature(frame, model.predict_proba(example)[:, 1])
+    info = mlflow.xgboost.log_model(model, name=f"will_jobs_arrive_{k_min}m",
+                                    signature=signature, registered_model_name=name,
+                                    model_format="ubj")
+    version = str(info.registered_model_version)
+    client = MlflowClient()
+    client.set_model_version_tag(name, version, "threshold", repr(float(threshold)))
+    client.set_model_version_tag(name, version, "feature_columns", json.dumps(feature_columns))
+    client.set_model_version_tag(name, version, "k_min", str(int(k_min)))
+    _set_alias(name, version, alias)
+    return version
+
+
+def log_new_load(cal: CalibratedLoad, alias: str = DEFAULT_ALIAS) -> str:
+    """Log the calibrated NewLoadEstimate as a pyfunc, register it, set ``alias``; return the version."""
+    import mlflow.pyfunc
+    from mlflow.models import infer_signature
+
+    name = new_load_name(cal.k_min)
+    example = pd.DataFrame({"sliding_max": [0.0, 1.0, 4.0]})
+    model = NewLoadPyfunc(asdict(cal))
+    signature = infer_signature(example, model.predict(None, example))
+    info = mlflow.pyfunc.log_model(name=f"new_load_estimate_{cal.k_min}m", python_model=model,
+                                   signature=signature, registered_model_name=name)
+    version = str(info.registered_model_version)
+    _set_alias(name, version, alias)
+    return version
+
+
+def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS) -> str:
+    """Log the JobDuration rule (``min_count``, ``fallback_bin``) as a pyfunc, register it; return the version."""
+    import mlflow.pyfunc
+    from mlflow.models import infer_signature
+
+    example = pd.DataFrame({"hist_median_s": [60.0, 1000.0, float("nan")]})
+    model = JobDurationPyfunc(dict(config))
+    signature = infer_signature(example, model.predict(None, example))
+    info = mlflow.pyfunc.log_model(name="job_duration", python_model=model, signature=signature,
+                                   registered_model_name=JOB_DURATION_NAME)
+    version = str(info.registered_model_version)
+    _set_alias(JOB_DURATION_NAME, version, alias)
+    return version
+
+
+@dataclass
+class LoadedWillArrive:
+    """A WillJobsArrive classifier loaded from the registry."""
+
+    k_min: int
+    model: Any  # xgboost.XGBClassifier
+    threshold: float
+    feature_columns: list[str]
+    version: str
+
+
+def _version_of(name: str, alias: str):
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return MlflowClient().get_model_version_by_alias(name, alias)
+    except MlflowException as exc:
+        raise RegistryError(
+            f"no registered model {name!r} with alias {alias!r} in the MLflow store "
+            f"({exc.message if hasattr(exc, 'message') else exc}); train one with `sia train` "
+            "or pass another --alias"
+        ) from None
+
+
+def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> LoadedWillArrive:
+    """Return WillJobsArrive for ``k_min`` from ``models:/sia-will-jobs-arrive-<k>m@<alias>``."""
+    import mlflow.xgboost
+
+    name = will_arrive_name(k_min)
+    mv = _version_of(name, alias)
+    model = mlflow.xgboost.load_model(f"models:/{name}@{alias}")
+    return LoadedWillArrive(
+        k_min=int(k_min),
+        model=model,
+        threshold=float(mv.tags.get("threshold", 0.5)),
+        feature_columns=json.loads(mv.tags["feature_columns"]),
+        version=str(mv.version),
+    )
+
+
+def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:
+    """Return the calibrated NewLoadEstimate constants for ``k_min`` from the registry."""
+    import mlflow.pyfunc
+
+    name = new_load_name(k_min)
+    _version_of(name, alias)
+    model = mlflow.pyfunc.load_model(f"models:/{name}@{alias}")
+    return CalibratedLoad(**model.unwrap_python_model().config)
+
+
+def load_job_duration(alias: str = DEFAULT_ALIAS) -> dict[str, Any]:
+    """Return the JobDuration rule's config (``min_count``, ``fallback_bin``) from the registry."""
+    import mlflow.pyfunc
+
+    _version_of(JOB_DURATION_NAME, alias)
+    model = mlflow.pyfunc.load_model(f"models:/{JOB_DURATION_NAME}@{alias}")
+    return dict(model.unwrap_python_model().config)

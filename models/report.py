@@ -1,0 +1,126 @@
+"""The predictor report: SIA's tables for one trace, as polars frames, rich tables, CSV and Markdown.
+
+Tables (one row per window unless said otherwise):
+
+- ``will_arrive``: the model's precision / recall / F beside persistence
+  and always-yes, and whether the model beats persistence on F;
+- ``ablation``: one row per (window, cumulative feature set) (SIA Tables 20, 23);
+- ``new_load``: exceedance rate and over-reservation of the sliding max and
+  of the calibrated estimate;
+- ``job_duration``: one row: accuracy, under- and over-prediction rates, and
+  the confusion matrix flattened (``true_i_pred_j``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+
+def will_arrive_table(results: list[Any]) -> pl.DataFrame:
+    """Return the P/R/F table of the models (``WindowResult``s) and the two baselines."""
+    rows = []
+    for r in results:
+        m, per, yes = r.metrics, r.baselines["persistence"], r.baselines["always_yes"]
+        rows.append({
+            "k_min": r.k_min,
+            "P": m["precision"], "R": m["recall"], "F": m["f1"],
+            "threshold": r.threshold,
+            "persist_P": per["precision"], "persist_R": per["recall"], "persist_F": per["f1"],
+            "yes_P": yes["precision"], "yes_R": yes["recall"], "yes_F": yes["f1"],
+            "beats_persistence_F": m["f1"] > per["f1"],
+            "val_rows": m["rows"], "val_positive_rate": m["positives"] / max(m["rows"], 1),
+        })
+    return pl.DataFrame(rows)
+
+
+def ablation_table(results: list[Any]) -> pl.DataFrame:
+    """Return one row per (window, feature set): P, R, F on validation."""
+    rows = [
+        {"k_min": a["k_min"], "feature_set": a["feature_set"], "P": a["precision"],
+         "R": a["recall"], "F": a["f1"]}
+        for r in results for a in r.ablation
+    ]
+    return pl.DataFrame(rows)
+
+
+def new_load_table(results: list[Any]) -> pl.DataFrame:
+    """Return exceedance and over-reservation per window for both load estimators."""
+    rows = []
+    for r in results:
+        s, c = r.sliding_max, r.calibrated_metrics
+        rows.append({
+            "k_min": r.k_min,
+            "windows_with_arrivals": s["windows_with_arrivals"],
+            "slidingmax_exceed": s["exceedance_rate"],
+            "slidingmax_over_gpus": s["mean_over_reservation_gpus"],
+            "calibrated_exceed": c["exceedance_rate"],
+            "calibrated_over_gpus": c["mean_over_reservation_gpus"],
+            "target_exceed": r.calibrated.alpha,
+            "scale": r.calibrated.scale,
+            "empty_gpus": r.calibrated.empty,
+        })
+    return pl.DataFrame(rows)
+
+
+def job_duration_table(metrics: dict[str, Any]) -> pl.DataFrame:
+    """Return the JobDuration metrics as one row (the confusion matrix flattened)."""
+    row = {k: v for k, v in metrics.items() if k != "confusion"}
+    for i, line in enumerate(metrics["confusion"]):
+        for j, n in enumerate(line):
+            row[f"true{i}_pred{j}"] = n
+    return pl.DataFrame([row])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def rich_table(df: pl.DataFrame, title: str, columns: list[str] | None = None) -> Table:
+    """Return a rich Table of ``df`` (floats to 3 decimals)."""
+    cols = columns or df.columns
+    table = Table(title=title)
+    for c in cols:
+        table.add_column(c, justify="right")
+    for row in df.select(cols).iter_rows():
+        table.add_row(*(_fmt(v) for v in row))
+    return table
+
+
+def to_markdown(df: pl.DataFrame, title: str) -> str:
+    """Return ``df`` as a Markdown table under a ``## title`` heading."""
+    lines = [f"## {title}", "", "| " + " | ".join(df.columns) + " |",
+             "|" + "---|" * len(df.columns)]
+    for row in df.iter_rows():
+        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def save_report(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+    """Write each table as ``<name>.csv`` and all of them in ``report.md``; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    md = ["# Predictor report", ""]
+    for name, df in tables.items():
+        p = out_dir / f"{name}.csv"
+        df.write_csv(p)
+        paths.append(p)
+        md.append(to_markdown(df, name))
+    p = out_dir / "report.md"
+    p.write_text("\n".join(md))
+    paths.append(p)
+    return paths
+
+
+def print_report(tables: dict[str, pl.DataFrame], console: Console | None = None) -> None:
+    """Print the report tables with rich."""
+    console = console or Console()
+    for name, df in tables.items():
+        if df.height:
+            console.print(rich_table(df, name))

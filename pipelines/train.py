@@ -1,0 +1,218 @@
+"""The training stage: workload -> FCFS schedule -> Table 9 features -> predictors -> report -> MLflow.
+
+:func:`train_predictors` is pure (no MLflow): it fits and evaluates
+WillJobsArrive (with the ablation and the baselines), NewLoadEstimate (the
+sliding max and the calibrated estimate) and JobDuration on an explicit time
+split and returns a :class:`TrainResult`. :func:`log_training` records a
+result as one MLflow run of the ``sia-predictors`` experiment and registers
+the models; :func:`run_training` does both for a workload.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sia.data.errors import ConfigError
+from sia.features.duration_history import point_in_time_history
+from sia.features.table9 import FEATURE_GROUPS, build_features
+from sia.models import job_duration, new_load, report, will_arrive
+from sia.models.split import TimeSplit, choose_split, split_features
+from sia.models.will_arrive import WindowResult, XGBParams
+
+DEFAULT_WINDOWS_MIN: tuple[int, ...] = (5, 60, 720)
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on (all recorded as MLflow params)."""
+
+    train_days: float = 21.0
+    val_days: float = 14.0
+    warmup_days: float = 3.0
+    start_day: float | None = None
+    windows_min: tuple[int, ...] = DEFAULT_WINDOWS_MIN
+    grid_s: float = 300.0
+    threshold: float = 0.5
+    target_recall: float | None = None
+    ablation: bool = True
+    load_windows: int = 3
+    load_alpha: float = 0.1
+    history_min_count: int = 3
+    duration_fallback_bin: int = job_duration.N_BINS - 1
+    xgb: XGBParams = field(default_factory=XGBParams)
+
+    def to_params(self) -> dict[str, Any]:
+        """Return the config as flat MLflow parameters."""
+        d = {k: v for k, v in asdict(self).items() if k != "xgb"}
+        d["windows_min"] = ",".join(str(k) for k in self.windows_min)
+        d["feature_set"] = ",".join(FEATURE_GROUPS)
+        d.update(self.xgb.to_params())
+        return d
+
+
+@dataclass
+class TrainResult:
+    """What one training produced: the split, per-window results, the report tables, timings."""
+
+    split: TimeSplit
+    windows: list[WindowResult]
+    loads: list[new_load.LoadResult]
+    duration: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+    timings_s: dict[str, float]
+    config: TrainConfig
+
+
+def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
+    """Return ``jobs`` with ``start_time`` / ``end_time`` (s) of the FCFS replay (the baseline schedule)."""
+    from sia.scheduler.registry import make_policy
+    from sia.scheduler.simulator import simulate
+
+    result = simulate(jobs, pools, make_policy("fcfs"))
+    return jobs.join(result.select("job_id", "start_time", "end_time"), on="job_id",
+                     how="left", maintain_order="left")
+
+
+def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
+                     features: pl.DataFrame | None = None) -> TrainResult:
+    """Fit and evaluate the three predictors on ``schedule`` (a job table with start/end times).
+
+    ``features`` defaults to :func:`build_features` of the schedule. Returns
+    the per-window models and metrics on the validation period.
+    """
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    windows = tuple(sorted({int(k) for k in config.windows_min}))
+    if not windows or min(windows) <= 0:
+        raise ConfigError(f"--windows must be positive minutes, not {config.windows_min}")
+    split = choose_split(schedule["submit_time"].to_numpy(), train_days=config.train_days,
+                         val_days=config.val_days, warmup_days=config.warmup_days,
+                         start_day=config.start_day)
+    history = point_in_time_history(schedule, min_count=config.history_min_count)
+    if features is None:
+        features = build_features(schedule, grid_s=config.grid_s, windows_min=windows,
+                                  expected_duration=history)
+    timings["features_s"] = time.perf_counter() - clock
+    train_all, val_all = split_features(features, split)
+
+    results, loads = [], []
+    clock = time.perf_counter()
+    for k in windows:
+        tr = train_all.filter(pl.col("k_min") == k)
+        va = val_all.filter(pl.col("k_min") == k)
+        results.append(will_arrive.train_window(
+            tr, va, k, FEATURE_GROUPS, config.xgb, threshold=config.threshold,
+            target_recall=config.target_recall, ablation=config.ablation))
+        loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
+                                              alpha=config.load_alpha))
+    timings["fit_s"] = time.perf_counter() - clock
+    dur = job_duration.evaluate_history(schedule, history, split.train_end, split.val_end,
+                                        fallback_bin=config.duration_fallback_bin)
+    tables = {
+        "will_arrive": report.will_arrive_table(results),
+        "ablation": report.ablation_table(results),
+        "new_load": report.new_load_table(loads),
+        "job_duration": report.job_duration_table(dur),
+    }
+    return TrainResult(split, results, loads, dur, tables, timings, config)
+
+
+def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
+    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import precision_recall_curve
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for r in results:
+        if r.val_true is None or r.val_true.sum() == 0:
+            continue
+        p, rc, _ = precision_recall_curve(r.val_true, r.val_proba)
+        ax.plot(rc, p, label=f"{r.k_min} min")
+        ax.scatter([r.metrics["recall"]], [r.metrics["precision"]], marker="o")
+        per = r.baselines["persistence"]
+        ax.scatter([per["recall"]], [per["precision"]], marker="x", color="black")
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_title("WillJobsArrive on validation (x = persistence)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+@dataclass
+class LoggedRun:
+    """The MLflow run a training was logged to and the registered versions."""
+
+    run_id: str
+    versions: dict[str, str]
+
+
+def log_training(result: TrainResult, *, trace: str, alias: str = "champion",
+                 extra_params: dict[str, Any] | None = None, register: bool = True,
+                 nested: bool = False) -> LoggedRun:
+    """Log ``result`` as one MLflow run (params, metrics per window, tables, plots, models).
+
+    The tracking store must already be set (see :mod:`sia.pipelines.tracking`).
+    With ``register`` every model is registered and ``alias`` points at it.
+    """
+    import mlflow
+    from sia.models import registry
+
+    versions: dict[str, str] = {}
+    with mlflow.start_run(run_name=f"train {Path(trace).name}", nested=nested) as run:
+        params = {"trace": trace, **result.config.to_params(), **result.split.to_params()}
+        params.update(extra_params or {})
+        mlflow.log_params({k: ("" if v is None else v) for k, v in params.items()})
+        metrics: dict[str, float] = {}
+        for r in result.windows:
+            for name, value in r.metrics.items():
+                metrics[f"will_arrive_{r.k_min}m_{name}"] = float(value)
+            for base, m in r.baselines.items():
+                for name in ("precision", "recall", "f1"):
+                    metrics[f"{base}_{r.k_min}m_{name}"] = float(m[name])
+            metrics[f"will_arrive_{r.k_min}m_threshold"] = r.threshold
+        for lr in result.loads:
+            for est, m in (("sliding_max", lr.sliding_max), ("calibrated", lr.calibrated_metrics)):
+                for name, value in m.items():
+                    metrics[f"new_load_{lr.k_min}m_{est}_{name}"] = float(value)
+        for name, value in result.duration.items():
+            if isinstance(value, int | float):
+                metrics[f"job_duration_{name}"] = float(value)
+        metrics.update({f"time_{k}": v for k, v in result.timings_s.items()})
+        mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+        with tempfile.TemporaryDirectory() as tmp:
+            tmpdir = Path(tmp)
+            report.save_report(result.tables, tmpdir / "report")
+            mlflow.log_artifacts(str(tmpdir / "report"), artifact_path="report")
+            imp = {str(r.k_min): will_arrive.feature_importance(r) for r in result.windows}
+            (tmpdir / "feature_importance.json").write_text(json.dumps(imp, indent=2))
+            mlflow.log_artifact(str(tmpdir / "feature_importance.json"))
+            mlflow.log_artifact(str(pr_curve_png(result.windows, tmpdir / "precision_recall.png")))
+            (tmpdir / "confusion_matrix.json").write_text(
+                json.dumps(result.duration["confusion"]))
+            mlflow.log_artifact(str(tmpdir / "confusion_matrix.json"))
+        mlflow.log_dict(result.split.to_params(), "split.json")
+        if register:
+            for r in result.windows:
+                example = np.zeros((2, len(r.feature_columns)), dtype=np.float32)
+                versions[registry.will_arrive_name(r.k_min)] = registry.log_will_arrive(
+                    r.model, r.k_min, r.feature_columns, r.threshold, example, alias)
+            for lr in result.loads:
+                versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
+                    lr.calibrated, alias)
+            versions[registry.JOB_DURATION_NAME] = registry.log_job_duration(
+                {"min_count": result.config.history_min_count,
+                 "fallback_bin": result.config.duration_fallback_bin}, alias)
+        return LoggedRun(run.info.run_id, versions)
