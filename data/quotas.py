@@ -79,7 +79,9 @@ def _read_table(path: Path) -> pl.DataFrame:
             return pl.read_parquet(path)
         return pl.read_csv(path, infer_schema=False)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise TraceError(f"{path}: cannot read as {'Parquet' if path.suffix == '.parquet' else 'CSV'}: {exc}") from exc
+        kind = "Parquet" if path.suffix.lower() == ".parquet" else "CSV"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TraceError(f"{path}: cannot read as {kind}: {first}") from exc
 
 
 def read_quota_file(path: Path | str) -> pl.DataFrame:

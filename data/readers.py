@@ -24,6 +24,7 @@ when asked (``fmt="auto"``).
 
 from __future__ import annotations
 
+import csv
 import glob as globmod
 from collections.abc import Mapping
 from pathlib import Path
@@ -64,7 +65,7 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
     try:
         df = pl.read_csv(path, infer_schema=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: cannot read as CSV: {exc}") from exc
+        raise TraceError(_csv_problem(path, exc)) from exc
     df = _add_source(df, path)
     data_cols = [c for c in df.columns if not c.startswith("_source")]
     if data_cols:
@@ -72,6 +73,29 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
         if blank.any():
             df = df.filter(~blank)
     return df
+
+
+def _csv_problem(path: Path, exc: Exception) -> str:
+    """Return a one-line message for a CSV polars cannot read, naming the first bad row."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh, strict=True)
+            header = next(reader, [])
+            for row_no, fields in enumerate(reader, start=1):
+                if fields and len(fields) != len(header):
+                    return (f"{path}: row {row_no}: {len(fields)} fields, but the header has "
+                            f"{len(header)}; fix the row (or quote fields holding commas)")
+    except csv.Error as err:
+        return f"{path}: row {max(reader.line_num - 1, 1)}: malformed CSV ({err})"
+    except UnicodeDecodeError as err:
+        return f"{path}: not UTF-8 text ({err.reason} at byte {err.start})"
+    return f"{path}: cannot read as CSV: {_first_line(exc)}"
+
+
+def _first_line(exc: Exception) -> str:
+    """Return the first line of an exception's message (polars messages run long)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _blank_note(df: pl.DataFrame, report: CleaningReport) -> None:
@@ -90,7 +114,7 @@ def _read_any(path: Path) -> pl.DataFrame:
         try:
             df = pl.read_parquet(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise TraceError(f"{path}: cannot read as Parquet: {exc}") from exc
+            raise TraceError(f"{path}: cannot read as Parquet: {_first_line(exc)}") from exc
         return _add_source(df, path)
     return _read_csv_strings(path)
 
@@ -380,7 +404,7 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
     try:
         df = pl.read_parquet(file)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise TraceError(f"{file}: cannot read as Parquet: {exc}") from exc
+        raise TraceError(f"{file}: cannot read as Parquet: {_first_line(exc)}") from exc
     df = _add_source(df, file)
     return validate(df, source=str(file), on_bad_rows=on_bad_rows)
 
@@ -406,12 +430,12 @@ def detect_format(path: Path | str) -> str:
         try:
             names = pl.read_parquet_schema(p)
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise TraceError(f"{p}: cannot read as Parquet: {exc}") from exc
+            raise TraceError(f"{p}: cannot read as Parquet: {_first_line(exc)}") from exc
         return "canonical" if all(c in names for c in JOB_SCHEMA) else "generic"
     try:
         header = pl.read_csv(p, n_rows=0, infer_schema=False).columns
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: cannot read as CSV: {exc}") from exc
+        raise TraceError(_csv_problem(p, exc)) from exc
     cols = {c.strip() for c in header}
     if {"timestamp", "duration", "num_gpus", "cluster"} <= cols:
         return "philly"

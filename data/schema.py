@@ -291,7 +291,7 @@ def validate(
     if "preemptible" not in df.columns:
         fills.append(pl.lit(False).alias("preemptible"))
     else:
-        fills.append(_to_bool(df["preemptible"], source).alias("preemptible"))
+        fills.append(_to_bool(df["preemptible"], source, df).alias("preemptible"))
     fills.append(pl.col("pool").cast(pl.String).str.strip_chars())
     df = df.with_columns(fills)
     if rebase_time and df.height:
@@ -306,7 +306,7 @@ def validate(
     return df, report
 
 
-def _to_bool(col: pl.Series, source: str) -> pl.Series:
+def _to_bool(col: pl.Series, source: str, df: pl.DataFrame | None = None) -> pl.Series:
     """Interpret a preemptible column (bool, 0/1, true/false/yes/no) as booleans."""
     if col.dtype == pl.Boolean:
         return col.fill_null(False)
@@ -315,8 +315,10 @@ def _to_bool(col: pl.Series, source: str) -> pl.Series:
     falsy = text.is_in(["0", "false", "no", "n", "f", ""]) | text.is_null()
     if not (truthy | falsy).all():
         idx = int((~(truthy | falsy)).arg_true()[0])
+        where = _where(df, idx, source) if df is not None else f"{source}: row {idx + 1}"
         raise TraceError(
-            f"{source}: row {idx + 1}, column 'preemptible': {col[idx]!r} is not a boolean"
+            f"{where}, column 'preemptible': {col[idx]!r} is not a boolean "
+            "(use true/false, yes/no or 1/0)"
         )
     return truthy
 

@@ -53,7 +53,11 @@ def _pools_from_quota_path(path: Path) -> tuple[pl.DataFrame, str]:
     if not path.exists():
         raise ConfigError(f"--quotas {path}: no such file")
     if path.suffix.lower() != ".parquet":
-        header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        try:
+            header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
+            raise TraceError(f"--quotas {path}: cannot read as CSV: "
+                             f"{str(exc).strip().splitlines()[0]}") from exc
         if "date" in header and "quota_gpus" not in header:
             return read_helios_gpu_numbers(path), f"quotas: Helios GPU numbers in {path} (max per VC)"
     return read_quota_file(path), f"quotas: file {path}"

@@ -191,6 +191,22 @@ def test_generic_mapping_errors(tmp_path):
         read_trace(p, fmt="excel")
 
 
+def test_malformed_csv_names_the_row(tmp_path):
+    p = write(tmp_path / "rag.csv", "pool,submit_time,duration,num_gpus\na,0,10,1\na,1,2,3,4\n")
+    with pytest.raises(TraceError, match=r"rag\.csv: row 2: 5 fields, but the header has 4"):
+        read_trace(p)
+
+
+def test_bad_preemptible_names_row(tmp_path):
+    p = write(tmp_path / "pre.csv", "pool,submit_time,duration,num_gpus,preemptible\n"
+              "a,0,10,1,yes\na,1,2,3,maybe\n")
+    with pytest.raises(TraceError, match=r"pre\.csv: row 2, column 'preemptible': 'maybe'"):
+        read_trace(p)
+    q = write(tmp_path / "pre2.csv", "pool,submit_time,duration,num_gpus,preemptible\n"
+              "a,0,10,1,yes\na,1,2,3,0\n")
+    assert read_trace(q)[0]["preemptible"].to_list() == [True, False]
+
+
 def test_canonical_round_trip(tmp_path):
     p = write(tmp_path / "philly.csv", PHILLY_HEADER + "2017-10-09 07:01:55,66.0,1,66.0,vcA\n"
               "2017-10-09 07:02:55,6.0,2,12.0,vcB\n")
