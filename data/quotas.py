@@ -10,6 +10,8 @@ import polars as pl
 from sia.data.errors import ConfigError, TraceError
 from sia.data.schema import POOL_SCHEMA, check_pools
 
+_MAX_QUOTA = 2**31 - 1  # quota_gpus is Int32
+
 
 def trace_span_s(jobs: pl.DataFrame) -> float:
     """Return the span of a job table in seconds: last submission minus first submission.
@@ -65,6 +67,13 @@ def quotas_from_load(jobs: pl.DataFrame, load_range: tuple[float, float] = (0.6,
         max(math.ceil(gs / (span * load)), int(w))
         for gs, w, load in zip(per_pool["gpu_seconds"], per_pool["widest"], loads, strict=True)
     ]
+    too_big = [p for p, q in zip(per_pool["pool"], quotas, strict=True) if q > _MAX_QUOTA]
+    if too_big:
+        raise TraceError(
+            f"quotas from load: pool {too_big[0]!r} would need more than {_MAX_QUOTA:,} GPUs "
+            f"(trace span {span:g} s is too short for its GPU-seconds); give quotas with "
+            "--quotas or use a longer trace"
+        )
     return pl.DataFrame(
         {"pool": per_pool["pool"], "quota_gpus": quotas, "target_load": loads},
         schema={"pool": pl.String, "quota_gpus": pl.Int32, "target_load": pl.Float64},

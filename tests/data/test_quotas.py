@@ -58,7 +58,10 @@ def test_span_is_submission_span_with_fallback():
        st.integers(0, 2**32 - 1))
 def test_seeded_and_row_order_free(rows, seed):
     jobs = _jobs(rows)
-    if trace_span_s(jobs) <= 0:
+    gpu_seconds = (jobs["duration"] * jobs["num_gpus"]).sum()
+    if gpu_seconds / (trace_span_s(jobs) * 0.6) > 2**31 - 1:
+        with pytest.raises(TraceError, match="too short"):
+            quotas_from_load(jobs, seed=seed)
         return
     a = quotas_from_load(jobs, seed=seed)
     b = quotas_from_load(jobs.reverse(), seed=seed)
@@ -66,6 +69,12 @@ def test_seeded_and_row_order_free(rows, seed):
     assert a["target_load"].is_between(0.6, 1.1).all()
     widest = jobs.group_by("pool").agg(pl.col("num_gpus").max()).sort("pool")
     assert (a["quota_gpus"] >= widest["num_gpus"]).all()
+
+
+def test_too_short_span_is_a_clear_error():
+    jobs = _jobs([("a", 0.0, 3343.0, 47), ("e", 6.1e-05, 23.0, 5)])
+    with pytest.raises(TraceError, match="pool 'a' would need more than"):
+        quotas_from_load(jobs)
 
 
 def test_bad_load_range():
