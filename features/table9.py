@@ -162,6 +162,9 @@ def check_schedule(schedule: pl.DataFrame, where: str = "schedule") -> None:
     if schedule.height == 0:
         return
     for c in ("submit_time", "start_time", "end_time"):
+        if not schedule[c].dtype.is_numeric():
+            raise TraceError(f"{where}: column {c!r} has dtype {schedule[c].dtype}, expected "
+                             "seconds as numbers")
         if schedule[c].null_count():
             raise TraceError(f"{where}: column {c!r} has {schedule[c].null_count()} missing values")
     if (schedule["start_time"] < schedule["submit_time"]).any():
