@@ -1,0 +1,504 @@
+"""HiveD's buddy-cell allocation, as SIA 5.5 adapts it to non-preemptible jobs.
+
+Cells and levels are those of :mod:`sia.scheduler.topology` (cell ``(l, i)``
+holds GPUs ``[i * 2**l, (i + 1) * 2**l)``). Each pool has a quota of cells per
+level. The allocator keeps, as HiveD does, *free lists per level* and splits
+and merges cells like a buddy memory allocator.
+
+Binding (HiveD's virtual-to-physical mapping, done lazily)
+    A pool's quota cells are *unbound* until the pool needs one. When a
+    dedicated job or a reservation of the pool needs a level-k cell and the
+    pool's bound cells have no free room, one of its unbound quota cells (the
+    smallest level >= k it still has) is *bound* to a physical free cell. A
+    bound cell leaves the global free lists; the pool's own free lists then
+    hold its free sub-cells, so the pool's later dedicated cells land inside
+    it, next to its other dedicated cells (its buddies). When everything in a
+    bound cell is released, the cell is unbound and merges back globally.
+
+Opportunistic jobs
+    take cells from the global free lists only, so they never land inside a
+    pool's bound cells; with ``strict_buddies`` (default) they also never take
+    a free cell whose buddy holds bound cells, so a pool's bound cells keep
+    free neighbours to grow into (SIA 5.5: "does not start opportunistic jobs
+    in buddy cells of dedicated jobs"). They are refused while a reservation
+    is pending (a reservation that could not be met: SIA 5.5, "all subsequent
+    requests to allocate opportunistic jobs will fail until the reservation is
+    released").
+
+Cell state machine (``state[l][i]``)::
+
+    COVERED --(parent splits)--> FREE --(taken whole)--> OPP | DED | RES
+    FREE --(split: children become FREE)--> SPLIT
+    OPP | DED | RES --(release)--> FREE --(buddy FREE in same domain)--> COVERED,
+                                            parent SPLIT -> FREE  (merge)
+
+    COVERED: not a node of the current tree (inside a larger FREE or used
+    cell). A cell's *domain* is the pool whose bound cell contains it, or the
+    global domain. Binding marks a global FREE cell as the bound cell of a
+    pool; unbinding happens when a bound cell is FREE again.
+
+Invariants (:meth:`BuddyAllocator.check_invariants`, run after every
+operation when ``debug=True``):
+
+1. Tree: a SPLIT cell has two live children; any other live cell has COVERED
+   children; top-level (rack) cells are live.
+2. Free lists hold exactly the FREE cells, each in its domain's list, and
+   are merged: no two FREE buddies in one domain (a bound cell is a boundary).
+3. Bound cells never nest; a pool binds at most its quota per level.
+4. DED/RES cells lie inside their pool's bound cells; OPP cells lie outside
+   every bound cell.
+5. Counters (dedicated / reserved / opportunistic cells per pool and level)
+   match the live allocations.
+6. HiveD's safety: cells not bound to any pool (free or held by
+   opportunistic jobs, which return them when they finish) can still host
+   every pool's unbound quota cells, counted level by level from the top
+   (:func:`sia.scheduler.topology.cells_shortfall`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from sia.scheduler.topology import Topology, cells_shortfall, check_quotas
+
+COVERED, FREE, SPLIT, OPP, DED, RES = 0, 1, 2, 3, 4, 5
+_STATE_NAMES = {COVERED: "COVERED", FREE: "FREE", SPLIT: "SPLIT", OPP: "OPP", DED: "DED", RES: "RES"}
+_KIND_STATE = {"dedicated": DED, "reservation": RES, "opportunistic": OPP}
+
+_GLOBAL = -1  # domain id of the global free lists
+
+
+class CannotAllocate(Exception):
+    """The allocator refused a request; the message says why (over quota, no cell, blocked)."""
+
+
+class InvariantError(AssertionError):
+    """An invariant of the allocator is broken (a bug, never a user error)."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One cell handed out: to a job (dedicated or opportunistic) or as a reservation.
+
+    ``gpus`` are the GPU ids the job uses: the first ``num_gpus`` of the cell.
+    """
+
+    alloc_id: str
+    pool: str
+    kind: str  # "dedicated" | "reservation" | "opportunistic"
+    level: int
+    index: int
+    num_gpus: int
+    gpus: tuple[int, ...]
+
+
+class BuddyAllocator:
+    """Buddy-cell allocator with per-pool quotas of cells (see the module docstring)."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        quotas: Mapping[str, Mapping[int, int]],
+        *,
+        debug: bool = False,
+        strict_buddies: bool = True,
+    ) -> None:
+        self.topology = topology
+        self.debug = debug
+        self.strict_buddies = strict_buddies
+        per_level = check_quotas(topology, quotas)  # ConfigError if unsatisfiable
+        self.pools: list[str] = list(per_level)
+        self._pool_index = {p: k for k, p in enumerate(self.pools)}
+        self._quota = np.array([per_level[p] for p in self.pools], dtype=np.int64).reshape(
+            len(self.pools), topology.top_level + 1
+        )
+        n_levels = topology.top_level + 1
+        self._top = topology.top_level
+        self._state = [np.full(topology.n_cells(lv), COVERED, dtype=np.int8) for lv in range(n_levels)]
+        self._state[self._top][:] = FREE
+        self._bound = [np.full(topology.n_cells(lv), -1, dtype=np.int32) for lv in range(n_levels)]
+        self._bound_sub = [np.zeros(topology.n_cells(lv), dtype=np.int32) for lv in range(n_levels)]
+        self._bound_count = np.zeros_like(self._quota)
+        # free lists: domain -> level -> set of cell indices
+        self._free: dict[int, list[set[int]]] = {_GLOBAL: [set() for _ in range(n_levels)]}
+        for k in range(len(self.pools)):
+            self._free[k] = [set() for _ in range(n_levels)]
+        self._free[_GLOBAL][self._top] = set(range(topology.n_cells(self._top)))
+        self._allocs: dict[str, Allocation] = {}
+        self._count = {
+            kind: np.zeros_like(self._quota) for kind in ("dedicated", "reservation", "opportunistic")
+        }
+        self._pending: dict[str, tuple[str, int]] = {}
+        self._check()
+
+    # ------------------------------------------------------------------ queries
+    def allocation(self, alloc_id: str) -> Allocation:
+        """The live allocation ``alloc_id`` (KeyError if none)."""
+        return self._allocs[alloc_id]
+
+    @property
+    def allocations(self) -> dict[str, Allocation]:
+        """All live allocations by id (a copy)."""
+        return dict(self._allocs)
+
+    @property
+    def pending_reservations(self) -> dict[str, tuple[str, int]]:
+        """Reservations that could not be met: id -> (pool, level). Opportunistic jobs wait while any is pending."""
+        return dict(self._pending)
+
+    def free_cells(self, level: int, pool: str | None = None) -> list[int]:
+        """Sorted indices of free cells of ``level`` in the global lists (or in ``pool``'s bound cells)."""
+        domain = _GLOBAL if pool is None else self._pool_index[pool]
+        return sorted(self._free[domain][level])
+
+    def usage(self, pool: str) -> dict[str, list[int]]:
+        """Cells per level held by ``pool``: keys quota, bound, dedicated, reservation, opportunistic."""
+        k = self._pool_index[pool]
+        out = {"quota": self._quota[k].tolist(), "bound": self._bound_count[k].tolist()}
+        for kind, arr in self._count.items():
+            out[kind] = arr[k].tolist()
+        return out
+
+    def unbound_quota(self) -> list[int]:
+        """Quota cells per level, summed over pools, not yet bound to a physical cell."""
+        return (self._quota - self._bound_count).sum(axis=0).tolist()
+
+    def available_cells(self) -> list[int]:
+        """Maximal cells per level not bound to any pool (free or opportunistic count as available)."""
+        counts = []
+        for lv in range(self._top + 1):
+            mask = self._bound_sub[lv] == 0
+            if lv < self._top:
+                parent_sub = np.repeat(self._bound_sub[lv + 1], 2)
+                parent_bound = np.repeat(self._bound[lv + 1] >= 0, 2)
+                mask &= (parent_sub > 0) & ~parent_bound
+            counts.append(int(mask.sum()))
+        return counts
+
+    def is_safe(self) -> bool:
+        """True if unbound cells can still honour every pool's unbound quota (HiveD's safety)."""
+        return cells_shortfall(self.available_cells(), self.unbound_quota()) is None
+
+    def free_gpu_mask(self, pool: str | None = None) -> np.ndarray:
+        """Bool array [n_gpus]: GPUs in FREE cells of the global lists (or of ``pool``'s bound cells)."""
+        mask = np.zeros(self.topology.n_gpus, dtype=bool)
+        domain = _GLOBAL if pool is None else self._pool_index[pool]
+        for lv, cells in enumerate(self._free[domain]):
+            for i in cells:
+                mask[i << lv : (i + 1) << lv] = True
+        return mask
+
+    def bound_pool_map(self) -> np.ndarray:
+        """Int array [n_gpus]: index into :attr:`pools` of the pool whose bound cell holds each GPU, -1 if none."""
+        out = np.full(self.topology.n_gpus, -1, dtype=np.int32)
+        for lv in range(self._top + 1):
+            for i in np.flatnonzero(self._bound[lv] >= 0):
+                out[i << lv : (i + 1) << lv] = self._bound[lv][i]
+        return out
+
+    # -------------------------------------------------------------- operations
+    def allocate_dedicated(self, job_id: str, pool: str, num_gpus: int) -> Allocation:
+        """Allocate a dedicated cell for ``job_id`` inside ``pool``'s quota, next to its other cells.
+
+        Raises CannotAllocate (over quota, or no safe free cell right now).
+        """
+        return self._allocate_in_quota(job_id, pool, num_gpus, "dedicated")
+
+    def reserve(self, reservation_id: str, pool: str, num_gpus: int) -> Allocation:
+        """Reserve a cell of ``pool``'s quota for no job (SIA's reservations are dedicated cells).
+
+        If it cannot be met now (not over quota, but cells are busy) it stays
+        pending and opportunistic allocations fail until it is met or cancelled;
+        CannotAllocate is raised either way.
+        """
+        try:
+            alloc = self._allocate_in_quota(reservation_id, pool, num_gpus, "reservation")
+        except CannotAllocate as err:
+            if "over quota" not in str(err):
+                self._pending[reservation_id] = (pool, self.topology.level_for(num_gpus))
+            raise
+        self._pending.pop(reservation_id, None)
+        return alloc
+
+    def cancel_reservation(self, reservation_id: str) -> None:
+        """Drop a pending reservation (one that was never met); a met one is freed with :meth:`release`."""
+        self._pending.pop(reservation_id, None)
+
+    def allocate_opportunistic(self, job_id: str, pool: str, num_gpus: int) -> Allocation:
+        """Allocate a cell outside every pool's bound cells for ``job_id`` of ``pool``.
+
+        Raises CannotAllocate if a reservation is pending or no suitable free cell exists.
+        """
+        self._check_new(job_id, pool)
+        level = self._level(num_gpus)
+        if self._pending:
+            first = next(iter(self._pending))
+            raise CannotAllocate(
+                f"opportunistic job {job_id!r} blocked: reservation {first!r} is pending"
+            )
+        picked = self._pick_global(level, self._opportunistic_score, self._opportunistic_ok)
+        if picked is None:
+            raise CannotAllocate(
+                f"no free {1 << level}-GPU cell for opportunistic job {job_id!r} outside dedicated cells"
+            )
+        src_level, src = picked
+        index = self._split_down(_GLOBAL, src_level, src, level)
+        return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
+
+    def release(self, alloc_id: str) -> None:
+        """Free the cell of allocation ``alloc_id``, merge buddies and unbind empty bound cells."""
+        alloc = self._allocs.pop(alloc_id, None)
+        if alloc is None:
+            raise KeyError(f"no live allocation {alloc_id!r}")
+        k = self._pool_index[alloc.pool]
+        self._count[alloc.kind][k, alloc.level] -= 1
+        lv, i = alloc.level, alloc.index
+        domain = _GLOBAL if alloc.kind == "opportunistic" else self._domain_of(lv, i)
+        self._state[lv][i] = FREE
+        self._free[domain][lv].add(i)
+        while True:
+            if domain != _GLOBAL and self._bound[lv][i] == domain:
+                self._unbind(lv, i)
+                domain = _GLOBAL
+                continue
+            if lv == self._top:
+                break
+            sib = i ^ 1
+            if self._state[lv][sib] == FREE and sib in self._free[domain][lv]:
+                self._free[domain][lv].discard(i)
+                self._free[domain][lv].discard(sib)
+                self._state[lv][i] = COVERED
+                self._state[lv][sib] = COVERED
+                lv, i = lv + 1, i >> 1
+                self._state[lv][i] = FREE
+                self._free[domain][lv].add(i)
+                continue
+            break
+        self._check()
+
+    # ----------------------------------------------------------------- internals
+    def _level(self, num_gpus: int) -> int:
+        try:
+            return self.topology.level_for(num_gpus)
+        except ValueError as err:
+            raise CannotAllocate(str(err)) from None
+
+    def _check_new(self, alloc_id: str, pool: str) -> None:
+        if pool not in self._pool_index:
+            raise KeyError(f"unknown pool {pool!r}")
+        if alloc_id in self._allocs:
+            raise ValueError(f"allocation id {alloc_id!r} is already live")
+
+    def _domain_of(self, level: int, index: int) -> int:
+        for lv in range(level, self._top + 1):
+            owner = self._bound[lv][index >> (lv - level)]
+            if owner >= 0:
+                return int(owner)
+        return _GLOBAL
+
+    def _allocate_in_quota(self, alloc_id: str, pool: str, num_gpus: int, kind: str) -> Allocation:
+        self._check_new(alloc_id, pool)
+        level = self._level(num_gpus)
+        k = self._pool_index[pool]
+        # 1. inside the pool's bound cells (buddies of its other dedicated cells)
+        for lv in range(level, self._top + 1):
+            if self._free[k][lv]:
+                index = self._split_down(k, lv, min(self._free[k][lv]), level)
+                return self._commit(alloc_id, pool, kind, level, index, num_gpus)
+        # 2. bind one more quota cell, smallest level first
+        unbound = self._quota[k] - self._bound_count[k]
+        levels = [lv for lv in range(level, self._top + 1) if unbound[lv] > 0]
+        if not levels:
+            raise CannotAllocate(
+                f"pool {pool!r} over quota: no unused quota cell of >= {1 << level} GPUs "
+                f"for {alloc_id!r}"
+            )
+        for lv in levels:
+            if self._bind(k, lv):
+                src = min(self._free[k][lv])
+                index = self._split_down(k, lv, src, level)
+                return self._commit(alloc_id, pool, kind, level, index, num_gpus)
+        raise CannotAllocate(
+            f"no free cell can be bound to pool {pool!r} for {alloc_id!r} now "
+            "(cells held by opportunistic jobs, or binding would break safety)"
+        )
+
+    def _near_pool(self, k: int, level: int, index: int) -> int:
+        """0 if cell shares a rack with a bound cell of pool k, else 1."""
+        rack_level = self._top
+        rack = index >> (rack_level - level)
+        lo, hi = rack << rack_level, (rack + 1) << rack_level
+        for lv in range(rack_level + 1):
+            cells = np.flatnonzero(self._bound[lv][lo >> lv : hi >> lv] == k)
+            if cells.size:
+                return 0
+        return 1
+
+    def _bind(self, k: int, level: int) -> bool:
+        """Bind a global free cell of ``level`` to pool k, keeping safety; False if none can be."""
+        candidates: list[tuple[tuple[int, int, int], int, int]] = []
+        for lv in range(level, self._top + 1):
+            for i in self._free[_GLOBAL][lv]:
+                candidates.append(((lv, self._near_pool(k, lv, i), i), lv, i))
+        candidates.sort()
+        demand_after = self.unbound_quota()
+        demand_after[level] -= 1
+        for _, lv, i in candidates:
+            target = i << (lv - level)  # left-most descendant at `level`
+            self._mark_bound(level, target, k, +1)
+            safe = cells_shortfall(self.available_cells(), demand_after) is None
+            self._mark_bound(level, target, k, -1)
+            if not safe:
+                continue
+            index = self._split_down(_GLOBAL, lv, i, level)
+            self._free[_GLOBAL][level].discard(index)
+            self._mark_bound(level, index, k, +1)
+            self._free[k][level].add(index)
+            return True
+        return False
+
+    def _mark_bound(self, level: int, index: int, k: int, sign: int) -> None:
+        self._bound[level][index] = k if sign > 0 else -1
+        self._bound_count[k, level] += sign
+        for lv in range(level, self._top + 1):
+            self._bound_sub[lv][index >> (lv - level)] += sign
+
+    def _unbind(self, level: int, index: int) -> None:
+        k = int(self._bound[level][index])
+        self._free[k][level].discard(index)
+        self._mark_bound(level, index, k, -1)
+        self._free[_GLOBAL][level].add(index)
+
+    def _opportunistic_ok(self, level: int, index: int) -> bool:
+        if not self.strict_buddies or level == self._top:
+            return True
+        return bool(self._bound_sub[level][index ^ 1] == 0)
+
+    def _opportunistic_score(self, level: int, index: int) -> tuple[int, ...]:
+        server_level = self.topology.server_level
+        if level <= server_level:
+            server = index >> (server_level - level)
+            on_bound_server = int(self._bound_sub[server_level][server] > 0)
+        else:
+            on_bound_server = 0
+        rack = index >> (self._top - level)
+        on_bound_rack = int(self._bound_sub[self._top][rack] > 0)
+        return (level, on_bound_server, on_bound_rack, index)
+
+    def _pick_global(self, level, score, ok) -> tuple[int, int] | None:
+        best = None
+        for lv in range(level, self._top + 1):
+            for i in self._free[_GLOBAL][lv]:
+                if not ok(lv, i):
+                    continue
+                s = score(lv, i)
+                if best is None or s < best[0]:
+                    best = (s, lv, i)
+            if best is not None:
+                return best[1], best[2]
+        return None
+
+    def _split_down(self, domain: int, level: int, index: int, target: int) -> int:
+        """Take free cell (level, index) from ``domain``'s list and split it down to ``target``.
+
+        Returns the index of the target-level cell (left-most); right halves go to the free list.
+        """
+        self._free[domain][level].remove(index)
+        while level > target:
+            self._state[level][index] = SPLIT
+            level -= 1
+            left, right = 2 * index, 2 * index + 1
+            self._state[level][left] = FREE
+            self._state[level][right] = FREE
+            self._free[domain][level].add(right)
+            index = left
+        self._free[domain][level].add(index)  # caller decides what it becomes
+        return index
+
+    def _commit(self, alloc_id, pool, kind, level, index, num_gpus) -> Allocation:
+        domain = _GLOBAL if kind == "opportunistic" else self._pool_index[pool]
+        self._free[domain][level].remove(index)
+        self._state[level][index] = _KIND_STATE[kind]
+        first = index << level
+        alloc = Allocation(
+            alloc_id, pool, kind, level, index, num_gpus, tuple(range(first, first + num_gpus))
+        )
+        self._allocs[alloc_id] = alloc
+        self._count[kind][self._pool_index[pool], level] += 1
+        self._check()
+        return alloc
+
+    def _check(self) -> None:
+        if self.debug:
+            self.check_invariants()
+
+    # ----------------------------------------------------------------- checking
+    def check_invariants(self) -> None:
+        """Raise InvariantError naming the first broken invariant (see the module docstring)."""
+        top = self._top
+        st = self._state
+        if np.any(st[top] == COVERED):
+            raise InvariantError("tree: a rack cell is COVERED")
+        for lv in range(1, top + 1):
+            live_children = (st[lv - 1] != COVERED).reshape(-1, 2)
+            split = st[lv] == SPLIT
+            if np.any(split & ~live_children.all(axis=1)):
+                raise InvariantError(f"tree: a SPLIT cell of level {lv} lacks a live child")
+            if np.any(~split & live_children.any(axis=1)):
+                raise InvariantError(f"tree: a non-SPLIT cell of level {lv} has a live child")
+        # free lists
+        for lv in range(top + 1):
+            listed: dict[int, int] = {}
+            for domain, lists in self._free.items():
+                for i in lists[lv]:
+                    if i in listed:
+                        raise InvariantError(f"free lists: cell ({lv},{i}) listed twice")
+                    listed[i] = domain
+            free_cells = set(np.flatnonzero(st[lv] == FREE).tolist())
+            if free_cells != set(listed):
+                raise InvariantError(f"free lists at level {lv} differ from the FREE cells")
+            for i, domain in listed.items():
+                if self._domain_of(lv, i) != domain:
+                    raise InvariantError(f"free lists: cell ({lv},{i}) is in the wrong domain")
+                sib = i ^ 1
+                if lv < top and listed.get(sib) == domain and self._bound[lv][i] < 0 and self._bound[lv][sib] < 0:
+                    raise InvariantError(f"free lists: buddies ({lv},{i}) and ({lv},{sib}) not merged")
+        # binding
+        if np.any(self._bound_count > self._quota):
+            raise InvariantError("binding: a pool bound more cells than its quota")
+        for lv in range(top + 1):
+            for i in np.flatnonzero(self._bound[lv] >= 0):
+                if self._bound_sub[lv][i] != 1:
+                    raise InvariantError(f"binding: bound cells nest under ({lv},{i})")
+        recount = np.zeros_like(self._bound_count)
+        for lv in range(top + 1):
+            owners = self._bound[lv][self._bound[lv] >= 0]
+            np.add.at(recount[:, lv], owners, 1)
+        if not np.array_equal(recount, self._bound_count):
+            raise InvariantError("binding: bound counters disagree with bound cells")
+        # allocations and counters
+        counts = {kind: np.zeros_like(self._quota) for kind in self._count}
+        for alloc in self._allocs.values():
+            if st[alloc.level][alloc.index] != _KIND_STATE[alloc.kind]:
+                raise InvariantError(f"allocation {alloc.alloc_id!r}: cell state mismatch")
+            domain = self._domain_of(alloc.level, alloc.index)
+            k = self._pool_index[alloc.pool]
+            if alloc.kind == "opportunistic" and domain != _GLOBAL:
+                raise InvariantError(f"allocation {alloc.alloc_id!r}: opportunistic inside a bound cell")
+            if alloc.kind != "opportunistic" and domain != k:
+                raise InvariantError(f"allocation {alloc.alloc_id!r}: dedicated outside its pool's cells")
+            counts[alloc.kind][k, alloc.level] += 1
+        for kind, arr in counts.items():
+            if not np.array_equal(arr, self._count[kind]):
+                raise InvariantError(f"counters: {kind} cells per pool/level disagree")
+        used = sum(int(np.isin(st[lv], (OPP, DED, RES)).sum()) for lv in range(top + 1))
+        if used != len(self._allocs):
+            raise InvariantError("allocations: used cells and live allocations disagree")
+        short = cells_shortfall(self.available_cells(), self.unbound_quota())
+        if short is not None:
+            lv, missing = short
+            raise InvariantError(
+                f"safety: {missing} cell(s) of {1 << lv} GPUs short for the pools' unbound quota"
+            )

@@ -1,0 +1,229 @@
+"""Firmament-style placement by min-cost flow (OR-Tools ``SimpleMinCostFlow``).
+
+The flow network (one unit of flow = one GPU)::
+
+    job j (supply w_j) --cap w_j, cost 0--------> request aggregator RA(w, class)
+    job j             --cap w_j, cost U_j-------> unscheduled node U_j --cap w_j--> sink
+    RA(w, class)      --cap w x free cells, cost c(class, domain) per GPU--> server
+                                                   (or an aligned multi-server cell for gangs
+                                                    wider than a server; cell --cap gpus--> server)
+    server            --cap free GPUs------------> sink (supply -sum w_j)
+
+Request aggregators group jobs of the same width and cost class (opportunistic,
+or dedicated of pool p), as Firmament's network-aware policy groups tasks by
+request; their arcs reach only servers (or multi-server cells) that have a
+fully free aligned cell of the gang's level, with capacity ``w x`` that count.
+Costs (:class:`~sia.scheduler.placement.CostModel`): best fit on free GPUs and
+the dedicated-cell terms; ``U_j`` exceeds any placement cost, so the flow
+places as many GPUs as fit, then as cheaply as possible.
+
+Flow is fungible, so the gangs are re-formed after the solve: an aggregator
+that sends ``f`` units to a server gives it ``f // w`` gangs (jobs taken in
+batch order), and each server's gangs are packed into aligned free cells,
+largest first (exact for power-of-two cells when cell counts allow). Jobs lost
+to rounding or packing are retried in another round on the updated state,
+while rounds still place jobs and the budget lasts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+from ortools.graph.python import min_cost_flow
+from sia.scheduler.placement import (
+    ClusterState,
+    CostModel,
+    PlacementRequest,
+    PlacementResult,
+    class_unit_costs,
+    domain_tables,
+    pack_gangs,
+)
+
+
+class MinCostFlowPlacer:
+    """Batch placement by min-cost flow over request aggregators (see the module docstring)."""
+
+    name = "mcf"
+
+    def __init__(self, cost: CostModel | None = None, max_rounds: int = 4) -> None:
+        self.cost = cost or CostModel()
+        self.max_rounds = max_rounds
+
+    def place(
+        self, batch: Sequence[PlacementRequest], state: ClusterState, budget_s: float
+    ) -> PlacementResult:
+        """Place ``batch`` on ``state``; stats report rounds, flow costs and graph sizes."""
+        t0 = time.perf_counter()
+        topo = state.topology
+        placements: dict[str, tuple[int, ...]] = {}
+        unplaced: dict[str, str] = {}
+        ranks = {r.job_id: k for k, r in enumerate(batch)}
+        todo = []
+        for r in batch:
+            try:
+                topo.level_for(r.num_gpus)
+                todo.append(r)
+            except ValueError as err:
+                unplaced[r.job_id] = str(err)
+        free = state.free.copy()
+        stats: dict = {"rounds": 0, "flow_costs": [], "arcs": [], "nodes": [], "solve_s": []}
+        lost_reason: dict[str, str] = {}
+        while todo and stats["rounds"] < self.max_rounds:
+            if stats["rounds"] and time.perf_counter() - t0 > budget_s:
+                break
+            stats["rounds"] += 1
+            round_state = ClusterState(topo, free, state.dedicated_pool, state.pools, state.now)
+            got, lost, info = self._round(todo, round_state, ranks, len(batch))
+            for key in ("flow_costs", "arcs", "nodes", "solve_s"):
+                stats[key].append(info[key])
+            if info.get("failure"):
+                return PlacementResult.failed(
+                    self.name, batch, info["failure"], elapsed_s=time.perf_counter() - t0, stats=stats
+                )
+            for job_id, gpus in got.items():
+                placements[job_id] = gpus
+                level = topo.level_for(len(gpus))
+                first = (gpus[0] >> level) << level
+                free[first : first + (1 << level)] = False
+            lost_reason.update(lost)
+            todo = [r for r in todo if r.job_id not in got]
+            if not got:
+                break
+        for r in todo:
+            unplaced[r.job_id] = lost_reason.get(r.job_id, "no free cell of the gang's size")
+        return PlacementResult(
+            self.name, placements, unplaced, elapsed_s=time.perf_counter() - t0,
+            objective=stats["flow_costs"][0] if stats["flow_costs"] else None, stats=stats,
+        )
+
+    # ------------------------------------------------------------------
+    def _round(self, todo, state, ranks, batch_size):
+        topo = state.topology
+        gps = topo.gpus_per_server
+        n_servers = topo.n_servers
+        n = len(todo)
+        widths = np.array([r.num_gpus for r in todo], dtype=np.int64)
+        levels = np.array([topo.level_for(int(w)) for w in widths], dtype=np.int64)
+        # class key: -1 opportunistic, else pool index of a dedicated job (-2: dedicated, unknown pool)
+        cls = np.array(
+            [(state.pool_index(r.pool) if state.pool_index(r.pool) >= 0 else -2) if r.dedicated else -1 for r in todo],
+            dtype=np.int64,
+        )
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for k in range(n):
+            groups[(int(widths[k]), int(cls[k]))].append(k)
+        # node numbering
+        sink = 0
+        job0 = 1
+        u0 = job0 + n
+        ra0 = u0 + n
+        ra_keys = sorted(groups)
+        srv0 = ra0 + len(ra_keys)
+        next_node = srv0 + n_servers
+        multi_cell0: dict[int, int] = {}
+        for lv in sorted({int(lv) for lv in levels if lv > topo.server_level}):
+            multi_cell0[lv] = next_node
+            next_node += topo.n_cells(lv)
+        tails, heads, caps, costs = [], [], [], []
+
+        def add(t, h, c, u):
+            tails.append(np.asarray(t, dtype=np.int64).ravel())
+            heads.append(np.asarray(h, dtype=np.int64).ravel())
+            caps.append(np.asarray(c, dtype=np.int64).ravel())
+            costs.append(np.asarray(u, dtype=np.int64).ravel())
+
+        job_nodes = job0 + np.arange(n)
+        u_nodes = u0 + np.arange(n)
+        unsched = np.array(
+            [self.cost.unscheduled_unit_cost(topo, ranks[r.job_id], batch_size) for r in todo], dtype=np.int64
+        )
+        ra_of_job = np.empty(n, dtype=np.int64)
+        for g, key in enumerate(ra_keys):
+            ra_of_job[groups[key]] = ra0 + g
+        add(job_nodes, ra_of_job, widths, np.zeros(n))
+        arc_job_to_u_start = sum(a.size for a in tails)
+        add(job_nodes, u_nodes, widths, unsched)
+        add(u_nodes, np.full(n, sink), widths, np.zeros(n))
+        # RA -> servers / multi-server cells
+        ra_arc_ranges = []
+        for g, (w, c) in enumerate(ra_keys):
+            lv = topo.level_for(w)
+            req = todo[groups[(w, c)][0]]
+            free_dom, any_ded, has_pool, dlev = domain_tables(state, lv)
+            cells = state.free.reshape(-1, 1 << lv).all(axis=1)
+            if lv <= topo.server_level:
+                per_target = cells.reshape(n_servers, -1).sum(axis=1)
+                targets = np.flatnonzero(per_target)
+                dom = targets >> (dlev - topo.server_level)
+                cap = per_target[targets] * w
+                heads_g = srv0 + targets
+            else:
+                targets = np.flatnonzero(cells)
+                dom = targets >> (dlev - lv)
+                cap = np.full(targets.size, w)
+                heads_g = multi_cell0[lv] + targets
+            unit = class_unit_costs(state, self.cost, req, free_dom[dom], any_ded[dom], has_pool[dom])
+            start = sum(a.size for a in tails)
+            add(np.full(targets.size, ra0 + g), heads_g, cap, unit)
+            ra_arc_ranges.append((start, targets))
+        for lv, base in multi_cell0.items():
+            k = 1 << (lv - topo.server_level)
+            cells_idx = np.arange(topo.n_cells(lv))
+            add(np.repeat(base + cells_idx, k), srv0 + np.arange(n_servers), np.full(n_servers, gps), np.zeros(n_servers))
+        server_free = state.free.reshape(n_servers, gps).sum(axis=1)
+        add(srv0 + np.arange(n_servers), np.full(n_servers, sink), server_free, np.zeros(n_servers))
+
+        tail = np.concatenate(tails)
+        head = np.concatenate(heads)
+        cap = np.concatenate(caps)
+        cost = np.concatenate(costs)
+        smcf = min_cost_flow.SimpleMinCostFlow()
+        smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, cost)
+        supplies = np.zeros(next_node, dtype=np.int64)
+        supplies[job_nodes] = widths
+        supplies[sink] = -int(widths.sum())
+        smcf.set_nodes_supplies(np.arange(next_node, dtype=np.int64), supplies)
+        ts = time.perf_counter()
+        status = smcf.solve()
+        solve_s = time.perf_counter() - ts
+        info = {"flow_costs": None, "arcs": int(tail.size), "nodes": int(next_node), "solve_s": solve_s}
+        if status != smcf.OPTIMAL:
+            info["failure"] = f"min-cost flow solver status {status}"
+            return {}, {}, info
+        info["flow_costs"] = int(smcf.optimal_cost())
+        # ---- extraction: gangs per aggregator target, jobs in batch order
+        job_in = smcf.flows(np.arange(n, dtype=np.int64))  # job -> RA arcs are the first n
+        assert arc_job_to_u_start == n
+        got: dict[str, tuple[int, ...]] = {}
+        lost: dict[str, str] = {}
+        per_domain: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
+        for g, key in enumerate(ra_keys):
+            w = key[0]
+            start, targets = ra_arc_ranges[g]
+            flows = smcf.flows(np.arange(start, start + targets.size, dtype=np.int64))
+            slots = flows // w
+            members = sorted(groups[key], key=lambda k: (-job_in[k], ranks[todo[k].job_id]))
+            order = np.argsort(cost[start : start + targets.size], kind="stable")
+            slot_targets = np.repeat(targets[order], slots[order])
+            lv = topo.level_for(w)
+            for k, tgt in zip(members, slot_targets, strict=False):
+                per_domain[(lv if lv > topo.server_level else -1, int(tgt))].append((todo[k].job_id, w))
+            for k in members[len(slot_targets):]:
+                lost[todo[k].job_id] = "no free cell of the gang's size left for it in the flow"
+        free = state.free.copy()
+        for (lv, tgt), gangs in per_domain.items():
+            mask = np.zeros(n_servers, dtype=bool)
+            if lv == -1:
+                mask[tgt] = True
+            else:
+                k = 1 << (lv - topo.server_level)
+                mask[tgt * k : (tgt + 1) * k] = True
+            placed, failed = pack_gangs(free, topo, gangs, mask)
+            got.update(placed)
+            for job_id in failed:
+                lost[job_id] = "gang did not fit its server's aligned free cells after flow extraction"
+        return got, lost, info
