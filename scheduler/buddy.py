@@ -18,8 +18,8 @@ Binding (HiveD's virtual-to-physical mapping, done lazily)
 Opportunistic jobs
     take cells from the global free lists only, so they never land inside a
     pool's bound cells; with ``strict_buddies`` (default) they also never take
-    a free cell whose buddy holds bound cells, so a pool's bound cells keep
-    free neighbours to grow into (SIA 5.5: "does not start opportunistic jobs
+    (any part of) a free cell whose buddy is a bound cell, so a pool's bound
+    cells keep free neighbours to grow into (SIA 5.5: "does not start opportunistic jobs
     in buddy cells of dedicated jobs"). They are refused while a reservation
     is pending (a reservation that could not be met: SIA 5.5, "all subsequent
     requests to allocate opportunistic jobs will fail until the reservation is
@@ -374,7 +374,7 @@ class BuddyAllocator:
     def _opportunistic_ok(self, level: int, index: int) -> bool:
         if not self.strict_buddies or level == self._top:
             return True
-        return bool(self._bound_sub[level][index ^ 1] == 0)
+        return bool(self._bound[level][index ^ 1] < 0)
 
     def _opportunistic_score(self, level: int, index: int) -> tuple[int, ...]:
         server_level = self.topology.server_level
