@@ -1,0 +1,473 @@
+"""The anticipatory oracle: the MILP of SIA Figure 19 (Appendix A), and a policy that replays it.
+
+Given every job's submit time s_j, duration d_j, width n_j and a cut-off start
+time m_j (its start under the no-sharing FCFS baseline), choose one start time
+per job in [s_j, m_j] so that the cluster's GPUs (the sum of the quotas) are
+never over-committed, minimising the total queueing delay (plus, optionally,
+beta times the fairness multipliers of constraint (13)). Because every job
+starts no later than under FCFS and runs exactly its duration, no job ends
+later than under FCFS.
+
+Size reductions of Appendix A, and how the plan stays exactly feasible:
+
+* start variables exist only for s_j <= t <= m_j (variables only where the
+  job can be active);
+* *duration-scaled time steps*: job j's candidate start times are its submit
+  time s_j, its cut-off m_j, and the points of a grid of step
+  ``step_s * 2**k`` strictly between them, with k the largest integer such
+  that the step is at most ``d_j / slots_per_duration`` (so a 10-hour job gets
+  about as many candidates per unit of its own duration as a 10-minute one).
+  Rounding s_j up and m_j down to the job's grid is what keeps the
+  no-slowdown guarantee: every candidate lies in [s_j, m_j];
+* *exact capacity accounting*: the load of a set of jobs only rises at a
+  start, so checking the capacity at every candidate start time (the union of
+  all jobs' candidates) checks it at every instant. Candidate (j, t) counts
+  against the check point u iff t <= u < t + d_j (half-open intervals, as the
+  simulator runs them). Check points where even the largest possible load
+  fits are dropped; jobs with a single candidate are constants.
+
+The FCFS schedule is always a feasible solution (each job's m_j is a
+candidate and the FCFS loads fit each pool's quota), and it is given to the
+solver as a hint; if the solver finds nothing within the time limit the
+result falls back to it and says so. Every returned plan is re-checked
+exactly (:func:`check_plan`) at full time resolution.
+
+How large it gets (``benchmarks/bench_oracle.py``, this 2-core machine,
+CP-SAT, step 300 s, 4 slots per duration): see the table in that script's
+docstring; a 3-day base workload (4 pools x 8 GPUs, ~350 jobs) builds in well
+under a second and reaches a small gap within a 60 s limit; the 8-pool
+variant (~700 jobs) usually stops at the limit with a gap of a few percent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sia.data.errors import ConfigError
+from sia.scheduler.cluster import Cluster
+from sia.scheduler.view import SimView, Start, TraceArrays
+from sia.scheduler.vst import fcfs_baseline_starts
+
+_EPS = 1e-6  # seconds of float slack when comparing times
+
+
+@dataclass
+class OracleResult:
+    """The oracle's plan and how good it is.
+
+    - ``start_s``: float64 [n], the planned start time of each job (s).
+    - ``objective_s``: total queueing delay of the plan, sum(start - submit), seconds (exact).
+    - ``solver_objective``: the solver's objective (delay plus beta * fairness term), seconds.
+    - ``best_bound``: the solver's proven lower bound on ``solver_objective``.
+    - ``gap``: relative gap (objective - bound) / max(objective, 1); 0 when proven optimal.
+    - ``status``: "optimal", "feasible" (time limit hit with a solution), or
+      "fallback-fcfs" (no solution in time: the FCFS starts are returned).
+    - ``fallback``: True when the plan is the FCFS baseline because the solver found nothing.
+    - ``fcfs_delay_s``: total queueing delay of the cut-off (FCFS) schedule, seconds.
+    - ``stats``: model size and timings (variables, rows, nonzeros, build/solve seconds).
+    """
+
+    start_s: np.ndarray
+    objective_s: float
+    solver_objective: float
+    best_bound: float
+    gap: float
+    status: str
+    fallback: bool
+    fcfs_delay_s: float
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def job_step_s(duration_s: np.ndarray, step_s: float, slots_per_duration: float) -> np.ndarray:
+    """Return float64 [n]: each job's candidate-start grid step (s), a power-of-two multiple of ``step_s``.
+
+    The step is the largest ``step_s * 2**k`` (k >= 0) not above
+    ``duration / slots_per_duration``; jobs shorter than that get ``step_s``.
+    """
+    ratio = np.asarray(duration_s, dtype=np.float64) / (step_s * slots_per_duration)
+    k = np.floor(np.log2(np.maximum(ratio, 1.0)))
+    return step_s * np.exp2(k)
+
+
+def candidate_starts(submit: float, cutoff: float, step: float) -> np.ndarray:
+    """Return the sorted candidate start times (s) of one job: s, the grid points in (s, m), and m."""
+    if cutoff <= submit + _EPS:
+        return np.array([submit])
+    first = math.floor(submit / step) + 1
+    last = math.ceil(cutoff / step) - 1
+    grid = np.arange(first, last + 1, dtype=np.float64) * step if last >= first else np.empty(0)
+    grid = grid[(grid > submit) & (grid < cutoff)]
+    return np.concatenate([[submit], grid, [cutoff]])
+
+
+def check_plan(
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    num_gpus: np.ndarray,
+    capacity: int,
+    start_s: np.ndarray,
+    cutoff_s: np.ndarray | None = None,
+) -> list[str]:
+    """Return the violations of a plan (empty when it is feasible), checked at full resolution.
+
+    Checks every job starts at or after its submit time, at or before its
+    cut-off (when given), and that at no instant the running jobs (each on
+    ``[start, start + duration)``) hold more than ``capacity`` GPUs.
+    """
+    submit_s, duration_s = np.asarray(submit_s, float), np.asarray(duration_s, float)
+    start_s, num_gpus = np.asarray(start_s, float), np.asarray(num_gpus, np.int64)
+    problems = []
+    early = np.flatnonzero(start_s < submit_s - _EPS)
+    if early.size:
+        problems.append(f"{early.size} job(s) start before they arrive, e.g. position {early[0]}")
+    if cutoff_s is not None:
+        late = np.flatnonzero(start_s > np.asarray(cutoff_s, float) + _EPS)
+        if late.size:
+            problems.append(f"{late.size} job(s) start after their cut-off, e.g. position {late[0]}")
+    # Sweep: at equal times ends (-gpus) come before starts (+gpus).
+    times = np.concatenate([start_s + duration_s, start_s])
+    delta = np.concatenate([-num_gpus, num_gpus])
+    kind = np.concatenate([np.zeros_like(num_gpus), np.ones_like(num_gpus)])
+    order = np.lexsort((kind, times))
+    load = np.cumsum(delta[order])
+    if load.size and load.max() > capacity:
+        i = int(np.argmax(load))
+        problems.append(f"{int(load[i])} GPUs in use at t={times[order][i]:.3f}s > capacity {capacity}")
+    return problems
+
+
+def solve_oracle(
+    submit_s: np.ndarray,
+    duration_s: np.ndarray,
+    num_gpus: np.ndarray,
+    pool_idx: np.ndarray,
+    quotas: np.ndarray,
+    cutoff_s: np.ndarray,
+    *,
+    step_s: float = 300.0,
+    slots_per_duration: float = 4.0,
+    beta: float = 0.0,
+    time_limit_s: float = 60.0,
+    solver: str = "highs",
+    threads: int = 2,
+    seed: int = 0,
+) -> OracleResult:
+    """Solve the Figure 19 MILP; return an :class:`OracleResult` (start times in seconds).
+
+    ``cutoff_s`` are the latest allowed starts m_j (the FCFS baseline starts,
+    see :func:`sia.scheduler.vst.fcfs_baseline_starts`); capacity is
+    ``sum(quotas)`` GPUs. ``beta > 0`` adds constraint (13) with one
+    fairness multiplier alpha_t >= pool i's load / c_i per check point t,
+    weighted in the objective by the time (s) until the next check point.
+    ``solver`` is "highs" (the HiGHS MIP solver bundled with OR-Tools, the
+    fastest here), "scip" or "cp-sat" (alpha then in steps of 1/1000). Deterministic for a fixed seed and
+    thread count. Raises ConfigError on bad options and RuntimeError if the
+    solver's plan fails the exact feasibility check (a bug).
+    """
+    if not step_s > 0 or not slots_per_duration > 0:
+        raise ConfigError(f"oracle: step_s and slots_per_duration must be > 0, got {step_s}, "
+                          f"{slots_per_duration}")
+    if beta < 0:
+        raise ConfigError(f"oracle: beta must be >= 0, got {beta}")
+    if solver not in ("cp-sat", "highs", "scip"):
+        raise ConfigError(f"oracle: solver must be 'highs', 'cp-sat' or 'scip', got {solver!r}")
+    t0 = time.perf_counter()
+    submit = np.asarray(submit_s, dtype=np.float64)
+    dur = np.asarray(duration_s, dtype=np.float64)
+    gpus = np.asarray(num_gpus, dtype=np.int64)
+    pool = np.asarray(pool_idx, dtype=np.int64)
+    quotas = np.asarray(quotas, dtype=np.int64)
+    cutoff = np.maximum(np.asarray(cutoff_s, dtype=np.float64), submit)
+    n = submit.shape[0]
+    capacity = int(quotas.sum())
+    fcfs_delay = float((cutoff - submit).sum())
+    if n == 0:
+        return OracleResult(np.empty(0), 0.0, 0.0, 0.0, 0.0, "optimal", False, 0.0)
+
+    # Candidates (job, start time).
+    steps = job_step_s(dur, step_s, slots_per_duration)
+    cands = [candidate_starts(float(submit[j]), float(cutoff[j]), float(steps[j])) for j in range(n)]
+    counts = np.array([c.shape[0] for c in cands], dtype=np.int64)
+    c_job = np.repeat(np.arange(n), counts)
+    c_time = np.concatenate(cands)
+    c_first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # first candidate of each job
+    c_last = c_first + counts - 1  # the cut-off candidate (FCFS)
+    free = counts[c_job] > 1  # candidates of jobs that have a choice
+
+    # Check points and the candidates covering them: t <= u < t + d.
+    points = np.unique(c_time)
+    lo = np.searchsorted(points, c_time, side="left")
+    hi = np.searchsorted(points, c_time + dur[c_job], side="left")
+    span = hi - lo
+    ent_cand = np.repeat(np.arange(c_time.shape[0]), span)
+    ent_row = np.arange(ent_cand.shape[0]) - np.repeat(np.cumsum(span) - span, span) + lo[ent_cand]
+    ent_job = c_job[ent_cand]
+    n_rows = points.shape[0]
+    # Largest possible load per point (each job counted once) -> drop rows that always fit.
+    key = np.unique(ent_job * n_rows + ent_row)
+    max_load = np.bincount(key % n_rows, weights=gpus[key // n_rows], minlength=n_rows)
+    fixed_e = ~free[ent_cand]
+    fixed_load = np.bincount(ent_row[fixed_e], weights=gpus[ent_job[fixed_e]], minlength=n_rows)
+    has_var = np.bincount(ent_row[~fixed_e], minlength=n_rows) > 0
+    rows_kept = np.flatnonzero(has_var & (max_load > capacity))
+
+    var_cands = np.flatnonzero(free)
+    var_of_cand = np.full(c_time.shape[0], -1, dtype=np.int64)
+    var_of_cand[var_cands] = np.arange(var_cands.shape[0])
+    cost = (c_time - submit[c_job])[var_cands]
+
+    row_map = np.full(n_rows, -1, dtype=np.int64)
+    row_map[rows_kept] = np.arange(rows_kept.shape[0])
+    cap_e = (~fixed_e) & (row_map[ent_row] >= 0)
+    cap_rows = row_map[ent_row[cap_e]]
+    cap_vars = var_of_cand[ent_cand[cap_e]]
+    cap_coef = gpus[ent_job[cap_e]]
+    cap_rhs = capacity - fixed_load[rows_kept]
+
+    # Fairness (13): per (pool, point) with variables; alpha_t >= fixed load / c_i otherwise.
+    fair = None
+    if beta > 0:
+        weight = np.diff(np.concatenate([points, [max(points[-1], float((cutoff + dur).max()))]]))
+        e_pool = pool[ent_job]
+        pool_fixed = np.zeros((quotas.shape[0], n_rows))
+        np.add.at(pool_fixed, (e_pool[fixed_e], ent_row[fixed_e]), gpus[ent_job[fixed_e]])
+        alpha_lb = (pool_fixed / np.maximum(quotas, 1)[:, None]).max(axis=0)
+        ve = ~fixed_e
+        fkey = e_pool[ve] * n_rows + ent_row[ve]
+        ukeys, frow = np.unique(fkey, return_inverse=True)
+        fair = dict(
+            weight=weight, alpha_lb=alpha_lb, n_rows=ukeys.shape[0], rows=frow,
+            vars=var_of_cand[ent_cand[ve]], coef=gpus[ent_job[ve]],
+            point=ukeys % n_rows, pool=ukeys // n_rows,
+            rhs_fixed=pool_fixed[ukeys // n_rows, ukeys % n_rows],
+        )
+
+    # Each job with a choice starts exactly once (9); hint = FCFS (its last candidate).
+    one_job = c_job[var_cands]
+    hint = np.zeros(var_cands.shape[0], dtype=np.int64)
+    hint[var_of_cand[c_last[counts > 1]]] = 1
+    stats = dict(
+        jobs=float(n), variables=float(var_cands.shape[0]), capacity_rows=float(rows_kept.shape[0]),
+        nonzeros=float(cap_vars.shape[0]), check_points=float(n_rows),
+        build_s=time.perf_counter() - t0,
+    )
+    t1 = time.perf_counter()
+    if solver == "cp-sat":
+        sol, obj, bound, status = _solve_cpsat(
+            cost, one_job, cap_rows, cap_vars, cap_coef, cap_rhs, fair, beta, quotas, hint,
+            time_limit_s, threads, seed,
+        )
+    else:
+        sol, obj, bound, status = _solve_mip(
+            solver, cost, one_job, cap_rows, cap_vars, cap_coef, cap_rhs, fair, beta, quotas, hint,
+            time_limit_s, threads, seed,
+        )
+    stats["solve_s"] = time.perf_counter() - t1
+
+    start = cutoff.copy()
+    fallback = sol is None
+    if fallback:
+        status, obj, bound = "fallback-fcfs", fcfs_delay, float("nan")
+    else:
+        chosen = var_cands[sol > 0.5]
+        start[c_job[chosen]] = c_time[chosen]
+        start[counts == 1] = c_time[c_first[counts == 1]]
+    problems = check_plan(submit, dur, gpus, capacity, start, cutoff)
+    if problems:
+        raise RuntimeError("oracle: the solver's plan is infeasible: " + "; ".join(problems))
+    delay = float((start - submit).sum())
+    gap = 0.0 if status == "optimal" else (
+        float("nan") if fallback else max(0.0, (obj - bound) / max(abs(obj), 1.0)))
+    return OracleResult(start, delay, float(obj), float(bound), gap, status, fallback, fcfs_delay,
+                        stats)
+
+
+def _solve_cpsat(cost, one_job, cap_rows, cap_vars, cap_coef, cap_rhs, fair, beta, quotas, hint,
+                 time_limit_s, threads, seed):
+    """Solve with CP-SAT; return (solution 0/1 array or None, objective, bound, status)."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    nv = cost.shape[0]
+    x = [m.new_bool_var(f"x{i}") for i in range(nv)]
+    order = np.argsort(one_job, kind="stable")
+    bounds = np.flatnonzero(np.diff(one_job[order])) + 1
+    for grp in np.split(order, bounds):
+        if grp.size:
+            m.add_exactly_one(x[i] for i in grp.tolist())
+    _add_rows(m, x, cap_rows, cap_vars, cap_coef, cap_rhs, extra=None)
+    obj = cp_model.LinearExpr.weighted_sum(x, cost.tolist())
+    if fair is not None:
+        scale = 1000
+        alpha = []
+        for t in range(fair["weight"].shape[0]):
+            lb = math.ceil(fair["alpha_lb"][t] * scale - 1e-9)
+            alpha.append(m.new_int_var(lb, max(lb, int(scale * quotas.sum())), f"a{t}"))
+        # scale * (fixed + sum n x) <= c_i * alpha_t
+        cvals = quotas[fair["pool"]]
+        order = np.argsort(fair["rows"], kind="stable")
+        r_sorted = fair["rows"][order]
+        splits = np.searchsorted(r_sorted, np.arange(fair["n_rows"] + 1))
+        for r in range(fair["n_rows"]):
+            sl = order[splits[r]:splits[r + 1]]
+            expr = cp_model.LinearExpr.weighted_sum(
+                [x[v] for v in fair["vars"][sl].tolist()], (scale * fair["coef"][sl]).tolist())
+            m.add(expr + int(scale * fair["rhs_fixed"][r]) <= int(cvals[r]) * alpha[int(fair["point"][r])])
+        obj = obj + cp_model.LinearExpr.weighted_sum(
+            alpha, (beta * fair["weight"] / scale).tolist())
+    m.minimize(obj)
+    for i in range(nv):
+        m.add_hint(x[i], int(hint[i]))
+    s = cp_model.CpSolver()
+    s.parameters.max_time_in_seconds = float(time_limit_s)
+    s.parameters.num_workers = int(threads)
+    s.parameters.random_seed = int(seed)
+    st = s.solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, float("nan"), float("nan"), "none"
+    sol = np.array([s.value(v) for v in x], dtype=np.int64)
+    status = "optimal" if st == cp_model.OPTIMAL else "feasible"
+    return sol, s.objective_value, s.best_objective_bound, status
+
+
+def _add_rows(m, x, rows, vars_, coef, rhs, extra):
+    from ortools.sat.python import cp_model
+
+    order = np.argsort(rows, kind="stable")
+    splits = np.searchsorted(rows[order], np.arange(rhs.shape[0] + 1))
+    for r in range(rhs.shape[0]):
+        sl = order[splits[r]:splits[r + 1]]
+        m.add(cp_model.LinearExpr.weighted_sum([x[v] for v in vars_[sl].tolist()],
+                                               coef[sl].tolist()) <= int(rhs[r]))
+
+
+def _solve_mip(backend, cost, one_job, cap_rows, cap_vars, cap_coef, cap_rhs, fair, beta, quotas,
+               hint, time_limit_s, threads, seed):
+    """Solve with a MIP solver through OR-Tools' linear solver wrapper (HiGHS or SCIP).
+
+    Returns (solution 0/1 array or None, objective, bound, status). HiGHS is
+    used through OR-Tools' bundled copy: the separate ``highspy`` wheel and
+    OR-Tools cannot be loaded into one process (clashing HiGHS symbols).
+    """
+    from ortools.linear_solver import pywraplp
+
+    s = pywraplp.Solver.CreateSolver("HIGHS" if backend == "highs" else "SCIP")
+    if s is None:  # pragma: no cover - depends on the OR-Tools build
+        raise ConfigError(f"oracle: OR-Tools has no {backend} backend in this build")
+    s.SetTimeLimit(int(max(time_limit_s, 0.001) * 1000))
+    s.SetNumThreads(int(threads))
+    s.SetSolverSpecificParametersAsString(
+        f"random_seed = {int(seed)}" if backend == "highs" else f"randomization/randomseedshift = {int(seed)}")
+    nv = cost.shape[0]
+    x = [s.BoolVar(f"x{i}") for i in range(nv)]
+    order = np.argsort(one_job, kind="stable")
+    for grp in np.split(order, np.flatnonzero(np.diff(one_job[order])) + 1):
+        if grp.size:
+            ct = s.Constraint(1.0, 1.0)
+            for i in grp.tolist():
+                ct.SetCoefficient(x[i], 1.0)
+    _rows_mip(s, cap_rows, cap_rhs, lambda ct, sl: [
+        ct.SetCoefficient(x[v], float(c)) for v, c in zip(cap_vars[sl].tolist(), cap_coef[sl].tolist(), strict=True)])
+    objective = s.Objective()
+    for i, c in enumerate(cost.tolist()):
+        objective.SetCoefficient(x[i], c)
+    if fair is not None:
+        alpha = [s.NumVar(float(lb), s.infinity(), f"a{t}") for t, lb in enumerate(fair["alpha_lb"].tolist())]
+        cvals = quotas[fair["pool"]].astype(float)
+        rhs = -fair["rhs_fixed"]
+
+        def fill(ct, sl, r):
+            for v, c in zip(fair["vars"][sl].tolist(), fair["coef"][sl].tolist(), strict=True):
+                ct.SetCoefficient(x[v], float(c))
+            ct.SetCoefficient(alpha[int(fair["point"][r])], -float(cvals[r]))
+
+        _rows_mip(s, fair["rows"], rhs, fill, with_row=True)
+        for t, w in enumerate((beta * fair["weight"]).tolist()):
+            objective.SetCoefficient(alpha[t], w)
+    objective.SetMinimization()
+    if backend != "highs":  # OR-Tools 9.15's HiGHS wrapper crashes on SetHint
+        s.SetHint(x, [float(v) for v in hint.tolist()])
+    st = s.Solve()
+    if st not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return None, float("nan"), float("nan"), "none"
+    sol = np.rint([v.solution_value() for v in x]).astype(np.int64)
+    status = "optimal" if st == pywraplp.Solver.OPTIMAL else "feasible"
+    return sol, objective.Value(), objective.BestBound(), status
+
+
+def _rows_mip(s, rows, rhs, fill, with_row=False):
+    """Add one ``<= rhs[r]`` row per r, filled by ``fill(constraint, entry slice[, r])``."""
+    order = np.argsort(rows, kind="stable")
+    splits = np.searchsorted(rows[order], np.arange(rhs.shape[0] + 1))
+    for r in range(rhs.shape[0]):
+        ct = s.Constraint(-s.infinity(), float(rhs[r]))
+        sl = order[splits[r]:splits[r + 1]]
+        if with_row:
+            fill(ct, sl, r)
+        else:
+            fill(ct, sl)
+
+
+class OraclePolicy:
+    """Replays the oracle MILP's plan (perfect information: true durations and future arrivals).
+
+    ``reset`` computes the FCFS cut-offs (the same forward pass as the
+    simulator's FCFS) and solves :func:`solve_oracle` once for the whole
+    trace; ``decide`` starts every pending job whose planned start has come,
+    and ``next_wakeup`` asks the simulator to call back at the next planned
+    start. A job is opportunistic when its pool's dedicated use plus its width
+    would exceed the quota. ``result`` holds the :class:`OracleResult`.
+    """
+
+    name = "oracle"
+    perfect_information = True
+    uses_ticks = False
+
+    def __init__(self, *, step_s: float = 300.0, slots_per_duration: float = 4.0,
+                 beta: float = 0.0, time_limit_s: float = 60.0, solver: str = "highs",
+                 threads: int = 2, seed: int = 0):
+        self.options = dict(step_s=step_s, slots_per_duration=slots_per_duration, beta=beta,
+                            time_limit_s=time_limit_s, solver=solver, threads=threads, seed=seed)
+        self.result: OracleResult | None = None
+
+    def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
+        """Compute the FCFS cut-offs and solve the MILP for ``trace``."""
+        cutoff = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
+                                      trace.quota)
+        self.result = solve_oracle(trace.submit, trace.duration, trace.num_gpus, trace.pool,
+                                   trace.quota, cutoff, **self.options)
+        self._plan = self.result.start_s
+        order = np.argsort(self._plan, kind="stable")
+        self._order = order.tolist()
+        self._times = self._plan[order].tolist()
+        self._next = 0  # position in _order of the first job not started yet
+        self._gpus = trace.num_gpus.tolist()
+        self._pool = trace.pool.tolist()
+        self._quota = trace.quota.tolist()
+
+    def decide(self, view: SimView) -> list[Start]:
+        """Start every job whose planned start time is now (or passed)."""
+        now = view.now
+        starts: list[Start] = []
+        ded: dict[int, int] = {}
+        times, order = self._times, self._order
+        while self._next < len(order) and times[self._next] <= now:
+            j = order[self._next]
+            p, g = self._pool[j], self._gpus[j]
+            used = ded.get(p, view.used_dedicated_of(p))
+            if used + g <= self._quota[p]:
+                ded[p] = used + g
+                starts.append(Start(j, False))
+            else:
+                ded[p] = used
+                starts.append(Start(j, True))
+            self._next += 1
+        return starts
+
+    def next_wakeup(self, now: float) -> float | None:
+        """Return the next planned start time after ``now`` (s), or None when all have started."""
+        i = self._next
+        return self._times[i] if i < len(self._times) and self._times[i] > now else None

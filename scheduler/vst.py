@@ -1,0 +1,199 @@
+"""Virtual clocks and logical resource-time plans (SIA 5.1), shared by SIA_VC and the oracle.
+
+* :func:`fcfs_pool_starts` -- the *virtual clock*: a forward simulation of one
+  pool alone (no sharing) from a given state, starting its jobs in strict
+  arrival order (head-of-line blocking) as soon as the pool's capacity allows.
+  From an empty pool at time 0 it is exactly the FCFS baseline of that pool
+  (the same float operations as the simulator: a job ends at ``start +
+  duration`` and a GPU freed at ``t`` is usable at ``t``).
+* :func:`fcfs_baseline_starts` -- the no-sharing FCFS baseline of a whole
+  trace (every pool on its own quota): the cut-off start times of the oracle
+  and the reference of Theorem 1.
+* :class:`ResourcePlan` -- the logical resource-time plan: a step function of
+  reserved GPUs over time with ``reserve`` / ``max_reservation`` / ``clear``,
+  kept as sorted breakpoints in numpy arrays.
+
+Times are seconds, GPU counts ints.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def fcfs_pool_starts(
+    submit: Sequence[float],
+    duration: Sequence[float],
+    gpus: Sequence[int],
+    capacity: int,
+    *,
+    now: float = 0.0,
+    busy: Sequence[tuple[float, int]] = (),
+    horizon: float = math.inf,
+    stop_when_idle: bool = False,
+) -> list[float]:
+    """Return the virtual start time (s) of each job of one pool run alone, FCFS from ``now``.
+
+    The jobs (``submit``, ``duration``, ``gpus``, parallel sequences) are the
+    pool's not-yet-started jobs in arrival order. ``busy`` lists the GPUs
+    already held on this pool's capacity as ``(end_time, gpus)`` pairs (held
+    until ``end_time``). Each job starts at the earliest time ``t >= now``,
+    ``t >= submit``, ``t >=`` the previous job's start (strict order), at
+    which ``capacity`` minus the GPUs held at ``t`` is at least its width.
+
+    The returned list may be shorter than the job list: the simulation stops
+    before the first job arriving at or after ``horizon``, and, with
+    ``stop_when_idle``, after the first job that finds the pool completely
+    empty at its arrival (from there on the pool's future no longer depends
+    on its past). A job wider than ``capacity`` gets ``inf`` (it can never
+    start on this pool alone), and so do all jobs after it.
+    """
+    heap = [(float(e), int(g)) for e, g in busy]
+    heapq.heapify(heap)
+    held = sum(g for _, g in heap)
+    pop, push = heapq.heappop, heapq.heappush
+    out: list[float] = []
+    t_prev = now
+    inf = math.inf
+    for s, d, g in zip(submit, duration, gpus, strict=False):
+        if s >= horizon:
+            break
+        t = s if s > t_prev else t_prev
+        if t == inf or g > capacity:
+            out.append(inf)
+            t_prev = inf
+            continue
+        while heap and heap[0][0] <= t:
+            held -= pop(heap)[1]
+        idle = not heap and t == s
+        while capacity - held < g:
+            e, gg = pop(heap)
+            held -= gg
+            if e > t:
+                t = e
+            while heap and heap[0][0] <= t:
+                held -= pop(heap)[1]
+        out.append(t)
+        push(heap, (t + d, g))
+        held += g
+        t_prev = t
+        if stop_when_idle and idle:
+            break
+    return out
+
+
+def fcfs_baseline_starts(
+    submit: np.ndarray,
+    duration: np.ndarray,
+    gpus: np.ndarray,
+    pool: np.ndarray,
+    quota: Sequence[int] | np.ndarray,
+) -> np.ndarray:
+    """Return float64 [n]: each job's start time (s) under no-sharing FCFS per pool.
+
+    Jobs are given in arrival order (ties broken by position, as the
+    simulator's job index does); ``pool`` indexes ``quota``. Raises
+    ValueError if a job is wider than its pool's quota (FCFS would never run it).
+    """
+    submit = np.asarray(submit, dtype=np.float64)
+    duration = np.asarray(duration, dtype=np.float64)
+    gpus = np.asarray(gpus, dtype=np.int64)
+    pool = np.asarray(pool, dtype=np.int64)
+    quota = np.asarray(quota, dtype=np.int64)
+    out = np.empty(submit.shape[0], dtype=np.float64)
+    for p in range(quota.shape[0]):
+        idx = np.flatnonzero(pool == p)
+        if not idx.size:
+            continue
+        too_wide = idx[gpus[idx] > quota[p]]
+        if too_wide.size:
+            j = int(too_wide[0])
+            raise ValueError(
+                f"job at position {j} needs {int(gpus[j])} GPUs but its pool {p} has a quota of "
+                f"{int(quota[p])}: FCFS would never start it"
+            )
+        out[idx] = fcfs_pool_starts(
+            submit[idx].tolist(), duration[idx].tolist(), gpus[idx].tolist(), int(quota[p])
+        )
+    return out
+
+
+class ResourcePlan:
+    """A logical resource-time plan: GPUs reserved over time as a right-continuous step function.
+
+    ``times`` (sorted, float64) are breakpoints and ``level[i]`` the GPUs
+    reserved on ``[times[i], times[i+1])``; before ``times[0]`` and after the
+    last breakpoint nothing is reserved. ``reserve`` adds ``gpus`` on
+    ``[t, t + d)``; ``max_reservation(t, d)`` is the largest reservation on
+    ``[t, t + d)``; ``clear`` drops everything. Each operation is a couple
+    of ``searchsorted`` calls plus one vectorised slice, O(breakpoints).
+    """
+
+    __slots__ = ("times", "level")
+
+    def __init__(self) -> None:
+        self.times = np.empty(0, dtype=np.float64)
+        self.level = np.empty(0, dtype=np.int64)
+
+    def clear(self) -> None:
+        """Release every reservation."""
+        self.times = np.empty(0, dtype=np.float64)
+        self.level = np.empty(0, dtype=np.int64)
+
+    def _split(self, t: float) -> int:
+        """Ensure a breakpoint at ``t``; return its index."""
+        times = self.times
+        i = int(np.searchsorted(times, t, side="left"))
+        if i < times.shape[0] and times[i] == t:
+            return i
+        before = int(self.level[i - 1]) if i > 0 else 0
+        self.times = np.insert(times, i, t)
+        self.level = np.insert(self.level, i, before)
+        return i
+
+    def reserve(self, gpus: int, t: float, d: float) -> None:
+        """Mark ``gpus`` GPUs busy on ``[t, t + d)`` (``d`` may be ``inf``)."""
+        if gpus <= 0 or not d > 0:
+            return
+        i = self._split(t)
+        end = t + d
+        k = self.times.shape[0] if end == math.inf else self._split(end)
+        self.level[i:k] += gpus
+
+    def add_busy(self, ends: np.ndarray, gpus: np.ndarray, now: float) -> None:
+        """Reserve ``gpus[i]`` on ``[now, ends[i])`` for every i (the running jobs), vectorised."""
+        ends = np.asarray(ends, dtype=np.float64)
+        gpus = np.asarray(gpus, dtype=np.int64)
+        keep = ends > now
+        if not keep.any():
+            return
+        ends, gpus = ends[keep], gpus[keep]
+        uniq, inv = np.unique(ends, return_inverse=True)
+        dropped = np.bincount(inv, weights=gpus, minlength=uniq.shape[0]).astype(np.int64)
+        times = np.concatenate([[float(now)], uniq])
+        level = int(gpus.sum()) - np.concatenate([[0], np.cumsum(dropped)])
+        if self.times.shape[0] == 0:
+            self.times, self.level = times, level.astype(np.int64)
+            return
+        for e, g in zip(ends.tolist(), gpus.tolist(), strict=True):
+            self.reserve(g, now, e - now)
+
+    def max_reservation(self, t: float, d: float) -> int:
+        """Return the most GPUs reserved at any instant of ``[t, t + d)``."""
+        times = self.times
+        if times.shape[0] == 0 or not d > 0:
+            return 0
+        i = int(np.searchsorted(times, t, side="right")) - 1  # last breakpoint <= t
+        k = int(np.searchsorted(times, t + d, side="left"))  # first breakpoint >= t + d
+        if i < 0:
+            return int(self.level[:k].max(initial=0))
+        return int(self.level[i:max(k, i + 1)].max())
+
+    def level_at(self, t: float) -> int:
+        """Return the GPUs reserved at instant ``t``."""
+        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        return int(self.level[i]) if i >= 0 else 0
