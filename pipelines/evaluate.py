@@ -1,0 +1,784 @@
+"""The scheduler evaluation pipeline behind `sia evaluate` (DESIGN.md 7, SIA 6.1).
+
+A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.ExperimentConfig`:
+
+1. read the trace (or generate the synthetic workload) and cut the replay window;
+2. build the experiments (:func:`build_experiments`): per group (pools per
+   experiment x quota scale) and index, pick pools at random (seeded), draw a
+   target load per pool and set quotas from load (or keep the recorded
+   quotas), scale them;
+3. when a policy uses learned predictors, load them from the MLflow registry
+   by alias, or train them on the period before the replay (`on_the_fly`);
+4. replay FCFS (the baseline) and every policy of every experiment on the
+   executor (in-process, local processes or Dask); each finished replay is
+   written to ``DIR/exp-XXX/LABEL.parquet`` followed by a completion marker
+   ``LABEL.done.json`` holding the replay's key, so an interrupted sweep
+   resumes without redoing finished replays (:func:`replay_done`);
+5. when all replays of an experiment are in, score them against FCFS with
+   :func:`sia.scheduler.metrics.compare`, draw the plots and log one MLflow
+   run (nested under the sweep's parent run in the ``sia-evaluations``
+   experiment);
+6. write ``DIR/summary.csv`` / ``.md`` (one row per experiment and policy,
+   then the aggregate over experiments) and the sweep's plots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sia.data.errors import ConfigError
+from sia.pipelines import plots
+from sia.pipelines.experiment import ExperimentConfig, PolicySpec
+from sia.pipelines.inputs import Workload, load_workload
+from sia.scheduler.metrics import compare
+
+DAY_S = 86_400.0
+BASELINE = "fcfs"
+JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
+               "preemptible")
+#: Per-run metrics in the summary table, in order (speedups are ratios; slowdowns in minutes).
+SUMMARY_METRICS = ("n_jobs", "mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup",
+                   "pct_slowed", "total_slowdown_min", "max_slowdown_min")
+EXTRA_METRICS = ("utilization", "utilization_baseline", "mean_queue_delay_s")
+
+
+# --------------------------------------------------------------------------- experiments
+
+@dataclass(frozen=True, eq=False)
+class Experiment:
+    """One experiment: the pools shared, their quotas, and where it sits in the sweep."""
+
+    exp_id: str
+    group: str
+    pools_wanted: int | str  # the config's pools_per_experiment value (int or "all")
+    quota_scale: float
+    index: int  # within its group
+    seed: int
+    pools: pl.DataFrame  # pool, quota_gpus, target_load (null for recorded quotas)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the experiment as JSON-ready data (pools, quotas and loads as lists)."""
+        return {
+            "exp_id": self.exp_id, "group": self.group, "pools_per_experiment": self.pools_wanted,
+            "quota_scale": self.quota_scale, "index": self.index, "seed": self.seed,
+            "pools": self.pools["pool"].to_list(),
+            "quota_gpus": [int(q) for q in self.pools["quota_gpus"].to_list()],
+            "target_load": [None if x is None else round(float(x), 6)
+                            for x in self.pools["target_load"].to_list()],
+        }
+
+
+def group_name(pools_wanted: int | str, scale: float) -> str:
+    """Return a group's name, e.g. ``pools-4_scale-1`` (used in file names and tables)."""
+    return f"pools-{pools_wanted}_scale-{scale:g}"
+
+
+def load_trace(cfg: ExperimentConfig) -> Workload:
+    """Return the config's workload (trace read with its reader options, or synthetic)."""
+    t = cfg.trace
+    return load_workload(
+        None if t.path is None else Path(t.path), synthetic=t.synthetic, fmt=t.format,
+        mapping=t.map or None, pool_from=t.pool_from, time_unit=t.time_unit, clean=t.clean,
+        quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
+        seed=cfg.seed if t.seed is None else t.seed, days=t.days,
+    )
+
+
+def replay_window(jobs: pl.DataFrame, cfg: ExperimentConfig) -> tuple[pl.DataFrame, float]:
+    """Return (jobs submitted in the replay window, the window's length in seconds).
+
+    The window is [start_day, end_day) in days since the trace start (open
+    ends default to the trace's first / last submission). Times are kept as
+    they are (time of day matters to the predictors). Raises ConfigError when
+    the window holds no job.
+    """
+    lo = -math.inf if cfg.replay_start_day is None else cfg.replay_start_day * DAY_S
+    hi = math.inf if cfg.replay_end_day is None else cfg.replay_end_day * DAY_S
+    window = jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
+    if window.height == 0:
+        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
+        raise ConfigError(f"{cfg.source}: replay: no job is submitted in the replay window "
+                          f"[{cfg.replay_start_day}, {cfg.replay_end_day}) days; the trace's "
+                          f"last submission is on day {last:.1f}")
+    first = float(window["submit_time"].min()) if math.isinf(lo) else lo
+    last = float(window["submit_time"].max()) if math.isinf(hi) else hi
+    keep = [c for c in JOB_COLUMNS if c in window.columns]
+    return window.select(keep), max(last - first, 1.0)
+
+
+def _derive_seed(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+def build_experiments(cfg: ExperimentConfig, jobs: pl.DataFrame, span_s: float,
+                      recorded: pl.DataFrame) -> list[Experiment]:
+    """Return the sweep's experiments (pools picked and quotas set as SIA 6.1 describes).
+
+    ``jobs`` are the replay window's jobs, ``span_s`` the window's length (the
+    period over which load is offered), ``recorded`` the trace's pools table.
+    Per group (pools per experiment x quota scale) and index i, the pool draw
+    and the target loads depend only on (seed, pools per experiment, i), so
+    the quota-scale groups of Figure 18 share pools and loads. Quotas are
+    ``max(round(quota x scale), widest job of the pool)``.
+    """
+    from sia.data.quotas import quotas_from_load
+
+    counts = jobs.group_by("pool").len()
+    eligible = sorted(counts.filter(pl.col("len") >= cfg.min_jobs_per_pool)["pool"].to_list())
+    if not eligible:
+        raise ConfigError(f"{cfg.source}: min_jobs_per_pool: no pool has {cfg.min_jobs_per_pool} "
+                          "jobs in the replay window")
+    widest = dict(jobs.group_by("pool").agg(pl.col("num_gpus").max()).iter_rows())
+    out: list[Experiment] = []
+    n = 0
+    for wanted in cfg.pools_per_experiment:
+        k = len(eligible) if wanted == "all" else int(wanted)
+        if k > len(eligible):
+            raise ConfigError(
+                f"{cfg.source}: pools_per_experiment: {k} pools wanted but only {len(eligible)} "
+                f"have at least min_jobs_per_pool={cfg.min_jobs_per_pool} jobs in the replay "
+                f"window ({', '.join(eligible)})")
+        for i in range(cfg.experiments):
+            seed = _derive_seed(cfg.seed, 0 if wanted == "all" else k, i)
+            rng = np.random.default_rng(seed)
+            chosen = eligible if wanted == "all" else sorted(
+                rng.choice(np.array(eligible, dtype=object), size=k, replace=False).tolist())
+            exp_jobs = jobs.filter(pl.col("pool").is_in(chosen))
+            if cfg.quotas == "from_load":
+                base = quotas_from_load(exp_jobs, cfg.load_range, seed=_derive_seed(seed, 1),
+                                        span_s=span_s)
+            else:
+                base = recorded.filter(pl.col("pool").is_in(chosen)).select("pool", "quota_gpus")
+                missing = sorted(set(chosen) - set(base["pool"].to_list()))
+                if missing:
+                    raise ConfigError(f"{cfg.source}: quotas: recorded: pool {missing[0]!r} has "
+                                      "no recorded quota")
+                base = base.with_columns(pl.lit(None, dtype=pl.Float64).alias("target_load"))
+            for scale in cfg.quota_scale:
+                quota = [max(int(round(q * scale)), int(widest[p]), 1)
+                         for p, q in zip(base["pool"], base["quota_gpus"], strict=True)]
+                pools = base.with_columns(pl.Series("quota_gpus", quota, dtype=pl.Int32)).sort("pool")
+                out.append(Experiment(f"exp-{n:03d}", group_name(wanted, scale), wanted, scale, i,
+                                      seed, pools))
+                n += 1
+    # group-major order: all experiments of a group together
+    order = {group_name(w, s): (a, b) for a, w in enumerate(cfg.pools_per_experiment)
+             for b, s in enumerate(cfg.quota_scale)}
+    return sorted(out, key=lambda e: (order[e.group], e.index))
+
+
+# --------------------------------------------------------------------------- replays
+
+@dataclass(frozen=True, eq=False)
+class ReplayTask:
+    """One replay: a policy on one experiment's jobs and pools (sent to a worker)."""
+
+    exp_id: str
+    label: str
+    policy: str
+    options: dict[str, Any]
+    forecaster: dict[str, Any] | None
+    jobs: pl.DataFrame
+    pools: pl.DataFrame
+    tick_s: float
+    key: str
+
+    @property
+    def name(self) -> str:
+        """Return ``exp-XXX/LABEL`` (how errors and progress name the replay)."""
+        return f"{self.exp_id}/{self.label}"
+
+
+_MODEL_CACHE: dict[tuple, Any] = {}
+
+
+def learned_forecaster(spec: dict[str, Any]) -> Any:
+    """Return a fresh LearnedForecaster for ``spec`` (registry models cached per process).
+
+    ``spec`` holds ``tracking_uri``, ``alias``, ``windows_min``, ``load_method``
+    and ``load_windows``.
+    """
+    from sia.models import registry
+    from sia.models.forecaster import LearnedForecaster
+
+    key = (spec["tracking_uri"], spec["alias"], tuple(spec["windows_min"]), spec["load_method"])
+    if key not in _MODEL_CACHE:
+        import mlflow
+
+        mlflow.set_tracking_uri(spec["tracking_uri"])
+        mlflow.set_registry_uri(spec["tracking_uri"])
+        alias = spec["alias"]
+        will = {int(k): registry.load_will_arrive(int(k), alias) for k in spec["windows_min"]}
+        loads = ({int(k): registry.load_new_load(int(k), alias) for k in spec["windows_min"]}
+                 if spec["load_method"] == "calibrated" else None)
+        _MODEL_CACHE[key] = (will, loads, registry.load_job_duration(alias))
+    will, loads, duration = _MODEL_CACHE[key]
+    return LearnedForecaster(will, loads=loads, load_method=spec["load_method"],
+                             load_windows=int(spec["load_windows"]), duration_config=duration)
+
+
+def run_replay(task: ReplayTask) -> pl.DataFrame:
+    """Replay one task and return the simulator's per-job result table (runs on a worker)."""
+    from sia.scheduler.registry import make_policy
+    from sia.scheduler.simulator import simulate
+
+    options = dict(task.options)
+    if task.forecaster is not None:
+        options["forecaster"] = learned_forecaster(task.forecaster)
+    policy = make_policy(task.policy, **options)
+    return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
+
+
+def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:
+    """Return (the replay's Parquet file, its completion marker)."""
+    d = out_dir / exp_id
+    return d / f"{label}.parquet", d / f"{label}.done.json"
+
+
+def replay_done(out_dir: Path, exp_id: str, label: str, key: str) -> bool:
+    """Return True when the replay's Parquet and its marker exist and the marker holds ``key``."""
+    parquet, marker = replay_paths(out_dir, exp_id, label)
+    if not (parquet.exists() and marker.exists()):
+        return False
+    try:
+        return json.loads(marker.read_text()).get("key") == key
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_replay(out_dir: Path, task: ReplayTask, result: pl.DataFrame, wall_s: float | None) -> Path:
+    """Write the replay's Parquet, then its completion marker; return the Parquet path."""
+    parquet, marker = replay_paths(out_dir, task.exp_id, task.label)
+    parquet.parent.mkdir(parents=True, exist_ok=True)
+    if marker.exists():
+        marker.unlink()
+    tmp = parquet.with_name(parquet.name + ".tmp")
+    result.write_parquet(tmp)
+    os.replace(tmp, parquet)
+    _atomic_write_text(marker, json.dumps({"key": task.key, "policy": task.policy,
+                                           "rows": result.height, "wall_s": wall_s}))
+    return parquet
+
+
+def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float]:
+    t = time.perf_counter()
+    result = run_replay(task)
+    return result, time.perf_counter() - t
+
+
+def _policy_options(spec: PolicySpec, seed: int) -> dict[str, Any]:
+    """Return the policy's options, plus ``seed`` (the experiment's) when it takes one."""
+    from sia.scheduler.registry import policy_class
+
+    options = dict(spec.options)
+    if "seed" not in options:
+        try:
+            params = inspect.signature(policy_class(spec.name)).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "seed" in params:
+            options["seed"] = seed
+    return options
+
+
+def _key(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
+               forecaster: dict[str, Any] | None) -> list[ReplayTask]:
+    """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
+
+    A task's key hashes everything its result depends on (trace, window,
+    pools and quotas, policy and options, predictors, tick).
+    """
+    exp_jobs = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
+    pools = exp.pools.select("pool", "quota_gpus")
+    base = (asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day, cfg.tick_s,
+            {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")})
+    specs = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
+    tasks = []
+    for spec in specs:
+        options = _policy_options(spec, exp.seed)
+        fc = forecaster if spec.forecaster == "learned" else None
+        if spec.forecaster == "learned" and forecaster is None:
+            raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")
+        fc_key = None if fc is None else {k: v for k, v in fc.items() if k != "tracking_uri"}
+        key = _key(base, spec.name, options, fc_key)
+        tasks.append(ReplayTask(exp.exp_id, spec.label, spec.name, options, fc, exp_jobs, pools,
+                                cfg.tick_s, key))
+    return tasks
+
+
+# --------------------------------------------------------------------------- scoring
+
+def score_experiment(cfg: ExperimentConfig, exp: Experiment, results: dict[str, pl.DataFrame]
+                     ) -> tuple[pl.DataFrame, dict[str, dict]]:
+    """Return (per-job metrics of every policy with a ``policy`` column, summary per policy).
+
+    Each policy's replay is compared with the FCFS replay by
+    :func:`sia.scheduler.metrics.compare` (warm-up from the config).
+    """
+    base = results[BASELINE]
+    frames, summaries = [], {}
+    for spec in cfg.policies:
+        per_job, summary = compare(results[spec.label], base, warmup_s=cfg.warmup_days * DAY_S,
+                                   pools=exp.pools.select("pool", "quota_gpus"))
+        summaries[spec.label] = summary
+        frames.append(per_job.with_columns(pl.lit(spec.label).alias("policy"),
+                                           pl.lit(exp.exp_id).alias("exp_id")))
+    return pl.concat(frames, how="diagonal_relaxed"), summaries
+
+
+def summary_row(exp: Experiment, label: str, summary: dict) -> dict[str, Any]:
+    """Return one row of the summary table (experiment, group, policy, headline metrics)."""
+    row = {"exp_id": exp.exp_id, "group": exp.group, "pools": len(exp.pools),
+           "quota_scale": exp.quota_scale, "policy": label}
+    for m in SUMMARY_METRICS + EXTRA_METRICS:
+        row[m] = summary.get(m)
+    return row
+
+
+def pooled_summary(per_job: pl.DataFrame) -> dict:
+    """Return :func:`compare`'s summary over counted jobs pooled from several experiments.
+
+    ``per_job`` holds per-job metrics (already cut at each experiment's
+    warm-up) of one policy; job ids are made unique per experiment and the
+    FCFS side is rebuilt from ``end_baseline``, so the same formulas apply.
+    """
+    if per_job.height == 0:
+        return {m: None for m in SUMMARY_METRICS} | {"n_jobs": 0}
+    jid = pl.concat_str([pl.col("exp_id"), pl.col("job_id")], separator="/").alias("job_id")
+    result = per_job.select(jid, "pool", "submit_time", "duration", "num_gpus", "start_time",
+                            "end_time")
+    base = per_job.select(jid, "pool", "submit_time", "duration", "num_gpus",
+                          (pl.col("end_baseline") - pl.col("duration")).alias("start_time"),
+                          pl.col("end_baseline").alias("end_time"))
+    _, summary = compare(result, base, warmup_s=0.0)
+    return summary
+
+
+def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Return the aggregate over experiments: one row per (group, policy).
+
+    Metrics pool the counted jobs of all the group's experiments
+    (:func:`pooled_summary`); ``experiments`` counts them and
+    ``median_exp_mean_speedup`` / ``median_exp_total_slowdown_min`` are medians
+    over experiments.
+    """
+    out = []
+    for (group, policy), part in rows.group_by(["group", "policy"], maintain_order=True):
+        jobs = per_job[group].filter(pl.col("policy") == policy)
+        pooled = pooled_summary(jobs)
+        row = {"group": group, "policy": policy, "experiments": part.height}
+        row.update({m: pooled.get(m) for m in SUMMARY_METRICS})
+        row["median_exp_mean_speedup"] = part["mean_speedup"].median()
+        row["median_exp_total_slowdown_min"] = part["total_slowdown_min"].median()
+        out.append(row)
+    return pl.DataFrame(out)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.0f}"
+    return str(v)
+
+
+def markdown_table(df: pl.DataFrame) -> str:
+    """Return ``df`` as a GitHub Markdown table (numbers to 4 significant digits)."""
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * df.width]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in df.iter_rows()]
+    return "\n".join(lines)
+
+
+def per_pool_table(summaries: dict[str, dict], pools: list[str]) -> pl.DataFrame:
+    """Return SIA Table 12: per policy, the geometric mean speedup in each pool and overall."""
+    rows = []
+    for label, s in summaries.items():
+        row = {"policy": label}
+        for p in pools:
+            row[p] = (s["per_pool"].get(p) or {}).get("geomean_speedup")
+        row["All"] = s.get("geomean_speedup")
+        rows.append(row)
+    schema = {"policy": pl.String} | {p: pl.Float64 for p in pools} | {"All": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+# --------------------------------------------------------------------------- MLflow
+
+def _metric_key(*parts: str) -> str:
+    import re
+
+    return re.sub(r"[^\w.\-/ ]", "_", ".".join(parts))
+
+
+def _numeric(summary: dict) -> dict[str, float]:
+    out = {}
+    for m in SUMMARY_METRICS + EXTRA_METRICS:
+        v = summary.get(m)
+        if v is not None and math.isfinite(float(v)):
+            out[m] = float(v)
+    return out
+
+
+# --------------------------------------------------------------------------- the sweep
+
+@dataclass
+class SweepResult:
+    """What a sweep produced: the tables, where they went, what ran and what was reused."""
+
+    out_dir: Path
+    summary: pl.DataFrame
+    aggregate: pl.DataFrame
+    experiments: list[Experiment]
+    ran: list[str] = field(default_factory=list)  # replays run now ("exp-XXX/label")
+    reused: list[str] = field(default_factory=list)  # replays found finished on disk
+    parent_run_id: str | None = None
+    run_ids: dict[str, str] = field(default_factory=dict)
+    tracking_uri: str | None = None
+    predictors: dict[str, Any] | None = None
+    wall_s: float = 0.0
+
+
+def _on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
+                ) -> dict[str, Any]:
+    """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
+    from sia.pipelines.tracking import tracking_uri
+    from sia.pipelines.train import TrainConfig, run_training
+
+    p = cfg.predictors
+    start = float(cfg.replay_start_day)
+    key = _key(asdict(cfg.trace), start, asdict(p), tracking_uri())
+    marker = out_dir / "predictors.json"
+    if marker.exists():
+        saved = json.loads(marker.read_text())
+        if saved.get("key") == key:
+            say(f"predictors: reusing the on-the-fly training of run {saved['run_id']} "
+                f"(alias {p.alias})")
+            return saved
+    first = start - p.train_days - p.val_days - p.warmup_days
+    jobs = wl.jobs.filter(pl.col("submit_time") < start * DAY_S)
+    if jobs.height == 0:
+        raise ConfigError(f"{cfg.source}: predictors: no job before replay.start_day={start:g} "
+                          "to train on")
+    tc = TrainConfig(train_days=p.train_days, val_days=p.val_days, warmup_days=p.warmup_days,
+                     start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows)
+    say(f"predictors: training on days {first + p.warmup_days:g}..{start:g} "
+        f"({p.train_days:g} train + {p.val_days:g} validation), alias {p.alias}")
+    outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",
+                           alias=p.alias)
+    saved = {"key": key, "run_id": outcome.run_id, "alias": p.alias,
+             "tracking_uri": outcome.tracking_uri, "versions": outcome.versions}
+    _atomic_write_text(marker, json.dumps(saved, indent=2))
+    return saved
+
+
+def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
+                       say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Return the learned-forecaster spec for the workers (None when no policy needs one).
+
+    ``train: on_the_fly`` trains and registers under the config's alias first;
+    ``registry`` checks now that the alias loads (a clear error, before any replay).
+    """
+    if not cfg.needs_predictors():
+        return None
+    from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking
+
+    p = cfg.predictors
+    uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
+    trained = _on_the_fly(cfg, wl, out_dir, say) if p.train == "on_the_fly" else None
+    spec = {"tracking_uri": uri, "alias": p.alias, "windows_min": list(p.windows_min),
+            "load_method": p.load_method, "load_windows": p.load_windows,
+            "trained_run": None if trained is None else trained["run_id"]}
+    learned_forecaster(spec)  # fail now (RegistryError names the model and alias)
+    return spec
+
+
+def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
+              progress: bool = True, log_mlflow: bool = True,
+              say: Callable[[str], None] | None = None) -> SweepResult:
+    """Run (or resume) the sweep of ``cfg`` into ``out_dir``; return the :class:`SweepResult`.
+
+    ``executor`` runs the replays (default: in-process). Finished replays on
+    disk with a matching key are reused; experiments whose MLflow run was
+    already logged with the same replays are not logged again.
+    """
+    from sia.pipelines.executors import InlineExecutor
+
+    clock = time.perf_counter()
+    say = say or (lambda msg: None)
+    executor = executor or InlineExecutor()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
+
+    wl = load_trace(cfg)
+    jobs, span_s = replay_window(wl.jobs, cfg)
+    experiments = build_experiments(cfg, jobs, span_s, wl.pools)
+    say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
+        f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
+    forecaster = prepare_predictors(cfg, wl, out_dir, say)
+
+    tasks_by_exp: dict[str, list[ReplayTask]] = {}
+    for exp in experiments:
+        (out_dir / exp.exp_id).mkdir(exist_ok=True)
+        _atomic_write_text(out_dir / exp.exp_id / "experiment.json",
+                           json.dumps(exp.to_dict(), indent=2))
+        tasks_by_exp[exp.exp_id] = make_tasks(cfg, exp, jobs, forecaster)
+    todo = [t for ts in tasks_by_exp.values() for t in ts
+            if not replay_done(out_dir, t.exp_id, t.label, t.key)]
+    todo_names = {t.name for t in todo}
+    reused = [t.name for ts in tasks_by_exp.values() for t in ts if t.name not in todo_names]
+    missing = {e: sum(1 for t in todo if t.exp_id == e) for e in tasks_by_exp}
+
+    tracker = _Tracker(cfg, out_dir, say) if log_mlflow else None
+    result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments, reused=reused,
+                         predictors=forecaster)
+    exp_by_id = {e.exp_id: e for e in experiments}
+    rows: list[dict] = []
+    per_job_by_group: dict[str, list[pl.DataFrame]] = {}
+
+    def finish(exp_id: str) -> None:
+        exp = exp_by_id[exp_id]
+        results = {t.label: pl.read_parquet(replay_paths(out_dir, exp_id, t.label)[0])
+                   for t in tasks_by_exp[exp_id]}
+        per_job, summaries = score_experiment(cfg, exp, results)
+        exp_dir = out_dir / exp_id
+        per_job.write_parquet(exp_dir / "per_job.parquet")
+        _atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
+        files = _experiment_plots(exp, per_job, summaries, exp_dir / "plots")
+        rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
+        per_job_by_group.setdefault(exp.group, []).append(per_job)
+        if tracker is not None:
+            run_key = _key([t.key for t in tasks_by_exp[exp_id]])
+            result.run_ids[exp_id] = tracker.log_experiment(exp, summaries, run_key, files,
+                                                            exp_dir / "per_job.parquet")
+
+    try:
+        if tracker is not None:
+            result.parent_run_id = tracker.start()
+            result.tracking_uri = tracker.uri
+        with _progress_bar(progress, len(todo), executor) as advance:
+            for exp_id, n in missing.items():
+                if n == 0:
+                    finish(exp_id)
+            for task, (frame, wall) in executor.run(_timed_replay, todo):
+                save_replay(out_dir, task, frame, wall)
+                result.ran.append(task.name)
+                advance(task.name, wall)
+                missing[task.exp_id] -= 1
+                if missing[task.exp_id] == 0:
+                    finish(task.exp_id)
+        order = {e.exp_id: i for i, e in enumerate(experiments)}
+        pol_order = {p.label: i for i, p in enumerate(cfg.policies)}
+        summary = pl.DataFrame(rows).sort(
+            pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
+            pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
+        per_job_all = {g: pl.concat(f, how="diagonal_relaxed") for g, f in per_job_by_group.items()}
+        aggregate = aggregate_rows(summary, per_job_all)
+        result.summary, result.aggregate = summary, aggregate
+        files = write_summary(out_dir, cfg, summary, aggregate)
+        files += _sweep_plots(cfg, summary, per_job_all, out_dir / "plots")
+        if tracker is not None:
+            tracker.finish(aggregate, files)
+    finally:
+        if tracker is not None:
+            tracker.close()
+    result.wall_s = time.perf_counter() - clock
+    return result
+
+
+def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
+                  aggregate: pl.DataFrame) -> list[Path]:
+    """Write ``summary.csv`` (per experiment and policy), ``aggregate.csv`` and ``summary.md``."""
+    summary.write_csv(out_dir / "summary.csv")
+    aggregate.write_csv(out_dir / "aggregate.csv")
+    md = [f"# {cfg.name}: speedup over FCFS and slowdowns", "",
+          f"Config: `{cfg.source}`; warm-up {cfg.warmup_days:g} days; slowdowns in minutes.", "",
+          "## Aggregate over experiments (jobs pooled)", "", markdown_table(aggregate), "",
+          "## Per experiment", "", markdown_table(summary), ""]
+    (out_dir / "summary.md").write_text("\n".join(md))
+    return [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
+
+
+def _experiment_plots(exp: Experiment, per_job: pl.DataFrame, summaries: dict[str, dict],
+                      folder: Path) -> list[Path]:
+    labels = [label for label in summaries if label != BASELINE]
+    sp = {k: per_job.filter(pl.col("policy") == k)["speedup"].to_numpy() for k in labels}
+    slow = {k: per_job.filter((pl.col("policy") == k) & pl.col("slowed"))["slowdown_min"]
+            .to_numpy() for k in labels}
+    pools = exp.pools["pool"].to_list()
+    return [
+        plots.speedup_cdf(sp, folder / "speedup_cdf.png", f"{exp.exp_id} ({exp.group})"),
+        plots.box_plot(slow, folder / "slowdown_box.png", f"{exp.exp_id}: slowed jobs",
+                       "slowdown (minutes)"),
+        plots.table_png(per_pool_table(summaries, pools), folder / "per_pool_table.png",
+                        f"{exp.exp_id}: geometric mean speedup per pool (SIA Table 12)"),
+    ]
+
+
+def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
+                 per_job: dict[str, pl.DataFrame], folder: Path) -> list[Path]:
+    files = []
+    labels = [p.label for p in cfg.policies if p.label != BASELINE]
+    for group, jobs in per_job.items():
+        sp = {k: jobs.filter(pl.col("policy") == k)["speedup"].to_numpy() for k in labels}
+        part = summary.filter((pl.col("group") == group) & (pl.col("policy") != BASELINE))
+        files.append(plots.speedup_cdf(sp, folder / f"{group}_speedup_cdf.png",
+                                       f"{cfg.name} {group}: all experiments' jobs"))
+        files.append(plots.metric_cdfs(
+            part, [("mean_speedup", "mean speedup", "log"), ("p95_speedup", "p95 speedup", "log"),
+                   ("pct_slowed", "% jobs slowed", "linear"),
+                   ("total_slowdown_min", "total slowdown (min)", "symlog")],
+            folder / f"{group}_experiment_cdfs.png", f"{cfg.name} {group} (SIA Figure 13)"))
+        files.append(plots.box_plot(
+            {k: part.filter(pl.col("policy") == k)["total_slowdown_min"].to_numpy()
+             for k in labels},
+            folder / f"{group}_total_slowdown_box.png",
+            f"{cfg.name} {group}: total slowdown per experiment", "total slowdown (minutes)"))
+    return files
+
+
+class _progress_bar:
+    """A rich progress bar over the replays (a no-op when ``enabled`` is false)."""
+
+    def __init__(self, enabled: bool, total: int, executor: Any):
+        self.enabled, self.total, self.executor = enabled, total, executor
+        self._p = None
+
+    def __enter__(self) -> Callable[[str, float], None]:
+        if not self.enabled or self.total == 0:
+            return lambda name, wall: None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(TextColumn("[bold]replays[/]"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TimeRemainingColumn(),
+                           TextColumn("{task.description}"))
+        self._p.start()
+        tid = self._p.add_task(f"on {self.executor.description}", total=self.total)
+
+        def advance(name: str, wall: float) -> None:
+            self._p.update(tid, advance=1, description=f"{name} ({wall:.1f} s)")
+
+        return advance
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+class _Tracker:
+    """The sweep's MLflow runs: a parent run, one nested run per experiment (resumable)."""
+
+    def __init__(self, cfg: ExperimentConfig, out_dir: Path, say: Callable[[str], None]):
+        self.cfg, self.out_dir, self.say = cfg, out_dir, say
+        self.uri: str | None = None
+        self._parent = None
+
+    def start(self) -> str:
+        import mlflow
+        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+
+        self.uri = setup_tracking(experiment=EVALUATION_EXPERIMENT)
+        marker = self.out_dir / "sweep.json"
+        saved = json.loads(marker.read_text()) if marker.exists() else {}
+        run = None
+        if saved.get("tracking_uri") == self.uri and saved.get("digest") == self.cfg.digest():
+            try:
+                run = mlflow.start_run(run_id=saved["parent_run_id"])
+            except Exception:  # noqa: BLE001 - deleted run or another store: start afresh
+                run = None
+        if run is None:
+            run = mlflow.start_run(run_name=f"sweep {self.cfg.name}",
+                                   tags={"sia.kind": "sweep", "sia.config": self.cfg.name})
+            mlflow.log_params(self.cfg.to_params())
+            mlflow.log_dict(self.cfg.to_dict(), "config.json")
+            _atomic_write_text(marker, json.dumps({"parent_run_id": run.info.run_id,
+                                                   "tracking_uri": self.uri,
+                                                   "digest": self.cfg.digest()}, indent=2))
+        self._parent = run
+        return run.info.run_id
+
+    def log_experiment(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
+                       files: list[Path], per_job: Path) -> str:
+        import mlflow
+
+        marker = self.out_dir / exp.exp_id / "mlflow.json"
+        if marker.exists():
+            saved = json.loads(marker.read_text())
+            if saved.get("key") == run_key and saved.get("tracking_uri") == self.uri:
+                return saved["run_id"]
+        params = dict(self.cfg.to_params())
+        d = exp.to_dict()
+        params.update({"exp.id": exp.exp_id, "exp.group": exp.group, "exp.seed": str(exp.seed),
+                       "exp.pools": ",".join(d["pools"]),
+                       "exp.quota_gpus": ",".join(str(q) for q in d["quota_gpus"]),
+                       "exp.target_load": ",".join("-" if x is None else f"{x:.3f}"
+                                                   for x in d["target_load"])})
+        with mlflow.start_run(run_name=f"{self.cfg.name} {exp.exp_id}", nested=True,
+                              tags={"sia.kind": "experiment", "sia.config": self.cfg.name,
+                                    "sia.group": exp.group}) as run:
+            mlflow.log_params({k: v[:500] for k, v in params.items()})
+            metrics = {}
+            for label, s in summaries.items():
+                for m, v in _numeric(s).items():
+                    metrics[_metric_key(label, m)] = v
+            mlflow.log_metrics(metrics)
+            mlflow.log_dict(summaries, "summary.json")
+            mlflow.log_dict(d, "experiment.json")
+            for f in files:
+                mlflow.log_artifact(str(f), artifact_path="plots")
+            mlflow.log_artifact(str(per_job), artifact_path="results")
+            run_id = run.info.run_id
+        _atomic_write_text(marker, json.dumps({"run_id": run_id, "key": run_key,
+                                               "tracking_uri": self.uri}))
+        return run_id
+
+    def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
+        import mlflow
+
+        single = aggregate["group"].n_unique() == 1 if aggregate.height else True
+        metrics = {}
+        for row in aggregate.iter_rows(named=True):
+            prefix = (row["policy"],) if single else (row["group"], row["policy"])
+            for m in SUMMARY_METRICS:
+                v = row.get(m)
+                if v is not None and math.isfinite(float(v)):
+                    metrics[_metric_key(*prefix, m)] = float(v)
+        mlflow.log_metrics(metrics)
+        for f in files:
+            mlflow.log_artifact(str(f), artifact_path="plots" if f.suffix == ".png" else "summary")
+
+    def close(self) -> None:
+        import mlflow
+
+        if self._parent is not None:
+            mlflow.end_run()
+            self._parent = None

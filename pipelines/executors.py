@@ -1,0 +1,172 @@
+"""Where the replays of a sweep run: in-process, a local process pool, or a Dask cluster.
+
+Every executor has one method, :meth:`Executor.run`, which calls a
+module-level function on each item and yields ``(item, result)`` as results
+come in (any order). A failing item raises :class:`ExecutorError` naming it.
+:func:`make_executor` picks one from the command-line options.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from sia.data.errors import ConfigError, SiaError
+
+
+class ExecutorError(SiaError):
+    """A replay failed on a worker (the message names the item and the cause)."""
+
+
+class Executor(Protocol):
+    """Runs ``fn(item)`` for each item and yields ``(item, result)`` as they finish."""
+
+    description: str
+
+    def run(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(item, fn(item))`` for every item, in completion order."""
+        ...
+
+    def close(self) -> None:
+        """Release the workers (or the cluster connection)."""
+        ...
+
+
+def _fail(item: Any, exc: BaseException) -> ExecutorError | SiaError:
+    if isinstance(exc, SiaError):
+        return type(exc)(f"{_label(item)}: {exc}")
+    return ExecutorError(f"{_label(item)} failed: {type(exc).__name__}: {exc}")
+
+
+def _label(item: Any) -> str:
+    return str(getattr(item, "name", None) or item)
+
+
+class InlineExecutor:
+    """Runs every item in this process, one after the other (``--workers 1``)."""
+
+    description = "in-process"
+
+    def run(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(item, fn(item))`` in input order."""
+        for item in items:
+            try:
+                result = fn(item)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the item's name
+                raise _fail(item, exc) from exc
+            yield item, result
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class LocalExecutor:
+    """A pool of ``workers`` local processes (spawned: polars and fork do not mix)."""
+
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ConfigError(f"--workers must be >= 1, not {workers}")
+        self.workers = workers
+        self.description = f"local process pool, {workers} workers"
+        self._pool: ProcessPoolExecutor | None = None
+
+    def run(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(item, fn(item))`` as workers finish; at most 2 x workers items in flight."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers,
+                                             mp_context=multiprocessing.get_context("spawn"))
+        pending: dict[Any, Any] = {}
+        it = iter(items)
+        limit = 2 * self.workers
+
+        def fill() -> None:
+            while len(pending) < limit:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                pending[self._pool.submit(fn, item)] = item
+
+        fill()
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in done:
+                item = pending.pop(fut)
+                exc = fut.exception()
+                if exc is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise _fail(item, exc) from exc
+                yield item, fut.result()
+            fill()
+
+    def close(self) -> None:
+        """Shut the process pool down."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class DaskExecutor:
+    """Runs the items on a Dask cluster through :class:`dask.distributed.Client`.
+
+    ``address`` is the scheduler's address (``tcp://host:8786``); a
+    ``Client`` may be given instead (tests pass one on a ``LocalCluster``).
+    Results come back to this process, so the workers need no shared disk.
+    """
+
+    def __init__(self, address: str | None = None, client: Any = None):
+        from dask.distributed import Client
+
+        if client is None:
+            if not address:
+                raise ConfigError("--dask needs the scheduler address, e.g. tcp://127.0.0.1:8786")
+            try:
+                client = Client(address, timeout=10)
+            except (OSError, TimeoutError) as exc:
+                raise ConfigError(f"--dask {address}: cannot connect to the Dask scheduler "
+                                  f"({type(exc).__name__}: {exc})") from None
+            self._own = True
+        else:
+            self._own = False
+        self.client = client
+        self.description = f"Dask cluster at {client.scheduler.address}"
+
+    def run(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(item, fn(item))`` as the cluster finishes them."""
+        from dask.distributed import as_completed
+
+        items = list(items)
+        if not items:
+            return
+        futures = [self.client.submit(fn, item, pure=False) for item in items]
+        by_key = {f.key: item for f, item in zip(futures, items, strict=True)}
+        for fut in as_completed(futures):
+            item = by_key[fut.key]
+            if fut.status == "error":
+                exc = fut.exception()
+                for other in futures:
+                    other.cancel()
+                raise _fail(item, exc) from exc
+            yield item, fut.result()
+
+    def close(self) -> None:
+        """Close the client if this executor opened it."""
+        if self._own:
+            self.client.close()
+
+
+def make_executor(workers: int | None = None, dask: str | None = None) -> Executor:
+    """Return the executor for the CLI options: Dask when ``dask`` is set, else local.
+
+    ``workers`` defaults to the machine's CPU count; 1 runs in-process.
+    """
+    if dask:
+        return DaskExecutor(dask)
+    if workers is None:
+        workers = multiprocessing.cpu_count()
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, not {workers}")
+    return InlineExecutor() if workers == 1 else LocalExecutor(workers)

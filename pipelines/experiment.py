@@ -1,0 +1,443 @@
+"""Experiment configs for `sia evaluate` (DESIGN.md 7, SIA 6.1): schema, parsing, validation.
+
+A config is a YAML mapping. Every mistake is a :class:`ConfigError` naming
+the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
+
+    name: figure13                 # default: the file's stem
+    seed: 0                        # every random draw of the sweep derives from it
+    trace:                         # exactly one of path / synthetic
+      path: ../../shared/traces/philly/philly.csv   # relative to the config file
+      format: auto                 # as `sia ... --format` (auto, philly, helios, generic, ...)
+      clean: true                  # drop bad rows and count them (else stop at the first)
+      map: {submit_time: submitted}  # generic reader column mapping
+      pool_from: null
+      time_unit: s
+      quotas: null                 # a pool,quota_gpus file: the recorded quotas
+      synthetic: base              # instead of path: a synthetic variant ...
+      days: 10                     # ... over this many days (also: keep a trace's first days)
+    replay: {start_day: 28, end_day: 35}   # the replayed window (days since the trace start)
+    warmup_days: 2                 # only jobs submitted after it count (default 2)
+    experiments: 100               # experiments per group
+    pools_per_experiment: 4        # an int, "all", or a list (one group each: Figure 14)
+    min_jobs_per_pool: 20          # pools with fewer jobs in the window are never picked
+    quotas: from_load              # from_load (SIA 6.1, per experiment) or recorded
+    load_range: [0.6, 1.1]         # target load per pool for from_load
+    quota_scale: 1.0               # a number or a list (one group each: Figure 18)
+    locality: false                # not supported yet: true is an error
+    tick_s: 300                    # the simulator's tick
+    policies:                      # names from the scheduler registry, with options
+      - fcfs
+      - {name: sia, label: sia, options: {}}
+    predictors:                    # for policies that use the learned forecaster ("sia")
+      train: registry              # registry (load by alias) or on_the_fly
+      alias: champion
+      windows_min: [5, 60, 720]
+      load_method: sliding_max
+      train_days: 14               # on_the_fly: the period before the replay
+      val_days: 7
+      warmup_days: 1
+
+:func:`load_config` reads a file; :func:`parse_config` validates a mapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sia.data.errors import ConfigError
+
+LEARNED_POLICIES = ("sia",)
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+DEFAULT_WINDOWS_MIN = (5, 60, 720)
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """Where the jobs come from: a trace path (with reader options) or a synthetic variant."""
+
+    path: str | None = None
+    synthetic: str | None = None
+    format: str = "auto"
+    clean: bool = False
+    map: dict[str, str] = field(default_factory=dict)
+    pool_from: str | None = None
+    time_unit: str = "s"
+    quotas: str | None = None
+    days: float | None = None
+    seed: int | None = None  # synthetic seed; default: the config's seed
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One policy of the sweep: registry ``name``, display/file ``label``, options, forecaster."""
+
+    name: str
+    label: str
+    options: dict[str, Any] = field(default_factory=dict)
+    forecaster: str = "none"  # "learned" or "none"
+
+
+@dataclass(frozen=True)
+class PredictorSpec:
+    """Where SIA's learned predictors come from (registry alias, or trained before the replay)."""
+
+    train: str = "registry"  # "registry" | "on_the_fly"
+    alias: str | None = None
+    windows_min: tuple[int, ...] = DEFAULT_WINDOWS_MIN
+    load_method: str = "sliding_max"
+    load_windows: int = 3
+    train_days: float = 14.0
+    val_days: float = 7.0
+    warmup_days: float = 1.0
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A validated experiment config (see the module doc for the keys)."""
+
+    name: str
+    source: str  # the file it came from ("<dict>" when parsed from memory)
+    seed: int
+    trace: TraceSpec
+    replay_start_day: float | None
+    replay_end_day: float | None
+    warmup_days: float
+    experiments: int
+    pools_per_experiment: tuple[int | str, ...]
+    min_jobs_per_pool: int
+    quotas: str
+    load_range: tuple[float, float]
+    quota_scale: tuple[float, ...]
+    locality: bool
+    tick_s: float
+    policies: tuple[PolicySpec, ...]
+    predictors: PredictorSpec
+
+    def needs_predictors(self) -> bool:
+        """Return True when some policy uses the learned forecaster."""
+        return any(p.forecaster == "learned" for p in self.policies)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as a JSON-ready dict (what is logged and hashed)."""
+        d = asdict(self)
+        d.pop("source")
+        return json.loads(json.dumps(d, default=list))
+
+    def to_params(self) -> dict[str, str]:
+        """Return the config as flat MLflow params (values as short strings)."""
+        flat: dict[str, str] = {}
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, dict) and value:
+                for k, v in value.items():
+                    walk(f"{prefix}.{k}" if prefix else str(k), v)
+            else:
+                flat[prefix] = json.dumps(value)[:500] if not isinstance(value, str) else value
+
+        d = self.to_dict()
+        d["policies"] = ",".join(p["label"] for p in d["policies"])
+        walk("", d)
+        return flat
+
+    def digest(self) -> str:
+        """Return a short hash of the config (what a finished replay is checked against)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+_TOP_KEYS = {
+    "name", "seed", "trace", "replay", "warmup_days", "experiments", "pools_per_experiment",
+    "min_jobs_per_pool", "quotas", "load_range", "quota_scale", "locality", "tick_s",
+    "policies", "predictors", "description",
+}
+_TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
+               "days", "seed"}
+_POLICY_KEYS = {"name", "label", "options", "forecaster"}
+_PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
+              "val_days", "warmup_days"}
+
+
+class _Where:
+    """Builds error messages that name the file and the key."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def error(self, key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {key}: {msg}")
+
+    def unknown(self, section: dict, allowed: set[str], prefix: str) -> None:
+        extra = sorted(set(section) - allowed)
+        if extra:
+            key = f"{prefix}{extra[0]}"
+            raise self.error(key, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+
+    def number(self, value: Any, key: str, *, lo: float | None = None, lo_open: bool = False,
+               integer: bool = False) -> float | int:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if integer:
+            ok = ok and float(value).is_integer()
+        if not ok:
+            raise self.error(key, f"expected {'an integer' if integer else 'a number'}, "
+                                  f"got {value!r}")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise self.error(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
+        return int(value) if integer else float(value)
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def string(self, value: Any, key: str, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+
+def load_config(path: Path | str) -> ExperimentConfig:
+    """Read and validate the YAML experiment config at ``path``; raise ConfigError on mistakes."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]} "
+                          f"({getattr(exc, 'problem_mark', '')})".strip()) from None
+    return parse_config(raw, source=str(path), base_dir=path.parent, default_name=path.stem)
+
+
+def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = None,
+                 default_name: str = "experiment") -> ExperimentConfig:
+    """Validate a config mapping and return the :class:`ExperimentConfig`.
+
+    Relative trace and quota paths are resolved against ``base_dir`` (the
+    config file's folder) when they exist there, else against the current
+    directory; a path found in neither is an error naming the key.
+    """
+    w = _Where(source)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping of keys, "
+                          f"got {type(raw).__name__}")
+    w.unknown(raw, _TOP_KEYS, "")
+    name = w.string(raw.get("name", default_name), "name")
+    if not LABEL_RE.match(name):
+        raise w.error("name", f"{name!r}: use letters, digits, '-', '_', '.'")
+    seed = w.number(raw.get("seed", 0), "seed", lo=0, integer=True)
+
+    trace = _parse_trace(raw.get("trace"), w, base_dir)
+
+    replay = raw.get("replay", {}) or {}
+    if not isinstance(replay, dict):
+        raise w.error("replay", "expected a mapping with start_day / end_day")
+    w.unknown(replay, {"start_day", "end_day"}, "replay.")
+    start = replay.get("start_day")
+    end = replay.get("end_day")
+    start = None if start is None else w.number(start, "replay.start_day", lo=0)
+    end = None if end is None else w.number(end, "replay.end_day", lo=0, lo_open=True)
+    if start is not None and end is not None and end <= start:
+        raise w.error("replay.end_day", f"must be after replay.start_day ({start:g}), got {end:g}")
+    warmup = w.number(raw.get("warmup_days", 2.0), "warmup_days", lo=0)
+    if start is not None and end is not None and warmup >= end - start:
+        raise w.error("warmup_days", f"{warmup:g} days leaves nothing of the {end - start:g}-day "
+                                     "replay window to evaluate")
+
+    experiments = w.number(raw.get("experiments", 1), "experiments", lo=1, integer=True)
+    ppe_raw = raw.get("pools_per_experiment", "all")
+    ppe_list = ppe_raw if isinstance(ppe_raw, list) else [ppe_raw]
+    if not ppe_list:
+        raise w.error("pools_per_experiment", "the list is empty")
+    ppe: list[int | str] = []
+    for i, v in enumerate(ppe_list):
+        key = "pools_per_experiment" + (f"[{i}]" if isinstance(ppe_raw, list) else "")
+        if v == "all":
+            ppe.append("all")
+        else:
+            if isinstance(v, str):
+                raise w.error(key, f"expected an integer >= 1 or \"all\", got {v!r}")
+            ppe.append(w.number(v, key, lo=1, integer=True))
+    if len(set(ppe)) != len(ppe):
+        raise w.error("pools_per_experiment", f"values repeat: {ppe}")
+    min_jobs = w.number(raw.get("min_jobs_per_pool", 1), "min_jobs_per_pool", lo=1, integer=True)
+
+    quotas = w.string(raw.get("quotas", "from_load"), "quotas", ("from_load", "recorded"))
+    lr = raw.get("load_range", [0.6, 1.1])
+    if not isinstance(lr, list | tuple) or len(lr) != 2:
+        raise w.error("load_range", f"expected [LOW, HIGH], got {lr!r}")
+    lo = w.number(lr[0], "load_range[0]", lo=0, lo_open=True)
+    hi = w.number(lr[1], "load_range[1]", lo=0, lo_open=True)
+    if hi < lo:
+        raise w.error("load_range", f"LOW {lo:g} > HIGH {hi:g}")
+    qs_raw = raw.get("quota_scale", 1.0)
+    qs_list = qs_raw if isinstance(qs_raw, list) else [qs_raw]
+    if not qs_list:
+        raise w.error("quota_scale", "the list is empty")
+    scales = tuple(
+        w.number(v, "quota_scale" + (f"[{i}]" if isinstance(qs_raw, list) else ""),
+                 lo=0, lo_open=True)
+        for i, v in enumerate(qs_list)
+    )
+    if len(set(scales)) != len(scales):
+        raise w.error("quota_scale", f"values repeat: {list(scales)}")
+    locality = w.boolean(raw.get("locality", False), "locality")
+    if locality:
+        raise w.error("locality", "locality constraints are not supported by `sia evaluate` yet "
+                                  "(the buddy-cell SIA is not wired in); set locality: false")
+    tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
+
+    policies = _parse_policies(raw.get("policies"), w)
+    predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
+    if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
+        need = predictors.train_days + predictors.val_days + predictors.warmup_days
+        if start is None:
+            raise w.error("replay.start_day", "predictors.train: on_the_fly trains on the period "
+                                              "before the replay: set replay.start_day")
+        if need > start:
+            raise w.error("predictors", f"on_the_fly training needs warmup_days + train_days + "
+                                        f"val_days = {need:g} days before replay.start_day "
+                                        f"({start:g}); shorten them or start the replay later")
+    return ExperimentConfig(
+        name=name, source=source, seed=seed, trace=trace, replay_start_day=start,
+        replay_end_day=end, warmup_days=warmup, experiments=experiments,
+        pools_per_experiment=tuple(ppe), min_jobs_per_pool=min_jobs, quotas=quotas,
+        load_range=(lo, hi), quota_scale=scales, locality=locality, tick_s=tick_s,
+        policies=policies, predictors=predictors,
+    )
+
+
+def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:
+    text = w.string(value, key)
+    p = Path(text).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = ([base_dir / p] if base_dir is not None else []) + [Path.cwd() / p]
+    if any(ch in text for ch in "*?["):  # a glob: the generic reader resolves it
+        return str(candidates[0])
+    for c in candidates:
+        if c.exists():
+            return str(c.resolve())
+    tried = " or ".join(str(c) for c in candidates)
+    raise w.error(key, f"{text}: no such file or folder (looked at {tried})")
+
+
+def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
+    if raw is None:
+        raise w.error("trace", "missing: give trace.path (a trace file) or trace.synthetic "
+                               "(a synthetic variant)")
+    if not isinstance(raw, dict):
+        raise w.error("trace", f"expected a mapping with path or synthetic, got {raw!r}")
+    w.unknown(raw, _TRACE_KEYS, "trace.")
+    has_path, has_syn = raw.get("path") is not None, raw.get("synthetic") is not None
+    if has_path == has_syn:
+        raise w.error("trace", "give exactly one of trace.path and trace.synthetic")
+    from sia.data.readers import FORMATS, TIME_UNITS
+    from sia.data.synthetic import VARIANTS
+
+    synthetic = None
+    path = None
+    if has_syn:
+        synthetic = w.string(raw["synthetic"], "trace.synthetic", tuple(VARIANTS))
+        for k in ("format", "map", "pool_from", "time_unit", "clean"):
+            if k in raw:
+                raise w.error(f"trace.{k}", "applies to trace.path only, not to a synthetic trace")
+    else:
+        path = _resolve_path(raw["path"], "trace.path", w, base_dir)
+    mapping = raw.get("map", {}) or {}
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in mapping.items()):
+        raise w.error("trace.map", f"expected a mapping CONTRACT_COLUMN: YOUR_COLUMN, got {mapping!r}")
+    days = raw.get("days")
+    seed = raw.get("seed")
+    return TraceSpec(
+        path=path,
+        synthetic=synthetic,
+        format=w.string(raw.get("format", "auto"), "trace.format", tuple(FORMATS)),
+        clean=w.boolean(raw.get("clean", False), "trace.clean"),
+        map=dict(mapping),
+        pool_from=None if raw.get("pool_from") is None else w.string(raw["pool_from"],
+                                                                      "trace.pool_from"),
+        time_unit=w.string(raw.get("time_unit", "s"), "trace.time_unit", tuple(TIME_UNITS)),
+        quotas=None if raw.get("quotas") is None else _resolve_path(raw["quotas"], "trace.quotas",
+                                                                    w, base_dir),
+        days=None if days is None else w.number(days, "trace.days", lo=0, lo_open=True),
+        seed=None if seed is None else w.number(seed, "trace.seed", lo=0, integer=True),
+    )
+
+
+def _parse_policies(raw: Any, w: _Where) -> tuple[PolicySpec, ...]:
+    from sia.scheduler.registry import POLICY_NAMES
+
+    if not isinstance(raw, list) or not raw:
+        raise w.error("policies", "expected a non-empty list of policy names or "
+                                  "{name, label, options} mappings")
+    out: list[PolicySpec] = []
+    for i, item in enumerate(raw):
+        key = f"policies[{i}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise w.error(key, f"expected a policy name or a mapping, got {item!r}")
+        w.unknown(item, _POLICY_KEYS, f"{key}.")
+        name = w.string(item.get("name"), f"{key}.name").lower()
+        if name not in POLICY_NAMES:
+            raise w.error(f"{key}.name", f"unknown policy {name!r}; known: "
+                                         f"{', '.join(POLICY_NAMES)}")
+        label = w.string(item.get("label", name), f"{key}.label")
+        if not LABEL_RE.match(label):
+            raise w.error(f"{key}.label", f"{label!r} is used as a file name: use letters, "
+                                          "digits, '-', '_', '.', '+'")
+        options = item.get("options", {}) or {}
+        if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+            raise w.error(f"{key}.options", f"expected a mapping of option: value, got {options!r}")
+        if "forecaster" in options:
+            raise w.error(f"{key}.options.forecaster", "the forecaster is built by the pipeline; "
+                                                       "use predictors: and forecaster: learned")
+        forecaster = w.string(item.get("forecaster", "learned" if name in LEARNED_POLICIES
+                                       else "none"), f"{key}.forecaster", ("learned", "none"))
+        out.append(PolicySpec(name=name, label=label, options=dict(options), forecaster=forecaster))
+    labels = [p.label for p in out]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise w.error("policies", f"label {dup[0]!r} appears twice; give one a distinct label:")
+    if "fcfs" in labels and next(p for p in out if p.label == "fcfs").name != "fcfs":
+        raise w.error("policies", "the label 'fcfs' is reserved for the FCFS baseline")
+    return tuple(out)
+
+
+def _parse_predictors(raw: Any, w: _Where, name: str) -> PredictorSpec:
+    if not isinstance(raw, dict):
+        raise w.error("predictors", f"expected a mapping, got {raw!r}")
+    w.unknown(raw, _PRED_KEYS, "predictors.")
+    train = w.string(raw.get("train", "registry"), "predictors.train", ("registry", "on_the_fly"))
+    default_alias = "champion" if train == "registry" else f"eval-{name}"
+    alias = w.string(raw.get("alias", default_alias), "predictors.alias")
+    if not re.match(r"^[A-Za-z0-9_-]+$", alias):
+        raise w.error("predictors.alias", f"{alias!r}: an MLflow alias holds letters, digits, "
+                                          "'-' and '_'")
+    wm = raw.get("windows_min", list(DEFAULT_WINDOWS_MIN))
+    if not isinstance(wm, list) or not wm:
+        raise w.error("predictors.windows_min", f"expected a list of minutes, got {wm!r}")
+    windows = tuple(w.number(v, f"predictors.windows_min[{i}]", lo=0, lo_open=True, integer=True)
+                    for i, v in enumerate(wm))
+    return PredictorSpec(
+        train=train,
+        alias=alias,
+        windows_min=windows,
+        load_method=w.string(raw.get("load_method", "sliding_max"), "predictors.load_method",
+                             ("sliding_max", "calibrated")),
+        load_windows=w.number(raw.get("load_windows", 3), "predictors.load_windows", lo=1,
+                              integer=True),
+        train_days=w.number(raw.get("train_days", 14.0), "predictors.train_days", lo=0,
+                            lo_open=True),
+        val_days=w.number(raw.get("val_days", 7.0), "predictors.val_days", lo=0, lo_open=True),
+        warmup_days=w.number(raw.get("warmup_days", 1.0), "predictors.warmup_days", lo=0),
+    )
