@@ -9,7 +9,7 @@ the paper); FCFS and MaxMin read only arrived jobs' pools and widths.
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 
 from sia.scheduler.cluster import Cluster
 from sia.scheduler.view import SimView, Start, TraceArrays
@@ -92,8 +92,7 @@ class SSFPolicy:
             chosen = _greedy(queue, gpus, free)
             if chosen:
                 starts.extend(Start(j, False) for j in chosen)
-                taken = set(chosen)
-                self._queues[p] = [e for e in queue if e[1] not in taken]
+                _remove(queue, chosen, self._service)
         return starts
 
 
@@ -140,9 +139,14 @@ class GlobalSSFPolicy:
                 starts.append(Start(j, False))
             else:
                 starts.append(Start(j, True))
-        taken = set(chosen)
-        self._queue = [e for e in self._queue if e[1] not in taken]
+        _remove(self._queue, chosen, self._service)
         return starts
+
+
+def _remove(queue: list[tuple[float, int]], jobs: list[int], service: list[float]) -> None:
+    """Delete ``jobs`` from the sorted ``queue`` of (service, job) in place."""
+    for j in jobs:
+        del queue[bisect_left(queue, (service[j], j))]
 
 
 def _greedy(queue: list[tuple[float, int]], gpus: list[int], free: int) -> list[int]:

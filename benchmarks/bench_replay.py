@@ -1,0 +1,86 @@
+"""Replay speed: jobs replayed per second on the whole Philly trace, and at 2x / 4x its size.
+
+Reads the Philly per-VC trace (bad rows dropped and counted), derives quotas
+from load (SIA 6.1, seed 0), and replays each policy on the trace and on
+traces made of 2 and 4 back-to-back copies (copy k shifted by k x the
+submission span, job ids suffixed ``#k``; same quotas, so the load stays the
+same and only the length grows). Wall time covers ``simulate`` end to end
+(tables to arrays, the event loop, the result table). Prints a table.
+
+    .venv/bin/python benchmarks/bench_replay.py [--policies fcfs,maxmin,sia-vc] [--scales 1,2,4]
+
+Targets on the 2-core machine: FCFS on the whole trace < 3 s, MaxMin < 15 s,
+SIA_VC < 120 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import polars as pl
+from sia.data.errors import ConfigError
+from sia.data.quotas import quotas_from_load
+from sia.data.readers import read_philly
+from sia.scheduler.registry import make_policy
+from sia.scheduler.simulator import simulate
+
+PHILLY = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "philly" / "philly.csv"
+
+
+def scaled(jobs: pl.DataFrame, copies: int) -> pl.DataFrame:
+    """Return ``copies`` back-to-back copies of ``jobs`` (shifted submit times, new ids)."""
+    if copies == 1:
+        return jobs
+    span = float(jobs["submit_time"].max() - jobs["submit_time"].min()) + 1.0
+    parts = [
+        jobs.with_columns(
+            (pl.col("submit_time") + k * span).alias("submit_time"),
+            (pl.col("job_id") + f"#{k}").alias("job_id"),
+        )
+        for k in range(copies)
+    ]
+    return pl.concat(parts)
+
+
+def main() -> None:
+    """Run the benchmark and print its table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=PHILLY)
+    ap.add_argument("--policies", default="fcfs,maxmin,ssf,gssf,sia-vc")
+    ap.add_argument("--scales", default="1,2,4")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    jobs, report = read_philly(args.trace, on_bad_rows="drop")
+    pools = quotas_from_load(jobs, seed=0)
+    print(f"read {jobs.height} jobs, {pools.height} pools, {int(pools['quota_gpus'].sum())} GPUs "
+          f"({report.rows_dropped} bad rows dropped) in {time.perf_counter() - t:.2f} s")
+
+    rows = []
+    for name in args.policies.split(","):
+        try:
+            make_policy(name)
+        except ConfigError as exc:
+            print(f"skip {name}: {exc}")
+            continue
+        for scale in (int(s) for s in args.scales.split(",")):
+            data = scaled(jobs, scale)
+            t = time.perf_counter()
+            res = simulate(data, pools, make_policy(name))
+            wall = time.perf_counter() - t
+            wait_h = float((res["start_time"] - res["submit_time"]).mean()) / 3600
+            rows.append((name, scale, data.height, wall, data.height / wall,
+                         int(res["opportunistic"].sum()), wait_h))
+            print(f"  {name} x{scale}: {wall:.2f} s", flush=True)
+
+    print()
+    print(f"{'policy':<8} {'scale':>5} {'jobs':>8} {'wall s':>8} {'jobs/s':>10} "
+          f"{'opportun.':>9} {'mean wait h':>11}")
+    for name, scale, n, wall, rate, opp, wait_h in rows:
+        print(f"{name:<8} {scale:>5} {n:>8} {wall:>8.2f} {rate:>10.0f} {opp:>9} {wait_h:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()
