@@ -345,3 +345,39 @@ def test_registry_lists_names_and_rejects_unknown_ones():
         make_policy("nope")
     with pytest.raises(ConfigError, match="bad options"):
         make_policy("fcfs", colour="red")
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["base", "higher-load", "more-queues"]),
+       st.sampled_from(BASELINES))
+def test_invariants_hold_on_synthetic_workloads(seed, variant, name):
+    from sia.data.synthetic import generate_workload
+
+    jobs, pools = generate_workload(variant, seed, days=0.5)
+    res = simulate(jobs, pools, make_policy(name), check_invariants=True, tick_s=600.0)
+    check_schedule(jobs, pools.select("pool", "quota_gpus"), res)
+
+
+def test_invariant_mode_catches_a_policy_that_corrupts_the_state():
+    class Vandal:
+        name = "vandal"
+        uses_ticks = False
+
+        def reset(self, trace, cluster):
+            pass
+
+        def decide(self, view):
+            plist = view.pending(0)
+            if len(plist) > 1:
+                plist.pop()  # "read-only" list, mutated: a job silently vanishes
+            return [Start(plist[0])] if plist and view.free_gpus else []
+
+    jobs = table([("a", "p", 0.0, 5.0, 1), ("b", "p", 0.0, 5.0, 1), ("c", "p", 0.0, 5.0, 1)])
+    with pytest.raises(AssertionError, match="lost a pending job"):
+        simulate(jobs, make_pools({"p": 1}), Vandal(), check_invariants=True)
+
+
+def test_progress_bar_runs(capsys):
+    jobs = table([("a", "p", 0.0, 5.0, 1), ("b", "p", 1.0, 5.0, 1)])
+    res = simulate(jobs, make_pools({"p": 1}), make_policy("fcfs"), progress=True)
+    assert res["end_time"].to_list() == [5.0, 10.0]
