@@ -273,7 +273,7 @@ def run_trace(
 
             starts = decide(view)
             for s in starts:
-                j = s[0]
+                j = int(s[0])
                 if not (0 <= j < n) or status[j] != _PENDING:
                     raise PolicyError(
                         f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} which is "
@@ -322,12 +322,14 @@ def run_trace(
                         f"is left to arrive, but {_MAX_IDLE_CALLS} calls in a row started nothing"
                     )
             if wakeup_fn is not None:
-                w = wakeup_fn(now)
-                if w is not None:
-                    if not w > now:
-                        raise PolicyError(
-                            f"policy {name} at t={now:.3f}s asked to wake up at {w}, not later"
-                        )
+                w = wakeup_fn(now)  # the answer replaces any earlier request; None cancels
+                if w is None:
+                    wakeup = inf
+                elif not w > now:
+                    raise PolicyError(
+                        f"policy {name} at t={now:.3f}s asked to wake up at {w}, not later"
+                    )
+                else:
                     wakeup = float(w)
             if uses_ticks and n_pending:
                 next_tick = (math.floor(now / tick_s) + 1) * tick_s

@@ -201,7 +201,8 @@ class Policy(Protocol):
       MaxMin); the simulator then skips the periodic ticks entirely.
     - ``next_wakeup(now) -> float | None`` -- the next time (> now, seconds)
       the policy wants to be called even if nothing happens (offline plans);
-      asked after every decision.
+      asked after every decision, and the answer replaces any earlier one
+      (None = no wake-up pending).
     """
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:

@@ -381,3 +381,25 @@ def test_progress_bar_runs(capsys):
     jobs = table([("a", "p", 0.0, 5.0, 1), ("b", "p", 1.0, 5.0, 1)])
     res = simulate(jobs, make_pools({"p": 1}), make_policy("fcfs"), progress=True)
     assert res["end_time"].to_list() == [5.0, 10.0]
+
+
+def test_a_wakeup_in_the_past_is_an_error_and_numpy_indices_are_accepted():
+    class Late:
+        name = "late"
+        uses_ticks = False
+
+        def reset(self, trace, cluster):
+            pass
+
+        def decide(self, view):
+            return [Start(np.int64(j)) for j in view.pending(0)[: view.free_gpus]]
+
+        def next_wakeup(self, now):
+            return now
+
+    jobs = table([("a", "p", 0.0, 5.0, 1)])
+    with pytest.raises(PolicyError, match="asked to wake up at 0.0, not later"):
+        simulate(jobs, make_pools({"p": 1}), Late())
+    Late.next_wakeup = lambda self, now: None
+    res = simulate(jobs, make_pools({"p": 1}), Late(), check_invariants=True)
+    assert res["start_time"].to_list() == [0.0]
