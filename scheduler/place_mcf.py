@@ -4,9 +4,10 @@ The flow network (one unit of flow = one GPU)::
 
     job j (supply w_j) --cap w_j, cost 0--------> request aggregator RA(w, class)
     job j             --cap w_j, cost U_j-------> unscheduled node U_j --cap w_j--> sink
-    RA(w, class)      --cap w x free cells, cost c(class, domain) per GPU--> server
-                                                   (or an aligned multi-server cell for gangs
-                                                    wider than a server; cell --cap gpus--> server)
+    RA(w, class)      --cap w x free cells, cost c(class, domain) per GPU--> (server, level)
+    (server, level)   --cap GPUs in its free cells of that level-----------> server
+                      (gangs wider than a server: RA --cap w--> aligned multi-server cell
+                       --cap gpus per server--> each of its servers)
     server            --cap free GPUs------------> sink (supply -sum w_j)
 
 Request aggregators group jobs of the same width and cost class (opportunistic,
@@ -49,9 +50,13 @@ class MinCostFlowPlacer:
 
     name = "mcf"
 
-    def __init__(self, cost: CostModel | None = None, max_rounds: int = 4) -> None:
+    def __init__(
+        self, cost: CostModel | None = None, max_rounds: int = 4, tie_break: int = 64, seed: int = 0
+    ) -> None:
         self.cost = cost or CostModel()
         self.max_rounds = max_rounds
+        self.tie_break = tie_break
+        self.seed = seed
 
     def place(
         self, batch: Sequence[PlacementRequest], state: ClusterState, budget_s: float
@@ -128,6 +133,12 @@ class MinCostFlowPlacer:
         for lv in sorted({int(lv) for lv in levels if lv > topo.server_level}):
             multi_cell0[lv] = next_node
             next_node += topo.n_cells(lv)
+        # one node per (server, level) shared by every aggregator of that level, so
+        # aggregators of different classes cannot together use more cells than exist
+        level_node0: dict[int, int] = {}
+        for lv in sorted({int(lv) for lv in levels if lv <= topo.server_level}):
+            level_node0[lv] = next_node
+            next_node += n_servers
         tails, heads, caps, costs = [], [], [], []
 
         def add(t, h, c, u):
@@ -160,7 +171,7 @@ class MinCostFlowPlacer:
                 targets = np.flatnonzero(per_target)
                 dom = targets >> (dlev - topo.server_level)
                 cap = per_target[targets] * w
-                heads_g = srv0 + targets
+                heads_g = level_node0[lv] + targets
             else:
                 targets = np.flatnonzero(cells)
                 dom = targets >> (dlev - lv)
@@ -170,6 +181,10 @@ class MinCostFlowPlacer:
             start = sum(a.size for a in tails)
             add(np.full(targets.size, ra0 + g), heads_g, cap, unit)
             ra_arc_ranges.append((start, targets))
+        for lv, base in level_node0.items():
+            per_server = state.free.reshape(-1, 1 << lv).all(axis=1).reshape(n_servers, -1).sum(axis=1)
+            has = np.flatnonzero(per_server)
+            add(base + has, srv0 + has, per_server[has] << lv, np.zeros(has.size))
         for lv, base in multi_cell0.items():
             k = 1 << (lv - topo.server_level)
             cells_idx = np.arange(topo.n_cells(lv))
@@ -181,8 +196,21 @@ class MinCostFlowPlacer:
         head = np.concatenate(heads)
         cap = np.concatenate(caps)
         cost = np.concatenate(costs)
+        # Break ties between equal-cost flows with a small seeded perturbation on the
+        # aggregator arcs: costs are scaled by K = units x P and get a term < P per
+        # unit, which changes no optimum of the true costs but makes a fractional
+        # split of a gang between equally good servers (a degenerate optimum) unlikely.
+        units = int(widths.sum())
+        scale = units * self.tie_break
+        if self.tie_break > 1 and int(cost.max(initial=0)) * scale * units < 2**62:
+            ra_lo, ra_hi = 3 * n, 3 * n + sum(t.size for _, t in ra_arc_ranges)
+            noise = np.zeros(cost.size, dtype=np.int64)
+            noise[ra_lo:ra_hi] = np.random.default_rng(self.seed).integers(0, self.tie_break, ra_hi - ra_lo)
+            solve_cost = cost * scale + noise
+        else:
+            scale, solve_cost = 1, cost
         smcf = min_cost_flow.SimpleMinCostFlow()
-        smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, cost)
+        smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, solve_cost)
         supplies = np.zeros(next_node, dtype=np.int64)
         supplies[job_nodes] = widths
         supplies[sink] = -int(widths.sum())
@@ -194,7 +222,7 @@ class MinCostFlowPlacer:
         if status != smcf.OPTIMAL:
             info["failure"] = f"min-cost flow solver status {status}"
             return {}, {}, info
-        info["flow_costs"] = int(smcf.optimal_cost())
+        info["flow_costs"] = int(smcf.optimal_cost()) // scale
         # ---- extraction: gangs per aggregator target, jobs in batch order
         job_in = smcf.flows(np.arange(n, dtype=np.int64))  # job -> RA arcs are the first n
         assert arc_job_to_u_start == n
@@ -205,11 +233,21 @@ class MinCostFlowPlacer:
             w = key[0]
             start, targets = ra_arc_ranges[g]
             flows = smcf.flows(np.arange(start, start + targets.size, dtype=np.int64))
-            slots = flows // w
-            members = sorted(groups[key], key=lambda k: (-job_in[k], ranks[todo[k].job_id]))
-            order = np.argsort(cost[start : start + targets.size], kind="stable")
-            slot_targets = np.repeat(targets[order], slots[order])
             lv = topo.level_for(w)
+            slots = flows // w
+            # gangs the aggregator carries in total; a split flow loses some to rounding,
+            # so give those to targets that still have free cells, cheapest first
+            extra = int(job_in[groups[key]].sum()) // w - int(slots.sum())
+            room = cap[start : start + targets.size] // w - slots
+            order = np.argsort(cost[start : start + targets.size], kind="stable")
+            for t in order:
+                if extra <= 0:
+                    break
+                add_k = min(extra, int(room[t]))
+                slots[t] += add_k
+                extra -= add_k
+            members = sorted(groups[key], key=lambda k: (-job_in[k], ranks[todo[k].job_id]))
+            slot_targets = np.repeat(targets[order], slots[order])
             for k, tgt in zip(members, slot_targets, strict=False):
                 per_domain[(lv if lv > topo.server_level else -1, int(tgt))].append((todo[k].job_id, w))
             for k in members[len(slot_targets):]:

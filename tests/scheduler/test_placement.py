@@ -1,0 +1,336 @@
+"""Placement interface, checker, chain and the three solvers (MCF, Hungarian, MILP)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sia.scheduler.place_hungarian import HungarianPlacer, relabel_min_migration
+from sia.scheduler.place_mcf import MinCostFlowPlacer
+from sia.scheduler.place_milp import MilpPlacer, Option, solve_strl
+from sia.scheduler.placement import (
+    ClusterState,
+    CostModel,
+    InvalidPlacement,
+    PlacementChain,
+    PlacementRequest,
+    PlacementResult,
+    placement_cost,
+    validate_placement,
+)
+from sia.scheduler.topology import Topology
+
+R = PlacementRequest
+
+
+def small_state(seed, racks=1, per_rack=2, gpus=8, p_free=0.6, pools=("a", "b")):
+    rng = np.random.default_rng(seed)
+    topo = Topology(racks=racks, servers_per_rack=per_rack, gpus_per_server=gpus)
+    free = rng.random(topo.n_gpus) < p_free
+    ded = np.where(rng.random(topo.n_servers) < 0.4, rng.integers(0, len(pools), topo.n_servers), -1)
+    ded = np.repeat(ded, gpus)
+    return ClusterState(topo, free, ded, tuple(pools))
+
+
+# ------------------------------------------------------------------ validation
+def test_validate_placement_rules():
+    topo = Topology(racks=1, servers_per_rack=2)
+    free = np.ones(16, dtype=bool)
+    free[5] = False
+    state = ClusterState(topo, free)
+    batch = [R("a", 2), R("b", 1)]
+
+    def check(placements, unplaced=None):
+        validate_placement(PlacementResult("t", placements, unplaced or {}), batch, state)
+
+    check({"a": (0, 1), "b": (2,)})
+    check({"a": (8, 9)}, {"b": "none"})
+    with pytest.raises(InvalidPlacement, match="spans more than one 2-GPU cell"):
+        check({"a": (1, 2), "b": (4,)})
+    with pytest.raises(InvalidPlacement, match="not free"):
+        check({"a": (0, 1), "b": (5,)})
+    with pytest.raises(InvalidPlacement, match="shares its cell"):
+        check({"a": (0, 1), "b": (1,)})
+    with pytest.raises(InvalidPlacement, match="got 1 GPUs"):
+        check({"a": (0,), "b": (2,)})
+    with pytest.raises(InvalidPlacement, match="neither placed nor unplaced"):
+        check({"a": (0, 1)})
+    with pytest.raises(InvalidPlacement, match="out of range"):
+        check({"a": (0, 1), "b": (16,)})
+    # a 3-GPU gang holds its whole 4-cell: the free GPU left in it is not for anyone else
+    batch3 = [R("a", 3), R("b", 1)]
+    with pytest.raises(InvalidPlacement, match="shares its cell"):
+        validate_placement(PlacementResult("t", {"a": (8, 9, 10), "b": (11,)}), batch3, state)
+
+
+# ------------------------------------------------------------------ TetriSched
+def test_tetrisched_three_job_example():
+    """TetriSched 5.1: 3 machines, slots 0/10/20/30 s; optimum 3 with job 1 at 0, job 3 at 10, job 2 at 20."""
+    job1 = [Option(0, 1, {"M": 2}, 1)]
+    job2 = [Option(s, 2, {"M": 1}, 1) for s in (0, 1, 2)]
+    job3 = [Option(s, 1, {"M": 3}, 1) for s in (0, 1)]
+    sol = solve_strl([job1, job2, job3], {"M": [3, 3, 3, 3]}, 4)
+    assert sol.objective == 3 and sol.status == "OPTIMAL" and sol.gap == 0
+    starts = [opts[c].start * 10 for opts, c in zip([job1, job2, job3], sol.choice, strict=True)]
+    assert starts == [0, 20, 10]
+
+
+def test_strl_respects_capacity_when_not_everything_fits():
+    # two 2-machine jobs on 3 machines, one slot: only one can run
+    jobs = [[Option(0, 1, {"M": 2}, 5)], [Option(0, 1, {"M": 2}, 3)]]
+    sol = solve_strl(jobs, {"M": [3]}, 1)
+    assert sol.objective == 5 and sol.choice == [0, None]
+
+
+def _wait_or_fallback_state():
+    topo = Topology(racks=1, servers_per_rack=2)
+    free = np.zeros(16, dtype=bool)
+    free[:8] = True  # server 0 free now, but it holds pool a's dedicated cells
+    busy = np.where(free, 0.0, 600.0)  # server 1 (no dedicated cells) frees at +600 s
+    ded = np.r_[np.zeros(8, dtype=int), -np.ones(8, dtype=int)]
+    return ClusterState(topo, free, ded, ("a",), now=0.0, busy_until=busy)
+
+
+def test_milp_waits_for_preferred_cells_or_falls_back_now():
+    state = _wait_or_fallback_state()
+    batch = [R("o", 8, "a", dedicated=False, duration_s=600.0)]
+    cost = CostModel(near_dedicated_penalty=64)
+    patient = MilpPlacer(cost, horizon_s=3600, slot_s=300, wait_weight=4)  # waiting 2 slots: 8 < 64
+    res = patient.place(batch, state, 5.0)
+    validate_placement(res, batch, state)
+    assert res.placements == {} and "planned to start in 600 s" in res.unplaced["o"]
+    assert patient.plan["o"] == (600.0, -1)
+    # the next call is warm-started from that plan
+    again = patient.place(batch, state, 5.0)
+    assert again.stats["hinted"] == 1
+    hasty = MilpPlacer(cost, horizon_s=3600, slot_s=300, wait_weight=40)  # waiting costs 80 > 64
+    res = hasty.place(batch, state, 5.0)
+    assert res.placements == {"o": tuple(range(8))}
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_milp_launches_only_valid_gangs(seed):
+    rng = np.random.default_rng(seed)
+    state = small_state(seed, racks=1, per_rack=4)
+    state.busy_until = np.where(state.free, 0.0, rng.uniform(0, 5000, state.topology.n_gpus))
+    batch = [R(f"j{k}", int(rng.choice([1, 2, 3, 4, 8, 16])), "a", bool(rng.integers(2)), float(rng.uniform(60, 4000))) for k in range(6)]
+    res = MilpPlacer(horizon_s=3600, slot_s=600).place(batch, state, 5.0)
+    validate_placement(res, batch, state)
+    assert res.stats["gap"] >= 0
+
+
+# ------------------------------------------------------------------ MCF vs Hungarian vs brute force
+def brute_force(batch, state, cost):
+    """Minimum placement_cost over every assignment of jobs to disjoint free cells (or none)."""
+    topo = state.topology
+    options = []
+    for r in batch:
+        lv = topo.level_for(r.num_gpus)
+        cells = state.free_cells(lv)
+        options.append([None] + [(lv, int(c)) for c in cells])
+    best = None
+    for combo in itertools.product(*options):
+        used = np.zeros(topo.n_gpus, dtype=bool)
+        ok = True
+        placements = {}
+        for r, cell in zip(batch, combo, strict=True):
+            if cell is None:
+                continue
+            lv, c = cell
+            span = slice(c << lv, (c + 1) << lv)
+            if used[span].any():
+                ok = False
+                break
+            used[span] = True
+            placements[r.job_id] = tuple(range(c << lv, (c << lv) + r.num_gpus))
+        if ok:
+            value = placement_cost(placements, batch, state, cost)
+            best = value if best is None else min(best, value)
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), width=st.sampled_from([1, 2, 4]), n_jobs=st.integers(1, 3), prio=st.integers(0, 3))
+def test_mcf_hungarian_brute_force_agree_on_one_width(seed, width, n_jobs, prio):
+    """One gang width: cells of that level are disjoint, so all three find the same optimum cost."""
+    rng = np.random.default_rng(seed)
+    state = small_state(seed, per_rack=1, gpus=8, p_free=0.7)
+    cost = CostModel(priority_weight=prio)
+    batch = [R(f"j{k}", width, str(rng.choice(["a", "b"])), bool(rng.integers(2))) for k in range(n_jobs)]
+    best = brute_force(batch, state, cost)
+    hung = HungarianPlacer(cost).place(batch, state, 1.0)
+    mcf = MinCostFlowPlacer(cost).place(batch, state, 1.0)
+    for res in (hung, mcf):
+        validate_placement(res, batch, state)
+    assert hung.objective == placement_cost(hung.placements, batch, state, cost) == best
+    assert mcf.stats["flow_costs"][0] == best  # the flow optimum is the optimum
+    assert placement_cost(mcf.placements, batch, state, cost) == best
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000), n_jobs=st.integers(1, 3))
+def test_mixed_widths_flow_is_a_lower_bound_and_solvers_are_valid(seed, n_jobs):
+    """Mixed widths: the flow relaxes cell alignment, so its cost bounds the optimum from below."""
+    rng = np.random.default_rng(seed)
+    state = small_state(seed, per_rack=2, gpus=4, p_free=0.7)
+    cost = CostModel()
+    batch = [R(f"j{k}", int(rng.choice([1, 2, 3, 4, 8])), "a", bool(rng.integers(2))) for k in range(n_jobs)]
+    best = brute_force(batch, state, cost)
+    mcf = MinCostFlowPlacer(cost).place(batch, state, 1.0)
+    hung = HungarianPlacer(cost).place(batch, state, 1.0)
+    for res in (mcf, hung):
+        validate_placement(res, batch, state)
+        assert placement_cost(res.placements, batch, state, cost) >= best
+    assert mcf.stats["flow_costs"][0] <= best
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 100_000))
+def test_every_solver_returns_a_valid_placement_on_larger_instances(seed):
+    rng = np.random.default_rng(seed)
+    state = small_state(seed, racks=2, per_rack=4, gpus=8, p_free=0.7)
+    batch = [R(f"j{k}", int(rng.choice([1, 2, 4, 8, 16, 32, 64])), str(rng.choice(["a", "b"])), bool(rng.integers(2)), 900.0) for k in range(15)]
+    for solver in (MinCostFlowPlacer(), HungarianPlacer(), MilpPlacer(horizon_s=1800, slot_s=600)):
+        res = solver.place(batch, state, 5.0)
+        validate_placement(res, batch, state)
+        assert res.unplaced.get("j0", "") != "" or "j0" in res.placements
+        wide = [r.job_id for r in batch if r.num_gpus == 64]
+        assert all("wider than a rack" in res.unplaced[j] for j in wide)
+
+
+def test_mcf_places_gangs_whole_and_prefers_best_fit_and_non_dedicated():
+    topo = Topology(racks=1, servers_per_rack=4)
+    free = np.ones(32, dtype=bool)
+    free[0:4] = False  # server 0 has 4 free GPUs (4..7): best fit for a 4-gang
+    ded = np.full(32, -1)
+    ded[8:16] = 0  # server 1 holds pool a's dedicated cells
+    state = ClusterState(topo, free, ded, ("a",))
+    batch = [R("opp4", 4, "b"), R("ded8", 8, "a", dedicated=True), R("opp8", 8, "b")]
+    res = MinCostFlowPlacer().place(batch, state, 1.0)
+    validate_placement(res, batch, state)
+    assert res.placements["opp4"] == (4, 5, 6, 7)
+    assert res.servers_of("ded8", topo) == [1]
+    assert res.servers_of("opp8", topo) in ([2], [3])
+
+
+# ------------------------------------------------------------------ Tesserae relabeling
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000))
+def test_relabeling_a_pure_renaming_costs_nothing(seed):
+    rng = np.random.default_rng(seed)
+    topo = Topology(racks=1, servers_per_rack=4, gpus_per_server=4)
+    old, gpu = {}, 0
+    for k in range(8):
+        w = int(rng.choice([1, 2, 4]))
+        start = ((gpu + w - 1) // w) * w
+        if start + w > topo.n_gpus:
+            break
+        old[f"j{k}"] = tuple(range(start, start + w))
+        gpu = start + w
+    server_perm = rng.permutation(topo.n_servers)
+    gpu_perm = [rng.permutation(4) for _ in range(topo.n_servers)]
+    rename = {s * 4 + g: int(server_perm[s]) * 4 + int(gpu_perm[s][g]) for s in range(4) for g in range(4)}
+    new = {j: tuple(rename[g] for g in gpus) for j, gpus in old.items()}
+    out = relabel_min_migration(old, new, topo)
+    assert out.cost == 0 and out.migrated == []
+    assert {j: set(g) for j, g in out.relabeled.items()} == {j: set(g) for j, g in old.items()}
+
+
+def test_relabeling_counts_half_out_half_in():
+    topo = Topology(racks=1, servers_per_rack=2, gpus_per_server=4)
+    old = {"j1": (0,), "j2": (4,), "gone": (1,)}
+    new = {"j1": (4,), "j2": (5,), "fresh": (0,)}  # j1 and j2 now share a server
+    out = relabel_min_migration(old, new, topo)
+    assert out.cost == pytest.approx(1.0)  # one 1-GPU job moves: 0.5 out + 0.5 in
+    assert len(out.migrated) == 1
+    two = {"m": (0, 1)}
+    out2 = relabel_min_migration(two, {"m": (6, 7)}, topo)
+    assert out2.cost == 0 and out2.relabeled["m"] == (0, 1)
+
+
+# ------------------------------------------------------------------ chain
+class Failing:
+    name = "failing"
+
+    def place(self, batch, state, budget_s):
+        return PlacementResult.failed(self.name, batch, "solver gave up")
+
+
+class Crashing:
+    name = "crashing"
+
+    def place(self, batch, state, budget_s):
+        raise RuntimeError("boom")
+
+
+class Invalid:
+    name = "invalid"
+
+    def place(self, batch, state, budget_s):
+        busy = int(np.flatnonzero(~state.free)[0])
+        return PlacementResult(self.name, {batch[0].job_id: (busy,)}, {r.job_id: "x" for r in batch[1:]})
+
+
+class Slow:
+    """Places everything validly but its fake clock says it took 10 s."""
+
+    name = "slow"
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def place(self, batch, state, budget_s):
+        res = HungarianPlacer().place(batch, state, budget_s)
+        self.clock.t += 10.0
+        return res
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_chain_falls_through_on_failure_crash_invalid_and_timeout():
+    state = small_state(3, racks=1, per_rack=2, p_free=0.5)
+    state.free[0] = False
+    batch = [R("a", 1), R("b", 2), R("c", 1)]
+    clock = FakeClock()
+    chain = PlacementChain([Failing(), Crashing(), Invalid(), Slow(clock), MinCostFlowPlacer()], budget_s=1.0, clock=clock)
+    res = chain.place(batch, state)
+    validate_placement(res, batch, state)
+    attempts = res.stats["attempts"]
+    assert [a.solver for a in attempts] == ["failing", "crashing", "invalid", "slow", "mcf"]
+    assert attempts[0].failure == "solver gave up"
+    assert "boom" in attempts[1].failure
+    assert attempts[2].failure.startswith("invalid placement")
+    assert attempts[3].timed_out and attempts[3].placed == []
+    assert set(res.placements) == set(attempts[4].placed)
+    assert all(res.stats["placed_by"][j] == "mcf" for j in res.placements)
+
+
+def test_chain_hands_leftovers_to_the_next_solver():
+    topo = Topology(racks=1, servers_per_rack=2)
+    state = ClusterState.empty(topo)
+
+    class OnlyFirst:
+        name = "first"
+
+        def place(self, batch, state, budget_s):
+            r = batch[0]
+            return PlacementResult(self.name, {r.job_id: tuple(range(r.num_gpus))}, {x.job_id: "skipped" for x in batch[1:]})
+
+    batch = [R("x", 8), R("y", 4), R("z", 16)]
+    res = PlacementChain([OnlyFirst(), HungarianPlacer()]).place(batch, state)
+    validate_placement(res, batch, state)
+    assert res.stats["placed_by"] == {"x": "first", "y": "hungarian"}
+    assert res.placements["y"][0] >= 8  # server 0 was taken by the first solver
+    assert "first: skipped" in res.unplaced["z"] and "hungarian" in res.unplaced["z"]
+    everyone_fails = PlacementChain([Failing()]).place(batch, state)
+    assert everyone_fails.failure == "every solver failed" and everyone_fails.placements == {}
