@@ -35,6 +35,7 @@ def fcfs_pool_starts(
     busy: Sequence[tuple[float, int]] = (),
     horizon: float = math.inf,
     stop_when_idle: bool = False,
+    idle_after: float = -math.inf,
 ) -> list[float]:
     """Return the virtual start time (s) of each job of one pool run alone, FCFS from ``now``.
 
@@ -49,7 +50,8 @@ def fcfs_pool_starts(
     before the first job arriving at or after ``horizon``, and, with
     ``stop_when_idle``, after the first job that finds the pool completely
     empty at its arrival (from there on the pool's future no longer depends
-    on its past). A job wider than ``capacity`` gets ``inf`` (it can never
+    on its past) among jobs submitted at or after ``idle_after``. The job
+    sequences may be iterators (read lazily). A job wider than ``capacity`` gets ``inf`` (it can never
     start on this pool alone), and so do all jobs after it.
     """
     heap = [(float(e), int(g)) for e, g in busy]
@@ -81,7 +83,7 @@ def fcfs_pool_starts(
         push(heap, (t + d, g))
         held += g
         t_prev = t
-        if stop_when_idle and idle:
+        if stop_when_idle and idle and s >= idle_after:
             break
     return out
 
