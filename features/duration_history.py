@@ -18,16 +18,22 @@ This is what JobDuration builds on and what the future-completion features use
 for the *expected* end of a running job (start + median). Jobs without a start
 time (never started in the schedule) get the "none" level.
 
-Vectorized: per level, the finished jobs are sorted by (group, end time), an
-expanding median per group is computed by pandas' windowed groupby (Cython, one
-pass, no Python loop over jobs or groups), and every job is matched to the last
-finished job of its group with ``end_time <= start_time`` by a polars
-``join_asof``.
+Vectorized, no Python loop over jobs or groups: per level, the finished jobs
+are sorted by (group, end time) and pandas' windowed median (a skiplist) runs
+once over the whole array with a custom window per row (from the first row of
+its group to the row: an expanding median per group); every job is then
+located in that order by one sorted search on an exact integer key (group id,
+rank of the time among all end and start times), which gives the number of
+its group's jobs with ``end_time <= start_time`` and the median of exactly
+those.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import polars as pl
+from pandas.api.indexers import BaseIndexer
 from sia.data.errors import TraceError
 
 #: Levels of the fallback chain, in order; "none" when no level applies.
@@ -56,36 +62,60 @@ def _check(schedule: pl.DataFrame) -> None:
         )
 
 
-def _level_history(finished: pl.DataFrame, queries: pl.DataFrame, keys: list[str],
-                   name: str) -> pl.DataFrame:
-    """Return queries' job_id with ``{name}_median`` / ``{name}_count`` at this level."""
-    right = finished.drop_nulls(keys).sort([*keys, "end_time"])
-    if right.height:
-        pdf = right.select([*keys, "duration"]).to_pandas()
-        med = pdf.groupby(keys, sort=False, dropna=True)["duration"].expanding().median()
-        # The result is indexed by (group keys..., original row); realign on the row.
-        med = med.droplevel(list(range(len(keys)))).sort_index().to_numpy()
-        right = right.with_columns(
-            pl.Series(f"{name}_median", med, dtype=pl.Float64),
-            (pl.int_range(pl.len(), dtype=pl.Int32).over(keys) + 1).alias(f"{name}_count"),
-        )
-    else:
-        right = right.with_columns(
-            pl.lit(None, dtype=pl.Float64).alias(f"{name}_median"),
-            pl.lit(None, dtype=pl.Int32).alias(f"{name}_count"),
-        )
-    # Several jobs ending at the same instant: keep the last (the largest prefix).
-    right = (
-        right.unique(subset=[*keys, "end_time"], keep="last", maintain_order=True)
-        .select([*keys, "end_time", f"{name}_median", f"{name}_count"])
-        .sort("end_time")
-    )
-    left = queries.select(["job_id", *keys, "start_time"]).sort("start_time")
-    joined = left.join_asof(
-        right, left_on="start_time", right_on="end_time", by=keys,
-        strategy="backward", allow_exact_matches=True, check_sortedness=False,
-    )
-    return joined.select(["job_id", f"{name}_median", f"{name}_count"])
+class _GroupPrefixIndexer(BaseIndexer):
+    """Window of row i = from the first row of i's group to i (an expanding window per group)."""
+
+    def __init__(self, group_first: np.ndarray):
+        super().__init__()
+        self.group_first = group_first
+
+    def get_window_bounds(self, num_values=0, min_periods=None, center=None, closed=None,
+                          step=None):
+        """Return (start, end) row bounds: the group's first row and i + 1."""
+        return self.group_first, np.arange(1, num_values + 1, dtype=np.int64)
+
+
+def _group_prefix_medians(gid: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return, for rows sorted by group id, the median of values[first row of the group .. i]."""
+    first = np.zeros(gid.size, dtype=np.int64)
+    if gid.size:
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, gid.size]))
+    # pandas' windowed median (a skiplist, O(n log n)) over variable, monotone windows.
+    return pd.Series(values).rolling(_GroupPrefixIndexer(first), min_periods=1).median().to_numpy()
+
+
+def _level_history(gid: np.ndarray, end: np.ndarray, duration: np.ndarray, start: np.ndarray,
+                   time_rank: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Return (median, count) per job at one level; ``gid`` < 0 means the job has no group.
+
+    Finished jobs (``end`` not NaN, ``gid`` >= 0) are sorted by (group, end);
+    each job with a start and a group is located in that order by an exact
+    integer key (group, rank of the time among all end and start times).
+    """
+    end_rank, start_rank = time_rank
+    n = gid.size
+    width = np.int64(2 * n + 2)
+    fin = np.flatnonzero((gid >= 0) & ~np.isnan(end))
+    fin_key = gid[fin].astype(np.int64) * width + end_rank[fin]
+    order = np.argsort(fin_key)
+    fin_key = fin_key[order]
+    fin_gid = gid[fin][order]
+    med_sorted = _group_prefix_medians(fin_gid, duration[fin][order])
+    q = np.flatnonzero((gid >= 0) & ~np.isnan(start))
+    qg = gid[q].astype(np.int64)
+    q_key = qg * width + start_rank[q]
+    q_order = np.argsort(q_key)  # sorted needles search much faster
+    pos = np.empty(q.size, dtype=np.int64)
+    pos[q_order] = np.searchsorted(fin_key, q_key[q_order], side="right")  # end <= start
+    group_begin = np.empty(q.size, dtype=np.int64)
+    group_begin[q_order] = np.searchsorted(fin_key, qg[q_order] * width, side="left")
+    count = np.zeros(n, dtype=np.int64)
+    median = np.full(n, np.nan)
+    count[q] = pos - group_begin
+    has = q[count[q] > 0]
+    median[has] = med_sorted[pos[count[q] > 0] - 1]
+    return median, count
 
 
 def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.DataFrame:
@@ -113,12 +143,25 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.D
         pl.col("start_time").cast(pl.Float64),
         pl.col("end_time").cast(pl.Float64),
     )
-    finished = base.filter(pl.col("end_time").is_not_null())
-    queries = base.filter(pl.col("start_time").is_not_null())
-    out = base.select("job_id")
+    end = base["end_time"].fill_null(np.nan).to_numpy()
+    start = base["start_time"].fill_null(np.nan).to_numpy()
+    duration = base["duration"].to_numpy()
+    # Exact ranks of all end and start times on one scale: end <= start iff rank <= rank.
+    # (NaN, for a missing time, ranks last and is never used.)
+    _, inverse = np.unique(np.concatenate([end, start]), return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.int64)
+    time_rank = (inverse[: end.size], inverse[end.size:])
+    cols = {}
     for name, keys in HIST_LEVELS.items():
-        out = out.join(_level_history(finished, queries, keys, name), on="job_id", how="left",
-                       maintain_order="left")
+        gid = base.select(
+            pl.when(pl.all_horizontal(pl.col(k).is_not_null() for k in keys))
+            .then(pl.struct(keys).rank("dense").cast(pl.Int64)).otherwise(0) - 1
+        ).to_series().to_numpy()
+        median, count = _level_history(gid, end, duration, start, time_rank)
+        cols[f"{name}_median"] = median
+        cols[f"{name}_count"] = count
+    out = pl.DataFrame({"job_id": base["job_id"], **cols}).with_columns(
+        pl.col(f"{name}_median").fill_nan(None) for name in HIST_LEVELS)
     cnt = {name: pl.col(f"{name}_count").fill_null(0) for name in HIST_LEVELS}
     source = (
         pl.when(cnt["tag"] >= min_count).then(pl.lit("tag"))

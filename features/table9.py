@@ -103,6 +103,14 @@ def _grid_ranges(grid_lo: np.ndarray, grid_hi: np.ndarray, ends: str,
     return first, stop
 
 
+def _search(a: np.ndarray, v: np.ndarray, side: str) -> np.ndarray:
+    """Return np.searchsorted(a, v, side), searching with v sorted (much faster for large v)."""
+    order = np.argsort(v)
+    out = np.empty(v.size, dtype=np.int64)
+    out[order] = np.searchsorted(a, v[order], side=side)
+    return out
+
+
 class _GridCounter:
     """Counts, per pool and grid index, the events whose index range covers it (difference arrays)."""
 
@@ -114,13 +122,11 @@ class _GridCounter:
     def count(self, pool_idx: np.ndarray, first: np.ndarray, stop: np.ndarray,
               weights: np.ndarray | None = None) -> np.ndarray:
         """Return an (n_pools, n_grid) array: sum of weights of events with first <= i < stop."""
-        keep = first < stop
-        pool_idx, first, stop = pool_idx[keep], first[keep], stop[keep]
-        w = None if weights is None else weights[keep]
+        stop = np.maximum(stop, first)  # an empty range adds and removes at the same index
         size = self.n_pools * self.width
-        base = pool_idx.astype(np.int64) * self.width
-        diff = np.bincount(base + first, weights=w, minlength=size)
-        diff = diff - np.bincount(base + stop, weights=w, minlength=size)
+        base = pool_idx * self.width
+        diff = np.bincount(base + first, weights=weights, minlength=size)
+        diff -= np.bincount(base + stop, weights=weights, minlength=size)
         return np.cumsum(diff.reshape(self.n_pools, self.width), axis=1)[:, : self.n_grid]
 
 
@@ -248,17 +254,22 @@ def build_features(
     end = schedule["end_time"].cast(pl.Float64).to_numpy()
     gpus = schedule["num_gpus"].cast(pl.Float64).to_numpy()
     exp_end = expected_ends(schedule, expected_duration) if schedule.height else end
-    events = {"arrivals": submit, "completions": end}
+    # Events sorted by time: searchsorted runs several times faster on sorted needles.
+    by_submit = np.argsort(submit, kind="stable")
+    by_end = np.argsort(end, kind="stable")
+    events = {"arrivals": (submit[by_submit], pool_idx[by_submit]),
+              "completions": (end[by_end], pool_idx[by_end])}
     counter = _GridCounter(n_pools, n_grid)
 
     def i32(a: np.ndarray) -> np.ndarray:
-        return np.rint(a).astype(np.int32).reshape(-1)
+        a = np.rint(a) if a.dtype.kind == "f" else a
+        return a.astype(np.int32).reshape(-1)
 
     # State at t (does not depend on k): running (start <= t < end), pending (submit <= t < start).
-    run_first = np.searchsorted(grid, start, side="left")
-    run_stop = np.searchsorted(grid, end, side="left")
+    run_first = _search(grid, start, "left")
+    run_stop = _search(grid, end, "left")
     running = i32(counter.count(pool_idx, run_first, run_stop))
-    pending = i32(counter.count(pool_idx, np.searchsorted(grid, submit, side="left"), run_first))
+    pending = i32(counter.count(pool_idx, _search(grid, submit, "left"), run_first))
 
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
@@ -269,19 +280,21 @@ def build_features(
         cols: dict[str, object] = {"pool": pool_col, "t": t_col,
                                    "k_min": np.full(n_pools * n_grid, k_min, dtype=np.int32)}
         for name, (kind, lo, hi, ends) in window_bounds(grid, k_s).items():
-            first, stop = _grid_ranges(lo, hi, ends, events[kind])
-            cols[name] = i32(counter.count(pool_idx, first, stop))
+            times, pools_of = events[kind]
+            first, stop = _grid_ranges(lo, hi, ends, times)
+            cols[name] = i32(counter.count(pools_of, first, stop))
         # Future completions: running at t and expected end <= t + k (within) or > t + k (after).
-        horizon = np.searchsorted(grid + k_s, exp_end, side="left")  # first i: t_i + k >= exp_end
+        horizon = _search(grid + k_s, exp_end, "left")  # first i: t_i + k >= exp_end
         cols["future_completions_within_k"] = i32(
             counter.count(pool_idx, np.maximum(run_first, horizon), run_stop))
         cols["future_completions_after_k"] = i32(
             counter.count(pool_idx, run_first, np.minimum(run_stop, horizon)))
         # Labels: submissions in (t, t + k].
-        lab_first, lab_stop = _grid_ranges(grid, grid + k_s, _OPEN_CLOSED, submit)
         # (t, t + k] contains s iff t < s <= t + k: lo = t, hi = t + k.
-        load = counter.count(pool_idx, lab_first, lab_stop, weights=gpus).reshape(-1)
-        n_new = counter.count(pool_idx, lab_first, lab_stop).reshape(-1)
+        sub_sorted, sub_pools = events["arrivals"]
+        lab_first, lab_stop = _grid_ranges(grid, grid + k_s, _OPEN_CLOSED, sub_sorted)
+        load = counter.count(sub_pools, lab_first, lab_stop, weights=gpus[by_submit]).reshape(-1)
+        n_new = counter.count(sub_pools, lab_first, lab_stop).reshape(-1)
         cols["label_arrival"] = (n_new > 0.5).astype(np.int8)
         cols["label_load_gpus"] = load.astype(np.float64)
         cols["running_jobs"] = running
