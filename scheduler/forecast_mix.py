@@ -1,0 +1,62 @@
+"""Composing forecasters: each of SIA's three predictions from a different source (Figure 15a).
+
+The ablations of SIA 6.3 replace one predictor at a time: (a) WillJobsArrive
+by a fair coin, (b) WillJobsArrive and JobDuration by random draws, keeping
+the rest of SIA's predictors. :class:`MixedForecaster` takes each of the
+three answers of the :class:`~sia.scheduler.forecast.Forecaster` protocol
+from a forecaster of its own; the helpers build the two strawmen on top of a
+``base`` forecaster (the pipeline passes the learned one; the policy
+factories default to :class:`~sia.scheduler.forecast.PerfectForecaster`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sia.scheduler.forecast import Forecaster, RandomForecaster
+
+
+class MixedForecaster:
+    """A forecaster answering WillJobsArrive, NewLoadEstimate and JobDuration from three sources.
+
+    ``arrivals``, ``load`` and ``durations`` are forecasters (they may be the
+    same object). Perfect information when any source used is.
+    """
+
+    def __init__(self, arrivals: Forecaster, load: Forecaster, durations: Forecaster,
+                 name: str | None = None):
+        self.arrivals = arrivals
+        self.load = load
+        self.durations = durations
+        parts = (arrivals, load, durations)
+        self.perfect_information = any(bool(getattr(f, "perfect_information", False))
+                                       for f in parts)
+        self.name = name or "mix({})".format(
+            ", ".join(str(getattr(f, "name", type(f).__name__)) for f in parts))
+
+    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return bool [n_pools, n_windows] from the ``arrivals`` source."""
+        return self.arrivals.will_jobs_arrive(view, windows_s)
+
+    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return float [n_pools, n_windows] (GPUs) from the ``load`` source."""
+        return self.load.new_load_estimate(view, windows_s)
+
+    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+        """Return the predicted duration bins of ``job_indices`` from the ``durations`` source."""
+        return self.durations.duration_bins(view, job_indices)
+
+
+def random_arrivals(base: Forecaster, seed: int = 0) -> MixedForecaster:
+    """Return strawman (a): WillJobsArrive ~ U{0, 1} (seeded), load and durations from ``base``."""
+    coin = RandomForecaster(seed=seed, randomize="arrivals")
+    return MixedForecaster(coin, base, base,
+                           name=f"random-arrivals+{getattr(base, 'name', type(base).__name__)}")
+
+
+def random_arrivals_and_durations(base: Forecaster, seed: int = 0) -> MixedForecaster:
+    """Return strawman (b): WillJobsArrive ~ U{0, 1} and uniform duration bins, load from ``base``."""
+    rnd = RandomForecaster(seed=seed, randomize="arrivals+durations")
+    return MixedForecaster(rnd, base, rnd,
+                           name=f"random-both+{getattr(base, 'name', type(base).__name__)}")

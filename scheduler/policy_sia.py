@@ -1,0 +1,388 @@
+"""SIA: share idle GPUs across pools using coarse predictions (SIA 5.3, Figures 7 and 8).
+
+A *realistic* policy: it reads only arrived jobs' pools and widths and the
+simulator's state; everything about the future comes from the forecaster
+given at construction (learned, perfect or random; only a perfect one reads
+the future). The policy itself is deterministic.
+
+At every decision (arrivals, completions, and the periodic tick, whenever
+GPUs are idle and jobs pend; otherwise it returns ``[]`` at once):
+
+1. **AllocateDedicatedResources (Figure 7).** Repeatedly, visiting pools in
+   increasing CurrentAllocation / Quota (dedicated + opportunistic GPUs,
+   counting this decision's starts; ties by pool index), start the first
+   pool whose *next job in order* fits both its unused quota (quota -
+   dedicated use) and the free GPUs; one start per pass; stop when no pool
+   starts. "In order" is strict head-of-line blocking within the pool's
+   *dedicated stream*, exactly like FCFS: the stream is the pool's pending
+   jobs in arrival order, and when its head does not fit, no later job of
+   the pool starts on dedicated resources. A job started opportunistically
+   (step 2) leaves the stream for good: it runs beyond its pool's quota (its
+   GPUs never count against the quota), and the stream's next job becomes
+   the head. Dedicated starts are therefore in arrival order within a pool:
+   every job of a pool that arrived before a dedicated job started no later
+   than it.
+
+2. **AllocateSpareResources (Figure 8).** For each window ``w`` in
+   increasing order (default 5 min, 1 h, 12 h), ``do { ... } while`` a job
+   started:
+
+   - ReserveResourcesForFuture for every pool ``p``:
+     ``reserved_p = min(pending_load_p + TotalNewLoad(p, w), unused_quota_p)``
+     over ``[now, now + w)``, where pending_load is the GPUs of ``p``'s
+     pending jobs, unused_quota = quota - dedicated use, and TotalNewLoad =
+     NewLoadEstimate when WillJobsArrive says 1, else 0. A pool the online
+     adaptation distrusts in ``w`` reserves its whole unused quota.
+   - ``usable = free GPUs - MaxReservation(now, w)``: the reservations are
+     constant over ``[now, now + w)``, so MaxReservation is
+     ``sum_p reserved_p``. With fungible GPUs this is a count argument: a
+     pool can only ever claim, as dedicated, GPUs within its unused quota;
+     the free GPUs are all the pools' unused quotas minus what opportunistic
+     jobs hold, so keeping ``sum_p reserved_p`` of them free keeps each
+     pool's predicted claims satisfiable for as long as the new job runs.
+   - FindNextJob for pools in increasing CurrentAllocation / Quota: the
+     pool's first pending job in arrival order whose *predicted* duration bin
+     fits ``w`` (the bin's upper edge <= ``w``; the open last bin never fits)
+     and whose GPUs fit ``usable``; the first pool that has one starts it
+     *opportunistically* (beyond its quota, on idle GPUs) and the
+     reservations are recomputed (ClearReservations; a start shrinks its
+     pool's pending load).
+
+   Windows are not revisited once passed (Figure 8's loop order).
+
+``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
+``w`` (a running max over the windows): a job that runs up to 1 h also
+occupies the first 5 minutes, so it must respect the 5-minute window's
+predicted load even when a learned model's 1-hour answer is lower
+(independent per-window models can disagree). With consistent predictions
+(perfect ones) it changes nothing; ``False`` is Figure 8 to the letter.
+
+Predictions are batched: per decision that reaches step 2, one
+``will_jobs_arrive`` and one ``new_load_estimate`` call for all pools and
+windows, and one ``duration_bins`` call for the jobs that arrived since the
+previous such call. A job's duration bin is predicted once, on its first
+consideration, and kept (the JobDuration prediction of a submitted job, as
+a production scheduler would make it at submission time); this is also how a
+random strawman draws one bin per job.
+
+Online adaptation (:mod:`sia.scheduler.adaptation`, on by default): the
+predictions made at ticks are scored against the actual arrivals; while a
+pool's recent predictions in window ``w`` missed arrivals, the pool lends
+nothing in ``w`` (and, with nested reservations, in the larger windows).
+
+With perfect coarse predictions no job starts later than under FCFS: the
+dedicated streams are FCFS on a subset of the jobs, and every opportunistic
+job fits its window, within which all pools' arrivals were reserved (see
+tests/scheduler/test_sia.py for the property test).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from sia.data.errors import ConfigError, SiaError
+from sia.scheduler.adaptation import ArrivalMissTracker
+from sia.scheduler.cluster import Cluster
+from sia.scheduler.forecast import (
+    DEFAULT_WINDOWS_S,
+    DURATION_BIN_EDGES_S,
+    Forecaster,
+    PerfectForecaster,
+)
+from sia.scheduler.forecast_mix import random_arrivals, random_arrivals_and_durations
+from sia.scheduler.view import Reason, SimView, Start, TraceArrays
+
+_EPS = 1e-9
+
+
+class SiaPolicy:
+    """SIA's scheduler (Figures 7 and 8) with online adaptation; see the module docstring.
+
+    Options: ``forecaster`` (required; implements
+    :class:`~sia.scheduler.forecast.Forecaster`), ``windows_s`` (increasing
+    windows in seconds), ``adaptation`` (on/off), ``lookback`` and
+    ``max_misses`` (the adaptation's memory in records and its strictness),
+    ``count_load_misses``, ``nested_reservations``, ``seed`` (kept for the
+    record; SIA itself draws nothing), ``name``.
+
+    After a replay, :attr:`stats` holds counters (decisions, forecasts,
+    dedicated / opportunistic starts, adaptation records and misses).
+    """
+
+    uses_ticks = True
+
+    def __init__(self, forecaster: Forecaster | None = None, *,
+                 windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
+                 adaptation: bool = True, lookback: int = 12, max_misses: int = 1,
+                 count_load_misses: bool = True, nested_reservations: bool = True,
+                 seed: int = 0, name: str = "sia"):
+        if forecaster is None:
+            raise ConfigError(
+                "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
+                "predictors; use 'sia-perfect' for perfect coarse predictions")
+        for method in ("will_jobs_arrive", "new_load_estimate", "duration_bins"):
+            if not callable(getattr(forecaster, method, None)):
+                raise ConfigError(f"policy {name!r}: forecaster {forecaster!r} has no {method}()")
+        windows = tuple(float(w) for w in windows_s)
+        if not windows or any(w <= 0 for w in windows) or any(
+                b <= a for a, b in zip(windows, windows[1:], strict=False)):
+            raise ConfigError(
+                f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
+        self.forecaster = forecaster
+        self.windows_s = windows
+        self.adaptation = bool(adaptation)
+        self.nested_reservations = bool(nested_reservations)
+        self.seed = seed
+        self.name = name
+        self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
+        self.tracker = (ArrivalMissTracker(windows, lookback=lookback, max_misses=max_misses,
+                                           count_load_misses=count_load_misses)
+                        if self.adaptation else None)
+        # window k admits bin b iff the bin's upper edge <= w_k: kmin[b] = first such k
+        upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
+        self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
+        self._n_bins = len(upper)
+        self.stats: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ life cycle
+    def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
+        """Prepare for a replay of ``trace``: per-pool queues of lendable jobs, counters."""
+        P, K = trace.n_pools, len(self.windows_s)
+        self._trace = trace
+        self._P = P
+        self._gpus = trace.num_gpus.tolist()
+        self._pool = trace.pool.tolist()
+        self._quota = trace.quota.tolist()
+        self._seen = 0  # jobs admitted (arrived) so far
+        self._binned = 0  # jobs whose duration bin was asked for
+        self._started = bytearray(trace.n_jobs)
+        self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
+        # per pool and window: jobs whose predicted bin fits the window, arrival order
+        self._elig: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(P)]
+        self._head = [[0] * K for _ in range(P)]  # first possibly-pending entry
+        self._fail = [[(-1.0, -1)] * K for _ in range(P)]  # (usable, length) of the last miss
+        self._checked_shape = False
+        if self.tracker is not None:
+            self.tracker.reset(trace)
+        self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0,
+                          distrusted_share=0.0)
+        self._distrust_sum = 0.0
+
+    # ------------------------------------------------------------------ helpers
+    def _admit(self, view: SimView) -> None:
+        hi = view.n_arrived
+        if hi > self._seen:
+            pend, gpus, pool = self._pend_gpus, self._gpus, self._pool
+            for j in range(self._seen, hi):
+                pend[pool[j]] += gpus[j]
+            self._seen = hi
+
+    def _bin_new(self, view: SimView) -> None:
+        """Predict the duration bins of the jobs arrived since the last call (one batched call)."""
+        lo, hi = self._binned, self._seen
+        if hi <= lo:
+            return
+        started = self._started
+        jobs = [j for j in range(lo, hi) if not started[j]]
+        self._binned = hi
+        if not jobs:
+            return
+        arr = np.array(jobs, dtype=np.int64)
+        bins = np.asarray(self.forecaster.duration_bins(view, arr))
+        if bins.shape != arr.shape:
+            raise SiaError(f"policy {self.name}: forecaster returned {bins.shape} duration bins "
+                           f"for {arr.size} jobs")
+        if bins.size and (int(bins.min()) < 0 or int(bins.max()) >= self._n_bins):
+            raise SiaError(f"policy {self.name}: forecaster returned duration bins outside "
+                           f"0..{self._n_bins - 1}: {sorted(set(bins.tolist()))[:5]}")
+        kmin_of = self._kmin_of_bin
+        K = len(self.windows_s)
+        pool, elig = self._pool, self._elig
+        for j, b in zip(jobs, bins.tolist(), strict=True):
+            lists = elig[pool[j]]
+            for k in range(kmin_of[b], K):
+                lists[k].append(j)
+
+    def _first_fit(self, q: int, k: int, usable: float) -> int:
+        """Return pool q's first pending job lendable in window k with GPUs <= usable, else -1."""
+        lst = self._elig[q][k]
+        n = len(lst)
+        fu, fn = self._fail[q][k]
+        if fn == n and usable <= fu:
+            return -1  # nothing was added and nothing fitted a larger usable
+        started = self._started
+        h = self._head[q][k]
+        while h < n and started[lst[h]]:
+            h += 1
+        if h > 256 and 2 * h > n:
+            del lst[:h]
+            n -= h
+            h = 0
+        self._head[q][k] = h
+        gpus = self._gpus
+        dead = 0
+        for i in range(h, n):
+            j = lst[i]
+            if started[j]:
+                dead += 1
+            elif gpus[j] <= usable:
+                return j
+        if dead > 64:
+            lst[h:] = [j for j in lst[h:] if not started[j]]
+            n = len(lst)
+        self._fail[q][k] = (usable, n)
+        return -1
+
+    def _forecast(self, view: SimView) -> np.ndarray:
+        """Return TotalNewLoad [pools, windows] in GPUs (one batched call per predictor)."""
+        fc, W = self.forecaster, self.windows_s
+        arrive = np.asarray(fc.will_jobs_arrive(view, W), dtype=bool)
+        load = np.asarray(fc.new_load_estimate(view, W), dtype=np.float64)
+        if not self._checked_shape:
+            want = (self._P, len(W))
+            if arrive.shape != want or load.shape != want:
+                raise SiaError(
+                    f"policy {self.name}: forecaster answers have shapes {arrive.shape} and "
+                    f"{load.shape}, expected [pools, windows] = {want}")
+            self._checked_shape = True
+        tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
+        if self.nested_reservations:
+            tnl = np.maximum.accumulate(tnl, axis=1)
+        self.stats["forecasts"] += 1
+        return tnl
+
+    # ------------------------------------------------------------------ decision
+    def decide(self, view: SimView) -> list[Start]:
+        """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
+        self._admit(view)
+        tracker = self.tracker
+        if tracker is not None:
+            tracker.observe(view)
+        free = view.free_gpus
+        pend = self._pend_gpus
+        if free <= 0 or not any(pend):
+            return []
+        self.stats["decisions"] += 1
+        P, quota, gpus, started = self._P, self._quota, self._gpus, self._started
+        ded = view.used_dedicated.tolist()
+        alloc = view.allocation.tolist()
+        starts: list[Start] = []
+
+        # ---- Figure 7: dedicated resources, strict FCFS per pool
+        streams = {p: view.pending(p) for p in range(P) if pend[p]}
+        pos = dict.fromkeys(streams, 0)
+        while True:
+            best, best_key = -1, 0.0
+            for p, plist in streams.items():
+                i = pos[p]
+                if i >= len(plist):
+                    continue
+                g = gpus[plist[i]]
+                if g > free or ded[p] + g > quota[p]:
+                    continue
+                key = alloc[p] / quota[p]
+                if best < 0 or key < best_key:
+                    best, best_key = p, key
+            if best < 0:
+                break
+            j = streams[best][pos[best]]
+            pos[best] += 1
+            g = gpus[j]
+            starts.append(Start(j, False))
+            started[j] = 1
+            free -= g
+            ded[best] += g
+            alloc[best] += g
+            pend[best] -= g
+        self.stats["dedicated"] += len(starts)
+        if free <= 0:
+            return starts
+
+        # ---- Figure 8: spare resources, window by window
+        self._bin_new(view)
+        K = len(self.windows_s)
+        record = tracker is not None and bool(view.reason & Reason.TICK)
+        if not record and not any(self._first_fit(p, K - 1, free) >= 0 for p in range(P)):
+            return starts
+        tnl = self._forecast(view)
+        if record:
+            tracker.record(view.now, tnl)
+        distrust = tracker.distrusted().tolist() if tracker is not None else None
+        if distrust is not None:
+            self._distrust_sum += float(np.mean(distrust))
+        tnl_l = tnl.tolist()
+        unused = [quota[p] - ded[p] for p in range(P)]
+        ratio_q = [q if q > 0 else 0 for q in quota]
+        n_ded = len(starts)
+        for k in range(K):
+            res = [unused[p] if (distrust is not None and distrust[p][k])
+                   else min(pend[p] + tnl_l[p][k], unused[p]) for p in range(P)]
+            total = sum(res)
+            while True:
+                usable = free - total
+                if usable < 1 - _EPS:
+                    break
+                order = sorted(range(P), key=lambda p: (
+                    alloc[p] / ratio_q[p] if ratio_q[p] else math.inf, p))
+                pick = -1
+                for q in order:
+                    j = self._first_fit(q, k, usable + _EPS)
+                    if j >= 0:
+                        pick = q
+                        break
+                if pick < 0:
+                    break
+                g = gpus[j]
+                starts.append(Start(j, True))
+                started[j] = 1
+                free -= g
+                alloc[pick] += g
+                pend[pick] -= g
+                if distrust is None or not distrust[pick][k]:
+                    new = min(pend[pick] + tnl_l[pick][k], unused[pick])
+                    total += new - res[pick]
+                    res[pick] = new
+        self.stats["opportunistic"] += len(starts) - n_ded
+        return starts
+
+    def summary(self) -> dict[str, Any]:
+        """Return the replay's counters: decisions, forecasts, starts, adaptation records/misses."""
+        out = dict(self.stats)
+        if self.tracker is not None:
+            out["adaptation_records"] = self.tracker.n_records
+            out["adaptation_misses"] = int(self.tracker.n_misses.sum())
+            forecasts = max(1, out["forecasts"])
+            out["distrusted_share"] = self._distrust_sum / forecasts
+        return out
+
+
+# ---------------------------------------------------------------------- registry factories
+
+
+def sia_perfect(**options: Any) -> SiaPolicy:
+    """Return SIA with perfect coarse predictions (:class:`PerfectForecaster`; perfect information)."""
+    options.setdefault("name", "sia-perfect")
+    return SiaPolicy(forecaster=PerfectForecaster(), **options)
+
+
+def sia_random(base: Forecaster | None = None, seed: int = 0, **options: Any) -> SiaPolicy:
+    """Return SIA with WillJobsArrive ~ U{0, 1} (seeded); load and durations from ``base``.
+
+    ``base`` defaults to :class:`PerfectForecaster`; the evaluation pipeline
+    passes the learned forecaster, as in the paper's Figure 15a.
+    """
+    options.setdefault("name", "sia-random")
+    fc = random_arrivals(base if base is not None else PerfectForecaster(), seed=seed)
+    return SiaPolicy(forecaster=fc, seed=seed, **options)
+
+
+def sia_random_both(base: Forecaster | None = None, seed: int = 0, **options: Any) -> SiaPolicy:
+    """Return SIA with random WillJobsArrive and random JobDuration bins; load from ``base``.
+
+    ``base`` defaults to :class:`PerfectForecaster` (the pipeline passes the learned one).
+    """
+    options.setdefault("name", "sia-random-both")
+    fc = random_arrivals_and_durations(base if base is not None else PerfectForecaster(), seed=seed)
+    return SiaPolicy(forecaster=fc, seed=seed, **options)
