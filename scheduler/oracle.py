@@ -359,8 +359,8 @@ def _solve_mip(backend, cost, one_job, cap_rows, cap_vars, cap_coef, cap_rhs, fa
         raise ConfigError(f"oracle: OR-Tools has no {backend} backend in this build")
     s.SetTimeLimit(int(max(time_limit_s, 0.001) * 1000))
     s.SetNumThreads(int(threads))
-    s.SetSolverSpecificParametersAsString(
-        f"random_seed = {int(seed)}" if backend == "highs" else f"randomization/randomseedshift = {int(seed)}")
+    if backend == "scip":  # OR-Tools' HiGHS wrapper takes no parameter string; HiGHS is deterministic
+        s.SetSolverSpecificParametersAsString(f"randomization/randomseedshift = {int(seed)}")
     nv = cost.shape[0]
     x = [s.BoolVar(f"x{i}") for i in range(nv)]
     order = np.argsort(one_job, kind="stable")
