@@ -160,6 +160,7 @@ class MinCostFlowPlacer:
         add(job_nodes, u_nodes, widths, unsched)
         add(u_nodes, np.full(n, sink), widths, np.zeros(n))
         # RA -> servers / multi-server cells
+        total_units = int(widths.sum())
         ra_arc_ranges = []
         for g, (w, c) in enumerate(ra_keys):
             lv = topo.level_for(w)
@@ -178,6 +179,15 @@ class MinCostFlowPlacer:
                 cap = np.full(targets.size, w)
                 heads_g = multi_cell0[lv] + targets
             unit = class_unit_costs(state, self.cost, req, free_dom[dom], any_ded[dom], has_pool[dom])
+            # Exact pruning: the batch uses at most `units` GPUs, which touch at most
+            # `units` cells of this level; so if the cheapest targets kept hold more
+            # cells than that, any gang sent to a dearer target could move to an
+            # untouched kept cell at no higher cost. The optimum is unchanged.
+            n_cells_t = cap // w
+            order = np.argsort(unit, kind="stable")
+            enough = np.searchsorted(np.cumsum(n_cells_t[order]), total_units + 1)
+            keep = np.sort(order[: enough + 1])
+            targets, heads_g, cap, unit = targets[keep], heads_g[keep], cap[keep], unit[keep]
             start = sum(a.size for a in tails)
             add(np.full(targets.size, ra0 + g), heads_g, cap, unit)
             ra_arc_ranges.append((start, targets))
@@ -254,13 +264,8 @@ class MinCostFlowPlacer:
                 lost[todo[k].job_id] = "no free cell of the gang's size left for it in the flow"
         free = state.free.copy()
         for (lv, tgt), gangs in per_domain.items():
-            mask = np.zeros(n_servers, dtype=bool)
-            if lv == -1:
-                mask[tgt] = True
-            else:
-                k = 1 << (lv - topo.server_level)
-                mask[tgt * k : (tgt + 1) * k] = True
-            placed, failed = pack_gangs(free, topo, gangs, mask)
+            span = gps if lv == -1 else 1 << lv
+            placed, failed = pack_gangs(free, topo, gangs, gpu_range=(tgt * span, (tgt + 1) * span))
             got.update(placed)
             for job_id in failed:
                 lost[job_id] = "gang did not fit its server's aligned free cells after flow extraction"

@@ -296,16 +296,28 @@ def placement_cost(
 
 
 def pack_gangs(
-    state_free: np.ndarray, topology: Topology, gangs: Sequence[tuple[str, int]], domain_cells: np.ndarray | None = None
+    state_free: np.ndarray,
+    topology: Topology,
+    gangs: Sequence[tuple[str, int]],
+    domain_cells: np.ndarray | None = None,
+    gpu_range: tuple[int, int] | None = None,
 ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """Pack gangs (job id, width) into aligned free cells, largest first, best fit.
 
     ``state_free`` (bool [n_gpus]) is updated in place. If ``domain_cells`` is
-    given (a bool mask over servers), only cells on those servers are used.
-    Returns (placements, job ids that did not fit). For power-of-two cells,
-    largest-first packing fits everything whenever the per-level cell counts
-    allow it.
+    given (a bool mask over servers), only cells on those servers are used; if
+    ``gpu_range`` (lo, hi) is given (aligned to a server or larger cell that
+    holds every gang), only GPUs in it are looked at, which keeps packing one
+    server cheap on a large cluster. Returns (placements, job ids that did not
+    fit). For power-of-two cells, largest-first packing fits everything
+    whenever the per-level cell counts allow it.
     """
+    if gpu_range is not None:
+        lo, hi = gpu_range
+        if hi - lo <= 64:
+            return _pack_bits(state_free, topology, gangs, lo, hi)
+        local, failed = pack_gangs(state_free[lo:hi], topology, gangs)
+        return {j: tuple(g + lo for g in gpus) for j, gpus in local.items()}, failed
     placed: dict[str, tuple[int, ...]] = {}
     failed: list[str] = []
     gps = topology.gpus_per_server
@@ -325,7 +337,7 @@ def pack_gangs(
             failed.append(job_id)
             continue
         # best fit: the candidate whose parent cell has the fewest free GPUs
-        if level < topology.top_level:
+        if level < topology.top_level and state_free.size >= size * 2:
             psize = size * 2
             parent_free = state_free.reshape(-1, psize).sum(axis=1)[cands >> 1]
             cell = int(cands[np.argmin(parent_free)])
@@ -334,6 +346,38 @@ def pack_gangs(
         first = cell << level
         state_free[first : first + size] = False
         placed[job_id] = tuple(range(first, first + width))
+    return placed, failed
+
+
+def _pack_bits(state_free, topology, gangs, lo, hi):
+    """pack_gangs on a small aligned GPU range (<= 64 GPUs) using an integer bit mask."""
+    n = hi - lo
+    bits = 0
+    for k in np.flatnonzero(state_free[lo:hi]).tolist():
+        bits |= 1 << k
+    placed: dict[str, tuple[int, ...]] = {}
+    failed: list[str] = []
+    for k in sorted(range(len(gangs)), key=lambda k: (-gangs[k][1], k)):
+        job_id, width = gangs[k]
+        size = 1 << topology.level_for(width)
+        full = (1 << size) - 1
+        best = None
+        for start in range(0, n - size + 1, size):
+            if (bits >> start) & full == full:
+                if 2 * size <= n:
+                    pstart = (start // (2 * size)) * 2 * size
+                    parent_free = ((bits >> pstart) & ((1 << (2 * size)) - 1)).bit_count()
+                else:
+                    parent_free = 0
+                if best is None or parent_free < best[0]:
+                    best = (parent_free, start)
+        if best is None:
+            failed.append(job_id)
+            continue
+        start = best[1]
+        bits &= ~(full << start)
+        state_free[lo + start : lo + start + size] = False
+        placed[job_id] = tuple(range(lo + start, lo + start + width))
     return placed, failed
 
 
