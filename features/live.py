@@ -99,13 +99,6 @@ def lookback_s(windows_min: Sequence[int] = DEFAULT_WINDOWS_MIN) -> float:
     return max(max(RECENT_X) * 60.0 * max(windows_min), max(PERIODIC_X) * max(PERIODS_S.values()))
 
 
-def _count(events: np.ndarray, lo, hi, ends: str) -> int:
-    """Return the number of sorted ``events`` in (lo, hi] ("(]") or [lo, hi] ("[]")."""
-    upper = int(np.searchsorted(events, hi, side="right"))
-    lower = int(np.searchsorted(events, lo, side="right" if ends == "(]" else "left"))
-    return max(upper - lower, 0)
-
-
 def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT_WINDOWS_MIN,
                 pools: Sequence[str] | None = None) -> pl.DataFrame:
     """Return the feature rows at time ``t`` (seconds): one per (window, pool).
@@ -115,28 +108,57 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
     values and dtypes as the batch table's rows at t. ``pools`` defaults to the
     state's pools (sorted); a pool absent from the state gets zeros. The
     state's arrays must hold only what is known at t (see :class:`PoolState`).
+    Cost: a few numpy calls per pool (all windows and features at once).
     """
     windows = sorted({int(k) for k in windows_min})
     names = sorted(state.pools) if pools is None else list(pools)
     t = float(t)
-    rows: dict[str, list] = {c: [] for c in ["pool", "t", "k_min", *FEATURE_COLUMNS, *EXTRA_COLUMNS]}
-    empty = PoolState()
-    for k_min in windows:
-        k_s = 60.0 * k_min
-        bounds = window_bounds(t, k_s)
-        for name in names:
-            ps = state.pools.get(name, empty)
-            events = {"arrivals": ps.arrival_times, "completions": ps.completion_times}
-            rows["pool"].append(name)
-            rows["t"].append(t)
-            rows["k_min"].append(k_min)
-            for col, (kind, lo, hi, ends) in bounds.items():
-                rows[col].append(_count(events[kind], lo, hi, ends))
-            within = int(np.count_nonzero(ps.running_expected_ends <= t + k_s))
-            rows["future_completions_within_k"].append(within)
-            rows["future_completions_after_k"].append(ps.running_expected_ends.size - within)
-            rows["running_jobs"].append(int(ps.running_starts.size))
-            rows["pending_jobs"].append(int(ps.pending_jobs))
+    n_w, n_p = len(windows), len(names)
+    # Bounds of every (window, count feature), per event kind, as arrays.
+    per_kind: dict[str, tuple[list[int], list[float], list[float], list[bool]]] = {
+        "arrivals": ([], [], [], []), "completions": ([], [], [], [])}
+    for w, k_min in enumerate(windows):
+        for col, (kind, lo, hi, ends) in window_bounds(t, 60.0 * k_min).items():
+            slot, los, his, opens = per_kind[kind]
+            slot.append(w * len(FEATURE_COLUMNS) + FEATURE_COLUMNS.index(col))
+            los.append(float(lo))
+            his.append(float(hi))
+            opens.append(ends == "(]")
+    horizons = np.array([t + 60.0 * k for k in windows])
+    values = np.zeros((n_p, n_w * len(FEATURE_COLUMNS)), dtype=np.int64)
+    extras = np.zeros((n_p, 2), dtype=np.int64)
+    i_within = FEATURE_COLUMNS.index("future_completions_within_k")
+    i_after = FEATURE_COLUMNS.index("future_completions_after_k")
+    w_off = np.arange(n_w) * len(FEATURE_COLUMNS)
+    for j, name in enumerate(names):
+        ps = state.pools.get(name)
+        if ps is None:
+            continue
+        for kind, events in (("arrivals", ps.arrival_times),
+                             ("completions", ps.completion_times)):
+            slot, los, his, opens = per_kind[kind]
+            lo, hi = np.asarray(los), np.asarray(his)
+            upper = np.searchsorted(events, hi, side="right")  # x <= hi
+            lower = np.where(opens, np.searchsorted(events, lo, side="right"),  # x <= lo
+                             np.searchsorted(events, lo, side="left"))  # x < lo
+            values[j, slot] = np.maximum(upper - lower, 0)
+        ends_sorted = np.sort(ps.running_expected_ends)
+        within = np.searchsorted(ends_sorted, horizons, side="right")  # expected end <= t + k
+        values[j, w_off + i_within] = within
+        values[j, w_off + i_after] = ends_sorted.size - within
+        extras[j] = (ps.running_starts.size, ps.pending_jobs)
+    # Rows in (window, pool) order.
+    stacked = values.reshape(n_p, n_w, len(FEATURE_COLUMNS)).transpose(1, 0, 2).reshape(
+        n_w * n_p, len(FEATURE_COLUMNS))
+    cols: dict[str, object] = {
+        "pool": pl.Series("pool", names, dtype=pl.String).gather(np.tile(np.arange(n_p), n_w)),
+        "t": np.full(n_w * n_p, t),
+        "k_min": np.repeat(np.asarray(windows, dtype=np.int32), n_p),
+    }
+    for c, col in enumerate(FEATURE_COLUMNS):
+        cols[col] = stacked[:, c].astype(np.int32)
+    for c, col in enumerate(EXTRA_COLUMNS):
+        cols[col] = np.tile(extras[:, c], n_w).astype(np.int32)
     schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
     schema.update({c: pl.Int32() for c in [*FEATURE_COLUMNS, *EXTRA_COLUMNS]})
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(cols, schema=schema)
