@@ -20,6 +20,7 @@ Usage: .venv/bin/python benchmarks/bench_features.py [--quick]
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -91,11 +92,21 @@ def run_case(name: str) -> dict:
     table = build_features(sched)
     build_s = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # One tick of the live path: all pools and windows at a mid-trace t.
+    from sia.features.live import LiveState, features_at
+
+    grid = table["t"].unique().sort()
+    t_mid = float(grid[grid.len() // 2])
+    state = LiveState.from_schedule(sched, t_mid)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        features_at(state, t_mid)
+    live_ms = (time.perf_counter() - t0) / 20 * 1000
     return {
         "case": name, "jobs": sched.height, "pools": sched["pool"].n_unique(),
         "rows": table.height, "replay_s": replay_s, "history_s": hist_s, "build_s": build_s,
         "rss_before_mb": rss_before, "peak_rss_mb": peak,
-        "table_mb": table.estimated_size() / 2**20,
+        "table_mb": table.estimated_size() / 2**20, "live_ms": live_ms,
     }
 
 
@@ -122,7 +133,8 @@ def main(argv: list[str]) -> None:
         cases += [f"synth-{j}-200" for j in (125_000, 250_000, 500_000)]  # growth with jobs
         cases += [f"synth-250000-{p}" for p in (25, 50, 100, 400)]  # growth with pools
     head = (f"{'case':<20}{'jobs':>9}{'pools':>6}{'rows':>10}{'replay s':>9}"
-            f"{'hist s':>8}{'build s':>8}{'RSS0 MB':>9}{'peak MB':>9}{'table MB':>9}")
+            f"{'hist s':>8}{'build s':>8}{'RSS0 MB':>9}{'peak MB':>9}{'table MB':>9}"
+            f"{'live ms':>9}")
     print(head)
     print("-" * len(head))
     for name in cases:
@@ -130,9 +142,11 @@ def main(argv: list[str]) -> None:
         replay = "-" if r["replay_s"] is None else f"{r['replay_s']:.2f}"
         print(f"{r['case']:<20}{r['jobs']:>9}{r['pools']:>6}{r['rows']:>10}{replay:>9}"
               f"{r['history_s']:>8.2f}{r['build_s']:>8.2f}{r['rss_before_mb']:>9.0f}"
-              f"{r['peak_rss_mb']:>9.0f}{r['table_mb']:>9.0f}", flush=True)
+              f"{r['peak_rss_mb']:>9.0f}{r['table_mb']:>9.0f}{r['live_ms']:>9.1f}", flush=True)
     print("build s = build_features (includes the duration history); hist s = the history alone; "
-          "RSS0 = max RSS before building; peak = max RSS of the case's process.")
+          "RSS0 = max RSS before building; peak = max RSS of the case's process "
+          "(measured before the live step); live ms = one features_at call (all pools, 3 windows).")
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} (2 cores)")
 
 
 if __name__ == "__main__":
