@@ -98,7 +98,7 @@ class OnlineDurationHistory:
     def update(self, view: Any) -> None:
         """Absorb the jobs completed since the last call."""
         trace = view.trace
-        if self._trace_id is not id(trace):  # a new replay: start over
+        if self._trace_id != id(trace):  # a new replay: start over
             self.__init__(self.min_count)
             self._trace_id = id(trace)
             self._seen = [0] * trace.n_pools

@@ -18,6 +18,9 @@ loader asks for ``models:/<name>@<alias>``.
 from __future__ import annotations
 
 import json
+import logging
+import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +34,7 @@ DEFAULT_ALIAS = "champion"
 WILL_ARRIVE_PREFIX = "sia-will-jobs-arrive"
 NEW_LOAD_PREFIX = "sia-new-load-estimate"
 JOB_DURATION_NAME = "sia-job-duration"
+_PYFUNC_REQUIREMENTS = ("mlflow", "numpy", "pandas", "polars", "scikit-learn", "cloudpickle")
 
 
 class RegistryError(SiaError):
@@ -76,6 +80,33 @@ class JobDurationPyfunc(_pyfunc_base()):
         return predict_bins(med, int(self.config["fallback_bin"]))
 
 
+def _requirements(*packages: str) -> list[str]:
+    """Return pinned pip requirements of installed ``packages`` (skips MLflow's slow inference)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for p in packages:
+        try:
+            out.append(f"{p}=={version(p)}")
+        except PackageNotFoundError:
+            out.append(p)
+    return out
+
+
+@contextmanager
+def quiet_mlflow():
+    """Silence MLflow's info logging and its advisory warnings while logging models."""
+    logger = logging.getLogger("mlflow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+
+
 def _set_alias(name: str, version: str, alias: str) -> None:
     from mlflow import MlflowClient
 
@@ -92,9 +123,11 @@ def log_will_arrive(model: Any, k_min: int, feature_columns: list[str], threshol
     name = will_arrive_name(k_min)
     frame = pd.DataFrame(example, columns=feature_columns)
     signature = infer_signature(frame, model.predict_proba(example)[:, 1])
-    info = mlflow.xgboost.log_model(model, name=f"will_jobs_arrive_{k_min}m",
-                                    signature=signature, registered_model_name=name,
-                                    model_format="ubj")
+    with quiet_mlflow():
+        info = mlflow.xgboost.log_model(
+            model, name=f"will_jobs_arrive_{k_min}m", signature=signature,
+            registered_model_name=name, model_format="ubj",
+            pip_requirements=_requirements("xgboost", "scikit-learn", "numpy"))
     version = str(info.registered_model_version)
     client = MlflowClient()
     client.set_model_version_tag(name, version, "threshold", repr(float(threshold)))
@@ -113,8 +146,10 @@ def log_new_load(cal: CalibratedLoad, alias: str = DEFAULT_ALIAS) -> str:
     example = pd.DataFrame({"sliding_max": [0.0, 1.0, 4.0]})
     model = NewLoadPyfunc(asdict(cal))
     signature = infer_signature(example, model.predict(None, example))
-    info = mlflow.pyfunc.log_model(name=f"new_load_estimate_{cal.k_min}m", python_model=model,
-                                   signature=signature, registered_model_name=name)
+    with quiet_mlflow():
+        info = mlflow.pyfunc.log_model(
+            name=f"new_load_estimate_{cal.k_min}m", python_model=model, signature=signature,
+            registered_model_name=name, pip_requirements=_requirements(*_PYFUNC_REQUIREMENTS))
     version = str(info.registered_model_version)
     _set_alias(name, version, alias)
     return version
@@ -128,8 +163,11 @@ def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS) -> str:
     example = pd.DataFrame({"hist_median_s": [60.0, 1000.0, float("nan")]})
     model = JobDurationPyfunc(dict(config))
     signature = infer_signature(example, model.predict(None, example))
-    info = mlflow.pyfunc.log_model(name="job_duration", python_model=model, signature=signature,
-                                   registered_model_name=JOB_DURATION_NAME)
+    with quiet_mlflow():
+        info = mlflow.pyfunc.log_model(
+            name="job_duration", python_model=model, signature=signature,
+            registered_model_name=JOB_DURATION_NAME,
+            pip_requirements=_requirements(*_PYFUNC_REQUIREMENTS))
     version = str(info.registered_model_version)
     _set_alias(JOB_DURATION_NAME, version, alias)
     return version

@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.features.duration_history import point_in_time_history
+from sia.features.table9 import FEATURE_COLUMNS as FEATURE_COLUMNS_ALL
 from sia.features.table9 import FEATURE_GROUPS, build_features
 from sia.models import job_duration, new_load, report, will_arrive
 from sia.models.split import TimeSplit, choose_split, split_features
@@ -81,11 +82,13 @@ def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
 
 
 def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
-                     features: pl.DataFrame | None = None) -> TrainResult:
+                     features: pl.DataFrame | None = None,
+                     xgb_by_window: dict[int, XGBParams] | None = None) -> TrainResult:
     """Fit and evaluate the three predictors on ``schedule`` (a job table with start/end times).
 
-    ``features`` defaults to :func:`build_features` of the schedule. Returns
-    the per-window models and metrics on the validation period.
+    ``features`` defaults to :func:`build_features` of the schedule;
+    ``xgb_by_window`` overrides ``config.xgb`` per window (tuned values).
+    Returns the per-window models and metrics on the validation period.
     """
     timings: dict[str, float] = {}
     clock = time.perf_counter()
@@ -108,7 +111,7 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         tr = train_all.filter(pl.col("k_min") == k)
         va = val_all.filter(pl.col("k_min") == k)
         results.append(will_arrive.train_window(
-            tr, va, k, FEATURE_GROUPS, config.xgb, threshold=config.threshold,
+            tr, va, k, FEATURE_GROUPS, (xgb_by_window or {}).get(k, config.xgb), threshold=config.threshold,
             target_recall=config.target_recall, ablation=config.ablation))
         loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
                                               alpha=config.load_alpha))
@@ -168,51 +171,131 @@ def log_training(result: TrainResult, *, trace: str, alias: str = "champion",
     With ``register`` every model is registered and ``alias`` points at it.
     """
     import mlflow
+
+    with mlflow.start_run(run_name=f"train {Path(trace).name}", nested=nested) as run:
+        versions = log_into_active_run(result, trace=trace, alias=alias,
+                                       extra_params=extra_params, register=register)
+        return LoggedRun(run.info.run_id, versions)
+
+
+def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champion",
+                        extra_params: dict[str, Any] | None = None,
+                        register: bool = True) -> dict[str, str]:
+    """Log ``result`` into the active MLflow run; return the registered versions by name."""
+    import mlflow
     from sia.models import registry
 
     versions: dict[str, str] = {}
-    with mlflow.start_run(run_name=f"train {Path(trace).name}", nested=nested) as run:
-        params = {"trace": trace, **result.config.to_params(), **result.split.to_params()}
-        params.update(extra_params or {})
-        mlflow.log_params({k: ("" if v is None else v) for k, v in params.items()})
-        metrics: dict[str, float] = {}
+    params = {"trace": trace, **result.config.to_params(), **result.split.to_params()}
+    params.update(extra_params or {})
+    mlflow.log_params({k: ("" if v is None else v) for k, v in params.items()})
+    metrics: dict[str, float] = {}
+    for r in result.windows:
+        for name, value in r.metrics.items():
+            metrics[f"will_arrive_{r.k_min}m_{name}"] = float(value)
+        for base, m in r.baselines.items():
+            for name in ("precision", "recall", "f1"):
+                metrics[f"{base}_{r.k_min}m_{name}"] = float(m[name])
+        metrics[f"will_arrive_{r.k_min}m_threshold"] = r.threshold
+    for lr in result.loads:
+        for est, m in (("sliding_max", lr.sliding_max), ("calibrated", lr.calibrated_metrics)):
+            for name, value in m.items():
+                metrics[f"new_load_{lr.k_min}m_{est}_{name}"] = float(value)
+    for name, value in result.duration.items():
+        if isinstance(value, int | float):
+            metrics[f"job_duration_{name}"] = float(value)
+    metrics.update({f"time_{k}": v for k, v in result.timings_s.items()})
+    mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        report.save_report(result.tables, tmpdir / "report")
+        mlflow.log_artifacts(str(tmpdir / "report"), artifact_path="report")
+        imp = {str(r.k_min): will_arrive.feature_importance(r) for r in result.windows}
+        (tmpdir / "feature_importance.json").write_text(json.dumps(imp, indent=2))
+        mlflow.log_artifact(str(tmpdir / "feature_importance.json"))
+        mlflow.log_artifact(str(pr_curve_png(result.windows, tmpdir / "precision_recall.png")))
+        (tmpdir / "confusion_matrix.json").write_text(
+            json.dumps(result.duration["confusion"]))
+        mlflow.log_artifact(str(tmpdir / "confusion_matrix.json"))
+    mlflow.log_dict(result.split.to_params(), "split.json")
+    if register:
         for r in result.windows:
-            for name, value in r.metrics.items():
-                metrics[f"will_arrive_{r.k_min}m_{name}"] = float(value)
-            for base, m in r.baselines.items():
-                for name in ("precision", "recall", "f1"):
-                    metrics[f"{base}_{r.k_min}m_{name}"] = float(m[name])
-            metrics[f"will_arrive_{r.k_min}m_threshold"] = r.threshold
+            example = np.zeros((2, len(r.feature_columns)), dtype=np.float32)
+            versions[registry.will_arrive_name(r.k_min)] = registry.log_will_arrive(
+                r.model, r.k_min, r.feature_columns, r.threshold, example, alias)
         for lr in result.loads:
-            for est, m in (("sliding_max", lr.sliding_max), ("calibrated", lr.calibrated_metrics)):
-                for name, value in m.items():
-                    metrics[f"new_load_{lr.k_min}m_{est}_{name}"] = float(value)
-        for name, value in result.duration.items():
-            if isinstance(value, int | float):
-                metrics[f"job_duration_{name}"] = float(value)
-        metrics.update({f"time_{k}": v for k, v in result.timings_s.items()})
-        mlflow.log_metrics({k: v for k, v in metrics.items() if np.isfinite(v)})
-        with tempfile.TemporaryDirectory() as tmp:
-            tmpdir = Path(tmp)
-            report.save_report(result.tables, tmpdir / "report")
-            mlflow.log_artifacts(str(tmpdir / "report"), artifact_path="report")
-            imp = {str(r.k_min): will_arrive.feature_importance(r) for r in result.windows}
-            (tmpdir / "feature_importance.json").write_text(json.dumps(imp, indent=2))
-            mlflow.log_artifact(str(tmpdir / "feature_importance.json"))
-            mlflow.log_artifact(str(pr_curve_png(result.windows, tmpdir / "precision_recall.png")))
-            (tmpdir / "confusion_matrix.json").write_text(
-                json.dumps(result.duration["confusion"]))
-            mlflow.log_artifact(str(tmpdir / "confusion_matrix.json"))
-        mlflow.log_dict(result.split.to_params(), "split.json")
-        if register:
-            for r in result.windows:
-                example = np.zeros((2, len(r.feature_columns)), dtype=np.float32)
-                versions[registry.will_arrive_name(r.k_min)] = registry.log_will_arrive(
-                    r.model, r.k_min, r.feature_columns, r.threshold, example, alias)
-            for lr in result.loads:
-                versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
-                    lr.calibrated, alias)
-            versions[registry.JOB_DURATION_NAME] = registry.log_job_duration(
-                {"min_count": result.config.history_min_count,
-                 "fallback_bin": result.config.duration_fallback_bin}, alias)
-        return LoggedRun(run.info.run_id, versions)
+            versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
+                lr.calibrated, alias)
+        versions[registry.JOB_DURATION_NAME] = registry.log_job_duration(
+            {"min_count": result.config.history_min_count,
+             "fallback_bin": result.config.duration_fallback_bin}, alias)
+    return versions
+
+
+@dataclass
+class TrainingOutcome:
+    """What :func:`run_training` produced: the result, the MLflow run, where the report went."""
+
+    result: TrainResult
+    run_id: str
+    versions: dict[str, str]
+    report_dir: Path
+    tracking_uri: str
+    best_params: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *, trace: str,
+                 out_dir: Path, tune: int = 0, tune_objective: str = "f1",
+                 precision_floor: float = 0.5, alias: str = "champion",
+                 study_prefix: str | None = None) -> TrainingOutcome:
+    """Replay FCFS, build features, (optionally tune,) train, report and log one MLflow run.
+
+    The report (CSV + Markdown) is written to ``out_dir``; with ``tune`` > 0
+    every window gets an Optuna study of ``tune`` trials (stored in
+    ``out_dir/optuna.db``, resumable), whose trials are nested runs, and the
+    best hyperparameters are the ones trained, logged and registered.
+    """
+    import mlflow
+    from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking
+
+    uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
+    clock = time.perf_counter()
+    schedule = fcfs_schedule(jobs, pools)
+    replay_s = time.perf_counter() - clock
+    clock = time.perf_counter()
+    windows = tuple(sorted({int(k) for k in config.windows_min}))
+    history = point_in_time_history(schedule, min_count=config.history_min_count)
+    features = build_features(schedule, grid_s=config.grid_s, windows_min=windows,
+                              expected_duration=history)
+    features_s = time.perf_counter() - clock
+    out_dir.mkdir(parents=True, exist_ok=True)
+    best: dict[int, XGBParams] = {}
+    with mlflow.start_run(run_name=f"{'tune+' if tune else ''}train {Path(trace).name}") as run:
+        if tune:
+            from sia.models.tuning import tune_window
+
+            split = choose_split(schedule["submit_time"].to_numpy(), train_days=config.train_days,
+                                 val_days=config.val_days, warmup_days=config.warmup_days,
+                                 start_day=config.start_day)
+            train_all, val_all = split_features(features, split)
+            storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
+            prefix = study_prefix or f"sia-{Path(trace).name}-{tune_objective}"
+            for k in windows:
+                params, _ = tune_window(
+                    train_all.filter(pl.col("k_min") == k), val_all.filter(pl.col("k_min") == k),
+                    k, list(FEATURE_COLUMNS_ALL), config.xgb, n_trials=tune, storage=storage,
+                    study_name=f"{prefix}-{k}m", objective=tune_objective,
+                    precision_floor=precision_floor, threshold=config.threshold)
+                best[k] = params
+            mlflow.log_params({"tune_trials": tune, "tune_objective": tune_objective,
+                               "tune_storage": storage})
+        result = train_predictors(schedule, config, features=features, xgb_by_window=best)
+        result.timings_s["replay_s"] = replay_s
+        result.timings_s["features_s"] = features_s
+        versions = log_into_active_run(result, trace=trace, alias=alias)
+        for k, p in best.items():
+            mlflow.log_dict(asdict(p), f"best_params_{k}m.json")
+        report.save_report(result.tables, out_dir)
+        run_id = run.info.run_id
+    return TrainingOutcome(result, run_id, versions, out_dir, uri,
+                           {k: asdict(p) for k, p in best.items()})

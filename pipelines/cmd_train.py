@@ -1,0 +1,114 @@
+"""`sia train`: train, evaluate, track and register the predictors on a trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sia.data.errors import ConfigError
+from sia.data.paths import output_root
+from sia.pipelines import inputs
+
+
+def _parse_windows(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--windows {text!r}: expected minutes such as 5,60,720") from None
+    if not ks or min(ks) <= 0:
+        raise ConfigError(f"--windows {text!r}: need positive minutes such as 5,60,720")
+    return ks
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `train` command to ``app``."""
+
+    @app.command("train")
+    def train_cmd(
+        trace: inputs.TraceArg = None,
+        synthetic: inputs.SyntheticOpt = None,
+        fmt: inputs.FormatOpt = "auto",
+        map_: inputs.MapOpt = None,
+        pool_from: inputs.PoolFromOpt = None,
+        time_unit: inputs.TimeUnitOpt = "s",
+        clean: inputs.CleanOpt = False,
+        quotas: inputs.QuotasOpt = None,
+        load_range: inputs.LoadRangeOpt = "0.6,1.1",
+        seed: inputs.SeedOpt = 0,
+        days: inputs.DaysOpt = None,
+        train_days: Annotated[float, typer.Option(
+            "--train-days", help="Days of the training period.")] = 21.0,
+        val_days: Annotated[float, typer.Option(
+            "--val-days", help="Days of the validation period (right after training).")] = 14.0,
+        warmup_days: Annotated[float, typer.Option(
+            "--warmup-days", help="Days skipped after the trace's active start.")] = 3.0,
+        start_day: Annotated[float | None, typer.Option(
+            "--start-day", help="Day (since the trace start) where the warm-up begins; default: "
+                                "the first day with >= 10% of the median daily submissions.",
+            show_default=False)] = None,
+        windows: Annotated[str, typer.Option(
+            "--windows", help="Prediction windows k in minutes, comma separated.")] = "5,60,720",
+        threshold: Annotated[float, typer.Option(
+            "--threshold", help="WillJobsArrive decision threshold.")] = 0.5,
+        target_recall: Annotated[float | None, typer.Option(
+            "--target-recall", help="Choose each window's threshold on validation for this "
+                                    "recall instead of --threshold.", show_default=False)] = None,
+        load_windows: Annotated[int, typer.Option(
+            "--load-windows", help="NewLoadEstimate: windows in the sliding max (N).")] = 3,
+        load_alpha: Annotated[float, typer.Option(
+            "--load-alpha", help="NewLoadEstimate: target exceedance rate of the calibrated "
+                                 "estimate.")] = 0.1,
+        n_estimators: Annotated[int, typer.Option(
+            "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
+        tune: Annotated[int, typer.Option(
+            "--tune", help="Optuna trials per window (0 = no search).")] = 0,
+        tune_objective: Annotated[str, typer.Option(
+            "--tune-objective", help="f1, or recall_at_precision (with --precision-floor).")
+        ] = "f1",
+        precision_floor: Annotated[float, typer.Option(
+            "--precision-floor", help="Precision floor of recall_at_precision.")] = 0.5,
+        no_ablation: Annotated[bool, typer.Option(
+            "--no-ablation", help="Skip the feature-set ablation (one fit per window).")] = False,
+        alias: Annotated[str, typer.Option(
+            "--alias", help="Registry alias set on the new model versions.")] = "champion",
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="Report folder (default: <output root>/train).",
+            show_default=False)] = None,
+    ) -> None:
+        """Train WillJobsArrive, NewLoadEstimate and JobDuration; print the report; log to MLflow."""
+        from sia.models.report import print_report
+        from sia.models.will_arrive import XGBParams
+        from sia.pipelines.tracking import ui_command
+        from sia.pipelines.train import TrainConfig, run_training
+
+        ks = _parse_windows(windows)
+        if not 0.0 < threshold < 1.0:
+            raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
+        if n_estimators < 1:
+            raise ConfigError(f"--n-estimators must be >= 1, not {n_estimators}")
+        if tune < 0:
+            raise ConfigError(f"--tune must be >= 0, not {tune}")
+        if trace is None and days is None:
+            days = warmup_days + train_days + val_days + 1.0  # enough synthetic days to split
+        wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
+                                          clean, quotas, load_range, seed, days)
+        config = TrainConfig(
+            train_days=train_days, val_days=val_days, warmup_days=warmup_days,
+            start_day=start_day, windows_min=ks, threshold=threshold,
+            target_recall=target_recall, ablation=not no_ablation, load_windows=load_windows,
+            load_alpha=load_alpha, xgb=XGBParams(n_estimators=n_estimators, seed=seed),
+        )
+        outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
+                               out_dir=out or output_root() / "train", tune=tune,
+                               tune_objective=tune_objective, precision_floor=precision_floor,
+                               alias=alias)
+        print_report(outcome.result.tables)
+        s = outcome.result.split
+        typer.echo(f"split: train days {s.train_start / 86400:.1f}-{s.train_end / 86400:.1f}, "
+                   f"validate days {s.train_end / 86400:.1f}-{s.val_end / 86400:.1f} ({s.how})")
+        typer.echo(f"report: {outcome.report_dir}")
+        typer.echo(f"MLflow run id: {outcome.run_id}")
+        typer.echo(f"registered ({alias}): " + ", ".join(
+            f"{n} v{v}" for n, v in outcome.versions.items()))
+        typer.echo(f"open the MLflow UI: {ui_command(outcome.tracking_uri)}")
