@@ -19,7 +19,8 @@ models of the MLflow registry (loaded by name and alias, see
 
 Everything is point in time: only arrivals with submit <= now, completions
 the view reports, and running jobs' expected ends (start + the history median
-when the forecaster first sees the job running; +inf when unknown) are used.
+of jobs finished by the forecaster's previous call; when it is called at every
+decision, that is exactly the history at the job's start; +inf when unknown).
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ class LearnedForecaster:
         if self._trace_id != id(trace):
             self._reset(trace)
             self.history = OnlineDurationHistory(self.history.min_count)
+        run = view.running()
+        new = run.job[np.isnan(self._expected_end[run.job])]
+        if new.size:  # history as of the last call, i.e. jobs finished by the job's start
+            starts = np.array([view.start_time_of(int(j)) for j in new])
+            med = self.history.median_s(view, new)
+            self._expected_end[new] = starts + np.where(np.isnan(med), np.inf, med)
         self.history.update(view)
         pools, times = [], []
         for p in range(trace.n_pools):
@@ -137,12 +144,6 @@ class LearnedForecaster:
                 self._seen[p] = n
         if times:
             self._completions.add(np.concatenate(pools), np.concatenate(times))
-        run = view.running()
-        new = run.job[np.isnan(self._expected_end[run.job])]
-        if new.size:
-            starts = np.array([view.start_time_of(int(j)) for j in new])
-            med = self.history.median_s(view, new)
-            self._expected_end[new] = starts + np.where(np.isnan(med), np.inf, med)
 
     # ----------------------------------------------------------------- features
     def features(self, view: Any, windows_min: Sequence[int]) -> dict[int, np.ndarray]:

@@ -1,0 +1,129 @@
+"""Perfect, random and learned forecasters asked through a probe policy during real replays."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from sia.data.synthetic import generate_workload
+from sia.features.duration_history import point_in_time_history
+from sia.features.live import LiveState, features_at
+from sia.features.table9 import FEATURE_COLUMNS
+from sia.models.forecaster import LearnedForecaster
+from sia.models.registry import LoadedWillArrive
+from sia.scheduler.forecast import (
+    DEFAULT_WINDOWS_S,
+    Forecaster,
+    PerfectForecaster,
+    RandomForecaster,
+    duration_bin_of,
+)
+from sia.scheduler.registry import make_policy
+from sia.scheduler.simulator import simulate
+
+WINDOWS = DEFAULT_WINDOWS_S
+
+
+class Probe:
+    """FCFS that also asks a forecaster at every decision and records what it saw."""
+
+    name = "probe"
+
+    def __init__(self, ask):
+        self.inner = make_policy("fcfs")
+        self.ask = ask
+        self.records = []
+
+    def reset(self, trace, cluster):
+        self.inner.reset(trace, cluster)
+
+    def decide(self, view):
+        self.records.append(self.ask(view))
+        return self.inner.decide(view)
+
+
+@pytest.fixture(scope="module")
+def workload():
+    jobs, pools = generate_workload("base", 3, days=2.0)
+    # integer seconds (as in real traces) and a few repeated tags
+    jobs = jobs.with_columns(pl.col("submit_time").round(0), pl.col("duration").round(0).clip(1),
+                             (pl.lit("tag") + (pl.int_range(pl.len()) % 7).cast(pl.String))
+                             .alias("tag"))
+    return jobs.sort("submit_time", "job_id"), pools
+
+
+def test_perfect_forecaster_is_perfect(workload):
+    jobs, pools = workload
+    f = PerfectForecaster()
+    assert isinstance(f, Forecaster)
+
+    def ask(view):
+        tr = view.trace
+        all_jobs = np.arange(tr.n_jobs)
+        return (view.now, f.will_jobs_arrive(view, WINDOWS), f.new_load_estimate(view, WINDOWS),
+                f.duration_bins(view, all_jobs), tr)
+
+    probe = Probe(ask)
+    simulate(jobs, pools, probe)
+    assert len(probe.records) > 50
+    for now, arrive, load, bins, tr in probe.records:
+        for p in range(tr.n_pools):
+            for i, w in enumerate(WINDOWS):
+                mask = (tr.pool == p) & (tr.submit > now) & (tr.submit <= now + w)
+                assert arrive[p, i] == mask.any()
+                assert load[p, i] == tr.num_gpus[mask].sum()
+        np.testing.assert_array_equal(bins, duration_bin_of(tr.duration))
+
+
+def test_random_forecaster_is_seeded_and_fair(workload):
+    jobs, pools = workload
+
+    def run(seed):
+        f = RandomForecaster(seed=seed)
+        probe = Probe(lambda v: (f.will_jobs_arrive(v, WINDOWS), f.duration_bins(v, np.arange(5)),
+                                 f.new_load_estimate(v, WINDOWS)))
+        simulate(jobs, pools, probe)
+        return probe.records
+
+    a, b, c = run(1), run(1), run(2)
+    assert all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x[0], y[0]) for x, y in zip(a, c, strict=True))
+    flips = np.concatenate([r[0].ravel() for r in a])
+    assert 0.4 < flips.mean() < 0.6
+    bins = np.concatenate([r[1] for r in a])
+    assert set(np.unique(bins)) == {0, 1, 2, 3}
+    assert all((r[2] >= 0).all() for r in a)
+
+
+class _Fixed:
+    """A stand-in classifier: P(arrival) = a fixed function of the features (no training needed)."""
+
+    def get_booster(self):
+        return self
+
+    def inplace_predict(self, x):
+        return (x[:, 0] + x[:, 6] > 0).astype(float)
+
+
+def test_learned_features_equal_the_live_features(workload):
+    jobs, pools = workload
+    models = {k: LoadedWillArrive(k, _Fixed(), 0.5, list(FEATURE_COLUMNS), "0")
+              for k in (5, 60, 720)}
+    f = LearnedForecaster(models)
+    probe = Probe(lambda v: (v.now, f.features(v, (5, 60, 720)), f.will_jobs_arrive(v, WINDOWS)))
+    result = simulate(jobs, pools, probe)
+    schedule = jobs.join(result.select("job_id", "start_time", "end_time"), on="job_id")
+    history = point_in_time_history(schedule)
+    starts = set(schedule["start_time"].to_list())
+    names = sorted(pools["pool"].to_list())
+    checked = 0
+    for now, feats, arrive in probe.records[::7]:  # a sample keeps the test fast
+        if now in starts:  # the view has not started those jobs yet; the schedule has
+            continue
+        live = features_at(LiveState.from_schedule(schedule, now, history), now, (5, 60, 720), names)
+        for i, k in enumerate((5, 60, 720)):
+            ref = live.filter(pl.col("k_min") == k).select(FEATURE_COLUMNS).to_numpy()
+            np.testing.assert_array_equal(feats[k], ref.astype(np.float32), err_msg=f"t={now} k={k}")
+            np.testing.assert_array_equal(arrive[:, i], (ref[:, 0] + ref[:, 6]) > 0)
+        checked += 1
+    assert checked > 5

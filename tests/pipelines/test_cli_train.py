@@ -1,0 +1,112 @@
+"""`sia train` end to end on small synthetic data against a temporary MLflow store."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import polars as pl
+import pytest
+from sia.data.errors import SiaError
+from sia.data.synthetic import generate_workload
+from sia.features.table9 import FEATURE_COLUMNS
+from sia.models.split import split_features
+from sia.models.will_arrive import XGBParams
+from sia.pipelines.cli import main
+from sia.pipelines.train import TrainConfig, run_training
+
+SMALL = dict(train_days=2.0, val_days=1.0, warmup_days=0.5, windows_min=(5, 60))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIA_OUTPUT", str(root))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    config = TrainConfig(**SMALL, xgb=XGBParams(n_estimators=5, max_depth=3), ablation=False)
+    outcome = run_training(jobs, pools, config, trace="synthetic-test", out_dir=root / "train")
+    yield outcome, root
+    mp.undo()
+
+
+def test_training_logs_a_run_and_registers_every_predictor(trained):
+    import mlflow
+    from mlflow import MlflowClient
+
+    outcome, root = trained
+    assert outcome.tracking_uri == f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    run = mlflow.get_run(outcome.run_id)
+    assert run.data.params["split_train_days"] == "2.0"
+    assert "will_arrive_5m_f1" in run.data.metrics and "persistence_60m_recall" in run.data.metrics
+    arts = {a.path for a in MlflowClient().list_artifacts(outcome.run_id)}
+    assert {"report", "feature_importance.json", "precision_recall.png"} <= arts
+    assert set(outcome.versions) == {"sia-will-jobs-arrive-5m", "sia-will-jobs-arrive-60m",
+                                     "sia-new-load-estimate-5m", "sia-new-load-estimate-60m",
+                                     "sia-job-duration"}
+    for name in outcome.versions:
+        assert str(MlflowClient().get_model_version_by_alias(name, "champion").version) == "1"
+    assert (root / "train" / "will_arrive.csv").exists()
+    assert (root / "train" / "report.md").read_text().startswith("# Predictor report")
+
+
+def test_the_scheduler_loader_gets_the_same_predictions_back(trained):
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import load_job_duration, load_new_load
+
+    outcome, _ = trained
+    f = LearnedForecaster.from_registry((5, 60), load_method="calibrated",
+                                        tracking_uri=outcome.tracking_uri)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 20, size=(50, len(FEATURE_COLUMNS))).astype(np.float32)
+    for r in outcome.result.windows:
+        loaded = f.will_arrive[r.k_min]
+        assert loaded.threshold == r.threshold
+        assert loaded.feature_columns == r.feature_columns
+        np.testing.assert_allclose(loaded.model.predict_proba(x)[:, 1],
+                                   r.model.predict_proba(x)[:, 1], rtol=1e-6)
+    for lr in outcome.result.loads:
+        assert load_new_load(lr.k_min) == lr.calibrated
+    assert load_job_duration()["fallback_bin"] == 3
+
+
+def test_split_rows_used_for_training_are_disjoint_from_validation(trained):
+    outcome, _ = trained
+    s = outcome.result.split
+    grid = pl.DataFrame({"pool": ["a"] * 2000, "t": np.arange(2000) * 300.0,
+                         "k_min": [60] * 2000})
+    tr, va = split_features(grid, s)
+    assert tr["t"].max() + 3600 <= va["t"].min()
+
+
+def test_cli_train_prints_report_run_id_and_ui_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code = main(["train", "--synthetic", "base", "--days", "4", "--train-days", "2",
+                 "--val-days", "1", "--warmup-days", "0.5", "--windows", "5,60",
+                 "--n-estimators", "3", "--no-ablation", "--target-recall", "0.8",
+                 "--out", str(tmp_path / "rep")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "MLflow run id:" in out
+    assert f"mlflow ui --backend-store-uri sqlite:///{(tmp_path / 'mlflow.db').resolve()}" in out
+    assert "will_arrive" in out and (tmp_path / "rep" / "new_load.csv").exists()
+
+
+def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path))
+    assert main(["train", "--synthetic", "base", "--windows", "5,x"]) == 2
+    assert "--windows" in capsys.readouterr().err
+    assert main(["train", "--synthetic", "base", "--days", "3", "--train-days", "21"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_unreachable_tracking_server_is_a_quick_clear_error(tmp_path, monkeypatch):
+    from sia.pipelines.tracking import setup_tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    clock = time.monotonic()
+    with pytest.raises(SiaError, match="unreachable"):
+        setup_tracking(tmp_path)
+    assert time.monotonic() - clock < 10  # a probe with a short timeout, not MLflow's retries
