@@ -46,9 +46,14 @@ _EPS = 1e-9
 class ArrivalMissTracker:
     """Recent prediction misses per pool and window, and the distrust they imply.
 
-    Call :meth:`reset` before a replay, :meth:`observe` at *every* decision
-    (it is cheap; arrivals are only seen there), :meth:`record` after
-    ``observe`` at ticks, and :meth:`distrusted` when lending is considered.
+    Call :meth:`reset` before a replay, :meth:`record` at ticks and
+    :meth:`distrusted` when lending is considered; both first take in the
+    arrivals since the previous call (from the view's arrival history, in
+    one vectorized batch), so nothing is needed at other decisions.
+
+    Each record keeps its own count of the GPUs that arrived in its window
+    so far; an arrival at time ``s`` is added to every record with
+    ``t < s <= t + w``, so a record is final once its window has passed.
     """
 
     def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1,
@@ -70,79 +75,77 @@ class ArrivalMissTracker:
         P, K, N = trace.n_pools, len(self.windows_s), self.lookback
         self._trace = trace
         self._P = P
-        self._seen = 0  # jobs (arrival order) whose arrival is counted in _cum
-        self._cum = np.zeros(P)  # GPUs arrived per pool so far
+        self._seen = 0  # jobs (arrival order) already counted
         self._w = np.asarray(self.windows_s)
-        self._end = np.full((K, N), math.inf)  # end of each record's window (s)
+        self._t = np.full((K, N), math.inf)  # record times (inf: empty slot)
+        self._end = np.full((K, N), -math.inf)  # t + w
         self._pred = np.zeros((K, N, P))  # predicted TotalNewLoad (GPUs)
-        self._base = np.zeros((K, N, P))  # GPUs arrived up to the record's time
-        self._missed = np.zeros((K, N, P), dtype=bool)
-        self._live = np.zeros((K, N), dtype=bool)  # window still open
+        self._got = np.zeros((K, N, P))  # GPUs arrived in (t, min(now, t + w)]
         self._slot = 0
-        self._next_close = math.inf
+        self._dirty = True
+        self._distrust = np.zeros((P, K), dtype=bool)
+        self._last_end = -math.inf  # latest window end of any record
         self.n_records = 0
-        self.n_misses = np.zeros((P, K), dtype=np.int64)  # misses found, for reports
+        self._closed_misses = np.zeros((P, K), dtype=np.int64)
 
-    def observe(self, view: Any) -> None:
-        """Take in the arrivals since the last call and close the windows that ended before now."""
-        now = float(view.now)
+    def _absorb(self, view: Any) -> None:
+        """Add the arrivals since the last call to the records whose window they fall in."""
         lo, hi = self._seen, int(view.n_arrived)
+        if hi <= lo:
+            return
+        self._seen = hi
         trace = self._trace
-        if now > self._next_close:
-            # windows (t, t + w] with t + w < now are complete: count the arrivals up to t + w
-            sub = trace.submit[lo:hi]
-            pool = trace.pool[lo:hi]
-            gpus = trace.num_gpus[lo:hi]
-            for k, slot in zip(*np.nonzero(self._live & (self._end < now)), strict=True):
-                end = self._end[k, slot]
-                upto = int(np.searchsorted(sub, end, side="right"))
-                cum = self._cum + np.bincount(pool[:upto], weights=gpus[:upto], minlength=self._P)
-                self._close(k, slot, cum)
-            self._next_close = float(self._end[self._live].min()) if self._live.any() else math.inf
-        if hi > lo:
-            if hi - lo == 1:
-                self._cum[trace.pool[lo]] += trace.num_gpus[lo]
-            else:
-                self._cum += np.bincount(trace.pool[lo:hi], weights=trace.num_gpus[lo:hi],
-                                         minlength=self._P)
-            self._seen = hi
+        sub = trace.submit[lo:hi]
+        if float(sub[0]) > self._last_end:
+            return  # every record's window is over
+        if hi - lo == 1:
+            s = sub[0]
+            hit = (self._t < s) & (s <= self._end)
+            if hit.any():
+                self._got[hit, trace.pool[lo]] += trace.num_gpus[lo]
+                self._dirty = True
+            return
+        # hit[k, n, i]: arrival i falls in record (k, n)'s window (t, t + w]
+        hit = (self._t[:, :, None] < sub) & (sub <= self._end[:, :, None])
+        if hit.any():
+            kk, nn, ii = np.nonzero(hit)
+            np.add.at(self._got, (kk, nn, trace.pool[lo:hi][ii]), trace.num_gpus[lo:hi][ii])
+            self._dirty = True
 
-    def _close(self, k: int, slot: int, cum: np.ndarray) -> None:
-        miss = (cum - self._base[k, slot]) > self._pred[k, slot] + _EPS
-        if not self.count_load_misses:
-            miss &= self._pred[k, slot] <= _EPS
-        new = miss & ~self._missed[k, slot]
-        self.n_misses[:, k] += new
-        self._missed[k, slot] |= miss
-        self._live[k, slot] = False
+    def record(self, view: Any, predicted_load: np.ndarray) -> None:
+        """Record the predicted TotalNewLoad [pools, windows] (GPUs) made now (``view.now``).
 
-    def record(self, now: float, predicted_load: np.ndarray) -> None:
-        """Record the predicted TotalNewLoad [pools, windows] (GPUs) made at time ``now``.
-
-        Call after :meth:`observe` at the same instant (arrivals at ``now`` are
-        not part of ``(now, now + w]``). The oldest record is dropped.
+        Arrivals at ``now`` are not part of ``(now, now + w]``. The oldest record is dropped.
         """
+        self._absorb(view)
+        now = float(view.now)
         s = self._slot
         pred = np.asarray(predicted_load, dtype=np.float64)
+        self._closed_misses += self._miss()[:, s, :].T  # the dropped record's outcome
+        self._t[:, s] = now
         self._end[:, s] = now + self._w
         self._pred[:, s, :] = pred.T
-        self._base[:, s, :] = self._cum
-        self._missed[:, s, :] = False
-        self._live[:, s] = True
+        self._got[:, s, :] = 0.0
         self._slot = (s + 1) % self.lookback
+        self._last_end = max(self._last_end, now + float(self._w.max()))
         self.n_records += 1
-        self._next_close = min(self._next_close, now + float(self._w.min()))
+        self._dirty = True
 
-    def distrusted(self) -> np.ndarray:
+    def _miss(self) -> np.ndarray:
+        """bool [windows, records, pools]: records whose arrivals exceeded their prediction."""
+        miss = self._got > self._pred + _EPS
+        if not self.count_load_misses:
+            miss &= self._pred <= _EPS
+        return miss
+
+    def distrusted(self, view: Any) -> np.ndarray:
         """Return bool [pools, windows]: True where lending must stop now (see the module rule)."""
-        live = self._live
-        if live.any():
-            seen = self._cum[None, None, :] - self._base  # arrived since each record
-            miss = live[:, :, None] & (seen > self._pred + _EPS)
-            if not self.count_load_misses:
-                miss &= self._pred <= _EPS
-            new = miss & ~self._missed
-            if new.any():
-                self.n_misses += new.sum(axis=1).T
-                self._missed |= miss
-        return (self._missed.sum(axis=1) >= self.max_misses).T
+        self._absorb(view)
+        if self._dirty:
+            self._distrust = (self._miss().sum(axis=1) >= self.max_misses).T
+            self._dirty = False
+        return self._distrust
+
+    def miss_counts(self) -> np.ndarray:
+        """Return int [pools, windows]: records found to miss so far (dropped and current)."""
+        return self._closed_misses + self._miss().sum(axis=1).T

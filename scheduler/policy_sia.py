@@ -79,6 +79,8 @@ tests/scheduler/test_sia.py for the property test).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -95,6 +97,7 @@ from sia.scheduler.forecast_mix import random_arrivals, random_arrivals_and_dura
 from sia.scheduler.view import Reason, SimView, Start, TraceArrays
 
 _EPS = 1e-9
+_NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
 
 class SiaPolicy:
@@ -117,7 +120,7 @@ class SiaPolicy:
                  windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
                  adaptation: bool = True, lookback: int = 12, max_misses: int = 1,
                  count_load_misses: bool = True, nested_reservations: bool = True,
-                 seed: int = 0, name: str = "sia"):
+                 refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
                 "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
@@ -130,8 +133,11 @@ class SiaPolicy:
                 b <= a for a, b in zip(windows, windows[1:], strict=False)):
             raise ConfigError(
                 f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
+        if not refresh_s >= 0:
+            raise ConfigError(f"policy {name!r}: refresh_s must be >= 0 seconds, not {refresh_s}")
         self.forecaster = forecaster
         self.windows_s = windows
+        self.refresh_s = float(refresh_s)
         self.adaptation = bool(adaptation)
         self.nested_reservations = bool(nested_reservations)
         self.seed = seed
@@ -162,13 +168,14 @@ class SiaPolicy:
         # per pool and window: jobs whose predicted bin fits the window, arrival order
         self._elig: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(P)]
         self._head = [[0] * K for _ in range(P)]  # first possibly-pending entry
-        self._fail = [[(-1.0, -1)] * K for _ in range(P)]  # (usable, length) of the last miss
+        self._fail = [[_NO_FAIL] * K for _ in range(P)]  # (usable, length) of the last miss
         self._checked_shape = False
+        self._tnl: list[list[float]] = []
+        self._tnl_time = -math.inf
         if self.tracker is not None:
             self.tracker.reset(trace)
-        self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0,
-                          distrusted_share=0.0)
-        self._distrust_sum = 0.0
+        self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
+        self._distrusted_forecasts = 0
 
     # ------------------------------------------------------------------ helpers
     def _admit(self, view: SimView) -> None:
@@ -200,10 +207,13 @@ class SiaPolicy:
         kmin_of = self._kmin_of_bin
         K = len(self.windows_s)
         pool, elig = self._pool, self._elig
+        fail = self._fail
         for j, b in zip(jobs, bins.tolist(), strict=True):
-            lists = elig[pool[j]]
+            p = pool[j]
+            lists = elig[p]
             for k in range(kmin_of[b], K):
                 lists[k].append(j)
+                fail[p][k] = _NO_FAIL
 
     def _first_fit(self, q: int, k: int, usable: float) -> int:
         """Return pool q's first pending job lendable in window k with GPUs <= usable, else -1."""
@@ -220,6 +230,7 @@ class SiaPolicy:
             del lst[:h]
             n -= h
             h = 0
+            self._fail[q][k] = _NO_FAIL
         self._head[q][k] = h
         gpus = self._gpus
         dead = 0
@@ -232,6 +243,7 @@ class SiaPolicy:
         if dead > 64:
             lst[h:] = [j for j in lst[h:] if not started[j]]
             n = len(lst)
+        # lists only grow by appends (which clear this); removals only remove candidates
         self._fail[q][k] = (usable, n)
         return -1
 
@@ -258,8 +270,6 @@ class SiaPolicy:
         """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
         self._admit(view)
         tracker = self.tracker
-        if tracker is not None:
-            tracker.observe(view)
         free = view.free_gpus
         pend = self._pend_gpus
         if free <= 0 or not any(pend):
@@ -271,64 +281,91 @@ class SiaPolicy:
         starts: list[Start] = []
 
         # ---- Figure 7: dedicated resources, strict FCFS per pool
-        streams = {p: view.pending(p) for p in range(P) if pend[p]}
-        pos = dict.fromkeys(streams, 0)
+        streams = [[p, view.pending(p), 0] for p in range(P) if pend[p]]
         while True:
-            best, best_key = -1, 0.0
-            for p, plist in streams.items():
-                i = pos[p]
+            best = None
+            best_key = 0.0
+            for st in streams:
+                p, plist, i = st
                 if i >= len(plist):
                     continue
                 g = gpus[plist[i]]
                 if g > free or ded[p] + g > quota[p]:
                     continue
                 key = alloc[p] / quota[p]
-                if best < 0 or key < best_key:
-                    best, best_key = p, key
-            if best < 0:
+                if best is None or key < best_key:
+                    best, best_key = st, key
+            if best is None:
                 break
-            j = streams[best][pos[best]]
-            pos[best] += 1
+            p, plist, i = best
+            j = plist[i]
+            best[2] = i + 1
             g = gpus[j]
             starts.append(Start(j, False))
             started[j] = 1
             free -= g
-            ded[best] += g
-            alloc[best] += g
-            pend[best] -= g
+            ded[p] += g
+            alloc[p] += g
+            pend[p] -= g
         self.stats["dedicated"] += len(starts)
         if free <= 0:
             return starts
 
         # ---- Figure 8: spare resources, window by window
+        # reservations are at least min(pending, unused quota) whatever the predictions say,
+        # so nothing can be lent unless that bound leaves a GPU (then no forecast is needed)
+        unused = [quota[p] - ded[p] for p in range(P)]
+        bound = free - sum(map(min, pend, unused))
+        if bound < 1:
+            return starts
         self._bin_new(view)
         K = len(self.windows_s)
-        record = tracker is not None and bool(view.reason & Reason.TICK)
-        if not record and not any(self._first_fit(p, K - 1, free) >= 0 for p in range(P)):
-            return starts
-        tnl = self._forecast(view)
-        if record:
-            tracker.record(view.now, tnl)
-        distrust = tracker.distrusted().tolist() if tracker is not None else None
-        if distrust is not None:
-            self._distrust_sum += float(np.mean(distrust))
-        tnl_l = tnl.tolist()
-        unused = [quota[p] - ded[p] for p in range(P)]
-        ratio_q = [q if q > 0 else 0 for q in quota]
+        cands = [p for p in range(P) if pend[p]]
+        now = view.now
+        is_tick = bool(view.reason & Reason.TICK)
+        age = now - self._tnl_time
+        if is_tick or age >= self.refresh_s:
+            # forecast only when some job could be lent at all
+            if not any(self._first_fit(p, K - 1, bound) >= 0 for p in cands):
+                return starts
+            tnl = self._forecast(view)
+            self._tnl = tnl.T.tolist()  # per window: per pool TotalNewLoad
+            self._tnl_time = now
+            age = 0.0
+            if tracker is not None and is_tick:
+                tracker.record(view, tnl)
+        distrust = None
+        if tracker is not None:
+            d = tracker.distrusted(view)
+            if d.any():
+                self._distrusted_forecasts += 1
+                distrust = d.tolist()
+        tnl_l = self._tnl
+        # a forecast made `age` s ago covers (now - age, now - age + w]: a job lent against it
+        # must end by then, so window k only takes the jobs of a window k' <= w_k - age
+        W = self.windows_s
+        lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(K)]
         n_ded = len(starts)
         for k in range(K):
-            res = [unused[p] if (distrust is not None and distrust[p][k])
-                   else min(pend[p] + tnl_l[p][k], unused[p]) for p in range(P)]
+            lk = lists[k]
+            if lk < 0:
+                continue
+            col = tnl_l[k]
+            res = list(map(min, map(add, pend, col), unused))
+            if distrust is not None:
+                for p in range(P):
+                    if distrust[p][k]:
+                        res[p] = unused[p]
             total = sum(res)
             while True:
                 usable = free - total
                 if usable < 1 - _EPS:
                     break
-                order = sorted(range(P), key=lambda p: (
-                    alloc[p] / ratio_q[p] if ratio_q[p] else math.inf, p))
-                pick = -1
-                for q in order:
-                    j = self._first_fit(q, k, usable + _EPS)
+                if len(cands) > 1:
+                    cands.sort(key=lambda p: (alloc[p] / quota[p], p))
+                pick = j = -1
+                for q in cands:
+                    j = self._first_fit(q, lk, usable + _EPS)
                     if j >= 0:
                         pick = q
                         break
@@ -341,7 +378,7 @@ class SiaPolicy:
                 alloc[pick] += g
                 pend[pick] -= g
                 if distrust is None or not distrust[pick][k]:
-                    new = min(pend[pick] + tnl_l[pick][k], unused[pick])
+                    new = min(pend[pick] + col[pick], unused[pick])
                     total += new - res[pick]
                     res[pick] = new
         self.stats["opportunistic"] += len(starts) - n_ded
@@ -352,9 +389,8 @@ class SiaPolicy:
         out = dict(self.stats)
         if self.tracker is not None:
             out["adaptation_records"] = self.tracker.n_records
-            out["adaptation_misses"] = int(self.tracker.n_misses.sum())
-            forecasts = max(1, out["forecasts"])
-            out["distrusted_share"] = self._distrust_sum / forecasts
+            out["adaptation_misses"] = int(self.tracker.miss_counts().sum())
+            out["forecasts_with_distrust"] = self._distrusted_forecasts
         return out
 
 
