@@ -133,7 +133,7 @@ class LearnedForecaster:
             starts = np.array([view.start_time_of(int(j)) for j in new])
             med = self.history.median_s(view, new)
             self._expected_end[new] = starts + np.where(np.isnan(med), np.inf, med)
-        self.history.update(view)
+        self.history.start(trace)
         pools, times = [], []
         for p in range(trace.n_pools):
             ends = view.completions(p)
@@ -141,6 +141,7 @@ class LearnedForecaster:
             if n > self._seen[p]:
                 times.append(ends[self._seen[p]:])
                 pools.append(np.full(n - self._seen[p], p, dtype=np.int64))
+                self.history.add(trace, view.completed_jobs(p)[self._seen[p]:n])
                 self._seen[p] = n
         if times:
             self._completions.add(np.concatenate(pools), np.concatenate(times))
@@ -159,20 +160,22 @@ class LearnedForecaster:
         counts: dict[tuple[int, str], np.ndarray] = {}
         for kind, events in (("arrivals", self._arrivals), ("completions", self._completions)):
             sel = [s for s in specs if s[2] == kind]
-            if not sel:
-                continue
-            his = np.array([s[4] for s in sel])
-            los = np.array([s[3] for s in sel])
-            left = np.array([s[5] != "(]" for s in sel])
-            q_hi = events.query_keys(pools[None, :], his[:, None])
-            q_lo = events.query_keys(pools[None, :], los[:, None])
-            upper = np.searchsorted(events.keys, q_hi.ravel(), side="right").reshape(q_hi.shape)
-            lower_r = np.searchsorted(events.keys, q_lo.ravel(), side="right").reshape(q_lo.shape)
-            lower_l = np.searchsorted(events.keys, q_lo.ravel(), side="left").reshape(q_lo.shape)
-            lower = np.where(left[:, None], lower_l, lower_r)
-            n = np.maximum(upper - lower, 0)
-            for i, s in enumerate(sel):
-                counts[(s[0], s[1])] = n[i]
+            # bounds are shared by all pools: search each distinct bound once per pool, with
+            # pool-major needles that are already sorted (fast searchsorted)
+            right = sorted({s[4] for s in sel} | {s[3] for s in sel if s[5] == "(]"})
+            left = sorted({s[3] for s in sel if s[5] != "(]"})
+            found = {}
+            for side, values in (("right", right), ("left", left)):
+                if not values:
+                    continue
+                needles = events.query_keys(pools[:, None], np.array(values)[None, :])
+                pos = np.searchsorted(events.keys, needles.ravel(), side=side)
+                pos = pos.reshape(needles.shape)
+                for i, v in enumerate(values):
+                    found[(side, v)] = pos[:, i]
+            for k, col, _, lo, hi, ends in sel:
+                lower = found[("right" if ends == "(]" else "left", lo)]
+                counts[(k, col)] = np.maximum(found[("right", hi)] - lower, 0)
         run = view.running()
         exp_end = self._expected_end[run.job]
         out = {}

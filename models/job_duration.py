@@ -98,19 +98,28 @@ class OnlineDurationHistory:
     def update(self, view: Any) -> None:
         """Absorb the jobs completed since the last call."""
         trace = view.trace
-        if self._trace_id != id(trace):  # a new replay: start over
+        self.start(trace)
+        for p in range(trace.n_pools):
+            done = view.completed_jobs(p)
+            self.add(trace, done[self._seen[p]:])
+            self._seen[p] = len(done)
+
+    def start(self, trace: Any) -> None:
+        """Forget everything when ``trace`` is a new replay's trace."""
+        if self._trace_id != id(trace):
             self.__init__(self.min_count)
             self._trace_id = id(trace)
             self._seen = [0] * trace.n_pools
-        for p in range(trace.n_pools):
-            done = view.completed_jobs(p)
-            for j in done[self._seen[p]:]:
-                d = float(trace.duration[j])  # finished: its duration is known
-                if trace.tag_code[j] >= 0:
-                    self._by_tag[int(trace.tag_code[j])].append(d)
-                self._by_pool_gpus[(p, int(trace.num_gpus[j]))].append(d)
-                self._by_pool[p].append(d)
-            self._seen[p] = len(done)
+
+    def add(self, trace: Any, jobs: np.ndarray) -> None:
+        """Absorb finished jobs (indices into ``trace``; their durations are known)."""
+        for j in jobs:
+            d = float(trace.duration[j])
+            p = int(trace.pool[j])
+            if trace.tag_code[j] >= 0:
+                self._by_tag[int(trace.tag_code[j])].append(d)
+            self._by_pool_gpus[(p, int(trace.num_gpus[j]))].append(d)
+            self._by_pool[p].append(d)
 
     def median_s(self, view: Any, jobs: np.ndarray) -> np.ndarray:
         """Return the history median (s; NaN when nothing similar finished) per job index."""

@@ -1,0 +1,155 @@
+"""Benchmark: predictor training on Philly (no tuning) and batched learned inference per tick.
+
+Run: ``.venv/bin/python benchmarks/bench_train.py [--pools 1000] [--repeat 50]``.
+Prints a table of measured wall times (targets: training < 20 s with the
+features included; one tick's inference over 1,000 pools < 5 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
+
+
+def bench_training() -> dict[str, float]:
+    """Return wall times (s) of reading, the FCFS replay, features + fits, and MLflow logging."""
+    from sia.pipelines.inputs import load_workload
+    from sia.pipelines.train import TrainConfig, fcfs_schedule, train_predictors
+
+    clock = time.perf_counter()
+    wl = load_workload(PHILLY, clean=True)
+    read_s = time.perf_counter() - clock
+    clock = time.perf_counter()
+    schedule = fcfs_schedule(wl.jobs, wl.pools)
+    replay_s = time.perf_counter() - clock
+    clock = time.perf_counter()
+    result = train_predictors(schedule, TrainConfig())
+    train_s = time.perf_counter() - clock
+    clock = time.perf_counter()
+    result_no_ablation = train_predictors(schedule, TrainConfig(ablation=False))
+    train_noabl_s = time.perf_counter() - clock
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SIA_OUTPUT"] = tmp
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        from sia.pipelines.tracking import setup_tracking
+        from sia.pipelines.train import log_training
+
+        clock = time.perf_counter()
+        setup_tracking()
+        store_s = time.perf_counter() - clock
+        clock = time.perf_counter()
+        log_training(result_no_ablation, trace=str(PHILLY))
+        log_s = time.perf_counter() - clock
+    return {
+        "read Philly (s)": read_s,
+        "FCFS replay (s)": replay_s,
+        "features + 12 fits (ablation) + eval (s)": train_s,
+        "  of which features (s)": result.timings_s["features_s"],
+        "features + 3 fits, no ablation (s)": train_noabl_s,
+        "total read+replay+train (s), target < 20": read_s + replay_s + train_s,
+        "create a new SQLite MLflow store (s)": store_s,
+        "log run + register 7 models (s)": log_s,
+    }
+
+
+class _View:
+    """A minimal stand-in of the simulator's view: P pools, arrivals and running jobs."""
+
+    def __init__(self, n_pools: int, seed: int = 0):
+        from sia.scheduler.view import RunningJobs, TraceArrays
+
+        rng = np.random.default_rng(seed)
+        n = 20 * n_pools
+        submit = np.sort(rng.uniform(0, 30 * 86400, n)).round()
+        pool = rng.integers(0, n_pools, n)
+        self.trace = TraceArrays.build(
+            job_ids=np.arange(n).astype(str), submit=submit, duration=rng.uniform(60, 1e5, n),
+            num_gpus=rng.choice([1, 2, 4, 8], n), pool=pool, tag=np.array([None] * n),
+            pool_names=tuple(f"p{i:04d}" for i in range(n_pools)),
+            quota=np.full(n_pools, 8))
+        self.now = 29 * 86400.0
+        self.n_arrived = int(np.searchsorted(submit, self.now, side="right"))
+        running = np.arange(self.n_arrived - n_pools, self.n_arrived)
+        self._run = RunningJobs(running, self.trace.pool[running], submit[running],
+                                self.trace.num_gpus[running], np.zeros(running.size, bool))
+        ends = submit[: self.n_arrived - n_pools] + 60.0
+        order = np.argsort(ends, kind="stable")
+        jobs = np.arange(self.n_arrived - n_pools)[order]
+        self._comp = [jobs[self.trace.pool[jobs] == p] for p in range(n_pools)]
+        self._ends = [np.sort(submit[c] + 60.0) for c in self._comp]
+
+    def running(self):
+        return self._run
+
+    def completions(self, p):
+        return self._ends[p]
+
+    def completed_jobs(self, p):
+        return self._comp[p]
+
+    def start_time_of(self, j):
+        return float(self.trace.submit[j])
+
+
+def bench_inference(n_pools: int, repeat: int) -> dict[str, float]:
+    """Return per-tick wall times (ms) of the learned forecaster over ``n_pools`` pools."""
+    from sia.features.table9 import FEATURE_COLUMNS
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import LoadedWillArrive
+    from sia.models.will_arrive import XGBParams, fit_classifier
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 10, (5000, len(FEATURE_COLUMNS))).astype(np.float32)
+    y = (x[:, 6] > 4).astype(int)
+    model = fit_classifier(x, y, XGBParams())  # 100 trees of depth 6, as trained
+    f = LearnedForecaster({k: LoadedWillArrive(k, model, 0.5, list(FEATURE_COLUMNS), "0")
+                           for k in (5, 60, 720)})
+    view = _View(n_pools)
+    windows = (300.0, 3600.0, 43200.0)
+    f.will_jobs_arrive(view, windows)  # first call absorbs the history once
+    out = {}
+    for name, call in (
+        ("will_jobs_arrive, 3 windows (ms), target < 5",
+         lambda: f.will_jobs_arrive(view, windows)),
+        ("  of which features (ms)", lambda: f.features(view, (5, 60, 720))),
+        ("new_load_estimate, 3 windows (ms)", lambda: f.new_load_estimate(view, windows)),
+    ):
+        times = []
+        for _ in range(repeat):
+            clock = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - clock)
+        out[name] = 1000 * float(np.median(times))
+    return out
+
+
+def main() -> None:
+    """Run both benchmarks and print the table."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pools", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--skip-training", action="store_true")
+    args = parser.parse_args()
+    table = Table(title=f"bench_train ({os.cpu_count()} cores)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = {} if args.skip_training else bench_training()
+    rows.update({f"{k} [{args.pools} pools, median of {args.repeat}]": v
+                 for k, v in bench_inference(args.pools, args.repeat).items()})
+    for k, v in rows.items():
+        table.add_row(k, f"{v:.3f}")
+    Console(width=120).print(table)
+
+
+if __name__ == "__main__":
+    main()
