@@ -22,6 +22,12 @@ POLICIES: dict[str, str] = {
     "maxmin": "sia.scheduler.policies:MaxMinPolicy",
     "sia-vc": "sia.scheduler.policy_siavc:SiaVCPolicy",
     "oracle": "sia.scheduler.oracle:OraclePolicy",
+    "sia": "sia.scheduler.policy_sia:SiaPolicy",
+    "sia-perfect": "sia.scheduler.policy_sia:sia_perfect",
+    "sia-random": "sia.scheduler.policy_sia:sia_random",
+    "sia-random-both": "sia.scheduler.policy_sia:sia_random_both",
+    "hived": "sia.scheduler.policy_hived:HiveDPolicy",
+    "themis": "sia.scheduler.policy_themis:ThemisPolicy",
 }
 
 #: The registered policy names, in registration order (a live view of POLICIES).
