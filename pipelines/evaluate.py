@@ -460,7 +460,7 @@ class SweepResult:
     wall_s: float = 0.0
 
 
-def _on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
+def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
     from sia.pipelines.tracking import tracking_uri
@@ -506,7 +506,7 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
 
     p = cfg.predictors
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
-    trained = _on_the_fly(cfg, wl, out_dir, say) if p.train == "on_the_fly" else None
+    trained = train_on_the_fly(cfg, wl, out_dir, say) if p.train == "on_the_fly" else None
     spec = {"tracking_uri": uri, "alias": p.alias, "windows_min": list(p.windows_min),
             "load_method": p.load_method, "load_windows": p.load_windows,
             "trained_run": None if trained is None else trained["run_id"]}
@@ -515,13 +515,14 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
 
 
 def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
-              progress: bool = True, log_mlflow: bool = True,
+              progress: bool = True, log_mlflow: bool = True, make_plots: bool = True,
               say: Callable[[str], None] | None = None) -> SweepResult:
     """Run (or resume) the sweep of ``cfg`` into ``out_dir``; return the :class:`SweepResult`.
 
     ``executor`` runs the replays (default: in-process). Finished replays on
     disk with a matching key are reused; experiments whose MLflow run was
-    already logged with the same replays are not logged again.
+    already logged with the same replays are not logged again. ``make_plots``
+    false skips the PNG files (tables and runs are still written).
     """
     from sia.pipelines.executors import InlineExecutor
 
@@ -566,7 +567,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         exp_dir = out_dir / exp_id
         per_job.write_parquet(exp_dir / "per_job.parquet")
         _atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
-        files = _experiment_plots(exp, per_job, summaries, exp_dir / "plots")
+        files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
+                 if make_plots else [])
         rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
         per_job_by_group.setdefault(exp.group, []).append(per_job)
         if tracker is not None:
@@ -598,7 +600,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         aggregate = aggregate_rows(summary, per_job_all)
         result.summary, result.aggregate = summary, aggregate
         files = write_summary(out_dir, cfg, summary, aggregate)
-        files += _sweep_plots(cfg, summary, per_job_all, out_dir / "plots")
+        if make_plots:
+            files += _sweep_plots(cfg, summary, per_job_all, out_dir / "plots")
         if tracker is not None:
             tracker.finish(aggregate, files)
     finally:

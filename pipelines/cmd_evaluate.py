@@ -1,0 +1,116 @@
+"""`sia evaluate CONFIG.yaml`: run (or resume) a scheduler evaluation sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+from sia.data.paths import output_root
+from sia.pipelines.evaluate import BASELINE, SweepResult, run_sweep
+from sia.pipelines.executors import make_executor
+from sia.pipelines.experiment import load_config
+
+HELP = """Run a scheduler evaluation sweep described by an experiment config (YAML).
+
+Each experiment picks pools at random from the trace (or all of them), sets
+their quotas (from load, SIA 6.1, or as recorded), replays FCFS and every
+policy, and scores them against FCFS. Writes DIR/exp-XXX/POLICY.parquet per
+replay, DIR/summary.csv/.md (per experiment and policy, then the aggregate),
+plots under DIR/plots and DIR/exp-XXX/plots, and one MLflow run per
+experiment (nested under a run for the sweep) in the 'sia-evaluations'
+experiment. Re-running the same command resumes: finished replays are kept.
+
+\b
+Examples:
+  sia evaluate experiments/figure13.yaml --workers 2
+  sia evaluate experiments/table17_philly.yaml --out out/table17
+  sia evaluate experiments/figure14.yaml --dask tcp://scheduler:8786
+"""
+
+TABLE_COLUMNS = ("mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup", "pct_slowed",
+                 "total_slowdown_min", "max_slowdown_min")
+HEADERS = ("mean", "gmean", "p5", "p95", "%slow", "slow min", "max min")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)
+
+
+def aggregate_table(agg: pl.DataFrame, title: str) -> Table:
+    """Return a rich table of the sweep's aggregate (one row per group and policy)."""
+    table = Table(title=title, caption="speedup over FCFS: mean, geometric mean, p5, p95; "
+                                       "%slow: jobs slowed; slowdown minutes: total, max")
+    multi = agg["group"].n_unique() > 1 if agg.height else False
+    if multi:
+        table.add_column("group")
+    table.add_column("policy", no_wrap=True)
+    table.add_column("exps", justify="right")
+    table.add_column("jobs", justify="right")
+    for h in HEADERS:
+        table.add_column(h, justify="right")
+    for row in agg.iter_rows(named=True):
+        cells = ([row["group"]] if multi else []) + [row["policy"], str(row["experiments"]),
+                                                     _fmt(row["n_jobs"])]
+        cells += [_fmt(row[c]) for c in TABLE_COLUMNS]
+        table.add_row(*cells)
+    return table
+
+
+def report(result: SweepResult, console: Console, name: str) -> None:
+    """Print the aggregate table, what ran, where the files are and the MLflow UI command."""
+    from sia.pipelines.tracking import ui_command
+
+    console.print(aggregate_table(result.aggregate,
+                                  f"{name}: speedup over FCFS and slowdowns (jobs after warm-up)"))
+    console.print(f"replays run now: {len(result.ran)}, reused from disk: {len(result.reused)}; "
+                  f"{result.wall_s:.1f} s")
+    console.print(f"results: {result.out_dir}/summary.md, summary.csv, plots/, exp-XXX/",
+                  soft_wrap=True, highlight=False)
+    if result.tracking_uri:
+        console.print(f"MLflow: parent run {result.parent_run_id}; open the UI with")
+        console.print(f"  {ui_command(result.tracking_uri)}", soft_wrap=True, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `evaluate` command to ``app``."""
+
+    @app.command("evaluate", help=HELP)
+    def evaluate(
+        config: Annotated[Path, typer.Argument(help="Experiment config (YAML), e.g. "
+                                                    "experiments/figure13.yaml.",
+                                               show_default=False)],
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="Results folder. Default: <output root>/evaluations/<config name>.",
+            show_default=False)] = None,
+        dask: Annotated[str | None, typer.Option(
+            "--dask", help="Run the replays on the Dask cluster whose scheduler is at ADDRESS "
+                           "(e.g. tcp://127.0.0.1:8786) instead of local processes.",
+            metavar="ADDRESS", show_default=False)] = None,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", help="Local worker processes (default: the CPU count; 1 runs "
+                              "in-process).", show_default=False)] = None,
+        no_mlflow: Annotated[bool, typer.Option(
+            "--no-mlflow", help="Do not log MLflow runs (files only).")] = False,
+    ) -> None:
+        cfg = load_config(config)
+        out_dir = out or output_root() / "evaluations" / cfg.name
+        console = Console()
+        executor = make_executor(workers, dask)
+        console.print(f"[bold]{cfg.name}[/]: {config} -> {out_dir} ({executor.description})",
+                      soft_wrap=True, highlight=False)
+        try:
+            result = run_sweep(cfg, out_dir, executor, progress=True, log_mlflow=not no_mlflow,
+                               say=console.print)
+        finally:
+            executor.close()
+        report(result, console, cfg.name)
+        if BASELINE not in {p.label for p in cfg.policies}:
+            console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")

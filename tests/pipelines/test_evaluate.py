@@ -1,0 +1,387 @@
+"""`sia evaluate`: config validation, experiments, a tiny sweep end to end, resume, Dask == local."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from sia.data.errors import ConfigError
+from sia.pipelines import evaluate as ev
+from sia.pipelines.cli import main
+from sia.pipelines.executors import DaskExecutor, InlineExecutor, LocalExecutor
+from sia.pipelines.experiment import load_config, parse_config
+from sia.scheduler.metrics import compare
+from sia.scheduler.registry import POLICY_NAMES, make_policy
+from sia.scheduler.simulator import simulate
+
+# sia-perfect joins the tiny sweep once the SIA policy is registered
+POLICIES = ["fcfs", "maxmin"] + (["sia-perfect"] if "sia-perfect" in POLICY_NAMES else [])
+
+
+def tiny(**over) -> dict:
+    """A tiny config: synthetic base over 3 days, 2 experiments of 3 pools, quotas from load."""
+    cfg = {"name": "tiny", "seed": 3, "trace": {"synthetic": "base", "days": 3},
+           "warmup_days": 0.5, "experiments": 2, "pools_per_experiment": 3,
+           "quotas": "from_load", "load_range": [0.6, 1.1], "policies": list(POLICIES)}
+    cfg.update(over)
+    return cfg
+
+
+def write(tmp_path: Path, cfg: dict, name: str = "cfg.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One MLflow SQLite store for the module (creating one costs seconds)."""
+    root = tmp_path_factory.mktemp("mlflow")
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+@pytest.fixture
+def env(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))
+    return store
+
+
+# --------------------------------------------------------------------------- validation
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    ({"trace": None}, "trace", "trace.path"),
+    ({"trace": {"synthetic": "nope"}}, "trace.synthetic", "'nope' is not one of"),
+    ({"trace": {"synthetic": "base", "path": "x.csv"}}, "trace", "exactly one"),
+    ({"trace": {"path": "missing.csv"}}, "trace.path", "no such file"),
+    ({"trace": {"synthetic": "base", "format": "philly"}}, "trace.format", "path only"),
+    ({"experiments": 0}, "experiments", "must be >= 1"),
+    ({"experiments": 2.5}, "experiments", "integer"),
+    ({"pools_per_experiment": "some"}, "pools_per_experiment", "\"all\""),
+    ({"pools_per_experiment": [2, "x"]}, "pools_per_experiment[1]", "integer"),
+    ({"quotas": "guess"}, "quotas", "from_load, recorded"),
+    ({"load_range": [1.1, 0.6]}, "load_range", "LOW 1.1 > HIGH 0.6"),
+    ({"load_range": 0.7}, "load_range", "[LOW, HIGH]"),
+    ({"quota_scale": [0.8, -1]}, "quota_scale[1]", "> 0"),
+    ({"locality": True}, "locality", "not supported"),
+    ({"locality": "yes"}, "locality", "true or false"),
+    ({"policies": []}, "policies", "non-empty list"),
+    ({"policies": ["fcfs", "warp-drive"]}, "policies[1].name", "unknown policy 'warp-drive'"),
+    ({"policies": ["maxmin", {"name": "maxmin"}]}, "policies", "appears twice"),
+    ({"policies": [{"name": "maxmin", "label": "a/b"}]}, "policies[0].label", "file name"),
+    ({"policies": [{"name": "maxmin", "options": [1]}]}, "policies[0].options", "mapping"),
+    ({"policies": [{"name": "maxmin", "colour": 1}]}, "policies[0].colour", "unknown key"),
+    ({"replay": {"start_day": 5, "end_day": 4}}, "replay.end_day", "after replay.start_day"),
+    ({"replay": {"start_day": 0, "end_day": 1}, "warmup_days": 2}, "warmup_days", "nothing"),
+    ({"predictors": {"train": "sometimes"}}, "predictors.train", "registry, on_the_fly"),
+    ({"predictors": {"alias": "bad alias"}}, "predictors.alias", "alias"),
+    ({"tick_s": 0}, "tick_s", "> 0"),
+    ({"speed": 3}, "speed", "unknown key"),
+])
+def test_config_errors_name_the_file_and_key(tmp_path, change, key, words):
+    cfg = tiny()
+    cfg.update(change)
+    if cfg.get("trace") is None:
+        del cfg["trace"]
+    path = write(tmp_path, cfg)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: {key}:"), msg
+    assert words in msg, msg
+
+
+def test_config_file_level_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "none.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policies: [fcfs\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: not valid YAML"):
+        load_config(bad)
+    lst = tmp_path / "list.yaml"
+    lst.write_text("- fcfs\n")
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        load_config(lst)
+
+
+def test_on_the_fly_needs_room_before_the_replay(tmp_path):
+    if "sia" not in POLICY_NAMES:
+        # without the SIA policy the learned-forecaster path is reached through forecaster: learned
+        pol = [{"name": "maxmin", "forecaster": "learned"}]
+    else:
+        pol = ["sia"]
+    cfg = tiny(policies=pol, replay={"start_day": 10, "end_day": 12},
+               predictors={"train": "on_the_fly", "train_days": 7, "val_days": 3})
+    with pytest.raises(ConfigError, match=r"predictors: on_the_fly training needs .* = 11 days"):
+        load_config(write(tmp_path, cfg))
+
+
+def test_relative_trace_path_resolves_against_the_config_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "t.csv").write_text("job_id,pool,submit_time,duration,num_gpus\n")
+    cfg = tiny(trace={"path": "t.csv"})
+    got = load_config(write(tmp_path / "sub", cfg))
+    assert got.trace.path == str((tmp_path / "sub" / "t.csv").resolve())
+
+
+def test_repo_configs_are_valid():
+    folder = Path(__file__).resolve().parents[2] / "experiments"
+    names = sorted(p.name for p in folder.glob("*.yaml"))
+    assert {"table17_philly.yaml", "figure13.yaml", "figure14.yaml", "figure15a.yaml",
+            "figure18.yaml", "demo.yaml"} <= set(names)
+    for path in folder.glob("*.yaml"):
+        if path.name == "figure5.yaml":
+            continue  # the Figure 5 runner's own format
+        try:
+            load_config(path)
+        except ConfigError as exc:
+            # only a policy that has not landed yet may be missing from the registry
+            assert "unknown policy" in str(exc) or "cannot be imported" in str(exc), str(exc)
+
+
+# --------------------------------------------------------------------------- experiments
+
+def _experiments(cfg_dict):
+    cfg = parse_config(cfg_dict)
+    wl = ev.load_trace(cfg)
+    jobs, span = ev.replay_window(wl.jobs, cfg)
+    return cfg, jobs, span, ev.build_experiments(cfg, jobs, span, wl.pools)
+
+
+def test_experiments_are_seeded_and_quotas_follow_the_load_formula():
+    cfg, jobs, span, exps = _experiments(tiny(experiments=4))
+    _, _, _, again = _experiments(tiny(experiments=4))
+    assert [e.to_dict() for e in exps] == [e.to_dict() for e in again]
+    assert len({tuple(e.pools["pool"]) for e in exps}) > 1  # the draws differ between experiments
+    for e in exps:
+        assert e.pools.height == 3
+        for row in e.pools.iter_rows(named=True):
+            part = jobs.filter(pl.col("pool") == row["pool"])
+            gpu_s = float((part["duration"] * part["num_gpus"]).sum())
+            want = max(math.ceil(gpu_s / (span * row["target_load"])), int(part["num_gpus"].max()))
+            assert row["quota_gpus"] == want
+            assert 0.6 <= row["target_load"] <= 1.1
+    _, _, _, other = _experiments(tiny(experiments=4, seed=4))
+    assert [e.to_dict()["pools"] for e in other] != [e.to_dict()["pools"] for e in exps]
+
+
+def test_groups_and_quota_scale_share_pools_and_loads():
+    cfg, jobs, _, exps = _experiments(tiny(experiments=2, pools_per_experiment=[2, "all"],
+                                           quota_scale=[0.5, 1.0]))
+    assert [e.group for e in exps] == ["pools-2_scale-0.5"] * 2 + ["pools-2_scale-1"] * 2 + \
+        ["pools-all_scale-0.5"] * 2 + ["pools-all_scale-1"] * 2
+    assert len({e.exp_id for e in exps}) == 8
+    by = {(e.group, e.index): e for e in exps}
+    widest = dict(jobs.group_by("pool").agg(pl.col("num_gpus").max()).iter_rows())
+    for i in range(2):
+        half, full = by[("pools-2_scale-0.5", i)], by[("pools-2_scale-1", i)]
+        assert half.pools["pool"].to_list() == full.pools["pool"].to_list()
+        assert half.pools["target_load"].to_list() == full.pools["target_load"].to_list()
+        for p, qh, qf in zip(full.pools["pool"], half.pools["quota_gpus"], full.pools["quota_gpus"],
+                             strict=True):
+            assert qh == max(round(qf * 0.5), widest[p])
+    assert by[("pools-all_scale-1", 0)].pools.height == jobs["pool"].n_unique()
+
+
+def test_too_many_pools_is_a_config_error():
+    with pytest.raises(ConfigError, match="pools_per_experiment: 99 pools wanted"):
+        _experiments(tiny(pools_per_experiment=99))
+
+
+def test_recorded_quotas_are_kept():
+    cfg, jobs, _, exps = _experiments(tiny(quotas="recorded"))
+    for e in exps:
+        assert set(e.pools["quota_gpus"].to_list()) == {8}  # the synthetic pools' size
+
+
+def test_pooled_summary_of_one_experiment_is_its_summary():
+    cfg, jobs, _, exps = _experiments(tiny(experiments=1))
+    exp = exps[0]
+    results = {t.label: ev.run_replay(t) for t in ev.make_tasks(cfg, exp, jobs, None)}
+    per_job, summaries = ev.score_experiment(cfg, exp, results)
+    pooled = ev.pooled_summary(per_job.filter(pl.col("policy") == "maxmin"))
+    for m in ev.SUMMARY_METRICS:
+        assert pooled[m] == pytest.approx(summaries["maxmin"][m]), m
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def _check_against_compare(out: Path, cfg, summary: pl.DataFrame) -> None:
+    """Re-simulate every experiment independently and compare with the summary table."""
+    wl = ev.load_trace(cfg)
+    for exp_dir in sorted(out.glob("exp-*")):
+        info = json.loads((exp_dir / "experiment.json").read_text())
+        pools = pl.DataFrame({"pool": info["pools"], "quota_gpus": info["quota_gpus"]},
+                             schema={"pool": pl.String, "quota_gpus": pl.Int32})
+        jobs = wl.jobs.filter(pl.col("pool").is_in(info["pools"]))
+        base = simulate(jobs, pools, make_policy("fcfs"))
+        for label in ("maxmin", "fcfs"):
+            res = simulate(jobs, pools, make_policy(label))
+            stored = pl.read_parquet(exp_dir / f"{label}.parquet")
+            assert stored.equals(res)
+            _, want = compare(res, base, warmup_s=cfg.warmup_days * 86400, pools=pools)
+            row = summary.filter((pl.col("exp_id") == exp_dir.name)
+                                 & (pl.col("policy") == label)).row(0, named=True)
+            for m in ev.SUMMARY_METRICS:
+                assert row[m] == pytest.approx(want[m]), (exp_dir.name, label, m)
+
+
+def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
+    import mlflow
+
+    path = write(tmp_path, tiny())
+    out = tmp_path / "res"
+    assert main(["evaluate", str(path), "--out", str(out), "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "maxmin" in text and "mlflow ui --backend-store-uri " + env in text
+    cfg = load_config(path)
+    for exp in ("exp-000", "exp-001"):
+        for label in POLICIES:
+            assert (out / exp / f"{label}.parquet").exists()
+            assert json.loads((out / exp / f"{label}.done.json").read_text())["key"]
+        for png in ("speedup_cdf", "slowdown_box", "per_pool_table"):
+            assert (out / exp / "plots" / f"{png}.png").stat().st_size > 1000
+    for f in ("summary.csv", "summary.md", "aggregate.csv"):
+        assert (out / f).exists()
+    assert len(list((out / "plots").glob("*.png"))) == 3
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary.height == 2 * len(POLICIES)
+    fc = summary.filter(pl.col("policy") == "fcfs")
+    assert (fc["mean_speedup"] == 1.0).all() and (fc["pct_slowed"] == 0.0).all()
+    _check_against_compare(out, cfg, summary)
+    if "sia-perfect" in POLICIES:
+        assert (summary.filter(pl.col("policy") == "sia-perfect")["pct_slowed"] == 0).all()
+
+    # MLflow: one parent run and one nested run per experiment, metrics equal the table
+    mlflow.set_tracking_uri(env)
+    runs = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
+    parent = json.loads((out / "sweep.json").read_text())["parent_run_id"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent]
+    assert len(children) == 2
+    assert any(r.info.run_id == parent for r in runs)
+    for child in children:
+        exp_id = child.data.params["exp.id"]
+        row = summary.filter((pl.col("exp_id") == exp_id)
+                             & (pl.col("policy") == "maxmin")).row(0, named=True)
+        assert child.data.metrics["maxmin.mean_speedup"] == pytest.approx(row["mean_speedup"])
+        assert child.data.params["exp.pools"] == ",".join(
+            json.loads((out / exp_id / "experiment.json").read_text())["pools"])
+        arts = {a.path for a in mlflow.MlflowClient().list_artifacts(child.info.run_id, "plots")}
+        assert "plots/speedup_cdf.png" in arts
+
+
+def test_resume_reruns_only_the_missing_replay(tmp_path):
+    cfg = parse_config(tiny())
+    out = tmp_path / "res"
+    first = ev.run_sweep(cfg, out, progress=False, log_mlflow=False,
+                        make_plots=False)
+    assert len(first.ran) == 2 * len(POLICIES) and not first.reused
+    (out / "exp-001" / "maxmin.parquet").unlink()
+    second = ev.run_sweep(cfg, out, progress=False, log_mlflow=False,
+                        make_plots=False)
+    assert second.ran == ["exp-001/maxmin"]
+    assert second.summary.equals(first.summary)
+    # a marker from a different config (another key) does not count as done
+    marker = out / "exp-000" / "fcfs.done.json"
+    marker.write_text(json.dumps({"key": "stale"}))
+    third = ev.run_sweep(cfg, out, progress=False, log_mlflow=False,
+                        make_plots=False)
+    assert third.ran == ["exp-000/fcfs"]
+    # a changed config reruns everything it changes
+    fourth = ev.run_sweep(parse_config(tiny(load_range=[0.7, 0.9])), out, progress=False,
+                          log_mlflow=False)
+    assert len(fourth.ran) == 2 * len(POLICIES)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+class _Crashing(InlineExecutor):
+    """Runs ``n`` replays, then dies (an interrupted sweep)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def run(self, fn, items):
+        for i, pair in enumerate(super().run(fn, items)):
+            if i == self.n:
+                raise _Interrupt
+            yield pair
+
+
+def test_interrupted_sweep_resumes_without_redoing_finished_replays(tmp_path):
+    cfg = parse_config(tiny())
+    out = tmp_path / "res"
+    with pytest.raises(_Interrupt):
+        ev.run_sweep(cfg, out, _Crashing(3), progress=False, log_mlflow=False,
+                        make_plots=False)
+    done = sorted(p.name for p in out.glob("exp-*/*.done.json"))
+    assert len(done) == 3
+    resumed = ev.run_sweep(cfg, out, progress=False, log_mlflow=False,
+                        make_plots=False)
+    assert len(resumed.ran) == 2 * len(POLICIES) - 3 and len(resumed.reused) == 3
+    fresh = ev.run_sweep(cfg, tmp_path / "fresh", progress=False, log_mlflow=False,
+                        make_plots=False)
+    assert resumed.summary.equals(fresh.summary)
+
+
+def _replays(out: Path) -> dict[str, pl.DataFrame]:
+    return {str(p.relative_to(out)): pl.read_parquet(p) for p in sorted(out.glob("exp-*/*.parquet"))
+            if p.name != "per_job.parquet"}
+
+
+def test_dask_and_process_pool_match_the_inline_run(tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    cfg = parse_config(tiny())
+    local = ev.run_sweep(cfg, tmp_path / "inline", progress=False, log_mlflow=False,
+                        make_plots=False)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        dask = ev.run_sweep(cfg, tmp_path / "dask", DaskExecutor(client=client),
+                            progress=False, log_mlflow=False,
+                        make_plots=False)
+    pool = LocalExecutor(2)
+    try:
+        procs = ev.run_sweep(cfg, tmp_path / "procs", pool, progress=False, log_mlflow=False,
+                        make_plots=False)
+    finally:
+        pool.close()
+    want = _replays(tmp_path / "inline")
+    for other, res in (("dask", dask), ("procs", procs)):
+        got = _replays(tmp_path / other)
+        assert got.keys() == want.keys()
+        for k in want:
+            assert got[k].equals(want[k]), (other, k)
+        assert res.summary.equals(local.summary)
+        assert sorted(res.ran) == sorted(local.ran)
+
+
+def test_worker_failure_names_the_replay(tmp_path):
+    cfg = parse_config(tiny(policies=["fcfs", {"name": "maxmin", "options": {"bogus": 1}}]))
+    with pytest.raises(ConfigError, match=r"exp-000/maxmin: policy 'maxmin': bad options"):
+        ev.run_sweep(cfg, tmp_path / "res", progress=False, log_mlflow=False,
+                        make_plots=False)
+
+
+def test_cli_config_error_is_one_line(tmp_path, capsys):
+    path = write(tmp_path, tiny(experiments=-1))
+    assert main(["evaluate", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "experiments: must be >= 1" in err
+
+
+def test_summary_markdown_matches_csv(tmp_path):
+    cfg = parse_config(tiny(experiments=1))
+    res = ev.run_sweep(cfg, tmp_path / "res", progress=False, log_mlflow=False,
+                        make_plots=False)
+    md = (tmp_path / "res" / "summary.md").read_text()
+    row = res.aggregate.filter(pl.col("policy") == "maxmin").row(0, named=True)
+    assert f"| {row['group']} | maxmin | 1 | {row['n_jobs']} | {ev._fmt(row['mean_speedup'])} |" in md
+    assert np.isfinite(row["geomean_speedup"])
