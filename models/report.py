@@ -120,7 +120,16 @@ def save_report(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
 
 def print_report(tables: dict[str, pl.DataFrame], console: Console | None = None) -> None:
     """Print the report tables with rich."""
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 160))
     for name, df in tables.items():
-        if df.height:
+        if not df.height:
+            continue
+        if name == "job_duration":  # the summary, then the confusion matrix as a square
+            summary = [c for c in df.columns if not c.startswith("true")]
+            console.print(rich_table(df, name, summary))
+            n = sum(c.startswith("true0_") for c in df.columns)
+            square = pl.DataFrame({"true_bin": list(range(n)), **{
+                f"pred{j}": [df[f"true{i}_pred{j}"][0] for i in range(n)] for j in range(n)}})
+            console.print(rich_table(square, "job_duration confusion (rows: true bin)"))
+        else:
             console.print(rich_table(df, name))
