@@ -4,12 +4,14 @@ SIA 5.3: "if the observed prediction accuracy were to dip for some pools or
 time windows, SIA can selectively disable sharing on those pools and time
 windows". The paper gives no rule; this module's rule is:
 
-* **Record.** Every prediction SIA makes at a periodic tick is recorded, per
+* **Record.** Every forecast SIA makes at a periodic tick is recorded, per
   pool ``p`` and window ``w``: the predicted TotalNewLoad (NewLoadEstimate
-  when WillJobsArrive says 1, else 0; GPUs) for ``(t, t + w]``. Predictions
+  when WillJobsArrive says 1, else 0; GPUs) for ``(t, t + w]``. Forecasts
   made at arrivals and completions between ticks are not recorded, so the
-  record is a regular 5-minute series (as in the paper's Figure 21), not one
-  weighted by bursts of events.
+  record is a series on the 5-minute grid (as in the paper's Figure 21), not
+  one weighted by bursts of events. SIA forecasts only when it could lend
+  (idle GPUs, pending jobs, something lendable), so ticks without a lending
+  opportunity leave no record: the record is of the predictions SIA acted on.
 * **Score.** A record is a *miss* when the GPUs that actually arrived in its
   pool during ``(t, t + w]`` exceed its predicted load (so a "no arrival"
   prediction misses on any arrival, and a "yes" misses when its load

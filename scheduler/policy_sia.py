@@ -57,13 +57,27 @@ predicted load even when a learned model's 1-hour answer is lower
 (independent per-window models can disagree). With consistent predictions
 (perfect ones) it changes nothing; ``False`` is Figure 8 to the letter.
 
-Predictions are batched: per decision that reaches step 2, one
-``will_jobs_arrive`` and one ``new_load_estimate`` call for all pools and
-windows, and one ``duration_bins`` call for the jobs that arrived since the
-previous such call. A job's duration bin is predicted once, on its first
-consideration, and kept (the JobDuration prediction of a submitted job, as
-a production scheduler would make it at submission time); this is also how a
-random strawman draws one bin per job.
+Predictions are batched: one ``will_jobs_arrive`` and one
+``new_load_estimate`` call for all pools and windows per forecast, and one
+``duration_bins`` call for the jobs that arrived since the previous one. A
+job's duration bin is predicted once, on its first consideration, and kept
+(the JobDuration prediction of a submitted job, as a production scheduler
+would make it at submission time; this is also how a random strawman draws
+one bin per job).
+
+When to forecast (``refresh_s``, default 300 s = the tick): SIA asks the
+forecaster at every tick, and between ticks only when its last forecast is
+``refresh_s`` or more old (``refresh_s=0``: at every decision). A decision
+between forecasts reuses the last one *conservatively*: a forecast made
+``age`` seconds ago covers arrivals in ``(now - age, now - age + w]`` only,
+so in window ``w`` it lends only jobs whose predicted bin fits
+``w - age`` (in practice: the next smaller window's jobs; nothing in the
+smallest window), and the arrivals since the forecast count twice (as
+pending load and in the forecast). With perfect predictions the
+zero-slowdown property holds either way. SIA also skips the forecast when
+nothing could be lent anyway: every pool reserves at least
+``min(pending_load, unused_quota)`` whatever the predictions, so when the
+free GPUs minus those amounts leave no lendable job, it stops there.
 
 Online adaptation (:mod:`sia.scheduler.adaptation`, on by default): the
 predictions made at ticks are scored against the actual arrivals; while a
@@ -106,9 +120,11 @@ class SiaPolicy:
     Options: ``forecaster`` (required; implements
     :class:`~sia.scheduler.forecast.Forecaster`), ``windows_s`` (increasing
     windows in seconds), ``adaptation`` (on/off), ``lookback`` and
-    ``max_misses`` (the adaptation's memory in records and its strictness),
-    ``count_load_misses``, ``nested_reservations``, ``seed`` (kept for the
-    record; SIA itself draws nothing), ``name``.
+    ``max_misses`` (the adaptation's memory in tick records and its
+    strictness), ``count_load_misses``, ``nested_reservations``,
+    ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
+    decision), ``seed`` (kept for the record; SIA itself draws nothing),
+    ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
