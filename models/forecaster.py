@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from sia.data.windows import sliding_max_load
 from sia.features.table9 import FEATURE_COLUMNS, window_bounds
 from sia.models import registry
 from sia.models.job_duration import N_BINS, OnlineDurationHistory, predict_bins
 from sia.models.new_load import CalibratedLoad
-from sia.scheduler.forecast import sliding_max_load
 
 _COUNT_COLUMNS = [c for c in FEATURE_COLUMNS if not c.startswith("future_")]
 

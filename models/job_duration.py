@@ -1,6 +1,6 @@
 """JobDuration(job) -> bin (SIA 5.4.2): the duration bin from the point-in-time history.
 
-Bins are those of :func:`sia.scheduler.forecast.duration_bin_of`:
+Bins are those of :func:`sia.data.windows.duration_bin_of`:
 (0, 5], (5, 60], (60, 720], (720, inf) minutes. A job's predicted bin is the
 bin of the median duration of similar jobs finished before it (same tag, else
 same pool and GPU count, else same pool; see
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from sia.scheduler.forecast import DURATION_BIN_EDGES_S, duration_bin_of
+from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
 from sklearn.metrics import accuracy_score, confusion_matrix
 
 N_BINS = len(DURATION_BIN_EDGES_S) + 1

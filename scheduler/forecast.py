@@ -17,21 +17,22 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from sia.data.windows import (  # re-exported: the scheduler's vocabulary too
+    DEFAULT_WINDOWS_S,
+    DURATION_BIN_EDGES_S,
+    duration_bin_of,
+    sliding_max_load,
+)
 
-#: Default prediction windows in seconds: 5 min, 1 h, 12 h (SIA 5.4).
-DEFAULT_WINDOWS_S: tuple[float, ...] = (300.0, 3600.0, 43200.0)
-
-#: Upper edges of the duration bins in seconds; the last bin is (43200, inf).
-DURATION_BIN_EDGES_S: tuple[float, ...] = (300.0, 3600.0, 43200.0)
-
-
-def duration_bin_of(duration_s: np.ndarray | float) -> np.ndarray:
-    """Return the bin index (0..len(edges)) of each duration in seconds.
-
-    Bins are right-closed: 300 s is bin 0, 300.5 s is bin 1.
-    """
-    return np.searchsorted(np.asarray(DURATION_BIN_EDGES_S), np.asarray(duration_s), side="left")
-
+__all__ = [
+    "DEFAULT_WINDOWS_S",
+    "DURATION_BIN_EDGES_S",
+    "Forecaster",
+    "PerfectForecaster",
+    "RandomForecaster",
+    "duration_bin_of",
+    "sliding_max_load",
+]
 
 @runtime_checkable
 class Forecaster(Protocol):
@@ -53,37 +54,6 @@ class Forecaster(Protocol):
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted duration bin (see :func:`duration_bin_of`) of each job."""
         ...
-
-
-def sliding_max_load(
-    submit: np.ndarray,
-    num_gpus: np.ndarray,
-    pool: np.ndarray,
-    n_pools: int,
-    now: float,
-    window_s: float,
-    n_windows: int,
-) -> np.ndarray:
-    """Return, per pool, the max GPUs submitted in any of the last ``n_windows`` windows.
-
-    The windows are (now - (j + 1) w, now - j w] for j = 0..n_windows-1 (point
-    in time: nothing after ``now`` counts). ``submit`` (s, non-decreasing),
-    ``num_gpus`` and ``pool`` (index < n_pools) are per-job arrays, e.g. the
-    trace's arrived prefix. Returns float64 [n_pools] in GPUs (SIA 5.4.1's
-    NewLoadEstimate: a sliding max over recent windows of the same size).
-    """
-    if n_windows < 1 or window_s <= 0:
-        raise ValueError(f"need n_windows >= 1 and window_s > 0, got {n_windows}, {window_s}")
-    lo = int(np.searchsorted(submit, now - n_windows * window_s, side="right"))
-    hi = int(np.searchsorted(submit, now, side="right"))
-    if hi <= lo:
-        return np.zeros(n_pools, dtype=np.float64)
-    age = now - submit[lo:hi]
-    j = np.minimum((age // window_s).astype(np.int64), n_windows - 1)
-    # age in [j w, (j+1) w) puts the job in window j; age == n_windows * w is excluded by lo.
-    sums = np.bincount(pool[lo:hi] * n_windows + j, weights=num_gpus[lo:hi],
-                       minlength=n_pools * n_windows)
-    return sums.reshape(n_pools, n_windows).max(axis=1)
 
 
 class PerfectForecaster:
