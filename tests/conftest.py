@@ -16,3 +16,33 @@ def philly_path() -> Path:
     if not PHILLY.exists():
         pytest.fail(f"the Philly trace is missing at {PHILLY}; ../shared must sit beside the project")
     return PHILLY
+
+
+@pytest.fixture(scope="session")
+def _mlflow_template_db(tmp_path_factory) -> Path:
+    """An MLflow SQLite store created (schema migrated) once per test process.
+
+    Creating a fresh store runs MLflow's migrations, which takes seconds; tests
+    copy this file instead so each still gets its own empty store.
+    """
+    import mlflow
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    mlflow.MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path, _mlflow_template_db, monkeypatch) -> str:
+    """A fresh, empty MLflow SQLite store in tmp_path, set as MLFLOW_TRACKING_URI.
+
+    Also points the output root (SIA_OUTPUT) into tmp_path, so artifacts do too.
+    """
+    import shutil
+
+    db = tmp_path / "mlflow.db"
+    shutil.copyfile(_mlflow_template_db, db)
+    uri = f"sqlite:///{db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))  # artifacts stay in tmp_path
+    return uri
