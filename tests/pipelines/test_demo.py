@@ -29,12 +29,10 @@ def test_demo_config_needs_room_to_train_and_replay():
     assert cfg.predictors.train == "on_the_fly" and cfg.predictors.alias == "demo"
 
 
-def test_demo_end_to_end_small(tmp_path, monkeypatch, capsys):
+def test_demo_end_to_end_small(tmp_path, mlflow_uri, capsys):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))
+    uri = mlflow_uri
     out = tmp_path / "demo"
     assert main(["demo", "--small", "--out", str(out)]) == 0
     text = capsys.readouterr().out

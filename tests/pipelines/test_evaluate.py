@@ -38,18 +38,10 @@ def write(tmp_path: Path, cfg: dict, name: str = "cfg.yaml") -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """One MLflow SQLite store for the module (creating one costs seconds)."""
-    root = tmp_path_factory.mktemp("mlflow")
-    return f"sqlite:///{root / 'mlflow.db'}"
-
-
 @pytest.fixture
-def env(store, tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
-    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))
-    return store
+def env(mlflow_uri):
+    """A fresh SQLite MLflow store in tmp_path (the shared conftest fixture)."""
+    return mlflow_uri
 
 
 # --------------------------------------------------------------------------- validation
