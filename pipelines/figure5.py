@@ -39,7 +39,8 @@ METRICS = (
 )
 
 _KEYS = {"workloads", "seeds", "policies", "days", "warmup_s", "tick_s", "oracle"}
-_ORACLE_KEYS = {"step_s", "slots_per_duration", "time_limit_s", "solver", "threads", "beta"}
+_ORACLE_KEYS = {"step_s", "slots_per_duration", "time_limit_s", "solver", "threads", "beta",
+                "warm_start"}
 
 
 @dataclass(frozen=True)

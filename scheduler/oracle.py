@@ -154,6 +154,7 @@ def solve_oracle(
     solver: str = "highs",
     threads: int = 2,
     seed: int = 0,
+    warm_start_s: np.ndarray | None = None,
 ) -> OracleResult:
     """Solve the Figure 19 MILP; return an :class:`OracleResult` (start times in seconds).
 
@@ -164,7 +165,12 @@ def solve_oracle(
     weighted in the objective by the time (s) until the next check point.
     ``solver`` is "highs" (the HiGHS MIP solver bundled with OR-Tools, the
     fastest here), "scip" or "cp-sat" (alpha then in steps of 1/1000). Deterministic for a fixed seed and
-    thread count. Raises ConfigError on bad options and RuntimeError if the
+    thread count. ``warm_start_s`` (optional, e.g. SIA_VC's starts) adds each
+    job's given start to its candidates and is the solver's starting
+    solution when it is a feasible plan within [s_j, m_j] (else the FCFS plan
+    is); the HiGHS backend cannot take a starting solution (OR-Tools 9.15's
+    wrapper crashes on hints), so use "cp-sat" or "scip" with a warm start.
+    Raises ConfigError on bad options and RuntimeError if the
     solver's plan fails the exact feasibility check (a bug).
     """
     if not step_s > 0 or not slots_per_duration > 0:
@@ -190,6 +196,14 @@ def solve_oracle(
     # Candidates (job, start time).
     steps = job_step_s(dur, step_s, slots_per_duration)
     cands = [candidate_starts(float(submit[j]), float(cutoff[j]), float(steps[j])) for j in range(n)]
+    warm = None
+    if warm_start_s is not None:
+        warm = np.asarray(warm_start_s, dtype=np.float64)
+        if warm.shape != submit.shape or check_plan(submit, dur, gpus, capacity, warm, cutoff):
+            warm = None  # not a feasible plan: ignore it, hint FCFS
+        else:
+            warm = np.clip(warm, submit, cutoff)
+            cands = [np.unique(np.append(c, warm[j])) for j, c in enumerate(cands)]
     counts = np.array([c.shape[0] for c in cands], dtype=np.int64)
     c_job = np.repeat(np.arange(n), counts)
     c_time = np.concatenate(cands)
@@ -248,11 +262,15 @@ def solve_oracle(
     # Each job with a choice starts exactly once (9); hint = FCFS (its last candidate).
     one_job = c_job[var_cands]
     hint = np.zeros(var_cands.shape[0], dtype=np.int64)
-    hint[var_of_cand[c_last[counts > 1]]] = 1
+    if warm is None:
+        hint[var_of_cand[c_last[counts > 1]]] = 1
+    else:
+        pick = c_first + np.array([int(np.searchsorted(c, warm[j])) for j, c in enumerate(cands)])
+        hint[var_of_cand[pick[counts > 1]]] = 1
     stats = dict(
         jobs=float(n), variables=float(var_cands.shape[0]), capacity_rows=float(rows_kept.shape[0]),
         nonzeros=float(cap_vars.shape[0]), check_points=float(n_rows),
-        build_s=time.perf_counter() - t0,
+        build_s=time.perf_counter() - t0, warm_start=float(warm is not None),
     )
     t1 = time.perf_counter()
     if solver == "cp-sat":
@@ -416,7 +434,10 @@ class OraclePolicy:
 
     ``reset`` computes the FCFS cut-offs (the same forward pass as the
     simulator's FCFS) and solves :func:`solve_oracle` once for the whole
-    trace; ``decide`` starts every pending job whose planned start has come,
+    trace, warm-started (by default) from a SIA_VC replay of the same trace:
+    SIA_VC's starts are added as candidates and given as the starting
+    solution, so even a time-limited solve is at least as good as SIA_VC on
+    total queueing delay (CP-SAT, the default solver, takes the hint); ``decide`` starts every pending job whose planned start has come,
     and ``next_wakeup`` asks the simulator to call back at the next planned
     start. A job is opportunistic when its pool's dedicated use plus its width
     would exceed the quota. ``result`` holds the :class:`OracleResult`.
@@ -427,18 +448,27 @@ class OraclePolicy:
     uses_ticks = False
 
     def __init__(self, *, step_s: float = 300.0, slots_per_duration: float = 4.0,
-                 beta: float = 0.0, time_limit_s: float = 60.0, solver: str = "highs",
-                 threads: int = 2, seed: int = 0):
+                 beta: float = 0.0, time_limit_s: float = 60.0, solver: str = "cp-sat",
+                 threads: int = 2, seed: int = 0, warm_start: str | None = "sia-vc"):
+        if warm_start not in (None, "sia-vc", "fcfs"):
+            raise ConfigError(f"oracle: warm_start must be 'sia-vc', 'fcfs' or null, got {warm_start!r}")
         self.options = dict(step_s=step_s, slots_per_duration=slots_per_duration, beta=beta,
                             time_limit_s=time_limit_s, solver=solver, threads=threads, seed=seed)
+        self.warm_start = warm_start
         self.result: OracleResult | None = None
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Compute the FCFS cut-offs and solve the MILP for ``trace``."""
         cutoff = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
                                       trace.quota)
+        warm = None
+        if self.warm_start == "sia-vc":
+            from sia.scheduler.policy_siavc import SiaVCPolicy
+            from sia.scheduler.simulator import run_trace
+
+            warm = run_trace(trace, Cluster(trace.quota), SiaVCPolicy()).start_time.copy()
         self.result = solve_oracle(trace.submit, trace.duration, trace.num_gpus, trace.pool,
-                                   trace.quota, cutoff, **self.options)
+                                   trace.quota, cutoff, warm_start_s=warm, **self.options)
         self._plan = self.result.start_s
         order = np.argsort(self._plan, kind="stable")
         self._order = order.tolist()

@@ -140,3 +140,23 @@ def test_policy_is_deterministic_and_reports_its_work():
 @pytest.mark.parametrize("name", ["sia-vc", "oracle"])
 def test_registered_under_its_name(name):
     assert make_policy(name).name == name
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 12))
+def test_oracle_warm_started_from_siavc_is_never_worse_than_siavc(seed, n):
+    """Off the grid too: SIA_VC's starts are oracle candidates and its starting solution."""
+    from sia.scheduler.oracle import OraclePolicy
+
+    rng = np.random.default_rng(seed)
+    rows = [(f"j{i}", f"p{rng.integers(0, 2)}", float(rng.uniform(0, 3600)),
+             float(rng.uniform(60, 4000)), int(rng.choice([1, 2, 4]))) for i in range(n)]
+    jobs = table(rows)
+    pools = make_pools({"p0": 4, "p1": 4})
+    fcfs, vc = _check_no_slowdown(jobs, pools)
+    pol = OraclePolicy(time_limit_s=20.0, solver="cp-sat", warm_start="sia-vc")
+    res = simulate(jobs, pools, pol, check_invariants=True)
+    assert pol.result.stats["warm_start"] == 1.0 and pol.result.status in ("optimal", "feasible")
+    delay = lambda t: float((t["start_time"] - t["submit_time"]).sum())  # noqa: E731
+    assert delay(res) <= delay(vc) + 1e-6
+    assert (res["end_time"] <= fcfs["end_time"] + 1.0).all()
