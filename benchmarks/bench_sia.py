@@ -1,0 +1,141 @@
+"""SIA replay speed on the whole Philly trace: wall time and time per scheduling decision.
+
+Reads the Philly per-VC trace (bad rows dropped and counted), derives quotas
+from load (SIA 6.1, seed 0) and replays each case end to end with
+``simulate`` (tables to arrays, the event loop, the result table). The
+policy's ``decide`` is wrapped with a ``perf_counter`` clock, so the
+per-decision times include the forecaster calls; "decisions" counts every
+call, including the ones that return at once (no idle GPU or nothing
+pending). Cases:
+
+- ``sia-perfect``: perfect coarse predictions, forecasts per tick (default);
+- ``sia-perfect/refresh0``: perfect predictions asked at every decision;
+- ``sia-random-both``: the random strawman (b) on perfect loads;
+- ``sia-learned``: the learned predictors (``--learned``; trained here, without
+  MLflow, on the trace's FCFS replay with the pipeline's default split: 3
+  weeks train, 2 weeks validation; the replay covers the whole trace, training
+  period included, since only speed is measured here);
+- ``hived``, ``themis`` and ``maxmin`` for reference.
+
+The slowdown column counts jobs ending > 1 s later than under FCFS (a check
+that sia-perfect stays at 0, not a quality benchmark).
+
+    .venv/bin/python benchmarks/bench_sia.py [--cases sia-perfect,sia-learned] [--learned]
+
+Target on the 2-core machine: SIA with learned predictors on the whole trace < 60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from sia.data.quotas import quotas_from_load
+from sia.data.readers import read_philly
+from sia.scheduler.policy_sia import SiaPolicy, sia_perfect
+from sia.scheduler.registry import make_policy
+from sia.scheduler.simulator import simulate
+
+PHILLY = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "philly" / "philly.csv"
+DEFAULT_CASES = "sia-perfect,sia-perfect/refresh0,sia-random-both,hived,themis,maxmin"
+
+
+class Clocked:
+    """Wraps a policy and records the wall and CPU time of each ``decide`` call (seconds).
+
+    CPU time (``time.thread_time``) excludes the time the process waits for a
+    core, which on a busy 2-core machine dominates the wall-clock tail.
+    """
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.uses_ticks = getattr(policy, "uses_ticks", True)
+        self.times: list[float] = []
+        self.cpu: list[float] = []
+
+    def reset(self, trace, cluster):
+        self.times, self.cpu = [], []
+        self.policy.reset(trace, cluster)
+
+    def decide(self, view):
+        clock, cpu = time.perf_counter(), time.thread_time()
+        out = self.policy.decide(view)
+        self.cpu.append(time.thread_time() - cpu)
+        self.times.append(time.perf_counter() - clock)
+        return out
+
+
+def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
+    """Return (forecaster, training seconds): the three predictors trained on the FCFS replay."""
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import LoadedWillArrive
+    from sia.pipelines.train import TrainConfig, fcfs_schedule, train_predictors
+
+    clock = time.perf_counter()
+    cfg = TrainConfig(ablation=False)
+    res = train_predictors(fcfs_schedule(jobs, pools), cfg)
+    models = {r.k_min: LoadedWillArrive(r.k_min, r.model, r.threshold, r.feature_columns, "bench")
+              for r in res.windows}
+    fc = LearnedForecaster(models, load_windows=cfg.load_windows,
+                           duration_config={"fallback_bin": cfg.duration_fallback_bin,
+                                            "min_count": cfg.history_min_count})
+    return fc, time.perf_counter() - clock
+
+
+def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame):
+    """Return the policy of a case name (see the module doc)."""
+    if case == "sia-perfect/refresh0":
+        return sia_perfect(refresh_s=0.0, name=case)
+    if case == "sia-learned":
+        fc, secs = learned_forecaster(jobs, pools)
+        print(f"  (trained the learned predictors in {secs:.1f} s)")
+        return SiaPolicy(fc, name=case)
+    return make_policy(case)
+
+
+def main() -> None:
+    """Run the cases and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=PHILLY)
+    ap.add_argument("--cases", default=DEFAULT_CASES)
+    ap.add_argument("--learned", action="store_true", help="add the sia-learned case")
+    args = ap.parse_args()
+    jobs, report = read_philly(args.trace, on_bad_rows="drop")
+    pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
+    print(f"Philly: {jobs.height} jobs ({sum(report.dropped.values())} rows dropped), "
+          f"{pools.height} pools, {int(pools['quota_gpus'].sum())} GPUs")
+    clock = time.perf_counter()
+    base = simulate(jobs, pools, make_policy("fcfs"))
+    print(f"fcfs reference replay: {time.perf_counter() - clock:.1f} s")
+    cases = [c for c in args.cases.split(",") if c]
+    if args.learned and "sia-learned" not in cases:
+        cases.append("sia-learned")
+    rows = []
+    for case in cases:
+        pol = Clocked(make_case(case, jobs, pools))
+        clock = time.perf_counter()
+        res = simulate(jobs, pools, pol)
+        wall = time.perf_counter() - clock
+        t = np.array(pol.times) * 1e6
+        c = np.array(pol.cpu) * 1e6
+        slowed = int(((res["end_time"] - base["end_time"]) > 1.0).sum())
+        extra = getattr(pol.policy, "summary", None)
+        fc = extra()["forecasts"] if extra else "-"
+        rows.append((case, f"{wall:.1f}", len(t), f"{np.percentile(t, 50):.0f}",
+                     f"{np.percentile(t, 99):.0f}", f"{np.percentile(c, 50):.0f}",
+                     f"{np.percentile(c, 99):.0f}", f"{t.max() / 1e3:.1f}", f"{t.sum() / 1e6:.1f}",
+                     f"{c.sum() / 1e6:.1f}", fc, slowed))
+        print(f"  {case}: {wall:.1f} s")
+    head = ("case", "wall s", "decisions", "p50 us", "p99 us", "cpu p50 us", "cpu p99 us",
+            "max ms", "in policy s", "in policy cpu s", "forecasts", "slowed")
+    print(" | ".join(head))
+    for r in rows:
+        print(" | ".join(str(x) for x in r))
+
+
+if __name__ == "__main__":
+    main()
