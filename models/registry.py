@@ -205,6 +205,11 @@ def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> LoadedWillArrive
     name = will_arrive_name(k_min)
     mv = _version_of(name, alias)
     model = mlflow.xgboost.load_model(f"models:/{name}@{alias}")
+    # The saved model carries no thread count, so XGBoost would use every core per
+    # call: a tick predicts a few rows, where OpenMP start-up and contention cost
+    # 25-55 ms a call on this 2-core machine instead of ~1 ms single-threaded.
+    model.set_params(n_jobs=1)
+    model.get_booster().set_param({"nthread": 1})
     return LoadedWillArrive(
         k_min=int(k_min),
         model=model,

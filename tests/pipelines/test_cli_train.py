@@ -65,6 +65,8 @@ def test_the_scheduler_loader_gets_the_same_predictions_back(trained):
         loaded = f.will_arrive[r.k_min]
         assert loaded.threshold == r.threshold
         assert loaded.feature_columns == r.feature_columns
+        # single-threaded inference: a tick predicts a few rows (see registry.load_will_arrive)
+        assert loaded.model.get_params()["n_jobs"] == 1
         np.testing.assert_allclose(loaded.model.predict_proba(x)[:, 1],
                                    r.model.predict_proba(x)[:, 1], rtol=1e-6)
     for lr in outcome.result.loads:
