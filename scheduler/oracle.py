@@ -27,16 +27,25 @@ Size reductions of Appendix A, and how the plan stays exactly feasible:
   fits are dropped; jobs with a single candidate are constants.
 
 The FCFS schedule is always a feasible solution (each job's m_j is a
-candidate and the FCFS loads fit each pool's quota), and it is given to the
-solver as a hint; if the solver finds nothing within the time limit the
-result falls back to it and says so. Every returned plan is re-checked
+candidate and the FCFS loads fit each pool's quota); it, or a given warm
+start, is the solver's starting solution where the backend takes one, and if
+the solver finds nothing within the time limit the result falls back to it
+and says so. Every returned plan is re-checked
 exactly (:func:`check_plan`) at full time resolution.
 
-How large it gets (``benchmarks/bench_oracle.py``, this 2-core machine,
-CP-SAT, step 300 s, 4 slots per duration): see the table in that script's
-docstring; a 3-day base workload (4 pools x 8 GPUs, ~350 jobs) builds in well
-under a second and reaches a small gap within a 60 s limit; the 8-pool
-variant (~700 jobs) usually stops at the limit with a gap of a few percent.
+How large it gets (measured on this 2-core machine with
+``benchmarks/bench_oracle.py`` and the Figure 5 run; step 300 s, 4 slots per
+duration). The 3-day base workload (4 pools x 8 GPUs, ~350 jobs) gives
+~12k binaries, ~1.1k capacity rows and ~170k nonzeros, built in < 0.1 s;
+8 pools (~700 jobs): ~27k binaries, ~460k nonzeros. Solve times vary
+enormously with the seed: HiGHS (2 threads, no warm start) proved optimality
+in 8-25 s for seed 0 of base, higher-load and more-queues, but found *no*
+solution in 300 s for 5 of the 9 Figure 5 instances. Hence the warm start
+(see :class:`OraclePolicy`): with it the oracle never returns a plan worse than
+SIA_VC's (beta = 0), but after 60 s its gap is often still near 1 (weak
+bounds): on such instances the oracle is "the best plan found", not a
+proven optimum. Instances of a few dozen jobs solve to optimality in
+well under a second.
 """
 
 from __future__ import annotations
@@ -63,9 +72,11 @@ class OracleResult:
     - ``solver_objective``: the solver's objective (delay plus beta * fairness term), seconds.
     - ``best_bound``: the solver's proven lower bound on ``solver_objective``.
     - ``gap``: relative gap (objective - bound) / max(objective, 1); 0 when proven optimal.
-    - ``status``: "optimal", "feasible" (time limit hit with a solution), or
-      "fallback-fcfs" (no solution in time: the FCFS starts are returned).
-    - ``fallback``: True when the plan is the FCFS baseline because the solver found nothing.
+    - ``status``: "optimal", "feasible" (time limit hit with a solution),
+      "fallback-warm-start" (no solution in time: the warm start's feasible
+      starts are returned) or "fallback-fcfs" (no solution and no warm start:
+      the FCFS starts are returned).
+    - ``fallback``: True when the solver found nothing and the plan is the warm start or FCFS.
     - ``fcfs_delay_s``: total queueing delay of the cut-off (FCFS) schedule, seconds.
     - ``stats``: model size and timings (variables, rows, nonzeros, build/solve seconds).
     """
@@ -287,12 +298,19 @@ def solve_oracle(
 
     start = cutoff.copy()
     fallback = sol is None
-    if fallback:
+    if fallback and warm is not None:
+        start = warm.copy()
+        status, obj, bound = "fallback-warm-start", float((warm - submit).sum()), float("nan")
+    elif fallback:
         status, obj, bound = "fallback-fcfs", fcfs_delay, float("nan")
     else:
         chosen = var_cands[sol > 0.5]
         start[c_job[chosen]] = c_time[chosen]
         start[counts == 1] = c_time[c_first[counts == 1]]
+    if (not fallback and warm is not None and beta == 0
+            and float((warm - submit).sum()) < float((start - submit).sum())):
+        start = warm.copy()  # the solver did not even reach its starting solution
+        stats["kept_warm_start"] = 1.0
     problems = check_plan(submit, dur, gpus, capacity, start, cutoff)
     if problems:
         raise RuntimeError("oracle: the solver's plan is infeasible: " + "; ".join(problems))
