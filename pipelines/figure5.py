@@ -219,6 +219,8 @@ def plot_figure5(summary: pl.DataFrame, path: Path, workloads, policies) -> Path
                 hi.append(r[f"{metric}_max"] - r[f"{metric}_median"])
             ax.bar(xs, med, width, color=colors(i), label=pol,
                    yerr=np.array([lo, hi]) if xs else None, capsize=2)
+        if metric != "mean_speedup":  # SSF's slowdowns dwarf the rest: symlog keeps 0 at 0
+            ax.set_yscale("symlog", linthresh=1.0)
         ax.set_xticks(range(len(workloads)), workloads)
         ax.set_ylabel(label)
         ax.set_title(label)
