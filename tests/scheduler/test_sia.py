@@ -182,12 +182,14 @@ def slowed(jobs: pl.DataFrame, pools: pl.DataFrame, policy) -> pl.DataFrame:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces(), refresh=st.sampled_from([0.0, 300.0]), nested=st.booleans(),
-       adaptation=st.booleans())
-def test_perfect_predictions_slow_no_job_small_traces(trace, refresh, nested, adaptation):
+@given(trace=small_traces(), refresh=st.sampled_from([0.0, 300.0, 900.0]), nested=st.booleans(),
+       adaptation=st.booleans(),
+       windows=st.sampled_from([(300.0, 3600.0, 43200.0), (600.0, 7200.0, 86400.0), (3600.0,)]))
+def test_perfect_predictions_slow_no_job_small_traces(trace, refresh, nested, adaptation, windows):
+    # windows other than the bin edges: a window takes the bins whose upper edge fits it
     rows, quotas = trace
     pol = make_policy("sia-perfect", refresh_s=refresh, nested_reservations=nested,
-                      adaptation=adaptation)
+                      adaptation=adaptation, windows_s=windows)
     assert slowed(table(rows), make_pools(quotas), pol).height == 0
 
 
