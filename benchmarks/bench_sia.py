@@ -78,6 +78,9 @@ def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
     clock = time.perf_counter()
     cfg = TrainConfig(ablation=False)
     res = train_predictors(fcfs_schedule(jobs, pools), cfg)
+    for r in res.windows:  # as the registry loads them: one thread per predict call
+        r.model.set_params(n_jobs=1)
+        r.model.get_booster().set_param({"nthread": 1})
     models = {r.k_min: LoadedWillArrive(r.k_min, r.model, r.threshold, r.feature_columns, "bench")
               for r in res.windows}
     fc = LearnedForecaster(models, load_windows=cfg.load_windows,
