@@ -73,7 +73,8 @@ def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
     """Return (forecaster, training seconds): the three predictors trained on the FCFS replay."""
     from sia.models.forecaster import LearnedForecaster
     from sia.models.registry import LoadedWillArrive
-    from sia.pipelines.train import TrainConfig, fcfs_schedule, train_predictors
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import TrainConfig, train_predictors
 
     clock = time.perf_counter()
     cfg = TrainConfig(ablation=False)

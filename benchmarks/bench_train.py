@@ -23,8 +23,8 @@ PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
 
 def bench_training() -> dict[str, float]:
     """Return wall times (s) of reading, the FCFS replay, features + fits, and MLflow logging."""
-    from sia.pipelines.inputs import load_workload
-    from sia.pipelines.train import TrainConfig, fcfs_schedule, train_predictors
+    from sia.pipelines.inputs import fcfs_schedule, load_workload
+    from sia.pipelines.train import TrainConfig, train_predictors
 
     clock = time.perf_counter()
     wl = load_workload(PHILLY, clean=True)

@@ -10,7 +10,7 @@ import polars as pl
 import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
-from sia.features.schedule import has_schedule, schedule_from_columns, with_schedule
+from sia.features.schedule import has_schedule, schedule_from_columns
 from sia.features.table9 import FEATURE_COLUMNS, build_features
 from sia.pipelines import inputs
 
@@ -31,25 +31,6 @@ Examples:
   sia features --synthetic base --days 7 --out out/synth_features.parquet
   sia features out/philly --windows 5,60 --grid-s 600
 """
-
-
-def parse_windows(text: str) -> tuple[int, ...]:
-    """Return the window lengths in minutes from ``--windows`` text such as ``5,60,720``."""
-    try:
-        windows = tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise ConfigError(f"--windows {text!r}: expected whole minutes such as 5,60,720") from None
-    if not windows or min(windows) <= 0:
-        raise ConfigError(f"--windows {text!r}: expected positive minutes such as 5,60,720")
-    return windows
-
-
-def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
-    """Return ``jobs`` with start_time / end_time (seconds) from the simulator's FCFS replay."""
-    from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
-
-    return with_schedule(jobs, simulate(jobs, pools, make_policy("fcfs")))
 
 
 def register(app: typer.Typer) -> None:
@@ -78,7 +59,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         if not grid_s > 0:
             raise ConfigError(f"--grid-s {grid_s}: must be a positive number of seconds")
-        wins = parse_windows(windows)
+        wins = inputs.parse_windows(windows)
         out_path = Path(out) if out is not None else output_root() / "features.parquet"
         if out_path.suffix.lower() != ".parquet":
             raise ConfigError(f"--out {out_path}: expected a .parquet file name")
@@ -91,7 +72,7 @@ def register(app: typer.Typer) -> None:
             how = "the trace's own start_time/end_time (seconds, same clock as submit_time)"
         else:
             t1 = time.perf_counter()
-            sched = fcfs_schedule(wl.jobs, wl.pools)
+            sched = inputs.fcfs_schedule(wl.jobs, wl.pools)
             how = f"FCFS replay ({time.perf_counter() - t1:.2f} s)"
         typer.echo(f"schedule: {how}")
         t1 = time.perf_counter()

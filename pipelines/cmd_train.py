@@ -11,16 +11,6 @@ from sia.data.paths import output_root
 from sia.pipelines import inputs
 
 
-def _parse_windows(text: str) -> tuple[int, ...]:
-    try:
-        ks = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--windows {text!r}: expected minutes such as 5,60,720") from None
-    if not ks or min(ks) <= 0:
-        raise ConfigError(f"--windows {text!r}: need positive minutes such as 5,60,720")
-    return ks
-
-
 def register(app: typer.Typer) -> None:
     """Add the `train` command to ``app``."""
 
@@ -82,7 +72,7 @@ def register(app: typer.Typer) -> None:
         from sia.pipelines.tracking import ui_command
         from sia.pipelines.train import TrainConfig, run_training
 
-        ks = _parse_windows(windows)
+        ks = inputs.parse_windows(windows)
         if not 0.0 < threshold < 1.0:
             raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
         if n_estimators < 1:

@@ -227,3 +227,24 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for every random draw
 DaysOpt = Annotated[float | None, typer.Option(
     "--days", help="Synthetic: days to generate (default 3). Trace: keep only jobs submitted "
                    "in the first DAYS days.", show_default=False)]
+
+
+def parse_windows(text: str, option: str = "--windows") -> tuple[int, ...]:
+    """Return window lengths in whole minutes from text such as ``5,60,720``."""
+    try:
+        windows = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: expected whole minutes such as 5,60,720") from None
+    if not windows or min(windows) <= 0:
+        raise ConfigError(f"{option} {text!r}: expected positive minutes such as 5,60,720")
+    return windows
+
+
+def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
+    """Return ``jobs`` with ``start_time`` / ``end_time`` (s) of the FCFS replay (the baseline schedule)."""
+    from sia.features.schedule import with_schedule
+    from sia.scheduler.registry import make_policy
+    from sia.scheduler.simulator import simulate
+
+    return with_schedule(jobs, simulate(jobs, pools, make_policy("fcfs")))
+

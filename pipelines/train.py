@@ -26,6 +26,7 @@ from sia.features.table9 import FEATURE_GROUPS, build_features
 from sia.models import job_duration, new_load, report, will_arrive
 from sia.models.split import TimeSplit, choose_split, split_features
 from sia.models.will_arrive import WindowResult, XGBParams
+from sia.pipelines import inputs
 
 DEFAULT_WINDOWS_MIN: tuple[int, ...] = (5, 60, 720)
 
@@ -69,16 +70,6 @@ class TrainResult:
     tables: dict[str, pl.DataFrame]
     timings_s: dict[str, float]
     config: TrainConfig
-
-
-def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
-    """Return ``jobs`` with ``start_time`` / ``end_time`` (s) of the FCFS replay (the baseline schedule)."""
-    from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
-
-    result = simulate(jobs, pools, make_policy("fcfs"))
-    return jobs.join(result.select("job_id", "start_time", "end_time"), on="job_id",
-                     how="left", maintain_order="left")
 
 
 def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
@@ -260,7 +251,7 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
 
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
     clock = time.perf_counter()
-    schedule = fcfs_schedule(jobs, pools)
+    schedule = inputs.fcfs_schedule(jobs, pools)
     replay_s = time.perf_counter() - clock
     clock = time.perf_counter()
     windows = tuple(sorted({int(k) for k in config.windows_min}))

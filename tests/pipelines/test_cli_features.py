@@ -6,8 +6,7 @@ import polars as pl
 import pytest
 from sia.features.table9 import FEATURE_COLUMNS, KEY_COLUMNS, LABEL_COLUMNS, build_features
 from sia.pipelines.cli import main
-from sia.pipelines.cmd_features import fcfs_schedule, parse_windows
-from sia.pipelines.inputs import load_workload
+from sia.pipelines.inputs import fcfs_schedule, load_workload, parse_windows
 
 
 def test_synthetic_replays_fcfs_and_writes_the_table(tmp_path, capsys):
