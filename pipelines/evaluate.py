@@ -228,6 +228,23 @@ def learned_forecaster(spec: dict[str, Any]) -> Any:
                              load_windows=int(spec["load_windows"]), duration_config=duration)
 
 
+def forecaster_option(policy: str) -> str:
+    """Return the option through which ``policy`` takes the learned forecaster.
+
+    SIA takes it as ``forecaster``; the Figure 15a strawmen (``sia-random*``)
+    take it as ``base`` and replace only WillJobsArrive (and JobDuration) with
+    random draws, keeping the learned NewLoadEstimate (and JobDuration).
+    """
+    from sia.scheduler.registry import policy_class
+
+    params = inspect.signature(policy_class(policy)).parameters
+    if "forecaster" in params:
+        return "forecaster"
+    if "base" in params:
+        return "base"
+    raise ConfigError(f"policy {policy!r} takes no forecaster; use forecaster: none for it")
+
+
 def run_replay(task: ReplayTask) -> pl.DataFrame:
     """Replay one task and return the simulator's per-job result table (runs on a worker)."""
     from sia.scheduler.registry import make_policy
@@ -235,7 +252,7 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
 
     options = dict(task.options)
     if task.forecaster is not None:
-        options["forecaster"] = learned_forecaster(task.forecaster)
+        options[forecaster_option(task.policy)] = learned_forecaster(task.forecaster)
     policy = make_policy(task.policy, **options)
     return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
 

@@ -52,7 +52,9 @@ from typing import Any
 import yaml
 from sia.data.errors import ConfigError
 
-LEARNED_POLICIES = ("sia",)
+# Policies fed the learned predictors by default: SIA, and the Figure 15a strawmen, which
+# randomize WillJobsArrive (and JobDuration) but keep the other learned predictors.
+LEARNED_POLICIES = ("sia", "sia-random", "sia-random-both")
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
 
