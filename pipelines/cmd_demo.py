@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from sia.data.errors import ConfigError
-from sia.pipelines.cmd_evaluate import report
+from sia.pipelines.cmd_evaluate import report, wide_console
 from sia.pipelines.experiment import parse_config
 
 #: The demo's policies in display order; those not registered yet are skipped (and said so).
@@ -77,7 +77,7 @@ def run_demo(out: Path, *, days: float = DEMO_DAYS, workers: int | None = 1, see
     from sia.pipelines import evaluate as ev
     from sia.pipelines.executors import make_executor
 
-    console = console or Console()
+    console = console or wide_console()
     ok, skipped = available_policies()
     raw = demo_config(days, seed, tuple(ok))
     cfg = parse_config(raw, source="sia demo")

@@ -44,6 +44,15 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def wide_console() -> Console:
+    """Return a console at least 140 columns wide, so result tables are not squeezed.
+
+    Rich falls back to 80 columns when output goes to a file or CI log.
+    """
+    console = Console()
+    return console if console.width >= 140 else Console(width=140)
+
+
 def aggregate_table(agg: pl.DataFrame, title: str) -> Table:
     """Return a rich table of the sweep's aggregate (one row per group and policy)."""
     table = Table(title=title, caption="speedup over FCFS: mean, geometric mean, p5, p95; "
@@ -55,7 +64,7 @@ def aggregate_table(agg: pl.DataFrame, title: str) -> Table:
     table.add_column("exps", justify="right")
     table.add_column("jobs", justify="right")
     for h in HEADERS:
-        table.add_column(h, justify="right")
+        table.add_column(h, justify="right", no_wrap=True)
     for row in agg.iter_rows(named=True):
         cells = ([row["group"]] if multi else []) + [row["policy"], str(row["experiments"]),
                                                      _fmt(row["n_jobs"])]
@@ -102,7 +111,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         cfg = load_config(config)
         out_dir = out or output_root() / "evaluations" / cfg.name
-        console = Console()
+        console = wide_console()
         executor = make_executor(workers, dask)
         console.print(f"[bold]{cfg.name}[/]: {config} -> {out_dir} ({executor.description})",
                       soft_wrap=True, highlight=False)
