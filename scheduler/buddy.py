@@ -247,6 +247,43 @@ class BuddyAllocator:
         index = self._split_down(_GLOBAL, src_level, src, level)
         return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
 
+    def allocate_at(self, job_id: str, pool: str, num_gpus: int, index: int) -> Allocation:
+        """Take the given cell (level ``level_for(num_gpus)``, ``index``) for an opportunistic job.
+
+        For a cell a fallback solver chose (or to put back a job whose cell was
+        freed for a preemption that was then not needed). The cell must lie in
+        a FREE cell of the global lists (outside every pool's bound cells); the
+        buddy rule ``strict_buddies`` is not applied (that is why a fallback is
+        asked at all). Raises CannotAllocate if a reservation is pending or the
+        cell is not free.
+        """
+        self._check_new(job_id, pool)
+        level = self._level(num_gpus)
+        if self._pending:
+            first = next(iter(self._pending))
+            raise CannotAllocate(f"opportunistic job {job_id!r} blocked: reservation {first!r} is pending")
+        if not 0 <= index < self.topology.n_cells(level):
+            raise CannotAllocate(f"cell ({level},{index}) does not exist")
+        for lv in range(level, self._top + 1):
+            anc = index >> (lv - level)
+            if anc in self._free[_GLOBAL][lv]:
+                break
+        else:
+            raise CannotAllocate(
+                f"cell ({level},{index}) for {job_id!r} is not inside a free unbound cell"
+            )
+        self._free[_GLOBAL][lv].remove(anc)
+        while lv > level:
+            self._state[lv][anc] = SPLIT
+            lv -= 1
+            left = 2 * anc
+            self._state[lv][left] = FREE
+            self._state[lv][left + 1] = FREE
+            anc = index >> (lv - level)
+            self._free[_GLOBAL][lv].add(anc ^ 1)
+        self._free[_GLOBAL][lv].add(anc)
+        return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
+
     def release(self, alloc_id: str) -> None:
         """Free the cell of allocation ``alloc_id``, merge buddies and unbind empty bound cells."""
         alloc = self._allocs.pop(alloc_id, None)

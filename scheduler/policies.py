@@ -22,6 +22,8 @@ class FCFSPolicy:
     while the head fits ``quota - dedicated use``; a head that does not fit
     blocks every later job of its pool (head-of-line blocking, no backfill).
     All starts are dedicated. Realistic: reads only arrived jobs' widths.
+    On a cell-aware cluster (:mod:`sia.scheduler.locality`) a head must also
+    get a buddy cell of its pool's quota, else it blocks its pool.
     """
 
     name = "fcfs"
@@ -29,9 +31,10 @@ class FCFSPolicy:
     uses_ticks = False
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
-        """Remember the widths and quotas of ``trace``."""
+        """Remember the widths and quotas of ``trace`` (and the cell placer, with locality)."""
         self._gpus = trace.num_gpus.tolist()
         self._quota = trace.quota.tolist()
+        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the heads of the touched pools that fit their pool's unused quota, in order."""
@@ -46,8 +49,13 @@ class FCFSPolicy:
                 g = gpus[j]
                 if g > free:
                     break
+                cell = None
+                if self._place is not None:
+                    cell = self._place(j, p, g, True)
+                    if cell is None:
+                        break
                 free -= g
-                starts.append(Start(j, False))
+                starts.append(Start(j, False, cell))
         return starts
 
 
@@ -180,7 +188,9 @@ class MaxMinPolicy:
        not fit removes its pool from this round (no backfill past a blocked
        head), other pools still get the GPUs.
 
-    Realistic: reads only arrived jobs' widths.
+    Realistic: reads only arrived jobs' widths. On a cell-aware cluster every
+    start also needs a buddy cell (dedicated or opportunistic); a job that
+    gets none is treated as not fitting.
     """
 
     name = "maxmin"
@@ -188,10 +198,11 @@ class MaxMinPolicy:
     uses_ticks = False
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
-        """Remember widths and quotas."""
+        """Remember widths and quotas (and the cell placer, with locality)."""
         self._gpus = trace.num_gpus.tolist()
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
+        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated FCFS starts, then the max-min fair opportunistic ones."""
@@ -215,7 +226,12 @@ class MaxMinPolicy:
                 g = gpus[plist[i]]
                 if g > free or d + g > quota[p]:
                     break
-                starts.append(Start(plist[i], False))
+                cell = None
+                if self._place is not None:
+                    cell = self._place(plist[i], p, g, True)
+                    if cell is None:
+                        break
+                starts.append(Start(plist[i], False, cell))
                 free -= g
                 d += g
                 i += 1
@@ -239,9 +255,15 @@ class MaxMinPolicy:
             j = plist[i]
             g = gpus[j]
             opp = ded[best] + g > quota[best]
+            cell = None
+            if self._place is not None:
+                cell = self._place(j, best, g, not opp)
+                if cell is None:
+                    del heads[best]
+                    continue
             if not opp:
                 ded[best] += g
-            starts.append(Start(j, opp))
+            starts.append(Start(j, opp, cell))
             free -= g
             alloc[best] += g
             if i + 1 < len(plist):

@@ -23,6 +23,13 @@ every decision:
    does not fit later and moves on). No duration is read.
 
 Realistic: reads only arrived jobs' pools and widths.
+
+With locality (a cell-aware cluster, :mod:`sia.scheduler.locality`), guaranteed
+jobs get buddy cells of their pool's quota (HiveD's cells) and low-priority
+jobs cells outside them; a job that gets no cell does not fit (a guaranteed
+head then blocks its pool, a low-priority job is skipped). HiveD has no
+reservations, and its low-priority jobs may use the buddies of guaranteed
+cells (build its cluster with ``strict_buddies=False``).
 """
 
 from __future__ import annotations
@@ -46,8 +53,10 @@ class HiveDPolicy:
         """Remember widths and quotas."""
         self._gpus = trace.num_gpus.tolist()
         self._gpus_arr = trace.num_gpus
+        self._pool_arr = trace.pool
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
+        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the guaranteed FCFS starts, then low-priority starts in global arrival order."""
@@ -63,14 +72,22 @@ class HiveDPolicy:
             plist = view.pending(p)
             if plist:
                 heads.append([plist[0], p, 0, view.used_dedicated_of(p)])
+        place = self._place
+        blocked: set[int] = set()
         while heads and free > 0:
             heads.sort()
             progressed = False
             for h in heads:
                 j, p, i, d = h
                 g = gpus[j]
-                if g <= free and d + g <= quota[p]:
-                    starts.append(Start(j, False))
+                if g <= free and d + g <= quota[p] and p not in blocked:
+                    cell = None
+                    if place is not None:
+                        cell = place(j, p, g, True)
+                        if cell is None:
+                            blocked.add(p)
+                            continue
+                    starts.append(Start(j, False, cell))
                     taken.add(j)
                     free -= g
                     h[3] = d + g
@@ -91,10 +108,17 @@ class HiveDPolicy:
         ok = g_all <= free
         if taken:
             ok &= ~np.isin(pending, np.fromiter(taken, dtype=np.int64, count=len(taken)))
+        pool_of = self._pool_arr
         for idx in np.flatnonzero(ok):
             g = int(g_all[idx])
             if g <= free:
-                starts.append(Start(int(pending[idx]), True))
+                cell = None
+                if place is not None:
+                    j = int(pending[idx])
+                    cell = place(j, int(pool_of[j]), g, False)
+                    if cell is None:
+                        continue
+                starts.append(Start(int(pending[idx]), True, cell))
                 free -= g
                 if free <= 0:
                     break

@@ -84,6 +84,26 @@ predictions made at ticks are scored against the actual arrivals; while a
 pool's recent predictions in window ``w`` missed arrivals, the pool lends
 nothing in ``w`` (and, with nested reservations, in the larger windows).
 
+Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality`):
+every start also needs a buddy cell (``cluster.try_place``); a dedicated head
+that gets none blocks its pool's stream (as under FCFS with cells), and, when
+the cluster allows preemption, first preempts running preemptible
+opportunistic jobs until its cell is free (returning a
+:class:`~sia.scheduler.simulator.Preempt` per victim). In Figure 8 each
+pool's reservation becomes *cells* of its quota (its pending jobs' widths in
+arrival order, the rest as the largest cells its quota has): a reservation
+that cannot be met stays pending and blocks every opportunistic start in
+that window; reservations are cleared after each window. A lendable job
+that gets no cell ends its pool's turn in that window.
+
+Lending with preemption (the rule of SIA 5.5's "partial support"): with
+``preempt`` on, let ``share`` be the GPUs of running preemptible
+opportunistic jobs over all running GPUs and ``cost`` the preemption cost
+(lost work + restart delay, seconds); in window ``w`` every reservation is
+scaled by ``1 - share * max(0, 1 - cost / w)`` (rounded up), so the more
+of what runs can be taken back, and the cheaper that is relative to the
+window, the more SIA lends.
+
 With perfect coarse predictions no job starts later than under FCFS: the
 dedicated streams are FCFS on a subset of the jobs, and every opportunistic
 job fits its window, within which all pools' arrivals were reserved (see
@@ -108,6 +128,7 @@ from sia.scheduler.forecast import (
     PerfectForecaster,
 )
 from sia.scheduler.forecast_mix import random_arrivals, random_arrivals_and_durations
+from sia.scheduler.simulator import Preempt
 from sia.scheduler.view import Reason, SimView, Start, TraceArrays
 
 _EPS = 1e-9
@@ -186,12 +207,17 @@ class SiaPolicy:
         self._head = [[0] * K for _ in range(P)]  # first possibly-pending entry
         self._fail = [[_NO_FAIL] * K for _ in range(P)]  # (usable, length) of the last miss
         self._checked_shape = False
+        self._kmin_job: dict[int, int] = {}  # job -> first window its predicted bin fits
         self._tnl: list[list[float]] = []
         self._tnl_time = -math.inf
         if self.tracker is not None:
             self.tracker.reset(trace)
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self._distrusted_forecasts = 0
+        self._cells = cluster if getattr(cluster, "cell_aware", False) else None
+        self._preempt = bool(self._cells is not None and self._cells.config.preempt)
+        if self._cells is not None:
+            self.stats["preemptions"] = 0
 
     # ------------------------------------------------------------------ helpers
     def _admit(self, view: SimView) -> None:
@@ -224,8 +250,10 @@ class SiaPolicy:
         K = len(self.windows_s)
         pool, elig = self._pool, self._elig
         fail = self._fail
+        kmin_job = self._kmin_job
         for j, b in zip(jobs, bins.tolist(), strict=True):
             p = pool[j]
+            kmin_job[j] = kmin_of[b]
             lists = elig[p]
             for k in range(kmin_of[b], K):
                 lists[k].append(j)
@@ -288,13 +316,16 @@ class SiaPolicy:
         tracker = self.tracker
         free = view.free_gpus
         pend = self._pend_gpus
-        if free <= 0 or not any(pend):
+        if not any(pend) or (free <= 0 and not (
+                self._preempt and self._cells.preemptible_running())):
             return []
         self.stats["decisions"] += 1
         P, quota, gpus, started = self._P, self._quota, self._gpus, self._started
         ded = view.used_dedicated.tolist()
         alloc = view.allocation.tolist()
-        starts: list[Start] = []
+        starts: list = []
+        cells = self._cells
+        cfg = cells.config if cells is not None else None
 
         # ---- Figure 7: dedicated resources, strict FCFS per pool
         streams = [[p, view.pending(p), 0] for p in range(P) if pend[p]]
@@ -306,7 +337,7 @@ class SiaPolicy:
                 if i >= len(plist):
                     continue
                 g = gpus[plist[i]]
-                if g > free or ded[p] + g > quota[p]:
+                if (g > free and not self._preempt) or ded[p] + g > quota[p]:
                     continue
                 key = alloc[p] / quota[p]
                 if best is None or key < best_key:
@@ -315,15 +346,32 @@ class SiaPolicy:
                 break
             p, plist, i = best
             j = plist[i]
-            best[2] = i + 1
             g = gpus[j]
-            starts.append(Start(j, False))
+            cell = None
+            if cells is not None:
+                cell = cells.try_place(j, p, g, True) if g <= free else None
+                if cell is None and self._preempt:
+                    got = cells.preempt_for(j, p, g)
+                    if got is not None:
+                        victims, cell = got
+                        for v in victims:
+                            starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
+                            self._requeue(v)
+                            free += gpus[v]
+                            alloc[self._pool[v]] -= gpus[v]
+                        self.stats["preemptions"] += len(victims)
+                if cell is None:
+                    best[2] = len(plist)  # head-of-line blocked by cells
+                    continue
+            best[2] = i + 1
+            starts.append(Start(j, False, cell))
             started[j] = 1
             free -= g
             ded[p] += g
             alloc[p] += g
             pend[p] -= g
-        self.stats["dedicated"] += len(starts)
+        n_preempts = sum(1 for s in starts if type(s) is Preempt)
+        self.stats["dedicated"] += len(starts) - n_preempts
         if free <= 0:
             return starts
 
@@ -362,6 +410,7 @@ class SiaPolicy:
         W = self.windows_s
         lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(K)]
         n_ded = len(starts)
+        scale = self._lend_scale(view, starts) if self._preempt else None
         for k in range(K):
             lk = lists[k]
             if lk < 0:
@@ -372,7 +421,14 @@ class SiaPolicy:
                 for p in range(P):
                     if distrust[p][k]:
                         res[p] = unused[p]
+            if scale is not None:
+                f = 1.0 - scale * max(0.0, 1.0 - cfg.preemption_cost_s / W[k])
+                res = [math.ceil(r * f - _EPS) for r in res]
             total = sum(res)
+            skip: set[int] = set()
+            if cells is not None and not self._reserve_cells(view, res, range(P)):
+                cells.clear_reservations()
+                continue  # a reservation is pending: no opportunistic start in this window
             while True:
                 usable = free - total
                 if usable < 1 - _EPS:
@@ -381,6 +437,8 @@ class SiaPolicy:
                     cands.sort(key=lambda p: (alloc[p] / quota[p], p))
                 pick = j = -1
                 for q in cands:
+                    if q in skip:
+                        continue
                     j = self._first_fit(q, lk, usable + _EPS)
                     if j >= 0:
                         pick = q
@@ -388,17 +446,64 @@ class SiaPolicy:
                 if pick < 0:
                     break
                 g = gpus[j]
-                starts.append(Start(j, True))
+                cell = None
+                if cells is not None:
+                    cell = cells.try_place(j, pick, g, False)
+                    if cell is None:
+                        skip.add(pick)
+                        continue
+                starts.append(Start(j, True, cell))
                 started[j] = 1
                 free -= g
                 alloc[pick] += g
                 pend[pick] -= g
                 if distrust is None or not distrust[pick][k]:
                     new = min(pend[pick] + col[pick], unused[pick])
+                    if scale is not None:
+                        new = math.ceil(new * f - _EPS)
                     total += new - res[pick]
                     res[pick] = new
+                    if cells is not None and not self._reserve_cells(view, res, (pick,)):
+                        break
+            if cells is not None:
+                cells.clear_reservations()
         self.stats["opportunistic"] += len(starts) - n_ded
         return starts
+
+    # ------------------------------------------------------------------ locality helpers
+    def _reserve_cells(self, view: SimView, res: list, pools) -> bool:
+        """Reserve ``res[p]`` GPUs of cells for each pool in ``pools``; False if one is pending."""
+        cells, gpus, started = self._cells, self._gpus, self._started
+        for p in pools:
+            if res[p] <= _EPS:
+                cells.clear_reservations(p)
+                continue
+            widths = [gpus[j] for j in view.pending(p) if not started[j]]
+            if not cells.reserve(p, cells.reservation_widths(res[p], widths, p)):
+                return False
+        return True
+
+    def _lend_scale(self, view: SimView, starts: list) -> float:
+        """Preemptible share of the running GPUs (running opportunistic preemptible / all running)."""
+        cells = self._cells
+        running = self._cells.total_gpus - cells.free
+        if running <= 0:
+            return 0.0
+        gone = {s.job for s in starts if type(s) is Preempt}
+        recoverable = sum(self._gpus[v] for v in cells.preemptible_running() if v not in gone)
+        return min(1.0, recoverable / running)
+
+    def _requeue(self, j: int) -> None:
+        """Put a preempted job back among the pending and lendable jobs."""
+        self._started[j] = 0
+        p = self._pool[j]
+        self._pend_gpus[p] += self._gpus[j]
+        kmin = self._kmin_job.get(j, len(self.windows_s))  # unbinned: dedicated only
+        for k, lst in enumerate(self._elig[p]):
+            if k >= kmin and j not in lst:
+                lst.insert(bisect_right(lst, j), j)  # keep arrival order
+            self._head[p][k] = 0
+            self._fail[p][k] = _NO_FAIL
 
     def summary(self) -> dict[str, Any]:
         """Return the replay's counters: decisions, forecasts, starts, adaptation records/misses."""

@@ -5,7 +5,13 @@ completions, a periodic tick (only while jobs are pending, and only for
 policies that use ticks) and wake-ups a policy asks for. All events at the
 same instant are applied first (completions, then arrivals), then the policy
 is called once with a :class:`~sia.scheduler.view.SimView` and returns the
-jobs to start. Jobs are gang-scheduled and run to completion (no preemption).
+jobs to start. Jobs are gang-scheduled and run to completion, unless the
+policy returns a :class:`Preempt` for a running job (partial preemption, SIA
+5.5; only the locality layer's policies do): the job's GPUs are released at
+once, it goes back to its pool's pending list, and when it starts again it
+runs what was left of its work plus ``lost_work_s`` (work since its last
+checkpoint, at most what it had done in that run) plus ``restart_delay_s``.
+Its ``start_time`` stays its first start; ``end_time`` is its real end.
 
 The simulator validates every start (the job is pending, its gang fits the
 free GPUs, a dedicated start keeps the pool within its quota) and raises
@@ -20,8 +26,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -44,6 +51,29 @@ RESULT_COLUMNS = (
     "end_time",
     "opportunistic",
 )
+
+
+class Preempt(NamedTuple):
+    """A decision item that stops running job ``job`` (index) and puts it back in its pool's queue.
+
+    ``lost_work_s``: seconds of work it loses (capped at what it did in this
+    run); ``restart_delay_s``: seconds added to its next run.
+    """
+
+    job: int
+    lost_work_s: float = 0.0
+    restart_delay_s: float = 0.0
+
+
+class _State(SimState):
+    """SimState plus real end times and preemption counts (per job index)."""
+
+    __slots__ = ("end_time", "n_preempted")
+
+    def __init__(self, trace: TraceArrays):
+        super().__init__(trace)
+        self.end_time = np.full(trace.n_jobs, np.nan)
+        self.n_preempted = np.zeros(trace.n_jobs, dtype=np.int64)
 
 
 class PolicyError(SiaError):
@@ -144,6 +174,8 @@ def result_table(trace: TraceArrays, order: np.ndarray, state: SimState,
     inverse[order] = np.arange(n)
     start = state.start_time[inverse]
     duration = trace.duration[inverse]
+    ends = getattr(state, "end_time", None)
+    end = start + duration if ends is None else ends[inverse]
     return pl.DataFrame(
         {
             "job_id": jobs["job_id"],
@@ -152,7 +184,7 @@ def result_table(trace: TraceArrays, order: np.ndarray, state: SimState,
             "duration": pl.Series(duration, dtype=pl.Float64),
             "num_gpus": jobs["num_gpus"],
             "start_time": pl.Series(start, dtype=pl.Float64),
-            "end_time": pl.Series(start + duration, dtype=pl.Float64),
+            "end_time": pl.Series(end, dtype=pl.Float64),
             "opportunistic": pl.Series(state.opportunistic[inverse], dtype=pl.Boolean),
         }
     )
@@ -177,7 +209,7 @@ def run_trace(
     name = policy_name(policy)
     n = trace.n_jobs
     cluster.reset()
-    state = SimState(trace)
+    state = _State(trace)
     view = SimView(state, cluster)
     policy.reset(trace, cluster)
     decide = policy.decide
@@ -186,6 +218,12 @@ def run_trace(
 
     submit = trace.submit.tolist()
     duration = trace.duration.tolist()
+    left = list(duration)  # work left in the current run (s), changed only by preemption
+    seg_start = [0.0] * n  # start of the current run
+    end_at = [math.inf] * n  # live heap entry of each running job
+    end_time = state.end_time
+    n_preempted = state.n_preempted
+    preempted_any = False
     gpus = trace.num_gpus.tolist()
     pool_of = trace.pool.tolist()
     quota = trace.quota.tolist()
@@ -218,6 +256,9 @@ def run_trace(
     try:
         while n_done < n:
             t_arr = submit[next_arrival] if next_arrival < n else inf
+            if preempted_any:  # drop heap entries of preempted runs
+                while heap and heap[0][0] != end_at[heap[0][1]]:
+                    pop(heap)
             t_end = heap[0][0] if heap else inf
             now = min(t_arr, t_end, next_tick, wakeup)
             if now == inf:
@@ -232,10 +273,13 @@ def run_trace(
                 reason |= Reason.COMPLETION
                 while heap and heap[0][0] == now:
                     end, j = pop(heap)
+                    if end != end_at[j]:
+                        continue  # a preempted run
                     g = gpus[j]
                     p = pool_of[j]
                     if check_invariants:
-                        _check_completion(j, end, start_time, duration, status, trace)
+                        _check_completion(j, end, seg_start, left, status, trace)
+                    end_time[j] = end
                     release(j, g)
                     if opp_flag[j]:
                         used_opp[p] -= g
@@ -273,6 +317,34 @@ def run_trace(
 
             starts = decide(view)
             for s in starts:
+                if type(s) is Preempt:
+                    j = int(s.job)
+                    if not (0 <= j < n) or status[j] != _RUNNING:
+                        raise PolicyError(
+                            f"policy {name} at t={now:.3f}s preempted job {_job_label(trace, j)} "
+                            f"which is {_status_word(status, j, n)}, not running"
+                        )
+                    if not (s.lost_work_s >= 0 and s.restart_delay_s >= 0):
+                        raise PolicyError(f"policy {name}: preemption costs must be >= 0, got {s}")
+                    g = gpus[j]
+                    p = pool_of[j]
+                    release(j, g)
+                    if opp_flag[j]:
+                        used_opp[p] -= g
+                        opp_flag[j] = False
+                    else:
+                        used_ded[p] -= g
+                    done = now - seg_start[j]
+                    left[j] = left[j] - done + min(float(s.lost_work_s), done) + float(s.restart_delay_s)
+                    end_at[j] = inf
+                    del running[j]
+                    status[j] = _PENDING
+                    insort(pending[p], j)
+                    n_pending += 1
+                    n_preempted[j] += 1
+                    preempted_any = True
+                    touched.add(p)
+                    continue
                 j = int(s[0])
                 if not (0 <= j < n) or status[j] != _PENDING:
                     raise PolicyError(
@@ -302,14 +374,17 @@ def run_trace(
                 del plist[bisect_left(plist, j)]
                 n_pending -= 1
                 status[j] = _RUNNING
-                start_time[j] = now
+                if not n_preempted[j]:
+                    start_time[j] = now
+                seg_start[j] = now
                 if opp:
                     opp_flag[j] = True
                     used_opp[p] += g
                 else:
                     used_ded[p] += g
                 running[j] = None
-                push(heap, (now + duration[j], j))
+                end_at[j] = now + left[j]
+                push(heap, (end_at[j], j))
             touched.clear()
             if starts or heap or next_arrival < n:
                 idle_calls = 0
@@ -370,13 +445,13 @@ def _first_pending_id(trace: TraceArrays, pending: list[list[int]]) -> str:
     return _job_label(trace, min(heads)) if heads else "-"
 
 
-def _check_completion(j: int, end: float, start_time: np.ndarray, duration: list[float],
+def _check_completion(j: int, end: float, seg_start: list[float], left: list[float],
                       status: bytearray, trace: TraceArrays) -> None:
-    """Assert job ``j`` ends exactly its duration after it started."""
+    """Assert job ``j`` ends exactly its (remaining) duration after its current run started."""
     assert status[j] == _RUNNING, f"job {_job_label(trace, j)} completes but is not running"
-    s = start_time[j]
-    assert end == s + duration[j], (
-        f"job {_job_label(trace, j)} ran from {s} to {end}, not its duration {duration[j]}"
+    s = seg_start[j]
+    assert end == s + left[j], (
+        f"job {_job_label(trace, j)} ran from {s} to {end}, not its duration {left[j]}"
     )
 
 
@@ -404,7 +479,8 @@ def _check_state(state: SimState, cluster: Cluster, status: bytearray, trace: Tr
     assert cluster.free == cluster.total_gpus - int(ded.sum() + opp.sum()), "free GPU count is off"
     st = np.frombuffer(bytes(status), dtype=np.uint8)
     started = ~np.isnan(state.start_time)
-    assert (started == (st >= _RUNNING)).all(), "start times disagree with job status"
+    requeued = (st == _PENDING) & (getattr(state, "n_preempted", np.zeros(len(st))) > 0)
+    assert (started == ((st >= _RUNNING) | requeued)).all(), "start times disagree with job status"
     assert (state.start_time[started] >= trace.submit[started]).all(), "a job started before it arrived"
     assert (state.start_time[started] <= now).all(), "a job has a start time in the future"
     assert (trace.submit[st > _FUTURE] <= now).all() and (trace.submit[st == _FUTURE] >= now).all()

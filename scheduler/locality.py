@@ -1,0 +1,603 @@
+"""The cell-aware cluster: locality (buddy cells), fallback placement and preemption for the simulator.
+
+SIA 5.5 / DESIGN.md 6.3. With a topology, every start is placed in *one*
+cell of the level its gang needs (1, 2, 4, 8 GPUs inside a server; 16, 32 in
+a rack; a 3-GPU gang holds a 4-GPU cell).
+
+How policies use it (the seam of :mod:`sia.scheduler.cluster`): a policy's
+``reset(trace, cluster)`` sees a :class:`CellCluster` (``cluster.cell_aware``
+is True). Before it returns a start, it asks
+``cluster.try_place(job, pool, num_gpus, dedicated)``, which allocates the
+cell in the :class:`~sia.scheduler.buddy.BuddyAllocator` at once and returns
+the GPU ids (or None: the gang fits by count but not by cells, or the
+allocator refuses); the policy puts them in ``Start.placement``, and the
+simulator's ``allocate`` then takes exactly the granted GPUs. A grant the
+policy does not start is a bug that :meth:`CellCluster.check` reports.
+
+* Dedicated jobs and reservations: ``allocate_dedicated`` / ``reserve`` of the
+  buddy allocator, inside their pool's quota cells (HiveD's safety holds).
+* Opportunistic jobs: ``allocate_opportunistic`` (outside every pool's bound
+  cells and, with ``strict_buddies``, out of the buddies of those cells).
+  When it refuses although no reservation is pending (fragmentation or the
+  buddy rule), the configured fallback chain
+  (:class:`~sia.scheduler.placement.PlacementChain` of min-cost flow,
+  Hungarian, MILP, each with ``budget_s`` per call) places the job on the
+  free unbound GPUs, with a cost for landing next to dedicated cells, and
+  the buddy allocator takes the chosen cell (``allocate_at``). Dedicated
+  jobs get no fallback: inside a pool's quota HiveD's buddy allocation is
+  already fragmentation-free, and a dedicated cell outside the pool's quota
+  cells would break the safety invariant. The chain is called per job (the
+  policies decide one start at a time), so the MILP's plan-ahead sees a
+  batch of one.
+* Reservations (SIA only): :meth:`CellCluster.reserve` reserves cells of a
+  pool's quota; one that cannot be met stays pending in the allocator and
+  every opportunistic request fails until :meth:`clear_reservations`.
+* Preemption (:meth:`CellCluster.preempt_for`): to give a pool back its
+  cells, running *preemptible* opportunistic jobs are released (most
+  recently started first) until the dedicated job fits; victims that turn
+  out not to be needed are put back in their cells. The policy returns a
+  :class:`~sia.scheduler.simulator.Preempt` per victim, which charges
+  ``lost_work_s`` and ``restart_delay_s``.
+
+Pool quotas in cells (:func:`derive_cell_quotas`)
+    From a pool's GPU quota ``q``: ``q // C`` cells of ``C`` GPUs, where ``C``
+    is a server (or, when the pool has gangs wider than a server, the
+    smallest cell that holds its widest gang), plus the binary decomposition
+    of the remainder (13 GPUs on 8-GPU servers: 8 + 4 + 1). The cells sum to
+    ``q`` exactly. The cluster is the smallest whole number of racks that
+    holds every quota (racks shrink to a power-of-two number of servers when
+    the cluster is smaller than one rack); GPUs beyond the quotas are pinned
+    by a padding pool and never used. Power-of-two cells always pack, so
+    the assignment is satisfiable; :func:`~sia.scheduler.topology.check_quotas`
+    checks it again. A pool whose widest gang needs a cell larger than its
+    largest quota cell (a 3-GPU job in a pool of 3 GPUs = 2 + 1) could never
+    run that job: ConfigError naming the pool and job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import polars as pl
+from sia.data.errors import ConfigError
+from sia.scheduler.buddy import Allocation, BuddyAllocator, CannotAllocate
+from sia.scheduler.cluster import Cluster, PlacementError
+from sia.scheduler.placement import ClusterState, PlacementChain, PlacementRequest
+from sia.scheduler.topology import Topology, parse_topology
+
+PAD_POOL = "__padding__"
+
+#: placement chain stage names -> what they are
+SOLVERS = {
+    "buddy": "HiveD buddy cells only",
+    "mcf": "min-cost flow (Firmament)",
+    "hungarian": "assignment (Tesserae)",
+    "milp": "MILP with plan-ahead (TetriSched)",
+}
+
+
+@dataclass(frozen=True)
+class LocalityConfig:
+    """Options of the cell-aware cluster (times in seconds).
+
+    ``chain``: placement stages, always starting with ``"buddy"``, then any of
+    ``mcf``, ``hungarian``, ``milp``; ``budget_s``: time budget per solver
+    call; ``strict_buddies``: keep opportunistic jobs out of the buddies of
+    dedicated cells (SIA: True; HiveD*: False); ``debug``: check the buddy
+    invariants after every operation. Preemption: ``preemptible_fraction``
+    of the jobs (drawn with ``seed``) are preemptible on top of the trace's
+    ``preemptible`` column; ``preempt`` lets SIA stop them; each preemption
+    costs ``lost_work_s`` of work and ``restart_delay_s`` at restart.
+    """
+
+    gpus_per_server: int = 8
+    servers_per_rack: int = 4
+    chain: tuple[str, ...] = ("buddy",)
+    budget_s: float = 0.5
+    strict_buddies: bool = True
+    debug: bool = False
+    preempt: bool = False
+    preemptible_fraction: float = 0.0
+    lost_work_s: float = 0.0
+    restart_delay_s: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.chain or self.chain[0] != "buddy":
+            raise ConfigError(f"placement chain must start with 'buddy', got {list(self.chain)}")
+        for name in self.chain[1:]:
+            if name not in SOLVERS or name == "buddy":
+                raise ConfigError(
+                    f"placement chain: unknown solver {name!r}; use buddy followed by any of "
+                    "mcf, hungarian, milp (e.g. buddy,mcf)")
+        if not self.budget_s > 0:
+            raise ConfigError(f"placement budget must be > 0 seconds, got {self.budget_s}")
+        if not 0.0 <= self.preemptible_fraction <= 1.0:
+            raise ConfigError(
+                f"preemptible_fraction must be in [0, 1], got {self.preemptible_fraction}")
+        if self.lost_work_s < 0 or self.restart_delay_s < 0:
+            raise ConfigError("preemption costs lost_work_s and restart_delay_s must be >= 0")
+
+    @property
+    def preemption_cost_s(self) -> float:
+        """Seconds one preemption costs the victim (lost work + restart delay)."""
+        return self.lost_work_s + self.restart_delay_s
+
+
+def parse_placement(spec: str, *, option: str = "--placement") -> tuple[tuple[str, ...], float | None]:
+    """Parse ``buddy``, ``buddy,mcf`` or ``buddy,hungarian,budget=0.2`` into (chain, budget_s or None)."""
+    chain: list[str] = []
+    budget = None
+    for part in (spec or "").split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        if part.startswith("budget="):
+            try:
+                budget = float(part.split("=", 1)[1])
+            except ValueError:
+                raise ConfigError(f"{option}: {part!r} is not budget=<seconds>") from None
+            continue
+        if part not in SOLVERS:
+            raise ConfigError(f"{option}: unknown stage {part!r}; known: {', '.join(SOLVERS)}")
+        chain.append(part)
+    if not chain:
+        raise ConfigError(f"{option}: empty; expected e.g. buddy or buddy,mcf")
+    if chain[0] != "buddy":
+        chain.insert(0, "buddy")
+    return tuple(chain), budget
+
+
+def options_from_cli(topology: str | None, placement: str | None) -> LocalityConfig | None:
+    """Return the LocalityConfig for ``sia replay --topology ... --placement ...`` (None: no locality).
+
+    ``topology`` is ``gpus=8,rack=4`` (server and rack shape; ``servers=`` /
+    ``racks=`` are accepted and checked but the cluster size follows the
+    quotas); ``placement`` a chain such as ``buddy,mcf,budget=0.5``.
+    """
+    if topology is None and placement is None:
+        return None
+    kw: dict = {}
+    if topology is not None:
+        spec = topology if ("servers=" in topology or "racks=" in topology) else topology + ",racks=1"
+        topo = parse_topology(spec, option="--topology")
+        kw.update(gpus_per_server=topo.gpus_per_server, servers_per_rack=topo.servers_per_rack)
+    if placement is not None:
+        chain, budget = parse_placement(placement)
+        kw["chain"] = chain
+        if budget is not None:
+            kw["budget_s"] = budget
+    return LocalityConfig(**kw)
+
+
+def _binary_cells(gpus: int, max_cell: int) -> dict[int, int]:
+    """Cells of power-of-two sizes <= ``max_cell`` summing to ``gpus``: as many max cells as fit, then bits."""
+    cells: dict[int, int] = {}
+    whole, rest = divmod(int(gpus), max_cell)
+    if whole:
+        cells[max_cell] = whole
+    size = max_cell >> 1
+    while rest:
+        if rest >= size:
+            cells[size] = cells.get(size, 0) + 1
+            rest -= size
+        size >>= 1
+    return cells
+
+
+def derive_cell_quotas(
+    quota_gpus: Sequence[int], pool_names: Sequence[str], config: LocalityConfig,
+    widest: Sequence[int] | None = None,
+) -> tuple[Topology, dict[str, dict[int, int]], int]:
+    """Return (topology, {pool: {cell_gpus: count}}, padding GPUs) for GPU quotas (see the module docstring).
+
+    ``widest[p]`` is pool p's widest gang (GPUs), used to size its cells and to
+    reject a quota that could never hold it.
+    """
+    gps, spr = config.gpus_per_server, config.servers_per_rack
+    probe = Topology(racks=1, servers_per_rack=spr, gpus_per_server=gps)  # validates the shape
+    total = int(sum(int(q) for q in quota_gpus))
+    servers = max(1, math.ceil(total / gps))
+    if servers < spr:
+        spr = 1 << (servers - 1).bit_length()
+    racks = math.ceil(servers / spr)
+    topo = Topology(racks=racks, servers_per_rack=spr, gpus_per_server=gps)
+    del probe
+    quotas: dict[str, dict[int, int]] = {}
+    for p, (name, q) in enumerate(zip(pool_names, quota_gpus, strict=True)):
+        wide = int(widest[p]) if widest is not None else 1
+        try:
+            need = topo.cell_gpus(topo.level_for(max(wide, 1)))
+        except ValueError as err:
+            raise ConfigError(f"pool {name!r}: {err}") from None
+        cells = _binary_cells(int(q), max(gps, need) if need > gps else gps)
+        if int(q) and max(cells) < need:
+            raise ConfigError(
+                f"pool {name!r}: its widest job needs a {need}-GPU cell but its quota of {q} GPUs "
+                f"decomposes into cells {sorted(cells, reverse=True)}; raise its quota to {need}")
+        quotas[name] = cells
+    pad = topo.n_gpus - total
+    if pad:
+        quotas[PAD_POOL] = _binary_cells(pad, topo.cell_gpus(topo.top_level))
+    return topo, quotas, pad
+
+
+def preemptible_mask(jobs: pl.DataFrame, order: np.ndarray, config: LocalityConfig) -> np.ndarray:
+    """Bool array per job index: the trace's ``preemptible`` column OR a seeded ``preemptible_fraction``."""
+    n = jobs.height
+    mask = np.zeros(n, dtype=bool)
+    if "preemptible" in jobs.columns:
+        mask |= jobs["preemptible"].fill_null(False).to_numpy().astype(bool)
+    if config.preemptible_fraction > 0:
+        rng = np.random.default_rng(config.seed)
+        mask |= rng.random(n) < config.preemptible_fraction
+    return mask[order]
+
+
+def make_solver(name: str):
+    """Return the fallback solver instance for a chain stage name."""
+    if name == "mcf":
+        from sia.scheduler.place_mcf import MinCostFlowPlacer
+        return MinCostFlowPlacer()
+    if name == "hungarian":
+        from sia.scheduler.place_hungarian import HungarianPlacer
+        return HungarianPlacer()
+    if name == "milp":
+        from sia.scheduler.place_milp import MilpPlacer
+        return MilpPlacer()
+    raise ConfigError(f"no fallback solver {name!r}")
+
+
+@dataclass
+class PlacementStats:
+    """Counters of one replay's placements (seconds for times)."""
+
+    buddy: int = 0
+    fallback: int = 0
+    fallback_by: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+    frag_refused: int = 0
+    blocked: int = 0  # reservations left pending (each blocks lending in its window)
+    solver_calls: int = 0
+    solver_s: list[float] = field(default_factory=list)
+    preemptions: int = 0
+    frag_samples: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """JSON-ready counters: placements by stage, refusals, solver time (s), mean fragmentation."""
+        t = np.asarray(self.solver_s)
+        return {
+            "placed_buddy": self.buddy, "placed_fallback": self.fallback,
+            "fallback_by": dict(self.fallback_by), "refused": self.refused,
+            "frag_refused": self.frag_refused, "reservations_pending": self.blocked,
+            "solver_calls": self.solver_calls, "solver_total_s": float(t.sum()),
+            "solver_p99_s": float(np.quantile(t, 0.99)) if t.size else 0.0,
+            "preemptions": self.preemptions,
+            "fragmentation": float(np.mean(self.frag_samples)) if self.frag_samples else 0.0,
+        }
+
+
+class CellCluster(Cluster):
+    """A tracked cluster whose starts are buddy cells (see the module docstring).
+
+    ``quota``: GPU quotas per pool (pool index order); ``pool_names``;
+    ``config``; ``widest``: each pool's widest gang; ``preemptible``: bool per
+    job index. GPU ids are topology ids (server-major, as :class:`Cluster`).
+    """
+
+    cell_aware = True
+
+    def __init__(self, quota: Sequence[int] | np.ndarray, pool_names: Sequence[str],
+                 config: LocalityConfig, widest: Sequence[int] | None = None,
+                 preemptible: np.ndarray | None = None):
+        self.config = config
+        self.pool_names = tuple(pool_names)
+        self.topology, self.cell_quotas, self.pad_gpus = derive_cell_quotas(
+            list(np.asarray(quota).tolist()), self.pool_names, config, widest)
+        self.preemptible = preemptible
+        extra = config.chain[1:]
+        self.chain = (PlacementChain([make_solver(s) for s in extra], budget_s=config.budget_s,
+                                     enforce_budget=False) if extra else None)
+        super().__init__(quota, gpus_per_server=config.gpus_per_server, track_gpus=True)
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        """Free every cell; pin the padding GPUs; clear grants, reservations and counters."""
+        topo = self.topology
+        self.free = self.total_gpus
+        self.owner = np.full(topo.n_gpus, -1, dtype=np.int64)
+        self.held: dict[int, np.ndarray] = {}
+        self.buddy = BuddyAllocator(topo, self.cell_quotas, debug=self.config.debug,
+                                    strict_buddies=self.config.strict_buddies)
+        for k, (size, count) in enumerate(self.cell_quotas.get(PAD_POOL, {}).items()):
+            for c in range(count):
+                a = self.buddy.allocate_dedicated(f"pad{k}.{c}", PAD_POOL, size)
+                self.owner[list(a.gpus)] = -2
+        self.grants: dict[int, Allocation] = {}
+        self.allocs: dict[int, Allocation] = {}
+        self._released_early: set[int] = set()
+        self._res: dict[int, list[str]] = {}
+        self._res_seq = 0
+        self._start_seq: dict[int, int] = {}
+        self._seq = 0
+        self.stats = PlacementStats()
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the topology (quota GPUs plus padding)."""
+        return self.topology.n_gpus
+
+    def server_of(self, gpu):
+        """Server index of GPU id(s) ``gpu``."""
+        return np.asarray(gpu) // self.topology.gpus_per_server
+
+    def _fragmentation(self) -> float:
+        """Share of free GPUs not in a wholly free server (0: every free GPU is in an empty server)."""
+        if self.free <= 0:
+            return 0.0
+        free = (self.owner == -1).reshape(-1, self.topology.gpus_per_server)
+        whole = int(free.all(axis=1).sum()) * self.topology.gpus_per_server
+        return 1.0 - whole / self.free
+
+    # ------------------------------------------------------------------ placement
+    def try_place(self, job: int, pool: int, num_gpus: int, dedicated: bool) -> tuple[int, ...] | None:
+        """Allocate a cell for ``job`` now; return its GPU ids, or None if it cannot be placed.
+
+        Dedicated: inside ``pool``'s quota cells. Opportunistic: buddy cells
+        outside bound cells, then the fallback chain (fragmentation only; a
+        pending reservation blocks it).
+        """
+        if job in self.grants:
+            raise PlacementError(f"job {job} already has a cell granted in this decision")
+        name = self.pool_names[pool]
+        aid = str(job)
+        st = self.stats
+        try:
+            if dedicated:
+                a = self.buddy.allocate_dedicated(aid, name, num_gpus)
+            else:
+                a = self.buddy.allocate_opportunistic(aid, name, num_gpus)
+            st.buddy += 1
+        except CannotAllocate:
+            if not dedicated and self.buddy.pending_reservations:
+                st.refused += 1
+                return None
+            if num_gpus <= self.free:
+                st.frag_refused += 1
+            a = None if dedicated else self._fallback(aid, name, num_gpus)
+            if a is None:
+                st.refused += 1
+                return None
+        self.grants[job] = a
+        return a.gpus
+
+    def _fallback(self, aid: str, pool: str, num_gpus: int) -> Allocation | None:
+        if self.chain is None:
+            return None
+        state = ClusterState(self.topology, self.buddy.free_gpu_mask(),
+                             self.buddy.bound_pool_map(), tuple(self.buddy.pools))
+        if not state.free_cells(self.topology.level_for(num_gpus)).size:
+            return None  # no free unbound cell of that size at all: no solver can help
+        res = self.chain.place([PlacementRequest(aid, num_gpus, pool, dedicated=False)], state)
+        self.stats.solver_calls += 1
+        self.stats.solver_s.append(res.elapsed_s)
+        gpus = res.placements.get(aid)
+        if gpus is None:
+            return None
+        level = self.topology.level_for(num_gpus)
+        try:
+            a = self.buddy.allocate_at(aid, pool, num_gpus, min(gpus) >> level)
+        except CannotAllocate:
+            return None
+        by = res.stats.get("placed_by", {}).get(aid, "?")
+        self.stats.fallback += 1
+        self.stats.fallback_by[by] = self.stats.fallback_by.get(by, 0) + 1
+        return a
+
+    # ------------------------------------------------------------------ reservations
+    def reserve(self, pool: int, widths: Sequence[int]) -> bool:
+        """Replace ``pool``'s reservations by cells of ``widths`` GPUs; False if one is left pending.
+
+        Reservation cells stop at the pool's quota (over-quota requests are
+        dropped). A pending one blocks every opportunistic request until
+        :meth:`clear_reservations`.
+        """
+        self.clear_reservations(pool)
+        name = self.pool_names[pool]
+        ids = self._res.setdefault(pool, [])
+        for w in widths:
+            rid = f"res{self._res_seq}"
+            self._res_seq += 1
+            ids.append(rid)
+            try:
+                self.buddy.reserve(rid, name, int(w))
+            except CannotAllocate as err:
+                ids.pop()
+                if "over quota" in str(err):
+                    continue
+                ids.append(rid)  # pending
+                self.stats.blocked += 1
+                return False
+        return True
+
+    def reservation_widths(self, reserved_gpus: float, pending_widths: Sequence[int],
+                           pool: int) -> list[int]:
+        """Cells (GPU widths) reserving ``reserved_gpus``: pending jobs in order, the rest as large cells."""
+        total = int(math.ceil(reserved_gpus - 1e-9))
+        out: list[int] = []
+        for w in pending_widths:
+            if w > total:
+                break
+            out.append(int(w))
+            total -= w
+        if total > 0:
+            cells = self.cell_quotas[self.pool_names[pool]]
+            biggest = max(cells) if cells else 1
+            for size, count in sorted(_binary_cells(total, biggest).items(), reverse=True):
+                out.extend([size] * count)
+        return out
+
+    def clear_reservations(self, pool: int | None = None) -> None:
+        """Release the (met or pending) reservations of ``pool``, or of every pool."""
+        pools = list(self._res) if pool is None else [pool]
+        live = self.buddy.allocations
+        for q in pools:
+            for rid in self._res.pop(q, []):
+                if rid in live:
+                    self.buddy.release(rid)
+                else:
+                    self.buddy.cancel_reservation(rid)
+
+    @property
+    def blocked(self) -> bool:
+        """True while a reservation is pending (opportunistic requests fail)."""
+        return bool(self.buddy.pending_reservations)
+
+    # ------------------------------------------------------------------ preemption
+    def preemptible_running(self) -> list[int]:
+        """Running opportunistic jobs that may be preempted, most recently started first."""
+        if self.preemptible is None:
+            return []
+        jobs = [j for j, a in self.allocs.items()
+                if a.kind == "opportunistic" and self.preemptible[j] and j not in self._released_early]
+        jobs.sort(key=lambda j: -self._start_seq[j])
+        return jobs
+
+    def preempt_for(self, job: int, pool: int, num_gpus: int) -> tuple[list[int], tuple[int, ...]] | None:
+        """Free preemptible opportunistic cells until ``job`` gets a dedicated cell of ``pool``.
+
+        Returns (victims, GPU ids granted to ``job``) or None (nothing changes).
+        The victims' cells are already released here; the caller must return a
+        :class:`~sia.scheduler.simulator.Preempt` for each.
+        """
+        cands = self.preemptible_running()
+        if not cands:
+            return None
+        name = self.pool_names[pool]
+        freed: list[int] = []
+        grant = None
+        for v in cands:
+            self.buddy.release(str(v))
+            freed.append(v)
+            try:
+                grant = self.buddy.allocate_dedicated(str(job), name, num_gpus)
+                break
+            except CannotAllocate:
+                continue
+        victims: list[int] = []
+        for v in freed:  # put back victims whose cells were not needed
+            a = self.allocs[v]
+            if grant is not None:
+                try:
+                    self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index)
+                    continue
+                except CannotAllocate:
+                    victims.append(v)
+            else:
+                self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index)
+        if grant is None:
+            return None
+        for v in victims:
+            self._released_early.add(v)
+        self.stats.preemptions += len(victims)
+        self.grants[job] = grant
+        return victims, grant.gpus
+
+    # ------------------------------------------------------------------ simulator seam
+    def can_place(self, num_gpus: int, placement: object = None) -> bool:
+        """True when the GPUs are free by count (``allocate`` then checks the cell grant)."""
+        return num_gpus <= self.free
+
+    def choose_gpus(self, num_gpus: int) -> np.ndarray:
+        """Not available: with locality, policies place through :meth:`try_place`."""
+        raise PlacementError(
+            "a cell-aware cluster needs each start's placement from try_place(); "
+            "this policy does not support locality")
+
+    def allocate(self, job: int, num_gpus: int, placement: object = None) -> None:
+        """Give ``job`` the cell granted to it in this decision (PlacementError otherwise)."""
+        grant = self.grants.pop(job, None)
+        if grant is None:
+            raise PlacementError(
+                f"job {job} was started without a cell: with locality a policy must call "
+                "try_place() and pass its GPUs as Start.placement")
+        gpus = np.asarray(placement if placement is not None else (), dtype=np.int64).ravel()
+        if tuple(gpus.tolist()) != grant.gpus or gpus.size != num_gpus:
+            raise PlacementError(f"job {job}: placement {gpus.tolist()} is not its granted cell "
+                                 f"{list(grant.gpus)}")
+        busy = gpus[self.owner[gpus] != -1]
+        if busy.size:
+            raise PlacementError(f"job {job}: GPU {int(busy[0])} is already held")
+        self.owner[gpus] = job
+        self.held[job] = gpus
+        self.allocs[job] = grant
+        self._seq += 1
+        self._start_seq[job] = self._seq
+        self.free -= num_gpus
+        self.stats.frag_samples.append(self._fragmentation())
+
+    def release(self, job: int, num_gpus: int) -> None:
+        """Take back ``job``'s GPUs and its cell (unless a preemption already freed the cell)."""
+        gpus = self.held.pop(job, None)
+        if gpus is None or gpus.size != num_gpus:
+            raise PlacementError(f"job {job} releases GPUs it does not hold")
+        self.owner[gpus] = -1
+        self.allocs.pop(job)
+        self._start_seq.pop(job, None)
+        if job in self._released_early:
+            self._released_early.discard(job)
+        else:
+            self.buddy.release(str(job))
+        self.free += num_gpus
+
+    def check(self) -> None:
+        """Assert: no GPU double-booked, each gang in one cell of its level, buddy invariants, no stray grant."""
+        assert not self.grants, f"cells granted but never started: jobs {sorted(self.grants)[:5]}"
+        held = sum(g.size for g in self.held.values())
+        assert int((self.owner >= 0).sum()) == held, "GPU owners disagree with held GPUs"
+        assert self.free == self.total_gpus - held, f"free counter {self.free} is off"
+        topo = self.topology
+        for job, gpus in self.held.items():
+            assert (self.owner[gpus] == job).all(), f"job {job}'s GPUs are double-booked"
+            a = self.allocs[job]
+            level = topo.level_for(gpus.size)
+            cell = int(gpus.min()) >> level
+            assert int(gpus.max()) >> level == cell, f"job {job} spans more than one cell"
+            assert (a.level, a.index) == (level, cell), f"job {job} is not in its buddy cell"
+        self.buddy.check_invariants()
+
+    def __repr__(self) -> str:
+        return f"CellCluster({self.topology.describe()}, free={self.free}, chain={self.config.chain})"
+
+
+def cell_cluster_for(trace, config: LocalityConfig, preemptible: np.ndarray | None = None) -> CellCluster:
+    """Return a CellCluster for a :class:`~sia.scheduler.view.TraceArrays` (widest gang per pool from it)."""
+    widest = np.zeros(trace.n_pools, dtype=np.int64)
+    if trace.n_jobs:
+        np.maximum.at(widest, trace.pool, trace.num_gpus)
+    return CellCluster(trace.quota, trace.pool_names, config, widest=widest.tolist(),
+                       preemptible=preemptible)
+
+
+def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: LocalityConfig, *,
+                   tick_s: float = 300.0, speedup: float = 1.0, check_invariants: bool = False,
+                   progress: bool = False) -> tuple[pl.DataFrame, dict]:
+    """Replay ``jobs`` under ``policy`` on a cell-aware cluster; return (result table, placement summary).
+
+    The result table is :func:`sia.scheduler.simulator.simulate`'s (times in
+    seconds; ``end_time`` includes preemption costs); the summary is
+    :meth:`PlacementStats.summary`.
+    """
+    from sia.scheduler.simulator import build_trace, result_table, run_trace
+
+    trace, order = build_trace(jobs, pools, speedup)
+    cfg = replace(config, debug=config.debug or check_invariants)
+    cluster = cell_cluster_for(trace, cfg, preemptible_mask(jobs, order, cfg))
+    state = run_trace(trace, cluster, policy, tick_s=tick_s, check_invariants=check_invariants,
+                      progress=progress)
+    summary = cluster.stats.summary()
+    summary["preempted_jobs"] = int((state.n_preempted > 0).sum())
+    return result_table(trace, order, state, jobs), summary
