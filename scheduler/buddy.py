@@ -20,7 +20,8 @@ Opportunistic jobs
     pool's bound cells; with ``strict_buddies`` (default) they also never take
     (any part of) a free cell whose buddy is a bound cell, so a pool's bound
     cells keep free neighbours to grow into (SIA 5.5: "does not start opportunistic jobs
-    in buddy cells of dedicated jobs"). They are refused while a reservation
+    in buddy cells of dedicated jobs"; ``spare_full_pools`` narrows this to
+    pools that still have unbound quota, i.e. could still grow there). They are refused while a reservation
     is pending (a reservation that could not be met: SIA 5.5, "all subsequent
     requests to allocate opportunistic jobs will fail until the reservation is
     released").
@@ -104,10 +105,14 @@ class BuddyAllocator:
         *,
         debug: bool = False,
         strict_buddies: bool = True,
+        spare_full_pools: bool = False,
     ) -> None:
         self.topology = topology
         self.debug = debug
         self.strict_buddies = strict_buddies
+        #: with strict_buddies: still allow the buddy of a bound cell whose pool has bound all
+        #: its quota (it can never grow into the buddy, so keeping it free protects nobody)
+        self.spare_full_pools = spare_full_pools
         per_level = check_quotas(topology, quotas)  # ConfigError if unsatisfiable
         self.pools: list[str] = list(per_level)
         self._pool_index = {p: k for k, p in enumerate(self.pools)}
@@ -411,7 +416,10 @@ class BuddyAllocator:
     def _opportunistic_ok(self, level: int, index: int) -> bool:
         if not self.strict_buddies or level == self._top:
             return True
-        return bool(self._bound[level][index ^ 1] < 0)
+        owner = int(self._bound[level][index ^ 1])
+        if owner < 0:
+            return True
+        return self.spare_full_pools and not (self._quota[owner] > self._bound_count[owner]).any()
 
     def _opportunistic_score(self, level: int, index: int) -> tuple[int, ...]:
         server_level = self.topology.server_level

@@ -86,7 +86,11 @@ class LocalityConfig:
     ``chain``: placement stages, always starting with ``"buddy"``, then any of
     ``mcf``, ``hungarian``, ``milp``; ``budget_s``: time budget per solver
     call; ``strict_buddies``: keep opportunistic jobs out of the buddies of
-    dedicated cells (SIA: True; HiveD*: False); ``debug``: check the buddy
+    dedicated cells (SIA: True; HiveD*: False); ``spare_full_pools`` (with
+    ``strict_buddies``): only out of the buddies of cells of pools that still
+    have unbound quota (a pool whose quota is all bound cannot grow into its
+    buddy; with one 8-GPU cell per pool the strict rule would forbid lending
+    any whole server next to a busy pool); ``debug``: check the buddy
     invariants after every operation. Preemption: ``preemptible_fraction``
     of the jobs (drawn with ``seed``) are preemptible on top of the trace's
     ``preemptible`` column; ``preempt`` lets SIA stop them; each preemption
@@ -98,6 +102,7 @@ class LocalityConfig:
     chain: tuple[str, ...] = ("buddy",)
     budget_s: float = 0.5
     strict_buddies: bool = True
+    spare_full_pools: bool = True
     debug: bool = False
     preempt: bool = False
     preemptible_fraction: float = 0.0
@@ -311,7 +316,8 @@ class CellCluster(Cluster):
         self.owner = np.full(topo.n_gpus, -1, dtype=np.int64)
         self.held: dict[int, np.ndarray] = {}
         self.buddy = BuddyAllocator(topo, self.cell_quotas, debug=self.config.debug,
-                                    strict_buddies=self.config.strict_buddies)
+                                    strict_buddies=self.config.strict_buddies,
+                                    spare_full_pools=self.config.spare_full_pools)
         for k, (size, count) in enumerate(self.cell_quotas.get(PAD_POOL, {}).items()):
             for c in range(count):
                 a = self.buddy.allocate_dedicated(f"pad{k}.{c}", PAD_POOL, size)
@@ -601,3 +607,29 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     summary = cluster.stats.summary()
     summary["preempted_jobs"] = int((state.n_preempted > 0).sum())
     return result_table(trace, order, state, jobs), summary
+
+
+def config_for_policy(config: LocalityConfig, policy_name: str) -> LocalityConfig:
+    """The config a policy replays with: HiveD* (``hived*``) lets low-priority jobs use any free cell."""
+    if policy_name.strip().lower().startswith("hived"):
+        return replace(config, strict_buddies=False)
+    return config
+
+
+def simulate_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, locality: LocalityConfig | None,
+                         *, tick_s: float = 300.0, speedup: float = 1.0,
+                         progress: bool = False, check_invariants: bool = False) -> pl.DataFrame:
+    """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.simulator.simulate`) or on cells.
+
+    Returns the per-job result table (times in seconds). For ``sia replay``'s
+    ``--topology`` / ``--placement`` (see :func:`options_from_cli`).
+    """
+    from sia.scheduler.simulator import policy_name, simulate
+
+    if locality is None:
+        return simulate(jobs, pools, policy, tick_s=tick_s, speedup=speedup, progress=progress,
+                        check_invariants=check_invariants)
+    cfg = config_for_policy(locality, policy_name(policy))
+    res, _ = simulate_cells(jobs, pools, policy, cfg, tick_s=tick_s, speedup=speedup,
+                            progress=progress, check_invariants=check_invariants)
+    return res

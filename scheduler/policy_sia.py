@@ -97,12 +97,15 @@ that window; reservations are cleared after each window. A lendable job
 that gets no cell ends its pool's turn in that window.
 
 Lending with preemption (the rule of SIA 5.5's "partial support"): with
-``preempt`` on, let ``share`` be the GPUs of running preemptible
-opportunistic jobs over all running GPUs and ``cost`` the preemption cost
-(lost work + restart delay, seconds); in window ``w`` every reservation is
-scaled by ``1 - share * max(0, 1 - cost / w)`` (rounded up), so the more
-of what runs can be taken back, and the cheaper that is relative to the
-window, the more SIA lends.
+``preempt`` on, let ``R`` be the GPUs of running preemptible opportunistic
+jobs (what a preemption can give back) and ``cost`` the preemption cost
+(lost work + restart delay, seconds). In window ``w`` the reservations
+are lowered by a credit of ``floor(R * max(0, 1 - cost / w))`` GPUs, taken
+from the pools in index order (a pool's reservation never below 0): a
+pool's predicted claim may be covered by GPUs SIA can take back, so the
+larger the preemptible share of what is running, and the cheaper a
+preemption relative to the window, the more SIA lends. A dedicated job that
+then finds its cells held preempts (Figure 7 above).
 
 With perfect coarse predictions no job starts later than under FCFS: the
 dedicated streams are FCFS on a subset of the jobs, and every opportunistic
@@ -410,7 +413,7 @@ class SiaPolicy:
         W = self.windows_s
         lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(K)]
         n_ded = len(starts)
-        scale = self._lend_scale(view, starts) if self._preempt else None
+        recoverable = self._recoverable(starts) if self._preempt else 0
         for k in range(K):
             lk = lists[k]
             if lk < 0:
@@ -421,9 +424,14 @@ class SiaPolicy:
                 for p in range(P):
                     if distrust[p][k]:
                         res[p] = unused[p]
-            if scale is not None:
-                f = 1.0 - scale * max(0.0, 1.0 - cfg.preemption_cost_s / W[k])
-                res = [math.ceil(r * f - _EPS) for r in res]
+            cred = None
+            if recoverable:
+                credit = math.floor(recoverable * max(0.0, 1.0 - cfg.preemption_cost_s / W[k]))
+                cred = [0] * P
+                for p in range(P):
+                    cred[p] = min(credit, res[p])
+                    credit -= cred[p]
+                    res[p] -= cred[p]
             total = sum(res)
             skip: set[int] = set()
             if cells is not None and not self._reserve_cells(view, res, range(P)):
@@ -459,8 +467,8 @@ class SiaPolicy:
                 pend[pick] -= g
                 if distrust is None or not distrust[pick][k]:
                     new = min(pend[pick] + col[pick], unused[pick])
-                    if scale is not None:
-                        new = math.ceil(new * f - _EPS)
+                    if cred is not None:
+                        new = max(0, new - cred[pick])
                     total += new - res[pick]
                     res[pick] = new
                     if cells is not None and not self._reserve_cells(view, res, (pick,)):
@@ -483,15 +491,10 @@ class SiaPolicy:
                 return False
         return True
 
-    def _lend_scale(self, view: SimView, starts: list) -> float:
-        """Preemptible share of the running GPUs (running opportunistic preemptible / all running)."""
-        cells = self._cells
-        running = self._cells.total_gpus - cells.free
-        if running <= 0:
-            return 0.0
+    def _recoverable(self, starts: list) -> int:
+        """GPUs of running preemptible opportunistic jobs (not preempted in this decision)."""
         gone = {s.job for s in starts if type(s) is Preempt}
-        recoverable = sum(self._gpus[v] for v in cells.preemptible_running() if v not in gone)
-        return min(1.0, recoverable / running)
+        return sum(self._gpus[v] for v in self._cells.preemptible_running() if v not in gone)
 
     def _requeue(self, j: int) -> None:
         """Put a preempted job back among the pending and lendable jobs."""

@@ -89,12 +89,12 @@ def test_reservation_that_cannot_be_met_blocks_opportunistic_until_cleared():
 
 @pytest.mark.parametrize("solver", ["mcf", "hungarian", "milp"])
 def test_chain_falls_back_when_buddy_refuses_and_places_validly(solver):
-    strict = two_pools()
+    strict = two_pools(spare_full_pools=False)
     g = strict.try_place(0, 0, 1, True)  # a binds one server; the other is its buddy
     strict.allocate(0, 1, g)
     assert strict.try_place(1, 1, 4, False) is None  # buddy only: kept out of the buddy server
     assert strict.stats.refused == 1
-    c = two_pools(chain=("buddy", solver))
+    c = two_pools(chain=("buddy", solver), spare_full_pools=False)
     c.allocate(0, 1, c.try_place(0, 0, 1, True))
     g1 = c.try_place(1, 1, 4, False)
     assert g1 is not None and len(g1) == 4
@@ -109,6 +109,20 @@ def test_chain_falls_back_when_buddy_refuses_and_places_validly(solver):
     assert c.buddy.free_cells(c.topology.top_level) == [0]  # everything merged back
 
 
+def test_buddy_of_a_pool_that_cannot_grow_is_lendable():
+    c = two_pools()  # spare_full_pools: a's whole quota is its bound server
+    c.allocate(0, 1, c.try_place(0, 0, 1, True))
+    g = c.try_place(1, 1, 4, False)
+    assert g is not None and c.stats.buddy == 2
+    c.allocate(1, 4, g)
+    c.check()
+    # a pool with quota left to bind keeps its buddy server free of opportunistic jobs
+    big = CellCluster([16, 16], ["a", "b"], LocalityConfig(debug=True), widest=[8, 8])
+    big.allocate(0, 1, big.try_place(0, 0, 1, True))
+    g = big.try_place(1, 1, 8, False)
+    assert g is not None and big.topology.server_of_gpu(g[0]) >= 2
+
+
 def test_policy_without_locality_support_gets_a_clear_error():
     jobs = table([("j1", "a", 0.0, 10.0, 1)])
     with pytest.raises(PolicyError, match="try_place"):
@@ -119,12 +133,12 @@ def test_policy_without_locality_support_gets_a_clear_error():
 POLICIES = ["fcfs", "maxmin", "hived", "sia-perfect"]
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_pools=st.integers(2, 3),
        chain=st.sampled_from([("buddy",), ("buddy", "mcf"), ("buddy", "hungarian")]),
        preempt=st.booleans())
 def test_every_gang_sits_in_one_cell_and_buddy_stays_safe(seed, n_pools, chain, preempt):
-    jobs, pools = generate_workload("base", seed=seed, days=0.6, num_pools=n_pools)
+    jobs, pools = generate_workload("base", seed=seed, days=0.5, num_pools=n_pools)
     for name in POLICIES:
         cfg = LocalityConfig(chain=chain, strict_buddies=name != "hived", preempt=preempt,
                              preemptible_fraction=0.5 if preempt else 0.0, seed=seed,
@@ -179,6 +193,48 @@ def test_without_preemption_the_owner_waits():
     assert summary["preemptions"] == 0
 
 
+class OnlyPoolAArrives(BlindForecaster):
+    """Predicts 8 GPUs of new load for pool index 0 ('a') in every window, nothing elsewhere."""
+
+    def will_jobs_arrive(self, view, windows_s):
+        out = np.zeros((view.n_pools, len(windows_s)), dtype=bool)
+        out[0] = True
+        return out
+
+    def new_load_estimate(self, view, windows_s):
+        out = np.zeros((view.n_pools, len(windows_s)))
+        out[0] = 8.0
+        return out
+
+
+def lending_case(preempt: bool, cost_s: float = 0.0):
+    jobs = table([("b1", "b", 0.0, 1000.0, 8), ("b2", "b", 0.0, 5000.0, 8),
+                  ("b3", "b", 0.0, 5000.0, 8), ("b4", "b", 50.0, 5000.0, 8),
+                  ("a1", "a", 100.0, 100.0, 8)], preemptible=[False, True, True, True, False])
+    cfg = LocalityConfig(strict_buddies=False, preempt=preempt, lost_work_s=cost_s)
+    pol = SiaPolicy(OnlyPoolAArrives(), adaptation=False)
+    res, summary = simulate_cells(jobs, make_pools({"a": 8, "b": 8, "c": 8, "d": 8}), pol, cfg,
+                                  check_invariants=True)
+    return {r["job_id"]: r for r in res.iter_rows(named=True)}, summary
+
+
+def test_preemptible_running_jobs_let_sia_lend_what_it_would_reserve():
+    # a's predicted 8 GPUs keep the last free server idle: b4 waits for b's own server
+    rows, _ = lending_case(preempt=False)
+    assert rows["b2"]["start_time"] == rows["b3"]["start_time"] == 0.0
+    assert rows["b4"]["start_time"] == 1000.0 and rows["a1"]["start_time"] == 100.0
+    # b2 and b3 (16 preemptible GPUs) can be taken back: the reservation is covered, b4 is lent
+    rows, summary = lending_case(preempt=True)
+    assert rows["b4"]["start_time"] == 50.0
+    assert rows["a1"]["start_time"] == 100.0  # a still starts on time, by preempting b4
+    assert summary["preemptions"] == 1
+    # b4 ran 50 s; lent again when a1 ends at t=200 (b2, b3 still cover a's reservation)
+    assert rows["b4"]["end_time"] == pytest.approx(200.0 + 5000.0 - 50.0)
+    # a preemption costing more than the window (5 min, 1 h, 12 h) buys no lending
+    rows, _ = lending_case(preempt=True, cost_s=13 * 3600.0)
+    assert rows["b4"]["start_time"] == 1000.0
+
+
 # ----------------------------------------------------------------------------- zero slowdown
 def slowed(jobs, pools, cfg, check=True):
     """(jobs ending > 1 s later under sia-perfect than FCFS, FCFS result, SIA result), all with cells."""
@@ -225,3 +281,16 @@ def test_sia_perfect_can_slow_a_job_through_in_pool_fragmentation():
                  for r, r_ in (("fcfs", base), ("sia", res))}
     assert same_pool["fcfs"] - {"p3-000028"} == same_pool["sia"] == {"p3-000021", "p3-000024"}
     assert not running(res)["opportunistic"].any()
+
+
+def test_simulate_maybe_cells_dispatches_and_hived_relaxes_buddies():
+    from sia.scheduler.locality import config_for_policy, simulate_maybe_cells
+
+    jobs = table([("j1", "a", 0.0, 10.0, 2), ("j2", "b", 5.0, 10.0, 4)])
+    pools = make_pools({"a": 8, "b": 8})
+    fungible = simulate_maybe_cells(jobs, pools, make_policy("fcfs"), None)
+    cells = simulate_maybe_cells(jobs, pools, make_policy("fcfs"), LocalityConfig(),
+                                 check_invariants=True)
+    assert fungible["start_time"].to_list() == cells["start_time"].to_list() == [0.0, 5.0]
+    assert not config_for_policy(LocalityConfig(), "hived").strict_buddies
+    assert config_for_policy(LocalityConfig(), "sia").strict_buddies

@@ -1,0 +1,49 @@
+"""`sia figure16`: reproduce SIA Figure 16 (locality) and compare the placement chains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sia.data.paths import output_root
+
+#: The config shipped with the project (experiments/figure16.yaml beside the package folders).
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "experiments" / "figure16.yaml"
+
+HELP = """Reproduce SIA Figure 16: SIA and HiveD* with locality (buddy cells) on 2/4/8 pools.
+
+Replays every (variant, seed, policy) of CONFIG (default: the project's
+experiments/figure16.yaml) on 8-GPU servers with every gang in one cell,
+scores each against FCFS on the same cells, and compares the placement
+chains (buddy only; buddy then mcf / hungarian / milp). Writes
+DIR/figure16.csv and .md (mean over seeds), DIR/chains.csv and .md,
+DIR/figure16_runs.csv and DIR/figure16.png.
+
+\b
+Example:
+  sia figure16 --out out/figure16 --workers 2
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `figure16` command to ``app``."""
+
+    @app.command("figure16", help=HELP)
+    def figure16_cmd(
+        config: Annotated[Path | None, typer.Argument(help="Figure 16 config (YAML).")] = None,
+        out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
+        workers: Annotated[int, typer.Option(
+            "--workers", help="Local worker processes (1 = in-process).")] = 2,
+    ) -> None:
+        from sia.pipelines.figure16 import load_figure16_config, run_figure16
+
+        if workers < 1:
+            raise typer.BadParameter("must be >= 1", param_hint="--workers")
+        cfg = load_figure16_config(config or DEFAULT_CONFIG)
+        out_dir = out or output_root() / "figure16"
+        main, chains = run_figure16(cfg, out_dir, workers=workers)
+        typer.echo((out_dir / "figure16.md").read_text())
+        typer.echo((out_dir / "chains.md").read_text())
+        typer.echo(f"wrote {out_dir}/figure16.csv, figure16.md, chains.csv, chains.md, "
+                   "figure16_runs.csv, figure16.png")

@@ -1,0 +1,257 @@
+"""SIA Figure 16 (section 6.4): SIA and HiveD* with locality (buddy cells), and the placement chains.
+
+Synthetic workloads (:func:`sia.data.synthetic.generate_workload`: 8-GPU pools,
+widths 1/2/4/8) on 8-GPU servers; every gang must sit in one server (a cell of
+1, 2, 4 or 8 GPUs). For each workload variant (fewer-queues = 2 pools, base
+= 4, more-queues = 8) and seed, every policy replays on the cell-aware
+cluster (:mod:`sia.scheduler.locality`) and is scored against FCFS on the
+same cells (``FCFS-with-cells``). Rows for SIA without locality (fungible
+GPUs, scored against fungible FCFS) show what the cells cost. HiveD* runs
+with ``strict_buddies=False`` (HiveD lets low-priority jobs use any free
+cell); SIA keeps opportunistic jobs out of the buddies of dedicated cells.
+
+The chain comparison replays ``chain_policy`` on the ``chain_variant`` with
+each placement chain (buddy only; buddy then min-cost flow / Hungarian /
+MILP), with the locality options overridden by ``chain_locality`` (by
+default in experiments/figure16.yaml: SIA 5.5's strict buddy rule, the only
+case where the buddy allocator refuses a job a solver can place), and reports fragmentation (mean share of free GPUs outside wholly free
+servers, sampled at each start), jobs placed by a fallback solver, refusals
+of jobs that fit by count, mean JCT, speedups vs FCFS-with-cells and the
+solver time.
+
+Outputs (under ``out_dir``): ``figure16.csv`` / ``figure16.md`` (one row per
+variant and policy: mean over seeds), ``figure16_runs.csv`` (one row per
+replay), ``chains.csv`` / ``chains.md`` and ``figure16.png``.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+from sia.data.errors import ConfigError
+
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Figure16Config:
+    """What `sia figure16` runs (times in seconds unless named otherwise)."""
+
+    variants: tuple[str, ...] = ("fewer-queues", "base", "more-queues")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    policies: tuple[str, ...] = ("sia-perfect", "hived")
+    no_locality_policies: tuple[str, ...] = ("sia-perfect",)
+    days: float = 6.0
+    warmup_s: float = 2 * DAY_S
+    tick_s: float = 300.0
+    chains: tuple[tuple[str, ...], ...] = (
+        ("buddy",), ("buddy", "mcf"), ("buddy", "hungarian"), ("buddy", "milp"))
+    chain_policy: str = "sia-perfect"
+    chain_variants: tuple[str, ...] = ("base",)
+    budget_s: float = 0.5
+    locality: dict = field(default_factory=dict)
+    chain_locality: dict = field(default_factory=dict)
+
+
+def load_figure16_config(path: Path | str) -> Figure16Config:
+    """Read a Figure 16 YAML config; ConfigError naming the file and key on bad input."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such Figure 16 config")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raw_t = type(raw).__name__
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {raw_t}")
+    known = set(Figure16Config.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
+    kw: dict[str, Any] = {}
+    for key in ("variants", "policies", "no_locality_policies", "chain_variants"):
+        if key in raw:
+            kw[key] = tuple(str(v) for v in raw[key] or ())
+    if "seeds" in raw:
+        try:
+            kw["seeds"] = tuple(int(s) for s in raw["seeds"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}: seeds must be a list of integers") from None
+    for key in ("days", "warmup_s", "tick_s", "budget_s"):
+        if key in raw:
+            try:
+                kw[key] = float(raw[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{path}: {key} must be a number, got {raw[key]!r}") from None
+    if "chain_policy" in raw:
+        kw["chain_policy"] = str(raw["chain_policy"])
+    if "chains" in raw:
+        from sia.scheduler.locality import parse_placement
+
+        kw["chains"] = tuple(parse_placement(str(c), option=f"{path}: chains")[0]
+                             for c in raw["chains"])
+    for key in ("locality", "chain_locality"):
+        if key in raw:
+            if not isinstance(raw[key], dict):
+                raise ConfigError(f"{path}: {key} must be a mapping of LocalityConfig options")
+            kw[key] = dict(raw[key])
+    cfg = Figure16Config(**kw)
+    _locality(cfg, ("buddy",), "sia")  # validate the locality options now
+    _locality(cfg, ("buddy",), "sia", chain_run=True)
+    return cfg
+
+
+def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, chain_run: bool = False):
+    from sia.scheduler.locality import LocalityConfig, config_for_policy
+
+    opts = dict(cfg.locality)
+    if chain_run:
+        opts.update(cfg.chain_locality)
+    opts.setdefault("budget_s", cfg.budget_s)
+    try:
+        return config_for_policy(LocalityConfig(chain=tuple(chain), **opts), policy)
+    except TypeError as err:
+        raise ConfigError(f"figure16 config: bad locality option: {err}") from None
+
+
+def run_one(item: tuple) -> dict[str, Any]:
+    """Replay one (variant, seed, policy, chain or None) and its FCFS baseline; return a result row."""
+    cfg, variant, seed, policy, chain, chain_run = item
+    from sia.data.synthetic import generate_workload
+    from sia.scheduler.locality import simulate_cells
+    from sia.scheduler.metrics import compare
+    from sia.scheduler.registry import make_policy
+    from sia.scheduler.simulator import simulate
+
+    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days)
+    pools = pools.select("pool", "quota_gpus")
+    t0 = time.perf_counter()
+    if chain is None:
+        base = simulate(jobs, pools, make_policy("fcfs"), tick_s=cfg.tick_s)
+        res = simulate(jobs, pools, make_policy(policy), tick_s=cfg.tick_s)
+        placement: dict = {}
+    else:
+        base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
+                                 _locality(cfg, ("buddy",), "fcfs", chain_run), tick_s=cfg.tick_s)
+        res, placement = simulate_cells(jobs, pools, make_policy(policy),
+                                        _locality(cfg, chain, policy, chain_run), tick_s=cfg.tick_s)
+    wall = time.perf_counter() - t0
+    _, s = compare(res, base, warmup_s=cfg.warmup_s)
+    jct = (res["end_time"] - res["submit_time"]).mean()
+    return {
+        "variant": variant, "seed": seed, "policy": policy,
+        "locality": chain is not None, "chain": "+".join(chain) if chain else "none",
+        "n_jobs": s["n_jobs"], "geomean_speedup": s["geomean_speedup"],
+        "mean_speedup": s["mean_speedup"], "p95_speedup": s["p95_speedup"],
+        "pct_slowed": s["pct_slowed"], "total_slowdown_min": s["total_slowdown_min"],
+        "max_slowdown_min": s["max_slowdown_min"], "mean_jct_h": float(jct) / 3600.0,
+        "fragmentation": placement.get("fragmentation"),
+        "placed_fallback": placement.get("placed_fallback"),
+        "frag_refused": placement.get("frag_refused"),
+        "reservations_pending": placement.get("reservations_pending"),
+        "solver_calls": placement.get("solver_calls"),
+        "solver_total_s": placement.get("solver_total_s"),
+        "solver_p99_s": placement.get("solver_p99_s"),
+        "replay_wall_s": wall,
+    }
+
+
+def plan(cfg: Figure16Config) -> tuple[list[tuple], list[tuple]]:
+    """Return (main items, chain-comparison items) to replay."""
+    main = [(cfg, v, s, p, ("buddy",), False) for v in cfg.variants for s in cfg.seeds
+            for p in cfg.policies]
+    main += [(cfg, v, s, p, None, False) for v in cfg.variants for s in cfg.seeds
+             for p in cfg.no_locality_policies]
+    chains = [(cfg, v, s, cfg.chain_policy, c, True) for v in cfg.chain_variants for s in cfg.seeds
+              for c in cfg.chains]
+    return main, chains
+
+
+def _run(items: list[tuple], workers: int) -> list[dict]:
+    if workers <= 1:
+        return [run_one(i) for i in items]
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(run_one, items))
+
+
+_MEAN_COLS = ("geomean_speedup", "mean_speedup", "p95_speedup", "pct_slowed",
+              "total_slowdown_min", "max_slowdown_min", "mean_jct_h")
+
+
+def summarize(runs: pl.DataFrame, by: list[str], extra: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Mean over seeds of each metric, grouped by ``by``, in first-seen order."""
+    cols = [c for c in (*_MEAN_COLS, *extra) if c in runs.columns]
+    return (runs.group_by(by, maintain_order=True)
+            .agg(pl.len().alias("seeds"), pl.col("n_jobs").sum().alias("jobs"),
+                 *[pl.col(c).cast(pl.Float64).mean().alias(c) for c in cols]))
+
+
+def to_markdown(df: pl.DataFrame) -> str:
+    """A GitHub Markdown table of ``df`` (floats to 3 significant places)."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        return "" if v is None else str(v)
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.iter_rows()]
+    return "\n".join(lines) + "\n"
+
+
+def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int = 2
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Run Figure 16 and the chain comparison; write the tables and the PNG; return (main, chains)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    main_items, chain_items = plan(cfg)
+    rows = _run(main_items + chain_items, workers)
+    runs = pl.DataFrame(rows[: len(main_items)], infer_schema_length=None)
+    chain_runs = pl.DataFrame(rows[len(main_items):], infer_schema_length=None)
+    runs.write_csv(out / "figure16_runs.csv")
+    main = summarize(runs, ["variant", "policy", "locality"])
+    main.write_csv(out / "figure16.csv")
+    (out / "figure16.md").write_text(to_markdown(main))
+    chains = summarize(chain_runs, ["variant", "policy", "chain"],
+                       ("fragmentation", "placed_fallback", "frag_refused", "solver_calls",
+                        "solver_total_s", "solver_p99_s", "replay_wall_s"))
+    chains.write_csv(out / "chains.csv")
+    (out / "chains.md").write_text(to_markdown(chains))
+    plot_figure16(main, out / "figure16.png")
+    return main, chains
+
+
+def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
+    """Two panels per variant: geometric-mean speedup and % of jobs slowed, per policy; return path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(dict.fromkeys(main["variant"].to_list()))
+    labels = list(dict.fromkeys(
+        f"{p}{'' if loc else ' (no locality)'}" for p, loc in
+        zip(main["policy"].to_list(), main["locality"].to_list(), strict=True)))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / max(1, len(labels))
+    for k, label in enumerate(labels):
+        pol, loc = (label.replace(" (no locality)", ""), not label.endswith("(no locality)"))
+        sub = main.filter((pl.col("policy") == pol) & (pl.col("locality") == loc))
+        vals = {r["variant"]: r for r in sub.iter_rows(named=True)}
+        xs = [i + k * width for i in range(len(variants))]
+        for ax, key in zip(axes, ("geomean_speedup", "pct_slowed"), strict=True):
+            ax.bar(xs, [vals[v][key] if v in vals and vals[v][key] is not None else 0
+                        for v in variants], width, label=label)
+    for ax, title in zip(axes, ("geometric-mean speedup vs FCFS", "% of jobs slowed"),
+                         strict=True):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(variants))], variants)
+        ax.set_title(title)
+    axes[0].axhline(1.0, color="grey", lw=0.8)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Figure 16: locality (8-GPU servers, gangs of 1/2/4/8 in one server)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
