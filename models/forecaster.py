@@ -17,6 +17,16 @@ models of the MLflow registry (loaded by name and alias, see
   then same pool and GPU count, then same pool), kept up to date from the
   view's completions; the registered fallback bin when there is no history.
 
+Per-call cost (the forecaster is asked at every SIA decision): the state
+absorbed from the view is keyed by (arrived, completed, running) counts, so
+a call that finds nothing new costs a few lookups; completions go into
+per-pool segments of one preallocated sorted array (no reallocation); the
+duration history keeps each group sorted with an O(1) median
+(:class:`~sia.models.job_duration.SortedHistory`); the count features of all
+windows come from two ``searchsorted`` calls per event kind. What remains is
+mostly XGBoost's fixed cost per ``inplace_predict`` call (one per window per
+forecast).
+
 Everything is point in time: only arrivals with submit <= now, completions
 the view reports, and running jobs' expected ends (start + the history median
 of jobs finished by the forecaster's previous call; when it is called at every
@@ -59,6 +69,97 @@ class _SortedEvents:
         return pools.astype(np.float64) * self.span + rel
 
 
+class _SegmentedEvents(_SortedEvents):
+    """Like :class:`_SortedEvents`, filled incrementally: each pool owns a fixed segment.
+
+    Pool ``p`` holds at most ``capacity[p]`` events; its segment holds its keys
+    in order followed by padding keys just above any key a query can make for
+    ``p`` (``p * span + span - 0.5``, while queries clip to ``span - 1``), so the
+    whole array stays sorted and searches give the same counts as a compact
+    array, while appending costs only the new events (no reallocation).
+    """
+
+    def __init__(self, origin: float, span: float, capacity: np.ndarray):
+        super().__init__(origin, span)
+        cap = np.asarray(capacity, dtype=np.int64)
+        self.offset = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
+        self.capacity = cap
+        self.count = np.zeros(cap.size, dtype=np.int64)
+        self.keys = np.repeat(np.arange(cap.size, dtype=np.float64), cap) * span + (span - 0.5)
+
+    def add_pool(self, pool: int, times: np.ndarray) -> None:
+        """Append events of one pool (times in s), keeping its segment sorted."""
+        n = times.size
+        if n == 0:
+            return
+        c = int(self.count[pool])
+        if c + n > self.capacity[pool]:
+            raise ValueError(f"pool {pool}: more events than its capacity {self.capacity[pool]}")
+        start = int(self.offset[pool])
+        seg = self.keys[start:start + c + n]
+        seg[c:] = float(pool) * self.span + (times - self.origin)
+        if (n > 1 and np.any(seg[c + 1:] < seg[c:-1])) or (c and seg[c] < seg[c - 1]):
+            seg.sort()  # out of order (never for time-ordered completions): re-sort the segment
+        self.count[pool] = c + n
+
+
+class _FeaturePlan:
+    """The count features' windows for a tuple of windows (min), in output column order.
+
+    Column ``i * len(_COUNT_COLUMNS) + j`` is feature ``_COUNT_COLUMNS[j]`` of
+    window ``ks[i]``; ``arrivals`` / ``completions`` index the columns counting
+    each kind of event; ``open_lo`` marks the ``(lo, hi]`` windows (the others
+    are ``[lo, hi]``). Bounds come from :func:`window_bounds` at each time.
+    """
+
+    def __init__(self, ks: tuple[int, ...]):
+        self.ks = ks
+        kinds, open_lo = [], []
+        for k in ks:
+            spec = window_bounds(0.0, 60.0 * k)
+            for c in _COUNT_COLUMNS:
+                kinds.append(spec[c][0])
+                open_lo.append(spec[c][3] == "(]")
+        kinds_arr = np.array(kinds)
+        self.arrivals = np.flatnonzero(kinds_arr == "arrivals")
+        self.completions = np.flatnonzero(kinds_arr == "completions")
+        self.open_lo = np.array(open_lo, dtype=bool)
+
+    def bounds(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Return (lo, hi) per column at time ``t`` (s), ``hi`` cut at ``t``."""
+        lo, hi = [], []
+        for k in self.ks:
+            spec = window_bounds(t, 60.0 * k)
+            for c in _COUNT_COLUMNS:
+                lo.append(float(spec[c][1]))
+                hi.append(min(float(spec[c][2]), t))
+        return np.array(lo), np.array(hi)
+
+
+def _count_between(events: _SortedEvents, pools: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   open_lo: np.ndarray) -> np.ndarray:
+    """Return int64 [n_pools, n_windows]: each pool's events in (lo, hi] or [lo, hi].
+
+    Each distinct bound is searched once per pool, with pool-major needles
+    that are already sorted (a fast ``searchsorted``); ``open_lo`` picks the
+    open lower end per window.
+    """
+    right = np.unique(np.concatenate([hi, lo[open_lo]]))  # events <= bound
+    left = np.unique(lo[~open_lo])  # events < bound
+    pos_r = np.searchsorted(events.keys, events.query_keys(pools[:, None], right[None, :]).ravel(),
+                            side="right").reshape(pools.size, right.size)
+    upper = pos_r[:, np.searchsorted(right, hi)]
+    lower = np.empty_like(upper)
+    if open_lo.any():
+        lower[:, open_lo] = pos_r[:, np.searchsorted(right, lo[open_lo])]
+    if left.size:
+        pos_l = np.searchsorted(events.keys,
+                                events.query_keys(pools[:, None], left[None, :]).ravel(),
+                                side="left").reshape(pools.size, left.size)
+        lower[:, ~open_lo] = pos_l[:, np.searchsorted(left, lo[~open_lo])]
+    return np.maximum(upper - lower, 0)
+
+
 class LearnedForecaster:
     """The learned predictors behind the forecasting protocol (see the module doc)."""
 
@@ -86,6 +187,7 @@ class LearnedForecaster:
         self.fallback_bin = int(cfg.get("fallback_bin", N_BINS - 1))
         self.history = OnlineDurationHistory(int(cfg.get("min_count", 3)))
         self._trace_id: int | None = None
+        self._boosters: dict[int, tuple[Any, np.ndarray]] = {}
 
     @classmethod
     def from_registry(cls, windows_min: Sequence[int] = (5, 60, 720), alias: str = "champion",
@@ -116,75 +218,83 @@ class LearnedForecaster:
         self._origin, self._span = lo, span
         self._arrivals = _SortedEvents(lo, span)
         self._arrivals.add(trace.pool, trace.submit)
-        self._completions = _SortedEvents(lo, span)
-        self._seen = np.zeros(trace.n_pools, dtype=np.int64)
+        self._completions = _SegmentedEvents(
+            lo, span, np.bincount(trace.pool, minlength=trace.n_pools))
+        self._pending: list[tuple[int, np.ndarray]] = []  # completions not yet in the keys
+        self._plans: dict[tuple[int, ...], _FeaturePlan] = {}
+        self._seen = [0] * trace.n_pools
         self._expected_end = np.full(trace.n_jobs, np.nan)
         self._pool_index = np.arange(trace.n_pools)
+        self._state_key: tuple[int, int, int] | None = None
 
     def _sync(self, view: Any) -> None:
-        """Absorb completions and newly running jobs since the last call."""
+        """Absorb completions and newly running jobs since the last call.
+
+        Cheap when nothing changed: the state is keyed by (jobs arrived, jobs
+        completed, jobs running); arrivals and completions only grow and
+        every start raises running + completed, so an unchanged key means an
+        unchanged running set and history. Completions are buffered here and
+        merged into the sorted keys only when features are asked for.
+        """
         trace = view.trace
         if self._trace_id != id(trace):
             self._reset(trace)
             self.history = OnlineDurationHistory(self.history.min_count)
+        n_comp = view.n_completed
+        seen = self._seen
+        done = [n_comp(p) for p in self._pool_index.tolist()]
+        key = (int(view.n_arrived), sum(done), int(view.n_running))
+        if key == self._state_key:
+            return
+        self._state_key = key
         run = view.running()
-        new = run.job[np.isnan(self._expected_end[run.job])]
-        if new.size:  # history as of the last call, i.e. jobs finished by the job's start
-            starts = np.array([view.start_time_of(int(j)) for j in new])
+        fresh = np.isnan(self._expected_end[run.job])
+        if fresh.any():  # history as of the last call, i.e. jobs finished by the job's start
+            new = run.job[fresh]
             med = self.history.median_s(view, new)
-            self._expected_end[new] = starts + np.where(np.isnan(med), np.inf, med)
+            self._expected_end[new] = run.start[fresh] + np.where(np.isnan(med), np.inf, med)
         self.history.start(trace)
-        pools, times = [], []
-        for p in range(trace.n_pools):
-            ends = view.completions(p)
-            n = ends.shape[0]
-            if n > self._seen[p]:
-                times.append(ends[self._seen[p]:])
-                pools.append(np.full(n - self._seen[p], p, dtype=np.int64))
-                self.history.add(trace, view.completed_jobs(p)[self._seen[p]:n])
-                self._seen[p] = n
-        if times:
-            self._completions.add(np.concatenate(pools), np.concatenate(times))
+        for p, n in enumerate(done):
+            if n > seen[p]:
+                self._pending.append((p, view.completions(p)[seen[p]:n].copy()))
+                self.history.add(trace, view.completed_jobs(p)[seen[p]:n])
+                seen[p] = n
+
+    def _flush_completions(self) -> None:
+        """Merge the buffered completions into the sorted completion keys."""
+        for p, times in self._pending:
+            self._completions.add_pool(p, times)
+        self._pending.clear()
 
     # ----------------------------------------------------------------- features
     def features(self, view: Any, windows_min: Sequence[int]) -> dict[int, np.ndarray]:
         """Return, per window (min), the float32 [n_pools, len(FEATURE_COLUMNS)] feature matrix at now."""
         self._sync(view)
+        self._flush_completions()
         t = float(view.now)
         P = view.trace.n_pools
-        pools = self._pool_index
-        specs = []  # (window, column, kind, lo, hi, ends)
-        for k in windows_min:
-            for col, (kind, lo, hi, ends) in window_bounds(t, 60.0 * k).items():
-                specs.append((k, col, kind, float(lo), float(min(hi, t)), ends))
-        counts: dict[tuple[int, str], np.ndarray] = {}
-        for kind, events in (("arrivals", self._arrivals), ("completions", self._completions)):
-            sel = [s for s in specs if s[2] == kind]
-            # bounds are shared by all pools: search each distinct bound once per pool, with
-            # pool-major needles that are already sorted (fast searchsorted)
-            right = sorted({s[4] for s in sel} | {s[3] for s in sel if s[5] == "(]"})
-            left = sorted({s[3] for s in sel if s[5] != "(]"})
-            found = {}
-            for side, values in (("right", right), ("left", left)):
-                if not values:
-                    continue
-                needles = events.query_keys(pools[:, None], np.array(values)[None, :])
-                pos = np.searchsorted(events.keys, needles.ravel(), side=side)
-                pos = pos.reshape(needles.shape)
-                for i, v in enumerate(values):
-                    found[(side, v)] = pos[:, i]
-            for k, col, _, lo, hi, ends in sel:
-                lower = found[("right" if ends == "(]" else "left", lo)]
-                counts[(k, col)] = np.maximum(found[("right", hi)] - lower, 0)
+        ks = tuple(int(k) for k in windows_min)
+        plan = self._plans.get(ks)
+        if plan is None:
+            plan = self._plans[ks] = _FeaturePlan(ks)
+        lo, hi = plan.bounds(t)
+        counts = np.empty((P, lo.size), dtype=np.int64)
+        for idx, events in ((plan.arrivals, self._arrivals), (plan.completions, self._completions)):
+            if idx.size:
+                counts[:, idx] = _count_between(events, self._pool_index, lo[idx], hi[idx],
+                                                plan.open_lo[idx])
         run = view.running()
         exp_end = self._expected_end[run.job]
+        total = np.bincount(run.pool, minlength=P)
+        n_cols = len(_COUNT_COLUMNS)
         out = {}
-        for k in windows_min:
-            within = exp_end <= t + 60.0 * k
-            w = np.bincount(run.pool, weights=within, minlength=P)
-            total = np.bincount(run.pool, minlength=P)
-            cols = [counts[(k, c)] for c in _COUNT_COLUMNS] + [w, total - w]
-            out[int(k)] = np.stack(cols, axis=1).astype(np.float32)
+        for i, k in enumerate(ks):
+            within = np.bincount(run.pool, weights=exp_end <= t + 60.0 * k, minlength=P)
+            block = np.empty((P, n_cols + 2), dtype=np.float32)
+            block[:, :n_cols] = counts[:, i * n_cols:(i + 1) * n_cols]
+            block[:, n_cols] = within
+            block[:, n_cols + 1] = total - within
+            out[k] = block
         return out
 
     # ----------------------------------------------------------------- protocol
@@ -204,10 +314,19 @@ class LearnedForecaster:
         feats = self.features(view, sorted(set(ks)))
         out = np.empty((view.trace.n_pools, len(ks)))
         for i, k in enumerate(ks):
-            m = self.will_arrive[k]
-            order = [FEATURE_COLUMNS.index(c) for c in m.feature_columns]
-            out[:, i] = m.model.get_booster().inplace_predict(feats[k][:, order])
+            booster, order = self._booster(k)
+            # columns are put in the model's order here, so XGBoost's own check is skipped
+            out[:, i] = booster.inplace_predict(feats[k][:, order], validate_features=False)
         return out
+
+    def _booster(self, k: int) -> tuple[Any, np.ndarray]:
+        """Return (the window's booster, the model's columns as indices into FEATURE_COLUMNS)."""
+        hit = self._boosters.get(k)
+        if hit is None:
+            m = self.will_arrive[k]
+            order = np.array([FEATURE_COLUMNS.index(c) for c in m.feature_columns], dtype=np.int64)
+            hit = self._boosters[k] = (m.model.get_booster(), order)
+        return hit
 
     def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows]: P(arrival) >= the model's threshold."""

@@ -16,6 +16,7 @@ over-prediction rate.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import defaultdict
 from typing import Any
 
@@ -79,20 +80,60 @@ def evaluate_history(
     return out
 
 
+class SortedHistory:
+    """The durations of one group kept sorted, with an O(1) median.
+
+    ``add`` is :func:`bisect.insort` (a binary search and a memmove); the
+    median of the sorted values is cached until the next ``add``. It equals
+    ``np.median`` of the same values exactly (the middle value, or the mean
+    ``(a + b) / 2`` of the two middle ones, as numpy computes it). Durations
+    must not be NaN (the trace contract forbids it).
+    """
+
+    __slots__ = ("values", "_median")
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self._median: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def add(self, duration_s: float) -> None:
+        """Insert one duration (s)."""
+        insort(self.values, duration_s)
+        self._median = None
+
+    def median(self) -> float:
+        """Return the median duration (s); NaN when empty."""
+        m = self._median
+        if m is None:
+            v, n = self.values, len(self.values)
+            if n == 0:
+                return float("nan")
+            h = n // 2
+            m = self._median = v[h] if n % 2 else (v[h - 1] + v[h]) / 2.0
+        return m
+
+
 class OnlineDurationHistory:
     """The same fallback chain, kept up to date from a simulator view's completions.
 
     ``update(view)`` absorbs the completions since the last call (their
     durations are known: they finished); ``median_s(view, jobs)`` returns the
-    history median (s, NaN when none) for each job index as of now.
+    history median (s, NaN when none) for each job index as of now. Each
+    group (tag, (pool, GPUs), pool) keeps its durations sorted
+    (:class:`SortedHistory`), so absorbing a job costs a binary insertion and a
+    median lookup is O(1); the values equal ``np.median`` of the group's
+    durations exactly.
     """
 
     def __init__(self, min_count: int = 3):
         self.min_count = min_count
         self._seen: list[int] = []
-        self._by_tag: dict[int, list[float]] = defaultdict(list)
-        self._by_pool_gpus: dict[tuple[int, int], list[float]] = defaultdict(list)
-        self._by_pool: dict[int, list[float]] = defaultdict(list)
+        self._by_tag: dict[int, SortedHistory] = defaultdict(SortedHistory)
+        self._by_pool_gpus: dict[tuple[int, int], SortedHistory] = defaultdict(SortedHistory)
+        self._by_pool: dict[int, SortedHistory] = defaultdict(SortedHistory)
         self._trace_id = None
 
     def update(self, view: Any) -> None:
@@ -113,30 +154,37 @@ class OnlineDurationHistory:
 
     def add(self, trace: Any, jobs: np.ndarray) -> None:
         """Absorb finished jobs (indices into ``trace``; their durations are known)."""
-        for j in jobs:
-            d = float(trace.duration[j])
-            p = int(trace.pool[j])
-            if trace.tag_code[j] >= 0:
-                self._by_tag[int(trace.tag_code[j])].append(d)
-            self._by_pool_gpus[(p, int(trace.num_gpus[j]))].append(d)
-            self._by_pool[p].append(d)
+        jobs = np.asarray(jobs, dtype=np.int64)
+        if jobs.size == 0:
+            return
+        by_tag, by_pg, by_pool = self._by_tag, self._by_pool_gpus, self._by_pool
+        for d, p, g, tag in zip(trace.duration[jobs].tolist(), trace.pool[jobs].tolist(),
+                                trace.num_gpus[jobs].tolist(), trace.tag_code[jobs].tolist(),
+                                strict=True):
+            d = float(d)
+            if tag >= 0:
+                by_tag[tag].add(d)
+            by_pg[(p, g)].add(d)
+            by_pool[p].add(d)
 
     def median_s(self, view: Any, jobs: np.ndarray) -> np.ndarray:
         """Return the history median (s; NaN when nothing similar finished) per job index."""
         trace = view.trace
+        jobs = np.asarray(jobs, dtype=np.int64)
         out = np.full(len(jobs), np.nan)
-        for i, j in enumerate(np.asarray(jobs, dtype=np.int64)):
-            tag = int(trace.tag_code[j])
-            pool = int(trace.pool[j])
-            for hist in (
-                self._by_tag.get(tag) if tag >= 0 else None,
-                self._by_pool_gpus.get((pool, int(trace.num_gpus[j]))),
-            ):
-                if hist is not None and len(hist) >= self.min_count:
-                    out[i] = float(np.median(hist))
-                    break
-            else:
-                hist = self._by_pool.get(pool)
-                if hist:
-                    out[i] = float(np.median(hist))
+        if jobs.size == 0:
+            return out
+        by_tag, by_pg, by_pool = self._by_tag, self._by_pool_gpus, self._by_pool
+        need = self.min_count
+        for i, (tag, p, g) in enumerate(zip(trace.tag_code[jobs].tolist(),
+                                            trace.pool[jobs].tolist(),
+                                            trace.num_gpus[jobs].tolist(), strict=True)):
+            hist = by_tag.get(tag) if tag >= 0 else None
+            if hist is None or len(hist) < need:
+                hist = by_pg.get((p, g))
+                if hist is None or len(hist) < need:
+                    hist = by_pool.get(p)
+                    if hist is None or not len(hist):
+                        continue
+            out[i] = hist.median()
         return out

@@ -1,0 +1,124 @@
+"""The incremental structures behind the learned forecaster equal their brute-force definitions."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sia.models.forecaster import _count_between, _SegmentedEvents
+from sia.models.job_duration import OnlineDurationHistory, SortedHistory
+
+
+def test_sorted_history_by_hand():
+    h = SortedHistory()
+    assert math.isnan(h.median())
+    for d in (30.0, 10.0, 20.0):
+        h.add(d)
+    assert h.median() == 20.0
+    h.add(40.0)
+    assert h.median() == 25.0  # (20 + 30) / 2
+    h.add(5.0)
+    assert h.values == [5.0, 10.0, 20.0, 30.0, 40.0] and h.median() == 20.0
+
+
+def _reference_medians(done, trace, jobs, min_count):
+    """The original definition: np.median over plain lists, same fallback chain."""
+    by_tag, by_pg, by_pool = {}, {}, {}
+    for j in done:
+        d, p, g, tag = (float(trace.duration[j]), int(trace.pool[j]), int(trace.num_gpus[j]),
+                        int(trace.tag_code[j]))
+        if tag >= 0:
+            by_tag.setdefault(tag, []).append(d)
+        by_pg.setdefault((p, g), []).append(d)
+        by_pool.setdefault(p, []).append(d)
+    out = np.full(len(jobs), np.nan)
+    for i, j in enumerate(jobs):
+        tag, p = int(trace.tag_code[j]), int(trace.pool[j])
+        for hist in (by_tag.get(tag) if tag >= 0 else None, by_pg.get((p, int(trace.num_gpus[j])))):
+            if hist is not None and len(hist) >= min_count:
+                out[i] = float(np.median(hist))
+                break
+        else:
+            if by_pool.get(p):
+                out[i] = float(np.median(by_pool[p]))
+    return out
+
+
+durations = st.one_of(st.integers(1, 50).map(float),  # many ties
+                      st.floats(0.5, 1e6, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), n=st.integers(1, 60), min_count=st.integers(1, 4))
+def test_online_history_equals_np_median_definition(data, n, min_count):
+    trace = SimpleNamespace(
+        n_pools=3,
+        duration=np.array(data.draw(st.lists(durations, min_size=n, max_size=n))),
+        pool=np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))),
+        num_gpus=np.array(data.draw(st.lists(st.sampled_from([1, 2, 8]), min_size=n, max_size=n))),
+        tag_code=np.array(data.draw(st.lists(st.integers(-1, 3), min_size=n, max_size=n))),
+    )
+    view = SimpleNamespace(trace=trace)
+    order = data.draw(st.permutations(range(n)))
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=6)))
+    h = OnlineDurationHistory(min_count)
+    h.start(trace)
+    done: list[int] = []
+    for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
+        batch = np.array(order[lo:hi], dtype=np.int64)
+        h.add(trace, batch)
+        done.extend(batch.tolist())
+        queries = np.arange(n)
+        got = h.median_s(view, queries)
+        want = _reference_medians(done, trace, queries, min_count)
+        np.testing.assert_array_equal(got, want)  # exact, NaN where no history
+
+
+def _brute_counts(events_by_pool, lo, hi, open_lo):
+    out = np.zeros((len(events_by_pool), lo.size), dtype=np.int64)
+    for p, ev in enumerate(events_by_pool):
+        ev = np.asarray(ev)
+        for i in range(lo.size):
+            above = ev > lo[i] if open_lo[i] else ev >= lo[i]
+            out[p, i] = int((above & (ev <= hi[i])).sum())
+    return out
+
+
+times = st.integers(0, 40).map(float)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_segmented_events_count_like_brute_force(data):
+    P = data.draw(st.integers(1, 4))
+    caps = data.draw(st.lists(st.integers(0, 8), min_size=P, max_size=P))
+    ev = _SegmentedEvents(-1.0, 100.0, np.array(caps))
+    added: list[list[float]] = [[] for _ in range(P)]
+    for _ in range(data.draw(st.integers(0, 6))):
+        p = data.draw(st.integers(0, P - 1))
+        room = caps[p] - len(added[p])
+        batch = data.draw(st.lists(times, max_size=room))  # any order, ties included
+        ev.add_pool(p, np.array(batch))
+        added[p].extend(batch)
+        assert np.all(np.diff(ev.keys) >= 0)
+    m = data.draw(st.integers(1, 6))
+    lo = np.array(data.draw(st.lists(times, min_size=m, max_size=m))) - 0.5 * data.draw(
+        st.integers(0, 1))
+    hi = lo + np.array(data.draw(st.lists(st.integers(0, 20), min_size=m, max_size=m)))
+    open_lo = np.array(data.draw(st.lists(st.booleans(), min_size=m, max_size=m)))
+    got = _count_between(ev, np.arange(P), lo, hi, open_lo)
+    np.testing.assert_array_equal(got, _brute_counts(added, lo, hi, open_lo))
+
+
+def test_segmented_events_refuse_more_than_capacity():
+    ev = _SegmentedEvents(0.0, 100.0, np.array([1, 2]))
+    ev.add_pool(1, np.array([3.0, 4.0]))
+    try:
+        ev.add_pool(1, np.array([5.0]))
+    except ValueError as exc:
+        assert "pool 1" in str(exc)
+    else:
+        raise AssertionError("expected a ValueError")
