@@ -19,6 +19,10 @@ servers, sampled at each start), jobs placed by a fallback solver, refusals
 of jobs that fit by count, mean JCT, speedups vs FCFS-with-cells and the
 solver time.
 
+With a ``preemption`` section, ``<policy>+preempt`` rows replay that policy
+with partial preemption: a seeded ``preemptible_fraction`` of the jobs is
+preemptible, each preemption costs ``lost_work_s`` and ``restart_delay_s``.
+
 Outputs (under ``out_dir``): ``figure16.csv`` / ``figure16.md`` (one row per
 variant and policy: mean over seeds), ``figure16_runs.csv`` (one row per
 replay), ``chains.csv`` / ``chains.md`` and ``figure16.png``.
@@ -57,6 +61,8 @@ class Figure16Config:
     budget_s: float = 0.5
     locality: dict = field(default_factory=dict)
     chain_locality: dict = field(default_factory=dict)
+    #: partial preemption rows: {policy, preemptible_fraction, lost_work_s, restart_delay_s}
+    preemption: dict = field(default_factory=dict)
 
 
 def load_figure16_config(path: Path | str) -> Figure16Config:
@@ -94,23 +100,29 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
 
         kw["chains"] = tuple(parse_placement(str(c), option=f"{path}: chains")[0]
                              for c in raw["chains"])
-    for key in ("locality", "chain_locality"):
+    for key in ("locality", "chain_locality", "preemption"):
         if key in raw:
             if not isinstance(raw[key], dict):
                 raise ConfigError(f"{path}: {key} must be a mapping of LocalityConfig options")
             kw[key] = dict(raw[key])
     cfg = Figure16Config(**kw)
     _locality(cfg, ("buddy",), "sia")  # validate the locality options now
-    _locality(cfg, ("buddy",), "sia", chain_run=True)
+    _locality(cfg, ("buddy",), "sia", mode="chain")
+    if cfg.preemption:
+        _locality(cfg, ("buddy",), "sia", mode="preempt")
     return cfg
 
 
-def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, chain_run: bool = False):
+def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: str = "main",
+              seed: int = 0):
     from sia.scheduler.locality import LocalityConfig, config_for_policy
 
     opts = dict(cfg.locality)
-    if chain_run:
+    if mode == "chain":
         opts.update(cfg.chain_locality)
+    if mode == "preempt":
+        opts.update({k: v for k, v in cfg.preemption.items() if k != "policy"})
+        opts.update(preempt=True, seed=seed)
     opts.setdefault("budget_s", cfg.budget_s)
     try:
         return config_for_policy(LocalityConfig(chain=tuple(chain), **opts), policy)
@@ -120,7 +132,7 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, chain_ru
 
 def run_one(item: tuple) -> dict[str, Any]:
     """Replay one (variant, seed, policy, chain or None) and its FCFS baseline; return a result row."""
-    cfg, variant, seed, policy, chain, chain_run = item
+    cfg, variant, seed, policy, chain, mode = item
     from sia.data.synthetic import generate_workload
     from sia.scheduler.locality import simulate_cells
     from sia.scheduler.metrics import compare
@@ -135,15 +147,17 @@ def run_one(item: tuple) -> dict[str, Any]:
         res = simulate(jobs, pools, make_policy(policy), tick_s=cfg.tick_s)
         placement: dict = {}
     else:
+        base_mode = "chain" if mode == "chain" else "main"
         base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
-                                 _locality(cfg, ("buddy",), "fcfs", chain_run), tick_s=cfg.tick_s)
+                                 _locality(cfg, ("buddy",), "fcfs", base_mode), tick_s=cfg.tick_s)
         res, placement = simulate_cells(jobs, pools, make_policy(policy),
-                                        _locality(cfg, chain, policy, chain_run), tick_s=cfg.tick_s)
+                                        _locality(cfg, chain, policy, mode, seed), tick_s=cfg.tick_s)
     wall = time.perf_counter() - t0
     _, s = compare(res, base, warmup_s=cfg.warmup_s)
     jct = (res["end_time"] - res["submit_time"]).mean()
     return {
-        "variant": variant, "seed": seed, "policy": policy,
+        "variant": variant, "seed": seed,
+        "policy": policy + ("+preempt" if mode == "preempt" else ""),
         "locality": chain is not None, "chain": "+".join(chain) if chain else "none",
         "n_jobs": s["n_jobs"], "geomean_speedup": s["geomean_speedup"],
         "mean_speedup": s["mean_speedup"], "p95_speedup": s["p95_speedup"],
@@ -156,18 +170,22 @@ def run_one(item: tuple) -> dict[str, Any]:
         "solver_calls": placement.get("solver_calls"),
         "solver_total_s": placement.get("solver_total_s"),
         "solver_p99_s": placement.get("solver_p99_s"),
+        "preemptions": placement.get("preemptions"),
         "replay_wall_s": wall,
     }
 
 
 def plan(cfg: Figure16Config) -> tuple[list[tuple], list[tuple]]:
     """Return (main items, chain-comparison items) to replay."""
-    main = [(cfg, v, s, p, ("buddy",), False) for v in cfg.variants for s in cfg.seeds
+    main = [(cfg, v, s, p, ("buddy",), "main") for v in cfg.variants for s in cfg.seeds
             for p in cfg.policies]
-    main += [(cfg, v, s, p, None, False) for v in cfg.variants for s in cfg.seeds
+    if cfg.preemption:
+        pol = str(cfg.preemption.get("policy", "sia-perfect"))
+        main += [(cfg, v, s, pol, ("buddy",), "preempt") for v in cfg.variants for s in cfg.seeds]
+    main += [(cfg, v, s, p, None, "main") for v in cfg.variants for s in cfg.seeds
              for p in cfg.no_locality_policies]
-    chains = [(cfg, v, s, cfg.chain_policy, c, True) for v in cfg.chain_variants for s in cfg.seeds
-              for c in cfg.chains]
+    chains = [(cfg, v, s, cfg.chain_policy, c, "chain") for v in cfg.chain_variants
+              for s in cfg.seeds for c in cfg.chains]
     return main, chains
 
 
@@ -211,7 +229,7 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int = 2
     runs = pl.DataFrame(rows[: len(main_items)], infer_schema_length=None)
     chain_runs = pl.DataFrame(rows[len(main_items):], infer_schema_length=None)
     runs.write_csv(out / "figure16_runs.csv")
-    main = summarize(runs, ["variant", "policy", "locality"])
+    main = summarize(runs, ["variant", "policy", "locality"], ("preemptions",))
     main.write_csv(out / "figure16.csv")
     (out / "figure16.md").write_text(to_markdown(main))
     chains = summarize(chain_runs, ["variant", "policy", "chain"],

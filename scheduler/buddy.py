@@ -158,6 +158,10 @@ class BuddyAllocator:
         domain = _GLOBAL if pool is None else self._pool_index[pool]
         return sorted(self._free[domain][level])
 
+    def has_free_cell(self, level: int) -> bool:
+        """True if the global free lists hold a cell of ``level`` or larger (an aligned free cell exists)."""
+        return any(self._free[_GLOBAL][lv] for lv in range(level, self._top + 1))
+
     def usage(self, pool: str) -> dict[str, list[int]]:
         """Cells per level held by ``pool``: keys quota, bound, dedicated, reservation, opportunistic."""
         k = self._pool_index[pool]

@@ -28,7 +28,9 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   already fragmentation-free, and a dedicated cell outside the pool's quota
   cells would break the safety invariant. The chain is called per job (the
   policies decide one start at a time), so the MILP's plan-ahead sees a
-  batch of one.
+  batch of one. Each solver gets ``budget_s`` as its time limit, but the
+  chain does not reject an answer that came back late
+  (``enforce_budget=False``), so a replay does not depend on machine speed.
 * Reservations (SIA only): :meth:`CellCluster.reserve` reserves cells of a
   pool's quota; one that cannot be met stays pending in the allocator and
   every opportunistic request fails until :meth:`clear_reservations`.
@@ -381,12 +383,10 @@ class CellCluster(Cluster):
         return a.gpus
 
     def _fallback(self, aid: str, pool: str, num_gpus: int) -> Allocation | None:
-        if self.chain is None:
-            return None
+        if self.chain is None or not self.buddy.has_free_cell(self.topology.level_for(num_gpus)):
+            return None  # no free unbound cell of that size at all: no solver can help
         state = ClusterState(self.topology, self.buddy.free_gpu_mask(),
                              self.buddy.bound_pool_map(), tuple(self.buddy.pools))
-        if not state.free_cells(self.topology.level_for(num_gpus)).size:
-            return None  # no free unbound cell of that size at all: no solver can help
         res = self.chain.place([PlacementRequest(aid, num_gpus, pool, dedicated=False)], state)
         self.stats.solver_calls += 1
         self.stats.solver_s.append(res.elapsed_s)

@@ -22,6 +22,7 @@ warmup_s: 0
 chains: ["buddy", "buddy,hungarian"]
 chain_policy: sia-perfect
 chain_variants: [fewer-queues]
+preemption: {policy: sia-perfect, preemptible_fraction: 0.5, lost_work_s: 60}
 """
 
 
@@ -35,7 +36,8 @@ def test_figure16_cli_writes_tables_and_scores_against_fcfs_with_cells(tmp_path)
         assert (out / name).stat().st_size > 0, name
     main_t = pl.read_csv(out / "figure16.csv")
     assert set(zip(main_t["policy"], main_t["locality"], strict=True)) == {
-        ("sia-perfect", True), ("hived", True), ("sia-perfect", False)}
+        ("sia-perfect", True), ("hived", True), ("sia-perfect", False),
+        ("sia-perfect+preempt", True)}
     # the sia-perfect row is exactly metrics.compare against FCFS on the same cells
     jobs, pools = generate_workload("fewer-queues", seed=3, days=1.5)
     pools = pools.select("pool", "quota_gpus")
