@@ -44,6 +44,16 @@ feasible virtual schedule) and does. Hence every job starts by F(j): no job
 ends later than under FCFS (Theorem 1). A job started exactly at its VST on
 its own pool's charges leaves every virtual clock unchanged and needs no check.
 
+Speed (the decisions are exactly those of a from-scratch re-run at every event,
+checked against the first implementation in the tests): each pool's virtual
+clock is cached and re-run only when it is stale (a job of it is overdue, it no
+longer covers the horizon, or a guard changed its charges, in which case the
+guard's own re-run becomes the cache); the pass merges the pools' sorted clocks
+lazily and stops once no room is left at ``now``; MaxReservation is evaluated
+only for jobs that could start, and not at all when a job no wider and no
+longer already failed it in this pass; the guard's re-runs stop at the first
+job past its F.
+
 Lookahead: with the longest pending job lasting D, reservations only matter
 on ``[now, now + D)``, so future jobs are simulated only if they arrive
 before ``now + D`` (a later arrival has a VST after every window that can
@@ -53,13 +63,15 @@ point instead. Both are exact, not approximations.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
 from sia.scheduler.view import SimView, Start, TraceArrays
-from sia.scheduler.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
+from sia.scheduler.vst import fcfs_baseline_starts, fcfs_pool_starts
 
 _EPS = 1e-6  # seconds
 
@@ -76,7 +88,7 @@ class SiaVCPolicy:
 
     # ------------------------------------------------------------------ setup
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
-        """Compute each job's no-sharing FCFS start F(j) and clear the charges."""
+        """Compute each job's no-sharing FCFS start F(j) and clear the charges and VST caches."""
         self._trace = trace
         self._submit = trace.submit.tolist()
         self._dur = trace.duration.tolist()
@@ -87,47 +99,77 @@ class SiaVCPolicy:
         self._F = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
                                        trace.quota).tolist()
         self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
+        P = trace.n_pools
         #: per pool: charges (end time, GPUs) against its quota
-        self._charges: list[list[tuple[float, int]]] = [[] for _ in range(trace.n_pools)]
-        self._running_end: dict[int, float] = {}
+        self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
+        #: per pool: cached virtual clock, (jobs, VSTs) of a prefix of its unstarted jobs in
+        #: arrival order (VSTs non-decreasing), and whether that prefix is all of them
+        self._vc: list[tuple[list[int], list[float]] | None] = [None] * P
+        self._vc_full = [False] * P
+        #: pools whose cache must be re-run at the next decision (a job started a hair early)
+        self._stale: set[int] = set()
         self._wakeup = None
-        self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0}
+        self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
+                      "resims": 0}
 
     # ------------------------------------------------------------------ helpers
-    def _future_of(self, p: int, n_arrived: int) -> int:
-        """Return the position in pool ``p``'s job list of its first job not arrived yet."""
-        jobs = self._pool_jobs[p]
-        lo, hi = 0, len(jobs)
-        while lo < hi:  # bisect on job index (pool job lists are ascending)
-            mid = (lo + hi) // 2
-            if jobs[mid] < n_arrived:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+    def _seq(self, p: int, pending: list[int], k_future: int):
+        return itertools.chain(pending, itertools.islice(self._pool_jobs[p], k_future, None))
 
-    def _sim(self, p: int, pending: list[int], k_future: int, now: float, horizon: float,
-             check: bool) -> tuple[list[int], list[float]]:
-        """Run pool ``p``'s virtual clock; return (jobs, VSTs) of the prefix it simulated.
+    def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
+             check: bool = False, idle_after: float = math.inf) -> tuple[list[int], list[float]]:
+        """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs) of the prefix run.
 
-        ``check=False``: pending jobs and future jobs arriving before ``horizon``;
-        ``check=True``: on until the first idle point at or after ``horizon``.
+        ``check=False``: every pending job, then future jobs up to and including
+        the first whose VST is at or after ``until``. ``check=True``: on until the
+        first idle point among jobs submitted at or after ``idle_after``, stopping
+        early after the first job whose VST passes its FCFS start F (+1 us).
         """
-        fut = self._pool_jobs[p]
-
-        def seq():
-            return itertools.chain(pending, itertools.islice(fut, k_future, None))
-
+        seq = self._seq
+        eps = _EPS
+        F = self._F
         vst = fcfs_pool_starts(
-            map(self._submit.__getitem__, seq()), map(self._dur.__getitem__, seq()),
-            map(self._gpus.__getitem__, seq()), self._quota[p],
+            map(self._submit.__getitem__, seq(p, pending, k_future)),
+            map(self._dur.__getitem__, seq(p, pending, k_future)),
+            map(self._gpus.__getitem__, seq(p, pending, k_future)), self._quota[p],
             now=now, busy=[c for c in self._charges[p] if c[0] > now],
-            horizon=math.inf if check else horizon, stop_when_idle=check, idle_after=horizon,
+            stop_when_idle=check, idle_after=idle_after,
+            until=math.inf if check else until, keep=len(pending),
+            deadline=(F[k] + eps for k in seq(p, pending, k_future)) if check else None,
         )
-        return list(itertools.islice(seq(), len(vst))), vst
+        return list(itertools.islice(seq(p, pending, k_future), len(vst))), vst
 
     def _charged_free(self, q: int, now: float) -> int:
         return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
+
+    def _clock(self, p: int, pend: list[int], n_arr: int, now: float, horizon: float,
+               reach: float) -> tuple[list[int], list[float]]:
+        """Return pool ``p``'s (jobs, VSTs), re-simulated only if the cached clock is stale.
+
+        The cache is exact while it starts at or after ``now`` (no job of it is
+        overdue: re-running the same clock from a later instant gives the same
+        starts), holds every pending job and reaches a VST at or after ``horizon``
+        (or the pool's last job). Charges change only through :meth:`_try_charge`,
+        which replaces the clocks it re-ran.
+        """
+        c = self._vc[p]
+        if p in self._stale:
+            self._stale.discard(p)
+            c = None
+        if c is not None:
+            jobs, vs = c
+            if not jobs:
+                if self._vc_full[p] and not pend:
+                    return c
+            elif (vs[0] >= now and (self._vc_full[p] or vs[-1] >= horizon)
+                  and (not pend or jobs[-1] >= pend[-1])):
+                return c
+        self.stats["resims"] += 1
+        k_future = bisect_left(self._pool_jobs[p], n_arr)
+        jobs, vs = self._sim(p, pend, k_future, now, until=reach)
+        self._vc[p] = (jobs, vs)
+        self._vc_full[p] = len(jobs) == len(pend) + len(self._pool_jobs[p]) - k_future
+        return jobs, vs
 
     # ------------------------------------------------------------------ decide
     def decide(self, view: SimView) -> list[Start]:
@@ -143,73 +185,138 @@ class SiaVCPolicy:
         if not any(pend):
             self._wakeup = None
             return []
-        dur, gpus, quota = self._dur, self._gpus, self._quota
-        horizon = now + max(dur[j] for pl in pend for j in pl)
-        kfut = [self._future_of(p, n_arr) for p in range(P)]
-        vsts: list[tuple[list[int], list[float]]] = [
-            self._sim(p, pend[p], kfut[p], now, horizon, check=False) for p in range(P)
-        ]
-        run = view.running()
-        ends = (run.start + self._trace.duration[run.job]).tolist()
-        run_ends = list(zip(ends, run.num_gpus.tolist(), strict=True))
+        dur, gpus, quota, submit = self._dur, self._gpus, self._quota, self._submit
+        D = max(dur[j] for pl in pend for j in pl)
+        horizon = now + D
+        reach = horizon + D  # simulate ahead so the clock stays reusable for a while
+        for p in range(P):
+            self._clock(p, pend[p], n_arr, now, horizon, reach)
         free = view.free_gpus
-        ded = view.used_dedicated.tolist()
         starts: list[Start] = []
-        while True:
-            self.stats["passes"] += 1
-            order = sorted(
-                (v, j) for p in range(P) for j, v in zip(*vsts[p], strict=True)
-            )
-            last_pending = max((i for i, (_, j) in enumerate(order) if j < n_arr), default=-1)
-            plan = ResourcePlan()
-            if run_ends:
-                plan.add_busy(np.array([e for e, _ in run_ends]), np.array([g for _, g in run_ends]),
-                              now)
-            chosen = None
-            for v, j in order[: last_pending + 1]:
-                g, d = gpus[j], dur[j]
-                if j < n_arr and g <= free and plan.max_reservation(now, d) + g <= self._C:
-                    ok = self._try_charge(j, v, now, pend, kfut, horizon, vsts)
-                    if ok:
-                        chosen = j
-                        break
-                plan.reserve(g, v, d)
-            if chosen is None:
-                break
-            j = chosen
-            p, g = self._pool[j], gpus[j]
-            pend[p].remove(j)
-            free -= g
-            run_ends.append((now + dur[j], g))
-            if ded[p] + g <= quota[p]:
-                ded[p] += g
-                starts.append(Start(j, False))
-            else:
-                starts.append(Start(j, True))
-            if not free:
-                break
-        ahead = [v for p in range(P) for v in vsts[p][1] if v > now]
-        self._wakeup = min(ahead) if ahead else None
+        min_g = min(gpus[j] for pl in pend for j in pl)
+        if free >= min_g:
+            run = view.running()
+            run_e = (run.start + self._trace.duration[run.job]).tolist()
+            run_g = run.num_gpus.tolist()
+            ded = view.used_dedicated.tolist()
+            while True:
+                self.stats["passes"] += 1
+                j = self._pass(now, horizon, n_arr, pend, free, run_e, run_g)
+                if j is None:
+                    break
+                p, g = self._pool[j], gpus[j]
+                pend[p].remove(j)
+                free -= g
+                run_e.append(now + dur[j])
+                run_g.append(g)
+                if ded[p] + g <= quota[p]:
+                    ded[p] += g
+                    starts.append(Start(j, False))
+                else:
+                    starts.append(Start(j, True))
+                if not free or not any(pend):
+                    break
+        # wake up at the smallest VST ahead among the jobs the pass would visit
+        w = math.inf
+        for p in range(P):
+            jobs, vs = self._vc[p]
+            i = bisect_right(vs, now)
+            if i < len(vs) and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
+                w = vs[i]
+        self._wakeup = w if w < math.inf else None
         return starts
 
-    def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], kfut: list[int],
-                    horizon: float, vsts: list) -> bool:
-        """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update VSTs."""
+    def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
+              run_e: list[float], run_g: list[int]) -> int | None:
+        """One pass of Figure 6's do-while: return the first job that starts, or None.
+
+        Jobs are visited in (VST, index) order (a lazy merge of the pools' sorted
+        clocks), from the first up to the last pending one; future jobs with a VST
+        at or after ``horizon`` are left out (a reservation there cannot overlap any
+        pending job's ``[now, now + d)``). A visited job that cannot start is
+        reserved on ``[VST, VST + d)``. ``MaxReservation(now, d)`` is evaluated only
+        for jobs that could start (arrived, width within the room left at ``now``):
+        the reserved level's maximum on ``[now, now + d)`` is reached at ``now`` or
+        at the start of a reservation, and reservations arrive in VST order.
+        """
+        dur, gpus, C = self._dur, self._gpus, self._C
+        n_pend = sum(len(pl) for pl in pend)
+        streams = []
+        for p in range(len(pend)):
+            jobs, vs = self._vc[p]
+            if not jobs:
+                continue
+            k = max(len(pend[p]), bisect_left(vs, horizon))
+            streams.append(zip(itertools.islice(vs, k), itertools.islice(jobs, k), strict=False))
+        run_end = np.sort(np.asarray(run_e, dtype=np.float64))
+        run_cum = np.concatenate([[0], np.cumsum(np.asarray(run_g, dtype=np.int64)[
+            np.argsort(np.asarray(run_e, dtype=np.float64), kind="stable")])])
+        run_total = int(run_cum[-1])
+        level_now = run_total - int(run_cum[np.searchsorted(run_end, now, side="right")])
+        rv: list[float] = []  # reservations in VST order: start, end, GPUs
+        re_: list[float] = []
+        rg: list[int] = []
+        failed: list[tuple[int, float]] = []  # (g, d) that failed MaxReservation this pass
+        seen = 0
+        for v, j in heapq.merge(*streams):
+            g, d = gpus[j], dur[j]
+            arrived = j < n_arr
+            if arrived:
+                seen += 1
+            if (arrived and g <= free and level_now + g <= C
+                    and not any(g >= fg and d >= fd for fg, fd in failed)):
+                if self._fits(now, d, g, rv, re_, rg, run_end, run_cum, run_total):
+                    if self._try_charge(j, v, now, pend, n_arr, horizon):
+                        return j
+                else:
+                    failed.append((g, d))
+            if g > 0 and d > 0:
+                rv.append(v)
+                re_.append(v + d)
+                rg.append(g)
+                if v <= now:
+                    level_now += g
+            if seen == n_pend or level_now >= C:
+                break
+        return None
+
+    def _fits(self, now: float, d: float, g: int, rv: list[float], re_: list[float],
+              rg: list[int], run_end: np.ndarray, run_cum: np.ndarray, run_total: int) -> bool:
+        """Return whether ``MaxReservation(now, d) + g <= C`` (running jobs plus reservations)."""
+        m = bisect_left(rv, now + d)
+        x = np.concatenate([[now], np.asarray(rv[:m], dtype=np.float64)])
+        level = run_total - run_cum[np.searchsorted(run_end, x, side="right")]
+        if m:
+            gs = np.asarray(rg[:m], dtype=np.int64)
+            cs = np.concatenate([[0], np.cumsum(gs)])
+            es = np.asarray(re_[:m], dtype=np.float64)
+            oe = np.argsort(es, kind="stable")
+            ce = np.concatenate([[0], np.cumsum(gs[oe])])
+            level = (level + cs[np.searchsorted(x[1:], x, side="right")]
+                     - ce[np.searchsorted(es[oe], x, side="right")])
+        return int(level.max()) + g <= self._C
+
+    def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
+                    horizon: float) -> bool:
+        """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update clocks."""
         p, g, d = self._pool[j], self._gpus[j], self._dur[j]
         end = now + d
         own_free = self._charged_free(p, now)
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
-            jobs, vs = vsts[p]
+            jobs, vs = self._vc[p]
             i = jobs.index(j)
-            vsts[p] = (jobs[:i] + jobs[i + 1:], vs[:i] + vs[i + 1:])
+            del jobs[i], vs[i]
+            if v != now:  # within _EPS of now: later starts may move by that much
+                self._stale.add(p)
             return True
         self.stats["early_starts"] += 1
         P = len(self._quota)
         free_of = {q: self._charged_free(q, now) for q in range(P)}
         lenders = sorted((q for q in range(P) if q != p and free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
+        tried: list[dict[int, int]] = []
         for own_first in (True, False):
             shares: dict[int, int] = {}
             need = g
@@ -223,28 +330,30 @@ class SiaVCPolicy:
                     break
             if need > 0:
                 return False
+            if shares in tried:  # the same charges were just checked and failed
+                self.stats["checks_failed"] += 1
+                continue
+            tried.append(shares)
             # Tentatively charge and re-run the affected virtual clocks.
             for q, s in shares.items():
                 self._charges[q].append((end, s))
             pend_p = [k for k in pend[p] if k != j]
-            affected = set(shares) | {p}
             new = {}
             ok = True
-            for q in affected:
+            for q in sorted(set(shares) | {p}):
                 jobs_q = pend_p if q == p else pend[q]
-                jobs, vs = self._sim(q, jobs_q, kfut[q], now, horizon, check=True)
-                F = self._F
-                if any(x > F[k] + _EPS for k, x in zip(jobs, vs, strict=True)):
+                k_future = bisect_left(self._pool_jobs[q], n_arr)
+                jobs, vs = self._sim(q, jobs_q, k_future, now, until=math.inf, check=True,
+                                     idle_after=horizon)
+                if vs and vs[-1] > self._F[jobs[-1]] + _EPS:
                     ok = False
                     break
-                # keep only the lookahead part for ordering
-                cut = len(jobs)
-                while cut and jobs[cut - 1] >= 0 and self._submit[jobs[cut - 1]] >= horizon:
-                    cut -= 1
-                new[q] = (jobs[:cut], vs[:cut])
+                full = len(jobs) == len(jobs_q) + len(self._pool_jobs[q]) - k_future
+                new[q] = (jobs, vs, full)
             if ok:
-                for q, val in new.items():
-                    vsts[q] = val
+                for q, (jobs, vs, full) in new.items():
+                    self._vc[q] = (jobs, vs)
+                    self._vc_full[q] = full
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))

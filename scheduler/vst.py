@@ -36,6 +36,9 @@ def fcfs_pool_starts(
     horizon: float = math.inf,
     stop_when_idle: bool = False,
     idle_after: float = -math.inf,
+    until: float = math.inf,
+    keep: int = 0,
+    deadline: Sequence[float] | None = None,
 ) -> list[float]:
     """Return the virtual start time (s) of each job of one pool run alone, FCFS from ``now``.
 
@@ -53,6 +56,12 @@ def fcfs_pool_starts(
     on its past) among jobs submitted at or after ``idle_after``. The job
     sequences may be iterators (read lazily). A job wider than ``capacity`` gets ``inf`` (it can never
     start on this pool alone), and so do all jobs after it.
+
+    Two more early stops, both *after* appending the job that triggers them:
+    the first job starting at or after ``until`` (not among the first ``keep``
+    jobs, which are always simulated), and, with ``deadline`` (a
+    sequence parallel to the jobs, seconds), the first job starting later than
+    its deadline (the caller sees the violation as the last element).
     """
     heap = [(float(e), int(g)) for e, g in busy]
     heapq.heapify(heap)
@@ -61,6 +70,7 @@ def fcfs_pool_starts(
     out: list[float] = []
     t_prev = now
     inf = math.inf
+    dl = iter(deadline) if deadline is not None else None
     for s, d, g in zip(submit, duration, gpus, strict=False):
         if s >= horizon:
             break
@@ -68,6 +78,8 @@ def fcfs_pool_starts(
         if t == inf or g > capacity:
             out.append(inf)
             t_prev = inf
+            if dl is not None or (until < inf and len(out) > keep):
+                break  # inf is past any finite deadline and at or after ``until``
             continue
         while heap and heap[0][0] <= t:
             held -= pop(heap)[1]
@@ -84,6 +96,8 @@ def fcfs_pool_starts(
         held += g
         t_prev = t
         if stop_when_idle and idle and s >= idle_after:
+            break
+        if (t >= until and len(out) > keep) or (dl is not None and t > next(dl)):
             break
     return out
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -13,7 +16,10 @@ from sia.scheduler.oracle import solve_oracle
 from sia.scheduler.policy_siavc import SiaVCPolicy
 from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import build_trace, simulate
-from sia.scheduler.vst import fcfs_baseline_starts
+from sia.scheduler.view import Start
+from sia.scheduler.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
+
+_EPS = 1e-6
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -160,3 +166,244 @@ def test_oracle_warm_started_from_siavc_is_never_worse_than_siavc(seed, n):
     delay = lambda t: float((t["start_time"] - t["submit_time"]).sum())  # noqa: E731
     assert delay(res) <= delay(vc) + 1e-6
     assert (res["end_time"] <= fcfs["end_time"] + 1.0).all()
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 30), n_pools=st.integers(1, 4),
+       burst=st.booleans())
+def test_optimized_equals_reference_on_random_tables(seed, n, n_pools, burst):
+    """The cached clocks, lazy VST merge and pruned MaxReservation change no decision."""
+    rng = np.random.default_rng(seed)
+    times = rng.integers(0, 8, n) * 600 if burst else rng.uniform(0, 7200, n)
+    quota = [int(rng.choice([4, 8, 8, 10, 16])) for _ in range(n_pools)]
+    pool = rng.integers(0, n_pools, n)
+    rows = [(f"j{i}", f"p{pool[i]}", float(times[i]),
+             float(rng.choice([rng.uniform(60, 900), rng.uniform(900, 20_000),
+                               rng.integers(1, 30) * 300.0])),
+             min(int(rng.choice([1, 1, 2, 4, 8])), quota[pool[i]])) for i in range(n)]
+    pools = make_pools({f"p{i}": q for i, q in enumerate(quota)})
+    jobs = table(rows)
+    ref, opt = ReferenceSiaVC(), SiaVCPolicy()
+    ra, rb = simulate(jobs, pools, ref), simulate(jobs, pools, opt, check_invariants=True)
+    assert ra.equals(rb)
+    for key in ("early_starts", "checks_failed"):
+        assert ref.stats[key] == opt.stats[key]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000),
+       variant=st.sampled_from(["base", "higher-load", "more-wide-jobs", "fewer-queues"]))
+def test_optimized_equals_reference_on_synthetic_workloads(seed, variant):
+    jobs, pools = generate_workload(variant, seed, days=0.4)
+    assert simulate(jobs, pools, ReferenceSiaVC()).equals(simulate(jobs, pools, SiaVCPolicy()))
+
+
+class ReferenceSiaVC:
+    """The first SIA_VC implementation (re-simulates every pool at every decision), kept verbatim
+    as the slow reference the optimized :class:`SiaVCPolicy` must match decision for decision."""
+
+    name = "sia-vc-reference"
+    perfect_information = True
+    uses_ticks = False
+
+    def __init__(self) -> None:
+        self._wakeup: float | None = None
+
+    # ------------------------------------------------------------------ setup
+    def reset(self, trace, cluster) -> None:
+        """Compute each job's no-sharing FCFS start F(j) and clear the charges."""
+        self._trace = trace
+        self._submit = trace.submit.tolist()
+        self._dur = trace.duration.tolist()
+        self._gpus = trace.num_gpus.tolist()
+        self._pool = trace.pool.tolist()
+        self._quota = trace.quota.tolist()
+        self._C = int(trace.quota.sum())
+        self._F = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
+                                       trace.quota).tolist()
+        self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
+        #: per pool: charges (end time, GPUs) against its quota
+        self._charges: list[list[tuple[float, int]]] = [[] for _ in range(trace.n_pools)]
+        self._running_end: dict[int, float] = {}
+        self._wakeup = None
+        self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0}
+
+    # ------------------------------------------------------------------ helpers
+    def _future_of(self, p: int, n_arrived: int) -> int:
+        """Return the position in pool ``p``'s job list of its first job not arrived yet."""
+        jobs = self._pool_jobs[p]
+        lo, hi = 0, len(jobs)
+        while lo < hi:  # bisect on job index (pool job lists are ascending)
+            mid = (lo + hi) // 2
+            if jobs[mid] < n_arrived:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _sim(self, p: int, pending: list[int], k_future: int, now: float, horizon: float,
+             check: bool) -> tuple[list[int], list[float]]:
+        """Run pool ``p``'s virtual clock; return (jobs, VSTs) of the prefix it simulated.
+
+        ``check=False``: pending jobs and future jobs arriving before ``horizon``;
+        ``check=True``: on until the first idle point at or after ``horizon``.
+        """
+        fut = self._pool_jobs[p]
+
+        def seq():
+            return itertools.chain(pending, itertools.islice(fut, k_future, None))
+
+        vst = fcfs_pool_starts(
+            map(self._submit.__getitem__, seq()), map(self._dur.__getitem__, seq()),
+            map(self._gpus.__getitem__, seq()), self._quota[p],
+            now=now, busy=[c for c in self._charges[p] if c[0] > now],
+            horizon=math.inf if check else horizon, stop_when_idle=check, idle_after=horizon,
+        )
+        return list(itertools.islice(seq(), len(vst))), vst
+
+    def _charged_free(self, q: int, now: float) -> int:
+        return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
+
+    # ------------------------------------------------------------------ decide
+    def decide(self, view) -> list[Start]:
+        """Return the jobs to start now (Figure 6), keeping every job within its FCFS start."""
+        now = view.now
+        self.stats["calls"] += 1
+        P = view.n_pools
+        for q in range(P):
+            if self._charges[q]:
+                self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+        pend = [list(view.pending(p)) for p in range(P)]
+        n_arr = view.n_arrived
+        if not any(pend):
+            self._wakeup = None
+            return []
+        dur, gpus, quota = self._dur, self._gpus, self._quota
+        horizon = now + max(dur[j] for pl in pend for j in pl)
+        kfut = [self._future_of(p, n_arr) for p in range(P)]
+        vsts: list[tuple[list[int], list[float]]] = [
+            self._sim(p, pend[p], kfut[p], now, horizon, check=False) for p in range(P)
+        ]
+        run = view.running()
+        ends = (run.start + self._trace.duration[run.job]).tolist()
+        run_ends = list(zip(ends, run.num_gpus.tolist(), strict=True))
+        free = view.free_gpus
+        ded = view.used_dedicated.tolist()
+        starts: list[Start] = []
+        while True:
+            self.stats["passes"] += 1
+            order = sorted(
+                (v, j) for p in range(P) for j, v in zip(*vsts[p], strict=True)
+            )
+            last_pending = max((i for i, (_, j) in enumerate(order) if j < n_arr), default=-1)
+            plan = ResourcePlan()
+            if run_ends:
+                plan.add_busy(np.array([e for e, _ in run_ends]), np.array([g for _, g in run_ends]),
+                              now)
+            chosen = None
+            for v, j in order[: last_pending + 1]:
+                g, d = gpus[j], dur[j]
+                if j < n_arr and g <= free and plan.max_reservation(now, d) + g <= self._C:
+                    ok = self._try_charge(j, v, now, pend, kfut, horizon, vsts)
+                    if ok:
+                        chosen = j
+                        break
+                plan.reserve(g, v, d)
+            if chosen is None:
+                break
+            j = chosen
+            p, g = self._pool[j], gpus[j]
+            pend[p].remove(j)
+            free -= g
+            run_ends.append((now + dur[j], g))
+            if ded[p] + g <= quota[p]:
+                ded[p] += g
+                starts.append(Start(j, False))
+            else:
+                starts.append(Start(j, True))
+            if not free:
+                break
+        ahead = [v for p in range(P) for v in vsts[p][1] if v > now]
+        self._wakeup = min(ahead) if ahead else None
+        return starts
+
+    def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], kfut: list[int],
+                    horizon: float, vsts: list) -> bool:
+        """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update VSTs."""
+        p, g, d = self._pool[j], self._gpus[j], self._dur[j]
+        end = now + d
+        own_free = self._charged_free(p, now)
+        if v <= now + _EPS and own_free >= g:
+            # on time, on its own quota: every virtual clock stays as it was
+            self._charges[p].append((end, g))
+            jobs, vs = vsts[p]
+            i = jobs.index(j)
+            vsts[p] = (jobs[:i] + jobs[i + 1:], vs[:i] + vs[i + 1:])
+            return True
+        self.stats["early_starts"] += 1
+        P = len(self._quota)
+        free_of = {q: self._charged_free(q, now) for q in range(P)}
+        lenders = sorted((q for q in range(P) if q != p and free_of[q] > 0),
+                         key=lambda q: (-free_of[q], q))
+        for own_first in (True, False):
+            shares: dict[int, int] = {}
+            need = g
+            seq = ([p] + lenders) if own_first else (lenders + [p])
+            for q in seq:
+                take = min(need, max(free_of[q], 0))
+                if take > 0:
+                    shares[q] = take
+                    need -= take
+                if need == 0:
+                    break
+            if need > 0:
+                return False
+            # Tentatively charge and re-run the affected virtual clocks.
+            for q, s in shares.items():
+                self._charges[q].append((end, s))
+            pend_p = [k for k in pend[p] if k != j]
+            affected = set(shares) | {p}
+            new = {}
+            ok = True
+            for q in affected:
+                jobs_q = pend_p if q == p else pend[q]
+                jobs, vs = self._sim(q, jobs_q, kfut[q], now, horizon, check=True)
+                F = self._F
+                if any(x > F[k] + _EPS for k, x in zip(jobs, vs, strict=True)):
+                    ok = False
+                    break
+                # keep only the lookahead part for ordering
+                cut = len(jobs)
+                while cut and jobs[cut - 1] >= 0 and self._submit[jobs[cut - 1]] >= horizon:
+                    cut -= 1
+                new[q] = (jobs[:cut], vs[:cut])
+            if ok:
+                for q, val in new.items():
+                    vsts[q] = val
+                return True
+            for q, s in shares.items():
+                self._charges[q].remove((end, s))
+            self.stats["checks_failed"] += 1
+        return False
+
+    def next_wakeup(self, now: float) -> float | None:
+        """Return the smallest virtual start time after ``now`` (s), or None."""
+        w = self._wakeup
+        return w if w is not None and w > now else None
+
+
+def test_fcfs_pool_starts_early_stops():
+    """Pool of 2 GPUs, four 1-GPU jobs of 10 s at t=0: starts 0, 0, 10, 10."""
+    s, d, g = [0.0] * 4, [10.0] * 4, [1] * 4
+    assert fcfs_pool_starts(s, d, g, 2) == [0.0, 0.0, 10.0, 10.0]
+    # until: stop after the first start at or after 5 s, but never within the first `keep` jobs
+    assert fcfs_pool_starts(s, d, g, 2, until=5.0) == [0.0, 0.0, 10.0]
+    assert fcfs_pool_starts(s, d, g, 2, until=0.0, keep=2) == [0.0, 0.0, 10.0]
+    # deadline: stop after the first job later than its deadline
+    assert fcfs_pool_starts(s, d, g, 2, deadline=[0.0, 0.0, 9.0, 10.0]) == [0.0, 0.0, 10.0]
+    assert fcfs_pool_starts(s, d, g, 2, deadline=[0.0, 0.0, 10.0, 10.0]) == [0.0, 0.0, 10.0, 10.0]
+    # a job wider than the pool: inf, and the deadline stop fires on it
+    assert fcfs_pool_starts(s[:2], d[:2], [3, 1], 2, deadline=[1e9, 1e9]) == [math.inf]
