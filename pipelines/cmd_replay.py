@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import polars as pl
 import typer
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.pipelines import inputs
+from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES
 from sia.scheduler.metrics import DAY_S, compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
 from sia.scheduler.simulator import RESULT_COLUMNS, simulate
@@ -32,11 +34,28 @@ Writes DIR/jobs.parquet (job_id, pool, submit_time, duration, num_gpus,
 start_time, end_time, opportunistic; durations after --speedup),
 DIR/pools.parquet (the quotas used) and DIR/summary.json (the metrics).
 
+SIA and its random strawmen (sia, sia-random, sia-random-both) run on the
+learned predictors: loaded from the MLflow registry by --alias (default
+champion; store: $MLFLOW_TRACKING_URI or <output root>/mlflow.db), or, with
+--train, trained and registered first on the period before the replay
+(--replay-start-day; by default the replay starts where the default
+--train-warmup-days + --train-days + --val-days split ends).
+--replay-start-day / --replay-end-day cut the replay to a window of days
+since the trace start for any policy.
+
 \b
 Examples:
   sia replay --policy maxmin --out out/replay/maxmin
   sia replay ../shared/traces/philly/philly.csv --clean --policy fcfs --out out/philly-fcfs
+  sia replay ../shared/traces/philly/philly.csv --clean --policy sia --alias champion \\
+      --replay-start-day 41 --out out/philly-sia
+  sia replay ../shared/traces/philly/philly.csv --clean --policy sia --train --out out/philly-sia
 """
+
+#: Train-on-the-fly split defaults (days), as `sia train`'s.
+TRAIN_DAYS, VAL_DAYS, TRAIN_WARMUP_DAYS = 21.0, 14.0, 3.0
+#: Alias registered by --train when --alias is not given (never moves `champion`).
+TRAIN_ALIAS = "replay-train"
 
 
 def _policy_options(name: str, seed: int) -> dict:
@@ -46,18 +65,21 @@ def _policy_options(name: str, seed: int) -> dict:
 
 
 def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float,
-                    tick_s: float, warmup_s: float, seed: int = 0,
-                    progress: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+                    tick_s: float, warmup_s: float, seed: int = 0, progress: bool = False,
+                    extra_options: dict[str, Any] | None = None,
+                    ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Replay ``policy`` and FCFS; return (policy result, FCFS result, summary dict).
 
-    The summary holds :func:`sia.scheduler.metrics.compare`'s metrics plus the
-    policy, its options and the replay's wall time in seconds.
+    ``extra_options`` go to the policy as well (e.g. ``forecaster=`` for SIA)
+    but not into the summary. The summary holds
+    :func:`sia.scheduler.metrics.compare`'s metrics plus the policy, its
+    options and the replays' wall times in seconds.
     """
     options = _policy_options(policy, seed)
     timings = {}
     t = time.perf_counter()
-    res = simulate(jobs, pools, make_policy(policy, **options), tick_s=tick_s, speedup=speedup,
-                   progress=progress)
+    res = simulate(jobs, pools, make_policy(policy, **options, **(extra_options or {})),
+                   tick_s=tick_s, speedup=speedup, progress=progress)
     timings["policy_s"] = time.perf_counter() - t
     if policy.strip().lower() == "fcfs":
         base = res
@@ -78,6 +100,127 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
         "wall_time_s": timings,
     }
     return res, base, summary
+
+
+def forecaster_option(policy: str) -> str | None:
+    """Return the option that takes the learned forecaster for ``policy`` (None if it takes none).
+
+    ``sia`` takes it as ``forecaster``; the random strawmen (``sia-random``,
+    ``sia-random-both``) as ``base`` (they randomize WillJobsArrive, and
+    JobDuration, and keep the rest).
+    """
+    key = policy.strip().lower()
+    if key not in LEARNED_POLICIES:
+        return None
+    return "forecaster" if key == "sia" else "base"
+
+
+def parse_windows(text: str) -> tuple[int, ...]:
+    """Return the increasing prediction windows in minutes from ``--windows`` (e.g. ``5,60,720``)."""
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--windows {text!r}: expected minutes such as 5,60,720") from None
+    if not ks or min(ks) <= 0 or any(b <= a for a, b in zip(ks, ks[1:], strict=False)):
+        raise ConfigError(f"--windows {text!r}: need increasing positive minutes such as 5,60,720")
+    return ks
+
+
+def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
+                  ) -> pl.DataFrame:
+    """Return the jobs submitted in [start_day, end_day) days since the trace start (open ends).
+
+    Raises ConfigError naming the options when the window holds no job.
+    """
+    lo = -math.inf if start_day is None else start_day * DAY_S
+    hi = math.inf if end_day is None else end_day * DAY_S
+    window = jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
+    if window.height == 0:
+        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
+        raise ConfigError(f"--replay-start-day {start_day} / --replay-end-day {end_day}: no job is "
+                          f"submitted in that window; the trace's last submission is on day "
+                          f"{last:.1f}")
+    return window
+
+
+def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
+                        replay_start_day: float | None, train_days: float, val_days: float,
+                        warmup_days: float, windows_min: tuple[int, ...], load_windows: int,
+                        alias: str, out_dir: Path, seed: int = 0,
+                        ) -> tuple[float, dict[str, Any]]:
+    """Train and register the predictors on the period before the replay.
+
+    The split is ``warmup_days`` + ``train_days`` + ``val_days`` ending at
+    ``replay_start_day`` (days since the trace start); with no start day the
+    split starts at the trace's active start (as `sia train` chooses it) and
+    the replay starts where the validation ends. Uses
+    :func:`sia.pipelines.train.run_training` (MLflow run, models registered
+    under ``alias``, report in ``out_dir``) on the jobs submitted before the
+    replay. Returns (the replay's start day, a record of the training).
+    """
+    from sia.models.split import choose_split
+    from sia.models.will_arrive import XGBParams
+    from sia.pipelines.train import TrainConfig, run_training
+
+    need = warmup_days + train_days + val_days
+    if replay_start_day is None:
+        split = choose_split(jobs["submit_time"].to_numpy(), train_days=train_days,
+                             val_days=val_days, warmup_days=warmup_days)
+        first = split.active_start / DAY_S
+        replay_start_day = split.val_end / DAY_S
+    else:
+        first = replay_start_day - need
+        if first < 0:
+            raise ConfigError(
+                f"--replay-start-day {replay_start_day:g}: --train needs --train-warmup-days + "
+                f"--train-days + --val-days = {need:g} days before the replay; start the replay "
+                "later or shorten those periods")
+    before = jobs.filter(pl.col("submit_time") < replay_start_day * DAY_S)
+    if before.height == 0:
+        raise ConfigError(f"--replay-start-day {replay_start_day:g}: no job before the replay "
+                          "to train on")
+    config = TrainConfig(train_days=train_days, val_days=val_days, warmup_days=warmup_days,
+                         start_day=first, windows_min=windows_min, load_windows=load_windows,
+                         ablation=False, xgb=XGBParams(seed=seed))
+    clock = time.perf_counter()
+    outcome = run_training(before, pools, config, trace=source, out_dir=out_dir, alias=alias)
+    s = outcome.result.split
+    return replay_start_day, {
+        "source": "trained", "run_id": outcome.run_id, "alias": alias,
+        "tracking_uri": outcome.tracking_uri, "versions": outcome.versions,
+        "train_days": [s.train_start / DAY_S, s.train_end / DAY_S],
+        "val_days": [s.train_end / DAY_S, s.val_end / DAY_S],
+        "train_wall_s": time.perf_counter() - clock, "report": str(outcome.report_dir),
+    }
+
+
+def load_learned(alias: str, windows_min: tuple[int, ...], load_method: str,
+                 load_windows: int = 3, *, trained: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Return (a LearnedForecaster loaded from the registry by ``alias``, a record of it).
+
+    The store is the one in force (:func:`sia.pipelines.tracking.tracking_uri`).
+    A missing model or alias is a one-line :class:`RegistryError` that says
+    to run `sia train` or pass --train.
+    """
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import RegistryError
+    from sia.pipelines.tracking import check_reachable, tracking_uri
+
+    uri = tracking_uri()
+    check_reachable(uri)
+    try:
+        fc = LearnedForecaster.from_registry(windows_min, alias, load_method=load_method,
+                                             load_windows=load_windows, tracking_uri=uri)
+    except RegistryError as exc:
+        what = str(exc).splitlines()[0].split(" in the MLflow store")[0].removeprefix("no ")
+        hint = ("" if trained else
+                f"; run `sia train TRACE --alias {alias}` first (windows "
+                f"{','.join(map(str, windows_min))}) or pass --train to train on the period "
+                "before the replay")
+        raise RegistryError(f"--alias {alias}: no {what} in the MLflow store {uri}{hint}") from None
+    versions = {f"will-jobs-arrive-{k}m": m.version for k, m in fc.will_arrive.items()}
+    return fc, {"alias": alias, "tracking_uri": uri, "load_method": load_method,
+                "windows_min": list(windows_min), "will_arrive_versions": versions}
 
 
 def summary_table(summary: dict) -> Table:
@@ -139,6 +282,34 @@ def register(app: typer.Typer) -> None:
         load_range: inputs.LoadRangeOpt = "0.6,1.1",
         seed: inputs.SeedOpt = 0,
         days: inputs.DaysOpt = None,
+        replay_start_day: Annotated[float | None, typer.Option(
+            "--replay-start-day", help="Replay only jobs submitted from this day (days since the "
+            "trace start; with --train, default: where the training split ends).",
+            show_default=False)] = None,
+        replay_end_day: Annotated[float | None, typer.Option(
+            "--replay-end-day", help="Replay only jobs submitted before this day.",
+            show_default=False)] = None,
+        alias: Annotated[str | None, typer.Option(
+            "--alias", help="sia*: registry alias of the predictors (default: champion; with "
+            f"--train: the alias to register under, default {TRAIN_ALIAS}).",
+            show_default=False)] = None,
+        load_method: Annotated[str, typer.Option(
+            "--load-method", help="sia*: NewLoadEstimate: sliding_max (SIA's) or calibrated.")
+        ] = "sliding_max",
+        windows: Annotated[str, typer.Option(
+            "--windows", help="sia*: prediction windows in minutes (SIA's windows and the "
+            "predictors').")] = ",".join(str(k) for k in DEFAULT_WINDOWS_MIN),
+        train: Annotated[bool, typer.Option(
+            "--train", help="sia*: train and register the predictors on the period before the "
+            "replay instead of loading them.")] = False,
+        train_days: Annotated[float, typer.Option(
+            "--train-days", help="--train: days of the training period.")] = TRAIN_DAYS,
+        val_days: Annotated[float, typer.Option(
+            "--val-days", help="--train: days of the validation period (just before the "
+            "replay).")] = VAL_DAYS,
+        train_warmup_days: Annotated[float, typer.Option(
+            "--train-warmup-days", help="--train: days before the training period whose jobs "
+            "only feed the features.")] = TRAIN_WARMUP_DAYS,
     ) -> None:
         if not speedup > 0:
             raise ConfigError(f"--speedup must be > 0, not {speedup}")
@@ -147,18 +318,64 @@ def register(app: typer.Typer) -> None:
         if not warmup_days >= 0:
             raise ConfigError(f"--warmup-days must be >= 0, not {warmup_days}")
         policy_class(policy)  # fail on an unknown policy before reading anything
+        option = forecaster_option(policy)
+        if option is None:
+            given = [f for f, v in (("--train", train), ("--alias", alias)) if v]
+            if given:
+                raise ConfigError(f"{given[0]} applies to the policies that use the learned "
+                                  f"predictors ({', '.join(LEARNED_POLICIES)}), not {policy!r}")
+        if load_method not in ("sliding_max", "calibrated"):
+            raise ConfigError(f"--load-method must be sliding_max or calibrated, not {load_method!r}")
+        ks = parse_windows(windows)
+        if (replay_start_day is not None and replay_end_day is not None
+                and replay_end_day <= replay_start_day):
+            raise ConfigError(f"--replay-end-day {replay_end_day:g} must be after "
+                              f"--replay-start-day {replay_start_day:g}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
+        extra: dict[str, Any] = {}
+        predictors = None
+        if option is not None:
+            trained = None
+            if train:
+                name = alias or TRAIN_ALIAS
+                typer.echo(f"training the predictors on the period before the replay "
+                           f"(alias {name}) ...")
+                replay_start_day, trained = train_before_replay(
+                    wl.jobs, wl.pools, source=wl.source, replay_start_day=replay_start_day,
+                    train_days=train_days, val_days=val_days, warmup_days=train_warmup_days,
+                    windows_min=ks, load_windows=3, alias=name, out_dir=out / "predictors",
+                    seed=seed)
+                typer.echo(f"trained in {trained['train_wall_s']:.1f} s (MLflow run "
+                           f"{trained['run_id']}); replay from day {replay_start_day:g}")
+            fc, predictors = load_learned(alias or (TRAIN_ALIAS if train else "champion"), ks,
+                                          load_method, trained=train)
+            if trained:
+                predictors["trained"] = trained
+            extra = {option: fc, "windows_s": tuple(60.0 * k for k in ks)}
+        jobs = wl.jobs
+        pools = wl.pools
+        if replay_start_day is not None or replay_end_day is not None:
+            jobs = replay_window(jobs, replay_start_day, replay_end_day)
+            pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
         res, _, summary = replay_workload(
-            wl.jobs, wl.pools, policy, speedup=speedup, tick_s=tick,
+            jobs, pools, policy, speedup=speedup, tick_s=tick,
             warmup_s=warmup_days * DAY_S, seed=seed,
-            progress=wl.jobs.height >= PROGRESS_FROM_JOBS,
+            progress=jobs.height >= PROGRESS_FROM_JOBS, extra_options=extra,
         )
-        summary = {"source": wl.source, "seed": seed, **summary}
+        summary = {"source": wl.source, "seed": seed,
+                   "replay_days": [replay_start_day, replay_end_day], **summary}
+        if predictors is not None:
+            summary["predictors"] = predictors
         out.mkdir(parents=True, exist_ok=True)
         res.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
-        wl.pools.write_parquet(out / "pools.parquet")
+        pools.write_parquet(out / "pools.parquet")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         Console().print(summary_table(summary))
+        if predictors is not None:
+            typer.echo(f"predictors: alias {predictors['alias']} in {predictors['tracking_uri']} "
+                       f"({load_method}; WillJobsArrive versions "
+                       + ", ".join(f"{k} v{v}" for k, v in
+                                   predictors["will_arrive_versions"].items()) + ")")
         typer.echo(f"wrote {out / 'jobs.parquet'}, {out / 'pools.parquet'}, "
                    f"{out / 'summary.json'}")
