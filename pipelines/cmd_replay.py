@@ -115,17 +115,6 @@ def forecaster_option(policy: str) -> str | None:
     return "forecaster" if key == "sia" else "base"
 
 
-def parse_windows(text: str) -> tuple[int, ...]:
-    """Return the increasing prediction windows in minutes from ``--windows`` (e.g. ``5,60,720``)."""
-    try:
-        ks = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--windows {text!r}: expected minutes such as 5,60,720") from None
-    if not ks or min(ks) <= 0 or any(b <= a for a, b in zip(ks, ks[1:], strict=False)):
-        raise ConfigError(f"--windows {text!r}: need increasing positive minutes such as 5,60,720")
-    return ks
-
-
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
                   ) -> pl.DataFrame:
     """Return the jobs submitted in [start_day, end_day) days since the trace start (open ends).
@@ -326,7 +315,9 @@ def register(app: typer.Typer) -> None:
                                   f"predictors ({', '.join(LEARNED_POLICIES)}), not {policy!r}")
         if load_method not in ("sliding_max", "calibrated"):
             raise ConfigError(f"--load-method must be sliding_max or calibrated, not {load_method!r}")
-        ks = parse_windows(windows)
+        ks = inputs.parse_windows(windows)
+        if any(b <= a for a, b in zip(ks, ks[1:], strict=False)):
+            raise ConfigError(f"--windows {windows!r}: need increasing minutes such as 5,60,720")
         if (replay_start_day is not None and replay_end_day is not None
                 and replay_end_day <= replay_start_day):
             raise ConfigError(f"--replay-end-day {replay_end_day:g} must be after "
