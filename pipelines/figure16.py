@@ -5,7 +5,9 @@ widths 1/2/4/8) on 8-GPU servers; every gang must sit in one server (a cell of
 1, 2, 4 or 8 GPUs). For each workload variant (fewer-queues = 2 pools, base
 = 4, more-queues = 8) and seed, every policy replays on the cell-aware
 cluster (:mod:`sia.scheduler.locality`) and is scored against FCFS on the
-same cells (``FCFS-with-cells``). Rows for SIA without locality (fungible
+same cells (``FCFS-with-cells``). ``sia-learned`` is SIA with the learned
+predictors, trained per (variant, seed) on an independent synthetic workload
+(see :func:`learned_sia`). Rows for SIA without locality (fungible
 GPUs, scored against fungible FCFS) show what the cells cost. HiveD* runs
 with ``strict_buddies=False`` (HiveD lets low-priority jobs use any free
 cell); SIA keeps opportunistic jobs out of the buddies of dedicated cells.
@@ -63,6 +65,10 @@ class Figure16Config:
     chain_locality: dict = field(default_factory=dict)
     #: partial preemption rows: {policy, preemptible_fraction, lost_work_s, restart_delay_s}
     preemption: dict = field(default_factory=dict)
+    #: days of the independent workload (same variant, seed + learned_seed_offset) that the
+    #: learned predictors of policy "sia-learned" are trained on (its FCFS replay)
+    learned_train_days: float = 40.0
+    learned_seed_offset: int = 1000
 
 
 def load_figure16_config(path: Path | str) -> Figure16Config:
@@ -87,7 +93,9 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
             kw["seeds"] = tuple(int(s) for s in raw["seeds"])
         except (TypeError, ValueError):
             raise ConfigError(f"{path}: seeds must be a list of integers") from None
-    for key in ("days", "warmup_s", "tick_s", "budget_s"):
+    if "learned_seed_offset" in raw:
+        kw["learned_seed_offset"] = int(raw["learned_seed_offset"])
+    for key in ("days", "warmup_s", "tick_s", "budget_s", "learned_train_days"):
         if key in raw:
             try:
                 kw[key] = float(raw[key])
@@ -130,6 +138,42 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: st
         raise ConfigError(f"figure16 config: bad locality option: {err}") from None
 
 
+def learned_sia(cfg: Figure16Config, variant: str, seed: int):
+    """SIA with learned predictors trained on an independent workload of ``variant``.
+
+    The workload is ``generate_workload(variant, seed + learned_seed_offset,
+    days=learned_train_days)``; the three predictors are trained on its FCFS
+    replay with the default TrainConfig (single-threaded XGBoost, as the
+    registry loads them).
+    """
+    from sia.data.synthetic import generate_workload
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import LoadedWillArrive
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import TrainConfig, train_predictors
+    from sia.scheduler.policy_sia import SiaPolicy
+
+    jobs, pools = generate_workload(variant, seed=seed + cfg.learned_seed_offset,
+                                    days=cfg.learned_train_days)
+    tc = TrainConfig(ablation=False)
+    res = train_predictors(fcfs_schedule(jobs, pools.select("pool", "quota_gpus")), tc)
+    for r in res.windows:
+        r.model.set_params(n_jobs=1)
+        r.model.get_booster().set_param({"nthread": 1})
+    models = {r.k_min: LoadedWillArrive(r.k_min, r.model, r.threshold, r.feature_columns,
+                                        "figure16") for r in res.windows}
+    fc = LearnedForecaster(models, load_windows=tc.load_windows,
+                           duration_config={"fallback_bin": tc.duration_fallback_bin,
+                                            "min_count": tc.history_min_count})
+    return SiaPolicy(fc, name="sia-learned")
+
+
+def _policy(cfg: Figure16Config, name: str, variant: str, seed: int):
+    from sia.scheduler.registry import make_policy
+
+    return learned_sia(cfg, variant, seed) if name == "sia-learned" else make_policy(name)
+
+
 def run_one(item: tuple) -> dict[str, Any]:
     """Replay one (variant, seed, policy, chain or None) and its FCFS baseline; return a result row."""
     cfg, variant, seed, policy, chain, mode = item
@@ -144,13 +188,13 @@ def run_one(item: tuple) -> dict[str, Any]:
     t0 = time.perf_counter()
     if chain is None:
         base = simulate(jobs, pools, make_policy("fcfs"), tick_s=cfg.tick_s)
-        res = simulate(jobs, pools, make_policy(policy), tick_s=cfg.tick_s)
+        res = simulate(jobs, pools, _policy(cfg, policy, variant, seed), tick_s=cfg.tick_s)
         placement: dict = {}
     else:
         base_mode = "chain" if mode == "chain" else "main"
         base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
                                  _locality(cfg, ("buddy",), "fcfs", base_mode), tick_s=cfg.tick_s)
-        res, placement = simulate_cells(jobs, pools, make_policy(policy),
+        res, placement = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed),
                                         _locality(cfg, chain, policy, mode, seed), tick_s=cfg.tick_s)
     wall = time.perf_counter() - t0
     _, s = compare(res, base, warmup_s=cfg.warmup_s)

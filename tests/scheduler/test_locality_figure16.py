@@ -15,8 +15,9 @@ from sia.scheduler.registry import make_policy
 TINY = """
 variants: [fewer-queues]
 seeds: [3]
-policies: [sia-perfect, hived]
+policies: [sia-perfect, hived, sia-learned]
 no_locality_policies: [sia-perfect]
+learned_train_days: 38
 days: 1.5
 warmup_s: 0
 chains: ["buddy", "buddy,hungarian"]
@@ -37,7 +38,7 @@ def test_figure16_cli_writes_tables_and_scores_against_fcfs_with_cells(tmp_path)
     main_t = pl.read_csv(out / "figure16.csv")
     assert set(zip(main_t["policy"], main_t["locality"], strict=True)) == {
         ("sia-perfect", True), ("hived", True), ("sia-perfect", False),
-        ("sia-perfect+preempt", True)}
+        ("sia-perfect+preempt", True), ("sia-learned", True)}
     # the sia-perfect row is exactly metrics.compare against FCFS on the same cells
     jobs, pools = generate_workload("fewer-queues", seed=3, days=1.5)
     pools = pools.select("pool", "quota_gpus")
