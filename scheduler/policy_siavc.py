@@ -253,9 +253,15 @@ class SiaVCPolicy:
             np.argsort(np.asarray(run_e, dtype=np.float64), kind="stable")])])
         run_total = int(run_cum[-1])
         level_now = run_total - int(run_cum[np.searchsorted(run_end, now, side="right")])
-        rv: list[float] = []  # reservations in VST order: start, end, GPUs
-        re_: list[float] = []
-        rg: list[int] = []
+        cap = sum(len(pl) for pl in pend) + sum(
+            bisect_left(self._vc[p][1], horizon) for p in range(len(pend)))
+        rv = np.empty(cap, dtype=np.float64)  # reservations in VST order: start, end, GPUs
+        re_ = np.empty(cap, dtype=np.float64)
+        rg = np.empty(cap, dtype=np.int64)
+        n_res = 0
+        # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
+        # tentative charges; one that succeeds ends the pass)
+        free_of = [self._charged_free(q, now) for q in range(len(pend))]
         failed: list[tuple[int, float]] = []  # (g, d) that failed MaxReservation this pass
         seen = 0
         for v, j in heapq.merge(*streams):
@@ -265,31 +271,39 @@ class SiaVCPolicy:
                 seen += 1
             if (arrived and g <= free and level_now + g <= C
                     and not any(g >= fg and d >= fd for fg, fd in failed)):
-                if self._fits(now, d, g, rv, re_, rg, run_end, run_cum, run_total):
-                    if self._try_charge(j, v, now, pend, n_arr, horizon):
+                if self._fits(now, d, g, rv[:n_res], re_[:n_res], rg[:n_res], run_end, run_cum,
+                              run_total):
+                    if self._try_charge(j, v, now, pend, n_arr, horizon, free_of):
                         return j
                 else:
                     failed.append((g, d))
             if g > 0 and d > 0:
-                rv.append(v)
-                re_.append(v + d)
-                rg.append(g)
+                rv[n_res] = v
+                re_[n_res] = v + d
+                rg[n_res] = g
+                n_res += 1
                 if v <= now:
                     level_now += g
             if seen == n_pend or level_now >= C:
                 break
         return None
 
-    def _fits(self, now: float, d: float, g: int, rv: list[float], re_: list[float],
-              rg: list[int], run_end: np.ndarray, run_cum: np.ndarray, run_total: int) -> bool:
-        """Return whether ``MaxReservation(now, d) + g <= C`` (running jobs plus reservations)."""
-        m = bisect_left(rv, now + d)
-        x = np.concatenate([[now], np.asarray(rv[:m], dtype=np.float64)])
+    def _fits(self, now: float, d: float, g: int, rv: np.ndarray, re_: np.ndarray,
+              rg: np.ndarray, run_end: np.ndarray, run_cum: np.ndarray, run_total: int) -> bool:
+        """Return whether ``MaxReservation(now, d) + g <= C`` (running jobs plus reservations).
+
+        ``rv``, ``re_``, ``rg``: the reservations so far (start-sorted starts, ends, GPUs).
+        """
+        m = int(np.searchsorted(rv, now + d, side="left"))
+        if not m:  # only running jobs, whose level only falls after now
+            return run_total - int(run_cum[np.searchsorted(run_end, now, side="right")]) + g \
+                <= self._C
+        x = np.concatenate([[now], rv[:m]])
         level = run_total - run_cum[np.searchsorted(run_end, x, side="right")]
         if m:
-            gs = np.asarray(rg[:m], dtype=np.int64)
+            gs = rg[:m]
             cs = np.concatenate([[0], np.cumsum(gs)])
-            es = np.asarray(re_[:m], dtype=np.float64)
+            es = re_[:m]
             oe = np.argsort(es, kind="stable")
             ce = np.concatenate([[0], np.cumsum(gs[oe])])
             level = (level + cs[np.searchsorted(x[1:], x, side="right")]
@@ -297,11 +311,11 @@ class SiaVCPolicy:
         return int(level.max()) + g <= self._C
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
-                    horizon: float) -> bool:
+                    horizon: float, free_of: list[int]) -> bool:
         """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update clocks."""
         p, g, d = self._pool[j], self._gpus[j], self._dur[j]
         end = now + d
-        own_free = self._charged_free(p, now)
+        own_free = free_of[p]
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
@@ -313,7 +327,6 @@ class SiaVCPolicy:
             return True
         self.stats["early_starts"] += 1
         P = len(self._quota)
-        free_of = {q: self._charged_free(q, now) for q in range(P)}
         lenders = sorted((q for q in range(P) if q != p and free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
         tried: list[dict[int, int]] = []
