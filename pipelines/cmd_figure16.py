@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 from sia.data.paths import output_root
 
-#: The config shipped with the project (experiments/figure16.yaml beside the package folders).
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "experiments" / "figure16.yaml"
+#: The config shipped with the project (experiments/locality/figure16.yaml beside the package folders).
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "experiments" / "locality" / "figure16.yaml"
 
 HELP = """Reproduce SIA Figure 16: SIA and HiveD* with locality (buddy cells) on 2/4/8 pools.
 
 Replays every (variant, seed, policy) of CONFIG (default: the project's
-experiments/figure16.yaml) on 8-GPU servers with every gang in one cell,
+experiments/locality/figure16.yaml) on 8-GPU servers with every gang in one cell,
 scores each against FCFS on the same cells, and compares the placement
 chains (buddy only; buddy then mcf / hungarian / milp). Writes
 DIR/figure16.csv and .md (mean over seeds), DIR/chains.csv and .md,

@@ -15,7 +15,7 @@ cell); SIA keeps opportunistic jobs out of the buddies of dedicated cells.
 The chain comparison replays ``chain_policy`` on the ``chain_variant`` with
 each placement chain (buddy only; buddy then min-cost flow / Hungarian /
 MILP), with the locality options overridden by ``chain_locality`` (by
-default in experiments/figure16.yaml: SIA 5.5's strict buddy rule, the only
+default in experiments/locality/figure16.yaml: SIA 5.5's strict buddy rule, the only
 case where the buddy allocator refuses a job a solver can place), and reports fragmentation (mean share of free GPUs outside wholly free
 servers, sampled at each start), jobs placed by a fallback solver, refusals
 of jobs that fit by count, mean JCT, speedups vs FCFS-with-cells and the

@@ -65,3 +65,11 @@ def test_figure16_config_errors_name_the_problem(tmp_path):
     with pytest.raises(ConfigError, match="preemptible_fraction"):
         load_figure16_config(bad)
     assert main(["figure16", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_shipped_figure16_config_loads():
+    from sia.pipelines.cmd_figure16 import DEFAULT_CONFIG
+
+    cfg = load_figure16_config(DEFAULT_CONFIG)
+    assert cfg.variants == ("fewer-queues", "base", "more-queues")
+    assert ("buddy", "milp") in cfg.chains and cfg.chain_locality == {"spare_full_pools": False}
