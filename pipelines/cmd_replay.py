@@ -48,7 +48,7 @@ Examples:
   sia replay --policy maxmin --out out/replay/maxmin
   sia replay ../shared/traces/philly/philly.csv --clean --policy fcfs --out out/philly-fcfs
   sia replay ../shared/traces/philly/philly.csv --clean --policy sia --alias champion \\
-      --replay-start-day 41 --out out/philly-sia
+      --replay-start-day 58 --out out/philly-sia
   sia replay ../shared/traces/philly/philly.csv --clean --policy sia --train --out out/philly-sia
 """
 
