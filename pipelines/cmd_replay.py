@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.pipelines import inputs
-from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES
+from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
 from sia.scheduler.metrics import DAY_S, compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
 from sia.scheduler.simulator import RESULT_COLUMNS, simulate
@@ -102,28 +101,13 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
     return res, base, summary
 
 
-def forecaster_option(policy: str) -> str | None:
-    """Return the option that takes the learned forecaster for ``policy`` (None if it takes none).
-
-    ``sia`` takes it as ``forecaster``; the random strawmen (``sia-random``,
-    ``sia-random-both``) as ``base`` (they randomize WillJobsArrive, and
-    JobDuration, and keep the rest).
-    """
-    key = policy.strip().lower()
-    if key not in LEARNED_POLICIES:
-        return None
-    return "forecaster" if key == "sia" else "base"
-
-
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
                   ) -> pl.DataFrame:
     """Return the jobs submitted in [start_day, end_day) days since the trace start (open ends).
 
     Raises ConfigError naming the options when the window holds no job.
     """
-    lo = -math.inf if start_day is None else start_day * DAY_S
-    hi = math.inf if end_day is None else end_day * DAY_S
-    window = jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
+    window = inputs.jobs_in_days(jobs, start_day, end_day)
     if window.height == 0:
         last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
         raise ConfigError(f"--replay-start-day {start_day} / --replay-end-day {end_day}: no job is "

@@ -39,8 +39,8 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines import plots
-from sia.pipelines.experiment import ExperimentConfig, PolicySpec
-from sia.pipelines.inputs import Workload, load_workload
+from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
+from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
 from sia.scheduler.metrics import compare
 
 DAY_S = 86_400.0
@@ -105,7 +105,7 @@ def replay_window(jobs: pl.DataFrame, cfg: ExperimentConfig) -> tuple[pl.DataFra
     """
     lo = -math.inf if cfg.replay_start_day is None else cfg.replay_start_day * DAY_S
     hi = math.inf if cfg.replay_end_day is None else cfg.replay_end_day * DAY_S
-    window = jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
+    window = jobs_in_days(jobs, cfg.replay_start_day, cfg.replay_end_day)
     if window.height == 0:
         last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
         raise ConfigError(f"{cfg.source}: replay: no job is submitted in the replay window "
@@ -212,7 +212,10 @@ def learned_forecaster(spec: dict[str, Any]) -> Any:
     from sia.models import registry
     from sia.models.forecaster import LearnedForecaster
 
-    key = (spec["tracking_uri"], spec["alias"], tuple(spec["windows_min"]), spec["load_method"])
+    # the registered versions are part of the key: retraining under the same alias
+    # must not hand back the previous models from this process's cache
+    key = (spec["tracking_uri"], spec["alias"], tuple(spec["windows_min"]), spec["load_method"],
+           spec.get("trained_run"), tuple(sorted((spec.get("versions") or {}).items())))
     if key not in _MODEL_CACHE:
         import mlflow
 
@@ -228,23 +231,6 @@ def learned_forecaster(spec: dict[str, Any]) -> Any:
                              load_windows=int(spec["load_windows"]), duration_config=duration)
 
 
-def forecaster_option(policy: str) -> str:
-    """Return the option through which ``policy`` takes the learned forecaster.
-
-    SIA takes it as ``forecaster``; the Figure 15a strawmen (``sia-random*``)
-    take it as ``base`` and replace only WillJobsArrive (and JobDuration) with
-    random draws, keeping the learned NewLoadEstimate (and JobDuration).
-    """
-    from sia.scheduler.registry import policy_class
-
-    params = inspect.signature(policy_class(policy)).parameters
-    if "forecaster" in params:
-        return "forecaster"
-    if "base" in params:
-        return "base"
-    raise ConfigError(f"policy {policy!r} takes no forecaster; use forecaster: none for it")
-
-
 def run_replay(task: ReplayTask) -> pl.DataFrame:
     """Replay one task and return the simulator's per-job result table (runs on a worker)."""
     from sia.scheduler.registry import make_policy
@@ -252,7 +238,11 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
 
     options = dict(task.options)
     if task.forecaster is not None:
-        options[forecaster_option(task.policy)] = learned_forecaster(task.forecaster)
+        option = forecaster_option(task.policy)
+        if option is None:
+            raise ConfigError(f"policy {task.policy!r} takes no learned forecaster; "
+                              "give it forecaster: none")
+        options[option] = learned_forecaster(task.forecaster)
     policy = make_policy(task.policy, **options)
     return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
 
@@ -526,7 +516,8 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
     trained = train_on_the_fly(cfg, wl, out_dir, say) if p.train == "on_the_fly" else None
     spec = {"tracking_uri": uri, "alias": p.alias, "windows_min": list(p.windows_min),
             "load_method": p.load_method, "load_windows": p.load_windows,
-            "trained_run": None if trained is None else trained["run_id"]}
+            "trained_run": None if trained is None else trained["run_id"],
+            "versions": None if trained is None else trained.get("versions")}
     learned_forecaster(spec)  # fail now (RegistryError names the model and alias)
     return spec
 

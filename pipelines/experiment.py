@@ -55,6 +55,21 @@ from sia.data.errors import ConfigError
 # Policies fed the learned predictors by default: SIA, and the Figure 15a strawmen, which
 # randomize WillJobsArrive (and JobDuration) but keep the other learned predictors.
 LEARNED_POLICIES = ("sia", "sia-random", "sia-random-both")
+
+
+def forecaster_option(policy: str) -> str | None:
+    """Return the option through which ``policy`` takes the learned forecaster, or None.
+
+    SIA takes it as ``forecaster``; the Figure 15a strawmen (``sia-random*``)
+    take it as ``base`` and replace only WillJobsArrive (and JobDuration) with
+    random draws, keeping the other learned predictors.
+    """
+    key = policy.strip().lower()
+    if key not in LEARNED_POLICIES:
+        return None
+    return "forecaster" if key == "sia" else "base"
+
+
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
 

@@ -22,6 +22,7 @@ Example (a command module)::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -247,4 +248,15 @@ def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
     from sia.scheduler.simulator import simulate
 
     return with_schedule(jobs, simulate(jobs, pools, make_policy("fcfs")))
+
+
+def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
+                 ) -> pl.DataFrame:
+    """Return the jobs submitted in [start_day, end_day) days since the trace start.
+
+    ``None`` leaves that end open. The caller decides what an empty window means.
+    """
+    lo = -math.inf if start_day is None else start_day * DAY_S
+    hi = math.inf if end_day is None else end_day * DAY_S
+    return jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
 
