@@ -15,9 +15,10 @@ from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
+from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
 from sia.scheduler.metrics import DAY_S, compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
+from sia.scheduler.simulator import RESULT_COLUMNS
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000
@@ -66,27 +67,30 @@ def _policy_options(name: str, seed: int) -> dict:
 def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float,
                     tick_s: float, warmup_s: float, seed: int = 0, progress: bool = False,
                     extra_options: dict[str, Any] | None = None,
+                    locality: Any = None,
                     ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Replay ``policy`` and FCFS; return (policy result, FCFS result, summary dict).
 
     ``extra_options`` go to the policy as well (e.g. ``forecaster=`` for SIA)
-    but not into the summary. The summary holds
+    but not into the summary. ``locality`` (a
+    :class:`sia.scheduler.locality.LocalityConfig`, or None for fungible GPUs)
+    replays both on buddy cells. The summary holds
     :func:`sia.scheduler.metrics.compare`'s metrics plus the policy, its
     options and the replays' wall times in seconds.
     """
     options = _policy_options(policy, seed)
     timings = {}
     t = time.perf_counter()
-    res = simulate(jobs, pools, make_policy(policy, **options, **(extra_options or {})),
-                   tick_s=tick_s, speedup=speedup, progress=progress)
+    res = simulate_maybe_cells(jobs, pools, make_policy(policy, **options, **(extra_options or {})),
+                               locality, tick_s=tick_s, speedup=speedup, progress=progress)
     timings["policy_s"] = time.perf_counter() - t
     if policy.strip().lower() == "fcfs":
         base = res
         timings["baseline_s"] = 0.0
     else:
         t = time.perf_counter()
-        base = simulate(jobs, pools, make_policy("fcfs"), tick_s=tick_s, speedup=speedup,
-                        progress=progress)
+        base = simulate_maybe_cells(jobs, pools, make_policy("fcfs"), locality, tick_s=tick_s,
+                                    speedup=speedup, progress=progress)
         timings["baseline_s"] = time.perf_counter() - t
     _, summary = compare(res, base, warmup_s=warmup_s, pools=pools)
     summary = {
@@ -95,6 +99,7 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
         "baseline": "fcfs",
         "speedup_factor": speedup,
         "tick_s": tick_s,
+        "locality": None if locality is None else repr(locality),
         **summary,
         "wall_time_s": timings,
     }
@@ -245,6 +250,14 @@ def register(app: typer.Typer) -> None:
         warmup_days: Annotated[float, typer.Option(
             "--warmup-days", help="Days after the first submission whose jobs are not scored.")
         ] = 2.0,
+        topology: Annotated[str | None, typer.Option(
+            "--topology", help="Replay on buddy cells with this server/rack shape, e.g. "
+            "'gpus=8,rack=4' (gangs must sit in one cell: 1/2/4/8 GPUs in a server, 16/32 in "
+            "a rack). Default: fungible GPUs.", show_default=False)] = None,
+        placement: Annotated[str | None, typer.Option(
+            "--placement", help="With cells: the placement chain tried when the buddy allocator "
+            "cannot place a job, e.g. 'buddy', 'buddy,mcf', 'buddy,hungarian,milp,budget=0.5' "
+            "(budget: seconds per solver call).", show_default=False)] = None,
         synthetic: inputs.SyntheticOpt = None,
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
@@ -337,6 +350,7 @@ def register(app: typer.Typer) -> None:
             jobs, pools, policy, speedup=speedup, tick_s=tick,
             warmup_s=warmup_days * DAY_S, seed=seed,
             progress=jobs.height >= PROGRESS_FROM_JOBS, extra_options=extra,
+            locality=options_from_cli(topology, placement),
         )
         summary = {"source": wl.source, "seed": seed,
                    "replay_days": [replay_start_day, replay_end_day], **summary}

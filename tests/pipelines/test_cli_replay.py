@@ -75,3 +75,19 @@ def test_unknown_policy_and_bad_options_are_one_line_errors(tmp_path, capsys):
     assert main(["replay", "--policy", "fcfs", "--tick", "-5", "--out", str(tmp_path)]) == 2
     assert "--tick" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_replay_on_buddy_cells_with_a_placement_chain(tmp_path, capsys):
+    out = tmp_path / "cells"
+    assert main(["replay", "--synthetic", "base", "--days", "2", "--policy", "sia-perfect",
+                 "--topology", "gpus=8,rack=4", "--placement", "buddy,mcf", "--out",
+                 str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["locality"] and "mcf" in summary["locality"]
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert jobs.height > 0 and jobs["end_time"].is_not_null().all()
+    capsys.readouterr()
+    assert main(["replay", "--synthetic", "base", "--policy", "fcfs", "--topology", "gpus=7",
+                 "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "--topology" in err and "power of two" in err
