@@ -104,7 +104,10 @@ class SiaVCPolicy:
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: cached virtual clock, (jobs, VSTs) of a prefix of its unstarted jobs in
         #: arrival order (VSTs non-decreasing), and whether that prefix is all of them
-        self._vc: list[tuple[list[int], list[float]] | None] = [None] * P
+        self._vc: list[tuple[list[int], list[float], list[int]] | None] = [None] * P
+        #: per pool: bumped whenever its clock or charges change (keys the fast-fail memo)
+        self._ver = [0] * P
+        self._ff: dict[tuple[int, int], tuple] = {}
         self._vc_full = [False] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
@@ -117,8 +120,10 @@ class SiaVCPolicy:
         return itertools.chain(pending, itertools.islice(self._pool_jobs[p], k_future, None))
 
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
-             check: bool = False, idle_after: float = math.inf) -> tuple[list[int], list[float]]:
-        """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs) of the prefix run.
+             check: bool = False, idle_after: float = math.inf
+             ) -> tuple[list[int], list[float], list[int]]:
+        """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
+        right after each start) of the prefix run.
 
         ``check=False``: every pending job, then future jobs up to and including
         the first whose VST is at or after ``until``. ``check=True``: on until the
@@ -127,6 +132,7 @@ class SiaVCPolicy:
         """
         seq = self._seq
         eps = _EPS
+        rem: list[int] = []
         F = self._F
         vst = fcfs_pool_starts(
             map(self._submit.__getitem__, seq(p, pending, k_future)),
@@ -135,9 +141,9 @@ class SiaVCPolicy:
             now=now, busy=[c for c in self._charges[p] if c[0] > now],
             stop_when_idle=check, idle_after=idle_after,
             until=math.inf if check else until, keep=len(pending),
-            deadline=(F[k] + eps for k in seq(p, pending, k_future)) if check else None,
+            deadline=(F[k] + eps for k in seq(p, pending, k_future)) if check else None, rem=rem,
         )
-        return list(itertools.islice(seq(p, pending, k_future), len(vst))), vst
+        return list(itertools.islice(seq(p, pending, k_future), len(vst))), vst, rem
 
     def _charged_free(self, q: int, now: float) -> int:
         return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
@@ -157,7 +163,7 @@ class SiaVCPolicy:
             self._stale.discard(p)
             c = None
         if c is not None:
-            jobs, vs = c
+            jobs, vs, _ = c
             if not jobs:
                 if self._vc_full[p] and not pend:
                     return c
@@ -166,8 +172,9 @@ class SiaVCPolicy:
                 return c
         self.stats["resims"] += 1
         k_future = bisect_left(self._pool_jobs[p], n_arr)
-        jobs, vs = self._sim(p, pend, k_future, now, until=reach)
-        self._vc[p] = (jobs, vs)
+        jobs, vs, rem = self._sim(p, pend, k_future, now, until=reach)
+        self._vc[p] = (jobs, vs, rem)
+        self._ver[p] += 1
         self._vc_full[p] = len(jobs) == len(pend) + len(self._pool_jobs[p]) - k_future
         return jobs, vs
 
@@ -219,7 +226,7 @@ class SiaVCPolicy:
         # wake up at the smallest VST ahead among the jobs the pass would visit
         w = math.inf
         for p in range(P):
-            jobs, vs = self._vc[p]
+            jobs, vs, _ = self._vc[p]
             i = bisect_right(vs, now)
             if i < len(vs) and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                 w = vs[i]
@@ -243,7 +250,7 @@ class SiaVCPolicy:
         n_pend = sum(len(pl) for pl in pend)
         streams = []
         for p in range(len(pend)):
-            jobs, vs = self._vc[p]
+            jobs, vs, _ = self._vc[p]
             if not jobs:
                 continue
             k = max(len(pend[p]), bisect_left(vs, horizon))
@@ -319,9 +326,10 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
-            jobs, vs = self._vc[p]
+            jobs, vs, rem = self._vc[p]
             i = jobs.index(j)
-            del jobs[i], vs[i]
+            del jobs[i], vs[i], rem[i]
+            self._ver[p] += 1
             if v != now:  # within _EPS of now: later starts may move by that much
                 self._stale.add(p)
             return True
@@ -347,6 +355,9 @@ class SiaVCPolicy:
                 self.stats["checks_failed"] += 1
                 continue
             tried.append(shares)
+            if any(self._lender_fails(q, s, end) for q, s in shares.items() if q != p):
+                self.stats["checks_failed"] += 1
+                continue
             # Tentatively charge and re-run the affected virtual clocks.
             for q, s in shares.items():
                 self._charges[q].append((end, s))
@@ -356,22 +367,55 @@ class SiaVCPolicy:
             for q in sorted(set(shares) | {p}):
                 jobs_q = pend_p if q == p else pend[q]
                 k_future = bisect_left(self._pool_jobs[q], n_arr)
-                jobs, vs = self._sim(q, jobs_q, k_future, now, until=math.inf, check=True,
-                                     idle_after=horizon)
+                jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf, check=True,
+                                          idle_after=horizon)
                 if vs and vs[-1] > self._F[jobs[-1]] + _EPS:
                     ok = False
                     break
                 full = len(jobs) == len(jobs_q) + len(self._pool_jobs[q]) - k_future
-                new[q] = (jobs, vs, full)
+                new[q] = (jobs, vs, rem, full)
             if ok:
-                for q, (jobs, vs, full) in new.items():
-                    self._vc[q] = (jobs, vs)
+                for q, (jobs, vs, rem, full) in new.items():
+                    self._vc[q] = (jobs, vs, rem)
+                    self._ver[q] += 1
                     self._vc_full[q] = full
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))
             self.stats["checks_failed"] += 1
         return False
+
+    def _lender_fails(self, q: int, s: int, end: float) -> bool:
+        """Return True if lending ``s`` GPUs of pool ``q`` until ``end`` surely fails the guard.
+
+        Exact shortcut for the guard's re-run of a lender (whose pending jobs and
+        other charges are those of its cached clock): the re-run repeats the
+        cached clock up to its first job ``k`` left fewer than ``s`` free GPUs
+        at its start. If that job starts before ``end``, it or an earlier job
+        is late in the re-run exactly when an earlier job is already late, or
+        job ``k`` cannot fit at ``F(k) + 1 us`` (the GPUs held then, plus ``s``
+        if the loan still runs; free GPUs only grow while it waits). False
+        means "run the re-run".
+        """
+        key = (q, s)
+        memo = self._ff.get(key)
+        if memo is None or memo[0] != self._ver[q]:
+            jobs, vs, rem = self._vc[q]
+            k = next((i for i, r in enumerate(rem) if r < s), None)
+            if k is None or vs[k] == math.inf:
+                memo = (self._ver[q], None)
+            else:
+                F, dur, gpus = self._F, self._dur, self._gpus
+                late = any(vs[i] > F[jobs[i]] + _EPS for i in range(k + 1))
+                tau = F[jobs[k]] + _EPS
+                held = sum(g for e, g in self._charges[q] if e > tau) + sum(
+                    gpus[jobs[i]] for i in range(k) if vs[i] + dur[jobs[i]] > tau)
+                memo = (self._ver[q], vs[k], late, tau, self._quota[q] - held - gpus[jobs[k]])
+            self._ff[key] = memo
+        if memo[1] is None or not memo[1] < end:
+            return False
+        _, _, late, tau, room = memo
+        return late or room < (s if tau < end else 0)
 
     def next_wakeup(self, now: float) -> float | None:
         """Return the smallest virtual start time after ``now`` (s), or None."""

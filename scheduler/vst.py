@@ -39,6 +39,7 @@ def fcfs_pool_starts(
     until: float = math.inf,
     keep: int = 0,
     deadline: Sequence[float] | None = None,
+    rem: list[int] | None = None,
 ) -> list[float]:
     """Return the virtual start time (s) of each job of one pool run alone, FCFS from ``now``.
 
@@ -62,6 +63,8 @@ def fcfs_pool_starts(
     jobs, which are always simulated), and, with ``deadline`` (a
     sequence parallel to the jobs, seconds), the first job starting later than
     its deadline (the caller sees the violation as the last element).
+    With ``rem`` (a list), the GPUs of the pool still free right after each
+    job starts are appended to it (-1 for a job that never starts).
     """
     heap = [(float(e), int(g)) for e, g in busy]
     heapq.heapify(heap)
@@ -77,6 +80,8 @@ def fcfs_pool_starts(
         t = s if s > t_prev else t_prev
         if t == inf or g > capacity:
             out.append(inf)
+            if rem is not None:
+                rem.append(-1)
             t_prev = inf
             if dl is not None or (until < inf and len(out) > keep):
                 break  # inf is past any finite deadline and at or after ``until``
@@ -94,6 +99,8 @@ def fcfs_pool_starts(
         out.append(t)
         push(heap, (t + d, g))
         held += g
+        if rem is not None:
+            rem.append(capacity - held)
         t_prev = t
         if stop_when_idle and idle and s >= idle_after:
             break
