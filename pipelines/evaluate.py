@@ -193,6 +193,7 @@ class ReplayTask:
     pools: pl.DataFrame
     tick_s: float
     key: str
+    locality: dict[str, str | None] | None = None  # {topology, placement}; None: fungible GPUs
 
     @property
     def name(self) -> str:
@@ -244,7 +245,12 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
                               "give it forecaster: none")
         options[option] = learned_forecaster(task.forecaster)
     policy = make_policy(task.policy, **options)
-    return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
+    if task.locality is None:
+        return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
+    from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
+
+    cells = options_from_cli(task.locality["topology"], task.locality["placement"])
+    return simulate_maybe_cells(task.jobs, task.pools, policy, cells, tick_s=task.tick_s)
 
 
 def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:
@@ -321,6 +327,8 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     pools = exp.pools.select("pool", "quota_gpus")
     base = (asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day, cfg.tick_s,
             {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")})
+    if cfg.locality is not None:  # fungible replays keep the keys they always had
+        base = (*base, cfg.locality)
     specs = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
     tasks = []
     for spec in specs:
@@ -331,7 +339,7 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
         fc_key = None if fc is None else {k: v for k, v in fc.items() if k != "tracking_uri"}
         key = _key(base, spec.name, options, fc_key)
         tasks.append(ReplayTask(exp.exp_id, spec.label, spec.name, options, fc, exp_jobs, pools,
-                                cfg.tick_s, key))
+                                cfg.tick_s, key, cfg.locality))
     return tasks
 
 

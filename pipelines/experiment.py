@@ -23,7 +23,8 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
     quotas: from_load              # from_load (SIA 6.1, per experiment) or recorded
     load_range: [0.6, 1.1]         # target load per pool for from_load
     quota_scale: 1.0               # a number or a list (one group each: Figure 18)
-    locality: false                # not supported yet: true is an error
+    locality: false                # or true (8-GPU servers, racks of 4, buddy placement), or
+                                   # {topology: "gpus=8,rack=4", placement: "buddy,mcf"}
     tick_s: 300                    # the simulator's tick
     policies:                      # names from the scheduler registry, with options
       - fcfs
@@ -131,7 +132,7 @@ class ExperimentConfig:
     quotas: str
     load_range: tuple[float, float]
     quota_scale: tuple[float, ...]
-    locality: bool
+    locality: dict[str, str | None] | None  # {topology, placement} for buddy cells; None: fungible
     tick_s: float
     policies: tuple[PolicySpec, ...]
     predictors: PredictorSpec
@@ -304,10 +305,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     )
     if len(set(scales)) != len(scales):
         raise w.error("quota_scale", f"values repeat: {list(scales)}")
-    locality = w.boolean(raw.get("locality", False), "locality")
-    if locality:
-        raise w.error("locality", "locality constraints are not supported by `sia evaluate` yet "
-                                  "(the buddy-cell SIA is not wired in); set locality: false")
+    locality = _locality(w, raw.get("locality", False))
     tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
 
     policies = _parse_policies(raw.get("policies"), w)
@@ -458,3 +456,28 @@ def _parse_predictors(raw: Any, w: _Where, name: str) -> PredictorSpec:
         val_days=w.number(raw.get("val_days", 7.0), "predictors.val_days", lo=0, lo_open=True),
         warmup_days=w.number(raw.get("warmup_days", 1.0), "predictors.warmup_days", lo=0),
     )
+
+
+def _locality(w: Any, value: Any) -> dict[str, str | None] | None:
+    """Return the ``locality`` key as {topology, placement} (None: fungible GPUs), checked now."""
+    from sia.scheduler.locality import options_from_cli
+
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"topology", "placement"})
+        if unknown:
+            raise w.error("locality", f"unknown key(s) {unknown}; use topology and placement")
+        spec = {"topology": value.get("topology", "gpus=8,rack=4"),
+                "placement": value.get("placement", "buddy")}
+        for k, v in spec.items():
+            if v is not None and not isinstance(v, str):
+                raise w.error(f"locality.{k}", f"expected text such as 'gpus=8,rack=4', got {v!r}")
+    elif w.boolean(value, "locality"):
+        spec = {"topology": "gpus=8,rack=4", "placement": "buddy"}
+    else:
+        return None
+    try:
+        options_from_cli(spec["topology"], spec["placement"])
+    except ConfigError as exc:
+        raise w.error("locality", str(exc)) from None
+    return spec
+

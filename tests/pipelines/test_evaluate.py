@@ -60,8 +60,10 @@ def env(mlflow_uri):
     ({"load_range": [1.1, 0.6]}, "load_range", "LOW 1.1 > HIGH 0.6"),
     ({"load_range": 0.7}, "load_range", "[LOW, HIGH]"),
     ({"quota_scale": [0.8, -1]}, "quota_scale[1]", "> 0"),
-    ({"locality": True}, "locality", "not supported"),
     ({"locality": "yes"}, "locality", "true or false"),
+    ({"locality": {"topology": "gpus=6"}}, "locality", "power of two"),
+    ({"locality": {"placement": "buddy,teleport"}}, "locality", "teleport"),
+    ({"locality": {"cells": 3}}, "locality", "unknown key"),
     ({"policies": []}, "policies", "non-empty list"),
     ({"policies": ["fcfs", "warp-drive"]}, "policies[1].name", "unknown policy 'warp-drive'"),
     ({"policies": ["maxmin", {"name": "maxmin"}]}, "policies", "appears twice"),
@@ -377,3 +379,28 @@ def test_summary_markdown_matches_csv(tmp_path):
     row = res.aggregate.filter(pl.col("policy") == "maxmin").row(0, named=True)
     assert f"| {row['group']} | maxmin | 1 | {row['n_jobs']} | {ev._fmt(row['mean_speedup'])} |" in md
     assert np.isfinite(row["geomean_speedup"])
+
+
+def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
+    from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
+
+    cfg = parse_config(tiny(experiments=1, policies=["fcfs", "maxmin"],
+                            locality={"topology": "gpus=8,rack=4", "placement": "buddy,mcf"}))
+    assert cfg.locality == {"topology": "gpus=8,rack=4", "placement": "buddy,mcf"}
+    out = tmp_path / "cells"
+    res = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
+    assert len(res.ran) == 2
+    # the stored replay is the cell replay, not the fungible one
+    _, jobs, _, exps = _experiments(tiny(experiments=1))
+    exp = exps[0]
+    jobs = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
+    pools = exp.pools.select("pool", "quota_gpus")
+    want = simulate_maybe_cells(jobs, pools, make_policy("maxmin"),
+                                options_from_cli("gpus=8,rack=4", "buddy,mcf"))
+    got = pl.read_parquet(out / "exp-000" / "maxmin.parquet")
+    assert got.select("job_id", "start_time").sort("job_id").equals(
+        want.select("job_id", "start_time").sort("job_id"))
+    fungible = ev.make_tasks(parse_config(tiny(experiments=1)), exp, jobs, None)
+    cells = ev.make_tasks(cfg, exp, jobs, None)
+    assert {t.key for t in fungible}.isdisjoint({t.key for t in cells})
+
