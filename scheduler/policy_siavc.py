@@ -68,7 +68,6 @@ import itertools
 import math
 from bisect import bisect_left, bisect_right
 
-import numpy as np
 from sia.scheduler.cluster import Cluster
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_pool_starts
@@ -255,17 +254,18 @@ class SiaVCPolicy:
                 continue
             k = max(len(pend[p]), bisect_left(vs, horizon))
             streams.append(zip(itertools.islice(vs, k), itertools.islice(jobs, k), strict=False))
-        run_end = np.sort(np.asarray(run_e, dtype=np.float64))
-        run_cum = np.concatenate([[0], np.cumsum(np.asarray(run_g, dtype=np.int64)[
-            np.argsort(np.asarray(run_e, dtype=np.float64), kind="stable")])])
-        run_total = int(run_cum[-1])
-        level_now = run_total - int(run_cum[np.searchsorted(run_end, now, side="right")])
-        cap = sum(len(pl) for pl in pend) + sum(
-            bisect_left(self._vc[p][1], horizon) for p in range(len(pend)))
-        rv = np.empty(cap, dtype=np.float64)  # reservations in VST order: start, end, GPUs
-        re_ = np.empty(cap, dtype=np.float64)
-        rg = np.empty(cap, dtype=np.int64)
-        n_res = 0
+        # running jobs by end time; their level only falls after now
+        run = sorted(zip(run_e, run_g, strict=True))
+        run_cur = sum(run_g)
+        level_now = run_cur - sum(g for e, g in run if e <= now)
+        ri = 0
+        # the plan so far as its level at each distinct reservation start (reservations come in
+        # VST order, so a new one only covers points at its own start) and their prefix maxima
+        pts: list[float] = []
+        pmax: list[int] = []
+        last = 0  # level at pts[-1]
+        ends: list[tuple[float, int]] = []  # heap of the reservations' (end, GPUs)
+        res_cur = 0  # GPUs of reservations whose end is after the last point
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q, now) for q in range(len(pend))]
@@ -278,44 +278,35 @@ class SiaVCPolicy:
                 seen += 1
             if (arrived and g <= free and level_now + g <= C
                     and not any(g >= fg and d >= fd for fg, fd in failed)):
-                if self._fits(now, d, g, rv[:n_res], re_[:n_res], rg[:n_res], run_end, run_cum,
-                              run_total):
+                # MaxReservation(now, d): the largest level at now or at a start before now + d
+                m = bisect_left(pts, now + d)
+                top = level_now if not m or pmax[m - 1] < level_now else pmax[m - 1]
+                if top + g <= C:
                     if self._try_charge(j, v, now, pend, n_arr, horizon, free_of):
                         return j
                 else:
                     failed.append((g, d))
-            if g > 0 and d > 0:
-                rv[n_res] = v
-                re_[n_res] = v + d
-                rg[n_res] = g
-                n_res += 1
+            if g > 0 and d > 0:  # Reserve(g, v, d)
+                if pts and pts[-1] == v:
+                    res_cur += g
+                    last += g
+                    pmax[-1] = last if len(pmax) == 1 or pmax[-2] < last else pmax[-2]
+                else:
+                    while ends and ends[0][0] <= v:
+                        res_cur -= heapq.heappop(ends)[1]
+                    while ri < len(run) and run[ri][0] <= v:
+                        run_cur -= run[ri][1]
+                        ri += 1
+                    res_cur += g
+                    last = run_cur + res_cur
+                    pts.append(v)
+                    pmax.append(last if not pmax or pmax[-1] < last else pmax[-1])
+                heapq.heappush(ends, (v + d, g))
                 if v <= now:
                     level_now += g
             if seen == n_pend or level_now >= C:
                 break
         return None
-
-    def _fits(self, now: float, d: float, g: int, rv: np.ndarray, re_: np.ndarray,
-              rg: np.ndarray, run_end: np.ndarray, run_cum: np.ndarray, run_total: int) -> bool:
-        """Return whether ``MaxReservation(now, d) + g <= C`` (running jobs plus reservations).
-
-        ``rv``, ``re_``, ``rg``: the reservations so far (start-sorted starts, ends, GPUs).
-        """
-        m = int(np.searchsorted(rv, now + d, side="left"))
-        if not m:  # only running jobs, whose level only falls after now
-            return run_total - int(run_cum[np.searchsorted(run_end, now, side="right")]) + g \
-                <= self._C
-        x = np.concatenate([[now], rv[:m]])
-        level = run_total - run_cum[np.searchsorted(run_end, x, side="right")]
-        if m:
-            gs = rg[:m]
-            cs = np.concatenate([[0], np.cumsum(gs)])
-            es = re_[:m]
-            oe = np.argsort(es, kind="stable")
-            ce = np.concatenate([[0], np.cumsum(gs[oe])])
-            level = (level + cs[np.searchsorted(x[1:], x, side="right")]
-                     - ce[np.searchsorted(es[oe], x, side="right")])
-        return int(level.max()) + g <= self._C
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
                     horizon: float, free_of: list[int]) -> bool:
