@@ -14,6 +14,11 @@ same pool with similar resource requirements):
 
 ``hist_median_s`` is the median of those jobs' ``duration`` (seconds; the mean
 of the two middle values for an even count) and ``hist_count`` their number.
+With ``quantile=q``, ``hist_quantile_s`` is their q-quantile (linear
+interpolation between order statistics, numpy's default ``method="linear"``:
+``v[i] + (v[i+1] - v[i]) * (h - i)`` with ``h = q (n - 1)``, ``i = floor(h)``;
+pandas' rolling quantile; equal to ``hist_median_s`` for q = 0.5), the
+statistic JobDuration bins when asked for a quantile other than the median.
 This is what JobDuration builds on and what the future-completion features use
 for the *expected* end of a running job (start + median). Jobs without a start
 time (never started in the schedule) get the "none" level.
@@ -75,19 +80,24 @@ class _GroupPrefixIndexer(BaseIndexer):
         return self.group_first, np.arange(1, num_values + 1, dtype=np.int64)
 
 
-def _group_prefix_medians(gid: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Return, for rows sorted by group id, the median of values[first row of the group .. i]."""
+def _group_prefix_medians(gid: np.ndarray, values: np.ndarray,
+                          quantile: float = 0.5) -> np.ndarray:
+    """Return, for rows sorted by group id, the median (or ``quantile``) of values[group start .. i]."""
     first = np.zeros(gid.size, dtype=np.int64)
     if gid.size:
         starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
         first = np.repeat(starts, np.diff(np.r_[starts, gid.size]))
     # pandas' windowed median (a skiplist, O(n log n)) over variable, monotone windows.
-    return pd.Series(values).rolling(_GroupPrefixIndexer(first), min_periods=1).median().to_numpy()
+    rolling = pd.Series(values).rolling(_GroupPrefixIndexer(first), min_periods=1)
+    if quantile == 0.5:
+        return rolling.median().to_numpy()
+    return rolling.quantile(quantile, interpolation="linear").to_numpy()
 
 
 def _level_history(gid: np.ndarray, end: np.ndarray, duration: np.ndarray, start: np.ndarray,
-                   time_rank: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Return (median, count) per job at one level; ``gid`` < 0 means the job has no group.
+                   time_rank: tuple[np.ndarray, np.ndarray],
+                   quantiles: tuple[float, ...] = (0.5,)) -> tuple[list[np.ndarray], np.ndarray]:
+    """Return ([statistic per quantile], count) per job at one level; ``gid`` < 0: no group.
 
     Finished jobs (``end`` not NaN, ``gid`` >= 0) are sorted by (group, end);
     each job with a start and a group is located in that order by an exact
@@ -101,7 +111,7 @@ def _level_history(gid: np.ndarray, end: np.ndarray, duration: np.ndarray, start
     order = np.argsort(fin_key)
     fin_key = fin_key[order]
     fin_gid = gid[fin][order]
-    med_sorted = _group_prefix_medians(fin_gid, duration[fin][order])
+    stats_sorted = [_group_prefix_medians(fin_gid, duration[fin][order], q) for q in quantiles]
     q = np.flatnonzero((gid >= 0) & ~np.isnan(start))
     qg = gid[q].astype(np.int64)
     q_key = qg * width + start_rank[q]
@@ -111,14 +121,18 @@ def _level_history(gid: np.ndarray, end: np.ndarray, duration: np.ndarray, start
     group_begin = np.empty(q.size, dtype=np.int64)
     group_begin[q_order] = np.searchsorted(fin_key, qg[q_order] * width, side="left")
     count = np.zeros(n, dtype=np.int64)
-    median = np.full(n, np.nan)
     count[q] = pos - group_begin
     has = q[count[q] > 0]
-    median[has] = med_sorted[pos[count[q] > 0] - 1]
-    return median, count
+    stats = []
+    for st in stats_sorted:
+        value = np.full(n, np.nan)
+        value[has] = st[pos[count[q] > 0] - 1]
+        stats.append(value)
+    return stats, count
 
 
-def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.DataFrame:
+def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3,
+                          quantile: float | None = None) -> pl.DataFrame:
     """Return one row per job: job_id, hist_median_s, hist_count, hist_source.
 
     ``hist_median_s`` (seconds, null when ``hist_source == "none"``) is the
@@ -126,13 +140,23 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.D
     its start (``end_time <= start_time``), at the first level of the chain
     tag (>= ``min_count`` jobs) -> pool and num_gpus (>= ``min_count``) -> pool
     (>= 1) -> none; ``hist_count`` is the number of those jobs (0 for none).
-    Rows come back in the order of ``schedule``.
+    Rows come back in the order of ``schedule``. With ``quantile`` q in
+    [0, 1], a ``hist_quantile_s`` column (seconds) follows ``hist_median_s``:
+    the q-quantile of the same jobs (see the module docstring).
     """
     _check(schedule)
     if min_count < 1:
         raise TraceError(f"min_count must be >= 1, not {min_count}")
+    if quantile is not None and not 0.0 <= float(quantile) <= 1.0:
+        raise TraceError(f"quantile must be in [0, 1], not {quantile}")
+    schema = dict(HISTORY_SCHEMA)
+    if quantile is not None:
+        quantile = float(quantile)
+        schema = {"job_id": pl.String(), "hist_median_s": pl.Float64(),
+                  "hist_quantile_s": pl.Float64(), "hist_count": pl.Int32(),
+                  "hist_source": pl.String()}
     if schedule.height == 0:
-        return pl.DataFrame(schema=HISTORY_SCHEMA)
+        return pl.DataFrame(schema=schema)
     base = schedule.select(
         pl.col("job_id").cast(pl.String),
         pl.col("pool").cast(pl.String),
@@ -157,11 +181,14 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.D
             pl.when(pl.all_horizontal(pl.col(k).is_not_null() for k in keys))
             .then(pl.struct(keys).rank("dense").cast(pl.Int64)).otherwise(0) - 1
         ).to_series().to_numpy()
-        median, count = _level_history(gid, end, duration, start, time_rank)
-        cols[f"{name}_median"] = median
+        quantiles = (0.5,) if quantile is None or quantile == 0.5 else (0.5, quantile)
+        stats, count = _level_history(gid, end, duration, start, time_rank, quantiles)
+        cols[f"{name}_median"] = stats[0]
+        cols[f"{name}_quantile"] = stats[-1]
         cols[f"{name}_count"] = count
     out = pl.DataFrame({"job_id": base["job_id"], **cols}).with_columns(
-        pl.col(f"{name}_median").fill_nan(None) for name in HIST_LEVELS)
+        pl.col(f"{name}_{stat}").fill_nan(None) for name in HIST_LEVELS
+        for stat in ("median", "quantile"))
     cnt = {name: pl.col(f"{name}_count").fill_null(0) for name in HIST_LEVELS}
     source = (
         pl.when(cnt["tag"] >= min_count).then(pl.lit("tag"))
@@ -176,9 +203,12 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3) -> pl.D
         .when(pl.col("hist_source") == "pool").then(pl.col(f"pool_{suffix}"))
         .otherwise(default)
     )
+    none = pl.lit(None, dtype=pl.Float64)
     return out.select(
         "job_id",
-        pick("median", pl.lit(None, dtype=pl.Float64)).cast(pl.Float64).alias("hist_median_s"),
+        pick("median", none).cast(pl.Float64).alias("hist_median_s"),
+        *([pick("quantile", none).cast(pl.Float64).alias("hist_quantile_s")]
+          if quantile is not None else []),
         pick("count", pl.lit(0, dtype=pl.Int32)).cast(pl.Int32).alias("hist_count"),
         "hist_source",
     )

@@ -14,8 +14,10 @@ models of the MLflow registry (loaded by name and alias, see
   windows (``load_method="sliding_max"``) or the calibrated estimate
   (``"calibrated"``);
 - ``duration_bins``: the bin of the point-in-time history median (same tag,
-  then same pool and GPU count, then same pool), kept up to date from the
+  then same pool and GPU count, then same pool), or of the registered
+  ``quantile`` of it (default 0.5, the median), kept up to date from the
   view's completions; the registered fallback bin when there is no history.
+  Running jobs' expected ends (a feature) always use the median, as in training.
 
 Per-call cost (the forecaster is asked at every SIA decision): the state
 absorbed from the view is keyed by (arrived, completed, running) counts, so
@@ -42,7 +44,13 @@ import numpy as np
 from sia.data.windows import sliding_max_load
 from sia.features.table9 import FEATURE_COLUMNS, window_bounds
 from sia.models import registry
-from sia.models.job_duration import N_BINS, OnlineDurationHistory, predict_bins
+from sia.models.job_duration import (
+    DEFAULT_QUANTILE,
+    N_BINS,
+    OnlineDurationHistory,
+    check_quantile,
+    predict_bins,
+)
 from sia.models.new_load import CalibratedLoad
 
 _COUNT_COLUMNS = [c for c in FEATURE_COLUMNS if not c.startswith("future_")]
@@ -185,6 +193,9 @@ class LearnedForecaster:
         self.load_windows = int(load_windows)
         cfg = duration_config or {}
         self.fallback_bin = int(cfg.get("fallback_bin", N_BINS - 1))
+        # configs registered before the quantile existed mean the median
+        self.duration_quantile = check_quantile(cfg.get("quantile", DEFAULT_QUANTILE),
+                                                "JobDuration quantile")
         self.history = OnlineDurationHistory(int(cfg.get("min_count", 3)))
         self._trace_id: int | None = None
         self._boosters: dict[int, tuple[Any, np.ndarray]] = {}
@@ -352,7 +363,8 @@ class LearnedForecaster:
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
 
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
-        """Return the predicted bin of each job from the point-in-time history (fallback bin when none)."""
+        """Return the predicted bin of each job: the bin of its history's quantile (fallback bin when none)."""
         self._sync(view)
-        med = self.history.median_s(view, np.asarray(job_indices, dtype=np.int64))
-        return predict_bins(med, self.fallback_bin)
+        stat = self.history.quantile_s(view, np.asarray(job_indices, dtype=np.int64),
+                                       self.duration_quantile)
+        return predict_bins(stat, self.fallback_bin)

@@ -9,7 +9,7 @@ One registered model per predictor and window:
   (:class:`~sia.models.new_load.CalibratedLoad`); predict maps a frame with
   a ``sliding_max`` column to the estimate in GPUs.
 - ``sia-job-duration``: a pyfunc holding the history rule (min count,
-  fallback bin); predict maps ``hist_median_s`` to a bin.
+  fallback bin, quantile); predict maps the history statistic to a bin.
 
 The alias (default ``champion``) marks the version in use; the scheduler's
 loader asks for ``models:/<name>@<alias>``.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sia.data.errors import SiaError
-from sia.models.job_duration import predict_bins
+from sia.models.job_duration import DEFAULT_QUANTILE, predict_bins
 from sia.models.new_load import CalibratedLoad
 
 DEFAULT_ALIAS = "champion"
@@ -69,7 +69,11 @@ class NewLoadPyfunc(_pyfunc_base()):
 
 
 class JobDurationPyfunc(_pyfunc_base()):
-    """MLflow pyfunc of JobDuration: ``hist_median_s`` (NaN = no history) -> bin."""
+    """MLflow pyfunc of JobDuration: the history statistic (NaN = no history) -> bin.
+
+    The input column is ``hist_median_s`` (the name kept for old models); it
+    holds the history's ``config["quantile"]`` (default 0.5, the median).
+    """
 
     def __init__(self, config: dict[str, Any]):
         self.config = config
@@ -156,7 +160,7 @@ def log_new_load(cal: CalibratedLoad, alias: str = DEFAULT_ALIAS) -> str:
 
 
 def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS) -> str:
-    """Log the JobDuration rule (``min_count``, ``fallback_bin``) as a pyfunc, register it; return the version."""
+    """Log the JobDuration rule (``min_count``, ``fallback_bin``, ``quantile``) as a pyfunc, register it; return the version."""
     import mlflow.pyfunc
     from mlflow.models import infer_signature
 
@@ -230,9 +234,14 @@ def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:
 
 
 def load_job_duration(alias: str = DEFAULT_ALIAS) -> dict[str, Any]:
-    """Return the JobDuration rule's config (``min_count``, ``fallback_bin``) from the registry."""
+    """Return the JobDuration rule's config (``min_count``, ``fallback_bin``, ``quantile``) from the registry.
+
+    Versions registered before the quantile existed get ``quantile`` 0.5 (the median they used).
+    """
     import mlflow.pyfunc
 
     _version_of(JOB_DURATION_NAME, alias)
     model = mlflow.pyfunc.load_model(f"models:/{JOB_DURATION_NAME}@{alias}")
-    return dict(model.unwrap_python_model().config)
+    config = dict(model.unwrap_python_model().config)
+    config.setdefault("quantile", DEFAULT_QUANTILE)
+    return config

@@ -49,6 +49,15 @@ def register(app: typer.Typer) -> None:
         load_alpha: Annotated[float, typer.Option(
             "--load-alpha", help="NewLoadEstimate: target exceedance rate of the calibrated "
                                  "estimate.")] = 0.1,
+        duration_quantile: Annotated[float, typer.Option(
+            "--duration-quantile", help="JobDuration: bin this quantile of the similar jobs' "
+                                        "durations (0.5 = the paper's median; higher = fewer "
+                                        "under-predictions).")] = 0.5,
+        duration_target_under: Annotated[float | None, typer.Option(
+            "--duration-target-under", help="JobDuration: instead of --duration-quantile, the "
+                                            "smallest quantile whose under-prediction rate on "
+                                            "the training period is <= this (evaluated on "
+                                            "validation).", show_default=False)] = None,
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -79,6 +88,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--n-estimators must be >= 1, not {n_estimators}")
         if tune < 0:
             raise ConfigError(f"--tune must be >= 0, not {tune}")
+        if not 0.0 <= duration_quantile <= 1.0:
+            raise ConfigError(f"--duration-quantile must be in [0, 1], not {duration_quantile}")
+        if duration_target_under is not None and not 0.0 <= duration_target_under <= 1.0:
+            raise ConfigError("--duration-target-under must be in [0, 1], not "
+                              f"{duration_target_under}")
         if trace is None and days is None:
             days = warmup_days + train_days + val_days + 1.0  # enough synthetic days to split
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
@@ -87,7 +101,8 @@ def register(app: typer.Typer) -> None:
             train_days=train_days, val_days=val_days, warmup_days=warmup_days,
             start_day=start_day, windows_min=ks, threshold=threshold,
             target_recall=target_recall, ablation=not no_ablation, load_windows=load_windows,
-            load_alpha=load_alpha, xgb=XGBParams(n_estimators=n_estimators, seed=seed),
+            load_alpha=load_alpha, duration_quantile=duration_quantile,
+            duration_target_under=duration_target_under, xgb=XGBParams(n_estimators=n_estimators, seed=seed),
         )
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
                                out_dir=out or output_root() / "train", tune=tune,
@@ -97,6 +112,13 @@ def register(app: typer.Typer) -> None:
         s = outcome.result.split
         typer.echo(f"split: train days {s.train_start / 86400:.1f}-{s.train_end / 86400:.1f}, "
                    f"validate days {s.train_end / 86400:.1f}-{s.val_end / 86400:.1f} ({s.how})")
+        d = outcome.result.duration
+        typer.echo(f"JobDuration: quantile {d['quantile']:g}"
+                   + (f" (calibrated for a training under-prediction rate <= "
+                      f"{d['target_under']:g}: {'met' if d['target_met'] else 'NOT met'})"
+                      if "target_under" in d else "")
+                   + f", validation accuracy {d['accuracy']:.3f}, under-prediction rate "
+                     f"{d['under_rate']:.3f}")
         typer.echo(f"report: {outcome.report_dir}")
         typer.echo(f"MLflow run id: {outcome.run_id}")
         typer.echo(f"registered ({alias}): " + ", ".join(

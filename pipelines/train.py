@@ -48,6 +48,11 @@ class TrainConfig:
     load_alpha: float = 0.1
     history_min_count: int = 3
     duration_fallback_bin: int = job_duration.N_BINS - 1
+    #: JobDuration bins this quantile of the similar jobs' durations (0.5: the paper's median).
+    duration_quantile: float = job_duration.DEFAULT_QUANTILE
+    #: When set, the smallest quantile whose training under-prediction rate is <= this
+    #: (``job_duration.calibrate_quantile``) replaces ``duration_quantile``.
+    duration_target_under: float | None = None
     xgb: XGBParams = field(default_factory=XGBParams)
 
     def to_params(self) -> dict[str, Any]:
@@ -70,6 +75,12 @@ class TrainResult:
     tables: dict[str, pl.DataFrame]
     timings_s: dict[str, float]
     config: TrainConfig
+
+    def duration_config(self) -> dict[str, Any]:
+        """Return the JobDuration rule as registered (``min_count``, ``fallback_bin``, ``quantile``)."""
+        return {"min_count": self.config.history_min_count,
+                "fallback_bin": self.config.duration_fallback_bin,
+                "quantile": float(self.duration["quantile"])}
 
 
 def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
@@ -107,8 +118,7 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
                                               alpha=config.load_alpha))
     timings["fit_s"] = time.perf_counter() - clock
-    dur = job_duration.evaluate_history(schedule, history, split.train_end, split.val_end,
-                                        fallback_bin=config.duration_fallback_bin)
+    dur = evaluate_duration(schedule, history, split, config)
     tables = {
         "will_arrive": report.will_arrive_table(results),
         "ablation": report.ablation_table(results),
@@ -116,6 +126,44 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         "job_duration": report.job_duration_table(dur),
     }
     return TrainResult(split, results, loads, dur, tables, timings, config)
+
+
+def evaluate_duration(schedule: pl.DataFrame, history: pl.DataFrame, split: TimeSplit,
+                      config: TrainConfig) -> dict[str, Any]:
+    """Return JobDuration's validation metrics for the configured (or calibrated) quantile.
+
+    ``history`` is the median history of ``schedule``. With
+    ``config.duration_target_under`` the quantile is calibrated on the
+    training period (``target_under``, ``target_met``). Adds the training
+    period's under-prediction rate (``train_under_rate``) and, for a quantile
+    other than 0.5, the median's validation accuracy and under-prediction
+    rate beside it (``median_accuracy``, ``median_under_rate``).
+    """
+    try:
+        q = job_duration.check_quantile(config.duration_quantile, "duration_quantile")
+        calib = None
+        if config.duration_target_under is not None:
+            calib = job_duration.calibrate_quantile(
+                schedule, split.train_start, split.train_end, config.duration_target_under,
+                min_count=config.history_min_count, fallback_bin=config.duration_fallback_bin)
+            q = calib["quantile"]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    hist = history if q == 0.5 else point_in_time_history(
+        schedule, min_count=config.history_min_count, quantile=q)
+    kw = {"fallback_bin": config.duration_fallback_bin, "quantile": q}
+    dur = job_duration.evaluate_history(schedule, hist, split.train_end, split.val_end, **kw)
+    dur["train_under_rate"] = job_duration.evaluate_history(
+        schedule, hist, split.train_start, split.train_end, **kw)["under_rate"]
+    if calib is not None:
+        dur["target_under"] = calib["target_under"]
+        dur["target_met"] = bool(calib["met"])
+    if q != 0.5:
+        med = job_duration.evaluate_history(schedule, history, split.train_end, split.val_end,
+                                            fallback_bin=config.duration_fallback_bin)
+        dur["median_accuracy"] = med["accuracy"]
+        dur["median_under_rate"] = med["under_rate"]
+    return dur
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
@@ -218,8 +266,7 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
             versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
                 lr.calibrated, alias)
         versions[registry.JOB_DURATION_NAME] = registry.log_job_duration(
-            {"min_count": result.config.history_min_count,
-             "fallback_bin": result.config.duration_fallback_bin}, alias)
+            result.duration_config(), alias)
     return versions
 
 

@@ -115,3 +115,70 @@ def test_unreachable_tracking_server_is_a_quick_clear_error(tmp_path, monkeypatc
     with pytest.raises(SiaError, match="unreachable"):
         setup_tracking(tmp_path)
     assert time.monotonic() - clock < 10  # a probe with a short timeout, not MLflow's retries
+
+
+def test_job_duration_quantile_round_trips_through_the_registry(trained):
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.registry import load_job_duration, log_job_duration
+
+    outcome, _ = trained
+    assert load_job_duration()["quantile"] == 0.5  # the default training registers the median
+    assert outcome.result.duration["quantile"] == 0.5
+    log_job_duration({"min_count": 2, "fallback_bin": 1, "quantile": 0.8}, alias="q80")
+    got = load_job_duration("q80")
+    assert got == {"min_count": 2, "fallback_bin": 1, "quantile": 0.8}
+    f = LearnedForecaster({}, duration_config=got)
+    assert (f.duration_quantile, f.fallback_bin, f.history.min_count) == (0.8, 1, 2)
+    # a version registered before the quantile existed means the median
+    log_job_duration({"min_count": 3, "fallback_bin": 3}, alias="old")
+    assert load_job_duration("old")["quantile"] == 0.5
+    assert LearnedForecaster({}, duration_config={"min_count": 3}).duration_quantile == 0.5
+    with pytest.raises(ValueError, match="quantile"):
+        LearnedForecaster({}, duration_config={"quantile": 2.0})
+
+
+def test_training_reports_the_chosen_or_calibrated_quantile(trained):
+    from sia.features.duration_history import point_in_time_history
+    from sia.pipelines import inputs
+    from sia.pipelines.train import evaluate_duration
+
+    outcome, _ = trained
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    schedule = inputs.fcfs_schedule(jobs, pools)
+    history = point_in_time_history(schedule)
+    split = outcome.result.split
+    med = evaluate_duration(schedule, history, split, TrainConfig(**SMALL))
+    assert med == {**outcome.result.duration, "train_under_rate": med["train_under_rate"]}
+    q90 = evaluate_duration(schedule, history, split, TrainConfig(**SMALL, duration_quantile=0.9))
+    assert q90["quantile"] == 0.9
+    assert (q90["median_accuracy"], q90["median_under_rate"]) == (med["accuracy"], med["under_rate"])
+    assert q90["under_rate"] <= med["under_rate"] and q90["train_under_rate"] <= med[
+        "train_under_rate"]
+    cal = evaluate_duration(schedule, history, split,
+                            TrainConfig(**SMALL, duration_target_under=q90["train_under_rate"]))
+    assert cal["quantile"] <= 0.9 and cal["target_met"]
+    assert cal["train_under_rate"] <= q90["train_under_rate"]
+    with pytest.raises(SiaError, match="duration_quantile"):
+        evaluate_duration(schedule, history, split, TrainConfig(**SMALL, duration_quantile=-1))
+
+
+def test_cli_train_duration_quantile(trained, tmp_path, monkeypatch, capsys):
+    from sia.models.registry import load_job_duration
+
+    _, root = trained
+    monkeypatch.setenv("SIA_OUTPUT", str(root))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code = main(["train", "--synthetic", "base", "--days", "4", "--train-days", "2",
+                 "--val-days", "1", "--warmup-days", "0.5", "--windows", "5",
+                 "--n-estimators", "3", "--no-ablation", "--duration-quantile", "0.9",
+                 "--alias", "q90", "--out", str(tmp_path / "rep")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "JobDuration: quantile 0.9, validation accuracy" in out
+    assert load_job_duration("q90")["quantile"] == 0.9
+    row = pl.read_csv(tmp_path / "rep" / "job_duration.csv")
+    assert row["quantile"][0] == 0.9 and "median_under_rate" in row.columns
+    assert main(["train", "--synthetic", "base", "--duration-quantile", "1.5"]) == 2
+    assert "--duration-quantile" in capsys.readouterr().err
+    assert main(["train", "--synthetic", "base", "--duration-target-under", "-0.1"]) == 2
+    assert "--duration-target-under" in capsys.readouterr().err
