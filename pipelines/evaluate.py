@@ -497,7 +497,9 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
         raise ConfigError(f"{cfg.source}: predictors: no job before replay.start_day={start:g} "
                           "to train on")
     tc = TrainConfig(train_days=p.train_days, val_days=p.val_days, warmup_days=p.warmup_days,
-                     start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows)
+                     start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows,
+                     duration_quantile=p.duration_quantile,
+                     duration_target_under=p.duration_target_under)
     say(f"predictors: training on days {first + p.warmup_days:g}..{start:g} "
         f"({p.train_days:g} train + {p.val_days:g} validation), alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",

@@ -113,6 +113,8 @@ class PredictorSpec:
     train_days: float = 14.0
     val_days: float = 7.0
     warmup_days: float = 1.0
+    duration_quantile: float = 0.5  # JobDuration bins this quantile (0.5: the paper's median)
+    duration_target_under: float | None = None  # or: calibrate it to this under-prediction rate
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time
                "days", "seed"}
 _POLICY_KEYS = {"name", "label", "options", "forecaster"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
-              "val_days", "warmup_days"}
+              "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
 
 
 class _Where:
@@ -196,7 +198,7 @@ class _Where:
             raise self.error(key, f"unknown key; allowed here: {', '.join(sorted(allowed))}")
 
     def number(self, value: Any, key: str, *, lo: float | None = None, lo_open: bool = False,
-               integer: bool = False) -> float | int:
+               integer: bool = False, hi: float | None = None) -> float | int:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if integer:
             ok = ok and float(value).is_integer()
@@ -205,6 +207,8 @@ class _Where:
                                   f"got {value!r}")
         if lo is not None and (value <= lo if lo_open else value < lo):
             raise self.error(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
+        if hi is not None and value > hi:
+            raise self.error(key, f"must be <= {hi:g}, got {value!r}")
         return int(value) if integer else float(value)
 
     def boolean(self, value: Any, key: str) -> bool:
@@ -455,6 +459,11 @@ def _parse_predictors(raw: Any, w: _Where, name: str) -> PredictorSpec:
                             lo_open=True),
         val_days=w.number(raw.get("val_days", 7.0), "predictors.val_days", lo=0, lo_open=True),
         warmup_days=w.number(raw.get("warmup_days", 1.0), "predictors.warmup_days", lo=0),
+        duration_quantile=w.number(raw.get("duration_quantile", 0.5),
+                                   "predictors.duration_quantile", lo=0, hi=1),
+        duration_target_under=(None if raw.get("duration_target_under") is None else
+                               w.number(raw["duration_target_under"],
+                                        "predictors.duration_target_under", lo=0, hi=1)),
     )
 
 

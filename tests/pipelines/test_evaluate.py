@@ -75,6 +75,9 @@ def env(mlflow_uri):
     ({"predictors": {"train": "sometimes"}}, "predictors.train", "registry, on_the_fly"),
     ({"predictors": {"alias": "bad alias"}}, "predictors.alias", "alias"),
     ({"tick_s": 0}, "tick_s", "> 0"),
+    ({"predictors": {"duration_quantile": 1.5}}, "predictors.duration_quantile", "<= 1"),
+    ({"predictors": {"duration_target_under": "low"}}, "predictors.duration_target_under",
+     "a number"),
     ({"speed": 3}, "speed", "unknown key"),
 ])
 def test_config_errors_name_the_file_and_key(tmp_path, change, key, words):
