@@ -120,12 +120,11 @@ class MinCostFlowPlacer:
         )
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for k in range(n):
-            groups[(int(widths[k]), int(cls[k]))].append(k)
-        # node numbering
+            groups[(int(widths[k]), int(cls[k]))].append(k)  # members in batch order
+        # node numbering: jobs of one (width, class) are interchangeable for the flow,
+        # so the class's aggregator is itself the supply node (no node per job)
         sink = 0
-        job0 = 1
-        u0 = job0 + n
-        ra0 = u0 + n
+        ra0 = 1
         ra_keys = sorted(groups)
         srv0 = ra0 + len(ra_keys)
         next_node = srv0 + n_servers
@@ -147,18 +146,17 @@ class MinCostFlowPlacer:
             caps.append(np.asarray(c, dtype=np.int64).ravel())
             costs.append(np.asarray(u, dtype=np.int64).ravel())
 
-        job_nodes = job0 + np.arange(n)
-        u_nodes = u0 + np.arange(n)
         unsched = np.array(
             [self.cost.unscheduled_unit_cost(topo, ranks[r.job_id], batch_size) for r in todo], dtype=np.int64
         )
-        ra_of_job = np.empty(n, dtype=np.int64)
+        # unscheduled arcs RA -> sink: one per distinct unscheduled cost in the class,
+        # capacity w x its jobs (one arc per class unless priority_weight > 0)
+        ra_supply = np.zeros(len(ra_keys), dtype=np.int64)
         for g, key in enumerate(ra_keys):
-            ra_of_job[groups[key]] = ra0 + g
-        add(job_nodes, ra_of_job, widths, np.zeros(n))
-        arc_job_to_u_start = sum(a.size for a in tails)
-        add(job_nodes, u_nodes, widths, unsched)
-        add(u_nodes, np.full(n, sink), widths, np.zeros(n))
+            members = np.asarray(groups[key], dtype=np.int64)
+            ra_supply[g] = key[0] * members.size
+            values, counts = np.unique(unsched[members], return_counts=True)
+            add(np.full(values.size, ra0 + g), np.full(values.size, sink), counts * key[0], values)
         # RA -> servers / multi-server cells
         total_units = int(widths.sum())
         ra_arc_ranges = []
@@ -213,7 +211,8 @@ class MinCostFlowPlacer:
         units = int(widths.sum())
         scale = units * self.tie_break
         if self.tie_break > 1 and int(cost.max(initial=0)) * scale * units < 2**62:
-            ra_lo, ra_hi = 3 * n, 3 * n + sum(t.size for _, t in ra_arc_ranges)
+            ra_lo = ra_arc_ranges[0][0]  # the aggregator arcs are contiguous
+            ra_hi = ra_lo + sum(t.size for _, t in ra_arc_ranges)
             noise = np.zeros(cost.size, dtype=np.int64)
             noise[ra_lo:ra_hi] = np.random.default_rng(self.seed).integers(0, self.tie_break, ra_hi - ra_lo)
             solve_cost = cost * scale + noise
@@ -222,7 +221,7 @@ class MinCostFlowPlacer:
         smcf = min_cost_flow.SimpleMinCostFlow()
         smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, solve_cost)
         supplies = np.zeros(next_node, dtype=np.int64)
-        supplies[job_nodes] = widths
+        supplies[ra0 : ra0 + len(ra_keys)] = ra_supply
         supplies[sink] = -int(widths.sum())
         smcf.set_nodes_supplies(np.arange(next_node, dtype=np.int64), supplies)
         ts = time.perf_counter()
@@ -234,8 +233,6 @@ class MinCostFlowPlacer:
             return {}, {}, info
         info["flow_costs"] = int(smcf.optimal_cost()) // scale
         # ---- extraction: gangs per aggregator target, jobs in batch order
-        job_in = smcf.flows(np.arange(n, dtype=np.int64))  # job -> RA arcs are the first n
-        assert arc_job_to_u_start == n
         got: dict[str, tuple[int, ...]] = {}
         lost: dict[str, str] = {}
         per_domain: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
@@ -247,7 +244,7 @@ class MinCostFlowPlacer:
             slots = flows // w
             # gangs the aggregator carries in total; a split flow loses some to rounding,
             # so give those to targets that still have free cells, cheapest first
-            extra = int(job_in[groups[key]].sum()) // w - int(slots.sum())
+            extra = int(flows.sum()) // w - int(slots.sum())
             room = cap[start : start + targets.size] // w - slots
             order = np.argsort(cost[start : start + targets.size], kind="stable")
             for t in order:
@@ -256,7 +253,9 @@ class MinCostFlowPlacer:
                 add_k = min(extra, int(room[t]))
                 slots[t] += add_k
                 extra -= add_k
-            members = sorted(groups[key], key=lambda k: (-job_in[k], ranks[todo[k].job_id]))
+            # the class's gangs go to its jobs in batch order: with priority_weight > 0
+            # the flow leaves out the cheapest unscheduled arcs, i.e. the latest jobs
+            members = groups[key]
             slot_targets = np.repeat(targets[order], slots[order])
             for k, tgt in zip(members, slot_targets, strict=False):
                 per_domain[(lv if lv > topo.server_level else -1, int(tgt))].append((todo[k].job_id, w))
