@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No per-example deadline anywhere (timing is never what a test checks, and the
+# machine may be shared). Under CI the examples are derandomized, so a run is
+# reproducible: exploring new examples is the job of local runs.
+settings.register_profile("default", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 ROOT = Path(__file__).resolve().parent.parent
 PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
