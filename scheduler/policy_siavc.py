@@ -59,10 +59,12 @@ guard re-run is skipped when its cached clock already shows it must fail (see
 The pass itself is done in bulk with numpy
 (merge of the clocks, the plan's level at every reservation start and each
 candidate's MaxReservation); only jobs that could start now are walked in Python,
-and of those the ones dominated by an already-failed job are skipped in bulk.
-On Philly prefixes of 1,000 / 2,500 / 5,000 / 10,000 jobs about 0.4 / 3.3 / 9.8 /
-41 s CPU (``benchmarks/bench_siavc.py``); the guards (early-start checks) now
-dominate.
+and of those the ones dominated by an already-failed job are skipped in bulk;
+a guard that failed without a re-run (its shares or the lenders' fast-fail decided
+it) is replayed, counts included, for later jobs of its pool and width lasting as
+long or longer in the same pass. On Philly prefixes of 1,000 / 2,500 / 5,000 /
+10,000 jobs about 0.4 / 2.9 / 8.7 / 32 s CPU (``benchmarks/bench_siavc.py``); the
+guards' re-runs of the virtual clocks now dominate.
 
 Lookahead: with the longest pending job lasting D, reservations only matter
 on ``[now, now + D)``, so future jobs are simulated only if they arrive
@@ -124,6 +126,7 @@ class SiaVCPolicy:
         self._vc_full = [False] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
+        self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
                       "resims": 0}
@@ -352,19 +355,35 @@ class SiaVCPolicy:
         # walk the candidates in order; skip those dominated by an already-failed (g, d)
         gmax = int(Gc.max())
         best = np.full(gmax + 1, np.inf)  # best[g]: least d failed by a job of width <= g
-        Jc, Vcl = J[ci].tolist(), Vc.tolist()
+        Jc, Vcl, Dcl, Gcl = J[ci].tolist(), Vc.tolist(), Dc.tolist(), Gc.tolist()
+        pool, stats = self._pool, self.stats
+        # (pool, g) -> (d, early starts, failed checks) of a guard that failed without a re-run:
+        # its outcome depends only on the shares (pool, g, free_of) and the lenders' fast-fail,
+        # which only gets surer as the loan's end grows, so a job of that pool and width lasting
+        # at least d fails the same way (see _lender_fails)
+        gfail: dict[tuple[int, int], tuple[float, int, int]] = {}
         k = 0
         nc = ci.size
         while k < nc:
             idx = k + np.flatnonzero(Dc[k:] < best[Gc[k:]])
             for i in idx.tolist():
                 if fails[i]:
-                    g = int(Gc[i])
+                    g = Gcl[i]
                     np.minimum(best[g:], Dc[i], out=best[g:])
                     k = i + 1
                     break
-                if self._try_charge(Jc[i], Vcl[i], now, pend, n_arr, horizon, free_of):
-                    return Jc[i]
+                j, g, d = Jc[i], Gcl[i], Dcl[i]
+                key = (pool[j], g)
+                memo = gfail.get(key)
+                if memo is not None and d >= memo[0]:
+                    stats["early_starts"] += memo[1]
+                    stats["checks_failed"] += memo[2]
+                    continue
+                e0, f0, r0 = stats["early_starts"], stats["checks_failed"], self._reruns
+                if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of):
+                    return j
+                if self._reruns == r0 and (memo is None or d < memo[0]):
+                    gfail[key] = (d, stats["early_starts"] - e0, stats["checks_failed"] - f0)
             else:
                 break
         return None
@@ -411,6 +430,7 @@ class SiaVCPolicy:
                 self.stats["checks_failed"] += 1
                 continue
             # Tentatively charge and re-run the affected virtual clocks.
+            self._reruns += 1
             for q, s in shares.items():
                 self._charges[q].append((end, s))
             pend_p = [k for k in pend[p] if k != j]
