@@ -2,28 +2,42 @@
 
 The flow network (one unit of flow = one GPU)::
 
-    job j (supply w_j) --cap w_j, cost 0--------> request aggregator RA(w, class)
-    job j             --cap w_j, cost U_j-------> unscheduled node U_j --cap w_j--> sink
-    RA(w, class)      --cap w x free cells, cost c(class, domain) per GPU--> (server, level)
-    (server, level)   --cap GPUs in its free cells of that level-----------> server
-                      (gangs wider than a server: RA --cap w--> aligned multi-server cell
-                       --cap gpus per server--> each of its servers)
-    server            --cap free GPUs------------> sink (supply -sum w_j)
+    RA(w, class) (supply w x its jobs) --cap w x jobs, cost U--> sink   (unscheduled)
+    RA(w, class) --cap w x cells, cost c(class, EC) per GPU--> EC(w, features)
+    EC(w, f)     --cap w x free cells of the target--> (server, level)  or server
+                 (gangs wider than a server: --cap w--> aligned multi-server
+                  cell --cap gpus per server--> each of its servers)
+    (server, level) --cap GPUs in its free cells of that level--> server
+    server       --cap free GPUs--> sink (supply -sum of widths)
 
-Request aggregators group jobs of the same width and cost class (opportunistic,
-or dedicated of pool p), as Firmament's network-aware policy groups tasks by
-request; their arcs reach only servers (or multi-server cells) that have a
-fully free aligned cell of the gang's level, with capacity ``w x`` that count.
+Request aggregators RA group jobs of the same width and cost class
+(opportunistic, or dedicated of pool p), as Firmament's network-aware policy
+groups tasks by request. Jobs of one aggregator are interchangeable for the
+flow, so the aggregator itself carries their supply (no node per job), with
+one unscheduled arc per distinct unscheduled cost ``U`` (one per class unless
+``priority_weight > 0``). Targets (servers, or multi-server cells) holding a
+fully free aligned cell of the gang's level are grouped per width into
+equivalence classes EC of identical cost features (free GPUs, dedicated
+flags of the domain), which cost the same for every job class, so an
+aggregator needs one arc per EC rather than one per target. A (server, level)
+node exists only where several widths share a level (e.g. 3 and 4); there it
+keeps them to the cells that exist. For power-of-two widths the optimum equals
+that of per-job nodes and per-target aggregator arcs; for widths sharing a
+level the per-width caps make the relaxation tighter (still a lower bound on
+any whole-gang placement).
 Costs (:class:`~sia.scheduler.placement.CostModel`): best fit on free GPUs and
-the dedicated-cell terms; ``U_j`` exceeds any placement cost, so the flow
+the dedicated-cell terms; ``U`` exceeds any placement cost, so the flow
 places as many GPUs as fit, then as cheaply as possible.
 
-Flow is fungible, so the gangs are re-formed after the solve: an aggregator
-that sends ``f`` units to a server gives it ``f // w`` gangs (jobs taken in
-batch order), and each server's gangs are packed into aligned free cells,
-largest first (exact for power-of-two cells when cell counts allow). Jobs lost
-to rounding or packing are retried in another round on the updated state,
-while rounds still place jobs and the budget lasts.
+Flow is fungible, so the gangs are re-formed after the solve: an EC that sends
+``f`` units to a target gives it ``f // w`` gang slots; each class takes
+first the slots its own flow paid for, then rounding leftovers in its ECs,
+cheapest first; its jobs take the gangs in batch order (with
+``priority_weight > 0`` the flow leaves out the latest jobs, whose
+unscheduled arcs are the cheapest). Each server's gangs are packed into
+aligned free cells, largest first (exact for power-of-two cells when cell
+counts allow). Jobs lost to rounding or packing are retried in another round
+on the updated state, while rounds still place jobs and the budget lasts.
 """
 
 from __future__ import annotations
@@ -112,7 +126,6 @@ class MinCostFlowPlacer:
         n_servers = topo.n_servers
         n = len(todo)
         widths = np.array([r.num_gpus for r in todo], dtype=np.int64)
-        levels = np.array([topo.level_for(int(w)) for w in widths], dtype=np.int64)
         # class key: -1 opportunistic, else pool index of a dedicated job (-2: dedicated, unknown pool)
         cls = np.array(
             [(state.pool_index(r.pool) if state.pool_index(r.pool) >= 0 else -2) if r.dedicated else -1 for r in todo],
@@ -121,23 +134,89 @@ class MinCostFlowPlacer:
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for k in range(n):
             groups[(int(widths[k]), int(cls[k]))].append(k)  # members in batch order
-        # node numbering: jobs of one (width, class) are interchangeable for the flow,
-        # so the class's aggregator is itself the supply node (no node per job)
+        ra_keys = sorted(groups)
+        total_units = int(widths.sum())
+        width_list = sorted({w for w, _ in ra_keys})
+        level_of = {w: topo.level_for(w) for w in width_list}
+        level_widths: dict[int, int] = defaultdict(int)
+        for w in width_list:
+            level_widths[level_of[w]] += 1
+
+        # ---- per width: target cells grouped into equivalence classes (ECs) of
+        # identical cost features, which give every job class the same unit cost
+        ecs = {}
+        for w in width_list:
+            lv = level_of[w]
+            free_dom, any_ded, has_pool, dlev = domain_tables(state, lv)
+            cells = state.free.reshape(-1, 1 << lv).all(axis=1)
+            if lv <= topo.server_level:
+                per_target = cells.reshape(n_servers, -1).sum(axis=1)
+                targets = np.flatnonzero(per_target)
+                dom = targets >> (dlev - topo.server_level)
+                n_cells = per_target[targets].astype(np.int64)
+            else:
+                targets = np.flatnonzero(cells)
+                dom = targets >> (dlev - lv)
+                n_cells = np.ones(targets.size, dtype=np.int64)
+            feats = np.empty((targets.size, 2 + has_pool.shape[1]), dtype=np.int64)
+            feats[:, 0], feats[:, 1], feats[:, 2:] = free_dom[dom], any_ded[dom], has_pool[dom]
+            keys, ec_of = np.unique(feats, axis=0, return_inverse=True)
+            ec_of = ec_of.ravel()
+            # Exact pruning inside an EC (its targets cost the same for every class):
+            # the batch sends at most `total_units` GPUs, so it touches at most that many
+            # targets; if the targets kept hold more cells than that, a gang sent to a
+            # dropped target could move to an untouched kept one at the same cost.
+            order = np.lexsort((targets, ec_of))
+            ec_sorted = ec_of[order]
+            firsts = np.searchsorted(ec_sorted, np.arange(keys.shape[0]))
+            cum = np.cumsum(n_cells[order])
+            before = np.where(firsts > 0, cum[np.maximum(firsts - 1, 0)], 0)
+            within = cum - before[ec_sorted]  # cells held by the EC's targets up to this one
+            prev = within - n_cells[order]
+            keep = np.sort(order[prev <= total_units])
+            targets, n_cells, ec_of = targets[keep], n_cells[keep], ec_of[keep]
+            ec_cells = np.bincount(ec_of, weights=n_cells, minlength=keys.shape[0]).astype(np.int64)
+            ecs[w] = {"lv": lv, "targets": targets, "n_cells": n_cells, "ec_of": ec_of, "keys": keys, "ec_cells": ec_cells}
+
+        # ---- per class: unit cost of each EC of its width; keep the cheapest ECs
+        # holding more than `total_units` cells (exact, by the same argument)
+        cls_ecs = []
+        for w, c in ra_keys:
+            e = ecs[w]
+            keys = e["keys"]
+            req = todo[groups[(w, c)][0]]
+            unit = class_unit_costs(state, self.cost, req, keys[:, 0], keys[:, 1].astype(bool), keys[:, 2:].astype(bool))
+            order = np.argsort(unit, kind="stable")
+            enough = np.searchsorted(np.cumsum(e["ec_cells"][order]), total_units + 1)
+            kept = order[: enough + 1]  # in unit-cost order
+            cls_ecs.append((kept, unit[kept]))
+        used_ec = {w: np.zeros(ecs[w]["keys"].shape[0], dtype=bool) for w in width_list}
+        for (w, _c), (kept, _u) in zip(ra_keys, cls_ecs, strict=True):
+            used_ec[w][kept] = True
+
+        # ---- node numbering: the class aggregator RA(w, class) is itself the supply
+        # node (jobs of a class are interchangeable), then servers, multi-server
+        # cells, (server, level) nodes for levels shared by several widths, ECs
         sink = 0
         ra0 = 1
-        ra_keys = sorted(groups)
         srv0 = ra0 + len(ra_keys)
         next_node = srv0 + n_servers
         multi_cell0: dict[int, int] = {}
-        for lv in sorted({int(lv) for lv in levels if lv > topo.server_level}):
+        for lv in sorted({level_of[w] for w in width_list if level_of[w] > topo.server_level}):
             multi_cell0[lv] = next_node
             next_node += topo.n_cells(lv)
-        # one node per (server, level) shared by every aggregator of that level, so
-        # aggregators of different classes cannot together use more cells than exist
+        # one node per (server, level) shared by the widths of that level, so they
+        # cannot together use more cells than exist (one width: its arcs cap that)
         level_node0: dict[int, int] = {}
-        for lv in sorted({int(lv) for lv in levels if lv <= topo.server_level}):
-            level_node0[lv] = next_node
-            next_node += n_servers
+        for lv in sorted({level_of[w] for w in width_list if level_of[w] <= topo.server_level}):
+            if level_widths[lv] > 1:
+                level_node0[lv] = next_node
+                next_node += n_servers
+        ec0: dict[int, int] = {}
+        for w in width_list:
+            ec0[w] = next_node
+            next_node += ecs[w]["keys"].shape[0]
+
         tails, heads, caps, costs = [], [], [], []
 
         def add(t, h, c, u):
@@ -145,6 +224,9 @@ class MinCostFlowPlacer:
             heads.append(np.asarray(h, dtype=np.int64).ravel())
             caps.append(np.asarray(c, dtype=np.int64).ravel())
             costs.append(np.asarray(u, dtype=np.int64).ravel())
+
+        def n_arcs():
+            return sum(a.size for a in tails)
 
         unsched = np.array(
             [self.cost.unscheduled_unit_cost(topo, ranks[r.job_id], batch_size) for r in todo], dtype=np.int64
@@ -157,38 +239,28 @@ class MinCostFlowPlacer:
             ra_supply[g] = key[0] * members.size
             values, counts = np.unique(unsched[members], return_counts=True)
             add(np.full(values.size, ra0 + g), np.full(values.size, sink), counts * key[0], values)
-        # RA -> servers / multi-server cells
-        total_units = int(widths.sum())
-        ra_arc_ranges = []
-        for g, (w, c) in enumerate(ra_keys):
-            lv = topo.level_for(w)
-            req = todo[groups[(w, c)][0]]
-            free_dom, any_ded, has_pool, dlev = domain_tables(state, lv)
-            cells = state.free.reshape(-1, 1 << lv).all(axis=1)
-            if lv <= topo.server_level:
-                per_target = cells.reshape(n_servers, -1).sum(axis=1)
-                targets = np.flatnonzero(per_target)
-                dom = targets >> (dlev - topo.server_level)
-                cap = per_target[targets] * w
-                heads_g = level_node0[lv] + targets
+        noisy_lo = n_arcs()
+        ra_arc_start = []
+        for g, (w, _c) in enumerate(ra_keys):
+            kept, unit = cls_ecs[g]
+            ra_arc_start.append(n_arcs())
+            add(np.full(kept.size, ra0 + g), ec0[w] + kept, ecs[w]["ec_cells"][kept] * w, unit)
+        ec_arc_start = {}
+        for w in width_list:
+            e = ecs[w]
+            sel = np.flatnonzero(used_ec[w][e["ec_of"]])
+            e["sel"] = sel
+            lv = e["lv"]
+            tgt = e["targets"][sel]
+            if lv > topo.server_level:
+                head_t = multi_cell0[lv] + tgt
+            elif lv in level_node0:
+                head_t = level_node0[lv] + tgt
             else:
-                targets = np.flatnonzero(cells)
-                dom = targets >> (dlev - lv)
-                cap = np.full(targets.size, w)
-                heads_g = multi_cell0[lv] + targets
-            unit = class_unit_costs(state, self.cost, req, free_dom[dom], any_ded[dom], has_pool[dom])
-            # Exact pruning: the batch uses at most `units` GPUs, which touch at most
-            # `units` cells of this level; so if the cheapest targets kept hold more
-            # cells than that, any gang sent to a dearer target could move to an
-            # untouched kept cell at no higher cost. The optimum is unchanged.
-            n_cells_t = cap // w
-            order = np.argsort(unit, kind="stable")
-            enough = np.searchsorted(np.cumsum(n_cells_t[order]), total_units + 1)
-            keep = np.sort(order[: enough + 1])
-            targets, heads_g, cap, unit = targets[keep], heads_g[keep], cap[keep], unit[keep]
-            start = sum(a.size for a in tails)
-            add(np.full(targets.size, ra0 + g), heads_g, cap, unit)
-            ra_arc_ranges.append((start, targets))
+                head_t = srv0 + tgt
+            ec_arc_start[w] = n_arcs()
+            add(ec0[w] + e["ec_of"][sel], head_t, e["n_cells"][sel] * w, np.zeros(sel.size))
+        noisy_hi = n_arcs()
         for lv, base in level_node0.items():
             per_server = state.free.reshape(-1, 1 << lv).all(axis=1).reshape(n_servers, -1).sum(axis=1)
             has = np.flatnonzero(per_server)
@@ -205,16 +277,16 @@ class MinCostFlowPlacer:
         cap = np.concatenate(caps)
         cost = np.concatenate(costs)
         # Break ties between equal-cost flows with a small seeded perturbation on the
-        # aggregator arcs: costs are scaled by K = units x P and get a term < P per
-        # unit, which changes no optimum of the true costs but makes a fractional
-        # split of a gang between equally good servers (a degenerate optimum) unlikely.
-        units = int(widths.sum())
-        scale = units * self.tie_break
-        if self.tie_break > 1 and int(cost.max(initial=0)) * scale * units < 2**62:
-            ra_lo = ra_arc_ranges[0][0]  # the aggregator arcs are contiguous
-            ra_hi = ra_lo + sum(t.size for _, t in ra_arc_ranges)
+        # aggregator -> EC and EC -> target arcs: costs are scaled by K = 2 x units x P
+        # and each of the two arcs on a path gets a term < P per unit, which changes no
+        # optimum of the true costs but makes a fractional split of a gang between
+        # equally good servers (a degenerate optimum) unlikely.
+        scale = 2 * total_units * self.tie_break
+        if self.tie_break > 1 and int(cost.max(initial=0)) * scale * total_units < 2**62:
             noise = np.zeros(cost.size, dtype=np.int64)
-            noise[ra_lo:ra_hi] = np.random.default_rng(self.seed).integers(0, self.tie_break, ra_hi - ra_lo)
+            noise[noisy_lo:noisy_hi] = np.random.default_rng(self.seed).integers(
+                0, self.tie_break, noisy_hi - noisy_lo
+            )
             solve_cost = cost * scale + noise
         else:
             scale, solve_cost = 1, cost
@@ -222,7 +294,7 @@ class MinCostFlowPlacer:
         smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, solve_cost)
         supplies = np.zeros(next_node, dtype=np.int64)
         supplies[ra0 : ra0 + len(ra_keys)] = ra_supply
-        supplies[sink] = -int(widths.sum())
+        supplies[sink] = -total_units
         smcf.set_nodes_supplies(np.arange(next_node, dtype=np.int64), supplies)
         ts = time.perf_counter()
         status = smcf.solve()
@@ -232,34 +304,64 @@ class MinCostFlowPlacer:
             info["failure"] = f"min-cost flow solver status {status}"
             return {}, {}, info
         info["flow_costs"] = int(smcf.optimal_cost()) // scale
-        # ---- extraction: gangs per aggregator target, jobs in batch order
+        all_flows = smcf.flows(np.arange(tail.size, dtype=np.int64))
+
+        # ---- extraction. Per EC: gang slots on its targets (flow // w; gangs lost to a
+        # split flow go to targets with room left). Per class: its gangs take slots of
+        # its ECs, cheapest first; its jobs take the gangs in batch order (with
+        # priority_weight > 0 the flow leaves out the latest jobs, whose unscheduled
+        # arcs are the cheapest).
+        slot_lists: dict[tuple[int, int], list[int]] = {}
+        for w in width_list:
+            e = ecs[w]
+            sel = e["sel"]
+            start = ec_arc_start[w]
+            f = all_flows[start : start + sel.size]
+            ec_sel = e["ec_of"][sel]
+            tgt = e["targets"][sel]
+            slots = f // w
+            room = e["n_cells"][sel] - slots
+            for ec in np.unique(ec_sel):
+                idx = np.flatnonzero(ec_sel == ec)
+                extra = int(f[idx].sum()) // w - int(slots[idx].sum())
+                for t in idx:
+                    if extra <= 0:
+                        break
+                    add_k = min(extra, int(room[t]))
+                    slots[t] += add_k
+                    extra -= add_k
+                slot_lists[(w, int(ec))] = np.repeat(tgt[idx], slots[idx]).tolist()
+        taken: dict[tuple[int, int], int] = defaultdict(int)
         got: dict[str, tuple[int, ...]] = {}
         lost: dict[str, str] = {}
         per_domain: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
+        chosen: list[list[int]] = [[] for _ in ra_keys]
+        want = []
+        for g, key in enumerate(ra_keys):
+            f = all_flows[ra_arc_start[g] : ra_arc_start[g] + cls_ecs[g][0].size]
+            want.append((f, int(f.sum()) // key[0]))
+        # first every class takes the slots its own flow paid for, then (rounding
+        # leftovers) any slot left in its ECs, cheapest first
+        for from_flow in (True, False):
+            for g, key in enumerate(ra_keys):
+                w = key[0]
+                f, gangs = want[g]
+                for ec, fe in zip(cls_ecs[g][0].tolist(), f.tolist(), strict=True):
+                    need = gangs - len(chosen[g])
+                    if need <= 0:
+                        break
+                    slots_e = slot_lists.get((w, ec), [])
+                    k = min(need, fe // w if from_flow else need, len(slots_e) - taken[(w, ec)])
+                    if k > 0:
+                        chosen[g].extend(slots_e[taken[(w, ec)] : taken[(w, ec)] + k])
+                        taken[(w, ec)] += k
         for g, key in enumerate(ra_keys):
             w = key[0]
-            start, targets = ra_arc_ranges[g]
-            flows = smcf.flows(np.arange(start, start + targets.size, dtype=np.int64))
-            lv = topo.level_for(w)
-            slots = flows // w
-            # gangs the aggregator carries in total; a split flow loses some to rounding,
-            # so give those to targets that still have free cells, cheapest first
-            extra = int(flows.sum()) // w - int(slots.sum())
-            room = cap[start : start + targets.size] // w - slots
-            order = np.argsort(cost[start : start + targets.size], kind="stable")
-            for t in order:
-                if extra <= 0:
-                    break
-                add_k = min(extra, int(room[t]))
-                slots[t] += add_k
-                extra -= add_k
-            # the class's gangs go to its jobs in batch order: with priority_weight > 0
-            # the flow leaves out the cheapest unscheduled arcs, i.e. the latest jobs
+            lv = level_of[w]
             members = groups[key]
-            slot_targets = np.repeat(targets[order], slots[order])
-            for k, tgt in zip(members, slot_targets, strict=False):
+            for k, tgt in zip(members, chosen[g], strict=False):
                 per_domain[(lv if lv > topo.server_level else -1, int(tgt))].append((todo[k].job_id, w))
-            for k in members[len(slot_targets):]:
+            for k in members[len(chosen[g]):]:
                 lost[todo[k].job_id] = "no free cell of the gang's size left for it in the flow"
         free = state.free.copy()
         for (lv, tgt), gangs in per_domain.items():
