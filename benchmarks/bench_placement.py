@@ -1,6 +1,11 @@
 """Placement latency: min-cost flow, Hungarian and the plan-ahead MILP (prints a table).
 
-Run: ``.venv/bin/python benchmarks/bench_placement.py [--quick] [--reps N]``
+Run: ``.venv/bin/python benchmarks/bench_placement.py [--quick] [--grow] [--reps N]``
+
+``--grow`` adds MCF rows at 25,000 servers and 20,000-40,000 jobs to show how
+the cost grows; the MCF notes give rounds, arcs and nodes of the first round's
+network and its OR-Tools solve time, and the placed cost with the flow's lower
+bound (the first round's optimum), so a rounding loss is visible.
 
 Instances are seeded: a fraction of GPUs busy (random whole cells, so free
 space is fragmented the way buddy allocation leaves it), a third of the
@@ -17,7 +22,7 @@ import numpy as np
 from sia.scheduler.place_hungarian import HungarianPlacer
 from sia.scheduler.place_mcf import MinCostFlowPlacer
 from sia.scheduler.place_milp import MilpPlacer
-from sia.scheduler.placement import ClusterState, PlacementRequest
+from sia.scheduler.placement import ClusterState, CostModel, PlacementRequest, placement_cost
 from sia.scheduler.topology import Topology
 
 POOLS = ("p0", "p1", "p2", "p3")
@@ -59,14 +64,16 @@ def make_batch(n_jobs: int, seed: int) -> list[PlacementRequest]:
     ]
 
 
-def time_calls(solver, batch, state, budget, reps):
-    times, placed, extra = [], 0, {}
+def time_calls(solver, batch, state, budget, reps, want_result=False):
+    times, placed, extra, res = [], 0, {}, None
     for _ in range(reps):
         t0 = time.perf_counter()
         res = solver.place(batch, state, budget)
         times.append(time.perf_counter() - t0)
         placed = len(res.placements)
         extra = res.stats
+    if want_result:
+        return np.array(times), placed, extra, res
     return np.array(times), placed, extra
 
 
@@ -79,16 +86,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    ap.add_argument("--grow", action="store_true", help="add larger MCF sizes (growth)")
     args = ap.parse_args()
     print(f"{'solver':<10} {'servers':>7} {'GPUs':>7} {'jobs':>7} {'reps':>5} {'p50_s':>9} {'p99_s':>9} {'placed':>7}  notes")
-    servers_list = [100, 1000] if args.quick else [100, 1000, 12500]
-    for servers in servers_list:
-        for jobs in (1000, 10000):
-            state = make_state(servers, 0.5, seed=servers)
-            batch = make_batch(jobs, seed=jobs)
-            times, placed, stats = time_calls(MinCostFlowPlacer(), batch, state, 60.0, args.reps)
-            note = f"rounds={stats['rounds']} arcs={stats['arcs'][0]} nodes={stats['nodes'][0]} solve={stats['solve_s'][0]:.3f}s"
-            row("mcf", servers, jobs, times, placed, note)
+    sizes = [(s, j) for s in ([100, 1000] if args.quick else [100, 1000, 12500]) for j in (1000, 10000)]
+    if args.grow:
+        sizes += [(12500, 20000), (12500, 40000), (25000, 10000), (25000, 20000), (25000, 40000)]
+    for servers, jobs in sizes:
+        state = make_state(servers, 0.5, seed=servers)
+        batch = make_batch(jobs, seed=jobs)
+        times, placed, stats, res = time_calls(MinCostFlowPlacer(), batch, state, 60.0, args.reps, want_result=True)
+        note = (f"rounds={stats['rounds']} arcs={stats['arcs'][0]} nodes={stats['nodes'][0]} "
+                f"solve={stats['solve_s'][0]:.3f}s cost={placement_cost(res.placements, batch, state, CostModel())} "
+                f"bound={stats['flow_costs'][0]}")
+        row("mcf", servers, jobs, times, placed, note)
     for gpus in (256, 1024):
         servers = gpus // 8
         state = make_state(servers, 0.0, seed=gpus)
