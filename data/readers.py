@@ -106,16 +106,20 @@ def _blank_note(df: pl.DataFrame, report: CleaningReport) -> None:
             report.notes.append(f"{gaps} blank line(s) skipped (not counted as rows)")
 
 
+def _read_parquet(path: Path) -> pl.DataFrame:
+    """Read a Parquet file; a file that is not Parquet is a TraceError naming it."""
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise TraceError(f"{path}: cannot read as Parquet: {_first_line(exc)}") from exc
+
+
 def _read_any(path: Path) -> pl.DataFrame:
     """Read one CSV (as strings) or Parquet file (native types) with source columns."""
     if path.suffix.lower() == ".parquet":
         if not path.exists():
             raise TraceError(f"{path}: no such file")
-        try:
-            df = pl.read_parquet(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise TraceError(f"{path}: cannot read as Parquet: {_first_line(exc)}") from exc
-        return _add_source(df, path)
+        return _add_source(_read_parquet(path), path)
     return _read_csv_strings(path)
 
 
@@ -401,11 +405,7 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
     file = path / "jobs.parquet" if path.is_dir() else path
     if not file.exists():
         raise TraceError(f"{path}: no jobs.parquet (write one with `sia ingest` or `sia generate`)")
-    try:
-        df = pl.read_parquet(file)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise TraceError(f"{file}: cannot read as Parquet: {_first_line(exc)}") from exc
-    df = _add_source(df, file)
+    df = _add_source(_read_parquet(file), file)
     return validate(df, source=str(file), on_bad_rows=on_bad_rows)
 
 

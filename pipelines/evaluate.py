@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines import plots
+from sia.pipelines.executors import ProgressBar
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
 from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
 from sia.scheduler.metrics import compare
@@ -598,7 +599,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         if tracker is not None:
             result.parent_run_id = tracker.start()
             result.tracking_uri = tracker.uri
-        with _progress_bar(progress, len(todo), executor) as advance:
+        with ProgressBar(progress, len(todo), f"on {executor.description}") as advance:
             for exp_id, n in missing.items():
                 if n == 0:
                     finish(exp_id)
@@ -680,39 +681,6 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
     return files
 
 
-class _progress_bar:
-    """A rich progress bar over the replays (a no-op when ``enabled`` is false)."""
-
-    def __init__(self, enabled: bool, total: int, executor: Any):
-        self.enabled, self.total, self.executor = enabled, total, executor
-        self._p = None
-
-    def __enter__(self) -> Callable[[str, float], None]:
-        if not self.enabled or self.total == 0:
-            return lambda name, wall: None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._p = Progress(TextColumn("[bold]replays[/]"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TimeRemainingColumn(),
-                           TextColumn("{task.description}"))
-        self._p.start()
-        tid = self._p.add_task(f"on {self.executor.description}", total=self.total)
-
-        def advance(name: str, wall: float) -> None:
-            self._p.update(tid, advance=1, description=f"{name} ({wall:.1f} s)")
-
-        return advance
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
 
 
 class _Tracker:

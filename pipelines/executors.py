@@ -170,3 +170,42 @@ def make_executor(workers: int | None = None, dask: str | None = None) -> Execut
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, not {workers}")
     return InlineExecutor() if workers == 1 else LocalExecutor(workers)
+
+
+class ProgressBar:
+    """A rich progress bar over replays (a no-op when ``enabled`` is false).
+
+    ``with ProgressBar(True, n, "on 2 processes") as advance: advance(name, wall_s)``
+    after each replay; ``label`` is shown until the first replay finishes.
+    """
+
+    def __init__(self, enabled: bool, total: int, label: str = ""):
+        self.enabled, self.total, self.label = enabled, total, label
+        self._p = None
+
+    def __enter__(self) -> Callable[[str, float], None]:
+        if not self.enabled or self.total == 0:
+            return lambda name, wall: None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(TextColumn("[bold]replays[/]"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TimeRemainingColumn(),
+                           TextColumn("{task.description}"))
+        self._p.start()
+        tid = self._p.add_task(self.label, total=self.total)
+
+        def advance(name: str, wall: float) -> None:
+            self._p.update(tid, advance=1, description=f"{name} ({wall:.1f} s)")
+
+        return advance
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is not None:
+            self._p.stop()

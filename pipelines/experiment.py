@@ -224,16 +224,25 @@ class _Where:
         return value
 
 
-def load_config(path: Path | str) -> ExperimentConfig:
-    """Read and validate the YAML experiment config at ``path``; raise ConfigError on mistakes."""
+def read_yaml(path: Path | str) -> Any:
+    """Return the parsed YAML of the config file at ``path`` (None for an empty file).
+
+    Raises ConfigError naming the file when it is missing or not valid YAML.
+    """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]} "
                           f"({getattr(exc, 'problem_mark', '')})".strip()) from None
+
+
+def load_config(path: Path | str) -> ExperimentConfig:
+    """Read and validate the YAML experiment config at ``path``; raise ConfigError on mistakes."""
+    path = Path(path)
+    raw = read_yaml(path)
     return parse_config(raw, source=str(path), base_dir=path.parent, default_name=path.stem)
 
 

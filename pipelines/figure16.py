@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import yaml
 from sia.data.errors import ConfigError
+from sia.pipelines.experiment import read_yaml
 
 DAY_S = 86_400.0
 
@@ -74,9 +74,7 @@ class Figure16Config:
 def load_figure16_config(path: Path | str) -> Figure16Config:
     """Read a Figure 16 YAML config; ConfigError naming the file and key on bad input."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such Figure 16 config")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raw_t = type(raw).__name__
         raise ConfigError(f"{path}: expected a mapping at the top level, got {raw_t}")
