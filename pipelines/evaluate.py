@@ -13,7 +13,7 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
    executor (in-process, local processes or Dask); each finished replay is
    written to ``DIR/exp-XXX/LABEL.parquet`` followed by a completion marker
    ``LABEL.done.json`` holding the replay's key, so an interrupted sweep
-   resumes without redoing finished replays (:func:`replay_done`);
+   resumes without redoing finished replays (:mod:`sia.pipelines.replay_store`);
 5. when all replays of an experiment are in, score them against FCFS with
    :func:`sia.scheduler.metrics.compare`, draw the plots and log one MLflow
    run (nested under the sweep's parent run in the ``sia-evaluations``
@@ -24,11 +24,9 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -42,6 +40,8 @@ from sia.pipelines import plots
 from sia.pipelines.executors import ProgressBar
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
 from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
+from sia.pipelines.replay_store import atomic_write_text, replay_files, replay_status, result_key
+from sia.pipelines.replay_store import save_replay as store_replay
 from sia.scheduler.metrics import compare
 
 DAY_S = 86_400.0
@@ -256,39 +256,18 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
 
 def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:
     """Return (the replay's Parquet file, its completion marker)."""
-    d = out_dir / exp_id
-    return d / f"{label}.parquet", d / f"{label}.done.json"
+    return replay_files(out_dir / exp_id, label)
 
 
 def replay_done(out_dir: Path, exp_id: str, label: str, key: str) -> bool:
-    """Return True when the replay's Parquet and its marker exist and the marker holds ``key``."""
-    parquet, marker = replay_paths(out_dir, exp_id, label)
-    if not (parquet.exists() and marker.exists()):
-        return False
-    try:
-        return json.loads(marker.read_text()).get("key") == key
-    except (OSError, json.JSONDecodeError):
-        return False
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Return True when the replay's Parquet is complete and its marker holds ``key``."""
+    return replay_status(*replay_paths(out_dir, exp_id, label), key) == "done"
 
 
 def save_replay(out_dir: Path, task: ReplayTask, result: pl.DataFrame, wall_s: float | None) -> Path:
     """Write the replay's Parquet, then its completion marker; return the Parquet path."""
-    parquet, marker = replay_paths(out_dir, task.exp_id, task.label)
-    parquet.parent.mkdir(parents=True, exist_ok=True)
-    if marker.exists():
-        marker.unlink()
-    tmp = parquet.with_name(parquet.name + ".tmp")
-    result.write_parquet(tmp)
-    os.replace(tmp, parquet)
-    _atomic_write_text(marker, json.dumps({"key": task.key, "policy": task.policy,
-                                           "rows": result.height, "wall_s": wall_s}))
-    return parquet
+    return store_replay(*replay_paths(out_dir, task.exp_id, task.label), result, task.key,
+                        policy=task.policy, wall_s=wall_s)
 
 
 def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float]:
@@ -312,11 +291,6 @@ def _policy_options(spec: PolicySpec, seed: int) -> dict[str, Any]:
     return options
 
 
-def _key(*parts: Any) -> str:
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
 def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                forecaster: dict[str, Any] | None) -> list[ReplayTask]:
     """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
@@ -338,7 +312,7 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
         if spec.forecaster == "learned" and forecaster is None:
             raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")
         fc_key = None if fc is None else {k: v for k, v in fc.items() if k != "tracking_uri"}
-        key = _key(base, spec.name, options, fc_key)
+        key = result_key(base, spec.name, options, fc_key)
         tasks.append(ReplayTask(exp.exp_id, spec.label, spec.name, options, fc, exp_jobs, pools,
                                 cfg.tick_s, key, cfg.locality))
     return tasks
@@ -484,7 +458,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
 
     p = cfg.predictors
     start = float(cfg.replay_start_day)
-    key = _key(asdict(cfg.trace), start, asdict(p), tracking_uri())
+    key = result_key(asdict(cfg.trace), start, asdict(p), tracking_uri())
     marker = out_dir / "predictors.json"
     if marker.exists():
         saved = json.loads(marker.read_text())
@@ -507,7 +481,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
                            alias=p.alias)
     saved = {"key": key, "run_id": outcome.run_id, "alias": p.alias,
              "tracking_uri": outcome.tracking_uri, "versions": outcome.versions}
-    _atomic_write_text(marker, json.dumps(saved, indent=2))
+    atomic_write_text(marker, json.dumps(saved, indent=2))
     return saved
 
 
@@ -550,7 +524,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     executor = executor or InlineExecutor()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
+    atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
 
     wl = load_trace(cfg)
     jobs, span_s = replay_window(wl.jobs, cfg)
@@ -562,7 +536,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     tasks_by_exp: dict[str, list[ReplayTask]] = {}
     for exp in experiments:
         (out_dir / exp.exp_id).mkdir(exist_ok=True)
-        _atomic_write_text(out_dir / exp.exp_id / "experiment.json",
+        atomic_write_text(out_dir / exp.exp_id / "experiment.json",
                            json.dumps(exp.to_dict(), indent=2))
         tasks_by_exp[exp.exp_id] = make_tasks(cfg, exp, jobs, forecaster)
     todo = [t for ts in tasks_by_exp.values() for t in ts
@@ -585,13 +559,13 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         per_job, summaries = score_experiment(cfg, exp, results)
         exp_dir = out_dir / exp_id
         per_job.write_parquet(exp_dir / "per_job.parquet")
-        _atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
+        atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
         files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
                  if make_plots else [])
         rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
         per_job_by_group.setdefault(exp.group, []).append(per_job)
         if tracker is not None:
-            run_key = _key([t.key for t in tasks_by_exp[exp_id]])
+            run_key = result_key([t.key for t in tasks_by_exp[exp_id]])
             result.run_ids[exp_id] = tracker.log_experiment(exp, summaries, run_key, files,
                                                             exp_dir / "per_job.parquet")
 
@@ -709,7 +683,7 @@ class _Tracker:
                                    tags={"sia.kind": "sweep", "sia.config": self.cfg.name})
             mlflow.log_params(self.cfg.to_params())
             mlflow.log_dict(self.cfg.to_dict(), "config.json")
-            _atomic_write_text(marker, json.dumps({"parent_run_id": run.info.run_id,
+            atomic_write_text(marker, json.dumps({"parent_run_id": run.info.run_id,
                                                    "tracking_uri": self.uri,
                                                    "digest": self.cfg.digest()}, indent=2))
         self._parent = run
@@ -746,7 +720,7 @@ class _Tracker:
                 mlflow.log_artifact(str(f), artifact_path="plots")
             mlflow.log_artifact(str(per_job), artifact_path="results")
             run_id = run.info.run_id
-        _atomic_write_text(marker, json.dumps({"run_id": run_id, "key": run_key,
+        atomic_write_text(marker, json.dumps({"run_id": run_id, "key": run_key,
                                                "tracking_uri": self.uri}))
         return run_id
 

@@ -289,6 +289,11 @@ def test_resume_reruns_only_the_missing_replay(tmp_path):
     third = ev.run_sweep(cfg, out, progress=False, log_mlflow=False,
                         make_plots=False)
     assert third.ran == ["exp-000/fcfs"]
+    # a truncated Parquet (its marker intact) is not a finished replay
+    parquet = out / "exp-001" / "fcfs.parquet"
+    parquet.write_bytes(parquet.read_bytes()[:100])
+    again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
+    assert again.ran == ["exp-001/fcfs"] and again.summary.equals(first.summary)
     # a changed config reruns everything it changes
     fourth = ev.run_sweep(parse_config(tiny(load_range=[0.7, 0.9])), out, progress=False,
                           log_mlflow=False)
