@@ -19,6 +19,10 @@ Replays every (workload, seed, policy) of CONFIG (default: the project's
 experiments/figure5.yaml) on synthetic workloads, scores each against FCFS
 and writes DIR/figure5.csv (one row per replay), DIR/figure5_summary.csv
 (median and range over seeds) and DIR/figure5.png (the three panels).
+Each replay's per-job result is kept as
+DIR/replays/WORKLOAD/seed-S/POLICY.parquet; running the same command again
+on the same DIR reuses the finished replays (a crashed or interrupted run
+resumes) and redoes those the config changed.
 
 \b
 Example:
@@ -40,7 +44,8 @@ def register(app: typer.Typer) -> None:
 
         cfg = load_figure5_config(config or DEFAULT_CONFIG)
         out_dir = out or output_root() / "figure5"
-        table = run_figure5(cfg, out_dir, workers=workers)
+        run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo)
+        table = run.table
         summary = summarize(table)
         t = Table(title="Figure 5: median [min, max] over seeds, vs FCFS")
         t.add_column("workload")
@@ -56,4 +61,7 @@ def register(app: typer.Typer) -> None:
         for r in gaps.iter_rows(named=True):
             typer.echo(f"oracle {r['workload']}/seed {r['seed']}: {r['oracle_status']}, "
                        f"gap {r['oracle_gap']:.4f}")
-        typer.echo(f"wrote {out_dir}/figure5.csv, figure5_summary.csv, figure5.png")
+        typer.echo(f"{len(run.ran)} replay(s) run, {len(run.reused)} reused from "
+                   f"{out_dir}/replays ({run.wall_s:.1f} s)")
+        typer.echo(f"wrote {out_dir}/figure5.csv, figure5_summary.csv, figure5.png and the "
+                   "per-job Parquet of every replay under replays/")

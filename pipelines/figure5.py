@@ -7,6 +7,15 @@ under the policy, and computes the metrics against FCFS
 slowdown (minutes), % of jobs slowed. Replays run on a local process pool
 (or in-process with one worker). Outputs in the output directory:
 
+* ``replays/WORKLOAD/seed-S/POLICY.parquet`` -- each replay's per-job result
+  (the columns of `sia replay`'s jobs.parquet), FCFS included, with its
+  completion marker ``POLICY.done.json`` (the replay's key, row count, wall
+  time and the oracle's solver facts). Re-running on the same directory
+  reuses every finished replay whose key (workload, seed, days, tick,
+  policy and its options) matches and redoes the rest
+  (:mod:`sia.pipelines.replay_store`); the tables and figure are always
+  recomputed from these files;
+* ``config.json`` -- the config of the last run;
 * ``figure5.csv`` -- one row per (workload, seed, policy), with the oracle's
   solver status and gap where it applies;
 * ``figure5_summary.csv`` -- per (workload, policy): median, min and max of
@@ -19,19 +28,29 @@ slowdown (minutes), % of jobs slowed. Replays run on a local process pool
 from __future__ import annotations
 
 import functools
+import json
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.synthetic import VARIANTS, generate_workload
-from sia.pipelines.executors import ProgressBar
+from sia.pipelines.executors import Executor, ProgressBar
 from sia.pipelines.experiment import read_yaml
+from sia.pipelines.replay_store import (
+    atomic_write_text,
+    read_marker,
+    replay_files,
+    replay_status,
+    result_key,
+    save_replay,
+)
 from sia.scheduler.metrics import compare
 from sia.scheduler.registry import POLICIES, make_policy
-from sia.scheduler.simulator import simulate
+from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 METRICS = (
     ("mean_speedup", "mean speedup (x)"),
@@ -56,21 +75,6 @@ class Figure5Config:
     warmup_s: float = 0.0
     tick_s: float = 300.0
     oracle: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Replay:
-    """One replay to run: a workload variant, a seed and a policy."""
-
-    workload: str
-    seed: int
-    policy: str
-    config: Figure5Config
-
-    @property
-    def name(self) -> str:
-        """Label for progress and errors."""
-        return f"{self.workload}/seed {self.seed}/{self.policy}"
 
 
 def load_figure5_config(path: Path | str) -> Figure5Config:
@@ -117,79 +121,183 @@ def parse_figure5_config(raw: dict, source: str = "<dict>") -> Figure5Config:
                          dict(oracle))
 
 
+@dataclass(frozen=True)
+class Replay:
+    """One replay to run: a workload variant, a seed and a policy."""
+
+    workload: str
+    seed: int
+    policy: str
+    config: Figure5Config
+
+    @property
+    def name(self) -> str:
+        """Label for progress and errors."""
+        return f"{self.workload}/seed {self.seed}/{self.policy}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Return the policy's options (the config's oracle options for the oracle, else none)."""
+        return dict(self.config.oracle) if self.policy == "oracle" else {}
+
+    @property
+    def key(self) -> str:
+        """Return the hash of what the replay depends on (workload, seed, length, tick, policy)."""
+        cfg = self.config
+        return result_key("figure5", self.workload, self.seed, cfg.days, cfg.tick_s, self.policy,
+                          self.options)
+
+    def files(self, out_dir: Path) -> tuple[Path, Path]:
+        """Return (``out_dir/replays/WORKLOAD/seed-S/POLICY.parquet``, its completion marker)."""
+        return replay_files(out_dir / "replays" / self.workload / f"seed-{self.seed}", self.policy)
+
+
+@dataclass
+class Figure5Run:
+    """What :func:`run_figure5` produced: the per-replay table and which replays ran or were reused."""
+
+    table: pl.DataFrame
+    ran: list[str] = field(default_factory=list)  # replays run now (Replay.name)
+    reused: list[str] = field(default_factory=list)  # finished replays found on disk
+    stale: list[str] = field(default_factory=list)  # on disk, made with other settings: redone
+    wall_s: float = 0.0
+
+
 @functools.lru_cache(maxsize=4)
-def _workload_and_baseline(workload: str, seed: int, days: float, tick_s: float
-                           ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, float]:
-    """Return (jobs, pools, FCFS result, FCFS wall seconds), computed once per process.
+def _workload(workload: str, seed: int, days: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the synthetic (jobs, pools), generated once per process and (workload, seed)."""
+    return generate_workload(workload, seed, days=days)
 
-    Every policy of a (workload, seed) is scored against the same FCFS replay.
+
+def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Replay one item; return (per-job result, ``RESULT_COLUMNS``; facts for its marker).
+
+    The facts are ``wall_s`` (the replay's wall time) and, for the oracle,
+    ``oracle_status``, ``oracle_gap``, ``oracle_delay_h`` and ``fcfs_delay_h``
+    (the MILP's total queueing delay and FCFS's, hours).
     """
-    jobs, pools = generate_workload(workload, seed, days=days)
+    jobs, pools = _workload(item.workload, item.seed, item.config.days)
+    policy = make_policy(item.policy, **item.options)
     t0 = time.perf_counter()
-    baseline = simulate(jobs, pools, make_policy("fcfs"), tick_s=tick_s)
-    return jobs, pools, baseline, time.perf_counter() - t0
+    result = simulate(jobs, pools, policy, tick_s=item.config.tick_s)
+    meta: dict[str, Any] = {"wall_s": time.perf_counter() - t0}
+    res = getattr(policy, "result", None)
+    if res is not None:
+        meta.update(oracle_status=res.status, oracle_gap=res.gap,
+                    oracle_delay_h=res.objective_s / 3600, fcfs_delay_h=res.fcfs_delay_s / 3600)
+    return result.select(RESULT_COLUMNS), meta
 
 
-def run_replay(item: Replay) -> dict[str, Any]:
-    """Run one replay; return its row of ``figure5.csv`` (metrics vs FCFS, timings, solver info)."""
-    cfg = item.config
-    jobs, pools, baseline, fcfs_s = _workload_and_baseline(item.workload, item.seed, cfg.days,
-                                                           cfg.tick_s)
-    options = cfg.oracle if item.policy == "oracle" else {}
-    policy = make_policy(item.policy, **options)
-    if item.policy == "fcfs":  # the baseline itself: same deterministic replay, not run twice
-        result, elapsed = baseline, fcfs_s
-    else:
-        t0 = time.perf_counter()
-        result = simulate(jobs, pools, policy, tick_s=cfg.tick_s)
-        elapsed = time.perf_counter() - t0
-    _, summary = compare(result, baseline, warmup_s=cfg.warmup_s, pools=pools)
-    row: dict[str, Any] = {
+def score_replay(item: Replay, result: pl.DataFrame, baseline: pl.DataFrame,
+                 meta: dict[str, Any]) -> dict[str, Any]:
+    """Return the replay's row of ``figure5.csv``: metrics vs FCFS, wall time, oracle facts."""
+    _, summary = compare(result, baseline, warmup_s=item.config.warmup_s)
+    return {
         "workload": item.workload, "seed": item.seed, "policy": item.policy,
         "n_jobs": summary["n_jobs"],
         **{k: summary[k] for k, _ in METRICS},
         "mean_queue_delay_min": (summary["mean_queue_delay_s"] or 0.0) / 60.0,
-        "runtime_s": elapsed,
-        "oracle_status": None, "oracle_gap": None, "oracle_delay_h": None, "fcfs_delay_h": None,
+        "runtime_s": meta.get("wall_s"),
+        **{k: meta.get(k) for k in ("oracle_status", "oracle_gap", "oracle_delay_h",
+                                    "fcfs_delay_h")},
     }
-    res = getattr(policy, "result", None)
-    if res is not None:
-        row.update(oracle_status=res.status, oracle_gap=res.gap,
-                   oracle_delay_h=res.objective_s / 3600, fcfs_delay_h=res.fcfs_delay_s / 3600)
-    return row
+
+
+def plan_replays(cfg: Figure5Config) -> list[Replay]:
+    """Return every replay of ``cfg``: each (workload, seed) under FCFS (the baseline) and each policy.
+
+    The slow oracle replays come first, so a process pool stays busy with the
+    short ones at the end.
+    """
+    policies = dict.fromkeys(("fcfs", *cfg.policies))
+    items = [Replay(w, s, p, cfg) for w in cfg.workloads for s in cfg.seeds for p in policies]
+    items.sort(key=lambda r: (r.policy != "oracle", r.workload, r.seed, r.policy))
+    return items
+
+
+def _config_dict(cfg: Figure5Config) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def _changed_keys(out: Path, cfg: Figure5Config) -> list[str]:
+    saved = read_marker(out / "config.json") or {}
+    now = _config_dict(cfg)
+    return [k for k in now if k in saved and saved[k] != now[k]]
 
 
 def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None = None,
-                progress: bool = True) -> pl.DataFrame:
-    """Run every replay of ``cfg``; write figure5.csv, figure5_summary.csv and figure5.png.
+                progress: bool = True, executor: Executor | None = None,
+                say: Callable[[str], None] | None = None) -> Figure5Run:
+    """Run (or resume) every replay of ``cfg``; write the per-job Parquet files and the outputs.
 
-    Returns the per-replay table (one row per workload, seed and policy).
+    Each replay's per-job result goes to ``out_dir/replays/WORKLOAD/seed-S/
+    POLICY.parquet`` with a completion marker (:mod:`sia.pipelines.replay_store`);
+    replays already finished there with the same key are reused, those made
+    with other settings are redone (``say`` reports both). The table, the
+    summary and the figure are then recomputed from the files. ``executor``
+    overrides ``workers`` (and is not closed here).
     """
     from sia.pipelines.executors import make_executor
 
+    clock = time.perf_counter()
+    say = say or (lambda msg: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    items = [Replay(w, s, p, cfg) for w in cfg.workloads for s in cfg.seeds for p in cfg.policies]
-    # the slow oracle replays first, so the pool stays busy with the short ones at the end
-    items.sort(key=lambda r: (r.policy != "oracle", r.workload, r.seed, r.policy))
-    executor = make_executor(workers)
-    rows = []
+    items = plan_replays(cfg)
+    status = [replay_status(*item.files(out), item.key) for item in items]
+    run = Figure5Run(pl.DataFrame(),
+                     reused=[i.name for i, st in zip(items, status, strict=True) if st == "done"],
+                     stale=[i.name for i, st in zip(items, status, strict=True) if st == "stale"])
+    if run.stale:
+        changed = _changed_keys(out, cfg)
+        why = f" (config changed: {', '.join(changed)})" if changed else ""
+        say(f"{len(run.stale)} replay(s) in {out / 'replays'} were made with other settings"
+            f"{why}; redoing them")
+    atomic_write_text(out / "config.json", json.dumps(_config_dict(cfg), indent=2))
+    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
+    say(f"reusing {len(run.reused)} of {len(items)} replays from {out / 'replays'}; "
+        f"running {len(todo)}")
+    own = executor is None
+    executor = executor or make_executor(workers)
     try:
-        with ProgressBar(progress, len(items), f"figure5 on {executor.description}") as advance:
-            for item, row in executor.run(run_replay, items):
-                rows.append(row)
-                advance(item.name, row["runtime_s"])
+        with ProgressBar(progress, len(todo), f"figure5 on {executor.description}") as advance:
+            for item, (frame, meta) in executor.run(run_replay, todo):
+                save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
+                run.ran.append(item.name)
+                advance(item.name, meta["wall_s"])
     finally:
-        executor.close()
-    order = {p: i for i, p in enumerate(cfg.policies)}
-    worder = {w: i for i, w in enumerate(cfg.workloads)}
-    table = pl.DataFrame(rows, infer_schema_length=None).sort(
-        pl.col("workload").replace_strict(worder), "seed", pl.col("policy").replace_strict(order))
-    table.write_csv(out / "figure5.csv")
-    summary = summarize(table)
+        if own:
+            executor.close()
+    run.table = read_table(cfg, out)
+    run.table.write_csv(out / "figure5.csv")
+    summary = summarize(run.table)
     summary.write_csv(out / "figure5_summary.csv")
     plot_figure5(summary, out / "figure5.png", cfg.workloads, cfg.policies)
-    return table
+    run.wall_s = time.perf_counter() - clock
+    return run
+
+
+def read_table(cfg: Figure5Config, out_dir: Path) -> pl.DataFrame:
+    """Return the per-replay table of ``cfg`` scored from the finished replays in ``out_dir``.
+
+    One row per (workload, seed, policy) in the config's order; each policy's
+    per-job Parquet is compared with the same (workload, seed)'s FCFS one.
+    Raises ConfigError naming the first replay that is not finished.
+    """
+    rows = []
+    for w in cfg.workloads:
+        for s in cfg.seeds:
+            frames = {}
+            for p in dict.fromkeys(("fcfs", *cfg.policies)):
+                item = Replay(w, s, p, cfg)
+                parquet, marker = item.files(out_dir)
+                if replay_status(parquet, marker, item.key) != "done":
+                    raise ConfigError(f"{out_dir}: replay {item.name} is not finished "
+                                      f"({parquet}); run sia figure5 again to complete it")
+                frames[p] = (item, pl.read_parquet(parquet), read_marker(marker) or {})
+            baseline = frames["fcfs"][1]
+            rows += [score_replay(*frames[p][:2], baseline, frames[p][2]) for p in cfg.policies]
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def summarize(table: pl.DataFrame) -> pl.DataFrame:

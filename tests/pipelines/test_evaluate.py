@@ -13,7 +13,7 @@ import yaml
 from sia.data.errors import ConfigError
 from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
-from sia.pipelines.executors import DaskExecutor, InlineExecutor, LocalExecutor
+from sia.pipelines.executors import DaskExecutor, LocalExecutor
 from sia.pipelines.experiment import load_config, parse_config
 from sia.scheduler.metrics import compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy
@@ -300,28 +300,11 @@ def test_resume_reruns_only_the_missing_replay(tmp_path):
     assert len(fourth.ran) == 2 * len(POLICIES)
 
 
-class _Interrupt(Exception):
-    pass
-
-
-class _Crashing(InlineExecutor):
-    """Runs ``n`` replays, then dies (an interrupted sweep)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def run(self, fn, items):
-        for i, pair in enumerate(super().run(fn, items)):
-            if i == self.n:
-                raise _Interrupt
-            yield pair
-
-
-def test_interrupted_sweep_resumes_without_redoing_finished_replays(tmp_path):
+def test_interrupted_sweep_resumes_without_redoing_finished_replays(tmp_path, crashing):
     cfg = parse_config(tiny())
     out = tmp_path / "res"
-    with pytest.raises(_Interrupt):
-        ev.run_sweep(cfg, out, _Crashing(3), progress=False, log_mlflow=False,
+    with pytest.raises(crashing.Interrupted):
+        ev.run_sweep(cfg, out, crashing(3), progress=False, log_mlflow=False,
                         make_plots=False)
     done = sorted(p.name for p in out.glob("exp-*/*.done.json"))
     assert len(done) == 3

@@ -1,0 +1,29 @@
+"""Fixtures shared by the pipeline tests."""
+
+from __future__ import annotations
+
+import pytest
+from sia.pipelines.executors import InlineExecutor
+
+
+class CrashingExecutor(InlineExecutor):
+    """Runs ``n`` replays in-process, then raises :attr:`Interrupted` (a crashed sweep)."""
+
+    class Interrupted(Exception):
+        """The simulated crash."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def run(self, fn, items):
+        """Yield the first ``n`` results, then raise."""
+        for i, pair in enumerate(super().run(fn, items)):
+            if i == self.n:
+                raise self.Interrupted
+            yield pair
+
+
+@pytest.fixture
+def crashing():
+    """Return the executor class that dies after ``n`` replays: ``crashing(n)``."""
+    return CrashingExecutor
