@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sia.scheduler.placement import (
+    WORK_S_PER_UNIT,
     ClusterState,
     CostModel,
     PlacementRequest,
@@ -66,7 +67,7 @@ class HungarianPlacer:
             except ValueError as err:
                 unplaced[r.job_id] = str(err)
         free = state.free.copy()
-        stats: dict = {"levels": {}}
+        stats: dict = {"levels": {}, "work_s": 0.0}
         total = 0
         for level in sorted(by_level, reverse=True):
             ranks = by_level[level]
@@ -83,6 +84,7 @@ class HungarianPlacer:
             ts = time.perf_counter()
             rows, cols = linear_sum_assignment(matrix)
             stats["levels"][level] = {"shape": (n, m + n), "solve_s": time.perf_counter() - ts}
+            stats["work_s"] += matrix.size * WORK_S_PER_UNIT["hungarian_entry"]
             total += int(matrix[rows, cols].sum())
             for row, col in zip(rows, cols, strict=True):
                 req = batch[ranks[row]]

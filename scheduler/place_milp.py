@@ -81,6 +81,7 @@ def solve_strl(
     hint: Mapping[int, int] | None = None,
     seed: int = 0,
     workers: int = 1,
+    deterministic: bool = False,
 ) -> StrlSolution:
     """Compile SUM_j MAX_o nCk(option) to a MILP and solve it with CP-SAT.
 
@@ -116,8 +117,12 @@ def solve_strl(
             for k, x in enumerate(xs[j]):
                 model.add_hint(x, k == o)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(1e-3, float(time_limit_s))
-    solver.parameters.num_workers = workers
+    if deterministic:  # CP-SAT's own work measure: same answer on any machine (one worker)
+        solver.parameters.max_deterministic_time = max(1e-3, float(time_limit_s))
+        solver.parameters.num_workers = 1
+    else:
+        solver.parameters.max_time_in_seconds = max(1e-3, float(time_limit_s))
+        solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     t0 = time.perf_counter()
     status = solver.solve(model)
@@ -132,7 +137,8 @@ def solve_strl(
     obj = float(solver.objective_value)
     bound = float(solver.best_objective_bound)
     gap = abs(bound - obj) / max(1.0, abs(obj))
-    stats = {"variables": sum(len(r) for r in xs) + len(xs), "supply_constraints": n_supply}
+    stats = {"variables": sum(len(r) for r in xs) + len(xs), "supply_constraints": n_supply,
+             "deterministic_time": float(solver.response_proto.deterministic_time)}
     return StrlSolution(choice, obj, bound, gap, name, solve_s, stats)
 
 
@@ -154,6 +160,9 @@ class MilpPlacer:
     ) -> None:
         if horizon_s <= 0 or slot_s <= 0 or slot_s > horizon_s:
             raise ValueError("MilpPlacer needs 0 < slot_s <= horizon_s")
+        #: True (set by a chain with enforce_budget="work"): the whole budget is CP-SAT
+        #: deterministic time (model building is not charged), one worker
+        self.deterministic = False
         self.cost = cost or CostModel()
         self.horizon_s = horizon_s
         self.slot_s = slot_s
@@ -248,9 +257,9 @@ class MilpPlacer:
                     break
         build_s = time.perf_counter() - t0
         try:
-            sol = solve_strl(
-                jobs, capacity, T, time_limit_s=max(1e-3, budget_s - build_s), hint=hint, seed=self.seed
-            )
+            limit = budget_s if self.deterministic else max(1e-3, budget_s - build_s)
+            sol = solve_strl(jobs, capacity, T, time_limit_s=limit, hint=hint, seed=self.seed,
+                             deterministic=self.deterministic)
         except RuntimeError as err:
             return PlacementResult.failed(self.name, batch, str(err), elapsed_s=time.perf_counter() - t0)
         # launch slot-0 choices, pack them per equivalence set
@@ -278,6 +287,7 @@ class MilpPlacer:
         stats = {
             "solve_s": sol.solve_s, "build_s": build_s, "gap": sol.gap, "bound": sol.bound,
             "status": sol.status, "hinted": len(hint), "sets": len(set_tags), **sol.stats,
+            "work_s": sol.stats["deterministic_time"],
         }
         return PlacementResult(
             self.name, placements, unplaced, elapsed_s=time.perf_counter() - t0,

@@ -334,3 +334,45 @@ def test_chain_hands_leftovers_to_the_next_solver():
     assert "first: skipped" in res.unplaced["z"] and "hungarian" in res.unplaced["z"]
     everyone_fails = PlacementChain([Failing()]).place(batch, state)
     assert everyone_fails.failure == "every solver failed" and everyone_fails.placements == {}
+
+
+def test_work_budget_is_deterministic_and_falls_through():
+    """enforce_budget="work": answers are judged by their work estimate, not by the clock."""
+    from sia.scheduler.place_milp import MilpPlacer
+
+    state = small_state(5, racks=2, per_rack=4, p_free=0.6)
+    batch = [R(f"j{k}", w) for k, w in enumerate([1, 2, 4, 1, 8, 2])]
+    clock = FakeClock()
+    solvers = [Slow(clock), MinCostFlowPlacer(), HungarianPlacer(), MilpPlacer()]
+    chain = PlacementChain(solvers, budget_s=1.0, enforce_budget="work", clock=clock)
+    # the chain switched the solvers with wall-clock limits to deterministic ones
+    assert solvers[1].deterministic and solvers[3].deterministic
+    res = chain.place(batch, state)
+    attempts = res.stats["attempts"]
+    # the "slow" solver's 10 s on the clock do not count: its work estimate is within budget
+    assert attempts[0].failure is None and not attempts[0].timed_out
+    assert res.stats["placed_by"] and set(res.stats["placed_by"].values()) == {"slow"}
+    validate_placement(res, batch, state)
+
+    class NoWork(Failing):
+        name = "nowork"
+
+        def place(self, batch, state, budget_s):
+            return PlacementResult(self.name, {}, {r.job_id: "x" for r in batch})
+
+    res = PlacementChain([NoWork(), HungarianPlacer()], enforce_budget="work").place(batch, state)
+    assert "no deterministic work" in res.stats["attempts"][0].failure
+    # each solver's estimate: positive, and the same on every call (no clock in it)
+    for solver in solvers[1:]:
+        a = solver.place(batch, state, 1.0).stats["work_s"]
+        b = solver.place(batch, state, 1.0).stats["work_s"]
+        assert a == b and a > 0
+    # a budget below the flow's work estimate makes the flow fail over budget, Hungarian next
+    tiny = MinCostFlowPlacer().place(batch, state, 1.0).stats["work_s"] / 2
+    res = PlacementChain([MinCostFlowPlacer(), HungarianPlacer()], budget_s=tiny,
+                         enforce_budget="work").place(batch, state)
+    first, second = res.stats["attempts"]
+    assert first.timed_out and "over work budget" in first.failure
+    assert second.solver == "hungarian"
+    with pytest.raises(ValueError, match="enforce_budget"):
+        PlacementChain([HungarianPlacer()], enforce_budget="wall")
