@@ -17,7 +17,8 @@ Binding (HiveD's virtual-to-physical mapping, done lazily)
 
 Opportunistic jobs
     take cells from the global free lists only, so they never land inside a
-    pool's bound cells; with ``strict_buddies`` (default) they also never take
+    pool's bound cells (but a pool may bind a cell they already sit in, see
+    below); with ``strict_buddies`` (default) they also never take
     (any part of) a free cell whose buddy is a bound cell, so a pool's bound
     cells keep free neighbours to grow into (SIA 5.5: "does not start opportunistic jobs
     in buddy cells of dedicated jobs"; ``spare_full_pools`` narrows this to
@@ -25,6 +26,24 @@ Opportunistic jobs
     is pending (a reservation that could not be met: SIA 5.5, "all subsequent
     requests to allocate opportunistic jobs will fail until the reservation is
     released").
+
+Binding over loans (``adopt_loans``)
+    With quota cells as large as a server, one small opportunistic job in
+    every unbound server keeps a pool from binding any (its 1-GPU job waits
+    although whole servers' worth of GPUs are idle). When no free cell can
+    be bound, the pool may bind a cell that opportunistic jobs hold part of,
+    if its request fits a free sub-cell there: the loans stay in it as
+    *guests* and run to completion (their cells then go to the pool), and
+    the cell is unbound again when the pool's last dedicated cell or
+    reservation in it leaves (guests return to the global domain). The cell
+    with the fewest guest GPUs is taken. HiveD binds such cells too (and
+    preempts the low-priority jobs); without preemption the guests stay.
+
+Packing inside a pool (``pack``)
+    Among a pool's free cells of the smallest fitting level, take the one in
+    the most occupied region (fewest free GPUs in its grandparent, then
+    higher ancestors), keeping larger free cells whole; otherwise the
+    lowest-numbered one.
 
 Cell state machine (``state[l][i]``)::
 
@@ -47,7 +66,8 @@ operation when ``debug=True``):
    are merged: no two FREE buddies in one domain (a bound cell is a boundary).
 3. Bound cells never nest; a pool binds at most its quota per level.
 4. DED/RES cells lie inside their pool's bound cells; OPP cells lie outside
-   every bound cell.
+   every bound cell (unless ``adopt_loans``: guests); every bound cell holds
+   at least one DED/RES cell, as its counter says.
 5. Counters (dedicated / reserved / opportunistic cells per pool and level)
    match the live allocations.
 6. HiveD's safety: cells not bound to any pool (free or held by
@@ -106,10 +126,18 @@ class BuddyAllocator:
         debug: bool = False,
         strict_buddies: bool = True,
         spare_full_pools: bool = False,
+        adopt_loans: bool = False,
+        pack: bool = False,
     ) -> None:
         self.topology = topology
         self.debug = debug
         self.strict_buddies = strict_buddies
+        #: when no free cell can be bound, bind a cell partly held by opportunistic jobs (which
+        #: stay in it as guests) if the request fits its free part (see the module docstring)
+        self.adopt_loans = adopt_loans
+        #: inside a pool's bound cells, take the free cell in the most occupied region
+        #: (fewest free GPUs in its ancestors) instead of the lowest-numbered one
+        self.pack = pack
         #: with strict_buddies: still allow the buddy of a bound cell whose pool has bound all
         #: its quota (it can never grow into the buddy, so keeping it free protects nobody)
         self.spare_full_pools = spare_full_pools
@@ -136,6 +164,9 @@ class BuddyAllocator:
             kind: np.zeros_like(self._quota) for kind in ("dedicated", "reservation", "opportunistic")
         }
         self._pending: dict[str, tuple[str, int]] = {}
+        #: bound cell (level, index) -> dedicated cells and reservations inside it
+        self._owned: dict[tuple[int, int], int] = {}
+        self.adoptions = 0  # bindings of cells that held opportunistic guests
         self._check()
 
     # ------------------------------------------------------------------ queries
@@ -256,15 +287,17 @@ class BuddyAllocator:
         index = self._split_down(_GLOBAL, src_level, src, level)
         return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
 
-    def allocate_at(self, job_id: str, pool: str, num_gpus: int, index: int) -> Allocation:
+    def allocate_at(self, job_id: str, pool: str, num_gpus: int, index: int, *,
+                    guest: bool = False) -> Allocation:
         """Take the given cell (level ``level_for(num_gpus)``, ``index``) for an opportunistic job.
 
         For a cell a fallback solver chose (or to put back a job whose cell was
         freed for a preemption that was then not needed). The cell must lie in
-        a FREE cell of the global lists (outside every pool's bound cells); the
-        buddy rule ``strict_buddies`` is not applied (that is why a fallback is
-        asked at all). Raises CannotAllocate if a reservation is pending or the
-        cell is not free.
+        a FREE cell of the global lists (outside every pool's bound cells), or,
+        with ``guest=True`` (a put-back), in a FREE cell of the bound cell that
+        holds it; the buddy rule ``strict_buddies`` is not applied (that is why a
+        fallback is asked at all). Raises CannotAllocate if a reservation is
+        pending or the cell is not free.
         """
         self._check_new(job_id, pool)
         level = self._level(num_gpus)
@@ -273,15 +306,19 @@ class BuddyAllocator:
             raise CannotAllocate(f"opportunistic job {job_id!r} blocked: reservation {first!r} is pending")
         if not 0 <= index < self.topology.n_cells(level):
             raise CannotAllocate(f"cell ({level},{index}) does not exist")
+        domain = self._domain_of(level, index)
+        if domain != _GLOBAL and not guest:
+            raise CannotAllocate(f"cell ({level},{index}) for {job_id!r} lies in a bound cell")
+        free = self._free[domain]
         for lv in range(level, self._top + 1):
             anc = index >> (lv - level)
-            if anc in self._free[_GLOBAL][lv]:
+            if anc in free[lv]:
                 break
         else:
             raise CannotAllocate(
-                f"cell ({level},{index}) for {job_id!r} is not inside a free unbound cell"
+                f"cell ({level},{index}) for {job_id!r} is not inside a free cell"
             )
-        self._free[_GLOBAL][lv].remove(anc)
+        free[lv].remove(anc)
         while lv > level:
             self._state[lv][anc] = SPLIT
             lv -= 1
@@ -289,19 +326,20 @@ class BuddyAllocator:
             self._state[lv][left] = FREE
             self._state[lv][left + 1] = FREE
             anc = index >> (lv - level)
-            self._free[_GLOBAL][lv].add(anc ^ 1)
-        self._free[_GLOBAL][lv].add(anc)
+            free[lv].add(anc ^ 1)
+        free[lv].add(anc)
         return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
 
     def release(self, alloc_id: str) -> None:
-        """Free the cell of allocation ``alloc_id``, merge buddies and unbind empty bound cells."""
+        """Free the cell of allocation ``alloc_id``, merge buddies and unbind bound cells left without dedicated cells."""
         alloc = self._allocs.pop(alloc_id, None)
         if alloc is None:
             raise KeyError(f"no live allocation {alloc_id!r}")
         k = self._pool_index[alloc.pool]
         self._count[alloc.kind][k, alloc.level] -= 1
         lv, i = alloc.level, alloc.index
-        domain = _GLOBAL if alloc.kind == "opportunistic" else self._domain_of(lv, i)
+        domain = self._domain_of(lv, i)
+        owner = self._bound_ancestor(lv, i) if alloc.kind != "opportunistic" else None
         self._state[lv][i] = FREE
         self._free[domain][lv].add(i)
         while True:
@@ -322,6 +360,14 @@ class BuddyAllocator:
                 self._free[domain][lv].add(i)
                 continue
             break
+        if owner is not None:
+            left = self._owned.get(owner, 0) - 1
+            if left > 0:
+                self._owned[owner] = left
+            else:
+                self._owned.pop(owner, None)
+                if self._bound[owner[0]][owner[1]] >= 0:  # only guests are left in it
+                    self._unbind_with_guests(*owner)
         self._check()
 
     # ----------------------------------------------------------------- internals
@@ -344,15 +390,22 @@ class BuddyAllocator:
                 return int(owner)
         return _GLOBAL
 
+    def _bound_ancestor(self, level: int, index: int) -> tuple[int, int] | None:
+        """The bound cell (level, index) containing cell (level, index), or None."""
+        for lv in range(level, self._top + 1):
+            anc = index >> (lv - level)
+            if self._bound[lv][anc] >= 0:
+                return lv, anc
+        return None
+
     def _allocate_in_quota(self, alloc_id: str, pool: str, num_gpus: int, kind: str) -> Allocation:
         self._check_new(alloc_id, pool)
         level = self._level(num_gpus)
         k = self._pool_index[pool]
         # 1. inside the pool's bound cells (buddies of its other dedicated cells)
-        for lv in range(level, self._top + 1):
-            if self._free[k][lv]:
-                index = self._split_down(k, lv, min(self._free[k][lv]), level)
-                return self._commit(alloc_id, pool, kind, level, index, num_gpus)
+        index = self._take_in_pool(k, level)
+        if index is not None:
+            return self._commit(alloc_id, pool, kind, level, index, num_gpus)
         # 2. bind one more quota cell, smallest level first
         unbound = self._quota[k] - self._bound_count[k]
         levels = [lv for lv in range(level, self._top + 1) if unbound[lv] > 0]
@@ -362,14 +415,78 @@ class BuddyAllocator:
                 f"for {alloc_id!r}"
             )
         for lv in levels:
-            if self._bind(k, lv):
-                src = min(self._free[k][lv])
-                index = self._split_down(k, lv, src, level)
+            if self._bind(k, lv) or (self.adopt_loans and self._bind_over_loans(k, lv, level)):
+                index = self._take_in_pool(k, level)
+                assert index is not None, "a freshly bound cell has no room"
                 return self._commit(alloc_id, pool, kind, level, index, num_gpus)
         raise CannotAllocate(
             f"no free cell can be bound to pool {pool!r} for {alloc_id!r} now "
             "(cells held by opportunistic jobs, or binding would break safety)"
         )
+
+    def _take_in_pool(self, k: int, level: int) -> int | None:
+        """Split the smallest free cell of level >= ``level`` in pool k's lists down to ``level``; its index."""
+        free = self._free[k]
+        for lv in range(level, self._top + 1):
+            if free[lv]:
+                pick = min(free[lv]) if not self.pack or len(free[lv]) == 1 else min(
+                    free[lv], key=lambda c, lv=lv: (self._region_free(free, lv, c), c))
+                return self._split_down(k, lv, pick, level)
+        return None
+
+    def _region_free(self, free: list[set[int]], level: int, index: int) -> tuple[int, ...]:
+        """Free GPUs in each ancestor of cell (level, index), from its grandparent up to the top."""
+        out = []
+        for anc_lv in range(level + 2, self._top + 1):
+            anc = index >> (anc_lv - level)
+            out.append(sum((1 << lv) for lv in range(anc_lv) for c in free[lv]
+                           if c >> (anc_lv - lv) == anc))
+        return tuple(out)
+
+    def _bind_over_loans(self, k: int, level: int, need: int) -> bool:
+        """Bind to pool k a global cell of ``level`` that opportunistic jobs hold part of.
+
+        Only when no free cell could be bound: the cell must lie outside every
+        bound cell, hold no bound cell, and have a free sub-cell of level >=
+        ``need`` (the request's level) in the global lists. Its opportunistic
+        jobs stay as *guests* (they run to completion; their cells then go to
+        the pool) and its free sub-cells move to the pool's lists. Among the
+        candidates, the one with the most free GPUs (fewest guests), then near
+        the pool's other cells, then the lowest index; HiveD's safety is
+        checked as for any binding. Returns False if none qualifies.
+        """
+        span = 1 << level
+        free_in: dict[int, int] = {}
+        room: set[int] = set()
+        for lv in range(level):
+            for c in self._free[_GLOBAL][lv]:
+                anc = c >> (level - lv)
+                free_in[anc] = free_in.get(anc, 0) + (1 << lv)
+                if lv >= need:
+                    room.add(anc)
+        cands = []
+        for i in room:
+            if (self._state[level][i] != SPLIT or self._bound_sub[level][i] != 0
+                    or self._domain_of(level, i) != _GLOBAL):
+                continue
+            cands.append(((span - free_in[i], self._near_pool(k, level, i), i), i))
+        if not cands:
+            return False
+        cands.sort()
+        demand_after = self.unbound_quota()
+        demand_after[level] -= 1
+        for _, i in cands:
+            self._mark_bound(level, i, k, +1)
+            if cells_shortfall(self.available_cells(), demand_after) is None:
+                for lv in range(level):
+                    inside = [c for c in self._free[_GLOBAL][lv] if c >> (level - lv) == i]
+                    for c in inside:
+                        self._free[_GLOBAL][lv].remove(c)
+                        self._free[k][lv].add(c)
+                self.adoptions += 1
+                return True
+            self._mark_bound(level, i, k, -1)
+        return False
 
     def _near_pool(self, k: int, level: int, index: int) -> int:
         """0 if cell shares a rack with a bound cell of pool k, else 1."""
@@ -416,6 +533,16 @@ class BuddyAllocator:
         self._free[k][level].discard(index)
         self._mark_bound(level, index, k, -1)
         self._free[_GLOBAL][level].add(index)
+
+    def _unbind_with_guests(self, level: int, index: int) -> None:
+        """Unbind a bound cell whose last dedicated cell left while guests remain: back to the global domain."""
+        k = int(self._bound[level][index])
+        self._mark_bound(level, index, k, -1)
+        for lv in range(level):
+            inside = [c for c in self._free[k][lv] if c >> (level - lv) == index]
+            for c in inside:
+                self._free[k][lv].remove(c)
+                self._free[_GLOBAL][lv].add(c)
 
     def _opportunistic_ok(self, level: int, index: int) -> bool:
         if not self.strict_buddies or level == self._top:
@@ -467,8 +594,11 @@ class BuddyAllocator:
         return index
 
     def _commit(self, alloc_id, pool, kind, level, index, num_gpus) -> Allocation:
-        domain = _GLOBAL if kind == "opportunistic" else self._pool_index[pool]
+        domain = self._domain_of(level, index)
         self._free[domain][level].remove(index)
+        if kind != "opportunistic":
+            owner = self._bound_ancestor(level, index)
+            self._owned[owner] = self._owned.get(owner, 0) + 1
         self._state[level][index] = _KIND_STATE[kind]
         first = index << level
         alloc = Allocation(
@@ -534,7 +664,7 @@ class BuddyAllocator:
                 raise InvariantError(f"allocation {alloc.alloc_id!r}: cell state mismatch")
             domain = self._domain_of(alloc.level, alloc.index)
             k = self._pool_index[alloc.pool]
-            if alloc.kind == "opportunistic" and domain != _GLOBAL:
+            if alloc.kind == "opportunistic" and domain != _GLOBAL and not self.adopt_loans:
                 raise InvariantError(f"allocation {alloc.alloc_id!r}: opportunistic inside a bound cell")
             if alloc.kind != "opportunistic" and domain != k:
                 raise InvariantError(f"allocation {alloc.alloc_id!r}: dedicated outside its pool's cells")
@@ -542,6 +672,17 @@ class BuddyAllocator:
         for kind, arr in counts.items():
             if not np.array_equal(arr, self._count[kind]):
                 raise InvariantError(f"counters: {kind} cells per pool/level disagree")
+        owned: dict[tuple[int, int], int] = {}
+        for alloc in self._allocs.values():
+            if alloc.kind != "opportunistic":
+                owner = self._bound_ancestor(alloc.level, alloc.index)
+                owned[owner] = owned.get(owner, 0) + 1
+        if owned != self._owned:
+            raise InvariantError("binding: dedicated cells per bound cell disagree with the counters")
+        for lv in range(top + 1):
+            for i in np.flatnonzero(self._bound[lv] >= 0).tolist():
+                if (lv, i) not in owned:
+                    raise InvariantError(f"binding: bound cell ({lv},{i}) holds no dedicated cell")
         used = sum(int(np.isin(st[lv], (OPP, DED, RES)).sum()) for lv in range(top + 1))
         if used != len(self._allocs):
             raise InvariantError("allocations: used cells and live allocations disagree")

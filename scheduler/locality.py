@@ -28,9 +28,12 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   already fragmentation-free, and a dedicated cell outside the pool's quota
   cells would break the safety invariant. The chain is called per job (the
   policies decide one start at a time), so the MILP's plan-ahead sees a
-  batch of one. Each solver gets ``budget_s`` as its time limit, but the
-  chain does not reject an answer that came back late
-  (``enforce_budget=False``), so a replay does not depend on machine speed.
+  batch of one. The budget is enforced deterministically
+  (``enforce_budget="work"``): each answer's work estimate (graph arcs,
+  matrix entries, CP-SAT deterministic time; see
+  :data:`~sia.scheduler.placement.WORK_S_PER_UNIT`) must stay within
+  ``budget_s``, and the solvers run with deterministic limits, so a replay
+  never depends on machine speed or load.
 * Reservations (SIA only): :meth:`CellCluster.reserve` reserves cells of a
   pool's quota; one that cannot be met stays pending in the allocator and
   every opportunistic request fails until :meth:`clear_reservations`.
@@ -92,7 +95,11 @@ class LocalityConfig:
     ``strict_buddies``): only out of the buddies of cells of pools that still
     have unbound quota (a pool whose quota is all bound cannot grow into its
     buddy; with one 8-GPU cell per pool the strict rule would forbid lending
-    any whole server next to a busy pool); ``debug``: check the buddy
+    any whole server next to a busy pool); ``adopt_loans``: when no free cell
+    can be bound to a pool, bind one that opportunistic jobs hold part of, if
+    the request fits its free part (the loans stay as guests; see
+    :mod:`sia.scheduler.buddy`); ``pack``: place dedicated cells in the
+    most occupied region of the pool's bound cells; ``debug``: check the buddy
     invariants after every operation. Preemption: ``preemptible_fraction``
     of the jobs (drawn with ``seed``) are preemptible on top of the trace's
     ``preemptible`` column; ``preempt`` lets SIA stop them; each preemption
@@ -105,6 +112,8 @@ class LocalityConfig:
     budget_s: float = 0.5
     strict_buddies: bool = True
     spare_full_pools: bool = True
+    adopt_loans: bool = True
+    pack: bool = True
     debug: bool = False
     preempt: bool = False
     preemptible_fraction: float = 0.0
@@ -307,7 +316,7 @@ class CellCluster(Cluster):
         self.preemptible = preemptible
         extra = config.chain[1:]
         self.chain = (PlacementChain([make_solver(s) for s in extra], budget_s=config.budget_s,
-                                     enforce_budget=False) if extra else None)
+                                     enforce_budget="work") if extra else None)
         super().__init__(quota, gpus_per_server=config.gpus_per_server, track_gpus=True)
 
     # ------------------------------------------------------------------ state
@@ -319,7 +328,9 @@ class CellCluster(Cluster):
         self.held: dict[int, np.ndarray] = {}
         self.buddy = BuddyAllocator(topo, self.cell_quotas, debug=self.config.debug,
                                     strict_buddies=self.config.strict_buddies,
-                                    spare_full_pools=self.config.spare_full_pools)
+                                    spare_full_pools=self.config.spare_full_pools,
+                                    adopt_loans=self.config.adopt_loans,
+                                    pack=self.config.pack)
         for k, (size, count) in enumerate(self.cell_quotas.get(PAD_POOL, {}).items()):
             for c in range(count):
                 a = self.buddy.allocate_dedicated(f"pad{k}.{c}", PAD_POOL, size)
@@ -498,12 +509,12 @@ class CellCluster(Cluster):
             a = self.allocs[v]
             if grant is not None:
                 try:
-                    self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index)
+                    self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index, guest=True)
                     continue
                 except CannotAllocate:
                     victims.append(v)
             else:
-                self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index)
+                self.buddy.allocate_at(str(v), a.pool, a.num_gpus, a.index, guest=True)
         if grant is None:
             return None
         for v in victims:
@@ -605,6 +616,7 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     state = run_trace(trace, cluster, policy, tick_s=tick_s, check_invariants=check_invariants,
                       progress=progress)
     summary = cluster.stats.summary()
+    summary["adoptions"] = cluster.buddy.adoptions
     summary["preempted_jobs"] = int((state.n_preempted > 0).sum())
     return result_table(trace, order, state, jobs), summary
 

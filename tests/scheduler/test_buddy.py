@@ -101,6 +101,55 @@ def test_binding_that_breaks_safety_is_refused():
     assert b.allocate_dedicated("c1", "c", 8).index == 1
 
 
+def test_binding_over_loans_keeps_them_as_guests_until_the_last_dedicated_cell_leaves():
+    topo = Topology(racks=1, servers_per_rack=2)  # 16 GPUs
+    quotas = {"a": {8: 1}, "b": {8: 1}}
+    plain = BuddyAllocator(topo, quotas, debug=True, strict_buddies=False)
+    b = BuddyAllocator(topo, quotas, debug=True, strict_buddies=False, adopt_loans=True)
+    for alloc in (plain, b):
+        alloc.allocate_opportunistic("o1", "b", 2)  # server 0, GPUs 0-1
+        alloc.allocate_opportunistic("o2", "b", 4)  # server 0, GPUs 4-7 (best fit)
+        alloc.allocate_dedicated("b1", "b", 8)  # server 1, the only free whole server
+    with pytest.raises(CannotAllocate, match="can be bound"):
+        plain.allocate_dedicated("a1", "a", 2)  # no whole server is free
+    a1 = b.allocate_dedicated("a1", "a", 2)  # server 0 bound to a with o1, o2 inside
+    assert a1.gpus == (2, 3) and b.adoptions == 1
+    assert b.usage("a")["bound"][3] == 1 and b.allocation("o1").kind == "opportunistic"
+    with pytest.raises(CannotAllocate, match="can be bound|over quota"):
+        b.allocate_dedicated("a2", "a", 4)  # a's server has no free 4-cell while o2 runs
+    b.release("o2")  # the guest's cell goes to a
+    assert b.free_cells(2, "a") == [1]
+    assert b.allocate_dedicated("a2", "a", 4).gpus == (4, 5, 6, 7)
+    b.release("a1")
+    b.release("a2")  # a's last dedicated cell leaves: server 0 unbound, guest o1 stays
+    assert sum(b.usage("a")["bound"]) == 0 and "o1" in b.allocations
+    assert b.free_cells(1) == [1] and b.free_cells(2) == [1]
+    b.release("o1")
+    assert b.free_cells(3) == [0]
+    # a request that does not fit the free part of any server is not bound over loans
+    b.allocate_opportunistic("o3", "b", 1)
+    with pytest.raises(CannotAllocate):
+        b.allocate_dedicated("a3", "a", 8)
+    assert b.adoptions == 1
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_packing_keeps_the_larger_free_cell_whole(pack):
+    b = BuddyAllocator(one_server(), {"a": {8: 1}}, debug=True, pack=pack)
+    for name, width in [("x", 1), ("t", 1), ("u", 2), ("y1", 1), ("y2", 1), ("y3", 1), ("y4", 1)]:
+        b.allocate_dedicated(name, "a", width)
+    for name in ("t", "u", "y4"):
+        b.release(name)  # free: GPU 1, GPUs 2-3 (half 0) and GPU 7 (half 1)
+    assert b.allocate_dedicated("n", "a", 1).gpus == ((7,) if pack else (1,))
+    b.release("x")
+    # packed: half 0 (GPUs 0-3) is whole again and a 4-GPU gang fits; unpacked it does not
+    if pack:
+        assert b.allocate_dedicated("w", "a", 4).gpus == (0, 1, 2, 3)
+    else:
+        with pytest.raises(CannotAllocate):
+            b.allocate_dedicated("w", "a", 4)
+
+
 def test_unsatisfiable_quota_rejected():
     with pytest.raises(ConfigError, match="cannot be satisfied"):
         BuddyAllocator(Topology(racks=1, servers_per_rack=2), {"a": {8: 2}, "b": {4: 1}})
@@ -117,13 +166,14 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=120, deadline=None)
-@given(ops=OPS, strict=st.booleans())
-def test_invariants_hold_under_random_operations(ops, strict):
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, strict=st.booleans(), adopt=st.booleans())
+def test_invariants_hold_under_random_operations(ops, strict, adopt):
     """Debug mode re-checks every invariant (safety included) after every operation."""
     topo = Topology(racks=2, servers_per_rack=2)  # 32 GPUs, racks of 16
     quotas = {"p0": {8: 1, 2: 1}, "p1": {16: 1}, "p2": {4: 1, 1: 2}}
-    b = BuddyAllocator(topo, quotas, debug=True, strict_buddies=strict)
+    b = BuddyAllocator(topo, quotas, debug=True, strict_buddies=strict, adopt_loans=adopt,
+                       pack=adopt)
     pools = list(quotas)
     for n, (op, p, width, pick) in enumerate(ops):
         pool = pools[p]
