@@ -75,14 +75,14 @@ point instead. Both are exact, not approximations.
 
 from __future__ import annotations
 
-import itertools
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.siavc_pass import bulk_pass
 from sia.scheduler.view import SimView, Start, TraceArrays
-from sia.scheduler.vst import fcfs_baseline_starts, fcfs_pool_starts
+from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
 
 _EPS = 1e-6  # seconds
 
@@ -107,19 +107,27 @@ class SiaVCPolicy:
         self._pool = trace.pool.tolist()
         self._quota = trace.quota.tolist()
         self._C = int(trace.quota.sum())
-        self._F = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
-                                       trace.quota).tolist()
+        F = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
+                                 trace.quota)
+        self._F = F.tolist()
+        self._F_np = F
+        self._deadline = F + _EPS  # a guard's re-run fails past F (+1 us)
         self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
+        self._pool_jobs_np = [np.asarray(pj, dtype=np.int64) for pj in trace.pool_jobs]
+        self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
         self._dur_np = np.asarray(trace.duration, dtype=np.float64)
         P = trace.n_pools
         #: per pool: the cached clock as numpy arrays, keyed by its version
         self._np: list[tuple | None] = [None] * P
+        #: every pool's clock laid end to end for the pass, keyed by the pools' versions
+        self._cat: tuple | None = None
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
-        #: per pool: cached virtual clock, (jobs, VSTs) of a prefix of its unstarted jobs in
-        #: arrival order (VSTs non-decreasing), and whether that prefix is all of them
-        self._vc: list[tuple[list[int], list[float], list[int]] | None] = [None] * P
+        #: per pool: cached virtual clock, (jobs, VSTs, GPUs free after each start) of a prefix
+        #: of its unstarted jobs in arrival order (numpy; VSTs non-decreasing)
+        self._vc: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * P
+        #: per pool: whether that prefix is all of its unstarted jobs
         #: per pool: bumped whenever its clock or charges change (keys the fast-fail memo)
         self._ver = [0] * P
         self._ff: dict[tuple[int, int], tuple] = {}
@@ -132,34 +140,28 @@ class SiaVCPolicy:
                       "resims": 0}
 
     # ------------------------------------------------------------------ helpers
-    def _seq(self, p: int, pending: list[int], k_future: int):
-        return itertools.chain(pending, itertools.islice(self._pool_jobs[p], k_future, None))
-
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
              check: bool = False, idle_after: float = math.inf
-             ) -> tuple[list[int], list[float], list[int]]:
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
-        right after each start) of the prefix run.
+        right after each start) of the prefix run, as numpy arrays.
 
         ``check=False``: every pending job, then future jobs up to and including
         the first whose VST is at or after ``until``. ``check=True``: on until the
         first idle point among jobs submitted at or after ``idle_after``, stopping
         early after the first job whose VST passes its FCFS start F (+1 us).
         """
-        seq = self._seq
-        eps = _EPS
-        rem: list[int] = []
-        F = self._F
-        vst = fcfs_pool_starts(
-            map(self._submit.__getitem__, seq(p, pending, k_future)),
-            map(self._dur.__getitem__, seq(p, pending, k_future)),
-            map(self._gpus.__getitem__, seq(p, pending, k_future)), self._quota[p],
-            now=now, busy=[c for c in self._charges[p] if c[0] > now],
-            stop_when_idle=check, idle_after=idle_after,
-            until=math.inf if check else until, keep=len(pending),
-            deadline=(F[k] + eps for k in seq(p, pending, k_future)) if check else None, rem=rem,
+        order = np.concatenate((np.array(pending, dtype=np.int64),
+                                self._pool_jobs_np[p][k_future:]))
+        busy = [c for c in self._charges[p] if c[0] > now]
+        vst, rem = fcfs_clock(
+            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p], now=now,
+            busy_end=np.array([e for e, _ in busy], dtype=np.float64),
+            busy_gpus=np.array([g for _, g in busy], dtype=np.int64),
+            stop_when_idle=check, idle_after=idle_after, until=math.inf if check else until,
+            keep=len(pending), deadline=self._deadline if check else None,
         )
-        return list(itertools.islice(seq(p, pending, k_future), len(vst))), vst, rem
+        return order[: vst.shape[0]], vst, rem
 
     def _charged_free(self, q: int, now: float) -> int:
         return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
@@ -180,7 +182,7 @@ class SiaVCPolicy:
             c = None
         if c is not None:
             jobs, vs, _ = c
-            if not jobs:
+            if not jobs.size:
                 if self._vc_full[p] and not pend:
                     return c
             elif (vs[0] >= now and (self._vc_full[p] or vs[-1] >= horizon)
@@ -191,7 +193,7 @@ class SiaVCPolicy:
         jobs, vs, rem = self._sim(p, pend, k_future, now, until=reach)
         self._vc[p] = (jobs, vs, rem)
         self._ver[p] += 1
-        self._vc_full[p] = len(jobs) == len(pend) + len(self._pool_jobs[p]) - k_future
+        self._vc_full[p] = jobs.size == len(pend) + len(self._pool_jobs[p]) - k_future
         return jobs, vs
 
     # ------------------------------------------------------------------ decide
@@ -243,9 +245,9 @@ class SiaVCPolicy:
         w = math.inf
         for p in range(P):
             jobs, vs, _ = self._vc[p]
-            i = bisect_right(vs, now)
-            if i < len(vs) and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
-                w = vs[i]
+            i = int(np.searchsorted(vs, now, side="right"))
+            if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
+                w = float(vs[i])
         self._wakeup = w if w < math.inf else None
         return starts
 
@@ -253,10 +255,8 @@ class SiaVCPolicy:
         """Return pool ``p``'s cached clock as numpy (VSTs s, jobs, GPUs, durations s)."""
         c = self._np[p]
         if c is None or c[0] != self._ver[p]:
-            jobs, vs, _ = self._vc[p]
-            J = np.array(jobs, dtype=np.int64)
-            c = (self._ver[p], np.array(vs, dtype=np.float64), J, self._gpus_np[J],
-                 self._dur_np[J])
+            J, vs, _ = self._vc[p]
+            c = (self._ver[p], vs, J, self._gpus_np[J], self._dur_np[J])
             self._np[p] = c
         return c[1], c[2], c[3], c[4]
 
@@ -286,76 +286,27 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q, now) for q in range(len(pend))]
-        Vs, Js, Gs, Ds = [], [], [], []
-        for p in range(len(pend)):
-            if not self._vc[p][0]:
-                continue
-            V, J, G, D = self._arrays(p)
-            k = max(len(pend[p]), int(np.searchsorted(V, horizon, side="left")))
-            Vs.append(V[:k])
-            Js.append(J[:k])
-            Gs.append(G[:k])
-            Ds.append(D[:k])
-        if not Vs:
+        P = len(pend)
+        key = tuple(self._ver)
+        cat = self._cat
+        if cat is None or cat[0] != key:
+            parts = [self._arrays(p) for p in range(P)]
+            seg = np.zeros(P + 1, dtype=np.int64)
+            np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
+            cat = (key, seg, *(np.concatenate([x[i] for x in parts]) for i in range(4)))
+            self._cat = cat
+        _, seg, Vall, Jall, Gall, Dall = cat
+        Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
+            Vall, Jall, Gall, Dall, seg, np.array([len(x) for x in pend], dtype=np.int64),
+            horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            run_end=np.array(run_e, dtype=np.float64), run_gpus=np.array(run_g, dtype=np.int64))
+        if not Jc_a.size:
             return None
-        V, J, G, D = (np.concatenate(x) for x in (Vs, Js, Gs, Ds))
-        order = np.lexsort((J, V))
-        V, J, G, D = V[order], J[order], G[order], D[order]
-        arrived = J < n_arr
-        arr_pos = np.flatnonzero(arrived)
-        if not arr_pos.size:
-            return None
-        res = (G > 0) & (D > 0)
-        rg = np.where(res, G, 0)
-        run_e_a = np.array(run_e, dtype=np.float64)
-        run_g_a = np.array(run_g, dtype=np.int64)
-        level0 = int(run_g_a[run_e_a > now].sum())
-        now_add = np.where(V <= now, rg, 0)
-        lnow_after = level0 + np.cumsum(now_add)
-        last = int(arr_pos[-1])
-        hit = np.flatnonzero(lnow_after[: last + 1] >= C)
-        end = int(hit[0]) if hit.size else last
-        n = end + 1
-        V, J, G, D, res, rg = V[:n], J[:n], G[:n], D[:n], res[:n], rg[:n]
-        lnow_before = lnow_after[:n] - now_add[:n]
-        ci = np.flatnonzero(arrived[:n] & (G <= free) & (lnow_before + G <= C))
-        if not ci.size:
-            return None
-        # the plan: level at each distinct reservation start u (running jobs + reservations)
-        rv, rd, rgs = V[res], D[res], G[res]
-        u = np.unique(rv)
-        cs = np.concatenate(([0], np.cumsum(rgs)))
-        re = rv + rd
-        eo = np.argsort(re, kind="stable")
-        re_s = re[eo]
-        ce = np.concatenate(([0], np.cumsum(rgs[eo])))
-        ro = np.argsort(run_e_a, kind="stable")
-        run_s = run_e_a[ro]
-        cr = np.concatenate(([0], np.cumsum(run_g_a[ro])))
-        lv = (int(run_g_a.sum()) - cr[np.searchsorted(run_s, u, side="right")]
-              + cs[np.searchsorted(rv, u, side="right")] - ce[np.searchsorted(re_s, u, side="right")])
-        pm = np.maximum.accumulate(lv) if lv.size else lv
-        # each candidate's MaxReservation(now, d) over the plan of the jobs before it
-        Vc, Dc, Gc, lnb = V[ci], D[ci], G[ci], lnow_before[ci]
-        limit = now + Dc
-        m = np.searchsorted(u, np.minimum(Vc, limit), side="left")
-        top = lnb.copy()
-        has = m > 0
-        top[has] = np.maximum(top[has], pm[m[has] - 1])
-        cg = np.concatenate(([0], np.cumsum(rg)))  # exclusive prefix sums of reserved GPUs
-        gs = np.searchsorted(V, Vc, side="left")
-        ge = np.searchsorted(V, Vc, side="right")
-        prior = cg[ci] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
-        tie = (prior > 0) & (Vc < limit)
-        if tie.any():
-            iu = np.searchsorted(u, Vc[tie])
-            partial = lv[iu] - (cg[ge[tie]] - cg[ci[tie]])
-            top[tie] = np.maximum(top[tie], partial)
-        fails = (top + Gc > C).tolist()
+        fails = fails_a.tolist()
         # walk the candidates in order; skip those dominated by an already-failed (g, d)
         gmax = int(Gc.max())
         best = np.full(gmax + 1, np.inf)  # best[g]: least d failed by a job of width <= g
-        Jc, Vcl, Dcl, Gcl = J[ci].tolist(), Vc.tolist(), Dc.tolist(), Gc.tolist()
+        Jc, Vcl, Dcl, Gcl = Jc_a.tolist(), Vc.tolist(), Dc.tolist(), Gc.tolist()
         pool, stats = self._pool, self.stats
         # (pool, g) -> (d, early starts, failed checks) of a guard that failed without a re-run:
         # its outcome depends only on the shares (pool, g, free_of) and the lenders' fast-fail,
@@ -363,7 +314,7 @@ class SiaVCPolicy:
         # at least d fails the same way (see _lender_fails)
         gfail: dict[tuple[int, int], tuple[float, int, int]] = {}
         k = 0
-        nc = ci.size
+        nc = Jc_a.size
         while k < nc:
             idx = k + np.flatnonzero(Dc[k:] < best[Gc[k:]])
             for i in idx.tolist():
@@ -398,8 +349,8 @@ class SiaVCPolicy:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
             jobs, vs, rem = self._vc[p]
-            i = jobs.index(j)
-            del jobs[i], vs[i], rem[i]
+            i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
+            self._vc[p] = (np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
             self._ver[p] += 1
             if v != now:  # within _EPS of now: later starts may move by that much
                 self._stale.add(p)
@@ -436,15 +387,17 @@ class SiaVCPolicy:
             pend_p = [k for k in pend[p] if k != j]
             new = {}
             ok = True
-            for q in sorted(set(shares) | {p}):
+            # lenders first: their clocks are short, while the own pool's re-run walks its
+            # whole backlog; all must pass, so the order changes nothing but the cost
+            for q in sorted(set(shares) - {p}) + [p]:
                 jobs_q = pend_p if q == p else pend[q]
                 k_future = bisect_left(self._pool_jobs[q], n_arr)
                 jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf, check=True,
                                           idle_after=horizon)
-                if vs and vs[-1] > self._F[jobs[-1]] + _EPS:
+                if vs.size and vs[-1] > self._deadline[jobs[-1]]:
                     ok = False
                     break
-                full = len(jobs) == len(jobs_q) + len(self._pool_jobs[q]) - k_future
+                full = jobs.size == len(jobs_q) + len(self._pool_jobs[q]) - k_future
                 new[q] = (jobs, vs, rem, full)
             if ok:
                 for q, (jobs, vs, rem, full) in new.items():
@@ -473,16 +426,18 @@ class SiaVCPolicy:
         memo = self._ff.get(key)
         if memo is None or memo[0] != self._ver[q]:
             jobs, vs, rem = self._vc[q]
-            k = next((i for i, r in enumerate(rem) if r < s), None)
+            short = np.flatnonzero(rem < s)
+            k = int(short[0]) if short.size else None
             if k is None or vs[k] == math.inf:
                 memo = (self._ver[q], None)
             else:
-                F, dur, gpus = self._F, self._dur, self._gpus
-                late = any(vs[i] > F[jobs[i]] + _EPS for i in range(k + 1))
-                tau = F[jobs[k]] + _EPS
-                held = sum(g for e, g in self._charges[q] if e > tau) + sum(
-                    gpus[jobs[i]] for i in range(k) if vs[i] + dur[jobs[i]] > tau)
-                memo = (self._ver[q], vs[k], late, tau, self._quota[q] - held - gpus[jobs[k]])
+                head = jobs[: k + 1]
+                late = bool((vs[: k + 1] > self._deadline[head]).any())
+                tau = self._F[jobs[k]] + _EPS
+                held = sum(g for e, g in self._charges[q] if e > tau) + int(
+                    self._gpus_np[head[:k]][vs[:k] + self._dur_np[head[:k]] > tau].sum())
+                memo = (self._ver[q], float(vs[k]), late, tau,
+                        self._quota[q] - held - self._gpus[jobs[k]])
             self._ff[key] = memo
         if memo[1] is None or not memo[1] < end:
             return False

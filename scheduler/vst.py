@@ -1,6 +1,7 @@
 """Virtual clocks and logical resource-time plans (SIA 5.1), shared by SIA_VC and the oracle.
 
-* :func:`fcfs_pool_starts` -- the *virtual clock*: a forward simulation of one
+* :func:`fcfs_clock` / :func:`fcfs_pool_starts` -- the *virtual clock* (compiled
+  with numba; arrays / Python sequences): a forward simulation of one
   pool alone (no sharing) from a given state, starting its jobs in strict
   arrival order (head-of-line blocking) as soon as the pool's capacity allows.
   From an empty pool at time 0 it is exactly the FCFS baseline of that pool
@@ -20,25 +21,126 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+import numba
 import numpy as np
 
 
-def fcfs_pool_starts(
-    submit: Sequence[float],
-    duration: Sequence[float],
-    gpus: Sequence[int],
+@numba.njit(cache=True, nogil=True)
+def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity, now, busy_end,
+                 busy_gpus, horizon, stop_when_idle, idle_after, until, keep):  # pragma: no cover
+    """Compiled body of :func:`fcfs_clock`; returns (starts, free GPUs after each start)."""
+    n_all = order.shape[0]
+    out = np.empty(n_all, dtype=np.float64)
+    rem = np.empty(n_all, dtype=np.int64)
+    heap = [(0.0, np.int64(0))]
+    heap.pop()
+    held = np.int64(0)
+    for i in range(busy_end.shape[0]):
+        heap.append((busy_end[i], busy_gpus[i]))
+        held += busy_gpus[i]
+    heapq.heapify(heap)
+    inf = np.inf
+    t_prev = now
+    n = 0
+    for i in range(n_all):
+        k = order[i]
+        s = submit[k]
+        if s >= horizon:
+            break
+        g = gpus[k]
+        t = s if s > t_prev else t_prev
+        if t == inf or g > capacity:
+            out[n] = inf
+            rem[n] = -1
+            n += 1
+            t_prev = inf
+            if use_deadline or (until < inf and n > keep):
+                break
+            continue
+        while len(heap) > 0 and heap[0][0] <= t:
+            held -= heapq.heappop(heap)[1]
+        idle = len(heap) == 0 and t == s
+        while capacity - held < g:
+            e, gg = heapq.heappop(heap)
+            held -= gg
+            if e > t:
+                t = e
+            while len(heap) > 0 and heap[0][0] <= t:
+                held -= heapq.heappop(heap)[1]
+        out[n] = t
+        heapq.heappush(heap, (t + duration[k], g))
+        held += g
+        rem[n] = capacity - held
+        n += 1
+        t_prev = t
+        if stop_when_idle and idle and s >= idle_after:
+            break
+        if (t >= until and n > keep) or (use_deadline and t > deadline[k]):
+            break
+    return out[:n], rem[:n]
+
+
+_NO_DEADLINE = np.empty(0, dtype=np.float64)
+
+
+def fcfs_clock(
+    order: np.ndarray,
+    submit: np.ndarray,
+    duration: np.ndarray,
+    gpus: np.ndarray,
     capacity: int,
     *,
     now: float = 0.0,
-    busy: Sequence[tuple[float, int]] = (),
+    busy_end: np.ndarray | None = None,
+    busy_gpus: np.ndarray | None = None,
     horizon: float = math.inf,
     stop_when_idle: bool = False,
     idle_after: float = -math.inf,
     until: float = math.inf,
     keep: int = 0,
-    deadline: Sequence[float] | None = None,
+    deadline: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (float64 VSTs s, int64 GPUs left free after each start) of one pool run alone.
+
+    The compiled virtual clock (numba): ``order`` (int64) lists the pool's
+    not-yet-started jobs in arrival order as indices into the trace-wide
+    arrays ``submit`` (s), ``duration`` (s) and ``gpus``; ``busy_end`` /
+    ``busy_gpus`` are the GPUs already held (until ``busy_end[i]``);
+    ``deadline`` (float64, trace-wide, indexed like ``submit``) turns on the
+    deadline stop. The result covers a prefix of ``order``; every option means
+    what it means in :func:`fcfs_pool_starts`, which is this function on
+    Python sequences.
+    """
+    if busy_end is None or busy_gpus is None:
+        busy_end = np.empty(0, dtype=np.float64)
+        busy_gpus = np.empty(0, dtype=np.int64)
+    return _fcfs_kernel(
+        np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(submit, dtype=np.float64),
+        np.ascontiguousarray(duration, dtype=np.float64), np.ascontiguousarray(gpus, dtype=np.int64),
+        _NO_DEADLINE if deadline is None else np.ascontiguousarray(deadline, dtype=np.float64),
+        deadline is not None, np.int64(capacity), float(now),
+        np.ascontiguousarray(busy_end, dtype=np.float64),
+        np.ascontiguousarray(busy_gpus, dtype=np.int64), float(horizon), bool(stop_when_idle),
+        float(idle_after), float(until), np.int64(keep),
+    )
+
+
+def fcfs_pool_starts(
+    submit: Iterable[float],
+    duration: Iterable[float],
+    gpus: Iterable[int],
+    capacity: int,
+    *,
+    now: float = 0.0,
+    busy: Iterable[tuple[float, int]] = (),
+    horizon: float = math.inf,
+    stop_when_idle: bool = False,
+    idle_after: float = -math.inf,
+    until: float = math.inf,
+    keep: int = 0,
+    deadline: Iterable[float] | None = None,
     rem: list[int] | None = None,
 ) -> list[float]:
     """Return the virtual start time (s) of each job of one pool run alone, FCFS from ``now``.
@@ -54,9 +156,9 @@ def fcfs_pool_starts(
     before the first job arriving at or after ``horizon``, and, with
     ``stop_when_idle``, after the first job that finds the pool completely
     empty at its arrival (from there on the pool's future no longer depends
-    on its past) among jobs submitted at or after ``idle_after``. The job
-    sequences may be iterators (read lazily). A job wider than ``capacity`` gets ``inf`` (it can never
-    start on this pool alone), and so do all jobs after it.
+    on its past) among jobs submitted at or after ``idle_after``. A job wider
+    than ``capacity`` gets ``inf`` (it can never start on this pool alone),
+    and so do all jobs after it.
 
     Two more early stops, both *after* appending the job that triggers them:
     the first job starting at or after ``until`` (not among the first ``keep``
@@ -65,48 +167,24 @@ def fcfs_pool_starts(
     its deadline (the caller sees the violation as the last element).
     With ``rem`` (a list), the GPUs of the pool still free right after each
     job starts are appended to it (-1 for a job that never starts).
+
+    Runs :func:`fcfs_clock` (compiled) on the sequences turned into arrays.
     """
-    heap = [(float(e), int(g)) for e, g in busy]
-    heapq.heapify(heap)
-    held = sum(g for _, g in heap)
-    pop, push = heapq.heappop, heapq.heappush
-    out: list[float] = []
-    t_prev = now
-    inf = math.inf
-    dl = iter(deadline) if deadline is not None else None
-    for s, d, g in zip(submit, duration, gpus, strict=False):
-        if s >= horizon:
-            break
-        t = s if s > t_prev else t_prev
-        if t == inf or g > capacity:
-            out.append(inf)
-            if rem is not None:
-                rem.append(-1)
-            t_prev = inf
-            if dl is not None or (until < inf and len(out) > keep):
-                break  # inf is past any finite deadline and at or after ``until``
-            continue
-        while heap and heap[0][0] <= t:
-            held -= pop(heap)[1]
-        idle = not heap and t == s
-        while capacity - held < g:
-            e, gg = pop(heap)
-            held -= gg
-            if e > t:
-                t = e
-            while heap and heap[0][0] <= t:
-                held -= pop(heap)[1]
-        out.append(t)
-        push(heap, (t + d, g))
-        held += g
-        if rem is not None:
-            rem.append(capacity - held)
-        t_prev = t
-        if stop_when_idle and idle and s >= idle_after:
-            break
-        if (t >= until and len(out) > keep) or (dl is not None and t > next(dl)):
-            break
-    return out
+    s = np.fromiter(submit, dtype=np.float64)
+    d = np.fromiter(duration, dtype=np.float64, count=s.shape[0])
+    g = np.fromiter(gpus, dtype=np.int64, count=s.shape[0])
+    held = list(busy)
+    starts, free = fcfs_clock(
+        np.arange(s.shape[0], dtype=np.int64), s, d, g, capacity, now=now,
+        busy_end=np.array([e for e, _ in held], dtype=np.float64),
+        busy_gpus=np.array([x for _, x in held], dtype=np.int64), horizon=horizon,
+        stop_when_idle=stop_when_idle, idle_after=idle_after, until=until, keep=keep,
+        deadline=None if deadline is None else np.fromiter(deadline, dtype=np.float64,
+                                                           count=s.shape[0]),
+    )
+    if rem is not None:
+        rem.extend(free.tolist())
+    return starts.tolist()
 
 
 def fcfs_baseline_starts(
@@ -139,9 +217,7 @@ def fcfs_baseline_starts(
                 f"job at position {j} needs {int(gpus[j])} GPUs but its pool {p} has a quota of "
                 f"{int(quota[p])}: FCFS would never start it"
             )
-        out[idx] = fcfs_pool_starts(
-            submit[idx].tolist(), duration[idx].tolist(), gpus[idx].tolist(), int(quota[p])
-        )
+        out[idx] = fcfs_clock(idx, submit, duration, gpus, int(quota[p]))[0]
     return out
 
 
