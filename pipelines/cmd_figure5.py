@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from sia.data.paths import output_root
 
@@ -39,15 +40,18 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
         workers: Annotated[int | None, typer.Option(
             "--workers", help="Local worker processes (default: CPU count; 1 = in-process).")] = None,
+        redo: Annotated[bool, typer.Option(
+            "--redo", help="Replay everything, reusing nothing from DIR/replays (e.g. after "
+            "changing a policy's code, which the resume key does not see).")] = False,
     ) -> None:
         from sia.pipelines.figure5 import METRICS, load_figure5_config, run_figure5, summarize
 
         cfg = load_figure5_config(config or DEFAULT_CONFIG)
         out_dir = out or output_root() / "figure5"
-        run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo)
+        run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo, reuse=not redo)
         table = run.table
         summary = summarize(table)
-        t = Table(title="Figure 5: median [min, max] over seeds, vs FCFS")
+        t = Table(title=escape("Figure 5: median [min, max] over seeds, vs FCFS"))
         t.add_column("workload")
         t.add_column("policy")
         for _, label in METRICS:

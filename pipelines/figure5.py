@@ -227,15 +227,17 @@ def _changed_keys(out: Path, cfg: Figure5Config) -> list[str]:
 
 def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None = None,
                 progress: bool = True, executor: Executor | None = None,
-                say: Callable[[str], None] | None = None) -> Figure5Run:
+                say: Callable[[str], None] | None = None, reuse: bool = True) -> Figure5Run:
     """Run (or resume) every replay of ``cfg``; write the per-job Parquet files and the outputs.
 
     Each replay's per-job result goes to ``out_dir/replays/WORKLOAD/seed-S/
     POLICY.parquet`` with a completion marker (:mod:`sia.pipelines.replay_store`);
     replays already finished there with the same key are reused, those made
     with other settings are redone (``say`` reports both). The table, the
-    summary and the figure are then recomputed from the files. ``executor``
-    overrides ``workers`` (and is not closed here).
+    summary and the figure are then recomputed from the files. The key does
+    not see code changes: after changing a policy, pass ``reuse=False``
+    (``--redo``) to replay everything. ``executor`` overrides ``workers``
+    (and is not closed here).
     """
     from sia.pipelines.executors import make_executor
 
@@ -244,7 +246,7 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     items = plan_replays(cfg)
-    status = [replay_status(*item.files(out), item.key) for item in items]
+    status = [replay_status(*item.files(out), item.key) if reuse else "missing" for item in items]
     run = Figure5Run(pl.DataFrame(),
                      reused=[i.name for i, st in zip(items, status, strict=True) if st == "done"],
                      stale=[i.name for i, st in zip(items, status, strict=True) if st == "stale"])

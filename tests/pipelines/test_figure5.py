@@ -223,3 +223,11 @@ def test_cli_rerun_says_what_it_reused(tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "0 replay(s) run, 6 reused" in text and "maxmin" in text
+    assert "median [min, max] over seeds" in text  # the title is not eaten as rich markup
+
+
+def test_redo_replays_everything_again(tmp_path, count_replays):
+    _run(_tiny(), tmp_path)
+    count_replays.clear()
+    run = _run(_tiny(), tmp_path, reuse=False)
+    assert len(run.ran) == 6 and not run.reused and len(count_replays) == 6
