@@ -35,13 +35,21 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
         workers: Annotated[int, typer.Option(
             "--workers", help="Local worker processes (1 = in-process).")] = 2,
+        causes: Annotated[bool, typer.Option(
+            "--causes", help="Instead: classify why each slowed job of each locality policy "
+            "was slowed (DIR/causes.csv, causes.md, causes_jobs.csv).")] = False,
     ) -> None:
-        from sia.pipelines.figure16 import load_figure16_config, run_figure16
+        from sia.pipelines.figure16 import load_figure16_config, run_causes, run_figure16
 
         if workers < 1:
             raise typer.BadParameter("must be >= 1", param_hint="--workers")
         cfg = load_figure16_config(config or DEFAULT_CONFIG)
         out_dir = out or output_root() / "figure16"
+        if causes:
+            run_causes(cfg, out_dir, workers=workers)
+            typer.echo((out_dir / "causes.md").read_text())
+            typer.echo(f"wrote {out_dir}/causes.csv, causes.md, causes_jobs.csv")
+            return
         main, chains = run_figure16(cfg, out_dir, workers=workers)
         typer.echo((out_dir / "figure16.md").read_text())
         typer.echo((out_dir / "chains.md").read_text())

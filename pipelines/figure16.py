@@ -28,6 +28,12 @@ preemptible, each preemption costs ``lost_work_s`` and ``restart_delay_s``.
 Outputs (under ``out_dir``): ``figure16.csv`` / ``figure16.md`` (one row per
 variant and policy: mean over seeds), ``figure16_runs.csv`` (one row per
 replay), ``chains.csv`` / ``chains.md`` and ``figure16.png``.
+
+:func:`run_causes` (``sia figure16 --causes``) instead classifies every
+slowed job of every locality policy by what held up its start
+(:data:`CAUSES`: root causes in the cells versus cascades behind an earlier
+slowed job): ``causes.csv`` / ``causes.md`` (counts per variant, policy and
+cause, summed over seeds) and ``causes_jobs.csv``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines.experiment import read_yaml
@@ -69,6 +76,8 @@ class Figure16Config:
     #: learned predictors of policy "sia-learned" are trained on (its FCFS replay)
     learned_train_days: float = 40.0
     learned_seed_offset: int = 1000
+    #: GPUs per pool of the synthetic workloads (8: each pool's quota is one 8-GPU server)
+    pool_gpus: int = 8
 
 
 def load_figure16_config(path: Path | str) -> Figure16Config:
@@ -91,8 +100,14 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
             kw["seeds"] = tuple(int(s) for s in raw["seeds"])
         except (TypeError, ValueError):
             raise ConfigError(f"{path}: seeds must be a list of integers") from None
-    if "learned_seed_offset" in raw:
-        kw["learned_seed_offset"] = int(raw["learned_seed_offset"])
+    for key in ("learned_seed_offset", "pool_gpus"):
+        if key in raw:
+            try:
+                kw[key] = int(raw[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{path}: {key} must be an integer, got {raw[key]!r}") from None
+    if kw.get("pool_gpus", 8) < 1:
+        raise ConfigError(f"{path}: pool_gpus must be >= 1, got {kw['pool_gpus']}")
     for key in ("days", "warmup_s", "tick_s", "budget_s", "learned_train_days"):
         if key in raw:
             try:
@@ -152,7 +167,7 @@ def learned_sia(cfg: Figure16Config, variant: str, seed: int):
     from sia.scheduler.policy_sia import SiaPolicy
 
     jobs, pools = generate_workload(variant, seed=seed + cfg.learned_seed_offset,
-                                    days=cfg.learned_train_days)
+                                    days=cfg.learned_train_days, pool_gpus=cfg.pool_gpus)
     tc = TrainConfig(ablation=False)
     res = train_predictors(fcfs_schedule(jobs, pools.select("pool", "quota_gpus")), tc)
     for r in res.windows:
@@ -181,7 +196,7 @@ def run_one(item: tuple) -> dict[str, Any]:
     from sia.scheduler.registry import make_policy
     from sia.scheduler.simulator import simulate
 
-    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days)
+    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days, pool_gpus=cfg.pool_gpus)
     pools = pools.select("pool", "quota_gpus")
     t0 = time.perf_counter()
     if chain is None:
@@ -315,3 +330,161 @@ def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ----------------------------------------------------------------------------- slowdown causes
+#: Causes of a slowed job, in the order they are tested (see :func:`slowdown_causes`).
+#: Root causes: the job's own start was held up by the cells; cascades: by an earlier slowed job.
+CAUSES = {
+    "lent-late": "cascade: ran opportunistically, lent after its FCFS start",
+    "behind-earlier-job": "cascade: an earlier job of its pool was still waiting",
+    "pool-quota-busy": "cascade: its pool's dedicated jobs already filled its quota",
+    "gpus-held-by-loans": "root: fewer free GPUs than it needs; loans hold some",
+    "gpus-short": "root: fewer free GPUs than it needs; no loans running",
+    "guests-in-pool-server": "root: its pool's server has loans (guests) and no free cell of its size",
+    "in-pool-fragmentation": "root: its pool's own jobs leave no free aligned cell of its size",
+    "loans-in-unbound-servers": "root: only unbound servers that loans hold part of have a free "
+                                "cell of its size (binding them needs adopt_loans)",
+    "no-bindable-server": "root: no unbound server has a free cell of its size",
+    "other": "root: a bindable cell existed at its FCFS start (ordering within the decision)",
+}
+
+
+def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quota: dict,
+                    gpus_per_server: int, *, warmup_s: float = 0.0,
+                    pad_gpus: tuple[int, ...] | list[int] = ()) -> pl.DataFrame:
+    """One row per slowed job of ``res`` against ``base`` (both on cells): why it was slowed.
+
+    A job is slowed when it ends more than 1 s after its baseline end
+    (jobs submitted in the first ``warmup_s`` seconds after the first submission
+    are left out, as in :func:`sia.scheduler.metrics.compare`). The state of
+    ``res`` is examined at the job's *baseline* start time ``t`` (when FCFS
+    started it but ``res`` had not): running jobs are those with start <= t <
+    end, and ``placements`` ({job_id: GPU ids}, from
+    ``simulate_cells(..., record_placements=True)``) says where they sit. The
+    first matching entry of :data:`CAUSES` is the cause. Columns: job_id,
+    pool, num_gpus, slowdown_min, cause, root (bool).
+    """
+    from sia.scheduler.metrics import SLOWED_AFTER_S
+
+    m = base.select("job_id", "pool", "submit_time", "num_gpus", "start_time", "end_time").join(
+        res.select("job_id", pl.col("start_time").alias("start_s"), pl.col("end_time").alias("end_s"),
+                   pl.col("opportunistic").alias("opp_s")), on="job_id")
+    t0 = float(base["submit_time"].min()) + warmup_s if base.height else 0.0
+    slowed = m.filter((pl.col("submit_time") >= t0)
+                      & (pl.col("end_s") > pl.col("end_time") + SLOWED_AFTER_S)).sort("submit_time")
+    ids = res["job_id"].to_list()
+    r_pool = res["pool"].to_numpy()
+    r_sub = res["submit_time"].to_numpy()
+    r_start = res["start_time"].to_numpy()
+    r_end = res["end_time"].to_numpy()
+    r_opp = res["opportunistic"].to_numpy()
+    r_g = res["num_gpus"].to_numpy()
+    gps = int(gpus_per_server)
+    total_gpus = int(sum(quota.values()))
+    n_servers = -(-(total_gpus + len(pad_gpus)) // gps)
+    pad = np.zeros(n_servers * gps, dtype=bool)
+    pad[list(pad_gpus)] = True
+    rows = []
+    for r in slowed.iter_rows(named=True):
+        t, p, g = r["start_time"], r["pool"], int(r["num_gpus"])
+        live = np.flatnonzero((r_start <= t) & (t < r_end))
+        occ = pad.copy()
+        ded_srv: dict[int, set] = {}
+        opp_srv: set[int] = set()
+        for k in live:
+            gpus = np.asarray(placements[ids[k]])
+            occ[gpus] = True
+            for srv in set((gpus // gps).tolist()):
+                if r_opp[k]:
+                    opp_srv.add(srv)
+                else:
+                    ded_srv.setdefault(srv, set()).add(r_pool[k])
+        cell = 1 << max(0, (g - 1).bit_length())
+        by_srv = occ.reshape(n_servers, gps)
+        # servers with a free aligned cell of the job's size (rack-level gangs: none counted)
+        has_cell = (~by_srv.reshape(n_servers, -1, cell).any(axis=2)).any(axis=1) if cell <= gps \
+            else np.zeros(n_servers, dtype=bool)
+
+        def aligned_free(srv: int, has_cell=has_cell) -> bool:
+            return bool(has_cell[srv])
+
+        mine = live[(r_pool[live] == p) & ~r_opp[live]]
+        ded = int(r_g[mine].sum())
+        free = total_gpus - int(r_g[live].sum())
+        if r["opp_s"]:
+            cause = "lent-late"
+        elif ((r_pool == p) & (r_sub < r["submit_time"]) & (r_start > t)).any():
+            cause = "behind-earlier-job"
+        elif ded + g > quota[p]:
+            cause = "pool-quota-busy"
+        elif free < g:
+            cause = "gpus-held-by-loans" if r_opp[live].any() else "gpus-short"
+        elif ded > 0:
+            srvs = [s for s, pools in ded_srv.items() if p in pools]
+            if any(aligned_free(s) for s in srvs):
+                cause = "other"
+            elif any(s in opp_srv for s in srvs):
+                cause = "guests-in-pool-server"
+            else:
+                cause = "in-pool-fragmentation"
+        else:
+            unbound = [s for s in range(n_servers)
+                       if s not in ded_srv and not pad[s * gps:(s + 1) * gps].any()]
+            if any(aligned_free(s) and s not in opp_srv for s in unbound):
+                cause = "other"
+            elif any(aligned_free(s) for s in unbound):
+                cause = "loans-in-unbound-servers"
+            else:
+                cause = "no-bindable-server"
+        rows.append({"job_id": r["job_id"], "pool": p, "num_gpus": g,
+                     "slowdown_min": (r["end_s"] - r["end_time"]) / 60.0, "cause": cause,
+                     "root": CAUSES[cause].startswith("root")})
+    schema = {"job_id": pl.String, "pool": pl.String, "num_gpus": pl.Int64,
+              "slowdown_min": pl.Float64, "cause": pl.String, "root": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def cause_one(item: tuple) -> pl.DataFrame:
+    """Replay (cfg, variant, seed, policy) and FCFS on cells; return :func:`slowdown_causes` with keys."""
+    cfg, variant, seed, policy = item
+    from sia.data.synthetic import generate_workload
+    from sia.scheduler.locality import simulate_cells
+    from sia.scheduler.registry import make_policy
+
+    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days, pool_gpus=cfg.pool_gpus)
+    pools = pools.select("pool", "quota_gpus")
+    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), _locality(cfg, ("buddy",), "fcfs"),
+                             tick_s=cfg.tick_s)
+    res, summ = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed),
+                               _locality(cfg, ("buddy",), policy), tick_s=cfg.tick_s,
+                               record_placements=True)
+    quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
+    out = slowdown_causes(base, res, summ["placements"], quota, summ["gpus_per_server"],
+                          warmup_s=cfg.warmup_s, pad_gpus=summ["pad_gpus"])
+    return out.with_columns(pl.lit(variant).alias("variant"), pl.lit(seed).alias("seed"),
+                            pl.lit(policy).alias("policy"))
+
+
+def run_causes(cfg: Figure16Config, out_dir: Path | str, *, workers: int = 2) -> pl.DataFrame:
+    """Slowdown causes of every locality policy of ``cfg``; write causes.csv / causes.md; return the counts.
+
+    The counts table has one row per (variant, policy, cause) with the number of
+    slowed jobs and their total slowdown (minutes), summed over seeds.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    items = [(cfg, v, s, p) for v in cfg.variants for s in cfg.seeds for p in cfg.policies]
+    if workers <= 1:
+        parts = [cause_one(i) for i in items]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            parts = list(ex.map(cause_one, items))
+    per_job = pl.concat(parts)
+    per_job.write_csv(out / "causes_jobs.csv")
+    counts = (per_job.group_by(["variant", "policy", "cause", "root"], maintain_order=True)
+              .agg(pl.len().alias("jobs"), pl.col("slowdown_min").sum().alias("slowdown_min"))
+              .sort(["variant", "policy", "root", "jobs"], descending=[False, False, True, True]))
+    counts.write_csv(out / "causes.csv")
+    (out / "causes.md").write_text(to_markdown(counts))
+    return counts

@@ -337,6 +337,7 @@ class CellCluster(Cluster):
                 self.owner[list(a.gpus)] = -2
         self.grants: dict[int, Allocation] = {}
         self.allocs: dict[int, Allocation] = {}
+        self.last_gpus: dict[int, np.ndarray] = {}  # job -> GPUs of its latest start
         self._released_early: set[int] = set()
         self._res: dict[int, list[str]] = {}
         self._res_seq = 0
@@ -550,6 +551,7 @@ class CellCluster(Cluster):
             raise PlacementError(f"job {job}: GPU {int(busy[0])} is already held")
         self.owner[gpus] = job
         self.held[job] = gpus
+        self.last_gpus[job] = gpus
         self.allocs[job] = grant
         self._seq += 1
         self._start_seq[job] = self._seq
@@ -601,12 +603,16 @@ def cell_cluster_for(trace, config: LocalityConfig, preemptible: np.ndarray | No
 
 def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: LocalityConfig, *,
                    tick_s: float = 300.0, speedup: float = 1.0, check_invariants: bool = False,
-                   progress: bool = False) -> tuple[pl.DataFrame, dict]:
+                   progress: bool = False, record_placements: bool = False
+                   ) -> tuple[pl.DataFrame, dict]:
     """Replay ``jobs`` under ``policy`` on a cell-aware cluster; return (result table, placement summary).
 
     The result table is :func:`sia.scheduler.simulator.simulate`'s (times in
     seconds; ``end_time`` includes preemption costs); the summary is
-    :meth:`PlacementStats.summary`.
+    :meth:`PlacementStats.summary` plus ``adoptions`` (bindings over loans)
+    and ``preempted_jobs``; with ``record_placements`` also ``placements``
+    ({job_id: GPU ids of its latest start}), ``gpus_per_server`` and
+    ``pad_gpus`` (GPU ids pinned by padding).
     """
     from sia.scheduler.simulator import build_trace, result_table, run_trace
 
@@ -618,6 +624,12 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     summary = cluster.stats.summary()
     summary["adoptions"] = cluster.buddy.adoptions
     summary["preempted_jobs"] = int((state.n_preempted > 0).sum())
+    if record_placements:
+        ids = jobs["job_id"].to_list()
+        summary["placements"] = {ids[int(order[j])]: tuple(g.tolist())
+                                 for j, g in cluster.last_gpus.items()}
+        summary["gpus_per_server"] = cluster.topology.gpus_per_server
+        summary["pad_gpus"] = np.flatnonzero(cluster.owner == -2).tolist()
     return result_table(trace, order, state, jobs), summary
 
 

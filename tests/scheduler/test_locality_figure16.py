@@ -64,6 +64,9 @@ def test_figure16_config_errors_name_the_problem(tmp_path):
     bad.write_text("locality: {preemptible_fraction: 2}\n")
     with pytest.raises(ConfigError, match="preemptible_fraction"):
         load_figure16_config(bad)
+    bad.write_text("pool_gpus: many\n")
+    with pytest.raises(ConfigError, match="pool_gpus must be an integer"):
+        load_figure16_config(bad)
     assert main(["figure16", str(tmp_path / "missing.yaml")]) == 2
 
 
@@ -73,3 +76,64 @@ def test_shipped_figure16_config_loads():
     cfg = load_figure16_config(DEFAULT_CONFIG)
     assert cfg.variants == ("fewer-queues", "base", "more-queues")
     assert ("buddy", "milp") in cfg.chains and cfg.chain_locality == {"spare_full_pools": False}
+
+
+def test_slowdown_causes_name_the_loan_and_the_cascade():
+    """b2 is lent onto the only other server; a1 then cannot bind one (root), a2 waits behind it."""
+    import numpy as np
+    from sia.data.schema import make_pools, validate
+    from sia.pipelines.figure16 import CAUSES, slowdown_causes
+    from sia.scheduler.policy_sia import SiaPolicy
+
+    class Blind:  # no arrivals predicted, every job in the shortest bin: SIA lends everything
+        def will_jobs_arrive(self, view, windows_s):
+            return np.zeros((view.n_pools, len(windows_s)), dtype=bool)
+
+        def new_load_estimate(self, view, windows_s):
+            return np.zeros((view.n_pools, len(windows_s)))
+
+        def duration_bins(self, view, job_indices):
+            return np.zeros(len(job_indices), dtype=np.int64)
+
+    jobs = validate(pl.DataFrame(
+        [("b1", "b", 0.0, 100.0, 8), ("b2", "b", 0.0, 10_000.0, 1), ("a1", "a", 50.0, 100.0, 1),
+         ("a2", "a", 60.0, 100.0, 2)],
+        schema=["job_id", "pool", "submit_time", "duration", "num_gpus"], orient="row"))[0]
+    pools = make_pools({"a": 8, "b": 8})
+    quota = {"a": 8, "b": 8}
+    for adopt, root in ((False, "loans-in-unbound-servers"), (True, None)):
+        cfg = LocalityConfig(strict_buddies=False, adopt_loans=adopt)
+        base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), cfg)
+        res, summ = simulate_cells(jobs, pools, SiaPolicy(Blind(), adaptation=False), cfg,
+                                   record_placements=True, check_invariants=True)
+        causes = slowdown_causes(base, res, summ["placements"], quota, 8)
+        got = dict(zip(causes["job_id"], causes["cause"], strict=True))
+        if root is None:  # a binds the loan's server and starts on time: nothing of a is slowed
+            assert "a1" not in got and "a2" not in got and summ["adoptions"] == 1
+        else:
+            assert got["a1"] == root and got["a2"] == "behind-earlier-job"
+            assert causes.filter(pl.col("job_id") == "a1")["root"].item()
+            assert not causes.filter(pl.col("job_id") == "a2")["root"].item()
+        assert set(got.values()) <= set(CAUSES)
+
+
+def test_figure16_causes_cli_writes_a_cause_per_slowed_job(tmp_path):
+    from sia.pipelines.figure16 import CAUSES
+
+    cfg = tmp_path / "f16.yaml"
+    cfg.write_text("variants: [fewer-queues]\nseeds: [3]\npolicies: [hived]\ndays: 1.5\n"
+                   "warmup_s: 0\n")
+    out = tmp_path / "out"
+    assert main(["figure16", str(cfg), "--causes", "--out", str(out), "--workers", "1"]) == 0
+    per_job = pl.read_csv(out / "causes_jobs.csv")
+    counts = pl.read_csv(out / "causes.csv")
+    assert (out / "causes.md").stat().st_size > 0
+    assert set(per_job["cause"]) <= set(CAUSES) and counts["jobs"].sum() == per_job.height
+    # exactly the jobs metrics.compare counts as slowed
+    jobs, pools = generate_workload("fewer-queues", seed=3, days=1.5)
+    pools = pools.select("pool", "quota_gpus")
+    cfg_h = LocalityConfig(strict_buddies=False)
+    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), LocalityConfig())
+    res, _ = simulate_cells(jobs, pools, make_policy("hived"), cfg_h)
+    _, s = compare(res, base, warmup_s=0)
+    assert per_job.height == round(s["pct_slowed"] * s["n_jobs"] / 100) > 0
