@@ -374,6 +374,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
     slowed = m.filter((pl.col("submit_time") >= t0)
                       & (pl.col("end_s") > pl.col("end_time") + SLOWED_AFTER_S)).sort("submit_time")
     ids = res["job_id"].to_list()
+    r_ids = res["job_id"].to_numpy()
     r_pool = res["pool"].to_numpy()
     r_sub = res["submit_time"].to_numpy()
     r_start = res["start_time"].to_numpy()
@@ -414,7 +415,8 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
         free = total_gpus - int(r_g[live].sum())
         if r["opp_s"]:
             cause = "lent-late"
-        elif ((r_pool == p) & (r_sub < r["submit_time"]) & (r_start > t)).any():
+        elif ((r_pool == p) & ((r_sub < r["submit_time"]) | ((r_sub == r["submit_time"]) & (r_ids < r["job_id"])))
+              & (r_start > t)).any():  # arrival order: (submit_time, job_id), as build_trace
             cause = "behind-earlier-job"
         elif ded + g > quota[p]:
             cause = "pool-quota-busy"
