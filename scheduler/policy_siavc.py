@@ -80,7 +80,7 @@ from bisect import bisect_left
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
-from sia.scheduler.siavc_pass import bulk_pass
+from sia.scheduler.siavc_pass import bulk_pass, merge_clocks
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
 
@@ -289,17 +289,20 @@ class SiaVCPolicy:
         P = len(pend)
         key = tuple(self._ver)
         cat = self._cat
-        if cat is None or cat[0] != key:
+        if cat is None or cat[0] != key:  # a clock changed: merge them again
             parts = [self._arrays(p) for p in range(P)]
             seg = np.zeros(P + 1, dtype=np.int64)
             np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
-            cat = (key, seg, *(np.concatenate([x[i] for x in parts]) for i in range(4)))
+            cat = (key, [x[0] for x in parts],
+                   merge_clocks(*(np.concatenate([x[i] for x in parts]) for i in range(4)), seg))
             self._cat = cat
-        _, seg, Vall, Jall, Gall, Dall = cat
+        _, vsts, merged = cat
+        visit = [max(len(pend[p]), int(np.searchsorted(vsts[p], horizon, side="left")))
+                 for p in range(P)]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            Vall, Jall, Gall, Dall, seg, np.array([len(x) for x in pend], dtype=np.int64),
-            horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            run_end=np.array(run_e, dtype=np.float64), run_gpus=np.array(run_g, dtype=np.int64))
+            merged, np.array(visit, dtype=np.int64), n_arrived=n_arr, now=now, capacity=C,
+            free=free, run_end=np.array(run_e, dtype=np.float64),
+            run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
             return None
         fails = fails_a.tolist()

@@ -16,57 +16,55 @@ Times are seconds, GPU counts ints.
 
 from __future__ import annotations
 
-import heapq
-
 import numba
 import numpy as np
 
 
+def merge_clocks(
+    V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, rank in pool,
+    order of the entries by end V + D).
+
+    ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
+    are the clocks laid end to end, pool ``p`` at ``seg[p]:seg[p + 1]``, each
+    sorted by VST with jobs ascending.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    J = np.asarray(J, dtype=np.int64)
+    seg = np.asarray(seg, dtype=np.int64)
+    sizes = np.diff(seg)
+    pool = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+    rank = np.arange(V.shape[0], dtype=np.int64) - seg[:-1][pool]
+    by_job = np.argsort(J, kind="stable")
+    order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
+    mV, mD = V[order], np.asarray(D, dtype=np.float64)[order]
+    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order], rank[order],
+            np.argsort(mV + mD))
+
+
 @numba.njit(cache=True, nogil=True)
-def _merge(V, J, G, D, seg, npend, horizon):  # pragma: no cover - compiled
-    """Merge the pools' clock segments in (VST, job) order; return merged V, J, G, D."""
-    P = npend.shape[0]
-    heads = np.empty(P, dtype=np.int64)
-    stops = np.empty(P, dtype=np.int64)
-    heap = [(0.0, np.int64(0), np.int64(0))]
-    heap.pop()
+def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, kp, n_arr, now, C, free, run_e,
+               run_g):  # pragma: no cover - compiled
+    # the visited entries: each pool's first kp[p]; vpos: an entry's place among them, or -1
     total = 0
-    for p in range(P):
-        a, b = seg[p], seg[p + 1]
-        k = np.searchsorted(V[a:b], horizon, side="left")
-        if k < npend[p]:
-            k = npend[p]
-        heads[p] = a
-        stops[p] = a + k
-        if k > 0:
-            heap.append((V[a], J[a], np.int64(p)))
-            total += k
-    heapq.heapify(heap)
+    vpos = np.full(aV.shape[0], -1, dtype=np.int64)
+    for i in range(aV.shape[0]):
+        if aR[i] < kp[aP[i]]:
+            vpos[i] = total
+            total += 1
     mV = np.empty(total, dtype=np.float64)
     mJ = np.empty(total, dtype=np.int64)
     mG = np.empty(total, dtype=np.int64)
     mD = np.empty(total, dtype=np.float64)
-    i = 0
-    while len(heap) > 0:
-        _, _, p = heapq.heappop(heap)
-        h = heads[p]
-        mV[i] = V[h]
-        mJ[i] = J[h]
-        mG[i] = G[h]
-        mD[i] = D[h]
-        i += 1
-        h += 1
-        heads[p] = h
-        if h < stops[p]:
-            heapq.heappush(heap, (V[h], J[h], p))
-    return mV, mJ, mG, mD
-
-
-@numba.njit(cache=True, nogil=True)
-def _bulk_pass(V, J, G, D, seg, npend, horizon, n_arr, now, C, free, run_e,
-               run_g):  # pragma: no cover - compiled
-    mV, mJ, mG, mD = _merge(V, J, G, D, seg, npend, horizon)
-    total = mV.shape[0]
+    k = 0
+    for i in range(aV.shape[0]):
+        if aR[i] < kp[aP[i]]:
+            mV[k] = aV[i]
+            mJ[k] = aJ[i]
+            mG[k] = aG[i]
+            mD[k] = aD[i]
+            k += 1
     none = np.empty(0, dtype=np.int64)
     last = -1
     for i in range(total):
@@ -97,35 +95,30 @@ def _bulk_pass(V, J, G, D, seg, npend, horizon, n_arr, now, C, free, run_e,
             nc += 1
     if nc == 0:
         return none, mV[:0], mD[:0], none, np.empty(0, dtype=np.bool_)
-    # exclusive prefix sums of reserved GPUs, and the reservations' ends in order
+    # exclusive prefix sums of reserved GPUs
     cg = np.zeros(n + 1, dtype=np.int64)
-    n_res = 0
     for i in range(n):
-        res = mG[i] > 0 and mD[i] > 0
-        cg[i + 1] = cg[i] + (mG[i] if res else 0)
-        if res:
-            n_res += 1
-    ends = np.empty(n_res, dtype=np.float64)
-    end_g = np.empty(n_res, dtype=np.int64)
-    r = 0
-    for i in range(n):
-        if mG[i] > 0 and mD[i] > 0:
-            ends[r] = mV[i] + mD[i]
-            end_g[r] = mG[i]
-            r += 1
-    eo = np.argsort(ends)
+        cg[i + 1] = cg[i] + (mG[i] if mG[i] > 0 and mD[i] > 0 else 0)
+    # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
+    x_max = -np.inf
+    for c in range(nc):
+        i = cand[c]
+        x = min(mV[i], now + mD[i])
+        if x > x_max:
+            x_max = x
+    n_plan = np.searchsorted(mV[:n], x_max, side="right")
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # the plan's level at each distinct reservation start u (running jobs + reservations)
-    u = np.empty(n_res, dtype=np.float64)
-    lv = np.empty(n_res, dtype=np.int64)
+    u = np.empty(n_plan, dtype=np.float64)
+    lv = np.empty(n_plan, dtype=np.int64)
     nu = 0
     pr = 0
     run_done = np.int64(0)
     pe = 0
     ended = np.int64(0)
     i = 0
-    while i < n:
+    while i < n_plan:
         if not (mG[i] > 0 and mD[i] > 0):
             i += 1
             continue
@@ -136,8 +129,10 @@ def _bulk_pass(V, J, G, D, seg, npend, horizon, n_arr, now, C, free, run_e,
         while pr < ro.shape[0] and run_e[ro[pr]] <= x:
             run_done += run_g[ro[pr]]
             pr += 1
-        while pe < n_res and ends[eo[pe]] <= x:
-            ended += end_g[eo[pe]]
+        while pe < aEO.shape[0] and aV[aEO[pe]] + aD[aEO[pe]] <= x:
+            e = aEO[pe]
+            if 0 <= vpos[e] < n_plan and aG[e] > 0 and aD[e] > 0:
+                ended += aG[e]
             pe += 1
         u[nu] = x
         lv[nu] = total_run - run_done + cg[j2] - ended
@@ -175,30 +170,24 @@ def _bulk_pass(V, J, G, D, seg, npend, horizon, n_arr, now, C, free, run_e,
 
 
 def bulk_pass(
-    V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
-    npend: np.ndarray, *, horizon: float, n_arrived: int, now: float, capacity: int,
-    free: int, run_end: np.ndarray, run_gpus: np.ndarray,
+    merged: tuple[np.ndarray, ...], visit: np.ndarray, *, n_arrived: int, now: float,
+    capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
-    ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
-    are the pools' cached clocks laid end to end, pool ``p`` at
-    ``seg[p]:seg[p + 1]``, each sorted by VST with jobs ascending; the first
-    ``npend[p]`` of a pool's are its pending jobs. Of each pool the pass visits
-    its pending jobs and the future ones with a VST before ``horizon`` (s), in
-    (VST, job) order, up to the last pending job, stopping early once the
-    level reserved at ``now`` (``run_end`` / ``run_gpus``: the running jobs,
-    then every visited job with a VST at ``now``) reaches ``capacity``. A
-    candidate is a visited job that has arrived (index below ``n_arrived``)
-    and fits the ``free`` GPUs and the level at ``now``; ``fails`` marks the
-    candidates whose width plus ``MaxReservation(now, d)`` over the plan of
-    the jobs visited before them exceeds ``capacity``.
+    ``merged`` is :func:`merge_clocks`' result; ``visit[p]`` is how many of
+    pool ``p``'s clock entries the pass visits (its pending jobs and the future
+    ones with a VST before the horizon). The visit goes in (VST, job) order up
+    to the last arrived job (index below ``n_arrived``), stopping early once
+    the level reserved at ``now`` (``run_end`` / ``run_gpus``: the running
+    jobs, then every visited job with a VST at ``now``) reaches ``capacity``.
+    A candidate is a visited job that has arrived and fits the ``free`` GPUs
+    and the level at ``now``; ``fails`` marks the candidates whose width plus
+    ``MaxReservation(now, d)`` over the plan of the jobs visited before them
+    exceeds ``capacity``.
     """
     return _bulk_pass(
-        np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(J, dtype=np.int64),
-        np.ascontiguousarray(G, dtype=np.int64), np.ascontiguousarray(D, dtype=np.float64),
-        np.ascontiguousarray(seg, dtype=np.int64), np.ascontiguousarray(npend, dtype=np.int64),
-        float(horizon), np.int64(n_arrived), float(now), np.int64(capacity), np.int64(free),
-        np.ascontiguousarray(run_end, dtype=np.float64),
+        *merged, np.ascontiguousarray(visit, dtype=np.int64), np.int64(n_arrived), float(now),
+        np.int64(capacity), np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64),
     )
