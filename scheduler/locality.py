@@ -113,7 +113,7 @@ class LocalityConfig:
     strict_buddies: bool = True
     spare_full_pools: bool = True
     adopt_loans: bool = True
-    pack: bool = True
+    pack: bool = False
     debug: bool = False
     preempt: bool = False
     preemptible_fraction: float = 0.0
