@@ -80,7 +80,7 @@ from bisect import bisect_left
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
-from sia.scheduler.siavc_pass import bulk_pass, merge_clocks
+from sia.scheduler.siavc_pass import bulk_pass, merge_clocks, replace_pools
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
 
@@ -211,14 +211,15 @@ class SiaVCPolicy:
             self._wakeup = None
             return []
         dur, gpus, quota, submit = self._dur, self._gpus, self._quota, self._submit
-        D = max(dur[j] for pl in pend for j in pl)
+        pend_all = view.pending_all()
+        D = float(self._dur_np[pend_all].max())
         horizon = now + D
         reach = horizon + D  # simulate ahead so the clock stays reusable for a while
         for p in range(P):
             self._clock(p, pend[p], n_arr, now, horizon, reach)
         free = view.free_gpus
         starts: list[Start] = []
-        min_g = min(gpus[j] for pl in pend for j in pl)
+        min_g = int(self._gpus_np[pend_all].min())
         if free >= min_g:
             run = view.running()
             run_e = (run.start + self._trace.duration[run.job]).tolist()
@@ -260,6 +261,27 @@ class SiaVCPolicy:
             self._np[p] = c
         return c[1], c[2], c[3], c[4]
 
+    def _merged(self) -> tuple[np.ndarray, ...]:
+        """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
+        by the pools' versions and updated in linear time for the pools whose clock changed."""
+        key = tuple(self._ver)
+        cat = self._cat
+        if cat is not None and cat[0] == key:
+            return cat[1]
+        P = len(key)
+        changed = list(range(P)) if cat is None else [p for p in range(P) if key[p] != cat[0][p]]
+        parts = [self._arrays(p) for p in changed]
+        seg = np.zeros(len(changed) + 1, dtype=np.int64)
+        np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
+        new = merge_clocks(*(np.concatenate([x[i] for x in parts]) for i in range(4)), seg,
+                           pools=np.array(changed, dtype=np.int64))
+        if cat is not None:
+            drop = np.zeros(P, dtype=np.bool_)
+            drop[changed] = True
+            new = replace_pools(cat[1], drop, new)
+        self._cat = (key, new)
+        return new
+
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
               run_e: list[float], run_g: list[int]) -> int | None:
         """One pass of Figure 6's do-while: return the first job that starts, or None.
@@ -287,16 +309,8 @@ class SiaVCPolicy:
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q, now) for q in range(len(pend))]
         P = len(pend)
-        key = tuple(self._ver)
-        cat = self._cat
-        if cat is None or cat[0] != key:  # a clock changed: merge them again
-            parts = [self._arrays(p) for p in range(P)]
-            seg = np.zeros(P + 1, dtype=np.int64)
-            np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
-            cat = (key, [x[0] for x in parts],
-                   merge_clocks(*(np.concatenate([x[i] for x in parts]) for i in range(4)), seg))
-            self._cat = cat
-        _, vsts, merged = cat
+        merged = self._merged()
+        vsts = [self._arrays(p)[0] for p in range(P)]
         visit = [max(len(pend[p]), int(np.searchsorted(vsts[p], horizon, side="left")))
                  for p in range(P)]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(

@@ -22,25 +22,88 @@ import numpy as np
 
 def merge_clocks(
     V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
+    pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, rank in pool,
     order of the entries by end V + D).
 
     ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
-    are the clocks laid end to end, pool ``p`` at ``seg[p]:seg[p + 1]``, each
-    sorted by VST with jobs ascending.
+    are the clocks laid end to end, the k-th at ``seg[k]:seg[k + 1]``, each
+    sorted by VST with jobs ascending; ``pools[k]`` is the k-th clock's pool
+    (default k).
     """
     V = np.asarray(V, dtype=np.float64)
     J = np.asarray(J, dtype=np.int64)
     seg = np.asarray(seg, dtype=np.int64)
     sizes = np.diff(seg)
-    pool = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
-    rank = np.arange(V.shape[0], dtype=np.int64) - seg[:-1][pool]
-    by_job = np.argsort(J, kind="stable")
-    order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
+    at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+    rank = np.arange(V.shape[0], dtype=np.int64) - seg[:-1][at]
+    pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
+    if sizes.shape[0] == 1:
+        order = np.arange(V.shape[0])  # one clock: already in (VST, job) order
+    else:
+        by_job = np.argsort(J, kind="stable")
+        order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
     mV, mD = V[order], np.asarray(D, dtype=np.float64)[order]
     return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order], rank[order],
             np.argsort(mV + mD))
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace(aV, aJ, aG, aD, aP, aR, aEO, drop, bV, bJ, bG, bD, bP, bR,
+             bEO):  # pragma: no cover - compiled
+    na = aV.shape[0]
+    nb = bV.shape[0]
+    n_keep = 0
+    for i in range(na):
+        if not drop[aP[i]]:
+            n_keep += 1
+    n = n_keep + nb
+    mV = np.empty(n, dtype=np.float64)
+    mJ = np.empty(n, dtype=np.int64)
+    mG = np.empty(n, dtype=np.int64)
+    mD = np.empty(n, dtype=np.float64)
+    mP = np.empty(n, dtype=np.int64)
+    mR = np.empty(n, dtype=np.int64)
+    pos_a = np.full(na, -1, dtype=np.int64)
+    pos_b = np.empty(nb, dtype=np.int64)
+    i = 0
+    k = 0
+    for o in range(n):
+        while i < na and drop[aP[i]]:
+            i += 1
+        take_a = i < na and (k >= nb or aV[i] < bV[k] or (aV[i] == bV[k] and aJ[i] < bJ[k]))
+        if take_a:
+            mV[o], mJ[o], mG[o], mD[o], mP[o], mR[o] = aV[i], aJ[i], aG[i], aD[i], aP[i], aR[i]
+            pos_a[i] = o
+            i += 1
+        else:
+            mV[o], mJ[o], mG[o], mD[o], mP[o], mR[o] = bV[k], bJ[k], bG[k], bD[k], bP[k], bR[k]
+            pos_b[k] = o
+            k += 1
+    # the end order: the kept entries' (in their old order) merged with the new ones'
+    eo = np.empty(n, dtype=np.int64)
+    i = 0
+    k = 0
+    for o in range(n):
+        while i < na and pos_a[aEO[i]] < 0:
+            i += 1
+        if i < na and (k >= nb or aV[aEO[i]] + aD[aEO[i]] <= bV[bEO[k]] + bD[bEO[k]]):
+            eo[o] = pos_a[aEO[i]]
+            i += 1
+        else:
+            eo[o] = pos_b[bEO[k]]
+            k += 1
+    return mV, mJ, mG, mD, mP, mR, eo
+
+
+def replace_pools(
+    merged: tuple[np.ndarray, ...], drop: np.ndarray, new: tuple[np.ndarray, ...],
+) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`) without the entries of the pools marked in
+    ``drop`` (bool [P]) and with the entries of ``new`` (a :func:`merge_clocks` result for
+    the replacing clocks, carrying their pool ids) merged in, in linear time."""
+    return _replace(*merged, np.ascontiguousarray(drop, dtype=np.bool_), *new)
 
 
 @numba.njit(cache=True, nogil=True)
