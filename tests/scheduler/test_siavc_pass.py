@@ -1,0 +1,115 @@
+"""The compiled SIA_VC pass: merged clocks and the bulk visit against direct re-computations."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sia.scheduler.siavc_pass import bulk_pass, merge_clocks, replace_pools
+from sia.scheduler.vst import ResourcePlan
+
+
+def random_clocks(rng: np.random.Generator, n_pools: int, ids: np.ndarray) -> list[tuple]:
+    """Per pool: (VSTs, jobs, GPUs, durations), sorted by VST then job; VSTs on a coarse grid
+    so that ties across pools are common. ``ids`` are the job indices to spread over pools."""
+    owner = rng.integers(0, n_pools, ids.shape[0])
+    out = []
+    for p in range(n_pools):
+        J = np.sort(ids[owner == p])
+        V = np.sort(rng.integers(0, 12, J.shape[0]).astype(np.float64) * 100.0)
+        G = rng.choice([0, 1, 2, 4, 8], J.shape[0]).astype(np.int64)
+        D = rng.choice([0.0, 50.0, 100.0, 250.0, 1000.0], J.shape[0])
+        out.append((V, J, G, D))
+    return out
+
+
+def lay_out(clocks: list[tuple]) -> tuple[tuple, np.ndarray]:
+    seg = np.zeros(len(clocks) + 1, dtype=np.int64)
+    np.cumsum([c[0].shape[0] for c in clocks], out=seg[1:])
+    return tuple(np.concatenate([c[i] for c in clocks]) for i in range(4)), seg
+
+
+def test_merge_orders_by_vst_then_job_and_remembers_pool_and_rank():
+    """Two pools; job 5 (pool 0) and job 2 (pool 1) tie at VST 10: job 2 comes first."""
+    clocks = [
+        (np.array([0.0, 10.0]), np.array([1, 5]), np.array([1, 1]), np.array([30.0, 5.0])),
+        (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
+    ]
+    (V, J, G, D), seg = lay_out(clocks)
+    mV, mJ, mG, mD, mP, mR, eo = merge_clocks(V, J, G, D, seg)
+    assert mJ.tolist() == [1, 2, 5, 3]
+    assert mP.tolist() == [0, 1, 0, 1] and mR.tolist() == [0, 0, 1, 1]
+    assert (mV + mD)[eo].tolist() == [11.0, 15.0, 21.0, 30.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 5))
+def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
+    """Drop some pools' entries and merge their new clocks in: the same arrays as a full merge."""
+    rng = np.random.default_rng(seed)
+    ids = rng.permutation(3 * n + 3)[:n]
+    old = random_clocks(rng, n_pools, ids)
+    changed = sorted(set(rng.integers(0, n_pools, rng.integers(1, n_pools + 1)).tolist()))
+    fresh = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[: n + 3] + 10 * n + 10)
+    new = list(old)
+    for p in changed:
+        new[p] = fresh[p]
+    (V, J, G, D), seg = lay_out(old)
+    merged = merge_clocks(V, J, G, D, seg)
+    (cV, cJ, cG, cD), cseg = lay_out([new[p] for p in changed])
+    part = merge_clocks(cV, cJ, cG, cD, cseg, pools=np.array(changed))
+    drop = np.zeros(n_pools, dtype=bool)
+    drop[changed] = True
+    got = replace_pools(merged, drop, part)
+    (V, J, G, D), seg = lay_out(new)
+    want = merge_clocks(V, J, G, D, seg)
+    for a, b in zip(got[:6], want[:6], strict=True):
+        assert a.tolist() == b.tolist()
+    ends = got[0] + got[3]
+    assert sorted(got[6].tolist()) == list(range(ends.shape[0]))
+    assert ends[got[6]].tolist() == sorted(ends.tolist())
+
+
+def direct_pass(clocks, visit, n_arr, now, C, free, run_e, run_g):
+    """Figure 6's visit written out plainly: jobs in (VST, job) order; each candidate checked
+    with MaxReservation over a ResourcePlan of the running jobs and the jobs before it."""
+    rows = [(V, j, g, d) for p, (Vs, Js, Gs, Ds) in enumerate(clocks)
+            for V, j, g, d in list(zip(Vs, Js, Gs, Ds, strict=True))[: visit[p]]]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    arrived = [i for i, r in enumerate(rows) if r[1] < n_arr]
+    if not arrived:
+        return []
+    plan = ResourcePlan()
+    plan.add_busy(np.array(run_e), np.array(run_g, dtype=np.int64), now)
+    out = []
+    for v, j, g, d in rows[: arrived[-1] + 1]:
+        at_now = plan.level_at(now)
+        if j < n_arr and g <= free and at_now + g <= C:
+            out.append((j, plan.max_reservation(now, d) + g > C))
+        plan.reserve(g, v, d)
+        if plan.level_at(now) >= C:
+            break
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
+    """Same candidates in the same order, and the same MaxReservation verdicts."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]  # VSTs are never past
+    visit = [int(rng.integers(0, c[0].shape[0] + 1)) for c in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = (now + rng.choice([50.0, 100.0, 400.0], k)).tolist()
+    run_g = rng.integers(1, 3, k).tolist()
+    (V, J, G, D), seg = lay_out(clocks)
+    jobs, _, _, _, fails = bulk_pass(
+        merge_clocks(V, J, G, D, seg), np.array(visit), n_arrived=n_arr, now=now, capacity=C,
+        free=free, run_end=np.array(run_e), run_gpus=np.array(run_g))
+    want = direct_pass(clocks, visit, n_arr, now, C, free, run_e, run_g)
+    assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
