@@ -308,14 +308,10 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q, now) for q in range(len(pend))]
-        P = len(pend)
-        merged = self._merged()
-        vsts = [self._arrays(p)[0] for p in range(P)]
-        visit = [max(len(pend[p]), int(np.searchsorted(vsts[p], horizon, side="left")))
-                 for p in range(P)]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            merged, np.array(visit, dtype=np.int64), n_arrived=n_arr, now=now, capacity=C,
-            free=free, run_end=np.array(run_e, dtype=np.float64),
+            self._merged(), np.array([len(x) for x in pend], dtype=np.int64), horizon=horizon,
+            n_arrived=n_arr, now=now, capacity=C, free=free,
+            run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
             return None
@@ -409,8 +405,11 @@ class SiaVCPolicy:
             for q in sorted(set(shares) - {p}) + [p]:
                 jobs_q = pend_p if q == p else pend[q]
                 k_future = bisect_left(self._pool_jobs[q], n_arr)
-                jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf, check=True,
-                                          idle_after=horizon)
+                if q == p and p not in shares and p not in self._stale:
+                    jobs, vs, rem = self._resume_without(p, j, k_future, now, horizon)
+                else:
+                    jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
+                                              check=True, idle_after=horizon)
                 if vs.size and vs[-1] > self._deadline[jobs[-1]]:
                     ok = False
                     break
@@ -426,6 +425,47 @@ class SiaVCPolicy:
                 self._charges[q].remove((end, s))
             self.stats["checks_failed"] += 1
         return False
+
+    def _resume_without(self, p: int, j: int, k_future: int, now: float, horizon: float
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The guard's re-run of pool ``p``'s clock without job ``j``, which starts on GPUs
+        lent by other pools (none charged to ``p``): (jobs, VSTs, GPUs free after each start).
+
+        With the charges unchanged, the jobs before ``j`` in the cached clock start as
+        they did, so the run resumes at ``j``'s place from the state the cached clock had
+        there (the previous start as the clock's time, and the charges and earlier jobs
+        still holding GPUs after it) and re-runs only the jobs after ``j``. The cached
+        jobs before ``j`` are checked against their F as the full re-run would (they are
+        within it by the clocks' invariant). Same result as the full re-run, except that
+        a full re-run may stop at an idle point before ``j``, leaving a shorter (equally
+        exact) clock.
+        """
+        cj, cv, cr = self._vc[p]
+        i = int(np.searchsorted(cj, j))
+        head_j, head_v = cj[:i], cv[:i]
+        if i and (head_v > self._deadline[head_j]).any():  # a late job: the re-run fails there
+            k = int(np.argmax(head_v > self._deadline[head_j]))
+            return cj[: k + 1], cv[: k + 1], cr[: k + 1]
+        t0 = float(cv[i - 1]) if i else -math.inf
+        busy = [c for c in self._charges[p] if c[0] > t0]
+        ends = head_v + self._dur_np[head_j]
+        held = ends > t0
+        pj = self._pool_jobs_np[p]
+        # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
+        # ``k_future``), not those that arrived after its end and have started since
+        tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
+        order = np.concatenate((cj[i + 1:], pj[tail:]))
+        vst, rem = fcfs_clock(
+            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p],
+            now=t0 if i else now,
+            busy_end=np.concatenate((np.array([e for e, _ in busy], dtype=np.float64),
+                                     ends[held])),
+            busy_gpus=np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
+                                      self._gpus_np[head_j[held]])),
+            stop_when_idle=True, idle_after=horizon, deadline=self._deadline,
+        )
+        return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
+                np.concatenate((cr[:i], rem)))
 
     def _lender_fails(self, q: int, s: int, end: float) -> bool:
         """Return True if lending ``s`` GPUs of pool ``q`` until ``end`` surely fails the guard.

@@ -107,13 +107,14 @@ def replace_pools(
 
 
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, kp, n_arr, now, C, free, run_e,
+def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, npend, horizon, n_arr, now, C, free, run_e,
                run_g):  # pragma: no cover - compiled
-    # the visited entries: each pool's first kp[p]; vpos: an entry's place among them, or -1
+    # the visited entries: each pool's pending jobs and the rest of its clock before the
+    # horizon; vpos: an entry's place among them, or -1
     total = 0
     vpos = np.full(aV.shape[0], -1, dtype=np.int64)
     for i in range(aV.shape[0]):
-        if aR[i] < kp[aP[i]]:
+        if aR[i] < npend[aP[i]] or aV[i] < horizon:
             vpos[i] = total
             total += 1
     mV = np.empty(total, dtype=np.float64)
@@ -122,7 +123,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, kp, n_arr, now, C, free, run_e,
     mD = np.empty(total, dtype=np.float64)
     k = 0
     for i in range(aV.shape[0]):
-        if aR[i] < kp[aP[i]]:
+        if vpos[i] >= 0:
             mV[k] = aV[i]
             mJ[k] = aJ[i]
             mG[k] = aG[i]
@@ -233,14 +234,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, kp, n_arr, now, C, free, run_e,
 
 
 def bulk_pass(
-    merged: tuple[np.ndarray, ...], visit: np.ndarray, *, n_arrived: int, now: float,
-    capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
+    merged: tuple[np.ndarray, ...], n_pending: np.ndarray, *, horizon: float, n_arrived: int,
+    now: float, capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
-    ``merged`` is :func:`merge_clocks`' result; ``visit[p]`` is how many of
-    pool ``p``'s clock entries the pass visits (its pending jobs and the future
-    ones with a VST before the horizon). The visit goes in (VST, job) order up
+    ``merged`` is :func:`merge_clocks`' result; the pass visits each pool's
+    first ``n_pending[p]`` clock entries (its pending jobs) and the rest of its
+    entries with a VST before ``horizon`` (s). The visit goes in (VST, job) order up
     to the last arrived job (index below ``n_arrived``), stopping early once
     the level reserved at ``now`` (``run_end`` / ``run_gpus``: the running
     jobs, then every visited job with a VST at ``now``) reaches ``capacity``.
@@ -250,7 +251,8 @@ def bulk_pass(
     exceeds ``capacity``.
     """
     return _bulk_pass(
-        *merged, np.ascontiguousarray(visit, dtype=np.int64), np.int64(n_arrived), float(now),
+        *merged, np.ascontiguousarray(n_pending, dtype=np.int64), float(horizon),
+        np.int64(n_arrived), float(now),
         np.int64(capacity), np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64),
     )

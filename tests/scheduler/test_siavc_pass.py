@@ -100,7 +100,9 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
     now = float(rng.integers(0, 3) * 100)
     clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]  # VSTs are never past
-    visit = [int(rng.integers(0, c[0].shape[0] + 1)) for c in clocks]
+    npend = [int(rng.integers(0, c[0].shape[0] + 1)) for c in clocks]
+    horizon = float(rng.integers(0, 14) * 100)
+    visit = [max(k, int(np.searchsorted(c[0], horizon))) for k, c in zip(npend, clocks, strict=True)]
     n_arr = int(rng.integers(0, 2 * n + 3))
     C = int(rng.integers(4, 24))
     free = int(rng.integers(0, C + 1))
@@ -109,7 +111,8 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     run_g = rng.integers(1, 3, k).tolist()
     (V, J, G, D), seg = lay_out(clocks)
     jobs, _, _, _, fails = bulk_pass(
-        merge_clocks(V, J, G, D, seg), np.array(visit), n_arrived=n_arr, now=now, capacity=C,
+        merge_clocks(V, J, G, D, seg), np.array(npend), horizon=horizon, n_arrived=n_arr,
+        now=now, capacity=C,
         free=free, run_end=np.array(run_e), run_gpus=np.array(run_g))
     want = direct_pass(clocks, visit, n_arr, now, C, free, run_e, run_g)
     assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
