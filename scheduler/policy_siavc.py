@@ -80,7 +80,7 @@ from bisect import bisect_left
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
-from sia.scheduler.siavc_pass import bulk_pass, merge_clocks, replace_pools
+from sia.scheduler.siavc_pass import CandidateWalk, bulk_pass, merge_clocks, replace_pools
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
 
@@ -116,6 +116,7 @@ class SiaVCPolicy:
         self._pool_jobs_np = [np.asarray(pj, dtype=np.int64) for pj in trace.pool_jobs]
         self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
+        self._pool_np = np.asarray(trace.pool, dtype=np.int64)
         self._dur_np = np.asarray(trace.duration, dtype=np.float64)
         P = trace.n_pools
         #: per pool: the cached clock as numpy arrays, keyed by its version
@@ -315,46 +316,34 @@ class SiaVCPolicy:
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
             return None
-        fails = fails_a.tolist()
-        # walk the candidates in order; skip those dominated by an already-failed (g, d)
-        gmax = int(Gc.max())
-        best = np.full(gmax + 1, np.inf)  # best[g]: least d failed by a job of width <= g
-        Jc, Vcl, Dcl, Gcl = Jc_a.tolist(), Vc.tolist(), Dc.tolist(), Gc.tolist()
-        pool, stats = self._pool, self.stats
-        # (pool, g) -> (d, early starts, failed checks) of a guard that failed without a re-run:
-        # its outcome depends only on the shares (pool, g, free_of) and the lenders' fast-fail,
-        # which only gets surer as the loan's end grows, so a job of that pool and width lasting
-        # at least d fails the same way (see _lender_fails)
-        gfail: dict[tuple[int, int], tuple[float, int, int]] = {}
-        k = 0
-        nc = Jc_a.size
-        while k < nc:
-            idx = k + np.flatnonzero(Dc[k:] < best[Gc[k:]])
-            for i in idx.tolist():
-                if fails[i]:
-                    g = Gcl[i]
-                    np.minimum(best[g:], Dc[i], out=best[g:])
-                    k = i + 1
-                    break
-                j, g, d = Jc[i], Gcl[i], Dcl[i]
-                key = (pool[j], g)
-                memo = gfail.get(key)
-                if memo is not None and d >= memo[0]:
-                    stats["early_starts"] += memo[1]
-                    stats["checks_failed"] += memo[2]
-                    continue
-                e0, f0, r0 = stats["early_starts"], stats["checks_failed"], self._reruns
-                if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of):
-                    return j
-                if self._reruns == r0 and (memo is None or d < memo[0]):
-                    gfail[key] = (d, stats["early_starts"] - e0, stats["checks_failed"] - f0)
-            else:
+        # walk the candidates in order; a guard that fails without a re-run of a clock depends
+        # only on the shares (pool, g, free_of) and the lenders' fast-fail, which only gets
+        # surer as the loan's end grows, so a job of that pool and width lasting at least as
+        # long fails the same way (see _lender_fails): the walk replays its counts
+        walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend))
+        Jc, Vcl = Jc_a.tolist(), Vc.tolist()
+        stats = self.stats
+        lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
+                         key=lambda q: (-free_of[q], q))
+        i = walk.next(0)
+        while i >= 0:
+            j = Jc[i]
+            e0, f0, r0 = stats["early_starts"], stats["checks_failed"], self._reruns
+            if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of, lenders):
                 break
-        return None
+            if self._reruns == r0:
+                walk.remember(i, stats["early_starts"] - e0, stats["checks_failed"] - f0)
+            i = walk.next(i + 1)
+        stats["early_starts"] += int(walk.counts[0])
+        stats["checks_failed"] += int(walk.counts[1])
+        return Jc[i] if i >= 0 else None
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
-                    horizon: float, free_of: list[int]) -> bool:
-        """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update clocks."""
+                    horizon: float, free_of: list[int], lenders_all: list[int]) -> bool:
+        """Charge job ``j`` (starting now) to quotas if no job's VST passes its F; update clocks.
+
+        ``lenders_all``: the pools with free charged capacity, most free first (ties by pool).
+        """
         p, g, d = self._pool[j], self._gpus[j], self._dur[j]
         end = now + d
         own_free = free_of[p]
@@ -369,9 +358,7 @@ class SiaVCPolicy:
                 self._stale.add(p)
             return True
         self.stats["early_starts"] += 1
-        P = len(self._quota)
-        lenders = sorted((q for q in range(P) if q != p and free_of[q] > 0),
-                         key=lambda q: (-free_of[q], q))
+        lenders = [q for q in lenders_all if q != p]
         tried: list[dict[int, int]] = []
         for own_first in (True, False):
             shares: dict[int, int] = {}
@@ -397,23 +384,23 @@ class SiaVCPolicy:
             self._reruns += 1
             for q, s in shares.items():
                 self._charges[q].append((end, s))
-            pend_p = [k for k in pend[p] if k != j]
             new = {}
             ok = True
             # lenders first: their clocks are short, while the own pool's re-run walks its
             # whole backlog; all must pass, so the order changes nothing but the cost
             for q in sorted(set(shares) - {p}) + [p]:
-                jobs_q = pend_p if q == p else pend[q]
+                n_q = len(pend[q]) - (q == p)  # the pool's pending jobs but j
                 k_future = bisect_left(self._pool_jobs[q], n_arr)
                 if q == p and p not in shares and p not in self._stale:
                     jobs, vs, rem = self._resume_without(p, j, k_future, now, horizon)
                 else:
+                    jobs_q = [k for k in pend[p] if k != j] if q == p else pend[q]
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
                                               check=True, idle_after=horizon)
                 if vs.size and vs[-1] > self._deadline[jobs[-1]]:
                     ok = False
                     break
-                full = jobs.size == len(jobs_q) + len(self._pool_jobs[q]) - k_future
+                full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
                 new[q] = (jobs, vs, rem, full)
             if ok:
                 for q, (jobs, vs, rem, full) in new.items():

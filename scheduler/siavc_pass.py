@@ -256,3 +256,65 @@ def bulk_pass(
         np.int64(capacity), np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64),
     )
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(D, G, P, fails, start, best, memo_d, memo_e, memo_f, acc):  # pragma: no cover
+    for i in range(start, D.shape[0]):
+        g = G[i]
+        if not D[i] < best[g]:
+            continue  # no shorter than a job no wider that already failed MaxReservation
+        if fails[i]:
+            for k in range(g, best.shape[0]):
+                if D[i] < best[k]:
+                    best[k] = D[i]
+            continue
+        p = P[i]
+        if D[i] >= memo_d[p, g]:  # a guard of this pool and width failed for a shorter job
+            acc[0] += memo_e[p, g]
+            acc[1] += memo_f[p, g]
+            continue
+        return i
+    return -1
+
+
+class CandidateWalk:
+    """The walk over one pass's candidates (Figure 6's visit after :func:`bulk_pass`), compiled.
+
+    :meth:`next` skips, in order, every candidate the pass can decide without its
+    guard: one no shorter than an already-failed candidate no wider than it
+    (MaxReservation only grows along the pass), one that fails MaxReservation
+    (recorded for that dominance), and one whose pool and width already failed a
+    guard, without a re-run, for a job no longer (:meth:`remember`; the skipped
+    guard's early-start and failed-check counts are added to :attr:`counts`).
+    It returns the next candidate that needs its guard run.
+    """
+
+    def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
+                 fails: np.ndarray, n_pools: int) -> None:
+        self._D = np.ascontiguousarray(durations, dtype=np.float64)
+        self._G = np.ascontiguousarray(gpus, dtype=np.int64)
+        self._P = np.ascontiguousarray(pools, dtype=np.int64)
+        self._fails = np.ascontiguousarray(fails, dtype=np.bool_)
+        width = int(self._G.max()) + 1 if self._G.size else 1
+        self._best = np.full(width, np.inf)
+        self._memo_d = np.full((n_pools, width), np.inf)
+        self._memo_e = np.zeros((n_pools, width), dtype=np.int64)
+        self._memo_f = np.zeros((n_pools, width), dtype=np.int64)
+        #: [early starts, failed checks] of the guards skipped through :meth:`remember`
+        self.counts = np.zeros(2, dtype=np.int64)
+
+    def next(self, start: int) -> int:
+        """Return the index of the first candidate at or after ``start`` that needs its guard,
+        or -1 when there is none."""
+        return int(_walk(self._D, self._G, self._P, self._fails, np.int64(start), self._best,
+                         self._memo_d, self._memo_e, self._memo_f, self.counts))
+
+    def remember(self, i: int, early_starts: int, checks_failed: int) -> None:
+        """Record that candidate ``i``'s guard failed without re-running a clock, adding
+        ``early_starts`` / ``checks_failed`` to the stats: later candidates of its pool and
+        width lasting at least as long fail the same way."""
+        p, g = self._P[i], self._G[i]
+        self._memo_d[p, g] = self._D[i]
+        self._memo_e[p, g] = early_starts
+        self._memo_f[p, g] = checks_failed
