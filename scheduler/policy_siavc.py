@@ -80,7 +80,13 @@ from bisect import bisect_left
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
-from sia.scheduler.siavc_pass import CandidateWalk, bulk_pass, merge_clocks, replace_pools
+from sia.scheduler.siavc_pass import (
+    CandidateWalk,
+    bulk_pass,
+    drop_job,
+    merge_clocks,
+    replace_pools,
+)
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
 
@@ -310,8 +316,7 @@ class SiaVCPolicy:
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q, now) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            self._merged(), np.array([len(x) for x in pend], dtype=np.int64), horizon=horizon,
-            n_arrived=n_arr, now=now, capacity=C, free=free,
+            self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
@@ -353,7 +358,13 @@ class SiaVCPolicy:
             jobs, vs, rem = self._vc[p]
             i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
             self._vc[p] = (np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
-            self._ver[p] += 1
+            cat = self._cat
+            if cat is not None and cat[0] == tuple(self._ver):  # the merge lost just that job
+                drop_job(cat[1], j)
+                self._ver[p] += 1
+                self._cat = (tuple(self._ver), cat[1])
+            else:
+                self._ver[p] += 1
             if v != now:  # within _EPS of now: later starts may move by that much
                 self._stale.add(p)
             return True

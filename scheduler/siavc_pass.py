@@ -24,8 +24,11 @@ def merge_clocks(
     V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
     pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, rank in pool,
-    order of the entries by end V + D).
+    """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
+    entries by end V + D, alive).
+
+    ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
+    an entry in place when its job leaves its clock without changing the others.
 
     ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
     are the clocks laid end to end, the k-th at ``seg[k]:seg[k + 1]``, each
@@ -37,7 +40,6 @@ def merge_clocks(
     seg = np.asarray(seg, dtype=np.int64)
     sizes = np.diff(seg)
     at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
-    rank = np.arange(V.shape[0], dtype=np.int64) - seg[:-1][at]
     pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
     if sizes.shape[0] == 1:
         order = np.arange(V.shape[0])  # one clock: already in (VST, job) order
@@ -45,18 +47,18 @@ def merge_clocks(
         by_job = np.argsort(J, kind="stable")
         order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
     mV, mD = V[order], np.asarray(D, dtype=np.float64)[order]
-    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order], rank[order],
-            np.argsort(mV + mD))
+    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order],
+            np.argsort(mV + mD), np.ones(V.shape[0], dtype=np.bool_))
 
 
 @numba.njit(cache=True, nogil=True)
-def _replace(aV, aJ, aG, aD, aP, aR, aEO, drop, bV, bJ, bG, bD, bP, bR,
-             bEO):  # pragma: no cover - compiled
+def _replace(aV, aJ, aG, aD, aP, aEO, aA, drop, bV, bJ, bG, bD, bP, bEO,
+             bA):  # pragma: no cover - compiled
     na = aV.shape[0]
     nb = bV.shape[0]
     n_keep = 0
     for i in range(na):
-        if not drop[aP[i]]:
+        if aA[i] and not drop[aP[i]]:
             n_keep += 1
     n = n_keep + nb
     mV = np.empty(n, dtype=np.float64)
@@ -64,21 +66,20 @@ def _replace(aV, aJ, aG, aD, aP, aR, aEO, drop, bV, bJ, bG, bD, bP, bR,
     mG = np.empty(n, dtype=np.int64)
     mD = np.empty(n, dtype=np.float64)
     mP = np.empty(n, dtype=np.int64)
-    mR = np.empty(n, dtype=np.int64)
     pos_a = np.full(na, -1, dtype=np.int64)
     pos_b = np.empty(nb, dtype=np.int64)
     i = 0
     k = 0
     for o in range(n):
-        while i < na and drop[aP[i]]:
+        while i < na and (drop[aP[i]] or not aA[i]):
             i += 1
         take_a = i < na and (k >= nb or aV[i] < bV[k] or (aV[i] == bV[k] and aJ[i] < bJ[k]))
         if take_a:
-            mV[o], mJ[o], mG[o], mD[o], mP[o], mR[o] = aV[i], aJ[i], aG[i], aD[i], aP[i], aR[i]
+            mV[o], mJ[o], mG[o], mD[o], mP[o] = aV[i], aJ[i], aG[i], aD[i], aP[i]
             pos_a[i] = o
             i += 1
         else:
-            mV[o], mJ[o], mG[o], mD[o], mP[o], mR[o] = bV[k], bJ[k], bG[k], bD[k], bP[k], bR[k]
+            mV[o], mJ[o], mG[o], mD[o], mP[o] = bV[k], bJ[k], bG[k], bD[k], bP[k]
             pos_b[k] = o
             k += 1
     # the end order: the kept entries' (in their old order) merged with the new ones'
@@ -94,7 +95,7 @@ def _replace(aV, aJ, aG, aD, aP, aR, aEO, drop, bV, bJ, bG, bD, bP, bR,
         else:
             eo[o] = pos_b[bEO[k]]
             k += 1
-    return mV, mJ, mG, mD, mP, mR, eo
+    return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_)
 
 
 def replace_pools(
@@ -107,14 +108,14 @@ def replace_pools(
 
 
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, npend, horizon, n_arr, now, C, free, run_e,
+def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
                run_g):  # pragma: no cover - compiled
-    # the visited entries: each pool's pending jobs and the rest of its clock before the
-    # horizon; vpos: an entry's place among them, or -1
+    # the visited entries: the pending jobs (arrived: a clock holds no started job) and the
+    # rest of the clocks before the horizon; vpos: an entry's place among them, or -1
     total = 0
     vpos = np.full(aV.shape[0], -1, dtype=np.int64)
     for i in range(aV.shape[0]):
-        if aR[i] < npend[aP[i]] or aV[i] < horizon:
+        if aA[i] and (aJ[i] < n_arr or aV[i] < horizon):
             vpos[i] = total
             total += 1
     mV = np.empty(total, dtype=np.float64)
@@ -234,28 +235,31 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aR, aEO, npend, horizon, n_arr, now, C, free,
 
 
 def bulk_pass(
-    merged: tuple[np.ndarray, ...], n_pending: np.ndarray, *, horizon: float, n_arrived: int,
-    now: float, capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
+    merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
+    capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
-    ``merged`` is :func:`merge_clocks`' result; the pass visits each pool's
-    first ``n_pending[p]`` clock entries (its pending jobs) and the rest of its
-    entries with a VST before ``horizon`` (s). The visit goes in (VST, job) order up
-    to the last arrived job (index below ``n_arrived``), stopping early once
-    the level reserved at ``now`` (``run_end`` / ``run_gpus``: the running
-    jobs, then every visited job with a VST at ``now``) reaches ``capacity``.
-    A candidate is a visited job that has arrived and fits the ``free`` GPUs
-    and the level at ``now``; ``fails`` marks the candidates whose width plus
-    ``MaxReservation(now, d)`` over the plan of the jobs visited before them
-    exceeds ``capacity``.
+    ``merged`` is :func:`merge_clocks`' result (live entries only are read); the
+    pass visits the pending jobs (index below ``n_arrived``: a clock holds no
+    started job) and the other entries with a VST before ``horizon`` (s), in
+    (VST, job) order up to the last pending one, stopping early once the level
+    reserved at ``now`` (``run_end`` / ``run_gpus``: the running jobs, then
+    every visited job with a VST at ``now``) reaches ``capacity``. A candidate
+    is a pending job that fits the ``free`` GPUs and the level at ``now``;
+    ``fails`` marks the candidates whose width plus ``MaxReservation(now, d)``
+    over the plan of the jobs visited before them exceeds ``capacity``.
     """
     return _bulk_pass(
-        *merged, np.ascontiguousarray(n_pending, dtype=np.int64), float(horizon),
-        np.int64(n_arrived), float(now),
-        np.int64(capacity), np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
+        *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
+        np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64),
     )
+
+
+def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
+    """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job)."""
+    merged[6][np.flatnonzero(merged[1] == job)] = False
 
 
 @numba.njit(cache=True, nogil=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.siavc_pass import bulk_pass, merge_clocks, replace_pools
+from sia.scheduler.siavc_pass import bulk_pass, drop_job, merge_clocks, replace_pools
 from sia.scheduler.vst import ResourcePlan
 
 
@@ -36,9 +36,9 @@ def test_merge_orders_by_vst_then_job_and_remembers_pool_and_rank():
         (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
     ]
     (V, J, G, D), seg = lay_out(clocks)
-    mV, mJ, mG, mD, mP, mR, eo = merge_clocks(V, J, G, D, seg)
+    mV, mJ, mG, mD, mP, eo, alive = merge_clocks(V, J, G, D, seg)
     assert mJ.tolist() == [1, 2, 5, 3]
-    assert mP.tolist() == [0, 1, 0, 1] and mR.tolist() == [0, 0, 1, 1]
+    assert mP.tolist() == [0, 1, 0, 1] and alive.all()
     assert (mV + mD)[eo].tolist() == [11.0, 15.0, 21.0, 30.0]
 
 
@@ -63,18 +63,37 @@ def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
     got = replace_pools(merged, drop, part)
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
-    for a, b in zip(got[:6], want[:6], strict=True):
+    for a, b in zip(got[:5], want[:5], strict=True):
         assert a.tolist() == b.tolist()
     ends = got[0] + got[3]
-    assert sorted(got[6].tolist()) == list(range(ends.shape[0]))
-    assert ends[got[6]].tolist() == sorted(ends.tolist())
+    assert sorted(got[5].tolist()) == list(range(ends.shape[0]))
+    assert ends[got[5]].tolist() == sorted(ends.tolist())
+    assert got[6].all()
 
 
-def direct_pass(clocks, visit, n_arr, now, C, free, run_e, run_g):
-    """Figure 6's visit written out plainly: jobs in (VST, job) order; each candidate checked
-    with MaxReservation over a ResourcePlan of the running jobs and the jobs before it."""
-    rows = [(V, j, g, d) for p, (Vs, Js, Gs, Ds) in enumerate(clocks)
-            for V, j, g, d in list(zip(Vs, Js, Gs, Ds, strict=True))[: visit[p]]]
+def test_replacing_pools_also_sheds_dead_entries():
+    """An entry dropped in place (drop_job) is gone after the next replacement."""
+    clocks = [
+        (np.array([0.0, 10.0]), np.array([1, 5]), np.array([1, 1]), np.array([30.0, 5.0])),
+        (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
+    ]
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    drop_job(merged, 5)
+    assert merged[6].tolist() == [True, True, False, True]
+    new = merge_clocks(np.array([15.0]), np.array([3]), np.array([1]), np.array([1.0]),
+                       np.array([0, 1]), pools=np.array([1]))
+    got = replace_pools(merged, np.array([False, True]), new)
+    assert got[1].tolist() == [1, 3] and got[6].all()
+
+
+def direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead=()):
+    """Figure 6's visit written out plainly: the pending jobs and the rest before the horizon,
+    in (VST, job) order; each candidate checked with MaxReservation over a ResourcePlan of
+    the running jobs and the jobs before it."""
+    rows = [(V, j, g, d) for Vs, Js, Gs, Ds in clocks
+            for V, j, g, d in zip(Vs, Js, Gs, Ds, strict=True)
+            if (j < n_arr or V < horizon) and j not in dead]
     rows.sort(key=lambda r: (r[0], r[1]))
     arrived = [i for i, r in enumerate(rows) if r[1] < n_arr]
     if not arrived:
@@ -100,9 +119,7 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
     now = float(rng.integers(0, 3) * 100)
     clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]  # VSTs are never past
-    npend = [int(rng.integers(0, c[0].shape[0] + 1)) for c in clocks]
     horizon = float(rng.integers(0, 14) * 100)
-    visit = [max(k, int(np.searchsorted(c[0], horizon))) for k, c in zip(npend, clocks, strict=True)]
     n_arr = int(rng.integers(0, 2 * n + 3))
     C = int(rng.integers(4, 24))
     free = int(rng.integers(0, C + 1))
@@ -110,9 +127,12 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     run_e = (now + rng.choice([50.0, 100.0, 400.0], k)).tolist()
     run_g = rng.integers(1, 3, k).tolist()
     (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 3))), replace=False).tolist())
+    for j in dead:
+        drop_job(merged, j)
     jobs, _, _, _, fails = bulk_pass(
-        merge_clocks(V, J, G, D, seg), np.array(npend), horizon=horizon, n_arrived=n_arr,
-        now=now, capacity=C,
-        free=free, run_end=np.array(run_e), run_gpus=np.array(run_g))
-    want = direct_pass(clocks, visit, n_arr, now, C, free, run_e, run_g)
+        merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+        run_end=np.array(run_e), run_gpus=np.array(run_g))
+    want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
     assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
