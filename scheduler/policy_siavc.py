@@ -66,11 +66,17 @@ long or longer in the same pass. On Philly prefixes of 1,000 / 2,500 / 5,000 /
 10,000 jobs about 0.4 / 2.9 / 8.7 / 32 s CPU (``benchmarks/bench_siavc.py``); the
 guards' re-runs of the virtual clocks now dominate.
 
-Lookahead: with the longest pending job lasting D, reservations only matter
-on ``[now, now + D)``, so future jobs are simulated only if they arrive
-before ``now + D`` (a later arrival has a VST after every window that can
-block a pending job); the no-slowdown check simulates until the next idle
-point instead. Both are exact, not approximations.
+Lookahead: only a pending job that fits the free GPUs can start in a
+decision, and its MaxReservation reads the plan on ``[now, now + d)``; with
+D the longest such job, reservations only matter on ``[now, now + D)``, so
+future jobs are simulated and visited only if their VST is before
+``now + D``. (With D taken over every pending job instead, one pending job of
+weeks made Philly's clocks hold weeks of future arrivals.) The no-slowdown
+check simulates until an idle point after ``now + D``: after any idle point
+the re-run's VSTs are those of an empty pool, within F, so which idle point
+it stops at does not change the outcome. The wake-up reads only VSTs of jobs
+in the clocks: a future job arrives, and so triggers a decision, no later
+than its VST. All of this is exact, not an approximation.
 """
 
 from __future__ import annotations
@@ -218,15 +224,21 @@ class SiaVCPolicy:
             self._wakeup = None
             return []
         dur, gpus, quota, submit = self._dur, self._gpus, self._quota, self._submit
+        # Lookahead: only a pending job that fits the free GPUs can start in this decision,
+        # and its check reads the plan on [now, now + d); so with D the longest of those,
+        # future jobs matter only if their VST is before now + D
         pend_all = view.pending_all()
-        D = float(self._dur_np[pend_all].max())
+        free = view.free_gpus
+        pend_g = self._gpus_np[pend_all]
+        fit = pend_all[pend_g <= free]
+        D = float(self._dur_np[fit].max()) if fit.size else 0.0
         horizon = now + D
         reach = horizon + D  # simulate ahead so the clock stays reusable for a while
+        self._reach = reach
         for p in range(P):
             self._clock(p, pend[p], n_arr, now, horizon, reach)
-        free = view.free_gpus
         starts: list[Start] = []
-        min_g = int(self._gpus_np[pend_all].min())
+        min_g = int(pend_g.min())
         if free >= min_g:
             run = view.running()
             run_e = (run.start + self._trace.duration[run.job]).tolist()
@@ -403,7 +415,7 @@ class SiaVCPolicy:
                 n_q = len(pend[q]) - (q == p)  # the pool's pending jobs but j
                 k_future = bisect_left(self._pool_jobs[q], n_arr)
                 if q == p and p not in shares and p not in self._stale:
-                    jobs, vs, rem = self._resume_without(p, j, k_future, now, horizon)
+                    jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
                 else:
                     jobs_q = [k for k in pend[p] if k != j] if q == p else pend[q]
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
@@ -424,19 +436,21 @@ class SiaVCPolicy:
             self.stats["checks_failed"] += 1
         return False
 
-    def _resume_without(self, p: int, j: int, k_future: int, now: float, horizon: float
+    def _resume_without(self, p: int, j: int, k_future: int, now: float, n_pend: int
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The guard's re-run of pool ``p``'s clock without job ``j``, which starts on GPUs
-        lent by other pools (none charged to ``p``): (jobs, VSTs, GPUs free after each start).
+        """Pool ``p``'s clock without job ``j``, which starts on GPUs lent by other pools
+        (none charged to ``p``): (jobs, VSTs, GPUs free after each start).
 
-        With the charges unchanged, the jobs before ``j`` in the cached clock start as
-        they did, so the run resumes at ``j``'s place from the state the cached clock had
-        there (the previous start as the clock's time, and the charges and earlier jobs
-        still holding GPUs after it) and re-runs only the jobs after ``j``. The cached
-        jobs before ``j`` are checked against their F as the full re-run would (they are
-        within it by the clocks' invariant). Same result as the full re-run, except that
-        a full re-run may stop at an idle point before ``j``, leaving a shorter (equally
-        exact) clock.
+        The guard cannot fail on ``p``: with its charges unchanged, taking a job out of
+        a strict-FCFS sequence starts no other job later, so every VST stays at or
+        before the cached one, which is within F (the clocks' invariant). So only the
+        clock is needed, as :meth:`_clock` would run it (every pending job, then up to
+        the first VST at or after ``self._reach``), and it is resumed at ``j``'s place
+        rather than re-run: the jobs before ``j`` start as cached, from the state the
+        cached clock had there (the previous start as the clock's time, and the
+        charges and earlier jobs still holding GPUs after it). The cached jobs before
+        ``j`` and the re-run ones are still checked against F (+1 us), stopping at the
+        first late one as the full re-run would.
         """
         cj, cv, cr = self._vc[p]
         i = int(np.searchsorted(cj, j))
@@ -460,7 +474,7 @@ class SiaVCPolicy:
                                      ends[held])),
             busy_gpus=np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
                                       self._gpus_np[head_j[held]])),
-            stop_when_idle=True, idle_after=horizon, deadline=self._deadline,
+            until=self._reach, keep=n_pend - i - 1, deadline=self._deadline,
         )
         return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
                 np.concatenate((cr[:i], rem)))
