@@ -29,8 +29,10 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True)
 def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity, now, busy_end,
-                 busy_gpus, horizon, stop_when_idle, idle_after, until, keep):  # pragma: no cover
-    """Compiled body of :func:`fcfs_clock`; returns (starts, free GPUs after each start)."""
+                 busy_gpus, horizon, stop_when_idle, idle_after, until, keep, ref_prev, ref_vst,
+                 changed_until):  # pragma: no cover
+    """Compiled body of :func:`fcfs_clock` / :func:`fcfs_clock_against`; returns (starts,
+    free GPUs after each start, position where the run met the reference run or -1)."""
     n_all = order.shape[0]
     out = np.empty(n_all, dtype=np.float64)
     rem = np.empty(n_all, dtype=np.int64)
@@ -44,6 +46,9 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
     inf = np.inf
     t_prev = now
     n = 0
+    n_ref = ref_vst.shape[0]
+    last_diff = changed_until  # the latest end of anything that differs from the reference
+    met = -1
     for i in range(n_all):
         k = order[i]
         s = submit[k]
@@ -51,9 +56,16 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
             break
         g = gpus[k]
         t = s if s > t_prev else t_prev
+        if n < n_ref:
+            t_ref = s if s > ref_prev[n] else ref_prev[n]  # NaN: never equal
+            if t == t_ref and last_diff <= t and t < inf:
+                met = n  # same instant, same GPUs held from here on: the runs agree
+                break
         if t == inf or g > capacity:
             out[n] = inf
             rem[n] = -1
+            if n < n_ref and ref_vst[n] != inf:
+                last_diff = inf
             n += 1
             t_prev = inf
             if use_deadline or (until < inf and n > keep):
@@ -73,13 +85,17 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
         heapq.heappush(heap, (t + duration[k], g))
         held += g
         rem[n] = capacity - held
+        if n < n_ref and t != ref_vst[n]:
+            e = (t if t > ref_vst[n] else ref_vst[n]) + duration[k]
+            if e > last_diff:
+                last_diff = e
         n += 1
         t_prev = t
         if stop_when_idle and idle and s >= idle_after:
             break
         if (t >= until and n > keep) or (use_deadline and t > deadline[k]):
             break
-    return out[:n], rem[:n]
+    return out[:n], rem[:n], met
 
 
 _NO_DEADLINE = np.empty(0, dtype=np.float64)
@@ -113,10 +129,54 @@ def fcfs_clock(
     what it means in :func:`fcfs_pool_starts`, which is this function on
     Python sequences.
     """
+    starts, free, _ = fcfs_clock_against(
+        order, submit, duration, gpus, capacity, now=now, busy_end=busy_end, busy_gpus=busy_gpus,
+        horizon=horizon, stop_when_idle=stop_when_idle, idle_after=idle_after, until=until,
+        keep=keep, deadline=deadline)
+    return starts, free
+
+
+def fcfs_clock_against(
+    order: np.ndarray,
+    submit: np.ndarray,
+    duration: np.ndarray,
+    gpus: np.ndarray,
+    capacity: int,
+    *,
+    ref_prev: np.ndarray | None = None,
+    ref_vst: np.ndarray | None = None,
+    changed_until: float = -math.inf,
+    now: float = 0.0,
+    busy_end: np.ndarray | None = None,
+    busy_gpus: np.ndarray | None = None,
+    horizon: float = math.inf,
+    stop_when_idle: bool = False,
+    idle_after: float = -math.inf,
+    until: float = math.inf,
+    keep: int = 0,
+    deadline: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`fcfs_clock` that also stops where it meets a reference run of the same pool:
+    (VSTs s, GPUs free after each start, position met or -1).
+
+    The reference is an earlier run of the same jobs (from position 0 on, the
+    same ``order``) under a state that differed only by GPUs held until
+    ``changed_until`` (s) at the latest: a charge added or taken away, or a job
+    taken out of the sequence. ``ref_vst[m]`` is the reference's VST of the job
+    at position ``m``, ``ref_prev[m]`` the reference's previous start before it
+    (NaN if unknown). The run stops before position ``m`` once both runs come
+    to that job at the same instant and everything that differs between them
+    (the change, and every job whose start differs, until its later end) is
+    over by then: both hold the same GPUs until the same ends and read the same
+    jobs, so from ``m`` on the reference's VSTs and free GPUs are this run's.
+    The caller takes them from the reference.
+    """
     if busy_end is None or busy_gpus is None:
         busy_end = np.empty(0, dtype=np.float64)
         busy_gpus = np.empty(0, dtype=np.int64)
-    return _fcfs_kernel(
+    if ref_vst is None or ref_prev is None:
+        ref_vst = ref_prev = _NO_DEADLINE
+    starts, free, met = _fcfs_kernel(
         np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(submit, dtype=np.float64),
         np.ascontiguousarray(duration, dtype=np.float64), np.ascontiguousarray(gpus, dtype=np.int64),
         _NO_DEADLINE if deadline is None else np.ascontiguousarray(deadline, dtype=np.float64),
@@ -124,7 +184,10 @@ def fcfs_clock(
         np.ascontiguousarray(busy_end, dtype=np.float64),
         np.ascontiguousarray(busy_gpus, dtype=np.int64), float(horizon), bool(stop_when_idle),
         float(idle_after), float(until), np.int64(keep),
+        np.ascontiguousarray(ref_prev, dtype=np.float64),
+        np.ascontiguousarray(ref_vst, dtype=np.float64), float(changed_until),
     )
+    return starts, free, int(met)
 
 
 def fcfs_pool_starts(

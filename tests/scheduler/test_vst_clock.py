@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.vst import fcfs_clock, fcfs_pool_starts
+from sia.scheduler.vst import fcfs_clock, fcfs_clock_against, fcfs_pool_starts
 
 
 def python_fcfs_pool_starts(
@@ -128,3 +128,47 @@ def test_fcfs_clock_reads_jobs_through_the_order():
     deadline = np.array([99.0, 3.5, 99.0, 99.0])
     starts, _ = fcfs_clock(np.array([3, 1, 0]), submit, dur, gpus, 2, deadline=deadline, **busy)
     assert starts.tolist() == [0.0, 4.0]
+
+
+@settings(max_examples=400, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 60), change=st.sampled_from(
+    ["charge", "remove", "remove+charge", "remove-charge"]))
+def test_a_run_that_meets_its_reference_can_take_the_rest_from_it(seed, n, change):
+    """Re-run a pool after a charge is added or a job taken out: the run stops where it meets
+    the earlier run, and its prefix plus the earlier run's rest is exactly the full re-run."""
+    rng = np.random.default_rng(seed)
+    cap = int(rng.integers(2, 9))
+    submit = np.sort(rng.integers(0, 40, n) * 100.0)
+    dur = rng.choice([50.0, 100.0, 300.0, 1000.0], n)
+    gpus = np.minimum(rng.choice([1, 1, 2, 4], n), cap).astype(np.int64)
+    busy_e, busy_g = [250.0], [1]
+    old_order = np.arange(n)
+    old, old_free = fcfs_clock(old_order, submit, dur, gpus, cap, busy_end=np.array(busy_e),
+                               busy_gpus=np.array(busy_g))
+    order, ref_prev, ref_vst, changed = old_order, np.r_[np.nan, old[:-1]], old, -np.inf
+    ref_free = old_free
+    if "remove" in change:
+        x = int(rng.integers(0, n))
+        order = np.delete(old_order, x)
+        prev = np.r_[np.nan, old[:-1]]
+        ref_prev, ref_vst, ref_free = np.delete(prev, x), np.delete(old, x), np.delete(old_free, x)
+        if x + 1 < n:
+            ref_prev[x] = old[x]  # the job after x came, in the reference, after x's start
+        changed = old[x] + dur[x]
+    if change == "remove-charge":  # the removed job becomes a charge from 0 (an early start)
+        busy_e, busy_g = busy_e + [float(dur[x])], busy_g + [int(gpus[x])]
+        changed = max(changed, float(dur[x]))
+    elif "charge" in change:
+        e = float(rng.integers(1, 30) * 100)
+        busy_e, busy_g = busy_e + [e], busy_g + [int(rng.integers(1, cap + 1))]
+        changed = max(changed, e)
+    kw = {"busy_end": np.array(busy_e), "busy_gpus": np.array(busy_g)}
+    full, full_free = fcfs_clock(order, submit, dur, gpus, cap, **kw)
+    part, part_free, met = fcfs_clock_against(order, submit, dur, gpus, cap, ref_prev=ref_prev,
+                                              ref_vst=ref_vst, changed_until=changed, **kw)
+    if met < 0:
+        assert part.tolist() == full.tolist()
+    else:
+        assert part.shape[0] == met
+        assert np.r_[part, ref_vst[met:]].tolist() == full.tolist()
+        assert np.r_[part_free, ref_free[met:]].tolist() == full_free.tolist()
