@@ -94,7 +94,7 @@ from sia.scheduler.siavc_pass import (
     replace_pools,
 )
 from sia.scheduler.view import SimView, Start, TraceArrays
-from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock
+from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock_against
 
 _EPS = 1e-6  # seconds
 
@@ -154,27 +154,58 @@ class SiaVCPolicy:
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
-             check: bool = False, idle_after: float = math.inf
+             check: bool = False, idle_after: float = math.inf, without: int = -1,
+             changed_until: float = -math.inf
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
         right after each start) of the prefix run, as numpy arrays.
 
         ``check=False``: every pending job, then future jobs up to and including
-        the first whose VST is at or after ``until``. ``check=True``: on until the
-        first idle point among jobs submitted at or after ``idle_after``, stopping
-        early after the first job whose VST passes its FCFS start F (+1 us).
+        the first whose VST is at or after ``until``. ``check=True`` (a guard's
+        re-run, ``pending`` lacking job ``without`` if it is >= 0, the charges
+        differing from the cached clock's only until ``changed_until``): on until
+        the first idle point among jobs submitted at or after ``idle_after``,
+        stopping early after the first job whose VST passes its FCFS start F
+        (+1 us), or where the run meets the cached clock (see
+        :func:`sia.scheduler.vst.fcfs_clock_against`), whose rest it then takes.
         """
         order = np.concatenate((np.array(pending, dtype=np.int64),
                                 self._pool_jobs_np[p][k_future:]))
         busy = [c for c in self._charges[p] if c[0] > now]
-        vst, rem = fcfs_clock(
+        ref = self._reference(p, order, without, changed_until) if check else None
+        vst, rem, met = fcfs_clock_against(
             order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p], now=now,
             busy_end=np.array([e for e, _ in busy], dtype=np.float64),
             busy_gpus=np.array([g for _, g in busy], dtype=np.int64),
             stop_when_idle=check, idle_after=idle_after, until=math.inf if check else until,
             keep=len(pending), deadline=self._deadline if check else None,
+            **({} if ref is None else ref[0]),
         )
-        return order[: vst.shape[0]], vst, rem
+        if met < 0:
+            return order[: vst.shape[0]], vst, rem
+        cj, cv, cr = ref[1]
+        return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
+                np.concatenate((rem, cr[met:])))
+
+    def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
+        """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
+        (the same jobs but ``without``): (kwargs for ``fcfs_clock_against``, (jobs, VSTs,
+        free GPUs) of the cached clock aligned with ``order``), or None if it cannot serve
+        (stale, or not the same jobs)."""
+        if p in self._stale or self._vc[p] is None:
+            return None
+        cj, cv, cr = self._vc[p]
+        prev = np.concatenate(([np.nan], cv[:-1]))
+        if without >= 0:
+            i = int(np.searchsorted(cj, without))
+            if i >= cj.shape[0] or cj[i] != without:
+                return None
+            changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
+            cj, cv, cr, prev = (np.delete(x, i) for x in (cj, cv, cr, prev))
+        n = cj.shape[0]
+        if n > order.shape[0] or not np.array_equal(order[:n], cj):
+            return None
+        return ({"ref_prev": prev, "ref_vst": cv, "changed_until": changed_until}, (cj, cv, cr))
 
     def _charged_free(self, q: int, now: float) -> int:
         return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
@@ -419,7 +450,8 @@ class SiaVCPolicy:
                 else:
                     jobs_q = [k for k in pend[p] if k != j] if q == p else pend[q]
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
-                                              check=True, idle_after=horizon)
+                                              check=True, idle_after=horizon,
+                                              without=j if q == p else -1, changed_until=end)
                 if vs.size and vs[-1] > self._deadline[jobs[-1]]:
                     ok = False
                     break
@@ -467,15 +499,21 @@ class SiaVCPolicy:
         # ``k_future``), not those that arrived after its end and have started since
         tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
         order = np.concatenate((cj[i + 1:], pj[tail:]))
-        vst, rem = fcfs_clock(
+        m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
+        vst, rem, met = fcfs_clock_against(
             order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p],
-            now=t0 if i else now,
+            ref_prev=cv[i: i + m], ref_vst=cv[i + 1: i + 1 + m],
+            changed_until=float(cv[i] + self._dur_np[j]), now=t0 if i else now,
             busy_end=np.concatenate((np.array([e for e, _ in busy], dtype=np.float64),
                                      ends[held])),
             busy_gpus=np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
                                       self._gpus_np[head_j[held]])),
             until=self._reach, keep=n_pend - i - 1, deadline=self._deadline,
         )
+        if met >= 0:  # the rest is the cached clock's
+            k = i + 1 + met
+            return (np.concatenate((head_j, order[:met], cj[k:])),
+                    np.concatenate((head_v, vst, cv[k:])), np.concatenate((cr[:i], rem, cr[k:])))
         return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
                 np.concatenate((cr[:i], rem)))
 
