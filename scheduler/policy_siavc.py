@@ -89,6 +89,7 @@ from sia.scheduler.cluster import Cluster
 from sia.scheduler.siavc_pass import (
     CandidateWalk,
     bulk_pass,
+    changed_span,
     drop_job,
     merge_clocks,
     replace_pools,
@@ -313,23 +314,42 @@ class SiaVCPolicy:
 
     def _merged(self) -> tuple[np.ndarray, ...]:
         """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
-        by the pools' versions and updated in linear time for the pools whose clock changed."""
+        by the pools' versions. When clocks changed, only the entries between what each new
+        clock shares with the merged one at its start and at its end are replaced (a
+        guard's re-run keeps the clock's head, and its tail where it met the cached clock),
+        in linear time."""
         key = tuple(self._ver)
         cat = self._cat
         if cat is not None and cat[0] == key:
             return cat[1]
         P = len(key)
-        changed = list(range(P)) if cat is None else [p for p in range(P) if key[p] != cat[0][p]]
-        parts = [self._arrays(p) for p in changed]
+        if cat is None:
+            changed, spans = list(range(P)), [(0, self._vc[p][0].shape[0]) for p in range(P)]
+        else:
+            changed, spans = [], []
+            lo = np.ones(P, dtype=np.int64)
+            hi = np.zeros(P, dtype=np.int64)
+            for p in range(P):
+                if key[p] == cat[0][p]:
+                    continue
+                oj, ov = cat[2][p]
+                nj, nv, _ = self._vc[p]
+                pre, suf = changed_span(oj, ov, nj, nv)
+                if pre + suf < oj.shape[0]:
+                    lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
+                if pre + suf < nj.shape[0]:
+                    changed.append(p)
+                    spans.append((pre, nj.shape[0] - suf))
+        parts = [tuple(x[a:b] for x in self._arrays(p)) for p, (a, b) in zip(changed, spans,
+                                                                              strict=True)]
         seg = np.zeros(len(changed) + 1, dtype=np.int64)
         np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
-        new = merge_clocks(*(np.concatenate([x[i] for x in parts]) for i in range(4)), seg,
+        new = merge_clocks(*(np.concatenate([x[i] for x in parts]) if parts else
+                             np.empty(0) for i in range(4)), seg,
                            pools=np.array(changed, dtype=np.int64))
         if cat is not None:
-            drop = np.zeros(P, dtype=np.bool_)
-            drop[changed] = True
-            new = replace_pools(cat[1], drop, new)
-        self._cat = (key, new)
+            new = replace_pools(cat[1], lo, hi, new)
+        self._cat = (key, new, [self._vc[p][:2] for p in range(P)])
         return new
 
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
@@ -405,7 +425,8 @@ class SiaVCPolicy:
             if cat is not None and cat[0] == tuple(self._ver):  # the merge lost just that job
                 drop_job(cat[1], j)
                 self._ver[p] += 1
-                self._cat = (tuple(self._ver), cat[1])
+                cat[2][p] = self._vc[p][:2]
+                self._cat = (tuple(self._ver), cat[1], cat[2])
             else:
                 self._ver[p] += 1
             if v != now:  # within _EPS of now: later starts may move by that much

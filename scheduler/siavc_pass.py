@@ -52,13 +52,13 @@ def merge_clocks(
 
 
 @numba.njit(cache=True, nogil=True)
-def _replace(aV, aJ, aG, aD, aP, aEO, aA, drop, bV, bJ, bG, bD, bP, bEO,
+def _replace(aV, aJ, aG, aD, aP, aEO, aA, lo, hi, bV, bJ, bG, bD, bP, bEO,
              bA):  # pragma: no cover - compiled
     na = aV.shape[0]
     nb = bV.shape[0]
     n_keep = 0
     for i in range(na):
-        if aA[i] and not drop[aP[i]]:
+        if aA[i] and not lo[aP[i]] <= aJ[i] <= hi[aP[i]]:
             n_keep += 1
     n = n_keep + nb
     mV = np.empty(n, dtype=np.float64)
@@ -71,7 +71,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, drop, bV, bJ, bG, bD, bP, bEO,
     i = 0
     k = 0
     for o in range(n):
-        while i < na and (drop[aP[i]] or not aA[i]):
+        while i < na and (not aA[i] or lo[aP[i]] <= aJ[i] <= hi[aP[i]]):
             i += 1
         take_a = i < na and (k >= nb or aV[i] < bV[k] or (aV[i] == bV[k] and aJ[i] < bJ[k]))
         if take_a:
@@ -99,12 +99,31 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, drop, bV, bJ, bG, bD, bP, bEO,
 
 
 def replace_pools(
-    merged: tuple[np.ndarray, ...], drop: np.ndarray, new: tuple[np.ndarray, ...],
+    merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, new: tuple[np.ndarray, ...],
 ) -> tuple[np.ndarray, ...]:
-    """Return ``merged`` (see :func:`merge_clocks`) without the entries of the pools marked in
-    ``drop`` (bool [P]) and with the entries of ``new`` (a :func:`merge_clocks` result for
-    the replacing clocks, carrying their pool ids) merged in, in linear time."""
-    return _replace(*merged, np.ascontiguousarray(drop, dtype=np.bool_), *new)
+    """Return ``merged`` (see :func:`merge_clocks`) without the entries of each pool ``p`` whose
+    job index lies in ``[lo[p], hi[p]]`` (empty when ``lo[p] > hi[p]``) and without dead
+    entries, and with the entries of ``new`` (a :func:`merge_clocks` result for the replacing
+    entries, carrying their pool ids) merged in, in linear time."""
+    return _replace(*merged, np.ascontiguousarray(lo, dtype=np.int64),
+                    np.ascontiguousarray(hi, dtype=np.int64), *new)
+
+
+def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarray,
+                 new_vsts: np.ndarray) -> tuple[int, int]:
+    """Return (common prefix, common suffix) lengths of two clocks of one pool: the entries
+    (job, VST) the new clock shares with the old at its start and at its end, not
+    overlapping. What lies between is all that changed."""
+    n = min(old_jobs.shape[0], new_jobs.shape[0])
+    same = (old_jobs[:n] == new_jobs[:n]) & (old_vsts[:n] == new_vsts[:n])
+    pre = n if same.all() else int(np.argmin(same))
+    m = n - pre
+    if m == 0:
+        return pre, 0
+    a, b = old_jobs.shape[0] - m, new_jobs.shape[0] - m
+    same = (old_jobs[a:] == new_jobs[b:]) & (old_vsts[a:] == new_vsts[b:])
+    suf = m if same.all() else m - 1 - int(np.flatnonzero(~same)[-1])
+    return pre, suf
 
 
 @numba.njit(cache=True, nogil=True)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.siavc_pass import bulk_pass, drop_job, merge_clocks, replace_pools
+from sia.scheduler.siavc_pass import (
+    bulk_pass,
+    changed_span,
+    drop_job,
+    merge_clocks,
+    replace_pools,
+)
 from sia.scheduler.vst import ResourcePlan
 
 
@@ -58,9 +64,9 @@ def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
     merged = merge_clocks(V, J, G, D, seg)
     (cV, cJ, cG, cD), cseg = lay_out([new[p] for p in changed])
     part = merge_clocks(cV, cJ, cG, cD, cseg, pools=np.array(changed))
-    drop = np.zeros(n_pools, dtype=bool)
-    drop[changed] = True
-    got = replace_pools(merged, drop, part)
+    lo = np.where(np.isin(np.arange(n_pools), changed), 0, 1)
+    hi = np.where(np.isin(np.arange(n_pools), changed), 10**9, 0)
+    got = replace_pools(merged, lo, hi, part)
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
     for a, b in zip(got[:5], want[:5], strict=True):
@@ -83,8 +89,59 @@ def test_replacing_pools_also_sheds_dead_entries():
     assert merged[6].tolist() == [True, True, False, True]
     new = merge_clocks(np.array([15.0]), np.array([3]), np.array([1]), np.array([1.0]),
                        np.array([0, 1]), pools=np.array([1]))
-    got = replace_pools(merged, np.array([False, True]), new)
+    got = replace_pools(merged, np.array([1, 0]), np.array([0, 10]), new)
     assert got[1].tolist() == [1, 3] and got[6].all()
+
+
+def test_changed_span_finds_the_shared_head_and_tail():
+    J = np.array([1, 2, 3, 4, 5])
+    V = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    # job 3 taken out and job 4 moved earlier: head [1, 2], tail [5]
+    assert changed_span(J, V, np.array([1, 2, 4, 5]), np.array([0.0, 1.0, 2.5, 4.0])) == (2, 1)
+    assert changed_span(J, V, J, V) == (5, 0)
+    assert changed_span(J, V, J[:3], V[:3]) == (3, 0)  # a shorter clock: its end is gone
+    # head and tail never overlap, even when the clocks repeat
+    assert changed_span(np.array([1, 1]), np.array([0.0, 0.0]), np.array([1]),
+                        np.array([0.0])) == (1, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 5))
+def test_replacing_only_the_changed_span_equals_merging_from_scratch(seed, n, n_pools):
+    """New clocks share a head and a tail with the old ones (a job taken out, VSTs moved in
+    between, the clock cut or extended at the end): replacing only the span between gives
+    the full merge of the new clocks."""
+    rng = np.random.default_rng(seed)
+    old = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[:n])
+    new = []
+    for V, J, G, D in old:
+        a = int(rng.integers(0, J.shape[0] + 1))
+        b = int(rng.integers(a, J.shape[0] + 1))
+        keep = np.ones(J.shape[0], dtype=bool)
+        if a < b and rng.random() < 0.5:
+            keep[a] = False  # a job taken out
+        V2 = V.copy()
+        V2[a:b] = np.maximum.accumulate(V2[a:b] - rng.integers(0, 2, b - a) * 100.0)
+        V2 = np.maximum.accumulate(V2)  # clocks stay sorted
+        new.append((V2[keep], J[keep], G[keep], D[keep]))
+    (V, J, G, D), seg = lay_out(old)
+    merged = merge_clocks(V, J, G, D, seg)
+    lo, hi, parts, pools = np.ones(n_pools, int), np.zeros(n_pools, int), [], []
+    for p, ((oV, oJ, _, _), (nV, nJ, nG, nD)) in enumerate(zip(old, new, strict=True)):
+        pre, suf = changed_span(oJ, oV, nJ, nV)
+        if pre + suf < oJ.shape[0]:
+            lo[p], hi[p] = oJ[pre], oJ[oJ.shape[0] - suf - 1]
+        if pre + suf < nJ.shape[0]:
+            e = nJ.shape[0] - suf
+            parts.append((nV[pre:e], nJ[pre:e], nG[pre:e], nD[pre:e]))
+            pools.append(p)
+    (cV, cJ, cG, cD), cseg = lay_out(parts) if parts else ((np.empty(0),) * 4, np.zeros(1, int))
+    got = replace_pools(merged, lo, hi, merge_clocks(cV, cJ, cG, cD, cseg, pools=np.array(pools,
+                                                                                        int)))
+    (V, J, G, D), seg = lay_out(new)
+    want = merge_clocks(V, J, G, D, seg)
+    for a, b in zip(got[:5], want[:5], strict=True):
+        assert a.tolist() == b.tolist()
 
 
 def direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead=()):
