@@ -45,26 +45,24 @@ ends later than under FCFS (Theorem 1). A job started exactly at its VST on
 its own pool's charges leaves every virtual clock unchanged and needs no check.
 
 Speed (the decisions are exactly those of a from-scratch re-run at every event,
-checked against the first implementation in the tests): each pool's virtual
-clock is cached and re-run only when it is stale (a job of it is overdue, it no
-longer covers the horizon, or a guard changed its charges, in which case the
-guard's own re-run becomes the cache); the pass merges the pools' sorted clocks
-lazily and stops once no room is left at ``now``; the plan is append-only
-(reservations arrive in VST order, so each only covers points at or after its
-own start) and MaxReservation is a bisect into the prefix maxima of its level
-at the reservation starts, asked only for jobs that could start and not at all
-when a job no wider and no longer already failed it in this pass; a lender's
-guard re-run is skipped when its cached clock already shows it must fail (see
-``_lender_fails``), and the other re-runs stop at the first job past its F.
-The pass itself is done in bulk with numpy
-(merge of the clocks, the plan's level at every reservation start and each
-candidate's MaxReservation); only jobs that could start now are walked in Python,
-and of those the ones dominated by an already-failed job are skipped in bulk;
-a guard that failed without a re-run (its shares or the lenders' fast-fail decided
-it) is replayed, counts included, for later jobs of its pool and width lasting as
-long or longer in the same pass. On Philly prefixes of 1,000 / 2,500 / 5,000 /
-10,000 jobs about 0.4 / 2.9 / 8.7 / 32 s CPU (``benchmarks/bench_siavc.py``); the
-guards' re-runs of the virtual clocks now dominate.
+checked against the first implementation, ``ReferenceSiaVC`` in the tests, decision
+for decision and guard for guard): each pool's virtual clock is cached and re-run
+only when it is stale (a job of it is overdue, it no longer covers the horizon, or
+a guard changed its charges, in which case the guard's own re-run becomes the
+cache). Virtual clocks run compiled (numba, :func:`sia.scheduler.vst.fcfs_clock`).
+A guard's re-run stops where it meets the cached clock (same instant, nothing that
+differs still holding GPUs) and takes the rest from it; a job started wholly on
+lent GPUs cannot make its own pool fail, so that pool's clock is resumed at the
+job's place instead of re-run. The pools' clocks are kept merged in (VST, job)
+order, updated in linear time for the span a change touched (a job started on time
+leaves only a tombstone). Each pass's bulk visit (the plan's level at every
+reservation start, each candidate's MaxReservation) and the walk over its
+candidates (skipping jobs dominated by an already-failed one, and replaying a
+guard that failed without a re-run for later jobs of its pool and width lasting as
+long or longer) are compiled too (:mod:`sia.scheduler.siavc_pass`); only guards run
+in Python, and a lender's guard re-run is skipped when its cached clock already
+shows it must fail (see ``_lender_fails``). Whole Philly trace (82k jobs): see
+``benchmarks/bench_siavc.py``.
 
 Lookahead: only a pending job that fits the free GPUs can start in a
 decision, and its MaxReservation reads the plan on ``[now, now + d)``; with
@@ -138,6 +136,8 @@ class SiaVCPolicy:
         self._cat: tuple | None = None
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
+        #: per pool: GPUs its charges hold now (ending after the current decision's instant)
+        self._held = [0] * P
         #: per pool: cached virtual clock, (jobs, VSTs, GPUs free after each start) of a prefix
         #: of its unstarted jobs in arrival order (numpy; VSTs non-decreasing)
         self._vc: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * P
@@ -208,8 +208,9 @@ class SiaVCPolicy:
             return None
         return ({"ref_prev": prev, "ref_vst": cv, "changed_until": changed_until}, (cj, cv, cr))
 
-    def _charged_free(self, q: int, now: float) -> int:
-        return self._quota[q] - sum(g for e, g in self._charges[q] if e > now)
+    def _charged_free(self, q: int) -> int:
+        """Pool ``q``'s quota not charged now (the charges are cut at each decision)."""
+        return self._quota[q] - self._held[q]
 
     def _clock(self, p: int, pend: list[int], n_arr: int, now: float, horizon: float,
                reach: float) -> tuple[list[int], list[float]]:
@@ -250,6 +251,7 @@ class SiaVCPolicy:
         for q in range(P):
             if self._charges[q]:
                 self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+                self._held[q] = sum(g for _, g in self._charges[q])
         pend = [list(view.pending(p)) for p in range(P)]
         n_arr = view.n_arrived
         if not any(pend):
@@ -377,7 +379,7 @@ class SiaVCPolicy:
         C = self._C
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
-        free_of = [self._charged_free(q, now) for q in range(len(pend))]
+        free_of = [self._charged_free(q) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             run_end=np.array(run_e, dtype=np.float64),
@@ -418,6 +420,8 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
+            if end > now:
+                self._held[p] += g
             jobs, vs, rem = self._vc[p]
             i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
             self._vc[p] = (np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
@@ -459,6 +463,8 @@ class SiaVCPolicy:
             self._reruns += 1
             for q, s in shares.items():
                 self._charges[q].append((end, s))
+                if end > now:
+                    self._held[q] += s
             new = {}
             ok = True
             # lenders first: their clocks are short, while the own pool's re-run walks its
@@ -486,6 +492,8 @@ class SiaVCPolicy:
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))
+                if end > now:
+                    self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
 
