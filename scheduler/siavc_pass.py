@@ -129,68 +129,47 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
                run_g):  # pragma: no cover - compiled
-    # the visited entries: the pending jobs (arrived: a clock holds no started job) and the
-    # rest of the clocks before the horizon; vpos: an entry's place among them, or -1
-    total = 0
-    vpos = np.full(aV.shape[0], -1, dtype=np.int64)
-    for i in range(aV.shape[0]):
-        if aA[i] and (aJ[i] < n_arr or aV[i] < horizon):
-            vpos[i] = total
-            total += 1
-    mV = np.empty(total, dtype=np.float64)
-    mJ = np.empty(total, dtype=np.int64)
-    mG = np.empty(total, dtype=np.int64)
-    mD = np.empty(total, dtype=np.float64)
-    k = 0
-    for i in range(aV.shape[0]):
-        if vpos[i] >= 0:
-            mV[k] = aV[i]
-            mJ[k] = aJ[i]
-            mG[k] = aG[i]
-            mD[k] = aD[i]
-            k += 1
-    none = np.empty(0, dtype=np.int64)
-    last = -1
-    for i in range(total):
-        if mJ[i] < n_arr:
-            last = i
-    if last < 0:
-        return none, mV[:0], mD[:0], none, np.empty(0, dtype=np.bool_)
-    # the level reserved at ``now`` before each job; the visit ends once it reaches C
+    # Visited: live entries that are pending (arrived: a clock holds no started job) or
+    # have a VST before the horizon. Work on the merged arrays in place: an entry that is
+    # not visited reserves nothing, so it only has to be skipped.
+    N = aV.shape[0]
     level0 = np.int64(0)
     for r in range(run_e.shape[0]):
         if run_e[r] > now:
             level0 += run_g[r]
-    n = last + 1
-    lnb = np.empty(n, dtype=np.int64)
-    lev = level0
-    for i in range(last + 1):
-        lnb[i] = lev
-        if mV[i] <= now and mG[i] > 0 and mD[i] > 0:
-            lev += mG[i]
-        if lev >= C:
-            n = i + 1
-            break
-    cand = np.empty(n, dtype=np.int64)
+    lev = level0  # the level reserved at ``now`` before entry i
+    cg = np.zeros(N + 1, dtype=np.int64)  # exclusive prefix sums of reserved GPUs
+    cand = np.empty(N, dtype=np.int64)
+    lnb = np.empty(N, dtype=np.int64)
     nc = 0
-    for i in range(n):
-        if mJ[i] < n_arr and mG[i] <= free and lnb[i] + mG[i] <= C:
+    n_end = N
+    for i in range(N):
+        vis = aA[i] and (aJ[i] < n_arr or aV[i] < horizon)
+        res = vis and aG[i] > 0 and aD[i] > 0
+        cg[i + 1] = cg[i] + (aG[i] if res else 0)
+        if not vis:
+            continue
+        if aJ[i] < n_arr and aG[i] <= free and lev + aG[i] <= C:
             cand[nc] = i
+            lnb[nc] = lev
             nc += 1
+        if res and aV[i] <= now:
+            lev += aG[i]
+        if lev >= C:  # no room left at ``now``: the visit ends with this job
+            n_end = i + 1
+            break
+    none = np.empty(0, dtype=np.int64)
     if nc == 0:
-        return none, mV[:0], mD[:0], none, np.empty(0, dtype=np.bool_)
-    # exclusive prefix sums of reserved GPUs
-    cg = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        cg[i + 1] = cg[i] + (mG[i] if mG[i] > 0 and mD[i] > 0 else 0)
+        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
     # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
     x_max = -np.inf
     for c in range(nc):
         i = cand[c]
-        x = min(mV[i], now + mD[i])
+        x = min(aV[i], now + aD[i])
         if x > x_max:
             x_max = x
-    n_plan = np.searchsorted(mV[:n], x_max, side="right")
+    Vn = aV[:n_end]
+    n_plan = np.searchsorted(Vn, x_max, side="right")
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # the plan's level at each distinct reservation start u (running jobs + reservations)
@@ -203,19 +182,19 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
     ended = np.int64(0)
     i = 0
     while i < n_plan:
-        if not (mG[i] > 0 and mD[i] > 0):
+        if cg[i + 1] == cg[i]:  # reserves nothing
             i += 1
             continue
-        x = mV[i]
+        x = aV[i]
         j2 = i
-        while j2 < n and mV[j2] == x:
+        while j2 < n_end and aV[j2] == x:
             j2 += 1
         while pr < ro.shape[0] and run_e[ro[pr]] <= x:
             run_done += run_g[ro[pr]]
             pr += 1
         while pe < aEO.shape[0] and aV[aEO[pe]] + aD[aEO[pe]] <= x:
             e = aEO[pe]
-            if 0 <= vpos[e] < n_plan and aG[e] > 0 and aD[e] > 0:
+            if e < n_plan and cg[e + 1] > cg[e]:
                 ended += aG[e]
             pe += 1
         u[nu] = x
@@ -229,15 +208,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
         if pm[k - 1] > pm[k]:
             pm[k] = pm[k - 1]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
-    Vn = mV[:n]
     fails = np.empty(nc, dtype=np.bool_)
     for c in range(nc):
         i = cand[c]
-        v = mV[i]
-        limit = now + mD[i]
+        v = aV[i]
+        limit = now + aD[i]
         x = v if v < limit else limit
         m = np.searchsorted(u, x, side="left")
-        top = lnb[i]
+        top = lnb[c]
         if m > 0 and pm[m - 1] > top:
             top = pm[m - 1]
         gs = np.searchsorted(Vn, v, side="left")
@@ -248,9 +226,9 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
             partial = lv[iu] - (cg[ge] - cg[i])
             if partial > top:
                 top = partial
-        fails[c] = top + mG[i] > C
+        fails[c] = top + aG[i] > C
     cand = cand[:nc]
-    return mJ[cand], mV[cand], mD[cand], mG[cand], fails
+    return aJ[cand], aV[cand], aD[cand], aG[cand], fails
 
 
 def bulk_pass(
