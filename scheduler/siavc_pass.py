@@ -25,7 +25,7 @@ def merge_clocks(
     pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries by end V + D, alive).
+    entries by end V + D, alive, the ends in that order).
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
@@ -47,13 +47,15 @@ def merge_clocks(
         by_job = np.argsort(J, kind="stable")
         order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
     mV, mD = V[order], np.asarray(D, dtype=np.float64)[order]
-    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order],
-            np.argsort(mV + mD), np.ones(V.shape[0], dtype=np.bool_))
+    ends = mV + mD
+    eo = np.argsort(ends)
+    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order], eo,
+            np.ones(V.shape[0], dtype=np.bool_), ends[eo])
 
 
 @numba.njit(cache=True, nogil=True)
-def _replace(aV, aJ, aG, aD, aP, aEO, aA, lo, hi, bV, bJ, bG, bD, bP, bEO,
-             bA):  # pragma: no cover - compiled
+def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
+             bE):  # pragma: no cover - compiled
     na = aV.shape[0]
     nb = bV.shape[0]
     n_keep = 0
@@ -84,18 +86,21 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, lo, hi, bV, bJ, bG, bD, bP, bEO,
             k += 1
     # the end order: the kept entries' (in their old order) merged with the new ones'
     eo = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.float64)
     i = 0
     k = 0
     for o in range(n):
         while i < na and pos_a[aEO[i]] < 0:
             i += 1
-        if i < na and (k >= nb or aV[aEO[i]] + aD[aEO[i]] <= bV[bEO[k]] + bD[bEO[k]]):
+        if i < na and (k >= nb or aE[i] <= bE[k]):
             eo[o] = pos_a[aEO[i]]
+            ends[o] = aE[i]
             i += 1
         else:
             eo[o] = pos_b[bEO[k]]
+            ends[o] = bE[k]
             k += 1
-    return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_)
+    return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_), ends
 
 
 def replace_pools(
@@ -127,7 +132,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
+def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
                run_g):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
@@ -192,7 +197,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, horizon, n_arr, now, C, free, run_e,
         while pr < ro.shape[0] and run_e[ro[pr]] <= x:
             run_done += run_g[ro[pr]]
             pr += 1
-        while pe < aEO.shape[0] and aV[aEO[pe]] + aD[aEO[pe]] <= x:
+        while pe < aEO.shape[0] and aE[pe] <= x:
             e = aEO[pe]
             if e < n_plan and cg[e + 1] > cg[e]:
                 ended += aG[e]

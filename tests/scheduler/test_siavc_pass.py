@@ -35,17 +35,17 @@ def lay_out(clocks: list[tuple]) -> tuple[tuple, np.ndarray]:
     return tuple(np.concatenate([c[i] for c in clocks]) for i in range(4)), seg
 
 
-def test_merge_orders_by_vst_then_job_and_remembers_pool_and_rank():
+def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
     """Two pools; job 5 (pool 0) and job 2 (pool 1) tie at VST 10: job 2 comes first."""
     clocks = [
         (np.array([0.0, 10.0]), np.array([1, 5]), np.array([1, 1]), np.array([30.0, 5.0])),
         (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
     ]
     (V, J, G, D), seg = lay_out(clocks)
-    mV, mJ, mG, mD, mP, eo, alive = merge_clocks(V, J, G, D, seg)
+    mV, mJ, mG, mD, mP, eo, alive, ends = merge_clocks(V, J, G, D, seg)
     assert mJ.tolist() == [1, 2, 5, 3]
     assert mP.tolist() == [0, 1, 0, 1] and alive.all()
-    assert (mV + mD)[eo].tolist() == [11.0, 15.0, 21.0, 30.0]
+    assert (mV + mD)[eo].tolist() == ends.tolist() == [11.0, 15.0, 21.0, 30.0]
 
 
 @settings(max_examples=200, deadline=None)
@@ -73,7 +73,7 @@ def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
         assert a.tolist() == b.tolist()
     ends = got[0] + got[3]
     assert sorted(got[5].tolist()) == list(range(ends.shape[0]))
-    assert ends[got[5]].tolist() == sorted(ends.tolist())
+    assert ends[got[5]].tolist() == sorted(ends.tolist()) == got[7].tolist()
     assert got[6].all()
 
 
