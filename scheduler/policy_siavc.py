@@ -249,7 +249,7 @@ class SiaVCPolicy:
         self.stats["calls"] += 1
         P = view.n_pools
         for q in range(P):
-            if self._charges[q]:
+            if self._charges[q] and min(self._charges[q])[0] <= now:  # some charge is over
                 self._charges[q] = [c for c in self._charges[q] if c[0] > now]
                 self._held[q] = sum(g for _, g in self._charges[q])
         pend = [list(view.pending(p)) for p in range(P)]
@@ -261,7 +261,7 @@ class SiaVCPolicy:
         # Lookahead: only a pending job that fits the free GPUs can start in this decision,
         # and its check reads the plan on [now, now + d); so with D the longest of those,
         # future jobs matter only if their VST is before now + D
-        pend_all = view.pending_all()
+        pend_all = np.concatenate([x for x in pend if x])
         free = view.free_gpus
         pend_g = self._gpus_np[pend_all]
         fit = pend_all[pend_g <= free]
@@ -293,7 +293,7 @@ class SiaVCPolicy:
                     starts.append(Start(j, False))
                 else:
                     starts.append(Start(j, True))
-                if not free or not any(pend):
+                if free < min_g or not any(pend):  # no pending job fits what is left
                     break
         # wake up at the smallest VST ahead among the jobs the pass would visit
         w = math.inf
