@@ -86,6 +86,7 @@ import numpy as np
 from sia.scheduler.cluster import Cluster
 from sia.scheduler.siavc_pass import (
     CandidateWalk,
+    PassScratch,
     bulk_pass,
     changed_span,
     drop_job,
@@ -134,6 +135,7 @@ class SiaVCPolicy:
         self._np: list[tuple | None] = [None] * P
         #: every pool's clock laid end to end for the pass, keyed by the pools' versions
         self._cat: tuple | None = None
+        self._scratch = PassScratch()
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -382,6 +384,7 @@ class SiaVCPolicy:
         free_of = [self._charged_free(q) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            scratch=self._scratch,
             run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:

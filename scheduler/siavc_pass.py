@@ -133,7 +133,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g):  # pragma: no cover - compiled
+               run_g, wi, wf):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -143,9 +143,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         if run_e[r] > now:
             level0 += run_g[r]
     lev = level0  # the level reserved at ``now`` before entry i
-    cg = np.zeros(N + 1, dtype=np.int64)  # exclusive prefix sums of reserved GPUs
-    cand = np.empty(N, dtype=np.int64)
-    lnb = np.empty(N, dtype=np.int64)
+    # scratch from the caller (wi: 5 int64 rows, wf: 1 float64 row, each at least N + 1 long)
+    cg = wi[0]  # exclusive prefix sums of reserved GPUs
+    cg[0] = 0
+    cand = wi[1]
+    lnb = wi[2]
     nc = 0
     n_end = N
     for i in range(N):
@@ -178,8 +180,8 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # the plan's level at each distinct reservation start u (running jobs + reservations)
-    u = np.empty(n_plan, dtype=np.float64)
-    lv = np.empty(n_plan, dtype=np.int64)
+    u = wf[0]
+    lv = wi[3]
     nu = 0
     pr = 0
     run_done = np.int64(0)
@@ -208,10 +210,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         i = j2
     u = u[:nu]
     lv = lv[:nu]
-    pm = lv.copy()
+    pm = wi[4][:nu]
+    if nu:
+        pm[0] = lv[0]
     for k in range(1, nu):
-        if pm[k - 1] > pm[k]:
-            pm[k] = pm[k - 1]
+        pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
     fails = np.empty(nc, dtype=np.bool_)
     for c in range(nc):
@@ -232,13 +235,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             if partial > top:
                 top = partial
         fails[c] = top + aG[i] > C
-    cand = cand[:nc]
+    cand = cand[:nc].copy()
     return aJ[cand], aV[cand], aD[cand], aG[cand], fails
 
 
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
+    scratch: PassScratch | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -252,11 +256,28 @@ def bulk_pass(
     ``fails`` marks the candidates whose width plus ``MaxReservation(now, d)``
     over the plan of the jobs visited before them exceeds ``capacity``.
     """
+    wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + 1)
     return _bulk_pass(
         *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
         np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-        np.ascontiguousarray(run_gpus, dtype=np.int64),
+        np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf,
     )
+
+
+class PassScratch:
+    """Working rows for :func:`bulk_pass`, kept by its caller across passes so a pass
+    allocates nothing in proportion to the clocks (its results never point into them)."""
+
+    def __init__(self) -> None:
+        self._int = np.empty((5, 0), dtype=np.int64)
+        self._float = np.empty((1, 0), dtype=np.float64)
+
+    def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Return (int64 [5, >= n], float64 [1, >= n]) rows, grown (doubled) when too short."""
+        if self._int.shape[1] < n:
+            self._int = np.empty((5, 2 * n), dtype=np.int64)
+            self._float = np.empty((1, 2 * n), dtype=np.float64)
+        return self._int, self._float
 
 
 def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
