@@ -91,6 +91,7 @@ from sia.scheduler.siavc_pass import (
     changed_span,
     drop_job,
     merge_clocks,
+    next_vst,
     replace_pools,
 )
 from sia.scheduler.view import SimView, Start, TraceArrays
@@ -298,12 +299,17 @@ class SiaVCPolicy:
                 if free < min_g or not any(pend):  # no pending job fits what is left
                     break
         # wake up at the smallest VST ahead among the jobs the pass would visit
-        w = math.inf
-        for p in range(P):
-            jobs, vs, _ = self._vc[p]
-            i = int(np.searchsorted(vs, now, side="right"))
-            if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
-                w = float(vs[i])
+        cat = self._cat
+        if cat is not None and cat[0] == tuple(self._ver):  # the merged clocks are current
+            w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
+                         horizon=horizon, n_pools=P)
+        else:
+            w = math.inf
+            for p in range(P):
+                jobs, vs, _ = self._vc[p]
+                i = int(np.searchsorted(vs, now, side="right"))
+                if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
+                    w = float(vs[i])
         self._wakeup = w if w < math.inf else None
         return starts
 

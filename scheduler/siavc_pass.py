@@ -345,3 +345,28 @@ class CandidateWalk:
         self._memo_d[p, g] = self._D[i]
         self._memo_e[p, g] = early_starts
         self._memo_f[p, g] = checks_failed
+
+
+@numba.njit(cache=True, nogil=True)
+def _wakeup(aV, aJ, aP, aA, now, n_arr, submit, horizon, n_pools):  # pragma: no cover
+    seen = np.zeros(n_pools, dtype=np.bool_)
+    left = n_pools
+    for i in range(np.searchsorted(aV, now, side="right"), aV.shape[0]):
+        if not aA[i] or seen[aP[i]]:
+            continue
+        if aJ[i] < n_arr or submit[aJ[i]] < horizon:
+            return aV[i]
+        seen[aP[i]] = True
+        left -= 1
+        if left == 0:
+            break
+    return np.inf
+
+
+def next_vst(merged: tuple[np.ndarray, ...], *, now: float, n_arrived: int,
+             submit: np.ndarray, horizon: float, n_pools: int) -> float:
+    """Return the smallest, over pools, of each pool's first VST after ``now`` (s) if its
+    job has arrived or arrives before ``horizon`` (s), or inf: the wake-up of a pass."""
+    aV, aJ, _, _, aP, _, aA, _ = merged
+    return float(_wakeup(aV, aJ, aP, aA, float(now), np.int64(n_arrived), submit,
+                         float(horizon), np.int64(n_pools)))

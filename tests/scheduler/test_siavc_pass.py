@@ -10,6 +10,7 @@ from sia.scheduler.siavc_pass import (
     changed_span,
     drop_job,
     merge_clocks,
+    next_vst,
     replace_pools,
 )
 from sia.scheduler.vst import ResourcePlan
@@ -193,3 +194,30 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
         run_end=np.array(run_e), run_gpus=np.array(run_g))
     want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
     assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 5))
+def test_next_vst_is_the_per_pool_first_vst_ahead(seed, n, n_pools):
+    """The wake-up read off the merged clocks equals the per-pool rule: each pool's first VST
+    after now counts if its job has arrived or arrives before the horizon; dead entries are
+    not in any clock."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 3))), replace=False).tolist())
+    for j in dead:
+        drop_job(merged, j)
+    submit = rng.integers(0, 12, 2 * n + 3) * 100.0
+    now = float(rng.integers(0, 12) * 100)
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    horizon = float(rng.integers(0, 14) * 100)
+    want = np.inf
+    for Vs, Js, _, _ in clocks:
+        live = [(v, j) for v, j in zip(Vs.tolist(), Js.tolist(), strict=True) if j not in dead]
+        ahead = [(v, j) for v, j in live if v > now]
+        if ahead and (ahead[0][1] < n_arr or submit[ahead[0][1]] < horizon):
+            want = min(want, ahead[0][0])
+    assert next_vst(merged, now=now, n_arrived=n_arr, submit=submit, horizon=horizon,
+                    n_pools=n_pools) == want
