@@ -10,8 +10,8 @@ failed, opportunistic starts, and the jobs ending > 1 s later than under FCFS.
 
 The whole trace is ``--prefixes 82182`` (about 2 min 10 s on this 2-core
 machine, target 120 s). Measured 2026-11-22, CPU s by prefix: 1,000: 0.6;
-2,500: 1.1; 5,000: 2.7; 10,000: 7.2; 20,000: 21.9; 40,000: 61; all 82,182:
-130, with 0 jobs slowed (the session before: 0.4 / 2.9 / 8.7 / 32 / 204 / - /
+2,500: 1.1; 5,000: 2.5; 10,000: 6.9; 20,000: 21.3; 40,000: 58; all 82,182:
+126, with 0 jobs slowed (the session before: 0.4 / 2.9 / 8.7 / 32 / 204 / - /
 over 600).
 """
 
