@@ -144,6 +144,7 @@ class SiaVCPolicy:
         #: per pool: cached virtual clock, (jobs, VSTs, GPUs free after each start) of a prefix
         #: of its unstarted jobs in arrival order (numpy; VSTs non-decreasing)
         self._vc: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * P
+        self._vc_meta: list[tuple[float, float, int] | None] = [None] * P
         #: per pool: whether that prefix is all of its unstarted jobs
         #: per pool: bumped whenever its clock or charges change (keys the fast-fail memo)
         self._ver = [0] * P
@@ -211,6 +212,11 @@ class SiaVCPolicy:
             return None
         return ({"ref_prev": prev, "ref_vst": cv, "changed_until": changed_until}, (cj, cv, cr))
 
+    def _set_clock(self, p: int, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray) -> None:
+        """Cache pool ``p``'s clock, with its ends as Python numbers for the staleness test."""
+        self._vc[p] = (jobs, vs, rem)
+        self._vc_meta[p] = (float(vs[0]), float(vs[-1]), int(jobs[-1])) if jobs.size else None
+
     def _charged_free(self, q: int) -> int:
         """Pool ``q``'s quota not charged now (the charges are cut at each decision)."""
         return self._quota[q] - self._held[q]
@@ -230,17 +236,17 @@ class SiaVCPolicy:
             self._stale.discard(p)
             c = None
         if c is not None:
-            jobs, vs, _ = c
-            if not jobs.size:
+            meta = self._vc_meta[p]  # (first VST, last VST, last job) as Python numbers
+            if meta is None:
                 if self._vc_full[p] and not pend:
                     return c
-            elif (vs[0] >= now and (self._vc_full[p] or vs[-1] >= horizon)
-                  and (not pend or jobs[-1] >= pend[-1])):
+            elif (meta[0] >= now and (self._vc_full[p] or meta[1] >= horizon)
+                  and (not pend or meta[2] >= pend[-1])):
                 return c
         self.stats["resims"] += 1
         k_future = bisect_left(self._pool_jobs[p], n_arr)
         jobs, vs, rem = self._sim(p, pend, k_future, now, until=reach)
-        self._vc[p] = (jobs, vs, rem)
+        self._set_clock(p, jobs, vs, rem)
         self._ver[p] += 1
         self._vc_full[p] = jobs.size == len(pend) + len(self._pool_jobs[p]) - k_future
         return jobs, vs
@@ -433,7 +439,7 @@ class SiaVCPolicy:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
             i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
-            self._vc[p] = (np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
+            self._set_clock(p, np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
             cat = self._cat
             if cat is not None and cat[0] == tuple(self._ver):  # the merge lost just that job
                 drop_job(cat[1], j)
@@ -495,7 +501,7 @@ class SiaVCPolicy:
                 new[q] = (jobs, vs, rem, full)
             if ok:
                 for q, (jobs, vs, rem, full) in new.items():
-                    self._vc[q] = (jobs, vs, rem)
+                    self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
                     self._vc_full[q] = full
                 return True
