@@ -379,16 +379,18 @@ class SiaVCPolicy:
         reserved on ``[VST, VST + d)``; the pass also stops once the level
         reserved at ``now`` reaches the cluster's GPUs.
 
-        The visit is done in bulk: every visited job is reserved whatever its
-        own check says (a job that starts ends the pass), so the plan each job
-        sees is that of the jobs before it in the order, computed with numpy at
-        the distinct reservation starts (the reserved level's maximum on
-        ``[now, now + d)`` is reached at ``now`` or at a reservation start, and a
-        start before a job's VST already holds its final level). Only jobs that
-        could start (arrived, width within the free GPUs and the level at
-        ``now``) are then walked in order, in Python, and of those only the ones
-        no wider and no longer than an already-failed job (Figure 6's
-        MaxReservation only grows along the pass) get their check and guard.
+        The visit is done in bulk (:func:`sia.scheduler.siavc_pass.bulk_pass`,
+        compiled): every visited job is reserved whatever its own check says (a
+        job that starts ends the pass), so the plan each job sees is that of the
+        jobs before it in the order, taken at the distinct reservation starts
+        (the reserved level's maximum on ``[now, now + d)`` is reached at ``now``
+        or at a reservation start, and a start before a job's VST already holds
+        its final level). Only jobs that could start (arrived, width within the
+        free GPUs and the level at ``now``) are then walked in order
+        (``CandidateWalk``, compiled), and of those only the ones no wider and no
+        longer than an already-failed job (Figure 6's MaxReservation only grows
+        along the pass) get their check, and only the ones not settled by the
+        pass's memo of failed guards get their guard, in Python.
         """
         C = self._C
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
