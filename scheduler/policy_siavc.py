@@ -123,7 +123,6 @@ class SiaVCPolicy:
         F = fcfs_baseline_starts(trace.submit, trace.duration, trace.num_gpus, trace.pool,
                                  trace.quota)
         self._F = F.tolist()
-        self._F_np = F
         self._deadline = F + _EPS  # a guard's re-run fails past F (+1 us)
         self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
         self._pool_jobs_np = [np.asarray(pj, dtype=np.int64) for pj in trace.pool_jobs]
@@ -305,8 +304,8 @@ class SiaVCPolicy:
                 if free < min_g or not any(pend):  # no pending job fits what is left
                     break
         # wake up at the smallest VST ahead among the jobs the pass would visit
-        cat = self._cat
-        if cat is not None and cat[0] == tuple(self._ver):  # the merged clocks are current
+        cat = self._current_merge()
+        if cat is not None:
             w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
                          horizon=horizon, n_pools=P)
         else:
@@ -327,6 +326,12 @@ class SiaVCPolicy:
             c = (self._ver[p], vs, J, self._gpus_np[J], self._dur_np[J])
             self._np[p] = c
         return c[1], c[2], c[3], c[4]
+
+    def _current_merge(self) -> tuple | None:
+        """The cached merge (versions, merged clocks, clocks merged) if every clock is as
+        merged, else None."""
+        cat = self._cat
+        return cat if cat is not None and cat[0] == tuple(self._ver) else None
 
     def _merged(self) -> tuple[np.ndarray, ...]:
         """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
@@ -442,8 +447,8 @@ class SiaVCPolicy:
             jobs, vs, rem = self._vc[p]
             i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
             self._set_clock(p, np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
-            cat = self._cat
-            if cat is not None and cat[0] == tuple(self._ver):  # the merge lost just that job
+            cat = self._current_merge()
+            if cat is not None:  # the merge lost just that job
                 drop_job(cat[1], j)
                 self._ver[p] += 1
                 cat[2][p] = self._vc[p][:2]

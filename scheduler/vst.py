@@ -107,32 +107,20 @@ def fcfs_clock(
     duration: np.ndarray,
     gpus: np.ndarray,
     capacity: int,
-    *,
-    now: float = 0.0,
-    busy_end: np.ndarray | None = None,
-    busy_gpus: np.ndarray | None = None,
-    horizon: float = math.inf,
-    stop_when_idle: bool = False,
-    idle_after: float = -math.inf,
-    until: float = math.inf,
-    keep: int = 0,
-    deadline: np.ndarray | None = None,
+    **options,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (float64 VSTs s, int64 GPUs left free after each start) of one pool run alone.
 
     The compiled virtual clock (numba): ``order`` (int64) lists the pool's
     not-yet-started jobs in arrival order as indices into the trace-wide
-    arrays ``submit`` (s), ``duration`` (s) and ``gpus``; ``busy_end`` /
-    ``busy_gpus`` are the GPUs already held (until ``busy_end[i]``);
-    ``deadline`` (float64, trace-wide, indexed like ``submit``) turns on the
-    deadline stop. The result covers a prefix of ``order``; every option means
-    what it means in :func:`fcfs_pool_starts`, which is this function on
-    Python sequences.
+    arrays ``submit`` (s), ``duration`` (s) and ``gpus``. ``options`` are
+    :func:`fcfs_clock_against`'s state and early stops (``now``, ``busy_end`` /
+    ``busy_gpus``, ``horizon``, ``stop_when_idle``, ``idle_after``, ``until``,
+    ``keep``, ``deadline``), without a reference run. The result covers a
+    prefix of ``order``; every option means what it means in
+    :func:`fcfs_pool_starts`, which is this function on Python sequences.
     """
-    starts, free, _ = fcfs_clock_against(
-        order, submit, duration, gpus, capacity, now=now, busy_end=busy_end, busy_gpus=busy_gpus,
-        horizon=horizon, stop_when_idle=stop_when_idle, idle_after=idle_after, until=until,
-        keep=keep, deadline=deadline)
+    starts, free, _ = fcfs_clock_against(order, submit, duration, gpus, capacity, **options)
     return starts, free
 
 
@@ -158,6 +146,11 @@ def fcfs_clock_against(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`fcfs_clock` that also stops where it meets a reference run of the same pool:
     (VSTs s, GPUs free after each start, position met or -1).
+
+    State and early stops: the run starts at ``now`` (s) with ``busy_end`` /
+    ``busy_gpus`` GPUs held (until ``busy_end[i]``); ``deadline`` (float64,
+    trace-wide, indexed like ``submit``) turns on the deadline stop; the other
+    options are those of :func:`fcfs_pool_starts`.
 
     The reference is an earlier run of the same jobs (from position 0 on, the
     same ``order``) under a state that differed only by GPUs held until
