@@ -25,9 +25,24 @@ With a ``preemption`` section, ``<policy>+preempt`` rows replay that policy
 with partial preemption: a seeded ``preemptible_fraction`` of the jobs is
 preemptible, each preemption costs ``lost_work_s`` and ``restart_delay_s``.
 
+Allocator settings (``allocators``, default :data:`DEFAULT_ALLOCATORS`):
+every locality policy (and its FCFS baseline) is replayed once per named
+setting of the buddy allocator (LocalityConfig options over ``locality``;
+by default ``adopt_loans`` on and off, which moves learned SIA and HiveD*
+in opposite directions), so policies are compared at equal allocator.
+
 Outputs (under ``out_dir``): ``figure16.csv`` / ``figure16.md`` (one row per
-variant and policy: mean over seeds), ``figure16_runs.csv`` (one row per
-replay), ``chains.csv`` / ``chains.md`` and ``figure16.png``.
+variant, policy and allocator: mean over seeds), ``figure16_by_allocator.md``
+(speedup / % slowed, one column per allocator), ``figure16_runs.csv`` and
+``chain_runs.csv`` (one row per scored replay), ``chains.csv`` / ``chains.md``
+and ``figure16.png``. Every replay's per-job result is kept as
+``replays/VARIANT/seed-S/GROUP/LABEL.parquet`` (GROUP ``cells-ALLOC``,
+``fungible``, ``chain-A+B`` or ``chain-base``; LABEL the policy or ``fcfs``)
+with a keyed completion marker (:mod:`sia.pipelines.replay_store`); a rerun
+on the same directory reuses the finished ones (the key holds the workload,
+length, tick, pool size, policy, its LocalityConfig and, for
+``sia-learned``, its training workload) and redoes missing, truncated or
+stale ones; the tables are always recomputed from these files.
 
 :func:`run_causes` (``sia figure16 --causes``) instead classifies every
 slowed job of every locality policy by what held up its start
@@ -38,9 +53,11 @@ cause, summed over seeds) and ``causes_jobs.csv``.
 
 from __future__ import annotations
 
+import functools
+import json
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +65,20 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines.experiment import read_yaml
+from sia.pipelines.replay_store import (
+    atomic_write_text,
+    read_marker,
+    replay_files,
+    replay_status,
+    result_key,
+    save_replay,
+)
 
 DAY_S = 86_400.0
+
+#: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
+#: without binding a server that loans partly hold (LocalityConfig.adopt_loans).
+DEFAULT_ALLOCATORS = {"adopt-loans": {"adopt_loans": True}, "no-adopt": {"adopt_loans": False}}
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,10 @@ class Figure16Config:
     chain_variants: tuple[str, ...] = ("base",)
     budget_s: float = 0.5
     locality: dict = field(default_factory=dict)
+    #: allocator settings, each replayed for every locality policy: name -> LocalityConfig
+    #: options applied over ``locality`` (the chain comparison uses ``locality`` alone)
+    allocators: dict = field(default_factory=lambda: {k: dict(v) for k, v in
+                                                      DEFAULT_ALLOCATORS.items()})
     chain_locality: dict = field(default_factory=dict)
     #: partial preemption rows: {policy, preemptible_fraction, lost_work_s, restart_delay_s}
     preemption: dict = field(default_factory=dict)
@@ -126,19 +159,43 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
             if not isinstance(raw[key], dict):
                 raise ConfigError(f"{path}: {key} must be a mapping of LocalityConfig options")
             kw[key] = dict(raw[key])
+    if "allocators" in raw:
+        kw["allocators"] = _parse_allocators(raw["allocators"], path)
     cfg = Figure16Config(**kw)
-    _locality(cfg, ("buddy",), "sia")  # validate the locality options now
+    for alloc in cfg.allocators:  # validate the locality options now
+        _locality(cfg, ("buddy",), "sia", alloc=alloc)
+        if cfg.preemption:
+            _locality(cfg, ("buddy",), "sia", mode="preempt", alloc=alloc)
     _locality(cfg, ("buddy",), "sia", mode="chain")
-    if cfg.preemption:
-        _locality(cfg, ("buddy",), "sia", mode="preempt")
     return cfg
 
 
+def _parse_allocators(raw: Any, path: Path) -> dict[str, dict]:
+    """Return {name: LocalityConfig options} from the config's ``allocators`` mapping."""
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"{path}: allocators must be a non-empty mapping of name -> locality "
+                          "options, e.g. {{adopt-loans: {{adopt_loans: true}}}}")
+    out: dict[str, dict] = {}
+    for name, opts in raw.items():
+        name = str(name)
+        if not name or "/" in name or name.startswith(".") or name == "none":
+            raise ConfigError(f"{path}: allocators: {name!r} is not a usable name "
+                              "(non-empty, no '/', not 'none')")
+        if not isinstance(opts, dict | type(None)):
+            raise ConfigError(f"{path}: allocators: {name!r} must map to LocalityConfig options, "
+                              f"got {opts!r}")
+        out[name] = dict(opts or {})
+    return out
+
+
 def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: str = "main",
-              seed: int = 0):
+              seed: int = 0, alloc: str | None = None):
+    """The LocalityConfig of a replay: ``locality``, then the allocator's options, then the mode's."""
     from sia.scheduler.locality import LocalityConfig, config_for_policy
 
     opts = dict(cfg.locality)
+    if alloc is not None:
+        opts.update(cfg.allocators[alloc])
     if mode == "chain":
         opts.update(cfg.chain_locality)
     if mode == "preempt":
@@ -148,7 +205,8 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: st
     try:
         return config_for_policy(LocalityConfig(chain=tuple(chain), **opts), policy)
     except TypeError as err:
-        raise ConfigError(f"figure16 config: bad locality option: {err}") from None
+        where = f" (allocator {alloc!r})" if alloc is not None else ""
+        raise ConfigError(f"figure16 config: bad locality option{where}: {err}") from None
 
 
 def learned_sia(cfg: Figure16Config, variant: str, seed: int):
@@ -187,70 +245,162 @@ def _policy(cfg: Figure16Config, name: str, variant: str, seed: int):
     return learned_sia(cfg, variant, seed) if name == "sia-learned" else make_policy(name)
 
 
-def run_one(item: tuple) -> dict[str, Any]:
-    """Replay one (variant, seed, policy, chain or None) and its FCFS baseline; return a result row."""
-    cfg, variant, seed, policy, chain, mode = item
-    from sia.data.synthetic import generate_workload
-    from sia.scheduler.locality import simulate_cells
-    from sia.scheduler.metrics import compare
-    from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
+# ----------------------------------------------------------------------------- replays on disk
+@dataclass(frozen=True)
+class Replay:
+    """One replay to run and keep: a policy on (variant, seed), on cells (``locality``) or fungible GPUs.
 
-    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days, pool_gpus=cfg.pool_gpus)
-    pools = pools.select("pool", "quota_gpus")
+    ``group`` is its folder under ``replays/VARIANT/seed-S/`` (``cells-ALLOC``,
+    ``chain-A+B``, ``chain-base`` or ``fungible``) and ``label`` its file name
+    there (the policy, ``+preempt`` for a preemption row).
+    """
+
+    variant: str
+    seed: int
+    policy: str
+    group: str
+    label: str
+    locality: Any  # LocalityConfig, or None: fungible GPUs
+    config: Figure16Config = field(compare=False)  # holds dicts: not hashable, same for all
+
+    @property
+    def name(self) -> str:
+        """Label for progress and errors."""
+        return f"{self.variant}/seed {self.seed}/{self.group}/{self.label}"
+
+    @property
+    def key(self) -> str:
+        """Hash of what the replay depends on: workload, length, tick, policy and its cells."""
+        cfg = self.config
+        learned = ((cfg.learned_train_days, cfg.learned_seed_offset)
+                   if self.policy == "sia-learned" else None)
+        loc = asdict(self.locality) if self.locality is not None else None
+        return result_key("figure16", self.variant, self.seed, cfg.days, cfg.tick_s, cfg.pool_gpus,
+                          self.policy, loc, learned)
+
+    def files(self, out_dir: Path) -> tuple[Path, Path]:
+        """Return (``out_dir/replays/VARIANT/seed-S/GROUP/LABEL.parquet``, its completion marker)."""
+        return replay_files(out_dir / "replays" / self.variant / f"seed-{self.seed}" / self.group,
+                            self.label)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One row of the tables: ``replay`` scored against ``baseline`` (FCFS on the same cells)."""
+
+    replay: Replay
+    baseline: Replay
+    policy: str  # as shown ("sia-perfect+preempt" for a preemption row)
+    allocator: str  # name from Figure16Config.allocators, "none" without locality
+    chain: str  # "buddy", "buddy+mcf", ... or "none"
+
+
+@functools.lru_cache(maxsize=2)
+def _workload(variant: str, seed: int, days: float, pool_gpus: int
+              ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the synthetic (jobs, pools[pool, quota_gpus]), generated once per process."""
+    from sia.data.synthetic import generate_workload
+
+    jobs, pools = generate_workload(variant, seed=seed, days=days, pool_gpus=pool_gpus)
+    return jobs, pools.select("pool", "quota_gpus")
+
+
+_PLACEMENT_FACTS = ("fragmentation", "placed_fallback", "frag_refused", "reservations_pending",
+                    "solver_calls", "solver_total_s", "solver_p99_s", "preemptions", "adoptions")
+
+
+def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Replay one item; return (per-job result, ``RESULT_COLUMNS``; facts for its marker).
+
+    The facts are ``wall_s`` (the replay's wall time, s, training of
+    ``sia-learned`` included) and, on cells, the placement counters of
+    :meth:`sia.scheduler.locality.PlacementStats.summary` named in
+    ``_PLACEMENT_FACTS`` (solver times in seconds).
+    """
+    from sia.scheduler.locality import simulate_cells
+    from sia.scheduler.simulator import RESULT_COLUMNS, simulate
+
+    cfg = item.config
+    jobs, pools = _workload(item.variant, item.seed, cfg.days, cfg.pool_gpus)
     t0 = time.perf_counter()
-    if chain is None:
-        base = simulate(jobs, pools, make_policy("fcfs"), tick_s=cfg.tick_s)
-        res = simulate(jobs, pools, _policy(cfg, policy, variant, seed), tick_s=cfg.tick_s)
-        placement: dict = {}
+    policy = _policy(cfg, item.policy, item.variant, item.seed)
+    meta: dict[str, Any] = {}
+    if item.locality is None:
+        res = simulate(jobs, pools, policy, tick_s=cfg.tick_s)
     else:
-        base_mode = "chain" if mode == "chain" else "main"
-        base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
-                                 _locality(cfg, ("buddy",), "fcfs", base_mode), tick_s=cfg.tick_s)
-        res, placement = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed),
-                                        _locality(cfg, chain, policy, mode, seed), tick_s=cfg.tick_s)
-    wall = time.perf_counter() - t0
-    _, s = compare(res, base, warmup_s=cfg.warmup_s)
-    jct = (res["end_time"] - res["submit_time"]).mean()
+        res, placement = simulate_cells(jobs, pools, policy, item.locality, tick_s=cfg.tick_s)
+        meta.update({k: placement.get(k) for k in _PLACEMENT_FACTS})
+    meta["wall_s"] = time.perf_counter() - t0
+    return res.select(RESULT_COLUMNS), meta
+
+
+def score(row: Scored, result: pl.DataFrame, baseline: pl.DataFrame,
+          meta: dict[str, Any]) -> dict[str, Any]:
+    """Return the row of ``figure16_runs.csv`` / ``chain_runs.csv``: metrics vs FCFS and placement facts."""
+    from sia.scheduler.metrics import compare
+
+    item = row.replay
+    _, s = compare(result, baseline, warmup_s=item.config.warmup_s)
+    jct = (result["end_time"] - result["submit_time"]).mean()
     return {
-        "variant": variant, "seed": seed,
-        "policy": policy + ("+preempt" if mode == "preempt" else ""),
-        "locality": chain is not None, "chain": "+".join(chain) if chain else "none",
+        "variant": item.variant, "seed": item.seed, "policy": row.policy,
+        "locality": item.locality is not None, "allocator": row.allocator, "chain": row.chain,
         "n_jobs": s["n_jobs"], "geomean_speedup": s["geomean_speedup"],
         "mean_speedup": s["mean_speedup"], "p95_speedup": s["p95_speedup"],
         "pct_slowed": s["pct_slowed"], "total_slowdown_min": s["total_slowdown_min"],
         "max_slowdown_min": s["max_slowdown_min"], "mean_jct_h": float(jct) / 3600.0,
-        "fragmentation": placement.get("fragmentation"),
-        "placed_fallback": placement.get("placed_fallback"),
-        "frag_refused": placement.get("frag_refused"),
-        "reservations_pending": placement.get("reservations_pending"),
-        "solver_calls": placement.get("solver_calls"),
-        "solver_total_s": placement.get("solver_total_s"),
-        "solver_p99_s": placement.get("solver_p99_s"),
-        "preemptions": placement.get("preemptions"),
-        "replay_wall_s": wall,
+        **{k: meta.get(k) for k in _PLACEMENT_FACTS},
+        "replay_wall_s": meta.get("wall_s"),
     }
 
 
-def plan(cfg: Figure16Config) -> tuple[list[tuple], list[tuple]]:
-    """Return (main items, chain-comparison items) to replay."""
-    main = [(cfg, v, s, p, ("buddy",), "main") for v in cfg.variants for s in cfg.seeds
-            for p in cfg.policies]
-    if cfg.preemption:
-        pol = str(cfg.preemption.get("policy", "sia-perfect"))
-        main += [(cfg, v, s, pol, ("buddy",), "preempt") for v in cfg.variants for s in cfg.seeds]
-    main += [(cfg, v, s, p, None, "main") for v in cfg.variants for s in cfg.seeds
-             for p in cfg.no_locality_policies]
-    chains = [(cfg, v, s, cfg.chain_policy, c, "chain") for v in cfg.chain_variants
-              for s in cfg.seeds for c in cfg.chains]
+def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
+    """Return (rows of figure16.csv, rows of chains.csv), one per (variant, seed, ...) in table order.
+
+    Main rows: per allocator of ``cfg.allocators``, each locality policy (and
+    the preemption policy) on cells, scored against FCFS on the same cells and
+    allocator; then the ``no_locality_policies`` on fungible GPUs against
+    fungible FCFS. Chain rows: ``chain_policy`` with each chain under
+    ``chain_locality``, against FCFS on cells under the same options.
+    """
+    main: list[Scored] = []
+    for alloc in cfg.allocators:
+        group = f"cells-{alloc}"
+        for v in cfg.variants:
+            for s in cfg.seeds:
+                base = Replay(v, s, "fcfs", group, "fcfs",
+                              _locality(cfg, ("buddy",), "fcfs", alloc=alloc), cfg)
+                for p in cfg.policies:
+                    r = Replay(v, s, p, group, p, _locality(cfg, ("buddy",), p, alloc=alloc), cfg)
+                    main.append(Scored(r, base, p, alloc, "buddy"))
+                if cfg.preemption:
+                    p = str(cfg.preemption.get("policy", "sia-perfect"))
+                    r = Replay(v, s, p, group, p + "+preempt",
+                               _locality(cfg, ("buddy",), p, "preempt", s, alloc=alloc), cfg)
+                    main.append(Scored(r, base, p + "+preempt", alloc, "buddy"))
+    for v in cfg.variants:
+        for s in cfg.seeds:
+            base = Replay(v, s, "fcfs", "fungible", "fcfs", None, cfg)
+            main += [Scored(Replay(v, s, p, "fungible", p, None, cfg), base, p, "none", "none")
+                     for p in cfg.no_locality_policies]
+    chains: list[Scored] = []
+    for v in cfg.chain_variants:
+        for s in cfg.seeds:
+            base = Replay(v, s, "fcfs", "chain-base", "fcfs",
+                          _locality(cfg, ("buddy",), "fcfs", "chain"), cfg)
+            for c in cfg.chains:
+                name = "+".join(c)
+                r = Replay(v, s, cfg.chain_policy, f"chain-{name}", cfg.chain_policy,
+                           _locality(cfg, c, cfg.chain_policy, "chain", s), cfg)
+                chains.append(Scored(r, base, cfg.chain_policy, "chain", name))
     return main, chains
 
 
-def _run(items: list[tuple], workers: int) -> list[dict]:
-    if workers <= 1:
-        return [run_one(i) for i in items]
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        return list(ex.map(run_one, items))
+def replays_of(rows: list[Scored]) -> list[Replay]:
+    """Every distinct replay the rows need (each baseline once), slow ``sia-learned`` ones first."""
+    items = list(dict.fromkeys(x for r in rows for x in (r.baseline, r.replay)))
+    items.sort(key=lambda r: r.policy != "sia-learned")
+    return items
 
 
 _MEAN_COLS = ("geomean_speedup", "mean_speedup", "p95_speedup", "pct_slowed",
@@ -265,6 +415,23 @@ def summarize(runs: pl.DataFrame, by: list[str], extra: tuple[str, ...] = ()) ->
                  *[pl.col(c).cast(pl.Float64).mean().alias(c) for c in cols]))
 
 
+def by_allocator(main: pl.DataFrame) -> pl.DataFrame:
+    """Return one row per (variant, policy) of the locality rows, one column per allocator.
+
+    Each cell is ``"G / P"``: geometric-mean speedup vs FCFS and % of jobs
+    slowed (means over seeds), so policies compare at equal allocator.
+    """
+    loc = main.filter(pl.col("locality"))
+    allocs = list(dict.fromkeys(loc["allocator"].to_list()))
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for r in loc.iter_rows(named=True):
+        cell = rows.setdefault((r["variant"], r["policy"]),
+                               {"variant": r["variant"], "policy": r["policy"]})
+        cell[r["allocator"]] = f"{r['geomean_speedup']:.2f} / {r['pct_slowed']:.1f}%"
+    schema = {"variant": pl.String, "policy": pl.String, **dict.fromkeys(allocs, pl.String)}
+    return pl.DataFrame(list(rows.values()), schema=schema)
+
+
 def to_markdown(df: pl.DataFrame) -> str:
     """A GitHub Markdown table of ``df`` (floats to 3 significant places)."""
     def fmt(v):
@@ -276,56 +443,156 @@ def to_markdown(df: pl.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int = 2
-                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Run Figure 16 and the chain comparison; write the tables and the PNG; return (main, chains)."""
+@dataclass
+class Figure16Run:
+    """What :func:`run_figure16` produced: the tables and which replays ran, were reused or redone."""
+
+    main: pl.DataFrame
+    chains: pl.DataFrame
+    ran: list[str] = field(default_factory=list)  # replays run now (Replay.name)
+    reused: list[str] = field(default_factory=list)  # finished replays found on disk
+    stale: list[str] = field(default_factory=list)  # on disk, made with other settings: redone
+    wall_s: float = 0.0
+
+
+def _config_dict(cfg: Figure16Config) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def _changed_keys(out: Path, cfg: Figure16Config) -> list[str]:
+    saved = read_marker(out / "config.json") or {}
+    now = _config_dict(cfg)
+    return [k for k in now if k in saved and saved[k] != now[k]]
+
+
+def read_runs(rows: list[Scored], out_dir: Path) -> pl.DataFrame:
+    """Score ``rows`` from the finished replays in ``out_dir``; ConfigError naming an unfinished one."""
+    cache: dict[Replay, tuple[pl.DataFrame, dict[str, Any]]] = {}
+
+    def load(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
+        if item not in cache:
+            parquet, marker = item.files(out_dir)
+            if replay_status(parquet, marker, item.key) != "done":
+                raise ConfigError(f"{out_dir}: replay {item.name} is not finished ({parquet}); "
+                                  "run sia figure16 again to complete it")
+            cache[item] = (pl.read_parquet(parquet), read_marker(marker) or {})
+        return cache[item]
+
+    out = []
+    for r in rows:
+        result, meta = load(r.replay)
+        out.append(score(r, result, load(r.baseline)[0], meta))
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
+def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | None = 2,
+                 progress: bool = False, say: Callable[[str], None] | None = None,
+                 reuse: bool = True) -> Figure16Run:
+    """Run (or resume) Figure 16 and the chain comparison; write the tables and the PNG.
+
+    Each replay's per-job result goes to ``out_dir/replays/VARIANT/seed-S/
+    GROUP/LABEL.parquet`` with a completion marker
+    (:mod:`sia.pipelines.replay_store`); replays finished there with the same
+    key are reused, those made with other settings are redone (``say`` names
+    the config keys that changed). The tables and figure are then recomputed
+    from the files. The key does not see code changes: after changing a
+    policy or the allocator, pass ``reuse=False`` (``--redo``).
+    """
+    from sia.pipelines.executors import ProgressBar, make_executor
+
+    clock = time.perf_counter()
+    say = say or (lambda msg: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    main_items, chain_items = plan(cfg)
-    rows = _run(main_items + chain_items, workers)
-    runs = pl.DataFrame(rows[: len(main_items)], infer_schema_length=None)
-    chain_runs = pl.DataFrame(rows[len(main_items):], infer_schema_length=None)
+    main_rows, chain_rows = plan(cfg)
+    items = replays_of(main_rows + chain_rows)
+    status = [replay_status(*i.files(out), i.key) if reuse else "missing" for i in items]
+    run = Figure16Run(pl.DataFrame(), pl.DataFrame(),
+                      reused=[i.name for i, st in zip(items, status, strict=True) if st == "done"],
+                      stale=[i.name for i, st in zip(items, status, strict=True) if st == "stale"])
+    if run.stale:
+        changed = _changed_keys(out, cfg)
+        why = f" (config changed: {', '.join(changed)})" if changed else ""
+        say(f"{len(run.stale)} replay(s) in {out / 'replays'} were made with other settings"
+            f"{why}; redoing them")
+    atomic_write_text(out / "config.json", json.dumps(_config_dict(cfg), indent=2))
+    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
+    say(f"reusing {len(run.reused)} of {len(items)} replays from {out / 'replays'}; "
+        f"running {len(todo)}")
+    executor = make_executor(workers)
+    try:
+        with ProgressBar(progress, len(todo), f"figure16 on {executor.description}") as advance:
+            for item, (frame, meta) in executor.run(run_replay, todo):
+                save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
+                run.ran.append(item.name)
+                advance(item.name, meta["wall_s"])
+    finally:
+        executor.close()
+    runs = read_runs(main_rows, out)
     runs.write_csv(out / "figure16_runs.csv")
-    main = summarize(runs, ["variant", "policy", "locality"], ("preemptions",))
+    main = summarize(runs, ["variant", "policy", "locality", "allocator"],
+                     ("preemptions", "adoptions"))
     main.write_csv(out / "figure16.csv")
     (out / "figure16.md").write_text(to_markdown(main))
-    chains = summarize(chain_runs, ["variant", "policy", "chain"],
-                       ("fragmentation", "placed_fallback", "frag_refused", "solver_calls",
-                        "solver_total_s", "solver_p99_s", "replay_wall_s"))
+    (out / "figure16_by_allocator.md").write_text(to_markdown(by_allocator(main)))
+    if chain_rows:
+        chain_runs = read_runs(chain_rows, out)
+        chain_runs.write_csv(out / "chain_runs.csv")
+        chains = summarize(chain_runs, ["variant", "policy", "chain"],
+                           ("fragmentation", "placed_fallback", "frag_refused", "solver_calls",
+                            "solver_total_s", "solver_p99_s", "replay_wall_s"))
+    else:
+        chains = pl.DataFrame()
     chains.write_csv(out / "chains.csv")
-    (out / "chains.md").write_text(to_markdown(chains))
+    (out / "chains.md").write_text(to_markdown(chains) if chains.height else "no chains\n")
     plot_figure16(main, out / "figure16.png")
-    return main, chains
+    run.main, run.chains = main, chains
+    run.wall_s = time.perf_counter() - clock
+    return run
 
 
 def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
-    """Two panels per variant: geometric-mean speedup and % of jobs slowed, per policy; return path."""
+    """Draw Figure 16: per allocator, geometric-mean speedup and % of jobs slowed; return path.
+
+    One row of two panels per allocator setting (the locality policies on
+    those cells, plus the no-locality rows repeated as a reference), bars per
+    policy within each workload variant.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     variants = list(dict.fromkeys(main["variant"].to_list()))
-    labels = list(dict.fromkeys(
-        f"{p}{'' if loc else ' (no locality)'}" for p, loc in
-        zip(main["policy"].to_list(), main["locality"].to_list(), strict=True)))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    width = 0.8 / max(1, len(labels))
-    for k, label in enumerate(labels):
-        pol, loc = (label.replace(" (no locality)", ""), not label.endswith("(no locality)"))
-        sub = main.filter((pl.col("policy") == pol) & (pl.col("locality") == loc))
-        vals = {r["variant"]: r for r in sub.iter_rows(named=True)}
-        xs = [i + k * width for i in range(len(variants))]
-        for ax, key in zip(axes, ("geomean_speedup", "pct_slowed"), strict=True):
-            ax.bar(xs, [vals[v][key] if v in vals and vals[v][key] is not None else 0
-                        for v in variants], width, label=label)
-    for ax, title in zip(axes, ("geometric-mean speedup vs FCFS", "% of jobs slowed"),
-                         strict=True):
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(variants))], variants)
-        ax.set_title(title)
-    axes[0].axhline(1.0, color="grey", lw=0.8)
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Figure 16: locality (8-GPU servers, gangs of 1/2/4/8 in one server)")
+    loc = main.filter(pl.col("locality"))
+    fungible = main.filter(~pl.col("locality"))
+    allocs = list(dict.fromkeys(loc["allocator"].to_list())) or ["none"]
+    fig, axes = plt.subplots(len(allocs), 2, figsize=(12, 3.6 * len(allocs)), squeeze=False)
+    colors = plt.get_cmap("tab10")
+    for row, alloc in zip(axes, allocs, strict=True):
+        sub = pl.concat([loc.filter(pl.col("allocator") == alloc), fungible], how="vertical")
+        labels = list(dict.fromkeys(
+            (p, bool(lc)) for p, lc in zip(sub["policy"].to_list(), sub["locality"].to_list(),
+                                           strict=True)))
+        width = 0.8 / max(1, len(labels))
+        for k, (pol, lc) in enumerate(labels):
+            part = sub.filter((pl.col("policy") == pol) & (pl.col("locality") == lc))
+            vals = {r["variant"]: r for r in part.iter_rows(named=True)}
+            xs = [i + k * width for i in range(len(variants))]
+            name = pol if lc else f"{pol} (no locality)"
+            for ax, key in zip(row, ("geomean_speedup", "pct_slowed"), strict=True):
+                ax.bar(xs, [vals[v][key] if v in vals and vals[v][key] is not None else 0
+                            for v in variants], width, label=name, color=colors(k % 10),
+                       hatch=None if lc else "//", alpha=1.0 if lc else 0.55)
+        for ax, title in zip(row, ("geometric-mean speedup vs FCFS", "% of jobs slowed"),
+                             strict=True):
+            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(variants))], variants)
+            ax.set_title(f"{title} (allocator: {alloc})", fontsize=10)
+            ax.grid(axis="y", alpha=0.3)
+        row[0].axhline(1.0, color="grey", lw=0.8)
+        row[0].legend(fontsize=7)
+    fig.suptitle("Figure 16: locality (8-GPU servers, gangs of 1/2/4/8 in one server), "
+                 "per allocator setting")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -448,45 +715,49 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 
 
 def cause_one(item: tuple) -> pl.DataFrame:
-    """Replay (cfg, variant, seed, policy) and FCFS on cells; return :func:`slowdown_causes` with keys."""
-    cfg, variant, seed, policy = item
-    from sia.data.synthetic import generate_workload
+    """Replay (cfg, variant, seed, policy, allocator) and FCFS on cells; return :func:`slowdown_causes` with keys."""
+    cfg, variant, seed, policy, alloc = item
     from sia.scheduler.locality import simulate_cells
     from sia.scheduler.registry import make_policy
 
-    jobs, pools = generate_workload(variant, seed=seed, days=cfg.days, pool_gpus=cfg.pool_gpus)
-    pools = pools.select("pool", "quota_gpus")
-    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), _locality(cfg, ("buddy",), "fcfs"),
-                             tick_s=cfg.tick_s)
+    jobs, pools = _workload(variant, seed, cfg.days, cfg.pool_gpus)
+    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
+                             _locality(cfg, ("buddy",), "fcfs", alloc=alloc), tick_s=cfg.tick_s)
     res, summ = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed),
-                               _locality(cfg, ("buddy",), policy), tick_s=cfg.tick_s,
+                               _locality(cfg, ("buddy",), policy, alloc=alloc), tick_s=cfg.tick_s,
                                record_placements=True)
     quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
     out = slowdown_causes(base, res, summ["placements"], quota, summ["gpus_per_server"],
                           warmup_s=cfg.warmup_s, pad_gpus=summ["pad_gpus"])
     return out.with_columns(pl.lit(variant).alias("variant"), pl.lit(seed).alias("seed"),
-                            pl.lit(policy).alias("policy"))
+                            pl.lit(alloc).alias("allocator"), pl.lit(policy).alias("policy"))
 
 
-def run_causes(cfg: Figure16Config, out_dir: Path | str, *, workers: int = 2) -> pl.DataFrame:
-    """Slowdown causes of every locality policy of ``cfg``; write causes.csv / causes.md; return the counts.
+def run_causes(cfg: Figure16Config, out_dir: Path | str, *, workers: int | None = 2
+               ) -> pl.DataFrame:
+    """Slowdown causes of every locality policy and allocator of ``cfg``; write causes.*; return the counts.
 
-    The counts table has one row per (variant, policy, cause) with the number of
-    slowed jobs and their total slowdown (minutes), summed over seeds.
+    The counts table has one row per (variant, allocator, policy, cause) with
+    the number of slowed jobs and their total slowdown (minutes), summed over
+    seeds.
     """
+    from sia.pipelines.executors import make_executor
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    items = [(cfg, v, s, p) for v in cfg.variants for s in cfg.seeds for p in cfg.policies]
-    if workers <= 1:
-        parts = [cause_one(i) for i in items]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            parts = list(ex.map(cause_one, items))
-    per_job = pl.concat(parts)
+    items = [(cfg, v, s, p, a) for a in cfg.allocators for v in cfg.variants for s in cfg.seeds
+             for p in cfg.policies]
+    executor = make_executor(workers)
+    try:
+        parts = {item[1:]: part for item, part in executor.run(cause_one, items)}
+    finally:
+        executor.close()
+    per_job = pl.concat([parts[item[1:]] for item in items])
     per_job.write_csv(out / "causes_jobs.csv")
-    counts = (per_job.group_by(["variant", "policy", "cause", "root"], maintain_order=True)
+    keys = ["variant", "allocator", "policy"]
+    counts = (per_job.group_by([*keys, "cause", "root"], maintain_order=True)
               .agg(pl.len().alias("jobs"), pl.col("slowdown_min").sum().alias("slowdown_min"))
-              .sort(["variant", "policy", "root", "jobs"], descending=[False, False, True, True]))
+              .sort([*keys, "root", "jobs"], descending=[False, False, False, True, True]))
     counts.write_csv(out / "causes.csv")
     (out / "causes.md").write_text(to_markdown(counts))
     return counts

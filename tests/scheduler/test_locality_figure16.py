@@ -36,18 +36,25 @@ def test_figure16_cli_writes_tables_and_scores_against_fcfs_with_cells(tmp_path)
                  "figure16.png"):
         assert (out / name).stat().st_size > 0, name
     main_t = pl.read_csv(out / "figure16.csv")
-    assert set(zip(main_t["policy"], main_t["locality"], strict=True)) == {
-        ("sia-perfect", True), ("hived", True), ("sia-perfect", False),
-        ("sia-perfect+preempt", True), ("sia-learned", True)}
-    # the sia-perfect row is exactly metrics.compare against FCFS on the same cells
+    on_cells = {("sia-perfect", True), ("hived", True), ("sia-perfect+preempt", True),
+                ("sia-learned", True)}
+    assert set(zip(main_t["policy"], main_t["locality"], main_t["allocator"], strict=True)) == {
+        *((p, loc, a) for p, loc in on_cells for a in ("adopt-loans", "no-adopt")),
+        ("sia-perfect", False, "none")}
+    # each sia-perfect row is exactly metrics.compare against FCFS on the same cells and allocator
     jobs, pools = generate_workload("fewer-queues", seed=3, days=1.5)
     pools = pools.select("pool", "quota_gpus")
-    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), LocalityConfig())
-    res, _ = simulate_cells(jobs, pools, make_policy("sia-perfect"), LocalityConfig())
-    _, s = compare(res, base, warmup_s=0)
-    row = main_t.filter((pl.col("policy") == "sia-perfect") & pl.col("locality")).row(0, named=True)
-    assert row["geomean_speedup"] == pytest.approx(s["geomean_speedup"])
-    assert row["pct_slowed"] == pytest.approx(s["pct_slowed"])
+    for alloc, adopt in (("adopt-loans", True), ("no-adopt", False)):
+        loc = LocalityConfig(adopt_loans=adopt)
+        base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), loc)
+        res, _ = simulate_cells(jobs, pools, make_policy("sia-perfect"), loc)
+        _, s = compare(res, base, warmup_s=0)
+        row = main_t.filter((pl.col("policy") == "sia-perfect") & pl.col("locality")
+                            & (pl.col("allocator") == alloc)).row(0, named=True)
+        assert row["geomean_speedup"] == pytest.approx(s["geomean_speedup"])
+        assert row["pct_slowed"] == pytest.approx(s["pct_slowed"])
+    wide = (out / "figure16_by_allocator.md").read_text()
+    assert "| variant | policy | adopt-loans | no-adopt |" in wide
     chains = pl.read_csv(out / "chains.csv")
     assert chains["chain"].to_list() == ["buddy", "buddy+hungarian"]
     assert chains.filter(pl.col("chain") == "buddy")["placed_fallback"].item() == 0
@@ -64,6 +71,12 @@ def test_figure16_config_errors_name_the_problem(tmp_path):
     bad.write_text("locality: {preemptible_fraction: 2}\n")
     with pytest.raises(ConfigError, match="preemptible_fraction"):
         load_figure16_config(bad)
+    bad.write_text("allocators: {a: {adopt_loanz: true}}\n")
+    with pytest.raises(ConfigError, match="allocator 'a'.*adopt_loanz"):
+        load_figure16_config(bad)
+    bad.write_text("allocators: [adopt]\n")
+    with pytest.raises(ConfigError, match="allocators must be a non-empty mapping"):
+        load_figure16_config(bad)
     bad.write_text("pool_gpus: many\n")
     with pytest.raises(ConfigError, match="pool_gpus must be an integer"):
         load_figure16_config(bad)
@@ -76,6 +89,8 @@ def test_shipped_figure16_config_loads():
     cfg = load_figure16_config(DEFAULT_CONFIG)
     assert cfg.variants == ("fewer-queues", "base", "more-queues")
     assert ("buddy", "milp") in cfg.chains and cfg.chain_locality == {"spare_full_pools": False}
+    assert {n: o["adopt_loans"] for n, o in cfg.allocators.items()} == {
+        "adopt-loans": True, "no-adopt": False}
 
 
 def test_slowdown_causes_name_the_loan_and_the_cascade():
@@ -129,11 +144,14 @@ def test_figure16_causes_cli_writes_a_cause_per_slowed_job(tmp_path):
     counts = pl.read_csv(out / "causes.csv")
     assert (out / "causes.md").stat().st_size > 0
     assert set(per_job["cause"]) <= set(CAUSES) and counts["jobs"].sum() == per_job.height
-    # exactly the jobs metrics.compare counts as slowed
+    # exactly the jobs metrics.compare counts as slowed, under each default allocator setting
     jobs, pools = generate_workload("fewer-queues", seed=3, days=1.5)
     pools = pools.select("pool", "quota_gpus")
-    cfg_h = LocalityConfig(strict_buddies=False)
-    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), LocalityConfig())
-    res, _ = simulate_cells(jobs, pools, make_policy("hived"), cfg_h)
-    _, s = compare(res, base, warmup_s=0)
-    assert per_job.height == round(s["pct_slowed"] * s["n_jobs"] / 100) > 0
+    assert set(per_job["allocator"]) == {"adopt-loans", "no-adopt"}
+    for alloc, adopt in (("adopt-loans", True), ("no-adopt", False)):
+        cfg_h = LocalityConfig(strict_buddies=False, adopt_loans=adopt)
+        base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), LocalityConfig(adopt_loans=adopt))
+        res, _ = simulate_cells(jobs, pools, make_policy("hived"), cfg_h)
+        _, s = compare(res, base, warmup_s=0)
+        mine = per_job.filter(pl.col("allocator") == alloc)
+        assert mine.height == round(s["pct_slowed"] * s["n_jobs"] / 100) > 0
