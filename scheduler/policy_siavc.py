@@ -61,7 +61,7 @@ candidates (skipping jobs dominated by an already-failed one, and replaying a
 guard that failed without a re-run for later jobs of its pool and width lasting as
 long or longer) are compiled too (:mod:`sia.scheduler.siavc_pass`); only guards run
 in Python, and a lender's guard re-run is skipped when its cached clock already
-shows it must fail (see ``_lender_fails``). Whole Philly trace (82k jobs): see
+shows it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
 ``benchmarks/bench_siavc.py``.
 
 Lookahead: only a pending job that fits the free GPUs can start in a
@@ -394,8 +394,8 @@ class SiaVCPolicy:
         free GPUs and the level at ``now``) are then walked in order
         (``CandidateWalk``, compiled), and of those only the ones no wider and no
         longer than an already-failed job (Figure 6's MaxReservation only grows
-        along the pass) get their check, and only the ones not settled by the
-        pass's memo of failed guards get their guard, in Python.
+        along the pass) get their check, and only the ones whose guard cannot be
+        settled without re-running a clock (:meth:`_verdict`) get it, in Python.
         """
         C = self._C
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
@@ -408,11 +408,10 @@ class SiaVCPolicy:
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
             return None
-        # walk the candidates in order; a guard that fails without a re-run of a clock depends
-        # only on the shares (pool, g, free_of) and the lenders' fast-fail, which only gets
-        # surer as the loan's end grows, so a job of that pool and width lasting at least as
-        # long fails the same way (see _lender_fails): the walk replays its counts
-        walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend))
+        # walk the candidates in order; whether a guard fails without re-running a clock
+        # depends only on the job's pool, width and end (see _verdict), so the walk skips
+        # those guards by a verdict per pool and width, and replays their counts
+        walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend), now)
         Jc, Vcl = Jc_a.tolist(), Vc.tolist()
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
@@ -420,11 +419,13 @@ class SiaVCPolicy:
         i = walk.next(0)
         while i >= 0:
             j = Jc[i]
-            e0, f0, r0 = stats["early_starts"], stats["checks_failed"], self._reruns
+            if walk.needs_verdict(i):
+                p, g = self._pool[j], self._gpus[j]
+                walk.set_verdict(p, g, *self._verdict(p, g, free_of, lenders))
+                i = walk.next(i)
+                continue
             if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of, lenders):
                 break
-            if self._reruns == r0:
-                walk.remember(i, stats["early_starts"] - e0, stats["checks_failed"] - f0)
             i = walk.next(i + 1)
         stats["early_starts"] += int(walk.counts[0])
         stats["checks_failed"] += int(walk.counts[1])
@@ -462,23 +463,14 @@ class SiaVCPolicy:
         lenders = [q for q in lenders_all if q != p]
         tried: list[dict[int, int]] = []
         for own_first in (True, False):
-            shares: dict[int, int] = {}
-            need = g
-            seq = ([p] + lenders) if own_first else (lenders + [p])
-            for q in seq:
-                take = min(need, max(free_of[q], 0))
-                if take > 0:
-                    shares[q] = take
-                    need -= take
-                if need == 0:
-                    break
-            if need > 0:
+            shares = self._shares(p, g, free_of, lenders, own_first)
+            if shares is None:
                 return False
             if shares in tried:  # the same charges were just checked and failed
                 self.stats["checks_failed"] += 1
                 continue
             tried.append(shares)
-            if any(self._lender_fails(q, s, end) for q, s in shares.items() if q != p):
+            if any(end > self._lender_threshold(q, s) for q, s in shares.items() if q != p):
                 self.stats["checks_failed"] += 1
                 continue
             # Tentatively charge and re-run the affected virtual clocks.
@@ -568,17 +560,66 @@ class SiaVCPolicy:
         return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
                 np.concatenate((cr[:i], rem)))
 
-    def _lender_fails(self, q: int, s: int, end: float) -> bool:
-        """Return True if lending ``s`` GPUs of pool ``q`` until ``end`` surely fails the guard.
+    @staticmethod
+    def _shares(p: int, g: int, free_of: list[int], lenders: list[int], own_first: bool
+                ) -> dict[int, int] | None:
+        """The charges ``{pool: GPUs}`` of a ``g``-wide job of pool ``p`` starting now: pool
+        ``p``'s free charged capacity first and then the ``lenders`` (pools other than ``p``
+        with free charged capacity, in order), or the lenders first; None if all of them
+        together have fewer than ``g`` free."""
+        shares: dict[int, int] = {}
+        need = g
+        for q in ([p] + lenders) if own_first else (lenders + [p]):
+            take = min(need, max(free_of[q], 0))
+            if take > 0:
+                shares[q] = take
+                need -= take
+            if need == 0:
+                return shares
+        return None
+
+    def _verdict(self, p: int, g: int, free_of: list[int], lenders_all: list[int]
+                 ) -> tuple[float, int, int]:
+        """When the guard of a ``g``-wide job of pool ``p`` that is not on time fails without
+        re-running a clock in this pass: (threshold s, early starts, failed checks) such
+        that it does exactly when the job would end after the threshold (-inf: always,
+        inf: never), adding those counts to the stats, as :meth:`_try_charge` would.
+
+        With ``p``'s own free charged capacity enough, its own-first charges have no
+        lender and are re-run: never. With all free charged capacity short of ``g``:
+        always, before any check. Otherwise each of the two charge orders fails
+        without a re-run when its lenders' :meth:`_lender_threshold` is passed, and
+        the second order, if it gives the same charges, fails as the first did.
+        """
+        if free_of[p] >= g:
+            return math.inf, 0, 0
+        lenders = [q for q in lenders_all if q != p]
+        first = self._shares(p, g, free_of, lenders, True)
+        if first is None:
+            return -math.inf, 1, 0
+        thr = min((self._lender_threshold(q, s) for q, s in first.items() if q != p),
+                  default=math.inf)
+        second = self._shares(p, g, free_of, lenders, False)
+        if second != first:
+            thr = max(thr, min((self._lender_threshold(q, s) for q, s in second.items()
+                                if q != p), default=math.inf))
+        return thr, 1, 2
+
+    def _lender_threshold(self, q: int, s: int) -> float:
+        """Return the end (s) after which lending ``s`` GPUs of pool ``q`` until then surely
+        fails the guard (inf: never known to).
 
         Exact shortcut for the guard's re-run of a lender (whose pending jobs and
         other charges are those of its cached clock): the re-run repeats the
         cached clock up to its first job ``k`` left fewer than ``s`` free GPUs
-        at its start. If that job starts before ``end``, it or an earlier job
-        is late in the re-run exactly when an earlier job is already late, or
-        job ``k`` cannot fit at ``F(k) + 1 us`` (the GPUs held then, plus ``s``
-        if the loan still runs; free GPUs only grow while it waits). False
-        means "run the re-run".
+        at its start. If that job starts before the loan's end, it or an earlier
+        job is late in the re-run exactly when an earlier job is already late,
+        or job ``k`` cannot fit at ``F(k) + 1 us`` (the GPUs held then, plus
+        ``s`` if the loan still runs; free GPUs only grow while it waits). So
+        the shortcut only gets surer as the loan's end grows: past ``VST(k)`` if
+        a job is late or job ``k`` cannot fit even without the loan, past the
+        later of ``VST(k)`` and ``F(k) + 1 us`` if it cannot fit with the loan.
+        Otherwise the re-run must be run.
         """
         key = (q, s)
         memo = self._ff.get(key)
@@ -586,21 +627,20 @@ class SiaVCPolicy:
             jobs, vs, rem = self._vc[q]
             short = np.flatnonzero(rem < s)
             k = int(short[0]) if short.size else None
-            if k is None or vs[k] == math.inf:
-                memo = (self._ver[q], None)
-            else:
+            thr = math.inf
+            if k is not None and vs[k] != math.inf:
                 head = jobs[: k + 1]
-                late = bool((vs[: k + 1] > self._deadline[head]).any())
                 tau = self._F[jobs[k]] + _EPS
                 held = sum(g for e, g in self._charges[q] if e > tau) + int(
                     self._gpus_np[head[:k]][vs[:k] + self._dur_np[head[:k]] > tau].sum())
-                memo = (self._ver[q], float(vs[k]), late, tau,
-                        self._quota[q] - held - self._gpus[jobs[k]])
+                room = self._quota[q] - held - self._gpus[jobs[k]]
+                if (vs[: k + 1] > self._deadline[head]).any() or room < 0:
+                    thr = float(vs[k])
+                elif room < s:
+                    thr = max(float(vs[k]), tau)
+            memo = (self._ver[q], thr)
             self._ff[key] = memo
-        if memo[1] is None or not memo[1] < end:
-            return False
-        _, _, late, tau, room = memo
-        return late or room < (s if tau < end else 0)
+        return memo[1]
 
     def next_wakeup(self, now: float) -> float | None:
         """Return the smallest virtual start time after ``now`` (s), or None."""

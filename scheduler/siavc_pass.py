@@ -286,7 +286,7 @@ def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(D, G, P, fails, start, best, memo_d, memo_e, memo_f, acc):  # pragma: no cover
+def _walk(D, G, P, fails, start, best, now, thr, ce, cf, acc):  # pragma: no cover - compiled
     for i in range(start, D.shape[0]):
         g = G[i]
         if not D[i] < best[g]:
@@ -297,9 +297,12 @@ def _walk(D, G, P, fails, start, best, memo_d, memo_e, memo_f, acc):  # pragma: 
                     best[k] = D[i]
             continue
         p = P[i]
-        if D[i] >= memo_d[p, g]:  # a guard of this pool and width failed for a shorter job
-            acc[0] += memo_e[p, g]
-            acc[1] += memo_f[p, g]
+        t = thr[p, g]
+        if np.isnan(t):
+            return -2 - i  # the guard's verdict for this pool and width is not known yet
+        if now + D[i] > t:  # the guard fails without re-running a clock
+            acc[0] += ce[p, g]
+            acc[1] += cf[p, g]
             continue
         return i
     return -1
@@ -308,43 +311,57 @@ def _walk(D, G, P, fails, start, best, memo_d, memo_e, memo_f, acc):  # pragma: 
 class CandidateWalk:
     """The walk over one pass's candidates (Figure 6's visit after :func:`bulk_pass`), compiled.
 
-    :meth:`next` skips, in order, every candidate the pass can decide without its
-    guard: one no shorter than an already-failed candidate no wider than it
-    (MaxReservation only grows along the pass), one that fails MaxReservation
-    (recorded for that dominance), and one whose pool and width already failed a
-    guard, without a re-run, for a job no longer (:meth:`remember`; the skipped
-    guard's early-start and failed-check counts are added to :attr:`counts`).
-    It returns the next candidate that needs its guard run.
+    :meth:`next` skips, in order, every candidate the pass can decide without
+    running its guard's re-runs: one no shorter than an already-failed candidate
+    no wider than it (MaxReservation only grows along the pass), one that fails
+    MaxReservation (recorded for that dominance), and one whose guard fails
+    without a re-run by its pool and width's verdict (:meth:`set_verdict`: it
+    fails exactly when the job would end after a threshold; the skipped guard's
+    early-start and failed-check counts are added to :attr:`counts`). It returns
+    the next candidate that needs its guard run, or one whose pool and width
+    has no verdict yet (:meth:`needs_verdict`).
     """
 
     def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
-                 fails: np.ndarray, n_pools: int) -> None:
+                 fails: np.ndarray, n_pools: int, now: float) -> None:
         self._D = np.ascontiguousarray(durations, dtype=np.float64)
         self._G = np.ascontiguousarray(gpus, dtype=np.int64)
         self._P = np.ascontiguousarray(pools, dtype=np.int64)
         self._fails = np.ascontiguousarray(fails, dtype=np.bool_)
+        self._now = float(now)
         width = int(self._G.max()) + 1 if self._G.size else 1
         self._best = np.full(width, np.inf)
-        self._memo_d = np.full((n_pools, width), np.inf)
-        self._memo_e = np.zeros((n_pools, width), dtype=np.int64)
-        self._memo_f = np.zeros((n_pools, width), dtype=np.int64)
-        #: [early starts, failed checks] of the guards skipped through :meth:`remember`
+        self._thr = np.full((n_pools, width), np.nan)
+        self._ce = np.zeros((n_pools, width), dtype=np.int64)
+        self._cf = np.zeros((n_pools, width), dtype=np.int64)
+        self._pending = -1  # the candidate next() stopped at for want of a verdict
+        #: [early starts, failed checks] of the guards skipped by their verdicts
         self.counts = np.zeros(2, dtype=np.int64)
 
     def next(self, start: int) -> int:
-        """Return the index of the first candidate at or after ``start`` that needs its guard,
-        or -1 when there is none."""
-        return int(_walk(self._D, self._G, self._P, self._fails, np.int64(start), self._best,
-                         self._memo_d, self._memo_e, self._memo_f, self.counts))
+        """Return the index of the first candidate at or after ``start`` that needs its guard
+        or a verdict (see :meth:`needs_verdict`), or -1 when there is none."""
+        i = int(_walk(self._D, self._G, self._P, self._fails, np.int64(start), self._best,
+                      self._now, self._thr, self._ce, self._cf, self.counts))
+        if i <= -2:
+            i = -2 - i
+            self._pending = i
+        return i
 
-    def remember(self, i: int, early_starts: int, checks_failed: int) -> None:
-        """Record that candidate ``i``'s guard failed without re-running a clock, adding
-        ``early_starts`` / ``checks_failed`` to the stats: later candidates of its pool and
-        width lasting at least as long fail the same way."""
-        p, g = self._P[i], self._G[i]
-        self._memo_d[p, g] = self._D[i]
-        self._memo_e[p, g] = early_starts
-        self._memo_f[p, g] = checks_failed
+    def needs_verdict(self, i: int) -> bool:
+        """Whether :meth:`next` stopped at candidate ``i`` because its pool and width have no
+        verdict yet (set one with :meth:`set_verdict`, then call ``next(i)`` again)."""
+        return i == self._pending
+
+    def set_verdict(self, pool: int, gpus: int, threshold: float, early_starts: int,
+                    checks_failed: int) -> None:
+        """Record that a guard of a ``gpus``-wide job of ``pool`` fails without re-running a
+        clock exactly when the job would end after ``threshold`` (s; -inf: always, inf:
+        never), adding ``early_starts`` / ``checks_failed`` to the stats when it does."""
+        self._thr[pool, gpus] = threshold
+        self._ce[pool, gpus] = early_starts
+        self._cf[pool, gpus] = checks_failed
+        self._pending = -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.scheduler.siavc_pass import (
+    CandidateWalk,
     bulk_pass,
     changed_span,
     drop_job,
@@ -221,3 +222,31 @@ def test_next_vst_is_the_per_pool_first_vst_ahead(seed, n, n_pools):
             want = min(want, ahead[0][0])
     assert next_vst(merged, now=now, n_arrived=n_arr, submit=submit, horizon=horizon,
                     n_pools=n_pools) == want
+
+
+def test_walk_skips_dominated_and_failed_verdict_candidates_and_counts_them():
+    """now = 100. Candidates (D, width, pool, fails MaxReservation):
+    0: (30, 2, 0, yes) -> skipped, and every later job at least 2 wide lasting >= 30 too;
+    1: (40, 2, 1, no)  -> dominated by 0 (no narrower, no shorter): skipped;
+    2: (10, 1, 0, no)  -> pool 0 width 1 has no verdict: the walk stops there first;
+       with the verdict "fails past 112" it ends at 110: its guard must run;
+    3: (20, 1, 0, no)  -> ends at 120 > 112: skipped, counts (1, 2) added;
+    4: (20, 2, 1, no)  -> shorter than 0: needs a verdict; with "never": its guard runs."""
+    walk = CandidateWalk(np.array([30.0, 40, 10, 20, 20]), np.array([2, 2, 1, 1, 2]),
+                         np.array([0, 1, 0, 0, 1]), np.array([True, False, False, False, False]),
+                         n_pools=2, now=100.0)
+    i = walk.next(0)
+    assert i == 2 and walk.needs_verdict(2)
+    walk.set_verdict(0, 1, 112.0, 1, 2)
+    assert walk.next(2) == 2 and not walk.needs_verdict(2)
+    i = walk.next(3)
+    assert i == 4 and walk.needs_verdict(4) and walk.counts.tolist() == [1, 2]
+    walk.set_verdict(1, 2, np.inf, 0, 0)
+    assert walk.next(4) == 4 and not walk.needs_verdict(4)
+    assert walk.next(5) == -1 and walk.counts.tolist() == [1, 2]
+    # "always" (-inf) skips every candidate of that pool and width, counting each
+    always = CandidateWalk(np.array([5.0, 6.0]), np.array([1, 1]), np.array([0, 0]),
+                           np.array([False, False]), n_pools=1, now=0.0)
+    assert always.next(0) == 0
+    always.set_verdict(0, 1, -np.inf, 1, 0)
+    assert always.next(0) == -1 and always.counts.tolist() == [2, 0]
