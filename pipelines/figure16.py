@@ -274,7 +274,11 @@ class Replay:
         cfg = self.config
         learned = ((cfg.learned_train_days, cfg.learned_seed_offset)
                    if self.policy == "sia-learned" else None)
-        loc = asdict(self.locality) if self.locality is not None else None
+        loc = None
+        if self.locality is not None:  # options left at their default are left out, so a new
+            # LocalityConfig option (whose default keeps the old behaviour) keeps old replays
+            default = asdict(type(self.locality)())
+            loc = {k: v for k, v in asdict(self.locality).items() if v != default[k]}
         return result_key("figure16", self.variant, self.seed, cfg.days, cfg.tick_s, cfg.pool_gpus,
                           self.policy, loc, learned)
 
@@ -567,7 +571,8 @@ def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
     loc = main.filter(pl.col("locality"))
     fungible = main.filter(~pl.col("locality"))
     allocs = list(dict.fromkeys(loc["allocator"].to_list())) or ["none"]
-    fig, axes = plt.subplots(len(allocs), 2, figsize=(12, 3.6 * len(allocs)), squeeze=False)
+    fig, axes = plt.subplots(len(allocs), 2, figsize=(12, 3.6 * len(allocs)), squeeze=False,
+                             sharey="col")
     colors = plt.get_cmap("tab10")
     for row, alloc in zip(axes, allocs, strict=True):
         sub = pl.concat([loc.filter(pl.col("allocator") == alloc), fungible], how="vertical")

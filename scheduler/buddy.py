@@ -201,6 +201,13 @@ class BuddyAllocator:
             out[kind] = arr[k].tolist()
         return out
 
+    def quota_gpus_left(self, pool: str) -> int:
+        """GPUs of ``pool``'s quota cells not taken by its dedicated cells and reservations."""
+        k = self._pool_index[pool]
+        size = 1 << np.arange(self._top + 1)
+        used = (self._count["dedicated"][k] + self._count["reservation"][k]) @ size
+        return int(self._quota[k] @ size - used)
+
     def unbound_quota(self) -> list[int]:
         """Quota cells per level, summed over pools, not yet bound to a physical cell."""
         return (self._quota - self._bound_count).sum(axis=0).tolist()
@@ -246,18 +253,24 @@ class BuddyAllocator:
         """
         return self._allocate_in_quota(job_id, pool, num_gpus, "dedicated")
 
-    def reserve(self, reservation_id: str, pool: str, num_gpus: int) -> Allocation:
+    def reserve(self, reservation_id: str, pool: str, num_gpus: int, *,
+                short_is_pending: bool = False) -> Allocation:
         """Reserve a cell of ``pool``'s quota for no job (SIA's reservations are dedicated cells).
 
         If it cannot be met now (not over quota, but cells are busy) it stays
         pending and opportunistic allocations fail until it is met or cancelled;
-        CannotAllocate is raised either way.
+        CannotAllocate is raised either way. With ``short_is_pending``, a
+        request refused "over quota" whose cell still fits the pool's quota in
+        GPUs (:meth:`quota_gpus_left`: its bound cells are held by guests or
+        fragmented, so the cells it is owed cannot be met now) is pending too.
         """
+        level = self._level(num_gpus)
         try:
             alloc = self._allocate_in_quota(reservation_id, pool, num_gpus, "reservation")
         except CannotAllocate as err:
-            if "over quota" not in str(err):
-                self._pending[reservation_id] = (pool, self.topology.level_for(num_gpus))
+            if "over quota" not in str(err) or (
+                    short_is_pending and (1 << level) <= self.quota_gpus_left(pool)):
+                self._pending[reservation_id] = (pool, level)
             raise
         self._pending.pop(reservation_id, None)
         return alloc

@@ -100,7 +100,11 @@ class LocalityConfig:
     the request fits its free part (the loans stay as guests; see
     :mod:`sia.scheduler.buddy`); ``pack``: place dedicated cells in the
     most occupied region of the pool's bound cells; ``debug``: check the buddy
-    invariants after every operation. Preemption: ``preemptible_fraction``
+    invariants after every operation; ``strict_reservations``: a reservation
+    cell refused because the pool's bound cells are full although the pool
+    still has that many GPUs of quota left (guests or in-pool fragmentation)
+    counts as a reservation that cannot be met and blocks lending (SIA 5.5),
+    instead of being dropped as over quota. Preemption: ``preemptible_fraction``
     of the jobs (drawn with ``seed``) are preemptible on top of the trace's
     ``preemptible`` column; ``preempt`` lets SIA stop them; each preemption
     costs ``lost_work_s`` of work and ``restart_delay_s`` at restart.
@@ -114,6 +118,7 @@ class LocalityConfig:
     spare_full_pools: bool = True
     adopt_loans: bool = True
     pack: bool = False
+    strict_reservations: bool = False
     debug: bool = False
     preempt: bool = False
     preemptible_fraction: float = 0.0
@@ -420,7 +425,8 @@ class CellCluster(Cluster):
         """Replace ``pool``'s reservations by cells of ``widths`` GPUs; False if one is left pending.
 
         Reservation cells stop at the pool's quota (over-quota requests are
-        dropped). A pending one blocks every opportunistic request until
+        dropped; with ``strict_reservations`` only those beyond its GPU quota).
+        A pending one blocks every opportunistic request until
         :meth:`clear_reservations`.
         """
         self.clear_reservations(pool)
@@ -431,10 +437,11 @@ class CellCluster(Cluster):
             self._res_seq += 1
             ids.append(rid)
             try:
-                self.buddy.reserve(rid, name, int(w))
-            except CannotAllocate as err:
+                self.buddy.reserve(rid, name, int(w),
+                                   short_is_pending=self.config.strict_reservations)
+            except CannotAllocate:
                 ids.pop()
-                if "over quota" in str(err):
+                if rid not in self.buddy.pending_reservations:  # over quota: dropped
                     continue
                 ids.append(rid)  # pending
                 self.stats.blocked += 1

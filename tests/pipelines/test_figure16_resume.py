@@ -94,3 +94,17 @@ def test_cli_redo_replays_everything(tiny, tmp_path, capsys):
     assert "10 replay(s) run, 0 reused" in capsys.readouterr().out
     runs = pl.read_csv(out / "figure16_runs.csv")
     assert set(runs["allocator"]) == {"adopt-loans", "no-adopt", "none"}
+
+
+def test_key_ignores_locality_options_left_at_their_default(tiny):
+    from dataclasses import replace
+
+    from sia.pipelines.figure16 import Replay
+    from sia.scheduler.locality import LocalityConfig
+
+    cfg = load_figure16_config(tiny)
+    a = Replay("base", 0, "hived", "cells-x", "hived", LocalityConfig(), cfg)
+    same = replace(a, locality=LocalityConfig(strict_reservations=False, pack=False))
+    other = replace(a, locality=LocalityConfig(strict_reservations=True))
+    assert a.key == same.key != other.key
+    assert replace(a, seed=1).key != a.key and replace(a, locality=None).key != a.key

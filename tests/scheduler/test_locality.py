@@ -294,3 +294,32 @@ def test_simulate_maybe_cells_dispatches_and_hived_relaxes_buddies():
     assert fungible["start_time"].to_list() == cells["start_time"].to_list() == [0.0, 5.0]
     assert not config_for_policy(LocalityConfig(), "hived").strict_buddies
     assert config_for_policy(LocalityConfig(), "sia").strict_buddies
+
+
+def test_strict_reservations_block_lending_when_the_pools_cells_are_fragmented():
+    """Pool a (one 8-GPU server) holds GPUs 0 and 2: 6 GPUs of quota left, but no free 2-GPU cell.
+
+    Reserving [4, 2]: the 4-GPU cell (GPUs 4-7) is met; the 2-GPU cell fits a's GPU quota
+    (2 + 4 + 2 = 8) but not its cells. By default it is dropped as over quota and b may borrow;
+    with strict_reservations it is pending and b's opportunistic job is refused (SIA 5.5).
+    A cell beyond the GPU quota ([4, 4]: 2 + 4 + 4 = 10 > 8) is dropped either way.
+    """
+    for strict in (False, True):
+        cl = CellCluster([8, 8], ["a", "b"], LocalityConfig(strict_reservations=strict, debug=True))
+        cl.reset()
+        for j in ("j0", "j1", "j2"):
+            cl.buddy.allocate_dedicated(j, "a", 1)
+        cl.buddy.release("j1")
+        assert cl.buddy.quota_gpus_left("a") == 6
+        met = cl.reserve(0, [4, 2])
+        assert met is (not strict) and cl.blocked is strict
+        got = cl.try_place(10, 1, 1, dedicated=False)
+        assert (got is None) is strict
+        if got is not None:
+            cl.grants.pop(10)
+            cl.buddy.release("10")
+        cl.clear_reservations()
+        assert not cl.blocked
+        cl.buddy.allocate_dedicated("j3", "a", 1)  # GPUs 0, 1, 2 held: 5 left, as 1 + 4
+        assert cl.reserve(0, [4, 4]) is True and not cl.blocked  # second 4: beyond the quota
+        cl.clear_reservations()
