@@ -140,6 +140,8 @@ class SiaVCPolicy:
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
         self._held = [0] * P
+        #: no charge ends before this instant (s; a lower bound)
+        self._expiry = math.inf
         #: per pool: cached virtual clock, (jobs, VSTs, GPUs free after each start) of a prefix
         #: of its unstarted jobs in arrival order (numpy; VSTs non-decreasing)
         self._vc: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * P
@@ -220,35 +222,35 @@ class SiaVCPolicy:
         """Pool ``q``'s quota not charged now (the charges are cut at each decision)."""
         return self._quota[q] - self._held[q]
 
-    def _clock(self, p: int, pend: list[int], n_arr: int, now: float, horizon: float,
-               reach: float) -> tuple[list[int], list[float]]:
-        """Return pool ``p``'s (jobs, VSTs), re-simulated only if the cached clock is stale.
+    def _refresh_clocks(self, pend: list[list[int]], n_arr: int, now: float, horizon: float,
+                        reach: float) -> None:
+        """Re-simulate each pool's clock that is stale (up to the first VST at or after
+        ``reach``), keeping the others.
 
-        The cache is exact while it starts at or after ``now`` (no job of it is
+        A cached clock is exact while it starts at or after ``now`` (no job of it is
         overdue: re-running the same clock from a later instant gives the same
         starts), holds every pending job and reaches a VST at or after ``horizon``
         (or the pool's last job). Charges change only through :meth:`_try_charge`,
         which replaces the clocks it re-ran.
         """
-        c = self._vc[p]
-        if p in self._stale:
-            self._stale.discard(p)
-            c = None
-        if c is not None:
-            meta = self._vc_meta[p]  # (first VST, last VST, last job) as Python numbers
-            if meta is None:
-                if self._vc_full[p] and not pend:
-                    return c
-            elif (meta[0] >= now and (self._vc_full[p] or meta[1] >= horizon)
-                  and (not pend or meta[2] >= pend[-1])):
-                return c
-        self.stats["resims"] += 1
-        k_future = bisect_left(self._pool_jobs[p], n_arr)
-        jobs, vs, rem = self._sim(p, pend, k_future, now, until=reach)
-        self._set_clock(p, jobs, vs, rem)
-        self._ver[p] += 1
-        self._vc_full[p] = jobs.size == len(pend) + len(self._pool_jobs[p]) - k_future
-        return jobs, vs
+        stale, vc, metas, full = self._stale, self._vc, self._vc_meta, self._vc_full
+        for p, pp in enumerate(pend):
+            if p in stale:
+                stale.discard(p)
+            elif vc[p] is not None:
+                meta = metas[p]  # (first VST, last VST, last job) as Python numbers
+                if meta is None:
+                    if full[p] and not pp:
+                        continue
+                elif (meta[0] >= now and (full[p] or meta[1] >= horizon)
+                      and (not pp or meta[2] >= pp[-1])):
+                    continue
+            self.stats["resims"] += 1
+            k_future = bisect_left(self._pool_jobs[p], n_arr)
+            jobs, vs, rem = self._sim(p, pp, k_future, now, until=reach)
+            self._set_clock(p, jobs, vs, rem)
+            self._ver[p] += 1
+            full[p] = jobs.size == len(pp) + len(self._pool_jobs[p]) - k_future
 
     # ------------------------------------------------------------------ decide
     def decide(self, view: SimView) -> list[Start]:
@@ -256,10 +258,12 @@ class SiaVCPolicy:
         now = view.now
         self.stats["calls"] += 1
         P = view.n_pools
-        for q in range(P):
-            if self._charges[q] and min(self._charges[q])[0] <= now:  # some charge is over
-                self._charges[q] = [c for c in self._charges[q] if c[0] > now]
-                self._held[q] = sum(g for _, g in self._charges[q])
+        if self._expiry <= now:  # some charge is over: cut every pool's charges at now
+            for q in range(P):
+                if self._charges[q] and min(self._charges[q])[0] <= now:
+                    self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+                    self._held[q] = sum(g for _, g in self._charges[q])
+            self._expiry = min((min(c)[0] for c in self._charges if c), default=math.inf)
         pend = [list(view.pending(p)) for p in range(P)]
         n_arr = view.n_arrived
         if not any(pend):
@@ -277,8 +281,7 @@ class SiaVCPolicy:
         horizon = now + D
         reach = horizon + D  # simulate ahead so the clock stays reusable for a while
         self._reach = reach
-        for p in range(P):
-            self._clock(p, pend[p], n_arr, now, horizon, reach)
+        self._refresh_clocks(pend, n_arr, now, horizon, reach)
         starts: list[Start] = []
         min_g = int(pend_g.min())
         if free >= min_g:
@@ -443,6 +446,7 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
+            self._expiry = min(self._expiry, end)
             if end > now:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
@@ -477,6 +481,7 @@ class SiaVCPolicy:
             self._reruns += 1
             for q, s in shares.items():
                 self._charges[q].append((end, s))
+                self._expiry = min(self._expiry, end)
                 if end > now:
                     self._held[q] += s
             new = {}
@@ -519,7 +524,7 @@ class SiaVCPolicy:
         The guard cannot fail on ``p``: with its charges unchanged, taking a job out of
         a strict-FCFS sequence starts no other job later, so every VST stays at or
         before the cached one, which is within F (the clocks' invariant). So only the
-        clock is needed, as :meth:`_clock` would run it (every pending job, then up to
+        clock is needed, as :meth:`_refresh_clocks` would run it (every pending job, then up to
         the first VST at or after ``self._reach``), and it is resumed at ``j``'s place
         rather than re-run: the jobs before ``j`` start as cached, from the state the
         cached clock had there (the previous start as the clock's time, and the

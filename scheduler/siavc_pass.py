@@ -38,19 +38,21 @@ def merge_clocks(
     V = np.asarray(V, dtype=np.float64)
     J = np.asarray(J, dtype=np.int64)
     seg = np.asarray(seg, dtype=np.int64)
+    D = np.asarray(D, dtype=np.float64)
+    G = np.asarray(G, dtype=np.int64)
     sizes = np.diff(seg)
-    at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
-    pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
-    if sizes.shape[0] == 1:
-        order = np.arange(V.shape[0])  # one clock: already in (VST, job) order
+    if sizes.shape[0] == 1:  # one clock: already in (VST, job) order
+        mV, mJ, mG, mD = V, J, G, D
+        mP = np.full(V.shape[0], 0 if pools is None else pools[0], dtype=np.int64)
     else:
+        at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+        pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
         by_job = np.argsort(J, kind="stable")
         order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
-    mV, mD = V[order], np.asarray(D, dtype=np.float64)[order]
+        mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
     ends = mV + mD
     eo = np.argsort(ends)
-    return (mV, J[order], np.asarray(G, dtype=np.int64)[order], mD, pool[order], eo,
-            np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+    return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,10 +60,13 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
              bE):  # pragma: no cover - compiled
     na = aV.shape[0]
     nb = bV.shape[0]
+    keep = np.empty(na + 1, dtype=np.bool_)
+    keep[na] = True  # a sentinel: the skip loop below stops there
     n_keep = 0
     for i in range(na):
-        if aA[i] and not lo[aP[i]] <= aJ[i] <= hi[aP[i]]:
-            n_keep += 1
+        a = aP[i]
+        keep[i] = aA[i] and not lo[a] <= aJ[i] <= hi[a]
+        n_keep += keep[i]
     n = n_keep + nb
     mV = np.empty(n, dtype=np.float64)
     mJ = np.empty(n, dtype=np.int64)
@@ -73,7 +78,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
     i = 0
     k = 0
     for o in range(n):
-        while i < na and (not aA[i] or lo[aP[i]] <= aJ[i] <= hi[aP[i]]):
+        while not keep[i]:
             i += 1
         take_a = i < na and (k >= nb or aV[i] < bV[k] or (aV[i] == bV[k] and aJ[i] < bJ[k]))
         if take_a:
