@@ -79,7 +79,7 @@ operation when ``debug=True``):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sia.scheduler.topology import Topology, cells_shortfall, check_quotas
@@ -342,6 +342,150 @@ class BuddyAllocator:
             free[lv].add(anc ^ 1)
         free[lv].add(anc)
         return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
+
+    def domain_cells(self, pool: str | None = None) -> list[tuple[int, int]]:
+        """Disjoint cells (level, index) making up ``pool``'s bound cells, or the global domain (None).
+
+        The global domain is every GPU outside all bound cells, as its maximal cells.
+        """
+        if pool is not None:
+            k = self._pool_index[pool]
+            return [(lv, int(i)) for lv in range(self._top + 1)
+                    for i in np.flatnonzero(self._bound[lv] == k)]
+        out = []
+        for lv in range(self._top + 1):
+            mask = self._bound_sub[lv] == 0
+            if lv < self._top:
+                mask &= (np.repeat(self._bound_sub[lv + 1], 2) > 0) & ~np.repeat(self._bound[lv + 1] >= 0, 2)
+            out.extend((lv, int(i)) for i in np.flatnonzero(mask))
+        return out
+
+    def domain_pool(self, level: int, index: int) -> str | None:
+        """Pool whose bound cell holds cell (level, index), or None (global domain)."""
+        d = self._domain_of(level, index)
+        return None if d == _GLOBAL else self.pools[d]
+
+    def relocate(self, moves: Mapping[str, int], new: tuple[str, str, str, int, int] | None = None
+                 ) -> Allocation | None:
+        """Move live allocations to other cells of their domain at once (migration); optionally add one.
+
+        ``moves``: allocation id -> index of its new cell (same level, same
+        domain: its pool's bound cells for dedicated cells, the global domain for
+        opportunistic ones). ``new``: (alloc_id, pool, kind, num_gpus, index), a
+        cell to allocate in the same step (the gang the moves made room for).
+        Pool, kind, level and counters of moved allocations are unchanged; a
+        bound cell left without dedicated cells is unbound as by :meth:`release`.
+        The new cells must be free once the moved ones are freed; otherwise
+        CannotAllocate is raised before anything changes. Returns the new allocation.
+        """
+        olds = {}
+        for aid in sorted(moves):
+            a = self._allocs.get(aid)
+            if a is None:
+                raise KeyError(f"no live allocation {aid!r} to move")
+            if self._domain_of(a.level, moves[aid]) != self._domain_of(a.level, a.index):
+                raise CannotAllocate(f"move of {aid!r} to ({a.level},{moves[aid]}) leaves its domain")
+            olds[aid] = a
+        targets = [(a.level, moves[aid]) for aid, a in olds.items()]
+        if new is not None:
+            nid, npool, nkind, ngpus, nindex = new
+            self._check_new(nid, npool)
+            if nkind == "opportunistic" and self._pending:
+                raise CannotAllocate(f"opportunistic job {nid!r} blocked: a reservation is pending")
+            targets.append((self._level(ngpus), nindex))
+        # every target must be free once the moved cells are: check on GPUs first
+        busy = np.zeros(self.topology.n_gpus, dtype=bool)
+        for a in self._allocs.values():
+            if a.alloc_id not in olds:
+                busy[a.index << a.level : (a.index + 1) << a.level] = True
+        for lv, i in targets:
+            span = slice(i << lv, (i + 1) << lv)
+            if busy[span].any():
+                raise CannotAllocate(f"cell ({lv},{i}) is not free for a move")
+            busy[span] = True
+        emptied: set[tuple[int, int]] = set()
+        for aid, a in olds.items():  # free the old cells, merging inside their domain only
+            del self._allocs[aid]
+            if a.kind != "opportunistic":
+                owner = self._bound_ancestor(a.level, a.index)
+                self._owned[owner] -= 1
+                emptied.add(owner)
+            lv, i = a.level, a.index
+            domain = self._domain_of(lv, i)
+            self._state[lv][i] = FREE
+            self._free[domain][lv].add(i)
+            while lv < self._top and self._bound[lv][i] < 0:
+                sib = i ^ 1
+                if not (self._state[lv][sib] == FREE and sib in self._free[domain][lv]
+                        and self._bound[lv][sib] < 0):
+                    break
+                self._free[domain][lv].discard(i)
+                self._free[domain][lv].discard(sib)
+                self._state[lv][i] = COVERED
+                self._state[lv][sib] = COVERED
+                lv, i = lv + 1, i >> 1
+                self._state[lv][i] = FREE
+                self._free[domain][lv].add(i)
+        for aid, a in olds.items():
+            self._take_cell(a.level, moves[aid])
+            self._state[a.level][moves[aid]] = _KIND_STATE[a.kind]
+            first = moves[aid] << a.level
+            self._allocs[aid] = replace(a, index=moves[aid],
+                                        gpus=tuple(range(first, first + a.num_gpus)))
+            if a.kind != "opportunistic":
+                owner = self._bound_ancestor(a.level, moves[aid])
+                self._owned[owner] = self._owned.get(owner, 0) + 1
+        out = None
+        if new is not None:
+            level = self._level(ngpus)
+            self._take_cell(level, nindex)
+            self._free[self._domain_of(level, nindex)][level].add(nindex)
+            debug, self.debug = self.debug, False  # checked once the step is complete
+            try:
+                out = self._commit(nid, npool, nkind, level, nindex, ngpus)
+            finally:
+                self.debug = debug
+        for owner in sorted(emptied):
+            if self._owned.get(owner, 1) > 0:
+                continue
+            self._owned.pop(owner)
+            lv, i = owner
+            if self._state[lv][i] == FREE:  # wholly free: unbind and merge globally
+                self._unbind(lv, i)
+                while lv < self._top:
+                    sib = i ^ 1
+                    if not (self._state[lv][sib] == FREE and sib in self._free[_GLOBAL][lv]):
+                        break
+                    self._free[_GLOBAL][lv].discard(i)
+                    self._free[_GLOBAL][lv].discard(sib)
+                    self._state[lv][i] = COVERED
+                    self._state[lv][sib] = COVERED
+                    lv, i = lv + 1, i >> 1
+                    self._state[lv][i] = FREE
+                    self._free[_GLOBAL][lv].add(i)
+            else:
+                self._unbind_with_guests(lv, i)
+        self._check()
+        return out
+
+    def _take_cell(self, level: int, index: int) -> None:
+        """Split the free cell holding cell (level, index) down to it and take it off the free lists."""
+        domain = self._domain_of(level, index)
+        free = self._free[domain]
+        for lv in range(level, self._top + 1):
+            anc = index >> (lv - level)
+            if anc in free[lv]:
+                break
+        else:
+            raise InvariantError(f"cell ({level},{index}) is not inside a free cell")
+        free[lv].remove(anc)
+        while lv > level:
+            self._state[lv][anc] = SPLIT
+            lv -= 1
+            self._state[lv][2 * anc] = FREE
+            self._state[lv][2 * anc + 1] = FREE
+            anc = index >> (lv - level)
+            free[lv].add(anc ^ 1)
 
     def release(self, alloc_id: str) -> None:
         """Free the cell of allocation ``alloc_id``, merge buddies and unbind bound cells left without dedicated cells."""

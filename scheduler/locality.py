@@ -43,6 +43,17 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   out not to be needed are put back in their cells. The policy returns a
   :class:`~sia.scheduler.simulator.Preempt` per victim, which charges
   ``lost_work_s`` and ``restart_delay_s``.
+* Migration (``migrate``, off by default; Tesserae 4.1): when a gang fits by
+  count in its domain (its pool's bound cells if dedicated, the global
+  domain if opportunistic) but no cell is free there (fragmentation; buddy
+  and fallback chain failed), running *preemptible* jobs of that domain are
+  moved: :func:`~sia.scheduler.place_hungarian.plan_migration` finds the
+  fewest moves (non-preemptible jobs, reservations and guests stay), the
+  buddy allocator moves them and takes the gang's cell in one step
+  (:meth:`~sia.scheduler.buddy.BuddyAllocator.relocate`), and
+  :class:`MigratingPolicy` (installed by :func:`simulate_cells`) stops and
+  restarts each moved job on its new cell in the same decision, so each move
+  costs what a preemption costs. Counted as ``migrations`` in the summary.
 
 Pool quotas in cells (:func:`derive_cell_quotas`)
     From a pool's GPU quota ``q``: ``q // C`` cells of ``C`` GPUs, where ``C``
@@ -108,6 +119,10 @@ class LocalityConfig:
     of the jobs (drawn with ``seed``) are preemptible on top of the trace's
     ``preemptible`` column; ``preempt`` lets SIA stop them; each preemption
     costs ``lost_work_s`` of work and ``restart_delay_s`` at restart.
+    ``migrate``: when a gang fits by count but no cell (in-pool or global
+    fragmentation; see :meth:`CellCluster.try_place`), move running
+    preemptible jobs (Tesserae's relabeling keeps the moves fewest); each move
+    costs what a preemption costs.
     """
 
     gpus_per_server: int = 8
@@ -125,6 +140,7 @@ class LocalityConfig:
     lost_work_s: float = 0.0
     restart_delay_s: float = 0.0
     seed: int = 0
+    migrate: bool = False
 
     def __post_init__(self) -> None:
         if not self.chain or self.chain[0] != "buddy":
@@ -285,6 +301,8 @@ class PlacementStats:
     solver_calls: int = 0
     solver_s: list[float] = field(default_factory=list)
     preemptions: int = 0
+    migrations: int = 0  # jobs moved (each move of a job counts once)
+    migration_steps: int = 0  # gangs placed by moving others
     frag_samples: list[float] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -297,6 +315,7 @@ class PlacementStats:
             "solver_calls": self.solver_calls, "solver_total_s": float(t.sum()),
             "solver_p99_s": float(np.quantile(t, 0.99)) if t.size else 0.0,
             "preemptions": self.preemptions,
+            "migrations": self.migrations, "migration_steps": self.migration_steps,
             "fragmentation": float(np.mean(self.frag_samples)) if self.frag_samples else 0.0,
         }
 
@@ -348,6 +367,10 @@ class CellCluster(Cluster):
         self._res_seq = 0
         self._start_seq: dict[int, int] = {}
         self._seq = 0
+        #: jobs moved in this decision whose Preempt/Start the simulator has not applied yet:
+        #: job -> its start sequence number (kept across the move)
+        self._moving: dict[int, int] = {}
+        self.migrated: dict[int, int] = {}  # job -> times moved
         self.stats = PlacementStats()
 
     @property
@@ -373,7 +396,8 @@ class CellCluster(Cluster):
 
         Dedicated: inside ``pool``'s quota cells. Opportunistic: buddy cells
         outside bound cells, then the fallback chain (fragmentation only; a
-        pending reservation blocks it).
+        pending reservation blocks it). With ``migrate``, then
+        :meth:`_migrate` (running preemptible jobs make room).
         """
         if job in self.grants:
             raise PlacementError(f"job {job} already has a cell granted in this decision")
@@ -393,6 +417,8 @@ class CellCluster(Cluster):
             if num_gpus <= self.free:
                 st.frag_refused += 1
             a = None if dedicated else self._fallback(aid, name, num_gpus)
+            if a is None and self.config.migrate:
+                a = self._migrate(job, name, num_gpus, dedicated)
             if a is None:
                 st.refused += 1
                 return None
@@ -419,6 +445,101 @@ class CellCluster(Cluster):
         self.stats.fallback += 1
         self.stats.fallback_by[by] = self.stats.fallback_by.get(by, 0) + 1
         return a
+
+    # ------------------------------------------------------------------ migration
+    def _migrate(self, job: int, pool: str, num_gpus: int, dedicated: bool) -> Allocation | None:
+        """Move running preemptible jobs so that ``job`` gets a cell; its allocation, or None.
+
+        Only for fragmentation: the domain the gang must sit in (``pool``'s
+        bound cells for a dedicated gang; the global domain, outside every bound
+        cell, for an opportunistic one) has ``num_gpus`` free GPUs but no free
+        cell of the gang's level. Movable: running preemptible jobs of that
+        domain of the same kind (the pool's dedicated jobs; opportunistic jobs
+        outside bound cells); everything else there (non-preemptible jobs,
+        reservations, guests, cells granted in this decision) stays.
+        :func:`~sia.scheduler.place_hungarian.plan_migration` picks the target
+        and relabels it (Tesserae) so the fewest jobs move; the buddy allocator
+        moves them and takes the gang's cell in one step. Each moved job is
+        then stopped and restarted on its new cell by the policy wrapper
+        (:class:`MigratingPolicy`), charged ``lost_work_s`` + ``restart_delay_s``.
+        """
+        from sia.scheduler.place_hungarian import plan_migration
+
+        buddy, topo = self.buddy, self.topology
+        level = topo.level_for(num_gpus)
+        domain = pool if dedicated else None
+        if dedicated:
+            if buddy.free_gpu_mask(pool).sum() < num_gpus:
+                return None
+            if any(buddy.free_cells(lv, pool) for lv in range(level, topo.top_level + 1)):
+                return None  # a free cell exists: the refusal was not fragmentation
+        else:
+            if buddy.pending_reservations or buddy.has_free_cell(level):
+                return None  # blocked, or a cell exists that a rule forbids: not fragmentation
+            if buddy.free_gpu_mask().sum() < num_gpus:
+                return None
+        if self.preemptible is None:
+            return None
+        kind = "dedicated" if dedicated else "opportunistic"
+        region = buddy.domain_cells(domain)
+        movable: dict[str, tuple[int, int]] = {}
+        fixed: list[tuple[int, int]] = []
+        for aid, a in buddy.allocations.items():
+            if buddy.domain_pool(a.level, a.index) != domain:
+                continue
+            j = int(aid) if aid.isdigit() else -1
+            if (j >= 0 and a.kind == kind and (not dedicated or a.pool == pool)
+                    and j in self.allocs and j not in self._released_early
+                    and bool(self.preemptible[j])):
+                movable[aid] = (a.level, a.index)
+            else:
+                fixed.append((a.level, a.index))
+        if not movable:
+            return None
+        plan = plan_migration(topo, region, fixed, movable, level, new_job=str(job))
+        if plan is None:
+            return None
+        lv, index = plan.new_cell
+        grant = buddy.relocate({aid: c[1] for aid, c in plan.moves.items()},
+                               new=(str(job), pool, kind, num_gpus, index))
+        for aid in plan.moves:
+            m = int(aid)
+            if m not in self._moving:
+                self._moving[m] = self._start_seq[m]
+            self.grants[m] = buddy.allocation(aid)
+            self.migrated[m] = self.migrated.get(m, 0) + 1
+        self.stats.migrations += len(plan.moves)
+        self.stats.migration_steps += 1
+        return grant
+
+    def take_moves(self) -> list[tuple[int, bool, tuple[int, ...]]]:
+        """Jobs moved in this decision, as (job, opportunistic, new GPU ids); the caller restarts them.
+
+        Each must be stopped (:class:`~sia.scheduler.simulator.Preempt`, before
+        any start) and started again on exactly these GPUs in the same decision.
+        """
+        return [(m, self.grants[m].kind == "opportunistic", self.grants[m].gpus)
+                for m in self._moving if m in self.grants]
+
+    def settle_moves(self, jobs: Sequence[int]) -> None:
+        """Move ``jobs`` (moved in this decision) to their new GPUs here, without a stop and restart.
+
+        For moves that cost nothing (no restart delay, no work lost): the
+        simulator need not know, since it tracks no GPU ids. Swaps are fine: all
+        old GPUs are freed before the new ones are taken.
+        """
+        grants = {m: self.grants.pop(m) for m in jobs}
+        for m in jobs:
+            self.owner[self.held[m]] = -1
+        for m, grant in grants.items():
+            gpus = np.asarray(grant.gpus, dtype=np.int64)
+            if (self.owner[gpus] != -1).any():
+                raise PlacementError(f"job {m}: its new GPUs {grant.gpus} are held")
+            self.owner[gpus] = m
+            self.held[m] = gpus
+            self.last_gpus[m] = gpus
+            self.allocs[m] = grant
+            self._moving.pop(m)
 
     # ------------------------------------------------------------------ reservations
     def reserve(self, pool: int, widths: Sequence[int]) -> bool:
@@ -487,7 +608,8 @@ class CellCluster(Cluster):
         if self.preemptible is None:
             return []
         jobs = [j for j, a in self.allocs.items()
-                if a.kind == "opportunistic" and self.preemptible[j] and j not in self._released_early]
+                if a.kind == "opportunistic" and self.preemptible[j] and j not in self._released_early
+                and j not in self._moving]
         jobs.sort(key=lambda j: -self._start_seq[j])
         return jobs
 
@@ -560,9 +682,12 @@ class CellCluster(Cluster):
         self.held[job] = gpus
         self.last_gpus[job] = gpus
         self.allocs[job] = grant
+        self.free -= num_gpus
+        if job in self._moving:  # the restart of a move keeps the job's start order
+            self._start_seq[job] = self._moving.pop(job)
+            return
         self._seq += 1
         self._start_seq[job] = self._seq
-        self.free -= num_gpus
         self.stats.frag_samples.append(self._fragmentation())
 
     def release(self, job: int, num_gpus: int) -> None:
@@ -575,7 +700,7 @@ class CellCluster(Cluster):
         self._start_seq.pop(job, None)
         if job in self._released_early:
             self._released_early.discard(job)
-        else:
+        elif job not in self._moving:  # a moved job's cell is already its new one
             self.buddy.release(str(job))
         self.free += num_gpus
 
@@ -599,6 +724,71 @@ class CellCluster(Cluster):
         return f"CellCluster({self.topology.describe()}, free={self.free}, chain={self.config.chain})"
 
 
+class MigratingPolicy:
+    """Wraps a policy on a :class:`CellCluster` with ``migrate``: restarts the jobs its placements moved.
+
+    After each decision of the wrapped policy it returns, before the policy's
+    own items, a :class:`~sia.scheduler.simulator.Preempt` (costs ``lost_work_s``,
+    ``restart_delay_s``) for every job the cluster moved in that decision, the
+    policy's own preemptions, then a :class:`~sia.scheduler.view.Start` of each
+    moved job on its new GPUs (same dedicated / opportunistic kind), then the
+    policy's starts. A move is thus a preemption and an immediate restart: the
+    simulator keeps the job's first start time and charges the costs to its end.
+    Everything else (``name``, ``next_wakeup``, ``uses_ticks``, stats) is the
+    wrapped policy's.
+    """
+
+    def __init__(self, policy) -> None:
+        from sia.scheduler.simulator import policy_name
+
+        self.policy = policy
+        self.name = policy_name(policy)
+        self._cluster: CellCluster | None = None
+        self._run_start: dict[int, float] = {}  # job -> start of its current run (s)
+
+    def __getattr__(self, attr):
+        if attr == "policy":  # not yet set (copy / unpickling)
+            raise AttributeError(attr)
+        return getattr(self.policy, attr)
+
+    def reset(self, trace, cluster) -> None:
+        """Reset the wrapped policy on ``cluster`` (a CellCluster)."""
+        self._cluster = cluster
+        self._run_start = {}
+        self.policy.reset(trace, cluster)
+
+    def decide(self, view) -> list:
+        """The wrapped policy's decision with the moved jobs' stops and restarts (see the class docstring)."""
+        from sia.scheduler.simulator import Preempt
+        from sia.scheduler.view import Start
+
+        items = self.policy.decide(view)
+        now = view.now
+        for s in items:
+            if type(s) is not Preempt:
+                self._run_start[int(s[0])] = now
+        moves = self._cluster.take_moves() if self._cluster is not None else []
+        if not moves:
+            return items
+        cfg = self._cluster.config
+        # a move that costs nothing (no delay, no work done or none lost) changes no time:
+        # the cluster moves it alone (a stop and restart would leave the run's end unchanged)
+        free = [m for m, _, _ in moves if cfg.restart_delay_s <= 0
+                and (cfg.lost_work_s <= 0 or now <= self._run_start.get(m, now))]
+        if free:
+            self._cluster.settle_moves(free)
+            moves = [mv for mv in moves if mv[0] not in set(free)]
+            if not moves:
+                return items
+        for m, _, _ in moves:
+            self._run_start[m] = now
+        stops = [Preempt(m, cfg.lost_work_s, cfg.restart_delay_s) for m, _, _ in moves]
+        own_stops = [s for s in items if type(s) is Preempt]
+        restarts = [Start(m, opp, gpus) for m, opp, gpus in moves]
+        own_starts = [s for s in items if type(s) is not Preempt]
+        return [*stops, *own_stops, *restarts, *own_starts]
+
+
 def cell_cluster_for(trace, config: LocalityConfig, preemptible: np.ndarray | None = None) -> CellCluster:
     """Return a CellCluster for a :class:`~sia.scheduler.view.TraceArrays` (widest gang per pool from it)."""
     widest = np.zeros(trace.n_pools, dtype=np.int64)
@@ -616,8 +806,9 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
 
     The result table is :func:`sia.scheduler.simulator.simulate`'s (times in
     seconds; ``end_time`` includes preemption costs); the summary is
-    :meth:`PlacementStats.summary` plus ``adoptions`` (bindings over loans)
-    and ``preempted_jobs``; with ``record_placements`` also ``placements``
+    :meth:`PlacementStats.summary` plus ``adoptions`` (bindings over loans),
+    ``preempted_jobs`` (jobs stopped other than by a migration) and
+    ``migrated_jobs`` (jobs moved at least once, with ``migrate``); with ``record_placements`` also ``placements``
     ({job_id: GPU ids of its latest start}), ``gpus_per_server`` and
     ``pad_gpus`` (GPU ids pinned by padding).
     """
@@ -626,11 +817,17 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     trace, order = build_trace(jobs, pools, speedup)
     cfg = replace(config, debug=config.debug or check_invariants)
     cluster = cell_cluster_for(trace, cfg, preemptible_mask(jobs, order, cfg))
+    if cfg.migrate:
+        policy = MigratingPolicy(policy)
     state = run_trace(trace, cluster, policy, tick_s=tick_s, check_invariants=check_invariants,
                       progress=progress)
     summary = cluster.stats.summary()
     summary["adoptions"] = cluster.buddy.adoptions
-    summary["preempted_jobs"] = int((state.n_preempted > 0).sum())
+    moved = np.zeros(trace.n_jobs, dtype=np.int64)
+    for j, k in cluster.migrated.items():
+        moved[j] = k
+    summary["preempted_jobs"] = int((state.n_preempted - moved > 0).sum())
+    summary["migrated_jobs"] = int((moved > 0).sum())
     if record_placements:
         ids = jobs["job_id"].to_list()
         summary["placements"] = {ids[int(order[j])]: tuple(g.tolist())

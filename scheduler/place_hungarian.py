@@ -30,6 +30,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -195,3 +196,271 @@ def relabel_min_migration(
     relabeled = {job: tuple(sorted(gpu_map[g] for g in gpus)) for job, gpus in new.items()}
     migrated = sorted(j for j in both if set(relabeled[j]) != set(old[j]))
     return Relabeling(server_map, gpu_map, total, relabeled, migrated)
+
+
+# ----------------------------------------------------------- relabeling inside buddy cells
+Cell = tuple[int, int]  # (level, index), as in sia.scheduler.topology
+
+#: weight of a job that must not move (non-preemptible, a reservation): any map moving it costs more
+#: than moving every other job, so the optimum (never worse than the identity) keeps it in place
+_FIXED_WEIGHT = 1.0e6
+
+
+@dataclass
+class CellRelabeling:
+    """Migration-minimising relabeling restricted to maps that keep buddy cells aligned.
+
+    ``cell_map``: new-plan region cell -> physical region cell (same level).
+    ``cost``: Tesserae's cost of the relabeled plan (0.5 per job moved out plus
+    0.5 per job moved in; jobs present in one plan only are free), so the
+    number of moved jobs. ``relabeled``: every job of the new plan -> its cell
+    after relabeling. ``migrated``: jobs of both plans whose cell differs.
+    """
+
+    cell_map: dict[Cell, Cell]
+    cost: float
+    relabeled: dict[str, Cell]
+    migrated: list[str]
+
+
+def _region_of(cell: Cell, region: Mapping[Cell, int]) -> Cell:
+    lv, i = cell
+    top = max(level for level, _ in region) if region else lv
+    for up in range(lv, top + 1):
+        anc = (up, i >> (up - lv))
+        if anc in region:
+            return anc
+    raise ValueError(f"cell {cell} lies outside the region cells")
+
+
+def relabel_in_cells(
+    old: Mapping[str, Cell], new: Mapping[str, Cell], region: Sequence[Cell],
+    fixed: frozenset[str] | set[str] = frozenset(),
+) -> CellRelabeling:
+    """Rename the new plan's cells so that as few jobs as possible move (Tesserae Algorithms 2, 3 on cells).
+
+    ``old`` / ``new`` map job -> the buddy cell (level, index) it holds;
+    ``region`` lists disjoint cells holding every job of both plans. The maps
+    allowed are those that keep gangs in aligned cells: region cells of one
+    level are permuted among themselves (Algorithm 2: Hungarian method over
+    the pair costs) and inside a pair the buddy tree is mirrored at any node
+    (Algorithm 3, with the free GPU permutation replaced by child swaps, the
+    maps that keep every cell aligned; an exact dynamic programme over the
+    tree). Jobs of both plans cost 0.5 out plus 0.5 in when moved, jobs in
+    ``fixed`` far more (so they stay: the identity is always allowed), jobs
+    in one plan only nothing (line 2 of Algorithm 2). Returns the optimum.
+    """
+    reg = {c: k for k, c in enumerate(sorted(set(region)))}
+    both = set(old) & set(new)
+    weight = {x: (_FIXED_WEIGHT if x in fixed else 1.0) for x in both}
+    old_at = {old[x]: x for x in both}
+    new_at = {new[x]: x for x in both}
+
+    def under(plan: Mapping[str, Cell]) -> dict[Cell, set[str]]:
+        out: dict[Cell, set[str]] = defaultdict(set)
+        for x in both:
+            lv, i = plan[x]
+            top = _region_of((lv, i), reg)[0]
+            for up in range(lv, top + 1):
+                out[(up, i >> (up - lv))].add(x)
+        return out
+
+    old_under, new_under = under(old), under(new)
+    for c in new.values():
+        _region_of(c, reg)  # every new cell must lie in the region
+    empty: set[str] = set()
+    memo: dict[tuple[int, int, int], tuple[float, int]] = {}
+
+    def cost(lv: int, a: int, b: int) -> float:
+        key = (lv, a, b)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[0]
+        ja, jb = old_under.get((lv, a), empty), new_under.get((lv, b), empty)
+        if not (ja & jb):  # nothing shared: every job below moves out / in
+            c = 0.5 * (sum(weight[x] for x in ja) + sum(weight[x] for x in jb))
+            memo[key] = (c, 0)
+            return c
+        xo, xn = old_at.get((lv, a)), new_at.get((lv, b))
+        c = 0.0
+        if xo is not None and xo != xn:
+            c += 0.5 * weight[xo]
+        if xn is not None and xn != xo:
+            c += 0.5 * weight[xn]
+        swap = 0
+        if lv > 0:
+            straight = cost(lv - 1, 2 * a, 2 * b) + cost(lv - 1, 2 * a + 1, 2 * b + 1)
+            cross = cost(lv - 1, 2 * a, 2 * b + 1) + cost(lv - 1, 2 * a + 1, 2 * b)
+            swap = int(cross < straight)
+            c += cross if swap else straight
+        memo[key] = (c, swap)
+        return c
+
+    cell_map: dict[Cell, Cell] = {}
+    total = 0.0
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for lv, i in reg:
+        by_level[lv].append(i)
+    for lv in sorted(by_level):
+        cells = sorted(by_level[lv])
+        matrix = np.array([[cost(lv, a, b) for b in cells] for a in cells])
+        rows, cols = linear_sum_assignment(matrix)
+        total += float(matrix[rows, cols].sum())
+        for r, c in zip(rows, cols, strict=True):
+            cell_map[(lv, cells[c])] = (lv, cells[r])
+
+    def image(cell: Cell) -> Cell:
+        lv, i = cell
+        top_lv, b = _region_of(cell, reg)
+        a = cell_map[(top_lv, b)][1]
+        level = top_lv
+        while level > lv:
+            swap = memo.get((level, a, b), (0.0, 0))[1]
+            level -= 1
+            b = i >> (level - lv)
+            a = 2 * a + ((b & 1) ^ swap)
+        return (lv, a)
+
+    relabeled = {x: image(c) for x, c in new.items()}
+    migrated = sorted(x for x in both if relabeled[x] != old[x])
+    return CellRelabeling(cell_map, total, relabeled, migrated)
+
+
+# ------------------------------------------------------------------- migration planning
+@dataclass
+class MigrationPlan:
+    """Where jobs go so that a new gang fits: ``moves`` (moved job -> new cell), ``new_cell``.
+
+    ``strategy``: ``"exact"`` (fewest moves, by search) or ``"repack"``
+    (every movable job repacked, then relabeled; see :func:`plan_migration`).
+    """
+
+    moves: dict[str, Cell]
+    new_cell: Cell
+    strategy: str
+
+
+def _region_levels(n_gpus: int, region: Sequence[Cell]) -> np.ndarray:
+    out = np.full(n_gpus, -1, dtype=np.int64)
+    for lv, i in region:
+        out[i << lv : (i + 1) << lv] = lv
+    return out
+
+
+def _best_fit(avail: np.ndarray, region_level: np.ndarray, level: int) -> int | None:
+    """Index of the level-``level`` cell to take from ``avail`` (bool per GPU), buddy best fit; None if none.
+
+    Cells must be wholly available and inside one region cell; among them the
+    one in the smallest wholly available enclosing block (inside its region
+    cell), then the lowest index. Taking power-of-two gangs widest first this
+    way packs whenever any packing exists.
+    """
+    size = 1 << level
+    ok = avail.reshape(-1, size).all(axis=1) & (region_level[::size] >= level)
+    cand = np.flatnonzero(ok)
+    if not cand.size:
+        return None
+    block = np.full(cand.size, level)
+    growing = np.ones(cand.size, dtype=bool)
+    for up in range(level + 1, int(region_level.max()) + 1):
+        par = cand >> (up - level)
+        whole = avail.reshape(-1, 1 << up).all(axis=1)[par] & (region_level[par << up] >= up)
+        growing &= whole
+        block[growing] = up
+    best = np.lexsort((cand, block))[0]
+    return int(cand[best])
+
+
+def _pack(avail: np.ndarray, region_level: np.ndarray, jobs: Sequence[tuple[str, int]]
+          ) -> dict[str, Cell] | None:
+    """Place ``(job, level)`` pairs widest first by best fit into ``avail`` (updated); None if one fails."""
+    out: dict[str, Cell] = {}
+    for job, level in sorted(jobs, key=lambda t: (-t[1], t[0])):
+        idx = _best_fit(avail, region_level, level)
+        if idx is None:
+            return None
+        avail[idx << level : (idx + 1) << level] = False
+        out[job] = (level, idx)
+    return out
+
+
+def plan_migration(
+    topology: Topology, region: Sequence[Cell], fixed: Sequence[Cell],
+    movable: Mapping[str, Cell], level: int, new_job: str = "__new__", max_checks: int = 2000,
+) -> MigrationPlan | None:
+    """Return the moves of ``movable`` jobs that make room for a gang of ``level`` in ``region``, or None.
+
+    ``region``: disjoint cells the gang and the moves stay in; ``fixed``: cells
+    held by what must not move (non-preemptible jobs, reservations); ``movable``:
+    job -> its cell. None when even moving every movable job leaves no room.
+
+    *exact*: sets of jobs to move are tried by increasing size: the occupants of
+    a candidate cell for the gang (cells without fixed GPUs, fewest occupants
+    first) plus any others, each set checked by packing it widest first by
+    buddy best fit into the room it leaves (exact for power-of-two cells), so
+    the first that fits moves the fewest jobs. After ``max_checks`` sets
+    (a deterministic bound, not a clock), *repack*: every movable job and the
+    gang packed widest first around the fixed cells, then relabeled with
+    :func:`relabel_in_cells` (Tesserae; fixed cells stay) so that the fewest of
+    them move. Deterministic: ties by cell index and job id.
+    """
+    n = topology.n_gpus
+    region = sorted(set(region))
+    region_level = _region_levels(n, region)
+    pinned = region_level < 0
+    for lv, i in fixed:
+        pinned[i << lv : (i + 1) << lv] = True
+    owner = np.full(n, -1, dtype=np.int64)
+    names = sorted(movable)
+    for k, x in enumerate(names):
+        lv, i = movable[x]
+        owner[i << lv : (i + 1) << lv] = k
+    free = ~pinned & (owner < 0)
+    if int((~pinned).sum()) - sum(1 << c[0] for c in movable.values()) < (1 << level):
+        return None  # not enough GPUs even if everything moved
+    size = 1 << level
+    ok = ~pinned.reshape(-1, size).any(axis=1) & (region_level[::size] >= level)
+    cells = np.flatnonzero(ok)
+    occ = []
+    for c in cells:
+        o = np.unique(owner[c << level : (c + 1) << level])
+        occ.append(tuple(int(x) for x in o[o >= 0]))
+    order = sorted(range(cells.size), key=lambda k: (len(occ[k]), int(cells[k])))
+    checks = 0
+    for total in range(len(names) + 1):
+        for k in order:
+            forced = occ[k]
+            if len(forced) > total:
+                break  # order is by occupants: no later cell fits this total
+            c = int(cells[k])
+            rest = [x for x in range(len(names)) if x not in forced]
+            for extra in combinations(rest, total - len(forced)):
+                checks += 1
+                if checks > max_checks:
+                    return _plan_by_repack(topology, region, fixed, movable, level, new_job, pinned,
+                                           region_level)
+                moved = (*forced, *extra)
+                avail = free.copy()
+                for x in moved:
+                    lv, i = movable[names[x]]
+                    avail[i << lv : (i + 1) << lv] = True
+                avail[c << level : (c + 1) << level] = False
+                placed = _pack(avail, region_level, [(names[x], movable[names[x]][0]) for x in moved])
+                if placed is not None:
+                    return MigrationPlan(placed, (level, c), "exact")
+    return None
+
+
+def _plan_by_repack(topology, region, fixed, movable, level, new_job, pinned, region_level
+                    ) -> MigrationPlan | None:
+    """Repack everything movable and the gang, then relabel so the fewest jobs move (see plan_migration)."""
+    placed = _pack(~pinned, region_level, [*((x, c[0]) for x, c in movable.items()), (new_job, level)])
+    if placed is None:
+        return None
+    fixed_jobs = {f"__fixed{k}": c for k, c in enumerate(sorted(set(fixed)))}
+    rel = relabel_in_cells({**dict(movable), **fixed_jobs}, {**placed, **fixed_jobs}, region,
+                           fixed=set(fixed_jobs))
+    if any(rel.relabeled[f] != c for f, c in fixed_jobs.items()):
+        raise AssertionError("relabeling moved a fixed cell")  # the identity keeps them: never
+    moves = {x: rel.relabeled[x] for x in rel.migrated if x in movable}
+    return MigrationPlan(moves, rel.relabeled[new_job], "repack")

@@ -14,6 +14,7 @@ from sia.scheduler.locality import (
     PAD_POOL,
     CellCluster,
     LocalityConfig,
+    config_for_policy,
     derive_cell_quotas,
     options_from_cli,
     simulate_cells,
@@ -323,3 +324,118 @@ def test_strict_reservations_block_lending_when_the_pools_cells_are_fragmented()
         cl.buddy.allocate_dedicated("j3", "a", 1)  # GPUs 0, 1, 2 held: 5 left, as 1 + 4
         assert cl.reserve(0, [4, 4]) is True and not cl.blocked  # second 4: beyond the quota
         cl.clear_reservations()
+
+
+# ----------------------------------------------------------------------------- migration
+def fragmented_pool(preemptible, migrate=True):
+    """Pool a (one 8-GPU server) runs 1-GPU jobs 0 and 4 at GPUs 0 and 4 (jobs 1-3 left)."""
+    c = CellCluster([8, 8], ["a", "b"], LocalityConfig(debug=True, migrate=migrate), widest=[8, 8],
+                    preemptible=np.array(preemptible))
+    c.reset()
+    for j in range(5):
+        c.allocate(j, 1, c.try_place(j, 0, 1, True))
+    for j in (1, 2, 3):
+        c.release(j, 1)
+    assert {j: g.tolist() for j, g in c.held.items()} == {0: [0], 4: [4]}
+    return c
+
+
+def test_migration_moves_one_preemptible_job_so_a_4_gpu_gang_starts():
+    c = fragmented_pool([True, False, False, False, False, False])
+    g = c.try_place(5, 0, 4, True)
+    assert g == (0, 1, 2, 3)  # job 0 leaves the first half
+    assert c.take_moves() == [(0, False, (5,))]  # best fit: next to job 4
+    assert c.stats.migrations == 1 and c.stats.migration_steps == 1
+    assert 0 not in c.preemptible_running()
+    # the simulator's side: stop job 0, restart it on its new GPU, start job 5
+    c.release(0, 1)
+    c.allocate(0, 1, (5,))
+    c.allocate(5, 4, g)
+    c.check()
+    assert c.owner[:8].tolist() == [5, 5, 5, 5, 4, 0, -1, -1]
+
+
+def test_migration_moves_nothing_when_only_non_preemptible_jobs_fragment():
+    c = fragmented_pool([False] * 6)
+    assert c.try_place(5, 0, 4, True) is None
+    assert c.take_moves() == [] and c.stats.migrations == 0
+    c.check()
+    off = fragmented_pool([True] * 6, migrate=False)  # option off: no move either
+    assert off.try_place(5, 0, 4, True) is None and off.stats.migrations == 0
+
+
+def migration_case(migrate: bool, delay_s: float = 20.0, lost_s: float = 30.0):
+    # a1..a3 end at t=50; a0 (GPU 0, preemptible) and a4 (GPU 4) fragment a's server;
+    # a5 (4 GPUs) arrives at t=100
+    jobs = table([("a0", "a", 0.0, 1000.0, 1), ("a1", "a", 0.0, 50.0, 1),
+                  ("a2", "a", 0.0, 50.0, 1), ("a3", "a", 0.0, 50.0, 1),
+                  ("a4", "a", 0.0, 2000.0, 1), ("a5", "a", 100.0, 300.0, 4)],
+                 preemptible=[True, False, False, False, False, False])
+    cfg = LocalityConfig(migrate=migrate, lost_work_s=lost_s, restart_delay_s=delay_s)
+    res, summary = simulate_cells(jobs, make_pools({"a": 8}), make_policy("fcfs"), cfg,
+                                  check_invariants=True, record_placements=True)
+    return {r["job_id"]: r for r in res.iter_rows(named=True)}, summary
+
+
+def test_migration_in_a_replay_starts_the_gang_and_charges_the_move():
+    rows, summary = migration_case(migrate=False)
+    assert rows["a5"]["start_time"] == 1000.0  # waits for a0 to end
+    rows, summary = migration_case(migrate=True)
+    assert rows["a5"]["start_time"] == 100.0
+    assert rows["a0"]["start_time"] == 0.0  # first start kept
+    assert rows["a0"]["end_time"] == pytest.approx(1000.0 + 30.0 + 20.0)  # lost work + restart
+    assert summary["migrations"] == 1 and summary["migrated_jobs"] == 1
+    assert summary["preempted_jobs"] == 0  # a move is not counted as a preemption
+    assert summary["placements"]["a0"] == (5,) and summary["placements"]["a5"] == (0, 1, 2, 3)
+    rows, summary = migration_case(migrate=True, delay_s=0.0)
+    assert rows["a0"]["end_time"] == pytest.approx(1030.0)  # a0 had run 100 s: loses 30
+    # a move that costs nothing is done by the cluster alone: same times, no stop
+    rows, summary = migration_case(migrate=True, delay_s=0.0, lost_s=0.0)
+    assert rows["a5"]["start_time"] == 100.0 and rows["a0"]["end_time"] == 1000.0
+    assert summary["migrations"] == 1 and summary["placements"]["a0"] == (5,)
+
+
+def test_a_pure_renaming_needs_no_migration():
+    """A target that is a mirror image of the current layout moves nobody (Tesserae: cost 0)."""
+    from sia.scheduler.place_hungarian import relabel_in_cells
+
+    c = fragmented_pool([True] * 6)
+    current = {str(j): (a.level, a.index) for j, a in c.allocs.items()}
+    mirrored = {j: (lv, (c.topology.cell_gpus(3 - lv) - 1) - i) for j, (lv, i) in current.items()}
+    out = relabel_in_cells(current, mirrored, c.buddy.domain_cells("a"))
+    assert out.cost == 0 and out.migrated == [] and out.relabeled == current
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_pools=st.integers(2, 3), policy=st.sampled_from(POLICIES),
+       delay=st.sampled_from([0.0, 30.0]))
+def test_migration_keeps_every_invariant_and_the_running_jobs(seed, n_pools, policy, delay):
+    """After every migration step: buddy invariants and cell checks hold; moves keep jobs and widths."""
+    jobs, pools = generate_workload("base", seed=seed, days=0.5, num_pools=n_pools)
+    cfg = config_for_policy(LocalityConfig(migrate=True, preemptible_fraction=0.6, seed=seed,
+                                           lost_work_s=60.0, restart_delay_s=delay), policy)
+    seen = {"steps": 0}
+    real = CellCluster._migrate
+
+    def checked(self, job, pool, num_gpus, dedicated):
+        before = {j: (a.num_gpus, a.kind) for j, a in self.buddy.allocations.items()}
+        out = real(self, job, pool, num_gpus, dedicated)
+        self.buddy.check_invariants()  # no GPU double-booked, gangs in their cells, safety
+        after = {j: (a.num_gpus, a.kind) for j, a in self.buddy.allocations.items()}
+        if out is None:
+            assert after == before
+        else:
+            seen["steps"] += 1
+            assert after == {**before, str(job): (num_gpus, out.kind)}
+            cells = [(a.level, a.index) for a in self.buddy.allocations.values()]
+            assert len(set(cells)) == len(cells)
+        return out
+
+    CellCluster._migrate = checked
+    try:
+        res, summary = simulate_cells(jobs, pools, make_policy(policy), cfg, check_invariants=True)
+    finally:
+        CellCluster._migrate = real
+    assert seen["steps"] == summary["migration_steps"]
+    assert res["end_time"].is_not_nan().all()
+    assert (res["end_time"] - res["start_time"] >= res["duration"] - 1e-6).all()

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.place_hungarian import HungarianPlacer, relabel_min_migration
+from sia.scheduler.place_hungarian import (
+    HungarianPlacer,
+    plan_migration,
+    relabel_in_cells,
+    relabel_min_migration,
+)
 from sia.scheduler.place_mcf import MinCostFlowPlacer
 from sia.scheduler.place_milp import MilpPlacer, Option, solve_strl
 from sia.scheduler.placement import (
@@ -376,3 +381,181 @@ def test_work_budget_is_deterministic_and_falls_through():
     assert second.solver == "hungarian"
     with pytest.raises(ValueError, match="enforce_budget"):
         PlacementChain([HungarianPlacer()], enforce_budget="wall")
+
+
+# ------------------------------------------------------------------ relabeling inside cells
+def _tree_maps(level: int):
+    """Every map of a level-``level`` cell onto itself that mirrors subtrees (keeps cells aligned).
+
+    Yields dicts {(lv, i): (lv, j)} over all cells inside it (cell 0 of ``level``).
+    """
+    if level == 0:
+        yield {(0, 0): (0, 0)}
+        return
+    for left, right in itertools.product(list(_tree_maps(level - 1)), repeat=2):
+        for swap in (0, 1):
+            out = {(level, 0): (level, 0)}
+            for child, sub in ((0, left), (1, right)):
+                target = child ^ swap
+                for (lv, i), (_, j) in sub.items():
+                    span = 1 << (level - 1 - lv)
+                    out[(lv, child * span + i)] = (lv, target * span + j)
+            yield out
+
+
+def test_relabel_in_cells_pure_renaming_costs_nothing():
+    # one 8-GPU server: jobs of 1, 2, 4 GPUs; mirror the halves, then the pairs of one half
+    old = {"a": (2, 0), "b": (1, 2), "c": (0, 6), "d": (0, 7)}
+    new = {"a": (2, 1), "b": (1, 1), "c": (0, 0), "d": (0, 1)}
+    out = relabel_in_cells(old, new, [(3, 0)])
+    assert out.cost == 0 and out.migrated == [] and out.relabeled == old
+    # two region cells (servers) swapped as well
+    old2 = {"x": (3, 0), "y": (1, 5)}
+    new2 = {"x": (3, 1), "y": (1, 1)}
+    out2 = relabel_in_cells(old2, new2, [(3, 0), (3, 1)])
+    assert out2.cost == 0 and out2.relabeled == old2
+
+
+def test_relabel_in_cells_counts_a_move_and_keeps_fixed_jobs():
+    # f is fixed at GPU 0; m at GPU 1 must land in the other half in the new plan: 1 move
+    old = {"f": (0, 0), "m": (0, 1)}
+    new = {"f": (0, 0), "m": (0, 4), "fresh": (1, 1)}
+    out = relabel_in_cells(old, new, [(3, 0)], fixed={"f"})
+    assert out.cost == pytest.approx(1.0) and out.migrated == ["m"]
+    assert out.relabeled["f"] == (0, 0)
+    # without the fixed mark, moving f instead is as good: still one move
+    assert relabel_in_cells(old, new, [(3, 0)]).cost == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="outside the region"):
+        relabel_in_cells(old, {"m": (0, 9)}, [(3, 0)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000))
+def test_relabel_in_cells_matches_brute_force_over_aligned_maps(seed):
+    """On one 8-GPU server: the optimum over all 128 subtree mirrorings, and a valid relabeled plan."""
+    rng = np.random.default_rng(seed)
+
+    def random_plan(names):
+        free = np.ones(8, dtype=bool)
+        plan = {}
+        for x in names:
+            lv = int(rng.choice([0, 0, 1, 2]))
+            cells = [i for i in range(8 >> lv) if free[i << lv : (i + 1) << lv].all()]
+            if cells:
+                i = int(rng.choice(cells))
+                free[i << lv : (i + 1) << lv] = False
+                plan[x] = (lv, i)
+        return plan
+
+    old = random_plan([f"j{k}" for k in range(5)])
+    new = random_plan(rng.permutation([f"j{k}" for k in range(6)]).tolist())
+    both = set(old) & set(new)
+    best = min(sum(m[new[x]] != old[x] for x in both) for m in _tree_maps(3))
+    out = relabel_in_cells(old, new, [(3, 0)])
+    assert out.cost == pytest.approx(best) and len(out.migrated) == best
+    used = np.zeros(8, dtype=int)
+    for lv, i in out.relabeled.values():
+        used[i << lv : (i + 1) << lv] += 1
+    assert (used <= 1).all()  # the relabeled plan is still a plan: cells disjoint, levels kept
+    assert all(out.relabeled[x][0] == new[x][0] for x in new)
+
+
+# ------------------------------------------------------------------ migration planning
+def test_plan_migration_moves_the_fewest_preemptible_jobs():
+    topo = Topology(racks=1, servers_per_rack=1)  # one 8-GPU server
+    # movable 1-GPU jobs at GPUs 0 and 5, 2-GPU job at GPUs 2-3: a 4-GPU gang has no cell
+    movable = {"a": (0, 0), "b": (1, 1), "c": (0, 5)}
+    plan = plan_migration(topo, [(3, 0)], [], movable, level=2)
+    # fewest moves: empty the half with one job (GPUs 4-7: c) into GPU 1
+    assert plan.new_cell == (2, 1) and plan.moves == {"c": (0, 1)}
+    # c fixed: the first half must be emptied (a and b move into 4-7 around c)
+    plan = plan_migration(topo, [(3, 0)], [(0, 5)], {"a": (0, 0), "b": (1, 1)}, level=2)
+    assert plan.new_cell == (2, 0) and set(plan.moves) == {"a", "b"}
+    assert plan.moves["b"] == (1, 3) and plan.moves["a"] == (0, 4)
+    # only fixed jobs fragment the server: nothing can move
+    assert plan_migration(topo, [(3, 0)], [(0, 0), (0, 5)], {}, level=2) is None
+    # not enough room even if everything moved
+    assert plan_migration(topo, [(3, 0)], [(2, 0)], {"c": (0, 5)}, level=2) is None
+
+
+def _fits(avail: np.ndarray, levels: list[int]) -> bool:
+    """Brute force: can gangs of these levels take disjoint aligned wholly available cells?"""
+    if not levels:
+        return True
+    lv, rest = levels[0], levels[1:]
+    for i in range(avail.size >> lv):
+        span = slice(i << lv, (i + 1) << lv)
+        if avail[span].all():
+            avail[span] = False
+            ok = _fits(avail, rest)
+            avail[span] = True
+            if ok:
+                return True
+    return False
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000), level=st.integers(1, 3))
+def test_plan_migration_is_minimal_and_valid_against_brute_force(seed, level):
+    """Two 8-GPU servers, random fixed and movable jobs: fewest moves (by brute force) and a valid plan."""
+    rng = np.random.default_rng(seed)
+    topo = Topology(racks=1, servers_per_rack=2)
+    free = np.ones(16, dtype=bool)
+    fixed, movable = [], {}
+    for k in range(int(rng.integers(1, 8))):
+        lv = int(rng.choice([0, 0, 1, 2]))
+        cells = [i for i in range(16 >> lv) if free[i << lv : (i + 1) << lv].all()]
+        if not cells:
+            continue
+        i = int(rng.choice(cells))
+        free[i << lv : (i + 1) << lv] = False
+        if rng.random() < 0.3:
+            fixed.append((lv, i))
+        else:
+            movable[f"m{k}"] = (lv, i)
+    region = [(4, 0)] if rng.random() < 0.5 else [(3, 0), (3, 1)]
+    plan = plan_migration(topo, region, fixed, movable, level)
+    # brute force: smallest set of movable jobs whose cells, with the free ones, hold them and the gang
+    names = sorted(movable)
+    best = None
+    for size in range(len(names) + 1):
+        for moved in itertools.combinations(names, size):
+            avail = free.copy()
+            for x in moved:
+                lv, i = movable[x]
+                avail[i << lv : (i + 1) << lv] = True
+            ok = _fits_in_region(avail, [level, *(movable[x][0] for x in moved)], region)
+            if ok:
+                best = size
+                break
+        if best is not None:
+            break
+    if best is None:
+        assert plan is None
+        return
+    assert plan is not None and len(plan.moves) == best
+    # the plan is valid: cells disjoint, inside the region, fixed cells untouched, levels kept
+    after = {**movable, **plan.moves, "new": plan.new_cell}
+    used = np.zeros(16, dtype=int)
+    for lv, i in [*after.values(), *fixed]:
+        used[i << lv : (i + 1) << lv] += 1
+    assert (used <= 1).all()
+    assert plan.new_cell[0] == level
+    assert all(after[x][0] == movable[x][0] for x in movable)
+    for lv, i in after.values():  # each gang inside one region cell
+        assert any(rl >= lv and i >> (rl - lv) == ri for rl, ri in region)
+
+
+def _fits_in_region(avail: np.ndarray, levels: list[int], region) -> bool:
+    """As _fits, with cells confined to region cells (a cell may not straddle two of them)."""
+    mask = np.zeros_like(avail)
+    reg_level = np.full(avail.size, -1)
+    for lv, i in region:
+        reg_level[i << lv : (i + 1) << lv] = lv
+        mask[i << lv : (i + 1) << lv] = True
+    levels = sorted(levels, reverse=True)
+    if any(lv > reg_level.max() for lv in levels):
+        return False
+    if len({rl for rl, _ in region}) == 1 and levels and levels[0] <= region[0][0]:
+        return _fits(avail & mask, levels)
+    raise AssertionError("test regions are uniform")
