@@ -24,6 +24,11 @@ solver time.
 With a ``preemption`` section, ``<policy>+preempt`` rows replay that policy
 with partial preemption: a seeded ``preemptible_fraction`` of the jobs is
 preemptible, each preemption costs ``lost_work_s`` and ``restart_delay_s``.
+With ``migration: true`` as well, ``<policy>+preempt+migrate`` rows replay it
+with the same preemption and migration (``LocalityConfig.migrate``: a gang
+blocked by fragmentation moves running preemptible jobs, each move costing
+what a preemption costs), scored against the same FCFS; ``migrations`` counts
+the jobs moved.
 
 Allocator settings (``allocators``, default :data:`DEFAULT_ALLOCATORS`):
 every locality policy (and its FCFS baseline) is replayed once per named
@@ -105,6 +110,8 @@ class Figure16Config:
     chain_locality: dict = field(default_factory=dict)
     #: partial preemption rows: {policy, preemptible_fraction, lost_work_s, restart_delay_s}
     preemption: dict = field(default_factory=dict)
+    #: with ``preemption``: also rows "<policy>+preempt+migrate" (the same plus migration)
+    migration: bool = False
     #: days of the independent workload (same variant, seed + learned_seed_offset) that the
     #: learned predictors of policy "sia-learned" are trained on (its FCFS replay)
     learned_train_days: float = 40.0
@@ -149,6 +156,13 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
                 raise ConfigError(f"{path}: {key} must be a number, got {raw[key]!r}") from None
     if "chain_policy" in raw:
         kw["chain_policy"] = str(raw["chain_policy"])
+    if "migration" in raw:
+        if not isinstance(raw["migration"], bool):
+            raise ConfigError(f"{path}: migration must be true or false, got {raw['migration']!r}")
+        if raw["migration"] and not raw.get("preemption"):
+            raise ConfigError(f"{path}: migration: true needs a preemption section (which jobs are "
+                              "preemptible and what a move costs)")
+        kw["migration"] = raw["migration"]
     if "chains" in raw:
         from sia.scheduler.locality import parse_placement
 
@@ -198,9 +212,11 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: st
         opts.update(cfg.allocators[alloc])
     if mode == "chain":
         opts.update(cfg.chain_locality)
-    if mode == "preempt":
+    if mode in ("preempt", "migrate"):
         opts.update({k: v for k, v in cfg.preemption.items() if k != "policy"})
         opts.update(preempt=True, seed=seed)
+        if mode == "migrate":
+            opts.update(migrate=True)
     opts.setdefault("budget_s", cfg.budget_s)
     try:
         return config_for_policy(LocalityConfig(chain=tuple(chain), **opts), policy)
@@ -310,7 +326,8 @@ def _workload(variant: str, seed: int, days: float, pool_gpus: int
 
 
 _PLACEMENT_FACTS = ("fragmentation", "placed_fallback", "frag_refused", "reservations_pending",
-                    "solver_calls", "solver_total_s", "solver_p99_s", "preemptions", "adoptions")
+                    "solver_calls", "solver_total_s", "solver_p99_s", "preemptions", "adoptions",
+                    "migrations")
 
 
 def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
@@ -362,7 +379,7 @@ def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
     """Return (rows of figure16.csv, rows of chains.csv), one per (variant, seed, ...) in table order.
 
     Main rows: per allocator of ``cfg.allocators``, each locality policy (and
-    the preemption policy) on cells, scored against FCFS on the same cells and
+    the preemption policy, with and without migration) on cells, scored against FCFS on the same cells and
     allocator; then the ``no_locality_policies`` on fungible GPUs against
     fungible FCFS. Chain rows: ``chain_policy`` with each chain under
     ``chain_locality``, against FCFS on cells under the same options.
@@ -382,6 +399,10 @@ def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
                     r = Replay(v, s, p, group, p + "+preempt",
                                _locality(cfg, ("buddy",), p, "preempt", s, alloc=alloc), cfg)
                     main.append(Scored(r, base, p + "+preempt", alloc, "buddy"))
+                    if cfg.migration:
+                        r = Replay(v, s, p, group, p + "+preempt+migrate",
+                                   _locality(cfg, ("buddy",), p, "migrate", s, alloc=alloc), cfg)
+                        main.append(Scored(r, base, p + "+preempt+migrate", alloc, "buddy"))
     for v in cfg.variants:
         for s in cfg.seeds:
             base = Replay(v, s, "fcfs", "fungible", "fcfs", None, cfg)
@@ -535,7 +556,7 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     runs = read_runs(main_rows, out)
     runs.write_csv(out / "figure16_runs.csv")
     main = summarize(runs, ["variant", "policy", "locality", "allocator"],
-                     ("preemptions", "adoptions"))
+                     ("preemptions", "adoptions", "migrations"))
     main.write_csv(out / "figure16.csv")
     (out / "figure16.md").write_text(to_markdown(main))
     (out / "figure16_by_allocator.md").write_text(to_markdown(by_allocator(main)))
