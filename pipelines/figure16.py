@@ -27,8 +27,9 @@ preemptible, each preemption costs ``lost_work_s`` and ``restart_delay_s``.
 With ``migration: true`` as well, ``<policy>+preempt+migrate`` rows replay it
 with the same preemption and migration (``LocalityConfig.migrate``: a gang
 blocked by fragmentation moves running preemptible jobs, each move costing
-what a preemption costs), scored against the same FCFS; ``migrations`` counts
-the jobs moved.
+what a preemption costs), scored against the same FCFS, and again (``... vs
+fcfs+migrate``) against FCFS that migrates too (same preemptible jobs and
+costs); ``migrations`` counts the jobs moved.
 
 Allocator settings (``allocators``, default :data:`DEFAULT_ALLOCATORS`):
 every locality policy (and its FCFS baseline) is replayed once per named
@@ -403,6 +404,12 @@ def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
                         r = Replay(v, s, p, group, p + "+preempt+migrate",
                                    _locality(cfg, ("buddy",), p, "migrate", s, alloc=alloc), cfg)
                         main.append(Scored(r, base, p + "+preempt+migrate", alloc, "buddy"))
+                        # the same replay against FCFS that may migrate too (same preemptible jobs)
+                        mbase = Replay(v, s, "fcfs", group, "fcfs+migrate",
+                                       _locality(cfg, ("buddy",), "fcfs", "migrate", s, alloc=alloc),
+                                       cfg)
+                        main.append(Scored(r, mbase, p + "+preempt+migrate vs fcfs+migrate",
+                                           alloc, "buddy"))
     for v in cfg.variants:
         for s in cfg.seeds:
             base = Replay(v, s, "fcfs", "fungible", "fcfs", None, cfg)

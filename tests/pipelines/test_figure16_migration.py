@@ -26,9 +26,13 @@ def test_migration_rows_share_the_preemption_and_baseline(tmp_path):
     cfg = load_figure16_config(path)
     main_rows, chains = plan(cfg)
     by = {r.policy: r for r in main_rows}
-    assert list(by) == ["sia-perfect", "sia-perfect+preempt", "sia-perfect+preempt+migrate"]
+    assert list(by) == ["sia-perfect", "sia-perfect+preempt", "sia-perfect+preempt+migrate",
+                        "sia-perfect+preempt+migrate vs fcfs+migrate"]
     pre, mig = by["sia-perfect+preempt"], by["sia-perfect+preempt+migrate"]
     assert mig.baseline == pre.baseline  # the same FCFS on cells
+    both = by["sia-perfect+preempt+migrate vs fcfs+migrate"]
+    assert both.replay == mig.replay and both.baseline.locality.migrate
+    assert both.baseline.policy == "fcfs" and both.baseline.locality.seed == mig.replay.locality.seed
     assert mig.replay.locality.migrate and not pre.replay.locality.migrate
     assert mig.replay.locality.preemptible_fraction == pre.replay.locality.preemptible_fraction == 0.5
     assert mig.replay.key != pre.replay.key and chains == []
