@@ -22,6 +22,20 @@ servers and then its GPUs so that as few jobs as possible move:
 * Algorithm 2: jobs not present in both plans are dropped; the Hungarian
   method over the server-pair cost matrix picks the server mapping. The total
   is the migration cost (0 for a pure renaming).
+
+Relabeling inside buddy cells (:func:`relabel_in_cells`): the free GPU
+permutation of Algorithm 3 can split a gang across cells (a 4-GPU gang on
+GPUs 4-7 may come out on 3, 4, 6, 7), which the buddy allocator cannot hold.
+So for the cell-aware cluster the allowed renamings are those that keep every
+cell aligned: region cells of one level permuted (Algorithm 2's Hungarian
+step) and, inside a pair, mirroring the buddy tree at any node (an exact
+dynamic programme replaces Algorithm 3's Hungarian step). Same costs.
+
+Migration planning (:func:`plan_migration`, used by
+:class:`~sia.scheduler.locality.CellCluster` with ``migrate``): the fewest
+moves of movable jobs that free a cell for a new gang, by exact search over
+move sets (bounded by a count, not a clock), else a repack relabeled with
+:func:`relabel_in_cells`.
 """
 
 from __future__ import annotations
