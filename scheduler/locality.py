@@ -122,7 +122,8 @@ class LocalityConfig:
     ``migrate``: when a gang fits by count but no cell (in-pool or global
     fragmentation; see :meth:`CellCluster.try_place`), move running
     preemptible jobs (Tesserae's relabeling keeps the moves fewest); each move
-    costs what a preemption costs.
+    costs what a preemption costs; ``migrate_for``: which gangs may ask for it
+    (``dedicated``: in-pool fragmentation, ``opportunistic``: outside bound cells).
     """
 
     gpus_per_server: int = 8
@@ -141,6 +142,7 @@ class LocalityConfig:
     restart_delay_s: float = 0.0
     seed: int = 0
     migrate: bool = False
+    migrate_for: tuple[str, ...] = ("dedicated", "opportunistic")
 
     def __post_init__(self) -> None:
         if not self.chain or self.chain[0] != "buddy":
@@ -157,6 +159,12 @@ class LocalityConfig:
                 f"preemptible_fraction must be in [0, 1], got {self.preemptible_fraction}")
         if self.lost_work_s < 0 or self.restart_delay_s < 0:
             raise ConfigError("preemption costs lost_work_s and restart_delay_s must be >= 0")
+        if not isinstance(self.migrate_for, str):  # a list from YAML: keep the config hashable
+            object.__setattr__(self, "migrate_for", tuple(self.migrate_for))
+        if isinstance(self.migrate_for, str) or not set(self.migrate_for) <= {
+                "dedicated", "opportunistic"}:
+            raise ConfigError(f"migrate_for must be a list of dedicated / opportunistic, "
+                              f"got {self.migrate_for!r}")
 
     @property
     def preemption_cost_s(self) -> float:
@@ -417,7 +425,8 @@ class CellCluster(Cluster):
             if num_gpus <= self.free:
                 st.frag_refused += 1
             a = None if dedicated else self._fallback(aid, name, num_gpus)
-            if a is None and self.config.migrate:
+            if a is None and self.config.migrate and (
+                    "dedicated" if dedicated else "opportunistic") in self.config.migrate_for:
                 a = self._migrate(job, name, num_gpus, dedicated)
             if a is None:
                 st.refused += 1

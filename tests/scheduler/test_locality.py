@@ -479,3 +479,14 @@ def test_migration_repairs_the_in_pool_counterexample_when_its_jobs_may_move():
     assert bad.height == 0
     row = res.filter(pl.col("job_id") == "p3-000028").row(0, named=True)
     assert row["start_time"] == row["submit_time"]
+
+
+def test_migrate_for_limits_which_gangs_may_move_others():
+    c = fragmented_pool([True] * 6)
+    c.config = LocalityConfig(debug=True, migrate=True, migrate_for=["opportunistic"])
+    assert c.try_place(5, 0, 4, True) is None and c.stats.migrations == 0
+    assert LocalityConfig(migrate_for=["dedicated"]).migrate_for == ("dedicated",)
+    with pytest.raises(ConfigError, match="migrate_for"):
+        LocalityConfig(migrate_for=("everything",))
+    with pytest.raises(ConfigError, match="migrate_for"):
+        LocalityConfig(migrate_for="dedicated")
