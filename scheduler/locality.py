@@ -714,8 +714,9 @@ class CellCluster(Cluster):
         self.free += num_gpus
 
     def check(self) -> None:
-        """Assert: no GPU double-booked, each gang in one cell of its level, buddy invariants, no stray grant."""
+        """Assert: no GPU double-booked, each gang in one cell of its level, buddy invariants, no stray grant or move."""
         assert not self.grants, f"cells granted but never started: jobs {sorted(self.grants)[:5]}"
+        assert not self._moving, f"jobs moved but never restarted: {sorted(self._moving)[:5]}"
         held = sum(g.size for g in self.held.values())
         assert int((self.owner >= 0).sum()) == held, "GPU owners disagree with held GPUs"
         assert self.free == self.total_gpus - held, f"free counter {self.free} is off"
