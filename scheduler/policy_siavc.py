@@ -92,7 +92,7 @@ from sia.scheduler.siavc_pass import (
     drop_job,
     merge_clocks,
     next_vst,
-    replace_pools,
+    update_merged,
 )
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock_against
@@ -131,8 +131,6 @@ class SiaVCPolicy:
         self._pool_np = np.asarray(trace.pool, dtype=np.int64)
         self._dur_np = np.asarray(trace.duration, dtype=np.float64)
         P = trace.n_pools
-        #: per pool: the cached clock as numpy arrays, keyed by its version
-        self._np: list[tuple | None] = [None] * P
         #: every pool's clock laid end to end for the pass, keyed by the pools' versions
         self._cat: tuple | None = None
         self._scratch = PassScratch()
@@ -321,15 +319,6 @@ class SiaVCPolicy:
         self._wakeup = w if w < math.inf else None
         return starts
 
-    def _arrays(self, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Return pool ``p``'s cached clock as numpy (VSTs s, jobs, GPUs, durations s)."""
-        c = self._np[p]
-        if c is None or c[0] != self._ver[p]:
-            J, vs, _ = self._vc[p]
-            c = (self._ver[p], vs, J, self._gpus_np[J], self._dur_np[J])
-            self._np[p] = c
-        return c[1], c[2], c[3], c[4]
-
     def _current_merge(self) -> tuple | None:
         """The cached merge (versions, merged clocks, clocks merged) if every clock is as
         merged, else None."""
@@ -348,9 +337,13 @@ class SiaVCPolicy:
             return cat[1]
         P = len(key)
         if cat is None:
-            changed, spans = list(range(P)), [(0, self._vc[p][0].shape[0]) for p in range(P)]
+            J = np.concatenate([self._vc[p][0] for p in range(P)])
+            seg = np.zeros(P + 1, dtype=np.int64)
+            np.cumsum([self._vc[p][0].shape[0] for p in range(P)], out=seg[1:])
+            new = merge_clocks(np.concatenate([self._vc[p][1] for p in range(P)]), J,
+                               self._gpus_np[J], self._dur_np[J], seg)
         else:
-            changed, spans = [], []
+            changed, js, vs = [], [], []
             lo = np.ones(P, dtype=np.int64)
             hi = np.zeros(P, dtype=np.int64)
             for p in range(P):
@@ -363,16 +356,13 @@ class SiaVCPolicy:
                     lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
                 if pre + suf < nj.shape[0]:
                     changed.append(p)
-                    spans.append((pre, nj.shape[0] - suf))
-        parts = [tuple(x[a:b] for x in self._arrays(p)) for p, (a, b) in zip(changed, spans,
-                                                                              strict=True)]
-        seg = np.zeros(len(changed) + 1, dtype=np.int64)
-        np.cumsum([x[0].shape[0] for x in parts], out=seg[1:])
-        new = merge_clocks(*(np.concatenate([x[i] for x in parts]) if parts else
-                             np.empty(0) for i in range(4)), seg,
-                           pools=np.array(changed, dtype=np.int64))
-        if cat is not None:
-            new = replace_pools(cat[1], lo, hi, new)
+                    js.append(nj[pre: nj.shape[0] - suf])
+                    vs.append(nv[pre: nj.shape[0] - suf])
+            seg = np.zeros(len(changed) + 1, dtype=np.int64)
+            np.cumsum([x.shape[0] for x in js], out=seg[1:])
+            J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
+            new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
+                                self._gpus_np[J], self._dur_np[J], seg, changed)
         self._cat = (key, new, [self._vc[p][:2] for p in range(P)])
         return new
 

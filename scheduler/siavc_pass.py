@@ -58,53 +58,76 @@ def merge_clocks(
 @numba.njit(cache=True, nogil=True)
 def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
              bE):  # pragma: no cover - compiled
+    # output positions of the kept old entries and the new ones, in (VST, job) order
     na = aV.shape[0]
     nb = bV.shape[0]
-    keep = np.empty(na + 1, dtype=np.bool_)
-    keep[na] = True  # a sentinel: the skip loop below stops there
-    n_keep = 0
+    pos_a = np.empty(na, dtype=np.int64)
+    pos_b = np.empty(nb, dtype=np.int64)
+    o = 0
+    k = 0
     for i in range(na):
         a = aP[i]
-        keep[i] = aA[i] and not lo[a] <= aJ[i] <= hi[a]
-        n_keep += keep[i]
-    n = n_keep + nb
+        if not aA[i] or lo[a] <= aJ[i] <= hi[a]:
+            pos_a[i] = -1
+            continue
+        if k < nb:
+            v = aV[i]
+            j = aJ[i]
+            while k < nb and (bV[k] < v or (bV[k] == v and bJ[k] < j)):
+                pos_b[k] = o
+                o += 1
+                k += 1
+        pos_a[i] = o
+        o += 1
+    while k < nb:
+        pos_b[k] = o
+        o += 1
+        k += 1
+    n = o
+    # move the entries to their positions
     mV = np.empty(n, dtype=np.float64)
     mJ = np.empty(n, dtype=np.int64)
     mG = np.empty(n, dtype=np.int64)
     mD = np.empty(n, dtype=np.float64)
     mP = np.empty(n, dtype=np.int64)
-    pos_a = np.full(na, -1, dtype=np.int64)
-    pos_b = np.empty(nb, dtype=np.int64)
-    i = 0
-    k = 0
-    for o in range(n):
-        while not keep[i]:
-            i += 1
-        take_a = i < na and (k >= nb or aV[i] < bV[k] or (aV[i] == bV[k] and aJ[i] < bJ[k]))
-        if take_a:
-            mV[o], mJ[o], mG[o], mD[o], mP[o] = aV[i], aJ[i], aG[i], aD[i], aP[i]
-            pos_a[i] = o
-            i += 1
-        else:
-            mV[o], mJ[o], mG[o], mD[o], mP[o] = bV[k], bJ[k], bG[k], bD[k], bP[k]
-            pos_b[k] = o
-            k += 1
+    for i in range(na):
+        q = pos_a[i]
+        if q >= 0:
+            mV[q] = aV[i]
+            mJ[q] = aJ[i]
+            mG[q] = aG[i]
+            mD[q] = aD[i]
+            mP[q] = aP[i]
+    for k in range(nb):
+        q = pos_b[k]
+        mV[q] = bV[k]
+        mJ[q] = bJ[k]
+        mG[q] = bG[k]
+        mD[q] = bD[k]
+        mP[q] = bP[k]
     # the end order: the kept entries' (in their old order) merged with the new ones'
     eo = np.empty(n, dtype=np.int64)
     ends = np.empty(n, dtype=np.float64)
-    i = 0
+    o = 0
     k = 0
-    for o in range(n):
-        while i < na and pos_a[aEO[i]] < 0:
-            i += 1
-        if i < na and (k >= nb or aE[i] <= bE[k]):
-            eo[o] = pos_a[aEO[i]]
-            ends[o] = aE[i]
-            i += 1
-        else:
+    for i in range(na):
+        q = pos_a[aEO[i]]
+        if q < 0:
+            continue
+        e = aE[i]
+        while k < nb and bE[k] < e:
             eo[o] = pos_b[bEO[k]]
             ends[o] = bE[k]
+            o += 1
             k += 1
+        eo[o] = q
+        ends[o] = e
+        o += 1
+    while k < nb:
+        eo[o] = pos_b[bEO[k]]
+        ends[o] = bE[k]
+        o += 1
+        k += 1
     return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_), ends
 
 
@@ -119,21 +142,69 @@ def replace_pools(
                     np.ascontiguousarray(hi, dtype=np.int64), *new)
 
 
+@numba.njit(cache=True, nogil=True)
+def _merge_order(V, J, seg):  # pragma: no cover - compiled
+    # the order merging runs seg[r]:seg[r + 1], each in (VST, job) order, in (VST, job) order
+    k = seg.shape[0] - 1
+    order = np.empty(V.shape[0], dtype=np.int64)
+    ptr = seg[:-1].copy()
+    for o in range(V.shape[0]):
+        best = -1
+        bi = -1
+        for r in range(k):
+            i = ptr[r]
+            if i < seg[r + 1] and (best < 0 or V[i] < V[bi] or (V[i] == V[bi] and J[i] < J[bi])):
+                best = r
+                bi = i
+        order[o] = bi
+        ptr[best] += 1
+    return order
+
+
+def update_merged(
+    merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, V: np.ndarray,
+    J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray, pools: list[int],
+) -> tuple[np.ndarray, ...]:
+    """Return ``replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools))``, with
+    the replacing clocks' runs merged in linear time rather than sorted."""
+    V = np.asarray(V, dtype=np.float64)
+    J = np.asarray(J, dtype=np.int64)
+    G = np.asarray(G, dtype=np.int64)
+    D = np.asarray(D, dtype=np.float64)
+    seg = np.asarray(seg, dtype=np.int64)
+    P = np.repeat(np.asarray(pools, dtype=np.int64), np.diff(seg))
+    if len(pools) > 1:
+        order = _merge_order(V, J, seg)
+        V, J, G, D, P = V[order], J[order], G[order], D[order], P[order]
+    ends = V + D
+    eo = np.argsort(ends)
+    return _replace(*merged, np.ascontiguousarray(lo, dtype=np.int64),
+                    np.ascontiguousarray(hi, dtype=np.int64), V, J, G, D, P, eo,
+                    np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+
+
+@numba.njit(cache=True, nogil=True)
+def _span(oj, ov, nj, nv):  # pragma: no cover - compiled
+    n = min(oj.shape[0], nj.shape[0])
+    pre = 0
+    while pre < n and oj[pre] == nj[pre] and ov[pre] == nv[pre]:
+        pre += 1
+    m = n - pre
+    suf = 0
+    a = oj.shape[0] - 1
+    b = nj.shape[0] - 1
+    while suf < m and oj[a - suf] == nj[b - suf] and ov[a - suf] == nv[b - suf]:
+        suf += 1
+    return pre, suf
+
+
 def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarray,
                  new_vsts: np.ndarray) -> tuple[int, int]:
     """Return (common prefix, common suffix) lengths of two clocks of one pool: the entries
     (job, VST) the new clock shares with the old at its start and at its end, not
     overlapping. What lies between is all that changed."""
-    n = min(old_jobs.shape[0], new_jobs.shape[0])
-    same = (old_jobs[:n] == new_jobs[:n]) & (old_vsts[:n] == new_vsts[:n])
-    pre = n if same.all() else int(np.argmin(same))
-    m = n - pre
-    if m == 0:
-        return pre, 0
-    a, b = old_jobs.shape[0] - m, new_jobs.shape[0] - m
-    same = (old_jobs[a:] == new_jobs[b:]) & (old_vsts[a:] == new_vsts[b:])
-    suf = m if same.all() else m - 1 - int(np.flatnonzero(~same)[-1])
-    return pre, suf
+    pre, suf = _span(old_jobs, old_vsts, new_jobs, new_vsts)
+    return int(pre), int(suf)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -13,6 +13,7 @@ from sia.scheduler.siavc_pass import (
     merge_clocks,
     next_vst,
     replace_pools,
+    update_merged,
 )
 from sia.scheduler.vst import ResourcePlan
 
@@ -69,10 +70,16 @@ def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
     lo = np.where(np.isin(np.arange(n_pools), changed), 0, 1)
     hi = np.where(np.isin(np.arange(n_pools), changed), 10**9, 0)
     got = replace_pools(merged, lo, hi, part)
+    fused = update_merged(merged, lo, hi, cV, cJ, cG, cD, cseg, changed)
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
-    for a, b in zip(got[:5], want[:5], strict=True):
-        assert a.tolist() == b.tolist()
+    for m in (got, fused):
+        for a, b in zip(m[:5], want[:5], strict=True):
+            assert a.tolist() == b.tolist()
+        # the end order lists every entry once, by end
+        assert sorted(m[5].tolist()) == list(range(m[0].shape[0]))
+        assert (m[0][m[5]] + m[3][m[5]]).tolist() == m[7].tolist() == sorted(want[7].tolist())
+        assert m[6].all()
     ends = got[0] + got[3]
     assert sorted(got[5].tolist()) == list(range(ends.shape[0]))
     assert ends[got[5]].tolist() == sorted(ends.tolist()) == got[7].tolist()
@@ -140,10 +147,16 @@ def test_replacing_only_the_changed_span_equals_merging_from_scratch(seed, n, n_
     (cV, cJ, cG, cD), cseg = lay_out(parts) if parts else ((np.empty(0),) * 4, np.zeros(1, int))
     got = replace_pools(merged, lo, hi, merge_clocks(cV, cJ, cG, cD, cseg, pools=np.array(pools,
                                                                                         int)))
+    fused = update_merged(merged, lo, hi, cV, cJ, cG, cD, cseg, pools)
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
-    for a, b in zip(got[:5], want[:5], strict=True):
-        assert a.tolist() == b.tolist()
+    for m in (got, fused):
+        for a, b in zip(m[:5], want[:5], strict=True):
+            assert a.tolist() == b.tolist()
+        # the end order lists every entry once, by end
+        assert sorted(m[5].tolist()) == list(range(m[0].shape[0]))
+        assert (m[0][m[5]] + m[3][m[5]]).tolist() == m[7].tolist() == sorted(want[7].tolist())
+        assert m[6].all()
 
 
 def direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead=()):
