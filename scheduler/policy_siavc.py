@@ -396,7 +396,7 @@ class SiaVCPolicy:
         free_of = [self._charged_free(q) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            scratch=self._scratch,
+            scratch=self._scratch, longest=horizon - now,
             run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:

@@ -16,6 +16,8 @@ Times are seconds, GPU counts ints.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -209,7 +211,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf):  # pragma: no cover - compiled
+               run_g, wi, wf, cut):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -226,7 +228,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     lnb = wi[2]
     nc = 0
     n_end = N
-    for i in range(N):
+    # past ``cut`` (at or after the horizon and now + every candidate's duration), no
+    # entry's reservation can be read by a candidate, nor change the level at ``now``: only
+    # the candidates are looked for there, and the prefix sums are left unwritten
+    h = np.searchsorted(aV, cut, side="right")
+    for i in range(h):
         vis = aA[i] and (aJ[i] < n_arr or aV[i] < horizon)
         res = vis and aG[i] > 0 and aD[i] > 0
         cg[i + 1] = cg[i] + (aG[i] if res else 0)
@@ -241,6 +247,12 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         if lev >= C:  # no room left at ``now``: the visit ends with this job
             n_end = i + 1
             break
+    if n_end == N:
+        for i in range(h, N):
+            if aJ[i] < n_arr and aA[i] and aG[i] <= free and lev + aG[i] <= C:
+                cand[nc] = i
+                lnb[nc] = lev
+                nc += 1
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
         return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
@@ -292,21 +304,36 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     for k in range(1, nu):
         pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
+    # (candidates come in VST order: the first entry and the first distinct start at or
+    # after a candidate's VST, and the first entry after it, are kept as moving pointers)
     fails = np.empty(nc, dtype=np.bool_)
+    gs = 0
+    ge = 0
+    iu = 0
     for c in range(nc):
         i = cand[c]
         v = aV[i]
         limit = now + aD[i]
-        x = v if v < limit else limit
-        m = np.searchsorted(u, x, side="left")
+        while iu < nu and u[iu] < v:
+            iu += 1
+        if v < limit:
+            m = iu  # the distinct starts before v
+        else:
+            m = np.searchsorted(u[:iu], limit, side="left")
         top = lnb[c]
         if m > 0 and pm[m - 1] > top:
             top = pm[m - 1]
-        gs = np.searchsorted(Vn, v, side="left")
-        prior = cg[i] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
-        if prior > 0 and v < limit:
-            ge = np.searchsorted(Vn, v, side="right")
-            iu = np.searchsorted(u, v, side="left")
+        if v < limit:  # v < now + d <= cut: the prefix sums are written up to here
+            while Vn[gs] < v:  # stops at i at the latest
+                gs += 1
+            prior = cg[i] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
+        else:
+            prior = 0
+        if prior > 0:
+            if ge < i:
+                ge = i
+            while ge < n_end and Vn[ge] <= v:
+                ge += 1
             partial = lv[iu] - (cg[ge] - cg[i])
             if partial > top:
                 top = partial
@@ -318,7 +345,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
-    scratch: PassScratch | None = None,
+    scratch: PassScratch | None = None, longest: float = math.inf,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -331,12 +358,18 @@ def bulk_pass(
     is a pending job that fits the ``free`` GPUs and the level at ``now``;
     ``fails`` marks the candidates whose width plus ``MaxReservation(now, d)``
     over the plan of the jobs visited before them exceeds ``capacity``.
+
+    ``longest`` (s) bounds the duration of every pending job no wider than ``free``
+    (the possible candidates); entries with a VST past both the horizon and
+    ``now + longest`` can then only be candidates, and the visit only looks for
+    candidates among them (the default, inf, visits everything in full).
     """
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + 1)
     return _bulk_pass(
         *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
         np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf,
+        max(float(horizon), float(now) + float(longest)),
     )
 
 

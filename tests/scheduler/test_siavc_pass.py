@@ -203,11 +203,15 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 3))), replace=False).tolist())
     for j in dead:
         drop_job(merged, j)
-    jobs, _, _, _, fails = bulk_pass(
-        merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-        run_end=np.array(run_e), run_gpus=np.array(run_g))
     want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
-    assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+    # the longest possible candidate (a live pending job within the free GPUs), or a bound
+    fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    for bound in (np.inf, longest, longest + float(rng.integers(0, 3) * 100)):
+        jobs, _, _, _, fails = bulk_pass(
+            merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound)
+        assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
 @settings(max_examples=200, deadline=None)
