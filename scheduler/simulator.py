@@ -273,8 +273,10 @@ def run_trace(
                 reason |= Reason.COMPLETION
                 while heap and heap[0][0] == now:
                     end, j = pop(heap)
-                    if end != end_at[j]:
-                        continue  # a preempted run
+                    if end != end_at[j] or status[j] != _RUNNING:
+                        # a preempted run; or one stopped and restarted at no cost in the same
+                        # instant, whose twin entry (same end) has just completed the job
+                        continue
                     g = gpus[j]
                     p = pool_of[j]
                     if check_invariants:

@@ -403,3 +403,33 @@ def test_a_wakeup_in_the_past_is_an_error_and_numpy_indices_are_accepted():
     Late.next_wakeup = lambda self, now: None
     res = simulate(jobs, make_pools({"p": 1}), Late(), check_invariants=True)
     assert res["start_time"].to_list() == [0.0]
+
+
+class StopAndRestart:
+    """FCFS on one pool that, at t = 50, stops job 0 and restarts it at once, at no cost."""
+
+    name = "stop-restart"
+    uses_ticks = False
+
+    def reset(self, trace, cluster):
+        self.done = False
+
+    def decide(self, view):
+        from sia.scheduler.simulator import Preempt
+
+        if view.now == 50.0 and not self.done:
+            self.done = True
+            return [Preempt(0, 0.0, 0.0), Start(0, False)]
+        return [Start(j, False) for j in view.pending(0)][:1] if view.free_gpus >= 2 else []
+
+    def next_wakeup(self, now):
+        return 50.0 if now < 50.0 else None
+
+
+def test_a_free_stop_and_restart_in_one_instant_completes_the_job_once():
+    """Job 0 (100 s) runs from 0, is stopped and restarted at 50 with nothing lost: it still
+    ends at 100, once (its first run's heap entry has the same end), and job 1 follows it."""
+    jobs = table([("a", "p", 0.0, 100.0, 2), ("b", "p", 0.0, 10.0, 2)])
+    res = by_id(simulate(jobs, make_pools({"p": 2}), StopAndRestart(), check_invariants=True))
+    assert (res["a"]["start_time"], res["a"]["end_time"]) == (0.0, 100.0)
+    assert (res["b"]["start_time"], res["b"]["end_time"]) == (100.0, 110.0)
