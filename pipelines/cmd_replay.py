@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,10 +16,10 @@ from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
-from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
+from sia.scheduler.locality import config_for_policy, options_from_cli, simulate_cells
 from sia.scheduler.metrics import DAY_S, compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
-from sia.scheduler.simulator import RESULT_COLUMNS
+from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000
@@ -50,6 +51,8 @@ Examples:
   sia replay ../shared/traces/philly/philly.csv --clean --policy sia --alias champion \\
       --replay-start-day 58 --out out/philly-sia
   sia replay ../shared/traces/philly/philly.csv --clean --policy sia --train --out out/philly-sia
+  sia replay --policy sia-perfect --topology gpus=8,rack=4 --cells-option preempt=true \\
+      --cells-option preemptible_fraction=0.3 --out out/replay/sia-preempt
 """
 
 #: Train-on-the-fly split defaults (days), as `sia train`'s.
@@ -76,21 +79,33 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
     :class:`sia.scheduler.locality.LocalityConfig`, or None for fungible GPUs)
     replays both on buddy cells. The summary holds
     :func:`sia.scheduler.metrics.compare`'s metrics plus the policy, its
-    options and the replays' wall times in seconds.
+    options and the replays' wall times in seconds; with ``locality`` also
+    ``cells``: the options that differ from their defaults and, for the
+    policy and the FCFS baseline, the cluster's placement counters
+    (:func:`sia.scheduler.locality.simulate_cells`: ``preemptions``,
+    ``preempted_jobs``, ``migrations``, ``migrated_jobs``, fallbacks ...).
     """
     options = _policy_options(policy, seed)
     timings = {}
+    cells: dict[str, dict] = {}
+
+    def run(name: str, pol: Any) -> pl.DataFrame:
+        if locality is None:
+            return simulate(jobs, pools, pol, tick_s=tick_s, speedup=speedup, progress=progress)
+        res, stats = simulate_cells(jobs, pools, pol, config_for_policy(locality, name),
+                                    tick_s=tick_s, speedup=speedup, progress=progress)
+        cells[name] = stats
+        return res
+
     t = time.perf_counter()
-    res = simulate_maybe_cells(jobs, pools, make_policy(policy, **options, **(extra_options or {})),
-                               locality, tick_s=tick_s, speedup=speedup, progress=progress)
+    res = run(policy, make_policy(policy, **options, **(extra_options or {})))
     timings["policy_s"] = time.perf_counter() - t
     if policy.strip().lower() == "fcfs":
         base = res
         timings["baseline_s"] = 0.0
     else:
         t = time.perf_counter()
-        base = simulate_maybe_cells(jobs, pools, make_policy("fcfs"), locality, tick_s=tick_s,
-                                    speedup=speedup, progress=progress)
+        base = run("fcfs", make_policy("fcfs"))
         timings["baseline_s"] = time.perf_counter() - t
     _, summary = compare(res, base, warmup_s=warmup_s, pools=pools)
     summary = {
@@ -103,7 +118,20 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
         **summary,
         "wall_time_s": timings,
     }
+    if locality is not None:
+        summary["cells"] = {
+            "options": locality_options(locality),
+            "policy": cells[policy],
+            "baseline": cells[policy if policy.strip().lower() == "fcfs" else "fcfs"],
+        }
     return res, base, summary
+
+
+def locality_options(locality: Any) -> dict[str, Any]:
+    """Return the LocalityConfig's fields that differ from their defaults (JSON-ready)."""
+    default = asdict(type(locality)())
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in asdict(locality).items() if v != default[k]}
 
 
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
@@ -221,6 +249,15 @@ def summary_table(summary: dict) -> Table:
         ("GPU utilization (FCFS)",
          f"{fmt(summary.get('utilization'))} ({fmt(summary.get('utilization_baseline'))})"),
     ]
+    cells = summary.get("cells")
+    if cells:
+        pol, base = cells["policy"], cells["baseline"]
+        rows += [
+            ("preemptions (jobs) (FCFS)", f"{pol['preemptions']} ({pol['preempted_jobs']}) "
+                                         f"({base['preemptions']})"),
+            ("migrations (jobs) (FCFS)", f"{pol['migrations']} ({pol['migrated_jobs']}) "
+                                        f"({base['migrations']})"),
+        ]
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -258,6 +295,13 @@ def register(app: typer.Typer) -> None:
             "--placement", help="With cells: the placement chain tried when the buddy allocator "
             "cannot place a job, e.g. 'buddy', 'buddy,mcf', 'buddy,hungarian,milp,budget=0.5' "
             "(budget: seconds per solver call).", show_default=False)] = None,
+        cells_option: Annotated[list[str] | None, typer.Option(
+            "--cells-option", help="With cells (implies --topology gpus=8,rack=4 when not "
+            "given): set a cell-cluster option, KEY=VALUE, repeatable: preempt, "
+            "preemptible_fraction, lost_work_s, restart_delay_s, seed (preemption); migrate, "
+            "migrate_for (migration); adopt_loans, strict_buddies, spare_full_pools, pack, "
+            "strict_reservations, debug. E.g. --cells-option preempt=true --cells-option "
+            "preemptible_fraction=0.3.", show_default=False)] = None,
         synthetic: inputs.SyntheticOpt = None,
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
@@ -304,6 +348,7 @@ def register(app: typer.Typer) -> None:
         if not warmup_days >= 0:
             raise ConfigError(f"--warmup-days must be >= 0, not {warmup_days}")
         policy_class(policy)  # fail on an unknown policy before reading anything
+        locality = options_from_cli(topology, placement, cells_option)  # fail before reading
         option = forecaster_option(policy)
         if option is None:
             given = [f for f, v in (("--train", train), ("--alias", alias)) if v]
@@ -350,7 +395,7 @@ def register(app: typer.Typer) -> None:
             jobs, pools, policy, speedup=speedup, tick_s=tick,
             warmup_s=warmup_days * DAY_S, seed=seed,
             progress=jobs.height >= PROGRESS_FROM_JOBS, extra_options=extra,
-            locality=options_from_cli(topology, placement),
+            locality=locality,
         )
         summary = {"source": wl.source, "seed": seed,
                    "replay_days": [replay_start_day, replay_end_day], **summary}

@@ -73,8 +73,10 @@ Pool quotas in cells (:func:`derive_cell_quotas`)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, get_origin, get_type_hints
 
 import numpy as np
 import polars as pl
@@ -196,14 +198,122 @@ def parse_placement(spec: str, *, option: str = "--placement") -> tuple[tuple[st
     return tuple(chain), budget
 
 
-def options_from_cli(topology: str | None, placement: str | None) -> LocalityConfig | None:
-    """Return the LocalityConfig for ``sia replay --topology ... --placement ...`` (None: no locality).
+#: LocalityConfig fields set by ``--topology`` / ``--placement`` (not by cells options)
+SHAPE_FIELDS = ("gpus_per_server", "servers_per_rack", "chain", "budget_s")
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def cells_option_types() -> dict[str, type]:
+    """Return {LocalityConfig field: bool, int, float or tuple} for the fields cells options may set."""
+    hints = get_type_hints(LocalityConfig)
+    out = {}
+    for f in fields(LocalityConfig):
+        if f.name not in SHAPE_FIELDS:
+            t = hints[f.name]
+            out[f.name] = tuple if get_origin(t) is tuple else t
+    return out
+
+
+def _cells_value(kind: type, value: Any) -> Any:
+    """Return ``value`` (text from the CLI or a YAML value) as ``kind``; ValueError says what was expected."""
+    text = value.strip() if isinstance(value, str) else None
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise ValueError("expected true/false/1/0/yes/no")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out = value
+        elif text is not None and re.fullmatch(r"[+-]?\d+", text):
+            out = int(text)
+        else:
+            raise ValueError("expected an integer")
+        if out < 0:
+            raise ValueError("expected an integer >= 0")
+        return out
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out = float(value)
+        else:
+            try:
+                out = float(text) if text is not None else math.nan
+            except ValueError:
+                out = math.nan
+        if not math.isfinite(out):
+            raise ValueError("expected a finite number")
+        return out
+    if kind is tuple:
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(v.strip() for v in value)
+        if text is not None:
+            return tuple(p.strip() for p in text.split(",") if p.strip())
+        raise ValueError("expected comma-separated names or a list of names")
+    raise ValueError(f"unsupported option type {kind!r}")  # a new LocalityConfig field type
+
+
+def parse_cells_options(options: Mapping[str, Any] | Sequence[str] | None, *,
+                        option: str = "--cells-option") -> dict[str, Any]:
+    """Return {LocalityConfig field: typed value} from ``KEY=VALUE`` texts or a mapping.
+
+    The one parser of cells options: ``sia replay --cells-option KEY=VALUE``
+    (repeatable: a sequence of texts) and evaluation configs'
+    ``locality: {options: {...}}`` (a mapping of YAML values). Any field
+    except :data:`SHAPE_FIELDS`; values by the field's type (bool:
+    true/false/1/0/yes/no; int; float; tuple of names: comma-separated or a
+    list). A mistake is a ConfigError naming ``option`` and the bad key or
+    value (``--cells-option 'preempt=maybe': ...``, ``locality.options.seed: ...``).
+    """
+    if not options:
+        return {}
+    types = cells_option_types()
+    if isinstance(options, Mapping):
+        items = [(str(k), v, f"{option}.{k}") for k, v in options.items()]
+    elif isinstance(options, str):
+        raise ConfigError(f"{option}: expected a list of KEY=VALUE, got the text {options!r}")
+    else:
+        items = []
+        for text in options:
+            key, eq, value = str(text).partition("=")
+            if not eq or not key.strip():
+                raise ConfigError(f"{option} {text!r}: expected KEY=VALUE, e.g. preempt=true")
+            items.append((key.strip().lower(), value, f"{option} {text!r}"))
+    out: dict[str, Any] = {}
+    for key, value, where in items:
+        if key in SHAPE_FIELDS:
+            raise ConfigError(f"{where}: {key} is set by the topology / placement "
+                              "(--topology gpus=8,rack=4, --placement buddy,mcf,budget=0.5)")
+        if key not in types:
+            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(types))}")
+        if key in out:
+            raise ConfigError(f"{where}: {key} is given twice")
+        try:
+            out[key] = _cells_value(types[key], value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}, got {value!r}") from None
+        try:  # LocalityConfig's own checks (ranges, names), one key at a time to name it
+            replace(LocalityConfig(), **{key: out[key]})
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return out
+
+
+def options_from_cli(topology: str | None, placement: str | None,
+                     options: Mapping[str, Any] | Sequence[str] | None = None,
+                     *, option: str = "--cells-option") -> LocalityConfig | None:
+    """Return the LocalityConfig for ``sia replay --topology ... --placement ... --cells-option ...`` (None: no locality).
 
     ``topology`` is ``gpus=8,rack=4`` (server and rack shape; ``servers=`` /
     ``racks=`` are accepted and checked but the cluster size follows the
-    quotas); ``placement`` a chain such as ``buddy,mcf,budget=0.5``.
+    quotas); ``placement`` a chain such as ``buddy,mcf,budget=0.5``;
+    ``options`` the other LocalityConfig fields as ``KEY=VALUE`` texts or a
+    mapping (see :func:`parse_cells_options`, whose errors name ``option``).
+    Any of the three turns cells on; what is not given keeps its default.
     """
-    if topology is None and placement is None:
+    extra = parse_cells_options(options, option=option)
+    if topology is None and placement is None and not extra:
         return None
     kw: dict = {}
     if topology is not None:
@@ -215,7 +325,7 @@ def options_from_cli(topology: str | None, placement: str | None) -> LocalityCon
         kw["chain"] = chain
         if budget is not None:
             kw["budget_s"] = budget
-    return LocalityConfig(**kw)
+    return LocalityConfig(**kw, **extra)
 
 
 def _binary_cells(gpus: int, max_cell: int) -> dict[int, int]:
