@@ -194,7 +194,7 @@ class ReplayTask:
     pools: pl.DataFrame
     tick_s: float
     key: str
-    locality: dict[str, str | None] | None = None  # {topology, placement}; None: fungible GPUs
+    locality: dict[str, Any] | None = None  # {topology, placement[, options]}; None: fungible GPUs
 
     @property
     def name(self) -> str:
@@ -250,7 +250,8 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
     from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
 
-    cells = options_from_cli(task.locality["topology"], task.locality["placement"])
+    cells = options_from_cli(task.locality["topology"], task.locality["placement"],
+                             task.locality.get("options"), option="locality.options")
     return simulate_maybe_cells(task.jobs, task.pools, policy, cells, tick_s=task.tick_s)
 
 
@@ -296,7 +297,9 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
 
     A task's key hashes everything its result depends on (trace, window,
-    pools and quotas, policy and options, predictors, tick).
+    pools and quotas, policy and options, predictors, tick, and with cells
+    the ``locality`` spec, whose ``options`` hold the LocalityConfig options
+    that differ from their defaults).
     """
     exp_jobs = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     pools = exp.pools.select("pool", "quota_gpus")

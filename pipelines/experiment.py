@@ -24,7 +24,9 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
     load_range: [0.6, 1.1]         # target load per pool for from_load
     quota_scale: 1.0               # a number or a list (one group each: Figure 18)
     locality: false                # or true (8-GPU servers, racks of 4, buddy placement), or
-                                   # {topology: "gpus=8,rack=4", placement: "buddy,mcf"}
+                                   # {topology: "gpus=8,rack=4", placement: "buddy,mcf",
+                                   #  options: {preempt: true, preemptible_fraction: 0.3}}
+                                   # (options: LocalityConfig fields, as sia replay --cells-option)
     tick_s: 300                    # the simulator's tick
     policies:                      # names from the scheduler registry, with options
       - fcfs
@@ -134,7 +136,7 @@ class ExperimentConfig:
     quotas: str
     load_range: tuple[float, float]
     quota_scale: tuple[float, ...]
-    locality: dict[str, str | None] | None  # {topology, placement} for buddy cells; None: fungible
+    locality: dict[str, Any] | None  # {topology, placement[, options]} for cells; None: fungible
     tick_s: float
     policies: tuple[PolicySpec, ...]
     predictors: PredictorSpec
@@ -476,19 +478,35 @@ def _parse_predictors(raw: Any, w: _Where, name: str) -> PredictorSpec:
     )
 
 
-def _locality(w: Any, value: Any) -> dict[str, str | None] | None:
-    """Return the ``locality`` key as {topology, placement} (None: fungible GPUs), checked now."""
-    from sia.scheduler.locality import options_from_cli
+def _locality(w: Any, value: Any) -> dict[str, Any] | None:
+    """Return the ``locality`` key as {topology, placement[, options]} (None: fungible GPUs), checked now.
 
+    ``options`` (LocalityConfig options such as ``preempt``, parsed by
+    :func:`sia.scheduler.locality.parse_cells_options`) keeps only the values
+    that differ from their defaults, JSON-ready, and is left out when none
+    does, so replay keys change exactly when an option changes the replay.
+    """
+    from sia.scheduler.locality import LocalityConfig, options_from_cli, parse_cells_options
+
+    options: dict[str, Any] = {}
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"topology", "placement"})
+        unknown = sorted(set(value) - {"topology", "placement", "options"})
         if unknown:
-            raise w.error("locality", f"unknown key(s) {unknown}; use topology and placement")
+            raise w.error("locality", f"unknown key(s) {unknown}; use topology, placement and "
+                                      "options")
         spec = {"topology": value.get("topology", "gpus=8,rack=4"),
                 "placement": value.get("placement", "buddy")}
         for k, v in spec.items():
             if v is not None and not isinstance(v, str):
                 raise w.error(f"locality.{k}", f"expected text such as 'gpus=8,rack=4', got {v!r}")
+        raw = value.get("options")
+        if raw is not None and not isinstance(raw, dict):
+            raise w.error("locality.options", f"expected a mapping of LocalityConfig options "
+                                              f"such as {{preempt: true}}, got {raw!r}")
+        try:
+            options = parse_cells_options(raw, option="locality.options")
+        except ConfigError as exc:
+            raise ConfigError(f"{w.source}: {exc}") from None
     elif w.boolean(value, "locality"):
         spec = {"topology": "gpus=8,rack=4", "placement": "buddy"}
     else:
@@ -497,5 +515,9 @@ def _locality(w: Any, value: Any) -> dict[str, str | None] | None:
         options_from_cli(spec["topology"], spec["placement"])
     except ConfigError as exc:
         raise w.error("locality", str(exc)) from None
+    default = LocalityConfig()
+    options = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()
+               if v != getattr(default, k)}
+    if options:
+        spec["options"] = options
     return spec
-

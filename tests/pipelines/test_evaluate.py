@@ -64,6 +64,16 @@ def env(mlflow_uri):
     ({"locality": {"topology": "gpus=6"}}, "locality", "power of two"),
     ({"locality": {"placement": "buddy,teleport"}}, "locality", "teleport"),
     ({"locality": {"cells": 3}}, "locality", "unknown key"),
+    ({"locality": {"options": {"preemt": True}}}, "locality.options.preemt",
+     "unknown key 'preemt'; valid keys: adopt_loans"),
+    ({"locality": {"options": {"preempt": "maybe"}}}, "locality.options.preempt",
+     "expected true/false/1/0/yes/no, got 'maybe'"),
+    ({"locality": {"options": {"preemptible_fraction": 2}}}, "locality.options.preemptible_fraction",
+     "must be in [0, 1]"),
+    ({"locality": {"options": {"seed": 0.5}}}, "locality.options.seed", "expected an integer"),
+    ({"locality": {"options": {"gpus_per_server": 4}}}, "locality.options.gpus_per_server",
+     "set by the topology"),
+    ({"locality": {"options": ["preempt=true"]}}, "locality.options", "expected a mapping"),
     ({"policies": []}, "policies", "non-empty list"),
     ({"policies": ["fcfs", "warp-drive"]}, "policies[1].name", "unknown policy 'warp-drive'"),
     ({"policies": ["maxmin", {"name": "maxmin"}]}, "policies", "appears twice"),
@@ -395,3 +405,53 @@ def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
     cells = ev.make_tasks(cfg, exp, jobs, None)
     assert {t.key for t in fungible}.isdisjoint({t.key for t in cells})
 
+
+
+def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
+    from sia.scheduler.locality import LocalityConfig, options_from_cli, simulate_maybe_cells
+
+    def cfg_with(options, name="cfg.yaml"):
+        loc = {"topology": "gpus=8,rack=4", "placement": "buddy"}
+        if options is not None:
+            loc["options"] = options
+        return load_config(write(tmp_path, tiny(experiments=1, policies=["fcfs", "maxmin"],
+                                                locality=loc), name))
+
+    mig = {"migrate": True, "preemptible_fraction": 1.0, "restart_delay_s": 10,
+           "migrate_for": ["dedicated", "opportunistic"], "pack": False}
+    cfg = cfg_with(mig)
+    # values typed, defaults (migrate_for, pack) left out so they do not change the key
+    assert cfg.locality["options"] == {"migrate": True, "preemptible_fraction": 1.0,
+                                       "restart_delay_s": 10.0}
+    assert cfg.to_params()["locality.options.migrate"] == "true"
+    plain, defaults = cfg_with(None), cfg_with({"pack": False, "seed": 0})
+    assert "options" not in plain.locality and defaults.locality == plain.locality
+
+    _, jobs, _, exps = _experiments(tiny(experiments=1))
+    exp = exps[0]
+    keys = {name: {t.label: t.key for t in ev.make_tasks(c, exp, jobs, None)}
+            for name, c in [("plain", plain), ("defaults", defaults), ("mig", cfg),
+                            ("mig20", cfg_with({**mig, "restart_delay_s": 20}))]}
+    assert keys["plain"] == keys["defaults"]
+    assert len({k["maxmin"] for k in keys.values()}) == 3  # plain, mig, mig20 all differ
+
+    out = tmp_path / "res"
+    first = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
+    assert len(first.ran) == 2 and not first.reused
+    # the stored replay is the one with the options (migration changes this workload's ends)
+    part = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
+    pools = exp.pools.select("pool", "quota_gpus")
+    loc = options_from_cli("gpus=8,rack=4", "buddy", cfg.locality["options"])
+    assert loc == LocalityConfig(migrate=True, preemptible_fraction=1.0, restart_delay_s=10.0)
+    want = simulate_maybe_cells(part, pools, make_policy("maxmin"), loc)
+    without = simulate_maybe_cells(part, pools, make_policy("maxmin"), LocalityConfig())
+    got = pl.read_parquet(out / "exp-000" / "maxmin.parquet")
+    cols = ["job_id", "start_time", "end_time"]
+    assert got.select(cols).sort("job_id").equals(want.select(cols).sort("job_id"))
+    assert not want.select(cols).sort("job_id").equals(without.select(cols).sort("job_id"))
+    # the same config reuses; another option value replays again in the same folder
+    again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
+    assert len(again.reused) == 2 and not again.ran
+    other = ev.run_sweep(cfg_with({**mig, "restart_delay_s": 20}, "other.yaml"), out,
+                         progress=False, log_mlflow=False, make_plots=False)
+    assert len(other.ran) == 2 and not other.reused
