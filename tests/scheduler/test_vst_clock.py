@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.vst import fcfs_clock, fcfs_clock_against, fcfs_pool_starts
+from sia.scheduler.vst import (
+    _heap_pop,
+    _heap_push,
+    fcfs_clock,
+    fcfs_clock_against,
+    fcfs_pool_starts,
+)
 
 
 def python_fcfs_pool_starts(
@@ -172,3 +178,37 @@ def test_a_run_that_meets_its_reference_can_take_the_rest_from_it(seed, n, chang
         assert part.shape[0] == met
         assert np.r_[part, ref_vst[met:]].tolist() == full.tolist()
         assert np.r_[part_free, ref_free[met:]].tolist() == full_free.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.one_of(st.none(), st.tuples(st.integers(0, 20), st.integers(1, 8))),
+                    max_size=80))
+def test_the_clock_heap_pops_ends_in_order_like_heapq(ops):
+    """Pushes ((end, GPUs)) and pops (None) in any order: the compiled heap's root is always
+    heapq's smallest end, and the GPUs popped at each end sum the same."""
+    ends = np.empty(len(ops) + 1)
+    gpus = np.empty(len(ops) + 1, dtype=np.int64)
+    size = 0
+    ref: list[tuple[float, int]] = []
+    popped: dict[float, int] = {}
+    popped_ref: dict[float, int] = {}
+    for op in ops:
+        if op is None:
+            if not ref:
+                continue
+            e, g = heapq.heappop(ref)
+            popped_ref[e] = popped_ref.get(e, 0) + g
+            assert ends[0] == e
+            popped[ends[0]] = popped.get(ends[0], 0) + int(gpus[0])
+            size = _heap_pop(ends, gpus, size)
+        else:
+            heapq.heappush(ref, (float(op[0]), op[1]))
+            size = _heap_push(ends, gpus, size, float(op[0]), op[1])
+        assert size == len(ref)
+    while ref:  # drain both
+        e, g = heapq.heappop(ref)
+        popped_ref[e] = popped_ref.get(e, 0) + g
+        assert ends[0] == e
+        popped[ends[0]] = popped.get(ends[0], 0) + int(gpus[0])
+        size = _heap_pop(ends, gpus, size)
+    assert popped == popped_ref
