@@ -301,7 +301,7 @@ def register(app: typer.Typer) -> None:
             "preemptible_fraction, lost_work_s, restart_delay_s, seed (preemption); migrate, "
             "migrate_for (migration); adopt_loans, strict_buddies, spare_full_pools, pack, "
             "strict_reservations, debug. E.g. --cells-option preempt=true --cells-option "
-            "preemptible_fraction=0.3.", show_default=False)] = None,
+            "preemptible_fraction=0.3.", metavar="KEY=VALUE", show_default=False)] = None,
         synthetic: inputs.SyntheticOpt = None,
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
