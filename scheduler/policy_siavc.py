@@ -79,8 +79,9 @@ than its VST. All of this is exact, not an approximation.
 
 from __future__ import annotations
 
+import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
@@ -98,6 +99,50 @@ from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock_against
 
 _EPS = 1e-6  # seconds
+
+
+class _PendingByWidth:
+    """The pending jobs grouped by width, for the longest one no wider than the free GPUs and
+    the narrowest one: per width a heap of (-duration s, job), jobs that started leaving
+    lazily. Jobs arrive in index order; the policy reports its starts."""
+
+    def __init__(self, gpus: list[int], dur: list[float]) -> None:
+        self._gpus, self._dur = gpus, dur
+        self._heaps: dict[int, list[tuple[float, int]]] = {}
+        self._widths: list[int] = []  # ascending
+        self._started = bytearray(len(gpus))
+        self._n = 0
+
+    def arrive(self, n_arrived: int) -> None:
+        """Add the jobs that arrived since the last call (indices below ``n_arrived``)."""
+        for j in range(self._n, n_arrived):
+            w = self._gpus[j]
+            h = self._heaps.get(w)
+            if h is None:
+                h = self._heaps[w] = []
+                insort(self._widths, w)
+            heapq.heappush(h, (-self._dur[j], j))
+        self._n = max(self._n, n_arrived)
+
+    def start(self, j: int) -> None:
+        """Job ``j`` started: it is no longer pending."""
+        self._started[j] = 1
+
+    def longest_and_narrowest(self, free: int) -> tuple[float, int]:
+        """Return (the longest duration s of a pending job at most ``free`` GPUs wide, 0.0 if
+        none; the narrowest pending job's width, a huge number if none)."""
+        longest, narrowest = 0.0, 1 << 62
+        started = self._started
+        for w in self._widths:
+            h = self._heaps[w]
+            while h and started[h[0][1]]:
+                heapq.heappop(h)
+            if h:
+                if w < narrowest:
+                    narrowest = w
+                if w <= free and -h[0][0] > longest:
+                    longest = -h[0][0]
+        return longest, narrowest
 
 
 class SiaVCPolicy:
@@ -134,6 +179,7 @@ class SiaVCPolicy:
         #: every pool's clock laid end to end for the pass, keyed by the pools' versions
         self._cat: tuple | None = None
         self._scratch = PassScratch()
+        self._by_width = _PendingByWidth(self._gpus, self._dur)
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -271,17 +317,14 @@ class SiaVCPolicy:
         # Lookahead: only a pending job that fits the free GPUs can start in this decision,
         # and its check reads the plan on [now, now + d); so with D the longest of those,
         # future jobs matter only if their VST is before now + D
-        pend_all = np.concatenate([x for x in pend if x])
         free = view.free_gpus
-        pend_g = self._gpus_np[pend_all]
-        fit = pend_all[pend_g <= free]
-        D = float(self._dur_np[fit].max()) if fit.size else 0.0
+        self._by_width.arrive(n_arr)
+        D, min_g = self._by_width.longest_and_narrowest(free)
         horizon = now + D
         reach = horizon + D  # simulate ahead so the clock stays reusable for a while
         self._reach = reach
         self._refresh_clocks(pend, n_arr, now, horizon, reach)
         starts: list[Start] = []
-        min_g = int(pend_g.min())
         if free >= min_g:
             run = view.running()
             run_e = (run.start + self._trace.duration[run.job]).tolist()
@@ -294,6 +337,7 @@ class SiaVCPolicy:
                     break
                 p, g = self._pool[j], gpus[j]
                 pend[p].remove(j)
+                self._by_width.start(j)
                 free -= g
                 run_e.append(now + dur[j])
                 run_g.append(g)
