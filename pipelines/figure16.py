@@ -72,12 +72,12 @@ import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines.experiment import read_yaml
 from sia.pipelines.replay_store import (
-    atomic_write_text,
     read_marker,
     replay_files,
     replay_status,
     result_key,
     save_replay,
+    sort_for_resume,
 )
 
 DAY_S = 86_400.0
@@ -491,12 +491,6 @@ def _config_dict(cfg: Figure16Config) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def _changed_keys(out: Path, cfg: Figure16Config) -> list[str]:
-    saved = read_marker(out / "config.json") or {}
-    now = _config_dict(cfg)
-    return [k for k in now if k in saved and saved[k] != now[k]]
-
-
 def read_runs(rows: list[Scored], out_dir: Path) -> pl.DataFrame:
     """Score ``rows`` from the finished replays in ``out_dir``; ConfigError naming an unfinished one."""
     cache: dict[Replay, tuple[pl.DataFrame, dict[str, Any]]] = {}
@@ -538,19 +532,8 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     out.mkdir(parents=True, exist_ok=True)
     main_rows, chain_rows = plan(cfg)
     items = replays_of(main_rows + chain_rows)
-    status = [replay_status(*i.files(out), i.key) if reuse else "missing" for i in items]
-    run = Figure16Run(pl.DataFrame(), pl.DataFrame(),
-                      reused=[i.name for i, st in zip(items, status, strict=True) if st == "done"],
-                      stale=[i.name for i, st in zip(items, status, strict=True) if st == "stale"])
-    if run.stale:
-        changed = _changed_keys(out, cfg)
-        why = f" (config changed: {', '.join(changed)})" if changed else ""
-        say(f"{len(run.stale)} replay(s) in {out / 'replays'} were made with other settings"
-            f"{why}; redoing them")
-    atomic_write_text(out / "config.json", json.dumps(_config_dict(cfg), indent=2))
-    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
-    say(f"reusing {len(run.reused)} of {len(items)} replays from {out / 'replays'}; "
-        f"running {len(todo)}")
+    reused, stale, todo = sort_for_resume(items, out, _config_dict(cfg), reuse=reuse, say=say)
+    run = Figure16Run(pl.DataFrame(), pl.DataFrame(), reused=reused, stale=stale)
     executor = make_executor(workers)
     try:
         with ProgressBar(progress, len(todo), f"figure16 on {executor.description}") as advance:

@@ -41,12 +41,12 @@ from sia.data.synthetic import VARIANTS, generate_workload
 from sia.pipelines.executors import Executor, ProgressBar
 from sia.pipelines.experiment import read_yaml
 from sia.pipelines.replay_store import (
-    atomic_write_text,
     read_marker,
     replay_files,
     replay_status,
     result_key,
     save_replay,
+    sort_for_resume,
 )
 from sia.scheduler.metrics import compare
 from sia.scheduler.registry import POLICIES, make_policy
@@ -219,12 +219,6 @@ def _config_dict(cfg: Figure5Config) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def _changed_keys(out: Path, cfg: Figure5Config) -> list[str]:
-    saved = read_marker(out / "config.json") or {}
-    now = _config_dict(cfg)
-    return [k for k in now if k in saved and saved[k] != now[k]]
-
-
 def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None = None,
                 progress: bool = True, executor: Executor | None = None,
                 say: Callable[[str], None] | None = None, reuse: bool = True) -> Figure5Run:
@@ -246,19 +240,8 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     items = plan_replays(cfg)
-    status = [replay_status(*item.files(out), item.key) if reuse else "missing" for item in items]
-    run = Figure5Run(pl.DataFrame(),
-                     reused=[i.name for i, st in zip(items, status, strict=True) if st == "done"],
-                     stale=[i.name for i, st in zip(items, status, strict=True) if st == "stale"])
-    if run.stale:
-        changed = _changed_keys(out, cfg)
-        why = f" (config changed: {', '.join(changed)})" if changed else ""
-        say(f"{len(run.stale)} replay(s) in {out / 'replays'} were made with other settings"
-            f"{why}; redoing them")
-    atomic_write_text(out / "config.json", json.dumps(_config_dict(cfg), indent=2))
-    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
-    say(f"reusing {len(run.reused)} of {len(items)} replays from {out / 'replays'}; "
-        f"running {len(todo)}")
+    reused, stale, todo = sort_for_resume(items, out, _config_dict(cfg), reuse=reuse, say=say)
+    run = Figure5Run(pl.DataFrame(), reused=reused, stale=stale)
     own = executor is None
     executor = executor or make_executor(workers)
     try:

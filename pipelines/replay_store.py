@@ -93,3 +93,29 @@ def save_replay(parquet: Path, marker: Path, frame: pl.DataFrame, key: str,
     atomic_write_parquet(frame, parquet)
     atomic_write_text(marker, json.dumps({"key": key, "rows": frame.height, **meta}))
     return parquet
+
+
+def sort_for_resume(items: list[Any], out: Path, config: dict[str, Any], *, reuse: bool,
+                    say: Any) -> tuple[list[str], list[str], list[Any]]:
+    """Sort a sweep's replays for a resumed run: (names reused, names stale, items to run).
+
+    ``items`` have ``files(out) -> (parquet, marker)``, ``key`` and ``name``; with
+    ``reuse`` False every one is run. Stale replays (made with other settings)
+    are reported through ``say``, naming the keys of ``config`` (the sweep's
+    settings as JSON values) that differ from the ``config.json`` saved in
+    ``out`` by the last run, which is then replaced by ``config``.
+    """
+    status = [replay_status(*i.files(out), i.key) if reuse else "missing" for i in items]
+    reused = [i.name for i, st in zip(items, status, strict=True) if st == "done"]
+    stale = [i.name for i, st in zip(items, status, strict=True) if st == "stale"]
+    if stale:
+        saved = read_marker(out / "config.json") or {}
+        changed = [k for k in config if k in saved and saved[k] != config[k]]
+        why = f" (config changed: {', '.join(changed)})" if changed else ""
+        say(f"{len(stale)} replay(s) in {out / 'replays'} were made with other settings"
+            f"{why}; redoing them")
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2))
+    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
+    say(f"reusing {len(reused)} of {len(items)} replays from {out / 'replays'}; "
+        f"running {len(todo)}")
+    return reused, stale, todo

@@ -414,18 +414,11 @@ class BuddyAllocator:
             domain = self._domain_of(lv, i)
             self._state[lv][i] = FREE
             self._free[domain][lv].add(i)
-            while lv < self._top and self._bound[lv][i] < 0:
-                sib = i ^ 1
-                if not (self._state[lv][sib] == FREE and sib in self._free[domain][lv]
-                        and self._bound[lv][sib] < 0):
+            while lv < self._top and self._bound[lv][i] < 0 and self._bound[lv][i ^ 1] < 0:
+                up = self._merge_with_buddy(domain, lv, i)
+                if up is None:
                     break
-                self._free[domain][lv].discard(i)
-                self._free[domain][lv].discard(sib)
-                self._state[lv][i] = COVERED
-                self._state[lv][sib] = COVERED
-                lv, i = lv + 1, i >> 1
-                self._state[lv][i] = FREE
-                self._free[domain][lv].add(i)
+                lv, i = up
         for aid, a in olds.items():
             self._take_cell(a.level, moves[aid])
             self._state[a.level][moves[aid]] = _KIND_STATE[a.kind]
@@ -452,17 +445,9 @@ class BuddyAllocator:
             lv, i = owner
             if self._state[lv][i] == FREE:  # wholly free: unbind and merge globally
                 self._unbind(lv, i)
-                while lv < self._top:
-                    sib = i ^ 1
-                    if not (self._state[lv][sib] == FREE and sib in self._free[_GLOBAL][lv]):
-                        break
-                    self._free[_GLOBAL][lv].discard(i)
-                    self._free[_GLOBAL][lv].discard(sib)
-                    self._state[lv][i] = COVERED
-                    self._state[lv][sib] = COVERED
-                    lv, i = lv + 1, i >> 1
-                    self._state[lv][i] = FREE
-                    self._free[_GLOBAL][lv].add(i)
+                up = (lv, i)
+                while up is not None:
+                    up = self._merge_with_buddy(_GLOBAL, *up)
             else:
                 self._unbind_with_guests(lv, i)
         self._check()
@@ -504,19 +489,10 @@ class BuddyAllocator:
                 self._unbind(lv, i)
                 domain = _GLOBAL
                 continue
-            if lv == self._top:
+            up = self._merge_with_buddy(domain, lv, i)
+            if up is None:
                 break
-            sib = i ^ 1
-            if self._state[lv][sib] == FREE and sib in self._free[domain][lv]:
-                self._free[domain][lv].discard(i)
-                self._free[domain][lv].discard(sib)
-                self._state[lv][i] = COVERED
-                self._state[lv][sib] = COVERED
-                lv, i = lv + 1, i >> 1
-                self._state[lv][i] = FREE
-                self._free[domain][lv].add(i)
-                continue
-            break
+            lv, i = up
         if owner is not None:
             left = self._owned.get(owner, 0) - 1
             if left > 0:
@@ -528,6 +504,22 @@ class BuddyAllocator:
         self._check()
 
     # ----------------------------------------------------------------- internals
+    def _merge_with_buddy(self, domain: int, level: int, index: int) -> tuple[int, int] | None:
+        """If the buddy of FREE cell ``(level, index)`` is FREE in ``domain`` too, merge the two
+        into their FREE parent and return it; else None (nothing changes)."""
+        sib = index ^ 1
+        free = self._free[domain][level]
+        if level >= self._top or self._state[level][sib] != FREE or sib not in free:
+            return None
+        free.discard(index)
+        free.discard(sib)
+        self._state[level][index] = COVERED
+        self._state[level][sib] = COVERED
+        level, index = level + 1, index >> 1
+        self._state[level][index] = FREE
+        self._free[domain][level].add(index)
+        return level, index
+
     def _level(self, num_gpus: int) -> int:
         try:
             return self.topology.level_for(num_gpus)

@@ -38,6 +38,16 @@ def lay_out(clocks: list[tuple]) -> tuple[tuple, np.ndarray]:
     return tuple(np.concatenate([c[i] for c in clocks]) for i in range(4)), seg
 
 
+def assert_same_merge(got: tuple, want: tuple) -> None:
+    """The same entries in the same (VST, job) order, all alive, and an end order that lists
+    every entry once, by end."""
+    for a, b in zip(got[:5], want[:5], strict=True):
+        assert a.tolist() == b.tolist()
+    assert sorted(got[5].tolist()) == list(range(got[0].shape[0]))
+    assert (got[0][got[5]] + got[3][got[5]]).tolist() == got[7].tolist() == sorted(want[7].tolist())
+    assert got[6].all()
+
+
 def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
     """Two pools; job 5 (pool 0) and job 2 (pool 1) tie at VST 10: job 2 comes first."""
     clocks = [
@@ -74,12 +84,7 @@ def test_replacing_pools_equals_merging_from_scratch(seed, n, n_pools):
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
     for m in (got, fused):
-        for a, b in zip(m[:5], want[:5], strict=True):
-            assert a.tolist() == b.tolist()
-        # the end order lists every entry once, by end
-        assert sorted(m[5].tolist()) == list(range(m[0].shape[0]))
-        assert (m[0][m[5]] + m[3][m[5]]).tolist() == m[7].tolist() == sorted(want[7].tolist())
-        assert m[6].all()
+        assert_same_merge(m, want)
     ends = got[0] + got[3]
     assert sorted(got[5].tolist()) == list(range(ends.shape[0]))
     assert ends[got[5]].tolist() == sorted(ends.tolist()) == got[7].tolist()
@@ -151,12 +156,7 @@ def test_replacing_only_the_changed_span_equals_merging_from_scratch(seed, n, n_
     (V, J, G, D), seg = lay_out(new)
     want = merge_clocks(V, J, G, D, seg)
     for m in (got, fused):
-        for a, b in zip(m[:5], want[:5], strict=True):
-            assert a.tolist() == b.tolist()
-        # the end order lists every entry once, by end
-        assert sorted(m[5].tolist()) == list(range(m[0].shape[0]))
-        assert (m[0][m[5]] + m[3][m[5]]).tolist() == m[7].tolist() == sorted(want[7].tolist())
-        assert m[6].all()
+        assert_same_merge(m, want)
 
 
 def direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead=()):
