@@ -8,11 +8,10 @@ failed, opportunistic starts, and the jobs ending > 1 s later than under FCFS.
 
     .venv/bin/python benchmarks/bench_siavc.py [--prefixes 1000,5000,20000]
 
-The whole trace is ``--prefixes 82182`` (about 2 min 10 s on this 2-core
-machine, target 120 s). Measured 2026-11-22, CPU s by prefix: 1,000: 0.6;
-2,500: 1.1; 5,000: 2.5; 10,000: 6.9; 20,000: 21.3; 40,000: 58; all 82,182:
-126, with 0 jobs slowed (the session before: 0.4 / 2.9 / 8.7 / 32 / 204 / - /
-over 600).
+The whole trace is ``--prefixes 82182`` (target 120 s on this 2-core machine).
+Measured 2026-11-22 (session 3), CPU s by prefix: 1,000: 0.55; 5,000: 1.8;
+10,000: 5.1; 20,000: 15.4; 40,000: 42.2; all 82,182: 90.7, with 0 jobs slowed
+(session 2: 0.6 / 2.5 / 6.9 / 21.3 / 58 / 126; session 1: over 600 for all).
 """
 
 from __future__ import annotations
