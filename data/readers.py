@@ -44,6 +44,8 @@ from sia.data.schema import (
 
 FORMATS = ("auto", "philly", "helios", "generic", "canonical")
 TIME_UNITS = ("s", "ms", "datetime")
+#: a generic trace without durations may give each job's start and end instead
+SPAN_COLUMNS = ("start_time", "end_time")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
                   "submit_time", "start_time", "end_time", "duration", "queue")
@@ -333,10 +335,10 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     """
     mapping = dict(mapping or {})
     for dst in mapping:
-        if dst not in JOB_SCHEMA:
+        if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS:
             raise ConfigError(
                 f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
-                f"({', '.join(JOB_SCHEMA)})"
+                f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)}"
             )
     files = _resolve_files(path)
     frames = []
@@ -372,7 +374,18 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
             df = df.with_columns(
                 (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias("job_id")
             )
-        _require_columns(df, ("pool", "submit_time", "duration", "num_gpus"), file,
+        if "duration" not in df.columns and all(c in df.columns for c in SPAN_COLUMNS):
+            pass  # derived below as end_time - start_time
+        elif "duration" not in df.columns and any(c in df.columns for c in SPAN_COLUMNS):
+            have, lack = (c for c in sorted(SPAN_COLUMNS, key=lambda c: c not in df.columns))
+            raise TraceError(
+                f"{file}: no 'duration' column, and {have!r} without {lack!r} cannot give one; "
+                "map both start_time and end_time (or duration) with --map")
+        else:
+            _require_columns(df, ("pool", "submit_time", "duration", "num_gpus"), file,
+                             "trace contract (map yours with --map, the pool with --pool-from; "
+                             "a duration may also come from start_time and end_time)")
+        _require_columns(df, ("pool", "submit_time", "num_gpus"), file,
                          "trace contract (map yours with --map, the pool with --pool-from)")
         frames.append(df)
     raw = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
@@ -382,7 +395,15 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
         _blank_note(frame, report)
     bad = BadRows(raw, source, on_bad_rows, report)
     unit = _parse_submit_seconds(bad, "submit_time", time_unit)
-    if time_unit == "ms":
+    if "duration" not in bad.df.columns:
+        bad.df = bad.df.with_columns(pl.lit(None, dtype=pl.Float64()).alias("duration"))
+    # durations missing while start and end times are given: derive them (the times are
+    # then read as times; with every duration given they stay as they are)
+    span = (all(c in bad.df.columns for c in SPAN_COLUMNS)
+            and bool(_missing_mask(bad.df["duration"]).any()))
+    if span:
+        _duration_from_span(bad, time_unit, report)
+    elif time_unit == "ms":
         d = bad.df["duration"]
         bad.df = bad.df.with_columns(pl.when(pl.Series(_missing_mask(d))).then(None)
                                      .otherwise(pl.col("duration")).alias("duration"))
@@ -390,8 +411,36 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
         bad.df = bad.df.with_columns(pl.col("duration") / 1000.0)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
-    jobs, report, _ = _finish(bad.df, source, on_bad_rows, report, unit)
+    jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
+    if span and jobs.height:  # start and end on the same clock as the submissions
+        jobs = jobs.with_columns([pl.col(c) - origin for c in SPAN_COLUMNS])
     return jobs, report
+
+
+def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport) -> None:
+    """Give ``bad.df``'s rows without a duration ``end_time - start_time`` (seconds), both read
+    in ``time_unit`` like the submissions (and kept, in seconds). A row with neither a
+    duration nor both times, with an unparsable time, or ending before it starts is a bad
+    row naming that column."""
+    need = "__no_duration"
+    bad.df = bad.df.with_columns(pl.Series(need, _missing_mask(bad.df["duration"])))
+    for column in SPAN_COLUMNS:
+        bad.df = bad.flag(bad.df[need] & pl.Series(_missing_mask(bad.df[column])), column,
+                          "missing_value", "no duration, and no " + column + " to derive it from")
+        _parse_submit_seconds(bad, column, time_unit)
+    bad.df = bad.df.with_columns(pl.when(pl.col(need)).then(None).otherwise(pl.col("duration"))
+                                 .alias("duration"))
+    _cast_numeric(bad, "duration", pl.Float64())
+    if time_unit == "ms":
+        bad.df = bad.df.with_columns(pl.col("duration") / 1000.0)
+    span = pl.col("end_time") - pl.col("start_time")
+    bad.df = bad.flag(bad.df.select(pl.col(need) & (span < 0)).to_series(), "end_time",
+                      "end_before_start", "end_time {value} is before the job's start_time")
+    n = int(bad.df[need].sum())
+    bad.df = bad.df.with_columns(pl.when(pl.col(need)).then(span).otherwise(pl.col("duration"))
+                                 .alias("duration")).drop(need)
+    if n:
+        report.notes.append(f"duration derived as end_time - start_time for {n} row(s)")
 
 
 # --------------------------------------------------------------------------- canonical

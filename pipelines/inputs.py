@@ -201,7 +201,8 @@ FormatOpt = Annotated[str, typer.Option(
 MapOpt = Annotated[list[str] | None, typer.Option(
     "--map", help="Map a contract column to yours: CONTRACT=YOURS, repeatable or comma "
                   "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
-                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible.",
+                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible; without a "
+                  "duration, start_time and end_time give it (end - start).",
     show_default=False)]
 PoolFromOpt = Annotated[str | None, typer.Option(
     "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "

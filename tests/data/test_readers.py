@@ -139,6 +139,39 @@ def test_generic_datetime_csv_with_const_pool(tmp_path):
     assert report.first_submit == "2021-03-01 09:59:00"
 
 
+def test_generic_duration_from_start_and_end(tmp_path):
+    """No duration column: each job's duration is end - start, in the submissions' unit."""
+    p = write(tmp_path / "span.csv", "pool,submitted,began,ended,num_gpus\n"
+              "a,100,130,190,1\na,110,190,200,2\n")
+    jobs, report = read_generic(p, {"submit_time": "submitted", "start_time": "began",
+                                    "end_time": "ended"})
+    check_jobs(jobs)
+    assert jobs["duration"].to_list() == [60.0, 10.0]
+    assert jobs["start_time"].to_list() == [30.0, 90.0]  # on the submissions' clock
+    assert any("end_time - start_time for 2 row(s)" in n for n in report.notes)
+    # date-times, and a file mixing given and derived durations (ms: given ones in ms)
+    d = write(tmp_path / "dt.csv", "pool,submit_time,start_time,end_time,num_gpus\n"
+              "a,2021-03-01 10:00:00,2021-03-01 10:05:00,2021-03-01 11:05:00,1\n")
+    assert read_generic(d, time_unit="datetime")[0]["duration"].to_list() == [3600.0]
+    m = write(tmp_path / "ms.csv", "pool,submit_time,start_time,end_time,duration,num_gpus\n"
+              "a,0,1000,4000,,1\na,0,,,2500,1\n")
+    assert sorted(read_generic(m, time_unit="ms")[0]["duration"].to_list()) == [2.5, 3.0]
+
+
+def test_generic_span_errors_name_row_and_column(tmp_path):
+    p = write(tmp_path / "span.csv", "pool,submit_time,start_time,end_time,num_gpus\n"
+              "a,0,10,20,1\na,5,30,25,1\na,6,,40,1\n")
+    with pytest.raises(TraceError, match=r"span\.csv: row 3, column 'start_time'"):
+        read_generic(p)
+    jobs, report = read_generic(p, on_bad_rows="drop")
+    assert jobs["duration"].to_list() == [10.0]
+    assert report.dropped == {"end_before_start": 1, "missing_value": 1}
+    q = write(tmp_path / "half.csv", "pool,submit_time,start_time,num_gpus\na,0,10,1\n")
+    with pytest.raises(TraceError, match="no 'duration' column, and 'start_time' without "
+                                         "'end_time'"):
+        read_generic(q)
+
+
 # Broken files: each fails naming file, row and column, and drops + counts with "drop".
 BROKEN = {
     "missing_value": ("1,x,60,1\n2,x,,1\n3,x,70,1\n", 2, "duration"),
