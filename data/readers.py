@@ -12,6 +12,8 @@ Formats:
 
 * Philly per-VC CSV (``timestamp,duration,num_gpus,gpu_time,cluster``):
   :func:`read_philly`.
+* The original Philly job log (``cluster_job_log``, JSON, with each job's
+  attempts and machines): :func:`read_philly_joblog`.
 * Helios ``cluster_log.csv``: :func:`read_helios`.
 * Any CSV / Parquet file, folder or glob with a column mapping:
   :func:`read_generic`.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import glob as globmod
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,7 +45,7 @@ from sia.data.schema import (
     validate,
 )
 
-FORMATS = ("auto", "philly", "helios", "generic", "canonical")
+FORMATS = ("auto", "philly", "philly-joblog", "helios", "generic", "canonical")
 TIME_UNITS = ("s", "ms", "datetime")
 #: a generic trace without durations may give each job's start and end instead
 SPAN_COLUMNS = ("start_time", "end_time")
@@ -255,6 +258,100 @@ def read_philly(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
     return jobs, report
 
 
+def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
+                       ) -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from the original Philly job log (``cluster_job_log``, JSON).
+
+    The file is a JSON list of jobs, each with ``jobid``, ``vc`` (the pool),
+    ``user``, ``status``, ``submitted_time`` (``YYYY-MM-DD HH:MM:SS``) and
+    ``attempts``: the runs of the job, each with ``start_time``,
+    ``end_time`` and ``detail`` (the machines it ran on, each with its
+    ``gpus``). Row N is the N-th job of the list. A job's gang size is the
+    most GPUs any attempt held, its duration the summed run time of its
+    attempts (seconds; the waits between retries are not work); ``status``
+    and ``attempts`` (their count) are kept as extra columns. Jobs that never
+    ran (no attempt with a start and an end) are left out and counted as
+    ``never_ran``; jobs whose attempts held no GPU as ``cpu_only``. An
+    unparsable attempt time is a bad row naming ``attempts.start_time`` or
+    ``attempts.end_time``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        with path.open(encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not isinstance(raw, list):
+        raise TraceError(f"{path}: expected a JSON list of jobs (the Philly cluster_job_log), "
+                         f"got a JSON {type(raw).__name__}")
+    jobs_rows, att_rows = [], []
+    for row, job in enumerate(raw, start=1):
+        if not isinstance(job, dict):
+            raise TraceError(f"{path}: row {row}: expected a job object, got "
+                             f"{type(job).__name__}")
+        attempts = job.get("attempts") or []
+        if not isinstance(attempts, list):
+            raise TraceError(f"{path}: row {row}, column 'attempts': expected a list")
+        gpus = 0
+        for a in attempts:
+            if not isinstance(a, dict):
+                raise TraceError(f"{path}: row {row}, column 'attempts': expected objects")
+            held = sum(len(m.get("gpus") or []) for m in (a.get("detail") or [])
+                       if isinstance(m, dict))
+            gpus = max(gpus, held)
+            att_rows.append((row, _text(a.get("start_time")), _text(a.get("end_time"))))
+        jobs_rows.append((row, _text(job.get("jobid")), _text(job.get("vc")),
+                          _text(job.get("user")), _text(job.get("status")),
+                          _text(job.get("submitted_time")), gpus, len(attempts)))
+    df = pl.DataFrame(jobs_rows, orient="row", schema={
+        SOURCE_ROW: pl.Int64(), "job_id": pl.String(), "pool": pl.String(),
+        "user": pl.String(), "status": pl.String(), "submit_time": pl.String(),
+        "num_gpus": pl.Int64(), "attempts": pl.Int64()})
+    att = pl.DataFrame(att_rows, orient="row", schema={
+        SOURCE_ROW: pl.Int64(), "start": pl.String(), "end": pl.String()})
+    report = CleaningReport(source=str(path), rows_read=df.height)
+    # attempt times: unparsable ones make their job a bad row; run time per job
+    att = att.with_columns(
+        [pl.col(c).str.strip_chars().str.to_datetime(strict=False, time_unit="ms").alias(c + "_t")
+         for c in ("start", "end")])
+    for c in ("start", "end"):
+        broken = att.filter(pl.col(c).is_not_null() & pl.col(c + "_t").is_null())
+        first = broken.group_by(SOURCE_ROW, maintain_order=True).first()
+        df = df.join(first.select(SOURCE_ROW, pl.col(c).alias(f"attempts.{c}_time")),
+                     on=SOURCE_ROW, how="left")
+    ran = att.filter(pl.col("start_t").is_not_null() & pl.col("end_t").is_not_null())
+    run = ran.group_by(SOURCE_ROW).agg(
+        ((pl.col("end_t") - pl.col("start_t")).dt.total_milliseconds() / 1000.0).sum()
+        .alias("duration"))
+    df = df.join(run, on=SOURCE_ROW, how="left").with_columns(pl.lit(str(path)).alias(SOURCE_FILE))
+    bad = BadRows(df, str(path), on_bad_rows, report)
+    for c in ("attempts.start_time", "attempts.end_time"):
+        bad.df = bad.flag(bad.df[c].is_not_null(), c, "unparsable_time",
+                          "{value!r} is not a date-time (expected e.g. 2017-10-03 14:05:01)")
+    bad.df = bad.df.drop("attempts.start_time", "attempts.end_time")
+    never = bad.df["duration"].is_null()
+    report.leave_out("never_ran", int(never.sum()))
+    cpu = ~never & (bad.df["num_gpus"] == 0)
+    report.leave_out("cpu_only", int(cpu.sum()))
+    bad.df = bad.df.filter(~never & ~cpu)
+    unit = _parse_submit_seconds(bad, "submit_time", "datetime")
+    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit)
+    return jobs, report
+
+
+def _text(value: object) -> str | None:
+    """A JSON scalar as text; null, "" and the log's "None" as None."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "None") else text
+
+
 # --------------------------------------------------------------------------- Helios
 
 def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
@@ -461,11 +558,13 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
 # --------------------------------------------------------------------------- dispatch
 
 def detect_format(path: Path | str) -> str:
-    """Return the format of a trace path: 'canonical', 'philly', 'helios' or 'generic'.
+    """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios' or
+    'generic'.
 
     A folder with ``jobs.parquet`` is canonical; a Parquet file with every
     contract column is canonical; a CSV is Philly or Helios when its header
-    has those formats' columns; anything else is generic.
+    has those formats' columns; a ``.json`` file or one named ``cluster_job_log``
+    is the original Philly job log; anything else is generic.
     """
     text = str(path)
     if any(ch in text for ch in "*?["):
@@ -475,6 +574,8 @@ def detect_format(path: Path | str) -> str:
         return "canonical" if (p / "jobs.parquet").exists() else "generic"
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
+    if p.suffix.lower() == ".json" or p.name == "cluster_job_log":
+        return "philly-joblog"
     if p.suffix.lower() == ".parquet":
         try:
             names = pl.read_parquet_schema(p)
@@ -508,6 +609,8 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
         fmt = "generic" if (mapping or pool_from) else detect_format(path)
     if fmt == "philly":
         return read_philly(path, on_bad_rows)
+    if fmt == "philly-joblog":
+        return read_philly_joblog(path, on_bad_rows)
     if fmt == "helios":
         return read_helios(path, on_bad_rows)
     if fmt == "canonical":

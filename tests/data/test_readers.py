@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from sia.data.readers import (
     read_generic,
     read_helios,
     read_philly,
+    read_philly_joblog,
     read_trace,
 )
 from sia.data.schema import check_jobs, validate
@@ -91,6 +94,67 @@ def test_helios_zero_duration_is_bad(tmp_path):
     jobs, report = read_helios(log, on_bad_rows="drop")
     assert jobs["job_id"].to_list() == ["2"] and report.dropped == {"nonpositive_duration": 1}
     assert jobs["submit_time"].to_list() == [0.0]  # origin is the first *kept* submission
+
+
+# --------------------------------------------------------------------------- Philly job log
+
+JOBLOG = [
+    {"status": "Pass", "vc": "vcA", "jobid": "app_1", "user": "u1",
+     "submitted_time": "2017-10-03 10:00:00",
+     "attempts": [{"start_time": "2017-10-03 10:05:00", "end_time": "2017-10-03 10:15:00",
+                   "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"]}]},
+                  {"start_time": "2017-10-03 11:00:00", "end_time": "2017-10-03 11:30:00",
+                   "detail": [{"ip": "m2", "gpus": ["gpu0", "gpu1"]},
+                              {"ip": "m3", "gpus": ["gpu0", "gpu1"]}]}]},
+    {"status": "Killed", "vc": "vcB", "jobid": "app_2", "user": "u2",
+     "submitted_time": "2017-10-03 09:59:00", "attempts": []},
+    {"status": "Pass", "vc": "vcB", "jobid": "app_3", "user": "u2",
+     "submitted_time": "2017-10-03 10:01:00",
+     "attempts": [{"start_time": "2017-10-03 10:01:00", "end_time": "2017-10-03 10:02:00",
+                   "detail": [{"ip": "m4", "gpus": []}]}]},
+    {"status": "Failed", "vc": "vcB", "jobid": "app_4", "user": "u3",
+     "submitted_time": "2017-10-03 10:02:00",
+     "attempts": [{"start_time": "2017-10-03 10:03:00", "end_time": "None",
+                   "detail": [{"ip": "m5", "gpus": ["gpu3"]}]},
+                  {"start_time": "2017-10-03 10:10:00", "end_time": "2017-10-03 10:11:40",
+                   "detail": [{"ip": "m5", "gpus": ["gpu3"]}]}]},
+]
+
+
+def test_philly_joblog_gang_duration_and_left_out_jobs(tmp_path):
+    """app_1: 4 GPUs at most, 10 + 30 min of attempts; app_2 never ran; app_3 held no GPU;
+    app_4: the attempt without an end does not count (100 s)."""
+    p = tmp_path / "cluster_job_log"
+    p.write_text(json.dumps(JOBLOG))
+    assert detect_format(p) == "philly-joblog"
+    jobs, report = read_trace(p)
+    check_jobs(jobs)
+    rows = {r["job_id"]: r for r in jobs.iter_rows(named=True)}
+    assert set(rows) == {"app_1", "app_4"}
+    assert (rows["app_1"]["num_gpus"], rows["app_1"]["duration"]) == (4, 2400.0)
+    assert (rows["app_4"]["num_gpus"], rows["app_4"]["duration"]) == (1, 100.0)
+    assert rows["app_1"]["pool"] == "vcA" and rows["app_4"]["status"] == "Failed"
+    assert rows["app_1"]["submit_time"] == 0.0 and rows["app_4"]["submit_time"] == 120.0
+    assert report.left_out == {"never_ran": 1, "cpu_only": 1}
+    assert report.rows_read == 4
+
+
+def test_philly_joblog_errors_name_row_and_column(tmp_path):
+    broken = [dict(JOBLOG[0]), dict(JOBLOG[3])]
+    broken[1]["attempts"] = [{"start_time": "yesterday", "end_time": "2017-10-03 10:11:40",
+                              "detail": [{"gpus": ["g"]}]}]
+    p = tmp_path / "log.json"
+    p.write_text(json.dumps(broken))
+    with pytest.raises(TraceError, match=r"log\.json: row 2, column 'attempts\.start_time'"):
+        read_philly_joblog(p)
+    jobs, report = read_philly_joblog(p, on_bad_rows="drop")
+    assert jobs["job_id"].to_list() == ["app_1"] and report.dropped == {"unparsable_time": 1}
+    p.write_text("{not json")
+    with pytest.raises(TraceError, match=r"log\.json: not JSON \(line 1"):
+        read_philly_joblog(p)
+    p.write_text('{"jobs": []}')
+    with pytest.raises(TraceError, match="expected a JSON list of jobs"):
+        read_philly_joblog(p)
 
 
 # --------------------------------------------------------------------------- generic
