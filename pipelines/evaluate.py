@@ -40,7 +40,13 @@ from sia.pipelines import plots
 from sia.pipelines.executors import ProgressBar
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
 from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
-from sia.pipelines.replay_store import atomic_write_text, replay_files, replay_status, result_key
+from sia.pipelines.replay_store import (
+    atomic_write_text,
+    read_marker,
+    replay_files,
+    replay_status,
+    result_key,
+)
 from sia.pipelines.replay_store import save_replay as store_replay
 from sia.scheduler.metrics import compare
 
@@ -235,6 +241,12 @@ def learned_forecaster(spec: dict[str, Any]) -> Any:
 
 def run_replay(task: ReplayTask) -> pl.DataFrame:
     """Replay one task and return the simulator's per-job result table (runs on a worker)."""
+    return _replay(task)[0]
+
+
+def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """Replay one task: (per-job result table, the cell cluster's placement counters
+    (preemptions, migrations, fallbacks, ...; None on fungible GPUs))."""
     from sia.scheduler.registry import make_policy
     from sia.scheduler.simulator import simulate
 
@@ -247,12 +259,14 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
         options[option] = learned_forecaster(task.forecaster)
     policy = make_policy(task.policy, **options)
     if task.locality is None:
-        return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s)
-    from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
+        return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
+    from sia.scheduler.locality import config_for_policy, options_from_cli, simulate_cells
+    from sia.scheduler.simulator import policy_name
 
     cells = options_from_cli(task.locality["topology"], task.locality["placement"],
                              task.locality.get("options"), option="locality.options")
-    return simulate_maybe_cells(task.jobs, task.pools, policy, cells, tick_s=task.tick_s)
+    return simulate_cells(task.jobs, task.pools, policy,
+                          config_for_policy(cells, policy_name(policy)), tick_s=task.tick_s)
 
 
 def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:
@@ -265,16 +279,25 @@ def replay_done(out_dir: Path, exp_id: str, label: str, key: str) -> bool:
     return replay_status(*replay_paths(out_dir, exp_id, label), key) == "done"
 
 
-def save_replay(out_dir: Path, task: ReplayTask, result: pl.DataFrame, wall_s: float | None) -> Path:
-    """Write the replay's Parquet, then its completion marker; return the Parquet path."""
+def save_replay(out_dir: Path, task: ReplayTask, result: pl.DataFrame, wall_s: float | None,
+                cells: dict[str, Any] | None = None) -> Path:
+    """Write the replay's Parquet, then its completion marker (with the cell cluster's
+    placement counters ``cells`` if any); return the Parquet path."""
+    meta = {} if cells is None else {"cells": cells}
     return store_replay(*replay_paths(out_dir, task.exp_id, task.label), result, task.key,
-                        policy=task.policy, wall_s=wall_s)
+                        policy=task.policy, wall_s=wall_s, **meta)
 
 
-def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float]:
+def replay_cells(out_dir: Path, exp_id: str, label: str) -> dict[str, Any] | None:
+    """The placement counters stored with a finished cell replay, or None."""
+    marker = read_marker(replay_paths(out_dir, exp_id, label)[1]) or {}
+    return marker.get("cells")
+
+
+def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float, dict[str, Any] | None]:
     t = time.perf_counter()
-    result = run_replay(task)
-    return result, time.perf_counter() - t
+    result, cells = _replay(task)
+    return result, time.perf_counter() - t, cells
 
 
 def _policy_options(spec: PolicySpec, seed: int) -> dict[str, Any]:
@@ -341,12 +364,21 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment, results: dict[str, 
     return pl.concat(frames, how="diagonal_relaxed"), summaries
 
 
+#: placement counters of cell replays shown in the summary table and logged to MLflow
+CELLS_METRICS = ("preemptions", "migrations", "placed_fallback", "fragmentation")
+
+
 def summary_row(exp: Experiment, label: str, summary: dict) -> dict[str, Any]:
-    """Return one row of the summary table (experiment, group, policy, headline metrics)."""
+    """Return one row of the summary table (experiment, group, policy, headline metrics, and
+    on cells the policy's placement counters)."""
     row = {"exp_id": exp.exp_id, "group": exp.group, "pools": len(exp.pools),
            "quota_scale": exp.quota_scale, "policy": label}
     for m in SUMMARY_METRICS + EXTRA_METRICS:
         row[m] = summary.get(m)
+    cells = (summary.get("cells") or {}).get("policy")
+    if "cells" in summary:
+        for m in CELLS_METRICS:
+            row[m] = None if cells is None else cells.get(m)
     return row
 
 
@@ -385,6 +417,9 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
         row.update({m: pooled.get(m) for m in SUMMARY_METRICS})
         row["median_exp_mean_speedup"] = part["mean_speedup"].median()
         row["median_exp_total_slowdown_min"] = part["total_slowdown_min"].median()
+        for m in CELLS_METRICS:  # cells: counters summed over experiments, fragmentation mean
+            if m in part.columns:
+                row[m] = part[m].mean() if m == "fragmentation" else part[m].sum()
         out.append(row)
     return pl.DataFrame(out)
 
@@ -431,6 +466,11 @@ def _numeric(summary: dict) -> dict[str, float]:
         v = summary.get(m)
         if v is not None and math.isfinite(float(v)):
             out[m] = float(v)
+    cells = (summary.get("cells") or {}).get("policy") or {}
+    for m in CELLS_METRICS:
+        v = cells.get(m)
+        if v is not None and math.isfinite(float(v)):
+            out["cells." + m] = float(v)
     return out
 
 
@@ -560,6 +600,11 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         results = {t.label: pl.read_parquet(replay_paths(out_dir, exp_id, t.label)[0])
                    for t in tasks_by_exp[exp_id]}
         per_job, summaries = score_experiment(cfg, exp, results)
+        if cfg.locality is not None:  # the placement counters of each cell replay
+            base = replay_cells(out_dir, exp_id, BASELINE)
+            for label, summary in summaries.items():
+                summary["cells"] = {"policy": replay_cells(out_dir, exp_id, label),
+                                    "baseline": base}
         exp_dir = out_dir / exp_id
         per_job.write_parquet(exp_dir / "per_job.parquet")
         atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
@@ -580,8 +625,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
             for exp_id, n in missing.items():
                 if n == 0:
                     finish(exp_id)
-            for task, (frame, wall) in executor.run(_timed_replay, todo):
-                save_replay(out_dir, task, frame, wall)
+            for task, (frame, wall, cells) in executor.run(_timed_replay, todo):
+                save_replay(out_dir, task, frame, wall, cells)
                 result.ran.append(task.name)
                 advance(task.name, wall)
                 missing[task.exp_id] -= 1

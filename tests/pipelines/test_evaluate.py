@@ -408,7 +408,12 @@ def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
 
 
 def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
-    from sia.scheduler.locality import LocalityConfig, options_from_cli, simulate_maybe_cells
+    from sia.scheduler.locality import (
+        LocalityConfig,
+        options_from_cli,
+        simulate_cells,
+        simulate_maybe_cells,
+    )
 
     def cfg_with(options, name="cfg.yaml"):
         loc = {"topology": "gpus=8,rack=4", "placement": "buddy"}
@@ -449,6 +454,17 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
     cols = ["job_id", "start_time", "end_time"]
     assert got.select(cols).sort("job_id").equals(want.select(cols).sort("job_id"))
     assert not want.select(cols).sort("job_id").equals(without.select(cols).sort("job_id"))
+    # the placement counters of the cell replays reach the summaries, the table and MLflow
+    _, stats = simulate_cells(part, pools, make_policy("maxmin"), loc)
+    _, base_stats = simulate_cells(part, pools, make_policy("fcfs"), loc)
+    summary = json.loads((out / "exp-000" / "summary.json").read_text())["maxmin"]
+    assert summary["cells"] == json.loads(json.dumps({"policy": stats, "baseline": base_stats}))
+    assert stats["migrations"] > 0
+    row = first.summary.filter(pl.col("policy") == "maxmin").row(0, named=True)
+    assert row["migrations"] == stats["migrations"]
+    assert first.aggregate.filter(pl.col("policy") == "maxmin")["migrations"].item() == \
+        stats["migrations"]
+    assert ev._numeric(summary)["cells.migrations"] == stats["migrations"]
     # the same config reuses; another option value replays again in the same folder
     again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
     assert len(again.reused) == 2 and not again.ran
