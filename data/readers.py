@@ -15,6 +15,8 @@ Formats:
 * The original Philly job log (``cluster_job_log``, JSON, with each job's
   attempts and machines): :func:`read_philly_joblog`.
 * Helios ``cluster_log.csv``: :func:`read_helios`.
+* Alibaba PAI (``pai_job_table.csv`` with its task and group tag tables):
+  :func:`read_pai`.
 * Any CSV / Parquet file, folder or glob with a column mapping:
   :func:`read_generic`.
 * Canonical Parquet directories written by ``sia ingest`` / ``sia generate``
@@ -45,11 +47,15 @@ from sia.data.schema import (
     validate,
 )
 
-FORMATS = ("auto", "philly", "philly-joblog", "helios", "generic", "canonical")
+FORMATS = ("auto", "philly", "philly-joblog", "helios", "pai", "generic", "canonical")
 TIME_UNITS = ("s", "ms", "datetime")
 #: a generic trace without durations may give each job's start and end instead
 SPAN_COLUMNS = ("start_time", "end_time")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
+PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
+PAI_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
+                    "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
+PAI_GROUP_COLUMNS = ("inst_id", "user", "gpu_type_spec", "group", "workload")
 HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
                   "submit_time", "start_time", "end_time", "duration", "queue")
 _ABS = "__abs_submit"  # absolute submission time (seconds) kept through validate
@@ -540,6 +546,81 @@ def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport) ->
         report.notes.append(f"duration derived as end_time - start_time for {n} row(s)")
 
 
+# --------------------------------------------------------------------------- Alibaba PAI
+
+def _read_pai_table(path: Path, columns: tuple[str, ...]) -> pl.DataFrame:
+    """Read one PAI table as strings with source columns; the released files have no header
+    (its names are ``columns``), but a file that starts with that header is read too."""
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    try:
+        first = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        has_header = [c.strip() for c in first][: len(columns)] == list(columns)
+        df = pl.read_csv(path, has_header=has_header, infer_schema=False)
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
+        raise TraceError(_csv_problem(path, exc)) from exc
+    if df.width < len(columns):
+        raise TraceError(f"{path}: {df.width} columns, but a PAI table of this kind has "
+                         f"{len(columns)} ({', '.join(columns)})")
+    if not has_header:
+        df = df.rename(dict(zip(df.columns, columns, strict=False)))
+    return _add_source(df, path)
+
+
+def read_pai(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from Alibaba PAI's GPU trace (cluster-trace-gpu-v2020).
+
+    ``path`` is ``pai_job_table.csv`` or the folder holding it; its
+    ``pai_task_table.csv`` must sit beside it, and ``pai_group_tag_table.csv``
+    may. A job (one row of the job table, ``job_name``) is submitted at its
+    ``start_time`` (seconds); its tasks give the rest: the gang is the GPUs
+    its tasks plan (``inst_num x plan_gpu / 100``, a fraction of a GPU
+    rounded up to a whole one), the duration runs from its first task's
+    start to its last task's end, and the pool is its first task's
+    ``gpu_type`` (PAI's GPU model pools). ``user`` is kept, the group tag
+    (``group``: jobs that run the same code) becomes ``tag``, and ``status``
+    an extra column. Jobs whose tasks plan no GPU are left out as
+    ``cpu_only``; jobs without a task that started and ended (still running,
+    or never ran) as ``unfinished``. Rows are numbered in the job table.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    job_file = path if not path.is_dir() else folder / "pai_job_table.csv"
+    jobs = _read_pai_table(job_file, PAI_JOB_COLUMNS)
+    tasks = _read_pai_table(folder / "pai_task_table.csv", PAI_TASK_COLUMNS)
+    report = CleaningReport(source=str(job_file), rows_read=jobs.height)
+    num = {c: pl.col(c).str.strip_chars().cast(pl.Float64, strict=False)
+           for c in ("inst_num", "plan_gpu", "start_time", "end_time")}
+    tasks = tasks.with_columns(**num)
+    per_job = tasks.group_by("job_name").agg(
+        (pl.col("inst_num").fill_null(1.0) * pl.col("plan_gpu").fill_null(0.0) / 100.0).sum()
+        .alias("__gpus"),
+        pl.col("start_time").min().alias("__first_start"),
+        pl.col("end_time").max().alias("__last_end"),
+        pl.col("gpu_type").drop_nulls().first().alias("pool"),
+    )
+    df = jobs.rename({"start_time": "submit_time", "end_time": "job_end_time"}).join(
+        per_job, on="job_name", how="left")
+    group_file = folder / "pai_group_tag_table.csv"
+    if group_file.exists():
+        groups = _read_pai_table(group_file, PAI_GROUP_COLUMNS).select(
+            "inst_id", pl.col("group").alias("tag")).unique("inst_id", keep="first")
+        df = df.join(groups, on="inst_id", how="left")
+        report.notes.append(f"group tags from {group_file.name}")
+    df = df.rename({"job_name": "job_id"}).with_columns(
+        (pl.col("__last_end") - pl.col("__first_start")).alias("duration"),
+        pl.col("__gpus").ceil().cast(pl.Int64).alias("num_gpus"))
+    cpu = (df["__gpus"].fill_null(0.0) <= 0) & df["__first_start"].is_not_null()
+    report.leave_out("cpu_only", int(cpu.sum()))
+    unfinished = ~cpu & (df["__first_start"].is_null() | df["__last_end"].is_null())
+    report.leave_out("unfinished", int(unfinished.sum()))
+    df = df.filter(~cpu & ~unfinished).drop("__gpus", "__first_start", "__last_end")
+    bad = BadRows(df, str(job_file), on_bad_rows, report)
+    unit = _parse_submit_seconds(bad, "submit_time", "s")
+    jobs_out, report, _ = _finish(bad.df, str(job_file), on_bad_rows, report, unit)
+    return jobs_out, report
+
+
 # --------------------------------------------------------------------------- canonical
 
 def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
@@ -558,20 +639,25 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
 # --------------------------------------------------------------------------- dispatch
 
 def detect_format(path: Path | str) -> str:
-    """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios' or
-    'generic'.
+    """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios',
+    'pai' or 'generic'.
 
     A folder with ``jobs.parquet`` is canonical; a Parquet file with every
     contract column is canonical; a CSV is Philly or Helios when its header
     has those formats' columns; a ``.json`` file or one named ``cluster_job_log``
-    is the original Philly job log; anything else is generic.
+    is the original Philly job log; ``pai_job_table.csv`` (or a folder holding it) is
+    Alibaba PAI; anything else is generic.
     """
     text = str(path)
     if any(ch in text for ch in "*?["):
         return "generic"
     p = Path(text)
     if p.is_dir():
-        return "canonical" if (p / "jobs.parquet").exists() else "generic"
+        if (p / "jobs.parquet").exists():
+            return "canonical"
+        return "pai" if (p / "pai_job_table.csv").exists() else "generic"
+    if p.name == "pai_job_table.csv":
+        return "pai"
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
     if p.suffix.lower() == ".json" or p.name == "cluster_job_log":
@@ -611,6 +697,8 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
         return read_philly(path, on_bad_rows)
     if fmt == "philly-joblog":
         return read_philly_joblog(path, on_bad_rows)
+    if fmt == "pai":
+        return read_pai(path, on_bad_rows)
     if fmt == "helios":
         return read_helios(path, on_bad_rows)
     if fmt == "canonical":

@@ -187,8 +187,8 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
 # --------------------------------------------------------------------------- shared options
 
 TraceArg = Annotated[Path | None, typer.Argument(
-    help="Trace to read: a Philly CSV or job log (JSON), a Helios CSV, any CSV/Parquet "
-         "file, folder or glob "
+    help="Trace to read: a Philly CSV or job log (JSON), a Helios CSV, an Alibaba PAI "
+         "folder (pai_job_table.csv), any CSV/Parquet file, folder or glob "
          "(with --map), or a canonical folder from `sia ingest`/`sia generate`. "
          "Omit it to use the synthetic workload.",
     show_default=False)]

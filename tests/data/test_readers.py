@@ -14,6 +14,7 @@ from sia.data.readers import (
     read_canonical,
     read_generic,
     read_helios,
+    read_pai,
     read_philly,
     read_philly_joblog,
     read_trace,
@@ -155,6 +156,59 @@ def test_philly_joblog_errors_name_row_and_column(tmp_path):
     p.write_text('{"jobs": []}')
     with pytest.raises(TraceError, match="expected a JSON list of jobs"):
         read_philly_joblog(p)
+
+
+# --------------------------------------------------------------------------- Alibaba PAI
+
+def pai_folder(tmp_path, *, header=False):
+    """A tiny cluster-trace-gpu-v2020: job, task and group tag tables (headerless as released)."""
+    folder = tmp_path / "pai"
+    folder.mkdir(parents=True)
+    jobs = ("j1,inst1,u1,Terminated,100,500\nj2,inst2,u2,Terminated,200,900\n"
+            "j3,inst3,u1,Terminated,300,400\nj4,inst4,u3,Running,400,\nj5,inst5,u3,Failed,450,460\n")
+    tasks = ("j1,worker,2,Terminated,110,410,600,29.3,50,V100\n"
+             "j1,ps,1,Terminated,105,400,600,29.3,,\n"
+             "j2,worker,1,Terminated,250,850,600,29.3,800,P100\n"
+             "j3,worker,1,Terminated,300,400,600,29.3,0,\n"
+             "j4,worker,1,Running,400,,600,29.3,100,T4\n")
+    if header:
+        jobs = "job_name,inst_id,user,status,start_time,end_time\n" + jobs
+    write(folder / "pai_job_table.csv", jobs)
+    write(folder / "pai_task_table.csv", tasks)
+    write(folder / "pai_group_tag_table.csv", "inst1,u1,,g-resnet,ctr\ninst2,u2,,g-bert,nlp\n")
+    return folder
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_pai_gang_duration_pool_and_tag_from_tasks(tmp_path, header):
+    """j1: 2 x 50% GPU -> 1 GPU, tasks 105..410 -> 305 s, pool V100; j2: 8 GPUs, 600 s, P100;
+    j3 plans no GPU; j4 still runs; j5 has no task."""
+    folder = pai_folder(tmp_path, header=header)
+    assert detect_format(folder) == detect_format(folder / "pai_job_table.csv") == "pai"
+    jobs, report = read_trace(folder)
+    check_jobs(jobs)
+    rows = {r["job_id"]: r for r in jobs.iter_rows(named=True)}
+    assert set(rows) == {"j1", "j2"}
+    assert (rows["j1"]["num_gpus"], rows["j1"]["duration"], rows["j1"]["pool"]) == (1, 305.0, "V100")
+    assert (rows["j2"]["num_gpus"], rows["j2"]["duration"], rows["j2"]["pool"]) == (8, 600.0, "P100")
+    assert (rows["j1"]["submit_time"], rows["j2"]["submit_time"]) == (0.0, 100.0)
+    assert (rows["j1"]["tag"], rows["j2"]["user"]) == ("g-resnet", "u2")
+    assert report.left_out == {"cpu_only": 1, "unfinished": 2}
+    assert report.rows_read == 5
+
+
+def test_pai_errors_name_file_and_row(tmp_path):
+    folder = pai_folder(tmp_path)
+    (folder / "pai_task_table.csv").unlink()
+    with pytest.raises(TraceError, match=r"pai_task_table\.csv: no such file"):
+        read_pai(folder)
+    folder = pai_folder(tmp_path / "b")
+    write(folder / "pai_job_table.csv", "j1,inst1,u1,Terminated,soon,500\n")
+    with pytest.raises(TraceError, match=r"pai_job_table\.csv: row 1, column 'submit_time'"):
+        read_pai(folder)
+    write(folder / "pai_job_table.csv", "j1,inst1,u1\n")
+    with pytest.raises(TraceError, match="3 columns, but a PAI table of this kind has 6"):
+        read_pai(folder)
 
 
 # --------------------------------------------------------------------------- generic
