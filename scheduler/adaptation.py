@@ -151,3 +151,132 @@ class ArrivalMissTracker:
     def miss_counts(self) -> np.ndarray:
         """Return int [pools, windows]: records found to miss so far (dropped and current)."""
         return self._closed_misses + self._miss().sum(axis=1).T
+
+
+class DurationMissTracker:
+    """Recent JobDuration misses per pool and window, and the distrust they imply (SIA 5.3).
+
+    SIA 5.3's adaptation applies to every prediction SIA lends on, and the
+    JobDuration prediction is the one a loan relies on most: a job lent in
+    window ``w`` is lent because its predicted bin fits ``w``. The rule
+    mirrors :class:`ArrivalMissTracker`'s, on outcomes instead of ticks:
+
+    * **Outcome.** Every job whose bin SIA predicted (:meth:`predicted`, with
+      the first window its bin fits) is scored, once it starts, in each
+      window ``w`` it was predicted to fit: a *miss* when it runs longer than
+      ``w``, a hit otherwise. A miss is known as soon as the job has run
+      ``w`` seconds without finishing (at ``start + w``, from the view's
+      running jobs); a hit when it finishes within ``w``. A job that may be
+      preempted (or moved) is scored at its end only, on its duration: its
+      time since its first start also holds the time it was stopped and
+      the restart costs, which are not the prediction's error. Dedicated and lent
+      jobs alike are scored (the accuracy of the pool's predictions, not
+      only of the loans; this also lets a pool that stopped borrowing earn
+      trust back). Only durations of finished jobs and elapsed run times of
+      running ones are read: point in time.
+    * **Distrust.** Pool ``p`` is distrusted in window ``w`` while at least
+      ``max_misses`` of its ``lookback`` most recent outcomes in ``w`` are
+      misses; SIA then lends none of ``p``'s jobs in ``w`` (see
+      :mod:`sia.scheduler.policy_sia`).
+
+    With perfect predictions no outcome is ever a miss (a job's true bin's
+    upper edge is at most every window it is predicted to fit), so this
+    never changes a decision of SIA with perfect coarse predictions.
+    """
+
+    def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1):
+        if int(lookback) != lookback or lookback < 1:
+            raise ConfigError(f"adaptation lookback must be an integer >= 1 (outcomes), "
+                              f"not {lookback}")
+        if int(max_misses) != max_misses or not 1 <= max_misses <= lookback:
+            raise ConfigError(
+                f"adaptation max_misses must be an integer in [1, lookback={lookback}], "
+                f"not {max_misses}")
+        self.windows_s = tuple(float(w) for w in windows_s)
+        self.lookback = int(lookback)
+        self.max_misses = int(max_misses)
+        self._trace: TraceArrays | None = None
+
+    def reset(self, trace: TraceArrays, preemptible: np.ndarray | None = None) -> None:
+        """Forget every prediction and outcome; prepare for a replay of ``trace``.
+
+        ``preemptible``: bool per job index, the jobs that may be stopped and
+        restarted (scored at their end only); None: none.
+        """
+        P, K = trace.n_pools, len(self.windows_s)
+        self._trace = trace
+        self._K = K
+        self._w = np.asarray(self.windows_s)
+        # first window not yet scored per job (K: nothing to score: unpredicted or done)
+        self._next = np.full(trace.n_jobs, K, dtype=np.int64)
+        self._early = (np.ones(trace.n_jobs, dtype=bool) if preemptible is None
+                       else ~np.asarray(preemptible, dtype=bool))
+        self._tracked = 0  # predicted jobs not yet fully scored (skip the scans when 0)
+        self._seen = [0] * P  # completions absorbed per pool
+        self._ring = np.zeros((P, K, self.lookback), dtype=bool)  # recent outcomes (True: miss)
+        self._pos = np.zeros((P, K), dtype=np.int64)
+        self._distrust = np.zeros((P, K), dtype=bool)
+        self._dirty = False
+        self.n_outcomes = 0
+        self._misses = np.zeros((P, K), dtype=np.int64)
+
+    def predicted(self, jobs: np.ndarray, first_window: np.ndarray) -> None:
+        """Note the predictions of ``jobs``: the first window index their bin fits (K: none)."""
+        jobs = np.asarray(jobs, dtype=np.int64)
+        kmin = np.minimum(np.asarray(first_window, dtype=np.int64), self._K)
+        fresh = self._next[jobs] == self._K  # a job is predicted once
+        self._next[jobs[fresh]] = kmin[fresh]
+        self._tracked += int((kmin[fresh] < self._K).sum())
+
+    def _push(self, pool: int, k: int, miss: bool) -> None:
+        s = self._pos[pool, k]
+        self._ring[pool, k, s] = miss
+        self._pos[pool, k] = (s + 1) % self.lookback
+        self.n_outcomes += 1
+        if miss:
+            self._misses[pool, k] += 1
+        self._dirty = True
+
+    def _absorb(self, view: Any) -> None:
+        """Score the completions since the last call, then the running jobs past a window."""
+        trace, K, w, nxt = self._trace, self._K, self._w, self._next
+        for p in range(trace.n_pools):
+            n = view.n_completed(p)
+            if n > self._seen[p]:
+                done = view.completed_jobs(p)[self._seen[p]:n]
+                self._seen[p] = n
+                for j in done[nxt[done] < K].tolist():
+                    d = float(trace.duration[j])
+                    for k in range(int(nxt[j]), K):
+                        self._push(p, k, d > w[k])
+                    nxt[j] = K
+                    self._tracked -= 1
+        if self._tracked <= 0:
+            return
+        run = view.running()
+        open_ = (nxt[run.job] < K) & self._early[run.job]
+        if not open_.any():
+            return
+        jobs, pools = run.job[open_], run.pool[open_]
+        elapsed = float(view.now) - run.start[open_]
+        for j, p, e in zip(jobs.tolist(), pools.tolist(), elapsed.tolist(), strict=True):
+            k = int(nxt[j])
+            while k < K and e > w[k]:  # still running after w[k]: known to miss w[k]
+                self._push(p, k, True)
+                k += 1
+            if k != nxt[j]:
+                nxt[j] = k
+                if k == K:
+                    self._tracked -= 1
+
+    def distrusted(self, view: Any) -> np.ndarray:
+        """Return bool [pools, windows]: True where the pool's jobs must not be lent now."""
+        self._absorb(view)
+        if self._dirty:
+            self._distrust = self._ring.sum(axis=2) >= self.max_misses
+            self._dirty = False
+        return self._distrust
+
+    def miss_counts(self) -> np.ndarray:
+        """Return int [pools, windows]: outcomes found to miss so far."""
+        return self._misses.copy()

@@ -83,6 +83,12 @@ Online adaptation (:mod:`sia.scheduler.adaptation`, on by default): the
 predictions made at ticks are scored against the actual arrivals; while a
 pool's recent predictions in window ``w`` missed arrivals, the pool lends
 nothing in ``w`` (and, with nested reservations, in the larger windows).
+JobDuration is scored too (``adapt_durations``, on with ``adaptation``):
+every job whose bin SIA predicted is scored, in each window its bin fits,
+as a miss once it runs longer than that window; while a pool's recent
+outcomes in ``w`` hold a miss, none of its jobs is lent in ``w`` (a loan in
+``w`` relies on exactly that prediction; an overrunning loan holds the
+owner's GPUs past the window its reservations covered).
 
 Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality`):
 every start also needs a buddy cell (``cluster.try_place``); a dedicated head
@@ -122,7 +128,7 @@ from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError, SiaError
-from sia.scheduler.adaptation import ArrivalMissTracker
+from sia.scheduler.adaptation import ArrivalMissTracker, DurationMissTracker
 from sia.scheduler.cluster import Cluster
 from sia.scheduler.forecast import (
     DEFAULT_WINDOWS_S,
@@ -144,8 +150,10 @@ class SiaPolicy:
     Options: ``forecaster`` (required; implements
     :class:`~sia.scheduler.forecast.Forecaster`), ``windows_s`` (increasing
     windows in seconds), ``adaptation`` (on/off), ``lookback`` and
-    ``max_misses`` (the adaptation's memory in tick records and its
-    strictness), ``count_load_misses``, ``nested_reservations``,
+    ``max_misses`` (the adaptation's memory in tick records, and in job
+    outcomes for JobDuration, and its strictness), ``count_load_misses``,
+    ``adapt_durations`` (also distrust pools whose duration predictions
+    overran; needs ``adaptation``), ``nested_reservations``,
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``name``.
@@ -159,7 +167,8 @@ class SiaPolicy:
     def __init__(self, forecaster: Forecaster | None = None, *,
                  windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
                  adaptation: bool = True, lookback: int = 12, max_misses: int = 1,
-                 count_load_misses: bool = True, nested_reservations: bool = True,
+                 count_load_misses: bool = True, adapt_durations: bool = True,
+                 nested_reservations: bool = True,
                  refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
@@ -186,6 +195,9 @@ class SiaPolicy:
         self.tracker = (ArrivalMissTracker(windows, lookback=lookback, max_misses=max_misses,
                                            count_load_misses=count_load_misses)
                         if self.adaptation else None)
+        self.duration_tracker = (DurationMissTracker(windows, lookback=lookback,
+                                                     max_misses=max_misses)
+                                 if self.adaptation and adapt_durations else None)
         # window k admits bin b iff the bin's upper edge <= w_k: kmin[b] = first such k
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
@@ -215,8 +227,11 @@ class SiaPolicy:
         self._tnl_time = -math.inf
         if self.tracker is not None:
             self.tracker.reset(trace)
+        if self.duration_tracker is not None:  # preemptible jobs: scored at their end only
+            self.duration_tracker.reset(trace, getattr(cluster, "preemptible", None))
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self._distrusted_forecasts = 0
+        self._duration_distrusted = 0
         self._cells = cluster if getattr(cluster, "cell_aware", False) else None
         self._preempt = bool(self._cells is not None and self._cells.config.preempt)
         if self._cells is not None:
@@ -254,6 +269,8 @@ class SiaPolicy:
         pool, elig = self._pool, self._elig
         fail = self._fail
         kmin_job = self._kmin_job
+        if self.duration_tracker is not None:
+            self.duration_tracker.predicted(arr, np.asarray(kmin_of)[bins])
         for j, b in zip(jobs, bins.tolist(), strict=True):
             p = pool[j]
             kmin_job[j] = kmin_of[b]
@@ -407,6 +424,14 @@ class SiaPolicy:
             if d.any():
                 self._distrusted_forecasts += 1
                 distrust = d.tolist()
+        # pools whose recent JobDuration predictions ran past a window: none of their jobs is
+        # lent in that window (SIA 5.3 adaptation, for the prediction a loan relies on)
+        dur_distrust = None
+        if self.duration_tracker is not None:
+            dd = self.duration_tracker.distrusted(view)
+            if dd.any():
+                self._duration_distrusted += 1
+                dur_distrust = dd.tolist()
         tnl_l = self._tnl
         # a forecast made `age` s ago covers (now - age, now - age + w]: a job lent against it
         # must end by then, so window k only takes the jobs of a window k' <= w_k - age
@@ -433,7 +458,8 @@ class SiaPolicy:
                     credit -= cred[p]
                     res[p] -= cred[p]
             total = sum(res)
-            skip: set[int] = set()
+            skip: set[int] = (set() if dur_distrust is None
+                              else {q for q in range(P) if dur_distrust[q][lk]})
             if cells is not None and not self._reserve_cells(view, res, range(P)):
                 cells.clear_reservations()
                 continue  # a reservation is pending: no opportunistic start in this window
@@ -515,6 +541,10 @@ class SiaPolicy:
             out["adaptation_records"] = self.tracker.n_records
             out["adaptation_misses"] = int(self.tracker.miss_counts().sum())
             out["forecasts_with_distrust"] = self._distrusted_forecasts
+        if self.duration_tracker is not None:
+            out["duration_outcomes"] = self.duration_tracker.n_outcomes
+            out["duration_misses"] = int(self.duration_tracker.miss_counts().sum())
+            out["decisions_with_duration_distrust"] = self._duration_distrusted
         return out
 
 

@@ -191,6 +191,8 @@ def test_perfect_predictions_slow_no_job_small_traces(trace, refresh, nested, ad
     pol = make_policy("sia-perfect", refresh_s=refresh, nested_reservations=nested,
                       adaptation=adaptation, windows_s=windows)
     assert slowed(table(rows), make_pools(quotas), pol).height == 0
+    # true bins never run past a window they fit: the duration adaptation never fires
+    assert pol.summary().get("duration_misses", 0) == 0
 
 
 @settings(max_examples=10, deadline=None)
@@ -324,7 +326,122 @@ def test_tracker_without_load_misses_only_counts_missed_arrivals():
     assert strict.distrusted(_View(trace, 100.0, 1)).tolist() == [[True], [False]]
 
 
+class UnderForecaster:
+    """Never expects an arrival and predicts every job <= 5 min (bin 0): long jobs overrun."""
+
+    name = "under"
+    perfect_information = False
+
+    def will_jobs_arrive(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
+
+    def new_load_estimate(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)))
+
+    def duration_bins(self, view, job_indices):
+        return np.zeros(len(job_indices), dtype=np.int64)
+
+
+# A (quota 2) is idle until 10000 s; B (quota 1) gets six 1-GPU jobs of 1000 s at 0, all
+# predicted <= 5 min. One 5-minute window. t=0: b0 starts on B's quota, b1 and b2 are lent A's
+# two GPUs (A predicted idle). Nothing is free until 1000, when b1 and b2 finish having run
+# 1000 s > 300 s: two JobDuration misses of B in the window. b3 then starts on B's quota; with
+# the duration adaptation B is distrusted and b4, b5 wait for B's quota (2000, 3000); without
+# it both are lent at 1000 (and overrun again).
+UNDER_ROWS = ([(f"b{i}", "B", 0.0, 1000.0, 1) for i in range(6)]
+              + [("a0", "A", 10000.0, 100.0, 1)])
+
+
+def under_run(adapt_durations: bool) -> dict[str, tuple[float, bool]]:
+    pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations)
+    return run(UNDER_ROWS, {"A": 2, "B": 1}, pol)
+
+
+def test_duration_adaptation_stops_lending_jobs_that_overran():
+    got = under_run(True)
+    assert got == {"b0": (0.0, False), "b1": (0.0, True), "b2": (0.0, True),
+                   "b3": (1000.0, False), "b4": (2000.0, False), "b5": (3000.0, False),
+                   "a0": (10000.0, False)}
+    off = under_run(False)
+    assert {j: off[j] for j in ("b3", "b4", "b5")} == {
+        "b3": (1000.0, False), "b4": (1000.0, True), "b5": (1000.0, True)}
+
+
+class _RunView:
+    """The view fields DurationMissTracker reads: now, completions per pool, running jobs."""
+
+    def __init__(self, trace, now, done, running):
+        from sia.scheduler.view import RunningJobs
+
+        self.trace, self.now = trace, now
+        self._done = [np.array([j for j in done if trace.pool[j] == p], dtype=np.int64)
+                      for p in range(trace.n_pools)]
+        job = np.array(sorted(running), dtype=np.int64)
+        self._run = RunningJobs(job, trace.pool[job], np.array([running[j] for j in job], float),
+                                trace.num_gpus[job], np.zeros(job.size, dtype=bool))
+
+    def n_completed(self, p):
+        return self._done[p].size
+
+    def completed_jobs(self, p):
+        return self._done[p]
+
+    def running(self):
+        return self._run
+
+
+def test_duration_tracker_scores_finished_and_overrunning_jobs():
+    from sia.scheduler.adaptation import DurationMissTracker
+    from sia.scheduler.view import TraceArrays
+
+    # windows 300 and 3600 s. A: j0 (200 s) and j1 (1000 s) predicted to fit 300 s (first
+    # window 0), j4, j5 (100 s, also window 0). B: j2 (5000 s) predicted to fit 3600 s only,
+    # j3 (100 s) predicted to fit no window (never scored). All start at 0 unless said.
+    dur = [200.0, 1000.0, 5000.0, 100.0, 100.0, 100.0]
+    pools = [0, 0, 1, 1, 0, 0]
+    trace = TraceArrays.build(np.array([f"j{i}" for i in range(6)], dtype=object),
+                              np.zeros(6), np.array(dur), np.ones(6, dtype=np.int64),
+                              np.array(pools), np.array([None] * 6, dtype=object),
+                              ("A", "B"), np.array([4, 4]))
+    tr = DurationMissTracker((300.0, 3600.0), lookback=2, max_misses=1)
+    tr.reset(trace)
+    tr.predicted(np.arange(6), np.array([0, 0, 1, 2, 0, 0]))
+    run0 = {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}
+    assert not tr.distrusted(_RunView(trace, 100.0, [], run0)).any()
+    # 250: j0 finished within both windows (two hits); j1 has run 250 s <= 300 s: no outcome
+    d = tr.distrusted(_RunView(trace, 250.0, [0], {1: 0.0, 2: 0.0, 3: 0.0}))
+    assert not d.any() and tr.n_outcomes == 2
+    # 301: j1 still runs after 300 s: a miss of A in 300 s, known before it ends
+    d = tr.distrusted(_RunView(trace, 301.0, [0], {1: 0.0, 2: 0.0, 3: 0.0}))
+    assert d.tolist() == [[True, False], [False, False]]
+    # 1000: j1 ends within 3600 s (a hit there); its 300 s miss is not counted twice
+    d = tr.distrusted(_RunView(trace, 1000.0, [0, 1, 3], {2: 0.0, 4: 1000.0, 5: 1000.0}))
+    assert d.tolist() == [[True, False], [False, False]]
+    assert tr.miss_counts().tolist() == [[1, 0], [0, 0]] and tr.n_outcomes == 4
+    # 1200: j4, j5 end within both windows: A's last two 300 s outcomes are hits (lookback 2)
+    d = tr.distrusted(_RunView(trace, 1200.0, [0, 1, 3, 4, 5], {2: 0.0}))
+    assert d.tolist() == [[False, False], [False, False]]
+    # 3601: j2 has run past 3600 s: B misses in 3600 s; j3 (no window) was never scored
+    d = tr.distrusted(_RunView(trace, 3601.0, [0, 1, 3, 4, 5], {2: 0.0}))
+    assert d.tolist() == [[False, False], [False, True]]
+    assert tr.miss_counts().tolist() == [[1, 0], [0, 1]] and tr.n_outcomes == 9
+
+
+def test_duration_tracker_never_misses_with_perfect_bins():
+    jobs, pools = generate_workload("base", seed=3, days=2.0)
+    pol = make_policy("sia-perfect")
+    simulate(jobs, pools.select("pool", "quota_gpus"), pol)
+    out = pol.summary()
+    assert out["duration_outcomes"] > 0 and out["duration_misses"] == 0
+
+
 def test_tracker_rejects_bad_parameters():
+    from sia.scheduler.adaptation import DurationMissTracker
+
+    with pytest.raises(ConfigError, match="lookback"):
+        DurationMissTracker((300.0,), lookback=0)
+    with pytest.raises(ConfigError, match="max_misses"):
+        DurationMissTracker((300.0,), lookback=3, max_misses=4)
     with pytest.raises(ConfigError, match="lookback"):
         ArrivalMissTracker((300.0,), lookback=0)
     with pytest.raises(ConfigError, match="max_misses"):
