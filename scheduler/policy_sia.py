@@ -153,7 +153,8 @@ class SiaPolicy:
     ``max_misses`` (the adaptation's memory in tick records, and in job
     outcomes for JobDuration, and its strictness), ``count_load_misses``,
     ``adapt_durations`` (also distrust pools whose duration predictions
-    overran; needs ``adaptation``), ``nested_reservations``,
+    overran; needs ``adaptation``), ``duration_max_misses`` (its strictness;
+    default ``max_misses``), ``nested_reservations``,
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``name``.
@@ -168,6 +169,7 @@ class SiaPolicy:
                  windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
                  adaptation: bool = True, lookback: int = 12, max_misses: int = 1,
                  count_load_misses: bool = True, adapt_durations: bool = True,
+                 duration_max_misses: int | None = None,
                  nested_reservations: bool = True,
                  refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
@@ -195,8 +197,8 @@ class SiaPolicy:
         self.tracker = (ArrivalMissTracker(windows, lookback=lookback, max_misses=max_misses,
                                            count_load_misses=count_load_misses)
                         if self.adaptation else None)
-        self.duration_tracker = (DurationMissTracker(windows, lookback=lookback,
-                                                     max_misses=max_misses)
+        dmax = max_misses if duration_max_misses is None else duration_max_misses
+        self.duration_tracker = (DurationMissTracker(windows, lookback=lookback, max_misses=dmax)
                                  if self.adaptation and adapt_durations else None)
         # window k admits bin b iff the bin's upper edge <= w_k: kmin[b] = first such k
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))

@@ -352,8 +352,9 @@ UNDER_ROWS = ([(f"b{i}", "B", 0.0, 1000.0, 1) for i in range(6)]
               + [("a0", "A", 10000.0, 100.0, 1)])
 
 
-def under_run(adapt_durations: bool) -> dict[str, tuple[float, bool]]:
-    pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations)
+def under_run(adapt_durations: bool, **options) -> dict[str, tuple[float, bool]]:
+    pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations,
+                    **options)
     return run(UNDER_ROWS, {"A": 2, "B": 1}, pol)
 
 
@@ -363,8 +364,13 @@ def test_duration_adaptation_stops_lending_jobs_that_overran():
                    "b3": (1000.0, False), "b4": (2000.0, False), "b5": (3000.0, False),
                    "a0": (10000.0, False)}
     off = under_run(False)
-    assert {j: off[j] for j in ("b3", "b4", "b5")} == {
-        "b3": (1000.0, False), "b4": (1000.0, True), "b5": (1000.0, True)}
+    lent_at_1000 = {"b3": (1000.0, False), "b4": (1000.0, True), "b5": (1000.0, True)}
+    assert {j: off[j] for j in ("b3", "b4", "b5")} == lent_at_1000
+    # a laxer rule: distrust from 3 misses in the last 12 outcomes; B has 2 at 1000
+    lax = under_run(True, duration_max_misses=3)
+    assert {j: lax[j] for j in ("b3", "b4", "b5")} == lent_at_1000
+    with pytest.raises(ConfigError, match="max_misses"):
+        SiaPolicy(UnderForecaster(), duration_max_misses=13)
 
 
 class _RunView:
