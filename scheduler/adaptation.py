@@ -45,6 +45,18 @@ from sia.scheduler.view import TraceArrays
 _EPS = 1e-9
 
 
+
+def _check_rule(windows_s, lookback, max_misses, unit: str) -> tuple[tuple[float, ...], int, int]:
+    """The windows (s), lookback and max_misses of a distrust rule, checked (ConfigError naming
+    the bad option); ``unit`` is what the lookback counts."""
+    if int(lookback) != lookback or lookback < 1:
+        raise ConfigError(f"adaptation lookback must be an integer >= 1 ({unit}), not {lookback}")
+    if int(max_misses) != max_misses or not 1 <= max_misses <= lookback:
+        raise ConfigError(
+            f"adaptation max_misses must be an integer in [1, lookback={lookback}], "
+            f"not {max_misses}")
+    return tuple(float(w) for w in windows_s), int(lookback), int(max_misses)
+
 class ArrivalMissTracker:
     """Recent prediction misses per pool and window, and the distrust they imply.
 
@@ -60,15 +72,8 @@ class ArrivalMissTracker:
 
     def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1,
                  count_load_misses: bool = True):
-        if int(lookback) != lookback or lookback < 1:
-            raise ConfigError(f"adaptation lookback must be an integer >= 1 (records), not {lookback}")
-        if int(max_misses) != max_misses or not 1 <= max_misses <= lookback:
-            raise ConfigError(
-                f"adaptation max_misses must be an integer in [1, lookback={lookback}], "
-                f"not {max_misses}")
-        self.windows_s = tuple(float(w) for w in windows_s)
-        self.lookback = int(lookback)
-        self.max_misses = int(max_misses)
+        self.windows_s, self.lookback, self.max_misses = _check_rule(windows_s, lookback,
+                                                                     max_misses, "records")
         self.count_load_misses = bool(count_load_misses)
         self._trace: TraceArrays | None = None
 
@@ -185,16 +190,8 @@ class DurationMissTracker:
     """
 
     def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1):
-        if int(lookback) != lookback or lookback < 1:
-            raise ConfigError(f"adaptation lookback must be an integer >= 1 (outcomes), "
-                              f"not {lookback}")
-        if int(max_misses) != max_misses or not 1 <= max_misses <= lookback:
-            raise ConfigError(
-                f"adaptation max_misses must be an integer in [1, lookback={lookback}], "
-                f"not {max_misses}")
-        self.windows_s = tuple(float(w) for w in windows_s)
-        self.lookback = int(lookback)
-        self.max_misses = int(max_misses)
+        self.windows_s, self.lookback, self.max_misses = _check_rule(windows_s, lookback,
+                                                                     max_misses, "outcomes")
         self._trace: TraceArrays | None = None
 
     def reset(self, trace: TraceArrays, preemptible: np.ndarray | None = None) -> None:
