@@ -76,7 +76,7 @@ from sia.pipelines.replay_store import (
     replay_files,
     replay_status,
     result_key,
-    save_replay,
+    run_into_store,
     sort_for_resume,
 )
 
@@ -524,7 +524,7 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     from the files. The key does not see code changes: after changing a
     policy or the allocator, pass ``reuse=False`` (``--redo``).
     """
-    from sia.pipelines.executors import ProgressBar, make_executor
+    from sia.pipelines.executors import make_executor
 
     clock = time.perf_counter()
     say = say or (lambda msg: None)
@@ -536,11 +536,8 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     run = Figure16Run(pl.DataFrame(), pl.DataFrame(), reused=reused, stale=stale)
     executor = make_executor(workers)
     try:
-        with ProgressBar(progress, len(todo), f"figure16 on {executor.description}") as advance:
-            for item, (frame, meta) in executor.run(run_replay, todo):
-                save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
-                run.ran.append(item.name)
-                advance(item.name, meta["wall_s"])
+        run.ran = run_into_store(executor, run_replay, todo, out, progress=progress,
+                                 label="figure16")
     finally:
         executor.close()
     runs = read_runs(main_rows, out)

@@ -38,14 +38,14 @@ from typing import Any
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.synthetic import VARIANTS, generate_workload
-from sia.pipelines.executors import Executor, ProgressBar
+from sia.pipelines.executors import Executor
 from sia.pipelines.experiment import read_yaml
 from sia.pipelines.replay_store import (
     read_marker,
     replay_files,
     replay_status,
     result_key,
-    save_replay,
+    run_into_store,
     sort_for_resume,
 )
 from sia.scheduler.metrics import compare
@@ -245,11 +245,8 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     own = executor is None
     executor = executor or make_executor(workers)
     try:
-        with ProgressBar(progress, len(todo), f"figure5 on {executor.description}") as advance:
-            for item, (frame, meta) in executor.run(run_replay, todo):
-                save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
-                run.ran.append(item.name)
-                advance(item.name, meta["wall_s"])
+        run.ran = run_into_store(executor, run_replay, todo, out, progress=progress,
+                                 label="figure5")
     finally:
         if own:
             executor.close()

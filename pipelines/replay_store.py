@@ -119,3 +119,19 @@ def sort_for_resume(items: list[Any], out: Path, config: dict[str, Any], *, reus
     say(f"reusing {len(reused)} of {len(items)} replays from {out / 'replays'}; "
         f"running {len(todo)}")
     return reused, stale, todo
+
+
+def run_into_store(executor: Any, fn: Any, todo: list[Any], out: Path, *, progress: bool,
+                   label: str) -> list[str]:
+    """Run ``fn`` on each of ``todo`` with ``executor`` (``fn(item) -> (frame, meta)``, meta
+    with ``wall_s``), saving each replay as it finishes (:func:`save_replay`, with the item's
+    ``policy``) under a progress bar named ``label``; return the names run, in order."""
+    from sia.pipelines.executors import ProgressBar
+
+    ran: list[str] = []
+    with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance:
+        for item, (frame, meta) in executor.run(fn, todo):
+            save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
+            ran.append(item.name)
+            advance(item.name, meta["wall_s"])
+    return ran

@@ -322,25 +322,10 @@ class BuddyAllocator:
         domain = self._domain_of(level, index)
         if domain != _GLOBAL and not guest:
             raise CannotAllocate(f"cell ({level},{index}) for {job_id!r} lies in a bound cell")
-        free = self._free[domain]
-        for lv in range(level, self._top + 1):
-            anc = index >> (lv - level)
-            if anc in free[lv]:
-                break
-        else:
-            raise CannotAllocate(
-                f"cell ({level},{index}) for {job_id!r} is not inside a free cell"
-            )
-        free[lv].remove(anc)
-        while lv > level:
-            self._state[lv][anc] = SPLIT
-            lv -= 1
-            left = 2 * anc
-            self._state[lv][left] = FREE
-            self._state[lv][left + 1] = FREE
-            anc = index >> (lv - level)
-            free[lv].add(anc ^ 1)
-        free[lv].add(anc)
+        if self._free_ancestor(domain, level, index) is None:
+            raise CannotAllocate(f"cell ({level},{index}) for {job_id!r} is not inside a free cell")
+        self._take_cell(level, index)
+        self._free[domain][level].add(index)  # _commit takes it
         return self._commit(job_id, pool, "opportunistic", level, index, num_gpus)
 
     def domain_cells(self, pool: str | None = None) -> list[tuple[int, int]]:
@@ -453,16 +438,24 @@ class BuddyAllocator:
         self._check()
         return out
 
-    def _take_cell(self, level: int, index: int) -> None:
-        """Split the free cell holding cell (level, index) down to it and take it off the free lists."""
-        domain = self._domain_of(level, index)
+    def _free_ancestor(self, domain: int, level: int, index: int) -> tuple[int, int] | None:
+        """The free cell of ``domain`` holding cell ``(level, index)`` (itself or an ancestor),
+        as (level, index), or None."""
         free = self._free[domain]
         for lv in range(level, self._top + 1):
             anc = index >> (lv - level)
             if anc in free[lv]:
-                break
-        else:
+                return lv, anc
+        return None
+
+    def _take_cell(self, level: int, index: int) -> None:
+        """Split the free cell holding cell (level, index) down to it and take it off the free lists."""
+        domain = self._domain_of(level, index)
+        free = self._free[domain]
+        found = self._free_ancestor(domain, level, index)
+        if found is None:
             raise InvariantError(f"cell ({level},{index}) is not inside a free cell")
+        lv, anc = found
         free[lv].remove(anc)
         while lv > level:
             self._state[lv][anc] = SPLIT
