@@ -16,10 +16,10 @@ from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
-from sia.scheduler.locality import config_for_policy, options_from_cli, simulate_cells
+from sia.scheduler.locality import options_from_cli, replay_maybe_cells
 from sia.scheduler.metrics import DAY_S, compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
+from sia.scheduler.simulator import RESULT_COLUMNS
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000
@@ -90,11 +90,10 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
     cells: dict[str, dict] = {}
 
     def run(name: str, pol: Any) -> pl.DataFrame:
-        if locality is None:
-            return simulate(jobs, pools, pol, tick_s=tick_s, speedup=speedup, progress=progress)
-        res, stats = simulate_cells(jobs, pools, pol, config_for_policy(locality, name),
-                                    tick_s=tick_s, speedup=speedup, progress=progress)
-        cells[name] = stats
+        res, stats = replay_maybe_cells(jobs, pools, pol, locality, tick_s=tick_s,
+                                        speedup=speedup, progress=progress)
+        if stats is not None:
+            cells[name] = stats
         return res
 
     t = time.perf_counter()

@@ -260,13 +260,11 @@ def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     policy = make_policy(task.policy, **options)
     if task.locality is None:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
-    from sia.scheduler.locality import config_for_policy, options_from_cli, simulate_cells
-    from sia.scheduler.simulator import policy_name
+    from sia.scheduler.locality import options_from_cli, replay_maybe_cells
 
     cells = options_from_cli(task.locality["topology"], task.locality["placement"],
                              task.locality.get("options"), option="locality.options")
-    return simulate_cells(task.jobs, task.pools, policy,
-                          config_for_policy(cells, policy_name(policy)), tick_s=task.tick_s)
+    return replay_maybe_cells(task.jobs, task.pools, policy, cells, tick_s=task.tick_s)
 
 
 def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:

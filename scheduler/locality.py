@@ -964,20 +964,30 @@ def config_for_policy(config: LocalityConfig, policy_name: str) -> LocalityConfi
     return config
 
 
-def simulate_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, locality: LocalityConfig | None,
-                         *, tick_s: float = 300.0, speedup: float = 1.0,
-                         progress: bool = False, check_invariants: bool = False) -> pl.DataFrame:
-    """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.simulator.simulate`) or on cells.
+def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
+                       locality: LocalityConfig | None, *, tick_s: float = 300.0,
+                       speedup: float = 1.0, progress: bool = False,
+                       check_invariants: bool = False) -> tuple[pl.DataFrame, dict | None]:
+    """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.simulator.simulate`) or
+    on cells with the config the policy replays with (:func:`config_for_policy`).
 
-    Returns the per-job result table (times in seconds). For ``sia replay``'s
-    ``--topology`` / ``--placement`` (see :func:`options_from_cli`).
+    Returns (the per-job result table (times in seconds), the cell cluster's placement
+    counters, or None on fungible GPUs). For ``sia replay``'s ``--topology`` /
+    ``--placement`` / ``--cells-option`` and evaluation configs (see :func:`options_from_cli`).
     """
     from sia.scheduler.simulator import policy_name, simulate
 
     if locality is None:
         return simulate(jobs, pools, policy, tick_s=tick_s, speedup=speedup, progress=progress,
-                        check_invariants=check_invariants)
+                        check_invariants=check_invariants), None
     cfg = config_for_policy(locality, policy_name(policy))
-    res, _ = simulate_cells(jobs, pools, policy, cfg, tick_s=tick_s, speedup=speedup,
-                            progress=progress, check_invariants=check_invariants)
-    return res
+    return simulate_cells(jobs, pools, policy, cfg, tick_s=tick_s, speedup=speedup,
+                          progress=progress, check_invariants=check_invariants)
+
+
+def simulate_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, locality: LocalityConfig | None,
+                         *, tick_s: float = 300.0, speedup: float = 1.0,
+                         progress: bool = False, check_invariants: bool = False) -> pl.DataFrame:
+    """The per-job result table of :func:`replay_maybe_cells` (times in seconds)."""
+    return replay_maybe_cells(jobs, pools, policy, locality, tick_s=tick_s, speedup=speedup,
+                              progress=progress, check_invariants=check_invariants)[0]

@@ -57,11 +57,11 @@ job's place instead of re-run. The pools' clocks are kept merged in (VST, job)
 order, updated in linear time for the span a change touched (a job started on time
 leaves only a tombstone). Each pass's bulk visit (the plan's level at every
 reservation start, each candidate's MaxReservation) and the walk over its
-candidates (skipping jobs dominated by an already-failed one, and replaying a
-guard that failed without a re-run for later jobs of its pool and width lasting as
-long or longer) are compiled too (:mod:`sia.scheduler.siavc_pass`); only guards run
-in Python, and a lender's guard re-run is skipped when its cached clock already
-shows it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
+candidates (skipping jobs dominated by an already-failed one, and guards that fail
+without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
+are compiled too (:mod:`sia.scheduler.siavc_pass`); only guards that re-run a clock
+run in Python, and a lender's re-run is skipped when its cached clock already shows
+it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
 ``benchmarks/bench_siavc.py``.
 
 Lookahead: only a pending job that fits the free GPUs can start in a

@@ -4,8 +4,10 @@ One pass visits jobs in increasing virtual start time (VST, ties by job
 index), reserving ``[VST, VST + d)`` for every job that cannot start now,
 until the first job that can. :func:`bulk_pass` does everything of that visit
 that does not depend on the guard's outcome (see
-:class:`sia.scheduler.policy_siavc.SiaVCPolicy` for the guard): it merges the
-pools' clocks, finds the candidates (jobs that could start now) and, for each,
+:class:`sia.scheduler.policy_siavc.SiaVCPolicy` for the guard): over the
+pools' clocks merged in visit order (:func:`merge_clocks`, kept up to date by
+:func:`update_merged` and :func:`drop_job`), it finds the candidates (jobs
+that could start now) and, for each,
 whether Figure 6's ``MaxReservation(now, d) + width`` exceeds the cluster
 over the plan of the jobs visited before it. Every visited job is reserved
 whatever its own check says (a job that starts ends the pass), so the plan a
@@ -49,8 +51,7 @@ def merge_clocks(
     else:
         at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
         pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
-        by_job = np.argsort(J, kind="stable")
-        order = by_job[np.argsort(V[by_job], kind="stable")]  # by VST, ties by job
+        order = _merge_order(V, J, seg)  # the sorted runs merged in linear time
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
     ends = mV + mD
     eo = np.argsort(ends)
@@ -167,22 +168,11 @@ def update_merged(
     merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, V: np.ndarray,
     J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray, pools: list[int],
 ) -> tuple[np.ndarray, ...]:
-    """Return ``replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools))``, with
-    the replacing clocks' runs merged in linear time rather than sorted."""
-    V = np.asarray(V, dtype=np.float64)
-    J = np.asarray(J, dtype=np.int64)
-    G = np.asarray(G, dtype=np.int64)
-    D = np.asarray(D, dtype=np.float64)
-    seg = np.asarray(seg, dtype=np.int64)
-    P = np.repeat(np.asarray(pools, dtype=np.int64), np.diff(seg))
-    if len(pools) > 1:
-        order = _merge_order(V, J, seg)
-        V, J, G, D, P = V[order], J[order], G[order], D[order], P[order]
-    ends = V + D
-    eo = np.argsort(ends)
-    return _replace(*merged, np.ascontiguousarray(lo, dtype=np.int64),
-                    np.ascontiguousarray(hi, dtype=np.int64), V, J, G, D, P, eo,
-                    np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+    """Return ``merged`` with the entries of pools' changed spans replaced: the changed
+    clocks' spans (laid end to end as for :func:`merge_clocks`, ``pools`` naming them)
+    merged in, each pool ``p``'s entries of jobs in ``[lo[p], hi[p]]`` left out (see
+    :func:`replace_pools`)."""
+    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools))
 
 
 @numba.njit(cache=True, nogil=True)
