@@ -117,6 +117,8 @@ class Figure16Config:
     #: learned predictors of policy "sia-learned" are trained on (its FCFS replay)
     learned_train_days: float = 40.0
     learned_seed_offset: int = 1000
+    #: SiaPolicy options of "sia-learned" (e.g. {adapt_durations: true}); part of its replay key
+    learned_options: dict = field(default_factory=dict)
     #: GPUs per pool of the synthetic workloads (8: each pool's quota is one 8-GPU server)
     pool_gpus: int = 8
 
@@ -174,6 +176,8 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
             if not isinstance(raw[key], dict):
                 raise ConfigError(f"{path}: {key} must be a mapping of LocalityConfig options")
             kw[key] = dict(raw[key])
+    if "learned_options" in raw:
+        kw["learned_options"] = _learned_options(raw["learned_options"], path)
     if "allocators" in raw:
         kw["allocators"] = _parse_allocators(raw["allocators"], path)
     cfg = Figure16Config(**kw)
@@ -183,6 +187,26 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
             _locality(cfg, ("buddy",), "sia", mode="preempt", alloc=alloc)
     _locality(cfg, ("buddy",), "sia", mode="chain")
     return cfg
+
+
+def _learned_options(raw: Any, path: Path) -> dict:
+    """Return the ``learned_options`` mapping, checked by building a SiaPolicy with it."""
+    from sia.scheduler.forecast import PerfectForecaster
+    from sia.scheduler.policy_sia import SiaPolicy
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: learned_options must be a mapping of SiaPolicy options, "
+                          f"got {type(raw).__name__}")
+    opts = dict(raw or {})
+    if "name" in opts or "forecaster" in opts:
+        raise ConfigError(f"{path}: learned_options cannot set 'name' or 'forecaster'")
+    try:
+        SiaPolicy(PerfectForecaster(), **opts)
+    except TypeError as err:
+        raise ConfigError(f"{path}: learned_options: {err}") from None
+    except ConfigError as err:
+        raise ConfigError(f"{path}: learned_options: {err}") from None
+    return opts
 
 
 def _parse_allocators(raw: Any, path: Path) -> dict[str, dict]:
@@ -253,7 +277,7 @@ def learned_sia(cfg: Figure16Config, variant: str, seed: int):
     fc = LearnedForecaster(models, load_windows=tc.load_windows,
                            duration_config={"fallback_bin": tc.duration_fallback_bin,
                                             "min_count": tc.history_min_count})
-    return SiaPolicy(fc, name="sia-learned")
+    return SiaPolicy(fc, name="sia-learned", **cfg.learned_options)
 
 
 def _policy(cfg: Figure16Config, name: str, variant: str, seed: int):
@@ -291,6 +315,8 @@ class Replay:
         cfg = self.config
         learned = ((cfg.learned_train_days, cfg.learned_seed_offset)
                    if self.policy == "sia-learned" else None)
+        if learned is not None and cfg.learned_options:  # no options: the key replays had before
+            learned = (*learned, sorted(cfg.learned_options.items()))
         loc = None
         if self.locality is not None:  # options left at their default are left out, so a new
             # LocalityConfig option (whose default keeps the old behaviour) keeps old replays

@@ -182,16 +182,22 @@ class DurationMissTracker:
     * **Distrust.** Pool ``p`` is distrusted in window ``w`` while at least
       ``max_misses`` of its ``lookback`` most recent outcomes in ``w`` are
       misses; SIA then lends none of ``p``'s jobs in ``w`` (see
-      :mod:`sia.scheduler.policy_sia`).
+      :mod:`sia.scheduler.policy_sia`). With ``earn_trust`` a replay starts
+      as if the last ``lookback`` outcomes of every pool and window had
+      missed: a pool is trusted in ``w`` only once enough real outcomes have
+      pushed those out (no trust without evidence; off: trust until proven
+      wrong).
 
     With perfect predictions no outcome is ever a miss (a job's true bin's
     upper edge is at most every window it is predicted to fit), so this
     never changes a decision of SIA with perfect coarse predictions.
     """
 
-    def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1):
+    def __init__(self, windows_s: tuple[float, ...], *, lookback: int = 12, max_misses: int = 1,
+                 earn_trust: bool = False):
         self.windows_s, self.lookback, self.max_misses = _check_rule(windows_s, lookback,
                                                                      max_misses, "outcomes")
+        self.earn_trust = bool(earn_trust)
         self._trace: TraceArrays | None = None
 
     def reset(self, trace: TraceArrays, preemptible: np.ndarray | None = None) -> None:
@@ -210,10 +216,11 @@ class DurationMissTracker:
                        else ~np.asarray(preemptible, dtype=bool))
         self._tracked = 0  # predicted jobs not yet fully scored (skip the scans when 0)
         self._seen = [0] * P  # completions absorbed per pool
-        self._ring = np.zeros((P, K, self.lookback), dtype=bool)  # recent outcomes (True: miss)
+        # recent outcomes (True: miss); with earn_trust the replay starts as if every one missed
+        self._ring = np.full((P, K, self.lookback), self.earn_trust, dtype=bool)
         self._pos = np.zeros((P, K), dtype=np.int64)
         self._distrust = np.zeros((P, K), dtype=bool)
-        self._dirty = False
+        self._dirty = self.earn_trust
         self.n_outcomes = 0
         self._misses = np.zeros((P, K), dtype=np.int64)
 

@@ -435,10 +435,39 @@ def test_duration_tracker_scores_finished_and_overrunning_jobs():
 
 def test_duration_tracker_never_misses_with_perfect_bins():
     jobs, pools = generate_workload("base", seed=3, days=2.0)
-    pol = make_policy("sia-perfect")
+    pol = make_policy("sia-perfect", adapt_durations=True)
     simulate(jobs, pools.select("pool", "quota_gpus"), pol)
     out = pol.summary()
     assert out["duration_outcomes"] > 0 and out["duration_misses"] == 0
+
+
+def test_duration_tracker_that_earns_trust_starts_distrusted_until_lookback_hits():
+    from sia.scheduler.adaptation import DurationMissTracker
+    from sia.scheduler.view import TraceArrays
+
+    # one pool, one 300 s window, lookback 2: three 100 s jobs predicted to fit it, ending at
+    # 100, 200 and 300 s. Earning trust: distrusted at 0 (no evidence) and after one hit (one
+    # assumed miss left in the lookback), trusted after two. Without it: trusted throughout.
+    trace = TraceArrays.build(np.array(["j0", "j1", "j2"], dtype=object), np.zeros(3),
+                              np.full(3, 100.0), np.ones(3, dtype=np.int64), np.zeros(3, int),
+                              np.array([None] * 3, dtype=object), ("A",), np.array([4]))
+    seen = {}
+    for earn in (True, False):
+        tr = DurationMissTracker((300.0,), lookback=2, max_misses=1, earn_trust=earn)
+        tr.reset(trace)
+        tr.predicted(np.arange(3), np.zeros(3, dtype=np.int64))
+        got = [bool(tr.distrusted(_RunView(trace, 0.0, [], {0: 0.0}))[0, 0])]
+        got.append(bool(tr.distrusted(_RunView(trace, 100.0, [0], {1: 100.0}))[0, 0]))
+        got.append(bool(tr.distrusted(_RunView(trace, 200.0, [0, 1], {2: 200.0}))[0, 0]))
+        seen[earn] = got
+        assert tr.miss_counts().tolist() == [[0]]  # the assumed misses are not counted
+    assert seen == {True: [True, True, False], False: [False, False, False]}
+
+
+def test_earned_trust_keeps_sia_from_lending_before_any_outcome():
+    # UNDER_ROWS: with trust to earn B lends nothing at 0 (no outcome yet), so b1, b2 wait
+    got = under_run(True, duration_earn_trust=True)
+    assert got["b1"] == (1000.0, False) and not any(lent for _, lent in got.values())
 
 
 def test_tracker_rejects_bad_parameters():
