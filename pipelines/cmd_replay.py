@@ -35,8 +35,9 @@ Writes DIR/jobs.parquet (job_id, pool, submit_time, duration, num_gpus,
 start_time, end_time, opportunistic; durations after --speedup),
 DIR/pools.parquet (the quotas used) and DIR/summary.json (the metrics).
 
-SIA and its random strawmen (sia, sia-random, sia-random-both) run on the
-learned predictors: loaded from the MLflow registry by --alias (default
+SIA, its random strawmen (sia-random, sia-random-both) and its attribution
+ablations (sia-perfect-durations, sia-perfect-arrivals) run on the learned
+predictors: loaded from the MLflow registry by --alias (default
 champion; store: $MLFLOW_TRACKING_URI or <output root>/mlflow.db), or, with
 --train, trained and registered first on the period before the replay
 (--replay-start-day; by default the replay starts where the default

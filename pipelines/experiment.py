@@ -57,7 +57,8 @@ from sia.data.errors import ConfigError
 
 # Policies fed the learned predictors by default: SIA, and the Figure 15a strawmen, which
 # randomize WillJobsArrive (and JobDuration) but keep the other learned predictors.
-LEARNED_POLICIES = ("sia", "sia-random", "sia-random-both")
+LEARNED_POLICIES = ("sia", "sia-random", "sia-random-both", "sia-perfect-durations",
+                    "sia-perfect-arrivals")
 
 
 def forecaster_option(policy: str) -> str | None:
@@ -65,7 +66,9 @@ def forecaster_option(policy: str) -> str | None:
 
     SIA takes it as ``forecaster``; the Figure 15a strawmen (``sia-random*``)
     take it as ``base`` and replace only WillJobsArrive (and JobDuration) with
-    random draws, keeping the other learned predictors.
+    random draws, keeping the other learned predictors; the attribution
+    ablations (``sia-perfect-durations``, ``sia-perfect-arrivals``) take it as
+    ``base`` and make one side of the predictions perfect.
     """
     key = policy.strip().lower()
     if key not in LEARNED_POLICIES:

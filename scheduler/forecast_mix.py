@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sia.scheduler.forecast import Forecaster, RandomForecaster
+from sia.scheduler.forecast import Forecaster, PerfectForecaster, RandomForecaster
 
 
 class MixedForecaster:
@@ -60,3 +60,23 @@ def random_arrivals_and_durations(base: Forecaster, seed: int = 0) -> MixedForec
     rnd = RandomForecaster(seed=seed, randomize="arrivals+durations")
     return MixedForecaster(rnd, base, rnd,
                            name=f"random-both+{getattr(base, 'name', type(base).__name__)}")
+
+
+def perfect_durations(base: Forecaster) -> MixedForecaster:
+    """Return ``base``'s WillJobsArrive and NewLoadEstimate with perfect JobDuration bins.
+
+    With :func:`perfect_arrivals` it attributes a learned SIA's slowdowns: the
+    slowdowns left here are due to the arrival and load predictions.
+    """
+    return MixedForecaster(base, base, PerfectForecaster(),
+                           name=f"{getattr(base, 'name', type(base).__name__)}+perfect-durations")
+
+
+def perfect_arrivals(base: Forecaster) -> MixedForecaster:
+    """Return perfect WillJobsArrive and NewLoadEstimate with ``base``'s JobDuration bins.
+
+    The slowdowns left here are due to the duration predictions (and placement).
+    """
+    perfect = PerfectForecaster()
+    return MixedForecaster(perfect, perfect, base,
+                           name=f"perfect-arrivals+{getattr(base, 'name', type(base).__name__)}")

@@ -144,7 +144,12 @@ from sia.scheduler.forecast import (
     Forecaster,
     PerfectForecaster,
 )
-from sia.scheduler.forecast_mix import random_arrivals, random_arrivals_and_durations
+from sia.scheduler.forecast_mix import (
+    perfect_arrivals,
+    perfect_durations,
+    random_arrivals,
+    random_arrivals_and_durations,
+)
 from sia.scheduler.simulator import Preempt
 from sia.scheduler.view import Reason, SimView, Start, TraceArrays
 
@@ -593,3 +598,22 @@ def sia_random_both(base: Forecaster | None = None, seed: int = 0, **options: An
     options.setdefault("name", "sia-random-both")
     fc = random_arrivals_and_durations(base if base is not None else PerfectForecaster(), seed=seed)
     return SiaPolicy(forecaster=fc, seed=seed, **options)
+
+
+def sia_perfect_durations(base: Forecaster | None = None, **options: Any) -> SiaPolicy:
+    """Return SIA with ``base``'s arrival and load predictions and perfect JobDuration bins.
+
+    An attribution ablation (with :func:`sia_perfect_arrivals`): how many of a
+    learned SIA's slowdowns its duration predictions cause. ``base`` defaults
+    to :class:`PerfectForecaster` (the pipeline passes the learned one).
+    """
+    options.setdefault("name", "sia-perfect-durations")
+    return SiaPolicy(forecaster=perfect_durations(base if base is not None
+                                                  else PerfectForecaster()), **options)
+
+
+def sia_perfect_arrivals(base: Forecaster | None = None, **options: Any) -> SiaPolicy:
+    """Return SIA with perfect WillJobsArrive / NewLoadEstimate and ``base``'s JobDuration bins."""
+    options.setdefault("name", "sia-perfect-arrivals")
+    return SiaPolicy(forecaster=perfect_arrivals(base if base is not None
+                                                 else PerfectForecaster()), **options)

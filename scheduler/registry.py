@@ -26,6 +26,8 @@ POLICIES: dict[str, str] = {
     "sia-perfect": "sia.scheduler.policy_sia:sia_perfect",
     "sia-random": "sia.scheduler.policy_sia:sia_random",
     "sia-random-both": "sia.scheduler.policy_sia:sia_random_both",
+    "sia-perfect-durations": "sia.scheduler.policy_sia:sia_perfect_durations",
+    "sia-perfect-arrivals": "sia.scheduler.policy_sia:sia_perfect_arrivals",
     "hived": "sia.scheduler.policy_hived:HiveDPolicy",
     "themis": "sia.scheduler.policy_themis:ThemisPolicy",
 }

@@ -509,6 +509,24 @@ def test_variants_compose_their_forecasters():
     assert not mix.perfect_information
 
 
+def test_attribution_ablations_make_one_side_perfect():
+    base = UnderForecaster()
+    dur = make_policy("sia-perfect-durations", base=base, windows_s=(300.0,))
+    arr = make_policy("sia-perfect-arrivals", base=base, windows_s=(300.0,))
+    assert dur.forecaster.arrivals is base and dur.forecaster.load is base
+    assert isinstance(dur.forecaster.durations, PerfectForecaster)
+    assert arr.forecaster.durations is base
+    assert isinstance(arr.forecaster.arrivals, PerfectForecaster)
+    assert dur.name == "sia-perfect-durations" and arr.name == "sia-perfect-arrivals"
+    # UNDER_ROWS: B's 1000 s jobs, all predicted <= 5 min; A idle until 10000 s. With perfect
+    # bins none fits the 5-minute window, so none is lent; with the base's bins (and perfect
+    # arrivals: A really is idle) b1 and b2 are lent A's two GPUs at 0.
+    got = run(UNDER_ROWS, {"A": 2, "B": 1}, dur)
+    assert not any(lent for _, lent in got.values())
+    got = run(UNDER_ROWS, {"A": 2, "B": 1}, arr)
+    assert got["b1"] == (0.0, True) and got["b2"] == (0.0, True)
+
+
 def test_bad_forecaster_answers_are_reported():
     class Wrong(BlindForecaster):
         def will_jobs_arrive(self, view, windows_s):
