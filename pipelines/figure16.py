@@ -197,14 +197,12 @@ def _learned_options(raw: Any, path: Path) -> dict:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: learned_options must be a mapping of SiaPolicy options, "
                           f"got {type(raw).__name__}")
-    opts = dict(raw or {})
+    opts = dict(raw)
     if "name" in opts or "forecaster" in opts:
         raise ConfigError(f"{path}: learned_options cannot set 'name' or 'forecaster'")
     try:
         SiaPolicy(PerfectForecaster(), **opts)
-    except TypeError as err:
-        raise ConfigError(f"{path}: learned_options: {err}") from None
-    except ConfigError as err:
+    except (TypeError, ConfigError) as err:
         raise ConfigError(f"{path}: learned_options: {err}") from None
     return opts
 

@@ -91,12 +91,14 @@ jobs is lent in ``w`` (a loan in ``w`` relies on exactly that prediction; an
 overrunning loan holds the owner's GPUs past the window its reservations
 covered). ``duration_earn_trust`` starts every pool distrusted until
 ``duration_lookback`` outcomes have been scored. Why off by default
-(measured; the README's evaluation section has the table): on Philly (Table 17 config
-and Figure 16 on Philly-drawn pools) every setting tried lost speedup
-(Table 17 geometric mean 24.2 with it off, 7.6 at the strictest setting)
-without slowing fewer jobs; on the synthetic workloads, whose durations
-carry no signal by construction, it is what keeps learned SIA from slowing
-jobs, so the synthetic Figure 16 config turns it on.
+(measured; the README's evaluation section has the table): on Philly (the
+Table 17 config, and Figure 16 on Philly-drawn pools) every setting tried
+cost speedup (Table 17 geometric mean 24.2 off, 7.6 at the strictest
+setting), and none slowed fewer jobs everywhere (a lenient one spared the
+2-pool experiments' slowed jobs but slowed more at 8 pools); on the
+synthetic workloads, whose durations carry no signal by construction, it is
+what keeps learned SIA from slowing jobs, so the synthetic Figure 16 config
+turns it on.
 
 Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality`):
 every start also needs a buddy cell (``cluster.try_place``); a dedicated head
