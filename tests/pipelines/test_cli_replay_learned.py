@@ -37,7 +37,8 @@ def test_replay_sia_and_strawmen_load_the_registered_predictors(mlflow_uri, tmp_
     _train("cand", tmp_path)
     capsys.readouterr()
     for policy, options in (("sia", {}), ("sia-random", {"seed": 1}),
-                            ("sia-random-both", {"seed": 1})):
+                            ("sia-random-both", {"seed": 1}), ("sia-perfect-durations", {}),
+                            ("sia-perfect-arrivals", {})):
         out = tmp_path / policy
         assert main(["replay", *SYN, "--policy", policy, "--alias", "cand",
                      "--replay-start-day", "3.5", "--warmup-days", "0",
