@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from sia.data.errors import ConfigError
 from sia.pipelines.figure16 import load_figure16_config, plan, run_figure16
 
 TINY = """
@@ -41,13 +39,3 @@ def test_migration_rows_share_the_preemption_and_baseline(tmp_path):
     assert rows["sia-perfect+preempt"]["migrations"] == 0
     assert rows["sia-perfect+preempt+migrate"]["migrations"] is not None  # the count is carried
     assert "migrations" in (tmp_path / "out" / "figure16.md").read_text()
-
-
-def test_migration_without_preemption_is_rejected(tmp_path):
-    path = tmp_path / "f16.yaml"
-    path.write_text("variants: [base]\nmigration: true\n")
-    with pytest.raises(ConfigError, match="migration: true needs a preemption section"):
-        load_figure16_config(path)
-    path.write_text("variants: [base]\nmigration: maybe\n")
-    with pytest.raises(ConfigError, match="migration must be true or false"):
-        load_figure16_config(path)

@@ -60,26 +60,27 @@ def test_figure16_cli_writes_tables_and_scores_against_fcfs_with_cells(tmp_path)
     assert chains.filter(pl.col("chain") == "buddy")["placed_fallback"].item() == 0
 
 
-def test_figure16_config_errors_name_the_problem(tmp_path):
+FIGURE16_CONFIG_ERRORS = [
+    ("variants: [base]\nseedz: [1]\n", "unknown key.*seedz"),
+    ("chains: ['buddy,simplex']\n", "unknown stage 'simplex'"),
+    ("locality: {preemptible_fraction: 2}\n", "preemptible_fraction"),
+    ("allocators: {a: {adopt_loanz: true}}\n", "allocator 'a'.*adopt_loanz"),
+    ("allocators: [adopt]\n", "allocators must be a non-empty mapping"),
+    ("pool_gpus: many\n", "pool_gpus must be an integer"),
+    ("variants: [base]\nmigration: true\n", "migration: true needs a preemption section"),
+    ("variants: [base]\nmigration: maybe\n", "migration must be true or false"),
+]
+
+
+@pytest.mark.parametrize(("text", "named"), FIGURE16_CONFIG_ERRORS)
+def test_figure16_config_errors_name_the_problem(tmp_path, text, named):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("variants: [base]\nseedz: [1]\n")
-    with pytest.raises(ConfigError, match="unknown key.*seedz"):
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match=named):
         load_figure16_config(bad)
-    bad.write_text("chains: ['buddy,simplex']\n")
-    with pytest.raises(ConfigError, match="unknown stage 'simplex'"):
-        load_figure16_config(bad)
-    bad.write_text("locality: {preemptible_fraction: 2}\n")
-    with pytest.raises(ConfigError, match="preemptible_fraction"):
-        load_figure16_config(bad)
-    bad.write_text("allocators: {a: {adopt_loanz: true}}\n")
-    with pytest.raises(ConfigError, match="allocator 'a'.*adopt_loanz"):
-        load_figure16_config(bad)
-    bad.write_text("allocators: [adopt]\n")
-    with pytest.raises(ConfigError, match="allocators must be a non-empty mapping"):
-        load_figure16_config(bad)
-    bad.write_text("pool_gpus: many\n")
-    with pytest.raises(ConfigError, match="pool_gpus must be an integer"):
-        load_figure16_config(bad)
+
+
+def test_figure16_missing_config_exits_2(tmp_path):
     assert main(["figure16", str(tmp_path / "missing.yaml")]) == 2
 
 
