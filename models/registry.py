@@ -84,6 +84,12 @@ class JobDurationPyfunc(_pyfunc_base()):
         return predict_bins(med, int(self.config["fallback_bin"]))
 
 
+def pip_requirements() -> list[str]:
+    """Return the pinned requirements of a registered sia predictor (sia-sched and what it loads)."""
+    return _requirements("sia-sched", "xgboost", "numpy", "pandas", "polars", "scikit-learn",
+                         "mlflow")
+
+
 def _requirements(*packages: str) -> list[str]:
     """Return pinned pip requirements of installed ``packages`` (skips MLflow's slow inference)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -188,7 +194,8 @@ class LoadedWillArrive:
     version: str
 
 
-def _version_of(name: str, alias: str):
+def version_of(name: str, alias: str):
+    """Return the MLflow ModelVersion of ``name`` under ``alias``; RegistryError when missing."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -207,7 +214,7 @@ def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> LoadedWillArrive
     import mlflow.xgboost
 
     name = will_arrive_name(k_min)
-    mv = _version_of(name, alias)
+    mv = version_of(name, alias)
     model = mlflow.xgboost.load_model(f"models:/{name}@{alias}")
     # The saved model carries no thread count, so XGBoost would use every core per
     # call: a tick predicts a few rows, where OpenMP start-up and contention cost
@@ -228,7 +235,7 @@ def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:
     import mlflow.pyfunc
 
     name = new_load_name(k_min)
-    _version_of(name, alias)
+    version_of(name, alias)
     model = mlflow.pyfunc.load_model(f"models:/{name}@{alias}")
     return CalibratedLoad(**model.unwrap_python_model().config)
 
@@ -240,7 +247,7 @@ def load_job_duration(alias: str = DEFAULT_ALIAS) -> dict[str, Any]:
     """
     import mlflow.pyfunc
 
-    _version_of(JOB_DURATION_NAME, alias)
+    version_of(JOB_DURATION_NAME, alias)
     model = mlflow.pyfunc.load_model(f"models:/{JOB_DURATION_NAME}@{alias}")
     config = dict(model.unwrap_python_model().config)
     config.setdefault("quantile", DEFAULT_QUANTILE)
