@@ -8,6 +8,8 @@ minutes); duration bins are (0, 5], (5, 60], (60, 720], (720, inf) minutes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 #: Default prediction windows in seconds: 5 min, 1 h, 12 h (SIA 5.4).
@@ -54,3 +56,13 @@ def sliding_max_load(
     sums = np.bincount(pool[lo:hi] * n_windows + j, weights=num_gpus[lo:hi],
                        minlength=n_pools * n_windows)
     return sums.reshape(n_pools, n_windows).max(axis=1)
+
+
+def cdf_from_bins(bins: np.ndarray, windows_s: Any) -> np.ndarray:
+    """Return float [n_jobs, n_windows]: 1 where bin ``b``'s upper edge <= w, else 0.
+
+    The duration probabilities of a predictor that only predicts bins (the
+    open last bin fits no window).
+    """
+    upper = np.asarray((*DURATION_BIN_EDGES_S, np.inf))[np.asarray(bins, dtype=np.int64)]
+    return (upper[:, None] <= np.asarray(windows_s, dtype=np.float64)[None, :]).astype(np.float64)

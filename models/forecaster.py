@@ -41,13 +41,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sia.data.windows import sliding_max_load
+from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, sliding_max_load
 from sia.features.table9 import FEATURE_COLUMNS, window_bounds
 from sia.models import registry
 from sia.models.job_duration import (
     DEFAULT_QUANTILE,
     N_BINS,
+    JobDuration,
     OnlineDurationHistory,
+    OnlineSubmissionFeatures,
+    cdf_at_windows,
     check_quantile,
     predict_bins,
 )
@@ -182,6 +185,7 @@ class LearnedForecaster:
         load_method: str = "sliding_max",
         load_windows: int = 3,
         duration_config: dict[str, Any] | None = None,
+        duration_model: JobDuration | None = None,
     ):
         if load_method not in ("sliding_max", "calibrated"):
             raise ValueError(f"load_method must be 'sliding_max' or 'calibrated', not {load_method!r}")
@@ -197,6 +201,13 @@ class LearnedForecaster:
         self.duration_quantile = check_quantile(cfg.get("quantile", DEFAULT_QUANTILE),
                                                 "JobDuration quantile")
         self.history = OnlineDurationHistory(int(cfg.get("min_count", 3)))
+        # the learned JobDuration (None: the paper's history rule above answers alone)
+        self.duration_model = (duration_model if duration_model is None
+                               or duration_model.method != "history" else None)
+        self._submissions = OnlineSubmissionFeatures()
+        #: eps per window for SIA's risk-aware lending (``lend_risk="auto"``), chosen in training
+        self.lend_risk = (None if self.duration_model is None
+                          else getattr(self.duration_model, "lend_risk_", None))
         self._trace_id: int | None = None
         self._boosters: dict[int, tuple[Any, np.ndarray]] = {}
 
@@ -218,7 +229,8 @@ class LearnedForecaster:
         loads = ({int(k): registry.load_new_load(int(k), alias) for k in windows_min}
                  if load_method == "calibrated" else None)
         return cls(models, loads=loads, load_method=load_method, load_windows=load_windows,
-                   duration_config=registry.load_job_duration(alias))
+                   duration_config=registry.load_job_duration(alias),
+                   duration_model=registry.load_job_duration_model(alias))
 
     # ----------------------------------------------------------------- state from the view
     def _reset(self, trace: Any) -> None:
@@ -362,8 +374,32 @@ class LearnedForecaster:
             cols.append(s)
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
 
+    def duration_cdf(self, view: Any, job_indices: np.ndarray,
+                     windows_s: Sequence[float]) -> np.ndarray:
+        """Return float [n_jobs, n_windows]: P(duration <= w) per job and window, or None.
+
+        From the learned JobDuration's calibrated probabilities at the bin
+        edges: for a window between two edges, the probability at the
+        largest edge <= w (a lower bound); 0 below the first edge. Without a
+        learned JobDuration, 0/1 from the history rule's bins.
+        """
+        if self.duration_model is None:
+            return cdf_from_bins(self.duration_bins(view, job_indices), windows_s)
+        self._submissions.update(view)
+        jobs = np.asarray(job_indices, dtype=np.int64)
+        cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
+        return cdf_at_windows(cdf, windows_s)
+
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
-        """Return the predicted bin of each job: the bin of its history's quantile (fallback bin when none)."""
+        """Return the predicted bin of each job.
+
+        With a learned JobDuration: the bin holding its predicted median (the
+        first bin whose P(duration <= upper edge) >= 0.5). Otherwise the bin of
+        its history's quantile (fallback bin when none), the paper's rule.
+        """
+        if self.duration_model is not None:
+            cdf = self.duration_cdf(view, job_indices, DURATION_BIN_EDGES_S)
+            return np.sum(cdf < 0.5, axis=1).astype(np.int64)
         self._sync(view)
         stat = self.history.quantile_s(view, np.asarray(job_indices, dtype=np.int64),
                                        self.duration_quantile)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score, confusion_matrix
 
 N_BINS = len(DURATION_BIN_EDGES_S) + 1
@@ -288,3 +289,463 @@ class OnlineDurationHistory:
                         continue
             out[i] = hist.median() if q == 0.5 else sorted_quantile(hist.values, q)
         return out
+
+
+# ----------------------------------------------------------------------------- the estimator
+
+#: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
+_RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
+_N_EDGES = N_BINS - 1
+
+
+def _as_frame(X: Any, columns: list[str], what: str) -> np.ndarray:
+    """Return X's ``columns`` as float64 [n, len(columns)]; names what is missing or wrong."""
+    import pandas as pd
+
+    if isinstance(X, pl.DataFrame):
+        X = X.to_pandas()
+    if isinstance(X, pd.DataFrame):
+        missing = [c for c in columns if c not in X.columns]
+        if missing:
+            raise ValueError(f"{what}: X lacks feature column(s) {missing}; build them with "
+                             "sia.features.duration_features.submission_features")
+        return X[columns].to_numpy(dtype=np.float64)
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != len(columns):
+        raise ValueError(f"{what}: X must be a frame with the feature columns or a 2-D array "
+                         f"with {len(columns)} columns in DURATION_FEATURES order, not shape "
+                         f"{arr.shape}")
+    return arr
+
+
+def _check_bins(y: Any, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size != n:
+        raise ValueError(f"JobDuration.fit: y must be 1-D with one bin per row of X ({n}), not "
+                         f"shape {y.shape}")
+    if y.size and (not np.all(np.isfinite(y.astype(np.float64)))
+                   or np.any(y != np.round(y)) or y.min() < 0 or y.max() >= N_BINS):
+        raise ValueError(f"JobDuration.fit: y must hold duration bins 0..{N_BINS - 1} "
+                         "(sia.data.windows.duration_bin_of of the durations)")
+    return y.astype(np.int64)
+
+
+def _interp(x: np.ndarray, knots: tuple[list[float], list[float]] | None) -> np.ndarray:
+    """Return the isotonic map given by its knots at ``x`` (identity when None), clipped to [0, 1]."""
+    if knots is None or not knots[0]:
+        return np.clip(x, 0.0, 1.0)
+    return np.interp(x, knots[0], knots[1])
+
+
+class JobDuration(ClassifierMixin, BaseEstimator):
+    """JobDuration(job) -> bin, with calibrated probabilities (DESIGN.md 5.3); sklearn-compatible.
+
+    ``method="xgboost"`` (the default): an XGBoost classifier over the four
+    duration bins on the submission-time features of
+    :mod:`sia.features.duration_features`, fit on the first
+    ``1 - calibration_fraction`` of the training rows (by time); its
+    cumulative probabilities P(duration <= edge) at the three bin edges are
+    calibrated by isotonic regression on the last ``calibration_fraction``
+    (the training tail), then the booster is refit on all rows with the same
+    number of rounds (sklearn's ``CalibratedClassifierCV(ensemble=False)``
+    scheme, with a time split instead of folds). The calendar features
+    (hour of day, day of week) are left out unless ``calendar``: with a few
+    weeks of training they let the trees memorize days (on Philly, fit on
+    days 23-40 and scored on days 40-44, both inside the default training
+    period: log-loss 1.91 with them, 1.78 without). Jobs of a pool with fewer
+    than ``min_pool_history`` finished jobs get the history rule instead.
+
+    ``method="history"``: the paper's rule (SIA 5.4.2), the baseline and the
+    fallback: the bin of the median duration of the finished jobs with the
+    same tag (at least ``history_min_count``), else the same pool and GPU
+    count (at least ``history_min_count``), else the same pool; the
+    ``fallback_bin`` when nothing finished. Its probabilities are 0/1.
+
+    ``fit(X, y, time=None)``: X the feature frame, y the true bins
+    (:func:`sia.data.windows.duration_bin_of`), ``time`` each row's
+    submission time (the tail is the last part of the span; None: row
+    order). ``predict_cdf(X)`` returns P(duration <= 5 / 60 / 720 min),
+    ``predict_proba`` the four bin probabilities, ``predict`` the likeliest bin.
+    """
+
+    def __init__(self, method: str = "xgboost", *, n_estimators: int = 200, max_depth: int = 5,
+                 learning_rate: float = 0.1, min_child_weight: float = 1.0,
+                 subsample: float = 1.0, colsample_bytree: float = 1.0, reg_lambda: float = 1.0,
+                 calibration_fraction: float = 0.25, min_pool_history: int = 20,
+                 history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
+                 fallback_bin: int = N_BINS - 1, calendar: bool = False, n_jobs: int = 1,
+                 seed: int = 0):
+        self.method = method
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.reg_lambda = reg_lambda
+        self.calibration_fraction = calibration_fraction
+        self.min_pool_history = min_pool_history
+        self.history_min_count = history_min_count
+        self.history_quantile = history_quantile
+        self.fallback_bin = fallback_bin
+        self.calendar = calendar
+        self.n_jobs = n_jobs
+        self.seed = seed
+
+    @classmethod
+    def rule(cls, *, min_count: int = 3, fallback_bin: int = N_BINS - 1,
+             quantile: float = DEFAULT_QUANTILE) -> JobDuration:
+        """Return the paper's history rule as a fitted JobDuration (it learns nothing).
+
+        ``quantile`` is the history statistic the scheduler's online rule bins
+        (:class:`OnlineDurationHistory`); the estimator's own
+        ``predict`` uses the median feature.
+        """
+        from sia.features.duration_features import DURATION_FEATURES
+
+        est = cls("history", history_min_count=min_count, fallback_bin=fallback_bin,
+                  history_quantile=quantile)
+        est._check_params()
+        est.feature_names_in_ = np.asarray(DURATION_FEATURES, dtype=object)
+        est.n_features_in_ = len(DURATION_FEATURES)
+        est.classes_ = np.arange(N_BINS)
+        est.calibrators_ = [None] * _N_EDGES
+        est.booster_ = None
+        est.lend_risk_ = None
+        return est
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        if self.method not in ("xgboost", "history"):
+            raise ValueError(f"JobDuration: method must be 'xgboost' or 'history', not "
+                             f"{self.method!r}")
+        if not 0.0 < float(self.calibration_fraction) < 1.0:
+            raise ValueError("JobDuration: calibration_fraction must be in (0, 1), not "
+                             f"{self.calibration_fraction}")
+        if not 0 <= int(self.fallback_bin) < N_BINS:
+            raise ValueError(f"JobDuration: fallback_bin must be in 0..{N_BINS - 1}, not "
+                             f"{self.fallback_bin}")
+        check_quantile(self.history_quantile, "JobDuration: history_quantile")
+        if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
+            raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
+                             ">= 0")
+
+    def _check_fitted(self) -> None:
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "feature_names_in_")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any, *, time: Any = None) -> JobDuration:
+        """Fit on feature rows X and true bins y (see the class doc); return self."""
+        from sia.features.duration_features import DURATION_FEATURES
+
+        self._check_params()
+        cols = list(DURATION_FEATURES)
+        x = _as_frame(X, cols, "JobDuration.fit")
+        y = _check_bins(y, x.shape[0])
+        if x.shape[0] == 0:
+            raise ValueError("JobDuration.fit: no training rows; check the split against the "
+                             "trace's span")
+        self.feature_names_in_ = np.asarray(cols, dtype=object)
+        self.n_features_in_ = len(cols)
+        self.classes_ = np.arange(N_BINS)
+        self.calibrators_: list[tuple[list[float], list[float]] | None] = [None] * _N_EDGES
+        self.booster_ = None
+        self.lend_risk_: float | None = None
+        if self.method == "history":
+            return self
+        order = np.arange(y.size)
+        if time is not None:
+            t = np.asarray(time, dtype=np.float64)
+            if t.shape != y.shape or not np.all(np.isfinite(t)):
+                raise ValueError("JobDuration.fit: time must hold one finite time per row of X")
+            order = np.argsort(t, kind="stable")
+            cut_t = t.min() + (1.0 - float(self.calibration_fraction)) * (t.max() - t.min())
+            n_head = int(np.searchsorted(t[order], cut_t, side="right"))
+        else:
+            n_head = int(round((1.0 - float(self.calibration_fraction)) * y.size))
+        head, tail = order[:n_head], order[n_head:]
+        if head.size and tail.size >= 50:
+            cdf = _cumulative(self._train(x[head], y[head]).inplace_predict(
+                self._model_input(x[tail])))
+            self.calibrators_ = [_isotonic(cdf[:, b], y[tail] <= b) for b in range(_N_EDGES)]
+        self.booster_ = self._train(x, y)
+        return self
+
+    def _model_input(self, x: np.ndarray) -> np.ndarray:
+        """Return the columns the booster sees (all features; the calendar only with ``calendar``)."""
+        if self.calendar:
+            return x
+        from sia.features.duration_features import CALENDAR_COLUMNS, DURATION_FEATURES
+
+        keep = [i for i, c in enumerate(DURATION_FEATURES) if c not in CALENDAR_COLUMNS]
+        return x[:, keep]
+
+    def _train(self, x: np.ndarray, y: np.ndarray):
+        import xgboost as xgb
+
+        x = self._model_input(x)
+        params = {"objective": "multi:softprob", "num_class": N_BINS, "tree_method": "hist",
+                  "max_depth": int(self.max_depth), "eta": float(self.learning_rate),
+                  "min_child_weight": float(self.min_child_weight),
+                  "subsample": float(self.subsample),
+                  "colsample_bytree": float(self.colsample_bytree),
+                  "lambda": float(self.reg_lambda), "nthread": int(self.n_jobs),
+                  "seed": int(self.seed), "eval_metric": "mlogloss"}
+        dm = xgb.DMatrix(x, label=y, missing=np.nan)
+        return xgb.train(params, dm, num_boost_round=int(self.n_estimators))
+
+    # ------------------------------------------------------------------ predict
+    def history_bins(self, X: Any) -> np.ndarray:
+        """Return the history rule's bin per row (the paper's rule; see the class doc)."""
+        from sia.features.duration_features import DURATION_FEATURES
+
+        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.history_bins")
+        return self._rule(x)
+
+    def _rule(self, x: np.ndarray) -> np.ndarray:
+        from sia.features.duration_features import DURATION_FEATURES
+
+        idx = {c: i for i, c in enumerate(DURATION_FEATURES)}
+        stat = np.full(x.shape[0], np.nan)
+        need = float(self.history_min_count)
+        for level in _RULE_LEVELS:
+            count = x[:, idx[f"{level}_count"]]
+            ok = np.isnan(stat) & (count >= (need if level != "pool" else 1.0))
+            stat[ok] = x[ok, idx[f"{level}_median_s"]]
+        return predict_bins(stat, int(self.fallback_bin))
+
+    def predict_cdf(self, X: Any) -> np.ndarray:
+        """Return float [n, 3]: calibrated P(duration <= 5 min / 60 min / 720 min) per row."""
+        from sia.features.duration_features import DURATION_FEATURES
+
+        self._check_fitted()
+        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.predict")
+        return self._cdf(x)
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        step = (self._rule(x)[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
+        if self.booster_ is None or x.shape[0] == 0:
+            return step
+        raw = _cumulative(self.booster_.inplace_predict(self._model_input(x)))
+        cdf = np.column_stack([_interp(raw[:, b], self.calibrators_[b]) for b in range(_N_EDGES)])
+        cdf = np.maximum.accumulate(cdf, axis=1)
+        from sia.features.duration_features import DURATION_FEATURES
+
+        pool_count = x[:, DURATION_FEATURES.index("pool_count")]
+        few = ~(pool_count >= float(self.min_pool_history))
+        cdf[few] = step[few]
+        return cdf
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Return float [n, 4]: the probability of each duration bin per row."""
+        cdf = self.predict_cdf(X)
+        full = np.column_stack([np.zeros(cdf.shape[0]), cdf, np.ones(cdf.shape[0])])
+        return np.diff(full, axis=1)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Return the likeliest duration bin per row."""
+        return np.argmax(self.predict_proba(X), axis=1)
+
+    def serve(self, frame: Any) -> np.ndarray:
+        """Return what the scheduler uses: P(duration <= 5 / 60 / 720 min) per row."""
+        return self.predict_cdf(frame)
+
+    # ------------------------------------------------------------------ artifacts
+    def to_artifacts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Return (JSON params, boosters) for :mod:`sia.models.serving`."""
+        self._check_fitted()
+        params = {"kind": "job_duration", "estimator": self.get_params(),
+                  "calibrators": self.calibrators_,
+                  "lend_risk": getattr(self, "lend_risk_", None),
+                  "feature_names": [str(c) for c in self.feature_names_in_]}
+        return params, ({"main": self.booster_} if self.booster_ is not None else {})
+
+    @classmethod
+    def from_artifacts(cls, params: dict[str, Any], boosters: dict[str, Any]) -> JobDuration:
+        """Return the fitted JobDuration stored by :meth:`to_artifacts`."""
+        from sia.features.duration_features import DURATION_FEATURES
+
+        names = list(params["feature_names"])
+        if names != list(DURATION_FEATURES):
+            raise ValueError("registered JobDuration was trained on other features "
+                             f"({len(names)} columns); retrain it with `sia train`")
+        est = cls(**params["estimator"])
+        est.feature_names_in_ = np.asarray(names, dtype=object)
+        est.n_features_in_ = len(names)
+        est.classes_ = np.arange(N_BINS)
+        est.calibrators_ = [None if c is None else (list(c[0]), list(c[1]))
+                            for c in params["calibrators"]]
+        est.booster_ = boosters.get("main")
+        est.lend_risk_ = params.get("lend_risk")
+        return est
+
+
+def _cumulative(proba: np.ndarray) -> np.ndarray:
+    """Return P(bin <= b) for b = 0..2 from [n, 4] bin probabilities."""
+    p = np.asarray(proba, dtype=np.float64).reshape(-1, N_BINS)
+    return np.cumsum(p, axis=1)[:, :_N_EDGES]
+
+
+def _isotonic(score: np.ndarray, outcome: np.ndarray) -> tuple[list[float], list[float]] | None:
+    """Return the knots of an isotonic map score -> P(outcome), or None when it cannot be fit."""
+    from sklearn.isotonic import IsotonicRegression
+
+    outcome = np.asarray(outcome, dtype=np.float64)
+    if outcome.size < 50 or outcome.min() == outcome.max():
+        return None
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip", increasing=True)
+    iso.fit(score, outcome)
+    return [float(v) for v in iso.X_thresholds_], [float(v) for v in iso.y_thresholds_]
+
+
+class OnlineSubmissionFeatures:
+    """The JobDuration features of every arrived job, kept up to date from a simulator view.
+
+    ``update(view)`` replays the completions and arrivals since the last
+    call in time order (completions first at equal times, as
+    :func:`sia.features.duration_features.submission_features` does offline)
+    through one :class:`~sia.features.duration_features.SubmissionFeatures`,
+    so a job's row is its features at its submission: the same numbers as
+    offline for the same schedule. ``rows(jobs)`` returns them.
+    """
+
+    def __init__(self) -> None:
+        self._trace_id: int | None = None
+
+    def _start(self, trace: Any) -> None:
+        from sia.features.duration_features import DURATION_FEATURES, SubmissionFeatures
+
+        self._trace_id = id(trace)
+        self._builder = SubmissionFeatures()
+        self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
+        self._seen = [0] * trace.n_pools
+        self._arrived = 0
+        tags = trace.tag_code.tolist()
+        self._tag = [t if t >= 0 else None for t in tags]
+        users = getattr(trace, "user_code", None)
+        self._user = ([u if u >= 0 else None for u in users.tolist()] if users is not None
+                      else [None] * trace.n_jobs)
+        self._pool = trace.pool.tolist()
+        self._gpus = trace.num_gpus.tolist()
+
+    def update(self, view: Any) -> None:
+        """Absorb the completions and arrivals since the last call."""
+        trace = view.trace
+        if self._trace_id != id(trace):
+            self._start(trace)
+        times, kinds, jobs = [], [], []
+        for p in range(trace.n_pools):
+            n = view.n_completed(p)
+            if n > self._seen[p]:
+                times.append(view.completions(p)[self._seen[p]:n])
+                jobs.append(view.completed_jobs(p)[self._seen[p]:n])
+                kinds.append(np.zeros(n - self._seen[p], dtype=np.int8))
+                self._seen[p] = n
+        hi = int(view.n_arrived)
+        if hi > self._arrived:
+            times.append(trace.submit[self._arrived:hi])
+            jobs.append(np.arange(self._arrived, hi))
+            kinds.append(np.ones(hi - self._arrived, dtype=np.int8))
+            self._arrived = hi
+        if not times:
+            return
+        t, k, j = np.concatenate(times), np.concatenate(kinds), np.concatenate(jobs)
+        order = np.lexsort((j, k, t))
+        b, tag, user, pool, gpus, dur = (self._builder, self._tag, self._user, self._pool,
+                                         self._gpus, trace.duration)
+        for ti, ki, ji in zip(t[order].tolist(), k[order].tolist(), j[order].tolist(),
+                              strict=True):
+            if ki == 0:
+                b.complete(tag[ji], user[ji], pool[ji], gpus[ji], float(dur[ji]))
+            else:
+                self._rows[ji] = b.submit(ti, tag[ji], user[ji], pool[ji], gpus[ji])
+
+    def rows(self, jobs: np.ndarray) -> np.ndarray:
+        """Return the feature rows (float64 [len(jobs), n_features]) of arrived jobs."""
+        return self._rows[np.asarray(jobs, dtype=np.int64)]
+
+
+def cdf_at_windows(cdf_at_edges: np.ndarray, windows_s: Any) -> np.ndarray:
+    """Return P(duration <= w) per row and window from P(duration <= edge) at the bin edges.
+
+    For a window w the probability at the largest edge <= w (a lower bound
+    of P(duration <= w)); 0 for a window shorter than the first edge.
+    """
+    cdf = np.asarray(cdf_at_edges, dtype=np.float64).reshape(-1, _N_EDGES)
+    w = np.asarray(windows_s, dtype=np.float64)
+    k = np.searchsorted(np.asarray(DURATION_BIN_EDGES_S), w, side="right") - 1
+    padded = np.column_stack([np.zeros(cdf.shape[0]), cdf])
+    return padded[:, k + 1]
+
+
+# ----------------------------------------------------------------------------- selection and report
+
+#: eps values tried for risk-aware lending (the same eps for every window).
+LEND_RISK_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: The share of the training period (its end) held out to choose between the rule and the model.
+SELECTION_FRACTION = 0.2
+
+
+def lending_table(cdf: np.ndarray, true_bins: np.ndarray, eps: float) -> list[dict[str, float]]:
+    """Return per window (5 / 60 / 720 min): the share of jobs lendable at ``eps`` and their overrun rate.
+
+    A job is lendable in window w when P(duration <= w) >= 1 - eps; it
+    overruns when its true bin is beyond w. ``overrun`` is NaN when nothing
+    is lendable.
+    """
+    out = []
+    for b in range(_N_EDGES):
+        lend = cdf[:, b] >= 1.0 - eps
+        over = float(np.mean(true_bins[lend] > b)) if lend.any() else float("nan")
+        out.append({"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "lendable": float(lend.mean())
+                    if lend.size else float("nan"), "overrun": over})
+    return out
+
+
+def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
+                        grid: tuple[float, ...] = LEND_RISK_GRID,
+                        selection_fraction: float = SELECTION_FRACTION,
+                        **params: Any) -> tuple[JobDuration, list[dict[str, Any]]]:
+    """Return (the JobDuration to register, the selection table), chosen on training rows only.
+
+    The last ``selection_fraction`` of the training span is held out: the
+    learned model is fit on the rest and, for each eps of ``grid``, scored
+    per window on the held-out jobs (share lendable, overrun rate) beside the
+    history rule. The learned model is chosen, with the eps that lends the
+    most jobs over the three windows, only if at that eps it overruns no
+    more often than the rule in *every* window (lending must not get
+    riskier); it is then refit on all training rows with ``lend_risk_`` =
+    that eps. Otherwise the rule is registered (``lend_risk_`` None: SIA
+    lends by the rule's bins, the paper's way).
+    """
+    from sia.features.duration_features import DURATION_FEATURES
+
+    x = _as_frame(X, list(DURATION_FEATURES), "select_job_duration")
+    y = _check_bins(y, x.shape[0])
+    t = np.asarray(time, dtype=np.float64)
+    cut = t.min() + (1.0 - selection_fraction) * (t.max() - t.min()) if t.size else 0.0
+    fit, hold = t < cut, t >= cut
+    rule = JobDuration(method="history", **params).fit(x, y)
+    table: list[dict[str, Any]] = []
+    rule_rows = lending_table(rule.predict_cdf(x[hold]), y[hold], 0.5)
+    table += [{"candidate": "history rule", "eps": float("nan"), **r} for r in rule_rows]
+    best, best_lend = None, -1.0
+    if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
+        learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
+        cdf = learned.predict_cdf(x[hold])
+        for eps in grid:
+            rows = lending_table(cdf, y[hold], eps)
+            table += [{"candidate": "learned", "eps": eps, **r} for r in rows]
+            safe = all(not (r["overrun"] > rr["overrun"]) or r["lendable"] == 0.0
+                       for r, rr in zip(rows, rule_rows, strict=True))
+            lend = sum(r["lendable"] for r in rows)
+            if safe and lend > best_lend:
+                best, best_lend = eps, lend
+    if best is None:
+        rule.lend_risk_ = None
+        return rule, table
+    model = JobDuration(method="xgboost", **params).fit(x, y, time=t)
+    model.lend_risk_ = float(best)
+    return model, table

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sia.data.errors import SiaError
-from sia.models.job_duration import DEFAULT_QUANTILE, predict_bins
+from sia.models.job_duration import DEFAULT_QUANTILE, N_BINS
 from sia.models.new_load import CalibratedLoad
 
 DEFAULT_ALIAS = "champion"
@@ -66,22 +66,6 @@ class NewLoadPyfunc(_pyfunc_base()):
     def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
         """Return the calibrated estimate for each row's ``sliding_max`` (GPUs)."""
         return CalibratedLoad(**self.config).estimate(model_input["sliding_max"].to_numpy())
-
-
-class JobDurationPyfunc(_pyfunc_base()):
-    """MLflow pyfunc of JobDuration: the history statistic (NaN = no history) -> bin.
-
-    The input column is ``hist_median_s`` (the name kept for old models); it
-    holds the history's ``config["quantile"]`` (default 0.5, the median).
-    """
-
-    def __init__(self, config: dict[str, Any]):
-        self.config = config
-
-    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
-        """Return the predicted duration bin per row."""
-        med = model_input["hist_median_s"].to_numpy(dtype=np.float64)
-        return predict_bins(med, int(self.config["fallback_bin"]))
 
 
 def pip_requirements() -> list[str]:
@@ -165,22 +149,30 @@ def log_new_load(cal: CalibratedLoad, alias: str = DEFAULT_ALIAS) -> str:
     return version
 
 
-def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS) -> str:
-    """Log the JobDuration rule (``min_count``, ``fallback_bin``, ``quantile``) as a pyfunc, register it; return the version."""
-    import mlflow.pyfunc
-    from mlflow.models import infer_signature
+def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
+                     model: Any = None) -> str:
+    """Register JobDuration (``sia-job-duration``) and set ``alias``; return the version.
 
-    example = pd.DataFrame({"hist_median_s": [60.0, 1000.0, float("nan")]})
-    model = JobDurationPyfunc(dict(config))
-    signature = infer_signature(example, model.predict(None, example))
-    with quiet_mlflow():
-        info = mlflow.pyfunc.log_model(
-            name="job_duration", python_model=model, signature=signature,
-            registered_model_name=JOB_DURATION_NAME,
-            pip_requirements=_requirements(*_PYFUNC_REQUIREMENTS))
-    version = str(info.registered_model_version)
-    _set_alias(JOB_DURATION_NAME, version, alias)
-    return version
+    ``model`` is the fitted :class:`~sia.models.job_duration.JobDuration`
+    (learned, or the history rule); without it, the history rule of
+    ``config`` (``min_count``, ``fallback_bin``, ``quantile``). Stored as
+    JSON parameters and an XGBoost booster (:mod:`sia.models.serving`); the
+    pyfunc returns P(duration <= 5 / 60 / 720 min) from the feature columns
+    of :mod:`sia.features.duration_features`.
+    """
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import JobDuration
+    from sia.models.serving import log_servable
+
+    if model is None:
+        model = JobDuration.rule(min_count=int(config.get("min_count", 3)),
+                                 fallback_bin=int(config.get("fallback_bin", N_BINS - 1)),
+                                 quantile=float(config.get("quantile", DEFAULT_QUANTILE)))
+    example = pd.DataFrame(np.full((2, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
+    example.loc[:, "pool_count"] = [0.0, 50.0]
+    example.loc[:, "pool_median_s"] = [np.nan, 600.0]
+    return log_servable(model, artifact_name="job_duration", registered_name=JOB_DURATION_NAME,
+                        example=example, alias=alias)
 
 
 @dataclass
@@ -240,15 +232,15 @@ def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:
     return CalibratedLoad(**model.unwrap_python_model().config)
 
 
+def load_job_duration_model(alias: str = DEFAULT_ALIAS) -> Any:
+    """Return the registered :class:`~sia.models.job_duration.JobDuration` under ``alias``."""
+    from sia.models.serving import load_servable
+
+    return load_servable(JOB_DURATION_NAME, alias)[0]
+
+
 def load_job_duration(alias: str = DEFAULT_ALIAS) -> dict[str, Any]:
-    """Return the JobDuration rule's config (``min_count``, ``fallback_bin``, ``quantile``) from the registry.
-
-    Versions registered before the quantile existed get ``quantile`` 0.5 (the median they used).
-    """
-    import mlflow.pyfunc
-
-    version_of(JOB_DURATION_NAME, alias)
-    model = mlflow.pyfunc.load_model(f"models:/{JOB_DURATION_NAME}@{alias}")
-    config = dict(model.unwrap_python_model().config)
-    config.setdefault("quantile", DEFAULT_QUANTILE)
-    return config
+    """Return the history rule's config (``min_count``, ``fallback_bin``, ``quantile``) of the registered JobDuration."""
+    model = load_job_duration_model(alias)
+    return {"min_count": int(model.history_min_count), "fallback_bin": int(model.fallback_bin),
+            "quantile": float(model.history_quantile)}

@@ -20,6 +20,7 @@ import numpy as np
 from sia.data.windows import (  # re-exported: the scheduler's vocabulary too
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
+    cdf_from_bins,
     duration_bin_of,
     sliding_max_load,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_WINDOWS_S",
     "DURATION_BIN_EDGES_S",
     "Forecaster",
+    "cdf_from_bins",
     "PerfectForecaster",
     "RandomForecaster",
     "duration_bin_of",
@@ -92,6 +94,11 @@ class PerfectForecaster:
         """Return the true duration bin of each job."""
         return duration_bin_of(view.trace.duration[np.asarray(job_indices, dtype=np.int64)])
 
+    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+        """Return float [n_jobs, n_windows]: 1 where the job truly runs at most w, else 0."""
+        d = view.trace.duration[np.asarray(job_indices, dtype=np.int64)]
+        return (d[:, None] <= np.asarray(windows_s, dtype=np.float64)[None, :]).astype(np.float64)
+
 
 class RandomForecaster:
     """The paper's strawmen (SIA 6.3, Figure 15a): WillJobsArrive ~ U{0, 1}, bins uniform.
@@ -132,6 +139,10 @@ class RandomForecaster:
             for w in windows_s
         ]
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
+
+    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+        """Return 0/1 probabilities from :meth:`duration_bins` (see :func:`cdf_from_bins`)."""
+        return cdf_from_bins(self.duration_bins(view, job_indices), windows_s)
 
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
         """Return a uniform random bin per job (strawman b), else the pool/GPU history bin."""

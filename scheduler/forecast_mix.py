@@ -14,7 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sia.scheduler.forecast import Forecaster, PerfectForecaster, RandomForecaster
+from sia.scheduler.forecast import (
+    Forecaster,
+    PerfectForecaster,
+    RandomForecaster,
+    cdf_from_bins,
+)
 
 
 class MixedForecaster:
@@ -46,6 +51,18 @@ class MixedForecaster:
     def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted duration bins of ``job_indices`` from the ``durations`` source."""
         return self.durations.duration_bins(view, job_indices)
+
+    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+        """Return P(duration <= w) of ``job_indices`` from the ``durations`` source."""
+        src = self.durations
+        if callable(getattr(src, "duration_cdf", None)):
+            return src.duration_cdf(view, job_indices, windows_s)
+        return cdf_from_bins(src.duration_bins(view, job_indices), windows_s)
+
+    @property
+    def lend_risk(self) -> Any:
+        """The ``durations`` source's eps per window for risk-aware lending (None: bin rule)."""
+        return getattr(self.durations, "lend_risk", None)
 
 
 def random_arrivals(base: Forecaster, seed: int = 0) -> MixedForecaster:

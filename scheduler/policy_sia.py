@@ -133,6 +133,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from operator import add
 from typing import Any
 
@@ -188,6 +189,7 @@ class SiaPolicy:
                  count_load_misses: bool = True, adapt_durations: bool = False,
                  duration_max_misses: int | None = None, duration_lookback: int | None = None,
                  duration_earn_trust: bool = False,
+                 lend_risk: float | Sequence[float] | str | None = "auto",
                  nested_reservations: bool = True,
                  refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
@@ -226,6 +228,7 @@ class SiaPolicy:
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
         self._n_bins = len(upper)
+        self.lend_risk = _lend_risk(lend_risk, forecaster, len(windows), name)
         self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ life cycle
@@ -281,6 +284,33 @@ class SiaPolicy:
         if not jobs:
             return
         arr = np.array(jobs, dtype=np.int64)
+        K = len(self.windows_s)
+        if self.lend_risk is not None:
+            cdf = np.asarray(self.forecaster.duration_cdf(view, arr, self.windows_s),
+                             dtype=np.float64)
+            if cdf.shape != (arr.size, K):
+                raise SiaError(f"policy {self.name}: forecaster returned duration_cdf of shape "
+                               f"{cdf.shape}, expected [jobs, windows] = {(arr.size, K)}")
+            # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
+            ok = cdf >= 1.0 - self.lend_risk[None, :]
+            kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
+        else:
+            kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
+        pool, elig = self._pool, self._elig
+        fail = self._fail
+        kmin_job = self._kmin_job
+        if self.duration_tracker is not None:
+            self.duration_tracker.predicted(arr, kmins)
+        for j, km in zip(jobs, kmins.tolist(), strict=True):
+            p = pool[j]
+            kmin_job[j] = km
+            lists = elig[p]
+            for k in range(km, K):
+                lists[k].append(j)
+                fail[p][k] = _NO_FAIL
+
+    def _bins(self, view: SimView, arr: np.ndarray) -> np.ndarray:
+        """Return the forecaster's duration bins of ``arr``, checked."""
         bins = np.asarray(self.forecaster.duration_bins(view, arr))
         if bins.shape != arr.shape:
             raise SiaError(f"policy {self.name}: forecaster returned {bins.shape} duration bins "
@@ -288,20 +318,7 @@ class SiaPolicy:
         if bins.size and (int(bins.min()) < 0 or int(bins.max()) >= self._n_bins):
             raise SiaError(f"policy {self.name}: forecaster returned duration bins outside "
                            f"0..{self._n_bins - 1}: {sorted(set(bins.tolist()))[:5]}")
-        kmin_of = self._kmin_of_bin
-        K = len(self.windows_s)
-        pool, elig = self._pool, self._elig
-        fail = self._fail
-        kmin_job = self._kmin_job
-        if self.duration_tracker is not None:
-            self.duration_tracker.predicted(arr, np.asarray(kmin_of)[bins])
-        for j, b in zip(jobs, bins.tolist(), strict=True):
-            p = pool[j]
-            kmin_job[j] = kmin_of[b]
-            lists = elig[p]
-            for k in range(kmin_of[b], K):
-                lists[k].append(j)
-                fail[p][k] = _NO_FAIL
+        return bins
 
     def _first_fit(self, q: int, k: int, usable: float) -> int:
         """Return pool q's first pending job lendable in window k with GPUs <= usable, else -1."""
@@ -573,6 +590,34 @@ class SiaPolicy:
 
 
 # ---------------------------------------------------------------------- registry factories
+
+
+def _lend_risk(value: Any, forecaster: Any, n_windows: int, name: str) -> np.ndarray | None:
+    """Return eps per window for risk-aware lending, or None for the paper's bin rule.
+
+    ``"auto"``: the forecaster's ``lend_risk`` (chosen when its JobDuration
+    was trained) when it answers ``duration_cdf``, else the bin rule. A
+    float is the same eps for every window; a sequence gives one per window.
+    """
+    if value is None:
+        return None
+    has_cdf = callable(getattr(forecaster, "duration_cdf", None))
+    if isinstance(value, str):
+        if value != "auto":
+            raise ConfigError(f"policy {name!r}: lend_risk must be 'auto', a probability or one "
+                              f"per window, not {value!r}")
+        value = getattr(forecaster, "lend_risk", None) if has_cdf else None
+        if value is None:
+            return None
+    elif not has_cdf:
+        raise ConfigError(f"policy {name!r}: lend_risk needs a forecaster with duration "
+                          f"probabilities (duration_cdf); {type(forecaster).__name__} has none")
+    eps = np.broadcast_to(np.asarray(value, dtype=np.float64), (n_windows,)).copy() if np.ndim(
+        value) == 0 else np.asarray(value, dtype=np.float64)
+    if eps.shape != (n_windows,) or not np.all((eps >= 0.0) & (eps < 1.0)):
+        raise ConfigError(f"policy {name!r}: lend_risk must be in [0, 1), one value or one per "
+                          f"window ({n_windows}), not {value!r}")
+    return eps
 
 
 def sia_perfect(**options: Any) -> SiaPolicy:

@@ -1,0 +1,185 @@
+"""JobDuration features: what is known about a job when it is submitted (DESIGN.md 5.3).
+
+One incremental builder, :class:`SubmissionFeatures`, makes the features both
+offline (training: :func:`submission_features` replays a schedule's
+completions and submissions in time order) and online (the scheduler's
+forecaster feeds it the simulator's completions and arrivals), so training
+and serving compute the same numbers by construction.
+
+For a job submitted at t, with the history = the jobs *finished* by t
+(``end_time <= t``; a job ending exactly at t counts), the columns are:
+
+per history level L in ``tag``, ``user``, ``pool_gpus`` (same pool and GPU
+count), ``pool``: ``L_count`` (finished jobs of the group), ``L_median_s``,
+``L_q90_s`` (their median and 90th percentile duration, s), ``L_last_s``
+(the duration of the group's most recently finished job, s), ``L_le5m``,
+``L_le60m``, ``L_le720m`` (the share of them that ran at most 5 / 60 / 720
+minutes: the group's empirical CDF at the duration-bin edges). NaN when the
+group has no finished job (or the job has no tag / user).
+
+burst context: ``pool_subs_5m``, ``pool_subs_60m`` (jobs submitted to the
+pool in [t - 5 min, t] / [t - 60 min, t] before this one),
+``pool_same_width_60m`` (of those in the last hour, the ones with the same GPU
+count), ``since_pool_sub_s`` (seconds since the pool's previous submission,
+NaN for its first), ``log2_gpus``.
+
+calendar (on the trace's own clock): ``hour_of_day`` (t mod 1 day, hours)
+and ``day_of_week`` (floor(t / 1 day) mod 7).
+
+Queue state (pending / running jobs of the pool) is deliberately not a
+feature: in training it comes from the FCFS replay, whose queues are far
+longer than those of the sharing policy that uses the predictions (on
+Philly FCFS's mean queueing delay is about 100x SIA's), so a model keyed on
+it would be fed values it never saw in training.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections import defaultdict
+from collections.abc import Hashable
+
+import numpy as np
+import polars as pl
+from sia.data.errors import TraceError
+from sia.data.windows import DURATION_BIN_EDGES_S
+
+LEVELS: tuple[str, ...] = ("tag", "user", "pool_gpus", "pool")
+_STATS: tuple[str, ...] = ("count", "median_s", "q90_s", "last_s", "le5m", "le60m", "le720m")
+BURST_COLUMNS: list[str] = ["pool_subs_5m", "pool_subs_60m", "pool_same_width_60m",
+                            "since_pool_sub_s", "log2_gpus"]
+CALENDAR_COLUMNS: list[str] = ["hour_of_day", "day_of_week"]
+HISTORY_COLUMNS: list[str] = [f"{lv}_{s}" for lv in LEVELS for s in _STATS]
+#: Every JobDuration feature, in the order of a feature row.
+DURATION_FEATURES: list[str] = HISTORY_COLUMNS + BURST_COLUMNS + CALENDAR_COLUMNS
+
+_EDGES = tuple(float(e) for e in DURATION_BIN_EDGES_S)
+_DAY_S = 86400.0
+_NAN = float("nan")
+_EMPTY = (0.0, *([_NAN] * (len(_STATS) - 1)))
+
+
+class _Group:
+    """The finished durations of one group, sorted, with the last one finished."""
+
+    __slots__ = ("values", "last")
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.last = _NAN
+
+    def add(self, d: float) -> None:
+        insort(self.values, d)
+        self.last = d
+
+    def stats(self) -> tuple[float, ...]:
+        """Return (count, median, q90, last, le5m, le60m, le720m)."""
+        v = self.values
+        n = len(v)
+        if n == 0:
+            return _EMPTY
+        h = n // 2
+        med = v[h] if n % 2 else (v[h - 1] + v[h]) / 2.0
+        pos = 0.9 * (n - 1)
+        i = int(pos)
+        q90 = v[i] if i + 1 >= n else v[i] + (v[i + 1] - v[i]) * (pos - i)
+        return (float(n), med, q90, self.last,
+                *(bisect_right(v, e) / n for e in _EDGES))
+
+
+class SubmissionFeatures:
+    """Incremental JobDuration features (see the module doc).
+
+    Feed it, in time order, ``complete(...)`` for each finished job and
+    ``submit(...)`` for each submitted job; ``submit`` returns the job's
+    feature row (float64, :data:`DURATION_FEATURES` order) as of just
+    before its own submission. At equal times, complete first. Keys (tag,
+    user, pool) are any hashables; ``None`` means no tag / no user.
+    """
+
+    def __init__(self) -> None:
+        self._groups: tuple[dict, ...] = tuple(defaultdict(_Group) for _ in LEVELS)
+        self._subs: dict[Hashable, list[float]] = defaultdict(list)
+        self._subs_width: dict[Hashable, list[float]] = defaultdict(list)
+
+    def complete(self, tag: Hashable, user: Hashable, pool: Hashable, gpus: int,
+                 duration_s: float) -> None:
+        """Absorb one finished job."""
+        g_tag, g_user, g_pg, g_pool = self._groups
+        d = float(duration_s)
+        if tag is not None:
+            g_tag[tag].add(d)
+        if user is not None:
+            g_user[user].add(d)
+        g_pg[(pool, int(gpus))].add(d)
+        g_pool[pool].add(d)
+
+    def submit(self, t: float, tag: Hashable, user: Hashable, pool: Hashable,
+               gpus: int) -> np.ndarray:
+        """Return the features of a job submitted at ``t`` (s), then record its submission."""
+        g_tag, g_user, g_pg, g_pool = self._groups
+        gpus = int(gpus)
+        row: list[float] = []
+        for groups, key in ((g_tag, tag), (g_user, user), (g_pg, (pool, gpus)), (g_pool, pool)):
+            grp = groups.get(key) if key is not None else None
+            row.extend(grp.stats() if grp is not None else _EMPTY)
+        subs = self._subs[pool]
+        width = self._subs_width[(pool, gpus)]
+        n = len(subs)
+        row.append(float(n - bisect_left(subs, t - 300.0)))
+        row.append(float(n - bisect_left(subs, t - 3600.0)))
+        row.append(float(len(width) - bisect_left(width, t - 3600.0)))
+        row.append(t - subs[-1] if n else _NAN)
+        row.append(float(np.log2(max(gpus, 1))))
+        row.append((t % _DAY_S) / 3600.0)
+        row.append(float(int(t // _DAY_S) % 7))
+        subs.append(t)
+        width.append(t)
+        return np.asarray(row, dtype=np.float64)
+
+
+def _keys(col: pl.Series) -> list:
+    """Return a column's values with empty strings as None (no tag / user)."""
+    return [None if v is None or v == "" else v for v in col.to_list()]
+
+
+def submission_features(schedule: pl.DataFrame) -> pl.DataFrame:
+    """Return ``job_id`` and the :data:`DURATION_FEATURES` of every job of ``schedule``.
+
+    ``schedule`` has ``job_id``, ``pool``, ``submit_time``, ``num_gpus``,
+    ``duration`` and ``end_time`` (a replay, e.g. FCFS; jobs without an end
+    never complete), and optionally ``tag`` / ``user``. Completions and
+    submissions are replayed in time order (completions first at equal
+    times; submissions in (submit_time, job_id) order), so each row uses only
+    jobs finished by its submission. Rows are in (submit_time, job_id) order.
+    """
+    needed = ("job_id", "pool", "submit_time", "num_gpus", "duration", "end_time")
+    missing = [c for c in needed if c not in schedule.columns]
+    if missing:
+        raise TraceError(f"schedule: missing column(s) {missing} for the JobDuration features "
+                         "(a replay with end_time, e.g. the FCFS schedule)")
+    s = schedule.sort("submit_time", "job_id")
+    n = s.height
+    tag = _keys(s["tag"]) if "tag" in s.columns else [None] * n
+    user = _keys(s["user"]) if "user" in s.columns else [None] * n
+    pool = s["pool"].to_list()
+    gpus = s["num_gpus"].to_list()
+    dur = s["duration"].to_list()
+    sub = s["submit_time"].to_numpy().astype(np.float64)
+    end = s["end_time"].fill_null(np.inf).fill_nan(np.inf).to_numpy().astype(np.float64)
+    # events: completions (kind 0) before submissions (kind 1) at equal times
+    times = np.concatenate([end, sub])
+    kinds = np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)])
+    idx = np.concatenate([np.arange(n), np.arange(n)])
+    finite = np.isfinite(times)
+    order = np.lexsort((idx[finite], kinds[finite], times[finite]))
+    ev_t, ev_k, ev_i = times[finite][order], kinds[finite][order], idx[finite][order]
+    builder = SubmissionFeatures()
+    out = np.empty((n, len(DURATION_FEATURES)), dtype=np.float64)
+    for t, k, i in zip(ev_t.tolist(), ev_k.tolist(), ev_i.tolist(), strict=True):
+        if k == 0:
+            builder.complete(tag[i], user[i], pool[i], gpus[i], dur[i])
+        else:
+            out[i] = builder.submit(t, tag[i], user[i], pool[i], gpus[i])
+    frame = pl.DataFrame(out, schema=DURATION_FEATURES, orient="row")
+    return frame.insert_column(0, s["job_id"])
