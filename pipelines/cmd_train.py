@@ -58,6 +58,13 @@ def register(app: typer.Typer) -> None:
                                             "smallest quantile whose under-prediction rate on "
                                             "the training period is <= this (evaluated on "
                                             "validation).", show_default=False)] = None,
+        duration_method: Annotated[str, typer.Option(
+            "--duration-method", help="JobDuration: history (the paper's rule), auto (the "
+                                      "learned model, with SIA's risk-aware lending, only "
+                                      "where it lends more than the rule without overrunning "
+                                      "more often on the last days of the training period) "
+                                      "or xgboost (always the learned model; SIA lends by its "
+                                      "median bin).")] = "history",
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -102,7 +109,8 @@ def register(app: typer.Typer) -> None:
             start_day=start_day, windows_min=ks, threshold=threshold,
             target_recall=target_recall, ablation=not no_ablation, load_windows=load_windows,
             load_alpha=load_alpha, duration_quantile=duration_quantile,
-            duration_target_under=duration_target_under, xgb=XGBParams(n_estimators=n_estimators, seed=seed),
+            duration_target_under=duration_target_under, duration_method=duration_method,
+            xgb=XGBParams(n_estimators=n_estimators, seed=seed),
         )
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
                                out_dir=out or output_root() / "train", tune=tune,

@@ -535,3 +535,36 @@ def test_bad_forecaster_answers_are_reported():
     rows = [("b0", "B", 0.0, 100.0, 1), ("b1", "B", 0.0, 100.0, 1)]
     with pytest.raises(Exception, match="shapes"):
         simulate(table(rows), make_pools({"A": 2, "B": 1}), SiaPolicy(Wrong()))
+
+
+class _ConfidentPerfect(PerfectForecaster):
+    """Perfect arrivals; every job fits every window with probability ``p``."""
+
+    def __init__(self, p: float):
+        self.p = p
+
+    def duration_cdf(self, view, job_indices, windows_s):
+        return np.full((len(job_indices), len(windows_s)), self.p)
+
+
+@pytest.mark.parametrize("p, eps, lent", [(0.95, 0.1, True), (0.85, 0.1, False),
+                                          (0.85, (0.2, 0.2, 0.2), True), (0.5, None, True)])
+def test_risk_aware_lending_follows_the_probability(p, eps, lent):
+    # B's quota (1 GPU) is busy for 1000 s; A's GPU is idle and nothing arrives in A:
+    # b1 (100 s, truly lendable in 5 min) is lent A's GPU iff P(d <= 5 min) >= 1 - eps.
+    # With eps None SIA lends by the bins (true: b1 fits 5 min) whatever p says.
+    rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 100.0, 1), ("a0", "A", 5000.0, 10.0, 1)]
+    pol = SiaPolicy(_ConfidentPerfect(p), lend_risk=eps, refresh_s=0)
+    got = run(rows, {"A": 1, "B": 1}, pol)
+    assert got["b1"] == ((0.0, True) if lent else (1000.0, False))
+
+
+def test_lend_risk_option_errors():
+    with pytest.raises(ConfigError, match="lend_risk"):
+        SiaPolicy(PerfectForecaster(), lend_risk=1.0)
+    with pytest.raises(ConfigError, match="one per"):
+        SiaPolicy(PerfectForecaster(), lend_risk=(0.1, 0.1))
+    with pytest.raises(ConfigError, match="lend_risk"):
+        SiaPolicy(PerfectForecaster(), lend_risk="sometimes")
+    # "auto" with a forecaster that chose no eps: the paper's bin rule
+    assert SiaPolicy(PerfectForecaster()).lend_risk is None

@@ -1,0 +1,125 @@
+"""The learned JobDuration: estimator contract, calibration on a learnable case, serving, lending."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sia.features.duration_features import DURATION_FEATURES
+from sia.models.job_duration import JobDuration, cdf_at_windows, select_job_duration
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+
+def _data(n: int = 1200, seed: int = 0):
+    """Rows whose pool history median decides the bin: a learnable case."""
+    rng = np.random.default_rng(seed)
+    x = np.full((n, len(DURATION_FEATURES)), np.nan)
+    col = {c: i for i, c in enumerate(DURATION_FEATURES)}
+    med = rng.choice([100.0, 1000.0, 10000.0, 100000.0], size=n)
+    x[:, col["pool_count"]] = 50.0
+    x[:, col["pool_median_s"]] = med
+    x[:, col["log2_gpus"]] = rng.integers(0, 3, size=n)
+    y = np.searchsorted([300.0, 3600.0, 43200.0], med)
+    flip = rng.random(n) < 0.1  # 10% noise: one bin longer
+    y = np.where(flip, np.minimum(y + 1, 3), y)
+    return pd.DataFrame(x, columns=DURATION_FEATURES), y, np.arange(n, dtype=float)
+
+
+def test_estimator_contract():
+    X, y, t = _data()
+    est = JobDuration(n_estimators=20, seed=3)
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    assert clone(est).get_params() == est.get_params()
+    assert not any(k.endswith("_") for k in vars(est))
+    assert est.fit(X, y, time=t) is est
+    assert {"booster_", "calibrators_", "feature_names_in_", "classes_"} <= set(vars(est))
+    again = clone(est).fit(X, y, time=t)
+    np.testing.assert_array_equal(est.predict_proba(X), again.predict_proba(X))
+    with pytest.raises(ValueError, match="pool_median_s"):
+        est.predict(X.drop(columns=["pool_median_s"]))
+    with pytest.raises(ValueError, match="one bin per row"):
+        JobDuration().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="bins 0..3"):
+        JobDuration().fit(X, np.where(y == 0, 7, y))
+    with pytest.raises(ValueError, match="method"):
+        JobDuration(method="magic").fit(X, y)
+
+
+def test_learns_and_calibrates_a_learnable_case():
+    X, y, t = _data()
+    est = JobDuration(n_estimators=50).fit(X, y, time=t)
+    Xv, yv, _ = _data(seed=1)
+    assert (est.predict(Xv) == np.searchsorted([300.0, 3600.0, 43200.0],
+                                               Xv["pool_median_s"].to_numpy())).mean() > 0.95
+    cdf = est.predict_cdf(Xv)
+    assert np.all(np.diff(cdf, axis=1) >= 0) and cdf.min() >= 0 and cdf.max() <= 1
+    # calibrated: among jobs given P(d <= 60 min) around 0.9, about 90% fit
+    sel = (cdf[:, 1] > 0.8) & (cdf[:, 1] < 0.97)
+    assert sel.sum() > 50
+    assert abs((yv[sel] <= 1).mean() - cdf[sel, 1].mean()) < 0.06
+    proba = est.predict_proba(Xv)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_rule_and_little_history_fallback():
+    X, y, t = _data()
+    rule = JobDuration.rule()
+    # the rule bins the pool median; probabilities are 0/1
+    np.testing.assert_array_equal(rule.predict(X), np.searchsorted(
+        [300.0, 3600.0, 43200.0], X["pool_median_s"].to_numpy()))
+    assert set(np.unique(rule.predict_cdf(X))) <= {0.0, 1.0}
+    est = JobDuration(n_estimators=10, min_pool_history=100).fit(X, y, time=t)
+    np.testing.assert_array_equal(est.predict_cdf(X), rule.predict_cdf(X))  # 50 < 100: the rule
+
+
+def test_cdf_at_windows_is_a_lower_bound():
+    cdf = np.array([[0.2, 0.7, 0.9]])
+    np.testing.assert_allclose(cdf_at_windows(cdf, (60.0, 300.0, 1800.0, 3600.0, 1e6)),
+                               [[0.0, 0.2, 0.2, 0.7, 0.9]])
+
+
+@pytest.mark.parametrize("learnable", [True, False])
+def test_selection_never_lends_riskier_than_the_rule(learnable):
+    X, y, t = _data()
+    if not learnable:  # labels unrelated to the features
+        y = np.random.default_rng(5).integers(0, 4, size=y.size)
+    model, table = select_job_duration(X, y, t, n_estimators=10)
+    rule = {r["window_min"]: r for r in table if r["candidate"] == "history rule"}
+    assert sorted(rule) == [5, 60, 720]
+    if model.method == "history":
+        assert model.lend_risk_ is None
+        return
+    chosen = [r for r in table if r["candidate"] == "learned" and r["eps"] == model.lend_risk_]
+    assert len(chosen) == 3
+    for r in chosen:
+        assert r["lendable"] == 0.0 or r["overrun"] <= rule[r["window_min"]]["overrun"]
+    if learnable:  # the rule is right on 90% here; the model must be chosen and lend as much
+        assert sum(r["lendable"] for r in chosen) >= 0.9 * sum(r["lendable"] for r in rule.values())
+
+
+def test_registered_job_duration_serves_what_the_forecaster_uses(tmp_path):
+    import mlflow
+    from sia.models import registry
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    X, y, t = _data(400)
+    est = JobDuration(n_estimators=10).fit(X, y, time=t)
+    est.lend_risk_ = 0.1
+    with mlflow.start_run():
+        registry.log_job_duration({}, alias="test", model=est)
+        registry.log_job_duration({"min_count": 2, "fallback_bin": 1, "quantile": 0.8},
+                                  alias="rule")
+    served = mlflow.pyfunc.load_model("models:/sia-job-duration@test").predict(X)
+    np.testing.assert_array_equal(np.asarray(served), est.predict_cdf(X))
+    loaded = registry.load_job_duration_model("test")
+    np.testing.assert_array_equal(loaded.predict_cdf(X), est.predict_cdf(X))
+    assert loaded.lend_risk_ == 0.1
+    assert registry.load_job_duration("rule") == {"min_count": 2, "fallback_bin": 1,
+                                                  "quantile": 0.8}
+    rule_served = mlflow.pyfunc.load_model("models:/sia-job-duration@rule").predict(X)
+    np.testing.assert_array_equal(np.asarray(rule_served),
+                                  JobDuration.rule(min_count=2, fallback_bin=1).predict_cdf(X))
