@@ -17,8 +17,10 @@ Per pool, the state holds only what is known at t:
   point-in-time median duration, +inf when unknown; never the true end);
 - ``pending_jobs``: the number of jobs submitted but not started.
 
-Old history can be trimmed: no feature looks further back than
-``max(100 k, 3 days)`` (:func:`lookback_s`).
+Old history can be trimmed: no count feature looks further back than
+``max(100 k, 3 days)`` (:func:`lookback_s`); the rhythm features
+``since_arrival_s`` / ``since_completion_s`` need each pool's last submission
+and completion, however old.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from sia.features.table9 import (
     PERIODIC_X,
     PERIODS_S,
     RECENT_X,
+    TIME_COLUMNS,
     check_schedule,
     expected_ends,
+    time_features,
     window_bounds,
 )
 
@@ -127,6 +131,7 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
     horizons = np.array([t + 60.0 * k for k in windows])
     values = np.zeros((n_p, n_w * len(FEATURE_COLUMNS)), dtype=np.int64)
     extras = np.zeros((n_p, 2), dtype=np.int64)
+    last = np.full((2, n_p), np.nan)  # last arrival / completion at or before t
     i_within = FEATURE_COLUMNS.index("future_completions_within_k")
     i_after = FEATURE_COLUMNS.index("future_completions_after_k")
     w_off = np.arange(n_w) * len(FEATURE_COLUMNS)
@@ -147,6 +152,9 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
         values[j, w_off + i_within] = within
         values[j, w_off + i_after] = ends_sorted.size - within
         extras[j] = (ps.running_starts.size, ps.pending_jobs)
+        for r, events in enumerate((ps.arrival_times, ps.completion_times)):
+            if events.size:
+                last[r, j] = events[-1]
     # Rows in (window, pool) order.
     stacked = values.reshape(n_p, n_w, len(FEATURE_COLUMNS)).transpose(1, 0, 2).reshape(
         n_w * n_p, len(FEATURE_COLUMNS))
@@ -155,10 +163,13 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
         "t": np.full(n_w * n_p, t),
         "k_min": np.repeat(np.asarray(windows, dtype=np.int32), n_p),
     }
+    timed = time_features(np.full(n_p, t), last[0], last[1])
     for c, col in enumerate(FEATURE_COLUMNS):
-        cols[col] = stacked[:, c].astype(np.int32)
+        cols[col] = (np.tile(timed[col], n_w) if col in TIME_COLUMNS
+                     else stacked[:, c].astype(np.int32))
     for c, col in enumerate(EXTRA_COLUMNS):
         cols[col] = np.tile(extras[:, c], n_w).astype(np.int32)
     schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
-    schema.update({c: pl.Int32() for c in [*FEATURE_COLUMNS, *EXTRA_COLUMNS]})
+    schema.update({c: (pl.Float32() if c in TIME_COLUMNS else pl.Int32())
+                   for c in [*FEATURE_COLUMNS, *EXTRA_COLUMNS]})
     return pl.DataFrame(cols, schema=schema)

@@ -12,6 +12,12 @@ recent arrivals
     ``arrivals_x{1,10,100}``: jobs submitted in [t - x k, t].
 recent completions
     ``completions_x{1,10,100}``: jobs whose end_time is in [t - x k, t].
+rhythm (``FEATURE_GROUPS["rhythm"]``: what a persistence baseline and a pool's rhythm carry)
+    ``arrivals_1h`` / ``arrivals_1d``: jobs submitted in [t - 1 h, t] / [t - 1 day, t]
+    (the same for every k); ``since_arrival_s`` / ``since_completion_s`` (float32):
+    t minus the pool's last submission / last completion at or before t (NaN when
+    there is none yet); ``hour_of_day`` (t mod 1 day, in hours) and ``day_of_week``
+    (floor(t / 1 day) mod 7), float32, on the trace's own clock.
 future completions
     ``future_completions_within_k`` / ``future_completions_after_k``: jobs
     running at t (start_time <= t < end_time) whose *expected* end
@@ -39,8 +45,9 @@ from sia.features.duration_history import point_in_time_history
 
 #: Window lengths k in minutes (SIA 5.2: 5 min, 1 h, 12 h).
 DEFAULT_WINDOWS_MIN: tuple[int, ...] = (5, 60, 720)
+DAY_S = 86400.0
 #: Periods p of the periodic features, in seconds, by name.
-PERIODS_S: dict[str, float] = {"1h": 3600.0, "1d": 86400.0}
+PERIODS_S: dict[str, float] = {"1h": 3600.0, "1d": DAY_S}
 #: Multipliers x of the periodic features.
 PERIODIC_X: tuple[int, ...] = (1, 2, 3)
 #: Multipliers x of the recent arrival / completion windows [t - x k, t].
@@ -53,9 +60,19 @@ FEATURE_GROUPS: dict[str, list[str]] = {
     "recent_arrivals": [f"arrivals_x{x}" for x in RECENT_X],
     "recent_completions": [f"completions_x{x}" for x in RECENT_X],
     "future_completions": ["future_completions_within_k", "future_completions_after_k"],
+    "rhythm": ["arrivals_1h", "arrivals_1d", "since_arrival_s", "since_completion_s",
+               "hour_of_day", "day_of_week"],
 }
 
 FEATURE_COLUMNS: list[str] = [c for group in FEATURE_GROUPS.values() for c in group]
+
+#: Windows of the k-independent rhythm counts: [t - w, t], by column.
+RHYTHM_COUNT_S: dict[str, float] = {"arrivals_1h": 3600.0, "arrivals_1d": 86400.0}
+#: Feature columns that are not counts of jobs (float32, NaN = unknown).
+TIME_COLUMNS: list[str] = ["since_arrival_s", "since_completion_s", "hour_of_day", "day_of_week"]
+#: Feature columns that count events in a window of :func:`window_bounds`.
+COUNT_COLUMNS: list[str] = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS
+                            and not c.startswith("future_")]
 
 LABEL_COLUMNS: list[str] = ["label_arrival", "label_load_gpus"]
 
@@ -87,6 +104,33 @@ def window_bounds(t, k_s: float) -> dict[str, tuple[str, object, object, str]]:
         out[f"arrivals_x{x}"] = ("arrivals", t - x * k_s, t, _CLOSED)
     for x in RECENT_X:
         out[f"completions_x{x}"] = ("completions", t - x * k_s, t, _CLOSED)
+    for name, w in RHYTHM_COUNT_S.items():
+        out[name] = ("arrivals", t - w, t, _CLOSED)
+    return out
+
+
+def time_features(t, last_arrival, last_completion) -> dict[str, np.ndarray]:
+    """Return the float32 time columns of :data:`TIME_COLUMNS` at time(s) ``t`` (s).
+
+    ``last_arrival`` / ``last_completion`` are the pool's last submission /
+    completion at or before t (s, NaN when none). Batch and live features
+    both call this, so they agree to the last bit.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    return {
+        "since_arrival_s": (t - np.asarray(last_arrival, dtype=np.float64)).astype(np.float32),
+        "since_completion_s": (t - np.asarray(last_completion, dtype=np.float64)).astype(np.float32),
+        "hour_of_day": (np.mod(t, DAY_S) / 3600.0).astype(np.float32),
+        "day_of_week": np.mod(np.floor(t / DAY_S), 7.0).astype(np.float32),
+    }
+
+
+def last_at_or_before(sorted_times: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Return, for each t, the largest of ``sorted_times`` that is <= t (NaN when none)."""
+    i = np.searchsorted(sorted_times, t, side="right")
+    out = np.full(np.shape(t), np.nan)
+    has = i > 0
+    out[has] = sorted_times[i[has] - 1]
     return out
 
 
@@ -271,6 +315,14 @@ def build_features(
     running = i32(counter.count(pool_idx, run_first, run_stop))
     pending = i32(counter.count(pool_idx, _search(grid, submit, "left"), run_first))
 
+    # Rhythm time features (do not depend on k): last submission / completion at or before t.
+    last_sub = np.full((n_pools, n_grid), np.nan)
+    last_end = np.full((n_pools, n_grid), np.nan)
+    for p in range(n_pools):
+        last_sub[p] = last_at_or_before(np.sort(submit[pool_idx == p]), grid)
+        last_end[p] = last_at_or_before(np.sort(end[pool_idx == p]), grid)
+    rhythm = time_features(np.tile(grid, n_pools), last_sub.reshape(-1), last_end.reshape(-1))
+
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
@@ -289,6 +341,8 @@ def build_features(
             counter.count(pool_idx, np.maximum(run_first, horizon), run_stop))
         cols["future_completions_after_k"] = i32(
             counter.count(pool_idx, run_first, np.minimum(run_stop, horizon)))
+        for name, values in rhythm.items():
+            cols[name] = values
         # Labels: submissions in (t, t + k].
         # (t, t + k] contains s iff t < s <= t + k: lo = t, hi = t + k.
         sub_sorted, sub_pools = events["arrivals"]
@@ -307,7 +361,8 @@ def build_features(
 
 def _output_schema() -> dict[str, pl.DataType]:
     schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
-    schema.update({c: pl.Int32() for c in FEATURE_COLUMNS})
+    schema.update({c: (pl.Float32() if c in TIME_COLUMNS else pl.Int32())
+                   for c in FEATURE_COLUMNS})
     schema.update({"label_arrival": pl.Int8(), "label_load_gpus": pl.Float64()})
     schema.update({c: pl.Int32() for c in EXTRA_COLUMNS})
     return schema

@@ -42,7 +42,13 @@ from typing import Any
 
 import numpy as np
 from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, sliding_max_load
-from sia.features.table9 import FEATURE_COLUMNS, window_bounds
+from sia.features.table9 import (
+    COUNT_COLUMNS,
+    FEATURE_COLUMNS,
+    TIME_COLUMNS,
+    time_features,
+    window_bounds,
+)
 from sia.models import registry
 from sia.models.job_duration import (
     DEFAULT_QUANTILE,
@@ -56,28 +62,50 @@ from sia.models.job_duration import (
 )
 from sia.models.new_load import CalibratedLoad
 
-_COUNT_COLUMNS = [c for c in FEATURE_COLUMNS if not c.startswith("future_")]
+_COUNT_COLUMNS = COUNT_COLUMNS
+_COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=np.int64)
+_TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
+_WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
+_AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
 
 
 class _SortedEvents:
-    """Per-pool sorted event times as one composite-key array: ``pool * span + (time - origin)``."""
+    """Per-pool sorted event times as one composite-key array: ``pool * span + (time - origin)``.
+
+    ``times`` holds each key's exact event time (s), in key order, so a time
+    read back is the event's own float, not one rebuilt from its key.
+    """
 
     def __init__(self, origin: float, span: float):
         self.origin = origin
         self.span = span
         self.keys = np.empty(0, dtype=np.float64)
+        self.times = np.empty(0, dtype=np.float64)
 
     def add(self, pool: np.ndarray, times: np.ndarray) -> None:
         """Insert events (pool index, time in s) keeping the keys sorted."""
         if times.size == 0:
             return
-        new = np.sort(pool.astype(np.float64) * self.span + (times - self.origin))
-        self.keys = np.insert(self.keys, np.searchsorted(self.keys, new, side="right"), new)
+        keys = pool.astype(np.float64) * self.span + (times - self.origin)
+        order = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self.keys, keys[order], side="right")
+        self.keys = np.insert(self.keys, at, keys[order])
+        self.times = np.insert(self.times, at, np.asarray(times, dtype=np.float64)[order])
 
     def query_keys(self, pools: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Return the composite keys of times ``x`` (s) for each pool (clipped into its segment)."""
         rel = np.clip(np.asarray(x, dtype=np.float64) - self.origin, 0.0, self.span - 1.0)
         return pools.astype(np.float64) * self.span + rel
+
+    def last_at_or_before(self, pools: np.ndarray, t: float) -> np.ndarray:
+        """Return each pool's last event time at or before ``t`` (s; NaN when none)."""
+        if self.keys.size == 0:
+            return np.full(pools.size, np.nan)
+        i = np.searchsorted(self.keys, self.query_keys(pools, np.full(pools.size, t)),
+                            side="right") - 1
+        j = np.maximum(i, 0)
+        own = (i >= 0) & (self.keys[j] >= pools * self.span) & (self.times[j] <= t)
+        return np.where(own, self.times[j], np.nan)
 
 
 class _SegmentedEvents(_SortedEvents):
@@ -97,6 +125,7 @@ class _SegmentedEvents(_SortedEvents):
         self.capacity = cap
         self.count = np.zeros(cap.size, dtype=np.int64)
         self.keys = np.repeat(np.arange(cap.size, dtype=np.float64), cap) * span + (span - 0.5)
+        self.times = np.full(self.keys.size, np.inf)
 
     def add_pool(self, pool: int, times: np.ndarray) -> None:
         """Append events of one pool (times in s), keeping its segment sorted."""
@@ -108,9 +137,14 @@ class _SegmentedEvents(_SortedEvents):
             raise ValueError(f"pool {pool}: more events than its capacity {self.capacity[pool]}")
         start = int(self.offset[pool])
         seg = self.keys[start:start + c + n]
+        raw = self.times[start:start + c + n]
         seg[c:] = float(pool) * self.span + (times - self.origin)
+        raw[c:] = times
         if (n > 1 and np.any(seg[c + 1:] < seg[c:-1])) or (c and seg[c] < seg[c - 1]):
-            seg.sort()  # out of order (never for time-ordered completions): re-sort the segment
+            # out of order (never for time-ordered completions): re-sort the segment
+            order = np.argsort(seg, kind="stable")
+            seg[:] = seg[order]
+            raw[:] = raw[order]
         self.count[pool] = c + n
 
 
@@ -309,14 +343,19 @@ class LearnedForecaster:
         run = view.running()
         exp_end = self._expected_end[run.job]
         total = np.bincount(run.pool, minlength=P)
+        timed = time_features(np.full(P, t),
+                              self._arrivals.last_at_or_before(self._pool_index, t),
+                              self._completions.last_at_or_before(self._pool_index, t))
+        timed_block = np.stack([timed[c] for c in TIME_COLUMNS], axis=1)
         n_cols = len(_COUNT_COLUMNS)
         out = {}
         for i, k in enumerate(ks):
             within = np.bincount(run.pool, weights=exp_end <= t + 60.0 * k, minlength=P)
-            block = np.empty((P, n_cols + 2), dtype=np.float32)
-            block[:, :n_cols] = counts[:, i * n_cols:(i + 1) * n_cols]
-            block[:, n_cols] = within
-            block[:, n_cols + 1] = total - within
+            block = np.empty((P, len(FEATURE_COLUMNS)), dtype=np.float32)
+            block[:, _COUNT_INDEX] = counts[:, i * n_cols:(i + 1) * n_cols]
+            block[:, _WITHIN] = within
+            block[:, _AFTER] = total - within
+            block[:, _TIME_INDEX] = timed_block
             out[k] = block
         return out
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.features.live import LiveState, PoolState, features_at, lookback_s
-from sia.features.table9 import EXTRA_COLUMNS, FEATURE_COLUMNS, build_features
+from sia.features.table9 import (
+    COUNT_COLUMNS,
+    EXTRA_COLUMNS,
+    FEATURE_COLUMNS,
+    TIME_COLUMNS,
+    build_features,
+)
 
 GRID = 600.0
 END = 2 * 86400.0  # two days: long enough for the daily periodic features
@@ -81,7 +88,15 @@ def test_features_at_missing_pool_and_empty_state():
     state = LiveState(t=1000.0, pools={"a": PoolState()})
     out = features_at(state, 1000.0, (5,), pools=["a", "zz"])
     assert out["pool"].to_list() == ["a", "zz"]
-    assert out.select(FEATURE_COLUMNS).sum().row(0) == (0,) * len(FEATURE_COLUMNS)
+    counts = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS]
+    assert out.select(counts).sum().row(0) == (0,) * len(counts)
+    # no arrival or completion yet: unknown; the clock features are t's own
+    assert out.select("since_arrival_s", "since_completion_s").null_count().row(0) == (0, 0)
+    assert out["since_arrival_s"].is_nan().all() and out["since_completion_s"].is_nan().all()
+    assert out["hour_of_day"].to_list() == [float(np.float32(1000.0 / 3600.0))] * 2
+    assert out["day_of_week"].to_list() == [0.0, 0.0]
+    assert set(COUNT_COLUMNS) | set(TIME_COLUMNS) | {
+        "future_completions_within_k", "future_completions_after_k"} == set(FEATURE_COLUMNS)
     assert features_at(LiveState(t=0.0), 0.0, (5,)).height == 0
 
 

@@ -13,6 +13,7 @@ from sia.features.table9 import (
     KEY_COLUMNS,
     LABEL_COLUMNS,
     OUTPUT_SCHEMA,
+    TIME_COLUMNS,
     build_features,
     make_grid,
 )
@@ -23,9 +24,9 @@ D = 86400.0
 
 def test_contract_names_and_order():
     assert list(FEATURE_GROUPS) == ["periodic", "recent_arrivals", "recent_completions",
-                                    "future_completions"]
+                                    "future_completions", "rhythm"]
     assert FEATURE_COLUMNS == [c for g in FEATURE_GROUPS.values() for c in g]
-    assert len(FEATURE_COLUMNS) == 14 and len(set(FEATURE_COLUMNS)) == 14
+    assert len(FEATURE_COLUMNS) == 20 and len(set(FEATURE_COLUMNS)) == 20
     assert KEY_COLUMNS == ["pool", "t", "k_min"]
     assert LABEL_COLUMNS == ["label_arrival", "label_load_gpus"]
     assert not set(EXTRA_COLUMNS) & set(FEATURE_COLUMNS)
@@ -191,10 +192,12 @@ def test_empty_pool_late_pool_single_job_long_job(make_schedule, pick_row):
     ]
     tab = build_features(make_schedule(rows), pools=["empty", "late", "long"])
     assert set(tab["pool"].unique()) == {"empty", "late", "long"}
-    assert tab.filter(pl.col("pool") == "empty").select(
-        [*FEATURE_COLUMNS, *LABEL_COLUMNS, *EXTRA_COLUMNS]).sum().row(0) == (0,) * 18
+    counts = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS]
+    empty = tab.filter(pl.col("pool") == "empty")
+    assert empty.select([*counts, *LABEL_COLUMNS, *EXTRA_COLUMNS]).sum().row(0) == (0,) * 20
+    assert empty["since_arrival_s"].is_nan().all() and empty["since_completion_s"].is_nan().all()
     before = tab.filter((pl.col("pool") == "late") & (pl.col("t") < 2 * D - 720 * 60))
-    assert before.select([*FEATURE_COLUMNS, *LABEL_COLUMNS]).sum().row(0) == (0,) * 16
+    assert before.select([*counts, *LABEL_COLUMNS]).sum().row(0) == (0,) * 18
     r = pick_row(tab, "late", 2 * D, 5)
     assert r["arrivals_x1"] == 1 and r["running_jobs"] == 1
     long = tab.filter(pl.col("pool") == "long")
@@ -209,7 +212,32 @@ def test_single_job_and_empty_schedule(make_schedule):
     empty = make_schedule([])
     assert build_features(empty).height == 0
     tab = build_features(empty, pools=["x"], start_s=0, end_s=600)
-    assert tab.height == 9 and tab.select(FEATURE_COLUMNS).sum().row(0) == (0,) * 14
+    counts = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS]
+    assert tab.height == 9 and tab.select(counts).sum().row(0) == (0,) * 16
+
+
+def test_rhythm_features_by_hand(make_schedule, pick_row):
+    """since_* count from the last event at or before t (closed at t); clock from t; 1 h / 1 day counts."""
+    rows = [
+        {"submit": 100, "start": 100, "end": 700},
+        {"submit": 2 * H, "start": 2 * H, "end": 2 * H + 300},
+        {"submit": 2 * H + 600, "start": 2 * H + 600, "end": 3 * H},
+        {"submit": D + 2 * H, "start": D + 2 * H, "end": D + 3 * H},
+    ]
+    tab = build_features(make_schedule(rows), start_s=0, end_s=D + 3 * H)
+    r = pick_row(tab, "p", 0.0, 60)
+    assert np.isnan(r["since_arrival_s"]) and np.isnan(r["since_completion_s"])
+    assert r["hour_of_day"] == 0.0 and r["day_of_week"] == 0.0
+    r = pick_row(tab, "p", 2 * H + 600, 5)  # a submission exactly at t counts
+    assert r["since_arrival_s"] == 0.0 and r["since_completion_s"] == 300.0
+    assert r["arrivals_1h"] == 2 and r["arrivals_1d"] == 3
+    assert r["hour_of_day"] == pytest.approx(2 + 600 / H, rel=1e-6)
+    r = pick_row(tab, "p", D + 3 * H, 720)  # a day later: one job in the last day, 1 h ago
+    assert r["since_arrival_s"] == H and r["since_completion_s"] == 0.0
+    assert r["arrivals_1h"] == 1 and r["arrivals_1d"] == 1  # [t - 1 day, t] starts at D + 3 H
+    assert r["day_of_week"] == 1.0 and r["hour_of_day"] == 3.0
+    # the rhythm counts do not depend on k
+    assert pick_row(tab, "p", D + 3 * H, 5)["arrivals_1d"] == 1
 
 
 def test_bad_input_is_named(make_schedule):
