@@ -72,18 +72,13 @@ class Clocked:
 def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
     """Return (forecaster, training seconds): the three predictors trained on the FCFS replay."""
     from sia.models.forecaster import LearnedForecaster
-    from sia.models.registry import LoadedWillArrive
     from sia.pipelines.inputs import fcfs_schedule
     from sia.pipelines.train import TrainConfig, train_predictors
 
     clock = time.perf_counter()
     cfg = TrainConfig(ablation=False)
     res = train_predictors(fcfs_schedule(jobs, pools), cfg)
-    for r in res.windows:  # as the registry loads them: one thread per predict call
-        r.model.set_params(n_jobs=1)
-        r.model.get_booster().set_param({"nthread": 1})
-    models = {r.k_min: LoadedWillArrive(r.k_min, r.model, r.threshold, r.feature_columns, "bench")
-              for r in res.windows}
+    models = {r.k_min: r.model for r in res.windows}  # single-threaded, as the registry loads them
     fc = LearnedForecaster(models, load_windows=cfg.load_windows,
                            duration_config={"fallback_bin": cfg.duration_fallback_bin,
                                             "min_count": cfg.history_min_count})

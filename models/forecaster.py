@@ -61,11 +61,13 @@ from sia.models.job_duration import (
     predict_bins,
 )
 from sia.models.new_load import CalibratedLoad
+from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
 
 _COUNT_COLUMNS = COUNT_COLUMNS
 _COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=np.int64)
 _TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
 _WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
+_PERSIST = FEATURE_COLUMNS.index(PERSISTENCE_COLUMN)
 _AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
 
 
@@ -213,7 +215,7 @@ class LearnedForecaster:
 
     def __init__(
         self,
-        will_arrive: dict[int, registry.LoadedWillArrive],
+        will_arrive: dict[int, WillJobsArrive],
         *,
         loads: dict[int, CalibratedLoad] | None = None,
         load_method: str = "sliding_max",
@@ -371,14 +373,20 @@ class LearnedForecaster:
         return ks
 
     def arrival_proba(self, view: Any, windows_s: Sequence[float]) -> np.ndarray:
-        """Return float [n_pools, n_windows]: P(a job arrives in (now, now + w])."""
+        """Return float [n_pools, n_windows]: P(a job arrives in (now, now + w]) (0/1 for a baseline)."""
         ks = self._windows_min(windows_s)
         feats = self.features(view, sorted(set(ks)))
         out = np.empty((view.trace.n_pools, len(ks)))
         for i, k in enumerate(ks):
-            booster, order = self._booster(k)
-            # columns are put in the model's order here, so XGBoost's own check is skipped
-            out[:, i] = booster.inplace_predict(feats[k][:, order], validate_features=False)
+            m = self.will_arrive[k]
+            if m.method_ == "persistence":
+                out[:, i] = feats[k][:, _PERSIST] > 0
+            elif m.method_ == "always_yes":
+                out[:, i] = 1.0
+            else:
+                booster, order = self._booster(k)
+                # columns are put in the model's order here, so XGBoost's own check is skipped
+                out[:, i] = booster.inplace_predict(feats[k][:, order], validate_features=False)
         return out
 
     def _booster(self, k: int) -> tuple[Any, np.ndarray]:
@@ -386,15 +394,17 @@ class LearnedForecaster:
         hit = self._boosters.get(k)
         if hit is None:
             m = self.will_arrive[k]
-            order = np.array([FEATURE_COLUMNS.index(c) for c in m.feature_columns], dtype=np.int64)
-            hit = self._boosters[k] = (m.model.get_booster(), order)
+            order = np.array([FEATURE_COLUMNS.index(c) for c in m.feature_names_in_],
+                             dtype=np.int64)
+            m.booster_.set_param({"nthread": 1})
+            hit = self._boosters[k] = (m.booster_, order)
         return hit
 
     def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
-        """Return bool [n_pools, n_windows]: P(arrival) >= the model's threshold."""
+        """Return bool [n_pools, n_windows]: P(arrival) >= the registered threshold."""
         ks = self._windows_min(windows_s)
         proba = self.arrival_proba(view, windows_s)
-        thresholds = np.array([self.will_arrive[k].threshold for k in ks])
+        thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
         return proba >= thresholds[None, :]
 
     def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:

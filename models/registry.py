@@ -2,9 +2,10 @@
 
 One registered model per predictor and window:
 
-- ``sia-will-jobs-arrive-<k>m``: the XGBoost classifier (XGBoost's own
-  format, with a signature); its decision threshold and feature columns are
-  tags of the model version (``threshold``, ``feature_columns``).
+- ``sia-will-jobs-arrive-<k>m``: :class:`~sia.models.will_arrive.WillJobsArrive`
+  as data (JSON parameters with its method, threshold and features, and the
+  XGBoost booster in UBJ when the classifier won model selection); the
+  pyfunc returns the 0/1 decision.
 - ``sia-new-load-estimate-<k>m``: a pyfunc holding the calibration constants
   (:class:`~sia.models.new_load.CalibratedLoad`); predict maps a frame with
   a ``sliding_max`` column to the estimate in GPUs.
@@ -17,11 +18,10 @@ loader asks for ``models:/<name>@<alias>``.
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -107,27 +107,25 @@ def _set_alias(name: str, version: str, alias: str) -> None:
     MlflowClient().set_registered_model_alias(name, alias, version)
 
 
-def log_will_arrive(model: Any, k_min: int, feature_columns: list[str], threshold: float,
-                    example: np.ndarray, alias: str = DEFAULT_ALIAS) -> str:
-    """Log the classifier in the active run, register it, set ``alias``; return the version."""
-    import mlflow.xgboost
-    from mlflow import MlflowClient
-    from mlflow.models import infer_signature
+def log_will_arrive(model: Any, example: pd.DataFrame, alias: str = DEFAULT_ALIAS) -> str:
+    """Register a fitted :class:`~sia.models.will_arrive.WillJobsArrive` as data; return the version.
 
+    Stored as JSON parameters (method, threshold, features, the tail's
+    selection table) and the XGBoost booster (UBJ) when the classifier won;
+    the pyfunc returns the 0/1 decision the scheduler uses. ``example`` is a
+    frame of feature rows for the signature.
+    """
+    from sia.models.serving import log_servable
+
+    k_min = int(model.window_min)
     name = will_arrive_name(k_min)
-    frame = pd.DataFrame(example, columns=feature_columns)
-    signature = infer_signature(frame, model.predict_proba(example)[:, 1])
-    with quiet_mlflow():
-        info = mlflow.xgboost.log_model(
-            model, name=f"will_jobs_arrive_{k_min}m", signature=signature,
-            registered_model_name=name, model_format="ubj",
-            pip_requirements=_requirements("xgboost", "scikit-learn", "numpy"))
-    version = str(info.registered_model_version)
+    version = log_servable(model, artifact_name=f"will_jobs_arrive_{k_min}m",
+                           registered_name=name, example=example, alias=alias)
+    from mlflow import MlflowClient
+
     client = MlflowClient()
-    client.set_model_version_tag(name, version, "threshold", repr(float(threshold)))
-    client.set_model_version_tag(name, version, "feature_columns", json.dumps(feature_columns))
-    client.set_model_version_tag(name, version, "k_min", str(int(k_min)))
-    _set_alias(name, version, alias)
+    client.set_model_version_tag(name, version, "method", model.method_)
+    client.set_model_version_tag(name, version, "threshold", repr(float(model.threshold_)))
     return version
 
 
@@ -175,17 +173,6 @@ def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
                         example=example, alias=alias)
 
 
-@dataclass
-class LoadedWillArrive:
-    """A WillJobsArrive classifier loaded from the registry."""
-
-    k_min: int
-    model: Any  # xgboost.XGBClassifier
-    threshold: float
-    feature_columns: list[str]
-    version: str
-
-
 def version_of(name: str, alias: str):
     """Return the MLflow ModelVersion of ``name`` under ``alias``; RegistryError when missing."""
     from mlflow import MlflowClient
@@ -201,25 +188,16 @@ def version_of(name: str, alias: str):
         ) from None
 
 
-def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> LoadedWillArrive:
-    """Return WillJobsArrive for ``k_min`` from ``models:/sia-will-jobs-arrive-<k>m@<alias>``."""
-    import mlflow.xgboost
+def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> Any:
+    """Return the registered :class:`~sia.models.will_arrive.WillJobsArrive` for ``k_min`` under ``alias``.
 
-    name = will_arrive_name(k_min)
-    mv = version_of(name, alias)
-    model = mlflow.xgboost.load_model(f"models:/{name}@{alias}")
-    # The saved model carries no thread count, so XGBoost would use every core per
-    # call: a tick predicts a few rows, where OpenMP start-up and contention cost
-    # 25-55 ms a call on this 2-core machine instead of ~1 ms single-threaded.
-    model.set_params(n_jobs=1)
-    model.get_booster().set_param({"nthread": 1})
-    return LoadedWillArrive(
-        k_min=int(k_min),
-        model=model,
-        threshold=float(mv.tags.get("threshold", 0.5)),
-        feature_columns=json.loads(mv.tags["feature_columns"]),
-        version=str(mv.version),
-    )
+    Its ``registry_version_`` is the model version. Raises RegistryError when missing.
+    """
+    from sia.models.serving import load_servable
+
+    model, version = load_servable(will_arrive_name(k_min), alias)
+    model.registry_version_ = version
+    return model
 
 
 def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:

@@ -1,7 +1,11 @@
 """Optuna search over XGBoost's hyperparameters for WillJobsArrive (one study per window).
 
-The objective is measured on the validation period: the F-score at the
-model's threshold (``objective="f1"``), or the recall at the largest
+The objective is measured on the *training* rows only, never on the
+validation period that is reported: each trial fits the classifier on the
+first part of the training span and scores it on its tail (the last
+``tail_fraction``, as :class:`~sia.models.will_arrive.WillJobsArrive` does),
+by the best F-score over thresholds (``objective="f1"``: the estimator then
+picks its threshold on that tail too), or the recall at the largest
 threshold whose precision is at least ``precision_floor``
 (``objective="recall_at_precision"``). Each trial is logged as a nested
 MLflow run when an MLflow run is active. Studies live in an SQLite file
@@ -20,10 +24,10 @@ from sia.data.errors import ConfigError
 from sia.models.will_arrive import (
     LABEL,
     XGBParams,
+    best_f1_threshold,
     binary_metrics,
+    estimator_for,
     feature_matrix,
-    fit_classifier,
-    positive_proba,
 )
 from sklearn.metrics import precision_recall_curve
 
@@ -55,7 +59,6 @@ def suggest_params(trial: optuna.Trial, base: XGBParams) -> XGBParams:
 
 def tune_window(
     train: pl.DataFrame,
-    val: pl.DataFrame,
     k_min: int,
     feature_columns: list[str],
     base: XGBParams,
@@ -65,40 +68,59 @@ def tune_window(
     study_name: str,
     objective: str = "f1",
     precision_floor: float = 0.5,
-    threshold: float = 0.5,
+    tail_fraction: float = 0.2,
     log_trials: bool = True,
 ) -> tuple[XGBParams, optuna.Study]:
-    """Run (or resume) the study for one window; return (best params, study).
+    """Run (or resume) the study for one window on training rows; return (best params, study).
 
-    ``storage`` is an Optuna storage URL (``sqlite:///...``). Trials already
-    complete in the stored study count towards ``n_trials``.
+    ``train`` holds the window's training rows (``t`` in s, the features,
+    ``label_arrival``). ``storage`` is an Optuna storage URL
+    (``sqlite:///...``). Trials already complete in the stored study count
+    towards ``n_trials``; a study of the same name made on other rows is
+    refused (its trials would not be comparable).
     """
     if objective not in OBJECTIVES:
         raise ConfigError(f"--tune-objective must be one of {OBJECTIVES}, not {objective!r}")
     if n_trials < 1:
         raise ConfigError(f"--tune must be >= 1 trials, not {n_trials}")
-    x_tr = feature_matrix(train, feature_columns)
-    y_tr = train[LABEL].to_numpy()
-    x_va = feature_matrix(val, feature_columns)
-    y_va = val[LABEL].to_numpy()
+    if train.height == 0:
+        raise ConfigError(f"window {k_min} min: no training rows to tune on")
+    t = train["t"].to_numpy()
+    tail = t >= t.max() - tail_fraction * (t.max() - t.min())
+    x = feature_matrix(train, feature_columns)
+    y = train[LABEL].to_numpy().astype(np.int8)
+    x_fit, y_fit, x_tail, y_tail = x[~tail], y[~tail], x[tail], y[tail]
+    if np.unique(y_fit).size < 2 or y_tail.sum() == 0:
+        raise ConfigError(f"window {k_min} min: the training rows before / in the tail lack "
+                          "arrivals or quiet windows; lengthen --train-days")
+    fingerprint = f"{train.height}:{float(t.min()):.0f}-{float(t.max()):.0f}:{len(feature_columns)}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=study_name, storage=storage, direction="maximize", load_if_exists=True,
         sampler=optuna.samplers.TPESampler(seed=base.seed),
     )
+    made_on = study.user_attrs.get("training_rows")
+    if made_on is None:
+        study.set_user_attr("training_rows", fingerprint)
+    elif made_on != fingerprint:
+        raise ConfigError(f"Optuna study {study_name!r} in {storage} was made on other training "
+                          f"rows ({made_on}, now {fingerprint}): its trials are not comparable; "
+                          "delete the study or give another name")
 
     def run_trial(trial: optuna.Trial) -> float:
         params = suggest_params(trial, base)
-        proba = positive_proba(fit_classifier(x_tr, y_tr, params), x_va)
-        m = binary_metrics(y_va, proba >= threshold)
-        value = m["f1"] if objective == "f1" else recall_at_precision(y_va, proba, precision_floor)
+        est = estimator_for(k_min, params, features=list(feature_columns), select="xgboost")
+        proba = est._train(x_fit, y_fit).inplace_predict(x_tail)
+        m = binary_metrics(y_tail, proba >= best_f1_threshold(y_tail, proba))
+        value = (m["f1"] if objective == "f1"
+                 else recall_at_precision(y_tail, proba, precision_floor))
         if log_trials:
             import mlflow
 
             if mlflow.active_run() is not None:
                 with mlflow.start_run(run_name=f"trial {trial.number} ({k_min}m)", nested=True):
                     mlflow.log_params({"k_min": k_min, **trial.params})
-                    mlflow.log_metrics({"objective": value, **{f"val_{k}": float(v)
+                    mlflow.log_metrics({"objective": value, **{f"tail_{k}": float(v)
                                                                for k, v in m.items()}})
         return value
 

@@ -224,7 +224,8 @@ def load_learned(alias: str, windows_min: tuple[int, ...], load_method: str,
                 f"{','.join(map(str, windows_min))}) or pass --train to train on the period "
                 "before the replay")
         raise RegistryError(f"--alias {alias}: no {what} in the MLflow store {uri}{hint}") from None
-    versions = {f"will-jobs-arrive-{k}m": m.version for k, m in fc.will_arrive.items()}
+    versions = {f"will-jobs-arrive-{k}m": m.registry_version_
+                for k, m in fc.will_arrive.items()}
     return fc, {"alias": alias, "tracking_uri": uri, "load_method": load_method,
                 "windows_min": list(windows_min), "will_arrive_versions": versions}
 

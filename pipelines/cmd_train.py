@@ -39,11 +39,18 @@ def register(app: typer.Typer) -> None:
             show_default=False)] = None,
         windows: Annotated[str, typer.Option(
             "--windows", help="Prediction windows k in minutes, comma separated.")] = "5,60,720",
-        threshold: Annotated[float, typer.Option(
-            "--threshold", help="WillJobsArrive decision threshold.")] = 0.5,
+        threshold: Annotated[float | None, typer.Option(
+            "--threshold", help="WillJobsArrive decision threshold (default: the one that "
+                                "maximizes F on the last 20% of the training period).",
+            show_default=False)] = None,
         target_recall: Annotated[float | None, typer.Option(
-            "--target-recall", help="Choose each window's threshold on validation for this "
-                                    "recall instead of --threshold.", show_default=False)] = None,
+            "--target-recall", help="Choose each window's threshold as the largest reaching "
+                                    "this recall on the last 20% of the training period.",
+            show_default=False)] = None,
+        will_arrive_select: Annotated[str, typer.Option(
+            "--will-arrive-select", help="WillJobsArrive: auto (the best of XGBoost, "
+                                         "persistence and always-yes on the training tail) or "
+                                         "one of xgboost / persistence / always_yes.")] = "auto",
         load_windows: Annotated[int, typer.Option(
             "--load-windows", help="NewLoadEstimate: windows in the sliding max (N).")] = 3,
         load_alpha: Annotated[float, typer.Option(
@@ -89,7 +96,12 @@ def register(app: typer.Typer) -> None:
         from sia.pipelines.train import TrainConfig, run_training
 
         ks = inputs.parse_windows(windows)
-        if not 0.0 < threshold < 1.0:
+        if will_arrive_select not in ("auto", "xgboost", "persistence", "always_yes"):
+            raise ConfigError("--will-arrive-select must be auto, xgboost, persistence or "
+                              f"always_yes, not {will_arrive_select!r}")
+        if target_recall is not None and not 0.0 < target_recall <= 1.0:
+            raise ConfigError(f"--target-recall must be in (0, 1], not {target_recall}")
+        if threshold is not None and not 0.0 < threshold < 1.0:
             raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
         if n_estimators < 1:
             raise ConfigError(f"--n-estimators must be >= 1, not {n_estimators}")
@@ -107,7 +119,8 @@ def register(app: typer.Typer) -> None:
         config = TrainConfig(
             train_days=train_days, val_days=val_days, warmup_days=warmup_days,
             start_day=start_day, windows_min=ks, threshold=threshold,
-            target_recall=target_recall, ablation=not no_ablation, load_windows=load_windows,
+            target_recall=target_recall, will_arrive_select=will_arrive_select,
+            ablation=not no_ablation, load_windows=load_windows,
             load_alpha=load_alpha, duration_quantile=duration_quantile,
             duration_target_under=duration_target_under, duration_method=duration_method,
             xgb=XGBParams(n_estimators=n_estimators, seed=seed),

@@ -258,7 +258,6 @@ def learned_sia(cfg: Figure16Config, variant: str, seed: int):
     """
     from sia.data.synthetic import generate_workload
     from sia.models.forecaster import LearnedForecaster
-    from sia.models.registry import LoadedWillArrive
     from sia.pipelines.inputs import fcfs_schedule
     from sia.pipelines.train import TrainConfig, train_predictors
     from sia.scheduler.policy_sia import SiaPolicy
@@ -267,11 +266,7 @@ def learned_sia(cfg: Figure16Config, variant: str, seed: int):
                                     days=cfg.learned_train_days, pool_gpus=cfg.pool_gpus)
     tc = TrainConfig(ablation=False)
     res = train_predictors(fcfs_schedule(jobs, pools.select("pool", "quota_gpus")), tc)
-    for r in res.windows:
-        r.model.set_params(n_jobs=1)
-        r.model.get_booster().set_param({"nthread": 1})
-    models = {r.k_min: LoadedWillArrive(r.k_min, r.model, r.threshold, r.feature_columns,
-                                        "figure16") for r in res.windows}
+    models = {r.k_min: r.model for r in res.windows}
     fc = LearnedForecaster(models, load_windows=tc.load_windows,
                            duration_config={"fallback_bin": tc.duration_fallback_bin,
                                             "min_count": tc.history_min_count})

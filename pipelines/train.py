@@ -41,8 +41,12 @@ class TrainConfig:
     start_day: float | None = None
     windows_min: tuple[int, ...] = DEFAULT_WINDOWS_MIN
     grid_s: float = 300.0
-    threshold: float = 0.5
+    #: WillJobsArrive's threshold: None = the F-maximizing one on the training tail
+    threshold: float | None = None
+    #: when set, the largest threshold reaching this recall on the training tail
     target_recall: float | None = None
+    #: WillJobsArrive model selection: "auto" (xgboost, persistence, always-yes on the tail)
+    will_arrive_select: str = "auto"
     ablation: bool = True
     load_windows: int = 3
     load_alpha: float = 0.1
@@ -122,8 +126,10 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         tr = train_all.filter(pl.col("k_min") == k)
         va = val_all.filter(pl.col("k_min") == k)
         results.append(will_arrive.train_window(
-            tr, va, k, FEATURE_GROUPS, (xgb_by_window or {}).get(k, config.xgb), threshold=config.threshold,
-            target_recall=config.target_recall, ablation=config.ablation))
+            tr, va, k, FEATURE_GROUPS, (xgb_by_window or {}).get(k, config.xgb),
+            threshold="tail" if config.threshold is None else config.threshold,
+            target_recall=config.target_recall, select=config.will_arrive_select,
+            ablation=config.ablation))
         loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
                                               alpha=config.load_alpha))
     timings["fit_s"] = time.perf_counter() - clock
@@ -339,10 +345,13 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
         mlflow.log_artifact(str(tmpdir / "confusion_matrix.json"))
     mlflow.log_dict(result.split.to_params(), "split.json")
     if register:
+        import pandas as pd
+
+        example = pd.DataFrame(np.zeros((2, len(FEATURE_COLUMNS_ALL)), dtype=np.float32),
+                               columns=FEATURE_COLUMNS_ALL)
         for r in result.windows:
-            example = np.zeros((2, len(r.feature_columns)), dtype=np.float32)
             versions[registry.will_arrive_name(r.k_min)] = registry.log_will_arrive(
-                r.model, r.k_min, r.feature_columns, r.threshold, example, alias)
+                r.model, example, alias)
         for lr in result.loads:
             versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
                 lr.calibrated, alias)
@@ -396,15 +405,14 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
             split = choose_split(schedule["submit_time"].to_numpy(), train_days=config.train_days,
                                  val_days=config.val_days, warmup_days=config.warmup_days,
                                  start_day=config.start_day)
-            train_all, val_all = split_features(features, split)
+            train_all, _ = split_features(features, split)
             storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
             prefix = study_prefix or f"sia-{Path(trace).name}-{tune_objective}"
             for k in windows:
                 params, _ = tune_window(
-                    train_all.filter(pl.col("k_min") == k), val_all.filter(pl.col("k_min") == k),
-                    k, list(FEATURE_COLUMNS_ALL), config.xgb, n_trials=tune, storage=storage,
-                    study_name=f"{prefix}-{k}m", objective=tune_objective,
-                    precision_floor=precision_floor, threshold=config.threshold)
+                    train_all.filter(pl.col("k_min") == k), k, list(FEATURE_COLUMNS_ALL),
+                    config.xgb, n_trials=tune, storage=storage, study_name=f"{prefix}-{k}m",
+                    objective=tune_objective, precision_floor=precision_floor)
                 best[k] = params
             mlflow.log_params({"tune_trials": tune, "tune_objective": tune_objective,
                                "tune_storage": storage})

@@ -10,7 +10,7 @@ from sia.features.duration_history import point_in_time_history
 from sia.features.live import LiveState, features_at
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.forecaster import LearnedForecaster
-from sia.models.registry import LoadedWillArrive
+from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.forecast import (
     DEFAULT_WINDOWS_S,
     Forecaster,
@@ -98,8 +98,8 @@ def test_random_forecaster_is_seeded_and_fair(workload):
 class _Fixed:
     """A stand-in classifier: P(arrival) = a fixed function of the features (no training needed)."""
 
-    def get_booster(self):
-        return self
+    def set_param(self, params):
+        pass
 
     def inplace_predict(self, x, **kwargs):
         return (x[:, 0] + x[:, 6] > 0).astype(float)
@@ -107,7 +107,7 @@ class _Fixed:
 
 def test_learned_features_equal_the_live_features(workload):
     jobs, pools = workload
-    models = {k: LoadedWillArrive(k, _Fixed(), 0.5, list(FEATURE_COLUMNS), "0")
+    models = {k: WillJobsArrive.from_booster(k, _Fixed(), 0.5, list(FEATURE_COLUMNS))
               for k in (5, 60, 720)}
     f = LearnedForecaster(models)
     probe = Probe(lambda v: (v.now, f.features(v, (5, 60, 720)), f.will_jobs_arrive(v, WINDOWS)))

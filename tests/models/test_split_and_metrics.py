@@ -86,5 +86,5 @@ def test_scale_pos_weight_and_threshold_for_recall():
     assert threshold_for_recall(y, proba, 0.5) == pytest.approx(0.8)
     assert threshold_for_recall(y, proba, 0.75) == pytest.approx(0.4)
     assert threshold_for_recall(y, proba, 1.0) == pytest.approx(0.2)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValueError, match="target_recall"):
         threshold_for_recall(y, proba, 0.0)
