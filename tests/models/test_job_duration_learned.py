@@ -106,6 +106,7 @@ def test_registered_job_duration_serves_what_the_forecaster_uses(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+    mlflow.set_experiment("serving-test")  # this store's own: another test may have set one
     X, y, t = _data(400)
     est = JobDuration(n_estimators=10).fit(X, y, time=t)
     est.lend_risk_ = 0.1

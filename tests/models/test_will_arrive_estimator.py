@@ -114,6 +114,7 @@ def test_registered_will_arrive_serves_what_the_forecaster_uses(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+    mlflow.set_experiment("serving-test")  # this store's own: another test may have set one
     tr = _rows(1500, 6)
     est = WillJobsArrive(window_min=5, n_estimators=20).fit(tr, tr["label_arrival"])
     example = pd.DataFrame(np.zeros((2, len(FEATURE_COLUMNS)), dtype=np.float32),

@@ -60,15 +60,14 @@ def test_the_scheduler_loader_gets_the_same_predictions_back(trained):
     f = LearnedForecaster.from_registry((5, 60), load_method="calibrated",
                                         tracking_uri=outcome.tracking_uri)
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 20, size=(50, len(FEATURE_COLUMNS))).astype(np.float32)
+    x = pl.DataFrame(rng.integers(0, 20, size=(50, len(FEATURE_COLUMNS))).astype(np.float32),
+                     schema=FEATURE_COLUMNS)
     for r in outcome.result.windows:
         loaded = f.will_arrive[r.k_min]
-        assert loaded.threshold == r.threshold
-        assert loaded.feature_columns == r.feature_columns
-        # single-threaded inference: a tick predicts a few rows (see registry.load_will_arrive)
-        assert loaded.model.get_params()["n_jobs"] == 1
-        np.testing.assert_allclose(loaded.model.predict_proba(x)[:, 1],
-                                   r.model.predict_proba(x)[:, 1], rtol=1e-6)
+        assert loaded.threshold_ == r.threshold and loaded.method_ == r.model.method_
+        assert list(loaded.feature_names_in_) == r.feature_columns
+        assert loaded.get_params()["n_jobs"] == 1  # single-threaded: a tick predicts a few rows
+        np.testing.assert_array_equal(loaded.predict_proba(x), r.model.predict_proba(x))
     for lr in outcome.result.loads:
         assert load_new_load(lr.k_min) == lr.calibrated
     assert load_job_duration()["fallback_bin"] == 3
