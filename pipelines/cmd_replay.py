@@ -14,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
 from sia.scheduler.locality import options_from_cli, replay_maybe_cells
-from sia.scheduler.metrics import DAY_S, compare
+from sia.scheduler.metrics import compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
 from sia.scheduler.simulator import RESULT_COLUMNS
 
@@ -132,21 +133,6 @@ def locality_options(locality: Any) -> dict[str, Any]:
     default = asdict(type(locality)())
     return {k: list(v) if isinstance(v, tuple) else v
             for k, v in asdict(locality).items() if v != default[k]}
-
-
-def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
-                  ) -> pl.DataFrame:
-    """Return the jobs submitted in [start_day, end_day) days since the trace start (open ends).
-
-    Raises ConfigError naming the options when the window holds no job.
-    """
-    window = inputs.jobs_in_days(jobs, start_day, end_day)
-    if window.height == 0:
-        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
-        raise ConfigError(f"--replay-start-day {start_day} / --replay-end-day {end_day}: no job is "
-                          f"submitted in that window; the trace's last submission is on day "
-                          f"{last:.1f}")
-    return window
 
 
 def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
@@ -389,7 +375,7 @@ def register(app: typer.Typer) -> None:
         jobs = wl.jobs
         pools = wl.pools
         if replay_start_day is not None or replay_end_day is not None:
-            jobs = replay_window(jobs, replay_start_day, replay_end_day)
+            jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
             pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
         res, _, summary = replay_workload(
             jobs, pools, policy, speedup=speedup, tick_s=tick,

@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines import plots
 from sia.pipelines.executors import ProgressBar
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
-from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
+from sia.pipelines.inputs import Workload, load_workload, replay_window
 from sia.pipelines.replay_store import (
     atomic_write_text,
     read_marker,
@@ -50,7 +51,6 @@ from sia.pipelines.replay_store import (
 from sia.pipelines.replay_store import save_replay as store_replay
 from sia.scheduler.metrics import compare
 
-DAY_S = 86_400.0
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
                "preemptible")
@@ -100,28 +100,6 @@ def load_trace(cfg: ExperimentConfig) -> Workload:
         quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
         seed=cfg.seed if t.seed is None else t.seed, days=t.days,
     )
-
-
-def replay_window(jobs: pl.DataFrame, cfg: ExperimentConfig) -> tuple[pl.DataFrame, float]:
-    """Return (jobs submitted in the replay window, the window's length in seconds).
-
-    The window is [start_day, end_day) in days since the trace start (open
-    ends default to the trace's first / last submission). Times are kept as
-    they are (time of day matters to the predictors). Raises ConfigError when
-    the window holds no job.
-    """
-    lo = -math.inf if cfg.replay_start_day is None else cfg.replay_start_day * DAY_S
-    hi = math.inf if cfg.replay_end_day is None else cfg.replay_end_day * DAY_S
-    window = jobs_in_days(jobs, cfg.replay_start_day, cfg.replay_end_day)
-    if window.height == 0:
-        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
-        raise ConfigError(f"{cfg.source}: replay: no job is submitted in the replay window "
-                          f"[{cfg.replay_start_day}, {cfg.replay_end_day}) days; the trace's "
-                          f"last submission is on day {last:.1f}")
-    first = float(window["submit_time"].min()) if math.isinf(lo) else lo
-    last = float(window["submit_time"].max()) if math.isinf(hi) else hi
-    keep = [c for c in JOB_COLUMNS if c in window.columns]
-    return window.select(keep), max(last - first, 1.0)
 
 
 def _derive_seed(*parts: int) -> int:
@@ -568,7 +546,9 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
 
     wl = load_trace(cfg)
-    jobs, span_s = replay_window(wl.jobs, cfg)
+    jobs, span_s = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day,
+                                 where=f"{cfg.source}: replay")
+    jobs = jobs.select(c for c in JOB_COLUMNS if c in jobs.columns)
     experiments = build_experiments(cfg, jobs, span_s, wl.pools)
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")

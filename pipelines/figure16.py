@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines.experiment import read_yaml
 from sia.pipelines.replay_store import (
     read_marker,
@@ -79,8 +80,6 @@ from sia.pipelines.replay_store import (
     run_into_store,
     sort_for_resume,
 )
-
-DAY_S = 86_400.0
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
 #: without binding a server that loans partly hold (LocalityConfig.adopt_loans).
