@@ -24,7 +24,6 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import time
@@ -39,7 +38,7 @@ from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import plots
 from sia.pipelines.executors import ProgressBar
-from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
+from sia.pipelines.experiment import ExperimentConfig, PolicySpec
 from sia.pipelines.inputs import Workload, load_workload, replay_window
 from sia.pipelines.replay_store import (
     atomic_write_text,
@@ -50,6 +49,7 @@ from sia.pipelines.replay_store import (
 )
 from sia.pipelines.replay_store import save_replay as store_replay
 from sia.scheduler.metrics import compare
+from sia.scheduler.registry import policy_options
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
@@ -228,14 +228,9 @@ def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     from sia.scheduler.registry import make_policy
     from sia.scheduler.simulator import simulate
 
-    options = dict(task.options)
-    if task.forecaster is not None:
-        option = forecaster_option(task.policy)
-        if option is None:
-            raise ConfigError(f"policy {task.policy!r} takes no learned forecaster; "
-                              "give it forecaster: none")
-        options[option] = learned_forecaster(task.forecaster)
-    policy = make_policy(task.policy, **options)
+    fc = None if task.forecaster is None else learned_forecaster(task.forecaster)
+    policy = make_policy(task.policy, locality=task.locality,
+                         **policy_options(task.policy, task.options, forecaster=fc))
     if task.locality is None:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
     from sia.scheduler.locality import options_from_cli, replay_maybe_cells
@@ -276,21 +271,6 @@ def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float, dict[str, Any]
     return result, time.perf_counter() - t, cells
 
 
-def _policy_options(spec: PolicySpec, seed: int) -> dict[str, Any]:
-    """Return the policy's options, plus ``seed`` (the experiment's) when it takes one."""
-    from sia.scheduler.registry import policy_class
-
-    options = dict(spec.options)
-    if "seed" not in options:
-        try:
-            params = inspect.signature(policy_class(spec.name)).parameters
-        except (TypeError, ValueError):
-            params = {}
-        if "seed" in params:
-            options["seed"] = seed
-    return options
-
-
 def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                forecaster: dict[str, Any] | None) -> list[ReplayTask]:
     """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
@@ -309,7 +289,7 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     specs = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
     tasks = []
     for spec in specs:
-        options = _policy_options(spec, exp.seed)
+        options = policy_options(spec.name, spec.options, seed=exp.seed)
         fc = forecaster if spec.forecaster == "learned" else None
         if spec.forecaster == "learned" and forecaster is None:
             raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")

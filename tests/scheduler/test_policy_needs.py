@@ -14,6 +14,7 @@ import yaml
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.pipelines.cli import main
+from sia.pipelines.experiment import parse_config
 from sia.scheduler.forecast import PerfectForecaster
 from sia.scheduler.locality import LocalityConfig, config_for_policy, simulate_cells
 from sia.scheduler.needs import NO_NEEDS, PolicyNeeds
@@ -115,6 +116,36 @@ def test_policy_options_add_the_seed_and_forecaster_as_declared():
     with pytest.raises(ConfigError) as err:
         policy_options("maxmin", forecaster=fc)
     assert "\n" not in str(err.value) and "policy 'maxmin' takes no forecaster" in str(err.value)
+
+
+# ------------------------------------------------------------------ errors reach the user
+
+def test_sia_replay_refuses_locality_for_a_policy_without_it(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "ssf",
+                 "--topology", "gpus=8,rack=4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("error: --topology: policy 'ssf' does not support locality"), err
+    assert not out.exists()
+
+
+def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tmp_path, capsys):
+    base = {"name": "t", "trace": {"synthetic": "base", "days": 3}, "experiments": 1,
+            "pools_per_experiment": 2, "warmup_days": 0.5}
+    for change, words in (({"policies": ["fcfs", "themis"], "locality": True},
+                           "locality: policy 'themis' does not support locality"),
+                          ({"policies": [{"name": "fcfs"}, {"name": "maxmin",
+                                                            "forecaster": "learned"}]},
+                           "policies[1].forecaster: policy 'maxmin' takes no forecaster")):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump({**base, **change}))
+        assert main(["evaluate", str(path), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, err
+    # a policy that takes one defaults to the learned forecaster; the others to none
+    cfg = parse_config({**base, "policies": ["fcfs", "sia-random"]})
+    assert [p.forecaster for p in cfg.policies] == ["none", "learned"]
 
 
 # ------------------------------------------------------------------ a new policy
