@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
-from sia.scheduler.policy_sia import SiaPolicy, sia_perfect
+from sia.scheduler.policy_sia import SiaPerfectPolicy, SiaPolicy
 from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import simulate
 
@@ -88,7 +88,7 @@ def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
 def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame):
     """Return the policy of a case name (see the module doc)."""
     if case == "sia-perfect/refresh0":
-        return sia_perfect(refresh_s=0.0, name=case)
+        return SiaPerfectPolicy(refresh_s=0.0, name=case)
     if case == "sia-learned":
         fc, secs = learned_forecaster(jobs, pools)
         print(f"  (trained the learned predictors in {secs:.1f} s)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from dataclasses import asdict
@@ -14,11 +13,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines import inputs
-from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN, LEARNED_POLICIES, forecaster_option
+from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
 from sia.scheduler.locality import options_from_cli, replay_maybe_cells
-from sia.scheduler.metrics import DAY_S, compare
-from sia.scheduler.registry import POLICY_NAMES, make_policy, policy_class
+from sia.scheduler.metrics import compare
+from sia.scheduler.registry import (
+    POLICY_NAMES,
+    check_policy,
+    make_policy,
+    policies_with,
+    policy_needs,
+    policy_options,
+)
 from sia.scheduler.simulator import RESULT_COLUMNS
 
 #: Replays with at least this many jobs show a progress bar.
@@ -35,8 +42,9 @@ Writes DIR/jobs.parquet (job_id, pool, submit_time, duration, num_gpus,
 start_time, end_time, opportunistic; durations after --speedup),
 DIR/pools.parquet (the quotas used) and DIR/summary.json (the metrics).
 
-SIA, its random strawmen (sia-random, sia-random-both) and its attribution
-ablations (sia-perfect-durations, sia-perfect-arrivals) run on the learned
+The policies that take a forecaster (their declared needs: SIA, its random
+strawmen sia-random and sia-random-both, its attribution ablations
+sia-perfect-durations and sia-perfect-arrivals, sia-learned) run on the learned
 predictors: loaded from the MLflow registry by --alias (default
 champion; store: $MLFLOW_TRACKING_URI or <output root>/mlflow.db), or, with
 --train, trained and registered first on the period before the replay
@@ -62,12 +70,6 @@ TRAIN_DAYS, VAL_DAYS, TRAIN_WARMUP_DAYS = 21.0, 14.0, 3.0
 TRAIN_ALIAS = "replay-train"
 
 
-def _policy_options(name: str, seed: int) -> dict:
-    """Return the keyword options to build policy ``name`` with (``seed`` when it takes one)."""
-    params = inspect.signature(policy_class(name)).parameters
-    return {"seed": seed} if "seed" in params else {}
-
-
 def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float,
                     tick_s: float, warmup_s: float, seed: int = 0, progress: bool = False,
                     extra_options: dict[str, Any] | None = None,
@@ -86,7 +88,7 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
     (:func:`sia.scheduler.locality.simulate_cells`: ``preemptions``,
     ``preempted_jobs``, ``migrations``, ``migrated_jobs``, fallbacks ...).
     """
-    options = _policy_options(policy, seed)
+    options = policy_options(policy, seed=seed)
     timings = {}
     cells: dict[str, dict] = {}
 
@@ -98,14 +100,14 @@ def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, spe
         return res
 
     t = time.perf_counter()
-    res = run(policy, make_policy(policy, **options, **(extra_options or {})))
+    res = run(policy, make_policy(policy, locality=locality, **options, **(extra_options or {})))
     timings["policy_s"] = time.perf_counter() - t
     if policy.strip().lower() == "fcfs":
         base = res
         timings["baseline_s"] = 0.0
     else:
         t = time.perf_counter()
-        base = run("fcfs", make_policy("fcfs"))
+        base = run("fcfs", make_policy("fcfs", locality=locality))
         timings["baseline_s"] = time.perf_counter() - t
     _, summary = compare(res, base, warmup_s=warmup_s, pools=pools)
     summary = {
@@ -132,21 +134,6 @@ def locality_options(locality: Any) -> dict[str, Any]:
     default = asdict(type(locality)())
     return {k: list(v) if isinstance(v, tuple) else v
             for k, v in asdict(locality).items() if v != default[k]}
-
-
-def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None,
-                  ) -> pl.DataFrame:
-    """Return the jobs submitted in [start_day, end_day) days since the trace start (open ends).
-
-    Raises ConfigError naming the options when the window holds no job.
-    """
-    window = inputs.jobs_in_days(jobs, start_day, end_day)
-    if window.height == 0:
-        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
-        raise ConfigError(f"--replay-start-day {start_day} / --replay-end-day {end_day}: no job is "
-                          f"submitted in that window; the trace's last submission is on day "
-                          f"{last:.1f}")
-    return window
 
 
 def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
@@ -348,14 +335,21 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--tick must be > 0 seconds, not {tick}")
         if not warmup_days >= 0:
             raise ConfigError(f"--warmup-days must be >= 0, not {warmup_days}")
-        policy_class(policy)  # fail on an unknown policy before reading anything
-        locality = options_from_cli(topology, placement, cells_option)  # fail before reading
-        option = forecaster_option(policy)
-        if option is None:
-            given = [f for f, v in (("--train", train), ("--alias", alias)) if v]
-            if given:
-                raise ConfigError(f"{given[0]} applies to the policies that use the learned "
-                                  f"predictors ({', '.join(LEARNED_POLICIES)}), not {policy!r}")
+        # fail on an unknown policy, or one that cannot take what was asked, before reading
+        needs = policy_needs(policy)
+        locality = options_from_cli(topology, placement, cells_option)
+        given = [f for f, v in (("--topology", topology), ("--placement", placement),
+                                ("--cells-option", cells_option)) if v]
+        try:
+            check_policy(policy, locality=locality)
+        except ConfigError as exc:
+            raise ConfigError(f"{given[0]}: {exc}") from None
+        learned = needs.forecaster is not None
+        given = [f for f, v in (("--train", train), ("--alias", alias)) if v]
+        if given and not learned:
+            raise ConfigError(f"{given[0]} applies to the policies that use the learned "
+                              f"predictors ({', '.join(policies_with(forecaster=True))}), "
+                              f"not {policy!r}")
         if load_method not in ("sliding_max", "calibrated"):
             raise ConfigError(f"--load-method must be sliding_max or calibrated, not {load_method!r}")
         ks = inputs.parse_windows(windows)
@@ -369,7 +363,7 @@ def register(app: typer.Typer) -> None:
                                           clean, quotas, load_range, seed, days)
         extra: dict[str, Any] = {}
         predictors = None
-        if option is not None:
+        if learned:
             trained = None
             if train:
                 name = alias or TRAIN_ALIAS
@@ -386,11 +380,12 @@ def register(app: typer.Typer) -> None:
                                           load_method, trained=train)
             if trained:
                 predictors["trained"] = trained
-            extra = {option: fc, "windows_s": tuple(60.0 * k for k in ks)}
+            extra = policy_options(policy, {"windows_s": tuple(60.0 * k for k in ks)},
+                                   forecaster=fc)
         jobs = wl.jobs
         pools = wl.pools
         if replay_start_day is not None or replay_end_day is not None:
-            jobs = replay_window(jobs, replay_start_day, replay_end_day)
+            jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
             pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
         res, _, summary = replay_workload(
             jobs, pools, policy, speedup=speedup, tick_s=tick,

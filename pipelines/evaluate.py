@@ -24,7 +24,6 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import time
@@ -36,10 +35,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines import plots
 from sia.pipelines.executors import ProgressBar
-from sia.pipelines.experiment import ExperimentConfig, PolicySpec, forecaster_option
-from sia.pipelines.inputs import Workload, jobs_in_days, load_workload
+from sia.pipelines.experiment import ExperimentConfig, PolicySpec
+from sia.pipelines.inputs import Workload, load_workload, replay_window
 from sia.pipelines.replay_store import (
     atomic_write_text,
     read_marker,
@@ -49,8 +49,8 @@ from sia.pipelines.replay_store import (
 )
 from sia.pipelines.replay_store import save_replay as store_replay
 from sia.scheduler.metrics import compare
+from sia.scheduler.registry import policy_options
 
-DAY_S = 86_400.0
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
                "preemptible")
@@ -100,28 +100,6 @@ def load_trace(cfg: ExperimentConfig) -> Workload:
         quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
         seed=cfg.seed if t.seed is None else t.seed, days=t.days,
     )
-
-
-def replay_window(jobs: pl.DataFrame, cfg: ExperimentConfig) -> tuple[pl.DataFrame, float]:
-    """Return (jobs submitted in the replay window, the window's length in seconds).
-
-    The window is [start_day, end_day) in days since the trace start (open
-    ends default to the trace's first / last submission). Times are kept as
-    they are (time of day matters to the predictors). Raises ConfigError when
-    the window holds no job.
-    """
-    lo = -math.inf if cfg.replay_start_day is None else cfg.replay_start_day * DAY_S
-    hi = math.inf if cfg.replay_end_day is None else cfg.replay_end_day * DAY_S
-    window = jobs_in_days(jobs, cfg.replay_start_day, cfg.replay_end_day)
-    if window.height == 0:
-        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
-        raise ConfigError(f"{cfg.source}: replay: no job is submitted in the replay window "
-                          f"[{cfg.replay_start_day}, {cfg.replay_end_day}) days; the trace's "
-                          f"last submission is on day {last:.1f}")
-    first = float(window["submit_time"].min()) if math.isinf(lo) else lo
-    last = float(window["submit_time"].max()) if math.isinf(hi) else hi
-    keep = [c for c in JOB_COLUMNS if c in window.columns]
-    return window.select(keep), max(last - first, 1.0)
 
 
 def _derive_seed(*parts: int) -> int:
@@ -250,14 +228,9 @@ def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     from sia.scheduler.registry import make_policy
     from sia.scheduler.simulator import simulate
 
-    options = dict(task.options)
-    if task.forecaster is not None:
-        option = forecaster_option(task.policy)
-        if option is None:
-            raise ConfigError(f"policy {task.policy!r} takes no learned forecaster; "
-                              "give it forecaster: none")
-        options[option] = learned_forecaster(task.forecaster)
-    policy = make_policy(task.policy, **options)
+    fc = None if task.forecaster is None else learned_forecaster(task.forecaster)
+    policy = make_policy(task.policy, locality=task.locality,
+                         **policy_options(task.policy, task.options, forecaster=fc))
     if task.locality is None:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
     from sia.scheduler.locality import options_from_cli, replay_maybe_cells
@@ -298,21 +271,6 @@ def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float, dict[str, Any]
     return result, time.perf_counter() - t, cells
 
 
-def _policy_options(spec: PolicySpec, seed: int) -> dict[str, Any]:
-    """Return the policy's options, plus ``seed`` (the experiment's) when it takes one."""
-    from sia.scheduler.registry import policy_class
-
-    options = dict(spec.options)
-    if "seed" not in options:
-        try:
-            params = inspect.signature(policy_class(spec.name)).parameters
-        except (TypeError, ValueError):
-            params = {}
-        if "seed" in params:
-            options["seed"] = seed
-    return options
-
-
 def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                forecaster: dict[str, Any] | None) -> list[ReplayTask]:
     """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
@@ -331,7 +289,7 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     specs = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
     tasks = []
     for spec in specs:
-        options = _policy_options(spec, exp.seed)
+        options = policy_options(spec.name, spec.options, seed=exp.seed)
         fc = forecaster if spec.forecaster == "learned" else None
         if spec.forecaster == "learned" and forecaster is None:
             raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")
@@ -568,7 +526,9 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
 
     wl = load_trace(cfg)
-    jobs, span_s = replay_window(wl.jobs, cfg)
+    jobs, span_s = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day,
+                                 where=f"{cfg.source}: replay")
+    jobs = jobs.select(c for c in JOB_COLUMNS if c in jobs.columns)
     experiments = build_experiments(cfg, jobs, span_s, wl.pools)
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")

@@ -31,7 +31,7 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
     policies:                      # names from the scheduler registry, with options
       - fcfs
       - {name: sia, label: sia, options: {}}
-    predictors:                    # for policies that use the learned forecaster ("sia")
+    predictors:                    # for policies that take a forecaster (their needs: "sia" ...)
       train: registry              # registry (load by alias) or on_the_fly
       alias: champion
       windows_min: [5, 60, 720]
@@ -54,27 +54,6 @@ from typing import Any
 
 import yaml
 from sia.data.errors import ConfigError
-
-# Policies fed the learned predictors by default: SIA, and the Figure 15a strawmen, which
-# randomize WillJobsArrive (and JobDuration) but keep the other learned predictors.
-LEARNED_POLICIES = ("sia", "sia-random", "sia-random-both", "sia-perfect-durations",
-                    "sia-perfect-arrivals")
-
-
-def forecaster_option(policy: str) -> str | None:
-    """Return the option through which ``policy`` takes the learned forecaster, or None.
-
-    SIA takes it as ``forecaster``; the Figure 15a strawmen (``sia-random*``)
-    take it as ``base`` and replace only WillJobsArrive (and JobDuration) with
-    random draws, keeping the other learned predictors; the attribution
-    ablations (``sia-perfect-durations``, ``sia-perfect-arrivals``) take it as
-    ``base`` and make one side of the predictions perfect.
-    """
-    key = policy.strip().lower()
-    if key not in LEARNED_POLICIES:
-        return None
-    return "forecaster" if key == "sia" else "base"
-
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
@@ -326,7 +305,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     locality = _locality(w, raw.get("locality", False))
     tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
 
-    policies = _parse_policies(raw.get("policies"), w)
+    policies = _parse_policies(raw.get("policies"), w, locality)
     predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
     if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
         need = predictors.train_days + predictors.val_days + predictors.warmup_days
@@ -406,8 +385,10 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
     )
 
 
-def _parse_policies(raw: Any, w: _Where) -> tuple[PolicySpec, ...]:
-    from sia.scheduler.registry import POLICY_NAMES
+def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
+                    ) -> tuple[PolicySpec, ...]:
+    """Return the policy specs, each checked against its declared needs (forecaster, locality)."""
+    from sia.scheduler.registry import POLICY_NAMES, check_policy
 
     if not isinstance(raw, list) or not raw:
         raise w.error("policies", "expected a non-empty list of policy names or "
@@ -431,11 +412,22 @@ def _parse_policies(raw: Any, w: _Where) -> tuple[PolicySpec, ...]:
         options = item.get("options", {}) or {}
         if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
             raise w.error(f"{key}.options", f"expected a mapping of option: value, got {options!r}")
-        if "forecaster" in options:
-            raise w.error(f"{key}.options.forecaster", "the forecaster is built by the pipeline; "
-                                                       "use predictors: and forecaster: learned")
-        forecaster = w.string(item.get("forecaster", "learned" if name in LEARNED_POLICIES
-                                       else "none"), f"{key}.forecaster", ("learned", "none"))
+        try:
+            needs = check_policy(name)
+        except ConfigError as exc:
+            raise w.error(f"{key}.name", str(exc)) from None
+        for opt in dict.fromkeys(o for o in ("forecaster", needs.forecaster) if o):
+            if opt in options:
+                raise w.error(f"{key}.options.{opt}", "the forecaster is built by the pipeline; "
+                                                      "use predictors: and forecaster: learned")
+        forecaster = w.string(item.get("forecaster", "learned" if needs.forecaster else "none"),
+                              f"{key}.forecaster", ("learned", "none"))
+        for option, kwargs in (("locality", {"locality": locality}),
+                               (f"{key}.forecaster", {"forecaster": forecaster == "learned"})):
+            try:
+                check_policy(name, **kwargs)
+            except ConfigError as exc:
+                raise w.error(option, str(exc)) from None
         out.append(PolicySpec(name=name, label=label, options=dict(options), forecaster=forecaster))
     labels = [p.label for p in out]
     dup = sorted({x for x in labels if labels.count(x) > 1})

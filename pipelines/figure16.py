@@ -5,9 +5,10 @@ widths 1/2/4/8) on 8-GPU servers; every gang must sit in one server (a cell of
 1, 2, 4 or 8 GPUs). For each workload variant (fewer-queues = 2 pools, base
 = 4, more-queues = 8) and seed, every policy replays on the cell-aware
 cluster (:mod:`sia.scheduler.locality`) and is scored against FCFS on the
-same cells (``FCFS-with-cells``). ``sia-learned`` is SIA with the learned
-predictors, trained per (variant, seed) on an independent synthetic workload
-(see :func:`learned_sia`). Rows for SIA without locality (fungible
+same cells (``FCFS-with-cells``). A policy that takes a forecaster (its
+registry needs; ``sia-learned``: SIA with the learned predictors) gets the
+learned predictors, trained per (variant, seed) on an independent synthetic
+workload (see :func:`learned_forecaster`). Rows for SIA without locality (fungible
 GPUs, scored against fungible FCFS) show what the cells cost. HiveD* runs
 with ``strict_buddies=False`` (HiveD lets low-priority jobs use any free
 cell); SIA keeps opportunistic jobs out of the buddies of dedicated cells.
@@ -46,8 +47,8 @@ and ``figure16.png``. Every replay's per-job result is kept as
 ``fungible``, ``chain-A+B`` or ``chain-base``; LABEL the policy or ``fcfs``)
 with a keyed completion marker (:mod:`sia.pipelines.replay_store`); a rerun
 on the same directory reuses the finished ones (the key holds the workload,
-length, tick, pool size, policy, its LocalityConfig and, for
-``sia-learned``, its training workload) and redoes missing, truncated or
+length, tick, pool size, policy, its LocalityConfig and, for a policy
+that takes a forecaster, its training workload) and redoes missing, truncated or
 stale ones; the tables are always recomputed from these files.
 
 :func:`run_causes` (``sia figure16 --causes``) instead classifies every
@@ -70,6 +71,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 from sia.pipelines.experiment import read_yaml
 from sia.pipelines.replay_store import (
     read_marker,
@@ -79,8 +81,6 @@ from sia.pipelines.replay_store import (
     run_into_store,
     sort_for_resume,
 )
-
-DAY_S = 86_400.0
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
 #: without binding a server that loans partly hold (LocalityConfig.adopt_loans).
@@ -114,10 +114,12 @@ class Figure16Config:
     #: with ``preemption``: also rows "<policy>+preempt+migrate" (the same plus migration)
     migration: bool = False
     #: days of the independent workload (same variant, seed + learned_seed_offset) that the
-    #: learned predictors of policy "sia-learned" are trained on (its FCFS replay)
+    #: learned predictors of the policies that take a forecaster ("sia-learned") are trained on
+    #: (its FCFS replay)
     learned_train_days: float = 40.0
     learned_seed_offset: int = 1000
-    #: SiaPolicy options of "sia-learned" (e.g. {adapt_durations: true}); part of its replay key
+    #: SiaPolicy options of the policies that take a forecaster ("sia-learned"; e.g.
+    #: {adapt_durations: true}); part of their replay keys
     learned_options: dict = field(default_factory=dict)
     #: GPUs per pool of the synthetic workloads (8: each pool's quota is one 8-GPU server)
     pool_gpus: int = 8
@@ -181,12 +183,33 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
     if "allocators" in raw:
         kw["allocators"] = _parse_allocators(raw["allocators"], path)
     cfg = Figure16Config(**kw)
+    _check_policies(cfg, path)
     for alloc in cfg.allocators:  # validate the locality options now
         _locality(cfg, ("buddy",), "sia", alloc=alloc)
         if cfg.preemption:
             _locality(cfg, ("buddy",), "sia", mode="preempt", alloc=alloc)
     _locality(cfg, ("buddy",), "sia", mode="chain")
     return cfg
+
+
+def _check_policies(cfg: Figure16Config, path: Path) -> None:
+    """Raise ConfigError naming the file and key when a policy is unknown or, where it replays
+    on cells, does not support locality (checked against the registry's declared needs)."""
+    from sia.scheduler.registry import check_policy
+
+    on_cells = [("policies", p) for p in cfg.policies] + [("chain_policy", cfg.chain_policy)]
+    if cfg.preemption:
+        on_cells.append(("preemption.policy", str(cfg.preemption.get("policy", "sia-perfect"))))
+    for key, name in on_cells:
+        try:
+            check_policy(name, locality=True)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {key}: {err}") from None
+    for name in cfg.no_locality_policies:
+        try:
+            check_policy(name)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: no_locality_policies: {err}") from None
 
 
 def _learned_options(raw: Any, path: Path) -> dict:
@@ -248,8 +271,8 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: st
         raise ConfigError(f"figure16 config: bad locality option{where}: {err}") from None
 
 
-def learned_sia(cfg: Figure16Config, variant: str, seed: int):
-    """SIA with learned predictors trained on an independent workload of ``variant``.
+def learned_forecaster(cfg: Figure16Config, variant: str, seed: int):
+    """Return a LearnedForecaster trained on an independent workload of ``variant``.
 
     The workload is ``generate_workload(variant, seed + learned_seed_offset,
     days=learned_train_days)``; the three predictors are trained on its FCFS
@@ -260,23 +283,35 @@ def learned_sia(cfg: Figure16Config, variant: str, seed: int):
     from sia.models.forecaster import LearnedForecaster
     from sia.pipelines.inputs import fcfs_schedule
     from sia.pipelines.train import TrainConfig, train_predictors
-    from sia.scheduler.policy_sia import SiaPolicy
 
     jobs, pools = generate_workload(variant, seed=seed + cfg.learned_seed_offset,
                                     days=cfg.learned_train_days, pool_gpus=cfg.pool_gpus)
     tc = TrainConfig(ablation=False)
     res = train_predictors(fcfs_schedule(jobs, pools.select("pool", "quota_gpus")), tc)
     models = {r.k_min: r.model for r in res.windows}
-    fc = LearnedForecaster(models, load_windows=tc.load_windows,
-                           duration_config={"fallback_bin": tc.duration_fallback_bin,
-                                            "min_count": tc.history_min_count})
-    return SiaPolicy(fc, name="sia-learned", **cfg.learned_options)
+    return LearnedForecaster(models, load_windows=tc.load_windows,
+                             duration_config={"fallback_bin": tc.duration_fallback_bin,
+                                              "min_count": tc.history_min_count})
 
 
-def _policy(cfg: Figure16Config, name: str, variant: str, seed: int):
-    from sia.scheduler.registry import make_policy
+def _takes_forecaster(name: str) -> bool:
+    """Return True when policy ``name`` declares it takes a forecaster (the learned predictors)."""
+    from sia.scheduler.registry import policy_needs
 
-    return learned_sia(cfg, variant, seed) if name == "sia-learned" else make_policy(name)
+    return policy_needs(name).forecaster is not None
+
+
+def _policy(cfg: Figure16Config, name: str, variant: str, seed: int, locality: Any = None):
+    """Return policy ``name`` for a replay of (``variant``, ``seed``) with ``locality`` (None:
+    fungible GPUs); a policy that takes a forecaster gets the learned predictors
+    (:func:`learned_forecaster`) and ``learned_options``."""
+    from sia.scheduler.registry import make_policy, policy_options
+
+    if not _takes_forecaster(name):
+        return make_policy(name, locality=locality)
+    options = policy_options(name, cfg.learned_options,
+                             forecaster=learned_forecaster(cfg, variant, seed))
+    return make_policy(name, locality=locality, **options)
 
 
 # ----------------------------------------------------------------------------- replays on disk
@@ -307,7 +342,7 @@ class Replay:
         """Hash of what the replay depends on: workload, length, tick, policy and its cells."""
         cfg = self.config
         learned = ((cfg.learned_train_days, cfg.learned_seed_offset)
-                   if self.policy == "sia-learned" else None)
+                   if _takes_forecaster(self.policy) else None)
         if learned is not None and cfg.learned_options:  # no options: the key replays had before
             learned = (*learned, sorted(cfg.learned_options.items()))
         loc = None
@@ -353,8 +388,8 @@ _PLACEMENT_FACTS = ("fragmentation", "placed_fallback", "frag_refused", "reserva
 def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Replay one item; return (per-job result, ``RESULT_COLUMNS``; facts for its marker).
 
-    The facts are ``wall_s`` (the replay's wall time, s, training of
-    ``sia-learned`` included) and, on cells, the placement counters of
+    The facts are ``wall_s`` (the replay's wall time, s, training of the
+    learned predictors included) and, on cells, the placement counters of
     :meth:`sia.scheduler.locality.PlacementStats.summary` named in
     ``_PLACEMENT_FACTS`` (solver times in seconds).
     """
@@ -364,7 +399,7 @@ def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
     cfg = item.config
     jobs, pools = _workload(item.variant, item.seed, cfg.days, cfg.pool_gpus)
     t0 = time.perf_counter()
-    policy = _policy(cfg, item.policy, item.variant, item.seed)
+    policy = _policy(cfg, item.policy, item.variant, item.seed, item.locality)
     meta: dict[str, Any] = {}
     if item.locality is None:
         res = simulate(jobs, pools, policy, tick_s=cfg.tick_s)
@@ -448,9 +483,10 @@ def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
 
 
 def replays_of(rows: list[Scored]) -> list[Replay]:
-    """Every distinct replay the rows need (each baseline once), slow ``sia-learned`` ones first."""
+    """Every distinct replay the rows need (each baseline once), the slow ones of policies that
+    take a forecaster (trained first) first."""
     items = list(dict.fromkeys(x for r in rows for x in (r.baseline, r.replay)))
-    items.sort(key=lambda r: r.policy != "sia-learned")
+    items.sort(key=lambda r: not _takes_forecaster(r.policy))
     return items
 
 
@@ -755,9 +791,9 @@ def cause_one(item: tuple) -> pl.DataFrame:
     jobs, pools = _workload(variant, seed, cfg.days, cfg.pool_gpus)
     base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
                              _locality(cfg, ("buddy",), "fcfs", alloc=alloc), tick_s=cfg.tick_s)
-    res, summ = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed),
-                               _locality(cfg, ("buddy",), policy, alloc=alloc), tick_s=cfg.tick_s,
-                               record_placements=True)
+    loc = _locality(cfg, ("buddy",), policy, alloc=alloc)
+    res, summ = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed, loc), loc,
+                               tick_s=cfg.tick_s, record_placements=True)
     quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
     out = slowdown_causes(base, res, summ["placements"], quota, summ["gpus_per_server"],
                           warmup_s=cfg.warmup_s, pad_gpus=summ["pad_gpus"])

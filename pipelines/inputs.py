@@ -34,8 +34,8 @@ from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, read_quot
 from sia.data.readers import FORMATS, TIME_UNITS, detect_format, read_trace
 from sia.data.schema import CleaningReport, check_pools
 from sia.data.synthetic import VARIANTS, generate_workload
+from sia.data.units import DAY_S
 
-DAY_S = 86_400.0
 HELIOS_GPU_FILE = "cluster_gpu_number.csv"
 
 
@@ -262,3 +262,23 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
     hi = math.inf if end_day is None else end_day * DAY_S
     return jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
 
+
+def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None, *,
+                  where: str = "--replay-start-day / --replay-end-day",
+                  ) -> tuple[pl.DataFrame, float]:
+    """Return (the jobs submitted in [start_day, end_day) days since the trace start, the
+    window's length in seconds).
+
+    Open ends (None) default to the window's first / last submission for the
+    length (at least 1 s). Times are kept as they are (time of day matters to
+    the predictors). Raises ConfigError starting with ``where`` (the options
+    or config key that set the window) when the window holds no job.
+    """
+    window = jobs_in_days(jobs, start_day, end_day)
+    if window.height == 0:
+        last = float(jobs["submit_time"].max()) / DAY_S if jobs.height else 0.0
+        raise ConfigError(f"{where}: no job is submitted in the replay window [{start_day}, "
+                          f"{end_day}) days; the trace's last submission is on day {last:.1f}")
+    first = float(window["submit_time"].min()) if start_day is None else start_day * DAY_S
+    last = float(window["submit_time"].max()) if end_day is None else end_day * DAY_S
+    return window, max(last - first, 1.0)

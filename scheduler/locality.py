@@ -957,11 +957,25 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     return result_table(trace, order, state, jobs), summary
 
 
-def config_for_policy(config: LocalityConfig, policy_name: str) -> LocalityConfig:
-    """The config a policy replays with: HiveD* (``hived*``) lets low-priority jobs use any free cell."""
-    if policy_name.strip().lower().startswith("hived"):
-        return replace(config, strict_buddies=False)
-    return config
+def config_for_policy(config: LocalityConfig, policy: Any) -> LocalityConfig:
+    """Return the LocalityConfig ``policy`` replays with on cells: ``config`` with the settings
+    its needs require (:attr:`PolicyNeeds.locality_requires
+    <sia.scheduler.needs.PolicyNeeds>`; HiveD* lets low-priority jobs use any free cell).
+
+    ``policy`` is a registered name or a policy (class or instance). Raises a
+    one-line ConfigError naming the policy when it does not support locality.
+    """
+    from sia.scheduler.needs import needs_of
+    from sia.scheduler.registry import check_policy, locality_error
+    from sia.scheduler.simulator import policy_name
+
+    if isinstance(policy, str):
+        needs = check_policy(policy, locality=config)
+    else:
+        needs = needs_of(policy)
+        if not needs.locality:
+            raise locality_error(policy_name(policy))
+    return replace(config, **needs.locality_requires) if needs.locality_requires else config
 
 
 def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
@@ -975,12 +989,12 @@ def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
     counters, or None on fungible GPUs). For ``sia replay``'s ``--topology`` /
     ``--placement`` / ``--cells-option`` and evaluation configs (see :func:`options_from_cli`).
     """
-    from sia.scheduler.simulator import policy_name, simulate
+    from sia.scheduler.simulator import simulate
 
     if locality is None:
         return simulate(jobs, pools, policy, tick_s=tick_s, speedup=speedup, progress=progress,
                         check_invariants=check_invariants), None
-    cfg = config_for_policy(locality, policy_name(policy))
+    cfg = config_for_policy(locality, policy)
     return simulate_cells(jobs, pools, policy, cfg, tick_s=tick_s, speedup=speedup,
                           progress=progress, check_invariants=check_invariants)
 

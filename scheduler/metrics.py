@@ -20,10 +20,10 @@ import math
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.units import DAY_S
 
 #: A job is slowed when it ends more than this many seconds after its baseline end.
 SLOWED_AFTER_S = 1.0
-DAY_S = 86_400.0
 
 _NEEDED = ("job_id", "pool", "submit_time", "duration", "num_gpus", "start_time", "end_time")
 

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.view import SimView, Start, TraceArrays
 from sia.scheduler.vst import fcfs_baseline_starts
 
@@ -464,6 +465,7 @@ class OraclePolicy:
     name = "oracle"
     perfect_information = True
     uses_ticks = False
+    needs = PolicyNeeds(seed=True)  # places no cells: fungible GPUs only
 
     def __init__(self, *, step_s: float = 300.0, slots_per_duration: float = 4.0,
                  beta: float = 0.0, time_limit_s: float = 60.0, solver: str = "cp-sat",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.view import SimView, Start, TraceArrays
 
 
@@ -29,6 +30,7 @@ class FCFSPolicy:
     name = "fcfs"
     perfect_information = False
     uses_ticks = False
+    needs = PolicyNeeds(locality=True)
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Remember the widths and quotas of ``trace`` (and the cell placer, with locality)."""
@@ -71,6 +73,7 @@ class SSFPolicy:
     name = "ssf"
     perfect_information = True
     uses_ticks = False
+    needs = PolicyNeeds()  # places no cells: fungible GPUs only
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Prepare per-pool queues sorted by service."""
@@ -117,6 +120,7 @@ class GlobalSSFPolicy:
     name = "gssf"
     perfect_information = True
     uses_ticks = False
+    needs = PolicyNeeds()  # places no cells: fungible GPUs only
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Prepare one queue sorted by service."""
@@ -196,6 +200,7 @@ class MaxMinPolicy:
     name = "maxmin"
     perfect_information = False
     uses_ticks = False
+    needs = PolicyNeeds(locality=True)
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Remember widths and quotas (and the cell placer, with locality)."""

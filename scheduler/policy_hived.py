@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.view import SimView, Start, TraceArrays
 
 
@@ -45,6 +46,9 @@ class HiveDPolicy:
     name = "hived"
     perfect_information = False
     uses_ticks = False
+    #: HiveD lets low-priority (opportunistic) jobs use any free cell, buddies of dedicated
+    #: cells included
+    needs = PolicyNeeds(seed=True, locality=True, locality_requires={"strict_buddies": False})
 
     def __init__(self, seed: int = 0):
         self.seed = seed  # deterministic; accepted for a uniform interface

@@ -153,6 +153,7 @@ from sia.scheduler.forecast_mix import (
     random_arrivals,
     random_arrivals_and_durations,
 )
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.simulator import Preempt
 from sia.scheduler.view import Reason, SimView, Start, TraceArrays
 
@@ -182,6 +183,7 @@ class SiaPolicy:
     """
 
     uses_ticks = True
+    needs = PolicyNeeds(forecaster="forecaster", seed=True, locality=True)
 
     def __init__(self, forecaster: Forecaster | None = None, *,
                  windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
@@ -589,7 +591,7 @@ class SiaPolicy:
         return out
 
 
-# ---------------------------------------------------------------------- registry factories
+# ---------------------------------------------------------------------- registered variants
 
 
 def _lend_risk(value: Any, forecaster: Any, n_windows: int, name: str) -> np.ndarray | None:
@@ -620,47 +622,79 @@ def _lend_risk(value: Any, forecaster: Any, n_windows: int, name: str) -> np.nda
     return eps
 
 
-def sia_perfect(**options: Any) -> SiaPolicy:
-    """Return SIA with perfect coarse predictions (:class:`PerfectForecaster`; perfect information)."""
-    options.setdefault("name", "sia-perfect")
-    return SiaPolicy(forecaster=PerfectForecaster(), **options)
+class SiaPerfectPolicy(SiaPolicy):
+    """SIA with perfect coarse predictions (:class:`PerfectForecaster`; perfect information)."""
+
+    needs = PolicyNeeds(locality=True)
+
+    def __init__(self, **options: Any):
+        options.setdefault("name", "sia-perfect")
+        super().__init__(forecaster=PerfectForecaster(), **options)
 
 
-def sia_random(base: Forecaster | None = None, seed: int = 0, **options: Any) -> SiaPolicy:
-    """Return SIA with WillJobsArrive ~ U{0, 1} (seeded); load and durations from ``base``.
+class SiaRandomPolicy(SiaPolicy):
+    """SIA with WillJobsArrive ~ U{0, 1} (seeded); load and durations from ``base``.
 
     ``base`` defaults to :class:`PerfectForecaster`; the evaluation pipeline
     passes the learned forecaster, as in the paper's Figure 15a.
     """
-    options.setdefault("name", "sia-random")
-    fc = random_arrivals(base if base is not None else PerfectForecaster(), seed=seed)
-    return SiaPolicy(forecaster=fc, seed=seed, **options)
+
+    needs = PolicyNeeds(forecaster="base", seed=True, locality=True)
+
+    def __init__(self, base: Forecaster | None = None, seed: int = 0, **options: Any):
+        options.setdefault("name", "sia-random")
+        fc = random_arrivals(base if base is not None else PerfectForecaster(), seed=seed)
+        super().__init__(forecaster=fc, seed=seed, **options)
 
 
-def sia_random_both(base: Forecaster | None = None, seed: int = 0, **options: Any) -> SiaPolicy:
-    """Return SIA with random WillJobsArrive and random JobDuration bins; load from ``base``.
+class SiaRandomBothPolicy(SiaPolicy):
+    """SIA with random WillJobsArrive and random JobDuration bins; load from ``base``.
 
     ``base`` defaults to :class:`PerfectForecaster` (the pipeline passes the learned one).
     """
-    options.setdefault("name", "sia-random-both")
-    fc = random_arrivals_and_durations(base if base is not None else PerfectForecaster(), seed=seed)
-    return SiaPolicy(forecaster=fc, seed=seed, **options)
+
+    needs = PolicyNeeds(forecaster="base", seed=True, locality=True)
+
+    def __init__(self, base: Forecaster | None = None, seed: int = 0, **options: Any):
+        options.setdefault("name", "sia-random-both")
+        fc = random_arrivals_and_durations(base if base is not None else PerfectForecaster(),
+                                           seed=seed)
+        super().__init__(forecaster=fc, seed=seed, **options)
 
 
-def sia_perfect_durations(base: Forecaster | None = None, **options: Any) -> SiaPolicy:
-    """Return SIA with ``base``'s arrival and load predictions and perfect JobDuration bins.
+class SiaPerfectDurationsPolicy(SiaPolicy):
+    """SIA with ``base``'s arrival and load predictions and perfect JobDuration bins.
 
-    An attribution ablation (with :func:`sia_perfect_arrivals`): how many of a
+    An attribution ablation (with :class:`SiaPerfectArrivalsPolicy`): how many of a
     learned SIA's slowdowns its duration predictions cause. ``base`` defaults
     to :class:`PerfectForecaster` (the pipeline passes the learned one).
     """
-    options.setdefault("name", "sia-perfect-durations")
-    return SiaPolicy(forecaster=perfect_durations(base if base is not None
-                                                  else PerfectForecaster()), **options)
+
+    needs = PolicyNeeds(forecaster="base", locality=True)
+
+    def __init__(self, base: Forecaster | None = None, **options: Any):
+        options.setdefault("name", "sia-perfect-durations")
+        super().__init__(forecaster=perfect_durations(base if base is not None
+                                                      else PerfectForecaster()), **options)
 
 
-def sia_perfect_arrivals(base: Forecaster | None = None, **options: Any) -> SiaPolicy:
-    """Return SIA with perfect WillJobsArrive / NewLoadEstimate and ``base``'s JobDuration bins."""
-    options.setdefault("name", "sia-perfect-arrivals")
-    return SiaPolicy(forecaster=perfect_arrivals(base if base is not None
-                                                 else PerfectForecaster()), **options)
+class SiaPerfectArrivalsPolicy(SiaPolicy):
+    """SIA with perfect WillJobsArrive / NewLoadEstimate and ``base``'s JobDuration bins."""
+
+    needs = PolicyNeeds(forecaster="base", locality=True)
+
+    def __init__(self, base: Forecaster | None = None, **options: Any):
+        options.setdefault("name", "sia-perfect-arrivals")
+        super().__init__(forecaster=perfect_arrivals(base if base is not None
+                                                     else PerfectForecaster()), **options)
+
+
+class SiaLearnedPolicy(SiaPolicy):
+    """SIA on the learned predictors (``forecaster``, required), named ``sia-learned``: the
+    name SIA Figure 16 (:mod:`sia.pipelines.figure16`) reports it under."""
+
+    needs = PolicyNeeds(forecaster="forecaster", seed=True, locality=True)
+
+    def __init__(self, forecaster: Forecaster | None = None, *, seed: int = 0, **options: Any):
+        options.setdefault("name", "sia-learned")
+        super().__init__(forecaster, seed=seed, **options)

@@ -85,6 +85,7 @@ from bisect import bisect_left, insort
 
 import numpy as np
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.siavc_pass import (
     CandidateWalk,
     PassScratch,
@@ -151,6 +152,7 @@ class SiaVCPolicy:
     name = "sia-vc"
     perfect_information = True
     uses_ticks = False
+    needs = PolicyNeeds()  # places no cells: fungible GPUs only
 
     def __init__(self) -> None:
         self._wakeup: float | None = None

@@ -45,6 +45,7 @@ import math
 import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.cluster import Cluster
+from sia.scheduler.needs import PolicyNeeds
 from sia.scheduler.view import SimView, Start, TraceArrays
 
 
@@ -73,6 +74,7 @@ class ThemisPolicy:
     name = "themis"
     perfect_information = True
     uses_ticks = False
+    needs = PolicyNeeds(seed=True)  # places no cells: fungible GPUs only
 
     def __init__(self, fairness_knob: float = 0.8, seed: int = 0):
         if not 0.0 <= fairness_knob < 1.0:

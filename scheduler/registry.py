@@ -1,9 +1,14 @@
-"""Policy registry: policy names -> "module:Class" strings, imported lazily.
+"""Policy registry: policy names -> "module:Class" strings, imported lazily, and their needs.
 
-Another engineer's policy plugs in by adding one line to :data:`POLICIES`
-(or, from outside, by calling :func:`register_policy`). Nothing is imported
-until :func:`make_policy` asks for it, so a policy whose module is still being
-written breaks only its own name, with a clear :class:`ConfigError`.
+Adding a policy is its module plus one line in :data:`POLICIES` (or, from
+outside, a call to :func:`register_policy`). The class says what it needs
+(:class:`~sia.scheduler.needs.PolicyNeeds` in its ``needs`` attribute: a
+forecaster and under which option, a seed, locality support and the
+locality settings it requires); the pipelines ask :func:`policy_needs`,
+:func:`policy_options` and :func:`check_policy` here instead of keeping
+lists of policy names. Nothing is imported until a policy is asked for, so a
+policy whose module is still being written breaks only its own name, with a
+clear :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import importlib
 from typing import Any
 
 from sia.data.errors import ConfigError
+from sia.scheduler.needs import PolicyNeeds, needs_of
 from sia.scheduler.view import Policy
 
 #: name -> "module:Class"; the class is called with the options as keyword arguments.
@@ -23,11 +29,12 @@ POLICIES: dict[str, str] = {
     "sia-vc": "sia.scheduler.policy_siavc:SiaVCPolicy",
     "oracle": "sia.scheduler.oracle:OraclePolicy",
     "sia": "sia.scheduler.policy_sia:SiaPolicy",
-    "sia-perfect": "sia.scheduler.policy_sia:sia_perfect",
-    "sia-random": "sia.scheduler.policy_sia:sia_random",
-    "sia-random-both": "sia.scheduler.policy_sia:sia_random_both",
-    "sia-perfect-durations": "sia.scheduler.policy_sia:sia_perfect_durations",
-    "sia-perfect-arrivals": "sia.scheduler.policy_sia:sia_perfect_arrivals",
+    "sia-perfect": "sia.scheduler.policy_sia:SiaPerfectPolicy",
+    "sia-random": "sia.scheduler.policy_sia:SiaRandomPolicy",
+    "sia-random-both": "sia.scheduler.policy_sia:SiaRandomBothPolicy",
+    "sia-perfect-durations": "sia.scheduler.policy_sia:SiaPerfectDurationsPolicy",
+    "sia-perfect-arrivals": "sia.scheduler.policy_sia:SiaPerfectArrivalsPolicy",
+    "sia-learned": "sia.scheduler.policy_sia:SiaLearnedPolicy",
     "hived": "sia.scheduler.policy_hived:HiveDPolicy",
     "themis": "sia.scheduler.policy_themis:ThemisPolicy",
 }
@@ -67,12 +74,81 @@ def policy_class(name: str) -> type:
     return cls
 
 
-def make_policy(name: str, **options: Any) -> Policy:
+def policy_needs(name: str) -> PolicyNeeds:
+    """Return what policy ``name`` declares it needs (its class's ``needs``), importing it now."""
+    return needs_of(policy_class(name))
+
+
+def policies_with(**wanted: bool) -> list[str]:
+    """Return the registered names whose needs have these truth values, e.g. ``locality=True``
+    or ``forecaster=True`` (a policy that takes a forecaster), in registration order.
+
+    Names whose module cannot be imported are left out.
+    """
+    out = []
+    for name in POLICIES:
+        try:
+            needs = policy_needs(name)
+        except ConfigError:
+            continue
+        if all(bool(getattr(needs, k)) == v for k, v in wanted.items()):
+            out.append(name)
+    return out
+
+
+def check_policy(name: str, *, locality: Any = None, forecaster: bool = False) -> PolicyNeeds:
+    """Return policy ``name``'s needs after checking that a replay may give it what it will get.
+
+    ``locality``: the replay's locality (a LocalityConfig or a config's
+    locality spec; None or False: fungible GPUs); ``forecaster``: the
+    pipeline will give it a forecaster. Raises a one-line ConfigError naming
+    the policy and the option for an unknown policy, locality on a policy
+    that does not support it, or a forecaster for a policy that takes none.
+    """
+    needs = policy_needs(name)
+    if locality is not None and locality is not False and not needs.locality:
+        raise locality_error(name)
+    if forecaster and needs.forecaster is None:
+        raise ConfigError(f"policy {name!r} takes no forecaster (learned predictors); the "
+                          "policies that do: " + ", ".join(policies_with(forecaster=True)))
+    return needs
+
+
+def locality_error(name: str) -> ConfigError:
+    """Return the one-line error for policy ``name`` asked to replay on cells without support."""
+    return ConfigError(f"policy {name!r} does not support locality (buddy cells): replay it on "
+                       "fungible GPUs, or use a policy that does: "
+                       + ", ".join(policies_with(locality=True)))
+
+
+def policy_options(name: str, options: dict[str, Any] | None = None, *, seed: int | None = None,
+                   forecaster: Any = None) -> dict[str, Any]:
+    """Return the keyword options to build policy ``name`` with: ``options``, plus ``seed``
+    when the policy declares it takes one (and ``options`` sets none), plus ``forecaster``
+    (when not None) under the option the policy declares for it.
+
+    Raises ConfigError (see :func:`check_policy`) when ``forecaster`` is given
+    to a policy that takes none.
+    """
+    needs = check_policy(name, forecaster=forecaster is not None)
+    out = dict(options or {})
+    if seed is not None and needs.seed:
+        out.setdefault("seed", seed)
+    if forecaster is not None:
+        out[needs.forecaster] = forecaster
+    return out
+
+
+def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     """Return a new policy instance for ``name`` built with ``options`` (e.g. ``seed=0``).
 
-    Raises ConfigError for an unknown name, a module that cannot be imported,
-    or options the policy does not accept.
+    ``locality`` is the replay's locality (None: fungible GPUs), checked
+    against the policy's needs (:func:`check_policy`) before anything is
+    built. Raises ConfigError for an unknown name, a module that cannot be
+    imported, locality on a policy that does not support it, or options the
+    policy does not accept.
     """
+    check_policy(name, locality=locality)
     cls = policy_class(name)
     try:
         return cls(**options)

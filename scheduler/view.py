@@ -203,6 +203,13 @@ class Policy(Protocol):
       the policy wants to be called even if nothing happens (offline plans);
       asked after every decision, and the answer replaces any earlier one
       (None = no wake-up pending).
+    - ``needs: PolicyNeeds`` (class attribute, :mod:`sia.scheduler.needs`) --
+      what the policy takes and supports: a forecaster and under which
+      constructor option, a seed, locality (buddy cells) and the locality
+      settings it requires, e.g. ``needs = PolicyNeeds(forecaster="forecaster",
+      seed=True, locality=True)``. The registry reads it and checks a replay
+      against it before the replay starts; without it a policy takes no
+      forecaster or seed and runs on fungible GPUs only.
     """
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:

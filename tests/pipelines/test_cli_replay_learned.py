@@ -6,9 +6,9 @@ import json
 
 import polars as pl
 from sia.data.synthetic import generate_workload
+from sia.data.units import DAY_S
 from sia.pipelines.cli import main
 
-DAY_S = 86_400.0
 SYN = ["--synthetic", "base", "--days", "5", "--seed", "1"]
 SPLIT = ["--train-days", "2", "--val-days", "1", "--warmup-days", "0.5"]
 

@@ -15,6 +15,7 @@ from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
 from sia.pipelines.executors import DaskExecutor, LocalExecutor
 from sia.pipelines.experiment import load_config, parse_config
+from sia.pipelines.inputs import replay_window
 from sia.scheduler.metrics import compare
 from sia.scheduler.registry import POLICY_NAMES, make_policy
 from sia.scheduler.simulator import simulate
@@ -156,7 +157,7 @@ def test_repo_configs_are_valid():
 def _experiments(cfg_dict):
     cfg = parse_config(cfg_dict)
     wl = ev.load_trace(cfg)
-    jobs, span = ev.replay_window(wl.jobs, cfg)
+    jobs, span = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day)
     return cfg, jobs, span, ev.build_experiments(cfg, jobs, span, wl.pools)
 
 

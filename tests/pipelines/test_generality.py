@@ -9,9 +9,9 @@ import json
 import numpy as np
 import polars as pl
 from sia.data.synthetic import generate_workload
+from sia.data.units import DAY_S
 from sia.pipelines.cli import main
 
-DAY_S = 86_400.0
 EPOCH_MS = 1_700_000_000_000  # absolute Unix-epoch milliseconds, as a real system would log
 
 
