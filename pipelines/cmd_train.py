@@ -49,6 +49,12 @@ def register(app: typer.Typer) -> None:
         load_alpha: Annotated[float, typer.Option(
             "--load-alpha", help="NewLoadEstimate: target exceedance rate of the calibrated "
                                  "estimate.")] = 0.1,
+        load_method: Annotated[str, typer.Option(
+            "--load-method", help="NewLoadEstimate registered: sliding_max (the paper's), "
+                                  "calibrated, quantile (XGBoost quantile + conformal offset) "
+                                  "or auto (least over-reservation within the target "
+                                  "exceedance on the last training days). All are reported.")
+        ] = "calibrated",
         duration_quantile: Annotated[float, typer.Option(
             "--duration-quantile", help="JobDuration: bin this quantile of the similar jobs' "
                                         "durations (0.5 = the paper's median; higher = fewer "
@@ -108,7 +114,7 @@ def register(app: typer.Typer) -> None:
             train_days=train_days, val_days=val_days, warmup_days=warmup_days,
             start_day=start_day, windows_min=ks, threshold=threshold,
             target_recall=target_recall, ablation=not no_ablation, load_windows=load_windows,
-            load_alpha=load_alpha, duration_quantile=duration_quantile,
+            load_alpha=load_alpha, load_method=load_method, duration_quantile=duration_quantile,
             duration_target_under=duration_target_under, duration_method=duration_method,
             xgb=XGBParams(n_estimators=n_estimators, seed=seed),
         )

@@ -69,8 +69,13 @@ def test_the_scheduler_loader_gets_the_same_predictions_back(trained):
         assert loaded.model.get_params()["n_jobs"] == 1
         np.testing.assert_allclose(loaded.model.predict_proba(x)[:, 1],
                                    r.model.predict_proba(x)[:, 1], rtol=1e-6)
+    rows = pl.DataFrame({"sliding_max": [0.0, 1.0, 3.0, 12.0]})
     for lr in outcome.result.loads:
-        assert load_new_load(lr.k_min) == lr.calibrated
+        loaded = load_new_load(lr.k_min)
+        assert loaded.get_params() == lr.estimator.get_params()
+        assert loaded.method == "calibrated"  # the default
+        np.testing.assert_array_equal(loaded.predict(rows), lr.estimator.predict(rows))
+        assert f.loads[lr.k_min].scale_ == lr.estimator.scale_
     assert load_job_duration()["fallback_bin"] == 3
 
 
