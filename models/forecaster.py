@@ -14,7 +14,8 @@ models of the MLflow registry (loaded by name and alias, see
   windows (``load_method="sliding_max"``), or the registered
   :class:`~sia.models.new_load.NewLoadEstimate` of each window
   (``"calibrated"``: the rescaled sliding max; ``"quantile"``: the XGBoost
-  quantile regressor on the sliding max and the Table 9 features at now);
+  quantile regressor on the sliding max and the Table 9 features at now;
+  ``"registered"``: whichever method each window registered);
 - ``duration_bins``: the bin of the point-in-time history median (same tag,
   then same pool and GPU count, then same pool), or of the registered
   ``quantile`` of it (default 0.5, the median), kept up to date from the
@@ -189,13 +190,13 @@ class LearnedForecaster:
         duration_config: dict[str, Any] | None = None,
         duration_model: JobDuration | None = None,
     ):
-        if load_method not in ("sliding_max", "calibrated", "quantile"):
-            raise ValueError("load_method must be 'sliding_max', 'calibrated' or 'quantile', not "
-                             f"{load_method!r}")
+        if load_method not in ("sliding_max", "calibrated", "quantile", "registered"):
+            raise ValueError("load_method must be 'sliding_max', 'calibrated', 'quantile' or "
+                             f"'registered', not {load_method!r}")
         if load_method != "sliding_max" and not loads:
             raise ValueError(f"load_method={load_method!r} needs a NewLoadEstimate per window")
         for k, est in (loads or {}).items():
-            if load_method != "sliding_max" and est.method != load_method:
+            if load_method in ("calibrated", "quantile") and est.method != load_method:
                 raise registry.RegistryError(
                     f"the NewLoadEstimate for {k} min is method {est.method!r}, not "
                     f"{load_method!r}: pass load_method={est.method!r} or register one with "
@@ -373,7 +374,8 @@ class LearnedForecaster:
         n = int(view.n_arrived)
         cols = []
         feats = None
-        if self.load_method == "quantile":  # the Table 9 features of every pool at now
+        if self.load_method != "sliding_max" and any(  # the Table 9 features at now
+                e.method == "quantile" for e in self.loads.values()):
             feats = self.features(view, sorted({int(round(float(w) / 60.0)) for w in windows_s}))
         for w in windows_s:
             k = int(round(float(w) / 60.0))

@@ -54,6 +54,8 @@ METHODS: tuple[str, ...] = ("sliding_max", "calibrated", "quantile")
 AUTO_TOLERANCE = 0.02
 #: The share of the training period (its end) held out to compare the methods.
 SELECTION_FRACTION = 0.2
+#: The name under which :func:`evaluate_window` reports the quantile booster without its offset.
+RAW_QUANTILE = "quantile_raw"
 
 
 def sliding_max_for_rows(
@@ -389,7 +391,9 @@ class LoadResult:
 
     ``validation`` and ``holdout`` map each method to its :func:`load_metrics`
     on the validation period (fit on all training rows) and on the last
-    ``SELECTION_FRACTION`` of the training period (fit on the rest).
+    ``SELECTION_FRACTION`` of the training period (fit on the rest); they
+    also hold ``"quantile_raw"``, the quantile booster without its
+    conformal offset (a diagnostic: it is never registered).
     """
 
     k_min: int
@@ -402,6 +406,15 @@ class LoadResult:
     def method(self) -> str:
         """Return the registered method."""
         return self.estimator.method
+
+
+def _raw(est: NewLoadEstimate) -> NewLoadEstimate:
+    """Return a copy of a fitted quantile estimate without its conformal offset."""
+    import copy
+
+    raw = copy.copy(est)
+    raw.offset_ = 0.0
+    return raw
 
 
 def load_frame(jobs: pl.DataFrame, rows: pl.DataFrame, k_min: int, n_windows: int) -> pl.DataFrame:
@@ -467,6 +480,12 @@ def evaluate_window(
             holdout[m] = load_metrics(np.zeros(0), np.zeros(0))
         fitted[m] = NewLoadEstimate(m, **kw).fit(tr, tr[LOAD_LABEL], time=tr["t"])
         validation[m] = load_metrics(fitted[m].predict(va), va[LOAD_LABEL].to_numpy())
+        if m == "quantile":  # diagnostic: the booster alone, without the conformal offset
+            holdout[RAW_QUANTILE] = (load_metrics(_raw(h).predict(tail),
+                                                  tail[LOAD_LABEL].to_numpy())
+                                     if head.height else holdout[m])
+            validation[RAW_QUANTILE] = load_metrics(_raw(fitted[m]).predict(va),
+                                                    va[LOAD_LABEL].to_numpy())
     chosen = choose_method(holdout, alpha) if method == "auto" else method
     return LoadResult(k_min=k_min, estimator=fitted[chosen], validation=validation,
                       holdout=holdout, estimators=fitted)
