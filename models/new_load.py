@@ -428,13 +428,17 @@ def choose_method(holdout: dict[str, dict[str, float]], alpha: float,
     """Return the method with the least over-reservation among those exceeded at most alpha + tolerance.
 
     ``holdout`` maps method -> :func:`load_metrics` on held-out training
-    rows. When none meets the target, the one exceeded least. Ties go to the
-    earlier method of :data:`METHODS` (the simpler one).
+    rows. When none meets the target, the one exceeded least; without any
+    hold-out window with arrivals, ``"calibrated"``. Ties go to the earlier
+    method of :data:`METHODS` (the simpler one).
     """
-    ok = [m for m in METHODS if holdout[m]["exceedance_rate"] <= alpha + tolerance]
+    rates = {m: holdout[m]["exceedance_rate"] for m in METHODS}
+    if all(not np.isfinite(r) for r in rates.values()):
+        return "calibrated"
+    ok = [m for m in METHODS if rates[m] <= alpha + tolerance]
     if ok:
         return min(ok, key=lambda m: holdout[m]["mean_over_reservation_gpus"])
-    return min(METHODS, key=lambda m: (np.nan_to_num(holdout[m]["exceedance_rate"], nan=1.0)))
+    return min(METHODS, key=lambda m: np.nan_to_num(rates[m], nan=1.0))
 
 
 def evaluate_window(

@@ -101,6 +101,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--n-estimators must be >= 1, not {n_estimators}")
         if tune < 0:
             raise ConfigError(f"--tune must be >= 0, not {tune}")
+        if load_method not in ("sliding_max", "calibrated", "quantile", "auto"):
+            raise ConfigError("--load-method must be sliding_max, calibrated, quantile or auto, "
+                              f"not {load_method!r}")
         if not 0.0 <= duration_quantile <= 1.0:
             raise ConfigError(f"--duration-quantile must be in [0, 1], not {duration_quantile}")
         if duration_target_under is not None and not 0.0 <= duration_target_under <= 1.0:

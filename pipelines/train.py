@@ -324,9 +324,11 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
                 metrics[f"{base}_{r.k_min}m_{name}"] = float(m[name])
         metrics[f"will_arrive_{r.k_min}m_threshold"] = r.threshold
     for lr in result.loads:
-        for est, m in lr.validation.items():
-            for name, value in m.items():
-                metrics[f"new_load_{lr.k_min}m_{est}_{name}"] = float(value)
+        mlflow.log_param(f"new_load_{lr.k_min}m_registered_method", lr.method)
+        for part, table in (("", lr.validation), ("holdout_", lr.holdout)):
+            for est, m in table.items():
+                for name, value in m.items():
+                    metrics[f"new_load_{lr.k_min}m_{part}{est}_{name}"] = float(value)
     for name, value in result.duration.items():
         if isinstance(value, int | float):
             metrics[f"job_duration_{name}"] = float(value)

@@ -242,3 +242,8 @@ def test_forecaster_serves_the_quantile_estimate_from_the_features_at_now():
             frame.insert(0, "sliding_max", smax[k])
             np.testing.assert_allclose(got[:, i], loads[k].predict(frame), rtol=1e-6)
     assert all((r[2] >= 0).all() for r in probe.records)
+
+
+def test_choose_method_without_a_hold_out_keeps_the_calibrated_default():
+    empty = load_metrics(np.zeros(0), np.zeros(0))
+    assert choose_method({m: empty for m in METHODS}, 0.1) == "calibrated"

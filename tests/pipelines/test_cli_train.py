@@ -190,3 +190,17 @@ def test_cli_train_duration_quantile(trained, tmp_path, monkeypatch, capsys):
     assert "--duration-quantile" in capsys.readouterr().err
     assert main(["train", "--synthetic", "base", "--duration-target-under", "-0.1"]) == 2
     assert "--duration-target-under" in capsys.readouterr().err
+
+
+def test_new_load_report_has_every_method_on_holdout_and_validation(trained):
+    outcome, _ = trained
+    for name in ("new_load", "new_load_holdout"):
+        t = outcome.result.tables[name]
+        assert sorted(set(t["method"])) == ["calibrated", "quantile", "quantile_raw",
+                                            "sliding_max"]
+        assert t.filter(pl.col("registered"))["method"].to_list() == ["calibrated"] * 2
+        assert {"exceed", "over_gpus", "short_gpus", "mean_estimate_gpus"} <= set(t.columns)
+    for lr in outcome.result.loads:
+        assert sorted(lr.estimators) == ["calibrated", "quantile", "sliding_max"]
+        assert lr.estimator is lr.estimators["calibrated"]
+        assert lr.estimators["quantile"].booster_ is not None
