@@ -11,8 +11,11 @@ models of the MLflow registry (loaded by name and alias, see
   XGBoost call per window over all pools, thresholded at the model's
   registered threshold;
 - ``new_load_estimate``: SIA's sliding max over the last ``load_windows``
-  windows (``load_method="sliding_max"``) or the calibrated estimate
-  (``"calibrated"``);
+  windows (``load_method="sliding_max"``), or the registered
+  :class:`~sia.models.new_load.NewLoadEstimate` of each window
+  (``"calibrated"``: the rescaled sliding max; ``"quantile"``: the XGBoost
+  quantile regressor on the sliding max and the Table 9 features at now;
+  ``"registered"``: whichever method each window registered);
 - ``duration_bins``: the bin of the point-in-time history median (same tag,
   then same pool and GPU count, then same pool), or of the registered
   ``quantile`` of it (default 0.5, the median), kept up to date from the
@@ -60,7 +63,7 @@ from sia.models.job_duration import (
     check_quantile,
     predict_bins,
 )
-from sia.models.new_load import CalibratedLoad
+from sia.models.new_load import NewLoadEstimate
 from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
 
 _COUNT_COLUMNS = COUNT_COLUMNS
@@ -217,16 +220,23 @@ class LearnedForecaster:
         self,
         will_arrive: dict[int, WillJobsArrive],
         *,
-        loads: dict[int, CalibratedLoad] | None = None,
+        loads: dict[int, NewLoadEstimate] | None = None,
         load_method: str = "sliding_max",
         load_windows: int = 3,
         duration_config: dict[str, Any] | None = None,
         duration_model: JobDuration | None = None,
     ):
-        if load_method not in ("sliding_max", "calibrated"):
-            raise ValueError(f"load_method must be 'sliding_max' or 'calibrated', not {load_method!r}")
-        if load_method == "calibrated" and not loads:
-            raise ValueError("load_method='calibrated' needs the calibrated loads per window")
+        if load_method not in ("sliding_max", "calibrated", "quantile", "registered"):
+            raise ValueError("load_method must be 'sliding_max', 'calibrated', 'quantile' or "
+                             f"'registered', not {load_method!r}")
+        if load_method != "sliding_max" and not loads:
+            raise ValueError(f"load_method={load_method!r} needs a NewLoadEstimate per window")
+        for k, est in (loads or {}).items():
+            if load_method in ("calibrated", "quantile") and est.method != load_method:
+                raise registry.RegistryError(
+                    f"the NewLoadEstimate for {k} min is method {est.method!r}, not "
+                    f"{load_method!r}: pass load_method={est.method!r} or register one with "
+                    f"`sia train --load-method {load_method}`")
         self.will_arrive = dict(will_arrive)
         self.loads = dict(loads or {})
         self.load_method = load_method
@@ -263,7 +273,7 @@ class LearnedForecaster:
             mlflow.set_registry_uri(tracking_uri)
         models = {int(k): registry.load_will_arrive(int(k), alias) for k in windows_min}
         loads = ({int(k): registry.load_new_load(int(k), alias) for k in windows_min}
-                 if load_method == "calibrated" else None)
+                 if load_method != "sliding_max" else None)
         return cls(models, loads=loads, load_method=load_method, load_windows=load_windows,
                    duration_config=registry.load_job_duration(alias),
                    duration_model=registry.load_job_duration_model(alias))
@@ -412,14 +422,21 @@ class LearnedForecaster:
         trace = view.trace
         n = int(view.n_arrived)
         cols = []
+        feats = None
+        if self.load_method != "sliding_max" and any(  # the Table 9 features at now
+                e.method == "quantile" for e in self.loads.values()):
+            feats = self.features(view, sorted({int(round(float(w) / 60.0)) for w in windows_s}))
         for w in windows_s:
+            k = int(round(float(w) / 60.0))
+            est = self.loads.get(k) if self.load_method != "sliding_max" else None
+            if self.load_method != "sliding_max" and est is None:
+                raise registry.RegistryError(f"no NewLoadEstimate for {k} min")
+            # a registered estimate reads the sliding max it was trained on
+            n_win = self.load_windows if est is None else int(est.n_windows)
             s = sliding_max_load(trace.submit[:n], trace.num_gpus[:n], trace.pool[:n],
-                                 trace.n_pools, float(view.now), float(w), self.load_windows)
-            if self.load_method == "calibrated":
-                k = int(round(float(w) / 60.0))
-                if k not in self.loads:
-                    raise registry.RegistryError(f"no calibrated NewLoadEstimate for {k} min")
-                s = self.loads[k].estimate(s)
+                                 trace.n_pools, float(view.now), float(w), n_win)
+            if est is not None:
+                s = est.estimate(s, None if feats is None else feats[k])
             cols.append(s)
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
 

@@ -6,9 +6,11 @@ One registered model per predictor and window:
   as data (JSON parameters with its method, threshold and features, and the
   XGBoost booster in UBJ when the classifier won model selection); the
   pyfunc returns the 0/1 decision.
-- ``sia-new-load-estimate-<k>m``: a pyfunc holding the calibration constants
-  (:class:`~sia.models.new_load.CalibratedLoad`); predict maps a frame with
-  a ``sliding_max`` column to the estimate in GPUs.
+- ``sia-new-load-estimate-<k>m``: the
+  :class:`~sia.models.new_load.NewLoadEstimate` as data (JSON parameters and,
+  for the quantile method, an XGBoost booster; :mod:`sia.models.serving`);
+  predict maps a frame with ``sliding_max`` (and, for the quantile method,
+  the Table 9 features) to the estimate in GPUs.
 - ``sia-job-duration``: a pyfunc holding the history rule (min count,
   fallback bin, quantile); predict maps the history statistic to a bin.
 
@@ -21,20 +23,17 @@ from __future__ import annotations
 import logging
 import warnings
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sia.data.errors import SiaError
 from sia.models.job_duration import DEFAULT_QUANTILE, N_BINS
-from sia.models.new_load import CalibratedLoad
 
 DEFAULT_ALIAS = "champion"
 WILL_ARRIVE_PREFIX = "sia-will-jobs-arrive"
 NEW_LOAD_PREFIX = "sia-new-load-estimate"
 JOB_DURATION_NAME = "sia-job-duration"
-_PYFUNC_REQUIREMENTS = ("mlflow", "numpy", "pandas", "polars", "scikit-learn", "cloudpickle")
 
 
 class RegistryError(SiaError):
@@ -49,23 +48,6 @@ def will_arrive_name(k_min: int) -> str:
 def new_load_name(k_min: int) -> str:
     """Return the registered name of NewLoadEstimate for window ``k_min`` minutes."""
     return f"{NEW_LOAD_PREFIX}-{int(k_min)}m"
-
-
-def _pyfunc_base() -> type:
-    import mlflow.pyfunc
-
-    return mlflow.pyfunc.PythonModel
-
-
-class NewLoadPyfunc(_pyfunc_base()):
-    """MLflow pyfunc of the calibrated NewLoadEstimate: ``sliding_max`` -> estimate (GPUs)."""
-
-    def __init__(self, config: dict[str, Any]):
-        self.config = config
-
-    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
-        """Return the calibrated estimate for each row's ``sliding_max`` (GPUs)."""
-        return CalibratedLoad(**self.config).estimate(model_input["sliding_max"].to_numpy())
 
 
 def pip_requirements() -> list[str]:
@@ -129,22 +111,22 @@ def log_will_arrive(model: Any, example: pd.DataFrame, alias: str = DEFAULT_ALIA
     return version
 
 
-def log_new_load(cal: CalibratedLoad, alias: str = DEFAULT_ALIAS) -> str:
-    """Log the calibrated NewLoadEstimate as a pyfunc, register it, set ``alias``; return the version."""
-    import mlflow.pyfunc
-    from mlflow.models import infer_signature
+def log_new_load(model: Any, alias: str = DEFAULT_ALIAS) -> str:
+    """Register a fitted NewLoadEstimate as ``sia-new-load-estimate-<k>m``, set ``alias``; return the version.
 
-    name = new_load_name(cal.k_min)
-    example = pd.DataFrame({"sliding_max": [0.0, 1.0, 4.0]})
-    model = NewLoadPyfunc(asdict(cal))
-    signature = infer_signature(example, model.predict(None, example))
-    with quiet_mlflow():
-        info = mlflow.pyfunc.log_model(
-            name=f"new_load_estimate_{cal.k_min}m", python_model=model, signature=signature,
-            registered_model_name=name, pip_requirements=_requirements(*_PYFUNC_REQUIREMENTS))
-    version = str(info.registered_model_version)
-    _set_alias(name, version, alias)
-    return version
+    ``model`` is a :class:`~sia.models.new_load.NewLoadEstimate`; it is
+    stored as data (:func:`sia.models.serving.log_servable`), and the pyfunc
+    returns its estimate (GPUs) from ``sliding_max`` (+ the Table 9 features
+    for the quantile method).
+    """
+    from sia.models.serving import log_servable
+
+    k = int(model.window_min)
+    cols = list(model.feature_names_in_)
+    example = pd.DataFrame(np.zeros((3, len(cols))), columns=cols)
+    example["sliding_max"] = [0.0, 1.0, 4.0]
+    return log_servable(model, artifact_name=f"new_load_estimate_{k}m",
+                        registered_name=new_load_name(k), example=example, alias=alias)
 
 
 def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
@@ -200,14 +182,11 @@ def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> Any:
     return model
 
 
-def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> CalibratedLoad:
-    """Return the calibrated NewLoadEstimate constants for ``k_min`` from the registry."""
-    import mlflow.pyfunc
+def load_new_load(k_min: int, alias: str = DEFAULT_ALIAS) -> Any:
+    """Return the registered :class:`~sia.models.new_load.NewLoadEstimate` for ``k_min`` under ``alias``."""
+    from sia.models.serving import load_servable
 
-    name = new_load_name(k_min)
-    version_of(name, alias)
-    model = mlflow.pyfunc.load_model(f"models:/{name}@{alias}")
-    return CalibratedLoad(**model.unwrap_python_model().config)
+    return load_servable(new_load_name(k_min), alias)[0]
 
 
 def load_job_duration_model(alias: str = DEFAULT_ALIAS) -> Any:

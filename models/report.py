@@ -5,8 +5,9 @@ Tables (one row per window unless said otherwise):
 - ``will_arrive``: the model's precision / recall / F beside persistence
   and always-yes, and whether the model beats persistence on F;
 - ``ablation``: one row per (window, cumulative feature set) (SIA Tables 20, 23);
-- ``new_load``: exceedance rate and over-reservation of the sliding max and
-  of the calibrated estimate;
+- ``new_load`` (validation) and ``new_load_holdout`` (the training period's
+  last days): one row per (window, method: sliding max, calibrated,
+  quantile): exceedance rate, over-reservation and shortfall;
 - ``job_duration``: one row: accuracy, under- and over-prediction rates, and
   the confusion matrix flattened (``true_i_pred_j``).
 """
@@ -48,22 +49,40 @@ def ablation_table(results: list[Any]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def new_load_table(results: list[Any]) -> pl.DataFrame:
-    """Return exceedance and over-reservation per window for both load estimators."""
+def new_load_table(results: list[Any], *, holdout: bool = False) -> pl.DataFrame:
+    """Return one row per (window, NewLoadEstimate method): exceedance, over-reservation, shortfall.
+
+    ``results`` are :class:`~sia.models.new_load.LoadResult`. Metrics are on
+    the validation period, or with ``holdout`` on the last days of the
+    training period (fit on the days before: where the registered method is
+    chosen). GPUs are means over the windows with arrivals; ``registered``
+    marks the method registered for the window.
+    """
     rows = []
     for r in results:
-        s, c = r.sliding_max, r.calibrated_metrics
-        rows.append({
-            "k_min": r.k_min,
-            "windows_with_arrivals": s["windows_with_arrivals"],
-            "slidingmax_exceed": s["exceedance_rate"],
-            "slidingmax_over_gpus": s["mean_over_reservation_gpus"],
-            "calibrated_exceed": c["exceedance_rate"],
-            "calibrated_over_gpus": c["mean_over_reservation_gpus"],
-            "target_exceed": r.calibrated.alpha,
-            "scale": r.calibrated.scale,
-            "empty_gpus": r.calibrated.empty,
-        })
+        est = r.estimator
+        for method, m in (r.holdout if holdout else r.validation).items():
+            # the constants of the estimator fit on all training rows (not the hold-out's)
+            fitted = None if holdout else r.estimators.get(method)
+            rows.append({
+                "k_min": r.k_min,
+                "method": method,
+                "registered": method == est.method,
+                "windows_with_arrivals": m["windows_with_arrivals"],
+                "exceed": m["exceedance_rate"],
+                "target_exceed": float(est.alpha),
+                "over_gpus": m["mean_over_reservation_gpus"],
+                "short_gpus": m["mean_shortfall_gpus"],
+                "mean_estimate_gpus": m["mean_estimate_gpus"],
+                "scale": float(fitted.scale_) if fitted is not None else float("nan"),
+                "empty_gpus": float(fitted.empty_) if fitted is not None else float("nan"),
+                "offset_gpus": float(fitted.offset_) if fitted is not None else float("nan"),
+                # quantile: exceedance on its conformal split's later part, before / after offset
+                "calib_exceed_raw": (fitted.holdout_exceedance_raw_ if fitted is not None
+                                     else float("nan")),
+                "calib_exceed": (fitted.holdout_exceedance_ if fitted is not None
+                                 else float("nan")),
+            })
     return pl.DataFrame(rows)
 
 

@@ -406,12 +406,13 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
     def arrival_proba(self, X: Any) -> np.ndarray:
         """Return P(a job arrives in the next k) per row (0/1 for the baselines)."""
         self._check_fitted()
+        # every fitted column is checked whatever won: a frame fit for one is fit for all
+        x = _frame_columns(X, list(self.feature_names_in_), "WillJobsArrive.predict")
         if self.method_ == "persistence":
             x = _frame_columns(X, [PERSISTENCE_COLUMN], "WillJobsArrive.predict")
             return (x[:, 0] > 0).astype(np.float64)
         if self.method_ == "always_yes":
-            return np.ones(len(X), dtype=np.float64)
-        x = _frame_columns(X, list(self.feature_names_in_), "WillJobsArrive.predict")
+            return np.ones(x.shape[0], dtype=np.float64)
         return self.booster_.inplace_predict(x, validate_features=False).astype(np.float64)
 
     def predict(self, X: Any) -> np.ndarray:

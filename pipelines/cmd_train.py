@@ -56,6 +56,12 @@ def register(app: typer.Typer) -> None:
         load_alpha: Annotated[float, typer.Option(
             "--load-alpha", help="NewLoadEstimate: target exceedance rate of the calibrated "
                                  "estimate.")] = 0.1,
+        load_method: Annotated[str, typer.Option(
+            "--load-method", help="NewLoadEstimate registered: sliding_max (the paper's), "
+                                  "calibrated, quantile (XGBoost quantile + conformal offset) "
+                                  "or auto (least over-reservation within the target "
+                                  "exceedance on the last training days). All are reported.")
+        ] = "calibrated",
         duration_quantile: Annotated[float, typer.Option(
             "--duration-quantile", help="JobDuration: bin this quantile of the similar jobs' "
                                         "durations (0.5 = the paper's median; higher = fewer "
@@ -107,6 +113,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--n-estimators must be >= 1, not {n_estimators}")
         if tune < 0:
             raise ConfigError(f"--tune must be >= 0, not {tune}")
+        if load_method not in ("sliding_max", "calibrated", "quantile", "auto"):
+            raise ConfigError("--load-method must be sliding_max, calibrated, quantile or auto, "
+                              f"not {load_method!r}")
         if not 0.0 <= duration_quantile <= 1.0:
             raise ConfigError(f"--duration-quantile must be in [0, 1], not {duration_quantile}")
         if duration_target_under is not None and not 0.0 <= duration_target_under <= 1.0:
@@ -121,7 +130,7 @@ def register(app: typer.Typer) -> None:
             start_day=start_day, windows_min=ks, threshold=threshold,
             target_recall=target_recall, will_arrive_select=will_arrive_select,
             ablation=not no_ablation, load_windows=load_windows,
-            load_alpha=load_alpha, duration_quantile=duration_quantile,
+            load_alpha=load_alpha, load_method=load_method, duration_quantile=duration_quantile,
             duration_target_under=duration_target_under, duration_method=duration_method,
             xgb=XGBParams(n_estimators=n_estimators, seed=seed),
         )

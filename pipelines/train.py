@@ -2,7 +2,7 @@
 
 :func:`train_predictors` is pure (no MLflow): it fits and evaluates
 WillJobsArrive (with the ablation and the baselines), NewLoadEstimate (the
-sliding max and the calibrated estimate) and JobDuration on an explicit time
+sliding max, the calibrated estimate and the quantile model) and JobDuration on an explicit time
 split and returns a :class:`TrainResult`. :func:`log_training` records a
 result as one MLflow run of the ``sia-predictors`` experiment and registers
 the models; :func:`run_training` does both for a workload.
@@ -50,6 +50,10 @@ class TrainConfig:
     ablation: bool = True
     load_windows: int = 3
     load_alpha: float = 0.1
+    #: NewLoadEstimate registered: "sliding_max", "calibrated", "quantile" or "auto" (the least
+    #: over-reservation within alpha + 0.02 exceedance on the last 20% of the training period,
+    #: see new_load.choose_method). All three are reported either way.
+    load_method: str = "calibrated"
     history_min_count: int = 3
     duration_fallback_bin: int = job_duration.N_BINS - 1
     #: JobDuration bins this quantile of the similar jobs' durations (0.5: the paper's median).
@@ -131,7 +135,8 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
             target_recall=config.target_recall, select=config.will_arrive_select,
             ablation=config.ablation))
         loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
-                                              alpha=config.load_alpha))
+                                              alpha=config.load_alpha, method=config.load_method,
+                                              seed=config.xgb.seed))
     timings["fit_s"] = time.perf_counter() - clock
     dur = evaluate_duration(schedule, history, split, config)
     clock = time.perf_counter()
@@ -144,6 +149,7 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         "will_arrive": report.will_arrive_table(results),
         "ablation": report.ablation_table(results),
         "new_load": report.new_load_table(loads),
+        "new_load_holdout": report.new_load_table(loads, holdout=True),
         "job_duration": report.job_duration_table(dur),
         **dur_tables,
     }
@@ -324,9 +330,11 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
                 metrics[f"{base}_{r.k_min}m_{name}"] = float(m[name])
         metrics[f"will_arrive_{r.k_min}m_threshold"] = r.threshold
     for lr in result.loads:
-        for est, m in (("sliding_max", lr.sliding_max), ("calibrated", lr.calibrated_metrics)):
-            for name, value in m.items():
-                metrics[f"new_load_{lr.k_min}m_{est}_{name}"] = float(value)
+        mlflow.log_param(f"new_load_{lr.k_min}m_registered_method", lr.method)
+        for part, table in (("", lr.validation), ("holdout_", lr.holdout)):
+            for est, m in table.items():
+                for name, value in m.items():
+                    metrics[f"new_load_{lr.k_min}m_{part}{est}_{name}"] = float(value)
     for name, value in result.duration.items():
         if isinstance(value, int | float):
             metrics[f"job_duration_{name}"] = float(value)
@@ -354,7 +362,7 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
                 r.model, example, alias)
         for lr in result.loads:
             versions[registry.new_load_name(lr.k_min)] = registry.log_new_load(
-                lr.calibrated, alias)
+                lr.estimator, alias)
         versions[registry.JOB_DURATION_NAME] = registry.log_job_duration(
             result.duration_config(), alias, model=result.duration_model)
     return versions

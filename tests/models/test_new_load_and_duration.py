@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.models.job_duration import duration_metrics, predict_bins
-from sia.models.new_load import calibrate, load_metrics, sliding_max_for_rows
+from sia.models.new_load import NewLoadEstimate, load_metrics, sliding_max_for_rows
 from sia.scheduler.forecast import sliding_max_load
 
 
@@ -55,10 +55,10 @@ def test_calibration_reaches_its_target_on_the_data_it_saw():
     rng = np.random.default_rng(0)
     s = rng.integers(0, 5, 2000).astype(float)
     actual = np.where(rng.random(2000) < 0.5, 0.0, s * rng.uniform(0.5, 3, 2000) + (s == 0) * 3)
-    cal = calibrate(s, actual, k_min=5, alpha=0.2, n_windows=3)
+    cal = NewLoadEstimate("calibrated", alpha=0.2).fit(pl.DataFrame({"sliding_max": s}), actual)
     m = load_metrics(cal.estimate(s), actual)
     assert m["exceedance_rate"] <= 0.2 + 1e-9
-    assert cal.estimate(np.array([0.0, 2.0])).tolist() == [cal.empty, 2 * cal.scale]
+    assert cal.estimate(np.array([0.0, 2.0])).tolist() == [cal.empty_, 2 * cal.scale_]
 
 
 def test_load_metrics_by_hand():

@@ -68,8 +68,13 @@ def test_the_scheduler_loader_gets_the_same_predictions_back(trained):
         assert list(loaded.feature_names_in_) == r.feature_columns
         assert loaded.get_params()["n_jobs"] == 1  # single-threaded: a tick predicts a few rows
         np.testing.assert_array_equal(loaded.predict_proba(x), r.model.predict_proba(x))
+    rows = pl.DataFrame({"sliding_max": [0.0, 1.0, 3.0, 12.0]})
     for lr in outcome.result.loads:
-        assert load_new_load(lr.k_min) == lr.calibrated
+        loaded = load_new_load(lr.k_min)
+        assert loaded.get_params() == lr.estimator.get_params()
+        assert loaded.method == "calibrated"  # the default
+        np.testing.assert_array_equal(loaded.predict(rows), lr.estimator.predict(rows))
+        assert f.loads[lr.k_min].scale_ == lr.estimator.scale_
     assert load_job_duration()["fallback_bin"] == 3
 
 
@@ -184,3 +189,17 @@ def test_cli_train_duration_quantile(trained, tmp_path, monkeypatch, capsys):
     assert "--duration-quantile" in capsys.readouterr().err
     assert main(["train", "--synthetic", "base", "--duration-target-under", "-0.1"]) == 2
     assert "--duration-target-under" in capsys.readouterr().err
+
+
+def test_new_load_report_has_every_method_on_holdout_and_validation(trained):
+    outcome, _ = trained
+    for name in ("new_load", "new_load_holdout"):
+        t = outcome.result.tables[name]
+        assert sorted(set(t["method"])) == ["calibrated", "quantile", "quantile_raw",
+                                            "sliding_max"]
+        assert t.filter(pl.col("registered"))["method"].to_list() == ["calibrated"] * 2
+        assert {"exceed", "over_gpus", "short_gpus", "mean_estimate_gpus"} <= set(t.columns)
+    for lr in outcome.result.loads:
+        assert sorted(lr.estimators) == ["calibrated", "quantile", "sliding_max"]
+        assert lr.estimator is lr.estimators["calibrated"]
+        assert lr.estimators["quantile"].booster_ is not None
