@@ -1,0 +1,287 @@
+"""StackedForest: several XGBoost binary classifiers evaluated in one compiled call.
+
+The learned scheduler asks, at every tick, P(a job arrives in the next w) for
+every pool and several windows w: one ``binary:logistic`` booster per window,
+each on its own small matrix [n_pools, n_features_i]. Calling
+``booster.inplace_predict`` once per window costs mostly XGBoost's fixed
+per-call overhead (about 0.6 ms each); :class:`StackedForest` reads the trees
+of all the boosters once (through XGBoost's public JSON model,
+``booster.save_raw("json")``, and the base score from ``booster.save_config()``)
+and evaluates every model on its own block in one numba call.
+
+Exactness: the result is XGBoost's own to float32 rounding (the tests compare
+with ``inplace_predict``). As in XGBoost's CPU predictor, a row goes left at a
+split iff ``x < split_condition`` compared in float32, NaN (missing) follows the
+node's default direction, the margin is accumulated in float32 starting from
+the base margin and adding the trees in order, and P = 1 / (1 + exp(-margin)).
+
+Layout (all trees of all models, contiguous): the nodes of every tree are
+renumbered breadth first; per node ``feature`` (int32), ``threshold``
+(float32), ``missing_right`` (bool: NaN goes right), ``children`` (int32
+[n, 2]: left, right) and ``value`` (float32, the leaf value; 0 on splits).
+A leaf is its own child on both sides, so every row of a tree takes exactly
+``depth`` steps with no test for leaves: the compiled loop has no branch that
+depends on the data, and the rows of one block are walked level by level so
+their (independent) steps overlap. Per tree its root and depth, per model its
+range of trees and base margin.
+
+Supported: ``gbtree`` boosters with objective ``binary:logistic``, numerical
+splits, one target (any ``num_parallel_tree``). Anything else (another
+objective, ``dart`` or ``gblinear``, categorical splits, vector leaves or
+several targets) raises :class:`ValueError` naming what is unsupported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+
+#: The only objective whose predictions :class:`StackedForest` reproduces.
+SUPPORTED_OBJECTIVE = "binary:logistic"
+
+#: Rows walked together level by level (their node indices stay in a small buffer).
+_ROW_BLOCK = 256
+
+
+def _parse_vector(text: Any) -> list[float]:
+    """Return the numbers of an XGBoost config value: ``"5E-1"`` or ``"[5E-1]"`` (XGBoost 3)."""
+    s = str(text).strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1]
+    return [float(v) for v in s.split(",") if v.strip()]
+
+
+def base_margin_of(base_score: float) -> np.float32:
+    """Return the margin offset (float32) of a ``binary:logistic`` base score.
+
+    XGBoost stores ``base_score`` as a (float32) probability p; the predictor
+    starts every row's margin at ``-logf(1 / p - 1)``: the quotient in float32,
+    then a correctly rounded log (numpy's float32 log can be 1 ulp off, so the
+    log is taken in double precision and rounded).
+    """
+    p = np.float32(base_score)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"StackedForest: base_score {base_score} is not in (0, 1)")
+    one = np.float32(1.0)
+    return np.float32(-math.log(float(one / p - one)))
+
+
+def _check_supported(model: dict, config: dict, i: int) -> tuple[float, int]:
+    """Raise ValueError if model ``i`` is not supported; return (base_score, num_feature)."""
+    learner = model["learner"]
+    objective = learner["objective"]["name"]
+    if objective != SUPPORTED_OBJECTIVE:
+        raise ValueError(f"StackedForest: model {i} has objective {objective!r}; only "
+                         f"{SUPPORTED_OBJECTIVE!r} is supported")
+    kind = learner["gradient_booster"]["name"]
+    if kind != "gbtree":
+        raise ValueError(f"StackedForest: model {i} is a {kind!r} booster; only 'gbtree' is "
+                         f"supported (not dart or gblinear)")
+    param = config["learner"]["learner_model_param"]
+    n_target = int(param.get("num_target", "1"))
+    n_class = int(param.get("num_class", "0"))
+    scores = _parse_vector(param["base_score"])
+    if n_target > 1 or n_class > 1 or len(scores) != 1:
+        raise ValueError(f"StackedForest: model {i} is multi-target (num_target={n_target}, "
+                         f"num_class={n_class}, base_score={param['base_score']}); only one "
+                         f"target is supported")
+    return scores[0], int(param["num_feature"])
+
+
+def _flatten_tree(tree: dict, i: int) -> tuple[np.ndarray, ...]:
+    """Return one tree renumbered breadth first: (feature, threshold, missing_right,
+    children, value, depth), leaves being their own children."""
+    if any(int(t) != 0 for t in tree["split_type"]) or tree.get("categories_nodes"):
+        raise ValueError(f"StackedForest: model {i} has categorical splits; only numerical "
+                         f"splits are supported")
+    if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
+        raise ValueError(f"StackedForest: model {i} has vector leaves (multi-target trees); "
+                         f"only scalar leaves are supported")
+    left = tree["left_children"]
+    right = tree["right_children"]
+    cond = tree["split_conditions"]
+    index = tree["split_indices"]
+    dleft = tree["default_left"]
+    order = [0]  # old ids in breadth-first order
+    level = [0]
+    new_id = {0: 0}
+    k = 0
+    while k < len(order):
+        old = order[k]
+        if left[old] != -1:
+            for child in (left[old], right[old]):
+                new_id[child] = len(order)
+                order.append(child)
+                level.append(level[k] + 1)
+        k += 1
+    n = len(order)
+    feature = np.zeros(n, dtype=np.int32)
+    threshold = np.zeros(n, dtype=np.float32)
+    missing_right = np.zeros(n, dtype=np.bool_)
+    children = np.empty((n, 2), dtype=np.int32)
+    value = np.zeros(n, dtype=np.float32)
+    for new, old in enumerate(order):
+        if left[old] == -1:  # a leaf: its own child, its value in split_conditions
+            children[new] = new
+            value[new] = cond[old]
+        else:
+            feature[new] = index[old]
+            threshold[new] = cond[old]
+            missing_right[new] = not dleft[old]
+            children[new, 0] = new_id[left[old]]
+            children[new, 1] = new_id[right[old]]
+    return feature, threshold, missing_right, children, value, max(level)
+
+
+@numba.njit(cache=True, nogil=True)
+def _forest_kernel(x, x_start, n_rows, n_cols, out_start, feature, threshold, missing_right,
+                   children, value, root, depth, tree_start, base_margin, proba,
+                   out):  # pragma: no cover - compiled
+    """Fill ``out`` (float32) with every model's margin (or P if ``proba``) on its block.
+
+    Model m's block is ``x[x_start[m]:]`` read as [n_rows[m], n_cols[m]] (row
+    major); its outputs go to ``out[out_start[m]:][:n_rows[m]]``; its trees are
+    ``tree_start[m]:tree_start[m + 1]``.
+    """
+    nodes = np.empty(_ROW_BLOCK, dtype=np.int32)
+    for m in range(n_rows.shape[0]):
+        nr = n_rows[m]
+        nc = n_cols[m]
+        xs = x_start[m]
+        os = out_start[m]
+        for r in range(nr):
+            out[os + r] = base_margin[m]
+        for t in range(tree_start[m], tree_start[m + 1]):
+            rt = root[t]
+            d = depth[t]
+            for r0 in range(0, nr, _ROW_BLOCK):
+                nb = min(_ROW_BLOCK, nr - r0)
+                for j in range(nb):
+                    nodes[j] = rt
+                for _ in range(d):
+                    for j in range(nb):
+                        n = nodes[j]
+                        v = x[xs + (r0 + j) * nc + feature[n]]
+                        go_right = (v >= threshold[n]) | ((v != v) & missing_right[n])
+                        nodes[j] = children[n, np.int64(go_right)]
+                for j in range(nb):
+                    out[os + r0 + j] += value[nodes[j]]
+        if proba:
+            one = np.float32(1.0)
+            for r in range(nr):
+                out[os + r] = one / (one + np.exp(-out[os + r]))
+
+
+class StackedForest:
+    """Several ``binary:logistic`` XGBoost boosters, their trees flattened into one set of arrays.
+
+    ``StackedForest(boosters)`` reads every booster's trees (``save_raw("json")``)
+    and base score (``save_config()``); :meth:`predict_proba` and
+    :meth:`predict_margin` then evaluate booster i on ``blocks[i]`` for all i in
+    one compiled call. Raises ValueError for a booster it cannot reproduce
+    exactly (see the module docstring).
+
+    Attributes: ``n_models``; ``n_features`` (tuple, per model, the number of
+    columns its block must have); ``n_trees`` (tuple, per model); ``base_score``
+    (float64 [n_models], the stored probabilities) and ``base_margin`` (float32
+    [n_models], their logits); the flattened arrays ``feature``, ``threshold``,
+    ``missing_right``, ``children``, ``value`` (per node), ``root``, ``depth``
+    (per tree) and ``tree_start`` (int64 [n_models + 1]: model m's trees are
+    ``tree_start[m]:tree_start[m + 1]``).
+    """
+
+    def __init__(self, boosters: Sequence[Any]) -> None:
+        boosters = list(boosters)
+        if not boosters:
+            raise ValueError("StackedForest: no boosters given")
+        parts: list[tuple[np.ndarray, ...]] = []
+        tree_start = [0]
+        scores, n_features, n_trees = [], [], []
+        for i, booster in enumerate(boosters):
+            model = json.loads(booster.save_raw("json"))
+            config = json.loads(booster.save_config())
+            score, n_feat = _check_supported(model, config, i)
+            trees = model["learner"]["gradient_booster"]["model"]["trees"]
+            parts.extend(_flatten_tree(tree, i) for tree in trees)
+            tree_start.append(tree_start[-1] + len(trees))
+            scores.append(score)
+            n_features.append(n_feat)
+            n_trees.append(len(trees))
+        sizes = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+        self.n_models = len(boosters)
+        self.n_features: tuple[int, ...] = tuple(n_features)
+        self.n_trees: tuple[int, ...] = tuple(n_trees)
+        self.base_score = np.array(scores, dtype=np.float64)
+        self.base_margin = np.array([base_margin_of(s) for s in scores], dtype=np.float32)
+        self.tree_start = np.array(tree_start, dtype=np.int64)
+        if parts:
+            self.feature = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            self.threshold = np.concatenate([p[1] for p in parts])
+            self.missing_right = np.concatenate([p[2] for p in parts])
+            self.children = np.concatenate([p[3] + o for p, o in zip(parts, offsets, strict=True)])
+            self.value = np.concatenate([p[4] for p in parts])
+        else:  # boosters without trees: the base margin alone
+            self.feature = np.zeros(0, dtype=np.int64)
+            self.threshold = np.zeros(0, dtype=np.float32)
+            self.missing_right = np.zeros(0, dtype=np.bool_)
+            self.children = np.zeros((0, 2), dtype=np.int32)
+            self.value = np.zeros(0, dtype=np.float32)
+        self.root = offsets.astype(np.int64)
+        self.depth = np.array([p[5] for p in parts], dtype=np.int64)
+        self._n_cols = np.array(n_features, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (f"StackedForest(n_models={self.n_models}, n_trees={self.n_trees}, "
+                f"n_features={self.n_features})")
+
+    def _run(self, blocks: Sequence[np.ndarray], proba: bool) -> np.ndarray | list[np.ndarray]:
+        """Return the kernel's outputs: [n_models, n_rows] if all blocks have n_rows rows,
+        else a list of 1-d arrays (one per block)."""
+        if len(blocks) != self.n_models:
+            raise ValueError(f"StackedForest: {len(blocks)} blocks for {self.n_models} models")
+        flat = []
+        n_rows = np.empty(self.n_models, dtype=np.int64)
+        for i, b in enumerate(blocks):
+            b = np.asarray(b)
+            if b.ndim != 2 or b.shape[1] != self.n_features[i]:
+                raise ValueError(f"StackedForest: block {i} has shape {b.shape}; model {i} "
+                                 f"needs [n_rows, {self.n_features[i]}]")
+            n_rows[i] = b.shape[0]
+            flat.append(b.ravel())  # a copy only when not C-contiguous
+        x = np.concatenate(flat, dtype=np.float32) if flat else np.zeros(0, np.float32)
+        sizes = n_rows * self._n_cols
+        x_start = np.zeros(self.n_models, dtype=np.int64)
+        np.cumsum(sizes[:-1], out=x_start[1:])
+        out_start = np.zeros(self.n_models, dtype=np.int64)
+        np.cumsum(n_rows[:-1], out=out_start[1:])
+        out = np.empty(int(n_rows.sum()), dtype=np.float32)
+        _forest_kernel(x, x_start, n_rows, self._n_cols, out_start, self.feature, self.threshold,
+                       self.missing_right, self.children, self.value, self.root, self.depth,
+                       self.tree_start, self.base_margin, proba, out)
+        if (n_rows == n_rows[0]).all():
+            return out.reshape(self.n_models, int(n_rows[0]))
+        return [out[s:s + n] for s, n in zip(out_start, n_rows, strict=True)]
+
+    def predict_proba(self, blocks: Sequence[np.ndarray]) -> np.ndarray | list[np.ndarray]:
+        """Return P(positive) of booster i for every row of ``blocks[i]``, all in one call.
+
+        ``blocks[i]`` is [n_rows_i, n_features[i]] (converted to float32; NaN is
+        missing). Returns float32 [n_models, n_rows] when every block has the
+        same number of rows, else a list of float32 [n_rows_i] arrays. Equals
+        ``booster.inplace_predict(blocks[i])`` to float32 rounding.
+        """
+        return self._run(blocks, True)
+
+    def predict_margin(self, blocks: Sequence[np.ndarray]) -> np.ndarray | list[np.ndarray]:
+        """Return the raw margin (log-odds) of booster i for every row of ``blocks[i]``.
+
+        Same shapes as :meth:`predict_proba`; equals
+        ``booster.inplace_predict(blocks[i], predict_type="margin")`` to float32 rounding.
+        """
+        return self._run(blocks, False)
