@@ -16,14 +16,17 @@ node's default direction, the margin is accumulated in float32 starting from
 the base margin and adding the trees in order, and P = 1 / (1 + exp(-margin)).
 
 Layout (all trees of all models, contiguous): the nodes of every tree are
-renumbered breadth first; per node ``feature`` (int32), ``threshold``
-(float32), ``missing_right`` (bool: NaN goes right), ``children`` (int32
-[n, 2]: left, right) and ``value`` (float32, the leaf value; 0 on splits).
-A leaf is its own child on both sides, so every row of a tree takes exactly
-``depth`` steps with no test for leaves: the compiled loop has no branch that
-depends on the data, and the rows of one block are walked level by level so
-their (independent) steps overlap. Per tree its root and depth, per model its
-range of trees and base margin.
+renumbered breadth first, so siblings are consecutive (right = left + 1). The
+kernel packs per node one uint64 (left child << 32 | 2 * feature + "NaN goes
+right") and a float32 threshold; a leaf is its own left child with a NaN
+threshold, so every row of a tree takes exactly ``depth`` steps with no test
+for leaves. Each block is first written with every value twice, NaN as -inf
+then as +inf, so a step is one comparison ``x2[2 * f + nan_right] >= t``
+(right) with no branch on the data: exactly XGBoost's routing, as ``-inf < t``
+and ``+inf >= t`` for every finite threshold, and real infinities keep their
+meaning. The rows of a block walk a tree level by level, so their
+(independent) steps overlap. Per tree its root and depth, per model its range
+of trees and base margin.
 
 Supported: ``gbtree`` boosters with objective ``binary:logistic``, numerical
 splits, one target (any ``num_parallel_tree``). Anything else (another
@@ -94,8 +97,9 @@ def _check_supported(model: dict, config: dict, i: int) -> tuple[float, int]:
 
 
 def _flatten_tree(tree: dict, i: int) -> tuple[np.ndarray, ...]:
-    """Return one tree renumbered breadth first: (feature, threshold, missing_right,
-    children, value, depth), leaves being their own children."""
+    """Return one tree renumbered breadth first: (feature, threshold, default_left, left,
+    right, value, depth), children -1 at leaves; siblings get consecutive numbers (right =
+    left + 1). Raise ValueError for categorical splits or vector leaves."""
     if any(int(t) != 0 for t in tree["split_type"]) or tree.get("categories_nodes"):
         raise ValueError(f"StackedForest: model {i} has categorical splits; only numerical "
                          f"splits are supported")
@@ -107,7 +111,7 @@ def _flatten_tree(tree: dict, i: int) -> tuple[np.ndarray, ...]:
     cond = tree["split_conditions"]
     index = tree["split_indices"]
     dleft = tree["default_left"]
-    order = [0]  # old ids in breadth-first order
+    order = [0]  # old ids in breadth-first order (deleted nodes are unreachable)
     level = [0]
     new_id = {0: 0}
     k = 0
@@ -122,55 +126,69 @@ def _flatten_tree(tree: dict, i: int) -> tuple[np.ndarray, ...]:
     n = len(order)
     feature = np.zeros(n, dtype=np.int32)
     threshold = np.zeros(n, dtype=np.float32)
-    missing_right = np.zeros(n, dtype=np.bool_)
-    children = np.empty((n, 2), dtype=np.int32)
+    default_left = np.zeros(n, dtype=np.bool_)
+    new_left = np.full(n, -1, dtype=np.int32)
     value = np.zeros(n, dtype=np.float32)
     for new, old in enumerate(order):
-        if left[old] == -1:  # a leaf: its own child, its value in split_conditions
-            children[new] = new
+        if left[old] == -1:  # a leaf: its value is in split_conditions
             value[new] = cond[old]
         else:
             feature[new] = index[old]
             threshold[new] = cond[old]
-            missing_right[new] = not dleft[old]
-            children[new, 0] = new_id[left[old]]
-            children[new, 1] = new_id[right[old]]
-    return feature, threshold, missing_right, children, value, max(level)
+            default_left[new] = bool(dleft[old])
+            new_left[new] = new_id[left[old]]
+    new_right = np.where(new_left >= 0, new_left + 1, -1).astype(np.int32)
+    return feature, threshold, default_left, new_left, new_right, value, max(level)
 
 
 @numba.njit(cache=True, nogil=True)
-def _forest_kernel(x, x_start, n_rows, n_cols, out_start, feature, threshold, missing_right,
-                   children, value, root, depth, tree_start, base_margin, proba,
-                   out):  # pragma: no cover - compiled
+def _forest_kernel(x, x_start, n_rows, n_cols, out_start, word, thr, value, root, depth,
+                   tree_start, base_margin, proba, out):  # pragma: no cover - compiled
     """Fill ``out`` (float32) with every model's margin (or P if ``proba``) on its block.
 
     Model m's block is ``x[x_start[m]:]`` read as [n_rows[m], n_cols[m]] (row
     major); its outputs go to ``out[out_start[m]:][:n_rows[m]]``; its trees are
-    ``tree_start[m]:tree_start[m + 1]``.
+    ``tree_start[m]:tree_start[m + 1]``. Node n: ``word[n]`` = (left child << 32)
+    | (2 * feature + NaN goes right), ``thr[n]`` its threshold (NaN at a leaf,
+    whose left child is itself, so a leaf never moves).
     """
-    nodes = np.empty(_ROW_BLOCK, dtype=np.int32)
+    u = np.uint64
+    low = u(0xFFFFFFFF)
+    # every value twice, NaN as -inf (missing goes left) then as +inf (missing goes right):
+    # ``x2[2 * j + right] >= t`` is then XGBoost's routing (x < t goes left, NaN by default)
+    x2 = np.empty(2 * x.shape[0], dtype=np.float32)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v != v:
+            x2[2 * i] = -np.inf
+            x2[2 * i + 1] = np.inf
+        else:
+            x2[2 * i] = v
+            x2[2 * i + 1] = v
+    nodes = np.empty(_ROW_BLOCK, dtype=np.uint64)
     for m in range(n_rows.shape[0]):
         nr = n_rows[m]
-        nc = n_cols[m]
-        xs = x_start[m]
+        stride = u(2 * n_cols[m])
         os = out_start[m]
         for r in range(nr):
             out[os + r] = base_margin[m]
+        xb = x2[2 * x_start[m]:2 * (x_start[m] + nr * n_cols[m])]
         for t in range(tree_start[m], tree_start[m + 1]):
-            rt = root[t]
+            rt = u(root[t])
             d = depth[t]
+            # the rows of a block walk the tree level by level: their steps are independent
             for r0 in range(0, nr, _ROW_BLOCK):
-                nb = min(_ROW_BLOCK, nr - r0)
+                nb = u(min(_ROW_BLOCK, nr - r0))
+                at = u(r0) * stride
                 for j in range(nb):
                     nodes[j] = rt
                 for _ in range(d):
                     for j in range(nb):
                         n = nodes[j]
-                        v = x[xs + (r0 + j) * nc + feature[n]]
-                        go_right = (v >= threshold[n]) | ((v != v) & missing_right[n])
-                        nodes[j] = children[n, np.int64(go_right)]
+                        w = word[n]
+                        nodes[j] = (w >> u(32)) + u(xb[at + j * stride + (w & low)] >= thr[n])
                 for j in range(nb):
-                    out[os + r0 + j] += value[nodes[j]]
+                    out[os + r0 + np.int64(j)] += value[nodes[j]]
         if proba:
             one = np.float32(1.0)
             for r in range(nr):
@@ -189,10 +207,12 @@ class StackedForest:
     Attributes: ``n_models``; ``n_features`` (tuple, per model, the number of
     columns its block must have); ``n_trees`` (tuple, per model); ``base_score``
     (float64 [n_models], the stored probabilities) and ``base_margin`` (float32
-    [n_models], their logits); the flattened arrays ``feature``, ``threshold``,
-    ``missing_right``, ``children``, ``value`` (per node), ``root``, ``depth``
-    (per tree) and ``tree_start`` (int64 [n_models + 1]: model m's trees are
-    ``tree_start[m]:tree_start[m + 1]``).
+    [n_models], the margins every row starts from); per node of all trees laid
+    end to end ``feature`` (int32), ``threshold`` (float32), ``default_left``
+    (bool), ``left`` and ``right`` (int32, absolute node numbers, -1 at a leaf;
+    right = left + 1) and ``value`` (float32 leaf value, 0 at a split); per tree
+    ``root`` and ``depth`` (int64); ``tree_start`` (int64 [n_models + 1]: model
+    m's trees are ``tree_start[m]:tree_start[m + 1]``).
     """
 
     def __init__(self, boosters: Sequence[Any]) -> None:
@@ -213,27 +233,40 @@ class StackedForest:
             n_features.append(n_feat)
             n_trees.append(len(trees))
         sizes = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
+        offsets = np.zeros(len(parts), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        if sizes.sum() >= 2**31:
+            raise ValueError(f"StackedForest: {sizes.sum()} nodes; at most 2**31 - 1 supported")
         self.n_models = len(boosters)
         self.n_features: tuple[int, ...] = tuple(n_features)
         self.n_trees: tuple[int, ...] = tuple(n_trees)
         self.base_score = np.array(scores, dtype=np.float64)
         self.base_margin = np.array([base_margin_of(s) for s in scores], dtype=np.float32)
         self.tree_start = np.array(tree_start, dtype=np.int64)
-        if parts:
-            self.feature = np.concatenate([p[0] for p in parts]).astype(np.int64)
-            self.threshold = np.concatenate([p[1] for p in parts])
-            self.missing_right = np.concatenate([p[2] for p in parts])
-            self.children = np.concatenate([p[3] + o for p, o in zip(parts, offsets, strict=True)])
-            self.value = np.concatenate([p[4] for p in parts])
-        else:  # boosters without trees: the base margin alone
-            self.feature = np.zeros(0, dtype=np.int64)
-            self.threshold = np.zeros(0, dtype=np.float32)
-            self.missing_right = np.zeros(0, dtype=np.bool_)
-            self.children = np.zeros((0, 2), dtype=np.int32)
-            self.value = np.zeros(0, dtype=np.float32)
-        self.root = offsets.astype(np.int64)
-        self.depth = np.array([p[5] for p in parts], dtype=np.int64)
+        self.root = offsets
+        self.depth = np.array([p[6] for p in parts], dtype=np.int64)
+
+        def cat(k: int, dtype: Any, shift: bool = False) -> np.ndarray:
+            if not parts:
+                return np.zeros(0, dtype=dtype)
+            if shift:  # child numbers made absolute, -1 kept
+                return np.concatenate([np.where(p[k] >= 0, p[k] + o, -1)
+                                       for p, o in zip(parts, offsets, strict=True)]).astype(dtype)
+            return np.concatenate([p[k] for p in parts]).astype(dtype)
+
+        self.feature = cat(0, np.int32)
+        self.threshold = cat(1, np.float32)
+        self.default_left = cat(2, np.bool_)
+        self.left = cat(3, np.int32, shift=True)
+        self.right = cat(4, np.int32, shift=True)
+        self.value = cat(5, np.float32)
+        # the kernel's form: a leaf is its own left child with a NaN threshold (never moves)
+        leaf = self.left < 0
+        node = np.arange(self.left.shape[0], dtype=np.uint64)
+        left = np.where(leaf, node, self.left.astype(np.uint64))
+        column = 2 * self.feature.astype(np.uint64) + (~self.default_left).astype(np.uint64)
+        self._word = (left << np.uint64(32)) | np.where(leaf, np.uint64(0), column)
+        self._thr = np.where(leaf, np.float32(np.nan), self.threshold).astype(np.float32)
         self._n_cols = np.array(n_features, dtype=np.int64)
 
     def __repr__(self) -> str:
@@ -261,9 +294,9 @@ class StackedForest:
         out_start = np.zeros(self.n_models, dtype=np.int64)
         np.cumsum(n_rows[:-1], out=out_start[1:])
         out = np.empty(int(n_rows.sum()), dtype=np.float32)
-        _forest_kernel(x, x_start, n_rows, self._n_cols, out_start, self.feature, self.threshold,
-                       self.missing_right, self.children, self.value, self.root, self.depth,
-                       self.tree_start, self.base_margin, proba, out)
+        _forest_kernel(x, x_start, n_rows, self._n_cols, out_start, self._word, self._thr,
+                       self.value, self.root, self.depth, self.tree_start, self.base_margin,
+                       proba, out)
         if (n_rows == n_rows[0]).all():
             return out.reshape(self.n_models, int(n_rows[0]))
         return [out[s:s + n] for s, n in zip(out_start, n_rows, strict=True)]
