@@ -38,17 +38,21 @@ N_TREES = 100
 DEPTH = 6
 POOLS = (15, 100, 1000)
 
-# Run in a subprocess: import, build the forest from saved models, time the first call.
+# Run in a subprocess: import, build the forest from saved models, then time numba's
+# once-per-process start (a trivial function's first call: LLVM set-up, paid once by
+# whichever compiled function runs first, e.g. the scheduler's) and the first tick.
 _FIRST_CALL = """
 import sys, time
-import numpy as np, xgboost as xgb
+import numba, numpy as np, xgboost as xgb
 from sia.models.forest import StackedForest
 boosters = [xgb.Booster(model_file=p) for p in sys.argv[1:]]
 forest = StackedForest(boosters)
 x = np.random.default_rng(0).normal(size=(15, {nf})).astype(np.float32)
 t = time.perf_counter()
+numba.njit(lambda: 1)()
+t1 = time.perf_counter()
 forest.predict_proba([x] * len(boosters))
-print(time.perf_counter() - t)
+print(t1 - t, time.perf_counter() - t1)
 """
 
 
@@ -79,12 +83,14 @@ def median_tick(fn, repeat: int) -> float:
     return float(np.median(times))
 
 
-def first_call_seconds(paths: list[str], cache_dir: str) -> float:
-    """Return the first predict_proba call's time (s) in a fresh process with that numba cache."""
+def first_call_seconds(paths: list[str], cache_dir: str) -> tuple[float, float]:
+    """Return (numba's start, the first predict_proba call) in seconds, in a fresh process
+    with that numba cache folder."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     out = subprocess.run([sys.executable, "-c", _FIRST_CALL.format(nf=N_FEATURES), *paths],
                          env=env, check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    start, first = out.stdout.strip().splitlines()[-1].split()
+    return float(start), float(first)
 
 
 def main() -> None:
@@ -124,10 +130,11 @@ def main() -> None:
             paths.append(str(Path(tmp) / f"m{i}.ubj"))
             b.save_model(paths[-1])
         cache = str(Path(tmp) / "numba-cache")
-        compile_s = first_call_seconds(paths, cache)
-        cached_s = first_call_seconds(paths, cache)
-    print(f"first call (15 pools): fresh cache (compile) {compile_s:.2f} s, "
-          f"cached {1e3 * cached_s:.1f} ms")
+        start1, compile_s = first_call_seconds(paths, cache)
+        start2, cached_s = first_call_seconds(paths, cache)
+    print(f"first tick in a new process (15 pools): empty cache (compile + write) "
+          f"{compile_s:.2f} s; cached (load) {1e3 * cached_s:.1f} ms; besides, numba's own "
+          f"start in any process {start1:.2f} / {start2:.2f} s")
 
 
 if __name__ == "__main__":

@@ -62,15 +62,18 @@ def _parse_vector(text: Any) -> list[float]:
 def base_margin_of(base_score: float) -> np.float32:
     """Return the margin offset (float32) of a ``binary:logistic`` base score.
 
-    XGBoost stores ``base_score`` as a (float32) probability p; the predictor
-    starts every row's margin at ``-logf(1 / p - 1)``: the quotient in float32,
-    then a correctly rounded log (numpy's float32 log can be 1 ulp off, so the
-    log is taken in double precision and rounded).
+    XGBoost stores ``base_score`` as a (float32) probability p (0 or 1 when
+    every training label was 0 or 1, clipped to [1e-6, 1 - 1e-6] here as in
+    XGBoost); the predictor starts every row's margin at ``-logf(1 / p - 1)``:
+    the quotient in float32, then a correctly rounded log (numpy's float32 log
+    can be 1 ulp off, so the log is taken in double precision and rounded).
     """
     p = np.float32(base_score)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"StackedForest: base_score {base_score} is not in (0, 1)")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"StackedForest: base_score {base_score} is not in [0, 1]")
+    eps = np.float32(1e-6)
     one = np.float32(1.0)
+    p = min(max(p, eps), one - eps)
     return np.float32(-math.log(float(one / p - one)))
 
 
