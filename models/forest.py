@@ -23,8 +23,8 @@ threshold, so every row of a tree takes exactly ``depth`` steps with no test
 for leaves. Each block is first written with every value twice, NaN as -inf
 then as +inf, so a step is one comparison ``x2[2 * f + nan_right] >= t``
 (right) with no branch on the data: exactly XGBoost's routing, as ``-inf < t``
-and ``+inf >= t`` for every finite threshold, and real infinities keep their
-meaning. The rows of a block walk a tree level by level, so their
+and ``+inf >= t`` for every threshold but -inf (a split at -inf whose missing
+values go left is refused), and real infinities keep their meaning. The rows of a block walk a tree level by level, so their
 (independent) steps overlap. Per tree its root and depth, per model its range
 of trees and base margin.
 
@@ -265,6 +265,9 @@ class StackedForest:
         self.value = cat(5, np.float32)
         # the kernel's form: a leaf is its own left child with a NaN threshold (never moves)
         leaf = self.left < 0
+        if np.any(~leaf & self.default_left & (self.threshold == -np.inf)):
+            raise ValueError("StackedForest: a split at -inf sends missing values left; "
+                             "NaN as -inf could not go left there (unsupported)")
         node = np.arange(self.left.shape[0], dtype=np.uint64)
         left = np.where(leaf, node, self.left.astype(np.uint64))
         column = 2 * self.feature.astype(np.uint64) + (~self.default_left).astype(np.uint64)

@@ -146,6 +146,19 @@ def test_deep_lossguide_trees():
     np.testing.assert_allclose(f.predict_proba([q])[0], xgb_proba(b, q), rtol=RTOL, atol=ATOL)
 
 
+def test_parallel_trees_and_early_stopping_attributes_sum_every_tree():
+    """num_parallel_tree > 1 (boosted random forests) adds all trees; a booster with
+    best_iteration set still predicts with all its trees in inplace_predict, and so here."""
+    rng = np.random.default_rng(4)
+    x, y = random_data(rng, 500, 5, 0.1)
+    b = train(x, y, 4, num_parallel_tree=3, subsample=0.8, colsample_bynode=0.8, max_depth=4)
+    b.set_attr(best_iteration="1")
+    f = StackedForest([b])
+    assert f.n_trees == (12,)
+    q = random_data(rng, 100, 5, 0.1)[0]
+    np.testing.assert_allclose(f.predict_proba([q])[0], xgb_proba(b, q), rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("params, y_kind, match", [
     ({"objective": "reg:squarederror"}, "binary", "objective 'reg:squarederror'"),
     ({"objective": "binary:logitraw"}, "binary", "objective 'binary:logitraw'"),
