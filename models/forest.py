@@ -145,13 +145,13 @@ def _flatten_tree(tree: dict, i: int) -> tuple[np.ndarray, ...]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _forest_kernel(x, x_start, n_rows, n_cols, out_start, word, thr, value, root, depth,
-                   tree_start, base_margin, proba, out):  # pragma: no cover - compiled
+def _forest_kernel(x, n_rows, n_cols, word, thr, value, root, depth, tree_start, base_margin,
+                   proba, out):  # pragma: no cover - compiled
     """Fill ``out`` (float32) with every model's margin (or P if ``proba``) on its block.
 
-    Model m's block is ``x[x_start[m]:]`` read as [n_rows[m], n_cols[m]] (row
-    major); its outputs go to ``out[out_start[m]:][:n_rows[m]]``; its trees are
-    ``tree_start[m]:tree_start[m + 1]``. Node n: ``word[n]`` = (left child << 32)
+    ``x`` holds the blocks (row major) one after the other, model m's being
+    [n_rows[m], n_cols[m]]; ``out`` the outputs in the same order, n_rows[m] for
+    model m, whose trees are ``tree_start[m]:tree_start[m + 1]``. Node n: ``word[n]`` = (left child << 32)
     | (2 * feature + NaN goes right), ``thr[n]`` its threshold (NaN at a leaf,
     whose left child is itself, so a leaf never moves).
     """
@@ -169,13 +169,14 @@ def _forest_kernel(x, x_start, n_rows, n_cols, out_start, word, thr, value, root
             x2[2 * i] = v
             x2[2 * i + 1] = v
     nodes = np.empty(_ROW_BLOCK, dtype=np.uint64)
+    xs = 0
+    os = 0
     for m in range(n_rows.shape[0]):
         nr = n_rows[m]
         stride = u(2 * n_cols[m])
-        os = out_start[m]
         for r in range(nr):
             out[os + r] = base_margin[m]
-        xb = x2[2 * x_start[m]:2 * (x_start[m] + nr * n_cols[m])]
+        xb = x2[2 * xs:2 * (xs + nr * n_cols[m])]
         for t in range(tree_start[m], tree_start[m + 1]):
             rt = u(root[t])
             d = depth[t]
@@ -196,6 +197,8 @@ def _forest_kernel(x, x_start, n_rows, n_cols, out_start, word, thr, value, root
             one = np.float32(1.0)
             for r in range(nr):
                 out[os + r] = one / (one + np.exp(-out[os + r]))
+        xs += nr * n_cols[m]
+        os += nr
 
 
 class StackedForest:
@@ -293,19 +296,13 @@ class StackedForest:
                                  f"needs [n_rows, {self.n_features[i]}]")
             n_rows[i] = b.shape[0]
             flat.append(b.ravel())  # a copy only when not C-contiguous
-        x = np.concatenate(flat, dtype=np.float32) if flat else np.zeros(0, np.float32)
-        sizes = n_rows * self._n_cols
-        x_start = np.zeros(self.n_models, dtype=np.int64)
-        np.cumsum(sizes[:-1], out=x_start[1:])
-        out_start = np.zeros(self.n_models, dtype=np.int64)
-        np.cumsum(n_rows[:-1], out=out_start[1:])
+        x = np.concatenate(flat, dtype=np.float32)
         out = np.empty(int(n_rows.sum()), dtype=np.float32)
-        _forest_kernel(x, x_start, n_rows, self._n_cols, out_start, self._word, self._thr,
-                       self.value, self.root, self.depth, self.tree_start, self.base_margin,
-                       proba, out)
+        _forest_kernel(x, n_rows, self._n_cols, self._word, self._thr, self.value, self.root,
+                       self.depth, self.tree_start, self.base_margin, proba, out)
         if (n_rows == n_rows[0]).all():
             return out.reshape(self.n_models, int(n_rows[0]))
-        return [out[s:s + n] for s, n in zip(out_start, n_rows, strict=True)]
+        return np.split(out, np.cumsum(n_rows[:-1]))
 
     def predict_proba(self, blocks: Sequence[np.ndarray]) -> np.ndarray | list[np.ndarray]:
         """Return P(positive) of booster i for every row of ``blocks[i]``, all in one call.
