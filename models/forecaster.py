@@ -153,6 +153,21 @@ class _SegmentedEvents(_SortedEvents):
         self.count[pool] = c + n
 
 
+class _BoosterCalls:
+    """Stand-in for a StackedForest: one ``inplace_predict`` call per booster (any model)."""
+
+    def __init__(self, boosters: Sequence[Any]):
+        self.boosters = list(boosters)
+        for b in self.boosters:
+            if hasattr(b, "set_param"):
+                b.set_param({"nthread": 1})  # a tick predicts a few rows
+
+    def predict_proba(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
+        """Return [n_models, n_rows] P(arrival)."""
+        return np.stack([b.inplace_predict(x, validate_features=False)
+                         for b, x in zip(self.boosters, blocks, strict=True)])
+
+
 class _FeaturePlan:
     """The count features' windows for a tuple of windows (min), in output column order.
 
@@ -255,7 +270,7 @@ class LearnedForecaster:
         self.lend_risk = (None if self.duration_model is None
                           else getattr(self.duration_model, "lend_risk_", None))
         self._trace_id: int | None = None
-        self._boosters: dict[int, tuple[Any, np.ndarray]] = {}
+        self._forests: dict[tuple[int, ...], tuple[Any, list[np.ndarray]]] = {}
 
     @classmethod
     def from_registry(cls, windows_min: Sequence[int] = (5, 60, 720), alias: str = "champion",
@@ -383,10 +398,17 @@ class LearnedForecaster:
         return ks
 
     def arrival_proba(self, view: Any, windows_s: Sequence[float]) -> np.ndarray:
-        """Return float [n_pools, n_windows]: P(a job arrives in (now, now + w]) (0/1 for a baseline)."""
+        """Return float [n_pools, n_windows]: P(a job arrives in (now, now + w]) (0/1 for a baseline).
+
+        Every window whose registered predictor is the XGBoost classifier is
+        answered by one call of a :class:`~sia.models.forest.StackedForest`
+        over all those windows and all pools (bit-equal to XGBoost's own
+        prediction); a baseline reads its column.
+        """
         ks = self._windows_min(windows_s)
         feats = self.features(view, sorted(set(ks)))
         out = np.empty((view.trace.n_pools, len(ks)))
+        learned = []
         for i, k in enumerate(ks):
             m = self.will_arrive[k]
             if m.method_ == "persistence":
@@ -394,20 +416,27 @@ class LearnedForecaster:
             elif m.method_ == "always_yes":
                 out[:, i] = 1.0
             else:
-                booster, order = self._booster(k)
-                # columns are put in the model's order here, so XGBoost's own check is skipped
-                out[:, i] = booster.inplace_predict(feats[k][:, order], validate_features=False)
+                learned.append(i)
+        if learned:
+            forest, orders = self._forest(tuple(ks[i] for i in learned))
+            blocks = [feats[ks[i]][:, order] for i, order in zip(learned, orders, strict=True)]
+            out[:, learned] = np.asarray(forest.predict_proba(blocks)).T
         return out
 
-    def _booster(self, k: int) -> tuple[Any, np.ndarray]:
-        """Return (the window's booster, the model's columns as indices into FEATURE_COLUMNS)."""
-        hit = self._boosters.get(k)
+    def _forest(self, ks: tuple[int, ...]) -> tuple[Any, list[np.ndarray]]:
+        """Return (one stacked forest over the windows' boosters, each model's column indices)."""
+        hit = self._forests.get(ks)
         if hit is None:
-            m = self.will_arrive[k]
-            order = np.array([FEATURE_COLUMNS.index(c) for c in m.feature_names_in_],
-                             dtype=np.int64)
-            m.booster_.set_param({"nthread": 1})
-            hit = self._boosters[k] = (m.booster_, order)
+            from sia.models.forest import StackedForest
+
+            orders = [np.array([FEATURE_COLUMNS.index(c) for c in self.will_arrive[k].feature_names_in_],
+                               dtype=np.int64) for k in ks]
+            boosters = [self.will_arrive[k].booster_ for k in ks]
+            try:
+                forest: Any = StackedForest(boosters)
+            except (ValueError, AttributeError, TypeError):
+                forest = _BoosterCalls(boosters)  # a model the kernel does not read: XGBoost's own
+            hit = self._forests[ks] = (forest, orders)
         return hit
 
     def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:

@@ -127,3 +127,29 @@ def test_learned_features_equal_the_live_features(workload):
             np.testing.assert_array_equal(arrive[:, i], (ref[:, 0] + ref[:, 6]) > 0)
         checked += 1
     assert checked > 5
+
+
+def test_one_stacked_call_answers_every_window_as_xgboost_would(workload):
+    """Real boosters of different features in one forest call, and a persistence window beside them."""
+    rng = np.random.default_rng(5)
+    n = 600
+    rows = pl.DataFrame({"t": np.arange(n) * 300.0,
+                         **{c: rng.integers(0, 4, n).astype(np.float32) for c in FEATURE_COLUMNS}})
+    y = ((rows["arrivals_x10"].to_numpy() + rows["since_arrival_s"].to_numpy() % 3) > 3)
+    models = {
+        5: WillJobsArrive(5, select="xgboost", n_estimators=15, max_depth=4).fit(rows, y),
+        60: WillJobsArrive(60, select="xgboost", n_estimators=9,
+                           features=FEATURE_COLUMNS[6:]).fit(rows, y),
+        720: WillJobsArrive(720, select="persistence").fit(rows, y),
+    }
+    f = LearnedForecaster(models)
+    probe = Probe(lambda v: (f.features(v, (5, 60, 720)), f.arrival_proba(v, WINDOWS),
+                             f.will_jobs_arrive(v, WINDOWS)))
+    jobs, pools = workload
+    simulate(jobs, pools, probe)
+    for feats, proba, arrive in probe.records[::5]:
+        for i, k in enumerate((5, 60, 720)):
+            m = models[k]
+            x = pl.DataFrame(feats[k], schema=FEATURE_COLUMNS)
+            np.testing.assert_array_equal(proba[:, i], m.arrival_proba(x).astype(np.float32))
+            np.testing.assert_array_equal(arrive[:, i], m.predict(x).astype(bool))
