@@ -74,6 +74,10 @@ _PERSIST = FEATURE_COLUMNS.index(PERSISTENCE_COLUMN)
 _AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
 
 
+#: Registered models read by :meth:`LearnedForecaster.from_registry`, per store, alias and versions.
+_LOADED: dict[tuple, tuple] = {}
+
+
 class _SortedEvents:
     """Per-pool sorted event times as one composite-key array: ``pool * span + (time - origin)``.
 
@@ -278,20 +282,32 @@ class LearnedForecaster:
                       tracking_uri: str | None = None) -> LearnedForecaster:
         """Return a forecaster with the models registered under ``alias`` for each window.
 
-        ``tracking_uri`` (default: MLflow's current one) names the store.
-        Raises :class:`~sia.models.registry.RegistryError` when a model is missing.
+        ``tracking_uri`` (default: MLflow's current one) names the store. The
+        models are read once per process and per registered version (a
+        retraining under the same alias is read anew); every forecaster gets
+        its own state. Raises :class:`~sia.models.registry.RegistryError` when
+        a model is missing.
         """
-        if tracking_uri:
-            import mlflow
+        import mlflow
 
+        if tracking_uri:
             mlflow.set_tracking_uri(tracking_uri)
             mlflow.set_registry_uri(tracking_uri)
-        models = {int(k): registry.load_will_arrive(int(k), alias) for k in windows_min}
-        loads = ({int(k): registry.load_new_load(int(k), alias) for k in windows_min}
-                 if load_method != "sliding_max" else None)
+        ks = tuple(int(k) for k in windows_min)
+        names = [registry.will_arrive_name(k) for k in ks] + [registry.JOB_DURATION_NAME]
+        if load_method != "sliding_max":
+            names += [registry.new_load_name(k) for k in ks]
+        versions = tuple(str(registry.version_of(n, alias).version) for n in names)
+        key = (mlflow.get_tracking_uri(), alias, ks, load_method, versions)
+        if key not in _LOADED:
+            _LOADED[key] = (
+                {k: registry.load_will_arrive(k, alias) for k in ks},
+                ({k: registry.load_new_load(k, alias) for k in ks}
+                 if load_method != "sliding_max" else None),
+                registry.load_job_duration(alias), registry.load_job_duration_model(alias))
+        models, loads, duration_config, duration_model = _LOADED[key]
         return cls(models, loads=loads, load_method=load_method, load_windows=load_windows,
-                   duration_config=registry.load_job_duration(alias),
-                   duration_model=registry.load_job_duration_model(alias))
+                   duration_config=duration_config, duration_model=duration_model)
 
     # ----------------------------------------------------------------- state from the view
     def _reset(self, trace: Any) -> None:

@@ -23,11 +23,16 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+# MLflow draws a progress bar for every artifact it downloads: loading a predictor is no
+# long transfer, and the bars drown the commands' own progress lines.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 #: kind -> "module:Class" whose ``from_artifacts`` rebuilds a predictor of that kind.
 KINDS: dict[str, str] = {

@@ -338,7 +338,8 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         if y.size and not np.isin(y, (0, 1)).all():
             raise ValueError("WillJobsArrive.fit: y must hold 0/1 labels (label_arrival)")
         y = y.astype(np.int8)
-        if np.unique(y).size < 2:
+        one_class = np.unique(y).size < 2
+        if one_class and self.select == "xgboost" or y.size == 0:
             raise ValueError("WillJobsArrive.fit: the training rows hold only one class of "
                              f"label_arrival ({'all arrivals' if y.size and y[0] else 'no arrivals'}"
                              "); choose another split")
@@ -355,7 +356,8 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         rows: list[dict[str, Any]] = []
         need_xgb = self.select in ("auto", "xgboost")
         threshold = 0.5 if self.threshold == "tail" else float(self.threshold)
-        if need_xgb and np.unique(y[head]).size == 2 and tail.any():
+        # a window whose training rows are all arrivals (or none) leaves the baselines only
+        if need_xgb and not one_class and np.unique(y[head]).size == 2 and tail.any():
             proba = self._train(x[head], y[head]).inplace_predict(x[tail])
             y_tail, t_tail = y[tail], time[tail]
             threshold = self._choose_threshold(y_tail, proba, threshold)
@@ -510,6 +512,11 @@ def estimator_for(k_min: int, params: XGBParams, **kw: Any) -> WillJobsArrive:
                           random_state=params.seed, **kw)
 
 
+def tail_f1(est: WillJobsArrive) -> float:
+    """Return the training-tail F of the candidate ``est``'s model selection registered."""
+    return float(next(r["f1"] for r in est.selection_ if r["candidate"] == est.method_))
+
+
 def train_window(
     train: pl.DataFrame,
     val: pl.DataFrame,
@@ -520,15 +527,19 @@ def train_window(
     threshold: str | float = "tail",
     target_recall: float | None = None,
     select: str = "auto",
+    select_features: bool = True,
     ablation: bool = True,
 ) -> WindowResult:
     """Fit WillJobsArrive for one window on ``train`` rows and report it on ``val`` rows.
 
-    Every choice (threshold, model selection) is made on the tail of
-    ``train``; ``val`` is only scored. With ``ablation`` every cumulative
-    feature set of :data:`ABLATION_STEPS` is fit as a forced XGBoost model
-    and scored too (SIA Tables 20 / 23). Returns the fitted model, its
-    validation metrics and the baselines on ``val``.
+    Every choice is made on the tail of ``train``; ``val`` is only scored.
+    With ``select_features`` the feature set is chosen too: each cumulative
+    set of :data:`ABLATION_STEPS` within ``feature_groups`` is fit (with its
+    own model selection against the baselines), and the one with the best F
+    on the tail is kept (the smaller set on ties); otherwise all of
+    ``feature_groups`` are used. With ``ablation`` each set's forced XGBoost
+    model is scored on ``val`` too (SIA Tables 20 / 23). Returns the kept
+    model, its validation metrics and the baselines on ``val``.
     """
     if train.height == 0 or val.height == 0:
         raise ConfigError(
@@ -538,21 +549,29 @@ def train_window(
     y_train = train[LABEL].to_numpy()
     y_val = val[LABEL].to_numpy()
     rows: list[dict[str, float | str]] = []
+    steps = [(name, feature_set_columns(groups, feature_groups))
+             for name, groups in ABLATION_STEPS if set(groups) <= set(feature_groups)]
+    every = feature_set_columns(tuple(feature_groups), feature_groups)
+    if not steps or steps[-1][1] != every:
+        steps.append(("all", every))
+    kw = {"threshold": threshold, "target_recall": target_recall}
+    candidates = steps if select_features else steps[-1:]
     try:
+        fitted = [(name, estimator_for(k_min, params, features=cols, select=select, **kw)
+                   .fit(train, y_train)) for name, cols in candidates]
         if ablation:
-            for name, groups in ABLATION_STEPS:
-                cols = feature_set_columns(groups, feature_groups)
-                est = estimator_for(k_min, params, features=cols, select="xgboost",
-                                    threshold=threshold, target_recall=target_recall,
-                                    ).fit(train, y_train)
+            for name, cols in steps:
+                est = next((e for n, e in fitted if n == name and e.method_ == "xgboost"), None)
+                if est is None:
+                    est = estimator_for(k_min, params, features=cols, select="xgboost",
+                                        **kw).fit(train, y_train)
                 m = binary_metrics(y_val, est.predict(val))
                 rows.append({"k_min": k_min, "feature_set": name, **m,
-                             "threshold": est.threshold_})
-        model = estimator_for(k_min, params, features=feature_set_columns(
-            tuple(feature_groups), feature_groups), select=select, threshold=threshold,
-            target_recall=target_recall).fit(train, y_train)
+                             "threshold": est.threshold_, "tail_f1": tail_f1(est)})
     except ValueError as exc:
         raise ConfigError(f"window {k_min} min: {exc}") from None
+    # best tail F; ties go to the earlier (smaller) feature set
+    _, model = max(fitted, key=lambda ne: tail_f1(ne[1]))
     proba = model.arrival_proba(val)
     baselines = {
         "persistence": binary_metrics(y_val, persistence_prediction(val)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -47,6 +48,13 @@ def register(app: typer.Typer) -> None:
             "--target-recall", help="Choose each window's threshold as the largest reaching "
                                     "this recall on the last 20% of the training period.",
             show_default=False)] = None,
+        recipe: Annotated[str, typer.Option(
+            "--recipe", help="default (the product's: choices made on the training tail, "
+                             "rhythm features) or paper (SIA's recipe as published: XGBoost "
+                             "defaults, threshold 0.5, Table 9 features, sliding max; for "
+                             "comparisons; it sets --threshold, --will-arrive-select, "
+                             "--load-method and --duration-method).")
+        ] = "default",
         will_arrive_select: Annotated[str, typer.Option(
             "--will-arrive-select", help="WillJobsArrive: auto (the best of XGBoost, "
                                          "persistence and always-yes on the training tail) or "
@@ -125,15 +133,30 @@ def register(app: typer.Typer) -> None:
             days = warmup_days + train_days + val_days + 1.0  # enough synthetic days to split
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
-        config = TrainConfig(
-            train_days=train_days, val_days=val_days, warmup_days=warmup_days,
-            start_day=start_day, windows_min=ks, threshold=threshold,
-            target_recall=target_recall, will_arrive_select=will_arrive_select,
-            ablation=not no_ablation, load_windows=load_windows,
-            load_alpha=load_alpha, load_method=load_method, duration_quantile=duration_quantile,
-            duration_target_under=duration_target_under, duration_method=duration_method,
-            xgb=XGBParams(n_estimators=n_estimators, seed=seed),
-        )
+        common = dict(train_days=train_days, val_days=val_days, warmup_days=warmup_days,
+                      start_day=start_day, windows_min=ks, target_recall=target_recall,
+                      ablation=not no_ablation, load_windows=load_windows, load_alpha=load_alpha,
+                      duration_quantile=duration_quantile,
+                      duration_target_under=duration_target_under)
+        if recipe == "paper":
+            set_by_recipe = {"--threshold": threshold is not None,
+                             "--will-arrive-select": will_arrive_select != "auto",
+                             "--load-method": load_method != "calibrated",
+                             "--duration-method": duration_method != "history"}
+            clash = [k for k, given in set_by_recipe.items() if given]
+            if clash:
+                raise ConfigError(f"--recipe paper sets {', '.join(clash)}; drop them or use "
+                                  "--recipe default")
+            base = TrainConfig.paper()
+            config = TrainConfig.paper(**common, xgb=replace(base.xgb, n_estimators=n_estimators,
+                                                             seed=seed))
+        elif recipe == "default":
+            config = TrainConfig(
+                **common, threshold=threshold, will_arrive_select=will_arrive_select,
+                load_method=load_method, duration_method=duration_method,
+                xgb=XGBParams(n_estimators=n_estimators, seed=seed))
+        else:
+            raise ConfigError(f"--recipe must be default or paper, not {recipe!r}")
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
                                out_dir=out or output_root() / "train", tune=tune,
                                tune_objective=tune_objective, precision_floor=precision_floor,

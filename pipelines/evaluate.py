@@ -186,35 +186,17 @@ class ReplayTask:
         return f"{self.exp_id}/{self.label}"
 
 
-_MODEL_CACHE: dict[tuple, Any] = {}
-
-
 def learned_forecaster(spec: dict[str, Any]) -> Any:
-    """Return a fresh LearnedForecaster for ``spec`` (registry models cached per process).
+    """Return a fresh LearnedForecaster for ``spec`` (the registry's models are read once per process).
 
     ``spec`` holds ``tracking_uri``, ``alias``, ``windows_min``, ``load_method``
     and ``load_windows``.
     """
-    from sia.models import registry
     from sia.models.forecaster import LearnedForecaster
 
-    # the registered versions are part of the key: retraining under the same alias
-    # must not hand back the previous models from this process's cache
-    key = (spec["tracking_uri"], spec["alias"], tuple(spec["windows_min"]), spec["load_method"],
-           spec.get("trained_run"), tuple(sorted((spec.get("versions") or {}).items())))
-    if key not in _MODEL_CACHE:
-        import mlflow
-
-        mlflow.set_tracking_uri(spec["tracking_uri"])
-        mlflow.set_registry_uri(spec["tracking_uri"])
-        alias = spec["alias"]
-        will = {int(k): registry.load_will_arrive(int(k), alias) for k in spec["windows_min"]}
-        loads = ({int(k): registry.load_new_load(int(k), alias) for k in spec["windows_min"]}
-                 if spec["load_method"] == "calibrated" else None)
-        _MODEL_CACHE[key] = (will, loads, registry.load_job_duration(alias))
-    will, loads, duration = _MODEL_CACHE[key]
-    return LearnedForecaster(will, loads=loads, load_method=spec["load_method"],
-                             load_windows=int(spec["load_windows"]), duration_config=duration)
+    return LearnedForecaster.from_registry(
+        tuple(spec["windows_min"]), spec["alias"], load_method=spec["load_method"],
+        load_windows=int(spec["load_windows"]), tracking_uri=spec["tracking_uri"])
 
 
 def run_replay(task: ReplayTask) -> pl.DataFrame:
@@ -293,6 +275,8 @@ def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
         fc = forecaster if spec.forecaster == "learned" else None
         if spec.forecaster == "learned" and forecaster is None:
             raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")
+        if fc is not None and spec.alias is not None:
+            fc = policy_forecaster(fc, spec.alias)
         fc_key = None if fc is None else {k: v for k, v in fc.items() if k != "tracking_uri"}
         key = result_key(base, spec.name, options, fc_key)
         tasks.append(ReplayTask(exp.exp_id, spec.label, spec.name, options, fc, exp_jobs, pools,
@@ -377,7 +361,26 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
             if m in part.columns:
                 row[m] = part[m].mean() if m == "fragmentation" else part[m].sum()
         out.append(row)
-    return pl.DataFrame(out)
+    return with_capture(pl.DataFrame(out))
+
+
+#: The reference of *capture*: SIA with perfect coarse predictions.
+CAPTURE_REFERENCE = "sia-perfect"
+
+
+def with_capture(aggregate: pl.DataFrame) -> pl.DataFrame:
+    """Return ``aggregate`` with ``capture_mean`` / ``capture_geomean``: each policy's speedup over
+    sia-perfect's in the same group (DESIGN.md 6.5: what the predictors are worth); null
+    without a sia-perfect row."""
+    if aggregate.height == 0 or "policy" not in aggregate.columns:
+        return aggregate
+    ref = (aggregate.filter(pl.col("policy") == CAPTURE_REFERENCE)
+           .select("group", pl.col("mean_speedup").alias("_ref_mean"),
+                   pl.col("geomean_speedup").alias("_ref_geo")))
+    return (aggregate.join(ref, on="group", how="left", maintain_order="left")
+            .with_columns(capture_mean=pl.col("mean_speedup") / pl.col("_ref_mean"),
+                          capture_geomean=pl.col("geomean_speedup") / pl.col("_ref_geo"))
+            .drop("_ref_mean", "_ref_geo"))
 
 
 def _fmt(v: Any) -> str:
@@ -503,7 +506,23 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
             "trained_run": None if trained is None else trained["run_id"],
             "versions": None if trained is None else trained.get("versions")}
     learned_forecaster(spec)  # fail now (RegistryError names the model and alias)
+    for policy in cfg.policies:
+        if policy.alias is not None:
+            learned_forecaster(policy_forecaster(spec, policy.alias))
     return spec
+
+
+def policy_forecaster(spec: dict[str, Any], alias: str) -> dict[str, Any]:
+    """Return the learned-forecaster ``spec`` for a policy that names its own registry ``alias``."""
+    import mlflow
+    from sia.models.registry import JOB_DURATION_NAME, version_of, will_arrive_name
+
+    mlflow.set_tracking_uri(spec["tracking_uri"])
+    mlflow.set_registry_uri(spec["tracking_uri"])
+    names = [will_arrive_name(int(k)) for k in spec["windows_min"]] + [JOB_DURATION_NAME]
+    # the versions are part of the replay's key: retraining the alias redoes its replays
+    versions = {n: str(version_of(n, alias).version) for n in names}
+    return {**spec, "alias": alias, "trained_run": None, "versions": versions}
 
 
 def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,

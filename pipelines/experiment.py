@@ -31,6 +31,7 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
     policies:                      # names from the scheduler registry, with options
       - fcfs
       - {name: sia, label: sia, options: {}}
+      - {name: sia, label: sia-paper, alias: paper}  # learned predictors of another alias
     predictors:                    # for policies that take a forecaster (their needs: "sia" ...)
       train: registry              # registry (load by alias) or on_the_fly
       alias: champion
@@ -83,6 +84,8 @@ class PolicySpec:
     label: str
     options: dict[str, Any] = field(default_factory=dict)
     forecaster: str = "none"  # "learned" or "none"
+    #: the registry alias of this policy's learned predictors (None: ``predictors.alias``)
+    alias: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,7 @@ _TOP_KEYS = {
 }
 _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
                "days", "seed"}
-_POLICY_KEYS = {"name", "label", "options", "forecaster"}
+_POLICY_KEYS = {"name", "label", "options", "forecaster", "alias"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
               "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
 
@@ -428,7 +431,17 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
                 check_policy(name, **kwargs)
             except ConfigError as exc:
                 raise w.error(option, str(exc)) from None
-        out.append(PolicySpec(name=name, label=label, options=dict(options), forecaster=forecaster))
+        alias = item.get("alias")
+        if alias is not None:
+            alias = w.string(alias, f"{key}.alias")
+            if forecaster != "learned":
+                raise w.error(f"{key}.alias", "an alias names learned predictors: this policy "
+                                              "takes none (forecaster: none)")
+            if not re.match(r"^[A-Za-z0-9_-]+$", alias):
+                raise w.error(f"{key}.alias", f"{alias!r}: an MLflow alias holds letters, "
+                                              "digits, '-' and '_'")
+        out.append(PolicySpec(name=name, label=label, options=dict(options),
+                              forecaster=forecaster, alias=alias))
     labels = [p.label for p in out]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:

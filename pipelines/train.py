@@ -47,6 +47,8 @@ class TrainConfig:
     target_recall: float | None = None
     #: WillJobsArrive model selection: "auto" (xgboost, persistence, always-yes on the tail)
     will_arrive_select: str = "auto"
+    #: WillJobsArrive's feature set: the cumulative Table 9 set (+ rhythm) best on the tail
+    select_features: bool = True
     ablation: bool = True
     load_windows: int = 3
     load_alpha: float = 0.1
@@ -69,12 +71,42 @@ class TrainConfig:
     #: learned risk-aware lending at eps 0.1 or 0.2 and 43.2 (0.03% slowed) at eps 0.5.
     duration_method: str = "history"
     xgb: XGBParams = field(default_factory=XGBParams)
+    #: WillJobsArrive's feature groups (sia.features.table9.FEATURE_GROUPS names)
+    feature_groups: tuple[str, ...] = tuple(FEATURE_GROUPS)
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> TrainConfig:
+        """Return the SIA paper's recipe (the product's defaults before they were measured).
+
+        WillJobsArrive: the Table 9 features only, XGBoost's default
+        hyperparameters (100 trees of depth 6, eta 0.3), classes reweighted
+        negatives / positives, threshold 0.5, no model selection (always the
+        classifier); NewLoadEstimate: the sliding max; JobDuration: the
+        history median. For comparisons (``sia train --recipe paper``).
+        """
+        kw: dict[str, Any] = dict(
+            threshold=0.5, will_arrive_select="xgboost", select_features=False,
+            load_method="sliding_max",
+            duration_method="history",
+            feature_groups=("periodic", "recent_arrivals", "recent_completions",
+                            "future_completions"),
+            xgb=XGBParams(max_depth=6, learning_rate=0.3, class_weight="balanced"))
+        kw.update(overrides)
+        return cls(**kw)
+
+    def groups(self) -> dict[str, list[str]]:
+        """Return the WillJobsArrive feature groups in use, by name (ConfigError on an unknown one)."""
+        unknown = [g for g in self.feature_groups if g not in FEATURE_GROUPS]
+        if unknown or not self.feature_groups:
+            raise ConfigError(f"feature groups must be some of {list(FEATURE_GROUPS)}, not "
+                              f"{list(self.feature_groups)}")
+        return {g: FEATURE_GROUPS[g] for g in self.feature_groups}
 
     def to_params(self) -> dict[str, Any]:
         """Return the config as flat MLflow parameters."""
-        d = {k: v for k, v in asdict(self).items() if k != "xgb"}
+        d = {k: v for k, v in asdict(self).items() if k not in ("xgb", "feature_groups")}
         d["windows_min"] = ",".join(str(k) for k in self.windows_min)
-        d["feature_set"] = ",".join(FEATURE_GROUPS)
+        d["feature_set"] = ",".join(self.feature_groups)
         d.update(self.xgb.to_params())
         return d
 
@@ -130,9 +162,10 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         tr = train_all.filter(pl.col("k_min") == k)
         va = val_all.filter(pl.col("k_min") == k)
         results.append(will_arrive.train_window(
-            tr, va, k, FEATURE_GROUPS, (xgb_by_window or {}).get(k, config.xgb),
+            tr, va, k, config.groups(), (xgb_by_window or {}).get(k, config.xgb),
             threshold="tail" if config.threshold is None else config.threshold,
             target_recall=config.target_recall, select=config.will_arrive_select,
+            select_features=config.select_features,
             ablation=config.ablation))
         loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
                                               alpha=config.load_alpha, method=config.load_method,
@@ -418,7 +451,8 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
             prefix = study_prefix or f"sia-{Path(trace).name}-{tune_objective}"
             for k in windows:
                 params, _ = tune_window(
-                    train_all.filter(pl.col("k_min") == k), k, list(FEATURE_COLUMNS_ALL),
+                    train_all.filter(pl.col("k_min") == k), k,
+                    [c for cols in config.groups().values() for c in cols],
                     config.xgb, n_trials=tune, storage=storage, study_name=f"{prefix}-{k}m",
                     objective=tune_objective, precision_floor=precision_floor)
                 best[k] = params

@@ -33,6 +33,11 @@ def test_model_learns_the_signal_and_reports_ablation_and_baselines():
     assert r.baselines["always_yes"]["recall"] == 1.0
     imp = feature_importance(r)
     assert max(imp, key=imp.get) == "arrivals_x1"
+    # the feature set was chosen on the training tail: the smallest one holding the signal
+    # scores as well as the larger ones there, and periodic features alone cannot
+    assert "arrivals_x1" in r.feature_columns
+    tails = {a["feature_set"]: a["tail_f1"] for a in r.ablation}
+    assert tails["+ recent arrivals"] > tails["periodic only"] + 0.2
 
 
 def test_target_recall_lowers_the_threshold_to_reach_it():

@@ -64,6 +64,15 @@ def test_persistence_wins_where_nothing_beats_it():
     assert forced.method_ == "xgboost"
 
 
+def test_a_window_of_all_arrivals_registers_always_yes():
+    """12-hour windows of a busy cluster: every training row saw an arrival; no classifier can fit."""
+    tr = _rows(300, 8)
+    est = WillJobsArrive(window_min=720).fit(tr, np.ones(tr.height, dtype=int))
+    assert est.method_ == "always_yes" and est.booster_ is None
+    assert [r["candidate"] for r in est.selection_] == ["persistence", "always_yes"]
+    assert est.predict(tr).tolist() == [1] * tr.height
+
+
 def test_only_the_tail_chooses():
     """Rows after the tail's end cannot matter: fit on a prefix equals fit on the prefix alone."""
     tr = _rows(2000, 4)
@@ -82,7 +91,7 @@ def test_boundary_errors_say_what_to_fix():
     with pytest.raises(ValueError, match="0/1 labels"):
         WillJobsArrive().fit(tr, tr["label_arrival"] * 2)
     with pytest.raises(ValueError, match="only one class"):
-        WillJobsArrive().fit(tr, np.zeros(tr.height))
+        WillJobsArrive(select="xgboost").fit(tr, np.zeros(tr.height))
     with pytest.raises(ValueError, match="select"):
         WillJobsArrive(select="magic").fit(tr, tr["label_arrival"])
     with pytest.raises(ValueError, match="threshold"):
