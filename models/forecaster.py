@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, sliding_max_load
 from sia.features.table9 import (
     COUNT_COLUMNS,
@@ -310,7 +311,7 @@ class LearnedForecaster:
                    duration_config=duration_config, duration_model=duration_model)
 
     # ----------------------------------------------------------------- state from the view
-    def _reset(self, trace: Any) -> None:
+    def _reset(self, trace: TraceView) -> None:
         self._trace_id = id(trace)
         lo = float(trace.submit.min()) - 1.0 if trace.n_jobs else -1.0
         hi = float(trace.submit.max()) if trace.n_jobs else 0.0
@@ -327,7 +328,7 @@ class LearnedForecaster:
         self._pool_index = np.arange(trace.n_pools)
         self._state_key: tuple[int, int, int] | None = None
 
-    def _sync(self, view: Any) -> None:
+    def _sync(self, view: ForecastView) -> None:
         """Absorb completions and newly running jobs since the last call.
 
         Cheap when nothing changed: the state is keyed by (jobs arrived, jobs
@@ -367,7 +368,7 @@ class LearnedForecaster:
         self._pending.clear()
 
     # ----------------------------------------------------------------- features
-    def features(self, view: Any, windows_min: Sequence[int]) -> dict[int, np.ndarray]:
+    def features(self, view: ForecastView, windows_min: Sequence[int]) -> dict[int, np.ndarray]:
         """Return, per window (min), the float32 [n_pools, len(FEATURE_COLUMNS)] feature matrix at now."""
         self._sync(view)
         self._flush_completions()
@@ -413,7 +414,7 @@ class LearnedForecaster:
             )
         return ks
 
-    def arrival_proba(self, view: Any, windows_s: Sequence[float]) -> np.ndarray:
+    def arrival_proba(self, view: ForecastView, windows_s: Sequence[float]) -> np.ndarray:
         """Return float [n_pools, n_windows]: P(a job arrives in (now, now + w]) (0/1 for a baseline).
 
         Every window whose registered predictor is the XGBoost classifier is
@@ -455,14 +456,14 @@ class LearnedForecaster:
             hit = self._forests[ks] = (forest, orders)
         return hit
 
-    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows]: P(arrival) >= the registered threshold."""
         ks = self._windows_min(windows_s)
         proba = self.arrival_proba(view, windows_s)
         thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
         return proba >= thresholds[None, :]
 
-    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows]: the GPUs expected to arrive in (now, now + w]."""
         trace = view.trace
         n = int(view.n_arrived)
@@ -485,7 +486,7 @@ class LearnedForecaster:
             cols.append(s)
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
 
-    def duration_cdf(self, view: Any, job_indices: np.ndarray,
+    def duration_cdf(self, view: ForecastView, job_indices: np.ndarray,
                      windows_s: Sequence[float]) -> np.ndarray:
         """Return float [n_jobs, n_windows]: P(duration <= w) per job and window, or None.
 
@@ -501,7 +502,7 @@ class LearnedForecaster:
         cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
         return cdf_at_windows(cdf, windows_s)
 
-    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+    def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted bin of each job.
 
         With a learned JobDuration: the bin holding its predicted median (the

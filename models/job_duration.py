@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score, confusion_matrix
@@ -230,7 +231,7 @@ class OnlineDurationHistory:
         self._by_pool: dict[int, SortedHistory] = defaultdict(SortedHistory)
         self._trace_id = None
 
-    def update(self, view: Any) -> None:
+    def update(self, view: ForecastView) -> None:
         """Absorb the jobs completed since the last call."""
         trace = view.trace
         self.start(trace)
@@ -239,7 +240,7 @@ class OnlineDurationHistory:
             self.add(trace, done[self._seen[p]:])
             self._seen[p] = len(done)
 
-    def start(self, trace: Any) -> None:
+    def start(self, trace: TraceView) -> None:
         """Forget everything when ``trace`` is a new replay's trace."""
         if self._trace_id != id(trace):
             self.__init__(self.min_count)
@@ -261,11 +262,11 @@ class OnlineDurationHistory:
             by_pg[(p, g)].add(d)
             by_pool[p].add(d)
 
-    def median_s(self, view: Any, jobs: np.ndarray) -> np.ndarray:
+    def median_s(self, view: ForecastView, jobs: np.ndarray) -> np.ndarray:
         """Return the history median (s; NaN when nothing similar finished) per job index."""
         return self.quantile_s(view, jobs, DEFAULT_QUANTILE)
 
-    def quantile_s(self, view: Any, jobs: np.ndarray, q: float) -> np.ndarray:
+    def quantile_s(self, view: ForecastView, jobs: np.ndarray, q: float) -> np.ndarray:
         """Return the history q-quantile (s; NaN when nothing similar finished) per job index.
 
         Same fallback chain as the median; ``q`` = 0.5 is :meth:`median_s`.
@@ -614,7 +615,7 @@ class OnlineSubmissionFeatures:
     def __init__(self) -> None:
         self._trace_id: int | None = None
 
-    def _start(self, trace: Any) -> None:
+    def _start(self, trace: TraceView) -> None:
         from sia.features.duration_features import DURATION_FEATURES, SubmissionFeatures
 
         self._trace_id = id(trace)
@@ -630,7 +631,7 @@ class OnlineSubmissionFeatures:
         self._pool = trace.pool.tolist()
         self._gpus = trace.num_gpus.tolist()
 
-    def update(self, view: Any) -> None:
+    def update(self, view: ForecastView) -> None:
         """Absorb the completions and arrivals since the last call."""
         trace = view.trace
         if self._trace_id != id(trace):

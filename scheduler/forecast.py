@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from sia.data.forecast_view import ForecastView
 from sia.data.windows import (  # re-exported: the scheduler's vocabulary too
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
@@ -28,7 +29,9 @@ from sia.data.windows import (  # re-exported: the scheduler's vocabulary too
 __all__ = [
     "DEFAULT_WINDOWS_S",
     "DURATION_BIN_EDGES_S",
+    "DurationCdfForecaster",
     "Forecaster",
+    "ForecastView",
     "cdf_from_bins",
     "PerfectForecaster",
     "RandomForecaster",
@@ -45,16 +48,26 @@ class Forecaster(Protocol):
     are indexed ``[pool, window]`` in that order.
     """
 
-    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return a bool array [n_pools, n_windows]: will any job arrive in (now, now + w]?"""
         ...
 
-    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return a float array [n_pools, n_windows]: GPUs expected to arrive in (now, now + w]."""
         ...
 
-    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+    def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted duration bin (see :func:`duration_bin_of`) of each job."""
+        ...
+
+
+@runtime_checkable
+class DurationCdfForecaster(Forecaster, Protocol):
+    """A forecaster that also gives duration probabilities (SIA's risk-aware lending)."""
+
+    def duration_cdf(self, view: ForecastView, job_indices: np.ndarray,
+                     windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return float [n_jobs, n_windows]: P(duration <= w) per job and window."""
         ...
 
 
@@ -70,7 +83,7 @@ class PerfectForecaster:
     name = "perfect"
     perfect_information = True
 
-    def _future_load(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def _future_load(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         trace = view.trace
         now = float(view.now)
         lo = int(np.searchsorted(trace.submit, now, side="right"))
@@ -82,19 +95,19 @@ class PerfectForecaster:
                                         minlength=trace.n_pools)
         return out
 
-    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows]: does a job truly arrive in (now, now + w]?"""
         return self._future_load(view, windows_s) > 0
 
-    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows]: the GPUs truly submitted in (now, now + w]."""
         return self._future_load(view, windows_s)
 
-    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+    def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return the true duration bin of each job."""
         return duration_bin_of(view.trace.duration[np.asarray(job_indices, dtype=np.int64)])
 
-    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+    def duration_cdf(self, view: ForecastView, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
         """Return float [n_jobs, n_windows]: 1 where the job truly runs at most w, else 0."""
         d = view.trace.duration[np.asarray(job_indices, dtype=np.int64)]
         return (d[:, None] <= np.asarray(windows_s, dtype=np.float64)[None, :]).astype(np.float64)
@@ -125,11 +138,11 @@ class RandomForecaster:
         self.load_windows = load_windows
         self._rng = np.random.default_rng(seed)
 
-    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows], each a fair coin flip."""
         return self._rng.integers(0, 2, size=(view.trace.n_pools, len(windows_s))).astype(bool)
 
-    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows]: SIA's sliding max over arrived jobs (GPUs)."""
         trace = view.trace
         n = int(view.n_arrived)
@@ -140,11 +153,11 @@ class RandomForecaster:
         ]
         return np.stack(cols, axis=1) if cols else np.zeros((trace.n_pools, 0))
 
-    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+    def duration_cdf(self, view: ForecastView, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
         """Return 0/1 probabilities from :meth:`duration_bins` (see :func:`cdf_from_bins`)."""
         return cdf_from_bins(self.duration_bins(view, job_indices), windows_s)
 
-    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+    def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return a uniform random bin per job (strawman b), else the pool/GPU history bin."""
         jobs = np.asarray(job_indices, dtype=np.int64)
         n_bins = len(DURATION_BIN_EDGES_S) + 1

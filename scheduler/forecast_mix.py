@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sia.data.forecast_view import ForecastView
 from sia.scheduler.forecast import (
     Forecaster,
     PerfectForecaster,
@@ -40,19 +41,19 @@ class MixedForecaster:
         self.name = name or "mix({})".format(
             ", ".join(str(getattr(f, "name", type(f).__name__)) for f in parts))
 
-    def will_jobs_arrive(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows] from the ``arrivals`` source."""
         return self.arrivals.will_jobs_arrive(view, windows_s)
 
-    def new_load_estimate(self, view: Any, windows_s: tuple[float, ...]) -> np.ndarray:
+    def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows] (GPUs) from the ``load`` source."""
         return self.load.new_load_estimate(view, windows_s)
 
-    def duration_bins(self, view: Any, job_indices: np.ndarray) -> np.ndarray:
+    def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted duration bins of ``job_indices`` from the ``durations`` source."""
         return self.durations.duration_bins(view, job_indices)
 
-    def duration_cdf(self, view: Any, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
+    def duration_cdf(self, view: ForecastView, job_indices: np.ndarray, windows_s: Any) -> np.ndarray:
         """Return P(duration <= w) of ``job_indices`` from the ``durations`` source."""
         src = self.durations
         if callable(getattr(src, "duration_cdf", None)):

@@ -144,6 +144,7 @@ from sia.scheduler.cluster import Cluster
 from sia.scheduler.forecast import (
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
+    DurationCdfForecaster,
     Forecaster,
     PerfectForecaster,
 )
@@ -603,7 +604,7 @@ def _lend_risk(value: Any, forecaster: Any, n_windows: int, name: str) -> np.nda
     """
     if value is None:
         return None
-    has_cdf = callable(getattr(forecaster, "duration_cdf", None))
+    has_cdf = isinstance(forecaster, DurationCdfForecaster)
     if isinstance(value, str):
         if value != "auto":
             raise ConfigError(f"policy {name!r}: lend_risk must be 'auto', a probability or one "

@@ -153,3 +153,14 @@ def test_one_stacked_call_answers_every_window_as_xgboost_would(workload):
             x = pl.DataFrame(feats[k], schema=FEATURE_COLUMNS)
             np.testing.assert_array_equal(proba[:, i], m.arrival_proba(x).astype(np.float32))
             np.testing.assert_array_equal(arrive[:, i], m.predict(x).astype(bool))
+
+
+def test_the_simulator_view_is_what_forecasters_are_typed_against(workload):
+    from sia.data.forecast_view import ForecastView
+    from sia.scheduler.forecast import DurationCdfForecaster
+
+    probe = Probe(lambda v: isinstance(v, ForecastView))
+    simulate(*workload, probe)
+    assert probe.records and all(probe.records)
+    assert isinstance(PerfectForecaster(), DurationCdfForecaster)
+    assert isinstance(LearnedForecaster({}), DurationCdfForecaster)
