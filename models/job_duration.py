@@ -31,6 +31,8 @@ from sklearn.metrics import accuracy_score, confusion_matrix
 
 N_BINS = len(DURATION_BIN_EDGES_S) + 1
 BIN_NAMES = ("(0,5]m", "(5,60]m", "(60,720]m", "(720,inf)m")
+#: JobDuration's methods (see :class:`JobDuration`).
+METHODS: tuple[str, ...] = ("xgboost", "history", "history_cdf")
 #: The paper's rule: the median of the similar jobs' durations.
 DEFAULT_QUANTILE = 0.5
 #: Quantiles tried by :func:`calibrate_quantile`, in increasing order.
@@ -356,6 +358,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     period: log-loss 1.91 with them, 1.78 without). Jobs of a pool with fewer
     than ``min_pool_history`` finished jobs get the history rule instead.
 
+    ``method="history_cdf"``: the rule's similar jobs (same level as below),
+    but their whole point-in-time distribution instead of its median:
+    P(duration <= edge) is the share of them that ran at most that long (no
+    learning, no fit; it adapts as jobs finish). With SIA's risk-aware
+    lending at eps = 0.5 it lends what the median rule lends; a smaller eps
+    lends only jobs most of whose look-alikes fit.
+
     ``method="history"``: the paper's rule (SIA 5.4.2), the baseline and the
     fallback: the bin of the median duration of the finished jobs with the
     same tag (at least ``history_min_count``), else the same pool and GPU
@@ -417,8 +426,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
-        if self.method not in ("xgboost", "history"):
-            raise ValueError(f"JobDuration: method must be 'xgboost' or 'history', not "
+        if self.method not in METHODS:
+            raise ValueError(f"JobDuration: method must be one of {METHODS}, not "
                              f"{self.method!r}")
         if not 0.0 < float(self.calibration_fraction) < 1.0:
             raise ValueError("JobDuration: calibration_fraction must be in (0, 1), not "
@@ -454,7 +463,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.calibrators_: list[tuple[list[float], list[float]] | None] = [None] * _N_EDGES
         self.booster_ = None
         self.lend_risk_: float | None = None
-        if self.method == "history":
+        if self.method in ("history", "history_cdf"):
             return self
         order = np.arange(y.size)
         if time is not None:
@@ -525,7 +534,32 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.predict")
         return self._cdf(x)
 
+    def _history_cdf(self, x: np.ndarray) -> np.ndarray:
+        """Return the empirical P(duration <= edge) of the rule's similar jobs (its level's shares).
+
+        The level is the rule's (same tag with enough history, else same pool
+        and GPU count, else same pool); rows with no history get the
+        fallback bin's 0/1 step.
+        """
+        from sia.features.duration_features import DURATION_FEATURES
+
+        idx = {c: i for i, c in enumerate(DURATION_FEATURES)}
+        out = np.full((x.shape[0], _N_EDGES), np.nan)
+        done = np.zeros(x.shape[0], dtype=bool)
+        need = float(self.history_min_count)
+        for level in _RULE_LEVELS:
+            count = x[:, idx[f"{level}_count"]]
+            ok = ~done & (count >= (need if level != "pool" else 1.0))
+            cols = [idx[f"{level}_le{m}m"] for m in (5, 60, 720)]
+            out[ok] = x[np.ix_(ok, cols)]
+            done |= ok
+        step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
+        out[~done] = step
+        return np.maximum.accumulate(np.nan_to_num(out, nan=0.0), axis=1)
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
+        if self.method == "history_cdf":
+            return self._history_cdf(x)
         step = (self._rule(x)[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
         if self.booster_ is None or x.shape[0] == 0:
             return step

@@ -86,6 +86,9 @@ def register(app: typer.Typer) -> None:
                                       "more often on the last days of the training period) "
                                       "or xgboost (always the learned model; SIA lends by its "
                                       "median bin).")] = "history",
+        duration_lend_risk: Annotated[float, typer.Option(
+            "--duration-lend-risk", help="JobDuration history_cdf: SIA lends a job in window w "
+                                         "only when P(duration <= w) >= 1 - this.")] = 0.5,
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -137,7 +140,8 @@ def register(app: typer.Typer) -> None:
                       start_day=start_day, windows_min=ks, target_recall=target_recall,
                       ablation=not no_ablation, load_windows=load_windows, load_alpha=load_alpha,
                       duration_quantile=duration_quantile,
-                      duration_target_under=duration_target_under)
+                      duration_target_under=duration_target_under,
+                      duration_lend_risk=duration_lend_risk)
         if recipe == "paper":
             set_by_recipe = {"--threshold": threshold is not None,
                              "--will-arrive-select": will_arrive_select != "auto",

@@ -70,6 +70,8 @@ class TrainConfig:
     #: default training period) gave geomean speedup 60.0 for the rule against 29.3 for
     #: learned risk-aware lending at eps 0.1 or 0.2 and 43.2 (0.03% slowed) at eps 0.5.
     duration_method: str = "history"
+    #: history_cdf: SIA lends a job in window w when P(duration <= w) >= 1 - this
+    duration_lend_risk: float = 0.5
     xgb: XGBParams = field(default_factory=XGBParams)
     #: WillJobsArrive's feature groups (sia.features.table9.FEATURE_GROUPS names)
     feature_groups: tuple[str, ...] = tuple(FEATURE_GROUPS)
@@ -246,9 +248,9 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     from sia.data.windows import duration_bin_of
     from sia.features.duration_features import DURATION_FEATURES, submission_features
 
-    if config.duration_method not in ("auto", "xgboost", "history"):
-        raise ConfigError(f"--duration-method must be auto, xgboost or history, not "
-                          f"{config.duration_method!r}")
+    if config.duration_method not in ("auto", "xgboost", "history", "history_cdf"):
+        raise ConfigError(f"--duration-method must be auto, xgboost, history or history_cdf, "
+                          f"not {config.duration_method!r}")
     zq = schedule.with_columns(end_time=pl.col("submit_time") + pl.col("duration"))
     feats = submission_features(zq).join(zq.select("job_id", "submit_time", "duration"),
                                          on="job_id")
@@ -267,6 +269,9 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     elif config.duration_method == "xgboost":
         # forced: SIA lends by the learned median bin (lend_risk "auto" finds no eps)
         model, sel = job_duration.JobDuration("xgboost", **params).fit(x_tr, y_tr, time=t_tr), []
+    elif config.duration_method == "history_cdf":
+        model, sel = job_duration.JobDuration("history_cdf", **params).fit(x_tr, y_tr), []
+        model.lend_risk_ = float(config.duration_lend_risk)
     else:
         model, sel = job_duration.JobDuration.rule(
             min_count=config.history_min_count, fallback_bin=config.duration_fallback_bin,
