@@ -703,7 +703,7 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
              for k in labels},
             folder / f"{group}_total_slowdown_box.png",
             f"{cfg.name} {group}: total slowdown per experiment", "total slowdown (minutes)",
-            empty="no experiment\nwith a slowdown", count="{k} of {n} exps > 0"))
+            empty="no experiment\nwith a slowdown", count="{k} of {n}\nexps > 0"))
     return files
 
 

@@ -38,9 +38,14 @@ def _plt():
 
 
 def _style(i: int) -> dict:
-    """Return the line style keywords of the ``i``-th curve (color, dashes, marker)."""
+    """Return the line style keywords of the ``i``-th curve (color, dashes, marker).
+
+    Markers sit every 10% of the curve's length, shifted per curve, so curves
+    that coincide still show each policy's markers.
+    """
     return {"color": f"C{i % 10}", "ls": LINESTYLES[i % len(LINESTYLES)],
-            "marker": MARKERS[i % len(MARKERS)], "markevery": 0.1, "ms": 4, "lw": 1.4}
+            "marker": MARKERS[i % len(MARKERS)], "markevery": (0.02 * (i % 5), 0.1),
+            "ms": 4, "lw": 1.4}
 
 
 def log_label(v: float) -> str:
@@ -161,7 +166,7 @@ def box_plot(values: Mapping[str, np.ndarray], path: Path, title: str, ylabel: s
     labels = list(values)
     data = [np.asarray(values[k], dtype=np.float64) for k in labels]
     pos = [d[np.isfinite(d) & (d > 0)] for d in data]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(labels) + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.25 * len(labels) + 1.5), 4.2))
     ax.set_yscale("log")
     rng = _positive_range(pos)
     lo, hi = _pad_log(*rng, frac=0.08) if rng is not None else (0.1, 10.0)
