@@ -706,6 +706,12 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if is_builtin(path):
+        own = builtin_format(path)
+        if mapping or pool_from or fmt not in ("auto", own):
+            raise ConfigError(f"{path} is a {own} trace: it takes neither --map, --pool-from "
+                              f"nor a --format other than {own}")
+        fmt = own
     if fmt == "auto":
         fmt = "generic" if (mapping or pool_from) else detect_format(path)
     if fmt == "philly":

@@ -255,9 +255,10 @@ def register(app: typer.Typer) -> None:
         synthetic: Annotated[bool, typer.Option(
             "--synthetic", help="Run on the synthetic SIA base workload instead of Philly.")
         ] = False,
-        days: Annotated[float, typer.Option(
-            "--days", help="With --synthetic: days of workload; the first 8 train the "
-                           "predictors, the rest is replayed.")] = DEMO_DAYS,
+        days: Annotated[float | None, typer.Option(
+            "--days", help=f"With --synthetic: days of workload (default {DEMO_DAYS:g}); the "
+                           "first 8 train the predictors, the rest is replayed.",
+            show_default=False)] = None,
         small: Annotated[bool, typer.Option(
             "--small", help="A quick run (for tests): Philly trains on 11 days and replays 3; "
                             f"--synthetic uses {SMALL_DAYS:g} days.")] = False,
@@ -266,4 +267,8 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(
             "--seed", help="Seed of the target loads (Philly) or the synthetic workload.")] = 0,
     ) -> None:
-        run_demo(out, synthetic=synthetic, days=days, small=small, workers=workers, seed=seed)
+        if days is not None and not synthetic:
+            raise ConfigError("--days applies to --synthetic only (the Philly demo replays "
+                              "days 58-72 of the trace)")
+        run_demo(out, synthetic=synthetic, days=DEMO_DAYS if days is None else days,
+                 small=small, workers=workers, seed=seed)

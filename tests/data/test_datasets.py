@@ -15,7 +15,7 @@ from sia.data.datasets import (
     read_builtin_rows,
     write_philly_parquet,
 )
-from sia.data.errors import TraceError
+from sia.data.errors import ConfigError, TraceError
 from sia.data.readers import detect_format, read_philly, read_trace
 
 #: sha256 of ../shared/traces/philly/philly.csv, the file the Parquet was made from.
@@ -59,6 +59,11 @@ def test_builtin_path_resolution():
     assert detect_format("builtin:philly") == "philly"
     with pytest.raises(TraceError, match="no such built-in dataset.*builtin:philly"):
         read_trace("builtin:nope")
+    with pytest.raises(ConfigError, match="builtin:philly is a philly trace"):
+        read_trace("builtin:philly", "generic")
+    with pytest.raises(ConfigError, match="neither --map"):
+        read_trace("builtin:philly", mapping={"pool": "cluster"})
+    assert read_trace("builtin:philly", "philly", on_bad_rows="drop")[0].height == 82_182
 
 
 @pytest.mark.skipif(not SHARED_CSV.exists(), reason="the shared CSV is not beside the repository")

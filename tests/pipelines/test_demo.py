@@ -45,6 +45,11 @@ def test_philly_demo_replays_two_weeks_after_the_default_split():
     assert [s.name for s in cfg.policies] == list(DEMO_POLICIES)
 
 
+def test_demo_days_is_for_synthetic_only(tmp_path, capsys):
+    assert main(["demo", "--days", "20", "--out", str(tmp_path / "d")]) == 2
+    assert "--days applies to --synthetic only" in capsys.readouterr().err
+
+
 def test_demo_config_needs_room_to_train_and_replay():
     with pytest.raises(ConfigError, match="--days must be at least 9"):
         demo_config(8.5)
