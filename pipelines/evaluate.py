@@ -663,6 +663,16 @@ def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
     return [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
 
 
+def _slowed_pct(per_job: pl.DataFrame, labels: list[str]) -> dict[str, float]:
+    """Return {policy: % of its jobs slowed} by the metrics' ``slowed`` flag."""
+    out = {}
+    for k in labels:
+        flags = per_job.filter(pl.col("policy") == k)["slowed"]
+        if flags.len():
+            out[k] = 100.0 * float(flags.cast(pl.Float64).mean())
+    return out
+
+
 def _experiment_plots(exp: Experiment, per_job: pl.DataFrame, summaries: dict[str, dict],
                       folder: Path) -> list[Path]:
     labels = [label for label in summaries if label != BASELINE]
@@ -672,7 +682,8 @@ def _experiment_plots(exp: Experiment, per_job: pl.DataFrame, summaries: dict[st
             .to_numpy() for k in labels}
     pools = exp.pools["pool"].to_list()
     return [
-        plots.speedup_cdf(sp, folder / "speedup_cdf.png", f"{exp.exp_id} ({exp.group})"),
+        plots.speedup_cdf(sp, folder / "speedup_cdf.png", f"{exp.exp_id} ({exp.group})",
+                          _slowed_pct(per_job, labels)),
         plots.box_plot(slow, folder / "slowdown_box.png", f"{exp.exp_id}: slowed jobs",
                        "slowdown (minutes)", count="{k} of {n}\njobs slowed"),
         plots.table_png(per_pool_table(summaries, pools), folder / "per_pool_table.png",
@@ -688,7 +699,8 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
         sp = {k: jobs.filter(pl.col("policy") == k)["speedup"].to_numpy() for k in labels}
         part = summary.filter((pl.col("group") == group) & (pl.col("policy") != BASELINE))
         files.append(plots.speedup_cdf(sp, folder / f"{group}_speedup_cdf.png",
-                                       f"{cfg.name} {group}: all experiments' jobs"))
+                                       f"{cfg.name} {group}: all experiments' jobs",
+                                       _slowed_pct(jobs, labels)))
         n_exps = part["exp_id"].n_unique() if part.height else 0
         if n_exps > 1:  # CDFs across experiments: one experiment would be one step per policy
             files.append(plots.metric_cdfs(

@@ -116,11 +116,13 @@ def _pad_log(lo: float, hi: float, frac: float = 0.04) -> tuple[float, float]:
     return lo / 10 ** (frac * span), hi * 10 ** (frac * span)
 
 
-def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "") -> Path:
+def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "",
+                slowed_pct: Mapping[str, float] | None = None) -> Path:
     """Draw the CDF of per-job speedup (log x axis) for each policy to ``path``; return it.
 
     Speedups below 1 are slowed jobs; a vertical line marks 1 and each
-    legend entry says how many jobs the policy slowed.
+    legend entry says which percentage of jobs the policy slowed: from
+    ``slowed_pct`` when given (the metrics' own count), else speedup < 1.
     """
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -132,7 +134,7 @@ def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "")
         if x.size == 0:
             continue
         y = np.arange(1, x.size + 1) / x.size
-        slowed = float((x < 1.0).mean()) * 100
+        slowed = (slowed_pct or {}).get(label, float((x < 1.0).mean()) * 100)
         ax.step(x, y, where="post", label=f"{label} (n={x.size}, {slowed:.2g}% slowed)",
                 **_style(i))
     ax.axvline(1.0, color="grey", lw=0.8, ls=":")
