@@ -21,9 +21,13 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 from sia.data.errors import TraceError
+
+if TYPE_CHECKING:
+    from sia.data.schema import CleaningReport
 
 #: A trace path starting with this names a built-in dataset.
 BUILTIN_PREFIX = "builtin:"
@@ -80,7 +84,7 @@ def read_builtin_rows(trace: str | Path = "builtin:philly") -> pl.DataFrame:
         raise TraceError(f"{trace}: cannot read the packaged {path.name}: {exc}") from exc
 
 
-def load_philly(*, clean: bool = True) -> tuple[pl.DataFrame, object]:
+def load_philly(*, clean: bool = True) -> tuple[pl.DataFrame, CleaningReport]:
     """Return (jobs, report): the embedded Philly trace as a canonical job table.
 
     Read by :func:`sia.data.readers.read_philly` exactly as the CSV is: with

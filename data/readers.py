@@ -655,8 +655,9 @@ def detect_format(path: Path | str) -> str:
     """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios',
     'pai' or 'generic'.
 
-    ``builtin:NAME`` is the embedded dataset's format (``builtin:philly``: philly). A folder with ``jobs.parquet`` is canonical; a Parquet file with every
-    contract column is canonical; a CSV is Philly or Helios when its header
+    ``builtin:NAME`` has its embedded dataset's format (``builtin:philly``:
+    philly). A folder with ``jobs.parquet`` is canonical; a Parquet file with
+    every contract column is canonical; a CSV is Philly or Helios when its header
     has those formats' columns; a ``.json`` file or one named ``cluster_job_log``
     is the original Philly job log; ``pai_job_table.csv`` (or a folder holding it) is
     Alibaba PAI; anything else is generic.

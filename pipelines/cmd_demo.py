@@ -231,8 +231,12 @@ def run_demo(out: Path, *, synthetic: bool = False, days: float = DEMO_DAYS, sma
         stage.say(f"MLflow run {trained['run_id']} (experiment sia-predictors)")
         stage(f"replaying days {cfg.replay_start_day:g}-{cfg.replay_end_day:g} "
               f"({cfg.warmup_days:g} days of warm-up) under {', '.join(ok)}")
-        result = ev.run_sweep(cfg, out, executor, progress=True, say=lambda msg: None if msg.startswith(
-            "predictors: reusing") else stage.say(msg))
+
+        def say(msg: str) -> None:  # the sweep reuses the training of stage 2: not news
+            if not msg.startswith("predictors: reusing"):
+                stage.say(msg)
+
+        result = ev.run_sweep(cfg, out, executor, progress=True, say=say)
     finally:
         executor.close()
     stage("results")
