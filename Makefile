@@ -15,12 +15,12 @@ $(BIN)/sia: pyproject.toml
 
 venv: $(BIN)/sia
 
-demo: venv
+demo: venv  ## the main job on the Philly trace shipped in the package
 	$(BIN)/sia demo --out $(OUT)/demo
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 -q
 
 lint: venv
 	$(BIN)/ruff check .

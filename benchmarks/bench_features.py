@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
+PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 DAY = 86400.0
 
 
@@ -123,9 +123,7 @@ def main(argv: list[str]) -> None:
         print(json.dumps(run_case(argv[argv.index("--case") + 1])))
         return
     quick = "--quick" in argv
-    cases = ["philly"] if PHILLY.exists() else []
-    if not cases:
-        print(f"(Philly trace not found at {PHILLY}; skipped)")
+    cases = ["philly"]
     if quick:
         cases += ["synth-100000-200"]
     else:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import polars as pl
 from sia.data.errors import ConfigError
@@ -29,7 +28,7 @@ from sia.data.readers import read_philly
 from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import simulate
 
-PHILLY = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "philly" / "philly.csv"
+PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 
 
 def scaled(jobs: pl.DataFrame, copies: int) -> pl.DataFrame:
@@ -50,7 +49,7 @@ def scaled(jobs: pl.DataFrame, copies: int) -> pl.DataFrame:
 def main() -> None:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, default=PHILLY)
+    ap.add_argument("--trace", default=PHILLY)
     ap.add_argument("--policies", default="fcfs,maxmin,ssf,gssf,sia-vc")
     ap.add_argument("--scales", default="1,2,4")
     args = ap.parse_args()

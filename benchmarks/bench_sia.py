@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -39,7 +38,7 @@ from sia.scheduler.policy_sia import SiaPerfectPolicy, SiaPolicy
 from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import simulate
 
-PHILLY = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "philly" / "philly.csv"
+PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 DEFAULT_CASES = "sia-perfect,sia-perfect/refresh0,sia-random-both,hived,themis,maxmin"
 
 
@@ -99,7 +98,7 @@ def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame):
 def main() -> None:
     """Run the cases and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, default=PHILLY)
+    ap.add_argument("--trace", default=PHILLY)
     ap.add_argument("--cases", default=DEFAULT_CASES)
     ap.add_argument("--learned", action="store_true", help="add the sia-learned case")
     args = ap.parse_args()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
@@ -26,13 +25,13 @@ from sia.scheduler.policy_siavc import SiaVCPolicy
 from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import simulate
 
-PHILLY = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "philly" / "philly.csv"
+PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 
 
 def main() -> None:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, default=PHILLY)
+    ap.add_argument("--trace", default=PHILLY)
     ap.add_argument("--prefixes", default="1000,5000,20000")
     args = ap.parse_args()
     jobs, _ = read_philly(args.trace, on_bad_rows="drop")

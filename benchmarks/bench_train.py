@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
-PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
+PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 
 
 def bench_training() -> dict[str, float]:

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
+from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
 from sia.data.schema import (
     JOB_SCHEMA,
@@ -77,7 +78,11 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
         df = pl.read_csv(path, infer_schema=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
-    df = _add_source(df, path)
+    return _drop_blank_rows(_add_source(df, path))
+
+
+def _drop_blank_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """Return ``df`` without the rows whose data cells are all null (blank CSV lines)."""
     data_cols = [c for c in df.columns if not c.startswith("_source")]
     if data_cols:
         blank = df.select(pl.all_horizontal([pl.col(c).is_null() for c in data_cols])).to_series()
@@ -134,7 +139,7 @@ def _read_any(path: Path) -> pl.DataFrame:
     return _read_csv_strings(path)
 
 
-def _add_source(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+def _add_source(df: pl.DataFrame, path: Path | str) -> pl.DataFrame:
     return df.with_columns(
         pl.lit(str(path)).alias(SOURCE_FILE),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(SOURCE_ROW),
@@ -244,9 +249,17 @@ def read_philly(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
     an earlier row in every field is an exact duplicate: an error naming both
     rows by default, dropped and counted as ``exact_duplicate`` with
     ``on_bad_rows="drop"``. ``gpu_time`` is kept as an extra Float64 column.
+    ``path`` may be ``builtin:philly``: the trace embedded in the package
+    (the same rows, read the same way; see :mod:`sia.data.datasets`).
     """
-    path = Path(path)
-    df = _read_csv_strings(path)
+    if is_builtin(path):
+        source = str(path)
+        if builtin_format(source) != "philly":
+            raise TraceError(f"{source}: not a Philly per-VC trace")
+        df = _drop_blank_rows(_add_source(read_builtin_rows(source), source))
+    else:
+        path = Path(path)
+        df = _read_csv_strings(path)
     _require_columns(df, ("timestamp", "duration", "num_gpus", "cluster"), path, "Philly")
     report = CleaningReport(source=str(path), rows_read=df.height)
     _blank_note(df, report)
@@ -642,13 +655,16 @@ def detect_format(path: Path | str) -> str:
     """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios',
     'pai' or 'generic'.
 
-    A folder with ``jobs.parquet`` is canonical; a Parquet file with every
-    contract column is canonical; a CSV is Philly or Helios when its header
+    ``builtin:NAME`` has its embedded dataset's format (``builtin:philly``:
+    philly). A folder with ``jobs.parquet`` is canonical; a Parquet file with
+    every contract column is canonical; a CSV is Philly or Helios when its header
     has those formats' columns; a ``.json`` file or one named ``cluster_job_log``
     is the original Philly job log; ``pai_job_table.csv`` (or a folder holding it) is
     Alibaba PAI; anything else is generic.
     """
     text = str(path)
+    if is_builtin(text):
+        return builtin_format(text)
     if any(ch in text for ch in "*?["):
         return "generic"
     p = Path(text)
@@ -691,6 +707,12 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if is_builtin(path):
+        own = builtin_format(path)
+        if mapping or pool_from or fmt not in ("auto", own):
+            raise ConfigError(f"{path} is a {own} trace: it takes neither --map, --pool-from "
+                              f"nor a --format other than {own}")
+        fmt = own
     if fmt == "auto":
         fmt = "generic" if (mapping or pool_from) else detect_format(path)
     if fmt == "philly":

@@ -27,7 +27,7 @@ columns, it is replayed under FCFS (each pool alone on its quota) first.
 
 \b
 Examples:
-  sia features ../shared/traces/philly/philly.csv --clean --out out/philly_features.parquet
+  sia features builtin:philly --clean --out out/philly_features.parquet
   sia features --synthetic base --days 7 --out out/synth_features.parquet
   sia features out/philly --windows 5,60 --grid-s 600
 """

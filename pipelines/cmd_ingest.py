@@ -18,7 +18,8 @@ preemptible, then the trace's extra columns), OUT/pools.parquet (pool,
 quota_gpus[, target_load]) and OUT/report.json (rows read, kept, dropped by
 kind, left out, the clock origin, where quotas came from).
 
-Formats (detected from the header unless --format says): the per-VC Philly
+Formats (detected from the header unless --format says): builtin:philly (the
+real Philly trace shipped in the package, CC-BY-4.0, Microsoft); the per-VC Philly
 CSV (timestamp,duration,num_gpus,gpu_time,cluster); Helios cluster_log.csv
 (CPU-only jobs are left out and counted; a cluster_gpu_number.csv beside it
 gives the quotas); any CSV/Parquet file, folder or glob with --map and
@@ -30,7 +31,7 @@ id or row, unparsable time) stops the read with the file, row and column;
 
 \b
 Examples:
-  sia ingest ../shared/traces/philly/philly.csv --clean --out out/philly
+  sia ingest builtin:philly --clean --out out/philly
   sia ingest helios/Venus/cluster_log.csv --clean --out out/venus
   sia ingest mytrace/ --pool-from file-stem \\
       --map submit_time=submitted,duration=runtime,num_gpus=gpus --out out/mine

@@ -56,10 +56,10 @@ since the trace start for any policy.
 \b
 Examples:
   sia replay --policy maxmin --out out/replay/maxmin
-  sia replay ../shared/traces/philly/philly.csv --clean --policy fcfs --out out/philly-fcfs
-  sia replay ../shared/traces/philly/philly.csv --clean --policy sia --alias champion \\
+  sia replay builtin:philly --clean --policy fcfs --out out/philly-fcfs
+  sia replay builtin:philly --clean --policy sia --alias champion \\
       --replay-start-day 58 --out out/philly-sia
-  sia replay ../shared/traces/philly/philly.csv --clean --policy sia --train --out out/philly-sia
+  sia replay builtin:philly --clean --policy sia --train --out out/philly-sia
   sia replay --policy sia-perfect --topology gpus=8,rack=4 --cells-option preempt=true \\
       --cells-option preemptible_fraction=0.3 --out out/replay/sia-preempt
 """

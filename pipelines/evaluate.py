@@ -642,17 +642,29 @@ def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
     return [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
 
 
+def _slowed_pct(per_job: pl.DataFrame, labels: list[str]) -> dict[str, float]:
+    """Return {policy: % of its jobs slowed} by the metrics' ``slowed`` flag."""
+    out = {}
+    for k in labels:
+        flags = per_job.filter(pl.col("policy") == k)["slowed"]
+        if flags.len():
+            out[k] = 100.0 * float(flags.cast(pl.Float64).mean())
+    return out
+
+
 def _experiment_plots(exp: Experiment, per_job: pl.DataFrame, summaries: dict[str, dict],
                       folder: Path) -> list[Path]:
     labels = [label for label in summaries if label != BASELINE]
     sp = {k: per_job.filter(pl.col("policy") == k)["speedup"].to_numpy() for k in labels}
-    slow = {k: per_job.filter((pl.col("policy") == k) & pl.col("slowed"))["slowdown_min"]
+    # every job's slowdown (0 when not slowed), so the plot can say how many were slowed
+    slow = {k: per_job.filter(pl.col("policy") == k)["slowdown_min"].fill_null(0.0)
             .to_numpy() for k in labels}
     pools = exp.pools["pool"].to_list()
     return [
-        plots.speedup_cdf(sp, folder / "speedup_cdf.png", f"{exp.exp_id} ({exp.group})"),
+        plots.speedup_cdf(sp, folder / "speedup_cdf.png", f"{exp.exp_id} ({exp.group})",
+                          _slowed_pct(per_job, labels)),
         plots.box_plot(slow, folder / "slowdown_box.png", f"{exp.exp_id}: slowed jobs",
-                       "slowdown (minutes)"),
+                       "slowdown (minutes)", count="{k} of {n}\njobs slowed"),
         plots.table_png(per_pool_table(summaries, pools), folder / "per_pool_table.png",
                         f"{exp.exp_id}: geometric mean speedup per pool (SIA Table 12)"),
     ]
@@ -666,17 +678,23 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
         sp = {k: jobs.filter(pl.col("policy") == k)["speedup"].to_numpy() for k in labels}
         part = summary.filter((pl.col("group") == group) & (pl.col("policy") != BASELINE))
         files.append(plots.speedup_cdf(sp, folder / f"{group}_speedup_cdf.png",
-                                       f"{cfg.name} {group}: all experiments' jobs"))
-        files.append(plots.metric_cdfs(
-            part, [("mean_speedup", "mean speedup", "log"), ("p95_speedup", "p95 speedup", "log"),
-                   ("pct_slowed", "% jobs slowed", "linear"),
-                   ("total_slowdown_min", "total slowdown (min)", "symlog")],
-            folder / f"{group}_experiment_cdfs.png", f"{cfg.name} {group} (SIA Figure 13)"))
+                                       f"{cfg.name} {group}: all experiments' jobs",
+                                       _slowed_pct(jobs, labels)))
+        n_exps = part["exp_id"].n_unique() if part.height else 0
+        if n_exps > 1:  # CDFs across experiments: one experiment would be one step per policy
+            files.append(plots.metric_cdfs(
+                part, [("mean_speedup", "mean speedup", "log"),
+                       ("p95_speedup", "p95 speedup", "log"),
+                       ("pct_slowed", "% jobs slowed", "linear"),
+                       ("total_slowdown_min", "total slowdown (min)", "symlog")],
+                folder / f"{group}_experiment_cdfs.png",
+                f"{cfg.name} {group}: {n_exps} experiments (SIA Figure 13)"))
         files.append(plots.box_plot(
             {k: part.filter(pl.col("policy") == k)["total_slowdown_min"].to_numpy()
              for k in labels},
             folder / f"{group}_total_slowdown_box.png",
-            f"{cfg.name} {group}: total slowdown per experiment", "total slowdown (minutes)"))
+            f"{cfg.name} {group}: total slowdown per experiment", "total slowdown (minutes)",
+            empty="no experiment\nwith a slowdown", count="{k} of {n}\nexps > 0"))
     return files
 
 

@@ -6,7 +6,8 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
     name: figure13                 # default: the file's stem
     seed: 0                        # every random draw of the sweep derives from it
     trace:                         # exactly one of path / synthetic
-      path: ../../shared/traces/philly/philly.csv   # relative to the config file
+      path: builtin:philly         # the Philly trace shipped in the package, or a file
+                                   # path (relative to the config file)
       format: auto                 # as `sia ... --format` (auto, philly, helios, generic, ...)
       clean: true                  # drop bad rows and count them (else stop at the first)
       map: {submit_time: submitted}  # generic reader column mapping
@@ -330,6 +331,15 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
 
 def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:
     text = w.string(value, key)
+    from sia.data.datasets import builtin_name, is_builtin
+    from sia.data.errors import TraceError
+
+    if is_builtin(text):  # a dataset shipped in the package, e.g. builtin:philly
+        try:
+            builtin_name(text)
+        except TraceError as exc:
+            raise w.error(key, str(exc)) from None
+        return text
     p = Path(text).expanduser()
     if p.is_absolute():
         candidates = [p]

@@ -71,6 +71,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   days: float | None = None) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
+    ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
+    package (:mod:`sia.data.datasets`), read as its CSV would be.
+
     With neither ``trace`` nor ``synthetic``, the synthetic ``base`` workload.
     A synthetic workload uses ``seed`` and ``days`` (default 3) and its own
     pools (8 GPUs each) unless ``quotas`` names a file. For a trace: read with
@@ -187,7 +190,9 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
 # --------------------------------------------------------------------------- shared options
 
 TraceArg = Annotated[Path | None, typer.Argument(
-    help="Trace to read: a Philly CSV or job log (JSON), a Helios CSV, an Alibaba PAI "
+    help="Trace to read: builtin:philly (the real Philly trace shipped in the package; "
+         "add --clean for its 65 duplicate rows), a Philly CSV or job log (JSON), a Helios "
+         "CSV, an Alibaba PAI "
          "folder (pai_job_table.csv), any CSV/Parquet file, folder or glob "
          "(with --map), or a canonical folder from `sia ingest`/`sia generate`. "
          "Omit it to use the synthetic workload.",

@@ -1,20 +1,31 @@
 """The evaluation plots as PNG files (matplotlib, Agg backend, no display needed).
 
 - :func:`speedup_cdf`: CDF of per-job speedup per policy (SIA Figures 11, 13).
-- :func:`box_plot`: one box per policy (slowdowns, per-experiment totals), log scale.
+- :func:`box_plot`: one box per policy of positive values (slowdowns), log scale;
+  a policy with none is said in words.
 - :func:`metric_cdfs`: CDFs across experiments of per-run metrics (SIA Figure 13).
 - :func:`table_png`: a table (e.g. the per-pool geometric means of SIA Table 12) as an image.
 
-Every function writes ``path`` and returns it.
+Every function writes ``path`` (150 dpi, trimmed to what is drawn, so titles
+are never clipped) and returns it. Log axes get tick labels that read at any
+range (:func:`log_ticks`); curves that may overlap differ in line style and
+marker as well as color.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+DPI = 150
+#: Per-policy styles, cycled: curves that coincide stay distinguishable.
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+NO_SLOWDOWN = "no job\nslowed"
 
 
 def _plt():
@@ -26,64 +37,161 @@ def _plt():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+def _style(i: int) -> dict:
+    """Return the line style keywords of the ``i``-th curve (color, dashes, marker).
 
+    Markers sit every 10% of the curve's length, shifted per curve, so curves
+    that coincide still show each policy's markers.
+    """
+    return {"color": f"C{i % 10}", "ls": LINESTYLES[i % len(LINESTYLES)],
+            "marker": MARKERS[i % len(MARKERS)], "markevery": (0.02 * (i % 5), 0.1),
+            "ms": 4, "lw": 1.4}
+
+
+def log_label(v: float) -> str:
+    """Return a short tick label for ``v`` > 0 on a log axis: plain numbers from 0.001
+    to 9999 (``0.05``, ``2``, ``300``), powers of ten as ``10^k`` beyond."""
+    if v <= 0 or not math.isfinite(v):
+        return ""
+    k = math.log10(v)
+    if 1e-3 <= v < 1e4:
+        return f"{v:.6g}"
+    if abs(k - round(k)) < 1e-9:
+        return f"$10^{{{int(round(k))}}}$"
+    mant, exp = f"{v:.0e}".split("e")
+    return f"${mant}\\times10^{{{int(exp)}}}$"
+
+
+def log_ticks(axis, lo: float, hi: float, max_labels: int = 8) -> None:
+    """Put readable major ticks on the log-scale ``axis`` spanning [lo, hi] (lo > 0).
+
+    Wide ranges get powers of ten (every 2nd, 3rd ... so at most
+    ``max_labels``), about two decades 1-2-5 steps, and a narrow range (less
+    than a factor 3) evenly spaced round values, so labels never run together
+    and a range within one decade still has labels.
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
+
+    lo, hi = min(lo, hi), max(lo, hi)
+    decades = math.log10(hi / lo)
+    if decades <= math.log10(3.0):
+        ticks = [t for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+                 if lo <= t <= hi and t > 0]
+    else:
+        subs = (1.0, 2.0, 5.0) if decades <= 2.2 else (1.0, 3.0) if decades <= 3.5 else (1.0,)
+        k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        ticks = [s * 10.0 ** k for k in range(k0, k1 + 1) for s in subs
+                 if lo * (1 - 1e-9) <= s * 10.0 ** k <= hi * (1 + 1e-9)]
+        if len(ticks) > max_labels and subs == (1.0,):
+            step = math.ceil(len(ticks) / max_labels)
+            one = min(range(len(ticks)), key=lambda i: abs(math.log10(ticks[i])))  # keep 1
+            ticks = [t for i, t in enumerate(ticks) if (i - one) % step == 0]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: log_label(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _save(fig, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for ax in fig.axes:  # minor tick labels on log axes cost most of the drawing time
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_minor_formatter(NullFormatter())
-            if axis.get_scale() == "log":  # labels at 1, 2, 5 x 10^k even on narrow ranges
-                axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.08)
     _plt().close(fig)
     return path
 
 
-def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "") -> Path:
+def _positive_range(arrays) -> tuple[float, float] | None:
+    """Return (min, max) of the positive finite values of ``arrays`` (None when none)."""
+    vals = [a[np.isfinite(a) & (a > 0)] for a in arrays]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return None
+    return float(min(v.min() for v in vals)), float(max(v.max() for v in vals))
+
+
+def _pad_log(lo: float, hi: float, frac: float = 0.04) -> tuple[float, float]:
+    """Return [lo, hi] widened by ``frac`` of its log span (a point range gets x/1.5..x*1.5)."""
+    if hi <= lo * 1.0001:
+        return lo / 1.5, hi * 1.5
+    span = math.log10(hi / lo)
+    return lo / 10 ** (frac * span), hi * 10 ** (frac * span)
+
+
+def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "",
+                slowed_pct: Mapping[str, float] | None = None) -> Path:
     """Draw the CDF of per-job speedup (log x axis) for each policy to ``path``; return it.
 
-    Speedups below 1 are slowed jobs; a vertical line marks 1.
+    Speedups below 1 are slowed jobs; a vertical line marks 1 and each
+    legend entry says which percentage of jobs the policy slowed: from
+    ``slowed_pct`` when given (the metrics' own count), else speedup < 1.
     """
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.92)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    arrays = {}
     for label, values in speedups.items():
         x = np.sort(np.asarray(values, dtype=np.float64))
-        x = x[np.isfinite(x) & (x > 0)]
+        arrays[label] = x[np.isfinite(x) & (x > 0)]
+    for i, (label, x) in enumerate(arrays.items()):
         if x.size == 0:
             continue
         y = np.arange(1, x.size + 1) / x.size
-        ax.step(x, y, where="post", label=f"{label} (n={x.size})")
+        slowed = (slowed_pct or {}).get(label, float((x < 1.0).mean()) * 100)
+        ax.step(x, y, where="post", label=f"{label} (n={x.size}, {slowed:.2g}% slowed)",
+                **_style(i))
     ax.axvline(1.0, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
-    ax.set_xlabel("per-job speedup over FCFS (JCT_FCFS / JCT)")
+    rng = _positive_range(list(arrays.values()))
+    if rng is not None:
+        lo, hi = _pad_log(min(rng[0], 1.0), max(rng[1], 1.0))
+        ax.set_xlim(lo, hi)
+        log_ticks(ax.xaxis, lo, hi)
+    ax.set_xlabel("per-job speedup over FCFS (JCT_FCFS / JCT); < 1: slowed")
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.0)
+    ax.grid(True, which="major", alpha=0.25)
     ax.set_title(title or "per-job speedup")
-    ax.legend(fontsize=8, loc="lower right")
+    if arrays:
+        ax.legend(fontsize=7.5, loc="upper left")
     return _save(fig, path)
 
 
-def box_plot(values: Mapping[str, np.ndarray], path: Path, title: str, ylabel: str) -> Path:
-    """Draw one box per policy (symmetric-log y axis, so zeros show) to ``path``; return it.
+def box_plot(values: Mapping[str, np.ndarray], path: Path, title: str, ylabel: str,
+             empty: str = NO_SLOWDOWN, count: str = "{k}/{n} > 0") -> Path:
+    """Draw one box per policy of its positive values (log y axis) to ``path``; return it.
 
-    Each box is labeled with its count and the number of non-zero values.
+    Zeros cannot sit on a log axis and are not slowdowns: each policy's label
+    counts its positive values (``k/n > 0``), a policy with none gets the
+    words ``empty`` ("no job slowed") instead of a box, and one with fewer
+    than 5 is drawn as labeled points. ``count`` formats the count under each
+    policy's name from ``k`` (positive values) and ``n`` (all values).
     """
     plt = _plt()
     labels = list(values)
     data = [np.asarray(values[k], dtype=np.float64) for k in labels]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(labels) + 2), 4))
-    fig.subplots_adjust(left=0.15, right=0.97, bottom=0.18, top=0.92)
-    if labels:
-        ax.boxplot([d if d.size else np.zeros(1) for d in data], whis=(5, 95), showfliers=True)
-        ax.set_xticks(range(1, len(labels) + 1))
-        ax.set_xticklabels([f"{k}\n{int((d > 0).sum())}/{d.size} > 0" for k, d in
-                            zip(labels, data, strict=True)], fontsize=8)
-    ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_ylabel(ylabel)
+    pos = [d[np.isfinite(d) & (d > 0)] for d in data]
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.25 * len(labels) + 1.5), 4.2))
+    ax.set_yscale("log")
+    rng = _positive_range(pos)
+    lo, hi = _pad_log(*rng, frac=0.08) if rng is not None else (0.1, 10.0)
+    for i, p in enumerate(pos, start=1):
+        if p.size >= 5:
+            ax.boxplot([p], positions=[i], whis=(5, 95), widths=0.55, showfliers=True,
+                       flierprops={"marker": ".", "ms": 3, "alpha": 0.5})
+        elif p.size:
+            ax.plot(np.full(p.size, i), p, "o", color="C0", ms=6)
+            for v in p:
+                ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.3g}", (i, v), xytext=(8, 0), textcoords="offset points",
+                            va="center", fontsize=8)
+        else:
+            ax.text(i, math.sqrt(lo * hi), empty,
+                    ha="center", va="center", fontsize=9, color="0.3", style="italic")
+    ax.set_xlim(0.4, len(labels) + 0.6)
+    ax.set_ylim(lo, hi)
+    log_ticks(ax.yaxis, lo, hi)
+    ax.set_xticks(range(1, len(labels) + 1))
+    ax.set_xticklabels([f"{name}\n" + count.format(k=f"{p.size:,}", n=f"{d.size:,}")
+                        for name, p, d in zip(labels, pos, data, strict=True)], fontsize=8)
+    ax.grid(True, axis="y", which="major", alpha=0.25)
+    ax.set_ylabel(ylabel + " (log scale)")
     ax.set_title(title)
     return _save(fig, path)
 
@@ -94,26 +202,47 @@ def metric_cdfs(summary: pl.DataFrame, metrics: Sequence[tuple[str, str, str]], 
 
     ``summary`` has one row per (experiment, policy) with a ``policy`` column
     and the metric columns; ``metrics`` lists (column, axis label, x scale) with
-    the scale ``"linear"``, ``"log"`` (positive values) or ``"symlog"`` (zeros show).
+    the scale ``"linear"``, ``"log"`` (positive values) or ``"symlog"`` (zeros
+    show; the axis starts at 0: these are counts and totals).
     """
     plt = _plt()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.15, top=0.88, wspace=0.3)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
+    fig.subplots_adjust(wspace=0.3)
     policies = list(dict.fromkeys(summary["policy"].to_list())) if summary.height else []
     for ax, (col, label, scale) in zip(axes[0], metrics, strict=True):
-        for pol in policies:
+        arrays = []
+        for i, pol in enumerate(policies):
             x = summary.filter(pl.col("policy") == pol)[col].drop_nulls().to_numpy()
             x = np.sort(x.astype(np.float64))
+            arrays.append(x)
             if x.size == 0:
                 continue
-            ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=pol)
+            ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=pol, **_style(i))
+        finite = [a[np.isfinite(a)] for a in arrays]
+        top = max((float(a.max()) for a in finite if a.size), default=1.0)
         if scale == "symlog":
+            from matplotlib.ticker import FixedLocator, FuncFormatter
+
+            right = max(top * 1.5, 10.0)
             ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(0, right)
+            decades = [10.0 ** k for k in range(0, int(math.log10(right)) + 1)]
+            step = math.ceil(len(decades) / 5)
+            ax.xaxis.set_major_locator(FixedLocator([0.0, *decades[::step]]))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "0" if v == 0 else log_label(v)))
         elif scale == "log":
             ax.set_xscale("log")
+            rng = _positive_range(arrays)
+            if rng is not None:
+                lo, hi = _pad_log(*rng)
+                ax.set_xlim(lo, hi)
+                log_ticks(ax.xaxis, lo, hi, max_labels=6)
+        else:
+            ax.set_xlim(left=0, right=max(top * 1.05, 1e-9))
         ax.set_xlabel(label)
         ax.set_ylabel("fraction of experiments")
-        ax.set_ylim(0, 1.0)
+        ax.set_ylim(0, 1.02)
+        ax.grid(True, which="major", alpha=0.25)
     if policies:
         axes[0][0].legend(fontsize=7, loc="lower right")
     if title:
@@ -136,9 +265,8 @@ def table_png(table: pl.DataFrame, path: Path, title: str = "", digits: int = 2)
         return str(v)
 
     cells = [[fmt(v) for v in row] for row in table.iter_rows()]
-    width = max(4.0, 1.1 * table.width)
-    fig, ax = plt.subplots(figsize=(width, 0.45 * (table.height + 2)))
-    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.85)
+    width = max(4.0, 1.0 * table.width)
+    fig, ax = plt.subplots(figsize=(width, 0.3 * (table.height + 2)))
     ax.axis("off")
     if cells:
         tab = ax.table(cellText=cells, colLabels=table.columns, loc="center", cellLoc="center")

@@ -92,5 +92,22 @@ def setup_tracking(root: Path | None = None, experiment: str = PREDICTOR_EXPERIM
 
 
 def ui_command(uri: str) -> str:
-    """Return the shell command that opens the MLflow UI on ``uri``."""
-    return f"mlflow ui --backend-store-uri {uri}"
+    """Return the shell command that opens the MLflow UI on ``uri``.
+
+    When the running Python's own ``mlflow`` script is not what the shell
+    finds (a virtual environment that is not activated, as after ``make
+    demo``), the command names that script's path (relative when below the
+    current directory), so it runs as printed.
+    """
+    import shutil
+    import sys
+
+    script = Path(sys.executable).parent / "mlflow"
+    exe = "mlflow"
+    found = shutil.which("mlflow")
+    if script.exists() and (found is None or Path(found).resolve() != script.resolve()):
+        try:
+            exe = str(script.relative_to(Path.cwd()))
+        except ValueError:
+            exe = str(script)
+    return f"{exe} ui --backend-store-uri {uri}"

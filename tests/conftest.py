@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the shared traces."""
+"""Shared fixtures: the embedded Philly trace, MLflow stores, hypothesis profiles."""
 
 from __future__ import annotations
 
@@ -16,15 +16,14 @@ settings.register_profile("ci", deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-ROOT = Path(__file__).resolve().parent.parent
-PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
+#: The real Philly per-VC trace shipped in the package (sia.data.datasets): tests need
+#: nothing beside the repository.
+PHILLY = "builtin:philly"
 
 
 @pytest.fixture(scope="session")
-def philly_path() -> Path:
-    """Path of the real Philly per-VC trace (never copied into the project)."""
-    if not PHILLY.exists():
-        pytest.fail(f"the Philly trace is missing at {PHILLY}; ../shared must sit beside the project")
+def philly_path() -> str:
+    """The trace path of the real Philly per-VC trace embedded in the package."""
     return PHILLY
 
 
