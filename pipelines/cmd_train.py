@@ -80,15 +80,18 @@ def register(app: typer.Typer) -> None:
                                             "the training period is <= this (evaluated on "
                                             "validation).", show_default=False)] = None,
         duration_method: Annotated[str, typer.Option(
-            "--duration-method", help="JobDuration: history (the paper's rule), auto (the "
+            "--duration-method", help="JobDuration: history_cdf (the share of the similar "
+                                      "finished jobs that fit each window; SIA lends a job "
+                                      "where that share is >= 1 - --duration-lend-risk), "
+                                      "history (the paper's rule: the median's bin), auto (the "
                                       "learned model, with SIA's risk-aware lending, only "
                                       "where it lends more than the rule without overrunning "
                                       "more often on the last days of the training period) "
                                       "or xgboost (always the learned model; SIA lends by its "
-                                      "median bin).")] = "history",
+                                      "median bin).")] = "history_cdf",
         duration_lend_risk: Annotated[float, typer.Option(
             "--duration-lend-risk", help="JobDuration history_cdf: SIA lends a job in window w "
-                                         "only when P(duration <= w) >= 1 - this.")] = 0.5,
+                                         "only when P(duration <= w) >= 1 - this.")] = 0.3,
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -142,11 +145,13 @@ def register(app: typer.Typer) -> None:
                       duration_quantile=duration_quantile,
                       duration_target_under=duration_target_under,
                       duration_lend_risk=duration_lend_risk)
+        if not 0.0 <= duration_lend_risk < 1.0:
+            raise ConfigError(f"--duration-lend-risk must be in [0, 1), not {duration_lend_risk}")
         if recipe == "paper":
             set_by_recipe = {"--threshold": threshold is not None,
                              "--will-arrive-select": will_arrive_select != "auto",
                              "--load-method": load_method != "calibrated",
-                             "--duration-method": duration_method != "history"}
+                             "--duration-method": duration_method != "history_cdf"}
             clash = [k for k, given in set_by_recipe.items() if given]
             if clash:
                 raise ConfigError(f"--recipe paper sets {', '.join(clash)}; drop them or use "

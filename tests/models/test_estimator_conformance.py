@@ -96,6 +96,8 @@ CASES: list[Case] = [
          _duration_data, _DURATION_ATTRS, predict="predict_proba"),
     Case("job_duration-history", lambda: JobDuration("history"), _duration_data,
          _DURATION_ATTRS, predict="predict_proba"),
+    Case("job_duration-history_cdf", lambda: JobDuration("history_cdf"), _duration_data,
+         _DURATION_ATTRS, predict="predict_proba"),
     Case("new_load-sliding_max", lambda: NewLoadEstimate("sliding_max", window_min=5),
          lambda: _load_data(table9=False), _LOAD_ATTRS),
     Case("new_load-calibrated", lambda: NewLoadEstimate("calibrated", window_min=60, alpha=0.2),

@@ -124,3 +124,25 @@ def test_registered_job_duration_serves_what_the_forecaster_uses(tmp_path):
     rule_served = mlflow.pyfunc.load_model("models:/sia-job-duration@rule").predict(X)
     np.testing.assert_array_equal(np.asarray(rule_served),
                                   JobDuration.rule(min_count=2, fallback_bin=1).predict_cdf(X))
+
+
+def test_history_cdf_by_hand():
+    """The rule's level (tag with >= 3 jobs, else pool+GPUs, else pool) gives its shares as the CDF."""
+    X = pd.DataFrame(np.full((4, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
+    X.loc[0, ["tag_count", "tag_le5m", "tag_le60m", "tag_le720m"]] = [5, 0.2, 0.6, 1.0]
+    X.loc[0, ["pool_gpus_count", "pool_gpus_le5m", "pool_gpus_le60m", "pool_gpus_le720m"]] = [
+        9, 0.9, 0.9, 0.9]
+    X.loc[1, ["tag_count", "tag_le5m", "tag_le60m", "tag_le720m"]] = [2, 1.0, 1.0, 1.0]
+    X.loc[1, ["pool_gpus_count", "pool_gpus_le5m", "pool_gpus_le60m", "pool_gpus_le720m"]] = [
+        4, 0.0, 0.25, 0.75]
+    X.loc[2, ["pool_count", "pool_le5m", "pool_le60m", "pool_le720m"]] = [1, 0.0, 0.0, 1.0]
+    X.loc[:, [c for c in DURATION_FEATURES if c.endswith("_count")]] = X.loc[
+        :, [c for c in DURATION_FEATURES if c.endswith("_count")]].fillna(0.0)
+    est = JobDuration("history_cdf", fallback_bin=2).fit(X, np.array([0, 1, 2, 3]))
+    assert est.booster_ is None
+    np.testing.assert_allclose(est.predict_cdf(X), [[0.2, 0.6, 1.0],   # the tag's (5 >= 3)
+                                                    [0.0, 0.25, 0.75],  # tag too thin: pool+GPUs
+                                                    [0.0, 0.0, 1.0],    # the pool's
+                                                    [0.0, 0.0, 1.0]])   # nothing: bin 2's step
+    # lent in 60 min at eps 0.3 only where P(d <= 60 min) >= 0.7: none of these four
+    assert (est.predict_cdf(X)[:, 1] >= 0.7).sum() == 0

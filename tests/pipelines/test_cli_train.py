@@ -153,7 +153,7 @@ def test_training_reports_the_chosen_or_calibrated_quantile(trained):
     split = outcome.result.split
     med = evaluate_duration(schedule, history, split, TrainConfig(**SMALL))
     new = {"selected", "lend_risk"}  # the registered JobDuration, reported beside the rule
-    assert outcome.result.duration["selected"] == "history"
+    assert outcome.result.duration["selected"] == "history_cdf"  # the default
     assert med == {**{k: v for k, v in outcome.result.duration.items() if k not in new},
                    "train_under_rate": med["train_under_rate"]}
     q90 = evaluate_duration(schedule, history, split, TrainConfig(**SMALL, duration_quantile=0.9))
