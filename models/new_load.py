@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.models.frames import frame_columns
 from sklearn.base import BaseEstimator, RegressorMixin
 
 LOAD_LABEL = "label_load_gpus"
@@ -133,22 +134,10 @@ def _calibrate(s: np.ndarray, a: np.ndarray, alpha: float) -> tuple[float, float
 
 def _as_matrix(X: Any, columns: list[str], what: str) -> np.ndarray:
     """Return X's ``columns`` as float64 [n, len(columns)]; ValueError naming what is missing."""
-    import pandas as pd
-
-    if isinstance(X, pl.DataFrame):
-        missing = [c for c in columns if c not in X.columns]
-        if not missing:
-            return X.select(columns).to_numpy().astype(np.float64, copy=False)
-    elif isinstance(X, pd.DataFrame):
-        missing = [c for c in columns if c not in X.columns]
-        if not missing:
-            return X[columns].to_numpy(dtype=np.float64)
-    else:
-        raise ValueError(f"{what}: X must be a pandas or polars frame with the columns "
-                         f"{columns}, not {type(X).__name__}")
-    raise ValueError(f"{what}: X lacks column(s) {missing}; add '{SLIDING_MAX}' "
-                     "(sia.models.new_load.sliding_max_for_rows) and, for method='quantile', "
-                     "the Table 9 features (sia.features.table9.build_features)")
+    return frame_columns(X, columns, what,
+                         f"add '{SLIDING_MAX}' (sia.models.new_load.sliding_max_for_rows) and, "
+                         "for method='quantile', the Table 9 features "
+                         "(sia.features.table9.build_features)")
 
 
 class NewLoadEstimate(RegressorMixin, BaseEstimator):

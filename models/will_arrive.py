@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 import xgboost as xgb
 from sia.data.errors import ConfigError
+from sia.models.frames import frame_columns
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import precision_recall_curve, precision_recall_fscore_support
 
@@ -174,21 +175,8 @@ PERSISTENCE_COLUMN = "arrivals_x1"
 
 def _frame_columns(X: Any, columns: list[str], what: str) -> np.ndarray:
     """Return X's ``columns`` as float32 [n, len(columns)]; names a missing column and what to do."""
-    import pandas as pd
-
-    if isinstance(X, pl.DataFrame):
-        missing = [c for c in columns if c not in X.columns]
-        if not missing:
-            return X.select(columns).to_numpy().astype(np.float32, copy=False)
-    elif isinstance(X, pd.DataFrame):
-        missing = [c for c in columns if c not in X.columns]
-        if not missing:
-            return X[columns].to_numpy(dtype=np.float32)
-    else:
-        raise ValueError(f"{what}: X must be a polars or pandas frame with the feature columns "
-                         f"(sia.features.table9), not {type(X).__name__}")
-    raise ValueError(f"{what}: X lacks feature column(s) {missing}; build them with "
-                     "sia.features.table9.build_features (or the live forecaster)")
+    return frame_columns(X, columns, what, "build them with sia.features.table9.build_features "
+                         "(or the live forecaster)", dtype=np.float32)
 
 
 def best_f1_threshold(y_true: np.ndarray, proba: np.ndarray) -> float:

@@ -55,3 +55,29 @@ def mlflow_uri(tmp_path, _mlflow_template_db, monkeypatch) -> str:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))  # artifacts stay in tmp_path
     return uri
+
+
+class ProbePolicy:
+    """FCFS that also asks ``ask(view)`` at every decision and records the answers (``records``)."""
+
+    name = "probe"
+
+    def __init__(self, ask):
+        from sia.scheduler.registry import make_policy
+
+        self.inner = make_policy("fcfs")
+        self.ask = ask
+        self.records = []
+
+    def reset(self, trace, cluster):
+        self.inner.reset(trace, cluster)
+
+    def decide(self, view):
+        self.records.append(self.ask(view))
+        return self.inner.decide(view)
+
+
+@pytest.fixture(scope="session")
+def probe_policy():
+    """The :class:`ProbePolicy` class: a replay that lets a test ask a forecaster what it sees."""
+    return ProbePolicy

@@ -18,28 +18,15 @@ from sia.scheduler.forecast import (
     RandomForecaster,
     duration_bin_of,
 )
-from sia.scheduler.registry import make_policy
 from sia.scheduler.simulator import simulate
 
 WINDOWS = DEFAULT_WINDOWS_S
 
 
-class Probe:
+@pytest.fixture(scope="module")
+def Probe(probe_policy):  # noqa: N802 - the class, under its old name
     """FCFS that also asks a forecaster at every decision and records what it saw."""
-
-    name = "probe"
-
-    def __init__(self, ask):
-        self.inner = make_policy("fcfs")
-        self.ask = ask
-        self.records = []
-
-    def reset(self, trace, cluster):
-        self.inner.reset(trace, cluster)
-
-    def decide(self, view):
-        self.records.append(self.ask(view))
-        return self.inner.decide(view)
+    return probe_policy
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +39,7 @@ def workload():
     return jobs.sort("submit_time", "job_id"), pools
 
 
-def test_perfect_forecaster_is_perfect(workload):
+def test_perfect_forecaster_is_perfect(workload, Probe):
     jobs, pools = workload
     f = PerfectForecaster()
     assert isinstance(f, Forecaster)
@@ -75,7 +62,7 @@ def test_perfect_forecaster_is_perfect(workload):
         np.testing.assert_array_equal(bins, duration_bin_of(tr.duration))
 
 
-def test_random_forecaster_is_seeded_and_fair(workload):
+def test_random_forecaster_is_seeded_and_fair(workload, Probe):
     jobs, pools = workload
 
     def run(seed):
@@ -105,7 +92,7 @@ class _Fixed:
         return (x[:, 0] + x[:, 6] > 0).astype(float)
 
 
-def test_learned_features_equal_the_live_features(workload):
+def test_learned_features_equal_the_live_features(workload, Probe):
     jobs, pools = workload
     models = {k: WillJobsArrive.from_booster(k, _Fixed(), 0.5, list(FEATURE_COLUMNS))
               for k in (5, 60, 720)}
@@ -129,7 +116,7 @@ def test_learned_features_equal_the_live_features(workload):
     assert checked > 5
 
 
-def test_one_stacked_call_answers_every_window_as_xgboost_would(workload):
+def test_one_stacked_call_answers_every_window_as_xgboost_would(workload, Probe):
     """Real boosters of different features in one forest call, and a persistence window beside them."""
     rng = np.random.default_rng(5)
     n = 600
@@ -155,7 +142,7 @@ def test_one_stacked_call_answers_every_window_as_xgboost_would(workload):
             np.testing.assert_array_equal(arrive[:, i], m.predict(x).astype(bool))
 
 
-def test_the_simulator_view_is_what_forecasters_are_typed_against(workload):
+def test_the_simulator_view_is_what_forecasters_are_typed_against(workload, Probe):
     from sia.data.forecast_view import ForecastView
     from sia.scheduler.forecast import DurationCdfForecaster
 

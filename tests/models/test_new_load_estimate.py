@@ -99,7 +99,7 @@ def test_boundary_errors_say_what_to_fix():
             NewLoadEstimate(alpha=alpha).fit(X, y)
     with pytest.raises(ValueError, match="method must be one of"):
         NewLoadEstimate("magic").fit(X, y)
-    with pytest.raises(ValueError, match="pandas or polars frame"):
+    with pytest.raises(ValueError, match="polars or pandas frame"):
         NewLoadEstimate().fit(X.to_numpy(), y)
     est = NewLoadEstimate("quantile", n_estimators=2).fit(X, y)
     with pytest.raises(ValueError, match="Table 9"):
@@ -189,27 +189,7 @@ def test_registered_estimate_serves_through_mlflow_pyfunc(mlflow_uri):
     assert not any(f.endswith((".pkl", ".pickle", ".cloudpickle")) for f in files)
 
 
-class _Probe:
-    """FCFS that asks a forecaster at every decision and records the answers."""
-
-    name = "probe"
-
-    def __init__(self, ask):
-        from sia.scheduler.registry import make_policy
-
-        self.inner = make_policy("fcfs")
-        self.ask = ask
-        self.records = []
-
-    def reset(self, trace, cluster):
-        self.inner.reset(trace, cluster)
-
-    def decide(self, view):
-        self.records.append(self.ask(view))
-        return self.inner.decide(view)
-
-
-def test_forecaster_serves_the_quantile_estimate_from_the_features_at_now():
+def test_forecaster_serves_the_quantile_estimate_from_the_features_at_now(probe_policy):
     from sia.data.synthetic import generate_workload
     from sia.data.windows import sliding_max_load
     from sia.models.forecaster import LearnedForecaster
@@ -234,7 +214,7 @@ def test_forecaster_serves_the_quantile_estimate_from_the_features_at_now():
                                     float(view.now), 60.0 * k, 2) for k in ks}  # n_windows=2
         return f.features(view, ks), smax, f.new_load_estimate(view, windows)
 
-    probe = _Probe(ask)
+    probe = probe_policy(ask)
     simulate(jobs, pools, probe)
     assert len(probe.records) > 20
     for feats, smax, got in probe.records[::5]:
