@@ -23,12 +23,22 @@ from rich.table import Table
 
 
 def will_arrive_table(results: list[Any]) -> pl.DataFrame:
-    """Return the P/R/F table of the models (``WindowResult``s) and the two baselines."""
+    """Return the P/R/F table of the models (``WindowResult``s) and the two baselines.
+
+    Beside validation's P/R/F: what model selection registered (``method``,
+    its number of ``features``) and why (the training tail's F of the
+    classifier, with cross-fitted thresholds, and of persistence).
+    """
     rows = []
     for r in results:
         m, per, yes = r.metrics, r.baselines["persistence"], r.baselines["always_yes"]
+        sel = {row["candidate"]: row for row in getattr(r.model, "selection_", [])}
         rows.append({
             "k_min": r.k_min,
+            "method": getattr(r.model, "method_", "xgboost"),
+            "features": len(r.feature_columns),
+            "tail_xgb_F": sel.get("xgboost", {}).get("f1", float("nan")),
+            "tail_persist_F": sel.get("persistence", {}).get("f1", float("nan")),
             "P": m["precision"], "R": m["recall"], "F": m["f1"],
             "threshold": r.threshold,
             "persist_P": per["precision"], "persist_R": per["recall"], "persist_F": per["f1"],
