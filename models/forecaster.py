@@ -67,7 +67,6 @@ from sia.models.job_duration import (
 from sia.models.new_load import NewLoadEstimate
 from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
 
-_COUNT_COLUMNS = COUNT_COLUMNS
 _COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=np.int64)
 _TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
 _WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
@@ -176,7 +175,7 @@ class _BoosterCalls:
 class _FeaturePlan:
     """The count features' windows for a tuple of windows (min), in output column order.
 
-    Column ``i * len(_COUNT_COLUMNS) + j`` is feature ``_COUNT_COLUMNS[j]`` of
+    Column ``i * len(COUNT_COLUMNS) + j`` is feature ``COUNT_COLUMNS[j]`` of
     window ``ks[i]``; ``arrivals`` / ``completions`` index the columns counting
     each kind of event; ``open_lo`` marks the ``(lo, hi]`` windows (the others
     are ``[lo, hi]``). Bounds come from :func:`window_bounds` at each time.
@@ -187,7 +186,7 @@ class _FeaturePlan:
         kinds, open_lo = [], []
         for k in ks:
             spec = window_bounds(0.0, 60.0 * k)
-            for c in _COUNT_COLUMNS:
+            for c in COUNT_COLUMNS:
                 kinds.append(spec[c][0])
                 open_lo.append(spec[c][3] == "(]")
         kinds_arr = np.array(kinds)
@@ -200,7 +199,7 @@ class _FeaturePlan:
         lo, hi = [], []
         for k in self.ks:
             spec = window_bounds(t, 60.0 * k)
-            for c in _COUNT_COLUMNS:
+            for c in COUNT_COLUMNS:
                 lo.append(float(spec[c][1]))
                 hi.append(min(float(spec[c][2]), t))
         return np.array(lo), np.array(hi)
@@ -391,7 +390,7 @@ class LearnedForecaster:
                               self._arrivals.last_at_or_before(self._pool_index, t),
                               self._completions.last_at_or_before(self._pool_index, t))
         timed_block = np.stack([timed[c] for c in TIME_COLUMNS], axis=1)
-        n_cols = len(_COUNT_COLUMNS)
+        n_cols = len(COUNT_COLUMNS)
         out = {}
         for i, k in enumerate(ks):
             within = np.bincount(run.pool, weights=exp_end <= t + 60.0 * k, minlength=P)

@@ -149,11 +149,6 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, params: XGBParams) -> xgb.XGBCl
     return model
 
 
-def positive_proba(model: xgb.XGBClassifier, x: np.ndarray) -> np.ndarray:
-    """Return P(arrival) per row of ``x``."""
-    return model.predict_proba(x)[:, 1]
-
-
 def threshold_for_recall(y_true: np.ndarray, proba: np.ndarray, target_recall: float) -> float:
     """Return the largest threshold t with recall(proba >= t) >= ``target_recall``."""
     if not 0.0 < target_recall <= 1.0:
