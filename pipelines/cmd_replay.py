@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,18 +14,26 @@ from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import inputs
-from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
-from sia.scheduler.locality import options_from_cli, replay_maybe_cells
-from sia.scheduler.metrics import compare
-from sia.scheduler.registry import (
+from sia.pipelines.engine import (
+    FrameWorkload,
+    RegistryPredictors,
+    ReplayOutcome,
+    ReplaySpec,
+    locality_options,
+    run_replay,
+    score,
+)
+from sia.pipelines.engine.predictors import resolve_registry
+from sia.pipelines.engine.sched import (
     POLICY_NAMES,
+    RESULT_COLUMNS,
     check_policy,
-    make_policy,
+    options_from_cli,
     policies_with,
     policy_needs,
     policy_options,
 )
-from sia.scheduler.simulator import RESULT_COLUMNS
+from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000
@@ -70,70 +77,52 @@ TRAIN_DAYS, VAL_DAYS, TRAIN_WARMUP_DAYS = 21.0, 14.0, 3.0
 TRAIN_ALIAS = "replay-train"
 
 
-def replay_workload(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float,
-                    tick_s: float, warmup_s: float, seed: int = 0, progress: bool = False,
-                    extra_options: dict[str, Any] | None = None,
-                    locality: Any = None,
-                    ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    """Replay ``policy`` and FCFS; return (policy result, FCFS result, summary dict).
+def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float, tick_s: float,
+         seed: int = 0, progress: bool = False, options: dict[str, Any] | None = None,
+         predictors: RegistryPredictors | None = None, locality: Any = None,
+         source: Any = None) -> list[ReplaySpec]:
+    """Return the replays of `sia replay`: ``policy`` then, unless it is FCFS, the FCFS baseline,
+    both on the same jobs, quotas and locality (``source`` describes the jobs in the keys)."""
+    workload = FrameWorkload(jobs, pools, source)
+    name = policy.strip().lower()
+    specs = [ReplaySpec(workload, name, dict(options or {}), predictors=predictors, seed=seed,
+                        locality=locality, tick_s=tick_s, speedup=speedup, progress=progress,
+                        title=name)]
+    if name != "fcfs":
+        specs.append(ReplaySpec(workload, "fcfs", seed=seed, locality=locality, tick_s=tick_s,
+                                speedup=speedup, progress=progress, title="fcfs"))
+    return specs
 
-    ``extra_options`` go to the policy as well (e.g. ``forecaster=`` for SIA)
-    but not into the summary. ``locality`` (a
-    :class:`sia.scheduler.locality.LocalityConfig`, or None for fungible GPUs)
-    replays both on buddy cells. The summary holds
-    :func:`sia.scheduler.metrics.compare`'s metrics plus the policy, its
-    options and the replays' wall times in seconds; with ``locality`` also
-    ``cells``: the options that differ from their defaults and, for the
-    policy and the FCFS baseline, the cluster's placement counters
-    (:func:`sia.scheduler.locality.simulate_cells`: ``preemptions``,
-    ``preempted_jobs``, ``migrations``, ``migrated_jobs``, fallbacks ...).
+
+def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOutcome, dict]:
+    """Run the planned replays (:func:`plan`); return (the policy's outcome, the summary).
+
+    The summary holds :func:`sia.pipelines.engine.score`'s metrics of the
+    policy against FCFS plus the policy, its options and the replays' wall
+    times in seconds; with locality also ``cells``: the options that differ
+    from their defaults and, for the policy and the FCFS baseline, the
+    cluster's placement counters (``preemptions``, ``preempted_jobs``,
+    ``migrations``, ``migrated_jobs``, fallbacks ...).
     """
-    options = policy_options(policy, seed=seed)
-    timings = {}
-    cells: dict[str, dict] = {}
-
-    def run(name: str, pol: Any) -> pl.DataFrame:
-        res, stats = replay_maybe_cells(jobs, pools, pol, locality, tick_s=tick_s,
-                                        speedup=speedup, progress=progress)
-        if stats is not None:
-            cells[name] = stats
-        return res
-
-    t = time.perf_counter()
-    res = run(policy, make_policy(policy, locality=locality, **options, **(extra_options or {})))
-    timings["policy_s"] = time.perf_counter() - t
-    if policy.strip().lower() == "fcfs":
-        base = res
-        timings["baseline_s"] = 0.0
-    else:
-        t = time.perf_counter()
-        base = run("fcfs", make_policy("fcfs", locality=locality))
-        timings["baseline_s"] = time.perf_counter() - t
-    _, summary = compare(res, base, warmup_s=warmup_s, pools=pools)
+    outcomes = [run_replay(spec) for spec in specs]
+    mine, base = outcomes[0], outcomes[-1]
+    spec = specs[0]
+    _, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
     summary = {
-        "policy": policy,
-        "policy_options": options,
+        "policy": spec.policy,
+        "policy_options": policy_options(spec.policy, seed=spec.seed),
         "baseline": "fcfs",
-        "speedup_factor": speedup,
-        "tick_s": tick_s,
-        "locality": None if locality is None else repr(locality),
+        "speedup_factor": spec.speedup,
+        "tick_s": spec.tick_s,
+        "locality": None if spec.locality is None else repr(spec.locality),
         **summary,
-        "wall_time_s": timings,
+        "wall_time_s": {"policy_s": mine.wall_s,
+                        "baseline_s": base.wall_s if len(outcomes) > 1 else 0.0},
     }
-    if locality is not None:
-        summary["cells"] = {
-            "options": locality_options(locality),
-            "policy": cells[policy],
-            "baseline": cells[policy if policy.strip().lower() == "fcfs" else "fcfs"],
-        }
-    return res, base, summary
-
-
-def locality_options(locality: Any) -> dict[str, Any]:
-    """Return the LocalityConfig's fields that differ from their defaults (JSON-ready)."""
-    default = asdict(type(locality)())
-    return {k: list(v) if isinstance(v, tuple) else v
-            for k, v in asdict(locality).items() if v != default[k]}
+    if spec.locality is not None:
+        summary["cells"] = {"options": locality_options(spec.locality),
+                            "policy": mine.placement, "baseline": base.placement}
+    return mine, summary
 
 
 def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
@@ -185,36 +174,6 @@ def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
         "val_days": [s.train_end / DAY_S, s.val_end / DAY_S],
         "train_wall_s": time.perf_counter() - clock, "report": str(outcome.report_dir),
     }
-
-
-def load_learned(alias: str, windows_min: tuple[int, ...], load_method: str,
-                 load_windows: int = 3, *, trained: bool = False) -> tuple[Any, dict[str, Any]]:
-    """Return (a LearnedForecaster loaded from the registry by ``alias``, a record of it).
-
-    The store is the one in force (:func:`sia.pipelines.tracking.tracking_uri`).
-    A missing model or alias is a one-line :class:`RegistryError` that says
-    to run `sia train` or pass --train.
-    """
-    from sia.models.forecaster import LearnedForecaster
-    from sia.models.registry import RegistryError
-    from sia.pipelines.tracking import check_reachable, tracking_uri
-
-    uri = tracking_uri()
-    check_reachable(uri)
-    try:
-        fc = LearnedForecaster.from_registry(windows_min, alias, load_method=load_method,
-                                             load_windows=load_windows, tracking_uri=uri)
-    except RegistryError as exc:
-        what = str(exc).splitlines()[0].split(" in the MLflow store")[0].removeprefix("no ")
-        hint = ("" if trained else
-                f"; run `sia train TRACE --alias {alias}` first (windows "
-                f"{','.join(map(str, windows_min))}) or pass --train to train on the period "
-                "before the replay")
-        raise RegistryError(f"--alias {alias}: no {what} in the MLflow store {uri}{hint}") from None
-    versions = {f"will-jobs-arrive-{k}m": m.registry_version_
-                for k, m in fc.will_arrive.items()}
-    return fc, {"alias": alias, "tracking_uri": uri, "load_method": load_method,
-                "windows_min": list(windows_min), "will_arrive_versions": versions}
 
 
 def summary_table(summary: dict) -> Table:
@@ -361,8 +320,8 @@ def register(app: typer.Typer) -> None:
                               f"--replay-start-day {replay_start_day:g}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
-        extra: dict[str, Any] = {}
-        predictors = None
+        options: dict[str, Any] = {}
+        predictors = ref = None
         if learned:
             trained = None
             if train:
@@ -376,29 +335,37 @@ def register(app: typer.Typer) -> None:
                     seed=seed)
                 typer.echo(f"trained in {trained['train_wall_s']:.1f} s (MLflow run "
                            f"{trained['run_id']}); replay from day {replay_start_day:g}")
-            fc, predictors = load_learned(alias or (TRAIN_ALIAS if train else "champion"), ks,
-                                          load_method, trained=train)
+            name = alias or (TRAIN_ALIAS if train else "champion")
+            hint = ("" if train else
+                    f"; run `sia train TRACE --alias {name}` first (windows "
+                    f"{','.join(map(str, ks))}) or pass --train to train on the period "
+                    "before the replay")
+            ref = resolve_registry(name, ks, load_method=load_method, hint=hint, where="--alias")
+            predictors = {"alias": name, "tracking_uri": ref.tracking_uri,
+                          "load_method": load_method, "windows_min": list(ks),
+                          "will_arrive_versions": {
+                              n.removeprefix("sia-"): v for n, v in ref.versions
+                              if n.startswith("sia-will-jobs-arrive-")},
+                          "versions": dict(ref.versions)}
             if trained:
                 predictors["trained"] = trained
-            extra = policy_options(policy, {"windows_s": tuple(60.0 * k for k in ks)},
-                                   forecaster=fc)
+            options = {"windows_s": tuple(60.0 * k for k in ks)}
         jobs = wl.jobs
         pools = wl.pools
         if replay_start_day is not None or replay_end_day is not None:
             jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
             pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
-        res, _, summary = replay_workload(
-            jobs, pools, policy, speedup=speedup, tick_s=tick,
-            warmup_s=warmup_days * DAY_S, seed=seed,
-            progress=jobs.height >= PROGRESS_FROM_JOBS, extra_options=extra,
-            locality=locality,
-        )
+        specs = plan(jobs, pools, policy, speedup=speedup, tick_s=tick, seed=seed,
+                     progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
+                     predictors=ref, locality=locality,
+                     source=(wl.source, seed, days, replay_start_day, replay_end_day))
+        outcome, summary = replay_workload(specs, warmup_days * DAY_S)
         summary = {"source": wl.source, "seed": seed,
                    "replay_days": [replay_start_day, replay_end_day], **summary}
         if predictors is not None:
             summary["predictors"] = predictors
         out.mkdir(parents=True, exist_ok=True)
-        res.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
+        outcome.result.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
         pools.write_parquet(out / "pools.parquet")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         Console().print(summary_table(summary))

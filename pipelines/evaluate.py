@@ -13,7 +13,7 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
    executor (in-process, local processes or Dask); each finished replay is
    written to ``DIR/exp-XXX/LABEL.parquet`` followed by a completion marker
    ``LABEL.done.json`` holding the replay's key, so an interrupted sweep
-   resumes without redoing finished replays (:mod:`sia.pipelines.replay_store`);
+   resumes without redoing finished replays (:mod:`sia.pipelines.engine`);
 5. when all replays of an experiment are in, score them against FCFS with
    :func:`sia.scheduler.metrics.compare`, draw the plots and log one MLflow
    run (nested under the sweep's parent run in the ``sia-evaluations``
@@ -37,19 +37,19 @@ import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import plots
-from sia.pipelines.executors import ProgressBar
+from sia.pipelines.engine import (
+    FrameWorkload,
+    RegistryPredictors,
+    ReplayOutcome,
+    ReplaySpec,
+    execute,
+    score,
+    stored_outcome,
+)
+from sia.pipelines.engine.sched import options_from_cli
+from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec
 from sia.pipelines.inputs import Workload, load_workload, replay_window
-from sia.pipelines.replay_store import (
-    atomic_write_text,
-    read_marker,
-    replay_files,
-    replay_status,
-    result_key,
-)
-from sia.pipelines.replay_store import save_replay as store_replay
-from sia.scheduler.metrics import compare
-from sia.scheduler.registry import policy_options
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
@@ -165,139 +165,57 @@ def build_experiments(cfg: ExperimentConfig, jobs: pl.DataFrame, span_s: float,
 
 # --------------------------------------------------------------------------- replays
 
-@dataclass(frozen=True, eq=False)
-class ReplayTask:
-    """One replay: a policy on one experiment's jobs and pools (sent to a worker)."""
+def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
+                     predictors: dict[str, RegistryPredictors] | None) -> list[ReplaySpec]:
+    """Return the experiment's replay specs: the FCFS baseline first, then every other policy.
 
-    exp_id: str
-    label: str
-    policy: str
-    options: dict[str, Any]
-    forecaster: dict[str, Any] | None
-    jobs: pl.DataFrame
-    pools: pl.DataFrame
-    tick_s: float
-    key: str
-    locality: dict[str, Any] | None = None  # {topology, placement[, options]}; None: fungible GPUs
-
-    @property
-    def name(self) -> str:
-        """Return ``exp-XXX/LABEL`` (how errors and progress name the replay)."""
-        return f"{self.exp_id}/{self.label}"
-
-
-def learned_forecaster(spec: dict[str, Any]) -> Any:
-    """Return a fresh LearnedForecaster for ``spec`` (the registry's models are read once per process).
-
-    ``spec`` holds ``tracking_uri``, ``alias``, ``windows_min``, ``load_method``
-    and ``load_windows``.
-    """
-    from sia.models.forecaster import LearnedForecaster
-
-    return LearnedForecaster.from_registry(
-        tuple(spec["windows_min"]), spec["alias"], load_method=spec["load_method"],
-        load_windows=int(spec["load_windows"]), tracking_uri=spec["tracking_uri"])
-
-
-def run_replay(task: ReplayTask) -> pl.DataFrame:
-    """Replay one task and return the simulator's per-job result table (runs on a worker)."""
-    return _replay(task)[0]
-
-
-def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
-    """Replay one task: (per-job result table, the cell cluster's placement counters
-    (preemptions, migrations, fallbacks, ...; None on fungible GPUs))."""
-    from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
-
-    fc = None if task.forecaster is None else learned_forecaster(task.forecaster)
-    policy = make_policy(task.policy, locality=task.locality,
-                         **policy_options(task.policy, task.options, forecaster=fc))
-    if task.locality is None:
-        return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
-    from sia.scheduler.locality import options_from_cli, replay_maybe_cells
-
-    cells = options_from_cli(task.locality["topology"], task.locality["placement"],
-                             task.locality.get("options"), option="locality.options")
-    return replay_maybe_cells(task.jobs, task.pools, policy, cells, tick_s=task.tick_s)
-
-
-def replay_paths(out_dir: Path, exp_id: str, label: str) -> tuple[Path, Path]:
-    """Return (the replay's Parquet file, its completion marker)."""
-    return replay_files(out_dir / exp_id, label)
-
-
-def replay_done(out_dir: Path, exp_id: str, label: str, key: str) -> bool:
-    """Return True when the replay's Parquet is complete and its marker holds ``key``."""
-    return replay_status(*replay_paths(out_dir, exp_id, label), key) == "done"
-
-
-def save_replay(out_dir: Path, task: ReplayTask, result: pl.DataFrame, wall_s: float | None,
-                cells: dict[str, Any] | None = None) -> Path:
-    """Write the replay's Parquet, then its completion marker (with the cell cluster's
-    placement counters ``cells`` if any); return the Parquet path."""
-    meta = {} if cells is None else {"cells": cells}
-    return store_replay(*replay_paths(out_dir, task.exp_id, task.label), result, task.key,
-                        policy=task.policy, wall_s=wall_s, **meta)
-
-
-def replay_cells(out_dir: Path, exp_id: str, label: str) -> dict[str, Any] | None:
-    """The placement counters stored with a finished cell replay, or None."""
-    marker = read_marker(replay_paths(out_dir, exp_id, label)[1]) or {}
-    return marker.get("cells")
-
-
-def _timed_replay(task: ReplayTask) -> tuple[pl.DataFrame, float, dict[str, Any] | None]:
-    t = time.perf_counter()
-    result, cells = _replay(task)
-    return result, time.perf_counter() - t, cells
-
-
-def make_tasks(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
-               forecaster: dict[str, Any] | None) -> list[ReplayTask]:
-    """Return the experiment's replay tasks: the FCFS baseline first, then every other policy.
-
-    A task's key hashes everything its result depends on (trace, window,
-    pools and quotas, policy and options, predictors, tick, and with cells
-    the ``locality`` spec, whose ``options`` hold the LocalityConfig options
-    that differ from their defaults).
+    ``predictors`` maps a registry alias to its resolved predictors
+    (:func:`prepare_predictors`). A spec's key hashes everything its result
+    depends on (trace, window, pools and quotas, policy and options,
+    predictors and their model versions, tick, and with cells the locality
+    options that differ from their defaults). Stored as ``exp-XXX/LABEL``.
     """
     exp_jobs = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     pools = exp.pools.select("pool", "quota_gpus")
-    base = (asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day, cfg.tick_s,
-            {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")})
-    if cfg.locality is not None:  # fungible replays keep the keys they always had
-        base = (*base, cfg.locality)
-    specs = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
-    tasks = []
-    for spec in specs:
-        options = policy_options(spec.name, spec.options, seed=exp.seed)
-        fc = forecaster if spec.forecaster == "learned" else None
-        if spec.forecaster == "learned" and forecaster is None:
-            raise ConfigError(f"{cfg.source}: policy {spec.label!r} needs learned predictors")
-        if fc is not None and spec.alias is not None:
-            fc = policy_forecaster(fc, spec.alias)
-        fc_key = None if fc is None else {k: v for k, v in fc.items() if k != "tracking_uri"}
-        key = result_key(base, spec.name, options, fc_key)
-        tasks.append(ReplayTask(exp.exp_id, spec.label, spec.name, options, fc, exp_jobs, pools,
-                                cfg.tick_s, key, cfg.locality))
-    return tasks
+    workload = FrameWorkload(exp_jobs, pools, (
+        asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day,
+        {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")}))
+    locality = (None if cfg.locality is None else
+                options_from_cli(cfg.locality["topology"], cfg.locality["placement"],
+                                 cfg.locality.get("options"), option="locality.options"))
+    policies = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
+    specs = []
+    for policy in policies:
+        ref = None
+        if policy.forecaster == "learned":
+            ref = (predictors or {}).get(policy.alias or cfg.predictors.alias)
+            if ref is None:
+                raise ConfigError(f"{cfg.source}: policy {policy.label!r} needs learned predictors")
+        specs.append(ReplaySpec(workload, policy.name, dict(policy.options), predictors=ref,
+                                seed=exp.seed, locality=locality, tick_s=cfg.tick_s,
+                                where=(exp.exp_id, policy.label)))
+    return specs
 
 
 # --------------------------------------------------------------------------- scoring
 
-def score_experiment(cfg: ExperimentConfig, exp: Experiment, results: dict[str, pl.DataFrame]
-                     ) -> tuple[pl.DataFrame, dict[str, dict]]:
+def score_experiment(cfg: ExperimentConfig, exp: Experiment,
+                     results: dict[str, ReplayOutcome]) -> tuple[pl.DataFrame, dict[str, dict]]:
     """Return (per-job metrics of every policy with a ``policy`` column, summary per policy).
 
-    Each policy's replay is compared with the FCFS replay by
-    :func:`sia.scheduler.metrics.compare` (warm-up from the config).
+    Each policy's outcome is scored against the FCFS one
+    (:func:`sia.pipelines.engine.score`, warm-up from the config); on cells
+    each summary gets ``cells``: the placement counters of the policy's
+    replay and of the baseline's.
     """
     base = results[BASELINE]
     frames, summaries = [], {}
     for spec in cfg.policies:
-        per_job, summary = compare(results[spec.label], base, warmup_s=cfg.warmup_days * DAY_S,
-                                   pools=exp.pools.select("pool", "quota_gpus"))
+        per_job, summary = score(results[spec.label], base, cfg.warmup_days * DAY_S,
+                                 pools=exp.pools.select("pool", "quota_gpus"))
+        if cfg.locality is not None:
+            summary["cells"] = {"policy": results[spec.label].placement,
+                                "baseline": base.placement}
         summaries[spec.label] = summary
         frames.append(per_job.with_columns(pl.lit(spec.label).alias("policy"),
                                            pl.lit(exp.exp_id).alias("exp_id")))
@@ -337,7 +255,7 @@ def pooled_summary(per_job: pl.DataFrame) -> dict:
     base = per_job.select(jid, "pool", "submit_time", "duration", "num_gpus",
                           (pl.col("end_baseline") - pl.col("duration")).alias("start_time"),
                           pl.col("end_baseline").alias("end_time"))
-    _, summary = compare(result, base, warmup_s=0.0)
+    _, summary = score(result, base, 0.0)
     return summary
 
 
@@ -488,41 +406,42 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
 
 
 def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
-                       say: Callable[[str], None]) -> dict[str, Any] | None:
-    """Return the learned-forecaster spec for the workers (None when no policy needs one).
+                       say: Callable[[str], None]) -> dict[str, RegistryPredictors] | None:
+    """Return {registry alias: its resolved predictors} for the policies that use learned
+    predictors (None when none does).
 
     ``train: on_the_fly`` trains and registers under the config's alias first;
-    ``registry`` checks now that the alias loads (a clear error, before any replay).
+    every alias is then checked to load now, with the exact model versions
+    recorded (a clear error, before any replay).
     """
     if not cfg.needs_predictors():
         return None
+    from sia.pipelines.engine.predictors import resolve_registry
     from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking
 
     p = cfg.predictors
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
-    trained = train_on_the_fly(cfg, wl, out_dir, say) if p.train == "on_the_fly" else None
-    spec = {"tracking_uri": uri, "alias": p.alias, "windows_min": list(p.windows_min),
-            "load_method": p.load_method, "load_windows": p.load_windows,
-            "trained_run": None if trained is None else trained["run_id"],
-            "versions": None if trained is None else trained.get("versions")}
-    learned_forecaster(spec)  # fail now (RegistryError names the model and alias)
-    for policy in cfg.policies:
-        if policy.alias is not None:
-            learned_forecaster(policy_forecaster(spec, policy.alias))
-    return spec
+    if p.train == "on_the_fly":
+        train_on_the_fly(cfg, wl, out_dir, say)
+    aliases = dict.fromkeys(x.alias or p.alias for x in cfg.policies if x.forecaster == "learned")
+    return {a: resolve_registry(a, p.windows_min, load_method=p.load_method,
+                                load_windows=p.load_windows, tracking_uri=uri,
+                                hint="; run `sia train` with that alias first",
+                                where=f"{cfg.source}: alias")
+            for a in aliases}
 
 
-def policy_forecaster(spec: dict[str, Any], alias: str) -> dict[str, Any]:
-    """Return the learned-forecaster ``spec`` for a policy that names its own registry ``alias``."""
-    import mlflow
-    from sia.models.registry import JOB_DURATION_NAME, version_of, will_arrive_name
-
-    mlflow.set_tracking_uri(spec["tracking_uri"])
-    mlflow.set_registry_uri(spec["tracking_uri"])
-    names = [will_arrive_name(int(k)) for k in spec["windows_min"]] + [JOB_DURATION_NAME]
-    # the versions are part of the replay's key: retraining the alias redoes its replays
-    versions = {n: str(version_of(n, alias).version) for n in names}
-    return {**spec, "alias": alias, "trained_run": None, "versions": versions}
+def predictors_record(predictors: dict[str, RegistryPredictors] | None,
+                      out_dir: Path) -> dict[str, Any] | None:
+    """Return what the sweep used as JSON: per alias the model versions, and the on-the-fly
+    training run (``trained_run``) when there was one."""
+    if predictors is None:
+        return None
+    trained = read_marker(out_dir / "predictors.json") or {}
+    first = next(iter(predictors.values()))
+    return {"tracking_uri": first.tracking_uri, "alias": first.alias,
+            "trained_run": trained.get("run_id"),
+            "versions": {a: dict(r.versions) for a, r in predictors.items()}}
 
 
 def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
@@ -551,37 +470,30 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     experiments = build_experiments(cfg, jobs, span_s, wl.pools)
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
-    forecaster = prepare_predictors(cfg, wl, out_dir, say)
+    predictors = prepare_predictors(cfg, wl, out_dir, say)
 
-    tasks_by_exp: dict[str, list[ReplayTask]] = {}
+    specs_by_exp: dict[str, list[ReplaySpec]] = {}
     for exp in experiments:
         (out_dir / exp.exp_id).mkdir(exist_ok=True)
         atomic_write_text(out_dir / exp.exp_id / "experiment.json",
                            json.dumps(exp.to_dict(), indent=2))
-        tasks_by_exp[exp.exp_id] = make_tasks(cfg, exp, jobs, forecaster)
-    todo = [t for ts in tasks_by_exp.values() for t in ts
-            if not replay_done(out_dir, t.exp_id, t.label, t.key)]
-    todo_names = {t.name for t in todo}
-    reused = [t.name for ts in tasks_by_exp.values() for t in ts if t.name not in todo_names]
-    missing = {e: sum(1 for t in todo if t.exp_id == e) for e in tasks_by_exp}
+        specs_by_exp[exp.exp_id] = experiment_specs(cfg, exp, jobs, predictors)
+    specs = [s for ss in specs_by_exp.values() for s in ss]
+    missing = {e: sum(1 for s in ss if replay_status(*s.files(out_dir), s.key) != "done")
+               for e, ss in specs_by_exp.items()}
 
     tracker = _Tracker(cfg, out_dir, say) if log_mlflow else None
-    result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments, reused=reused,
-                         predictors=forecaster)
+    result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments,
+                         predictors=predictors_record(predictors, out_dir))
     exp_by_id = {e.exp_id: e for e in experiments}
     rows: list[dict] = []
     per_job_by_group: dict[str, list[pl.DataFrame]] = {}
 
     def finish(exp_id: str) -> None:
         exp = exp_by_id[exp_id]
-        results = {t.label: pl.read_parquet(replay_paths(out_dir, exp_id, t.label)[0])
-                   for t in tasks_by_exp[exp_id]}
+        results = {s.where[-1]: stored_outcome(s, out_dir, command="sia evaluate")
+                   for s in specs_by_exp[exp_id]}
         per_job, summaries = score_experiment(cfg, exp, results)
-        if cfg.locality is not None:  # the placement counters of each cell replay
-            base = replay_cells(out_dir, exp_id, BASELINE)
-            for label, summary in summaries.items():
-                summary["cells"] = {"policy": replay_cells(out_dir, exp_id, label),
-                                    "baseline": base}
         exp_dir = out_dir / exp_id
         per_job.write_parquet(exp_dir / "per_job.parquet")
         atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
@@ -590,7 +502,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
         per_job_by_group.setdefault(exp.group, []).append(per_job)
         if tracker is not None:
-            run_key = result_key([t.key for t in tasks_by_exp[exp_id]])
+            run_key = result_key([s.key for s in specs_by_exp[exp_id]])
             result.run_ids[exp_id] = tracker.log_experiment(exp, summaries, run_key, files,
                                                             exp_dir / "per_job.parquet")
 
@@ -598,17 +510,18 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         if tracker is not None:
             result.parent_run_id = tracker.start()
             result.tracking_uri = tracker.uri
-        with ProgressBar(progress, len(todo), f"on {executor.description}") as advance:
-            for exp_id, n in missing.items():
-                if n == 0:
-                    finish(exp_id)
-            for task, (frame, wall, cells) in executor.run(_timed_replay, todo):
-                save_replay(out_dir, task, frame, wall, cells)
-                result.ran.append(task.name)
-                advance(task.name, wall)
-                missing[task.exp_id] -= 1
-                if missing[task.exp_id] == 0:
-                    finish(task.exp_id)
+        for exp_id, n in missing.items():
+            if n == 0:
+                finish(exp_id)
+
+        def done(spec: ReplaySpec) -> None:
+            exp_id = spec.where[0]
+            missing[exp_id] -= 1
+            if missing[exp_id] == 0:
+                finish(exp_id)
+
+        ran = execute(specs, out_dir, executor, progress=progress, label="replays", on_done=done)
+        result.ran, result.reused = ran.ran, ran.reused
         order = {e.exp_id: i for i, e in enumerate(experiments)}
         pol_order = {p.label: i for i, p in enumerate(cfg.policies)}
         summary = pl.DataFrame(rows).sort(

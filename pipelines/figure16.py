@@ -8,7 +8,7 @@ cluster (:mod:`sia.scheduler.locality`) and is scored against FCFS on the
 same cells (``FCFS-with-cells``). A policy that takes a forecaster (its
 registry needs; ``sia-learned``: SIA with the learned predictors) gets the
 learned predictors, trained per (variant, seed) on an independent synthetic
-workload (see :func:`learned_forecaster`). Rows for SIA without locality (fungible
+workload (see :func:`replay_spec`). Rows for SIA without locality (fungible
 GPUs, scored against fungible FCFS) show what the cells cost. HiveD* runs
 with ``strict_buddies=False`` (HiveD lets low-priority jobs use any free
 cell); SIA keeps opportunistic jobs out of the buddies of dedicated cells.
@@ -45,7 +45,7 @@ variant, policy and allocator: mean over seeds), ``figure16_by_allocator.md``
 and ``figure16.png``. Every replay's per-job result is kept as
 ``replays/VARIANT/seed-S/GROUP/LABEL.parquet`` (GROUP ``cells-ALLOC``,
 ``fungible``, ``chain-A+B`` or ``chain-base``; LABEL the policy or ``fcfs``)
-with a keyed completion marker (:mod:`sia.pipelines.replay_store`); a rerun
+with a keyed completion marker (:mod:`sia.pipelines.engine`); a rerun
 on the same directory reuses the finished ones (the key holds the workload,
 length, tick, pool size, policy, its LocalityConfig and, for a policy
 that takes a forecaster, its training workload) and redoes missing, truncated or
@@ -60,7 +60,6 @@ cause, summed over seeds) and ``causes_jobs.csv``.
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Callable
@@ -72,15 +71,16 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
-from sia.pipelines.experiment import read_yaml
-from sia.pipelines.replay_store import (
-    read_marker,
-    replay_files,
-    replay_status,
-    result_key,
-    run_into_store,
-    sort_for_resume,
+from sia.pipelines.engine import (
+    ReplayOutcome,
+    ReplaySpec,
+    SyntheticTrainedPredictors,
+    SyntheticWorkload,
+    execute,
+    score,
+    stored_outcome,
 )
+from sia.pipelines.experiment import read_yaml
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
 #: without binding a server that loans partly hold (LocalityConfig.adopt_loans).
@@ -169,7 +169,7 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
                               "preemptible and what a move costs)")
         kw["migration"] = raw["migration"]
     if "chains" in raw:
-        from sia.scheduler.locality import parse_placement
+        from sia.pipelines.engine.sched import parse_placement
 
         kw["chains"] = tuple(parse_placement(str(c), option=f"{path}: chains")[0]
                              for c in raw["chains"])
@@ -195,7 +195,7 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
 def _check_policies(cfg: Figure16Config, path: Path) -> None:
     """Raise ConfigError naming the file and key when a policy is unknown or, where it replays
     on cells, does not support locality (checked against the registry's declared needs)."""
-    from sia.scheduler.registry import check_policy
+    from sia.pipelines.engine.sched import check_policy
 
     on_cells = [("policies", p) for p in cfg.policies] + [("chain_policy", cfg.chain_policy)]
     if cfg.preemption:
@@ -213,9 +213,8 @@ def _check_policies(cfg: Figure16Config, path: Path) -> None:
 
 
 def _learned_options(raw: Any, path: Path) -> dict:
-    """Return the ``learned_options`` mapping, checked by building a SiaPolicy with it."""
-    from sia.scheduler.forecast import PerfectForecaster
-    from sia.scheduler.policy_sia import SiaPolicy
+    """Return the ``learned_options`` mapping, checked by building SIA with it."""
+    from sia.pipelines.engine.sched import make_policy
 
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: learned_options must be a mapping of SiaPolicy options, "
@@ -224,8 +223,8 @@ def _learned_options(raw: Any, path: Path) -> dict:
     if "name" in opts or "forecaster" in opts:
         raise ConfigError(f"{path}: learned_options cannot set 'name' or 'forecaster'")
     try:
-        SiaPolicy(PerfectForecaster(), **opts)
-    except (TypeError, ConfigError) as err:
+        make_policy("sia-perfect", **opts)  # SIA's options, on perfect predictions
+    except ConfigError as err:
         raise ConfigError(f"{path}: learned_options: {err}") from None
     return opts
 
@@ -251,7 +250,7 @@ def _parse_allocators(raw: Any, path: Path) -> dict[str, dict]:
 def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: str = "main",
               seed: int = 0, alloc: str | None = None):
     """The LocalityConfig of a replay: ``locality``, then the allocator's options, then the mode's."""
-    from sia.scheduler.locality import LocalityConfig, config_for_policy
+    from sia.pipelines.engine.sched import LocalityConfig, config_for_policy
 
     opts = dict(cfg.locality)
     if alloc is not None:
@@ -271,113 +270,45 @@ def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: st
         raise ConfigError(f"figure16 config: bad locality option{where}: {err}") from None
 
 
-def learned_forecaster(cfg: Figure16Config, variant: str, seed: int):
-    """Return a LearnedForecaster trained on an independent workload of ``variant``.
-
-    The workload is ``generate_workload(variant, seed + learned_seed_offset,
-    days=learned_train_days)``; the three predictors are trained on its FCFS
-    replay with the default TrainConfig (single-threaded XGBoost, as the
-    registry loads them).
-    """
-    from sia.data.synthetic import generate_workload
-    from sia.models.forecaster import LearnedForecaster
-    from sia.pipelines.inputs import fcfs_schedule
-    from sia.pipelines.train import TrainConfig, train_predictors
-
-    jobs, pools = generate_workload(variant, seed=seed + cfg.learned_seed_offset,
-                                    days=cfg.learned_train_days, pool_gpus=cfg.pool_gpus)
-    tc = TrainConfig(ablation=False)
-    res = train_predictors(fcfs_schedule(jobs, pools.select("pool", "quota_gpus")), tc)
-    models = {r.k_min: r.model for r in res.windows}
-    return LearnedForecaster(models, load_windows=tc.load_windows,
-                             duration_config={"fallback_bin": tc.duration_fallback_bin,
-                                              "min_count": tc.history_min_count})
-
-
 def _takes_forecaster(name: str) -> bool:
     """Return True when policy ``name`` declares it takes a forecaster (the learned predictors)."""
-    from sia.scheduler.registry import policy_needs
+    from sia.pipelines.engine.sched import policy_needs
 
     return policy_needs(name).forecaster is not None
 
 
-def _policy(cfg: Figure16Config, name: str, variant: str, seed: int, locality: Any = None):
-    """Return policy ``name`` for a replay of (``variant``, ``seed``) with ``locality`` (None:
-    fungible GPUs); a policy that takes a forecaster gets the learned predictors
-    (:func:`learned_forecaster`) and ``learned_options``."""
-    from sia.scheduler.registry import make_policy, policy_options
-
-    if not _takes_forecaster(name):
-        return make_policy(name, locality=locality)
-    options = policy_options(name, cfg.learned_options,
-                             forecaster=learned_forecaster(cfg, variant, seed))
-    return make_policy(name, locality=locality, **options)
-
-
 # ----------------------------------------------------------------------------- replays on disk
-@dataclass(frozen=True)
-class Replay:
-    """One replay to run and keep: a policy on (variant, seed), on cells (``locality``) or fungible GPUs.
+def replay_spec(cfg: Figure16Config, variant: str, seed: int, policy: str, group: str, label: str,
+                locality: Any) -> ReplaySpec:
+    """Return one replay to run and keep: ``policy`` on (``variant``, ``seed``), on cells
+    (``locality``) or fungible GPUs (None).
 
     ``group`` is its folder under ``replays/VARIANT/seed-S/`` (``cells-ALLOC``,
     ``chain-A+B``, ``chain-base`` or ``fungible``) and ``label`` its file name
-    there (the policy, ``+preempt`` for a preemption row).
+    there (the policy, ``+preempt`` for a preemption row). A policy that takes a
+    forecaster gets ``learned_options`` and predictors trained on an independent
+    workload (same variant, seed + ``learned_seed_offset``, ``learned_train_days``).
     """
-
-    variant: str
-    seed: int
-    policy: str
-    group: str
-    label: str
-    locality: Any  # LocalityConfig, or None: fungible GPUs
-    config: Figure16Config = field(compare=False)  # holds dicts: not hashable, same for all
-
-    @property
-    def name(self) -> str:
-        """Label for progress and errors."""
-        return f"{self.variant}/seed {self.seed}/{self.group}/{self.label}"
-
-    @property
-    def key(self) -> str:
-        """Hash of what the replay depends on: workload, length, tick, policy and its cells."""
-        cfg = self.config
-        learned = ((cfg.learned_train_days, cfg.learned_seed_offset)
-                   if _takes_forecaster(self.policy) else None)
-        if learned is not None and cfg.learned_options:  # no options: the key replays had before
-            learned = (*learned, sorted(cfg.learned_options.items()))
-        loc = None
-        if self.locality is not None:  # options left at their default are left out, so a new
-            # LocalityConfig option (whose default keeps the old behaviour) keeps old replays
-            default = asdict(type(self.locality)())
-            loc = {k: v for k, v in asdict(self.locality).items() if v != default[k]}
-        return result_key("figure16", self.variant, self.seed, cfg.days, cfg.tick_s, cfg.pool_gpus,
-                          self.policy, loc, learned)
-
-    def files(self, out_dir: Path) -> tuple[Path, Path]:
-        """Return (``out_dir/replays/VARIANT/seed-S/GROUP/LABEL.parquet``, its completion marker)."""
-        return replay_files(out_dir / "replays" / self.variant / f"seed-{self.seed}" / self.group,
-                            self.label)
+    learned = _takes_forecaster(policy)
+    predictors = (SyntheticTrainedPredictors(SyntheticWorkload(
+        variant, seed + cfg.learned_seed_offset, cfg.learned_train_days, cfg.pool_gpus))
+        if learned else None)
+    return ReplaySpec(SyntheticWorkload(variant, seed, cfg.days, cfg.pool_gpus), policy,
+                      options=dict(cfg.learned_options) if learned else {},
+                      predictors=predictors, locality=locality, tick_s=cfg.tick_s,
+                      where=("replays", variant, f"seed-{seed}", group, label),
+                      title=f"{variant}/seed {seed}/{group}/{label}")
 
 
 @dataclass(frozen=True)
 class Scored:
     """One row of the tables: ``replay`` scored against ``baseline`` (FCFS on the same cells)."""
 
-    replay: Replay
-    baseline: Replay
+    replay: ReplaySpec
+    baseline: ReplaySpec
     policy: str  # as shown ("sia-perfect+preempt" for a preemption row)
     allocator: str  # name from Figure16Config.allocators, "none" without locality
     chain: str  # "buddy", "buddy+mcf", ... or "none"
-
-
-@functools.lru_cache(maxsize=2)
-def _workload(variant: str, seed: int, days: float, pool_gpus: int
-              ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return the synthetic (jobs, pools[pool, quota_gpus]), generated once per process."""
-    from sia.data.synthetic import generate_workload
-
-    jobs, pools = generate_workload(variant, seed=seed, days=days, pool_gpus=pool_gpus)
-    return jobs, pools.select("pool", "quota_gpus")
 
 
 _PLACEMENT_FACTS = ("fragmentation", "placed_fallback", "frag_refused", "reservations_pending",
@@ -385,41 +316,16 @@ _PLACEMENT_FACTS = ("fragmentation", "placed_fallback", "frag_refused", "reserva
                     "migrations")
 
 
-def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Replay one item; return (per-job result, ``RESULT_COLUMNS``; facts for its marker).
-
-    The facts are ``wall_s`` (the replay's wall time, s, training of the
-    learned predictors included) and, on cells, the placement counters of
-    :meth:`sia.scheduler.locality.PlacementStats.summary` named in
-    ``_PLACEMENT_FACTS`` (solver times in seconds).
-    """
-    from sia.scheduler.locality import simulate_cells
-    from sia.scheduler.simulator import RESULT_COLUMNS, simulate
-
-    cfg = item.config
-    jobs, pools = _workload(item.variant, item.seed, cfg.days, cfg.pool_gpus)
-    t0 = time.perf_counter()
-    policy = _policy(cfg, item.policy, item.variant, item.seed, item.locality)
-    meta: dict[str, Any] = {}
-    if item.locality is None:
-        res = simulate(jobs, pools, policy, tick_s=cfg.tick_s)
-    else:
-        res, placement = simulate_cells(jobs, pools, policy, item.locality, tick_s=cfg.tick_s)
-        meta.update({k: placement.get(k) for k in _PLACEMENT_FACTS})
-    meta["wall_s"] = time.perf_counter() - t0
-    return res.select(RESULT_COLUMNS), meta
-
-
-def score(row: Scored, result: pl.DataFrame, baseline: pl.DataFrame,
-          meta: dict[str, Any]) -> dict[str, Any]:
+def score_row(cfg: Figure16Config, row: Scored, outcome: ReplayOutcome,
+              baseline: ReplayOutcome) -> dict[str, Any]:
     """Return the row of ``figure16_runs.csv`` / ``chain_runs.csv``: metrics vs FCFS and placement facts."""
-    from sia.scheduler.metrics import compare
-
-    item = row.replay
-    _, s = compare(result, baseline, warmup_s=item.config.warmup_s)
+    _, s = score(outcome, baseline, cfg.warmup_s)
+    result = outcome.result
+    meta = {**(outcome.placement or {}), "wall_s": outcome.wall_s}
     jct = (result["end_time"] - result["submit_time"]).mean()
+    item = row.replay
     return {
-        "variant": item.variant, "seed": item.seed, "policy": row.policy,
+        "variant": item.workload.variant, "seed": item.workload.seed, "policy": row.policy,
         "locality": item.locality is not None, "allocator": row.allocator, "chain": row.chain,
         "n_jobs": s["n_jobs"], "geomean_speedup": s["geomean_speedup"],
         "mean_speedup": s["mean_speedup"], "p95_speedup": s["p95_speedup"],
@@ -444,49 +350,50 @@ def plan(cfg: Figure16Config) -> tuple[list[Scored], list[Scored]]:
         group = f"cells-{alloc}"
         for v in cfg.variants:
             for s in cfg.seeds:
-                base = Replay(v, s, "fcfs", group, "fcfs",
-                              _locality(cfg, ("buddy",), "fcfs", alloc=alloc), cfg)
+                base = replay_spec(cfg, v, s, "fcfs", group, "fcfs",
+                                   _locality(cfg, ("buddy",), "fcfs", alloc=alloc))
                 for p in cfg.policies:
-                    r = Replay(v, s, p, group, p, _locality(cfg, ("buddy",), p, alloc=alloc), cfg)
+                    r = replay_spec(cfg, v, s, p, group, p,
+                                    _locality(cfg, ("buddy",), p, alloc=alloc))
                     main.append(Scored(r, base, p, alloc, "buddy"))
                 if cfg.preemption:
                     p = str(cfg.preemption.get("policy", "sia-perfect"))
-                    r = Replay(v, s, p, group, p + "+preempt",
-                               _locality(cfg, ("buddy",), p, "preempt", s, alloc=alloc), cfg)
+                    r = replay_spec(cfg, v, s, p, group, p + "+preempt",
+                                    _locality(cfg, ("buddy",), p, "preempt", s, alloc=alloc))
                     main.append(Scored(r, base, p + "+preempt", alloc, "buddy"))
                     if cfg.migration:
-                        r = Replay(v, s, p, group, p + "+preempt+migrate",
-                                   _locality(cfg, ("buddy",), p, "migrate", s, alloc=alloc), cfg)
+                        r = replay_spec(cfg, v, s, p, group, p + "+preempt+migrate",
+                                        _locality(cfg, ("buddy",), p, "migrate", s, alloc=alloc))
                         main.append(Scored(r, base, p + "+preempt+migrate", alloc, "buddy"))
                         # the same replay against FCFS that may migrate too (same preemptible jobs)
-                        mbase = Replay(v, s, "fcfs", group, "fcfs+migrate",
-                                       _locality(cfg, ("buddy",), "fcfs", "migrate", s, alloc=alloc),
-                                       cfg)
+                        mbase = replay_spec(cfg, v, s, "fcfs", group, "fcfs+migrate",
+                                            _locality(cfg, ("buddy",), "fcfs", "migrate", s,
+                                                      alloc=alloc))
                         main.append(Scored(r, mbase, p + "+preempt+migrate vs fcfs+migrate",
                                            alloc, "buddy"))
     for v in cfg.variants:
         for s in cfg.seeds:
-            base = Replay(v, s, "fcfs", "fungible", "fcfs", None, cfg)
-            main += [Scored(Replay(v, s, p, "fungible", p, None, cfg), base, p, "none", "none")
-                     for p in cfg.no_locality_policies]
+            base = replay_spec(cfg, v, s, "fcfs", "fungible", "fcfs", None)
+            main += [Scored(replay_spec(cfg, v, s, p, "fungible", p, None), base, p, "none",
+                            "none") for p in cfg.no_locality_policies]
     chains: list[Scored] = []
     for v in cfg.chain_variants:
         for s in cfg.seeds:
-            base = Replay(v, s, "fcfs", "chain-base", "fcfs",
-                          _locality(cfg, ("buddy",), "fcfs", "chain"), cfg)
+            base = replay_spec(cfg, v, s, "fcfs", "chain-base", "fcfs",
+                               _locality(cfg, ("buddy",), "fcfs", "chain"))
             for c in cfg.chains:
                 name = "+".join(c)
-                r = Replay(v, s, cfg.chain_policy, f"chain-{name}", cfg.chain_policy,
-                           _locality(cfg, c, cfg.chain_policy, "chain", s), cfg)
+                r = replay_spec(cfg, v, s, cfg.chain_policy, f"chain-{name}", cfg.chain_policy,
+                                _locality(cfg, c, cfg.chain_policy, "chain", s))
                 chains.append(Scored(r, base, cfg.chain_policy, "chain", name))
     return main, chains
 
 
-def replays_of(rows: list[Scored]) -> list[Replay]:
+def replays_of(rows: list[Scored]) -> list[ReplaySpec]:
     """Every distinct replay the rows need (each baseline once), the slow ones of policies that
     take a forecaster (trained first) first."""
-    items = list(dict.fromkeys(x for r in rows for x in (r.baseline, r.replay)))
-    items.sort(key=lambda r: not _takes_forecaster(r.policy))
+    items = list({x.name: x for r in rows for x in (r.baseline, r.replay)}.values())
+    items.sort(key=lambda r: r.predictors is None)
     return items
 
 
@@ -546,24 +453,17 @@ def _config_dict(cfg: Figure16Config) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def read_runs(rows: list[Scored], out_dir: Path) -> pl.DataFrame:
+def read_runs(cfg: Figure16Config, rows: list[Scored], out_dir: Path) -> pl.DataFrame:
     """Score ``rows`` from the finished replays in ``out_dir``; ConfigError naming an unfinished one."""
-    cache: dict[Replay, tuple[pl.DataFrame, dict[str, Any]]] = {}
+    cache: dict[str, ReplayOutcome] = {}
 
-    def load(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
-        if item not in cache:
-            parquet, marker = item.files(out_dir)
-            if replay_status(parquet, marker, item.key) != "done":
-                raise ConfigError(f"{out_dir}: replay {item.name} is not finished ({parquet}); "
-                                  "run sia figure16 again to complete it")
-            cache[item] = (pl.read_parquet(parquet), read_marker(marker) or {})
-        return cache[item]
+    def load(item: ReplaySpec) -> ReplayOutcome:
+        if item.name not in cache:
+            cache[item.name] = stored_outcome(item, out_dir, command="sia figure16")
+        return cache[item.name]
 
-    out = []
-    for r in rows:
-        result, meta = load(r.replay)
-        out.append(score(r, result, load(r.baseline)[0], meta))
-    return pl.DataFrame(out, infer_schema_length=None)
+    return pl.DataFrame([score_row(cfg, r, load(r.replay), load(r.baseline)) for r in rows],
+                        infer_schema_length=None)
 
 
 def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | None = 2,
@@ -573,7 +473,7 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
 
     Each replay's per-job result goes to ``out_dir/replays/VARIANT/seed-S/
     GROUP/LABEL.parquet`` with a completion marker
-    (:mod:`sia.pipelines.replay_store`); replays finished there with the same
+    (:mod:`sia.pipelines.engine`); replays finished there with the same
     key are reused, those made with other settings are redone (``say`` names
     the config keys that changed). The tables and figure are then recomputed
     from the files. The key does not see code changes: after changing a
@@ -586,16 +486,15 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     main_rows, chain_rows = plan(cfg)
-    items = replays_of(main_rows + chain_rows)
-    reused, stale, todo = sort_for_resume(items, out, _config_dict(cfg), reuse=reuse, say=say)
-    run = Figure16Run(pl.DataFrame(), pl.DataFrame(), reused=reused, stale=stale)
     executor = make_executor(workers)
     try:
-        run.ran = run_into_store(executor, run_replay, todo, out, progress=progress,
-                                 label="figure16")
+        done = execute(replays_of(main_rows + chain_rows), out, executor, reuse=reuse,
+                       progress=progress, label="figure16", config=_config_dict(cfg), say=say)
     finally:
         executor.close()
-    runs = read_runs(main_rows, out)
+    run = Figure16Run(pl.DataFrame(), pl.DataFrame(), ran=done.ran, reused=done.reused,
+                      stale=done.stale)
+    runs = read_runs(cfg, main_rows, out)
     runs.write_csv(out / "figure16_runs.csv")
     main = summarize(runs, ["variant", "policy", "locality", "allocator"],
                      ("preemptions", "adoptions", "migrations"))
@@ -603,7 +502,7 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     (out / "figure16.md").write_text(to_markdown(main))
     (out / "figure16_by_allocator.md").write_text(to_markdown(by_allocator(main)))
     if chain_rows:
-        chain_runs = read_runs(chain_rows, out)
+        chain_runs = read_runs(cfg, chain_rows, out)
         chain_runs.write_csv(out / "chain_runs.csv")
         chains = summarize(chain_runs, ["variant", "policy", "chain"],
                            ("fragmentation", "placed_fallback", "frag_refused", "solver_calls",
@@ -700,7 +599,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
     first matching entry of :data:`CAUSES` is the cause. Columns: job_id,
     pool, num_gpus, slowdown_min, cause, root (bool).
     """
-    from sia.scheduler.metrics import SLOWED_AFTER_S
+    from sia.pipelines.engine.sched import SLOWED_AFTER_S
 
     m = base.select("job_id", "pool", "submit_time", "num_gpus", "start_time", "end_time").join(
         res.select("job_id", pl.col("start_time").alias("start_s"), pl.col("end_time").alias("end_s"),
@@ -785,15 +684,16 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 def cause_one(item: tuple) -> pl.DataFrame:
     """Replay (cfg, variant, seed, policy, allocator) and FCFS on cells; return :func:`slowdown_causes` with keys."""
     cfg, variant, seed, policy, alloc = item
-    from sia.scheduler.locality import simulate_cells
-    from sia.scheduler.registry import make_policy
+    from sia.pipelines.engine.run import build_policy
+    from sia.pipelines.engine.sched import make_policy, simulate_cells
 
-    jobs, pools = _workload(variant, seed, cfg.days, cfg.pool_gpus)
+    loc = _locality(cfg, ("buddy",), policy, alloc=alloc)
+    spec = replay_spec(cfg, variant, seed, policy, f"cells-{alloc}", policy, loc)
+    jobs, pools = spec.workload.frames()
     base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
                              _locality(cfg, ("buddy",), "fcfs", alloc=alloc), tick_s=cfg.tick_s)
-    loc = _locality(cfg, ("buddy",), policy, alloc=alloc)
-    res, summ = simulate_cells(jobs, pools, _policy(cfg, policy, variant, seed, loc), loc,
-                               tick_s=cfg.tick_s, record_placements=True)
+    res, summ = simulate_cells(jobs, pools, build_policy(spec), loc, tick_s=cfg.tick_s,
+                               record_placements=True)
     quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
     out = slowdown_causes(base, res, summ["placements"], quota, summ["gpus_per_server"],
                           warmup_s=cfg.warmup_s, pad_gpus=summ["pad_gpus"])

@@ -13,7 +13,7 @@ slowdown (minutes), % of jobs slowed. Replays run on a local process pool
   time and the oracle's solver facts). Re-running on the same directory
   reuses every finished replay whose key (workload, seed, days, tick,
   policy and its options) matches and redoes the rest
-  (:mod:`sia.pipelines.replay_store`); the tables and figure are always
+  (:mod:`sia.pipelines.engine`); the tables and figure are always
   recomputed from these files;
 * ``config.json`` -- the config of the last run;
 * ``figure5.csv`` -- one row per (workload, seed, policy), with the oracle's
@@ -27,7 +27,6 @@ slowdown (minutes), % of jobs slowed. Replays run on a local process pool
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Callable
@@ -37,20 +36,18 @@ from typing import Any
 
 import polars as pl
 from sia.data.errors import ConfigError
-from sia.data.synthetic import VARIANTS, generate_workload
+from sia.data.synthetic import VARIANTS
+from sia.pipelines.engine import (
+    ReplayOutcome,
+    ReplaySpec,
+    SyntheticWorkload,
+    execute,
+    score,
+    stored_outcome,
+)
+from sia.pipelines.engine.sched import POLICIES
 from sia.pipelines.executors import Executor
 from sia.pipelines.experiment import read_yaml
-from sia.pipelines.replay_store import (
-    read_marker,
-    replay_files,
-    replay_status,
-    result_key,
-    run_into_store,
-    sort_for_resume,
-)
-from sia.scheduler.metrics import compare
-from sia.scheduler.registry import POLICIES, make_policy
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 METRICS = (
     ("mean_speedup", "mean speedup (x)"),
@@ -58,6 +55,9 @@ METRICS = (
     ("total_slowdown_min", "total slowdown (min)"),
     ("pct_slowed", "% jobs slowed"),
 )
+
+#: What the oracle reports about its replay (:func:`sia.pipelines.engine.policy_facts`).
+ORACLE_FACTS = ("oracle_status", "oracle_gap", "oracle_delay_h", "fcfs_delay_h")
 
 _KEYS = {"workloads", "seeds", "policies", "days", "warmup_s", "tick_s", "oracle"}
 _ORACLE_KEYS = {"step_s", "slots_per_duration", "time_limit_s", "solver", "threads", "beta",
@@ -121,35 +121,13 @@ def parse_figure5_config(raw: dict, source: str = "<dict>") -> Figure5Config:
                          dict(oracle))
 
 
-@dataclass(frozen=True)
-class Replay:
-    """One replay to run: a workload variant, a seed and a policy."""
-
-    workload: str
-    seed: int
-    policy: str
-    config: Figure5Config
-
-    @property
-    def name(self) -> str:
-        """Label for progress and errors."""
-        return f"{self.workload}/seed {self.seed}/{self.policy}"
-
-    @property
-    def options(self) -> dict[str, Any]:
-        """Return the policy's options (the config's oracle options for the oracle, else none)."""
-        return dict(self.config.oracle) if self.policy == "oracle" else {}
-
-    @property
-    def key(self) -> str:
-        """Return the hash of what the replay depends on (workload, seed, length, tick, policy)."""
-        cfg = self.config
-        return result_key("figure5", self.workload, self.seed, cfg.days, cfg.tick_s, self.policy,
-                          self.options)
-
-    def files(self, out_dir: Path) -> tuple[Path, Path]:
-        """Return (``out_dir/replays/WORKLOAD/seed-S/POLICY.parquet``, its completion marker)."""
-        return replay_files(out_dir / "replays" / self.workload / f"seed-{self.seed}", self.policy)
+def replay_spec(cfg: Figure5Config, workload: str, seed: int, policy: str) -> ReplaySpec:
+    """Return the spec of one replay: ``policy`` on (``workload``, ``seed``), stored as
+    ``replays/WORKLOAD/seed-S/POLICY`` (the oracle gets the config's oracle options)."""
+    return ReplaySpec(SyntheticWorkload(workload, seed, cfg.days), policy,
+                      options=dict(cfg.oracle) if policy == "oracle" else {},
+                      tick_s=cfg.tick_s, where=("replays", workload, f"seed-{seed}", policy),
+                      title=f"{workload}/seed {seed}/{policy}")
 
 
 @dataclass
@@ -157,62 +135,36 @@ class Figure5Run:
     """What :func:`run_figure5` produced: the per-replay table and which replays ran or were reused."""
 
     table: pl.DataFrame
-    ran: list[str] = field(default_factory=list)  # replays run now (Replay.name)
+    ran: list[str] = field(default_factory=list)  # replays run now (ReplaySpec.name)
     reused: list[str] = field(default_factory=list)  # finished replays found on disk
     stale: list[str] = field(default_factory=list)  # on disk, made with other settings: redone
     wall_s: float = 0.0
 
 
-@functools.lru_cache(maxsize=4)
-def _workload(workload: str, seed: int, days: float) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return the synthetic (jobs, pools), generated once per process and (workload, seed)."""
-    return generate_workload(workload, seed, days=days)
-
-
-def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Replay one item; return (per-job result, ``RESULT_COLUMNS``; facts for its marker).
-
-    The facts are ``wall_s`` (the replay's wall time) and, for the oracle,
-    ``oracle_status``, ``oracle_gap``, ``oracle_delay_h`` and ``fcfs_delay_h``
-    (the MILP's total queueing delay and FCFS's, hours).
-    """
-    jobs, pools = _workload(item.workload, item.seed, item.config.days)
-    policy = make_policy(item.policy, **item.options)
-    t0 = time.perf_counter()
-    result = simulate(jobs, pools, policy, tick_s=item.config.tick_s)
-    meta: dict[str, Any] = {"wall_s": time.perf_counter() - t0}
-    res = getattr(policy, "result", None)
-    if res is not None:
-        meta.update(oracle_status=res.status, oracle_gap=res.gap,
-                    oracle_delay_h=res.objective_s / 3600, fcfs_delay_h=res.fcfs_delay_s / 3600)
-    return result.select(RESULT_COLUMNS), meta
-
-
-def score_replay(item: Replay, result: pl.DataFrame, baseline: pl.DataFrame,
-                 meta: dict[str, Any]) -> dict[str, Any]:
+def score_row(cfg: Figure5Config, workload: str, seed: int, policy: str,
+              outcome: ReplayOutcome, baseline: ReplayOutcome) -> dict[str, Any]:
     """Return the replay's row of ``figure5.csv``: metrics vs FCFS, wall time, oracle facts."""
-    _, summary = compare(result, baseline, warmup_s=item.config.warmup_s)
+    _, summary = score(outcome, baseline, cfg.warmup_s)
     return {
-        "workload": item.workload, "seed": item.seed, "policy": item.policy,
+        "workload": workload, "seed": seed, "policy": policy,
         "n_jobs": summary["n_jobs"],
         **{k: summary[k] for k, _ in METRICS},
         "mean_queue_delay_min": (summary["mean_queue_delay_s"] or 0.0) / 60.0,
-        "runtime_s": meta.get("wall_s"),
-        **{k: meta.get(k) for k in ("oracle_status", "oracle_gap", "oracle_delay_h",
-                                    "fcfs_delay_h")},
+        "runtime_s": outcome.wall_s,
+        **{k: outcome.facts.get(k) for k in ORACLE_FACTS},
     }
 
 
-def plan_replays(cfg: Figure5Config) -> list[Replay]:
+def plan(cfg: Figure5Config) -> list[ReplaySpec]:
     """Return every replay of ``cfg``: each (workload, seed) under FCFS (the baseline) and each policy.
 
     The slow oracle replays come first, so a process pool stays busy with the
     short ones at the end.
     """
-    policies = dict.fromkeys(("fcfs", *cfg.policies))
-    items = [Replay(w, s, p, cfg) for w in cfg.workloads for s in cfg.seeds for p in policies]
-    items.sort(key=lambda r: (r.policy != "oracle", r.workload, r.seed, r.policy))
-    return items
+    items = [(w, s, p) for w in cfg.workloads for s in cfg.seeds
+             for p in dict.fromkeys(("fcfs", *cfg.policies))]
+    items.sort(key=lambda x: (x[2] != "oracle", x[0], x[1], x[2]))
+    return [replay_spec(cfg, *x) for x in items]
 
 
 def _config_dict(cfg: Figure5Config) -> dict[str, Any]:
@@ -225,7 +177,7 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     """Run (or resume) every replay of ``cfg``; write the per-job Parquet files and the outputs.
 
     Each replay's per-job result goes to ``out_dir/replays/WORKLOAD/seed-S/
-    POLICY.parquet`` with a completion marker (:mod:`sia.pipelines.replay_store`);
+    POLICY.parquet`` with a completion marker (:mod:`sia.pipelines.engine`);
     replays already finished there with the same key are reused, those made
     with other settings are redone (``say`` reports both). The table, the
     summary and the figure are then recomputed from the files. The key does
@@ -236,20 +188,17 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     from sia.pipelines.executors import make_executor
 
     clock = time.perf_counter()
-    say = say or (lambda msg: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    items = plan_replays(cfg)
-    reused, stale, todo = sort_for_resume(items, out, _config_dict(cfg), reuse=reuse, say=say)
-    run = Figure5Run(pl.DataFrame(), reused=reused, stale=stale)
     own = executor is None
     executor = executor or make_executor(workers)
     try:
-        run.ran = run_into_store(executor, run_replay, todo, out, progress=progress,
-                                 label="figure5")
+        done = execute(plan(cfg), out, executor, reuse=reuse, progress=progress,
+                       label="figure5", config=_config_dict(cfg), say=say)
     finally:
         if own:
             executor.close()
+    run = Figure5Run(pl.DataFrame(), ran=done.ran, reused=done.reused, stale=done.stale)
     run.table = read_table(cfg, out)
     run.table.write_csv(out / "figure5.csv")
     summary = summarize(run.table)
@@ -269,16 +218,9 @@ def read_table(cfg: Figure5Config, out_dir: Path) -> pl.DataFrame:
     rows = []
     for w in cfg.workloads:
         for s in cfg.seeds:
-            frames = {}
-            for p in dict.fromkeys(("fcfs", *cfg.policies)):
-                item = Replay(w, s, p, cfg)
-                parquet, marker = item.files(out_dir)
-                if replay_status(parquet, marker, item.key) != "done":
-                    raise ConfigError(f"{out_dir}: replay {item.name} is not finished "
-                                      f"({parquet}); run sia figure5 again to complete it")
-                frames[p] = (item, pl.read_parquet(parquet), read_marker(marker) or {})
-            baseline = frames["fcfs"][1]
-            rows += [score_replay(*frames[p][:2], baseline, frames[p][2]) for p in cfg.policies]
+            got = {p: stored_outcome(replay_spec(cfg, w, s, p), out_dir, command="sia figure5")
+                   for p in dict.fromkeys(("fcfs", *cfg.policies))}
+            rows += [score_row(cfg, w, s, p, got[p], got["fcfs"]) for p in cfg.policies]
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 from sia.data.errors import ConfigError
+from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
 from sia.pipelines.evaluate import run_sweep, with_capture
 from sia.pipelines.experiment import load_config, parse_config
+from sia.pipelines.inputs import replay_window
 
 SMALL = ["--synthetic", "more-queues", "--days", "5", "--train-days", "2", "--val-days", "1",
          "--warmup-days", "0.5", "--windows", "5,60", "--no-ablation",
@@ -71,10 +73,14 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
             row[label]["mean_speedup"] / row["sia-perfect"]["mean_speedup"])
     assert "capture_mean" in (tmp_path / "sweep" / "aggregate.csv").read_text()
     # the paper policy's replays are keyed by its own alias and model versions
-    from sia.pipelines.evaluate import policy_forecaster
+    from sia.pipelines.engine.predictors import resolve_registry
 
-    spec = {"tracking_uri": mlflow_uri, "alias": "champion", "windows_min": [5, 60],
-            "load_method": "sliding_max", "load_windows": 3, "trained_run": None,
-            "versions": None}
-    fc = policy_forecaster(spec, "paper")
-    assert fc["alias"] == "paper" and fc["versions"][name] == str(paper.version) == "2"
+    fc = resolve_registry("paper", (5, 60), tracking_uri=mlflow_uri)
+    assert fc.alias == "paper" and dict(fc.versions)[name] == str(paper.version) == "2"
+    assert out.predictors["versions"]["paper"][name] == "2"
+    champion = resolve_registry("champion", (5, 60), tracking_uri=mlflow_uri)
+    jobs, _ = replay_window(ev.load_trace(cfg).jobs, cfg.replay_start_day, cfg.replay_end_day)
+    specs = {s.where[-1]: s for s in ev.experiment_specs(cfg, out.experiments[0], jobs,
+                                                          {"champion": champion, "paper": fc})}
+    assert specs["sia-paper"].predictors is fc and specs["sia"].predictors is champion
+    assert specs["sia-paper"].key != specs["sia"].key

@@ -13,6 +13,7 @@ import yaml
 from sia.data.errors import ConfigError
 from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
+from sia.pipelines.engine import run_replay
 from sia.pipelines.executors import DaskExecutor, LocalExecutor
 from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import replay_window
@@ -210,7 +211,7 @@ def test_recorded_quotas_are_kept():
 def test_pooled_summary_of_one_experiment_is_its_summary():
     cfg, jobs, _, exps = _experiments(tiny(experiments=1))
     exp = exps[0]
-    results = {t.label: ev.run_replay(t) for t in ev.make_tasks(cfg, exp, jobs, None)}
+    results = {s.where[-1]: run_replay(s) for s in ev.experiment_specs(cfg, exp, jobs, None)}
     per_job, summaries = ev.score_experiment(cfg, exp, results)
     pooled = ev.pooled_summary(per_job.filter(pl.col("policy") == "maxmin"))
     for m in ev.SUMMARY_METRICS:
@@ -402,8 +403,8 @@ def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
     got = pl.read_parquet(out / "exp-000" / "maxmin.parquet")
     assert got.select("job_id", "start_time").sort("job_id").equals(
         want.select("job_id", "start_time").sort("job_id"))
-    fungible = ev.make_tasks(parse_config(tiny(experiments=1)), exp, jobs, None)
-    cells = ev.make_tasks(cfg, exp, jobs, None)
+    fungible = ev.experiment_specs(parse_config(tiny(experiments=1)), exp, jobs, None)
+    cells = ev.experiment_specs(cfg, exp, jobs, None)
     assert {t.key for t in fungible}.isdisjoint({t.key for t in cells})
 
 
@@ -435,7 +436,7 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
 
     _, jobs, _, exps = _experiments(tiny(experiments=1))
     exp = exps[0]
-    keys = {name: {t.label: t.key for t in ev.make_tasks(c, exp, jobs, None)}
+    keys = {name: {t.where[-1]: t.key for t in ev.experiment_specs(c, exp, jobs, None)}
             for name, c in [("plain", plain), ("defaults", defaults), ("mig", cfg),
                             ("mig20", cfg_with({**mig, "restart_delay_s": 20}))]}
     assert keys["plain"] == keys["defaults"]

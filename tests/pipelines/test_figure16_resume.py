@@ -99,35 +99,36 @@ def test_cli_redo_replays_everything(tiny, tmp_path, capsys):
 def test_key_ignores_locality_options_left_at_their_default(tiny):
     from dataclasses import replace
 
-    from sia.pipelines.figure16 import Replay
+    from sia.pipelines.figure16 import replay_spec
     from sia.scheduler.locality import LocalityConfig
 
     cfg = load_figure16_config(tiny)
-    a = Replay("base", 0, "hived", "cells-x", "hived", LocalityConfig(), cfg)
+    a = replay_spec(cfg, "base", 0, "hived", "cells-x", "hived", LocalityConfig())
     same = replace(a, locality=LocalityConfig(strict_reservations=False, pack=False))
     other = replace(a, locality=LocalityConfig(strict_reservations=True))
     assert a.key == same.key != other.key
-    assert replace(a, seed=1).key != a.key and replace(a, locality=None).key != a.key
+    seed1 = replay_spec(cfg, "base", 1, "hived", "cells-x", "hived", LocalityConfig())
+    assert seed1.key != a.key and replace(a, locality=None).key != a.key
 
 
 def test_learned_options_reach_the_policy_and_key_and_bad_ones_are_named(tiny, tmp_path):
-    from dataclasses import replace
-
     from sia.data.errors import ConfigError
-    from sia.pipelines.figure16 import Replay
+    from sia.pipelines.figure16 import replay_spec
     from sia.scheduler.locality import LocalityConfig
 
     path = tmp_path / "opts.yaml"
     path.write_text(TINY + "learned_options: {adapt_durations: true, duration_max_misses: 2}\n")
     cfg = load_figure16_config(path)
     assert cfg.learned_options == {"adapt_durations": True, "duration_max_misses": 2}
-    plain = Replay("base", 0, "sia-learned", "cells-x", "sia-learned", LocalityConfig(),
-                   load_figure16_config(tiny))
-    opted = replace(plain, config=cfg)
-    assert opted.key != plain.key
+    plain_cfg = load_figure16_config(tiny)
+    plain = replay_spec(plain_cfg, "base", 0, "sia-learned", "cells-x", "sia-learned",
+                        LocalityConfig())
+    opted = replay_spec(cfg, "base", 0, "sia-learned", "cells-x", "sia-learned", LocalityConfig())
+    assert opted.key != plain.key and opted.options == cfg.learned_options
     # other policies' keys do not depend on the learned options
-    hived = replace(plain, policy="hived", label="hived")
-    assert hived.key == replace(hived, config=cfg).key
+    hived = [replay_spec(c, "base", 0, "hived", "cells-x", "hived", LocalityConfig())
+             for c in (plain_cfg, cfg)]
+    assert hived[0].key == hived[1].key
     for bad, named in (("{duration_max_misses: 99}", "max_misses"),
                        ("{no_such_option: 1}", "no_such_option"), ("[1]", "mapping")):
         path.write_text(TINY + f"learned_options: {bad}\n")

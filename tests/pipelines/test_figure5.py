@@ -7,12 +7,12 @@ import pytest
 import yaml
 from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
-from sia.pipelines import figure5
 from sia.pipelines.cli import main
+from sia.pipelines.engine import run as engine_run
 from sia.pipelines.figure5 import (
-    Replay,
     load_figure5_config,
     parse_figure5_config,
+    replay_spec,
     run_figure5,
 )
 from sia.scheduler.registry import make_policy
@@ -86,7 +86,7 @@ def count_replays(monkeypatch):
         calls.append(getattr(policy, "name", type(policy).__name__))
         return simulate(jobs, pools, policy, **kw)
 
-    monkeypatch.setattr(figure5, "simulate", counting)
+    monkeypatch.setattr(engine_run, "simulate", counting)
     return calls
 
 
@@ -208,9 +208,9 @@ def test_a_changed_warmup_rescores_without_replaying(tmp_path, count_replays):
 
 def test_oracle_options_key_only_the_oracle_replays():
     a, b = _tiny(oracle={"time_limit_s": 10}), _tiny(oracle={"time_limit_s": 20})
-    assert Replay("base", 0, "oracle", a).key != Replay("base", 0, "oracle", b).key
-    assert Replay("base", 0, "maxmin", a).key == Replay("base", 0, "maxmin", b).key
-    assert Replay("base", 0, "maxmin", a).key != Replay("base", 1, "maxmin", a).key
+    assert replay_spec(a, "base", 0, "oracle").key != replay_spec(b, "base", 0, "oracle").key
+    assert replay_spec(a, "base", 0, "maxmin").key == replay_spec(b, "base", 0, "maxmin").key
+    assert replay_spec(a, "base", 0, "maxmin").key != replay_spec(a, "base", 1, "maxmin").key
 
 
 def test_cli_rerun_says_what_it_reused(tmp_path, capsys):

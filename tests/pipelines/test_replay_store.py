@@ -7,7 +7,7 @@ import json
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
-from sia.pipelines.replay_store import (
+from sia.pipelines.engine.store import (
     atomic_write_parquet,
     replay_files,
     replay_status,

@@ -1,4 +1,6 @@
-"""Finished replays on disk, so an interrupted sweep resumes without redoing them (DESIGN.md 7).
+"""The replay store: finished replays on disk, so an interrupted sweep resumes without redoing them.
+
+(DESIGN.md 7.) :mod:`sia.pipelines.engine.execute` runs a sweep's specs into it.
 
 Each replay is stored as two files side by side: ``LABEL.parquet`` (the
 simulator's per-job result) and the completion marker ``LABEL.done.json``
@@ -93,45 +95,3 @@ def save_replay(parquet: Path, marker: Path, frame: pl.DataFrame, key: str,
     atomic_write_parquet(frame, parquet)
     atomic_write_text(marker, json.dumps({"key": key, "rows": frame.height, **meta}))
     return parquet
-
-
-def sort_for_resume(items: list[Any], out: Path, config: dict[str, Any], *, reuse: bool,
-                    say: Any) -> tuple[list[str], list[str], list[Any]]:
-    """Sort a sweep's replays for a resumed run: (names reused, names stale, items to run).
-
-    ``items`` have ``files(out) -> (parquet, marker)``, ``key`` and ``name``; with
-    ``reuse`` False every one is run. Stale replays (made with other settings)
-    are reported through ``say``, naming the keys of ``config`` (the sweep's
-    settings as JSON values) that differ from the ``config.json`` saved in
-    ``out`` by the last run, which is then replaced by ``config``.
-    """
-    status = [replay_status(*i.files(out), i.key) if reuse else "missing" for i in items]
-    reused = [i.name for i, st in zip(items, status, strict=True) if st == "done"]
-    stale = [i.name for i, st in zip(items, status, strict=True) if st == "stale"]
-    if stale:
-        saved = read_marker(out / "config.json") or {}
-        changed = [k for k in config if k in saved and saved[k] != config[k]]
-        why = f" (config changed: {', '.join(changed)})" if changed else ""
-        say(f"{len(stale)} replay(s) in {out / 'replays'} were made with other settings"
-            f"{why}; redoing them")
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2))
-    todo = [i for i, st in zip(items, status, strict=True) if st != "done"]
-    say(f"reusing {len(reused)} of {len(items)} replays from {out / 'replays'}; "
-        f"running {len(todo)}")
-    return reused, stale, todo
-
-
-def run_into_store(executor: Any, fn: Any, todo: list[Any], out: Path, *, progress: bool,
-                   label: str) -> list[str]:
-    """Run ``fn`` on each of ``todo`` with ``executor`` (``fn(item) -> (frame, meta)``, meta
-    with ``wall_s``), saving each replay as it finishes (:func:`save_replay`, with the item's
-    ``policy``) under a progress bar named ``label``; return the names run, in order."""
-    from sia.pipelines.executors import ProgressBar
-
-    ran: list[str] = []
-    with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance:
-        for item, (frame, meta) in executor.run(fn, todo):
-            save_replay(*item.files(out), frame, item.key, policy=item.policy, **meta)
-            ran.append(item.name)
-            advance(item.name, meta["wall_s"])
-    return ran

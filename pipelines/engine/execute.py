@@ -1,0 +1,93 @@
+"""Run a sweep's replay specs into the store, resuming, and read finished outcomes back.
+
+:func:`execute` sorts the specs into reused (finished on disk under the same
+key), stale (made with other settings: redone) and to run, runs the rest on
+an executor (in-process, local processes or Dask), and stores each outcome
+as it comes in. :func:`stored_outcome` reads one back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from sia.data.errors import ConfigError
+from sia.pipelines.engine.run import run_replay
+from sia.pipelines.engine.spec import ReplayOutcome, ReplaySpec
+from sia.pipelines.engine.store import (
+    atomic_write_text,
+    read_marker,
+    replay_status,
+    save_replay,
+)
+
+
+def run_stored(spec: ReplaySpec) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Replay ``spec`` (on a worker); return (its result table, what its marker keeps)."""
+    outcome = run_replay(spec)
+    return outcome.result, outcome.meta()
+
+
+@dataclass
+class Executed:
+    """What :func:`execute` did: the names of the replays run now, reused and found stale."""
+
+    ran: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+
+def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: bool = True,
+            progress: bool = False, label: str = "replays", config: dict[str, Any] | None = None,
+            say: Callable[[str], None] | None = None,
+            on_done: Callable[[ReplaySpec], None] | None = None) -> Executed:
+    """Run every spec not finished under ``out`` (each stored as it finishes); return what ran.
+
+    ``reuse`` False runs them all. Stale replays are reported through
+    ``say``, naming the keys of ``config`` (the sweep's settings, JSON
+    values) that differ from ``out/config.json``, which ``config`` then
+    replaces. ``on_done(spec)`` is called after each replay is stored.
+    """
+    from sia.pipelines.executors import ProgressBar
+
+    say = say or (lambda msg: None)
+    out = Path(out)
+    status = [replay_status(*s.files(out), s.key) if reuse else "missing" for s in specs]
+    done = Executed(reused=[s.name for s, st in zip(specs, status, strict=True) if st == "done"],
+                    stale=[s.name for s, st in zip(specs, status, strict=True) if st == "stale"])
+    if config is not None:
+        if done.stale:
+            saved = read_marker(out / "config.json") or {}
+            changed = [k for k in config if k in saved and saved[k] != config[k]]
+            why = f" (config changed: {', '.join(changed)})" if changed else ""
+            say(f"{len(done.stale)} replay(s) in {out} were made with other settings{why}; "
+                "redoing them")
+        atomic_write_text(out / "config.json", json.dumps(config, indent=2))
+    todo = [s for s, st in zip(specs, status, strict=True) if st != "done"]
+    say(f"reusing {len(done.reused)} of {len(specs)} replays from {out}; running {len(todo)}")
+    with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance:
+        for spec, (frame, meta) in executor.run(run_stored, todo):
+            save_replay(*spec.files(out), frame, spec.key, policy=spec.policy, **meta)
+            done.ran.append(spec.name)
+            advance(spec.name, meta["wall_s"])
+            if on_done is not None:
+                on_done(spec)
+    return done
+
+
+def stored_outcome(spec: ReplaySpec, out: Path, *, command: str = "the same command") -> ReplayOutcome:
+    """Return the finished outcome of ``spec`` stored under ``out``.
+
+    Raises ConfigError naming the replay when it is not finished there.
+    """
+    parquet, marker = spec.files(out)
+    if replay_status(parquet, marker, spec.key) != "done":
+        raise ConfigError(f"{out}: replay {spec.name} is not finished ({parquet}); run "
+                          f"{command} again to complete it")
+    meta = read_marker(marker) or {}
+    return ReplayOutcome(pl.read_parquet(parquet), meta.get("placement"), meta.get("facts") or {},
+                         meta.get("wall_s") or 0.0)

@@ -1,0 +1,83 @@
+"""The one way the pipelines get learned predictors for a replay (DESIGN.md 5.4).
+
+From the MLflow registry: :func:`resolve_registry` checks, before any
+replay, that every model an alias names is there and records the exact
+versions (they key the replays and are logged on the evaluation's run);
+:func:`load_forecaster` builds the forecaster where the replay runs, always
+through :meth:`sia.models.forecaster.LearnedForecaster.from_registry`.
+Figure 16's ``sia-learned`` instead trains its predictors on an independent
+synthetic workload (:class:`SyntheticTrainedPredictors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sia.pipelines.engine.spec import Predictors, RegistryPredictors, SyntheticTrainedPredictors
+
+
+def registry_names(windows_min: tuple[int, ...], load_method: str) -> list[str]:
+    """Return the registered model names a forecaster of these windows loads."""
+    from sia.models.registry import JOB_DURATION_NAME, new_load_name, will_arrive_name
+
+    names = [will_arrive_name(int(k)) for k in windows_min] + [JOB_DURATION_NAME]
+    if load_method != "sliding_max":
+        names += [new_load_name(int(k)) for k in windows_min]
+    return names
+
+
+def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: str = "sliding_max",
+                     load_windows: int = 3, tracking_uri: str | None = None,
+                     hint: str = "", where: str = "alias") -> RegistryPredictors:
+    """Return the :class:`RegistryPredictors` of ``alias`` with the versions it points at now.
+
+    Loads the forecaster once (so a model that is missing or cannot be read
+    fails here, before any replay). A missing model is a one-line
+    :class:`~sia.models.registry.RegistryError` naming the alias and the
+    store (after ``where``: the option or key that named it), followed by
+    ``hint`` (what to do).
+    """
+    from sia.models.registry import RegistryError, version_of
+    from sia.pipelines.tracking import check_reachable
+    from sia.pipelines.tracking import tracking_uri as uri_in_force
+
+    uri = tracking_uri or uri_in_force()
+    check_reachable(uri)
+    ref = RegistryPredictors(alias=alias, windows_min=tuple(int(k) for k in windows_min),
+                             load_method=load_method, load_windows=int(load_windows),
+                             tracking_uri=uri)
+    try:
+        load_forecaster(ref)
+        versions = tuple((n, str(version_of(n, alias).version))
+                         for n in registry_names(ref.windows_min, load_method))
+    except RegistryError as exc:
+        what = str(exc).splitlines()[0].split(" in the MLflow store")[0].removeprefix("no ")
+        raise RegistryError(f"{where} {alias}: no {what} in the MLflow store {uri}{hint}") from None
+    return RegistryPredictors(**{**ref.__dict__, "versions": versions})
+
+
+def load_forecaster(ref: Predictors) -> Any:
+    """Return a fresh forecaster for ``ref`` (registry models are read once per process)."""
+    if isinstance(ref, SyntheticTrainedPredictors):
+        return _train_on_synthetic(ref)
+    from sia.models.forecaster import LearnedForecaster
+
+    return LearnedForecaster.from_registry(ref.windows_min, ref.alias, load_method=ref.load_method,
+                                           load_windows=ref.load_windows,
+                                           tracking_uri=ref.tracking_uri)
+
+
+def _train_on_synthetic(ref: SyntheticTrainedPredictors) -> Any:
+    """Return a LearnedForecaster trained on ``ref.workload``'s FCFS replay (default TrainConfig,
+    single-threaded XGBoost, as the registry loads them)."""
+    from sia.models.forecaster import LearnedForecaster
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import TrainConfig, train_predictors
+
+    jobs, pools = ref.workload.frames()
+    tc = TrainConfig(ablation=False)
+    res = train_predictors(fcfs_schedule(jobs, pools), tc)
+    return LearnedForecaster({r.k_min: r.model for r in res.windows},
+                             load_windows=tc.load_windows,
+                             duration_config={"fallback_bin": tc.duration_fallback_bin,
+                                              "min_count": tc.history_min_count})

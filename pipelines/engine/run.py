@@ -1,0 +1,78 @@
+"""Run one :class:`~sia.pipelines.engine.spec.ReplaySpec` and score outcomes against a baseline.
+
+:func:`run_replay` is the only place the pipelines build a policy and call
+the simulator; :func:`score` the only place they compare a replay with its
+baseline (:func:`sia.scheduler.metrics.compare`, DESIGN.md 6.5).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import polars as pl
+from sia.pipelines.engine.predictors import load_forecaster
+from sia.pipelines.engine.sched import (
+    RESULT_COLUMNS,
+    compare,
+    make_policy,
+    policy_options,
+    replay_maybe_cells,
+    simulate,
+)
+from sia.pipelines.engine.spec import ReplayOutcome, ReplaySpec
+
+
+def build_policy(spec: ReplaySpec) -> Any:
+    """Return the spec's policy: its options, its seed if it takes one, and its forecaster
+    (the spec's predictors, loaded or trained now) under the option it declares."""
+    fc = None if spec.predictors is None else load_forecaster(spec.predictors)
+    options = policy_options(spec.policy, spec.options, seed=spec.seed, forecaster=fc)
+    return make_policy(spec.policy, locality=spec.locality, **options)
+
+
+def run_replay(spec: ReplaySpec) -> ReplayOutcome:
+    """Replay ``spec``; return its :class:`ReplayOutcome` (result in ``RESULT_COLUMNS``)."""
+    jobs, pools = spec.workload.frames()
+    clock = time.perf_counter()
+    policy = build_policy(spec)
+    if spec.locality is None:
+        result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
+                          progress=spec.progress)
+        placement = None
+    else:
+        result, placement = replay_maybe_cells(jobs, pools, policy, spec.locality,
+                                               tick_s=spec.tick_s, speedup=spec.speedup,
+                                               progress=spec.progress)
+    wall = time.perf_counter() - clock
+    return ReplayOutcome(result.select(RESULT_COLUMNS), placement, policy_facts(policy), wall)
+
+
+def policy_facts(policy: Any) -> dict[str, Any]:
+    """Return what a finished policy reports about its replay (JSON-ready), or {}.
+
+    A policy reports through a ``facts()`` method. The oracle predates that
+    protocol and keeps its solver outcome in ``result`` (an OracleResult);
+    this adapter, the only reader of it, turns it into ``oracle_status``,
+    ``oracle_gap``, ``oracle_delay_h`` and ``fcfs_delay_h`` (hours).
+    """
+    facts = getattr(policy, "facts", None)
+    if callable(facts):
+        return dict(facts())
+    res = getattr(policy, "result", None)
+    if res is None or not hasattr(res, "status"):
+        return {}
+    return {"oracle_status": res.status, "oracle_gap": res.gap,
+            "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600}
+
+
+def score(outcome: ReplayOutcome | pl.DataFrame, baseline: ReplayOutcome | pl.DataFrame,
+          warmup_s: float, pools: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
+    """Return (per-job metrics, summary) of ``outcome`` against ``baseline`` (both replays of
+    the same jobs), counting jobs submitted ``warmup_s`` seconds after the first submission.
+
+    ``pools`` (pool, quota_gpus) adds per-pool demand-to-supply ratios.
+    """
+    res = outcome.result if isinstance(outcome, ReplayOutcome) else outcome
+    base = baseline.result if isinstance(baseline, ReplayOutcome) else baseline
+    return compare(res, base, warmup_s=warmup_s, pools=pools)

@@ -1,0 +1,187 @@
+"""What one replay is (:class:`ReplaySpec`) and what it gives back (:class:`ReplayOutcome`).
+
+A spec names everything the replay's result depends on: the workload (a
+reference a worker can rebuild, or the frames themselves), the policy and its
+options, the predictors of a policy that takes a forecaster, the locality
+(None: fungible GPUs), the tick and the duration speedup. Its :attr:`key`
+hashes exactly those, so a stored replay is reused only for the same spec
+(:mod:`sia.pipelines.engine.store`). Specs are plain frozen data: they pickle
+to process pools and Dask workers.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from sia.pipelines.engine.store import replay_files, result_key
+
+
+# ----------------------------------------------------------------------------- workloads
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """A synthetic SIA workload (:func:`sia.data.synthetic.generate_workload`), rebuilt where it runs."""
+
+    variant: str
+    seed: int
+    days: float
+    pool_gpus: int = 8
+
+    @property
+    def key(self) -> tuple:
+        """What the jobs and quotas depend on."""
+        return ("synthetic", self.variant, self.seed, self.days, self.pool_gpus)
+
+    def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Return (jobs, pools[pool, quota_gpus]), generated once per process."""
+        return _synthetic(self.variant, self.seed, self.days, self.pool_gpus)
+
+
+@functools.lru_cache(maxsize=4)
+def _synthetic(variant: str, seed: int, days: float, pool_gpus: int
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    from sia.data.synthetic import generate_workload
+
+    jobs, pools = generate_workload(variant, seed, days=days, pool_gpus=pool_gpus)
+    return jobs, pools.select("pool", "quota_gpus")
+
+
+@dataclass(frozen=True, eq=False)
+class FrameWorkload:
+    """Jobs and pools held in memory (a trace's window, an experiment's pools and quotas).
+
+    ``key`` describes where they came from (trace, window, pools, quotas):
+    the planner that cut them knows, the frames are not hashed.
+    """
+
+    jobs: pl.DataFrame
+    pools: pl.DataFrame
+    key: Any
+
+    def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Return (jobs, pools[pool, quota_gpus])."""
+        return self.jobs, self.pools.select("pool", "quota_gpus")
+
+
+Workload = SyntheticWorkload | FrameWorkload
+
+
+# ----------------------------------------------------------------------------- predictors
+@dataclass(frozen=True)
+class RegistryPredictors:
+    """Learned predictors registered in MLflow under ``alias`` (loaded by
+    :meth:`sia.models.forecaster.LearnedForecaster.from_registry`).
+
+    ``versions`` ({registered model name: version}) are the ones the alias
+    pointed at when the sweep was planned: they key the replay, so a
+    retraining under the same alias redoes it.
+    """
+
+    alias: str
+    windows_min: tuple[int, ...]
+    load_method: str = "sliding_max"
+    load_windows: int = 3
+    tracking_uri: str | None = None
+    versions: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        """What the forecasts depend on (the store's URI is not: the versions are)."""
+        return ("registry", self.alias, self.windows_min, self.load_method, self.load_windows,
+                self.versions)
+
+
+@dataclass(frozen=True)
+class SyntheticTrainedPredictors:
+    """Predictors trained where the replay runs, on an independent synthetic workload's FCFS
+    replay (Figure 16's ``sia-learned``): ``workload`` is what they are trained on."""
+
+    workload: SyntheticWorkload
+
+    @property
+    def key(self) -> tuple:
+        """What the trained models depend on."""
+        return ("trained", self.workload.days, self.workload.seed)
+
+
+Predictors = RegistryPredictors | SyntheticTrainedPredictors
+
+
+# ----------------------------------------------------------------------------- the spec
+@dataclass(frozen=True, eq=False)
+class ReplaySpec:
+    """One replay: ``policy`` (registry name) with ``options`` on ``workload``.
+
+    - ``predictors``: for a policy that takes a forecaster (its declared
+      needs), where its learned predictors come from; None otherwise;
+    - ``seed``: passed to a policy that declares it takes one (unless
+      ``options`` sets it);
+    - ``locality``: a LocalityConfig (buddy cells) or None (fungible GPUs);
+    - ``tick_s``: the scheduling tick; ``speedup``: job durations are divided by it;
+    - ``where``: the replay's place in a store, folders then file label
+      (``("exp-000", "sia")`` -> ``OUT/exp-000/sia.parquet``); ``title``: its name
+      in progress lines and errors (default: ``where`` joined by '/');
+    - ``progress``: show the simulator's progress bar (not part of the key).
+    """
+
+    workload: Workload
+    policy: str
+    options: dict[str, Any] = field(default_factory=dict)
+    predictors: Predictors | None = None
+    seed: int | None = None
+    locality: Any = None
+    tick_s: float = 300.0
+    speedup: float = 1.0
+    where: tuple[str, ...] = ()
+    title: str | None = None
+    progress: bool = False
+
+    @property
+    def name(self) -> str:
+        """How progress and errors name the replay: ``title``, else ``where`` joined by '/'."""
+        return self.title or "/".join(self.where) or self.policy
+
+    @property
+    def key(self) -> str:
+        """Hash of everything the result depends on (see the module doc)."""
+        return result_key("replay", self.workload.key, self.policy, self.options,
+                          None if self.predictors is None else self.predictors.key, self.seed,
+                          locality_options(self.locality), self.tick_s, self.speedup)
+
+    def files(self, out_dir: Path) -> tuple[Path, Path]:
+        """Return (the replay's Parquet under ``out_dir``, its completion marker)."""
+        *folders, label = self.where or (self.policy,)
+        return replay_files(Path(out_dir).joinpath(*folders), label)
+
+
+def locality_options(locality: Any) -> dict[str, Any] | None:
+    """Return a LocalityConfig's fields that differ from their defaults, JSON-ready (None: fungible).
+
+    Options left at their default are left out, so a new LocalityConfig
+    option whose default keeps the old behaviour changes no key.
+    """
+    if locality is None:
+        return None
+    default = asdict(type(locality)())
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in asdict(locality).items() if v != default[k]}
+
+
+@dataclass
+class ReplayOutcome:
+    """What a replay gave: the simulator's per-job ``result`` (times in seconds), the cell
+    cluster's ``placement`` counters (None on fungible GPUs), the policy's ``facts`` (what it
+    reports about itself, e.g. the oracle's solver status) and the replay's ``wall_s``
+    (predictor loading or training and policy construction included)."""
+
+    result: pl.DataFrame
+    placement: dict[str, Any] | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def meta(self) -> dict[str, Any]:
+        """Return what the store keeps beside the result (JSON-ready)."""
+        return {"wall_s": self.wall_s, "placement": self.placement, "facts": self.facts}
