@@ -108,8 +108,12 @@ def register(app: typer.Typer) -> None:
                               "in-process).", show_default=False)] = None,
         no_mlflow: Annotated[bool, typer.Option(
             "--no-mlflow", help="Do not log MLflow runs (files only).")] = False,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
+            "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
+            metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
-        cfg = load_config(config)
+        cfg = load_config(config, set_)
         out_dir = out or output_root() / "evaluations" / cfg.name
         console = wide_console()
         executor = make_executor(workers, dask)

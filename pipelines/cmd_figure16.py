@@ -48,12 +48,16 @@ def register(app: typer.Typer) -> None:
         causes: Annotated[bool, typer.Option(
             "--causes", help="Instead: classify why each slowed job of each locality policy "
             "was slowed (DIR/causes.csv, causes.md, causes_jobs.csv).")] = False,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
+            "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
+            metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
         from sia.pipelines.figure16 import load_figure16_config, run_causes, run_figure16
 
         if workers < 1:
             raise typer.BadParameter("must be >= 1", param_hint="--workers")
-        cfg = load_figure16_config(config or DEFAULT_CONFIG)
+        cfg = load_figure16_config(config or DEFAULT_CONFIG, set_)
         out_dir = out or output_root() / "figure16"
         if causes:
             run_causes(cfg, out_dir, workers=workers)

@@ -43,10 +43,14 @@ def register(app: typer.Typer) -> None:
         redo: Annotated[bool, typer.Option(
             "--redo", help="Replay everything, reusing nothing from DIR/replays (e.g. after "
             "changing a policy's code, which the resume key does not see).")] = False,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
+            "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
+            metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
         from sia.pipelines.figure5 import METRICS, load_figure5_config, run_figure5, summarize
 
-        cfg = load_figure5_config(config or DEFAULT_CONFIG)
+        cfg = load_figure5_config(config or DEFAULT_CONFIG, set_)
         out_dir = out or output_root() / "figure5"
         run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo, reuse=not redo)
         table = run.table

@@ -43,6 +43,7 @@ from sia.pipelines.engine import (
     ReplayOutcome,
     ReplaySpec,
     execute,
+    require_scored,
     score,
     stored_outcome,
 )
@@ -539,6 +540,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         if tracker is not None:
             tracker.close()
     result.wall_s = time.perf_counter() - clock
+    require_scored(int(result.aggregate["n_jobs"].fill_null(0).sum()) if result.aggregate.height
+                   else 0, cfg.source, f"warmup_days {cfg.warmup_days:g}")
     return result
 
 

@@ -18,12 +18,13 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
       days: 10                     # ... over this many days (also: keep a trace's first days)
     replay: {start_day: 28, end_day: 35}   # the replayed window (days since the trace start)
     warmup_days: 2                 # only jobs submitted after it count (default 2)
-    experiments: 100               # experiments per group
-    pools_per_experiment: 4        # an int, "all", or a list (one group each: Figure 14)
+    grid:                          # what the sweep runs over (also read at the top level)
+      experiments: 100             # experiments per group
+      pools_per_experiment: 4      # an int, "all", or a list (one group each: Figure 14)
+      quota_scale: 1.0             # a number or a list (one group each: Figure 18)
     min_jobs_per_pool: 20          # pools with fewer jobs in the window are never picked
     quotas: from_load              # from_load (SIA 6.1, per experiment) or recorded
     load_range: [0.6, 1.1]         # target load per pool for from_load
-    quota_scale: 1.0               # a number or a list (one group each: Figure 18)
     locality: false                # or true (8-GPU servers, racks of 4, buddy placement), or
                                    # {topology: "gpus=8,rack=4", placement: "buddy,mcf",
                                    #  options: {preempt: true, preemptible_fraction: 0.3}}
@@ -42,7 +43,8 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
       val_days: 7
       warmup_days: 1
 
-:func:`load_config` reads a file; :func:`parse_config` validates a mapping.
+:func:`load_config` reads a file (schema checked first, every error at once:
+:mod:`sia.pipelines.study_schema`); :func:`parse_config` validates a mapping.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from sia.data.errors import ConfigError
+from sia.pipelines.study_schema import load_study
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
@@ -212,26 +214,12 @@ class _Where:
         return value
 
 
-def read_yaml(path: Path | str) -> Any:
-    """Return the parsed YAML of the config file at ``path`` (None for an empty file).
-
-    Raises ConfigError naming the file when it is missing or not valid YAML.
-    """
+def load_config(path: Path | str, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read and validate the YAML experiment config at ``path`` (``overrides``: `--set KEY=VALUE`
+    items); raise ConfigError on mistakes (schema errors all at once: :mod:`sia.pipelines.study_schema`)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]} "
-                          f"({getattr(exc, 'problem_mark', '')})".strip()) from None
-
-
-def load_config(path: Path | str) -> ExperimentConfig:
-    """Read and validate the YAML experiment config at ``path``; raise ConfigError on mistakes."""
-    path = Path(path)
-    raw = read_yaml(path)
-    return parse_config(raw, source=str(path), base_dir=path.parent, default_name=path.stem)
+    return load_study(path, "evaluate", lambda raw: parse_config(
+        raw, source=str(path), base_dir=path.parent, default_name=path.stem), overrides)
 
 
 def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = None,

@@ -77,10 +77,11 @@ from sia.pipelines.engine import (
     SyntheticTrainedPredictors,
     SyntheticWorkload,
     execute,
+    require_scored,
     score,
     stored_outcome,
 )
-from sia.pipelines.experiment import read_yaml
+from sia.pipelines.study_schema import load_study
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
 #: without binding a server that loans partly hold (LocalityConfig.adopt_loans).
@@ -125,10 +126,15 @@ class Figure16Config:
     pool_gpus: int = 8
 
 
-def load_figure16_config(path: Path | str) -> Figure16Config:
-    """Read a Figure 16 YAML config; ConfigError naming the file and key on bad input."""
+def load_figure16_config(path: Path | str, overrides: list[str] | None = None) -> Figure16Config:
+    """Read a Figure 16 YAML config (``overrides``: `--set KEY=VALUE` items); ConfigError naming
+    the file and key on bad input (schema errors all at once)."""
     path = Path(path)
-    raw = read_yaml(path) or {}
+    return load_study(path, "figure16", lambda raw: parse_figure16_config(raw, path), overrides)
+
+
+def parse_figure16_config(raw: dict[str, Any], path: Path | str = "<dict>") -> Figure16Config:
+    """Return the validated :class:`Figure16Config` of a mapping (ConfigError naming ``path`` and the key)."""
     if not isinstance(raw, dict):
         raw_t = type(raw).__name__
         raise ConfigError(f"{path}: expected a mapping at the top level, got {raw_t}")
@@ -514,6 +520,8 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     plot_figure16(main, out / "figure16.png")
     run.main, run.chains = main, chains
     run.wall_s = time.perf_counter() - clock
+    require_scored(int(runs["n_jobs"].sum()) if runs.height else 0, str(out_dir),
+                   f"warmup_s {cfg.warmup_s:g}")
     return run
 
 

@@ -42,12 +42,13 @@ from sia.pipelines.engine import (
     ReplaySpec,
     SyntheticWorkload,
     execute,
+    require_scored,
     score,
     stored_outcome,
 )
 from sia.pipelines.engine.sched import POLICIES
 from sia.pipelines.executors import Executor
-from sia.pipelines.experiment import read_yaml
+from sia.pipelines.study_schema import load_study
 
 METRICS = (
     ("mean_speedup", "mean speedup (x)"),
@@ -77,11 +78,12 @@ class Figure5Config:
     oracle: dict[str, Any] = field(default_factory=dict)
 
 
-def load_figure5_config(path: Path | str) -> Figure5Config:
-    """Return the :class:`Figure5Config` of a YAML file; ConfigError naming the file and key."""
+def load_figure5_config(path: Path | str, overrides: list[str] | None = None) -> Figure5Config:
+    """Return the :class:`Figure5Config` of a YAML file (``overrides``: `--set KEY=VALUE` items);
+    ConfigError naming the file and key (schema errors all at once)."""
     path = Path(path)
-    raw = read_yaml(path)
-    return parse_figure5_config(raw or {}, source=str(path))
+    return load_study(path, "figure5", lambda raw: parse_figure5_config(raw, source=str(path)),
+                      overrides)
 
 
 def parse_figure5_config(raw: dict, source: str = "<dict>") -> Figure5Config:
@@ -205,6 +207,8 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
     summary.write_csv(out / "figure5_summary.csv")
     plot_figure5(summary, out / "figure5.png", cfg.workloads, cfg.policies)
     run.wall_s = time.perf_counter() - clock
+    require_scored(int(run.table["n_jobs"].sum()) if run.table.height else 0, str(out_dir),
+                   f"warmup_s {cfg.warmup_s:g}")
     return run
 
 

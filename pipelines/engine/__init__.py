@@ -13,7 +13,7 @@
 """
 
 from sia.pipelines.engine.execute import Executed, execute, run_stored, stored_outcome
-from sia.pipelines.engine.run import policy_facts, run_replay, score
+from sia.pipelines.engine.run import policy_facts, require_scored, run_replay, score
 from sia.pipelines.engine.spec import (
     FrameWorkload,
     RegistryPredictors,
@@ -27,5 +27,5 @@ from sia.pipelines.engine.spec import (
 __all__ = [
     "Executed", "FrameWorkload", "RegistryPredictors", "ReplayOutcome", "ReplaySpec",
     "SyntheticTrainedPredictors", "SyntheticWorkload", "execute", "locality_options",
-    "policy_facts", "run_replay", "run_stored", "score", "stored_outcome",
+    "policy_facts", "require_scored", "run_replay", "run_stored", "score", "stored_outcome",
 ]

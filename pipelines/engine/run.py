@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import polars as pl
+from sia.data.errors import ConfigError
 from sia.pipelines.engine.predictors import load_forecaster
 from sia.pipelines.engine.sched import (
     RESULT_COLUMNS,
@@ -64,6 +65,15 @@ def policy_facts(policy: Any) -> dict[str, Any]:
         return {}
     return {"oracle_status": res.status, "oracle_gap": res.gap,
             "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600}
+
+
+def require_scored(n_jobs: int | None, where: str, warmup: str) -> None:
+    """Raise ConfigError when a study scored no job at all (``where``: the config; ``warmup``:
+    the warm-up setting to name), so a sweep of empty tables never exits as a success."""
+    if not n_jobs:
+        raise ConfigError(f"{where}: no job was scored: every replayed job was submitted during "
+                          f"the warm-up ({warmup}) or the replay holds no job; shorten the "
+                          "warm-up or replay more days (the tables written say '-')")
 
 
 def score(outcome: ReplayOutcome | pl.DataFrame, baseline: ReplayOutcome | pl.DataFrame,

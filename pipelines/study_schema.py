@@ -1,0 +1,440 @@
+"""The one config schema of every study (`sia evaluate`, `sia figure5`, `sia figure16`), in pydantic.
+
+A study config is a YAML mapping: common keys (``name``, ``seed``,
+``tick_s``, ``policies`` ...), the study's own keys, and a ``grid:`` section
+holding what the study sweeps over (evaluate: ``experiments``,
+``pools_per_experiment``, ``quota_scale``; figure5: ``workloads``,
+``seeds``; figure16: ``variants``, ``seeds``, ``chain_variants``,
+``allocators``). Grid keys written at the top level, as configs did before
+``grid:`` existed, are still read.
+
+:func:`load_study` reads a file strictly: UTF-8 only, duplicate keys
+rejected, NaN and infinite numbers rejected, ``--set key=value`` overrides
+applied, and every schema error reported at once, each naming the file and
+the key, as one :class:`ConfigError` line. The study's own parser then
+checks meaning (known policies, files that exist, locality support).
+:func:`json_schema` is what `sia schema` writes for editors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sia.data.errors import ConfigError
+
+STUDIES = ("evaluate", "figure5", "figure16")
+T = TypeVar("T")
+NON_FINITE = "NaN or infinite number; give a finite value"
+
+PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors; numbers must be finite; ints are not silently made of bools."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=False)
+
+
+# ----------------------------------------------------------------------------- evaluate
+class TraceSection(_Strict):
+    """Where the jobs come from: exactly one of ``path`` (with reader options) or ``synthetic``."""
+
+    path: str | None = None
+    synthetic: str | None = None
+    format: str | None = None
+    clean: bool | None = None
+    map: dict[str, str] | None = None
+    pool_from: str | None = None
+    time_unit: str | None = None
+    quotas: str | None = None
+    days: PosFloat | None = None
+    seed: NonNegInt | None = None
+
+
+class ReplaySection(_Strict):
+    """The replayed window, days since the trace start."""
+
+    start_day: NonNegFloat | None = None
+    end_day: PosFloat | None = None
+
+
+class LocalitySection(_Strict):
+    """Buddy cells: server/rack shape, placement chain, LocalityConfig options."""
+
+    topology: str | None = None
+    placement: str | None = None
+    options: dict[str, Any] | None = None
+
+
+class PolicyEntry(_Strict):
+    """A policy with its registry ``name``, display ``label``, options and predictors."""
+
+    name: str
+    label: str | None = None
+    options: dict[str, Any] | None = None
+    forecaster: Literal["learned", "none"] | None = None
+    alias: str | None = None
+
+
+class PredictorsSection(_Strict):
+    """Where learned predictors come from: the registry (by alias) or trained before the replay."""
+
+    train: Literal["registry", "on_the_fly"] | None = None
+    alias: str | None = None
+    windows_min: list[PosInt] | None = None
+    load_method: Literal["sliding_max", "calibrated"] | None = None
+    load_windows: PosInt | None = None
+    train_days: PosFloat | None = None
+    val_days: PosFloat | None = None
+    warmup_days: NonNegFloat | None = None
+    duration_quantile: Annotated[float, Field(ge=0, le=1)] | None = None
+    duration_target_under: Annotated[float, Field(ge=0, le=1)] | None = None
+
+
+PoolsPerExperiment = PosInt | Literal["all"]
+
+
+class EvaluateGrid(_Strict):
+    """What `sia evaluate` sweeps: experiments per group, and groups of pool count x quota scale."""
+
+    experiments: PosInt | None = None
+    pools_per_experiment: PoolsPerExperiment | list[PoolsPerExperiment] | None = None
+    quota_scale: PosFloat | list[PosFloat] | None = None
+
+
+class EvaluateStudy(EvaluateGrid):
+    """`sia evaluate`: experiments sharing pools of a trace, every policy against FCFS."""
+
+    study: Literal["evaluate"] | None = None
+    name: str | None = None
+    description: str | None = None
+    seed: NonNegInt | None = None
+    trace: TraceSection
+    replay: ReplaySection | None = None
+    warmup_days: NonNegFloat | None = None
+    min_jobs_per_pool: PosInt | None = None
+    quotas: Literal["from_load", "recorded"] | None = None
+    load_range: tuple[PosFloat, PosFloat] | None = None
+    locality: bool | LocalitySection | None = None
+    tick_s: PosFloat | None = None
+    policies: list[str | PolicyEntry] = Field(min_length=1)
+    predictors: PredictorsSection | None = None
+    grid: EvaluateGrid | None = None
+
+
+# ----------------------------------------------------------------------------- figure 5
+class OracleSection(_Strict):
+    """The oracle MILP's options."""
+
+    step_s: PosFloat | None = None
+    slots_per_duration: PosInt | None = None
+    time_limit_s: PosFloat | None = None
+    solver: str | None = None
+    threads: PosInt | None = None
+    beta: NonNegFloat | None = None
+    warm_start: bool | str | None = None
+
+
+class Figure5Grid(_Strict):
+    """What `sia figure5` sweeps: synthetic workload variants x seeds."""
+
+    workloads: list[str] | None = Field(default=None, min_length=1)
+    seeds: list[NonNegInt] | None = Field(default=None, min_length=1)
+
+
+class Figure5Study(Figure5Grid):
+    """`sia figure5`: FCFS, SSF, gSSF, MaxMin, SIA_VC and the oracle on synthetic workloads."""
+
+    study: Literal["figure5"] | None = None
+    description: str | None = None
+    policies: list[str] | None = Field(default=None, min_length=1)
+    days: PosFloat | None = None
+    warmup_s: NonNegFloat | None = None
+    tick_s: PosFloat | None = None
+    oracle: OracleSection | None = None
+    grid: Figure5Grid | None = None
+
+
+# ----------------------------------------------------------------------------- figure 16
+class Figure16Grid(_Strict):
+    """What `sia figure16` sweeps: variants x seeds, allocator settings, chains and their variants."""
+
+    variants: list[str] | None = None
+    seeds: list[NonNegInt] | None = None
+    chain_variants: list[str] | None = None
+    chains: list[str] | None = None
+    allocators: dict[str, dict[str, Any] | None] | None = None
+
+
+class Figure16Study(Figure16Grid):
+    """`sia figure16`: SIA and HiveD* on buddy cells, allocators, placement chains."""
+
+    study: Literal["figure16"] | None = None
+    description: str | None = None
+    policies: list[str] | None = None
+    no_locality_policies: list[str] | None = None
+    days: PosFloat | None = None
+    warmup_s: NonNegFloat | None = None
+    tick_s: PosFloat | None = None
+    chain_policy: str | None = None
+    budget_s: PosFloat | None = None
+    locality: dict[str, Any] | None = None
+    chain_locality: dict[str, Any] | None = None
+    preemption: dict[str, Any] | None = None
+    migration: bool | None = None
+    learned_train_days: PosFloat | None = None
+    learned_seed_offset: NonNegInt | None = None
+    learned_options: dict[str, Any] | None = None
+    pool_gpus: PosInt | None = None
+    grid: Figure16Grid | None = None
+
+
+MODELS: dict[str, type[BaseModel]] = {
+    "evaluate": EvaluateStudy, "figure5": Figure5Study, "figure16": Figure16Study}
+
+
+# ----------------------------------------------------------------------------- reading
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects a key given twice in one mapping."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise ConfigError(f"{loader.source}: line {line}: duplicate key {key!r} "
+                              f"(first on line {seen[key]}); keep one")
+        seen[key] = line
+    return loader.construct_mapping_plain(node, deep=deep)
+
+
+_UniqueKeyLoader.construct_mapping_plain = yaml.SafeLoader.construct_mapping
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
+
+
+def read_yaml(path: Path | str) -> Any:
+    """Return the parsed YAML of the config file at ``path`` (None for an empty file).
+
+    One-line ConfigError naming the file for a missing file, text that is
+    not UTF-8, invalid YAML, or a key given twice in one mapping.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                          f"{exc.start}); save the file as UTF-8") from None
+    loader = _UniqueKeyLoader(text)
+    loader.source = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}{where}") from None
+    finally:
+        loader.dispose()
+
+
+def apply_overrides(raw: Any, overrides: list[str] | None, source: str) -> Any:
+    """Return ``raw`` with each ``KEY=VALUE`` of ``overrides`` set (`--set`).
+
+    KEY is dotted (``predictors.alias``, ``grid.experiments``); VALUE is read
+    as a YAML scalar or flow collection (``3``, ``true``, ``[2, 4]``, ``null``).
+    Missing mappings on the way are created. ConfigError names the override.
+    """
+    if not overrides:
+        return raw
+    out = {} if raw is None else raw
+    if not isinstance(out, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping of keys to take --set")
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY, e.g. "
+                              "--set grid.experiments=3")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: value {text!r} is not a YAML value "
+                              f"({str(exc).splitlines()[0]})") from None
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a mapping "
+                                  f"(it holds {child!r})")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _non_finite(raw: Any, prefix: str = "") -> list[str]:
+    """Return the keys holding NaN or an infinite number anywhere in ``raw``."""
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return [prefix or "(top level)"]
+    if isinstance(raw, dict):
+        return [k for key, v in raw.items()
+                for k in _non_finite(v, f"{prefix}.{key}" if prefix else str(key))]
+    if isinstance(raw, list):
+        return [k for i, v in enumerate(raw) for k in _non_finite(v, f"{prefix}[{i}]")]
+    return []
+
+
+_UNION_TAGS = ("str", "int", "float", "bool", "list", "dict", "tuple", "PolicyEntry",
+               "LocalitySection")
+
+
+def _message(err: dict) -> str:
+    """Return pydantic's error in the words the study parsers use."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    words = {
+        "missing": "missing",
+        "extra_forbidden": "unknown key",
+        "int_type": f"expected an integer, got {value!r}",
+        "int_parsing": f"expected an integer, got {value!r}",
+        "int_from_float": f"expected an integer, got {value!r}",
+        "float_type": f"expected a number, got {value!r}",
+        "float_parsing": f"expected a number, got {value!r}",
+        "finite_number": NON_FINITE,
+        "bool_type": f"expected true or false, got {value!r}",
+        "bool_parsing": f"expected true or false, got {value!r}",
+        "string_type": f"expected text, got {value!r}",
+        "dict_type": f"expected a mapping, got {value!r}",
+        "model_type": f"expected a mapping, got {value!r}",
+        "list_type": f"expected a list, got {value!r}",
+        "tuple_type": f"expected a list, got {value!r}",
+        "too_short": "the list is empty",
+        "greater_than": f"must be > {ctx.get('gt')}, got {value!r}",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}, got {value!r}",
+        "less_than_equal": f"must be <= {ctx.get('le')}, got {value!r}",
+        "literal_error": f"{value!r} is not one of {ctx.get('expected', '')}",
+    }
+    return words.get(kind, err["msg"])
+
+
+def _problems(errors: list[dict]) -> dict[str, str]:
+    """Return {key: message}, one per key (a union's alternatives give several errors per key:
+    the first is kept)."""
+    out: dict[str, str] = {}
+    for err in errors:
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (
+            p in _UNION_TAGS or p.startswith(("list[", "dict[", "tuple[", "literal[",
+                                               "function-", "constrained-")))))
+        out.setdefault(_loc(loc) or "(top level)", _message(err))
+    return out
+
+
+def check(raw: Any, study: str, source: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Check ``raw`` against ``study``'s schema.
+
+    Returns (the mapping with ``grid:`` keys lifted to the top level, for the
+    study's parser; every problem found, {key: what}). A config that is not
+    a mapping is a ConfigError at once.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping of keys, "
+                          f"got {type(raw).__name__}")
+    problems = dict.fromkeys(_non_finite(raw), NON_FINITE)
+    given = raw.get("study")
+    if given is not None and given != study:
+        problems["study"] = f"this config is for `sia {given}`, not `sia {study}`"
+    try:
+        MODELS[study].model_validate(raw)
+    except ValidationError as exc:
+        for key, msg in _problems(exc.errors()).items():
+            problems.setdefault(key, msg)
+    grid = raw.get("grid")
+    grid = grid if isinstance(grid, dict) else {}
+    for key in grid:
+        if key in raw:
+            problems.setdefault(f"grid.{key}", f"{key} is given twice: at the top level and "
+                                               "under grid:; keep one")
+    out = {k: v for k, v in raw.items() if k not in ("grid", "study")}
+    out.update(grid)
+    return out, problems
+
+
+def load_study(path: Path | str, study: str, parse: Callable[[dict[str, Any]], T],
+               overrides: list[str] | None = None) -> T:
+    """Read the YAML config at ``path`` for ``study``, apply ``overrides`` (`--set`), check it
+    against the schema and return ``parse(mapping)`` (the study's own parser, ``grid:`` lifted).
+
+    Every problem is reported at once in one ConfigError line naming the
+    file and each key: the parser's first error (worded for its key) and
+    then what the schema found elsewhere.
+    """
+    source = str(path)
+    raw, problems = check(apply_overrides(read_yaml(path), overrides, source), study, source)
+    if any(v == NON_FINITE for v in problems.values()):
+        parse = _raise_problems  # the parser would read NaN / inf as numbers: name them first
+    try:
+        parsed = parse(raw)
+    except _Problems:
+        raise ConfigError(_listed(source, problems)) from None
+    except ConfigError as exc:
+        first = str(exc)
+        key = first.removeprefix(f"{source}: ").split(":", 1)[0]
+        rest = {k: v for k, v in problems.items() if k != key and not key.startswith(k + "[")
+                and not k.startswith(key + ".") and not k.startswith(key + "[")}
+        if rest and first.startswith(source):
+            first += "; also " + "; ".join(f"{k}: {v}" for k, v in rest.items())
+        raise ConfigError(first) from None
+    if problems:
+        raise ConfigError(_listed(source, problems))
+    return parsed
+
+
+def _listed(source: str, problems: dict[str, str]) -> str:
+    many = f"{len(problems)} problems: " if len(problems) > 1 else ""
+    return f"{source}: {many}" + "; ".join(f"{k}: {v}" for k, v in problems.items())
+
+
+def _raise_problems(raw: dict[str, Any]) -> Any:
+    raise _Problems
+
+
+class _Problems(Exception):
+    """Raised instead of parsing when the schema's problems must come first."""
+
+
+def json_schema(study: str | None = None) -> dict[str, Any]:
+    """Return the JSON schema of ``study``'s config, or of any study (one of the three)."""
+    if study is not None:
+        if study not in MODELS:
+            raise ConfigError(f"--study {study!r}: known studies: {', '.join(STUDIES)}")
+        return MODELS[study].model_json_schema()
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(EvaluateStudy | Figure5Study | Figure16Study).json_schema()
+    schema["title"] = "sia study config (evaluate, figure5 or figure16)"
+    return schema
