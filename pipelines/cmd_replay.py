@@ -33,6 +33,7 @@ from sia.pipelines.engine.sched import (
     policy_needs,
     policy_options,
 )
+from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
 
 #: Replays with at least this many jobs show a progress bar.
@@ -47,7 +48,10 @@ count only jobs submitted after the warm-up.
 
 Writes DIR/jobs.parquet (job_id, pool, submit_time, duration, num_gpus,
 start_time, end_time, opportunistic; durations after --speedup),
-DIR/pools.parquet (the quotas used) and DIR/summary.json (the metrics).
+DIR/pools.parquet (the quotas used) and DIR/summary.json (the metrics), and
+logs an MLflow run in the 'sia-evaluations' experiment (parameters: policy,
+workload, model versions ...; metrics named as `sia evaluate`'s policy runs;
+--no-mlflow: files only).
 
 The policies that take a forecaster (their declared needs: SIA, its random
 strawmen sia-random and sia-random-both, its attribution ablations
@@ -123,6 +127,32 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
         summary["cells"] = {"options": locality_options(spec.locality),
                             "policy": mine.placement, "baseline": base.placement}
     return mine, summary
+
+
+def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
+    """Log the replay as one MLflow run (in the active store and experiment); return its id.
+
+    Parameters: the policy, its registry name, the workload, seed, tick,
+    speedup, warm-up, replay window, locality and, for learned predictors, the
+    alias and the exact model versions; metrics as an evaluation's policy runs
+    (:func:`sia.pipelines.engine.tracking.policy_metrics`); artifacts: the
+    summary and the per-job table.
+    """
+    pred = summary.get("predictors") or {}
+    cells = summary.get("cells") or {}
+    params = {"policy": summary["policy"], "policy.name": summary["policy"],
+              "source": summary["source"], "seed": summary["seed"],
+              "tick_s": summary["tick_s"], "speedup": summary["speedup_factor"],
+              "warmup_days": warmup_days, "replay_days": summary["replay_days"],
+              "locality": summary["locality"] or "none",
+              **({"alias": pred["alias"]} if pred else {}),
+              **model_params(pred.get("versions"))}
+    tags = {"sia.kind": "replay", "sia.policy": summary["policy"],
+            "sia.source": str(summary["source"])}
+    return log_policy_run(f"replay {summary['source']} {summary['policy']}", params,
+                          policy_metrics(summary, cells.get("policy"), cells.get("baseline")),
+                          tags, nested=False,
+                          artifacts={"results": [out / "summary.json", out / "jobs.parquet"]})
 
 
 def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
@@ -287,6 +317,8 @@ def register(app: typer.Typer) -> None:
         train_warmup_days: Annotated[float, typer.Option(
             "--train-warmup-days", help="--train: days before the training period whose jobs "
             "only feed the features.")] = TRAIN_WARMUP_DAYS,
+        no_mlflow: Annotated[bool, typer.Option(
+            "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")] = False,
     ) -> None:
         if not speedup > 0:
             raise ConfigError(f"--speedup must be > 0, not {speedup}")
@@ -318,6 +350,11 @@ def register(app: typer.Typer) -> None:
                 and replay_end_day <= replay_start_day):
             raise ConfigError(f"--replay-end-day {replay_end_day:g} must be after "
                               f"--replay-start-day {replay_start_day:g}")
+        uri = None
+        if not no_mlflow:  # an unusable store fails now, before any replay
+            from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+
+            uri = setup_tracking(experiment=EVALUATION_EXPERIMENT)
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
         options: dict[str, Any] = {}
@@ -376,3 +413,9 @@ def register(app: typer.Typer) -> None:
                                    predictors["will_arrive_versions"].items()) + ")")
         typer.echo(f"wrote {out / 'jobs.parquet'}, {out / 'pools.parquet'}, "
                    f"{out / 'summary.json'}")
+        if uri is not None:
+            from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+
+            setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
+            run_id = log_replay(summary, out, warmup_days)
+            typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")

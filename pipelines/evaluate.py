@@ -49,6 +49,7 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.engine.sched import options_from_cli
 from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
+from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec
 from sia.pipelines.inputs import Workload, load_workload, replay_window
 
@@ -332,26 +333,6 @@ def per_pool_table(summaries: dict[str, dict], pools: list[str]) -> pl.DataFrame
 
 # --------------------------------------------------------------------------- MLflow
 
-def _metric_key(*parts: str) -> str:
-    import re
-
-    return re.sub(r"[^\w.\-/ ]", "_", ".".join(parts))
-
-
-def _numeric(summary: dict) -> dict[str, float]:
-    out = {}
-    for m in SUMMARY_METRICS + EXTRA_METRICS:
-        v = summary.get(m)
-        if v is not None and math.isfinite(float(v)):
-            out[m] = float(v)
-    cells = (summary.get("cells") or {}).get("policy") or {}
-    for m in CELLS_METRICS:
-        v = cells.get(m)
-        if v is not None and math.isfinite(float(v)):
-            out["cells." + m] = float(v)
-    return out
-
-
 # --------------------------------------------------------------------------- the sweep
 
 @dataclass
@@ -483,7 +464,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     missing = {e: sum(1 for s in ss if replay_status(*s.files(out_dir), s.key) != "done")
                for e, ss in specs_by_exp.items()}
 
-    tracker = _Tracker(cfg, out_dir, say) if log_mlflow else None
+    tracker = _Tracker(cfg, out_dir, say, predictors) if log_mlflow else None
     result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments,
                          predictors=predictors_record(predictors, out_dir))
     exp_by_id = {e.exp_id: e for e in experiments}
@@ -617,12 +598,25 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
 
 
 class _Tracker:
-    """The sweep's MLflow runs: a parent run, one nested run per experiment (resumable)."""
+    """The sweep's MLflow runs (resumable): a parent run for the sweep; under it one run per
+    experiment (its plots and per-job table) holding one run per policy, and one run per
+    (group, policy) for the aggregate. Policy runs carry ``policy`` as a parameter and the
+    metrics of :func:`sia.pipelines.engine.tracking.policy_metrics` (no policy in the names)."""
 
-    def __init__(self, cfg: ExperimentConfig, out_dir: Path, say: Callable[[str], None]):
+    def __init__(self, cfg: ExperimentConfig, out_dir: Path, say: Callable[[str], None],
+                 predictors: dict[str, RegistryPredictors] | None = None):
         self.cfg, self.out_dir, self.say = cfg, out_dir, say
         self.uri: str | None = None
         self._parent = None
+        default = cfg.predictors.alias
+        #: per policy label: the registered model versions it used (learned policies only)
+        self.versions = {p.label: dict(predictors[p.alias or default].versions)
+                         for p in cfg.policies if p.forecaster == "learned" and predictors}
+        self.names = {p.label: p.name for p in cfg.policies}
+
+    def _policy_params(self, label: str) -> dict[str, str]:
+        return {"policy": label, "policy.name": self.names.get(label, label),
+                **model_params(self.versions.get(label))}
 
     def start(self) -> str:
         import mlflow
@@ -641,7 +635,10 @@ class _Tracker:
             run = mlflow.start_run(run_name=f"sweep {self.cfg.name}",
                                    tags={"sia.kind": "sweep", "sia.config": self.cfg.name})
             mlflow.log_params(self.cfg.to_params())
+            used = {k: v for versions in self.versions.values() for k, v in versions.items()}
+            mlflow.log_params(model_params(used))  # the model versions used (default alias)
             mlflow.log_dict(self.cfg.to_dict(), "config.json")
+            mlflow.log_dict(self.versions, "model_versions.json")
             atomic_write_text(marker, json.dumps({"parent_run_id": run.info.run_id,
                                                    "tracking_uri": self.uri,
                                                    "digest": self.cfg.digest()}, indent=2))
@@ -668,16 +665,19 @@ class _Tracker:
                               tags={"sia.kind": "experiment", "sia.config": self.cfg.name,
                                     "sia.group": exp.group}) as run:
             mlflow.log_params({k: v[:500] for k, v in params.items()})
-            metrics = {}
-            for label, s in summaries.items():
-                for m, v in _numeric(s).items():
-                    metrics[_metric_key(label, m)] = v
-            mlflow.log_metrics(metrics)
             mlflow.log_dict(summaries, "summary.json")
             mlflow.log_dict(d, "experiment.json")
             for f in files:
                 mlflow.log_artifact(str(f), artifact_path="plots")
             mlflow.log_artifact(str(per_job), artifact_path="results")
+            for label, s in summaries.items():
+                cells = s.get("cells") or {}
+                log_policy_run(f"{self.cfg.name} {exp.exp_id} {label}",
+                               {**params, **self._policy_params(label)},
+                               policy_metrics(s, cells.get("policy"), cells.get("baseline")),
+                               {"sia.kind": "policy", "sia.config": self.cfg.name,
+                                "sia.group": exp.group, "sia.exp": exp.exp_id,
+                                "sia.policy": label})
             run_id = run.info.run_id
         atomic_write_text(marker, json.dumps({"run_id": run_id, "key": run_key,
                                                "tracking_uri": self.uri}))
@@ -686,15 +686,18 @@ class _Tracker:
     def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
         import mlflow
 
-        single = aggregate["group"].n_unique() == 1 if aggregate.height else True
-        metrics = {}
+        params = self.cfg.to_params()
         for row in aggregate.iter_rows(named=True):
-            prefix = (row["policy"],) if single else (row["group"], row["policy"])
-            for m in SUMMARY_METRICS:
-                v = row.get(m)
-                if v is not None and math.isfinite(float(v)):
-                    metrics[_metric_key(*prefix, m)] = float(v)
-        mlflow.log_metrics(metrics)
+            metrics = policy_metrics(row)
+            for m in ("capture_mean", "capture_geomean"):
+                if row.get(m) is not None and math.isfinite(float(row[m])):
+                    metrics["capture/" + m.removeprefix("capture_")] = float(row[m])
+            log_policy_run(f"{self.cfg.name} {row['group']} {row['policy']} (all experiments)",
+                           {**params, **self._policy_params(row["policy"]),
+                            "exp.group": row["group"], "experiments": str(row["experiments"])},
+                           metrics,
+                           {"sia.kind": "aggregate", "sia.config": self.cfg.name,
+                            "sia.group": row["group"], "sia.policy": row["policy"]})
         for f in files:
             mlflow.log_artifact(str(f), artifact_path="plots" if f.suffix == ".png" else "summary")
 

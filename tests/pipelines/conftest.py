@@ -23,6 +23,13 @@ class CrashingExecutor(InlineExecutor):
             yield pair
 
 
+@pytest.fixture(autouse=True)
+def _own_mlflow_store(mlflow_uri):
+    """Every pipeline test logs into its own empty MLflow store (sia replay, sia evaluate and
+    sia train log runs by default), never into the output root of the working directory."""
+    return mlflow_uri
+
+
 @pytest.fixture
 def crashing():
     """Return the executor class that dies after ``n`` replays: ``crashing(n)``."""

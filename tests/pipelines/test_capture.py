@@ -64,7 +64,7 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
                       "options": {"windows_s": [300, 3600]}},
                      {"name": "sia-perfect", "options": {"windows_s": [300, 3600]}}],
         "predictors": {"train": "registry", "alias": "champion", "windows_min": [5, 60]}})
-    out = run_sweep(cfg, tmp_path / "sweep", progress=False, log_mlflow=False, make_plots=False)
+    out = run_sweep(cfg, tmp_path / "sweep", progress=False, make_plots=False)
     agg = out.aggregate
     row = {r["policy"]: r for r in agg.iter_rows(named=True)}
     assert row["sia-perfect"]["capture_mean"] == pytest.approx(1.0)
@@ -84,3 +84,13 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
                                                           {"champion": champion, "paper": fc})}
     assert specs["sia-paper"].predictors is fc and specs["sia"].predictors is champion
     assert specs["sia-paper"].key != specs["sia"].key
+    # the policy runs log the exact model versions each policy used
+    import mlflow
+
+    runs = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
+    used = {r.data.params["policy"]: r.data.params for r in runs
+            if r.data.tags.get("sia.kind") == "policy"}
+    champ = client.get_model_version_by_alias(name, "champion").version
+    assert used["sia-paper"][f"model.{name}"] == "2" and used["sia"][f"model.{name}"] == str(champ)
+    assert "model.sia-job-duration" in used["sia"] and not any(
+        k.startswith("model.") for k in used["sia-perfect"])

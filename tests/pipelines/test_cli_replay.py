@@ -91,3 +91,30 @@ def test_replay_on_buddy_cells_with_a_placement_chain(tmp_path, capsys):
                  "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert "--topology" in err and "power of two" in err
+
+
+def test_replay_logs_an_mlflow_run_comparable_with_evaluations(tmp_path, mlflow_uri, capsys):
+    import mlflow
+
+    out = tmp_path / "mm"
+    assert main(["replay", "--synthetic", "base", "--days", "1.5", "--seed", "2",
+                 "--warmup-days", "0.5", "--policy", "maxmin", "--topology", "gpus=8,rack=4",
+                 "--out", str(out)]) == 0
+    assert "MLflow run " in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    mlflow.set_tracking_uri(mlflow_uri)
+    (run,) = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
+    assert run.data.params["policy"] == "maxmin" and run.data.params["seed"] == "2"
+    assert run.data.tags["sia.kind"] == "replay"
+    metrics = run.data.metrics
+    assert metrics["speedup/mean"] == summary["mean_speedup"]
+    assert metrics["baseline/utilization"] == summary["utilization_baseline"]
+    assert metrics["cells/preemptions"] == summary["cells"]["policy"]["preemptions"]
+    assert "baseline/cells/migrations" in metrics and not any("maxmin" in m for m in metrics)
+    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "results")}
+    assert arts == {"results/summary.json", "results/jobs.parquet"}
+    # --no-mlflow: files only
+    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "fcfs",
+                 "--no-mlflow", "--out", str(tmp_path / "f")]) == 0
+    assert len(mlflow.search_runs(experiment_names=["sia-evaluations"],
+                                  output_format="list")) == 1

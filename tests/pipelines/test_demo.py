@@ -91,9 +91,11 @@ def test_demo_end_to_end_small_on_philly(tmp_path, mlflow_uri, capsys):
     assert run.data.params["trace"] == "builtin:philly"
     assert float(run.data.params["split_train_days"]) == pytest.approx(7.0)
     evals = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
-    assert len(evals) == 2  # the sweep and its one experiment
-    child = next(r for r in evals if "mlflow.parentRunId" in r.data.tags)
-    assert child.data.metrics["sia-perfect.pct_slowed"] == 0.0
+    kinds = [r.data.tags.get("sia.kind") for r in evals]
+    assert kinds.count("sweep") == 1 and kinds.count("experiment") == 1  # one experiment
+    child = next(r for r in evals if r.data.tags.get("sia.kind") == "policy"
+                 and r.data.params["policy"] == "sia-perfect")
+    assert child.data.metrics["slowdown/pct_jobs"] == 0.0
 
 
 def test_demo_end_to_end_small_synthetic(tmp_path, mlflow_uri, capsys):

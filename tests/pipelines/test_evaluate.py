@@ -14,6 +14,7 @@ from sia.data.errors import ConfigError
 from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
 from sia.pipelines.engine import run_replay
+from sia.pipelines.engine.tracking import policy_metrics
 from sia.pipelines.executors import DaskExecutor, LocalExecutor
 from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import replay_window
@@ -266,22 +267,37 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
     if "sia-perfect" in POLICIES:
         assert (summary.filter(pl.col("policy") == "sia-perfect")["pct_slowed"] == 0).all()
 
-    # MLflow: one parent run and one nested run per experiment, metrics equal the table
+    # MLflow: a parent run; under it one run per experiment holding one run per policy
+    # (policy a parameter, metric names without it), and one aggregate run per policy
     mlflow.set_tracking_uri(env)
     runs = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
     parent = json.loads((out / "sweep.json").read_text())["parent_run_id"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent
+                and r.data.tags.get("sia.kind") == "experiment"]
     assert len(children) == 2
     assert any(r.info.run_id == parent for r in runs)
     for child in children:
         exp_id = child.data.params["exp.id"]
         row = summary.filter((pl.col("exp_id") == exp_id)
                              & (pl.col("policy") == "maxmin")).row(0, named=True)
-        assert child.data.metrics["maxmin.mean_speedup"] == pytest.approx(row["mean_speedup"])
+        policy_runs = {r.data.params["policy"]: r for r in runs
+                       if r.data.tags.get("mlflow.parentRunId") == child.info.run_id}
+        assert set(policy_runs) == set(POLICIES)
+        mm = policy_runs["maxmin"]
+        assert mm.data.metrics["speedup/mean"] == pytest.approx(row["mean_speedup"])
+        assert mm.data.metrics["slowdown/pct_jobs"] == pytest.approx(row["pct_slowed"])
+        assert "baseline/utilization" in mm.data.metrics
+        assert not any("maxmin" in m for m in mm.data.metrics)
+        assert mm.data.params["exp.id"] == exp_id and mm.data.params["policy.name"] == "maxmin"
         assert child.data.params["exp.pools"] == ",".join(
             json.loads((out / exp_id / "experiment.json").read_text())["pools"])
         arts = {a.path for a in mlflow.MlflowClient().list_artifacts(child.info.run_id, "plots")}
         assert "plots/speedup_cdf.png" in arts
+    agg = {r.data.params["policy"]: r for r in runs if r.data.tags.get("sia.kind") == "aggregate"}
+    assert set(agg) == set(POLICIES)
+    row = res_agg = pl.read_csv(out / "aggregate.csv").filter(pl.col("policy") == "maxmin")
+    assert agg["maxmin"].data.metrics["speedup/mean"] == pytest.approx(res_agg["mean_speedup"][0])
+    assert row.height == 1
 
 
 def test_resume_reruns_only_the_missing_replay(tmp_path):
@@ -466,7 +482,8 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
     assert row["migrations"] == stats["migrations"]
     assert first.aggregate.filter(pl.col("policy") == "maxmin")["migrations"].item() == \
         stats["migrations"]
-    assert ev._numeric(summary)["cells.migrations"] == stats["migrations"]
+    logged = policy_metrics(summary, summary["cells"]["policy"], summary["cells"]["baseline"])
+    assert logged["cells/migrations"] == stats["migrations"]
     # the same config reuses; another option value replays again in the same folder
     again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
     assert len(again.reused) == 2 and not again.ran

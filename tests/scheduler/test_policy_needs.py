@@ -122,7 +122,7 @@ def test_policy_options_add_the_seed_and_forecaster_as_declared():
 
 def test_sia_replay_refuses_locality_for_a_policy_without_it(tmp_path, capsys):
     out = tmp_path / "o"
-    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "ssf",
+    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "ssf", "--no-mlflow",
                  "--topology", "gpus=8,rack=4", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -206,7 +206,7 @@ def test_a_new_policy_is_its_module_plus_one_registry_line(toy, tmp_path):
     # the CLI and the sweep take it as they are, with cells and with the experiment's seed
     out = tmp_path / "replay"
     assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", toy, "--seed", "5",
-                 "--topology", "gpus=8,rack=4", "--out", str(out)]) == 0
+                 "--topology", "gpus=8,rack=4", "--no-mlflow", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policy"] == toy and summary["policy_options"] == {"seed": 5}
     assert summary["cells"]["policy"]["preemptions"] == 0

@@ -1,0 +1,83 @@
+"""How replays and sweeps appear in MLflow (DESIGN.md 5.4, issue 16): comparable across policies.
+
+One run per (experiment, policy), with ``policy`` as a parameter, so MLflow's
+compare and parallel-coordinates views line policies up; metric names carry
+no policy and are grouped by what they measure (``speedup/mean``,
+``slowdown/total_min``, ``cells/preemptions``); the FCFS baseline's own
+values sit under ``baseline/``; the exact registered model versions a
+learned policy used are parameters (``model.<registered name>``) and tags.
+The store is set up by :mod:`sia.pipelines.tracking`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: summary key of :func:`sia.pipelines.engine.score` -> MLflow metric name
+METRIC_NAMES = {
+    "n_jobs": "jobs/scored",
+    "mean_speedup": "speedup/mean",
+    "geomean_speedup": "speedup/geomean",
+    "p5_speedup": "speedup/p5",
+    "p95_speedup": "speedup/p95",
+    "pct_slowed": "slowdown/pct_jobs",
+    "total_slowdown_min": "slowdown/total_min",
+    "max_slowdown_min": "slowdown/max_min",
+    "utilization": "utilization",
+    "mean_queue_delay_s": "queue_delay/mean_s",
+    "utilization_baseline": "baseline/utilization",
+    "mean_queue_delay_baseline_s": "baseline/queue_delay/mean_s",
+}
+#: placement counters of a cell replay logged under ``cells/`` (and ``baseline/cells/``)
+CELLS_METRICS = ("preemptions", "preempted_jobs", "migrations", "migrated_jobs",
+                 "placed_fallback", "fragmentation", "adoptions")
+
+
+def _finite(v: Any) -> float | None:
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(float(v)) else None
+
+
+def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None = None,
+                   baseline_cells: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Return the MLflow metrics of one policy's scored replay (names: :data:`METRIC_NAMES`;
+    ``cells``: its placement counters, ``baseline_cells``: the baseline's), finite values only."""
+    out = {}
+    for key, name in METRIC_NAMES.items():
+        v = _finite(summary.get(key))
+        if v is not None:
+            out[name] = v
+    for prefix, counters in (("cells/", cells), ("baseline/cells/", baseline_cells)):
+        for m in CELLS_METRICS:
+            v = _finite((counters or {}).get(m))
+            if v is not None:
+                out[prefix + m] = v
+    return out
+
+
+def model_params(versions: Mapping[str, str] | None) -> dict[str, str]:
+    """Return ``{"model.<registered name>": version}`` for the models a policy used."""
+    return {f"model.{name}": str(v) for name, v in (versions or {}).items()}
+
+
+def log_policy_run(run_name: str, params: Mapping[str, Any], metrics: Mapping[str, float],
+                   tags: Mapping[str, str], *, nested: bool = True,
+                   artifacts: Mapping[str, Any] | None = None) -> str:
+    """Log one run (nested under the active run when ``nested``); return its id.
+
+    ``params`` values are cut to MLflow's 500 characters; ``artifacts`` maps a
+    folder in the run to a list of files.
+    """
+    import mlflow
+
+    with mlflow.start_run(run_name=run_name, nested=nested, tags=dict(tags)) as run:
+        mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
+        if metrics:
+            mlflow.log_metrics(dict(metrics))
+        for folder, files in (artifacts or {}).items():
+            for f in files:
+                mlflow.log_artifact(str(f), artifact_path=folder)
+        return run.info.run_id
