@@ -167,6 +167,23 @@ def build_experiments(cfg: ExperimentConfig, jobs: pl.DataFrame, span_s: float,
 
 # --------------------------------------------------------------------------- replays
 
+def sweep_experiments(cfg: ExperimentConfig, wl: Workload
+                      ) -> tuple[pl.DataFrame, list[Experiment]]:
+    """Return (the replay window's jobs, the sweep's experiments) of ``cfg`` on ``wl``."""
+    jobs, span_s = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day,
+                                 where=f"{cfg.source}: replay")
+    jobs = jobs.select(c for c in JOB_COLUMNS if c in jobs.columns)
+    return jobs, build_experiments(cfg, jobs, span_s, wl.pools)
+
+
+def plan(cfg: ExperimentConfig, jobs: pl.DataFrame, experiments: list[Experiment],
+         predictors: dict[str, RegistryPredictors] | None) -> list[ReplaySpec]:
+    """Return every replay spec of the sweep, experiment by experiment, each FCFS baseline
+    first (``jobs``, ``experiments``: :func:`sweep_experiments`; ``predictors``:
+    :func:`prepare_predictors`)."""
+    return [s for exp in experiments for s in experiment_specs(cfg, exp, jobs, predictors)]
+
+
 def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                      predictors: dict[str, RegistryPredictors] | None) -> list[ReplaySpec]:
     """Return the experiment's replay specs: the FCFS baseline first, then every other policy.
@@ -446,21 +463,18 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
 
     wl = load_trace(cfg)
-    jobs, span_s = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day,
-                                 where=f"{cfg.source}: replay")
-    jobs = jobs.select(c for c in JOB_COLUMNS if c in jobs.columns)
-    experiments = build_experiments(cfg, jobs, span_s, wl.pools)
+    jobs, experiments = sweep_experiments(cfg, wl)
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
     predictors = prepare_predictors(cfg, wl, out_dir, say)
-
+    specs = plan(cfg, jobs, experiments, predictors)
     specs_by_exp: dict[str, list[ReplaySpec]] = {}
+    for spec in specs:
+        specs_by_exp.setdefault(spec.where[0], []).append(spec)
     for exp in experiments:
         (out_dir / exp.exp_id).mkdir(exist_ok=True)
         atomic_write_text(out_dir / exp.exp_id / "experiment.json",
                            json.dumps(exp.to_dict(), indent=2))
-        specs_by_exp[exp.exp_id] = experiment_specs(cfg, exp, jobs, predictors)
-    specs = [s for ss in specs_by_exp.values() for s in ss]
     missing = {e: sum(1 for s in ss if replay_status(*s.files(out_dir), s.key) != "done")
                for e, ss in specs_by_exp.items()}
 

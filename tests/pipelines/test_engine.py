@@ -21,7 +21,6 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.executors import InlineExecutor
 from sia.pipelines.experiment import parse_config
-from sia.pipelines.inputs import replay_window
 from sia.scheduler.locality import LocalityConfig, simulate_cells
 from sia.scheduler.metrics import compare
 from sia.scheduler.registry import make_policy
@@ -143,12 +142,10 @@ def test_evaluate_plans_the_baseline_first_and_feeds_learned_policies_their_alia
                         "pools_per_experiment": 2, "seed": 1,
                         "policies": ["maxmin", "sia", {"name": "sia", "label": "p",
                                                        "alias": "paper"}]})
-    wl = ev.load_trace(cfg)
-    jobs, span = replay_window(wl.jobs, None, None)
-    exp = ev.build_experiments(cfg, jobs, span, wl.pools)[0]
+    jobs, (exp,) = ev.sweep_experiments(cfg, ev.load_trace(cfg))
     refs = {a: RegistryPredictors(a, (5, 60, 720), versions=(("m", a),))
             for a in ("champion", "paper")}
-    specs = ev.experiment_specs(cfg, exp, jobs, refs)
+    specs = ev.plan(cfg, jobs, [exp], refs)
     assert [s.where for s in specs] == [("exp-000", x) for x in ("fcfs", "maxmin", "sia", "p")]
     assert [s.predictors for s in specs] == [None, None, refs["champion"], refs["paper"]]
     assert all(s.seed == exp.seed for s in specs)
