@@ -352,6 +352,36 @@ def _problems(errors: list[dict]) -> dict[str, str]:
     return out
 
 
+#: keys holding lists of registry policy names, and of synthetic variants, per study
+_POLICY_LISTS = {"evaluate": (), "figure5": ("policies",),
+                 "figure16": ("policies", "no_locality_policies")}
+_VARIANT_LISTS = {"evaluate": (), "figure5": ("workloads",),
+                  "figure16": ("variants", "chain_variants")}
+
+
+def _unknown_names(raw: dict[str, Any], study: str) -> dict[str, str]:
+    """Return {key[i]: message} for every policy or workload variant name not known, so that
+    all of them are reported with the schema's problems (the parsers stop at the first)."""
+    from sia.data.synthetic import VARIANTS
+    from sia.pipelines.engine.sched import POLICY_NAMES
+
+    out = {}
+    lists = [(k, POLICY_NAMES, "policy") for k in _POLICY_LISTS[study]]
+    lists += [(k, VARIANTS, "variant") for k in _VARIANT_LISTS[study]]
+    if study == "evaluate" and isinstance(raw.get("policies"), list):
+        for i, item in enumerate(raw["policies"]):
+            name = item.get("name") if isinstance(item, dict) else item
+            if isinstance(name, str) and name.lower() not in POLICY_NAMES:
+                out[f"policies[{i}].name"] = (f"unknown policy {name!r}; known: "
+                                              + ", ".join(POLICY_NAMES))
+    for key, known, what in lists:
+        values = raw.get(key)
+        for i, name in enumerate(values if isinstance(values, list) else []):
+            if isinstance(name, str) and name not in known:
+                out[f"{key}[{i}]"] = f"unknown {what} {name!r}; known: {', '.join(known)}"
+    return out
+
+
 def check(raw: Any, study: str, source: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Check ``raw`` against ``study``'s schema.
 
@@ -375,6 +405,8 @@ def check(raw: Any, study: str, source: str) -> tuple[dict[str, Any], dict[str, 
             problems.setdefault(key, msg)
     grid = raw.get("grid")
     grid = grid if isinstance(grid, dict) else {}
+    for key, msg in _unknown_names({**raw, **grid}, study).items():
+        problems.setdefault(("grid." if key.split("[")[0] in grid else "") + key, msg)
     for key in grid:
         if key in raw:
             problems.setdefault(f"grid.{key}", f"{key} is given twice: at the top level and "

@@ -179,3 +179,20 @@ def test_a_sweep_that_scores_no_job_exits_2(tmp_path, capsys):
                  "--no-mlflow"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no job was scored" in err and "warmup_days 5" in err
+
+
+def test_every_unknown_name_is_reported_not_only_the_first(tmp_path):
+    path = write(tmp_path, tiny(policies=["fcfs", "warp-drive", {"name": "teleport"}]))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert "policies[1].name: unknown policy 'warp-drive'" in msg
+    assert "policies[2].name: unknown policy 'teleport'" in msg
+    f16 = write(tmp_path, {"study": "figure16", "grid": {"variants": ["base", "huge"]},
+                           "policies": ["hived", "nope"], "days": -1}, "f16.yaml")
+    with pytest.raises(ConfigError) as err:
+        load_figure16_config(f16)
+    msg = str(err.value)
+    for part in ("grid.variants[1]: unknown variant 'huge'", "unknown policy 'nope'",
+                 "days: must be > 0"):
+        assert part in msg, msg
