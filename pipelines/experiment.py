@@ -389,7 +389,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
 def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
                     ) -> tuple[PolicySpec, ...]:
     """Return the policy specs, each checked against its declared needs (forecaster, locality)."""
-    from sia.scheduler.registry import POLICY_NAMES, check_policy
+    from sia.pipelines.engine.sched import POLICY_NAMES, check_policy
 
     if not isinstance(raw, list) or not raw:
         raise w.error("policies", "expected a non-empty list of policy names or "
@@ -492,7 +492,7 @@ def _locality(w: Any, value: Any) -> dict[str, Any] | None:
     that differ from their defaults, JSON-ready, and is left out when none
     does, so replay keys change exactly when an option changes the replay.
     """
-    from sia.scheduler.locality import LocalityConfig, options_from_cli, parse_cells_options
+    from sia.pipelines.engine.sched import LocalityConfig, options_from_cli, parse_cells_options
 
     options: dict[str, Any] = {}
     if isinstance(value, dict):
