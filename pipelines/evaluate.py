@@ -611,6 +611,11 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
 
 
 
+#: config parameters repeated on every policy run (the rest sit on the sweep's run)
+POLICY_RUN_CONFIG_PARAMS = ("name", "seed", "warmup_days", "tick_s", "quotas", "trace.path",
+                            "trace.synthetic", "replay.start_day", "replay.end_day")
+
+
 class _Tracker:
     """The sweep's MLflow runs (resumable): a parent run for the sweep; under it one run per
     experiment (its plots and per-job table) holding one run per policy, and one run per
@@ -627,6 +632,10 @@ class _Tracker:
         self.versions = {p.label: dict(predictors[p.alias or default].versions)
                          for p in cfg.policies if p.forecaster == "learned" and predictors}
         self.names = {p.label: p.name for p in cfg.policies}
+
+    def _shared_params(self) -> dict[str, str]:
+        """The config's parameters a policy run repeats (the sweep's run holds them all)."""
+        return {k: v for k, v in self.cfg.to_params().items() if k in POLICY_RUN_CONFIG_PARAMS}
 
     def _policy_params(self, label: str) -> dict[str, str]:
         return {"policy": label, "policy.name": self.names.get(label, label),
@@ -668,13 +677,13 @@ class _Tracker:
             saved = json.loads(marker.read_text())
             if saved.get("key") == run_key and saved.get("tracking_uri") == self.uri:
                 return saved["run_id"]
-        params = dict(self.cfg.to_params())
         d = exp.to_dict()
-        params.update({"exp.id": exp.exp_id, "exp.group": exp.group, "exp.seed": str(exp.seed),
-                       "exp.pools": ",".join(d["pools"]),
-                       "exp.quota_gpus": ",".join(str(q) for q in d["quota_gpus"]),
-                       "exp.target_load": ",".join("-" if x is None else f"{x:.3f}"
-                                                   for x in d["target_load"])})
+        exp_params = {"exp.id": exp.exp_id, "exp.group": exp.group, "exp.seed": str(exp.seed),
+                      "exp.pools": ",".join(d["pools"]),
+                      "exp.quota_gpus": ",".join(str(q) for q in d["quota_gpus"]),
+                      "exp.target_load": ",".join("-" if x is None else f"{x:.3f}"
+                                                  for x in d["target_load"])}
+        params = {**self.cfg.to_params(), **exp_params}
         with mlflow.start_run(run_name=f"{self.cfg.name} {exp.exp_id}", nested=True,
                               tags={"sia.kind": "experiment", "sia.config": self.cfg.name,
                                     "sia.group": exp.group}) as run:
@@ -687,7 +696,8 @@ class _Tracker:
             for label, s in summaries.items():
                 cells = s.get("cells") or {}
                 log_policy_run(f"{self.cfg.name} {exp.exp_id} {label}",
-                               {**params, **self._policy_params(label)},
+                               {**self._shared_params(), **exp_params,
+                                **self._policy_params(label)},
                                policy_metrics(s, cells.get("policy"), cells.get("baseline")),
                                {"sia.kind": "policy", "sia.config": self.cfg.name,
                                 "sia.group": exp.group, "sia.exp": exp.exp_id,
@@ -700,7 +710,7 @@ class _Tracker:
     def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
         import mlflow
 
-        params = self.cfg.to_params()
+        params = self._shared_params()
         for row in aggregate.iter_rows(named=True):
             metrics = policy_metrics(row)
             for m in ("capture_mean", "capture_geomean"):

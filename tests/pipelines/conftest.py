@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from sia.pipelines.executors import InlineExecutor
 
@@ -24,10 +26,12 @@ class CrashingExecutor(InlineExecutor):
 
 
 @pytest.fixture(autouse=True)
-def _own_mlflow_store(mlflow_uri):
-    """Every pipeline test logs into its own empty MLflow store (sia replay, sia evaluate and
-    sia train log runs by default), never into the output root of the working directory."""
-    return mlflow_uri
+def _own_mlflow_store(request):
+    """A pipeline test that chose no store (neither MLFLOW_TRACKING_URI nor SIA_OUTPUT set,
+    e.g. by a module fixture) logs into its own empty one (sia replay, sia evaluate and sia
+    train log runs by default), never into the output root of the working directory."""
+    if not (os.environ.get("MLFLOW_TRACKING_URI") or os.environ.get("SIA_OUTPUT")):
+        request.getfixturevalue("mlflow_uri")
 
 
 @pytest.fixture
