@@ -89,9 +89,15 @@ def register(app: typer.Typer) -> None:
                                       "more often on the last days of the training period) "
                                       "or xgboost (always the learned model; SIA lends by its "
                                       "median bin).")] = "history_cdf",
-        duration_lend_risk: Annotated[float, typer.Option(
+        duration_lend_risk: Annotated[str, typer.Option(
             "--duration-lend-risk", help="JobDuration history_cdf: SIA lends a job in window w "
-                                         "only when P(duration <= w) >= 1 - this.")] = 0.3,
+                                         "only when P(duration <= w) >= 1 - eps; one eps, or "
+                                         "one per duration-bin edge (5, 60, 720 min), comma "
+                                         "separated.")] = "0.2,0.2,0.05",
+        duration_recent: Annotated[float, typer.Option(
+            "--duration-recent", help="JobDuration history_cdf: weight (0-1) of the shares "
+                                      "over the similar jobs' last 50 finished ones against "
+                                      "the shares over all of them.")] = 1.0,
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -144,9 +150,10 @@ def register(app: typer.Typer) -> None:
                       ablation=not no_ablation, load_windows=load_windows, load_alpha=load_alpha,
                       duration_quantile=duration_quantile,
                       duration_target_under=duration_target_under,
-                      duration_lend_risk=duration_lend_risk)
-        if not 0.0 <= duration_lend_risk < 1.0:
-            raise ConfigError(f"--duration-lend-risk must be in [0, 1), not {duration_lend_risk}")
+                      duration_lend_risk=_lend_risk(duration_lend_risk),
+                      duration_recent=duration_recent)
+        if not 0.0 <= duration_recent <= 1.0:
+            raise ConfigError(f"--duration-recent must be in [0, 1], not {duration_recent}")
         if recipe == "paper":
             set_by_recipe = {"--threshold": threshold is not None,
                              "--will-arrive-select": will_arrive_select != "auto",
@@ -186,3 +193,15 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"registered ({alias}): " + ", ".join(
             f"{n} v{v}" for n, v in outcome.versions.items()))
         typer.echo(f"open the MLflow UI: {ui_command(outcome.tracking_uri)}")
+
+
+def _lend_risk(text: str) -> tuple[float, ...]:
+    """Parse --duration-lend-risk: one eps in [0, 1), or one per duration-bin edge."""
+    from sia.models.job_duration import lend_risk_at_edges
+
+    try:
+        values = [float(v) for v in text.split(",")]
+        return tuple(float(e) for e in lend_risk_at_edges(values))
+    except ValueError:
+        raise ConfigError(f"--duration-lend-risk {text!r}: give one eps in [0, 1) or three "
+                          "(for the 5, 60 and 720 min bin edges), e.g. 0.2,0.2,0.05") from None
