@@ -774,6 +774,30 @@ def lending_table(cdf: np.ndarray, true_bins: np.ndarray, eps: Any) -> list[dict
     return out
 
 
+def reliability_table(cdf: np.ndarray, true_bins: np.ndarray, n_bins: int = 10
+                      ) -> list[dict[str, float]]:
+    """Return the reliability (calibration) curve of P(duration <= w) per window (5 / 60 / 720 min).
+
+    For each window, sklearn's ``calibration_curve`` over ``n_bins`` equal
+    probability bins: the mean predicted P(duration <= w) of a bin's jobs
+    (``predicted``) against the share of them that did fit w (``observed``);
+    a window whose jobs all fit (or none does) has no curve.
+    """
+    from sklearn.calibration import calibration_curve
+
+    cdf = np.asarray(cdf, dtype=np.float64).reshape(-1, _N_EDGES)
+    true_bins = np.asarray(true_bins)
+    rows: list[dict[str, float]] = []
+    for b in range(_N_EDGES):
+        fits = true_bins <= b
+        if fits.all() or not fits.any():
+            continue
+        observed, predicted = calibration_curve(fits, cdf[:, b], n_bins=n_bins)
+        rows += [{"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "predicted": float(p),
+                  "observed": float(o)} for p, o in zip(predicted, observed, strict=True)]
+    return rows
+
+
 def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
                         grid: tuple[float, ...] = LEND_RISK_GRID,
                         selection_fraction: float = SELECTION_FRACTION,

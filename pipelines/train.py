@@ -306,7 +306,10 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
             for r in job_duration.lending_table(cdf, y_va, e):
                 rows.append({"predictor": name, **r, "accuracy": m["accuracy"],
                              "under_rate": m["under_rate"]})
-    tables = {"job_duration_lending": pl.DataFrame(rows) if rows else pl.DataFrame()}
+    tables = {"job_duration_lending": pl.DataFrame(rows) if rows else pl.DataFrame(),
+              "job_duration_reliability": pl.DataFrame(
+                  job_duration.reliability_table(model.predict_cdf(x_va), y_va)
+                  if va.height else [])}
     if sel:
         tables["job_duration_selection"] = pl.DataFrame(sel)
     return model, tables
@@ -485,6 +488,12 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         for k, p in best.items():
             mlflow.log_dict(asdict(p), f"best_params_{k}m.json")
         report.save_report(result.tables, out_dir)
+        reliability = result.tables.get("job_duration_reliability")
+        if reliability is not None and reliability.height:
+            from sia.pipelines.plots import reliability_png
+
+            mlflow.log_artifact(str(reliability_png(
+                reliability, out_dir / "job_duration_reliability.png")))
         run_id = run.info.run_id
     return TrainingOutcome(result, run_id, versions, out_dir, uri,
                            {k: asdict(p) for k, p in best.items()})

@@ -176,3 +176,20 @@ def test_lend_risk_per_bin_edge_maps_onto_the_scheduling_windows():
     for bad in ([0.2, 0.1], [0.2, 0.1, 1.0], [-0.1], [float("nan")]):
         with pytest.raises(ValueError, match="lend risk must be"):
             lend_risk_at_edges(bad)
+
+
+def test_reliability_table_by_hand():
+    """Per window: mean predicted P(fit) of each probability bin against the share that fit."""
+    from sia.models.job_duration import reliability_table
+
+    # four jobs: true bins 0, 1, 1, 3; P(<= 5 min) 0.1, 0.1, 0.9, 0.9 -> bins [0, .5) and [.5, 1]
+    cdf = np.array([[0.1, 0.2, 0.3], [0.1, 0.9, 0.9], [0.9, 0.9, 1.0], [0.9, 0.9, 1.0]])
+    rows = reliability_table(cdf, np.array([0, 1, 1, 3]), n_bins=2)
+    five = [r for r in rows if r["window_min"] == 5]
+    # low bin: jobs 0 and 1 (predicted 0.1; job 0 fits 5 min); high bin: jobs 2 and 3 (neither)
+    assert [(r["predicted"], r["observed"]) for r in five] == [(0.1, 0.5), (0.9, 0.0)]
+    sixty = [r for r in rows if r["window_min"] == 60]
+    assert [(round(r["predicted"], 6), r["observed"]) for r in sixty] == [(0.2, 1.0),
+                                                                          (0.9, 2 / 3)]
+    # no curve for a window that every job fits or none does
+    assert {r["window_min"] for r in reliability_table(cdf[:2], np.array([0, 0]))} == set()
