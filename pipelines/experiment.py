@@ -504,7 +504,11 @@ def _locality(w: Any, value: Any) -> dict[str, Any] | None:
     that differ from their defaults, JSON-ready, and is left out when none
     does, so replay keys change exactly when an option changes the replay.
     """
-    from sia.scheduler.locality import LocalityConfig, options_from_cli, parse_cells_options
+    from sia.scheduler.locality.cell_cluster import (
+        LocalityConfig,
+        options_from_cli,
+        parse_cells_options,
+    )
 
     options: dict[str, Any] = {}
     if isinstance(value, dict):

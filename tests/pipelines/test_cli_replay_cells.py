@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
-from sia.scheduler.locality import (
+from sia.scheduler.locality.cell_cluster import (
     SHAPE_FIELDS,
     LocalityConfig,
     cells_option_types,

@@ -15,9 +15,10 @@ from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.pipelines.cli import main
 from sia.pipelines.experiment import parse_config
-from sia.scheduler.forecast import PerfectForecaster
-from sia.scheduler.locality import LocalityConfig, config_for_policy, simulate_cells
-from sia.scheduler.needs import NO_NEEDS, PolicyNeeds
+from sia.scheduler.core.forecast import PerfectForecaster
+from sia.scheduler.core.needs import NO_NEEDS, PolicyNeeds
+from sia.scheduler.core.simulator import PolicyError, simulate
+from sia.scheduler.locality.cell_cluster import LocalityConfig, config_for_policy, simulate_cells
 from sia.scheduler.registry import (
     POLICIES,
     POLICY_NAMES,
@@ -28,7 +29,6 @@ from sia.scheduler.registry import (
     policy_needs,
     policy_options,
 )
-from sia.scheduler.simulator import PolicyError, simulate
 
 # two pools of one 8-GPU server each; jobs of 1/2/4/8 GPUs, some lent across pools
 ROWS = [("a0", "A", 0.0, 900.0, 4), ("a1", "A", 10.0, 600.0, 4), ("a2", "A", 20.0, 300.0, 2),
@@ -153,8 +153,8 @@ def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tm
 TOY_MODULE = '''
 """A toy policy: FCFS per pool, newest job first (LIFO), with buddy cells."""
 
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import Start
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import Start
 
 
 class ToyLifoPolicy:

@@ -4,7 +4,7 @@ Events are job arrivals (at their trace submit times: open loop), job
 completions, a periodic tick (only while jobs are pending, and only for
 policies that use ticks) and wake-ups a policy asks for. All events at the
 same instant are applied first (completions, then arrivals), then the policy
-is called once with a :class:`~sia.scheduler.view.SimView` and returns the
+is called once with a :class:`~sia.scheduler.core.view.SimView` and returns the
 jobs to start. Jobs are gang-scheduled and run to completion, unless the
 policy returns a :class:`Preempt` for a running job (partial preemption, SIA
 5.5; only the locality layer's policies do): the job's GPUs are released at
@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError, SiaError, TraceError
 from sia.data.schema import check_jobs, check_pools
-from sia.scheduler.cluster import Cluster, PlacementError
-from sia.scheduler.view import Policy, Reason, SimState, SimView, TraceArrays
+from sia.scheduler.core.cluster import Cluster, PlacementError
+from sia.scheduler.core.view import Policy, Reason, SimState, SimView, TraceArrays
 
 # job status codes
 _FUTURE, _PENDING, _RUNNING, _DONE = 0, 1, 2, 3

@@ -79,7 +79,7 @@ nothing could be lent anyway: every pool reserves at least
 ``min(pending_load, unused_quota)`` whatever the predictions, so when the
 free GPUs minus those amounts leave no lendable job, it stops there.
 
-Online adaptation (:mod:`sia.scheduler.adaptation`, on by default): the
+Online adaptation (:mod:`sia.scheduler.policies.sia.adaptation`, on by default): the
 predictions made at ticks are scored against the actual arrivals; while a
 pool's recent predictions in window ``w`` missed arrivals, the pool lends
 nothing in ``w`` (and, with nested reservations, in the larger windows).
@@ -100,12 +100,12 @@ synthetic workloads, whose durations carry no signal by construction, it is
 what keeps learned SIA from slowing jobs, so the synthetic Figure 16 config
 turns it on.
 
-Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality`):
+Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality.cell_cluster`):
 every start also needs a buddy cell (``cluster.try_place``); a dedicated head
 that gets none blocks its pool's stream (as under FCFS with cells), and, when
 the cluster allows preemption, first preempts running preemptible
 opportunistic jobs until its cell is free (returning a
-:class:`~sia.scheduler.simulator.Preempt` per victim). In Figure 8 each
+:class:`~sia.scheduler.core.simulator.Preempt` per victim). In Figure 8 each
 pool's reservation becomes *cells* of its quota (its pending jobs' widths in
 arrival order, the rest as the largest cells its quota has): a reservation
 that cannot be met stays pending and blocks every opportunistic start in
@@ -139,24 +139,24 @@ from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError, SiaError
-from sia.scheduler.adaptation import ArrivalMissTracker, DurationMissTracker
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.forecast import (
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
     DurationCdfForecaster,
     Forecaster,
     PerfectForecaster,
 )
-from sia.scheduler.forecast_mix import (
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.simulator import Preempt
+from sia.scheduler.core.view import Reason, SimView, Start, TraceArrays
+from sia.scheduler.policies.sia.adaptation import ArrivalMissTracker, DurationMissTracker
+from sia.scheduler.policies.sia.forecast_mix import (
     perfect_arrivals,
     perfect_durations,
     random_arrivals,
     random_arrivals_and_durations,
 )
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.simulator import Preempt
-from sia.scheduler.view import Reason, SimView, Start, TraceArrays
 
 _EPS = 1e-9
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
@@ -166,7 +166,7 @@ class SiaPolicy:
     """SIA's scheduler (Figures 7 and 8) with online adaptation; see the module docstring.
 
     Options: ``forecaster`` (required; implements
-    :class:`~sia.scheduler.forecast.Forecaster`), ``windows_s`` (increasing
+    :class:`~sia.scheduler.core.forecast.Forecaster`), ``windows_s`` (increasing
     windows in seconds), ``adaptation`` (on/off), ``lookback`` and
     ``max_misses`` (the adaptation's memory in tick records, and in job
     outcomes for JobDuration, and its strictness), ``count_load_misses``,

@@ -4,11 +4,11 @@ SIA 5.5 / DESIGN.md 6.3. With a topology, every start is placed in *one*
 cell of the level its gang needs (1, 2, 4, 8 GPUs inside a server; 16, 32 in
 a rack; a 3-GPU gang holds a 4-GPU cell).
 
-How policies use it (the seam of :mod:`sia.scheduler.cluster`): a policy's
+How policies use it (the seam of :mod:`sia.scheduler.core.cluster`): a policy's
 ``reset(trace, cluster)`` sees a :class:`CellCluster` (``cluster.cell_aware``
 is True). Before it returns a start, it asks
 ``cluster.try_place(job, pool, num_gpus, dedicated)``, which allocates the
-cell in the :class:`~sia.scheduler.buddy.BuddyAllocator` at once and returns
+cell in the :class:`~sia.scheduler.locality.buddy.BuddyAllocator` at once and returns
 the GPU ids (or None: the gang fits by count but not by cells, or the
 allocator refuses); the policy puts them in ``Start.placement``, and the
 simulator's ``allocate`` then takes exactly the granted GPUs. A grant the
@@ -20,7 +20,7 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   cells and, with ``strict_buddies``, out of the buddies of those cells).
   When it refuses although no reservation is pending (fragmentation or the
   buddy rule), the configured fallback chain
-  (:class:`~sia.scheduler.placement.PlacementChain` of min-cost flow,
+  (:class:`~sia.scheduler.placement.protocol.PlacementChain` of min-cost flow,
   Hungarian, MILP, each with ``budget_s`` per call) places the job on the
   free unbound GPUs, with a cost for landing next to dedicated cells, and
   the buddy allocator takes the chosen cell (``allocate_at``). Dedicated
@@ -31,7 +31,7 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   batch of one. The budget is enforced deterministically
   (``enforce_budget="work"``): each answer's work estimate (graph arcs,
   matrix entries, CP-SAT deterministic time; see
-  :data:`~sia.scheduler.placement.WORK_S_PER_UNIT`) must stay within
+  :data:`~sia.scheduler.placement.protocol.WORK_S_PER_UNIT`) must stay within
   ``budget_s``, and the solvers run with deterministic limits, so a replay
   never depends on machine speed or load.
 * Reservations (SIA only): :meth:`CellCluster.reserve` reserves cells of a
@@ -41,16 +41,16 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   cells, running *preemptible* opportunistic jobs are released (most
   recently started first) until the dedicated job fits; victims that turn
   out not to be needed are put back in their cells. The policy returns a
-  :class:`~sia.scheduler.simulator.Preempt` per victim, which charges
+  :class:`~sia.scheduler.core.simulator.Preempt` per victim, which charges
   ``lost_work_s`` and ``restart_delay_s``.
 * Migration (``migrate``, off by default; Tesserae 4.1): when a gang fits by
   count in its domain (its pool's bound cells if dedicated, the global
   domain if opportunistic) but no cell is free there (fragmentation; buddy
   and fallback chain failed), running *preemptible* jobs of that domain are
-  moved: :func:`~sia.scheduler.place_hungarian.plan_migration` finds the
+  moved: :func:`~sia.scheduler.placement.hungarian.plan_migration` finds the
   fewest moves (non-preemptible jobs, reservations and guests stay), the
   buddy allocator moves them and takes the gang's cell in one step
-  (:meth:`~sia.scheduler.buddy.BuddyAllocator.relocate`), and
+  (:meth:`~sia.scheduler.locality.buddy.BuddyAllocator.relocate`), and
   :class:`MigratingPolicy` (installed by :func:`simulate_cells`) stops and
   restarts each moved job on its new cell in the same decision, so each move
   costs what a preemption costs. Counted as ``migrations`` in the summary.
@@ -64,7 +64,7 @@ Pool quotas in cells (:func:`derive_cell_quotas`)
     holds every quota (racks shrink to a power-of-two number of servers when
     the cluster is smaller than one rack); GPUs beyond the quotas are pinned
     by a padding pool and never used. Power-of-two cells always pack, so
-    the assignment is satisfiable; :func:`~sia.scheduler.topology.check_quotas`
+    the assignment is satisfiable; :func:`~sia.scheduler.locality.topology.check_quotas`
     checks it again. A pool whose widest gang needs a cell larger than its
     largest quota cell (a 3-GPU job in a pool of 3 GPUs = 2 + 1) could never
     run that job: ConfigError naming the pool and job.
@@ -81,10 +81,10 @@ from typing import Any, get_origin, get_type_hints
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
-from sia.scheduler.buddy import Allocation, BuddyAllocator, CannotAllocate
-from sia.scheduler.cluster import Cluster, PlacementError
-from sia.scheduler.placement import ClusterState, PlacementChain, PlacementRequest
-from sia.scheduler.topology import Topology, parse_topology
+from sia.scheduler.core.cluster import Cluster, PlacementError
+from sia.scheduler.locality.buddy import Allocation, BuddyAllocator, CannotAllocate
+from sia.scheduler.locality.topology import Topology, parse_topology
+from sia.scheduler.placement.protocol import ClusterState, PlacementChain, PlacementRequest
 
 PAD_POOL = "__padding__"
 
@@ -111,7 +111,7 @@ class LocalityConfig:
     any whole server next to a busy pool); ``adopt_loans``: when no free cell
     can be bound to a pool, bind one that opportunistic jobs hold part of, if
     the request fits its free part (the loans stay as guests; see
-    :mod:`sia.scheduler.buddy`); ``pack``: place dedicated cells in the
+    :mod:`sia.scheduler.locality.buddy`); ``pack``: place dedicated cells in the
     most occupied region of the pool's bound cells; ``debug``: check the buddy
     invariants after every operation; ``strict_reservations``: a reservation
     cell refused because the pool's bound cells are full although the pool
@@ -395,13 +395,13 @@ def preemptible_mask(jobs: pl.DataFrame, order: np.ndarray, config: LocalityConf
 def make_solver(name: str):
     """Return the fallback solver instance for a chain stage name."""
     if name == "mcf":
-        from sia.scheduler.place_mcf import MinCostFlowPlacer
+        from sia.scheduler.placement.mcf import MinCostFlowPlacer
         return MinCostFlowPlacer()
     if name == "hungarian":
-        from sia.scheduler.place_hungarian import HungarianPlacer
+        from sia.scheduler.placement.hungarian import HungarianPlacer
         return HungarianPlacer()
     if name == "milp":
-        from sia.scheduler.place_milp import MilpPlacer
+        from sia.scheduler.placement.milp import MilpPlacer
         return MilpPlacer()
     raise ConfigError(f"no fallback solver {name!r}")
 
@@ -576,13 +576,13 @@ class CellCluster(Cluster):
         domain of the same kind (the pool's dedicated jobs; opportunistic jobs
         outside bound cells); everything else there (non-preemptible jobs,
         reservations, guests, cells granted in this decision) stays.
-        :func:`~sia.scheduler.place_hungarian.plan_migration` picks the target
+        :func:`~sia.scheduler.placement.hungarian.plan_migration` picks the target
         and relabels it (Tesserae) so the fewest jobs move; the buddy allocator
         moves them and takes the gang's cell in one step. Each moved job is
         then stopped and restarted on its new cell by the policy wrapper
         (:class:`MigratingPolicy`), charged ``lost_work_s`` + ``restart_delay_s``.
         """
-        from sia.scheduler.place_hungarian import plan_migration
+        from sia.scheduler.placement.hungarian import plan_migration
 
         buddy, topo = self.buddy, self.topology
         level = topo.level_for(num_gpus)
@@ -634,7 +634,7 @@ class CellCluster(Cluster):
     def take_moves(self) -> list[tuple[int, bool, tuple[int, ...]]]:
         """Jobs moved in this decision, as (job, opportunistic, new GPU ids); the caller restarts them.
 
-        Each must be stopped (:class:`~sia.scheduler.simulator.Preempt`, before
+        Each must be stopped (:class:`~sia.scheduler.core.simulator.Preempt`, before
         any start) and started again on exactly these GPUs in the same decision.
         """
         return [(m, self.grants[m].kind == "opportunistic", self.grants[m].gpus)
@@ -737,7 +737,7 @@ class CellCluster(Cluster):
 
         Returns (victims, GPU ids granted to ``job``) or None (nothing changes).
         The victims' cells are already released here; the caller must return a
-        :class:`~sia.scheduler.simulator.Preempt` for each.
+        :class:`~sia.scheduler.core.simulator.Preempt` for each.
         """
         cands = self.preemptible_running()
         if not cands:
@@ -848,9 +848,9 @@ class MigratingPolicy:
     """Wraps a policy on a :class:`CellCluster` with ``migrate``: restarts the jobs its placements moved.
 
     After each decision of the wrapped policy it returns, before the policy's
-    own items, a :class:`~sia.scheduler.simulator.Preempt` (costs ``lost_work_s``,
+    own items, a :class:`~sia.scheduler.core.simulator.Preempt` (costs ``lost_work_s``,
     ``restart_delay_s``) for every job the cluster moved in that decision, the
-    policy's own preemptions, then a :class:`~sia.scheduler.view.Start` of each
+    policy's own preemptions, then a :class:`~sia.scheduler.core.view.Start` of each
     moved job on its new GPUs (same dedicated / opportunistic kind), then the
     policy's starts. A move is thus a preemption and an immediate restart: the
     simulator keeps the job's first start time and charges the costs to its end.
@@ -859,7 +859,7 @@ class MigratingPolicy:
     """
 
     def __init__(self, policy) -> None:
-        from sia.scheduler.simulator import policy_name
+        from sia.scheduler.core.simulator import policy_name
 
         self.policy = policy
         self.name = policy_name(policy)
@@ -879,8 +879,8 @@ class MigratingPolicy:
 
     def decide(self, view) -> list:
         """The wrapped policy's decision with the moved jobs' stops and restarts (see the class docstring)."""
-        from sia.scheduler.simulator import Preempt
-        from sia.scheduler.view import Start
+        from sia.scheduler.core.simulator import Preempt
+        from sia.scheduler.core.view import Start
 
         items = self.policy.decide(view)
         now = view.now
@@ -910,7 +910,7 @@ class MigratingPolicy:
 
 
 def cell_cluster_for(trace, config: LocalityConfig, preemptible: np.ndarray | None = None) -> CellCluster:
-    """Return a CellCluster for a :class:`~sia.scheduler.view.TraceArrays` (widest gang per pool from it)."""
+    """Return a CellCluster for a :class:`~sia.scheduler.core.view.TraceArrays` (widest gang per pool from it)."""
     widest = np.zeros(trace.n_pools, dtype=np.int64)
     if trace.n_jobs:
         np.maximum.at(widest, trace.pool, trace.num_gpus)
@@ -924,7 +924,7 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
                    ) -> tuple[pl.DataFrame, dict]:
     """Replay ``jobs`` under ``policy`` on a cell-aware cluster; return (result table, placement summary).
 
-    The result table is :func:`sia.scheduler.simulator.simulate`'s (times in
+    The result table is :func:`sia.scheduler.core.simulator.simulate`'s (times in
     seconds; ``end_time`` includes preemption costs); the summary is
     :meth:`PlacementStats.summary` plus ``adoptions`` (bindings over loans),
     ``preempted_jobs`` (jobs stopped other than by a migration) and
@@ -932,7 +932,7 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
     ({job_id: GPU ids of its latest start}), ``gpus_per_server`` and
     ``pad_gpus`` (GPU ids pinned by padding).
     """
-    from sia.scheduler.simulator import build_trace, result_table, run_trace
+    from sia.scheduler.core.simulator import build_trace, result_table, run_trace
 
     trace, order = build_trace(jobs, pools, speedup)
     cfg = replace(config, debug=config.debug or check_invariants)
@@ -960,14 +960,14 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
 def config_for_policy(config: LocalityConfig, policy: Any) -> LocalityConfig:
     """Return the LocalityConfig ``policy`` replays with on cells: ``config`` with the settings
     its needs require (:attr:`PolicyNeeds.locality_requires
-    <sia.scheduler.needs.PolicyNeeds>`; HiveD* lets low-priority jobs use any free cell).
+    <sia.scheduler.core.needs.PolicyNeeds>`; HiveD* lets low-priority jobs use any free cell).
 
     ``policy`` is a registered name or a policy (class or instance). Raises a
     one-line ConfigError naming the policy when it does not support locality.
     """
-    from sia.scheduler.needs import needs_of
+    from sia.scheduler.core.needs import needs_of
+    from sia.scheduler.core.simulator import policy_name
     from sia.scheduler.registry import check_policy, locality_error
-    from sia.scheduler.simulator import policy_name
 
     if isinstance(policy, str):
         needs = check_policy(policy, locality=config)
@@ -982,14 +982,14 @@ def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
                        locality: LocalityConfig | None, *, tick_s: float = 300.0,
                        speedup: float = 1.0, progress: bool = False,
                        check_invariants: bool = False) -> tuple[pl.DataFrame, dict | None]:
-    """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.simulator.simulate`) or
+    """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.core.simulator.simulate`) or
     on cells with the config the policy replays with (:func:`config_for_policy`).
 
     Returns (the per-job result table (times in seconds), the cell cluster's placement
     counters, or None on fungible GPUs). For ``sia replay``'s ``--topology`` /
     ``--placement`` / ``--cells-option`` and evaluation configs (see :func:`options_from_cli`).
     """
-    from sia.scheduler.simulator import simulate
+    from sia.scheduler.core.simulator import simulate
 
     if locality is None:
         return simulate(jobs, pools, policy, tick_s=tick_s, speedup=speedup, progress=progress,

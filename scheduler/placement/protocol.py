@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from sia.scheduler.topology import Topology
+from sia.scheduler.locality.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ import math
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import SimView, Start, TraceArrays
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
 
 
 def finish_time(work_gpu_s: float, longest_s: float, gpus: float) -> float:

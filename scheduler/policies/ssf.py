@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import SimView, Start, TraceArrays
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
 
 
 class FCFSPolicy:
@@ -23,7 +23,7 @@ class FCFSPolicy:
     while the head fits ``quota - dedicated use``; a head that does not fit
     blocks every later job of its pool (head-of-line blocking, no backfill).
     All starts are dedicated. Realistic: reads only arrived jobs' widths.
-    On a cell-aware cluster (:mod:`sia.scheduler.locality`) a head must also
+    On a cell-aware cluster (:mod:`sia.scheduler.locality.cell_cluster`) a head must also
     get a buddy cell of its pool's quota, else it blocks its pool.
     """
 

@@ -6,7 +6,7 @@ levels are solved from the widest gangs down, each on the cells the wider
 gangs left free. Rows are the level's jobs; columns are the fully free
 aligned cells of that level plus one "unscheduled" column per job. The cost
 of job j in cell c is ``w_j x unit cost`` of the shared
-:class:`~sia.scheduler.placement.CostModel`; an unscheduled column costs
+:class:`~sia.scheduler.placement.protocol.CostModel`; an unscheduled column costs
 ``w_j x U_j``. For a batch of one width this is the exact optimum of the same
 objective the min-cost flow solver minimises.
 
@@ -32,7 +32,7 @@ step) and, inside a pair, mirroring the buddy tree at any node (an exact
 dynamic programme replaces Algorithm 3's Hungarian step). Same costs.
 
 Migration planning (:func:`plan_migration`, used by
-:class:`~sia.scheduler.locality.CellCluster` with ``migrate``): the fewest
+:class:`~sia.scheduler.locality.cell_cluster.CellCluster` with ``migrate``): the fewest
 moves of movable jobs that free a cell for a new gang, by exact search over
 move sets (bounded by a count, not a clock), else a repack relabeled with
 :func:`relabel_in_cells`.
@@ -48,7 +48,8 @@ from itertools import combinations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sia.scheduler.placement import (
+from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.protocol import (
     WORK_S_PER_UNIT,
     ClusterState,
     CostModel,
@@ -56,7 +57,6 @@ from sia.scheduler.placement import (
     PlacementResult,
     cell_unit_costs,
 )
-from sia.scheduler.topology import Topology
 
 
 class HungarianPlacer:
@@ -213,7 +213,7 @@ def relabel_min_migration(
 
 
 # ----------------------------------------------------------- relabeling inside buddy cells
-Cell = tuple[int, int]  # (level, index), as in sia.scheduler.topology
+Cell = tuple[int, int]  # (level, index), as in sia.scheduler.locality.topology
 
 #: weight of a job that must not move (non-preemptible, a reservation): any map moving it costs more
 #: than moving every other job, so the optimum (never worse than the identity) keeps it in place
