@@ -15,7 +15,8 @@ import time
 
 from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
-from sia.scheduler.locality.cell_cluster import LocalityConfig, config_for_policy, simulate_cells
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import make_policy
 
 

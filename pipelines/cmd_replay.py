@@ -16,9 +16,10 @@ from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
+from sia.pipelines.locality_options import options_from_cli
 from sia.scheduler.core.metrics import compare
 from sia.scheduler.core.simulator import RESULT_COLUMNS
-from sia.scheduler.locality.cell_cluster import options_from_cli, replay_maybe_cells
+from sia.scheduler.locality.replay import replay_maybe_cells
 from sia.scheduler.registry import (
     POLICY_NAMES,
     check_policy,

@@ -215,7 +215,8 @@ def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
                          **policy_options(task.policy, task.options, forecaster=fc))
     if task.locality is None:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
-    from sia.scheduler.locality.cell_cluster import options_from_cli, replay_maybe_cells
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.replay import replay_maybe_cells
 
     cells = options_from_cli(task.locality["topology"], task.locality["placement"],
                              task.locality.get("options"), option="locality.options")

@@ -169,7 +169,7 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
                               "preemptible and what a move costs)")
         kw["migration"] = raw["migration"]
     if "chains" in raw:
-        from sia.scheduler.locality.cell_cluster import parse_placement
+        from sia.pipelines.locality_options import parse_placement
 
         kw["chains"] = tuple(parse_placement(str(c), option=f"{path}: chains")[0]
                              for c in raw["chains"])
@@ -251,7 +251,8 @@ def _parse_allocators(raw: Any, path: Path) -> dict[str, dict]:
 def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: str = "main",
               seed: int = 0, alloc: str | None = None):
     """The LocalityConfig of a replay: ``locality``, then the allocator's options, then the mode's."""
-    from sia.scheduler.locality.cell_cluster import LocalityConfig, config_for_policy
+    from sia.scheduler.locality.config import LocalityConfig
+    from sia.scheduler.locality.replay import config_for_policy
 
     opts = dict(cfg.locality)
     if alloc is not None:
@@ -394,7 +395,7 @@ def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
     ``_PLACEMENT_FACTS`` (solver times in seconds).
     """
     from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
-    from sia.scheduler.locality.cell_cluster import simulate_cells
+    from sia.scheduler.locality.replay import simulate_cells
 
     cfg = item.config
     jobs, pools = _workload(item.variant, item.seed, cfg.days, cfg.pool_gpus)
@@ -785,7 +786,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 def cause_one(item: tuple) -> pl.DataFrame:
     """Replay (cfg, variant, seed, policy, allocator) and FCFS on cells; return :func:`slowdown_causes` with keys."""
     cfg, variant, seed, policy, alloc = item
-    from sia.scheduler.locality.cell_cluster import simulate_cells
+    from sia.scheduler.locality.replay import simulate_cells
     from sia.scheduler.registry import make_policy
 
     jobs, pools = _workload(variant, seed, cfg.days, cfg.pool_gpus)

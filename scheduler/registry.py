@@ -22,10 +22,10 @@ from sia.scheduler.core.view import Policy
 
 #: name -> "module:Class"; the class is called with the options as keyword arguments.
 POLICIES: dict[str, str] = {
-    "fcfs": "sia.scheduler.policies.ssf:FCFSPolicy",
+    "fcfs": "sia.scheduler.policies.fcfs:FCFSPolicy",
     "ssf": "sia.scheduler.policies.ssf:SSFPolicy",
     "gssf": "sia.scheduler.policies.ssf:GlobalSSFPolicy",
-    "maxmin": "sia.scheduler.policies.ssf:MaxMinPolicy",
+    "maxmin": "sia.scheduler.policies.maxmin:MaxMinPolicy",
     "sia-vc": "sia.scheduler.policies.siavc.policy:SiaVCPolicy",
     "oracle": "sia.scheduler.policies.oracle:OraclePolicy",
     "sia": "sia.scheduler.policies.sia.policy:SiaPolicy",

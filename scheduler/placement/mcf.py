@@ -25,7 +25,7 @@ keeps them to the cells that exist. For power-of-two widths the optimum equals
 that of per-job nodes and per-target aggregator arcs; for widths sharing a
 level the per-width caps make the relaxation tighter (still a lower bound on
 any whole-gang placement).
-Costs (:class:`~sia.scheduler.placement.protocol.CostModel`): best fit on free GPUs and
+Costs (:class:`~sia.scheduler.placement.costs.CostModel`): best fit on free GPUs and
 the dedicated-cell terms; ``U`` exceeds any placement cost, so the flow
 places as many GPUs as fit, then as cheaply as possible.
 
@@ -48,15 +48,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from ortools.graph.python import min_cost_flow
+from sia.scheduler.placement.costs import CostModel, class_unit_costs, domain_tables, pack_gangs
 from sia.scheduler.placement.protocol import (
     WORK_S_PER_UNIT,
     ClusterState,
-    CostModel,
     PlacementRequest,
     PlacementResult,
-    class_unit_costs,
-    domain_tables,
-    pack_gangs,
 )
 
 

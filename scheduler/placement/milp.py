@@ -25,7 +25,7 @@ consumes ``2**(L - l)`` cells of each level l <= L: for power-of-two cells
 these counts are exactly the condition for the gangs to pack, so the plan is
 feasible cell by cell. A job's options are every (start slot, set); its value
 falls with the wait and with the cost class of the set (the shared
-:class:`~sia.scheduler.placement.protocol.CostModel`'s dedicated-cell terms), so
+:class:`~sia.scheduler.placement.costs.CostModel`'s dedicated-cell terms), so
 "wait for the preferred cells" and "fall back now" compete inside one MAX.
 Only options starting in slot 0 are launched; the rest are kept as the plan
 that warm-starts the next call.
@@ -40,13 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
-from sia.scheduler.placement.protocol import (
-    ClusterState,
-    CostModel,
-    PlacementRequest,
-    PlacementResult,
-    pack_gangs,
-)
+from sia.scheduler.placement.costs import CostModel, pack_gangs
+from sia.scheduler.placement.protocol import ClusterState, PlacementRequest, PlacementResult
 
 
 @dataclass(frozen=True)

@@ -384,7 +384,8 @@ def test_summary_markdown_matches_csv(tmp_path):
 
 
 def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
-    from sia.scheduler.locality.cell_cluster import options_from_cli, simulate_maybe_cells
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.replay import simulate_maybe_cells
 
     cfg = parse_config(tiny(experiments=1, policies=["fcfs", "maxmin"],
                             locality={"topology": "gpus=8,rack=4", "placement": "buddy,mcf"}))
@@ -409,12 +410,9 @@ def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
 
 
 def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
-    from sia.scheduler.locality.cell_cluster import (
-        LocalityConfig,
-        options_from_cli,
-        simulate_cells,
-        simulate_maybe_cells,
-    )
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.config import LocalityConfig
+    from sia.scheduler.locality.replay import simulate_cells, simulate_maybe_cells
 
     def cfg_with(options, name="cfg.yaml"):
         loc = {"topology": "gpus=8,rack=4", "placement": "buddy"}

@@ -9,7 +9,8 @@ from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
 from sia.pipelines.figure16 import load_figure16_config
 from sia.scheduler.core.metrics import compare
-from sia.scheduler.locality.cell_cluster import LocalityConfig, simulate_cells
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.registry import make_policy
 
 TINY = """

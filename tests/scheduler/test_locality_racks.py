@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 from sia.data.synthetic import generate_workload
-from sia.scheduler.locality.cell_cluster import LocalityConfig, config_for_policy, simulate_cells
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import make_policy
 
 WIDTHS = np.array([1, 2, 4, 8, 16, 32])

@@ -8,23 +8,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.locality.topology import Topology
-from sia.scheduler.placement.hungarian import (
-    HungarianPlacer,
+from sia.scheduler.locality.migration import (
     plan_migration,
     relabel_in_cells,
     relabel_min_migration,
 )
+from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.chain import PlacementChain
+from sia.scheduler.placement.costs import CostModel, placement_cost
+from sia.scheduler.placement.hungarian import HungarianPlacer
 from sia.scheduler.placement.mcf import MinCostFlowPlacer
 from sia.scheduler.placement.milp import MilpPlacer, Option, solve_strl
 from sia.scheduler.placement.protocol import (
     ClusterState,
-    CostModel,
     InvalidPlacement,
-    PlacementChain,
     PlacementRequest,
     PlacementResult,
-    placement_cost,
     validate_placement,
 )
 

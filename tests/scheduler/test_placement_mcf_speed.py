@@ -6,14 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.costs import CostModel, placement_cost
 from sia.scheduler.placement.mcf import MinCostFlowPlacer
-from sia.scheduler.placement.protocol import (
-    ClusterState,
-    CostModel,
-    PlacementRequest,
-    placement_cost,
-    validate_placement,
-)
+from sia.scheduler.placement.protocol import ClusterState, PlacementRequest, validate_placement
 
 R = PlacementRequest
 

@@ -18,7 +18,8 @@ from sia.pipelines.experiment import parse_config
 from sia.scheduler.core.forecast import PerfectForecaster
 from sia.scheduler.core.needs import NO_NEEDS, PolicyNeeds
 from sia.scheduler.core.simulator import PolicyError, simulate
-from sia.scheduler.locality.cell_cluster import LocalityConfig, config_for_policy, simulate_cells
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import (
     POLICIES,
     POLICY_NAMES,
