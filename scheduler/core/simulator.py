@@ -35,7 +35,7 @@ import polars as pl
 from sia.data.errors import ConfigError, SiaError, TraceError
 from sia.data.schema import check_jobs, check_pools
 from sia.scheduler.core.cluster import Cluster, PlacementError
-from sia.scheduler.core.view import Policy, Reason, SimState, SimView, TraceArrays
+from sia.scheduler.core.view import Policy, Reason, SimState, SimView, Start, TraceArrays
 
 # the reasons as plain ints for the event loop, and every combination as a Reason
 _ARRIVAL, _COMPLETION, _TICK, _WAKEUP = (int(r) for r in (Reason.ARRIVAL, Reason.COMPLETION,
@@ -234,7 +234,7 @@ class _EventLoop:
     """
 
     __slots__ = ("name", "trace", "cluster", "n", "state", "view", "decide", "wakeup_fn",
-                 "uses_ticks", "tick_s", "check_invariants", "submit", "left", "seg_start",
+                 "uses_ticks", "tick_s", "refused", "place_batch", "check_invariants", "submit", "left", "seg_start",
                  "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done")
 
     def __init__(self, trace: TraceArrays, cluster: Cluster, policy: Policy, tick_s: float,
@@ -246,6 +246,9 @@ class _EventLoop:
         self.view = SimView(self.state, cluster)
         policy.reset(trace, cluster)
         self.decide = policy.decide
+        # the placer stage: a cluster that places batches, for a policy that takes refusals
+        self.refused = getattr(policy, "refused", None)
+        self.place_batch = getattr(cluster, "place_batch", None) if self.refused else None
         self.wakeup_fn = getattr(policy, "next_wakeup", None)
         self.uses_ticks = bool(getattr(policy, "uses_ticks", True))
         self.tick_s, self.check_invariants = tick_s, check_invariants
@@ -297,6 +300,8 @@ class _EventLoop:
             state.reason = _REASONS[reason]
             view._invalidate()
             items = decide(view)
+            if items and self.place_batch is not None:
+                items = self._place(items, now)
             if items:
                 self._apply(items, now)
             state.touched.clear()
@@ -384,6 +389,32 @@ class _EventLoop:
             j += 1
         self.state.n_arrived = j
         return j
+
+    def _place(self, items: list, now: float) -> list:
+        """The placer stage: place the decision's starts that came without a placement as one
+        batch; return the items with the granted placements, without the refused starts, whose
+        jobs (still pending) go back to the policy's ``refused(jobs)``."""
+        status, n = self.status, self.n
+        todo = [(j, self.pool_of[j], self.gpus[j], not it[1]) for it in items
+                if type(it) is not Preempt and it[2] is None
+                and 0 <= (j := int(it[0])) < n and status[j] == _PENDING]
+        if not todo:
+            return items
+        try:
+            granted = self.place_batch(todo)
+        except PlacementError as exc:
+            raise PolicyError(f"policy {self.name} at t={now:.3f}s: {exc}") from exc
+        asked = {t[0] for t in todo}
+        out = []
+        for it in items:
+            j = int(it[0])
+            if type(it) is Preempt or j not in asked:
+                out.append(it)
+            elif j in granted:
+                out.append(Start(j, bool(it[1]), granted[j]))
+        if len(granted) < len(todo):
+            self.refused([t[0] for t in todo if t[0] not in granted])
+        return out
 
     def _apply(self, items: list, now: float) -> None:
         """Validate and apply the decision's items in order (preemptions and starts)."""

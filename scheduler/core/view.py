@@ -167,9 +167,10 @@ class Start(NamedTuple):
     - ``opportunistic``: False = on the pool's own quota (dedicated; the
       pool's dedicated use must stay within its quota), True = on spare GPUs
       beyond the quota (any free GPU).
-    - ``placement``: None lets the cluster pick GPUs (fungible pools); with
-      locality, the GPUs / cell the placement layer chose (see
-      :meth:`sia.scheduler.core.cluster.Cluster.allocate`).
+    - ``placement``: None lets the cluster pick GPUs (fungible pools) or, on
+      buddy cells, the simulator's placer stage (for a policy with
+      ``refused``); else the GPUs / cell the policy got from the placement
+      layer (see :meth:`sia.scheduler.core.cluster.Cluster.allocate`).
     """
 
     job: int
@@ -203,6 +204,12 @@ class Policy(Protocol):
       the policy wants to be called even if nothing happens (offline plans);
       asked after every decision, and the answer replaces any earlier one
       (None = no wake-up pending).
+    - ``refused(jobs)`` -- takes the starts the simulator's placer stage could not
+      place. On a cell-aware cluster, a policy with this method may return
+      starts without a placement: after ``decide`` the simulator places them
+      as one batch (buddy cells, then the fallback chain on what buddy refused),
+      applies the placed ones and passes the refused job indices (still
+      pending) here, before the next decision.
     - ``needs: PolicyNeeds`` (class attribute, :mod:`sia.scheduler.core.needs`) --
       what the policy takes and supports: a forecaster and under which
       constructor option, a seed, locality (buddy cells) and the locality

@@ -233,25 +233,80 @@ class CellCluster(CellMigrations, Cluster):
         return a.gpus
 
     def _fallback(self, aid: str, pool: str, num_gpus: int) -> Allocation | None:
-        if self.chain is None or not self.buddy.has_free_cell(self.topology.level_for(num_gpus)):
-            return None  # no free unbound cell of that size at all: no solver can help
+        """The fallback chain for one opportunistic gang buddy refused; its allocation, or None."""
+        return self._fallback_batch([(aid, pool, num_gpus)]).get(aid)
+
+    def _fallback_batch(self, gangs: Sequence[tuple[str, str, int]]) -> dict[str, Allocation]:
+        """Place opportunistic gangs (allocation id, pool name, GPUs) that buddy refused with one
+        call of the fallback chain (the whole batch); return the allocations it made by id."""
+        level_for = self.topology.level_for
+        # a gang with no free unbound cell of its size at all: no solver can help
+        gangs = [x for x in gangs if self.buddy.has_free_cell(level_for(x[2]))]
+        if self.chain is None or not gangs:
+            return {}
         state = ClusterState(self.topology, self.buddy.free_gpu_mask(),
                              self.buddy.bound_pool_map(), tuple(self.buddy.pools))
-        res = self.chain.place([PlacementRequest(aid, num_gpus, pool, dedicated=False)], state)
+        res = self.chain.place([PlacementRequest(aid, g, pool, dedicated=False)
+                                for aid, pool, g in gangs], state)
         self.stats.solver_calls += 1
         self.stats.solver_s.append(res.elapsed_s)
-        gpus = res.placements.get(aid)
-        if gpus is None:
-            return None
-        level = self.topology.level_for(num_gpus)
-        try:
-            a = self.buddy.allocate_at(aid, pool, num_gpus, min(gpus) >> level)
-        except CannotAllocate:
-            return None
-        by = res.stats.get("placed_by", {}).get(aid, "?")
-        self.stats.fallback += 1
-        self.stats.fallback_by[by] = self.stats.fallback_by.get(by, 0) + 1
-        return a
+        out: dict[str, Allocation] = {}
+        for aid, pool, g in gangs:
+            gpus = res.placements.get(aid)
+            if gpus is None:
+                continue
+            try:
+                out[aid] = self.buddy.allocate_at(aid, pool, g, min(gpus) >> level_for(g))
+            except CannotAllocate:
+                continue
+            by = res.stats.get("placed_by", {}).get(aid, "?")
+            self.stats.fallback += 1
+            self.stats.fallback_by[by] = self.stats.fallback_by.get(by, 0) + 1
+        return out
+
+    def place_batch(self, starts: Sequence[tuple[int, int, int, bool]]) -> dict[int, tuple[int, ...]]:
+        """The simulator's placer stage: cells for a decision's starts that came without one.
+
+        ``starts``: (job, pool index, GPUs, dedicated) in the policy's order.
+        Buddy cells first, one start at a time in that order (dedicated inside
+        the pool's quota cells, HiveD's safety kept); then the opportunistic
+        gangs buddy refused for fragmentation go to the fallback chain together,
+        one call for the whole batch. Returns the granted GPU ids by job; a
+        job left out is refused (no cell, or a pending reservation blocks it).
+        """
+        st = self.stats
+        granted: dict[int, tuple[int, ...]] = {}
+        rest: list[tuple[str, str, int]] = []
+        for job, pool, g, dedicated in starts:
+            if job in self.grants:
+                raise PlacementError(f"job {job} already has a cell granted in this decision")
+            name, aid = self.pool_names[pool], str(job)
+            try:
+                a = (self.buddy.allocate_dedicated(aid, name, g) if dedicated
+                     else self.buddy.allocate_opportunistic(aid, name, g))
+            except CannotAllocate:
+                if not dedicated and self.buddy.pending_reservations:
+                    st.refused += 1
+                    continue
+                if g <= self.free:
+                    st.frag_refused += 1
+                if dedicated:
+                    st.refused += 1
+                else:
+                    rest.append((aid, name, g))
+                continue
+            st.buddy += 1
+            self.grants[job] = a
+            granted[job] = a.gpus
+        placed = self._fallback_batch(rest)
+        for aid, _, _ in rest:
+            a = placed.get(aid)
+            if a is None:
+                st.refused += 1
+                continue
+            self.grants[int(aid)] = a
+            granted[int(aid)] = a.gpus
+        return granted
 
     # ------------------------------------------------------------------ reservations
     def reserve(self, pool: int, widths: Sequence[int]) -> bool:

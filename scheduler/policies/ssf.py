@@ -22,13 +22,14 @@ class SSFPolicy:
     Each pool visits its pending jobs in increasing service (duration x GPUs,
     ties by arrival) and starts every one that fits its unused quota; a job
     that does not fit is skipped, not waited for (greedy backfill). All starts
-    are dedicated.
+    are dedicated. On a cell-aware cluster the simulator's placer stage places
+    the starts; a refused one goes back to its pool's queue (:meth:`refused`).
     """
 
     name = "ssf"
     perfect_information = True
     uses_ticks = False
-    needs = PolicyNeeds()  # places no cells: fungible GPUs only
+    needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Prepare per-pool queues sorted by service."""
@@ -38,6 +39,7 @@ class SSFPolicy:
         self._quota = trace.quota.tolist()
         self._queues: list[list[tuple[float, int]]] = [[] for _ in range(trace.n_pools)]
         self._seen = 0
+        self._retry: set[int] = set()  # pools with a refused start, revisited next time
 
     def _admit(self, view: SimView) -> None:
         """Insert jobs that arrived since the last call into their pool's sorted queue."""
@@ -50,7 +52,10 @@ class SSFPolicy:
         self._admit(view)
         starts: list[Start] = []
         gpus = self._gpus
-        for p in sorted(view.touched_pools):
+        pools = view.touched_pools
+        if self._retry:
+            pools, self._retry = pools | self._retry, set()
+        for p in sorted(pools):
             queue = self._queues[p]
             free = self._quota[p] - view.used_dedicated_of(p)
             if not queue or free <= 0:
@@ -61,6 +66,13 @@ class SSFPolicy:
                 _remove(queue, chosen, self._service)
         return starts
 
+    def refused(self, jobs: list[int]) -> None:
+        """Put starts the placer refused (no cell) back in their pools' queues."""
+        for j in jobs:
+            p = self._pool[j]
+            insort(self._queues[p], (self._service[j], j))
+            self._retry.add(p)
+
 
 class GlobalSSFPolicy:
     """Global shortest service first: all GPUs form one pool; quotas are ignored.
@@ -69,13 +81,15 @@ class GlobalSSFPolicy:
     GPUs, ties by arrival) and starts each that fits the free GPUs; a job
     that does not fit is skipped (greedy backfill). A start is dedicated when
     it fits its pool's unused quota, otherwise opportunistic. Perfect
-    information (true durations).
+    information (true durations). On a cell-aware cluster the simulator's
+    placer stage places the starts as one batch; a refused one goes back to the
+    queue (:meth:`refused`).
     """
 
     name = "gssf"
     perfect_information = True
     uses_ticks = False
-    needs = PolicyNeeds()  # places no cells: fungible GPUs only
+    needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
         """Prepare one queue sorted by service."""
@@ -108,6 +122,11 @@ class GlobalSSFPolicy:
                 starts.append(Start(j, True))
         _remove(self._queue, chosen, self._service)
         return starts
+
+    def refused(self, jobs: list[int]) -> None:
+        """Put starts the placer refused (no cell) back in the queue."""
+        for j in jobs:
+            insort(self._queue, (self._service[j], j))
 
 
 def _remove(queue: list[tuple[float, int]], jobs: list[int], service: list[float]) -> None:

@@ -70,7 +70,7 @@ FIGURE16_CONFIG_ERRORS = [
     ("pool_gpus: many\n", "pool_gpus must be an integer"),
     ("variants: [base]\nmigration: true\n", "migration: true needs a preemption section"),
     ("variants: [base]\nmigration: maybe\n", "migration must be true or false"),
-    ("policies: [sia-perfect, ssf]\n", "policies: policy 'ssf' does not support locality"),
+    ("policies: [sia-perfect, sia-vc]\n", "policies: policy 'sia-vc' does not support locality"),
     ("chain_policy: nope\n", "chain_policy: unknown policy 'nope'"),
 ]
 
