@@ -16,8 +16,10 @@ from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import inputs
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
-from sia.scheduler.locality import options_from_cli, replay_maybe_cells
-from sia.scheduler.metrics import compare
+from sia.pipelines.locality_options import options_from_cli
+from sia.scheduler.core.metrics import compare
+from sia.scheduler.core.simulator import RESULT_COLUMNS
+from sia.scheduler.locality.replay import replay_maybe_cells
 from sia.scheduler.registry import (
     POLICY_NAMES,
     check_policy,
@@ -26,7 +28,6 @@ from sia.scheduler.registry import (
     policy_needs,
     policy_options,
 )
-from sia.scheduler.simulator import RESULT_COLUMNS
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000

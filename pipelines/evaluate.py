@@ -48,7 +48,7 @@ from sia.pipelines.replay_store import (
     result_key,
 )
 from sia.pipelines.replay_store import save_replay as store_replay
-from sia.scheduler.metrics import compare
+from sia.scheduler.core.metrics import compare
 from sia.scheduler.registry import policy_options
 
 BASELINE = "fcfs"
@@ -207,15 +207,16 @@ def run_replay(task: ReplayTask) -> pl.DataFrame:
 def _replay(task: ReplayTask) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """Replay one task: (per-job result table, the cell cluster's placement counters
     (preemptions, migrations, fallbacks, ...; None on fungible GPUs))."""
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     fc = None if task.forecaster is None else learned_forecaster(task.forecaster)
     policy = make_policy(task.policy, locality=task.locality,
                          **policy_options(task.policy, task.options, forecaster=fc))
     if task.locality is None:
         return simulate(task.jobs, task.pools, policy, tick_s=task.tick_s), None
-    from sia.scheduler.locality import options_from_cli, replay_maybe_cells
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.replay import replay_maybe_cells
 
     cells = options_from_cli(task.locality["topology"], task.locality["placement"],
                              task.locality.get("options"), option="locality.options")

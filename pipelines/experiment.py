@@ -504,7 +504,8 @@ def _locality(w: Any, value: Any) -> dict[str, Any] | None:
     that differ from their defaults, JSON-ready, and is left out when none
     does, so replay keys change exactly when an option changes the replay.
     """
-    from sia.scheduler.locality import LocalityConfig, options_from_cli, parse_cells_options
+    from sia.pipelines.locality_options import options_from_cli, parse_cells_options
+    from sia.scheduler.locality.config import LocalityConfig
 
     options: dict[str, Any] = {}
     if isinstance(value, dict):

@@ -169,7 +169,7 @@ def load_figure16_config(path: Path | str) -> Figure16Config:
                               "preemptible and what a move costs)")
         kw["migration"] = raw["migration"]
     if "chains" in raw:
-        from sia.scheduler.locality import parse_placement
+        from sia.pipelines.locality_options import parse_placement
 
         kw["chains"] = tuple(parse_placement(str(c), option=f"{path}: chains")[0]
                              for c in raw["chains"])
@@ -214,8 +214,8 @@ def _check_policies(cfg: Figure16Config, path: Path) -> None:
 
 def _learned_options(raw: Any, path: Path) -> dict:
     """Return the ``learned_options`` mapping, checked by building a SiaPolicy with it."""
-    from sia.scheduler.forecast import PerfectForecaster
-    from sia.scheduler.policy_sia import SiaPolicy
+    from sia.scheduler.core.forecast import PerfectForecaster
+    from sia.scheduler.policies.sia.policy import SiaPolicy
 
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: learned_options must be a mapping of SiaPolicy options, "
@@ -251,7 +251,8 @@ def _parse_allocators(raw: Any, path: Path) -> dict[str, dict]:
 def _locality(cfg: Figure16Config, chain: tuple[str, ...], policy: str, mode: str = "main",
               seed: int = 0, alloc: str | None = None):
     """The LocalityConfig of a replay: ``locality``, then the allocator's options, then the mode's."""
-    from sia.scheduler.locality import LocalityConfig, config_for_policy
+    from sia.scheduler.locality.config import LocalityConfig
+    from sia.scheduler.locality.replay import config_for_policy
 
     opts = dict(cfg.locality)
     if alloc is not None:
@@ -393,8 +394,8 @@ def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
     :meth:`sia.scheduler.locality.PlacementStats.summary` named in
     ``_PLACEMENT_FACTS`` (solver times in seconds).
     """
-    from sia.scheduler.locality import simulate_cells
-    from sia.scheduler.simulator import RESULT_COLUMNS, simulate
+    from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
+    from sia.scheduler.locality.replay import simulate_cells
 
     cfg = item.config
     jobs, pools = _workload(item.variant, item.seed, cfg.days, cfg.pool_gpus)
@@ -413,7 +414,7 @@ def run_replay(item: Replay) -> tuple[pl.DataFrame, dict[str, Any]]:
 def score(row: Scored, result: pl.DataFrame, baseline: pl.DataFrame,
           meta: dict[str, Any]) -> dict[str, Any]:
     """Return the row of ``figure16_runs.csv`` / ``chain_runs.csv``: metrics vs FCFS and placement facts."""
-    from sia.scheduler.metrics import compare
+    from sia.scheduler.core.metrics import compare
 
     item = row.replay
     _, s = compare(result, baseline, warmup_s=item.config.warmup_s)
@@ -700,7 +701,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
     first matching entry of :data:`CAUSES` is the cause. Columns: job_id,
     pool, num_gpus, slowdown_min, cause, root (bool).
     """
-    from sia.scheduler.metrics import SLOWED_AFTER_S
+    from sia.scheduler.core.metrics import SLOWED_AFTER_S
 
     m = base.select("job_id", "pool", "submit_time", "num_gpus", "start_time", "end_time").join(
         res.select("job_id", pl.col("start_time").alias("start_s"), pl.col("end_time").alias("end_s"),
@@ -785,7 +786,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 def cause_one(item: tuple) -> pl.DataFrame:
     """Replay (cfg, variant, seed, policy, allocator) and FCFS on cells; return :func:`slowdown_causes` with keys."""
     cfg, variant, seed, policy, alloc = item
-    from sia.scheduler.locality import simulate_cells
+    from sia.scheduler.locality.replay import simulate_cells
     from sia.scheduler.registry import make_policy
 
     jobs, pools = _workload(variant, seed, cfg.days, cfg.pool_gpus)

@@ -48,9 +48,9 @@ from sia.pipelines.replay_store import (
     run_into_store,
     sort_for_resume,
 )
-from sia.scheduler.metrics import compare
+from sia.scheduler.core.metrics import compare
+from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
 from sia.scheduler.registry import POLICIES, make_policy
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 METRICS = (
     ("mean_speedup", "mean speedup (x)"),

@@ -251,8 +251,8 @@ def parse_windows(text: str, option: str = "--windows") -> tuple[int, ...]:
 def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
     """Return ``jobs`` with ``start_time`` / ``end_time`` (s) of the FCFS replay (the baseline schedule)."""
     from sia.features.schedule import with_schedule
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     return with_schedule(jobs, simulate(jobs, pools, make_policy("fcfs")))
 

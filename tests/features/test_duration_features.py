@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.features.duration_features import DURATION_FEATURES, submission_features
 from sia.models.job_duration import OnlineSubmissionFeatures
-from sia.scheduler.view import TraceArrays
+from sia.scheduler.core.view import TraceArrays
 
 from .conftest import schedule
 

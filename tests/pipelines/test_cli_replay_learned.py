@@ -21,8 +21,8 @@ def _train(alias: str, tmp_path) -> None:
 def _direct_replay(policy: str, alias: str | None, start_day: float, **options):
     """The same replay built by hand: the registry loader, the policy factory, the simulator."""
     from sia.models.forecaster import LearnedForecaster
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     jobs, pools = generate_workload("base", 1, days=5.0)
     jobs = jobs.filter(pl.col("submit_time") >= start_day * DAY_S)
