@@ -37,10 +37,6 @@ PROBE_TIMEOUT_S = 3.0
 #: user set MLflow's own variables)
 HTTP_TIMEOUT_S = 30
 HTTP_RETRIES = 2
-#: MLflow 3's UI opens an experiment without this tag in its GenAI (traces) view; ours
-#: hold model trainings and evaluations: its runs table and charts are what users want
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
 
 
 class TrackingError(SiaError):
@@ -141,11 +137,7 @@ def _open_store(uri: str, root: Path | None, experiment: str) -> str:
         exp = mlflow.get_experiment_by_name(experiment)
         if exp is None:
             location = artifact_location(root) if uri.startswith("sqlite:") else None
-            mlflow.create_experiment(experiment, artifact_location=location,
-                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
-        elif EXPERIMENT_KIND_TAG not in exp.tags:
-            mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG,
-                                                     EXPERIMENT_KIND)
+            mlflow.create_experiment(experiment, artifact_location=location)
         mlflow.set_experiment(experiment)
     except Exception as exc:  # MLflow raises many kinds; the user needs one line
         raise TrackingError(f"cannot use MLflow store {uri}: {exc}") from exc

@@ -307,10 +307,3 @@ def test_tuning_resumes_only_its_own_study_and_logs_the_best_trial(trained, tmp_
                 study_digest(split, cols, (5, 60), 0, "f1", 0.5),
                 study_digest(split, cols[:1], (5,), 0, "f1", 0.5)}) == 5
 
-
-def test_experiments_open_in_the_model_training_view(trained):
-    import mlflow
-    from sia.pipelines.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
-
-    exp = mlflow.get_experiment(mlflow.get_run(trained[0].run_id).info.experiment_id)
-    assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
