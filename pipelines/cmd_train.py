@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -111,6 +112,10 @@ def register(app: typer.Typer) -> None:
             "--no-ablation", help="Skip the feature-set ablation (one fit per window).")] = False,
         alias: Annotated[str, typer.Option(
             "--alias", help="Registry alias set on the new model versions.")] = "champion",
+        experiment: Annotated[str | None, typer.Option(
+            "--experiment", help="MLflow experiment to log the run into (default: "
+                                 "$MLFLOW_EXPERIMENT_NAME, else sia-predictors).",
+            show_default=False)] = None,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Report folder (default: <output root>/train).",
             show_default=False)] = None,
@@ -118,10 +123,18 @@ def register(app: typer.Typer) -> None:
         """Train WillJobsArrive, NewLoadEstimate and JobDuration; print the report; log to MLflow."""
         from sia.models.report import print_report
         from sia.models.will_arrive import XGBParams
-        from sia.pipelines.tracking import ui_command
+        from sia.pipelines.tracking import StoreSetup, experiment_name, ui_command
         from sia.pipelines.train import TrainConfig, run_training
 
+        started = time.perf_counter()
+
+        def say(message: str) -> None:
+            typer.echo(f"[{time.perf_counter() - started:6.1f} s] {message}", err=True)
+
         ks = inputs.parse_windows(windows)
+        inputs.check_seed(seed)
+        if not alias.strip():
+            raise ConfigError("--alias must be a non-empty name")
         if will_arrive_select not in ("auto", "xgboost", "persistence", "always_yes"):
             raise ConfigError("--will-arrive-select must be auto, xgboost, persistence or "
                               f"always_yes, not {will_arrive_select!r}")
@@ -143,6 +156,9 @@ def register(app: typer.Typer) -> None:
                               f"{duration_target_under}")
         if trace is None and days is None:
             days = warmup_days + train_days + val_days + 1.0  # enough synthetic days to split
+        # the store first: an unreachable or silent server fails before any work
+        store = StoreSetup(experiment=experiment_name(experiment))
+        say(f"reading {trace if trace is not None else 'the synthetic workload'}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
         common = dict(train_days=train_days, val_days=val_days, warmup_days=warmup_days,
@@ -176,7 +192,8 @@ def register(app: typer.Typer) -> None:
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
                                out_dir=out or output_root() / "train", tune=tune,
                                tune_objective=tune_objective, precision_floor=precision_floor,
-                               alias=alias)
+                               alias=alias, store=store, progress=say)
+        say("done")
         print_report(outcome.result.tables)
         s = outcome.result.split
         typer.echo(f"split: train days {s.train_start / 86400:.1f}-{s.train_end / 86400:.1f}, "
