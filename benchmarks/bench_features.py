@@ -60,8 +60,8 @@ def _philly():
     from sia.data.quotas import quotas_from_load
     from sia.data.readers import read_philly
     from sia.features.schedule import with_schedule
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     jobs, _ = read_philly(PHILLY, on_bad_rows="drop")
     pools = quotas_from_load(jobs, (0.6, 1.1), 0)

@@ -14,9 +14,10 @@ import argparse
 import time
 
 from sia.data.synthetic import generate_workload
-from sia.scheduler.locality import LocalityConfig, config_for_policy, simulate_cells
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 
 def best_of(reps: int, fn) -> float:

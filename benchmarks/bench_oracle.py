@@ -17,10 +17,10 @@ import argparse
 import time
 
 from sia.data.synthetic import generate_workload
-from sia.scheduler.oracle import solve_oracle
+from sia.scheduler.core.simulator import build_trace, simulate
+from sia.scheduler.policies.oracle import solve_oracle
+from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import build_trace, simulate
-from sia.scheduler.vst import fcfs_baseline_starts
 
 
 def main() -> None:

@@ -19,11 +19,12 @@ import argparse
 import time
 
 import numpy as np
-from sia.scheduler.place_hungarian import HungarianPlacer
-from sia.scheduler.place_mcf import MinCostFlowPlacer
-from sia.scheduler.place_milp import MilpPlacer
-from sia.scheduler.placement import ClusterState, CostModel, PlacementRequest, placement_cost
-from sia.scheduler.topology import Topology
+from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.costs import CostModel, placement_cost
+from sia.scheduler.placement.hungarian import HungarianPlacer
+from sia.scheduler.placement.mcf import MinCostFlowPlacer
+from sia.scheduler.placement.milp import MilpPlacer
+from sia.scheduler.placement.protocol import ClusterState, PlacementRequest
 
 POOLS = ("p0", "p1", "p2", "p3")
 

@@ -25,8 +25,8 @@ import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
+from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 

@@ -34,9 +34,9 @@ import numpy as np
 import polars as pl
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
-from sia.scheduler.policy_sia import SiaPerfectPolicy, SiaPolicy
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPerfectPolicy, SiaPolicy
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 DEFAULT_CASES = "sia-perfect,sia-perfect/refresh0,sia-random-both,hived,themis,maxmin"

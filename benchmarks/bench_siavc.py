@@ -21,9 +21,9 @@ import time
 
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
-from sia.scheduler.policy_siavc import SiaVCPolicy
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.siavc.policy import SiaVCPolicy
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
 

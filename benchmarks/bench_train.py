@@ -66,7 +66,7 @@ class _View:
     """A minimal stand-in of the simulator's view: P pools, arrivals and running jobs."""
 
     def __init__(self, n_pools: int, seed: int = 0):
-        from sia.scheduler.view import RunningJobs, TraceArrays
+        from sia.scheduler.core.view import RunningJobs, TraceArrays
 
         rng = np.random.default_rng(seed)
         n = 20 * n_pools

@@ -49,7 +49,7 @@ def quotas_from_load(jobs: pl.DataFrame, load_range: tuple[float, float] = (0.6,
     Columns: ``pool``, ``quota_gpus`` (Int32), ``target_load`` (Float64).
     """
     lo, hi = (float(x) for x in load_range)
-    if not (0 < lo <= hi):
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
         raise ConfigError(f"--load-range must be two numbers 0 < low <= high, not {load_range}")
     span = trace_span_s(jobs) if span_s is None else float(span_s)
     if span <= 0:
@@ -111,12 +111,13 @@ def read_quota_file(path: Path | str) -> pl.DataFrame:
     raw = df["quota_gpus"]
     text = raw.cast(pl.String).str.strip_chars()
     num = text.cast(pl.Float64, strict=False)
-    bad = num.is_null() | ~num.is_finite() | (num != num.round(0)) | (num < 1)
+    bad = num.is_null() | ~num.is_finite() | (num != num.round(0)) | (num < 1) | (num > _MAX_QUOTA)
     bad = bad.fill_null(True)
     if bad.any():
         i = int(bad.arg_true()[0])
         raise TraceError(
-            f"{path}: row {i + 1}, column 'quota_gpus': {raw[i]!r} is not a whole number of GPUs >= 1"
+            f"{path}: row {i + 1}, column 'quota_gpus': {raw[i]!r} is not a whole number of GPUs "
+            f"from 1 to {_MAX_QUOTA:,}"
         )
     pools_col = df["pool"].cast(pl.String).str.strip_chars()
     missing = pools_col.is_null() | (pools_col == "")

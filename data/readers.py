@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import glob as globmod
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from sia.data.schema import (
     CleaningReport,
     OnBadRows,
     _cast_numeric,
+    _file,
     validate,
 )
 
@@ -74,11 +76,40 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    if path.is_file():
+        with path.open("rb") as fh:
+            if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+                raise TraceError(f"{path}: UTF-16 text; save the file as UTF-8")
     try:
         df = pl.read_csv(path, infer_schema=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
+    _check_header(df.columns, path)
     return _drop_blank_rows(_add_source(df, path))
+
+
+def _check_header(columns: list[str], path: Path | str) -> None:
+    """Raise TraceError when a CSV header names a column twice (polars renames the second
+    one ``NAME_duplicated_0``, which would silently leave one of them out)."""
+    names = set(columns)
+    for c in columns:
+        m = re.fullmatch(r"(.+)_duplicated_\d+", c)
+        if m and m.group(1) in names:
+            raise TraceError(f"{path}: the header names column {m.group(1)!r} twice; rename "
+                             "or remove one of them")
+
+
+def _rename(df: pl.DataFrame, renames: dict[str, str], path: Path | str, fmt: str) -> pl.DataFrame:
+    """Rename a format's columns onto the contract; a column already named like a target is
+    a TraceError (which of the two to use would be a guess)."""
+    clash = [dst for src, dst in renames.items() if src in df.columns and dst in df.columns]
+    if clash:
+        src = next(s for s, d in renames.items() if d == clash[0])
+        raise TraceError(
+            f"{path}: column {clash[0]!r} clashes with the {fmt} column {src!r} the reader "
+            f"turns into {clash[0]!r}; rename or remove it, or read the file with "
+            "--format generic and --map")
+    return df.rename({s: d for s, d in renames.items() if s in df.columns})
 
 
 def _drop_blank_rows(df: pl.DataFrame) -> pl.DataFrame:
@@ -210,9 +241,7 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
 
 
 def _file_of(bad: BadRows) -> str:
-    if SOURCE_FILE in bad.df.columns and bad.df.height:
-        return str(bad.df[SOURCE_FILE][0])
-    return bad.source
+    return _file(bad.df, bad.source)
 
 
 def _finish(raw: pl.DataFrame, source: str, on_bad_rows: OnBadRows, report: CleaningReport,
@@ -263,7 +292,11 @@ def read_philly(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
     _require_columns(df, ("timestamp", "duration", "num_gpus", "cluster"), path, "Philly")
     report = CleaningReport(source=str(path), rows_read=df.height)
     _blank_note(df, report)
-    df = df.rename({"timestamp": "submit_time", "cluster": "pool"})
+    if "job_id" in df.columns:
+        raise TraceError(f"{path}: column 'job_id' clashes with the job ids the Philly reader "
+                         "gives (the data row numbers); rename or remove it, or read the file "
+                         "with --format generic and --map")
+    df = _rename(df, {"timestamp": "submit_time", "cluster": "pool"}, path, "Philly")
     if "gpu_time" in df.columns:
         df = df.with_columns(pl.col("gpu_time").str.strip_chars().cast(pl.Float64, strict=False))
     bad = BadRows(df, str(path), on_bad_rows, report)
@@ -391,7 +424,7 @@ def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
     gpus = df["gpu_num"].str.strip_chars().cast(pl.Float64, strict=False)
     cpu_only = (gpus == 0).fill_null(False)
     report.leave_out("cpu_only", int(cpu_only.sum()))
-    df = df.filter(~cpu_only).rename({"vc": "pool", "gpu_num": "num_gpus"})
+    df = _rename(df.filter(~cpu_only), {"vc": "pool", "gpu_num": "num_gpus"}, path, "Helios")
     for column in ("cpu_num", "node_num", "queue"):
         if column in df.columns:
             df = df.with_columns(pl.col(column).str.strip_chars().cast(pl.Float64, strict=False))
@@ -450,6 +483,9 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     column, ids are the data row numbers (``<stem>-<row>`` for several files).
     """
     mapping = dict(mapping or {})
+    if pool_from and "pool" in mapping:
+        raise ConfigError(f"--map pool={mapping['pool']} and --pool-from {pool_from} both say "
+                          "where the pool comes from; give only one of them")
     for dst in mapping:
         if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS:
             raise ConfigError(
@@ -457,7 +493,8 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
                 f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)}"
             )
     files = _resolve_files(path)
-    frames = []
+    frames: list[pl.DataFrame] = []
+    notes: list[str] = []
     for file in files:
         df = _read_any(file)
         missing = [src for src in mapping.values() if src not in df.columns]
@@ -469,8 +506,15 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
             )
         if mapping:
             sources = set(mapping.values())
+            replaced = sorted(dst for dst, src in mapping.items()
+                              if dst in df.columns and dst != src and dst not in sources)
+            if replaced:
+                notes.append(f"{file.name}: column(s) {', '.join(map(repr, replaced))} of the "
+                             "file replaced by the --map source(s)")
             df = df.with_columns([pl.col(src).alias(dst) for dst, src in mapping.items()])
             df = df.drop([s for s in sources if s not in mapping])
+        if pool_from and pool_from != "pool" and "pool" in df.columns:
+            notes.append(f"{file.name}: its 'pool' column is not used (--pool-from {pool_from})")
         if pool_from:
             if pool_from == "file-stem":
                 df = df.with_columns(pl.lit(file.stem).alias("pool"))
@@ -509,6 +553,7 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     report = CleaningReport(source=source, rows_read=raw.height)
     for frame in frames:
         _blank_note(frame, report)
+    report.notes.extend(notes)
     bad = BadRows(raw, source, on_bad_rows, report)
     unit = _parse_submit_seconds(bad, "submit_time", time_unit)
     if "duration" not in bad.df.columns:
@@ -715,6 +760,14 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
         fmt = own
     if fmt == "auto":
         fmt = "generic" if (mapping or pool_from) else detect_format(path)
+    if fmt != "generic":
+        given = [opt for opt, on in (("--map", mapping), ("--pool-from", pool_from),
+                                     (f"--time-unit {time_unit}", time_unit != "s")) if on]
+        if given:
+            raise ConfigError(
+                f"{path} is read as a {fmt} trace, whose columns and time units are fixed: "
+                f"{' and '.join(given)} would be ignored; drop {'them' if len(given) > 1 else 'it'}"
+                ", or pass --format generic to map the columns yourself")
     if fmt == "philly":
         return read_philly(path, on_bad_rows)
     if fmt == "philly-joblog":

@@ -48,6 +48,7 @@ OnBadRows = Literal["raise", "drop"]
 BAD_ROW_KINDS = (
     "missing_value",
     "non_numeric",
+    "out_of_range",
     "unparsable_time",
     "nonpositive_duration",
     "negative_submit_time",
@@ -67,6 +68,8 @@ class CleaningReport:
     dropped: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)  # by design, e.g. CPU-only jobs
     notes: list[str] = field(default_factory=list)
+    #: values kept but implausible (a job wider than any cluster, ...): see sia.data.plausibility
+    warnings: list[str] = field(default_factory=list)
     pools: int = 0
     first_submit: str | None = None  # the trace's clock origin, when it had one
 
@@ -97,6 +100,7 @@ class CleaningReport:
             "pools": self.pools,
             "first_submit": self.first_submit,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
     def to_json(self) -> str:
@@ -112,6 +116,14 @@ class CleaningReport:
         for k, v in other.left_out.items():
             self.leave_out(k, v)
         self.notes.extend(other.notes)
+        self.warnings.extend(other.warnings)
+
+
+def _file(df: pl.DataFrame, source: str) -> str:
+    """Return the file a table was read from (its first row's), else ``source``."""
+    if SOURCE_FILE in df.columns and df.height:
+        return str(df[SOURCE_FILE][0])
+    return source
 
 
 def _where(df: pl.DataFrame, idx: int, source: str) -> str:
@@ -161,26 +173,46 @@ class BadRows:
 
 
 def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
-    """Cast ``column`` to ``dtype`` in place; non-numeric cells are bad rows."""
+    """Cast ``column`` to ``dtype`` in place; cells that are not finite numbers are bad rows.
+
+    Every cell is checked whatever the column's type (a Parquet float column
+    may hold inf or NaN); a boolean column is not numbers (a true would
+    silently become 1), and an integer column must fit ``dtype`` (a GPU count
+    of 2^31 or more does not fit the contract's Int32).
+    """
     df = bad.df
     col = df[column]
-    if col.dtype == dtype:
-        return
+    if col.dtype == pl.Boolean:
+        raise TraceError(
+            f"{_file(df, bad.source)}: column '{column}' holds "
+            "true/false values, not numbers; give it as numbers (or map another column "
+            "onto it with --map)")
     if col.dtype == pl.String:
-        stripped = col.str.strip_chars()
-        casted = stripped.cast(pl.Float64, strict=False)
-    else:
+        casted = col.str.strip_chars().cast(pl.Float64, strict=False)
+    elif col.dtype.is_numeric():
         casted = col.cast(pl.Float64, strict=False)
+    else:
+        raise TraceError(
+            f"{_file(df, bad.source)}: column '{column}' has type "
+            f"{col.dtype}, not numbers")
     bad_mask = casted.is_null() & col.is_not_null()
-    if dtype.is_integer():
-        non_integral = casted.is_not_null() & casted.is_finite() & (casted != casted.round(0))
-        bad_mask = bad_mask | non_integral
     bad_mask = bad_mask | (casted.is_not_null() & ~casted.is_finite())
     bad.df = df.with_columns(casted.alias("__cast"))
-    bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid number")
+    bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid finite number")
+    if dtype.is_integer():
+        cast = bad.df["__cast"]
+        bad.flag(cast.is_not_null() & (cast != cast.round(0)), column, "non_numeric",
+                 "{value!r} is not a whole number")
+        cast = bad.df["__cast"]
+        top = float(2 ** (8 * _INT_BYTES[dtype.__class__] - 1) - 1)
+        bad.flag(cast.is_not_null() & (cast.abs() > top), column, "out_of_range",
+                 f"{{value!r}} is out of range (at most {top:,.0f})")
     bad.df = bad.df.with_columns(pl.col("__cast").alias(column)).drop("__cast")
     if dtype.is_integer():
         bad.df = bad.df.with_columns(pl.col(column).round(0).cast(dtype))
+
+
+_INT_BYTES = {pl.Int8: 1, pl.Int16: 2, pl.Int32: 4, pl.Int64: 8}
 
 
 def validate(
@@ -296,6 +328,9 @@ def validate(
     df = df.with_columns(fills)
     if rebase_time and df.height:
         df = df.with_columns(pl.col("submit_time") - pl.col("submit_time").min())
+        bad.df = df
+        df = bad.flag(~df["submit_time"].is_finite(), "submit_time", "non_numeric",
+                      "{value} s after the first submission is too far to count in seconds")
 
     extra = [c for c in df.columns if c not in JOB_SCHEMA and not c.startswith("_source")]
     df = df.select(

@@ -62,6 +62,7 @@ from sia.models.job_duration import (
     OnlineSubmissionFeatures,
     cdf_at_windows,
     check_quantile,
+    lend_risk_for_windows,
     predict_bins,
 )
 from sia.models.new_load import NewLoadEstimate
@@ -271,8 +272,13 @@ class LearnedForecaster:
                                or duration_model.method != "history" else None)
         self._submissions = OnlineSubmissionFeatures()
         #: eps per window for SIA's risk-aware lending (``lend_risk="auto"``), chosen in training
-        self.lend_risk = (None if self.duration_model is None
-                          else getattr(self.duration_model, "lend_risk_", None))
+        #: (the model stores one eps per duration-bin edge, or one for all: see
+        #: lend_risk_for_windows)
+        risk = (None if self.duration_model is None
+                else getattr(self.duration_model, "lend_risk_", None))
+        self.lend_risk = (None if risk is None else
+                          lend_risk_for_windows(
+                              risk, [60.0 * k for k in sorted(self.will_arrive)]).tolist())
         self._trace_id: int | None = None
         self._forests: dict[tuple[int, ...], tuple[Any, list[np.ndarray]]] = {}
 

@@ -363,7 +363,10 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     P(duration <= edge) is the share of them that ran at most that long (no
     learning, no fit; it adapts as jobs finish). With SIA's risk-aware
     lending at eps = 0.5 it lends what the median rule lends; a smaller eps
-    lends only jobs most of whose look-alikes fit.
+    lends only jobs most of whose look-alikes fit. ``history_recent`` (in
+    [0, 1]) is the weight of the shares over the level's last
+    ``RECENT_JOBS`` finished jobs (the ``*_recent_le*`` features, which
+    follow what the group runs now) against the shares over its whole history.
 
     ``method="history"``: the paper's rule (SIA 5.4.2), the baseline and the
     fallback: the bin of the median duration of the finished jobs with the
@@ -383,8 +386,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  subsample: float = 1.0, colsample_bytree: float = 1.0, reg_lambda: float = 1.0,
                  calibration_fraction: float = 0.25, min_pool_history: int = 20,
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
-                 fallback_bin: int = N_BINS - 1, calendar: bool = False, n_jobs: int = 1,
-                 seed: int = 0):
+                 history_recent: float = 0.0, fallback_bin: int = N_BINS - 1,
+                 calendar: bool = False, n_jobs: int = 1, seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -397,6 +400,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.min_pool_history = min_pool_history
         self.history_min_count = history_min_count
         self.history_quantile = history_quantile
+        self.history_recent = history_recent
         self.fallback_bin = fallback_bin
         self.calendar = calendar
         self.n_jobs = n_jobs
@@ -436,6 +440,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
             raise ValueError(f"JobDuration: fallback_bin must be in 0..{N_BINS - 1}, not "
                              f"{self.fallback_bin}")
         check_quantile(self.history_quantile, "JobDuration: history_quantile")
+        if not 0.0 <= float(self.history_recent) <= 1.0:
+            raise ValueError("JobDuration: history_recent must be in [0, 1], not "
+                             f"{self.history_recent}")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -547,11 +554,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         out = np.full((x.shape[0], _N_EDGES), np.nan)
         done = np.zeros(x.shape[0], dtype=bool)
         need = float(self.history_min_count)
+        w = float(self.history_recent)
         for level in _RULE_LEVELS:
             count = x[:, idx[f"{level}_count"]]
             ok = ~done & (count >= (need if level != "pool" else 1.0))
-            cols = [idx[f"{level}_le{m}m"] for m in (5, 60, 720)]
-            out[ok] = x[np.ix_(ok, cols)]
+            whole = x[np.ix_(ok, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)])]
+            recent = x[np.ix_(ok, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)])]
+            out[ok] = whole if w == 0.0 else recent if w == 1.0 else w * recent + (1.0 - w) * whole
             done |= ok
         step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
         out[~done] = step
@@ -723,20 +732,70 @@ LEND_RISK_GRID: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 SELECTION_FRACTION = 0.2
 
 
-def lending_table(cdf: np.ndarray, true_bins: np.ndarray, eps: float) -> list[dict[str, float]]:
+def lend_risk_at_edges(eps: Any) -> np.ndarray:
+    """Return eps per duration-bin edge (5 / 60 / 720 min) from one value or one per edge."""
+    arr = np.asarray(eps, dtype=np.float64).reshape(-1)
+    if arr.size == 1:
+        arr = np.repeat(arr, _N_EDGES)
+    if arr.size != _N_EDGES or not np.all((arr >= 0.0) & (arr < 1.0)):
+        raise ValueError(f"lend risk must be one value in [0, 1) or one per duration-bin edge "
+                         f"({_N_EDGES}: 5, 60, 720 min), not {eps!r}")
+    return arr
+
+
+def lend_risk_for_windows(eps: Any, windows_s: Any) -> np.ndarray:
+    """Return eps per scheduling window from eps per bin edge (:func:`lend_risk_at_edges`).
+
+    A window uses the eps of the largest edge <= it, as :func:`cdf_at_windows`
+    uses that edge's probability; a window shorter than the first edge (where
+    nothing is lendable) gets the first edge's.
+    """
+    at_edges = lend_risk_at_edges(eps)
+    w = np.asarray(windows_s, dtype=np.float64)
+    k = np.searchsorted(np.asarray(DURATION_BIN_EDGES_S), w, side="right") - 1
+    return at_edges[np.maximum(k, 0)]
+
+
+def lending_table(cdf: np.ndarray, true_bins: np.ndarray, eps: Any) -> list[dict[str, float]]:
     """Return per window (5 / 60 / 720 min): the share of jobs lendable at ``eps`` and their overrun rate.
 
-    A job is lendable in window w when P(duration <= w) >= 1 - eps; it
-    overruns when its true bin is beyond w. ``overrun`` is NaN when nothing
-    is lendable.
+    A job is lendable in window w when P(duration <= w) >= 1 - eps (``eps``
+    one value, or one per window); it overruns when its true bin is beyond w.
+    ``overrun`` is NaN when nothing is lendable.
     """
+    eps = lend_risk_at_edges(eps)
     out = []
     for b in range(_N_EDGES):
-        lend = cdf[:, b] >= 1.0 - eps
+        lend = cdf[:, b] >= 1.0 - eps[b]
         over = float(np.mean(true_bins[lend] > b)) if lend.any() else float("nan")
-        out.append({"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "lendable": float(lend.mean())
+        out.append({"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "eps": float(eps[b]),
+                    "lendable": float(lend.mean())
                     if lend.size else float("nan"), "overrun": over})
     return out
+
+
+def reliability_table(cdf: np.ndarray, true_bins: np.ndarray, n_bins: int = 10
+                      ) -> list[dict[str, float]]:
+    """Return the reliability (calibration) curve of P(duration <= w) per window (5 / 60 / 720 min).
+
+    For each window, sklearn's ``calibration_curve`` over ``n_bins`` equal
+    probability bins: the mean predicted P(duration <= w) of a bin's jobs
+    (``predicted``) against the share of them that did fit w (``observed``);
+    a window whose jobs all fit (or none does) has no curve.
+    """
+    from sklearn.calibration import calibration_curve
+
+    cdf = np.asarray(cdf, dtype=np.float64).reshape(-1, _N_EDGES)
+    true_bins = np.asarray(true_bins)
+    rows: list[dict[str, float]] = []
+    for b in range(_N_EDGES):
+        fits = true_bins <= b
+        if fits.all() or not fits.any():
+            continue
+        observed, predicted = calibration_curve(fits, cdf[:, b], n_bins=n_bins)
+        rows += [{"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "predicted": float(p),
+                  "observed": float(o)} for p, o in zip(predicted, observed, strict=True)]
+    return rows
 
 
 def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,

@@ -20,9 +20,14 @@ loader asks for ``models:/<name>@<alias>``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import tempfile
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +39,8 @@ DEFAULT_ALIAS = "champion"
 WILL_ARRIVE_PREFIX = "sia-will-jobs-arrive"
 NEW_LOAD_PREFIX = "sia-new-load-estimate"
 JOB_DURATION_NAME = "sia-job-duration"
+#: the run's artifact folder holding the logged predictors
+MODELS_ARTIFACT_PATH = "models"
 
 
 class RegistryError(SiaError):
@@ -71,11 +78,12 @@ def _requirements(*packages: str) -> list[str]:
 
 @contextmanager
 def quiet_mlflow():
-    """Silence MLflow's info logging and its advisory warnings while logging models."""
+    """Silence MLflow's info logging, its advisory warnings and what it prints on stderr
+    (``Registered model ... already exists``) while logging models."""
     logger = logging.getLogger("mlflow")
     level = logger.level
     logger.setLevel(logging.ERROR)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         try:
             yield
@@ -83,10 +91,114 @@ def quiet_mlflow():
             logger.setLevel(level)
 
 
-def _set_alias(name: str, version: str, alias: str) -> None:
-    from mlflow import MlflowClient
+@dataclass
+class Registration:
+    """One predictor to log and register: under ``artifact_name`` in the run, as ``name``."""
 
-    MlflowClient().set_registered_model_alias(name, alias, version)
+    predictor: Any  # a sia.models.serving.Servable
+    artifact_name: str
+    name: str
+    example: pd.DataFrame  # inputs for the signature
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def will_arrive_registration(model: Any, example: pd.DataFrame) -> Registration:
+    """Return the :class:`Registration` of a fitted WillJobsArrive (tags: method, threshold)."""
+    k_min = int(model.window_min)
+    return Registration(model, f"will_jobs_arrive_{k_min}m", will_arrive_name(k_min), example,
+                        {"method": model.method_, "threshold": repr(float(model.threshold_))})
+
+
+def new_load_registration(model: Any) -> Registration:
+    """Return the :class:`Registration` of a fitted NewLoadEstimate."""
+    k = int(model.window_min)
+    cols = list(model.feature_names_in_)
+    example = pd.DataFrame(np.zeros((3, len(cols))), columns=cols)
+    example["sliding_max"] = [0.0, 1.0, 4.0]
+    return Registration(model, f"new_load_estimate_{k}m", new_load_name(k), example)
+
+
+def job_duration_registration(config: dict[str, Any], model: Any = None) -> Registration:
+    """Return the :class:`Registration` of JobDuration: ``model``, or the history rule of
+    ``config`` (``min_count``, ``fallback_bin``, ``quantile``)."""
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import JobDuration
+
+    if model is None:
+        model = JobDuration.rule(min_count=int(config.get("min_count", 3)),
+                                 fallback_bin=int(config.get("fallback_bin", N_BINS - 1)),
+                                 quantile=float(config.get("quantile", DEFAULT_QUANTILE)))
+    example = pd.DataFrame(np.full((2, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
+    example.loc[:, "pool_count"] = [0.0, 50.0]
+    example.loc[:, "pool_median_s"] = [np.nan, 600.0]
+    return Registration(model, "job_duration", JOB_DURATION_NAME, example)
+
+
+def log_predictors(items: list[Registration], alias: str = DEFAULT_ALIAS,
+                   artifact_path: str = MODELS_ARTIFACT_PATH) -> dict[str, str]:
+    """Log ``items`` in the active run (one of their own if none) and register each one,
+    moving ``alias`` to it.
+
+    Each predictor becomes a models-from-code pyfunc stored as data
+    (:mod:`sia.models.serving`): saved locally, then uploaded in *one* call
+    under ``<artifact_path>/<artifact_name>``, and registered as a new
+    version of its name (the registered model created when missing). Returns
+    {registered name: version}.
+    """
+    import mlflow
+    import mlflow.pyfunc
+    from mlflow import MlflowClient
+    from mlflow.models import infer_signature
+    from sia.models import serving
+
+    if mlflow.active_run() is None:  # registered on its own: a run of its own to hold it
+        with mlflow.start_run(run_name="register " + ", ".join(i.name for i in items)):
+            return log_predictors(items, alias, artifact_path)
+    run = mlflow.active_run()
+    client = MlflowClient()
+    entry = Path(serving.__file__).with_name("pyfunc_entry.py")  # the models-from-code file
+    kinds: list[str] = []
+    folders: list[str] = []
+    taken = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, artifact_path)}
+    with tempfile.TemporaryDirectory() as tmp, quiet_mlflow():
+        root = Path(tmp)
+        requirements = pip_requirements()
+        for item in items:
+            # a second predictor of the same name in one run gets its own folder
+            folder, n = item.artifact_name, 1
+            while folder in taken:
+                n += 1
+                folder = f"{item.artifact_name}-{n}"
+            taken.add(folder)
+            folders.append(folder)
+            params, boosters = item.predictor.to_artifacts()
+            kinds.append(params["kind"])
+            signature = infer_signature(item.example, item.predictor.serve(item.example))
+            artifacts = serving.write_artifacts(root / "_data" / folder, params, boosters)
+            mlflow.pyfunc.save_model(str(root / "models" / folder),
+                                     python_model=str(entry), artifacts=artifacts,
+                                     signature=signature, pip_requirements=requirements)
+        mlflow.log_artifacts(str(root / "models"), artifact_path=artifact_path)
+    base = run.info.artifact_uri.rstrip("/")
+    versions = {}
+    for item, folder, kind in zip(items, folders, kinds, strict=True):
+        _ensure_registered_model(client, item.name)
+        mv = client.create_model_version(
+            item.name, f"{base}/{artifact_path}/{folder}", run_id=run.info.run_id,
+            tags={"kind": kind, **item.tags})
+        client.set_registered_model_alias(item.name, alias, mv.version)
+        versions[item.name] = str(mv.version)
+    return versions
+
+
+def _ensure_registered_model(client: Any, name: str) -> None:
+    """Create the registered model ``name`` unless it exists (without MLflow's messages)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        client.create_registered_model(name)
 
 
 def log_will_arrive(model: Any, example: pd.DataFrame, alias: str = DEFAULT_ALIAS) -> str:
@@ -97,36 +209,20 @@ def log_will_arrive(model: Any, example: pd.DataFrame, alias: str = DEFAULT_ALIA
     the pyfunc returns the 0/1 decision the scheduler uses. ``example`` is a
     frame of feature rows for the signature.
     """
-    from sia.models.serving import log_servable
-
-    k_min = int(model.window_min)
-    name = will_arrive_name(k_min)
-    version = log_servable(model, artifact_name=f"will_jobs_arrive_{k_min}m",
-                           registered_name=name, example=example, alias=alias)
-    from mlflow import MlflowClient
-
-    client = MlflowClient()
-    client.set_model_version_tag(name, version, "method", model.method_)
-    client.set_model_version_tag(name, version, "threshold", repr(float(model.threshold_)))
-    return version
+    item = will_arrive_registration(model, example)
+    return log_predictors([item], alias)[item.name]
 
 
 def log_new_load(model: Any, alias: str = DEFAULT_ALIAS) -> str:
     """Register a fitted NewLoadEstimate as ``sia-new-load-estimate-<k>m``, set ``alias``; return the version.
 
     ``model`` is a :class:`~sia.models.new_load.NewLoadEstimate`; it is
-    stored as data (:func:`sia.models.serving.log_servable`), and the pyfunc
+    stored as data (:mod:`sia.models.serving`), and the pyfunc
     returns its estimate (GPUs) from ``sliding_max`` (+ the Table 9 features
     for the quantile method).
     """
-    from sia.models.serving import log_servable
-
-    k = int(model.window_min)
-    cols = list(model.feature_names_in_)
-    example = pd.DataFrame(np.zeros((3, len(cols))), columns=cols)
-    example["sliding_max"] = [0.0, 1.0, 4.0]
-    return log_servable(model, artifact_name=f"new_load_estimate_{k}m",
-                        registered_name=new_load_name(k), example=example, alias=alias)
+    item = new_load_registration(model)
+    return log_predictors([item], alias)[item.name]
 
 
 def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
@@ -140,19 +236,8 @@ def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
     pyfunc returns P(duration <= 5 / 60 / 720 min) from the feature columns
     of :mod:`sia.features.duration_features`.
     """
-    from sia.features.duration_features import DURATION_FEATURES
-    from sia.models.job_duration import JobDuration
-    from sia.models.serving import log_servable
-
-    if model is None:
-        model = JobDuration.rule(min_count=int(config.get("min_count", 3)),
-                                 fallback_bin=int(config.get("fallback_bin", N_BINS - 1)),
-                                 quantile=float(config.get("quantile", DEFAULT_QUANTILE)))
-    example = pd.DataFrame(np.full((2, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
-    example.loc[:, "pool_count"] = [0.0, 50.0]
-    example.loc[:, "pool_median_s"] = [np.nan, 600.0]
-    return log_servable(model, artifact_name="job_duration", registered_name=JOB_DURATION_NAME,
-                        example=example, alias=alias)
+    item = job_duration_registration(config, model)
+    return log_predictors([item], alias)[item.name]
 
 
 def version_of(name: str, alias: str):

@@ -147,11 +147,15 @@ def save_report(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
     return paths
 
 
+#: Tables that are a plot's data (in report.md and their CSV, drawn beside them): not printed.
+PLOT_ONLY = frozenset({"job_duration_reliability"})
+
+
 def print_report(tables: dict[str, pl.DataFrame], console: Console | None = None) -> None:
     """Print the report tables with rich."""
     console = console or Console(width=max(Console().width, 160))
     for name, df in tables.items():
-        if not df.height:
+        if not df.height or name in PLOT_ONLY:
             continue
         if name == "job_duration":  # the summary, then the confusion matrix as a square
             summary = [c for c in df.columns if not c.startswith("true")]

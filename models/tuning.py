@@ -15,6 +15,7 @@ stopped: only the trials still missing out of ``n_trials`` are run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -70,6 +71,7 @@ def tune_window(
     precision_floor: float = 0.5,
     tail_fraction: float = 0.2,
     log_trials: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[XGBParams, optuna.Study]:
     """Run (or resume) the study for one window on training rows; return (best params, study).
 
@@ -77,7 +79,9 @@ def tune_window(
     ``label_arrival``). ``storage`` is an Optuna storage URL
     (``sqlite:///...``). Trials already complete in the stored study count
     towards ``n_trials``; a study of the same name made on other rows is
-    refused (its trials would not be comparable).
+    refused (its trials would not be comparable). With ``progress``, it gets
+    the line "window K min: resumed N trials, running M" and the trials show
+    Optuna's progress bar (on stderr).
     """
     if objective not in OBJECTIVES:
         raise ConfigError(f"--tune-objective must be one of {OBJECTIVES}, not {objective!r}")
@@ -126,6 +130,9 @@ def tune_window(
 
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     remaining = max(n_trials - done, 0)
+    if progress is not None:
+        progress(f"window {k_min} min: study {study_name}: resumed {done} trials, "
+                 f"running {remaining}")
     if remaining:
-        study.optimize(run_trial, n_trials=remaining)
+        study.optimize(run_trial, n_trials=remaining, show_progress_bar=progress is not None)
     return suggest_params(optuna.trial.FixedTrial(study.best_params), base), study

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from sia.data.errors import ConfigError
+from sia.data.plausibility import Thresholds
 from sia.pipelines import inputs
 from sia.pipelines.workload_io import summary_lines, write_workload
 
@@ -25,9 +28,11 @@ CSV (timestamp,duration,num_gpus,gpu_time,cluster); Helios cluster_log.csv
 gives the quotas); any CSV/Parquet file, folder or glob with --map and
 --pool-from; a canonical folder.
 
-A bad row (missing or non-numeric value, duration <= 0, zero GPUs, duplicate
-id or row, unparsable time) stops the read with the file, row and column;
---clean drops such rows and counts them in the report instead.
+A bad row (missing, non-numeric or non-finite value, duration <= 0, zero
+GPUs, duplicate id or row, unparsable time) stops the read with the file, row
+and column; --clean drops such rows and counts them in the report instead.
+Implausible values (a job wider than --warn-gpus, longer than --warn-days, a
+quota from load that rests on one job) are kept and warned about in the report.
 
 \b
 Examples:
@@ -37,6 +42,15 @@ Examples:
       --map submit_time=submitted,duration=runtime,num_gpus=gpus --out out/mine
   sia ingest jobs.parquet --time-unit ms --map pool=queue --out out/pq
 """
+
+
+def thresholds(gpus: int, days: float, quota_factor: float) -> Thresholds:
+    """Return the plausibility thresholds of the ``--warn-*`` options (ConfigError when not > 0)."""
+    for option, value in (("--warn-gpus", gpus), ("--warn-days", days),
+                          ("--warn-quota-factor", quota_factor)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{option} must be a finite number > 0, not {value}")
+    return Thresholds(max_gpus=gpus, max_duration_days=days, quota_factor=quota_factor)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,10 +72,21 @@ def register(app: typer.Typer) -> None:
         load_range: inputs.LoadRangeOpt = "0.6,1.1",
         seed: inputs.SeedOpt = 0,
         days: inputs.DaysOpt = None,
+        warn_gpus: Annotated[int, typer.Option(
+            "--warn-gpus", help="Warn in the report about jobs wider than this many GPUs "
+                                "(kept).")] = Thresholds.max_gpus,
+        warn_days: Annotated[float, typer.Option(
+            "--warn-days", help="Warn in the report about jobs running longer than this many "
+                                "days (kept).")] = Thresholds.max_duration_days,
+        warn_quota_factor: Annotated[float, typer.Option(
+            "--warn-quota-factor", help="Quotas from load: warn about a pool whose quota would "
+                                        "be more than this many times smaller without its "
+                                        "largest job.")] = Thresholds.quota_factor,
     ) -> None:
         t0 = time.perf_counter()
+        limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,
-                                          quotas, load_range, seed, days)
+                                          quotas, load_range, seed, days, limits=limits)
         t_read = time.perf_counter() - t0
         paths = write_workload(wl, out)
         for line in summary_lines(wl):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -89,9 +90,15 @@ def register(app: typer.Typer) -> None:
                                       "more often on the last days of the training period) "
                                       "or xgboost (always the learned model; SIA lends by its "
                                       "median bin).")] = "history_cdf",
-        duration_lend_risk: Annotated[float, typer.Option(
+        duration_lend_risk: Annotated[str, typer.Option(
             "--duration-lend-risk", help="JobDuration history_cdf: SIA lends a job in window w "
-                                         "only when P(duration <= w) >= 1 - this.")] = 0.3,
+                                         "only when P(duration <= w) >= 1 - eps; one eps, or "
+                                         "one per duration-bin edge (5, 60, 720 min), comma "
+                                         "separated.")] = "0.2,0.2,0.05",
+        duration_recent: Annotated[float, typer.Option(
+            "--duration-recent", help="JobDuration history_cdf: weight (0-1) of the shares "
+                                      "over the similar jobs' last 50 finished ones against "
+                                      "the shares over all of them.")] = 1.0,
         n_estimators: Annotated[int, typer.Option(
             "--n-estimators", help="XGBoost trees (when not tuning).")] = 100,
         tune: Annotated[int, typer.Option(
@@ -105,6 +112,10 @@ def register(app: typer.Typer) -> None:
             "--no-ablation", help="Skip the feature-set ablation (one fit per window).")] = False,
         alias: Annotated[str, typer.Option(
             "--alias", help="Registry alias set on the new model versions.")] = "champion",
+        experiment: Annotated[str | None, typer.Option(
+            "--experiment", help="MLflow experiment to log the run into (default: "
+                                 "$MLFLOW_EXPERIMENT_NAME, else sia-predictors).",
+            show_default=False)] = None,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Report folder (default: <output root>/train).",
             show_default=False)] = None,
@@ -112,10 +123,18 @@ def register(app: typer.Typer) -> None:
         """Train WillJobsArrive, NewLoadEstimate and JobDuration; print the report; log to MLflow."""
         from sia.models.report import print_report
         from sia.models.will_arrive import XGBParams
-        from sia.pipelines.tracking import ui_command
+        from sia.pipelines.tracking import StoreSetup, experiment_name, ui_command
         from sia.pipelines.train import TrainConfig, run_training
 
+        started = time.perf_counter()
+
+        def say(message: str) -> None:
+            typer.echo(f"[{time.perf_counter() - started:6.1f} s] {message}", err=True)
+
         ks = inputs.parse_windows(windows)
+        inputs.check_seed(seed)
+        if not alias.strip():
+            raise ConfigError("--alias must be a non-empty name")
         if will_arrive_select not in ("auto", "xgboost", "persistence", "always_yes"):
             raise ConfigError("--will-arrive-select must be auto, xgboost, persistence or "
                               f"always_yes, not {will_arrive_select!r}")
@@ -137,6 +156,9 @@ def register(app: typer.Typer) -> None:
                               f"{duration_target_under}")
         if trace is None and days is None:
             days = warmup_days + train_days + val_days + 1.0  # enough synthetic days to split
+        # the store first: an unreachable or silent server fails before any work
+        store = StoreSetup(experiment=experiment_name(experiment))
+        say(f"reading {trace if trace is not None else 'the synthetic workload'}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
         common = dict(train_days=train_days, val_days=val_days, warmup_days=warmup_days,
@@ -144,9 +166,10 @@ def register(app: typer.Typer) -> None:
                       ablation=not no_ablation, load_windows=load_windows, load_alpha=load_alpha,
                       duration_quantile=duration_quantile,
                       duration_target_under=duration_target_under,
-                      duration_lend_risk=duration_lend_risk)
-        if not 0.0 <= duration_lend_risk < 1.0:
-            raise ConfigError(f"--duration-lend-risk must be in [0, 1), not {duration_lend_risk}")
+                      duration_lend_risk=_lend_risk(duration_lend_risk),
+                      duration_recent=duration_recent)
+        if not 0.0 <= duration_recent <= 1.0:
+            raise ConfigError(f"--duration-recent must be in [0, 1], not {duration_recent}")
         if recipe == "paper":
             set_by_recipe = {"--threshold": threshold is not None,
                              "--will-arrive-select": will_arrive_select != "auto",
@@ -169,7 +192,8 @@ def register(app: typer.Typer) -> None:
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
                                out_dir=out or output_root() / "train", tune=tune,
                                tune_objective=tune_objective, precision_floor=precision_floor,
-                               alias=alias)
+                               alias=alias, store=store, progress=say)
+        say("done")
         print_report(outcome.result.tables)
         s = outcome.result.split
         typer.echo(f"split: train days {s.train_start / 86400:.1f}-{s.train_end / 86400:.1f}, "
@@ -186,3 +210,15 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"registered ({alias}): " + ", ".join(
             f"{n} v{v}" for n, v in outcome.versions.items()))
         typer.echo(f"open the MLflow UI: {ui_command(outcome.tracking_uri)}")
+
+
+def _lend_risk(text: str) -> tuple[float, ...]:
+    """Parse --duration-lend-risk: one eps in [0, 1), or one per duration-bin edge."""
+    from sia.models.job_duration import lend_risk_at_edges
+
+    try:
+        values = [float(v) for v in text.split(",")]
+        return tuple(float(e) for e in lend_risk_at_edges(values))
+    except ValueError:
+        raise ConfigError(f"--duration-lend-risk {text!r}: give one eps in [0, 1) or three "
+                          "(for the 5, 60 and 720 min bin edges), e.g. 0.2,0.2,0.05") from None

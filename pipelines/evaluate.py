@@ -15,7 +15,7 @@ A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.Experiment
    ``LABEL.done.json`` holding the replay's key, so an interrupted sweep
    resumes without redoing finished replays (:mod:`sia.pipelines.engine`);
 5. when all replays of an experiment are in, score them against FCFS with
-   :func:`sia.scheduler.metrics.compare`, draw the plots and log one MLflow
+   :func:`sia.scheduler.core.metrics.compare`, draw the plots and log one MLflow
    run (nested under the sweep's parent run in the ``sia-evaluations``
    experiment);
 6. write ``DIR/summary.csv`` / ``.md`` (one row per experiment and policy,

@@ -599,7 +599,7 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 
     A job is slowed when it ends more than 1 s after its baseline end
     (jobs submitted in the first ``warmup_s`` seconds after the first submission
-    are left out, as in :func:`sia.scheduler.metrics.compare`). The state of
+    are left out, as in :func:`sia.scheduler.core.metrics.compare`). The state of
     ``res`` is examined at the job's *baseline* start time ``t`` (when FCFS
     started it but ``res`` had not): running jobs are those with start <= t <
     end, and ``placements`` ({job_id: GPU ids}, from

@@ -3,7 +3,7 @@
 For every (workload variant, seed, policy) the pipeline generates the
 synthetic workload (SIA A.1 / C), replays it under FCFS (the baseline) and
 under the policy, and computes the metrics against FCFS
-(:func:`sia.scheduler.metrics.compare`): mean speedup, worst and total
+(:func:`sia.scheduler.core.metrics.compare`): mean speedup, worst and total
 slowdown (minutes), % of jobs slowed. Replays run on a local process pool
 (or in-process with one worker). Outputs in the output directory:
 

@@ -30,7 +30,13 @@ from typing import Annotated
 import polars as pl
 import typer
 from sia.data.errors import ConfigError, TraceError
-from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, read_quota_file
+from sia.data.plausibility import Thresholds, job_warnings, quota_warnings
+from sia.data.quotas import (
+    quotas_from_load,
+    read_helios_gpu_numbers,
+    read_quota_file,
+    trace_span_s,
+)
 from sia.data.readers import FORMATS, TIME_UNITS, detect_format, read_trace
 from sia.data.schema import CleaningReport, check_pools
 from sia.data.synthetic import VARIANTS, generate_workload
@@ -68,7 +74,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   mapping: dict[str, str] | None = None, pool_from: str | None = None,
                   time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
                   load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
-                  days: float | None = None) -> Workload:
+                  days: float | None = None, limits: Thresholds | None = None) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
     ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
@@ -84,11 +90,16 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     ``cluster_gpu_number.csv``), the canonical directory's ``pools.parquet``,
     a ``cluster_gpu_number.csv`` beside a Helios ``cluster_log.csv``, or
     quotas derived from load (SIA 6.1) with ``load_range`` and ``seed``.
+    Implausible values (``limits``, :mod:`sia.data.plausibility`) are kept and
+    warned about in ``report.warnings``.
     """
+    limits = limits or Thresholds()
     if trace is not None and synthetic is not None:
         raise ConfigError("give either a TRACE or --synthetic, not both")
-    if days is not None and days <= 0:
-        raise ConfigError(f"--days must be > 0, not {days}")
+    if days is not None and not (math.isfinite(days) and days > 0):
+        raise ConfigError(f"--days must be a finite number of days > 0, not {days} "
+                          "(omit it to keep every day)")
+    check_seed(seed)
     if trace is None:
         variant = synthetic or "base"
         jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days)
@@ -118,6 +129,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         report.pools = jobs["pool"].n_unique()
     if jobs.height == 0:
         raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
+    report.warnings.extend(job_warnings(jobs, limits))
 
     canonical_pools = trace / "pools.parquet" if trace.is_dir() else None
     helios_gpu = trace.parent / HELIOS_GPU_FILE if resolved == "helios" else None
@@ -131,6 +143,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         lo, hi = load_range
         pools = quotas_from_load(jobs, load_range, seed)
         note = f"quotas: from load, target load per pool U[{lo:g}, {hi:g}], seed {seed} (SIA 6.1)"
+        report.warnings.extend(quota_warnings(jobs, pools, trace_span_s(jobs), limits))
     report.notes.append(note)
     # Keep only the pools that have jobs (a quota file may list more).
     pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
@@ -139,6 +152,17 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
 
 
 # --------------------------------------------------------------------------- option parsing
+
+#: seeds go to numpy, XGBoost and Optuna alike: the range all of them take
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int, option: str = "--seed") -> int:
+    """Return ``seed`` when it is a whole number in [0, 2^32 - 1]; ConfigError otherwise."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{option} must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
+    return seed
+
 
 def parse_mapping(items: list[str] | None) -> dict[str, str]:
     """Return {contract column: source column} from ``--map`` values (``a=b``, comma-separable)."""
@@ -155,6 +179,9 @@ def parse_mapping(items: list[str] | None) -> dict[str, str]:
             dst, src = (x.strip() for x in part.split("=", 1))
             if not dst or not src:
                 raise ConfigError(f"--map {part!r}: both sides of '=' must be column names")
+            if mapping.get(dst, src) != src:
+                raise ConfigError(f"--map maps {dst!r} twice ({dst}={mapping[dst]} and "
+                                  f"{dst}={src}); keep one of them")
             mapping[dst] = src
     return mapping
 
@@ -168,6 +195,8 @@ def parse_load_range(text: str | tuple[float, float]) -> tuple[float, float]:
         lo, hi = (float(p) for p in parts)
     except ValueError:
         raise ConfigError(f"--load-range {text!r}: expected two numbers LOW,HIGH such as 0.6,1.1") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ConfigError(f"--load-range {text!r}: expected finite numbers such as 0.6,1.1")
     if not (0 < lo <= hi):
         raise ConfigError(f"--load-range {text!r}: need 0 < LOW <= HIGH")
     return lo, hi
@@ -176,7 +205,7 @@ def parse_load_range(text: str | tuple[float, float]) -> tuple[float, float]:
 def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
                           map_: list[str] | None, pool_from: str | None, time_unit: str,
                           clean: bool, quotas: Path | None, load_range: str, seed: int,
-                          days: float | None) -> Workload:
+                          days: float | None, limits: Thresholds | None = None) -> Workload:
     """Parse the shared options' raw values and return :func:`load_workload`'s result."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -184,7 +213,8 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
         raise ConfigError(f"--time-unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
     return load_workload(trace, synthetic=synthetic, fmt=fmt, mapping=parse_mapping(map_),
                          pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
-                         load_range=parse_load_range(load_range), seed=seed, days=days)
+                         load_range=parse_load_range(load_range), seed=seed, days=days,
+                         limits=limits)
 
 
 # --------------------------------------------------------------------------- shared options
@@ -251,8 +281,8 @@ def parse_windows(text: str, option: str = "--windows") -> tuple[int, ...]:
 def fcfs_schedule(jobs: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
     """Return ``jobs`` with ``start_time`` / ``end_time`` (s) of the FCFS replay (the baseline schedule)."""
     from sia.features.schedule import with_schedule
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     return with_schedule(jobs, simulate(jobs, pools, make_policy("fcfs")))
 

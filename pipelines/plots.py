@@ -276,3 +276,27 @@ def table_png(table: pl.DataFrame, path: Path, title: str = "", digits: int = 2)
     if title:
         ax.set_title(title, fontsize=9)
     return _save(fig, path)
+
+
+def reliability_png(table: pl.DataFrame, path: Path,
+                    title: str = "JobDuration on validation: reliability") -> Path:
+    """Draw a reliability diagram: predicted P(duration <= w) against the share that fit, per window.
+
+    ``table`` has ``window_min``, ``predicted`` and ``observed``
+    (:func:`sia.models.job_duration.reliability_table`); the diagonal is a
+    perfectly calibrated predictor.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 4.2))
+    ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls=":", label="calibrated")
+    for i, (w, part) in enumerate(table.sort("window_min", "predicted")
+                                  .group_by("window_min", maintain_order=True)):
+        style = {k: v for k, v in _style(i).items() if k != "markevery"}
+        ax.plot(part["predicted"], part["observed"], label=f"{w[0]} min", **style)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("predicted P(duration <= window)")
+    ax.set_ylabel("share of jobs that fit the window")
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    return _save(fig, path)

@@ -3,24 +3,40 @@
 The default tracking URI is ``sqlite:///<output root>/mlflow.db`` with
 artifacts under ``<output root>/mlartifacts``, so nothing needs a server.
 ``MLFLOW_TRACKING_URI`` overrides it. An ``http(s)://`` server is probed
-with a short timeout before MLflow is touched, so an unreachable server is a
-clear :class:`SiaError` within seconds instead of MLflow's long retries.
+before MLflow is touched: it must accept a TCP connection *and* answer an
+HTTP request within :data:`PROBE_TIMEOUT_S`, so an unreachable or silent
+server is a clear :class:`SiaError` within seconds instead of MLflow's long
+retries; every later MLflow HTTP call gets a timeout too
+(:func:`apply_http_timeouts`). Experiment names come from the command
+(``--experiment``), else ``MLFLOW_EXPERIMENT_NAME``, else the defaults below.
+:class:`StoreSetup` opens the store in a background thread, so creating a
+fresh SQLite store (MLflow's migrations) overlaps the caller's own work.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import subprocess
+import urllib.error
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
-from sia.data.errors import SiaError
+from sia.data.errors import ConfigError, SiaError
 from sia.data.paths import output_root
 
 PREDICTOR_EXPERIMENT = "sia-predictors"
 EVALUATION_EXPERIMENT = "sia-evaluations"
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
+EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
 PROBE_TIMEOUT_S = 3.0
+#: every MLflow HTTP request after the probe: seconds per request and retries (unless the
+#: user set MLflow's own variables)
+HTTP_TIMEOUT_S = 30
+HTTP_RETRIES = 2
 
 
 class TrackingError(SiaError):
@@ -44,8 +60,10 @@ def tracking_uri(root: Path | None = None) -> str:
 
 
 def check_reachable(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Raise TrackingError unless an http(s) tracking server accepts a TCP connection in time.
+    """Raise TrackingError unless an http(s) tracking server connects and answers in time.
 
+    The server must accept a TCP connection and answer an HTTP request (any
+    status: even an error page proves it answers) within ``timeout_s`` each.
     Local URIs (sqlite, file paths) are not probed.
     """
     parsed = urlparse(uri)
@@ -55,15 +73,41 @@ def check_reachable(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     if not host:
         raise TrackingError(f"{TRACKING_ENV}={uri!r} has no host name")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    fix = (f"start it, fix {TRACKING_ENV}, or unset {TRACKING_ENV} to use the local store "
+           f"{default_tracking_uri()}")
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise TrackingError(
-            f"MLflow tracking server {uri} is unreachable ({exc.__class__.__name__}: {exc}); "
-            f"start it, fix {TRACKING_ENV}, or unset {TRACKING_ENV} to use the local store "
-            f"{default_tracking_uri()}"
-        ) from None
+        raise TrackingError(f"MLflow tracking server {uri} is unreachable "
+                            f"({exc.__class__.__name__}: {exc}); {fix}") from None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s):
+            pass
+    except urllib.error.HTTPError:
+        pass  # it answered
+    except (OSError, ValueError) as exc:  # timeouts, resets, TLS errors
+        raise TrackingError(f"MLflow tracking server {uri} accepted the connection but did not "
+                            f"answer an HTTP request within {timeout_s:g} s "
+                            f"({exc.__class__.__name__}: {exc}); {fix}") from None
+
+
+def apply_http_timeouts() -> None:
+    """Give every later MLflow HTTP call a timeout and few retries (MLflow's own variables,
+    unless the user set them): a server that stops answering mid-run fails in about a
+    minute, not after MLflow's default 2 min x 7 retries."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_TIMEOUT_S))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(HTTP_RETRIES))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+def experiment_name(name: str | None = None, default: str = PREDICTOR_EXPERIMENT) -> str:
+    """Return the experiment to log into: ``name`` (``--experiment``), else
+    ``$MLFLOW_EXPERIMENT_NAME``, else ``default``."""
+    chosen = name if name is not None else (os.environ.get(EXPERIMENT_ENV) or default)
+    if not chosen.strip():
+        raise ConfigError("--experiment must be a non-empty name")
+    return chosen.strip()
 
 
 def setup_tracking(root: Path | None = None, experiment: str = PREDICTOR_EXPERIMENT) -> str:
@@ -74,8 +118,17 @@ def setup_tracking(root: Path | None = None, experiment: str = PREDICTOR_EXPERIM
     """
     uri = tracking_uri(root)
     check_reachable(uri)
+    return _open_store(uri, root, experiment)
+
+
+def _open_store(uri: str, root: Path | None, experiment: str) -> str:
+    """Set MLflow's URIs to ``uri`` and make ``experiment`` the active one; return ``uri``."""
+    apply_http_timeouts()
     import mlflow
 
+    # creating a fresh store logs its schema migrations at INFO: not the user's concern
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
@@ -89,6 +142,52 @@ def setup_tracking(root: Path | None = None, experiment: str = PREDICTOR_EXPERIM
     except Exception as exc:  # MLflow raises many kinds; the user needs one line
         raise TrackingError(f"cannot use MLflow store {uri}: {exc}") from exc
     return uri
+
+
+class StoreSetup:
+    """The MLflow store opened in a background thread while the caller computes.
+
+    The probe of a server runs at once (a silent server fails before any
+    work); importing MLflow and creating a fresh SQLite store (its schema
+    migrations take seconds) run in the thread. :meth:`uri` waits for it and
+    re-raises its error. Use MLflow only after :meth:`uri` returned.
+    """
+
+    def __init__(self, root: Path | None = None, experiment: str = PREDICTOR_EXPERIMENT):
+        uri = tracking_uri(root)
+        check_reachable(uri)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-store")
+        self._future: Future[str] = self._pool.submit(_open_store, uri, root, experiment)
+        self._pool.shutdown(wait=False)
+
+    def uri(self) -> str:
+        """Return the tracking URI once the store is ready (TrackingError if it cannot be used)."""
+        return self._future.result()
+
+
+def git_commit() -> str | None:
+    """Return the git commit of the installed sources (with ``-dirty`` when they have
+    uncommitted changes), or None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=5, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "") if head else None
+
+
+def package_version() -> str:
+    """Return the installed sia-sched version ("unknown" when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sia-sched")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def ui_command(uri: str) -> str:

@@ -44,6 +44,7 @@ def summary_lines(workload: Workload) -> list[str]:
                  f"span: {span_days:.2f} days" + (f"   first submit: {r.first_submit}"
                                                    if r.first_submit else ""))
     lines.extend(f"  {n}" for n in r.notes)
+    lines.extend(f"  warning: {w}" for w in r.warnings)
     gs = (jobs["duration"] * jobs["num_gpus"]).sum() / 3600.0 if jobs.height else 0.0
     lines.append(f"GPU-hours: {gs:,.0f}   widest job: "
                  f"{int(jobs['num_gpus'].max()) if jobs.height else 0} GPUs")

@@ -2,7 +2,7 @@
 
 Adding a policy is its module plus one line in :data:`POLICIES` (or, from
 outside, a call to :func:`register_policy`). The class says what it needs
-(:class:`~sia.scheduler.needs.PolicyNeeds` in its ``needs`` attribute: a
+(:class:`~sia.scheduler.core.needs.PolicyNeeds` in its ``needs`` attribute: a
 forecaster and under which option, a seed, locality support and the
 locality settings it requires); the pipelines ask :func:`policy_needs`,
 :func:`policy_options` and :func:`check_policy` here instead of keeping
@@ -17,26 +17,26 @@ import importlib
 from typing import Any
 
 from sia.data.errors import ConfigError
-from sia.scheduler.needs import PolicyNeeds, needs_of
-from sia.scheduler.view import Policy
+from sia.scheduler.core.needs import PolicyNeeds, needs_of
+from sia.scheduler.core.view import Policy
 
 #: name -> "module:Class"; the class is called with the options as keyword arguments.
 POLICIES: dict[str, str] = {
-    "fcfs": "sia.scheduler.policies:FCFSPolicy",
-    "ssf": "sia.scheduler.policies:SSFPolicy",
-    "gssf": "sia.scheduler.policies:GlobalSSFPolicy",
-    "maxmin": "sia.scheduler.policies:MaxMinPolicy",
-    "sia-vc": "sia.scheduler.policy_siavc:SiaVCPolicy",
-    "oracle": "sia.scheduler.oracle:OraclePolicy",
-    "sia": "sia.scheduler.policy_sia:SiaPolicy",
-    "sia-perfect": "sia.scheduler.policy_sia:SiaPerfectPolicy",
-    "sia-random": "sia.scheduler.policy_sia:SiaRandomPolicy",
-    "sia-random-both": "sia.scheduler.policy_sia:SiaRandomBothPolicy",
-    "sia-perfect-durations": "sia.scheduler.policy_sia:SiaPerfectDurationsPolicy",
-    "sia-perfect-arrivals": "sia.scheduler.policy_sia:SiaPerfectArrivalsPolicy",
-    "sia-learned": "sia.scheduler.policy_sia:SiaLearnedPolicy",
-    "hived": "sia.scheduler.policy_hived:HiveDPolicy",
-    "themis": "sia.scheduler.policy_themis:ThemisPolicy",
+    "fcfs": "sia.scheduler.policies.fcfs:FCFSPolicy",
+    "ssf": "sia.scheduler.policies.ssf:SSFPolicy",
+    "gssf": "sia.scheduler.policies.ssf:GlobalSSFPolicy",
+    "maxmin": "sia.scheduler.policies.maxmin:MaxMinPolicy",
+    "sia-vc": "sia.scheduler.policies.siavc.policy:SiaVCPolicy",
+    "oracle": "sia.scheduler.policies.oracle:OraclePolicy",
+    "sia": "sia.scheduler.policies.sia.policy:SiaPolicy",
+    "sia-perfect": "sia.scheduler.policies.sia.policy:SiaPerfectPolicy",
+    "sia-random": "sia.scheduler.policies.sia.policy:SiaRandomPolicy",
+    "sia-random-both": "sia.scheduler.policies.sia.policy:SiaRandomBothPolicy",
+    "sia-perfect-durations": "sia.scheduler.policies.sia.policy:SiaPerfectDurationsPolicy",
+    "sia-perfect-arrivals": "sia.scheduler.policies.sia.policy:SiaPerfectArrivalsPolicy",
+    "sia-learned": "sia.scheduler.policies.sia.policy:SiaLearnedPolicy",
+    "hived": "sia.scheduler.policies.hived:HiveDPolicy",
+    "themis": "sia.scheduler.policies.themis:ThemisPolicy",
 }
 
 #: The registered policy names, in registration order (a live view of POLICIES).

@@ -2,7 +2,7 @@
 
 :func:`run_replay` is the only place the pipelines build a policy and call
 the simulator; :func:`score` the only place they compare a replay with its
-baseline (:func:`sia.scheduler.metrics.compare`, DESIGN.md 6.5).
+baseline (:func:`sia.scheduler.core.metrics.compare`, DESIGN.md 6.5).
 """
 
 from __future__ import annotations

@@ -1,22 +1,21 @@
 """The pipelines' one door into the scheduler (DESIGN.md 2: pipelines -> scheduler).
 
-Every name the pipelines use from :mod:`sia.scheduler` is imported here and
-nowhere else in :mod:`sia.pipelines`, so moving a scheduler module changes
-one file. Names are re-exported as they are; see their own modules for docs.
+Every name the pipelines use from :mod:`sia.scheduler` (and the locality
+option parsing of :mod:`sia.pipelines.locality_options`) is imported here and
+nowhere else in the studies, so moving a scheduler module changes one file. Names are re-exported as they are; see their own modules for docs.
 """
 
 from __future__ import annotations
 
-from sia.scheduler.locality import (
-    LocalityConfig,
-    config_for_policy,
+from sia.pipelines.locality_options import (
     options_from_cli,
     parse_cells_options,
     parse_placement,
-    replay_maybe_cells,
-    simulate_cells,
 )
-from sia.scheduler.metrics import SLOWED_AFTER_S, compare
+from sia.scheduler.core.metrics import SLOWED_AFTER_S, compare
+from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, replay_maybe_cells, simulate_cells
 from sia.scheduler.registry import (
     POLICIES,
     POLICY_NAMES,
@@ -27,7 +26,6 @@ from sia.scheduler.registry import (
     policy_needs,
     policy_options,
 )
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 __all__ = [
     "POLICIES", "POLICY_NAMES", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.features.duration_features import DURATION_FEATURES, submission_features
 from sia.models.job_duration import OnlineSubmissionFeatures
-from sia.scheduler.view import TraceArrays
+from sia.scheduler.core.view import TraceArrays
 
 from .conftest import schedule
 
@@ -42,6 +42,31 @@ def test_hand_case_history_burst_and_calendar():
     assert abs(d["hour_of_day"] - 4015 / 3600) < 1e-12 and d["day_of_week"] == 0.0
     a = _row(f, "a")
     assert a["pool_count"] == 0 and np.isnan(a["pool_median_s"]) and np.isnan(a["since_pool_sub_s"])
+
+
+def test_recent_shares_cover_only_the_last_finished_jobs(monkeypatch):
+    """``*_recent_le*``: the shares over the group's last RECENT_JOBS finished jobs, by finish order."""
+    import sia.features.duration_features as df
+
+    monkeypatch.setattr(df, "RECENT_JOBS", 2)
+    # pool p finishes 100 s, 4000 s, 200 s jobs (in that order) before e is submitted
+    s = schedule([
+        {"id": "a", "submit": 0, "start": 0, "end": 100, "gpus": 1},
+        {"id": "b", "submit": 5, "start": 5, "end": 4005, "gpus": 1},
+        {"id": "c", "submit": 4800, "start": 4800, "end": 5000, "gpus": 1},
+        {"id": "d", "submit": 4050, "start": 4050, "end": 4051, "gpus": 1},
+        {"id": "e", "submit": 6000, "start": 6000, "end": 6100, "gpus": 1},
+    ])
+    f = submission_features(s)
+    e = _row(f, "e")
+    # all four: 1 s, 100 s, 200 s fit 5 min, 4000 s does not
+    assert e["pool_count"] == 4 and e["pool_le5m"] == 0.75 and e["pool_le60m"] == 0.75
+    # the last two to finish are d (1 s, ends at 4051) and c (200 s, ends at 5000)
+    assert e["pool_recent_le5m"] == 1.0 and e["pool_recent_le720m"] == 1.0
+    c = _row(f, "c")  # at 4800: a, b, d finished; the last two are b (4000 s) and d (1 s)
+    assert c["pool_recent_le5m"] == 0.5 and c["pool_recent_le60m"] == 0.5
+    assert c["pool_recent_le720m"] == 1.0
+    assert np.isnan(_row(f, "a")["pool_recent_le5m"])  # nothing finished yet
 
 
 @st.composite

@@ -189,8 +189,8 @@ def test_calibration_says_when_no_quantile_meets_the_target():
 def test_learned_forecaster_bins_the_registered_quantile_during_a_replay():
     from sia.data.synthetic import generate_workload
     from sia.models.forecaster import LearnedForecaster
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     jobs, pools = generate_workload("base", 2, days=1.5)
     f50 = LearnedForecaster({}, duration_config={"min_count": 3, "fallback_bin": 3})

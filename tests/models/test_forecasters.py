@@ -11,14 +11,14 @@ from sia.features.live import LiveState, features_at
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.forecaster import LearnedForecaster
 from sia.models.will_arrive import WillJobsArrive
-from sia.scheduler.forecast import (
+from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
     Forecaster,
     PerfectForecaster,
     RandomForecaster,
     duration_bin_of,
 )
-from sia.scheduler.simulator import simulate
+from sia.scheduler.core.simulator import simulate
 
 WINDOWS = DEFAULT_WINDOWS_S
 
@@ -144,7 +144,7 @@ def test_one_stacked_call_answers_every_window_as_xgboost_would(workload, Probe)
 
 def test_the_simulator_view_is_what_forecasters_are_typed_against(workload, Probe):
     from sia.data.forecast_view import ForecastView
-    from sia.scheduler.forecast import DurationCdfForecaster
+    from sia.scheduler.core.forecast import DurationCdfForecaster
 
     probe = Probe(lambda v: isinstance(v, ForecastView))
     simulate(*workload, probe)

@@ -146,3 +146,50 @@ def test_history_cdf_by_hand():
                                                     [0.0, 0.0, 1.0]])   # nothing: bin 2's step
     # lent in 60 min at eps 0.3 only where P(d <= 60 min) >= 0.7: none of these four
     assert (est.predict_cdf(X)[:, 1] >= 0.7).sum() == 0
+    # the same level's shares over its recent jobs, alone or blended with all of its history
+    X.loc[0, ["tag_recent_le5m", "tag_recent_le60m", "tag_recent_le720m"]] = [0.6, 1.0, 1.0]
+    X.loc[1, ["pool_gpus_recent_le5m", "pool_gpus_recent_le60m", "pool_gpus_recent_le720m"]] = [
+        0.0, 0.0, 0.5]
+    X.loc[2, ["pool_recent_le5m", "pool_recent_le60m", "pool_recent_le720m"]] = [0.0, 1.0, 1.0]
+    recent = JobDuration("history_cdf", fallback_bin=2, history_recent=1.0).fit(
+        X, np.array([0, 1, 2, 3]))
+    np.testing.assert_allclose(recent.predict_cdf(X), [[0.6, 1.0, 1.0], [0.0, 0.0, 0.5],
+                                                       [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])
+    half = JobDuration("history_cdf", fallback_bin=2, history_recent=0.5).fit(
+        X, np.array([0, 1, 2, 3]))
+    np.testing.assert_allclose(half.predict_cdf(X)[:3], [[0.4, 0.8, 1.0], [0.0, 0.125, 0.625],
+                                                         [0.0, 0.5, 1.0]])
+    with pytest.raises(ValueError, match="history_recent must be in"):
+        JobDuration("history_cdf", history_recent=1.5).fit(X, np.array([0, 1, 2, 3]))
+
+
+def test_lend_risk_per_bin_edge_maps_onto_the_scheduling_windows():
+    """One eps per bin edge (5 / 60 / 720 min); a window takes the largest edge <= it."""
+    from sia.models.job_duration import lend_risk_at_edges, lend_risk_for_windows
+
+    np.testing.assert_allclose(lend_risk_at_edges(0.3), [0.3, 0.3, 0.3])
+    np.testing.assert_allclose(lend_risk_for_windows([0.2, 0.1, 0.05], [300, 3600, 43200]),
+                               [0.2, 0.1, 0.05])
+    # 2 min (nothing fits it anyway): the first edge's; 2 h: the 1-hour edge's; 2 days: 12 h's
+    np.testing.assert_allclose(lend_risk_for_windows([0.2, 0.1, 0.05], [120, 7200, 172800]),
+                               [0.2, 0.1, 0.05])
+    for bad in ([0.2, 0.1], [0.2, 0.1, 1.0], [-0.1], [float("nan")]):
+        with pytest.raises(ValueError, match="lend risk must be"):
+            lend_risk_at_edges(bad)
+
+
+def test_reliability_table_by_hand():
+    """Per window: mean predicted P(fit) of each probability bin against the share that fit."""
+    from sia.models.job_duration import reliability_table
+
+    # four jobs: true bins 0, 1, 1, 3; P(<= 5 min) 0.1, 0.1, 0.9, 0.9 -> bins [0, .5) and [.5, 1]
+    cdf = np.array([[0.1, 0.2, 0.3], [0.1, 0.9, 0.9], [0.9, 0.9, 1.0], [0.9, 0.9, 1.0]])
+    rows = reliability_table(cdf, np.array([0, 1, 1, 3]), n_bins=2)
+    five = [r for r in rows if r["window_min"] == 5]
+    # low bin: jobs 0 and 1 (predicted 0.1; job 0 fits 5 min); high bin: jobs 2 and 3 (neither)
+    assert [(r["predicted"], r["observed"]) for r in five] == [(0.1, 0.5), (0.9, 0.0)]
+    sixty = [r for r in rows if r["window_min"] == 60]
+    assert [(round(r["predicted"], 6), r["observed"]) for r in sixty] == [(0.2, 1.0),
+                                                                          (0.9, 2 / 3)]
+    # no curve for a window that every job fits or none does
+    assert {r["window_min"] for r in reliability_table(cdf[:2], np.array([0, 0]))} == set()

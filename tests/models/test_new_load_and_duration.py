@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.models.job_duration import duration_metrics, predict_bins
 from sia.models.new_load import NewLoadEstimate, load_metrics, sliding_max_for_rows
-from sia.scheduler.forecast import sliding_max_load
+from sia.scheduler.core.forecast import sliding_max_load
 
 
 def _jobs(rows):

@@ -195,7 +195,7 @@ def test_forecaster_serves_the_quantile_estimate_from_the_features_at_now(probe_
     from sia.models.forecaster import LearnedForecaster
     from sia.models.registry import RegistryError
     from sia.models.will_arrive import WillJobsArrive
-    from sia.scheduler.simulator import simulate
+    from sia.scheduler.core.simulator import simulate
 
     ks = (5, 60)
     windows = tuple(60.0 * k for k in ks)

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
-from sia.scheduler.locality import (
+from sia.pipelines.locality_options import (
     SHAPE_FIELDS,
-    LocalityConfig,
     cells_option_types,
     options_from_cli,
     parse_cells_options,
 )
+from sia.scheduler.locality.config import LocalityConfig
 
 
 # ----------------------------------------------------------------------------- the parser

@@ -21,8 +21,8 @@ def _train(alias: str, tmp_path) -> None:
 def _direct_replay(policy: str, alias: str | None, start_day: float, **options):
     """The same replay built by hand: the registry loader, the policy factory, the simulator."""
     from sia.models.forecaster import LearnedForecaster
+    from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
-    from sia.scheduler.simulator import simulate
 
     jobs, pools = generate_workload("base", 1, days=5.0)
     jobs = jobs.filter(pl.col("submit_time") >= start_day * DAY_S)
@@ -82,7 +82,7 @@ def test_replay_train_on_the_fly_uses_the_period_before_the_replay(mlflow_uri, t
     mv = client.get_model_version_by_alias("sia-will-jobs-arrive-60m", "replay-train")
     assert mv.run_id == trained["run_id"]
     run = client.get_run(trained["run_id"])
-    assert float(run.data.params["split_val_end"]) <= start * DAY_S
+    assert float(run.data.params["split_val_end_day"]) <= start  # split params in days
     assert (out / "predictors" / "report.md").exists()
     # --train registers under its own alias and leaves champion alone
     for version in client.search_model_versions("name='sia-job-duration'"):

@@ -39,7 +39,8 @@ def test_training_logs_a_run_and_registers_every_predictor(trained):
     assert outcome.tracking_uri == f"sqlite:///{(root / 'mlflow.db').resolve()}"
     run = mlflow.get_run(outcome.run_id)
     assert run.data.params["split_train_days"] == "2.0"
-    assert "will_arrive_5m_f1" in run.data.metrics and "persistence_60m_recall" in run.data.metrics
+    assert "will_arrive/5m/f1" in run.data.metrics
+    assert "will_arrive_baseline/persistence/60m/recall" in run.data.metrics
     arts = {a.path for a in MlflowClient().list_artifacts(outcome.run_id)}
     assert {"report", "feature_importance.json", "precision_recall.png"} <= arts
     assert set(outcome.versions) == {"sia-will-jobs-arrive-5m", "sia-will-jobs-arrive-60m",
@@ -203,3 +204,106 @@ def test_new_load_report_has_every_method_on_holdout_and_validation(trained):
         assert sorted(lr.estimators) == ["calibrated", "quantile", "sliding_max"]
         assert lr.estimator is lr.estimators["calibrated"]
         assert lr.estimators["quantile"].booster_ is not None
+
+
+def test_training_run_is_named_tagged_and_grouped_for_the_ui(trained):
+    import mlflow
+
+    outcome, _ = trained
+    run = mlflow.get_run(outcome.run_id)
+    s = outcome.result.split
+    a, b, c = (x / 86400 for x in (s.train_start, s.train_end, s.val_end))
+    span = f"train {a:g}-{b:g} d, validate {b:g}-{c:g} d"
+    assert run.info.run_name.startswith(f"train {a:g}-{b:g} val {b:g}-{c:g} d | synthetic-test | 20")
+    tags = run.data.tags
+    assert (tags["trace"], tags["split"], tags["alias"]) == ("synthetic-test", span, "champion")
+    assert tags["sia_version"] == "0.1.0"
+    assert "sia-job-duration v1" in tags["mlflow.note.content"]
+    # split parameters in days, not seconds
+    assert float(run.data.params["split_train_end_day"]) == pytest.approx(b)
+    assert not any(k in run.data.params for k in ("split_train_start", "split_train_end"))
+    # metrics grouped by prefix: predictor / window / metric, baselines apart
+    prefixes = ("will_arrive/", "will_arrive_baseline/", "new_load/", "job_duration/", "time/")
+    assert all(k.startswith(prefixes) for k in run.data.metrics), sorted(run.data.metrics)
+    r5 = outcome.result.windows[0]
+    assert run.data.metrics["will_arrive/5m/f1"] == pytest.approx(r5.metrics["f1"])
+    assert run.data.metrics["will_arrive_baseline/persistence/5m/f1"] == pytest.approx(
+        r5.baselines["persistence"]["f1"])
+
+
+def test_registering_again_prints_nothing(trained, capfd):
+    from sia.models.registry import log_job_duration
+
+    log_job_duration({"min_count": 2, "fallback_bin": 1}, alias="again")
+    log_job_duration({"min_count": 2, "fallback_bin": 1}, alias="again")
+    err = capfd.readouterr().err
+    assert "already exists" not in err and "Successfully registered" not in err
+
+
+def test_experiment_name_comes_from_the_option_then_the_environment(monkeypatch):
+    from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, experiment_name
+
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    assert experiment_name() == PREDICTOR_EXPERIMENT
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team-a")
+    assert experiment_name() == "team-a"
+    assert experiment_name("mine") == "mine"
+    with pytest.raises(SiaError, match="--experiment"):
+        experiment_name("  ")
+
+
+def test_cli_train_logs_into_the_asked_experiment_with_a_line_per_stage(
+        trained, tmp_path, monkeypatch, capsys):
+    import mlflow
+
+    _, root = trained
+    monkeypatch.setenv("SIA_OUTPUT", str(root))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "from-env")
+    code = main(["train", "--synthetic", "base", "--days", "4", "--train-days", "2",
+                 "--val-days", "1", "--warmup-days", "0.5", "--windows", "5",
+                 "--n-estimators", "3", "--no-ablation", "--alias", "exp",
+                 "--experiment", "from-option", "--out", str(tmp_path / "rep")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    stages = [ln for ln in captured.err.splitlines() if ln.startswith("[")]
+    for stage in ("reading", "replaying FCFS", "building features", "fitting the predictors",
+                  "opening the MLflow store", "logging the run", "done"):
+        assert sum(stage in ln for ln in stages) == 1, captured.err
+    run_id = captured.out.split("MLflow run id: ")[1].split()[0]
+    exp = mlflow.get_experiment(mlflow.get_run(run_id).info.experiment_id)
+    assert exp.name == "from-option"
+
+
+def test_tuning_resumes_only_its_own_study_and_logs_the_best_trial(trained, tmp_path):
+    import mlflow
+    from sia.pipelines.train import study_digest
+
+    outcome, _ = trained
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    config = TrainConfig(**{**SMALL, "windows_min": (5,)},
+                         xgb=XGBParams(n_estimators=5, max_depth=3), ablation=False)
+    lines: list[str] = []
+    runs = [run_training(jobs, pools, config, trace="synthetic-test", out_dir=tmp_path,
+                         tune=n, progress=lines.append) for n in (2, 3)]
+    resumed = [ln for ln in lines if "resumed" in ln]
+    assert [ln.split(": ")[-1] for ln in resumed] == ["resumed 0 trials, running 2",
+                                                      "resumed 2 trials, running 1"]
+    run = mlflow.get_run(runs[1].run_id)
+    digest = run.data.params["tune_study_hash"]
+    assert f"-5m-{digest}" in resumed[1] and run.info.run_name.startswith("tune+train")
+    best = {k.split("/")[-1]: v for k, v in run.data.params.items() if k.startswith("tune/5m/")}
+    assert best["max_depth"] == str(runs[1].best_params[5]["max_depth"])
+    assert run.data.metrics["tune/5m/best_objective"] > 0
+    # what makes trials comparable is in the hash: another split, seed or window set is
+    # another study
+    split, cols = outcome.result.split, ["a", "b"]
+    base = study_digest(split, cols, (5,), 0, "f1", 0.5)
+    assert base == study_digest(split, cols, (5,), 0, "f1", 0.9)  # floor unused by f1
+    moved = type(split)(split.train_start + 1, split.train_end, split.val_end,
+                        split.active_start, split.how)
+    assert len({base, study_digest(moved, cols, (5,), 0, "f1", 0.5),
+                study_digest(split, cols, (5,), 1, "f1", 0.5),
+                study_digest(split, cols, (5, 60), 0, "f1", 0.5),
+                study_digest(split, cols[:1], (5,), 0, "f1", 0.5)}) == 5
+

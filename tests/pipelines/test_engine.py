@@ -21,10 +21,11 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.executors import InlineExecutor
 from sia.pipelines.experiment import parse_config
-from sia.scheduler.locality import LocalityConfig, simulate_cells
-from sia.scheduler.metrics import compare
+from sia.scheduler.core.metrics import compare
+from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 DAY = 0.25
 

@@ -18,9 +18,9 @@ from sia.pipelines.engine.tracking import policy_metrics
 from sia.pipelines.executors import DaskExecutor, LocalExecutor
 from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import replay_window
-from sia.scheduler.metrics import compare
+from sia.scheduler.core.metrics import compare
+from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import POLICY_NAMES, make_policy
-from sia.scheduler.simulator import simulate
 
 # sia-perfect joins the tiny sweep once the SIA policy is registered
 POLICIES = ["fcfs", "maxmin"] + (["sia-perfect"] if "sia-perfect" in POLICY_NAMES else [])
@@ -401,7 +401,8 @@ def test_summary_markdown_matches_csv(tmp_path):
 
 
 def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
-    from sia.scheduler.locality import options_from_cli, simulate_maybe_cells
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.replay import simulate_maybe_cells
 
     cfg = parse_config(tiny(experiments=1, policies=["fcfs", "maxmin"],
                             locality={"topology": "gpus=8,rack=4", "placement": "buddy,mcf"}))
@@ -426,12 +427,9 @@ def test_locality_sweep_replays_on_cells_and_keys_differ(tmp_path):
 
 
 def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
-    from sia.scheduler.locality import (
-        LocalityConfig,
-        options_from_cli,
-        simulate_cells,
-        simulate_maybe_cells,
-    )
+    from sia.pipelines.locality_options import options_from_cli
+    from sia.scheduler.locality.config import LocalityConfig
+    from sia.scheduler.locality.replay import simulate_cells, simulate_maybe_cells
 
     def cfg_with(options, name="cfg.yaml"):
         loc = {"topology": "gpus=8,rack=4", "placement": "buddy"}

@@ -100,7 +100,7 @@ def test_key_ignores_locality_options_left_at_their_default(tiny):
     from dataclasses import replace
 
     from sia.pipelines.figure16 import replay_spec
-    from sia.scheduler.locality import LocalityConfig
+    from sia.scheduler.locality.config import LocalityConfig
 
     cfg = load_figure16_config(tiny)
     a = replay_spec(cfg, "base", 0, "hived", "cells-x", "hived", LocalityConfig())
@@ -114,7 +114,7 @@ def test_key_ignores_locality_options_left_at_their_default(tiny):
 def test_learned_options_reach_the_policy_and_key_and_bad_ones_are_named(tiny, tmp_path):
     from sia.data.errors import ConfigError
     from sia.pipelines.figure16 import replay_spec
-    from sia.scheduler.locality import LocalityConfig
+    from sia.scheduler.locality.config import LocalityConfig
 
     path = tmp_path / "opts.yaml"
     path.write_text(TINY + "learned_options: {adapt_durations: true, duration_max_misses: 2}\n")

@@ -15,8 +15,8 @@ from sia.pipelines.figure5 import (
     replay_spec,
     run_figure5,
 )
+from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import RESULT_COLUMNS, simulate
 
 
 def test_shipped_config_parses_with_the_paper_setup():

@@ -87,3 +87,20 @@ def test_speedup_cdf_and_metric_cdfs_draw_distinguishable_curves(tmp_path):
                                       ("total_slowdown_min", "slow", "symlog")],
                             tmp_path / "m.png", "title")
     assert out.exists()
+
+
+def test_reliability_png_draws_one_curve_per_window_and_the_diagonal(tmp_path, monkeypatch):
+    drawn = {}
+    real = plots._save
+
+    def keep(fig, path):
+        drawn["lines"] = [(ln.get_label(), list(ln.get_xdata())) for ln in fig.axes[0].lines]
+        return real(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    table = pl.DataFrame({"window_min": [60, 5, 5], "predicted": [0.5, 0.9, 0.1],
+                          "observed": [0.4, 0.8, 0.2]})
+    path = plots.reliability_png(table, tmp_path / "r.png")
+    assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
+    # the diagonal, then the windows in increasing order, each by increasing predicted P
+    assert drawn["lines"] == [("calibrated", [0, 1]), ("5 min", [0.1, 0.9]), ("60 min", [0.5])]

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
-from sia.scheduler.buddy import BuddyAllocator, CannotAllocate
-from sia.scheduler.topology import Topology
+from sia.scheduler.locality.buddy import BuddyAllocator, CannotAllocate
+from sia.scheduler.locality.topology import Topology
 
 
 def one_server():

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
-from sia.scheduler.policy_themis import fairness_ratio, finish_time
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.themis import fairness_ratio, finish_time
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:

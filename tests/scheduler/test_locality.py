@@ -10,19 +10,14 @@ from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
-from sia.scheduler.locality import (
-    PAD_POOL,
-    CellCluster,
-    LocalityConfig,
-    config_for_policy,
-    derive_cell_quotas,
-    options_from_cli,
-    simulate_cells,
-)
-from sia.scheduler.policies import SSFPolicy
-from sia.scheduler.policy_sia import SiaPolicy
+from sia.pipelines.locality_options import options_from_cli
+from sia.scheduler.core.simulator import PolicyError
+from sia.scheduler.locality.cell_cluster import CellCluster
+from sia.scheduler.locality.config import PAD_POOL, LocalityConfig, derive_cell_quotas
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
+from sia.scheduler.policies.sia.policy import SiaPolicy
+from sia.scheduler.policies.siavc.policy import SiaVCPolicy
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import PolicyError
 
 
 def table(rows, preemptible=None) -> pl.DataFrame:
@@ -127,7 +122,7 @@ def test_buddy_of_a_pool_that_cannot_grow_is_lendable():
 def test_policy_without_locality_support_gets_a_clear_error():
     jobs = table([("j1", "a", 0.0, 10.0, 1)])
     with pytest.raises(PolicyError, match="try_place"):
-        simulate_cells(jobs, make_pools({"a": 8}), SSFPolicy(), LocalityConfig())
+        simulate_cells(jobs, make_pools({"a": 8}), SiaVCPolicy(), LocalityConfig())
 
 
 # ----------------------------------------------------------------------------- invariants
@@ -285,7 +280,7 @@ def test_sia_perfect_can_slow_a_job_through_in_pool_fragmentation():
 
 
 def test_simulate_maybe_cells_dispatches_and_hived_relaxes_buddies():
-    from sia.scheduler.locality import config_for_policy, simulate_maybe_cells
+    from sia.scheduler.locality.replay import config_for_policy, simulate_maybe_cells
 
     jobs = table([("j1", "a", 0.0, 10.0, 2), ("j2", "b", 5.0, 10.0, 4)])
     pools = make_pools({"a": 8, "b": 8})
@@ -397,7 +392,7 @@ def test_migration_in_a_replay_starts_the_gang_and_charges_the_move():
 
 def test_a_pure_renaming_needs_no_migration():
     """A target that is a mirror image of the current layout moves nobody (Tesserae: cost 0)."""
-    from sia.scheduler.place_hungarian import relabel_in_cells
+    from sia.scheduler.locality.migration import relabel_in_cells
 
     c = fragmented_pool([True] * 6)
     current = {str(j): (a.level, a.index) for j, a in c.allocs.items()}
@@ -442,8 +437,8 @@ def test_migration_keeps_every_invariant_and_the_running_jobs(seed, n_pools, pol
 
 
 def test_buddy_relocate_moves_cells_unbinds_an_emptied_cell_and_refuses_busy_targets():
-    from sia.scheduler.buddy import BuddyAllocator, CannotAllocate
-    from sia.scheduler.topology import Topology
+    from sia.scheduler.locality.buddy import BuddyAllocator, CannotAllocate
+    from sia.scheduler.locality.topology import Topology
 
     topo = Topology(racks=1, servers_per_rack=2)
     b = BuddyAllocator(topo, {"a": {8: 2}}, debug=True)

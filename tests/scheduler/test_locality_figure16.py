@@ -8,8 +8,9 @@ from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
 from sia.pipelines.figure16 import load_figure16_config
-from sia.scheduler.locality import LocalityConfig, simulate_cells
-from sia.scheduler.metrics import compare
+from sia.scheduler.core.metrics import compare
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.registry import make_policy
 
 TINY = """
@@ -69,7 +70,7 @@ FIGURE16_CONFIG_ERRORS = [
     ("pool_gpus: many\n", "pool_gpus must be an integer"),
     ("variants: [base]\nmigration: true\n", "migration: true needs a preemption section"),
     ("variants: [base]\nmigration: maybe\n", "migration must be true or false"),
-    ("policies: [sia-perfect, ssf]\n", "policies: policy 'ssf' does not support locality"),
+    ("policies: [sia-perfect, sia-vc]\n", "policies: policy 'sia-vc' does not support locality"),
     ("chain_policy: nope\n", "chain_policy: unknown policy 'nope'"),
 ]
 
@@ -101,7 +102,7 @@ def test_slowdown_causes_name_the_loan_and_the_cascade():
     import numpy as np
     from sia.data.schema import make_pools, validate
     from sia.pipelines.figure16 import CAUSES, slowdown_causes
-    from sia.scheduler.policy_sia import SiaPolicy
+    from sia.scheduler.policies.sia.policy import SiaPolicy
 
     class Blind:  # no arrivals predicted, every job in the shortest bin: SIA lends everything
         def will_jobs_arrive(self, view, windows_s):

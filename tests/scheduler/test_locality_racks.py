@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 from sia.data.synthetic import generate_workload
-from sia.scheduler.locality import LocalityConfig, config_for_policy, simulate_cells
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import make_policy
 
 WIDTHS = np.array([1, 2, 4, 8, 16, 32])
@@ -58,7 +59,7 @@ def test_rack_gangs_with_preemption_and_adoption():
 
 
 def test_rack_topology_is_multi_rack_and_16_gpu_cells_are_half_racks():
-    from sia.scheduler.locality import CellCluster
+    from sia.scheduler.locality.cell_cluster import CellCluster
 
     jobs, pools = rack_workload(seed=11)
     c = CellCluster(pools["quota_gpus"].to_list(), pools["pool"].to_list(), LocalityConfig(),

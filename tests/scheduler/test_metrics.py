@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools
-from sia.scheduler.metrics import compare, per_job_metrics
+from sia.scheduler.core.metrics import compare, per_job_metrics
 
 
 def result(rows: list[tuple]) -> pl.DataFrame:

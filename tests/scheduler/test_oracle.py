@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
-from sia.scheduler.oracle import (
+from sia.scheduler.core.simulator import build_trace, simulate
+from sia.scheduler.policies.oracle import (
     OraclePolicy,
     candidate_starts,
     check_plan,
     job_step_s,
     solve_oracle,
 )
+from sia.scheduler.policies.siavc.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import build_trace, simulate
-from sia.scheduler.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -183,7 +183,7 @@ def test_fairness_term_keeps_the_plan_feasible_and_both_solvers_agree():
 
 
 def test_no_solution_in_time_falls_back_to_fcfs(monkeypatch):
-    import sia.scheduler.oracle as oracle
+    import sia.scheduler.policies.oracle as oracle
 
     monkeypatch.setattr(oracle, "_solve_mip", lambda *a, **k: (None, np.nan, np.nan, "none"))
     s, d, g, p, q = _hand_instance()

@@ -8,25 +8,24 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.place_hungarian import (
-    HungarianPlacer,
+from sia.scheduler.locality.migration import (
     plan_migration,
     relabel_in_cells,
     relabel_min_migration,
 )
-from sia.scheduler.place_mcf import MinCostFlowPlacer
-from sia.scheduler.place_milp import MilpPlacer, Option, solve_strl
-from sia.scheduler.placement import (
+from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.chain import PlacementChain
+from sia.scheduler.placement.costs import CostModel, placement_cost
+from sia.scheduler.placement.hungarian import HungarianPlacer
+from sia.scheduler.placement.mcf import MinCostFlowPlacer
+from sia.scheduler.placement.milp import MilpPlacer, Option, solve_strl
+from sia.scheduler.placement.protocol import (
     ClusterState,
-    CostModel,
     InvalidPlacement,
-    PlacementChain,
     PlacementRequest,
     PlacementResult,
-    placement_cost,
     validate_placement,
 )
-from sia.scheduler.topology import Topology
 
 R = PlacementRequest
 
@@ -343,7 +342,7 @@ def test_chain_hands_leftovers_to_the_next_solver():
 
 def test_work_budget_is_deterministic_and_falls_through():
     """enforce_budget="work": answers are judged by their work estimate, not by the clock."""
-    from sia.scheduler.place_milp import MilpPlacer
+    from sia.scheduler.placement.milp import MilpPlacer
 
     state = small_state(5, racks=2, per_rack=4, p_free=0.6)
     batch = [R(f"j{k}", w) for k, w in enumerate([1, 2, 4, 1, 8, 2])]

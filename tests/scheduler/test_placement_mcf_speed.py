@@ -5,15 +5,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.place_mcf import MinCostFlowPlacer
-from sia.scheduler.placement import (
-    ClusterState,
-    CostModel,
-    PlacementRequest,
-    placement_cost,
-    validate_placement,
-)
-from sia.scheduler.topology import Topology
+from sia.scheduler.locality.topology import Topology
+from sia.scheduler.placement.costs import CostModel, placement_cost
+from sia.scheduler.placement.mcf import MinCostFlowPlacer
+from sia.scheduler.placement.protocol import ClusterState, PlacementRequest, validate_placement
 
 R = PlacementRequest
 

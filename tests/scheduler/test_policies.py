@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 from sia.data.schema import make_pools, validate
+from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:

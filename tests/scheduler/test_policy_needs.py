@@ -15,9 +15,11 @@ from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.pipelines.cli import main
 from sia.pipelines.experiment import parse_config
-from sia.scheduler.forecast import PerfectForecaster
-from sia.scheduler.locality import LocalityConfig, config_for_policy, simulate_cells
-from sia.scheduler.needs import NO_NEEDS, PolicyNeeds
+from sia.scheduler.core.forecast import PerfectForecaster
+from sia.scheduler.core.needs import NO_NEEDS, PolicyNeeds
+from sia.scheduler.core.simulator import PolicyError, simulate
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.registry import (
     POLICIES,
     POLICY_NAMES,
@@ -28,7 +30,6 @@ from sia.scheduler.registry import (
     policy_needs,
     policy_options,
 )
-from sia.scheduler.simulator import PolicyError, simulate
 
 # two pools of one 8-GPU server each; jobs of 1/2/4/8 GPUs, some lent across pools
 ROWS = [("a0", "A", 0.0, 900.0, 4), ("a1", "A", 10.0, 600.0, 4), ("a2", "A", 20.0, 300.0, 2),
@@ -99,8 +100,9 @@ def test_needs_as_declared_for_the_paper_policies():
     assert set(policies_with(forecaster=True)) == {
         "sia", "sia-random", "sia-random-both", "sia-perfect-durations", "sia-perfect-arrivals",
         "sia-learned"}
-    assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect"} <= set(policies_with(locality=True))
-    assert not {"ssf", "gssf", "sia-vc", "oracle", "themis"} & set(policies_with(locality=True))
+    assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect", "ssf", "gssf", "themis"} <= set(
+        policies_with(locality=True))
+    assert not {"sia-vc", "oracle"} & set(policies_with(locality=True))
     with pytest.raises(ValueError, match="locality_requires needs locality"):
         PolicyNeeds(locality_requires={"strict_buddies": False})
 
@@ -122,19 +124,19 @@ def test_policy_options_add_the_seed_and_forecaster_as_declared():
 
 def test_sia_replay_refuses_locality_for_a_policy_without_it(tmp_path, capsys):
     out = tmp_path / "o"
-    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "ssf", "--no-mlflow",
+    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "sia-vc", "--no-mlflow",
                  "--topology", "gpus=8,rack=4", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err.startswith("error: --topology: policy 'ssf' does not support locality"), err
+    assert err.startswith("error: --topology: policy 'sia-vc' does not support locality"), err
     assert not out.exists()
 
 
 def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tmp_path, capsys):
     base = {"name": "t", "trace": {"synthetic": "base", "days": 3}, "experiments": 1,
             "pools_per_experiment": 2, "warmup_days": 0.5}
-    for change, words in (({"policies": ["fcfs", "themis"], "locality": True},
-                           "locality: policy 'themis' does not support locality"),
+    for change, words in (({"policies": ["fcfs", "sia-vc"], "locality": True},
+                           "locality: policy 'sia-vc' does not support locality"),
                           ({"policies": [{"name": "fcfs"}, {"name": "maxmin",
                                                             "forecaster": "learned"}]},
                            "policies[1].forecaster: policy 'maxmin' takes no forecaster")):
@@ -153,8 +155,8 @@ def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tm
 TOY_MODULE = '''
 """A toy policy: FCFS per pool, newest job first (LIFO), with buddy cells."""
 
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import Start
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import Start
 
 
 class ToyLifoPolicy:

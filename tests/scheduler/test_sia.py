@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
-from sia.scheduler.adaptation import ArrivalMissTracker
-from sia.scheduler.forecast import PerfectForecaster, RandomForecaster
-from sia.scheduler.forecast_mix import MixedForecaster, random_arrivals
-from sia.scheduler.policy_sia import SiaPolicy
+from sia.scheduler.core.forecast import PerfectForecaster, RandomForecaster
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.adaptation import ArrivalMissTracker
+from sia.scheduler.policies.sia.forecast_mix import MixedForecaster, random_arrivals
+from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import simulate
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -278,7 +278,7 @@ class _View:
 
 
 def _trace(submits, pools, gpus):
-    from sia.scheduler.view import TraceArrays
+    from sia.scheduler.core.view import TraceArrays
 
     n = len(submits)
     return TraceArrays.build(np.array([f"j{i}" for i in range(n)], dtype=object),
@@ -377,7 +377,7 @@ class _RunView:
     """The view fields DurationMissTracker reads: now, completions per pool, running jobs."""
 
     def __init__(self, trace, now, done, running):
-        from sia.scheduler.view import RunningJobs
+        from sia.scheduler.core.view import RunningJobs
 
         self.trace, self.now = trace, now
         self._done = [np.array([j for j in done if trace.pool[j] == p], dtype=np.int64)
@@ -397,8 +397,8 @@ class _RunView:
 
 
 def test_duration_tracker_scores_finished_and_overrunning_jobs():
-    from sia.scheduler.adaptation import DurationMissTracker
-    from sia.scheduler.view import TraceArrays
+    from sia.scheduler.core.view import TraceArrays
+    from sia.scheduler.policies.sia.adaptation import DurationMissTracker
 
     # windows 300 and 3600 s. A: j0 (200 s) and j1 (1000 s) predicted to fit 300 s (first
     # window 0), j4, j5 (100 s, also window 0). B: j2 (5000 s) predicted to fit 3600 s only,
@@ -442,8 +442,8 @@ def test_duration_tracker_never_misses_with_perfect_bins():
 
 
 def test_duration_tracker_that_earns_trust_starts_distrusted_until_lookback_hits():
-    from sia.scheduler.adaptation import DurationMissTracker
-    from sia.scheduler.view import TraceArrays
+    from sia.scheduler.core.view import TraceArrays
+    from sia.scheduler.policies.sia.adaptation import DurationMissTracker
 
     # one pool, one 300 s window, lookback 2: three 100 s jobs predicted to fit it, ending at
     # 100, 200 and 300 s. Earning trust: distrusted at 0 (no evidence) and after one hit (one
@@ -471,7 +471,7 @@ def test_earned_trust_keeps_sia_from_lending_before_any_outcome():
 
 
 def test_tracker_rejects_bad_parameters():
-    from sia.scheduler.adaptation import DurationMissTracker
+    from sia.scheduler.policies.sia.adaptation import DurationMissTracker
 
     with pytest.raises(ConfigError, match="lookback"):
         DurationMissTracker((300.0,), lookback=0)

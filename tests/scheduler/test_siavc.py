@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
-from sia.scheduler.oracle import solve_oracle
-from sia.scheduler.policy_siavc import SiaVCPolicy
+from sia.scheduler.core.simulator import build_trace, simulate
+from sia.scheduler.core.view import Start
+from sia.scheduler.policies.oracle import solve_oracle
+from sia.scheduler.policies.siavc.policy import SiaVCPolicy
+from sia.scheduler.policies.siavc.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
 from sia.scheduler.registry import make_policy
-from sia.scheduler.simulator import build_trace, simulate
-from sia.scheduler.view import Start
-from sia.scheduler.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
 
 _EPS = 1e-6
 
@@ -152,7 +152,7 @@ def test_registered_under_its_name(name):
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 12))
 def test_oracle_warm_started_from_siavc_is_never_worse_than_siavc(seed, n):
     """Off the grid too: SIA_VC's starts are oracle candidates and its starting solution."""
-    from sia.scheduler.oracle import OraclePolicy
+    from sia.scheduler.policies.oracle import OraclePolicy
 
     rng = np.random.default_rng(seed)
     rows = [(f"j{i}", f"p{rng.integers(0, 2)}", float(rng.uniform(0, 3600)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.siavc_pass import (
+from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     bulk_pass,
     changed_span,
@@ -15,7 +15,7 @@ from sia.scheduler.siavc_pass import (
     replace_pools,
     update_merged,
 )
-from sia.scheduler.vst import ResourcePlan
+from sia.scheduler.policies.siavc.vst import ResourcePlan
 
 
 def random_clocks(rng: np.random.Generator, n_pools: int, ids: np.ndarray) -> list[tuple]:

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError, TraceError
 from sia.data.schema import make_pools, validate
-from sia.scheduler.cluster import Cluster, PlacementError
+from sia.scheduler.core.cluster import Cluster, PlacementError
+from sia.scheduler.core.simulator import PolicyError, build_trace, simulate
+from sia.scheduler.core.view import Reason, Start
 from sia.scheduler.registry import POLICY_NAMES, make_policy
-from sia.scheduler.simulator import PolicyError, build_trace, simulate
-from sia.scheduler.view import Reason, Start
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -415,7 +415,7 @@ class StopAndRestart:
         self.done = False
 
     def decide(self, view):
-        from sia.scheduler.simulator import Preempt
+        from sia.scheduler.core.simulator import Preempt
 
         if view.now == 50.0 and not self.done:
             self.done = True

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
-from sia.scheduler.topology import Topology, cells_shortfall, check_quotas, parse_topology
+from sia.pipelines.locality_options import parse_topology
+from sia.scheduler.locality.topology import Topology, cells_shortfall, check_quotas
 
 
 def test_parse_topology_defaults_and_levels():

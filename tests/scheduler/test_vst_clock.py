@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.scheduler.vst import (
+from sia.scheduler.policies.siavc.vst import (
     _heap_pop,
     _heap_push,
     fcfs_clock,

@@ -33,8 +33,10 @@ class PolicyNeeds:
       ``"forecaster"`` or ``"base"``; None when the policy takes none.
     - ``seed``: the constructor takes ``seed=`` and the pipelines pass the
       experiment's seed (policies that draw random numbers, or record it).
-    - ``locality``: the policy places its starts on a cell-aware cluster
-      (asks ``cluster.try_place``), so it may replay on buddy cells.
+    - ``locality``: the policy may replay on buddy cells: it places its starts
+      itself (``cluster.try_place``) or leaves them to the simulator's placer
+      stage and takes its refusals (``refused(jobs)``, see
+      :class:`~sia.scheduler.core.view.Policy`).
     - ``locality_requires``: LocalityConfig options the policy always replays
       with on cells (they override the replay's own), e.g. HiveD*'s
       ``{"strict_buddies": False}``.

@@ -79,7 +79,7 @@ nothing could be lent anyway: every pool reserves at least
 ``min(pending_load, unused_quota)`` whatever the predictions, so when the
 free GPUs minus those amounts leave no lendable job, it stops there.
 
-Online adaptation (:mod:`sia.scheduler.adaptation`, on by default): the
+Online adaptation (:mod:`sia.scheduler.policies.sia.adaptation`, on by default): the
 predictions made at ticks are scored against the actual arrivals; while a
 pool's recent predictions in window ``w`` missed arrivals, the pool lends
 nothing in ``w`` (and, with nested reservations, in the larger windows).
@@ -100,12 +100,12 @@ synthetic workloads, whose durations carry no signal by construction, it is
 what keeps learned SIA from slowing jobs, so the synthetic Figure 16 config
 turns it on.
 
-Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality`):
+Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality.cell_cluster`):
 every start also needs a buddy cell (``cluster.try_place``); a dedicated head
 that gets none blocks its pool's stream (as under FCFS with cells), and, when
 the cluster allows preemption, first preempts running preemptible
 opportunistic jobs until its cell is free (returning a
-:class:`~sia.scheduler.simulator.Preempt` per victim). In Figure 8 each
+:class:`~sia.scheduler.core.simulator.Preempt` per victim). In Figure 8 each
 pool's reservation becomes *cells* of its quota (its pending jobs' widths in
 arrival order, the rest as the largest cells its quota has): a reservation
 that cannot be met stays pending and blocks every opportunistic start in
@@ -134,39 +134,52 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from operator import add
 from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError, SiaError
-from sia.scheduler.adaptation import ArrivalMissTracker, DurationMissTracker
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.forecast import (
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
     DurationCdfForecaster,
     Forecaster,
     PerfectForecaster,
 )
-from sia.scheduler.forecast_mix import (
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.simulator import Preempt
+from sia.scheduler.core.view import SimView, Start, TraceArrays
+from sia.scheduler.policies.sia.adaptation import ArrivalMissTracker, DurationMissTracker
+from sia.scheduler.policies.sia.dedicated import DedicatedPass
+from sia.scheduler.policies.sia.forecast_mix import (
     perfect_arrivals,
     perfect_durations,
     random_arrivals,
     random_arrivals_and_durations,
 )
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.simulator import Preempt
-from sia.scheduler.view import Reason, SimView, Start, TraceArrays
+from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
-_EPS = 1e-9
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
 
-class SiaPolicy:
+class Decision:
+    """One decision's running totals, shared by the two passes: free GPUs, each pool's
+    dedicated use and allocation (GPUs, counting this decision's starts), the items so far."""
+
+    __slots__ = ("free", "ded", "alloc", "starts")
+
+    def __init__(self, free: int, ded: list[int], alloc: list[int]):
+        self.free = free
+        self.ded = ded
+        self.alloc = alloc
+        self.starts: list = []
+
+
+class SiaPolicy(DedicatedPass, SparePass):
     """SIA's scheduler (Figures 7 and 8) with online adaptation; see the module docstring.
 
     Options: ``forecaster`` (required; implements
-    :class:`~sia.scheduler.forecast.Forecaster`), ``windows_s`` (increasing
+    :class:`~sia.scheduler.core.forecast.Forecaster`), ``windows_s`` (increasing
     windows in seconds), ``adaptation`` (on/off), ``lookback`` and
     ``max_misses`` (the adaptation's memory in tick records, and in job
     outcomes for JobDuration, and its strictness), ``count_load_misses``,
@@ -377,176 +390,16 @@ class SiaPolicy:
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
         self._admit(view)
-        tracker = self.tracker
         free = view.free_gpus
-        pend = self._pend_gpus
-        if not any(pend) or (free <= 0 and not (
+        if not any(self._pend_gpus) or (free <= 0 and not (
                 self._preempt and self._cells.preemptible_running())):
             return []
         self.stats["decisions"] += 1
-        P, quota, gpus, started = self._P, self._quota, self._gpus, self._started
-        ded = view.used_dedicated.tolist()
-        alloc = view.allocation.tolist()
-        starts: list = []
-        cells = self._cells
-        cfg = cells.config if cells is not None else None
-
-        # ---- Figure 7: dedicated resources, strict FCFS per pool
-        streams = [[p, view.pending(p), 0] for p in range(P) if pend[p]]
-        while True:
-            best = None
-            best_key = 0.0
-            for st in streams:
-                p, plist, i = st
-                if i >= len(plist):
-                    continue
-                g = gpus[plist[i]]
-                if (g > free and not self._preempt) or ded[p] + g > quota[p]:
-                    continue
-                key = alloc[p] / quota[p]
-                if best is None or key < best_key:
-                    best, best_key = st, key
-            if best is None:
-                break
-            p, plist, i = best
-            j = plist[i]
-            g = gpus[j]
-            cell = None
-            if cells is not None:
-                cell = cells.try_place(j, p, g, True) if g <= free else None
-                if cell is None and self._preempt:
-                    got = cells.preempt_for(j, p, g)
-                    if got is not None:
-                        victims, cell = got
-                        for v in victims:
-                            starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
-                            self._requeue(v)
-                            free += gpus[v]
-                            alloc[self._pool[v]] -= gpus[v]
-                        self.stats["preemptions"] += len(victims)
-                if cell is None:
-                    best[2] = len(plist)  # head-of-line blocked by cells
-                    continue
-            best[2] = i + 1
-            starts.append(Start(j, False, cell))
-            started[j] = 1
-            free -= g
-            ded[p] += g
-            alloc[p] += g
-            pend[p] -= g
-        n_preempts = sum(1 for s in starts if type(s) is Preempt)
-        self.stats["dedicated"] += len(starts) - n_preempts
-        if free <= 0:
-            return starts
-
-        # ---- Figure 8: spare resources, window by window
-        # reservations are at least min(pending, unused quota) whatever the predictions say,
-        # so nothing can be lent unless that bound leaves a GPU (then no forecast is needed)
-        unused = [quota[p] - ded[p] for p in range(P)]
-        bound = free - sum(map(min, pend, unused))
-        if bound < 1:
-            return starts
-        self._bin_new(view)
-        K = len(self.windows_s)
-        cands = [p for p in range(P) if pend[p]]
-        now = view.now
-        is_tick = bool(view.reason & Reason.TICK)
-        age = now - self._tnl_time
-        if is_tick or age >= self.refresh_s:
-            # forecast only when some job could be lent at all
-            if not any(self._first_fit(p, K - 1, bound) >= 0 for p in cands):
-                return starts
-            tnl = self._forecast(view)
-            self._tnl = tnl.T.tolist()  # per window: per pool TotalNewLoad
-            self._tnl_time = now
-            age = 0.0
-            if tracker is not None and is_tick:
-                tracker.record(view, tnl)
-        distrust = None
-        if tracker is not None:
-            d = tracker.distrusted(view)
-            if d.any():
-                self._distrusted_forecasts += 1
-                distrust = d.tolist()
-        # pools whose recent JobDuration predictions ran past a window: none of their jobs is
-        # lent in that window (SIA 5.3 adaptation, for the prediction a loan relies on)
-        dur_distrust = None
-        if self.duration_tracker is not None:
-            dd = self.duration_tracker.distrusted(view)
-            if dd.any():
-                self._duration_distrusted += 1
-                dur_distrust = dd.tolist()
-        tnl_l = self._tnl
-        # a forecast made `age` s ago covers (now - age, now - age + w]: a job lent against it
-        # must end by then, so window k only takes the jobs of a window k' <= w_k - age
-        W = self.windows_s
-        lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(K)]
-        n_ded = len(starts)
-        recoverable = self._recoverable(starts) if self._preempt else 0
-        for k in range(K):
-            lk = lists[k]
-            if lk < 0:
-                continue
-            col = tnl_l[k]
-            res = list(map(min, map(add, pend, col), unused))
-            if distrust is not None:
-                for p in range(P):
-                    if distrust[p][k]:
-                        res[p] = unused[p]
-            cred = None
-            if recoverable:
-                credit = math.floor(recoverable * max(0.0, 1.0 - cfg.preemption_cost_s / W[k]))
-                cred = [0] * P
-                for p in range(P):
-                    cred[p] = min(credit, res[p])
-                    credit -= cred[p]
-                    res[p] -= cred[p]
-            total = sum(res)
-            skip: set[int] = (set() if dur_distrust is None
-                              else {q for q in range(P) if dur_distrust[q][lk]})
-            if cells is not None and not self._reserve_cells(view, res, range(P)):
-                cells.clear_reservations()
-                continue  # a reservation is pending: no opportunistic start in this window
-            while True:
-                usable = free - total
-                if usable < 1 - _EPS:
-                    break
-                if len(cands) > 1:
-                    cands.sort(key=lambda p: (alloc[p] / quota[p], p))
-                pick = j = -1
-                for q in cands:
-                    if q in skip:
-                        continue
-                    j = self._first_fit(q, lk, usable + _EPS)
-                    if j >= 0:
-                        pick = q
-                        break
-                if pick < 0:
-                    break
-                g = gpus[j]
-                cell = None
-                if cells is not None:
-                    cell = cells.try_place(j, pick, g, False)
-                    if cell is None:
-                        skip.add(pick)
-                        continue
-                starts.append(Start(j, True, cell))
-                started[j] = 1
-                free -= g
-                alloc[pick] += g
-                pend[pick] -= g
-                if distrust is None or not distrust[pick][k]:
-                    new = min(pend[pick] + col[pick], unused[pick])
-                    if cred is not None:
-                        new = max(0, new - cred[pick])
-                    total += new - res[pick]
-                    res[pick] = new
-                    if cells is not None and not self._reserve_cells(view, res, (pick,)):
-                        break
-            if cells is not None:
-                cells.clear_reservations()
-        self.stats["opportunistic"] += len(starts) - n_ded
-        return starts
+        d = Decision(free, view.used_dedicated.tolist(), view.allocation.tolist())
+        self._allocate_dedicated(view, d)  # Figure 7: dedicated resources, strict FCFS per pool
+        if d.free > 0:
+            self._allocate_spare(view, d)  # Figure 8: spare resources, window by window
+        return d.starts
 
     # ------------------------------------------------------------------ locality helpers
     def _reserve_cells(self, view: SimView, res: list, pools) -> bool:

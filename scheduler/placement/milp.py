@@ -25,7 +25,7 @@ consumes ``2**(L - l)`` cells of each level l <= L: for power-of-two cells
 these counts are exactly the condition for the gangs to pack, so the plan is
 feasible cell by cell. A job's options are every (start slot, set); its value
 falls with the wait and with the cost class of the set (the shared
-:class:`~sia.scheduler.placement.CostModel`'s dedicated-cell terms), so
+:class:`~sia.scheduler.placement.costs.CostModel`'s dedicated-cell terms), so
 "wait for the preferred cells" and "fall back now" compete inside one MAX.
 Only options starting in slot 0 are launched; the rest are kept as the plan
 that warm-starts the next call.
@@ -40,13 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from ortools.sat.python import cp_model
-from sia.scheduler.placement import (
-    ClusterState,
-    CostModel,
-    PlacementRequest,
-    PlacementResult,
-    pack_gangs,
-)
+from sia.scheduler.placement.costs import CostModel, pack_gangs
+from sia.scheduler.placement.protocol import ClusterState, PlacementRequest, PlacementResult
 
 
 @dataclass(frozen=True)
@@ -188,11 +183,36 @@ class MilpPlacer:
     ) -> PlacementResult:
         """Plan the batch ahead and launch what starts now; stats report solve time, gap, hints."""
         t0 = time.perf_counter()
+        tags = self._sets(state)
+        set_tags = sorted(set(tags.tolist()))
+        capacity = self._capacity(state, tags, set_tags)
+        unplaced: dict[str, str] = {}
+        jobs, meta, reqs = self._options(batch, state, capacity, set_tags, unplaced)
+        hint = self._hints(reqs, meta, state)
+        build_s = time.perf_counter() - t0
+        try:
+            limit = budget_s if self.deterministic else max(1e-3, budget_s - build_s)
+            sol = solve_strl(jobs, capacity, self.n_slots, time_limit_s=limit, hint=hint,
+                             seed=self.seed, deterministic=self.deterministic)
+        except RuntimeError as err:
+            return PlacementResult.failed(self.name, batch, str(err), elapsed_s=time.perf_counter() - t0)
+        placements = self._launch(reqs, meta, sol, state, tags, unplaced)
+        stats = {
+            "solve_s": sol.solve_s, "build_s": build_s, "gap": sol.gap, "bound": sol.bound,
+            "status": sol.status, "hinted": len(hint), "sets": len(set_tags), **sol.stats,
+            "work_s": sol.stats["deterministic_time"],
+        }
+        return PlacementResult(
+            self.name, placements, unplaced, elapsed_s=time.perf_counter() - t0,
+            objective=sol.objective, stats=stats,
+        )
+
+    def _capacity(self, state: ClusterState, tags: np.ndarray, set_tags: list[int]
+                  ) -> dict[tuple[int, int], np.ndarray]:
+        """Free cells per (equivalence set, level) at each slot of the plan-ahead window."""
         topo = state.topology
         gps = topo.gpus_per_server
         T = self.n_slots
-        tags = self._sets(state)
-        set_tags = sorted(set(tags.tolist()))
         # free mask at each slot
         if state.busy_until is not None:
             times = state.now + self.slot_s * np.arange(T)
@@ -213,7 +233,13 @@ class MilpPlacer:
             for tag in set_tags:
                 sel = (cell_tag == tag) & cell_ok
                 capacity[(tag, lv)] = cells[:, sel].sum(axis=1)
-        unplaced: dict[str, str] = {}
+        return capacity
+
+    def _options(self, batch, state, capacity, set_tags, unplaced):
+        """Each placeable job's options (start slot x equivalence set) as (options, their
+        (slot, set) pairs, the requests); jobs without any go to ``unplaced``."""
+        topo = state.topology
+        T = self.n_slots
         jobs: list[list[Option]] = []
         meta: list[list[tuple[int, int]]] = []
         reqs: list[PlacementRequest] = []
@@ -245,6 +271,10 @@ class MilpPlacer:
             jobs.append(options)
             meta.append(info)
             reqs.append(req)
+        return jobs, meta, reqs
+
+    def _hints(self, reqs, meta, state) -> dict[int, int]:
+        """The previous plan's choice per job, as a solver hint (job position -> option)."""
         hint: dict[int, int] = {}
         for j, req in enumerate(reqs):
             prev = self.plan.get(req.job_id)
@@ -255,14 +285,11 @@ class MilpPlacer:
                 if s == max(0, slot) and tag == prev[1]:
                     hint[j] = o
                     break
-        build_s = time.perf_counter() - t0
-        try:
-            limit = budget_s if self.deterministic else max(1e-3, budget_s - build_s)
-            sol = solve_strl(jobs, capacity, T, time_limit_s=limit, hint=hint, seed=self.seed,
-                             deterministic=self.deterministic)
-        except RuntimeError as err:
-            return PlacementResult.failed(self.name, batch, str(err), elapsed_s=time.perf_counter() - t0)
-        # launch slot-0 choices, pack them per equivalence set
+        return hint
+
+    def _launch(self, reqs, meta, sol, state, tags, unplaced) -> dict[str, tuple[int, ...]]:
+        """Launch the slot-0 choices packed per equivalence set, remember the rest as the
+        plan; return the placements (the others go to ``unplaced`` with a reason)."""
         placements: dict[str, tuple[int, ...]] = {}
         free = state.free.copy()
         now_by_tag: dict[int, list[tuple[str, int]]] = {}
@@ -279,17 +306,9 @@ class MilpPlacer:
                 new_plan[req.job_id] = (state.now + s * self.slot_s, tag)
                 unplaced[req.job_id] = f"planned to start in {s * self.slot_s:.0f} s; it waits for those cells"
         for tag, gangs in now_by_tag.items():
-            placed, failed = pack_gangs(free, topo, gangs, tags == tag)
+            placed, failed = pack_gangs(free, state.topology, gangs, tags == tag)
             placements.update(placed)
             for job_id in failed:
                 unplaced[job_id] = "planned cells could not be packed (bug: cell counts should guarantee it)"
         self.plan = new_plan
-        stats = {
-            "solve_s": sol.solve_s, "build_s": build_s, "gap": sol.gap, "bound": sol.bound,
-            "status": sol.status, "hinted": len(hint), "sets": len(set_tags), **sol.stats,
-            "work_s": sol.stats["deterministic_time"],
-        }
-        return PlacementResult(
-            self.name, placements, unplaced, elapsed_s=time.perf_counter() - t0,
-            objective=sol.objective, stats=stats,
-        )
+        return placements

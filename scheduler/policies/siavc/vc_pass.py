@@ -4,7 +4,7 @@ One pass visits jobs in increasing virtual start time (VST, ties by job
 index), reserving ``[VST, VST + d)`` for every job that cannot start now,
 until the first job that can. :func:`bulk_pass` does everything of that visit
 that does not depend on the guard's outcome (see
-:class:`sia.scheduler.policy_siavc.SiaVCPolicy` for the guard): over the
+:class:`sia.scheduler.policies.siavc.policy.SiaVCPolicy` for the guard): over the
 pools' clocks merged in visit order (:func:`merge_clocks`, kept up to date by
 :func:`update_merged` and :func:`drop_job`), it finds the candidates (jobs
 that could start now) and, for each,

@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import SimView, Start, TraceArrays
-from sia.scheduler.vst import fcfs_baseline_starts
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
+from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts
 
 _EPS = 1e-6  # seconds of float slack when comparing times
 
@@ -171,7 +171,7 @@ def solve_oracle(
     """Solve the Figure 19 MILP; return an :class:`OracleResult` (start times in seconds).
 
     ``cutoff_s`` are the latest allowed starts m_j (the FCFS baseline starts,
-    see :func:`sia.scheduler.vst.fcfs_baseline_starts`); capacity is
+    see :func:`sia.scheduler.policies.siavc.vst.fcfs_baseline_starts`); capacity is
     ``sum(quotas)`` GPUs. ``beta > 0`` adds constraint (13) with one
     fairness multiplier alpha_t >= pool i's load / c_i per check point t,
     weighted in the objective by the time (s) until the next check point.
@@ -483,8 +483,8 @@ class OraclePolicy:
                                       trace.quota)
         warm = None
         if self.warm_start == "sia-vc":
-            from sia.scheduler.policy_siavc import SiaVCPolicy
-            from sia.scheduler.simulator import run_trace
+            from sia.scheduler.core.simulator import run_trace
+            from sia.scheduler.policies.siavc.policy import SiaVCPolicy
 
             warm = run_trace(trace, Cluster(trace.quota), SiaVCPolicy()).start_time.copy()
         self.result = solve_oracle(trace.submit, trace.duration, trace.num_gpus, trace.pool,

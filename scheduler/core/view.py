@@ -28,7 +28,7 @@ Conventions: times in seconds since the trace's first submission; durations
 already divided by the replay's speed-up factor; GPU counts are ints; pools are
 indexed ``0..n_pools-1`` in the order of ``TraceArrays.pool_names`` (sorted by
 name), which is the pool order of every per-pool array here and of the
-forecasting protocol (:mod:`sia.scheduler.forecast`).
+forecasting protocol (:mod:`sia.scheduler.core.forecast`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sia.scheduler.cluster import Cluster
+    from sia.scheduler.core.cluster import Cluster
 
 
 # ----------------------------------------------------------------------------- trace
@@ -167,9 +167,10 @@ class Start(NamedTuple):
     - ``opportunistic``: False = on the pool's own quota (dedicated; the
       pool's dedicated use must stay within its quota), True = on spare GPUs
       beyond the quota (any free GPU).
-    - ``placement``: None lets the cluster pick GPUs (fungible pools); with
-      locality, the GPUs / cell the placement layer chose (see
-      :meth:`sia.scheduler.cluster.Cluster.allocate`).
+    - ``placement``: None lets the cluster pick GPUs (fungible pools) or, on
+      buddy cells, the simulator's placer stage (for a policy with
+      ``refused``); else the GPUs / cell the policy got from the placement
+      layer (see :meth:`sia.scheduler.core.cluster.Cluster.allocate`).
     """
 
     job: int
@@ -188,7 +189,7 @@ class Policy(Protocol):
     order and must be jointly feasible (the view is not updated between them,
     so a policy that starts several jobs tracks the GPUs it has used itself).
     The simulator validates each start and raises
-    :class:`~sia.scheduler.simulator.PolicyError` naming the policy, the time
+    :class:`~sia.scheduler.core.simulator.PolicyError` naming the policy, the time
     and the job on a violation.
 
     Optional members (looked up with ``getattr``):
@@ -203,7 +204,13 @@ class Policy(Protocol):
       the policy wants to be called even if nothing happens (offline plans);
       asked after every decision, and the answer replaces any earlier one
       (None = no wake-up pending).
-    - ``needs: PolicyNeeds`` (class attribute, :mod:`sia.scheduler.needs`) --
+    - ``refused(jobs)`` -- takes the starts the simulator's placer stage could not
+      place. On a cell-aware cluster, a policy with this method may return
+      starts without a placement: after ``decide`` the simulator places them
+      as one batch (buddy cells, then the fallback chain on what buddy refused),
+      applies the placed ones and passes the refused job indices (still
+      pending) here, before the next decision.
+    - ``needs: PolicyNeeds`` (class attribute, :mod:`sia.scheduler.core.needs`) --
       what the policy takes and supports: a forecaster and under which
       constructor option, a seed, locality (buddy cells) and the locality
       settings it requires, e.g. ``needs = PolicyNeeds(forecaster="forecaster",

@@ -1,14 +1,4 @@
-"""Tesserae-style placement as bipartite matching (``scipy.optimize.linear_sum_assignment``).
-
-Placement: pending gangs against free cells. Cells of one level are
-disjoint, so one assignment problem per level is exact for that level:
-levels are solved from the widest gangs down, each on the cells the wider
-gangs left free. Rows are the level's jobs; columns are the fully free
-aligned cells of that level plus one "unscheduled" column per job. The cost
-of job j in cell c is ``w_j x unit cost`` of the shared
-:class:`~sia.scheduler.placement.CostModel`; an unscheduled column costs
-``w_j x U_j``. For a batch of one width this is the exact optimum of the same
-objective the min-cost flow solver minimises.
+"""Migration (Tesserae 4.1): relabeling, migration planning, and the policy wrapper that restarts moved jobs.
 
 Relabeling (Tesserae 4.1, Algorithms 2 and 3): between two decisions, given
 the old and the new placement of (preemptible) jobs, rename the new plan's
@@ -32,90 +22,40 @@ step) and, inside a pair, mirroring the buddy tree at any node (an exact
 dynamic programme replaces Algorithm 3's Hungarian step). Same costs.
 
 Migration planning (:func:`plan_migration`, used by
-:class:`~sia.scheduler.locality.CellCluster` with ``migrate``): the fewest
+:class:`~sia.scheduler.locality.cell_cluster.CellCluster` with ``migrate``): the fewest
 moves of movable jobs that free a cell for a new gang, by exact search over
 move sets (bounded by a count, not a clock), else a repack relabeled with
 :func:`relabel_in_cells`.
+
+The cell-aware cluster's own migration steps are :class:`CellMigrations`;
+:class:`MigratingPolicy` turns each move into a stop and a restart.
 """
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sia.scheduler.placement import (
-    WORK_S_PER_UNIT,
-    ClusterState,
-    CostModel,
-    PlacementRequest,
-    PlacementResult,
-    cell_unit_costs,
-)
-from sia.scheduler.topology import Topology
+from sia.scheduler.core.cluster import PlacementError
+from sia.scheduler.core.simulator import Preempt, policy_name
+from sia.scheduler.core.view import Start
+from sia.scheduler.locality.buddy import Allocation
+from sia.scheduler.locality.topology import Topology
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sia.scheduler.locality.cell_cluster import CellCluster
+
+Cell = tuple[int, int]  # (level, index), as in sia.scheduler.locality.topology
 
 
-class HungarianPlacer:
-    """Assignment of pending gangs to free cells, one level at a time (widest first)."""
-
-    name = "hungarian"
-
-    def __init__(self, cost: CostModel | None = None) -> None:
-        self.cost = cost or CostModel()
-
-    def place(
-        self, batch: Sequence[PlacementRequest], state: ClusterState, budget_s: float
-    ) -> PlacementResult:
-        """Place ``batch``; stats give the matrix shape and solve time per level."""
-        t0 = time.perf_counter()
-        topo = state.topology
-        placements: dict[str, tuple[int, ...]] = {}
-        unplaced: dict[str, str] = {}
-        by_level: dict[int, list[int]] = defaultdict(list)
-        for rank, r in enumerate(batch):
-            try:
-                by_level[topo.level_for(r.num_gpus)].append(rank)
-            except ValueError as err:
-                unplaced[r.job_id] = str(err)
-        free = state.free.copy()
-        stats: dict = {"levels": {}, "work_s": 0.0}
-        total = 0
-        for level in sorted(by_level, reverse=True):
-            ranks = by_level[level]
-            # costs are computed on the state the batch was given (as placement_cost does)
-            cells = np.flatnonzero(free.reshape(-1, 1 << level).all(axis=1))
-            n, m = len(ranks), cells.size
-            matrix = np.empty((n, m + n), dtype=np.int64)
-            for row, rank in enumerate(ranks):
-                req = batch[rank]
-                unsched = req.num_gpus * self.cost.unscheduled_unit_cost(topo, rank, len(batch))
-                if m:
-                    matrix[row, :m] = req.num_gpus * cell_unit_costs(state, self.cost, level, cells, req)
-                matrix[row, m:] = unsched
-            ts = time.perf_counter()
-            rows, cols = linear_sum_assignment(matrix)
-            stats["levels"][level] = {"shape": (n, m + n), "solve_s": time.perf_counter() - ts}
-            stats["work_s"] += matrix.size * WORK_S_PER_UNIT["hungarian_entry"]
-            total += int(matrix[rows, cols].sum())
-            for row, col in zip(rows, cols, strict=True):
-                req = batch[ranks[row]]
-                if col < m:
-                    first = int(cells[col]) << level
-                    free[first : first + (1 << level)] = False
-                    placements[req.job_id] = tuple(range(first, first + req.num_gpus))
-                else:
-                    unplaced[req.job_id] = (
-                        f"no free {1 << level}-GPU cell left for it in the assignment"
-                        if m < n else "leaving it out was cheaper"
-                    )
-        return PlacementResult(
-            self.name, placements, unplaced, elapsed_s=time.perf_counter() - t0,
-            objective=total, stats=stats,
-        )
+#: weight of a job that must not move (non-preemptible, a reservation): any map moving it costs more
+#: than moving every other job, so the optimum (never worse than the identity) keeps it in place
+_FIXED_WEIGHT = 1.0e6
 
 
 # ------------------------------------------------------------------------- relabeling
@@ -210,14 +150,6 @@ def relabel_min_migration(
     relabeled = {job: tuple(sorted(gpu_map[g] for g in gpus)) for job, gpus in new.items()}
     migrated = sorted(j for j in both if set(relabeled[j]) != set(old[j]))
     return Relabeling(server_map, gpu_map, total, relabeled, migrated)
-
-
-# ----------------------------------------------------------- relabeling inside buddy cells
-Cell = tuple[int, int]  # (level, index), as in sia.scheduler.topology
-
-#: weight of a job that must not move (non-preemptible, a reservation): any map moving it costs more
-#: than moving every other job, so the optimum (never worse than the identity) keeps it in place
-_FIXED_WEIGHT = 1.0e6
 
 
 @dataclass
@@ -478,3 +410,163 @@ def _plan_by_repack(topology, region, fixed, movable, level, new_job, pinned, re
         raise AssertionError("relabeling moved a fixed cell")  # the identity keeps them: never
     moves = {x: rel.relabeled[x] for x in rel.migrated if x in movable}
     return MigrationPlan(moves, rel.relabeled[new_job], "repack")
+
+
+class MigratingPolicy:
+    """Wraps a policy on a :class:`CellCluster` with ``migrate``: restarts the jobs its placements moved.
+
+    After each decision of the wrapped policy it returns, before the policy's
+    own items, a :class:`~sia.scheduler.core.simulator.Preempt` (costs ``lost_work_s``,
+    ``restart_delay_s``) for every job the cluster moved in that decision, the
+    policy's own preemptions, then a :class:`~sia.scheduler.core.view.Start` of each
+    moved job on its new GPUs (same dedicated / opportunistic kind), then the
+    policy's starts. A move is thus a preemption and an immediate restart: the
+    simulator keeps the job's first start time and charges the costs to its end.
+    Everything else (``name``, ``next_wakeup``, ``uses_ticks``, stats) is the
+    wrapped policy's.
+    """
+
+    def __init__(self, policy) -> None:
+        self.policy = policy
+        self.name = policy_name(policy)
+        self._cluster: CellCluster | None = None
+        self._run_start: dict[int, float] = {}  # job -> start of its current run (s)
+
+    def __getattr__(self, attr):
+        if attr == "policy":  # not yet set (copy / unpickling)
+            raise AttributeError(attr)
+        return getattr(self.policy, attr)
+
+    def reset(self, trace, cluster) -> None:
+        """Reset the wrapped policy on ``cluster`` (a CellCluster)."""
+        self._cluster = cluster
+        self._run_start = {}
+        self.policy.reset(trace, cluster)
+
+    def decide(self, view) -> list:
+        """The wrapped policy's decision with the moved jobs' stops and restarts (see the class docstring)."""
+        items = self.policy.decide(view)
+        now = view.now
+        for s in items:
+            if type(s) is not Preempt:
+                self._run_start[int(s[0])] = now
+        moves = self._cluster.take_moves() if self._cluster is not None else []
+        if not moves:
+            return items
+        cfg = self._cluster.config
+        # a move that costs nothing (no delay, no work done or none lost) changes no time:
+        # the cluster moves it alone (a stop and restart would leave the run's end unchanged)
+        free = [m for m, _, _ in moves if cfg.restart_delay_s <= 0
+                and (cfg.lost_work_s <= 0 or now <= self._run_start.get(m, now))]
+        if free:
+            self._cluster.settle_moves(free)
+            moves = [mv for mv in moves if mv[0] not in set(free)]
+            if not moves:
+                return items
+        for m, _, _ in moves:
+            self._run_start[m] = now
+        stops = [Preempt(m, cfg.lost_work_s, cfg.restart_delay_s) for m, _, _ in moves]
+        own_stops = [s for s in items if type(s) is Preempt]
+        restarts = [Start(m, opp, gpus) for m, opp, gpus in moves]
+        own_starts = [s for s in items if type(s) is not Preempt]
+        return [*stops, *own_stops, *restarts, *own_starts]
+
+
+class CellMigrations:
+    """The cell-aware cluster's migration steps (mixed into
+    :class:`~sia.scheduler.locality.cell_cluster.CellCluster`, whose state they use):
+    make room for a gang by moving running preemptible jobs, and hand the moves
+    to :class:`MigratingPolicy`."""
+
+    # ------------------------------------------------------------------ migration
+    def _migrate(self, job: int, pool: str, num_gpus: int, dedicated: bool) -> Allocation | None:
+        """Move running preemptible jobs so that ``job`` gets a cell; its allocation, or None.
+
+        Only for fragmentation: the domain the gang must sit in (``pool``'s
+        bound cells for a dedicated gang; the global domain, outside every bound
+        cell, for an opportunistic one) has ``num_gpus`` free GPUs but no free
+        cell of the gang's level. Movable: running preemptible jobs of that
+        domain of the same kind (the pool's dedicated jobs; opportunistic jobs
+        outside bound cells); everything else there (non-preemptible jobs,
+        reservations, guests, cells granted in this decision) stays.
+        :func:`~sia.scheduler.locality.migration.plan_migration` picks the target
+        and relabels it (Tesserae) so the fewest jobs move; the buddy allocator
+        moves them and takes the gang's cell in one step. Each moved job is
+        then stopped and restarted on its new cell by the policy wrapper
+        (:class:`MigratingPolicy`), charged ``lost_work_s`` + ``restart_delay_s``.
+        """
+        buddy, topo = self.buddy, self.topology
+        level = topo.level_for(num_gpus)
+        domain = pool if dedicated else None
+        if dedicated:
+            if buddy.free_gpu_mask(pool).sum() < num_gpus:
+                return None
+            if any(buddy.free_cells(lv, pool) for lv in range(level, topo.top_level + 1)):
+                return None  # a free cell exists: the refusal was not fragmentation
+        else:
+            if buddy.pending_reservations or buddy.has_free_cell(level):
+                return None  # blocked, or a cell exists that a rule forbids: not fragmentation
+            if buddy.free_gpu_mask().sum() < num_gpus:
+                return None
+        if self.preemptible is None:
+            return None
+        kind = "dedicated" if dedicated else "opportunistic"
+        region = buddy.domain_cells(domain)
+        movable: dict[str, tuple[int, int]] = {}
+        fixed: list[tuple[int, int]] = []
+        for aid, a in buddy.allocations.items():
+            if buddy.domain_pool(a.level, a.index) != domain:
+                continue
+            j = int(aid) if aid.isdigit() else -1
+            if (j >= 0 and a.kind == kind and (not dedicated or a.pool == pool)
+                    and j in self.allocs and j not in self._released_early
+                    and bool(self.preemptible[j])):
+                movable[aid] = (a.level, a.index)
+            else:
+                fixed.append((a.level, a.index))
+        if not movable:
+            return None
+        plan = plan_migration(topo, region, fixed, movable, level, new_job=str(job))
+        if plan is None:
+            return None
+        lv, index = plan.new_cell
+        grant = buddy.relocate({aid: c[1] for aid, c in plan.moves.items()},
+                               new=(str(job), pool, kind, num_gpus, index))
+        for aid in plan.moves:
+            m = int(aid)
+            if m not in self._moving:
+                self._moving[m] = self._start_seq[m]
+            self.grants[m] = buddy.allocation(aid)
+            self.migrated[m] = self.migrated.get(m, 0) + 1
+        self.stats.migrations += len(plan.moves)
+        self.stats.migration_steps += 1
+        return grant
+
+    def take_moves(self) -> list[tuple[int, bool, tuple[int, ...]]]:
+        """Jobs moved in this decision, as (job, opportunistic, new GPU ids); the caller restarts them.
+
+        Each must be stopped (:class:`~sia.scheduler.core.simulator.Preempt`, before
+        any start) and started again on exactly these GPUs in the same decision.
+        """
+        return [(m, self.grants[m].kind == "opportunistic", self.grants[m].gpus)
+                for m in self._moving if m in self.grants]
+
+    def settle_moves(self, jobs: Sequence[int]) -> None:
+        """Move ``jobs`` (moved in this decision) to their new GPUs here, without a stop and restart.
+
+        For moves that cost nothing (no restart delay, no work lost): the
+        simulator need not know, since it tracks no GPU ids. Swaps are fine: all
+        old GPUs are freed before the new ones are taken.
+        """
+        grants = {m: self.grants.pop(m) for m in jobs}
+        for m in jobs:
+            self.owner[self.held[m]] = -1
+        for m, grant in grants.items():
+            gpus = np.asarray(grant.gpus, dtype=np.int64)
+            if (self.owner[gpus] != -1).any():
+                raise PlacementError(f"job {m}: its new GPUs {grant.gpus} are held")
+            self.owner[gpus] = m
+            self.held[m] = gpus
+            self.last_gpus[m] = gpus
+            self.allocs[m] = grant
+            self._moving.pop(m)

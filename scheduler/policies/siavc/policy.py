@@ -8,7 +8,7 @@ Theorem 1, not a deployable scheduler.
 At each decision instant ``now``:
 
 1. *Virtual clock.* For each pool alone (no sharing), a forward FCFS
-   simulation (:func:`sia.scheduler.vst.fcfs_pool_starts`) from the pool's
+   simulation (:func:`sia.scheduler.policies.siavc.vst.fcfs_pool_starts`) from the pool's
    current state gives every pending and future job of the pool a virtual
    start time (VST).
 2. *Plan.* The logical resource-time plan is filled with the running jobs;
@@ -49,7 +49,7 @@ checked against the first implementation, ``ReferenceSiaVC`` in the tests, decis
 for decision and guard for guard): each pool's virtual clock is cached and re-run
 only when it is stale (a job of it is overdue, it no longer covers the horizon, or
 a guard changed its charges, in which case the guard's own re-run becomes the
-cache). Virtual clocks run compiled (numba, :func:`sia.scheduler.vst.fcfs_clock`).
+cache). Virtual clocks run compiled (numba, :func:`sia.scheduler.policies.siavc.vst.fcfs_clock`).
 A guard's re-run stops where it meets the cached clock (same instant, nothing that
 differs still holding GPUs) and takes the rest from it; a job started wholly on
 lent GPUs cannot make its own pool fail, so that pool's clock is resumed at the
@@ -59,7 +59,7 @@ leaves only a tombstone). Each pass's bulk visit (the plan's level at every
 reservation start, each candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
-are compiled too (:mod:`sia.scheduler.siavc_pass`); only guards that re-run a clock
+are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
 run in Python, and a lender's re-run is skipped when its cached clock already shows
 it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
 ``benchmarks/bench_siavc.py``.
@@ -84,9 +84,10 @@ import math
 from bisect import bisect_left, insort
 
 import numpy as np
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.siavc_pass import (
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
+from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     PassScratch,
     bulk_pass,
@@ -96,8 +97,7 @@ from sia.scheduler.siavc_pass import (
     next_vst,
     update_merged,
 )
-from sia.scheduler.view import SimView, Start, TraceArrays
-from sia.scheduler.vst import fcfs_baseline_starts, fcfs_clock_against
+from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts, fcfs_clock_against
 
 _EPS = 1e-6  # seconds
 
@@ -219,7 +219,7 @@ class SiaVCPolicy:
         the first idle point among jobs submitted at or after ``idle_after``,
         stopping early after the first job whose VST passes its FCFS start F
         (+1 us), or where the run meets the cached clock (see
-        :func:`sia.scheduler.vst.fcfs_clock_against`), whose rest it then takes.
+        :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
         order = np.concatenate((np.array(pending, dtype=np.int64),
                                 self._pool_jobs_np[p][k_future:]))
@@ -423,7 +423,7 @@ class SiaVCPolicy:
         reserved on ``[VST, VST + d)``; the pass also stops once the level
         reserved at ``now`` reaches the cluster's GPUs.
 
-        The visit is done in bulk (:func:`sia.scheduler.siavc_pass.bulk_pass`,
+        The visit is done in bulk (:func:`sia.scheduler.policies.siavc.vc_pass.bulk_pass`,
         compiled): every visited job is reserved whatever its own check says (a
         job that starts ends the pass), so the plan each job sees is that of the
         jobs before it in the order, taken at the distinct reservation starts

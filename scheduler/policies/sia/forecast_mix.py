@@ -3,10 +3,10 @@
 The ablations of SIA 6.3 replace one predictor at a time: (a) WillJobsArrive
 by a fair coin, (b) WillJobsArrive and JobDuration by random draws, keeping
 the rest of SIA's predictors. :class:`MixedForecaster` takes each of the
-three answers of the :class:`~sia.scheduler.forecast.Forecaster` protocol
+three answers of the :class:`~sia.scheduler.core.forecast.Forecaster` protocol
 from a forecaster of its own; the helpers build the two strawmen on top of a
 ``base`` forecaster (the pipeline passes the learned one; the policy
-factories default to :class:`~sia.scheduler.forecast.PerfectForecaster`).
+factories default to :class:`~sia.scheduler.core.forecast.PerfectForecaster`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from sia.data.forecast_view import ForecastView
-from sia.scheduler.forecast import (
+from sia.scheduler.core.forecast import (
     Forecaster,
     PerfectForecaster,
     RandomForecaster,

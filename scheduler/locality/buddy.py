@@ -1,6 +1,6 @@
 """HiveD's buddy-cell allocation, as SIA 5.5 adapts it to non-preemptible jobs.
 
-Cells and levels are those of :mod:`sia.scheduler.topology` (cell ``(l, i)``
+Cells and levels are those of :mod:`sia.scheduler.locality.topology` (cell ``(l, i)``
 holds GPUs ``[i * 2**l, (i + 1) * 2**l)``). Each pool has a quota of cells per
 level. The allocator keeps, as HiveD does, *free lists per level* and splits
 and merges cells like a buddy memory allocator.
@@ -73,7 +73,7 @@ operation when ``debug=True``):
 6. HiveD's safety: cells not bound to any pool (free or held by
    opportunistic jobs, which return them when they finish) can still host
    every pool's unbound quota cells, counted level by level from the top
-   (:func:`sia.scheduler.topology.cells_shortfall`).
+   (:func:`sia.scheduler.locality.topology.cells_shortfall`).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
-from sia.scheduler.topology import Topology, cells_shortfall, check_quotas
+from sia.scheduler.locality.topology import Topology, cells_shortfall, check_quotas
 
 COVERED, FREE, SPLIT, OPP, DED, RES = 0, 1, 2, 3, 4, 5
 _STATE_NAMES = {COVERED: "COVERED", FREE: "FREE", SPLIT: "SPLIT", OPP: "OPP", DED: "DED", RES: "RES"}

@@ -44,9 +44,9 @@ import math
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import SimView, Start, TraceArrays
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
 
 
 def finish_time(work_gpu_s: float, longest_s: float, gpus: float) -> float:
@@ -74,7 +74,7 @@ class ThemisPolicy:
     name = "themis"
     perfect_information = True
     uses_ticks = False
-    needs = PolicyNeeds(seed=True)  # places no cells: fungible GPUs only
+    needs = PolicyNeeds(seed=True, locality=True)  # on cells, the simulator places its starts
 
     def __init__(self, fairness_knob: float = 0.8, seed: int = 0):
         if not 0.0 <= fairness_knob < 1.0:
@@ -145,3 +145,6 @@ class ThemisPolicy:
             alloc[p] += g
             free -= g
         return starts
+
+    def refused(self, jobs: list[int]) -> None:
+        """Nothing to undo: each decision reads the pending jobs from the view afresh."""

@@ -29,7 +29,7 @@ windows". The paper gives no rule; this module's rule is:
   every new miss. Records still open count as not missed.
 
 While ``(p, w)`` is distrusted, SIA reserves all of ``p``'s unused quota in
-window ``w``: it lends none of it (see :mod:`sia.scheduler.policy_sia`).
+window ``w``: it lends none of it (see :mod:`sia.scheduler.policies.sia.policy`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.scheduler.view import TraceArrays
+from sia.scheduler.core.view import TraceArrays
 
 #: Tolerance in GPUs when comparing arrived load with a predicted load.
 _EPS = 1e-9
@@ -182,7 +182,7 @@ class DurationMissTracker:
     * **Distrust.** Pool ``p`` is distrusted in window ``w`` while at least
       ``max_misses`` of its ``lookback`` most recent outcomes in ``w`` are
       misses; SIA then lends none of ``p``'s jobs in ``w`` (see
-      :mod:`sia.scheduler.policy_sia`). With ``earn_trust`` a replay starts
+      :mod:`sia.scheduler.policies.sia.policy`). With ``earn_trust`` a replay starts
       as if the last ``lookback`` outcomes of every pool and window had
       missed: a pool is trusted in ``w`` only once enough real outcomes have
       pushed those out (no trust without evidence; off: trust until proven

@@ -25,7 +25,7 @@ keeps them to the cells that exist. For power-of-two widths the optimum equals
 that of per-job nodes and per-target aggregator arcs; for widths sharing a
 level the per-width caps make the relaxation tighter (still a lower bound on
 any whole-gang placement).
-Costs (:class:`~sia.scheduler.placement.CostModel`): best fit on free GPUs and
+Costs (:class:`~sia.scheduler.placement.costs.CostModel`): best fit on free GPUs and
 the dedicated-cell terms; ``U`` exceeds any placement cost, so the flow
 places as many GPUs as fit, then as cheaply as possible.
 
@@ -48,15 +48,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from ortools.graph.python import min_cost_flow
-from sia.scheduler.placement import (
+from sia.scheduler.placement.costs import CostModel, class_unit_costs, domain_tables, pack_gangs
+from sia.scheduler.placement.protocol import (
     WORK_S_PER_UNIT,
     ClusterState,
-    CostModel,
     PlacementRequest,
     PlacementResult,
-    class_unit_costs,
-    domain_tables,
-    pack_gangs,
 )
 
 
@@ -127,9 +124,33 @@ class MinCostFlowPlacer:
 
     # ------------------------------------------------------------------
     def _round(self, todo, state, ranks, batch_size):
-        topo = state.topology
-        gps = topo.gpus_per_server
-        n_servers = topo.n_servers
+        """One min-cost flow round: (placed {job: GPUs}, lost {job: reason}, info)."""
+        r = _Round(todo, state)
+        r.group_classes()
+        r.equivalence_classes()
+        r.class_ecs(self.cost)
+        r.number_nodes()
+        r.build_arcs(self.cost, ranks, batch_size)
+        info = r.solve(self.tie_break, self.seed)
+        if info.get("failure"):
+            return {}, {}, info
+        r.gang_slots()
+        got, lost = r.assign_gangs()
+        return got, lost, info
+
+
+class _Round:
+    """The steps of one round of :class:`MinCostFlowPlacer` (see the module docstring), in order:
+    request classes, target equivalence classes per width, each class's cheapest ECs, node
+    numbering, arcs, the solve, gang slots per EC, and the jobs' gangs packed into cells."""
+
+    def __init__(self, todo, state):
+        self.todo, self.state = todo, state
+        self.topo = state.topology
+
+    def group_classes(self):
+        """Group the jobs into aggregators RA(width, class), members in batch order."""
+        todo, state, topo = self.todo, self.state, self.topo
         n = len(todo)
         widths = np.array([r.num_gpus for r in todo], dtype=np.int64)
         # class key: -1 opportunistic, else pool index of a dedicated job (-2: dedicated, unknown pool)
@@ -140,19 +161,23 @@ class MinCostFlowPlacer:
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for k in range(n):
             groups[(int(widths[k]), int(cls[k]))].append(k)  # members in batch order
-        ra_keys = sorted(groups)
-        total_units = int(widths.sum())
-        width_list = sorted({w for w, _ in ra_keys})
-        level_of = {w: topo.level_for(w) for w in width_list}
-        level_widths: dict[int, int] = defaultdict(int)
-        for w in width_list:
-            level_widths[level_of[w]] += 1
+        self.groups = groups
+        self.ra_keys = sorted(groups)
+        self.total_units = int(widths.sum())
+        self.width_list = sorted({w for w, _ in self.ra_keys})
+        self.level_of = {w: topo.level_for(w) for w in self.width_list}
+        self.level_widths: dict[int, int] = defaultdict(int)
+        for w in self.width_list:
+            self.level_widths[self.level_of[w]] += 1
 
-        # ---- per width: target cells grouped into equivalence classes (ECs) of
-        # identical cost features, which give every job class the same unit cost
+    def equivalence_classes(self):
+        """Per width: target cells grouped into equivalence classes (ECs) of identical cost
+        features, which give every job class the same unit cost."""
+        state, topo, total_units = self.state, self.topo, self.total_units
+        n_servers = topo.n_servers
         ecs = {}
-        for w in width_list:
-            lv = level_of[w]
+        for w in self.width_list:
+            lv = self.level_of[w]
             free_dom, any_ded, has_pool, dlev = domain_tables(state, lv)
             cells = state.free.reshape(-1, 1 << lv).all(axis=1)
             if lv <= topo.server_level:
@@ -183,30 +208,37 @@ class MinCostFlowPlacer:
             targets, n_cells, ec_of = targets[keep], n_cells[keep], ec_of[keep]
             ec_cells = np.bincount(ec_of, weights=n_cells, minlength=keys.shape[0]).astype(np.int64)
             ecs[w] = {"lv": lv, "targets": targets, "n_cells": n_cells, "ec_of": ec_of, "keys": keys, "ec_cells": ec_cells}
+        self.ecs = ecs
 
-        # ---- per class: unit cost of each EC of its width; keep the cheapest ECs
-        # holding more than `total_units` cells (exact, by the same argument)
+    def class_ecs(self, cost_model):
+        """Per class: unit cost of each EC of its width; keep the cheapest ECs holding more
+        than `total_units` cells (exact, by the same argument)."""
+        ecs, total_units = self.ecs, self.total_units
         cls_ecs = []
-        for w, c in ra_keys:
+        for w, c in self.ra_keys:
             e = ecs[w]
             keys = e["keys"]
-            req = todo[groups[(w, c)][0]]
-            unit = class_unit_costs(state, self.cost, req, keys[:, 0], keys[:, 1].astype(bool), keys[:, 2:].astype(bool))
+            req = self.todo[self.groups[(w, c)][0]]
+            unit = class_unit_costs(self.state, cost_model, req, keys[:, 0], keys[:, 1].astype(bool), keys[:, 2:].astype(bool))
             order = np.argsort(unit, kind="stable")
             enough = np.searchsorted(np.cumsum(e["ec_cells"][order]), total_units + 1)
             kept = order[: enough + 1]  # in unit-cost order
             cls_ecs.append((kept, unit[kept]))
-        used_ec = {w: np.zeros(ecs[w]["keys"].shape[0], dtype=bool) for w in width_list}
-        for (w, _c), (kept, _u) in zip(ra_keys, cls_ecs, strict=True):
+        used_ec = {w: np.zeros(ecs[w]["keys"].shape[0], dtype=bool) for w in self.width_list}
+        for (w, _c), (kept, _u) in zip(self.ra_keys, cls_ecs, strict=True):
             used_ec[w][kept] = True
+        self.cls_ecs, self.used_ec = cls_ecs, used_ec
 
-        # ---- node numbering: the class aggregator RA(w, class) is itself the supply
-        # node (jobs of a class are interchangeable), then servers, multi-server
-        # cells, (server, level) nodes for levels shared by several widths, ECs
-        sink = 0
-        ra0 = 1
-        srv0 = ra0 + len(ra_keys)
-        next_node = srv0 + n_servers
+    def number_nodes(self):
+        """Node numbering: the class aggregator RA(w, class) is itself the supply node (jobs of
+        a class are interchangeable), then servers, multi-server cells, (server, level) nodes
+        for levels shared by several widths, ECs."""
+        topo, level_of, width_list = self.topo, self.level_of, self.width_list
+        n_servers = topo.n_servers
+        self.sink = 0
+        self.ra0 = 1
+        self.srv0 = self.ra0 + len(self.ra_keys)
+        next_node = self.srv0 + n_servers
         multi_cell0: dict[int, int] = {}
         for lv in sorted({level_of[w] for w in width_list if level_of[w] > topo.server_level}):
             multi_cell0[lv] = next_node
@@ -215,14 +247,19 @@ class MinCostFlowPlacer:
         # cannot together use more cells than exist (one width: its arcs cap that)
         level_node0: dict[int, int] = {}
         for lv in sorted({level_of[w] for w in width_list if level_of[w] <= topo.server_level}):
-            if level_widths[lv] > 1:
+            if self.level_widths[lv] > 1:
                 level_node0[lv] = next_node
                 next_node += n_servers
         ec0: dict[int, int] = {}
         for w in width_list:
             ec0[w] = next_node
-            next_node += ecs[w]["keys"].shape[0]
+            next_node += self.ecs[w]["keys"].shape[0]
+        self.multi_cell0, self.level_node0, self.ec0, self.next_node = multi_cell0, level_node0, ec0, next_node
 
+    def build_arcs(self, cost_model, ranks, batch_size):
+        """The arcs (tail, head, capacity, unit cost) and each aggregator's supply."""
+        topo, state, ecs, ec0 = self.topo, self.state, self.ecs, self.ec0
+        gps, n_servers, sink, ra0, srv0 = topo.gpus_per_server, topo.n_servers, self.sink, self.ra0, self.srv0
         tails, heads, caps, costs = [], [], [], []
 
         def add(t, h, c, u):
@@ -235,94 +272,96 @@ class MinCostFlowPlacer:
             return sum(a.size for a in tails)
 
         unsched = np.array(
-            [self.cost.unscheduled_unit_cost(topo, ranks[r.job_id], batch_size) for r in todo], dtype=np.int64
+            [cost_model.unscheduled_unit_cost(topo, ranks[r.job_id], batch_size) for r in self.todo], dtype=np.int64
         )
         # unscheduled arcs RA -> sink: one per distinct unscheduled cost in the class,
         # capacity w x its jobs (one arc per class unless priority_weight > 0)
-        ra_supply = np.zeros(len(ra_keys), dtype=np.int64)
-        for g, key in enumerate(ra_keys):
-            members = np.asarray(groups[key], dtype=np.int64)
-            ra_supply[g] = key[0] * members.size
+        self.ra_supply = np.zeros(len(self.ra_keys), dtype=np.int64)
+        for g, key in enumerate(self.ra_keys):
+            members = np.asarray(self.groups[key], dtype=np.int64)
+            self.ra_supply[g] = key[0] * members.size
             values, counts = np.unique(unsched[members], return_counts=True)
             add(np.full(values.size, ra0 + g), np.full(values.size, sink), counts * key[0], values)
-        noisy_lo = n_arcs()
-        ra_arc_start = []
-        for g, (w, _c) in enumerate(ra_keys):
-            kept, unit = cls_ecs[g]
-            ra_arc_start.append(n_arcs())
+        self.noisy_lo = n_arcs()
+        self.ra_arc_start = []
+        for g, (w, _c) in enumerate(self.ra_keys):
+            kept, unit = self.cls_ecs[g]
+            self.ra_arc_start.append(n_arcs())
             add(np.full(kept.size, ra0 + g), ec0[w] + kept, ecs[w]["ec_cells"][kept] * w, unit)
-        ec_arc_start = {}
-        for w in width_list:
+        self.ec_arc_start = {}
+        for w in self.width_list:
             e = ecs[w]
-            sel = np.flatnonzero(used_ec[w][e["ec_of"]])
+            sel = np.flatnonzero(self.used_ec[w][e["ec_of"]])
             e["sel"] = sel
             lv = e["lv"]
             tgt = e["targets"][sel]
             if lv > topo.server_level:
-                head_t = multi_cell0[lv] + tgt
-            elif lv in level_node0:
-                head_t = level_node0[lv] + tgt
+                head_t = self.multi_cell0[lv] + tgt
+            elif lv in self.level_node0:
+                head_t = self.level_node0[lv] + tgt
             else:
                 head_t = srv0 + tgt
-            ec_arc_start[w] = n_arcs()
+            self.ec_arc_start[w] = n_arcs()
             add(ec0[w] + e["ec_of"][sel], head_t, e["n_cells"][sel] * w, np.zeros(sel.size))
-        noisy_hi = n_arcs()
-        for lv, base in level_node0.items():
+        self.noisy_hi = n_arcs()
+        for lv, base in self.level_node0.items():
             per_server = state.free.reshape(-1, 1 << lv).all(axis=1).reshape(n_servers, -1).sum(axis=1)
             has = np.flatnonzero(per_server)
             add(base + has, srv0 + has, per_server[has] << lv, np.zeros(has.size))
-        for lv, base in multi_cell0.items():
+        for lv, base in self.multi_cell0.items():
             k = 1 << (lv - topo.server_level)
             cells_idx = np.arange(topo.n_cells(lv))
             add(np.repeat(base + cells_idx, k), srv0 + np.arange(n_servers), np.full(n_servers, gps), np.zeros(n_servers))
         server_free = state.free.reshape(n_servers, gps).sum(axis=1)
         add(srv0 + np.arange(n_servers), np.full(n_servers, sink), server_free, np.zeros(n_servers))
+        self.tail = np.concatenate(tails)
+        self.head = np.concatenate(heads)
+        self.cap = np.concatenate(caps)
+        self.cost = np.concatenate(costs)
 
-        tail = np.concatenate(tails)
-        head = np.concatenate(heads)
-        cap = np.concatenate(caps)
-        cost = np.concatenate(costs)
+    def solve(self, tie_break, seed):
+        """Solve the flow; return info (flow cost, graph size, solve time, or a failure)."""
+        tail, cost, total_units = self.tail, self.cost, self.total_units
         # Break ties between equal-cost flows with a small seeded perturbation on the
         # aggregator -> EC and EC -> target arcs: costs are scaled by K = 2 x units x P
         # and each of the two arcs on a path gets a term < P per unit, which changes no
         # optimum of the true costs but makes a fractional split of a gang between
         # equally good servers (a degenerate optimum) unlikely.
-        scale = 2 * total_units * self.tie_break
-        if self.tie_break > 1 and int(cost.max(initial=0)) * scale * total_units < 2**62:
+        scale = 2 * total_units * tie_break
+        if tie_break > 1 and int(cost.max(initial=0)) * scale * total_units < 2**62:
             noise = np.zeros(cost.size, dtype=np.int64)
-            noise[noisy_lo:noisy_hi] = np.random.default_rng(self.seed).integers(
-                0, self.tie_break, noisy_hi - noisy_lo
+            noise[self.noisy_lo:self.noisy_hi] = np.random.default_rng(seed).integers(
+                0, tie_break, self.noisy_hi - self.noisy_lo
             )
             solve_cost = cost * scale + noise
         else:
             scale, solve_cost = 1, cost
         smcf = min_cost_flow.SimpleMinCostFlow()
-        smcf.add_arcs_with_capacity_and_unit_cost(tail, head, cap, solve_cost)
-        supplies = np.zeros(next_node, dtype=np.int64)
-        supplies[ra0 : ra0 + len(ra_keys)] = ra_supply
-        supplies[sink] = -total_units
-        smcf.set_nodes_supplies(np.arange(next_node, dtype=np.int64), supplies)
+        smcf.add_arcs_with_capacity_and_unit_cost(tail, self.head, self.cap, solve_cost)
+        supplies = np.zeros(self.next_node, dtype=np.int64)
+        supplies[self.ra0 : self.ra0 + len(self.ra_keys)] = self.ra_supply
+        supplies[self.sink] = -total_units
+        smcf.set_nodes_supplies(np.arange(self.next_node, dtype=np.int64), supplies)
         ts = time.perf_counter()
         status = smcf.solve()
         solve_s = time.perf_counter() - ts
-        info = {"flow_costs": None, "arcs": int(tail.size), "nodes": int(next_node), "solve_s": solve_s}
+        info = {"flow_costs": None, "arcs": int(tail.size), "nodes": int(self.next_node), "solve_s": solve_s}
         if status != smcf.OPTIMAL:
             info["failure"] = f"min-cost flow solver status {status}"
-            return {}, {}, info
+            return info
         info["flow_costs"] = int(smcf.optimal_cost()) // scale
-        all_flows = smcf.flows(np.arange(tail.size, dtype=np.int64))
+        self.all_flows = smcf.flows(np.arange(tail.size, dtype=np.int64))
+        return info
 
-        # ---- extraction. Per EC: gang slots on its targets (flow // w; gangs lost to a
-        # split flow go to targets with room left). Per class: its gangs take slots of
-        # its ECs, cheapest first; its jobs take the gangs in batch order (with
-        # priority_weight > 0 the flow leaves out the latest jobs, whose unscheduled
-        # arcs are the cheapest).
-        slot_lists: dict[tuple[int, int], list[int]] = {}
-        for w in width_list:
-            e = ecs[w]
+    def gang_slots(self):
+        """Per EC: gang slots on its targets (flow // w; gangs lost to a split flow go to
+        targets with room left)."""
+        self.slot_lists: dict[tuple[int, int], list[int]] = {}
+        for w in self.width_list:
+            e = self.ecs[w]
             sel = e["sel"]
-            start = ec_arc_start[w]
-            f = all_flows[start : start + sel.size]
+            start = self.ec_arc_start[w]
+            f = self.all_flows[start : start + sel.size]
             ec_sel = e["ec_of"][sel]
             tgt = e["targets"][sel]
             slots = f // w
@@ -336,7 +375,14 @@ class MinCostFlowPlacer:
                     add_k = min(extra, int(room[t]))
                     slots[t] += add_k
                     extra -= add_k
-                slot_lists[(w, int(ec))] = np.repeat(tgt[idx], slots[idx]).tolist()
+                self.slot_lists[(w, int(ec))] = np.repeat(tgt[idx], slots[idx]).tolist()
+
+    def assign_gangs(self):
+        """Per class: its gangs take slots of its ECs, cheapest first; its jobs take the gangs
+        in batch order (with priority_weight > 0 the flow leaves out the latest jobs, whose
+        unscheduled arcs are the cheapest); then each server's gangs are packed into cells.
+        Returns (placed {job: GPUs}, lost {job: reason})."""
+        topo, ra_keys, todo = self.topo, self.ra_keys, self.todo
         taken: dict[tuple[int, int], int] = defaultdict(int)
         got: dict[str, tuple[int, ...]] = {}
         lost: dict[str, str] = {}
@@ -344,7 +390,7 @@ class MinCostFlowPlacer:
         chosen: list[list[int]] = [[] for _ in ra_keys]
         want = []
         for g, key in enumerate(ra_keys):
-            f = all_flows[ra_arc_start[g] : ra_arc_start[g] + cls_ecs[g][0].size]
+            f = self.all_flows[self.ra_arc_start[g] : self.ra_arc_start[g] + self.cls_ecs[g][0].size]
             want.append((f, int(f.sum()) // key[0]))
         # first every class takes the slots its own flow paid for, then (rounding
         # leftovers) any slot left in its ECs, cheapest first
@@ -352,28 +398,29 @@ class MinCostFlowPlacer:
             for g, key in enumerate(ra_keys):
                 w = key[0]
                 f, gangs = want[g]
-                for ec, fe in zip(cls_ecs[g][0].tolist(), f.tolist(), strict=True):
+                for ec, fe in zip(self.cls_ecs[g][0].tolist(), f.tolist(), strict=True):
                     need = gangs - len(chosen[g])
                     if need <= 0:
                         break
-                    slots_e = slot_lists.get((w, ec), [])
+                    slots_e = self.slot_lists.get((w, ec), [])
                     k = min(need, fe // w if from_flow else need, len(slots_e) - taken[(w, ec)])
                     if k > 0:
                         chosen[g].extend(slots_e[taken[(w, ec)] : taken[(w, ec)] + k])
                         taken[(w, ec)] += k
         for g, key in enumerate(ra_keys):
             w = key[0]
-            lv = level_of[w]
-            members = groups[key]
+            lv = self.level_of[w]
+            members = self.groups[key]
             for k, tgt in zip(members, chosen[g], strict=False):
                 per_domain[(lv if lv > topo.server_level else -1, int(tgt))].append((todo[k].job_id, w))
             for k in members[len(chosen[g]):]:
                 lost[todo[k].job_id] = "no free cell of the gang's size left for it in the flow"
-        free = state.free.copy()
+        free = self.state.free.copy()
+        gps = topo.gpus_per_server
         for (lv, tgt), gangs in per_domain.items():
             span = gps if lv == -1 else 1 << lv
             placed, failed = pack_gangs(free, topo, gangs, gpu_range=(tgt * span, (tgt + 1) * span))
             got.update(placed)
             for job_id in failed:
                 lost[job_id] = "gang did not fit its server's aligned free cells after flow extraction"
-        return got, lost, info
+        return got, lost

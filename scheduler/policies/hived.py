@@ -24,7 +24,7 @@ every decision:
 
 Realistic: reads only arrived jobs' pools and widths.
 
-With locality (a cell-aware cluster, :mod:`sia.scheduler.locality`), guaranteed
+With locality (a cell-aware cluster, :mod:`sia.scheduler.locality.cell_cluster`), guaranteed
 jobs get buddy cells of their pool's quota (HiveD's cells) and low-priority
 jobs cells outside them; a job that gets no cell does not fit (a guaranteed
 head then blocks its pool, a low-priority job is skipped). HiveD has no
@@ -35,9 +35,9 @@ cells (build its cluster with ``strict_buddies=False``).
 from __future__ import annotations
 
 import numpy as np
-from sia.scheduler.cluster import Cluster
-from sia.scheduler.needs import PolicyNeeds
-from sia.scheduler.view import SimView, Start, TraceArrays
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.view import SimView, Start, TraceArrays
 
 
 class HiveDPolicy:

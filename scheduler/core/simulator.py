@@ -4,7 +4,7 @@ Events are job arrivals (at their trace submit times: open loop), job
 completions, a periodic tick (only while jobs are pending, and only for
 policies that use ticks) and wake-ups a policy asks for. All events at the
 same instant are applied first (completions, then arrivals), then the policy
-is called once with a :class:`~sia.scheduler.view.SimView` and returns the
+is called once with a :class:`~sia.scheduler.core.view.SimView` and returns the
 jobs to start. Jobs are gang-scheduled and run to completion, unless the
 policy returns a :class:`Preempt` for a running job (partial preemption, SIA
 5.5; only the locality layer's policies do): the job's GPUs are released at
@@ -34,8 +34,13 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError, SiaError, TraceError
 from sia.data.schema import check_jobs, check_pools
-from sia.scheduler.cluster import Cluster, PlacementError
-from sia.scheduler.view import Policy, Reason, SimState, SimView, TraceArrays
+from sia.scheduler.core.cluster import Cluster, PlacementError
+from sia.scheduler.core.view import Policy, Reason, SimState, SimView, Start, TraceArrays
+
+# the reasons as plain ints for the event loop, and every combination as a Reason
+_ARRIVAL, _COMPLETION, _TICK, _WAKEUP = (int(r) for r in (Reason.ARRIVAL, Reason.COMPLETION,
+                                                           Reason.TICK, Reason.WAKEUP))
+_REASONS = tuple(Reason(i) for i in range(16))
 
 # job status codes
 _FUTURE, _PENDING, _RUNNING, _DONE = 0, 1, 2, 3
@@ -206,222 +211,289 @@ def run_trace(
     and ``cluster`` from tables). ``on_progress(done, total)`` is called now
     and then with the number of completed jobs, when given.
     """
-    name = policy_name(policy)
+    loop = _EventLoop(trace, cluster, policy, tick_s, check_invariants)
     n = trace.n_jobs
-    cluster.reset()
-    state = _State(trace)
-    view = SimView(state, cluster)
-    policy.reset(trace, cluster)
-    decide = policy.decide
-    wakeup_fn = getattr(policy, "next_wakeup", None)
-    uses_ticks = bool(getattr(policy, "uses_ticks", True))
-
-    submit = trace.submit.tolist()
-    duration = trace.duration.tolist()
-    left = list(duration)  # work left in the current run (s), changed only by preemption
-    seg_start = [0.0] * n  # start of the current run
-    end_at = [math.inf] * n  # live heap entry of each running job
-    end_time = state.end_time
-    n_preempted = state.n_preempted
-    preempted_any = False
-    gpus = trace.num_gpus.tolist()
-    pool_of = trace.pool.tolist()
-    quota = trace.quota.tolist()
-    status = bytearray(n)  # _FUTURE
-    start_time = state.start_time
-    opp_flag = state.opportunistic
-    pending = state.pending
-    used_ded = state.used_ded
-    used_opp = state.used_opp
-    comp_end = state.comp_end
-    comp_job = state.comp_job
-    n_comp = state.n_comp
-    running = state.running
-    touched = state.touched
-    heap: list[tuple[float, int]] = []
-    push, pop = heapq.heappush, heapq.heappop
-    allocate, release, can_place = cluster.allocate, cluster.release, cluster.can_place
-    inf = math.inf
-
-    next_arrival = 0  # index of the next job to arrive
-    n_pending = 0
-    n_done = 0
-    wakeup = inf
-    next_tick = inf
-    idle_calls = 0
-    bar = _Progress(n, name) if progress and on_progress is None else None
+    bar = _Progress(n, loop.name) if progress and on_progress is None else None
     report = on_progress or (bar.update if bar is not None else None)
-    report_every = max(1, n // 200)
-
     try:
+        loop.run(report, max(1, n // 200))
+    finally:
+        if bar is not None:
+            bar.close()
+    if report is not None:
+        report(loop.n_done, n)
+    return loop.state
+
+
+class _EventLoop:
+    """One replay's event loop (:func:`run_trace`): the simulator's own counters and queues.
+
+    Each instant: completions, then arrivals, then one decision whose items
+    (preemptions and starts) are validated and applied, then the next wake-up
+    and tick. Per-job lists are Python lists (fast scalar updates).
+    """
+
+    __slots__ = ("name", "trace", "cluster", "n", "state", "view", "decide", "wakeup_fn",
+                 "uses_ticks", "tick_s", "refused", "place_batch", "check_invariants", "submit", "left", "seg_start",
+                 "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done")
+
+    def __init__(self, trace: TraceArrays, cluster: Cluster, policy: Policy, tick_s: float,
+                 check_invariants: bool):
+        self.name = policy_name(policy)
+        self.trace, self.cluster, self.n = trace, cluster, trace.n_jobs
+        cluster.reset()
+        self.state = _State(trace)
+        self.view = SimView(self.state, cluster)
+        policy.reset(trace, cluster)
+        self.decide = policy.decide
+        # the placer stage: a cluster that places batches, for a policy that takes refusals
+        self.refused = getattr(policy, "refused", None)
+        self.place_batch = getattr(cluster, "place_batch", None) if self.refused else None
+        self.wakeup_fn = getattr(policy, "next_wakeup", None)
+        self.uses_ticks = bool(getattr(policy, "uses_ticks", True))
+        self.tick_s, self.check_invariants = tick_s, check_invariants
+        n = self.n
+        self.submit = trace.submit.tolist()
+        self.left = trace.duration.tolist()  # work left in the current run (s), changed only by preemption
+        self.seg_start = [0.0] * n  # start of the current run
+        self.end_at = [math.inf] * n  # live heap entry of each running job
+        self.preempted_any = False
+        self.gpus = trace.num_gpus.tolist()
+        self.pool_of = trace.pool.tolist()
+        self.quota = trace.quota.tolist()
+        self.status = bytearray(n)  # _FUTURE
+        self.heap: list[tuple[float, int]] = []
+        self.n_done = 0  # set when the replay ends
+
+    def run(self, report: Callable[[int, int], None] | None, report_every: int) -> None:
+        """Replay until every job is done (PolicyError if the policy stalls)."""
+        n, heap, submit, end_at, running = self.n, self.heap, self.submit, self.end_at, self.state.running
+        state, view, decide, pop, inf = self.state, self.view, self.decide, heapq.heappop, math.inf
+        wakeup_fn, uses_ticks, tick_s = self.wakeup_fn, self.uses_ticks, self.tick_s
+        next_arrival = n_done = idle_calls = 0
+        wakeup = next_tick = inf
         while n_done < n:
             t_arr = submit[next_arrival] if next_arrival < n else inf
-            if preempted_any:  # drop heap entries of preempted runs
+            if self.preempted_any:  # drop heap entries of preempted runs
                 while heap and heap[0][0] != end_at[heap[0][1]]:
                     pop(heap)
             t_end = heap[0][0] if heap else inf
             now = min(t_arr, t_end, next_tick, wakeup)
             if now == inf:
-                raise PolicyError(
-                    f"policy {name} stalled: {n_pending} job(s) pending (e.g. job "
-                    f"{_first_pending_id(trace, pending)}) but nothing runs, no job is left to "
-                    "arrive and it asked for no wake-up"
-                )
+                raise self._stalled(f"policy {self.name} stalled", " but nothing runs, no job is "
+                                    "left to arrive and it asked for no wake-up")
             reason = 0
-            # completions first: they free GPUs for this instant's decision
-            if t_end == now:
-                reason |= Reason.COMPLETION
-                while heap and heap[0][0] == now:
-                    end, j = pop(heap)
-                    if end != end_at[j] or status[j] != _RUNNING:
-                        # a preempted run; or one stopped and restarted at no cost in the same
-                        # instant, whose twin entry (same end) has just completed the job
-                        continue
-                    g = gpus[j]
-                    p = pool_of[j]
-                    if check_invariants:
-                        _check_completion(j, end, seg_start, left, status, trace)
-                    end_time[j] = end
-                    release(j, g)
-                    if opp_flag[j]:
-                        used_opp[p] -= g
-                    else:
-                        used_ded[p] -= g
-                    del running[j]
-                    status[j] = _DONE
-                    k = n_comp[p]
-                    comp_end[p][k] = end
-                    comp_job[p][k] = j
-                    n_comp[p] = k + 1
-                    touched.add(p)
-                    n_done += 1
+            if t_end == now:  # completions first: they free GPUs for this instant's decision
+                reason |= _COMPLETION
+                n_done += self._complete(now)
                 if report is not None and n_done % report_every == 0:
                     report(n_done, n)
             if t_arr == now:
-                reason |= Reason.ARRIVAL
-                while next_arrival < n and submit[next_arrival] == now:
-                    j = next_arrival
-                    p = pool_of[j]
-                    pending[p].append(j)
-                    touched.add(p)
-                    status[j] = _PENDING
-                    n_pending += 1
-                    next_arrival += 1
-                state.n_arrived = next_arrival
+                reason |= _ARRIVAL
+                next_arrival = self._arrive(now, next_arrival)
             if next_tick == now:
-                reason |= Reason.TICK
+                reason |= _TICK
             if wakeup == now:
-                reason |= Reason.WAKEUP
+                reason |= _WAKEUP
                 wakeup = inf
             state.now = now
-            state.reason = Reason(reason)
+            state.reason = _REASONS[reason]
             view._invalidate()
-
-            starts = decide(view)
-            for s in starts:
-                if type(s) is Preempt:
-                    j = int(s.job)
-                    if not (0 <= j < n) or status[j] != _RUNNING:
-                        raise PolicyError(
-                            f"policy {name} at t={now:.3f}s preempted job {_job_label(trace, j)} "
-                            f"which is {_status_word(status, j, n)}, not running"
-                        )
-                    if not (s.lost_work_s >= 0 and s.restart_delay_s >= 0):
-                        raise PolicyError(f"policy {name}: preemption costs must be >= 0, got {s}")
-                    g = gpus[j]
-                    p = pool_of[j]
-                    release(j, g)
-                    if opp_flag[j]:
-                        used_opp[p] -= g
-                        opp_flag[j] = False
-                    else:
-                        used_ded[p] -= g
-                    done = now - seg_start[j]
-                    left[j] = left[j] - done + min(float(s.lost_work_s), done) + float(s.restart_delay_s)
-                    end_at[j] = inf
-                    del running[j]
-                    status[j] = _PENDING
-                    insort(pending[p], j)
-                    n_pending += 1
-                    n_preempted[j] += 1
-                    preempted_any = True
-                    touched.add(p)
-                    continue
-                j = int(s[0])
-                if not (0 <= j < n) or status[j] != _PENDING:
-                    raise PolicyError(
-                        f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} which is "
-                        f"{_status_word(status, j, n)}, not pending"
-                    )
-                g = gpus[j]
-                p = pool_of[j]
-                opp = bool(s[1])
-                placement = s[2] if len(s) > 2 else None
-                if not can_place(g, placement):
-                    raise PolicyError(
-                        f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} needing "
-                        f"{g} GPUs but only {cluster.free} are free"
-                    )
-                if not opp and used_ded[p] + g > quota[p]:
-                    raise PolicyError(
-                        f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} "
-                        f"({g} GPUs) as dedicated but pool {trace.pool_names[p]!r} already uses "
-                        f"{used_ded[p]} of its quota {quota[p]}; start it as opportunistic"
-                    )
-                try:
-                    allocate(j, g, placement)
-                except PlacementError as exc:
-                    raise PolicyError(f"policy {name} at t={now:.3f}s: {exc}") from exc
-                plist = pending[p]
-                del plist[bisect_left(plist, j)]
-                n_pending -= 1
-                status[j] = _RUNNING
-                if not n_preempted[j]:
-                    start_time[j] = now
-                seg_start[j] = now
-                if opp:
-                    opp_flag[j] = True
-                    used_opp[p] += g
-                else:
-                    used_ded[p] += g
-                running[j] = None
-                end_at[j] = now + left[j]
-                push(heap, (end_at[j], j))
-            touched.clear()
-            if starts or heap or next_arrival < n:
+            items = decide(view)
+            if items and self.place_batch is not None:
+                items = self._place(items, now)
+            if items:
+                self._apply(items, now)
+            state.touched.clear()
+            if items or heap or next_arrival < n:
                 idle_calls = 0
             else:
                 idle_calls += 1
                 if idle_calls > _MAX_IDLE_CALLS:
-                    raise PolicyError(
-                        f"policy {name} stalled at t={now:.3f}s: {n_pending} job(s) pending (e.g. "
-                        f"job {_first_pending_id(trace, pending)}), the cluster is idle and no job "
-                        f"is left to arrive, but {_MAX_IDLE_CALLS} calls in a row started nothing"
-                    )
+                    raise self._stalled(
+                        f"policy {self.name} stalled at t={now:.3f}s", ", the cluster is idle and "
+                        f"no job is left to arrive, but {_MAX_IDLE_CALLS} calls in a row started "
+                        "nothing")
             if wakeup_fn is not None:
-                w = wakeup_fn(now)  # the answer replaces any earlier request; None cancels
-                if w is None:
-                    wakeup = inf
-                elif not w > now:
-                    raise PolicyError(
-                        f"policy {name} at t={now:.3f}s asked to wake up at {w}, not later"
-                    )
-                else:
-                    wakeup = float(w)
-            if uses_ticks and n_pending:
+                wakeup = self._next_wakeup(now)
+            if uses_ticks and next_arrival - len(running) - n_done:  # jobs pending
                 next_tick = (math.floor(now / tick_s) + 1) * tick_s
                 if next_tick <= now:  # float rounding at huge times
                     next_tick = now + tick_s
             else:
                 next_tick = inf
-            if check_invariants:
-                _check_state(state, cluster, status, trace)
-    finally:
-        if bar is not None:
-            bar.close()
-    if report is not None:
-        report(n_done, n)
-    return state
+            if self.check_invariants:
+                _check_state(state, self.cluster, self.status, self.trace)
+        self.n_done = n_done
+
+    def _stalled(self, what: str, why: str) -> PolicyError:
+        """Return the error for a policy that leaves jobs pending forever."""
+        pending = self.state.pending
+        n_pending = sum(len(p) for p in pending)
+        return PolicyError(f"{what}: {n_pending} job(s) pending (e.g. job "
+                           f"{_first_pending_id(self.trace, pending)}){why}")
+
+    def _next_wakeup(self, now: float) -> float:
+        """Ask the policy for its next wake-up (the answer replaces any earlier one; None cancels)."""
+        w = self.wakeup_fn(now)
+        if w is None:
+            return math.inf
+        if not w > now:
+            raise PolicyError(f"policy {self.name} at t={now:.3f}s asked to wake up at {w}, not later")
+        return float(w)
+
+    def _complete(self, now: float) -> int:
+        """Finish every run that ends at ``now``: free its GPUs, record its completion; return
+        how many jobs finished."""
+        heap, end_at, status, gpus, pool_of = self.heap, self.end_at, self.status, self.gpus, self.pool_of
+        s = self.state
+        release, opp_flag, running, touched = self.cluster.release, s.opportunistic, s.running, s.touched
+        pop = heapq.heappop
+        done = 0
+        while heap and heap[0][0] == now:
+            end, j = pop(heap)
+            if end != end_at[j] or status[j] != _RUNNING:
+                # a preempted run; or one stopped and restarted at no cost in the same
+                # instant, whose twin entry (same end) has just completed the job
+                continue
+            g = gpus[j]
+            p = pool_of[j]
+            if self.check_invariants:
+                _check_completion(j, end, self.seg_start, self.left, status, self.trace)
+            s.end_time[j] = end
+            release(j, g)
+            if opp_flag[j]:
+                s.used_opp[p] -= g
+            else:
+                s.used_ded[p] -= g
+            del running[j]
+            status[j] = _DONE
+            k = s.n_comp[p]
+            s.comp_end[p][k] = end
+            s.comp_job[p][k] = j
+            s.n_comp[p] = k + 1
+            touched.add(p)
+            done += 1
+        return done
+
+    def _arrive(self, now: float, j: int) -> int:
+        """Queue every job that arrives at ``now`` (from job index ``j`` on) in its pool's pending
+        list; return the index of the next job to arrive."""
+        submit, pool_of, status, n = self.submit, self.pool_of, self.status, self.n
+        pending, touched = self.state.pending, self.state.touched
+        while j < n and submit[j] == now:
+            p = pool_of[j]
+            pending[p].append(j)
+            touched.add(p)
+            status[j] = _PENDING
+            j += 1
+        self.state.n_arrived = j
+        return j
+
+    def _place(self, items: list, now: float) -> list:
+        """The placer stage: place the decision's starts that came without a placement as one
+        batch; return the items with the granted placements, without the refused starts, whose
+        jobs (still pending) go back to the policy's ``refused(jobs)``."""
+        status, n = self.status, self.n
+        todo = [(j, self.pool_of[j], self.gpus[j], not it[1]) for it in items
+                if type(it) is not Preempt and it[2] is None
+                and 0 <= (j := int(it[0])) < n and status[j] == _PENDING]
+        if not todo:
+            return items
+        try:
+            granted = self.place_batch(todo)
+        except PlacementError as exc:
+            raise PolicyError(f"policy {self.name} at t={now:.3f}s: {exc}") from exc
+        asked = {t[0] for t in todo}
+        out = []
+        for it in items:
+            j = int(it[0])
+            if type(it) is Preempt or j not in asked:
+                out.append(it)
+            elif j in granted:
+                out.append(Start(j, bool(it[1]), granted[j]))
+        if len(granted) < len(todo):
+            self.refused([t[0] for t in todo if t[0] not in granted])
+        return out
+
+    def _apply(self, items: list, now: float) -> None:
+        """Validate and apply the decision's items in order (preemptions and starts)."""
+        name, trace, cluster, n = self.name, self.trace, self.cluster, self.n
+        status, gpus, pool_of, quota = self.status, self.gpus, self.pool_of, self.quota
+        s = self.state
+        used_ded, pending, n_preempted = s.used_ded, s.pending, s.n_preempted
+        for item in items:
+            if type(item) is Preempt:
+                self._preempt(item, now)
+                continue
+            j = int(item[0])
+            if not (0 <= j < n) or status[j] != _PENDING:
+                raise PolicyError(
+                    f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} which is "
+                    f"{_status_word(status, j, n)}, not pending"
+                )
+            g = gpus[j]
+            p = pool_of[j]
+            opp = bool(item[1])
+            placement = item[2] if len(item) > 2 else None
+            if not cluster.can_place(g, placement):
+                raise PolicyError(
+                    f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} needing "
+                    f"{g} GPUs but only {cluster.free} are free"
+                )
+            if not opp and used_ded[p] + g > quota[p]:
+                raise PolicyError(
+                    f"policy {name} at t={now:.3f}s started job {_job_label(trace, j)} "
+                    f"({g} GPUs) as dedicated but pool {trace.pool_names[p]!r} already uses "
+                    f"{used_ded[p]} of its quota {quota[p]}; start it as opportunistic"
+                )
+            try:
+                cluster.allocate(j, g, placement)
+            except PlacementError as exc:
+                raise PolicyError(f"policy {name} at t={now:.3f}s: {exc}") from exc
+            plist = pending[p]
+            del plist[bisect_left(plist, j)]
+            status[j] = _RUNNING
+            if not n_preempted[j]:
+                s.start_time[j] = now
+            self.seg_start[j] = now
+            if opp:
+                s.opportunistic[j] = True
+                s.used_opp[p] += g
+            else:
+                used_ded[p] += g
+            s.running[j] = None
+            end = self.end_at[j] = now + self.left[j]
+            heapq.heappush(self.heap, (end, j))
+
+    def _preempt(self, item: Preempt, now: float) -> None:
+        """Stop running job ``item.job``, charge its costs and put it back in its pool's queue."""
+        j, n, s = int(item.job), self.n, self.state
+        if not (0 <= j < n) or self.status[j] != _RUNNING:
+            raise PolicyError(
+                f"policy {self.name} at t={now:.3f}s preempted job {_job_label(self.trace, j)} "
+                f"which is {_status_word(self.status, j, n)}, not running"
+            )
+        if not (item.lost_work_s >= 0 and item.restart_delay_s >= 0):
+            raise PolicyError(f"policy {self.name}: preemption costs must be >= 0, got {item}")
+        g = self.gpus[j]
+        p = self.pool_of[j]
+        self.cluster.release(j, g)
+        if s.opportunistic[j]:
+            s.used_opp[p] -= g
+            s.opportunistic[j] = False
+        else:
+            s.used_ded[p] -= g
+        done = now - self.seg_start[j]
+        self.left[j] = (self.left[j] - done + min(float(item.lost_work_s), done)
+                        + float(item.restart_delay_s))
+        self.end_at[j] = math.inf
+        del s.running[j]
+        self.status[j] = _PENDING
+        insort(s.pending[p], j)
+        s.n_preempted[j] += 1
+        self.preempted_any = True
+        s.touched.add(p)
 
 
 _MAX_IDLE_CALLS = 100_000

@@ -38,15 +38,6 @@ from dataclasses import dataclass
 
 from sia.data.errors import ConfigError
 
-_TOPOLOGY_KEYS = {
-    "servers": "servers",
-    "gpus": "gpus_per_server",
-    "gpus_per_server": "gpus_per_server",
-    "rack": "servers_per_rack",
-    "servers_per_rack": "servers_per_rack",
-    "racks": "racks",
-}
-
 
 def _is_pow2(n: int) -> bool:
     return n >= 1 and (n & (n - 1)) == 0
@@ -152,63 +143,6 @@ class Topology:
     def describe(self) -> str:
         """A `--topology` string that parses back to this topology."""
         return f"servers={self.n_servers},gpus={self.gpus_per_server},rack={self.servers_per_rack}"
-
-
-def parse_topology(spec: str, *, option: str = "--topology") -> Topology:
-    """Parse ``servers=16,gpus=8,rack=4`` (or ``racks=4,...``) into a :class:`Topology`.
-
-    Keys: ``servers`` (total servers) or ``racks``; ``gpus`` (GPUs per server,
-    default 8); ``rack`` (servers per rack, default 4). Bad input raises
-    ConfigError naming the option and the offending part.
-    """
-    values: dict[str, int] = {}
-    if not spec or not spec.strip():
-        raise ConfigError(f"{option}: empty topology; expected e.g. servers=16,gpus=8,rack=4")
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, raw = part.partition("=")
-        key = key.strip().lower()
-        if not sep or key not in _TOPOLOGY_KEYS:
-            raise ConfigError(
-                f"{option}: cannot read {part!r}; expected key=value with keys "
-                "servers, racks, gpus, rack (e.g. servers=16,gpus=8,rack=4)"
-            )
-        canonical = _TOPOLOGY_KEYS[key]
-        if canonical in values:
-            raise ConfigError(f"{option}: {key!r} given twice")
-        try:
-            number = int(raw.strip())
-        except ValueError:
-            raise ConfigError(f"{option}: {key}={raw.strip()!r} is not an integer") from None
-        if number < 1:
-            raise ConfigError(f"{option}: {key} must be >= 1, got {number}")
-        values[canonical] = number
-    gpus = values.get("gpus_per_server", 8)
-    per_rack = values.get("servers_per_rack", 4)
-    if "servers" in values and "racks" in values:
-        if values["servers"] != values["racks"] * per_rack:
-            raise ConfigError(
-                f"{option}: servers={values['servers']} disagrees with racks={values['racks']} "
-                f"x rack={per_rack}"
-            )
-    if "racks" in values:
-        racks = values["racks"]
-    elif "servers" in values:
-        servers = values["servers"]
-        if servers % per_rack:
-            raise ConfigError(
-                f"{option}: servers={servers} is not a whole number of racks of {per_rack}; "
-                "change servers or rack"
-            )
-        racks = servers // per_rack
-    else:
-        raise ConfigError(f"{option}: give servers=N or racks=N (e.g. servers=16,gpus=8,rack=4)")
-    try:
-        return Topology(racks=racks, servers_per_rack=per_rack, gpus_per_server=gpus)
-    except ConfigError as err:
-        raise ConfigError(f"{option}: {err}") from None
 
 
 def quota_levels(

@@ -1,0 +1,1 @@
+"""Scheduling policies, one module (or small package) each; the registry names them."""

@@ -1,0 +1,76 @@
+"""SIA's AllocateDedicatedResources (Figure 7): strict FCFS per pool within its quota.
+
+Mixed into :class:`~sia.scheduler.policies.sia.policy.SiaPolicy`, whose state it
+uses; see that module's docstring for the rule (step 1) and for preemption on cells.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sia.scheduler.core.simulator import Preempt
+from sia.scheduler.core.view import SimView, Start
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sia.scheduler.policies.sia.policy import Decision
+
+
+class DedicatedPass:
+    """Figure 7 as a step of SIA's decision (see the module docstring)."""
+
+    def _allocate_dedicated(self, view: SimView, d: Decision) -> None:
+        """Start each pool's dedicated stream in FCFS order, pools by increasing allocation / quota.
+
+        One start per pass over the pools; a head that does not fit (quota,
+        free GPUs, or on cells no cell even after preemption) blocks its pool.
+        Updates ``d`` (free GPUs, dedicated use, allocation, starts).
+        """
+        quota, gpus, started, pend = self._quota, self._gpus, self._started, self._pend_gpus
+        free, ded, alloc, starts = d.free, d.ded, d.alloc, d.starts
+        cells = self._cells
+        cfg = cells.config if cells is not None else None
+        streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
+        while True:
+            best = None
+            best_key = 0.0
+            for st in streams:
+                p, plist, i = st
+                if i >= len(plist):
+                    continue
+                g = gpus[plist[i]]
+                if (g > free and not self._preempt) or ded[p] + g > quota[p]:
+                    continue
+                key = alloc[p] / quota[p]
+                if best is None or key < best_key:
+                    best, best_key = st, key
+            if best is None:
+                break
+            p, plist, i = best
+            j = plist[i]
+            g = gpus[j]
+            cell = None
+            if cells is not None:
+                cell = cells.try_place(j, p, g, True) if g <= free else None
+                if cell is None and self._preempt:
+                    got = cells.preempt_for(j, p, g)
+                    if got is not None:
+                        victims, cell = got
+                        for v in victims:
+                            starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
+                            self._requeue(v)
+                            free += gpus[v]
+                            alloc[self._pool[v]] -= gpus[v]
+                        self.stats["preemptions"] += len(victims)
+                if cell is None:
+                    best[2] = len(plist)  # head-of-line blocked by cells
+                    continue
+            best[2] = i + 1
+            starts.append(Start(j, False, cell))
+            started[j] = 1
+            free -= g
+            ded[p] += g
+            alloc[p] += g
+            pend[p] -= g
+        d.free = free
+        n_preempts = sum(1 for s in starts if type(s) is Preempt)
+        self.stats["dedicated"] += len(starts) - n_preempts

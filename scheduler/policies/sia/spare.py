@@ -1,0 +1,161 @@
+"""SIA's AllocateSpareResources (Figure 8): lend idle GPUs window by window against reservations.
+
+Mixed into :class:`~sia.scheduler.policies.sia.policy.SiaPolicy`, whose state it
+uses; see that module's docstring for the rule (step 2), the forecast's age,
+online adaptation, reservations as cells and the preemption credit.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from operator import add
+from typing import TYPE_CHECKING
+
+from sia.scheduler.core.view import Reason, SimView, Start
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sia.scheduler.policies.sia.policy import Decision
+
+_EPS = 1e-9
+
+
+class SparePass:
+    """Figure 8 as a step of SIA's decision (see the module docstring)."""
+
+    def _allocate_spare(self, view: SimView, d: Decision) -> None:
+        """Lend spare GPUs in each window in increasing order; updates ``d``."""
+        P, pend = self._P, self._pend_gpus
+        # reservations are at least min(pending, unused quota) whatever the predictions say,
+        # so nothing can be lent unless that bound leaves a GPU (then no forecast is needed)
+        unused = [self._quota[p] - d.ded[p] for p in range(P)]
+        bound = d.free - sum(map(min, pend, unused))
+        if bound < 1:
+            return
+        self._bin_new(view)
+        cands = [p for p in range(P) if pend[p]]
+        age = self._refresh_forecast(view, cands, bound)
+        if age is None:
+            return
+        distrust, dur_distrust = self._distrust(view)
+        # a forecast made `age` s ago covers (now - age, now - age + w]: a job lent against it
+        # must end by then, so window k only takes the jobs of a window k' <= w_k - age
+        W = self.windows_s
+        lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(len(W))]
+        n_ded = len(d.starts)
+        recoverable = self._recoverable(d.starts) if self._preempt else 0
+        for k, lk in enumerate(lists):
+            if lk >= 0:
+                self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
+                                     recoverable)
+        self.stats["opportunistic"] += len(d.starts) - n_ded
+
+    def _refresh_forecast(self, view: SimView, cands: list[int], bound: int) -> float | None:
+        """Forecast again at a tick or when the last forecast is ``refresh_s`` old; return the
+        age (s) of the forecast to lend against, or None when no job could be lent at all."""
+        now = view.now
+        is_tick = bool(view.reason & Reason.TICK)
+        age = now - self._tnl_time
+        if is_tick or age >= self.refresh_s:
+            # forecast only when some job could be lent at all
+            last = len(self.windows_s) - 1
+            if not any(self._first_fit(p, last, bound) >= 0 for p in cands):
+                return None
+            tnl = self._forecast(view)
+            self._tnl = tnl.T.tolist()  # per window: per pool TotalNewLoad
+            self._tnl_time = now
+            age = 0.0
+            if self.tracker is not None and is_tick:
+                self.tracker.record(view, tnl)
+        return age
+
+    def _distrust(self, view: SimView) -> tuple[list | None, list | None]:
+        """Return the online adaptation's [pool][window] distrust of arrivals and of durations
+        (None when nothing is distrusted)."""
+        distrust = None
+        if self.tracker is not None:
+            dm = self.tracker.distrusted(view)
+            if dm.any():
+                self._distrusted_forecasts += 1
+                distrust = dm.tolist()
+        # pools whose recent JobDuration predictions ran past a window: none of their jobs is
+        # lent in that window (SIA 5.3 adaptation, for the prediction a loan relies on)
+        dur_distrust = None
+        if self.duration_tracker is not None:
+            dd = self.duration_tracker.distrusted(view)
+            if dd.any():
+                self._duration_distrusted += 1
+                dur_distrust = dd.tolist()
+        return distrust, dur_distrust
+
+    def _lend_in_window(self, view: SimView, d: Decision, k: int, lk: int, unused: list,
+                        cands: list[int], distrust: list | None, dur_distrust: list | None,
+                        recoverable: int) -> None:
+        """Window ``k`` of Figure 8 (lending jobs of window ``lk``): reserve, then start the
+        first lendable job of the least-served pool while it fits the unreserved GPUs."""
+        P, quota, gpus, started, pend = self._P, self._quota, self._gpus, self._started, self._pend_gpus
+        free, alloc, starts, cells = d.free, d.alloc, d.starts, self._cells
+        col = self._tnl[k]
+        res = list(map(min, map(add, pend, col), unused))
+        if distrust is not None:
+            for p in range(P):
+                if distrust[p][k]:
+                    res[p] = unused[p]
+        cred = self._credit(recoverable, k, res) if recoverable else None
+        total = sum(res)
+        skip: set[int] = (set() if dur_distrust is None
+                          else {q for q in range(P) if dur_distrust[q][lk]})
+        if cells is not None and not self._reserve_cells(view, res, range(P)):
+            cells.clear_reservations()
+            return  # a reservation is pending: no opportunistic start in this window
+        while True:
+            usable = free - total
+            if usable < 1 - _EPS:
+                break
+            if len(cands) > 1:
+                cands.sort(key=lambda p: (alloc[p] / quota[p], p))
+            pick = j = -1
+            for q in cands:
+                if q in skip:
+                    continue
+                j = self._first_fit(q, lk, usable + _EPS)
+                if j >= 0:
+                    pick = q
+                    break
+            if pick < 0:
+                break
+            g = gpus[j]
+            cell = None
+            if cells is not None:
+                cell = cells.try_place(j, pick, g, False)
+                if cell is None:
+                    skip.add(pick)
+                    continue
+            starts.append(Start(j, True, cell))
+            started[j] = 1
+            free -= g
+            alloc[pick] += g
+            pend[pick] -= g
+            if distrust is None or not distrust[pick][k]:
+                new = min(pend[pick] + col[pick], unused[pick])
+                if cred is not None:
+                    new = max(0, new - cred[pick])
+                total += new - res[pick]
+                res[pick] = new
+                if cells is not None and not self._reserve_cells(view, res, (pick,)):
+                    break
+        d.free = free
+        if cells is not None:
+            cells.clear_reservations()
+
+    def _credit(self, recoverable: int, k: int, res: list) -> list[int]:
+        """Lower ``res`` in place by the preemption credit of window ``k`` (SIA 5.5, see the
+        policy's docstring), taken from the pools in index order; return each pool's share."""
+        cost_s = self._cells.config.preemption_cost_s
+        credit = math.floor(recoverable * max(0.0, 1.0 - cost_s / self.windows_s[k]))
+        cred = [0] * self._P
+        for p in range(self._P):
+            cred[p] = min(credit, res[p])
+            credit -= cred[p]
+            res[p] -= cred[p]
+        return cred

@@ -1,0 +1,465 @@
+"""Fuzzing `sia ingest` with corrupted variants of small traces (issue 16 item 1).
+
+Each case writes a small trace (generic CSV, generic Parquet, Philly CSV, a
+canonical Parquet file, a quota file) with one corruption: truncation, a cell
+of the wrong type, NaN / inf / huge / negative values, another encoding, a
+clashing header, or duplicate and conflicting options. It runs the CLI in
+process and classifies the outcome:
+
+- ``clean``: exit code 2 and one line ``error: ...`` naming where the problem
+  is (the file or the option, and the column when it is a cell);
+- ``noted``: accepted (exit 0) with a line in the ingest report that says
+  what was done (only for cases that expect it, e.g. absurd values);
+- ``same``: accepted, and the written jobs equal those of the uncorrupted
+  trace (only for cases that are not corruptions of the data, e.g. a BOM);
+- ``traceback``: an exception escaped the CLI;
+- ``silent``: accepted without the expected error or report line, or with
+  changed jobs;
+- ``unclear``: exit 2 without a one-line message naming the place.
+
+Run as a script (``python tests/pipelines/test_fuzz_inputs.py``) to print the
+counts for whichever ``sia`` package is importable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+N_ROWS = 6
+_GENERIC_ROWS = {
+    "job_id": [f"j{i}" for i in range(N_ROWS)],
+    "pool": ["a", "a", "b", "a", "b", "b"],
+    "submit_time": [0.0, 60.0, 120.0, 300.0, 900.0, 3600.0],
+    "duration": [600.0, 30.0, 7200.0, 45.0, 300.0, 86400.0],
+    "num_gpus": [1, 2, 4, 8, 1, 2],
+}
+_PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
+_PHILLY_ROWS = [
+    ["2017-10-03 10:00:00", "600", "1", "600", "vc1"],
+    ["2017-10-03 10:01:00", "30", "2", "60", "vc1"],
+    ["2017-10-03 10:02:00", "7200", "4", "28800", "vc2"],
+    ["2017-10-03 10:05:00", "45", "8", "360", "vc1"],
+    ["2017-10-03 10:15:00", "300", "1", "300", "vc2"],
+    ["2017-10-03 11:00:00", "86400", "2", "172800", "vc2"],
+]
+ROWS = (0, 2, N_ROWS - 1)  # first, middle, last data row (0-based)
+
+
+@dataclass
+class Case:
+    """One corrupted input: files to write, the CLI arguments, what must come out."""
+
+    name: str
+    files: dict[str, bytes | pl.DataFrame]  # relative path -> CSV bytes or a Parquet table
+    trace: str  # the trace argument (relative to the case folder)
+    args: list[str] = field(default_factory=list)  # may use {dir} for the case folder
+    #: "error", "note:TEXT" (accepted, the report says TEXT) or "same" (accepted, jobs unchanged)
+    expect: str = "error"
+    #: texts the one-line error must contain (the file, the column or the option)
+    where: tuple[str, ...] = ()
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> bytes:
+    return ("\n".join([",".join(header)] + [",".join(r) for r in rows]) + "\n").encode()
+
+
+def _generic_csv_rows() -> tuple[list[str], list[list[str]]]:
+    header = list(_GENERIC_ROWS)
+    rows = [[repr(v) if isinstance(v, float) else str(v) for v in (_GENERIC_ROWS[c][i]
+                                                                     for c in header)]
+            for i in range(N_ROWS)]
+    return header, rows
+
+
+def generic_csv(column: str | None = None, row: int = 0, value: str = "") -> bytes:
+    """The generic CSV trace, with ``column`` of data row ``row`` replaced by ``value``."""
+    header, rows = _generic_csv_rows()
+    if column is not None:
+        rows[row][header.index(column)] = value
+    return _csv(header, rows)
+
+
+def generic_frame(column: str | None = None, row: int = 0, value=None,
+                  dtype: pl.DataType | None = None) -> pl.DataFrame:
+    """The generic trace as a typed table; ``column`` of ``row`` set to ``value`` (as ``dtype``)."""
+    data = {c: list(v) for c, v in _GENERIC_ROWS.items()}
+    schema = {"job_id": pl.String, "pool": pl.String, "submit_time": pl.Float64,
+              "duration": pl.Float64, "num_gpus": pl.Int64}
+    if column is not None:
+        if dtype is not None:
+            schema[column] = dtype
+            if dtype == pl.String:
+                data[column] = [str(v) for v in data[column]]
+            elif dtype == pl.Boolean:
+                data[column] = [bool(v) for v in data[column]]
+            elif dtype.is_float():
+                data[column] = [float(v) for v in data[column]]
+        data[column][row] = value
+    return pl.DataFrame(data, schema=schema)
+
+
+def philly_csv(column: str | None = None, row: int = 0, value: str = "",
+               header: str = _PHILLY_HEADER, extra: str | None = None) -> bytes:
+    """The Philly per-VC CSV, one cell replaced, optionally with an extra column ``extra``."""
+    cols = header.split(",")
+    rows = [list(r) for r in _PHILLY_ROWS]
+    if column is not None:
+        rows[row][cols.index(column)] = value
+    if extra is not None:
+        cols = cols + [extra]
+        rows = [r + [str(i)] for i, r in enumerate(rows)]
+    return _csv(cols, rows)
+
+
+def _cell_cases() -> list[Case]:
+    cases = []
+    bad_numbers = ["", "  ", "nan", "NaN", "inf", "-inf", "Infinity", "abc", "1e400",
+                   "0x1A", "\uff11\uff12", "1_0"]
+    per_column = {
+        "submit_time": bad_numbers,
+        "duration": bad_numbers + ["0", "-0", "-3", "-1e400"],
+        "num_gpus": bad_numbers + ["0", "-1", "1.5", "2147483648", "99999999999999999999",
+                                   "1e12", "true"],
+        "pool": ["", "  "],
+        "job_id": ["", "j1"],  # missing, or a duplicate of row 2's id
+    }
+    for column, values in per_column.items():
+        for value in values:
+            for row in ROWS:
+                if column == "job_id" and value == "j1" and row == 1:
+                    continue
+                cases.append(Case(f"csv {column}[{row}]={value!r}",
+                                  {"t.csv": generic_csv(column, row, value)}, "t.csv",
+                                  where=("t.csv", column)))
+    # absurd but valid values: accepted, with a warning in the report
+    for row in ROWS:
+        cases.append(Case(f"csv duration[{row}]=1e12 (centuries)",
+                          {"t.csv": generic_csv("duration", row, "1e12")}, "t.csv",
+                          expect="note:duration"))
+        cases.append(Case(f"csv num_gpus[{row}]=100000 (wider than a cluster)",
+                          {"t.csv": generic_csv("num_gpus", row, "100000")}, "t.csv",
+                          expect="note:num_gpus"))
+    return cases
+
+
+def _parquet_cases() -> list[Case]:
+    inf, nan = float("inf"), float("nan")
+    cases = []
+    typed = [
+        ("submit_time", nan, None), ("submit_time", inf, None), ("submit_time", -inf, None),
+        ("submit_time", None, None), ("submit_time", "abc", pl.String),
+        ("submit_time", "inf", pl.String), ("submit_time", True, pl.Boolean),
+        ("duration", nan, None), ("duration", inf, None), ("duration", -inf, None),
+        ("duration", 0.0, None), ("duration", -1.0, None), ("duration", None, None),
+        ("duration", "abc", pl.String), ("duration", True, pl.Boolean),
+        ("num_gpus", 0, None), ("num_gpus", -1, None), ("num_gpus", 2**31, None),
+        ("num_gpus", 2**40, None), ("num_gpus", 2**62, None), ("num_gpus", None, None),
+        ("num_gpus", 1.5, pl.Float64), ("num_gpus", nan, pl.Float64),
+        ("num_gpus", inf, pl.Float64), ("num_gpus", 1e20, pl.Float64),
+        ("num_gpus", True, pl.Boolean), ("num_gpus", False, pl.Boolean),
+        ("num_gpus", 2**63, pl.UInt64), ("num_gpus", "x", pl.String),
+        ("pool", None, None), ("pool", "", None), ("job_id", None, None),
+        ("job_id", "j1", None),
+    ]
+    for column, value, dtype in typed:
+        for row in ROWS:
+            if column == "job_id" and value == "j1" and row == 1:
+                continue
+            frame = generic_frame(column, row, value, dtype)
+            kind = f"{dtype}" if dtype is not None else "native"
+            # generic Parquet (times rebased) and canonical-looking Parquet (every contract column)
+            cases.append(Case(f"parquet {column}[{row}]={value!r} ({kind})",
+                              {"t.parquet": frame}, "t.parquet", where=("t.parquet", column)))
+    for row in ROWS:
+        cases.append(Case(f"parquet duration[{row}]=1e12 (centuries)",
+                          {"t.parquet": generic_frame("duration", row, 1e12)}, "t.parquet",
+                          expect="note:duration"))
+        cases.append(Case(f"parquet num_gpus[{row}]=100000",
+                          {"t.parquet": generic_frame("num_gpus", row, 100_000)}, "t.parquet",
+                          expect="note:num_gpus"))
+    # a canonical table (every contract column): no rebase, so a negative time is an error
+    canon = generic_frame().with_columns(pl.lit(None, dtype=pl.String).alias("tag"),
+                                         pl.lit(None, dtype=pl.String).alias("user"),
+                                         pl.lit(False).alias("preemptible"))
+    for column, value in (("submit_time", -5.0), ("submit_time", float("inf")),
+                          ("duration", float("-inf")), ("num_gpus", 2**31)):
+        frame = canon.with_columns(pl.when(pl.int_range(pl.len()) == 1).then(pl.lit(value))
+                                   .otherwise(pl.col(column)).alias(column))
+        cases.append(Case(f"canonical {column}={value!r}", {"c.parquet": frame}, "c.parquet",
+                          where=("c.parquet", column)))
+    cases.append(Case("canonical preemptible as text 'maybe'",
+                      {"c.parquet": canon.with_columns(pl.lit("maybe").alias("preemptible"))},
+                      "c.parquet", where=("c.parquet", "preemptible")))
+    return cases
+
+
+def _philly_cases() -> list[Case]:
+    cases = []
+    values = {
+        "timestamp": ["", "abc", "2017-13-45 00:00:00", "nan", "1e400"],
+        "duration": ["", "nan", "inf", "-inf", "0", "-3", "abc", "1e400"],
+        "num_gpus": ["", "nan", "inf", "0", "-1", "1.5", "2147483648", "true", "abc"],
+        "cluster": ["", "  "],
+    }
+    for column, vals in values.items():
+        for value in vals:
+            for row in ROWS:
+                name = "submit_time" if column == "timestamp" else (
+                    "pool" if column == "cluster" else column)
+                cases.append(Case(f"philly {column}[{row}]={value!r}",
+                                  {"p.csv": philly_csv(column, row, value)}, "p.csv",
+                                  where=("p.csv", name)))
+    for extra in ("submit_time", "pool", "job_id", "num_gpus", "timestamp"):
+        cases.append(Case(f"philly extra column {extra!r}",
+                          {"p.csv": philly_csv(extra=extra)}, "p.csv", where=("p.csv", extra)))
+    for unit in ("ms", "datetime"):
+        cases.append(Case(f"philly --time-unit {unit}", {"p.csv": philly_csv()}, "p.csv",
+                          ["--time-unit", unit], where=("--time-unit",)))
+    cases.append(Case("philly --format philly --map pool=cluster", {"p.csv": philly_csv()},
+                      "p.csv", ["--format", "philly", "--map", "pool=cluster"],
+                      where=("--map",)))
+    return cases
+
+
+def _structure_cases() -> list[Case]:
+    base = generic_csv()
+    cases = []
+    for cut in (5, 20, len(base) // 2, len(base) - 4):
+        cases.append(Case(f"csv truncated at byte {cut}", {"t.csv": base[:cut]}, "t.csv",
+                          where=("t.csv",)))
+    pq = io.BytesIO()
+    generic_frame().write_parquet(pq)
+    for cut in (4, 100, len(pq.getvalue()) // 2, len(pq.getvalue()) - 8):
+        cases.append(Case(f"parquet truncated at byte {cut}", {"t.parquet": pq.getvalue()[:cut]},
+                          "t.parquet", where=("t.parquet",)))
+    cases.append(Case("csv empty file", {"t.csv": b""}, "t.csv", where=("t.csv",)))
+    cases.append(Case("csv header only", {"t.csv": base.split(b"\n")[0] + b"\n"}, "t.csv",
+                      where=("t.csv",)))
+    header, rows = _generic_csv_rows()
+    cases.append(Case("csv row with an extra field",
+                      {"t.csv": _csv(header, rows[:2] + [rows[2] + ["7"]] + rows[3:])},
+                      "t.csv", where=("t.csv", "row 3")))
+    cases.append(Case("csv row with a field missing",
+                      {"t.csv": _csv(header, rows[:2] + [rows[2][:-1]] + rows[3:])},
+                      "t.csv", where=("t.csv", "row 3")))
+    cases.append(Case("csv unbalanced quote", {"t.csv": base.replace(b"j2", b'"j2', 1)},
+                      "t.csv", where=("t.csv",)))
+    cases.append(Case("csv duplicate header 'pool'",
+                      {"t.csv": _csv(header + ["pool"], [r + ["z"] for r in rows])}, "t.csv",
+                      where=("t.csv", "pool")))
+    cases.append(Case("csv missing column num_gpus",
+                      {"t.csv": _csv(header[:-1], [r[:-1] for r in rows])}, "t.csv",
+                      where=("t.csv", "num_gpus")))
+    cafe = base.replace(b"a,", "caf\u00e9,".encode(), 1)
+    cases.append(Case("csv latin-1 text", {"t.csv": cafe.decode().encode("latin-1")}, "t.csv",
+                      where=("t.csv", "UTF-8")))
+    cases.append(Case("csv UTF-16 text", {"t.csv": base.decode().encode("utf-16")}, "t.csv",
+                      where=("t.csv",)))
+    cases.append(Case("csv NUL bytes", {"t.csv": base.replace(b"600", b"6\x000", 1)}, "t.csv",
+                      where=("t.csv",)))
+    cases.append(Case("csv with a UTF-8 BOM", {"t.csv": b"\xef\xbb\xbf" + base}, "t.csv",
+                      expect="same"))
+    cases.append(Case("csv with CRLF line ends", {"t.csv": base.replace(b"\n", b"\r\n")},
+                      "t.csv", expect="same"))
+    cases.append(Case("not a Parquet file named .parquet", {"t.parquet": base}, "t.parquet",
+                      where=("t.parquet",)))
+    cases.append(Case("folder without traces", {"d/readme.txt": b"x"}, "d", where=("d",)))
+    cases.append(Case("glob matching nothing", {"t.csv": base}, "*.tsv", where=("*.tsv",)))
+    return cases
+
+
+def _option_cases() -> list[Case]:
+    files = {"t.csv": generic_csv()}
+    cases = []
+
+    def opt(name: str, args: list[str], where: tuple[str, ...], extra: dict | None = None,
+            trace: str = "t.csv", expect: str = "error") -> None:
+        cases.append(Case(name, {**files, **(extra or {})}, trace, args, expect, where))
+
+    for seed in ("-1", "-99", str(2**64), str(2**32)):
+        opt(f"--seed {seed}", ["--seed", seed], ("--seed",))
+    for days in ("nan", "inf", "-inf", "-1", "0", "1e400", "NaN"):
+        opt(f"--days {days}", ["--days", days], ("--days",))
+    for lr in ("nan,1", "0.5,inf", "inf,inf", "1,0.5", "0,1", "a,b", "0.5", "0.5,0.6,0.7",
+               "-1,1", "nan,nan", "1e400,1e400", ""):
+        opt(f"--load-range {lr!r}", ["--load-range", lr], ("--load-range",))
+    opt("--map submit_time twice", ["--map", "submit_time=submit_time",
+                                    "--map", "submit_time=duration"], ("--map", "submit_time"))
+    opt("--map num_gpus twice in one value", ["--map", "num_gpus=num_gpus,num_gpus=duration"],
+        ("--map", "num_gpus"))
+    opt("--map pool=... with --pool-from const:x", ["--map", "pool=job_id",
+                                                    "--pool-from", "const:x"],
+        ("--map", "--pool-from"))
+    opt("--map pool=... with --pool-from file-stem", ["--map", "pool=job_id",
+                                                      "--pool-from", "file-stem"],
+        ("--map", "--pool-from"))
+    opt("--map pool=... with --pool-from column", ["--map", "pool=job_id",
+                                                   "--pool-from", "job_id"],
+        ("--map", "--pool-from"))
+    opt("--map unknown contract column", ["--map", "gpus=num_gpus"], ("--map", "gpus"))
+    opt("--map missing source column", ["--map", "num_gpus=gpus"], ("t.csv", "gpus"))
+    opt("--map without '='", ["--map", "num_gpus"], ("--map",))
+    opt("--map empty side", ["--map", "=num_gpus"], ("--map",))
+    opt("--pool-from const: without a name", ["--pool-from", "const:"], ("--pool-from",))
+    opt("--pool-from missing column", ["--pool-from", "queue"], ("t.csv", "queue"))
+    opt("--format bogus", ["--format", "bogus"], ("--format",))
+    opt("--format philly on a generic file", ["--format", "philly"], ("t.csv",))
+    opt("--format helios on a generic file", ["--format", "helios"], ("t.csv",))
+    opt("--time-unit bogus", ["--time-unit", "h"], ("--time-unit",))
+    opt("--time-unit datetime on numbers", ["--time-unit", "datetime"], ("t.csv", "submit_time"))
+    opt("--time-unit ms on a canonical file", ["--time-unit", "ms"], ("--time-unit",),
+        extra={"c.parquet": generic_frame().with_columns(
+            pl.lit(None, dtype=pl.String).alias("tag"), pl.lit(None, dtype=pl.String).alias("user"),
+            pl.lit(False).alias("preemptible"))}, trace="c.parquet")
+    quota_values = ["nan", "inf", "0", "-1", "2147483648", "abc", "1.5", "", "1e400"]
+    for value in quota_values:
+        opt(f"--quotas quota_gpus={value!r}", ["--quotas", "{dir}/q.csv"], ("q.csv", "quota_gpus"),
+            extra={"q.csv": f"pool,quota_gpus\na,16\nb,{value}\n".encode()})
+    opt("--quotas pool listed twice", ["--quotas", "{dir}/q.csv"], ("q.csv", "'a'"),
+        extra={"q.csv": b"pool,quota_gpus\na,16\na,8\nb,8\n"})
+    opt("--quotas without a pool of the trace", ["--quotas", "{dir}/q.csv"], ("q.csv", "b"),
+        extra={"q.csv": b"pool,quota_gpus\na,16\n"})
+    opt("--quotas smaller than a job", ["--quotas", "{dir}/q.csv"], ("q.csv", "'a'"),
+        extra={"q.csv": b"pool,quota_gpus\na,4\nb,8\n"})
+    opt("--quotas missing column", ["--quotas", "{dir}/q.csv"], ("q.csv", "quota_gpus"),
+        extra={"q.csv": b"pool,gpus\na,16\nb,8\n"})
+    opt("--quotas latin-1", ["--quotas", "{dir}/q.csv"], ("q.csv",),
+        extra={"q.csv": "pool,quota_gpus\na,16\nb,8\ncaf\u00e9,3\n".encode("latin-1")})
+    opt("--quotas missing file", ["--quotas", "{dir}/nope.csv"], ("nope.csv",))
+    opt("--clean with every row bad", ["--clean"], ("t.csv",),
+        extra={"t.csv": generic_csv().replace(b",1\n", b",0\n").replace(b",2\n", b",0\n")
+               .replace(b",4\n", b",0\n").replace(b",8\n", b",0\n")})
+    return cases
+
+
+def all_cases() -> list[Case]:
+    """Return every generated case (deterministic order)."""
+    return _cell_cases() + _parquet_cases() + _philly_cases() + _structure_cases() + _option_cases()
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _write(folder: Path, files: dict[str, bytes | pl.DataFrame]) -> None:
+    for rel, content in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, pl.DataFrame):
+            content.write_parquet(path)
+        else:
+            path.write_bytes(content)
+
+
+def _run(main: Callable[[list[str]], int], argv: list[str]) -> tuple[int | None, str, str]:
+    """Return (exit code or None after an escaped exception, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except BaseException:  # noqa: BLE001 - an escaped exception is what the fuzz looks for
+            traceback.print_exc(file=err)
+            code = None
+    return code, out.getvalue(), err.getvalue()
+
+
+def _reference_jobs(main, folder: Path) -> pl.DataFrame:
+    """Return the jobs `sia ingest` writes for the uncorrupted generic CSV."""
+    _write(folder, {"ref.csv": generic_csv()})
+    code, _, err = _run(main, ["ingest", str(folder / "ref.csv"), "--out", str(folder / "ref")])
+    assert code == 0, err
+    return pl.read_parquet(folder / "ref" / "jobs.parquet")
+
+
+def classify(case: Case, folder: Path, main, reference: pl.DataFrame) -> tuple[str, str]:
+    """Run ``case`` in ``folder``; return (outcome, what was printed on stderr)."""
+    _write(folder, case.files)
+    out_dir = folder / "out"
+    argv = ["ingest", str(folder / case.trace), "--out", str(out_dir)]
+    argv += [a.replace("{dir}", str(folder)) for a in case.args]
+    code, stdout, stderr = _run(main, argv)
+    if code is None or "Traceback" in stderr:
+        return "traceback", stderr
+    if code == 2:
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        one_line = len(lines) == 1 and lines[0].startswith("error: ")
+        # a usage error of the command-line parser names the option in its own box
+        usage = "Invalid value for" in stderr or "No such option" in stderr
+        named = all(w.lower() in stderr.lower() for w in case.where)
+        if case.expect == "error" and named and (one_line or usage):
+            return "clean", stderr
+        return "unclear", stderr
+    if code != 0:
+        return "unclear", stderr
+    if case.expect.startswith("note:"):
+        report = json.loads((out_dir / "report.json").read_text())
+        lines = report.get("warnings", []) + report.get("notes", [])
+        want = case.expect.removeprefix("note:")
+        return ("noted" if any(want in ln for ln in lines) and want in stdout
+                else "silent"), stdout
+    if case.expect == "same":
+        jobs = pl.read_parquet(out_dir / "jobs.parquet")
+        return ("same" if jobs.equals(reference) else "silent"), stdout
+    return "silent", stdout
+
+
+def run_all(main, cases: list[Case]) -> dict[str, tuple[str, str]]:
+    """Return {case name: (outcome, message)} for every case, each in its own folder."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        reference = _reference_jobs(main, root / "ref")
+        for i, case in enumerate(cases):
+            folder = root / f"c{i}"
+            folder.mkdir()
+            results[case.name] = classify(case, folder, main, reference)
+    return results
+
+
+CASES = all_cases()
+
+
+def test_enough_distinct_cases():
+    assert len(CASES) >= 300
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    from sia.pipelines.cli import main
+
+    return run_all(main, CASES)
+
+
+def test_every_corrupted_input_is_a_clean_error_or_reported(outcomes):
+    bad = {name: r for name, r in outcomes.items() if r[0] not in ("clean", "noted", "same")}
+    assert not bad, "\n".join(f"{name}: {outcome}: {msg.strip()[-300:]}"
+                              for name, (outcome, msg) in list(bad.items())[:20])
+
+
+def test_the_fuzz_sees_what_it_should(outcomes):
+    counts = Counter(o for o, _ in outcomes.values())
+    # every kind of expectation is exercised: errors, accepted-with-a-note, unchanged
+    assert counts["clean"] >= 250 and counts["noted"] >= 6 and counts["same"] == 2
+
+
+if __name__ == "__main__":
+    from sia.pipelines.cli import main as _main
+
+    res = run_all(_main, CASES)
+    print(f"tried {len(res)}: " + ", ".join(f"{k} {v}" for k, v in
+                                              sorted(Counter(o for o, _ in res.values()).items())))
+    for name, (outcome, msg) in res.items():
+        if outcome not in ("clean", "noted", "same") or "-v" in sys.argv:
+            print(f"  {outcome:9s} {name}: {msg.strip().splitlines()[-1][:200] if msg.strip() else ''}")
