@@ -42,10 +42,19 @@ enormously with the seed: HiGHS (2 threads, no warm start) proved optimality
 in 8-25 s for seed 0 of base, higher-load and more-queues, but found *no*
 solution in 300 s for 5 of the 9 Figure 5 instances. Hence the warm start
 (see :class:`OraclePolicy`): with it the oracle never returns a plan worse than
-SIA_VC's (beta = 0), but after 60 s its gap is often still near 1 (weak
-bounds): on such instances the oracle is "the best plan found", not a
-proven optimum. Instances of a few dozen jobs solve to optimality in
-well under a second.
+SIA_VC's (beta = 0), but its gap is often far from 0 (weak bounds): on
+such instances the oracle is "the best plan found", not a proven optimum.
+Instances of a few dozen jobs solve to optimality in well under a second.
+The 2-day base workload, seed 0 (255 jobs, 19k binaries, 243k nonzeros;
+2026-11-24, ``benchmarks/bench_oracle.py --cases base:2``): HiGHS stopped by
+a 60 s wall clock found no plan (FCFS fallback, 2845 h of queueing); CP-SAT
+on one worker, warm-started from SIA_VC (129 h) and stopped after 20
+deterministic seconds, returns a 73.6 h plan with a reported gap of 0.415,
+the same plan in two runs under different machine loads.
+
+Reproducibility: CP-SAT stops on ``work_limit`` (deterministic seconds, a
+count of its own work), never on the wall clock unless ``time_limit_s`` (a
+safety bound) runs out first, which ``OracleResult.reproducible`` reports.
 """
 
 from __future__ import annotations
