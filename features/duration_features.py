@@ -54,7 +54,7 @@ _STATS: tuple[str, ...] = ("count", "median_s", "q90_s", "last_s", "le5m", "le60
 #: How many of a group's most recently finished jobs its ``recent_le*`` shares cover. Chosen on
 #: Philly's default training period (days 23-44; see the JobDuration section of the README):
 #: the mean ROC AUC of "fits 5 / 60 / 720 min" by the pool-and-width group's share was 0.78 /
-#: 0.69 / 0.86 over all its history and 0.94 / 0.80 / 0.90 over its last 50 jobs.
+#: 0.69 / 0.86 over all its history and 0.94 / 0.81 / 0.90 over its last 50 jobs.
 RECENT_JOBS = 50
 BURST_COLUMNS: list[str] = ["pool_subs_5m", "pool_subs_60m", "pool_same_width_60m",
                             "since_pool_sub_s", "log2_gpus"]
