@@ -1,31 +1,103 @@
-"""SIA_VC replay cost on prefixes of the Philly trace, and its slowdowns vs FCFS (must be 0).
+"""SIA_VC replay cost on prefixes of the Philly trace, before and after, and its slowdowns vs FCFS.
 
 Reads the Philly per-VC trace (bad rows dropped), derives quotas from load on
 the whole trace (SIA 6.1, seed 0), keeps the first N jobs by submit time and
-replays FCFS and SIA_VC on them. Prints per prefix: wall and CPU seconds of
-the SIA_VC replay, decisions, guard re-runs (early starts tried) and how many
-failed, opportunistic starts, and the jobs ending > 1 s later than under FCFS.
+replays FCFS and SIA_VC on them. Prints per prefix and code version: wall and
+CPU seconds of the SIA_VC replay (after a small warm-up replay, so numba's
+compilation is not counted), decisions, guards (early starts tried, counted as
+the paper's algorithm would try them) and how many failed, opportunistic
+starts, the jobs ending > 1 s later than under FCFS (Theorem 1: must be 0),
+and whether the schedule is identical to the first version's.
 
-    .venv/bin/python benchmarks/bench_siavc.py [--prefixes 1000,5000,20000]
+``--before REV`` also runs the same measurement with the code of git revision
+REV (extracted with ``git archive`` into a temporary directory and run in a
+child process that imports it instead of the working tree), in the same run
+on the same machine; ``--order`` says which goes first.
 
-The whole trace is ``--prefixes 82182`` (target 120 s on this 2-core machine).
+    .venv/bin/python benchmarks/bench_siavc.py [--prefixes 1000,5000,20000] [--before main]
+
+The whole trace is ``--prefixes 82182`` (goal: under 60 s).
 Measured 2026-11-22 (session 3), CPU s by prefix: 1,000: 0.55; 5,000: 1.8;
 10,000: 5.1; 20,000: 15.4; 40,000: 42.2; all 82,182: 90.7, with 0 jobs slowed
 (session 2: 0.6 / 2.5 / 6.9 / 21.3 / 58 / 126; session 1: over 600 for all).
+2026-11-24, same code, machine shared with four other engineers: all 82,182:
+106.8 s CPU (132 s wall), 0 slowed; on average 31.7k merged clock entries per
+pass, of which ~900 pending and ~8.9k before the horizon.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import site
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-from sia.data.quotas import quotas_from_load
-from sia.data.readers import read_philly
-from sia.scheduler.core.simulator import simulate
-from sia.scheduler.policies.siavc.policy import SiaVCPolicy
-from sia.scheduler.registry import make_policy
+import numpy as np
 
 PHILLY = "builtin:philly"  # the trace shipped in the package (sia.data.datasets)
+_PACKAGES = ("data", "features", "models", "scheduler", "pipelines")
+
+
+def measure(trace: str, prefixes: list[int], starts_out: str) -> list[dict]:
+    """Replay FCFS and SIA_VC on each prefix with the code this process imports; return one
+    dict of figures per prefix and save each prefix's SIA_VC start times (s) to ``starts_out``."""
+    from sia.data.quotas import quotas_from_load
+    from sia.data.readers import read_philly
+    from sia.scheduler.registry import make_policy
+
+    try:
+        from sia.scheduler.core.simulator import simulate
+        from sia.scheduler.policies.siavc.policy import SiaVCPolicy
+    except ImportError:  # a revision from before the scheduler's packages (core/, policies/)
+        from sia.scheduler.policy_siavc import SiaVCPolicy
+        from sia.scheduler.simulator import simulate
+
+    jobs, _ = read_philly(trace, on_bad_rows="drop")
+    pools = quotas_from_load(jobs, seed=0)
+    jobs = jobs.sort("submit_time", maintain_order=True)
+    simulate(jobs.head(300), pools, SiaVCPolicy())  # compile (or load) the numba kernels
+    rows, saved = [], {}
+    for n in prefixes:
+        part = jobs.head(n)
+        pol = SiaVCPolicy()
+        t, c = time.perf_counter(), time.process_time()
+        res = simulate(part, pools, pol)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        fcfs = simulate(part, pools, make_policy("fcfs"))
+        st = pol.stats
+        rows.append(dict(jobs=n, wall=wall, cpu=cpu, decisions=st["calls"],
+                         guards=st["early_starts"], failed=st["checks_failed"],
+                         opport=int(res["opportunistic"].sum()),
+                         slowed=int(((res["end_time"] - fcfs["end_time"]) > 1.0).sum())))
+        saved[str(n)] = res["start_time"].to_numpy()
+    np.savez(starts_out, **saved)
+    return rows
+
+
+def measure_revision(rev: str, trace: str, prefixes: list[int], starts_out: str) -> list[dict]:
+    """Run :func:`measure` in a child process on the package code of git revision ``rev``."""
+    repo = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="bench-siavc-") as tmp:
+        src, pkg = Path(tmp, "src"), Path(tmp, "sia")
+        src.mkdir()
+        pkg.mkdir()
+        archive = subprocess.run(["git", "-C", str(repo), "archive", rev, *_PACKAGES],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        for name in _PACKAGES:
+            (pkg / name).symlink_to(src / name)
+        # -S: no site hooks, so the editable install of the working tree is not seen
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([tmp, *site.getsitepackages()]))
+        out = subprocess.run(
+            [sys.executable, "-S", __file__, "--worker", "--trace", trace, "--prefixes",
+             ",".join(map(str, prefixes)), "--starts-out", starts_out],
+            env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -33,24 +105,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=PHILLY)
     ap.add_argument("--prefixes", default="1000,5000,20000")
+    ap.add_argument("--before", default=None, help="git revision to compare with")
+    ap.add_argument("--order", choices=("before-first", "after-first"), default="before-first")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--starts-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    jobs, _ = read_philly(args.trace, on_bad_rows="drop")
-    pools = quotas_from_load(jobs, seed=0)
-    jobs = jobs.sort("submit_time", maintain_order=True)
-    print(f"{'jobs':>7} {'wall s':>8} {'cpu s':>8} {'decisions':>9} {'guards':>8} "
-          f"{'failed':>8} {'opport.':>7} {'slowed':>6}")
-    for n in (int(x) for x in args.prefixes.split(",")):
-        part = jobs.head(n)
-        pol = SiaVCPolicy()
-        t, c = time.perf_counter(), time.process_time()
-        res = simulate(part, pools, pol)
-        wall, cpu = time.perf_counter() - t, time.process_time() - c
-        fcfs = simulate(part, pools, make_policy("fcfs"))
-        slowed = int(((res["end_time"] - fcfs["end_time"]) > 1.0).sum())
-        st = pol.stats
-        print(f"{n:>7} {wall:>8.2f} {cpu:>8.2f} {st['calls']:>9} {st['early_starts']:>8} "
-              f"{st['checks_failed']:>8} {int(res['opportunistic'].sum()):>7} {slowed:>6}",
-              flush=True)
+    prefixes = [int(x) for x in args.prefixes.split(",")]
+    if args.worker:
+        print(json.dumps(measure(args.trace, prefixes, args.starts_out)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-siavc-starts-") as tmp:
+        runs = [("after", lambda out: measure(args.trace, prefixes, out))]
+        if args.before:
+            before = ("before", lambda out: measure_revision(args.before, args.trace, prefixes,
+                                                             out))
+            runs.insert(0 if args.order == "before-first" else 1, before)
+        table = {}
+        for name, run in runs:
+            rows = run(f"{tmp}/{name}.npz")
+            with np.load(f"{tmp}/{name}.npz") as saved:
+                table[name] = (rows, dict(saved.items()))
+    first = next(iter(table.values()))[1]
+    print(f"{'jobs':>7} {'code':<7}{'wall s':>8} {'cpu s':>8} {'decisions':>9} {'guards':>9} "
+          f"{'failed':>9} {'opport.':>7} {'slowed':>6} {'same plan':>9}")
+    for i, n in enumerate(prefixes):
+        for name, (rows, starts) in table.items():
+            r = rows[i]
+            same = np.array_equal(starts[str(n)], first[str(n)])
+            print(f"{n:>7} {name:<7}{r['wall']:>8.2f} {r['cpu']:>8.2f} {r['decisions']:>9} "
+                  f"{r['guards']:>9} {r['failed']:>9} {r['opport']:>7} {r['slowed']:>6} "
+                  f"{'yes' if same else 'NO':>9}")
 
 
 if __name__ == "__main__":

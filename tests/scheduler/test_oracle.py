@@ -185,7 +185,8 @@ def test_fairness_term_keeps_the_plan_feasible_and_both_solvers_agree():
 def test_no_solution_in_time_falls_back_to_fcfs(monkeypatch):
     import sia.scheduler.policies.oracle as oracle
 
-    monkeypatch.setattr(oracle, "_solve_mip", lambda *a, **k: (None, np.nan, np.nan, "none"))
+    monkeypatch.setattr(oracle, "_solve_mip",
+                        lambda *a, **k: oracle._Solved(None, np.nan, np.nan, "none", False))
     s, d, g, p, q = _hand_instance()
     cutoff = fcfs_baseline_starts(s, d, g, p, q)
     r = solve_oracle(s, d, g, p, q, cutoff, step_s=10.0)
