@@ -58,11 +58,12 @@ METRICS = (
 )
 
 #: What the oracle reports about its replay (:func:`sia.pipelines.engine.policy_facts`).
-ORACLE_FACTS = ("oracle_status", "oracle_gap", "oracle_delay_h", "fcfs_delay_h")
+ORACLE_FACTS = ("oracle_status", "oracle_gap", "oracle_delay_h", "fcfs_delay_h",
+                "oracle_reproducible")
 
 _KEYS = {"workloads", "seeds", "policies", "days", "warmup_s", "tick_s", "oracle"}
-_ORACLE_KEYS = {"step_s", "slots_per_duration", "time_limit_s", "solver", "threads", "beta",
-                "warm_start"}
+_ORACLE_KEYS = {"step_s", "slots_per_duration", "time_limit_s", "work_limit", "solver",
+                "threads", "beta", "warm_start"}
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ class OracleSection(_Strict):
     step_s: PosFloat | None = None
     slots_per_duration: PosInt | None = None
     time_limit_s: PosFloat | None = None
+    work_limit: PosFloat | None = None
     solver: str | None = None
     threads: PosInt | None = None
     beta: NonNegFloat | None = None

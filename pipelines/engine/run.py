@@ -55,7 +55,8 @@ def policy_facts(policy: Any) -> dict[str, Any]:
     A policy reports through a ``facts()`` method. The oracle predates that
     protocol and keeps its solver outcome in ``result`` (an OracleResult);
     this adapter, the only reader of it, turns it into ``oracle_status``,
-    ``oracle_gap``, ``oracle_delay_h`` and ``fcfs_delay_h`` (hours).
+    ``oracle_gap``, ``oracle_delay_h``, ``fcfs_delay_h`` (hours) and
+    ``oracle_reproducible`` (False when a wall-clock limit stopped the solver).
     """
     facts = getattr(policy, "facts", None)
     if callable(facts):
@@ -64,7 +65,8 @@ def policy_facts(policy: Any) -> dict[str, Any]:
     if res is None or not hasattr(res, "status"):
         return {}
     return {"oracle_status": res.status, "oracle_gap": res.gap,
-            "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600}
+            "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600,
+            "oracle_reproducible": getattr(res, "reproducible", None)}
 
 
 def require_scored(n_jobs: int | None, where: str, warmup: str) -> None:

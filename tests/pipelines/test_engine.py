@@ -63,6 +63,7 @@ def test_the_oracle_reports_its_solver_facts_through_the_outcome():
     facts = run_replay(spec).facts
     assert facts["oracle_status"] in ("optimal", "feasible") and facts["oracle_gap"] >= 0
     assert facts["fcfs_delay_h"] >= facts["oracle_delay_h"] - 1e-9
+    assert facts["oracle_reproducible"] is True  # a deterministic work limit, not the clock
 
 
 def test_score_is_compare_against_the_baseline():
