@@ -149,8 +149,10 @@ def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "",
     ax.set_ylim(0, 1.0)
     ax.grid(True, which="major", alpha=0.25)
     ax.set_title(title or "per-job speedup")
-    if arrays:
+    if any(x.size for x in arrays.values()):
         ax.legend(fontsize=7.5, loc="upper left")
+    else:  # nothing scored (e.g. the warm-up covers the replay): say so instead of a legend
+        ax.text(0.5, 0.5, "no job scored", transform=ax.transAxes, ha="center", va="center")
     return _save(fig, path)
 
 
