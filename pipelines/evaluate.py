@@ -655,8 +655,13 @@ class _Tracker:
             except Exception:  # noqa: BLE001 - deleted run or another store: start afresh
                 run = None
         if run is None:
-            run = mlflow.start_run(run_name=f"sweep {self.cfg.name}",
-                                   tags={"sia.kind": "sweep", "sia.config": self.cfg.name})
+            # the UI's run table shows about 25 characters: the start time first tells two
+            # sweeps of one config apart; the config's digest says whether they differ
+            stamp = time.strftime("%m-%d %H:%M:%S")
+            run = mlflow.start_run(
+                run_name=f"sweep {stamp} {self.cfg.name} cfg {self.cfg.digest()[:8]}",
+                tags={"sia.kind": "sweep", "sia.config": self.cfg.name,
+                      "sia.config_digest": self.cfg.digest()})
             mlflow.log_params(self.cfg.to_params())
             used = {k: v for versions in self.versions.values() for k, v in versions.items()}
             mlflow.log_params(model_params(used))  # the model versions used (default alias)

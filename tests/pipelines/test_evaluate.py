@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -275,7 +276,11 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent
                 and r.data.tags.get("sia.kind") == "experiment"]
     assert len(children) == 2
-    assert any(r.info.run_id == parent for r in runs)
+    (sweep,) = [r for r in runs if r.info.run_id == parent]
+    # the sweep's name tells runs of one config apart by start time, and says its digest
+    assert re.fullmatch(rf"sweep \d\d-\d\d \d\d:\d\d:\d\d {cfg.name} cfg [0-9a-f]{{8}}",
+                        sweep.info.run_name)
+    assert sweep.data.tags["sia.config_digest"].startswith(sweep.info.run_name[-8:])
     for child in children:
         exp_id = child.data.params["exp.id"]
         row = summary.filter((pl.col("exp_id") == exp_id)
