@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import polars as pl
 from sia.data.units import DAY_S
+
+if TYPE_CHECKING:  # polars is imported where used: the CLI reads Thresholds' defaults for --help
+    import polars as pl
 
 _YEAR_S = 365.25 * DAY_S
 
@@ -44,6 +47,8 @@ def _duration_text(seconds: float) -> str:
 
 def job_warnings(jobs: pl.DataFrame, limits: Thresholds) -> list[str]:
     """Return one line per kind of implausible job value (the widest / longest named, with a count)."""
+    import polars as pl
+
     out = []
     wide = jobs.filter(pl.col("num_gpus") > limits.max_gpus).sort("num_gpus", descending=True)
     if wide.height:
@@ -72,6 +77,8 @@ def quota_warnings(jobs: pl.DataFrame, pools: pl.DataFrame, span_s: float,
     job when that one sets the quota) would be more than ``limits.quota_factor`` times
     smaller.
     """
+    import polars as pl
+
     if "target_load" not in pools.columns or span_s <= 0:
         return []
     out = []

@@ -38,6 +38,7 @@ from pathlib import Path
 import polars as pl
 from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
+from sia.data.formats import FORMATS, TIME_UNITS
 from sia.data.schema import (
     JOB_SCHEMA,
     SOURCE_FILE,
@@ -50,8 +51,6 @@ from sia.data.schema import (
     validate,
 )
 
-FORMATS = ("auto", "philly", "philly-joblog", "helios", "pai", "generic", "canonical")
-TIME_UNITS = ("s", "ms", "datetime")
 #: a generic trace without durations may give each job's start and end instead
 SPAN_COLUMNS = ("start_time", "end_time")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
