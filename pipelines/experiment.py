@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any
 
 from sia.data.errors import ConfigError
-from sia.pipelines.study_schema import load_study
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
@@ -217,6 +216,9 @@ class _Where:
 def load_config(path: Path | str, overrides: list[str] | None = None) -> ExperimentConfig:
     """Read and validate the YAML experiment config at ``path`` (``overrides``: `--set KEY=VALUE`
     items); raise ConfigError on mistakes (schema errors all at once: :mod:`sia.pipelines.study_schema`)."""
+    # pydantic and yaml are imported only when a config is read (not for `sia --help`)
+    from sia.pipelines.study_schema import load_study
+
     path = Path(path)
     return load_study(path, "evaluate", lambda raw: parse_config(
         raw, source=str(path), base_dir=path.parent, default_name=path.stem), overrides)

@@ -25,22 +25,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from sia.data.errors import ConfigError, TraceError
+from sia.data.formats import FORMATS, TIME_UNITS
 from sia.data.plausibility import Thresholds, job_warnings, quota_warnings
-from sia.data.quotas import (
-    quotas_from_load,
-    read_helios_gpu_numbers,
-    read_quota_file,
-    trace_span_s,
-)
-from sia.data.readers import FORMATS, TIME_UNITS, detect_format, read_trace
-from sia.data.schema import CleaningReport, check_pools
-from sia.data.synthetic import VARIANTS, generate_workload
 from sia.data.units import DAY_S
+from sia.data.variants import VARIANTS
+
+# Every command module imports this one for its option declarations, so `sia --help`
+# pays for its top level: polars and the readers are imported where they are used.
+if TYPE_CHECKING:
+    import polars as pl
+    from sia.data.schema import CleaningReport
 
 HELIOS_GPU_FILE = "cluster_gpu_number.csv"
 
@@ -57,6 +55,9 @@ class Workload:
 
 def _pools_from_quota_path(path: Path) -> tuple[pl.DataFrame, str]:
     """Read a quota file or a Helios GPU-number file (told apart by its 'date' column)."""
+    import polars as pl
+    from sia.data.quotas import read_helios_gpu_numbers, read_quota_file
+
     if not path.exists():
         raise ConfigError(f"--quotas {path}: no such file")
     if path.suffix.lower() != ".parquet":
@@ -93,6 +94,12 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     Implausible values (``limits``, :mod:`sia.data.plausibility`) are kept and
     warned about in ``report.warnings``.
     """
+    import polars as pl
+    from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, trace_span_s
+    from sia.data.readers import detect_format, read_trace
+    from sia.data.schema import CleaningReport, check_pools
+    from sia.data.synthetic import generate_workload
+
     limits = limits or Thresholds()
     if trace is not None and synthetic is not None:
         raise ConfigError("give either a TRACE or --synthetic, not both")
@@ -293,6 +300,8 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
 
     ``None`` leaves that end open. The caller decides what an empty window means.
     """
+    import polars as pl
+
     lo = -math.inf if start_day is None else start_day * DAY_S
     hi = math.inf if end_day is None else end_day * DAY_S
     return jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
