@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
 from sia.data.paths import output_root
-from sia.pipelines.evaluate import BASELINE, SweepResult, run_sweep
-from sia.pipelines.executors import make_executor
-from sia.pipelines.experiment import load_config
+
+if TYPE_CHECKING:  # the sweep's stack (xgboost, mlflow, dask ...) is imported when the command runs
+    import polars as pl
+    from sia.pipelines.evaluate import SweepResult
 
 HELP = """Run a scheduler evaluation sweep described by an experiment config (YAML).
 
@@ -113,6 +113,10 @@ def register(app: typer.Typer) -> None:
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
+        from sia.pipelines.evaluate import BASELINE, run_sweep
+        from sia.pipelines.executors import make_executor
+        from sia.pipelines.experiment import load_config
+
         cfg = load_config(config, set_)
         out_dir = out or output_root() / "evaluations" / cfg.name
         console = wide_console()

@@ -6,12 +6,9 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
 import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
-from sia.features.schedule import has_schedule, schedule_from_columns
-from sia.features.table9 import FEATURE_COLUMNS, build_features
 from sia.pipelines import inputs
 
 HELP = """Build the SIA Table 9 feature table of a trace and write it as Parquet.
@@ -57,6 +54,10 @@ def register(app: typer.Typer) -> None:
         seed: inputs.SeedOpt = 0,
         days: inputs.DaysOpt = None,
     ) -> None:
+        import polars as pl
+        from sia.features.schedule import has_schedule, schedule_from_columns
+        from sia.features.table9 import FEATURE_COLUMNS, build_features
+
         if not grid_s > 0:
             raise ConfigError(f"--grid-s {grid_s}: must be a positive number of seconds")
         wins = inputs.parse_windows(windows)

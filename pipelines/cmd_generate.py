@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sia.data.synthetic import VARIANTS
+from sia.data.variants import VARIANTS
 from sia.pipelines import inputs
-from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
 HELP = """Generate a synthetic workload of SIA Appendix A.1 / C and write it.
 
@@ -45,6 +44,8 @@ def register(app: typer.Typer) -> None:
         seed: inputs.SeedOpt = 0,
         days: Annotated[float, typer.Option("--days", help="Days of arrivals to generate.")] = 3.0,
     ) -> None:
+        from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
+
         wl = inputs.workload_from_options(None, variant, "auto", None, None, "s", False, None,
                                           "0.6,1.1", seed, days)
         paths = write_workload(wl, out)

@@ -11,7 +11,6 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.plausibility import Thresholds
 from sia.pipelines import inputs
-from sia.pipelines.workload_io import summary_lines, write_workload
 
 HELP = """Read a job trace and write it in the canonical format.
 
@@ -83,6 +82,8 @@ def register(app: typer.Typer) -> None:
                                         "be more than this many times smaller without its "
                                         "largest job.")] = Thresholds.quota_factor,
     ) -> None:
+        from sia.pipelines.workload_io import summary_lines, write_workload
+
         t0 = time.perf_counter()
         limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,

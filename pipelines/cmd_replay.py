@@ -5,36 +5,22 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import inputs
-from sia.pipelines.engine import (
-    FrameWorkload,
-    RegistryPredictors,
-    ReplayOutcome,
-    ReplaySpec,
-    locality_options,
-    run_replay,
-    score,
-)
-from sia.pipelines.engine.predictors import resolve_registry
-from sia.pipelines.engine.sched import (
-    POLICY_NAMES,
-    RESULT_COLUMNS,
-    check_policy,
-    options_from_cli,
-    policies_with,
-    policy_needs,
-    policy_options,
-)
-from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
 from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
+from sia.scheduler.registry import POLICY_NAMES
+
+# The replay engine (the scheduler's solvers, the predictors, MLflow) is imported where it
+# is used, so that other commands and --help do not pay for it.
+if TYPE_CHECKING:
+    import polars as pl
+    from sia.pipelines.engine import RegistryPredictors, ReplayOutcome, ReplaySpec
 
 #: Replays with at least this many jobs show a progress bar.
 PROGRESS_FROM_JOBS = 20_000
@@ -87,6 +73,8 @@ def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float
          source: Any = None) -> list[ReplaySpec]:
     """Return the replays of `sia replay`: ``policy`` then, unless it is FCFS, the FCFS baseline,
     both on the same jobs, quotas and locality (``source`` describes the jobs in the keys)."""
+    from sia.pipelines.engine import FrameWorkload, ReplaySpec
+
     workload = FrameWorkload(jobs, pools, source)
     name = policy.strip().lower()
     specs = [ReplaySpec(workload, name, dict(options or {}), predictors=predictors, seed=seed,
@@ -108,6 +96,9 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
     cluster's placement counters (``preemptions``, ``preempted_jobs``,
     ``migrations``, ``migrated_jobs``, fallbacks ...).
     """
+    from sia.pipelines.engine import locality_options, run_replay, score
+    from sia.pipelines.engine.sched import policy_options
+
     outcomes = [run_replay(spec) for spec in specs]
     mine, base = outcomes[0], outcomes[-1]
     spec = specs[0]
@@ -138,6 +129,8 @@ def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
     (:func:`sia.pipelines.engine.tracking.policy_metrics`); artifacts: the
     summary and the per-job table.
     """
+    from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
+
     pred = summary.get("predictors") or {}
     cells = summary.get("cells") or {}
     params = {"policy": summary["policy"], "policy.name": summary["policy"],
@@ -170,6 +163,7 @@ def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
     under ``alias``, report in ``out_dir``) on the jobs submitted before the
     replay. Returns (the replay's start day, a record of the training).
     """
+    import polars as pl
     from sia.models.split import choose_split
     from sia.models.will_arrive import XGBParams
     from sia.pipelines.train import TrainConfig, run_training
@@ -320,6 +314,16 @@ def register(app: typer.Typer) -> None:
         no_mlflow: Annotated[bool, typer.Option(
             "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")] = False,
     ) -> None:
+        import polars as pl
+        from sia.pipelines.engine.predictors import resolve_registry
+        from sia.pipelines.engine.sched import (
+            RESULT_COLUMNS,
+            check_policy,
+            options_from_cli,
+            policies_with,
+            policy_needs,
+        )
+
         if not speedup > 0:
             raise ConfigError(f"--speedup must be > 0, not {speedup}")
         if not tick > 0:
