@@ -1,0 +1,36 @@
+"""The command line imports only what a command uses: `sia --help` must not pay for the heavy stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+#: Imported by the commands that train, sweep, track or solve, never by `sia --help`.
+HEAVY = ("xgboost", "sklearn", "mlflow", "dask", "ortools", "matplotlib", "numba")
+#: Also not needed to list the commands and their options (`sia ingest` imports them to run).
+NOT_FOR_HELP = ("polars", "scipy", "pandas", "pydantic", "yaml")
+
+
+def _imported_after(code: str) -> set[str]:
+    """Return the top-level module names imported in a fresh interpreter after ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_importing_the_cli_leaves_the_heavy_stack_out():
+    loaded = _imported_after("import sia.pipelines.cli")
+    assert "typer" in loaded  # the probe sees the CLI's own imports
+    assert loaded.isdisjoint(HEAVY + NOT_FOR_HELP), sorted(loaded & set(HEAVY + NOT_FOR_HELP))
+
+
+def test_generate_and_ingest_leave_the_heavy_stack_out(tmp_path):
+    gen, ing = str(tmp_path / "gen"), str(tmp_path / "ing")
+    loaded = _imported_after(
+        "from sia.pipelines.cli import main\n"
+        f"assert main(['generate', '--days', '1', '--out', {gen!r}]) == 0\n"
+        f"assert main(['ingest', {gen!r}, '--out', {ing!r}]) == 0")
+    assert (tmp_path / "ing" / "jobs.parquet").exists()  # both commands did run
+    assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
