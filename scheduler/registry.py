@@ -14,11 +14,13 @@ clear :class:`ConfigError`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sia.data.errors import ConfigError
 from sia.scheduler.core.needs import PolicyNeeds, needs_of
-from sia.scheduler.core.view import Policy
+
+if TYPE_CHECKING:  # numpy: `sia replay --help` reads POLICY_NAMES from here
+    from sia.scheduler.core.view import Policy
 
 #: name -> "module:Class"; the class is called with the options as keyword arguments.
 POLICIES: dict[str, str] = {

@@ -9,7 +9,7 @@ import sys
 #: Imported by the commands that train, sweep, track or solve, never by `sia --help`.
 HEAVY = ("xgboost", "sklearn", "mlflow", "dask", "ortools", "matplotlib", "numba")
 #: Also not needed to list the commands and their options (`sia ingest` imports them to run).
-NOT_FOR_HELP = ("polars", "scipy", "pandas", "pydantic", "yaml")
+NOT_FOR_HELP = ("numpy", "polars", "scipy", "pandas", "pydantic", "yaml")
 
 
 def _imported_after(code: str) -> set[str]:
