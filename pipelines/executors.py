@@ -16,6 +16,31 @@ from typing import Any, Protocol
 from sia.data.errors import ConfigError, SiaError
 
 
+def _watch_parent() -> None:
+    """Pool worker initializer: ignore SIGINT, and exit at once when the parent process dies.
+
+    Ctrl-C reaches the whole process group; the parent alone handles it (it
+    stops the pool and says what was kept), so workers print no traceback.
+    A parent killed outright (SIGKILL, OOM) cannot stop its pool: a daemon
+    thread waits on the sentinel of ``multiprocessing.parent_process()``
+    (a pipe that reaches EOF when the parent is gone) and ends the worker.
+    """
+    import os
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def wait_then_exit() -> None:
+        parent.join()  # returns only when the parent is gone
+        os._exit(1)
+
+    threading.Thread(target=wait_then_exit, name="sia-parent-watch", daemon=True).start()
+
+
 class ExecutorError(SiaError):
     """A replay failed on a worker (the message names the item and the cause)."""
 
@@ -76,7 +101,8 @@ class LocalExecutor:
         """Yield ``(item, fn(item))`` as workers finish; at most 2 x workers items in flight."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers,
-                                             mp_context=multiprocessing.get_context("spawn"))
+                                             mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_watch_parent)
         pending: dict[Any, Any] = {}
         it = iter(items)
         limit = 2 * self.workers
@@ -89,21 +115,38 @@ class LocalExecutor:
                     return
                 pending[self._pool.submit(fn, item)] = item
 
-        fill()
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in done:
-                item = pending.pop(fut)
-                exc = fut.exception()
-                if exc is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise _fail(item, exc) from exc
-                yield item, fut.result()
+        try:
             fill()
+            while pending:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    item = pending.pop(fut)
+                    exc = fut.exception()
+                    if exc is not None:
+                        raise _fail(item, exc) from exc
+                    yield item, fut.result()
+                fill()
+        except BaseException:
+            # a failure, Ctrl-C or a caller that stops early (GeneratorExit): the
+            # replays still running are abandoned, so end them now rather than
+            # letting close() wait for them to finish
+            self._kill()
+            raise
+
+    def _kill(self) -> None:
+        """Cancel the queued items and terminate the workers (abandoning running items)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
 
     def close(self) -> None:
-        """Shut the process pool down."""
+        """Shut the process pool down (after the items in flight finish)."""
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
