@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sia.data.errors import ConfigError, SiaError
@@ -30,6 +31,8 @@ def _watch_parent() -> None:
     import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # born with SIGINT blocked (see _no_sigint)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     parent = multiprocessing.parent_process()
     if parent is None:
         return
@@ -39,6 +42,26 @@ def _watch_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=wait_then_exit, name="sia-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def _no_sigint() -> Iterator[None]:
+    """Block SIGINT in this thread meanwhile (a Ctrl-C stays pending, delivered after).
+
+    The pool spawns its workers inside ``submit``; a worker inherits the
+    blocked mask, so a Ctrl-C during its start-up (before :func:`_watch_parent`
+    ignores SIGINT) cannot end it with a traceback.
+    """
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class ExecutorError(SiaError):
@@ -113,7 +136,8 @@ class LocalExecutor:
                     item = next(it)
                 except StopIteration:
                     return
-                pending[self._pool.submit(fn, item)] = item
+                with _no_sigint():
+                    pending[self._pool.submit(fn, item)] = item
 
         try:
             fill()
