@@ -11,9 +11,57 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sia.data.errors import ConfigError, SiaError
+
+
+def _watch_parent() -> None:
+    """Pool worker initializer: ignore SIGINT, and exit at once when the parent process dies.
+
+    Ctrl-C reaches the whole process group; the parent alone handles it (it
+    stops the pool and says what was kept), so workers print no traceback.
+    A parent killed outright (SIGKILL, OOM) cannot stop its pool: a daemon
+    thread waits on the sentinel of ``multiprocessing.parent_process()``
+    (a pipe that reaches EOF when the parent is gone) and ends the worker.
+    """
+    import os
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # born with SIGINT blocked (see _no_sigint)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def wait_then_exit() -> None:
+        parent.join()  # returns only when the parent is gone
+        os._exit(1)
+
+    threading.Thread(target=wait_then_exit, name="sia-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def _no_sigint() -> Iterator[None]:
+    """Block SIGINT in this thread meanwhile (a Ctrl-C stays pending, delivered after).
+
+    The pool spawns its workers inside ``submit``; a worker inherits the
+    blocked mask, so a Ctrl-C during its start-up (before :func:`_watch_parent`
+    ignores SIGINT) cannot end it with a traceback.
+    """
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class ExecutorError(SiaError):
@@ -76,7 +124,8 @@ class LocalExecutor:
         """Yield ``(item, fn(item))`` as workers finish; at most 2 x workers items in flight."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers,
-                                             mp_context=multiprocessing.get_context("spawn"))
+                                             mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_watch_parent)
         pending: dict[Any, Any] = {}
         it = iter(items)
         limit = 2 * self.workers
@@ -87,23 +136,41 @@ class LocalExecutor:
                     item = next(it)
                 except StopIteration:
                     return
-                pending[self._pool.submit(fn, item)] = item
+                with _no_sigint():
+                    pending[self._pool.submit(fn, item)] = item
 
-        fill()
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in done:
-                item = pending.pop(fut)
-                exc = fut.exception()
-                if exc is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise _fail(item, exc) from exc
-                yield item, fut.result()
+        try:
             fill()
+            while pending:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    item = pending.pop(fut)
+                    exc = fut.exception()
+                    if exc is not None:
+                        raise _fail(item, exc) from exc
+                    yield item, fut.result()
+                fill()
+        except BaseException:
+            # a failure, Ctrl-C or a caller that stops early (GeneratorExit): the
+            # replays still running are abandoned, so end them now rather than
+            # letting close() wait for them to finish
+            self._kill()
+            raise
+
+    def _kill(self) -> None:
+        """Cancel the queued items and terminate the workers (abandoning running items)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
 
     def close(self) -> None:
-        """Shut the process pool down."""
+        """Shut the process pool down (after the items in flight finish)."""
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None

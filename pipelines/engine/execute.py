@@ -9,7 +9,11 @@ as it comes in. :func:`stored_outcome` reads one back.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,14 +73,42 @@ def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: boo
         atomic_write_text(out / "config.json", json.dumps(config, indent=2))
     todo = [s for s, st in zip(specs, status, strict=True) if st != "done"]
     say(f"reusing {len(done.reused)} of {len(specs)} replays from {out}; running {len(todo)}")
-    with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance:
-        for spec, (frame, meta) in executor.run(run_stored, todo):
-            save_replay(*spec.files(out), frame, spec.key, policy=spec.policy, **meta)
-            done.ran.append(spec.name)
-            advance(spec.name, meta["wall_s"])
-            if on_done is not None:
-                on_done(spec)
+    try:
+        with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance, \
+                closing(executor.run(run_stored, todo)) as results:
+            for spec, (frame, meta) in results:
+                save_replay(*spec.files(out), frame, spec.key, policy=spec.policy, **meta)
+                done.ran.append(spec.name)
+                advance(spec.name, meta["wall_s"])
+                if on_done is not None:
+                    on_done(spec)
+    except KeyboardInterrupt:
+        # the progress bar is stopped and the workers ended (closing the run) by now
+        kept = len(done.reused) + len(done.ran)
+        print(f"interrupted: {kept} of {len(specs)} replays are kept in {out}; resume with: "
+              f"{resume_command()}", file=sys.stderr, flush=True)
+        raise
     return done
+
+
+def resume_command(argv: Sequence[str] | None = None) -> str:
+    """Return the shell command that re-runs this process's command line (``argv``: sys.argv).
+
+    ``sia ...`` when run through the ``sia`` script found first on PATH, else the
+    script's path (or ``python -m sia.pipelines.cli``) followed by the same arguments.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    if not argv or not argv[0]:
+        return "the same command"
+    prog, args = argv[0], argv[1:]
+    if Path(prog).name == "cli.py":
+        head = ["python", "-m", "sia.pipelines.cli"]
+    elif Path(prog).name == "sia" and (found := shutil.which("sia")) and \
+            Path(found).resolve() == Path(prog).resolve():
+        head = ["sia"]
+    else:
+        head = [prog]
+    return shlex.join(head + args)
 
 
 def stored_outcome(spec: ReplaySpec, out: Path, *, command: str = "the same command") -> ReplayOutcome:
