@@ -63,10 +63,10 @@ def quotas_from_load(jobs: pl.DataFrame, load_range: tuple[float, float] = (0.6,
         .sort("pool")
     )
     loads = np.random.default_rng(seed).uniform(lo, hi, size=per_pool.height)
-    quotas = [
-        max(math.ceil(gs / (span * load)), int(w))
-        for gs, w, load in zip(per_pool["gpu_seconds"], per_pool["widest"], loads, strict=True)
-    ]
+    # GPUs needed at the target load; a span of a few ulps overflows the division to inf
+    need = [gs / (span * load) for gs, load in zip(per_pool["gpu_seconds"], loads, strict=True)]
+    quotas = [max(math.ceil(x), int(w)) if x <= _MAX_QUOTA else _MAX_QUOTA + 1
+              for x, w in zip(need, per_pool["widest"], strict=True)]
     too_big = [p for p, q in zip(per_pool["pool"], quotas, strict=True) if q > _MAX_QUOTA]
     if too_big:
         raise TraceError(

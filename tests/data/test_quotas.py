@@ -75,6 +75,10 @@ def test_too_short_span_is_a_clear_error():
     jobs = _jobs([("a", 0.0, 3343.0, 47), ("e", 6.1e-05, 23.0, 5)])
     with pytest.raises(TraceError, match="pool 'a' would need more than"):
         quotas_from_load(jobs)
+    # a span of a few ulps makes GPU-seconds / span infinite: the same error, not an overflow
+    jobs = _jobs([("a", 0.0, 1295.0, 64), ("e", 1.3e-304, 46.0, 1)])
+    with pytest.raises(TraceError, match="pool 'a' would need more than"):
+        quotas_from_load(jobs)
 
 
 def test_bad_load_range():
