@@ -271,16 +271,23 @@ class LearnedForecaster:
         self.duration_model = (duration_model if duration_model is None
                                or duration_model.method != "history" else None)
         self._submissions = OnlineSubmissionFeatures()
-        #: eps per window for SIA's risk-aware lending (``lend_risk="auto"``), chosen in training
-        #: (the model stores one eps per duration-bin edge, or one for all: see
-        #: lend_risk_for_windows)
-        risk = (None if self.duration_model is None
-                else getattr(self.duration_model, "lend_risk_", None))
-        self.lend_risk = (None if risk is None else
-                          lend_risk_for_windows(
-                              risk, [60.0 * k for k in sorted(self.will_arrive)]).tolist())
+        #: the registered JobDuration's eps for SIA's risk-aware lending: one per bin edge, or
+        #: one for all (see lend_risk_at); None: SIA lends by the bin rule
+        self._lend_risk = (None if self.duration_model is None
+                           else getattr(self.duration_model, "lend_risk_", None))
         self._trace_id: int | None = None
         self._forests: dict[tuple[int, ...], tuple[Any, list[np.ndarray]]] = {}
+
+    def lend_risk_at(self, windows_s: Sequence[float]) -> list[float] | None:
+        """Return eps per scheduling window for SIA's risk-aware lending (``lend_risk="auto"``).
+
+        A window takes the eps of the largest duration-bin edge <= it
+        (:func:`~sia.models.job_duration.lend_risk_for_windows`); None when the
+        JobDuration chose none (SIA then lends by the bin rule).
+        """
+        if self._lend_risk is None:
+            return None
+        return lend_risk_for_windows(self._lend_risk, windows_s).tolist()
 
     @classmethod
     def from_registry(cls, windows_min: Sequence[int] = (5, 60, 720), alias: str = "champion",

@@ -824,14 +824,14 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     rule = JobDuration(method="history", **params).fit(x, y)
     table: list[dict[str, Any]] = []
     rule_rows = lending_table(rule.predict_cdf(x[hold]), y[hold], 0.5)
-    table += [{"candidate": "history rule", "eps": float("nan"), **r} for r in rule_rows]
+    table += [{"candidate": "history rule", **r} for r in rule_rows]  # the rule lends at 0.5
     best, best_lend = None, -1.0
     if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
         learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
         cdf = learned.predict_cdf(x[hold])
         for eps in grid:
             rows = lending_table(cdf, y[hold], eps)
-            table += [{"candidate": "learned", "eps": eps, **r} for r in rows]
+            table += [{"candidate": "learned", **r} for r in rows]
             safe = all(not (r["overrun"] > rr["overrun"]) or r["lendable"] == 0.0
                        for r, rr in zip(rows, rule_rows, strict=True))
             lend = sum(r["lendable"] for r in rows)

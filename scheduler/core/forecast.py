@@ -63,7 +63,11 @@ class Forecaster(Protocol):
 
 @runtime_checkable
 class DurationCdfForecaster(Forecaster, Protocol):
-    """A forecaster that also gives duration probabilities (SIA's risk-aware lending)."""
+    """A forecaster that also gives duration probabilities (SIA's risk-aware lending).
+
+    It may also have ``lend_risk_at(windows_s) -> list[float] | None``: the
+    eps per window its JobDuration was chosen with (SIA's ``lend_risk="auto"``).
+    """
 
     def duration_cdf(self, view: ForecastView, job_indices: np.ndarray,
                      windows_s: tuple[float, ...]) -> np.ndarray:

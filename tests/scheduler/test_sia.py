@@ -568,3 +568,17 @@ def test_lend_risk_option_errors():
         SiaPolicy(PerfectForecaster(), lend_risk="sometimes")
     # "auto" with a forecaster that chose no eps: the paper's bin rule
     assert SiaPolicy(PerfectForecaster()).lend_risk is None
+
+
+class _RiskPerWindow(_ConfidentPerfect):
+    """Answers lend_risk_at with an eps that names each window (its seconds / 1e5)."""
+
+    def lend_risk_at(self, windows_s):
+        return [w / 1e5 for w in windows_s]
+
+
+def test_auto_lend_risk_is_asked_for_the_policys_own_windows():
+    # the forecaster's eps is asked for SIA's windows, however many, not its own
+    pol = SiaPolicy(_RiskPerWindow(0.9), windows_s=(300.0, 7200.0))
+    assert pol.lend_risk.tolist() == [0.003, 0.072]
+    assert SiaPolicy(_RiskPerWindow(0.9)).lend_risk.tolist() == [0.003, 0.036, 0.432]

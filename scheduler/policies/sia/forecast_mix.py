@@ -60,10 +60,10 @@ class MixedForecaster:
             return src.duration_cdf(view, job_indices, windows_s)
         return cdf_from_bins(src.duration_bins(view, job_indices), windows_s)
 
-    @property
-    def lend_risk(self) -> Any:
+    def lend_risk_at(self, windows_s: Any) -> Any:
         """The ``durations`` source's eps per window for risk-aware lending (None: bin rule)."""
-        return getattr(self.durations, "lend_risk", None)
+        at = getattr(self.durations, "lend_risk_at", None)
+        return at(windows_s) if callable(at) else None
 
 
 def random_arrivals(base: Forecaster, seed: int = 0) -> MixedForecaster:

@@ -244,7 +244,7 @@ class SiaPolicy(DedicatedPass, SparePass):
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
         self._n_bins = len(upper)
-        self.lend_risk = _lend_risk(lend_risk, forecaster, len(windows), name)
+        self.lend_risk = _lend_risk(lend_risk, forecaster, tuple(windows), name)
         self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ life cycle
@@ -448,21 +448,25 @@ class SiaPolicy(DedicatedPass, SparePass):
 # ---------------------------------------------------------------------- registered variants
 
 
-def _lend_risk(value: Any, forecaster: Any, n_windows: int, name: str) -> np.ndarray | None:
+def _lend_risk(value: Any, forecaster: Any, windows: tuple[float, ...],
+               name: str) -> np.ndarray | None:
     """Return eps per window for risk-aware lending, or None for the paper's bin rule.
 
-    ``"auto"``: the forecaster's ``lend_risk`` (chosen when its JobDuration
-    was trained) when it answers ``duration_cdf``, else the bin rule. A
-    float is the same eps for every window; a sequence gives one per window.
+    ``"auto"``: the forecaster's ``lend_risk_at(windows)`` (its eps for these
+    windows, chosen when its JobDuration was trained) when it answers
+    ``duration_cdf``, else the bin rule. A float is the same eps for every
+    window; a sequence gives one per window.
     """
     if value is None:
         return None
+    n_windows = len(windows)
     has_cdf = isinstance(forecaster, DurationCdfForecaster)
     if isinstance(value, str):
         if value != "auto":
             raise ConfigError(f"policy {name!r}: lend_risk must be 'auto', a probability or one "
                               f"per window, not {value!r}")
-        value = getattr(forecaster, "lend_risk", None) if has_cdf else None
+        at = getattr(forecaster, "lend_risk_at", None) if has_cdf else None
+        value = at(windows) if callable(at) else None
         if value is None:
             return None
     elif not has_cdf:
