@@ -41,7 +41,7 @@ decision, that is exactly the history at the job's start; +inf when unknown).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sia.data.forecast_view import ForecastView, TraceView
@@ -67,6 +67,9 @@ from sia.models.job_duration import (
 )
 from sia.models.new_load import NewLoadEstimate
 from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
+
+if TYPE_CHECKING:
+    import polars as pl
 
 _COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=np.int64)
 _TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
@@ -278,6 +281,29 @@ class LearnedForecaster:
         self._trace_id: int | None = None
         self._forests: dict[tuple[int, ...], tuple[Any, list[np.ndarray]]] = {}
 
+    def prime(self, prior: pl.DataFrame | None) -> LearnedForecaster:
+        """Start every replay with the jobs that finished before it (returns self).
+
+        ``prior``: the jobs submitted before the replay (``pool``,
+        ``num_gpus``, ``submit_time``, ``duration``, optional ``tag``), e.g.
+        the trace before the replay window; None forgets them. JobDuration's
+        history (its look-alikes' shares and medians) otherwise starts empty
+        at the replay's first job, as on a cluster that just opened; a
+        cluster that has been running knows its finished jobs. Only jobs
+        finished by the replay's first submission count
+        (:func:`~sia.models.job_duration.prior_completions`).
+        """
+        if prior is not None:
+            missing = [c for c in ("pool", "num_gpus", "submit_time", "duration")
+                       if c not in prior.columns]
+            if missing:
+                raise ValueError(f"LearnedForecaster.prime: the prior jobs lack column(s) "
+                                 f"{missing}")
+        self.history = OnlineDurationHistory(self.history.min_count, prior)
+        self._submissions = OnlineSubmissionFeatures(prior)
+        self._trace_id = None
+        return self
+
     def lend_risk_at(self, windows_s: Sequence[float]) -> list[float] | None:
         """Return eps per scheduling window for SIA's risk-aware lending (``lend_risk="auto"``).
 
@@ -352,7 +378,7 @@ class LearnedForecaster:
         trace = view.trace
         if self._trace_id != id(trace):
             self._reset(trace)
-            self.history = OnlineDurationHistory(self.history.min_count)
+            self.history = OnlineDurationHistory(self.history.min_count, self.history.prior)
         n_comp = view.n_completed
         seen = self._seen
         done = [n_comp(p) for p in self._pool_index.tolist()]

@@ -212,6 +212,41 @@ class SortedHistory:
         return self.median() if q == 0.5 else sorted_quantile(self.values, q)
 
 
+def prior_completions(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float]]:
+    """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
+
+    ``prior``: None, or a frame of the jobs submitted before the replay
+    (``pool``, ``num_gpus``, ``submit_time``, ``duration``, optional
+    ``tag``), e.g. the trace before the replay window. A job counts as
+    finished at ``submit_time + duration`` (its end with no queueing, the
+    schedule the predictors are trained on), and only if that is at or before
+    the replay's first submission, so nothing after the replay's start leaks
+    in. Returns (tag code or -1, pool index, GPUs, duration in replay
+    seconds: divided by the trace's speed-up) in end-time order; jobs of
+    pools the replay does not hold, or tags it never sees, keep only what
+    applies (no pool: dropped; unseen tag: -1).
+    """
+    if prior is None or trace.n_jobs == 0 or prior.height == 0:
+        return []
+    start = float(trace.submit[0])
+    pools = {name: i for i, name in enumerate(trace.pool_names)}
+    codes = {t: int(c) for t, c in zip(trace.tag.tolist(), trace.tag_code.tolist(), strict=True)
+             if c >= 0}
+    tag_col = pl.col("tag") if "tag" in prior.columns else pl.lit(None)
+    done = (prior.select(pl.col("pool").cast(pl.String), pl.col("num_gpus").cast(pl.Int64),
+                         pl.col("duration").cast(pl.Float64),
+                         end=pl.col("submit_time") + pl.col("duration"), tag=tag_col)
+            .filter(pl.col("end") <= start).sort("end", maintain_order=True))
+    speedup = float(getattr(trace, "speedup", 1.0))
+    out = []
+    for pool, g, d, tag in zip(done["pool"].to_list(), done["num_gpus"].to_list(),
+                               done["duration"].to_list(), done["tag"].to_list(), strict=True):
+        p = pools.get(pool)
+        if p is not None:
+            out.append((codes.get(tag, -1) if tag is not None else -1, p, int(g), d / speedup))
+    return out
+
+
 class OnlineDurationHistory:
     """The same fallback chain, kept up to date from a simulator view's completions.
 
@@ -225,8 +260,10 @@ class OnlineDurationHistory:
     durations exactly.
     """
 
-    def __init__(self, min_count: int = 3):
+    def __init__(self, min_count: int = 3, prior: Any = None):
         self.min_count = min_count
+        #: jobs finished before the replay (see :func:`prior_completions`), absorbed at start
+        self.prior = prior
         self._seen: list[int] = []
         self._by_tag: dict[int, SortedHistory] = defaultdict(SortedHistory)
         self._by_pool_gpus: dict[tuple[int, int], SortedHistory] = defaultdict(SortedHistory)
@@ -245,9 +282,14 @@ class OnlineDurationHistory:
     def start(self, trace: TraceView) -> None:
         """Forget everything when ``trace`` is a new replay's trace."""
         if self._trace_id != id(trace):
-            self.__init__(self.min_count)
+            self.__init__(self.min_count, self.prior)
             self._trace_id = id(trace)
             self._seen = [0] * trace.n_pools
+            for tag, p, g, d in prior_completions(self.prior, trace):
+                if tag >= 0:
+                    self._by_tag[tag].add(d)
+                self._by_pool_gpus[(p, g)].add(d)
+                self._by_pool[p].add(d)
 
     def add(self, trace: Any, jobs: np.ndarray) -> None:
         """Absorb finished jobs (indices into ``trace``; their durations are known)."""
@@ -296,8 +338,18 @@ class OnlineDurationHistory:
 
 # ----------------------------------------------------------------------------- the estimator
 
+def _feature_index() -> dict[str, int]:
+    """Return the column index of each JobDuration feature."""
+    from sia.features.duration_features import DURATION_FEATURES
+
+    return {c: i for i, c in enumerate(DURATION_FEATURES)}
+
+
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
+#: ``history_shrink``'s levels, from the most general to the most specific: each level's shares
+#: are shrunk toward the estimate of the levels before it.
+_SHRINK_LEVELS: tuple[str, ...] = ("pool", "pool_gpus", "user", "tag")
 _N_EDGES = N_BINS - 1
 
 
@@ -386,7 +438,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  subsample: float = 1.0, colsample_bytree: float = 1.0, reg_lambda: float = 1.0,
                  calibration_fraction: float = 0.25, min_pool_history: int = 20,
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
-                 history_recent: float = 0.0, fallback_bin: int = N_BINS - 1,
+                 history_recent: float = 0.0, history_shrink: float = 0.0,
+                 fallback_bin: int = N_BINS - 1,
                  calendar: bool = False, n_jobs: int = 1, seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
@@ -401,6 +454,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_min_count = history_min_count
         self.history_quantile = history_quantile
         self.history_recent = history_recent
+        self.history_shrink = history_shrink
         self.fallback_bin = fallback_bin
         self.calendar = calendar
         self.n_jobs = n_jobs
@@ -443,6 +497,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_recent) <= 1.0:
             raise ValueError("JobDuration: history_recent must be in [0, 1], not "
                              f"{self.history_recent}")
+        if not 0.0 <= float(self.history_shrink) < np.inf:
+            raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
+                             f"{self.history_shrink}")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -548,23 +605,64 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         and GPU count, else same pool); rows with no history get the
         fallback bin's 0/1 step.
         """
-        from sia.features.duration_features import DURATION_FEATURES
-
-        idx = {c: i for i, c in enumerate(DURATION_FEATURES)}
+        if float(self.history_shrink) > 0.0:
+            return self._shrunk_cdf(x)
+        idx = _feature_index()
         out = np.full((x.shape[0], _N_EDGES), np.nan)
         done = np.zeros(x.shape[0], dtype=bool)
         need = float(self.history_min_count)
-        w = float(self.history_recent)
         for level in _RULE_LEVELS:
             count = x[:, idx[f"{level}_count"]]
             ok = ~done & (count >= (need if level != "pool" else 1.0))
-            whole = x[np.ix_(ok, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)])]
-            recent = x[np.ix_(ok, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)])]
-            out[ok] = whole if w == 0.0 else recent if w == 1.0 else w * recent + (1.0 - w) * whole
+            out[ok] = self._level_shares(x[ok], level)[0]
             done |= ok
         step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
         out[~done] = step
         return np.maximum.accumulate(np.nan_to_num(out, nan=0.0), axis=1)
+
+    def _level_shares(self, x: np.ndarray, level: str) -> tuple[np.ndarray, np.ndarray]:
+        """Return (shares [n, 3], jobs behind them [n]) of one history level, blended by history_recent.
+
+        The recent shares cover the group's last ``RECENT_JOBS`` finished jobs,
+        so they stand for at most that many.
+        """
+        from sia.features.duration_features import RECENT_JOBS
+
+        idx = _feature_index()
+        w = float(self.history_recent)
+        count = np.nan_to_num(x[:, idx[f"{level}_count"]], nan=0.0)
+        whole = x[:, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)]]
+        recent = x[:, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)]]
+        if w == 0.0:
+            return whole, count
+        if w == 1.0:
+            return recent, np.minimum(count, float(RECENT_JOBS))
+        return (w * recent + (1.0 - w) * whole,
+                w * np.minimum(count, float(RECENT_JOBS)) + (1.0 - w) * count)
+
+    def _shrunk_cdf(self, x: np.ndarray) -> np.ndarray:
+        """Return P(duration <= edge) shrunk level by level (``history_shrink`` = a > 0).
+
+        From the pool to the tag (:data:`_SHRINK_LEVELS`), each level's shares
+        p over its n jobs are pooled with the estimate P of the levels before
+        it as (n p + a P) / (n + a): a group of few jobs moves the estimate
+        little, a group of many decides it. The first level with history
+        starts the estimate; rows with none get the fallback bin's 0/1 step.
+        """
+        a = float(self.history_shrink)
+        est = np.full((x.shape[0], _N_EDGES), np.nan)
+        for level in _SHRINK_LEVELS:
+            p, n = self._level_shares(x, level)
+            has = (n > 0) & ~np.isnan(p).any(axis=1)
+            prior = ~np.isnan(est[:, 0])
+            first = has & ~prior
+            est[first] = p[first]
+            both = has & prior
+            nb = n[both, None]
+            est[both] = (nb * p[both] + a * est[both]) / (nb + a)
+        none = np.isnan(est[:, 0])
+        est[none] = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
+        return np.maximum.accumulate(est, axis=1)
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:
         if self.method == "history_cdf":
@@ -655,7 +753,9 @@ class OnlineSubmissionFeatures:
     offline for the same schedule. ``rows(jobs)`` returns them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, prior: Any = None) -> None:
+        #: jobs finished before the replay (:func:`prior_completions`): the history it starts with
+        self.prior = prior
         self._trace_id: int | None = None
 
     def _start(self, trace: TraceView) -> None:
@@ -663,6 +763,8 @@ class OnlineSubmissionFeatures:
 
         self._trace_id = id(trace)
         self._builder = SubmissionFeatures()
+        for tag, p, g, d in prior_completions(self.prior, trace):
+            self._builder.complete(tag if tag >= 0 else None, None, p, g, d)
         self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
         self._seen = [0] * trace.n_pools
         self._arrived = 0

@@ -70,12 +70,13 @@ TRAIN_ALIAS = "replay-train"
 def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float, tick_s: float,
          seed: int = 0, progress: bool = False, options: dict[str, Any] | None = None,
          predictors: RegistryPredictors | None = None, locality: Any = None,
-         source: Any = None) -> list[ReplaySpec]:
+         source: Any = None, prior: pl.DataFrame | None = None) -> list[ReplaySpec]:
     """Return the replays of `sia replay`: ``policy`` then, unless it is FCFS, the FCFS baseline,
-    both on the same jobs, quotas and locality (``source`` describes the jobs in the keys)."""
+    both on the same jobs, quotas and locality (``source`` describes the jobs in the keys;
+    ``prior``: the jobs before them, the history learned predictors start with)."""
     from sia.pipelines.engine import FrameWorkload, ReplaySpec
 
-    workload = FrameWorkload(jobs, pools, source)
+    workload = FrameWorkload(jobs, pools, source, prior)
     name = policy.strip().lower()
     specs = [ReplaySpec(workload, name, dict(options or {}), predictors=predictors, seed=seed,
                         locality=locality, tick_s=tick_s, speedup=speedup, progress=progress,
@@ -393,13 +394,15 @@ def register(app: typer.Typer) -> None:
             options = {"windows_s": tuple(60.0 * k for k in ks)}
         jobs = wl.jobs
         pools = wl.pools
+        prior = inputs.jobs_before(jobs, replay_start_day)
         if replay_start_day is not None or replay_end_day is not None:
             jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
             pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
         specs = plan(jobs, pools, policy, speedup=speedup, tick_s=tick, seed=seed,
                      progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
                      predictors=ref, locality=locality,
-                     source=(wl.source, seed, days, replay_start_day, replay_end_day))
+                     source=(wl.source, seed, days, replay_start_day, replay_end_day),
+                     prior=prior)
         outcome, summary = replay_workload(specs, warmup_days * DAY_S)
         summary = {"source": wl.source, "seed": seed,
                    "replay_days": [replay_start_day, replay_end_day], **summary}

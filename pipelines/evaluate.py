@@ -51,7 +51,7 @@ from sia.pipelines.engine.sched import options_from_cli
 from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
 from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec
-from sia.pipelines.inputs import Workload, load_workload, replay_window
+from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_window
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
@@ -177,15 +177,18 @@ def sweep_experiments(cfg: ExperimentConfig, wl: Workload
 
 
 def plan(cfg: ExperimentConfig, jobs: pl.DataFrame, experiments: list[Experiment],
-         predictors: dict[str, RegistryPredictors] | None) -> list[ReplaySpec]:
+         predictors: dict[str, RegistryPredictors] | None,
+         prior: pl.DataFrame | None = None) -> list[ReplaySpec]:
     """Return every replay spec of the sweep, experiment by experiment, each FCFS baseline
     first (``jobs``, ``experiments``: :func:`sweep_experiments`; ``predictors``:
-    :func:`prepare_predictors`)."""
-    return [s for exp in experiments for s in experiment_specs(cfg, exp, jobs, predictors)]
+    :func:`prepare_predictors`; ``prior``: the trace's jobs before the replay window)."""
+    return [s for exp in experiments
+            for s in experiment_specs(cfg, exp, jobs, predictors, prior)]
 
 
 def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
-                     predictors: dict[str, RegistryPredictors] | None) -> list[ReplaySpec]:
+                     predictors: dict[str, RegistryPredictors] | None,
+                     prior: pl.DataFrame | None = None) -> list[ReplaySpec]:
     """Return the experiment's replay specs: the FCFS baseline first, then every other policy.
 
     ``predictors`` maps a registry alias to its resolved predictors
@@ -196,9 +199,12 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     """
     exp_jobs = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     pools = exp.pools.select("pool", "quota_gpus")
+    if prior is not None:  # the history of this experiment's pools only
+        prior = prior.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     workload = FrameWorkload(exp_jobs, pools, (
         asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day,
-        {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")}))
+        {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")}),
+        prior)
     locality = (None if cfg.locality is None else
                 options_from_cli(cfg.locality["topology"], cfg.locality["placement"],
                                  cfg.locality.get("options"), option="locality.options"))
@@ -467,7 +473,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
     predictors = prepare_predictors(cfg, wl, out_dir, say)
-    specs = plan(cfg, jobs, experiments, predictors)
+    specs = plan(cfg, jobs, experiments, predictors, jobs_before(wl.jobs, cfg.replay_start_day))
     specs_by_exp: dict[str, list[ReplaySpec]] = {}
     for spec in specs:
         specs_by_exp.setdefault(spec.where[0], []).append(spec)

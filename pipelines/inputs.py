@@ -307,6 +307,20 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
     return jobs.filter((pl.col("submit_time") >= lo) & (pl.col("submit_time") < hi))
 
 
+#: What a learned forecaster reads of the jobs before a replay (see :func:`jobs_before`).
+PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag")
+
+
+def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | None:
+    """Return the jobs submitted before day ``start_day`` (None when the replay starts with the
+    trace): the finished history a learned forecaster starts a replay with
+    (:meth:`sia.models.forecaster.LearnedForecaster.prime`), as a running cluster would."""
+    if start_day is None:
+        return None
+    prior = jobs_in_days(jobs, None, start_day)
+    return prior.select(c for c in PRIOR_COLUMNS if c in prior.columns)
+
+
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None, *,
                   where: str = "--replay-start-day / --replay-end-day",
                   ) -> tuple[pl.DataFrame, float]:

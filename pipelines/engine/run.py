@@ -26,8 +26,12 @@ from sia.pipelines.engine.spec import ReplayOutcome, ReplaySpec
 
 def build_policy(spec: ReplaySpec) -> Any:
     """Return the spec's policy: its options, its seed if it takes one, and its forecaster
-    (the spec's predictors, loaded or trained now) under the option it declares."""
+    (the spec's predictors, loaded or trained now, primed with the workload's prior jobs)
+    under the option it declares."""
     fc = None if spec.predictors is None else load_forecaster(spec.predictors)
+    prior = getattr(spec.workload, "prior", None)
+    if prior is not None and callable(getattr(fc, "prime", None)):
+        fc.prime(prior)
     options = policy_options(spec.policy, spec.options, seed=spec.seed, forecaster=fc)
     return make_policy(spec.policy, locality=spec.locality, **options)
 

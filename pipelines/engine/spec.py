@@ -60,6 +60,18 @@ class FrameWorkload:
     jobs: pl.DataFrame
     pools: pl.DataFrame
     key: Any
+    #: the jobs submitted before ``jobs`` (a trace's window: the trace before it), or None. A
+    #: learned forecaster starts the replay with the ones finished by then
+    #: (:meth:`sia.models.forecaster.LearnedForecaster.prime`), as a running cluster would.
+    prior: pl.DataFrame | None = None
+
+    @property
+    def prior_key(self) -> tuple | None:
+        """What the prior history is, for replay keys (its size and last submission)."""
+        if self.prior is None:
+            return None
+        last = self.prior["submit_time"].max() if self.prior.height else None
+        return ("prior", self.prior.height, last)
 
     def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Return (jobs, pools[pool, quota_gpus])."""
@@ -147,8 +159,11 @@ class ReplaySpec:
     @property
     def key(self) -> str:
         """Hash of everything the result depends on (see the module doc)."""
-        return result_key("replay", self.workload.key, self.policy, self.options,
-                          None if self.predictors is None else self.predictors.key, self.seed,
+        predictors = None if self.predictors is None else self.predictors.key
+        prior = getattr(self.workload, "prior_key", None)
+        if predictors is not None and prior is not None:  # what the forecaster starts with
+            predictors = (predictors, prior)
+        return result_key("replay", self.workload.key, self.policy, self.options, predictors, self.seed,
                           locality_options(self.locality), self.tick_s, self.speedup)
 
     def files(self, out_dir: Path) -> tuple[Path, Path]:

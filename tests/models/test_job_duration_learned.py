@@ -193,3 +193,33 @@ def test_reliability_table_by_hand():
                                                                           (0.9, 2 / 3)]
     # no curve for a window that every job fits or none does
     assert {r["window_min"] for r in reliability_table(cdf[:2], np.array([0, 0]))} == set()
+
+
+def test_history_shrink_by_hand():
+    """history_shrink=a pools each level's shares with the levels before it as (n p + a P) / (n + a)."""
+    X = pd.DataFrame(np.full((4, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
+    X.loc[:, [c for c in DURATION_FEATURES if c.endswith("_count")]] = 0.0
+    X.loc[0, ["pool_count", "pool_recent_le5m", "pool_recent_le60m", "pool_recent_le720m"]] = [
+        10, 1.0, 1.0, 1.0]
+    X.loc[0, ["pool_gpus_count", "pool_gpus_recent_le5m", "pool_gpus_recent_le60m",
+              "pool_gpus_recent_le720m"]] = [2, 0.0, 0.0, 0.5]
+    # only a pool+GPUs history: it starts the estimate alone
+    X.loc[1, ["pool_gpus_count", "pool_gpus_recent_le5m", "pool_gpus_recent_le60m",
+              "pool_gpus_recent_le720m"]] = [4, 0.25, 0.5, 1.0]
+    # recent shares stand for at most RECENT_JOBS (50) jobs however many finished
+    X.loc[3, ["pool_count", "pool_recent_le5m", "pool_recent_le60m", "pool_recent_le720m"]] = [
+        100, 0.0, 0.0, 0.0]
+    X.loc[3, ["tag_count", "tag_recent_le5m", "tag_recent_le60m", "tag_recent_le720m"]] = [
+        200, 1.0, 1.0, 1.0]
+    y = np.array([0, 1, 2, 3])
+    est = JobDuration("history_cdf", fallback_bin=2, history_recent=1.0, history_shrink=2.0).fit(X, y)
+    np.testing.assert_allclose(est.predict_cdf(X)[:3], [[0.5, 0.5, 0.75],  # (2 p + 2 P) / 4
+                                                        [0.25, 0.5, 1.0],
+                                                        [0.0, 0.0, 1.0]])  # nothing: bin 2's step
+    wide = JobDuration("history_cdf", fallback_bin=2, history_recent=1.0, history_shrink=50.0)
+    np.testing.assert_allclose(wide.fit(X, y).predict_cdf(X)[3], [0.5, 0.5, 0.5])
+    # off (0): the rule's level alone, as before (pool+GPUs has 2 < 3 jobs: the pool's)
+    off = JobDuration("history_cdf", fallback_bin=2, history_recent=1.0).fit(X, y)
+    np.testing.assert_allclose(off.predict_cdf(X)[0], [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="history_shrink must be"):
+        JobDuration("history_cdf", history_shrink=-1.0).fit(X, y)

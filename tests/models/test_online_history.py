@@ -122,3 +122,45 @@ def test_segmented_events_refuse_more_than_capacity():
         assert "pool 1" in str(exc)
     else:
         raise AssertionError("expected a ValueError")
+
+
+def _view(trace, n_arrived):
+    """A view at the replay's start: ``n_arrived`` jobs arrived, none completed."""
+    empty = np.zeros(0, dtype=np.int64)
+    return SimpleNamespace(trace=trace, n_arrived=n_arrived, now=float(trace.submit[n_arrived - 1]),
+                           n_completed=lambda p: 0, completions=lambda p: np.zeros(0),
+                           completed_jobs=lambda p: empty)
+
+
+def test_prior_jobs_start_the_history_by_hand():
+    """A primed forecaster's history holds the prior jobs finished by the replay's first job."""
+    import polars as pl
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import OnlineSubmissionFeatures, prior_completions
+    from sia.scheduler.core.view import TraceArrays
+
+    trace = TraceArrays.build(np.array(["j0", "j1"], dtype=object), np.array([0.0, 10.0]),
+                              np.array([50.0, 60.0]), np.array([1, 2]), np.array([0, 1]),
+                              np.array(["x", None], dtype=object), ("a", "b"), np.array([4, 4]),
+                              speedup=2.0)
+    prior = pl.DataFrame({"pool": ["a", "a", "c", "b"], "num_gpus": [1, 1, 1, 1],
+                          "submit_time": [-1000.0, -50.0, -900.0, -5000.0],
+                          "duration": [200.0, 100.0, 10.0, 4000.0], "tag": ["x", "x", "x", None]})
+    # the job still running at the start (ends at 50) and the unknown pool c are left out;
+    # end-time order; durations in replay seconds (speed-up 2); the tag keyed as the trace's
+    assert prior_completions(prior, trace) == [(-1, 1, 1, 2000.0), (0, 0, 1, 100.0)]
+    feats = OnlineSubmissionFeatures(prior)
+    feats.update(_view(trace, 2))
+    rows = feats.rows(np.array([0, 1]))
+    col = {c: i for i, c in enumerate(DURATION_FEATURES)}
+    assert rows[0, col["tag_count"]] == 1 and rows[0, col["tag_median_s"]] == 100.0
+    assert rows[0, col["pool_count"]] == 1 and rows[0, col["pool_gpus_count"]] == 1
+    assert rows[1, col["pool_count"]] == 1 and rows[1, col["pool_median_s"]] == 2000.0
+    assert rows[1, col["pool_gpus_count"]] == 0  # job 1 asks 2 GPUs; the prior job had 1
+    cold = OnlineSubmissionFeatures()
+    cold.update(_view(trace, 2))
+    assert cold.rows(np.array([0]))[0, col["pool_count"]] == 0
+    hist = OnlineDurationHistory(1, prior)
+    hist.start(trace)
+    np.testing.assert_array_equal(hist.median_s(_view(trace, 2), np.array([0, 1])), [100.0, 2000.0])
+    assert prior_completions(None, trace) == []

@@ -166,3 +166,23 @@ def test_replay_plans_the_policy_then_fcfs_on_the_same_jobs():
     want = simulate(jobs, pools, make_policy("maxmin"), tick_s=60.0, speedup=2.0)
     assert outcome.result.equals(want.select(RESULT_COLUMNS))
     assert summary["policy"] == "maxmin" and summary["n_jobs"] == jobs.height
+
+
+def test_prior_jobs_key_only_the_replays_of_learned_predictors():
+    """The history a learned forecaster starts with is part of its replay's key; other keys stay."""
+    import polars as pl
+    from sia.pipelines.inputs import jobs_before
+
+    jobs, pools = generate_workload("base", 0, days=DAY)
+    cut = float(jobs["submit_time"].quantile(0.5)) / 86400.0
+    prior = jobs_before(jobs, cut)
+    assert prior.height and prior["submit_time"].max() < cut * 86400.0
+    assert set(prior.columns) <= {"pool", "num_gpus", "submit_time", "duration", "tag"}
+    assert jobs_before(jobs, None) is None
+    ref = RegistryPredictors("a", (5, 60), versions=(("m", "1"),))
+    plain, primed = FrameWorkload(jobs, pools, "k"), FrameWorkload(jobs, pools, "k", prior)
+    assert (ReplaySpec(plain, "sia", predictors=ref).key
+            != ReplaySpec(primed, "sia", predictors=ref).key)
+    other = FrameWorkload(jobs, pools, "k", prior.filter(pl.col("submit_time") < 0.0))
+    assert ReplaySpec(primed, "sia", predictors=ref).key != ReplaySpec(other, "sia", predictors=ref).key
+    assert ReplaySpec(plain, "fcfs").key == ReplaySpec(primed, "fcfs").key
