@@ -46,16 +46,34 @@ _register_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the process exit code (0 ok, 2 user or usage error)."""
+    """Run the CLI; return the process exit code (0 ok, 2 user or usage error, 130 interrupted).
+
+    Every error is one line on stderr: a user error (:class:`SiaError`) as
+    ``error: ...``; a command-line usage error (unknown option or command, a
+    value of the wrong type) the same way, naming the option and the command
+    whose ``--help`` lists them, instead of the parser's usage box.
+    """
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=argv, standalone_mode=False, prog_name="sia")
     except SiaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # click's standalone mode exits after usage errors and --help
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+    except typer.TyperException as exc:  # the parser's errors (click's, vendored by Typer)
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())  # `sia` alone: its help, as `sia --help`
+            return 0
+        message = " ".join(exc.format_message().split())
+        if ctx is not None:  # a usage error: say where the options are listed
+            message += f" (see `{ctx.command_path} --help`)"
+        print(f"error: {message}", file=sys.stderr)
+        return 2 if ctx is not None else int(getattr(exc, "exit_code", 1))
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 1
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 #: Imported by the commands that train, sweep, track or solve, never by `sia --help`.
 HEAVY = ("xgboost", "sklearn", "mlflow", "dask", "ortools", "matplotlib", "numba")
 #: Also not needed to list the commands and their options (`sia ingest` imports them to run).
@@ -34,3 +36,28 @@ def test_generate_and_ingest_leave_the_heavy_stack_out(tmp_path):
         f"assert main(['ingest', {gen!r}, '--out', {ing!r}]) == 0")
     assert (tmp_path / "ing" / "jobs.parquet").exists()  # both commands did run
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["replay", "--seed", "abc"], ["--seed", "integer", "sia replay --help"]),
+    (["replay", "--no-such-option"], ["--no-such-option", "sia replay --help"]),
+    (["no-such-command"], ["no-such-command", "sia --help"]),
+    (["evaluate"], ["config", "sia evaluate --help"]),
+])
+def test_usage_errors_are_one_line(argv, names, capsys):
+    """A command-line usage error is one `error:` line naming the option and where help is, exit 2."""
+    from sia.pipelines.cli import main
+
+    assert main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ")
+    assert all(n in err[0] for n in names), err[0]
+
+
+def test_help_and_no_arguments_print_help(capsys):
+    from sia.pipelines.cli import main
+
+    assert main([]) == 0
+    assert "Usage: sia" in capsys.readouterr().out
+    assert main(["replay", "--help"]) == 0
+    assert "Usage: sia replay" in capsys.readouterr().out

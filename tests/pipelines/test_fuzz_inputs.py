@@ -394,10 +394,8 @@ def classify(case: Case, folder: Path, main, reference: pl.DataFrame) -> tuple[s
     if code == 2:
         lines = [ln for ln in stderr.splitlines() if ln.strip()]
         one_line = len(lines) == 1 and lines[0].startswith("error: ")
-        # a usage error of the command-line parser names the option in its own box
-        usage = "Invalid value for" in stderr or "No such option" in stderr
         named = all(w.lower() in stderr.lower() for w in case.where)
-        if case.expect == "error" and named and (one_line or usage):
+        if case.expect == "error" and named and one_line:
             return "clean", stderr
         return "unclear", stderr
     if code != 0:
