@@ -94,10 +94,21 @@ def read_artifacts(paths: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any
     return params, boosters
 
 
-def build(paths: dict[str, str]) -> Any:
-    """Return the predictor rebuilt from its artifacts (the kind's ``from_artifacts``)."""
+def build(paths: dict[str, str], what: str = "the stored model") -> Any:
+    """Return the predictor rebuilt from its artifacts (the kind's ``from_artifacts``).
+
+    Artifacts this version cannot read (parameters its estimator does not
+    take, or lacks) raise :class:`~sia.models.registry.RegistryError` naming
+    ``what`` and saying to retrain, not a TypeError.
+    """
+    from sia.models.registry import RegistryError
+
     params, boosters = read_artifacts(paths)
-    return predictor_class(params["kind"]).from_artifacts(params, boosters)
+    try:
+        return predictor_class(params["kind"]).from_artifacts(params, boosters)
+    except (TypeError, KeyError) as exc:
+        raise RegistryError(f"{what} was written by another version of sia-sched and cannot be "
+                            f"read by this one ({exc}); retrain it with `sia train`") from None
 
 
 def log_servable(predictor: Servable, *, artifact_name: str, registered_name: str,
@@ -148,4 +159,5 @@ def load_servable(registered_name: str, alias: str) -> tuple[Any, str]:
     paths = {"params": str(folder / PARAMS_FILE)}
     for f in folder.glob(f"{_BOOSTER_PREFIX}*.ubj"):
         paths[f.stem] = str(f)
-    return build(paths), str(mv.version)
+    return build(paths, f"registered model {registered_name!r} version {mv.version} (alias "
+                        f"{alias})"), str(mv.version)

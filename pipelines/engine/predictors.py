@@ -51,7 +51,10 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
         versions = tuple((n, str(version_of(n, alias).version))
                          for n in registry_names(ref.windows_min, load_method))
     except RegistryError as exc:
-        what = str(exc).splitlines()[0].split(" in the MLflow store")[0].removeprefix("no ")
+        first = str(exc).splitlines()[0]
+        if not first.startswith("no "):  # there but unreadable: the message says what to do
+            raise RegistryError(f"{where} {alias}: {first} (MLflow store {uri})") from None
+        what = first.split(" in the MLflow store")[0].removeprefix("no ")
         raise RegistryError(f"{where} {alias}: no {what} in the MLflow store {uri}{hint}") from None
     return RegistryPredictors(**{**ref.__dict__, "versions": versions})
 

@@ -223,3 +223,16 @@ def test_history_shrink_by_hand():
     np.testing.assert_allclose(off.predict_cdf(X)[0], [1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="history_shrink must be"):
         JobDuration("history_cdf", history_shrink=-1.0).fit(X, y)
+
+
+def test_artifacts_of_another_version_are_a_clear_registry_error(tmp_path):
+    """A stored model whose parameters this version does not take says to retrain, not TypeError."""
+    from sia.models.registry import RegistryError
+    from sia.models.serving import build, write_artifacts
+
+    X, y, _ = _data(200)
+    params, boosters = JobDuration("history_cdf").fit(X, y).to_artifacts()
+    assert build(write_artifacts(tmp_path / "ok", params, boosters)).method == "history_cdf"
+    params["estimator"]["a_parameter_from_the_future"] = 1
+    with pytest.raises(RegistryError, match="another version of sia-sched.*retrain it"):
+        build(write_artifacts(tmp_path / "new", params, boosters), "registered model 'x'")
