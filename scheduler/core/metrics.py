@@ -156,37 +156,43 @@ def compare(
             "total_slowdown_min": float(part["slowdown_min"].sum()),
         }
     if pools is not None:
-        quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
-        t_end = float(every["submit_time"].max()) if every.height else t_w
-        if t_end <= t_w:
-            t_end = float(every["end_time"].max()) if every.height else t_w
-        window = t_end - t_w
-        summary["window_s"] = window
-        total = sum(quota.values())
-        if window > 0 and total > 0:
-            summary["utilization"] = _busy(every, "start_time", "end_time", t_w, t_end) / (
-                total * window
-            )
-            base_start = every["end_baseline"] - every["duration"]
-            summary["utilization_baseline"] = _busy(
-                every.with_columns(base_start.alias("_bs")), "_bs", "end_baseline", t_w, t_end
-            ) / (total * window)
-        else:
-            summary["utilization"] = summary["utilization_baseline"] = None
-        demand = dict(
-            jobs.group_by("pool")
-            .agg((pl.col("duration") * pl.col("num_gpus")).sum())
-            .iter_rows()
-        )
-        for pool in sorted(quota):
-            entry = per_pool.setdefault(pool, {"n_jobs": 0, "geomean_speedup": None,
-                                               "pct_slowed": None, "total_slowdown_min": 0.0})
-            entry["quota_gpus"] = int(quota[pool])
-            entry["demand_to_supply"] = (
-                float(demand.get(pool, 0.0)) / (quota[pool] * window) if window > 0 else None
-            )
+        _add_supply(summary, per_pool, every, jobs, pools, t_w)
     summary["per_pool"] = per_pool
     return jobs, summary
+
+
+def _add_supply(summary: dict, per_pool: dict[str, dict], every: pl.DataFrame,
+                jobs: pl.DataFrame, pools: pl.DataFrame, t_w: float) -> None:
+    """Add the window, utilizations and per-pool demand-to-supply to a summary (see compare)."""
+    quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
+    t_end = float(every["submit_time"].max()) if every.height else t_w
+    if t_end <= t_w:
+        t_end = float(every["end_time"].max()) if every.height else t_w
+    window = t_end - t_w
+    summary["window_s"] = window
+    total = sum(quota.values())
+    if window > 0 and total > 0:
+        summary["utilization"] = _busy(every, "start_time", "end_time", t_w, t_end) / (
+            total * window
+        )
+        base_start = every["end_baseline"] - every["duration"]
+        summary["utilization_baseline"] = _busy(
+            every.with_columns(base_start.alias("_bs")), "_bs", "end_baseline", t_w, t_end
+        ) / (total * window)
+    else:
+        summary["utilization"] = summary["utilization_baseline"] = None
+    demand = dict(
+        jobs.group_by("pool")
+        .agg((pl.col("duration") * pl.col("num_gpus")).sum())
+        .iter_rows()
+    )
+    for pool in sorted(quota):
+        entry = per_pool.setdefault(pool, {"n_jobs": 0, "geomean_speedup": None,
+                                           "pct_slowed": None, "total_slowdown_min": 0.0})
+        entry["quota_gpus"] = int(quota[pool])
+        entry["demand_to_supply"] = (
+            float(demand.get(pool, 0.0)) / (quota[pool] * window) if window > 0 else None
+        )
 
 
 def _busy(table: pl.DataFrame, start: str, end: str, lo: float, hi: float) -> float:
