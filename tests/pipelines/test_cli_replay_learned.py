@@ -19,16 +19,18 @@ def _train(alias: str, tmp_path) -> None:
 
 
 def _direct_replay(policy: str, alias: str | None, start_day: float, **options):
-    """The same replay built by hand: the registry loader, the policy factory, the simulator."""
+    """The same replay built by hand: the registry loader (its forecaster primed with the jobs
+    before the replay, as `sia replay` does), the policy factory, the simulator."""
     from sia.models.forecaster import LearnedForecaster
+    from sia.pipelines.inputs import jobs_before
     from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
 
-    jobs, pools = generate_workload("base", 1, days=5.0)
-    jobs = jobs.filter(pl.col("submit_time") >= start_day * DAY_S)
+    every, pools = generate_workload("base", 1, days=5.0)
+    jobs = every.filter(pl.col("submit_time") >= start_day * DAY_S)
     if alias is None:
         return simulate(jobs, pools, make_policy(policy, **options))
-    fc = LearnedForecaster.from_registry((5, 60, 720), alias)
+    fc = LearnedForecaster.from_registry((5, 60, 720), alias).prime(jobs_before(every, start_day))
     key = "forecaster" if policy == "sia" else "base"
     return simulate(jobs, pools, make_policy(policy, **{key: fc}, **options))
 
