@@ -1,14 +1,23 @@
-"""Learned predictors as data: a forecaster rebuilt from its JSON parameters and XGBoost
-boosters answers exactly as the original (what a worker without the MLflow store builds)."""
+"""Learned predictors shipped as data: `sia evaluate --dask` on workers that cannot see the store.
+
+The client resolves the alias once and keeps the models as data (JSON parameters
+and XGBoost boosters, :class:`~sia.pipelines.engine.spec.ModelPayload`); workers
+build the forecaster from those bytes and never open an MLflow store.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+import yaml
 from sia.data.synthetic import generate_workload
 from sia.features.duration_features import DURATION_FEATURES
 from sia.features.table9 import FEATURE_COLUMNS
@@ -17,7 +26,21 @@ from sia.models.job_duration import JobDuration
 from sia.models.new_load import NewLoadEstimate
 from sia.models.registry import RegistryError
 from sia.models.will_arrive import WillJobsArrive
+from sia.pipelines.cli import main
+from sia.pipelines.engine import FrameWorkload, ReplaySpec, run_replay
+from sia.pipelines.engine.spec import ModelPayload
 from sia.scheduler.core.simulator import simulate
+
+TRAIN = ["train", "--synthetic", "base", "--days", "5", "--train-days", "2", "--val-days", "1",
+         "--warmup-days", "0.5", "--windows", "5,60", "--no-ablation", "--n-estimators", "5"]
+#: a synthetic cluster sees an arrival in every 12 hours: 5 and 60 min windows only
+SIA = {"name": "sia", "options": {"windows_s": [300, 3600]}}
+CONFIG = {
+    "name": "dask-learned", "seed": 1, "trace": {"synthetic": "base", "days": 5},
+    "replay": {"start_day": 3.5}, "warmup_days": 0.25, "experiments": 1,
+    "pools_per_experiment": "all", "quotas": "recorded", "policies": ["fcfs", SIA],
+    "predictors": {"train": "registry", "alias": "champion", "windows_min": [5, 60]},
+}
 
 
 # ----------------------------------------------------------------------------- as bytes
@@ -97,3 +120,86 @@ def test_unreadable_bytes_are_a_one_line_registry_error():
     with pytest.raises(RegistryError, match=r"^the shipped predictors cannot be read \(") as info:
         LearnedForecaster.from_bytes(document, bad)
     assert "\n" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- from the registry
+@pytest.fixture(scope="module")
+def client_dir(tmp_path_factory, _mlflow_template_db):
+    """A folder holding an MLflow store (``mlflow.db``) with tiny predictors under
+    ``champion`` (5 and 60 min windows); MLFLOW_TRACKING_URI names it meanwhile."""
+    root = tmp_path_factory.mktemp("shipped")
+    folder = root / "client"
+    folder.mkdir()
+    shutil.copyfile(_mlflow_template_db, folder / "mlflow.db")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        mp.setenv("SIA_OUTPUT", str(root / "out"))
+        assert main([*TRAIN, "--out", str(root / "train")]) == 0
+        yield folder
+
+
+def test_resolved_alias_carries_its_models_and_replays_as_the_registry_does(client_dir):
+    from sia.pipelines.engine.predictors import resolve_registry
+
+    ref = resolve_registry("champion", (5, 60))
+    assert ref.payload is not None and ref.payload.nbytes > 1000
+    # the payload is named by its content: the same models give the same digest, others not
+    assert resolve_registry("champion", (5, 60)).payload.digest == ref.payload.digest
+    changed = ModelPayload(ref.payload.document.replace('"load_windows": 3',
+                                                        '"load_windows": 4'), ref.payload.boosters)
+    assert changed.document != ref.payload.document and changed.digest != ref.payload.digest
+    bare = replace(ref, payload=None)
+    # the payload keys nothing: stored replays and resume keys stay as they were
+    assert bare == ref and bare.key == ref.key and "payload" not in repr(ref)
+    jobs, pools = generate_workload("base", 1, days=5.0)
+    wl = FrameWorkload(jobs.filter(pl.col("submit_time") >= 3.5 * 86400.0), pools, "day 3.5-5")
+    spec = ReplaySpec(wl, "sia", SIA["options"], predictors=ref)
+    assert replace(spec, predictors=bare).key == spec.key
+    shipped = run_replay(spec).result  # built from the bytes
+    read = run_replay(replace(spec, predictors=bare)).result  # read from the store
+    assert shipped.equals(read)
+    perfect = run_replay(ReplaySpec(wl, "sia-perfect", SIA["options"])).result
+    assert not shipped.equals(perfect)  # the learned predictors did decide something
+
+
+def _replays(out: Path) -> dict[str, pl.DataFrame]:
+    return {str(p.relative_to(out)): pl.read_parquet(p) for p in sorted(out.glob("exp-*/*.parquet"))
+            if p.name != "per_job.parquet"}
+
+
+def _keys(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): json.loads(p.read_text())["key"]
+            for p in sorted(out.glob("exp-*/*.done.json"))}
+
+
+def test_learned_sweep_runs_on_dask_workers_that_cannot_see_the_store(client_dir, tmp_path,
+                                                                       monkeypatch, capsys):
+    """The store is a relative SQLite URI in the client's folder and the worker runs in
+    another folder: a worker that opened the store would find (and create) an empty one."""
+    from dask.distributed import Client, LocalCluster
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import parse_config
+
+    worker_dir = tmp_path / "worker"
+    worker_dir.mkdir()
+    monkeypatch.chdir(client_dir)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")  # relative: this folder
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        client.run(os.chdir, str(worker_dir))
+        code = main(["evaluate", str(config), "--dask", cluster.scheduler_address,
+                     "--out", str(tmp_path / "dask"), "--no-mlflow"])
+        assert code == 0, capsys.readouterr().err
+        assert set(client.run(os.getcwd).values()) == {str(worker_dir)}
+    assert not (worker_dir / "mlflow.db").exists()  # no worker opened a store
+    # the replays and their keys are the ones an in-process run stores
+    ev.run_sweep(parse_config(CONFIG), tmp_path / "inline", progress=False, log_mlflow=False,
+                 make_plots=False)
+    want, got = _replays(tmp_path / "inline"), _replays(tmp_path / "dask")
+    assert sorted(want) == ["exp-000/fcfs.parquet", "exp-000/sia.parquet"]
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name].equals(want[name]), name
+    assert _keys(tmp_path / "dask") == _keys(tmp_path / "inline")
