@@ -37,7 +37,7 @@ TRAIN = ["train", "--synthetic", "base", "--days", "5", "--train-days", "2", "--
 SIA = {"name": "sia", "options": {"windows_s": [300, 3600]}}
 CONFIG = {
     "name": "dask-learned", "seed": 1, "trace": {"synthetic": "base", "days": 5},
-    "replay": {"start_day": 3.5}, "warmup_days": 0.25, "experiments": 1,
+    "replay": {"start_day": 3.5}, "warmup_days": 0.25, "experiments": 2,
     "pools_per_experiment": "all", "quotas": "recorded", "policies": ["fcfs", SIA],
     "predictors": {"train": "registry", "alias": "champion", "windows_min": [5, 60]},
 }
@@ -138,6 +138,7 @@ def client_dir(tmp_path_factory, _mlflow_template_db):
         yield folder
 
 
+@pytest.mark.slow
 def test_resolved_alias_carries_its_models_and_replays_as_the_registry_does(client_dir):
     from sia.pipelines.engine.predictors import resolve_registry
 
@@ -172,6 +173,7 @@ def _keys(out: Path) -> dict[str, str]:
             for p in sorted(out.glob("exp-*/*.done.json"))}
 
 
+@pytest.mark.slow
 def test_learned_sweep_runs_on_dask_workers_that_cannot_see_the_store(client_dir, tmp_path,
                                                                        monkeypatch, capsys):
     """The store is a relative SQLite URI in the client's folder and the worker runs in
@@ -186,6 +188,14 @@ def test_learned_sweep_runs_on_dask_workers_that_cannot_see_the_store(client_dir
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")  # relative: this folder
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
+    scattered = []
+    scatter = Client.scatter
+
+    def counting_scatter(self, data, *args, **kwargs):
+        scattered.append(type(data).__name__)
+        return scatter(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "scatter", counting_scatter)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         client.run(os.chdir, str(worker_dir))
@@ -194,11 +204,12 @@ def test_learned_sweep_runs_on_dask_workers_that_cannot_see_the_store(client_dir
         assert code == 0, capsys.readouterr().err
         assert set(client.run(os.getcwd).values()) == {str(worker_dir)}
     assert not (worker_dir / "mlflow.db").exists()  # no worker opened a store
+    assert scattered == ["ModelPayload"]  # the models went to the cluster once for 2 replays
     # the replays and their keys are the ones an in-process run stores
     ev.run_sweep(parse_config(CONFIG), tmp_path / "inline", progress=False, log_mlflow=False,
                  make_plots=False)
     want, got = _replays(tmp_path / "inline"), _replays(tmp_path / "dask")
-    assert sorted(want) == ["exp-000/fcfs.parquet", "exp-000/sia.parquet"]
+    assert sorted(want) == [f"exp-00{i}/{p}.parquet" for i in (0, 1) for p in ("fcfs", "sia")]
     assert got.keys() == want.keys()
     for name in want:
         assert got[name].equals(want[name]), name
