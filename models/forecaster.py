@@ -40,6 +40,7 @@ decision, that is exactly the history at the job's start; +inf when unknown).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +79,8 @@ _PERSIST = FEATURE_COLUMNS.index(PERSISTENCE_COLUMN)
 _AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
 
 
-#: Registered models read by :meth:`LearnedForecaster.from_registry`, per store, alias and versions.
+#: Models read by :meth:`LearnedForecaster.from_registry` (per store, alias and versions) and
+#: decoded by :meth:`LearnedForecaster.from_bytes` (per cache key).
 _LOADED: dict[tuple, tuple] = {}
 
 
@@ -348,6 +350,62 @@ class LearnedForecaster:
         return cls(models, loads=loads, load_method=load_method, load_windows=load_windows,
                    duration_config=duration_config, duration_model=duration_model)
 
+    def to_bytes(self) -> tuple[str, dict[str, dict[str, bytes]]]:
+        """Return the forecaster as data, no pickled code: (a JSON document, the boosters).
+
+        The document holds each model's ``to_artifacts`` parameters (WillJobsArrive
+        per window, NewLoadEstimate per window when the load method uses them, the
+        learned JobDuration), the load method and windows and the duration rule;
+        the boosters are XGBoost's own UBJ bytes, by model (``will_arrive/<k>``,
+        ``new_load/<k>``, ``job_duration``) then booster name, as the registry
+        stores them. :meth:`from_bytes` rebuilds an equal forecaster.
+        """
+        boosters: dict[str, dict[str, bytes]] = {}
+
+        def part(where: str, model: Any) -> dict[str, Any] | None:
+            if model is None:
+                return None
+            params, bst = model.to_artifacts()
+            if bst:
+                boosters[where] = {n: bytes(b.save_raw("ubj")) for n, b in bst.items()}
+            return params
+
+        doc = {"will_arrive": {str(k): part(f"will_arrive/{k}", m)
+                               for k, m in self.will_arrive.items()},
+               "loads": {str(k): part(f"new_load/{k}", m) for k, m in self.loads.items()},
+               "load_method": self.load_method, "load_windows": self.load_windows,
+               "duration_config": {"fallback_bin": self.fallback_bin,
+                                   "quantile": self.duration_quantile,
+                                   "min_count": self.history.min_count},
+               "duration_model": part("job_duration", self.duration_model)}
+        return json.dumps(doc), boosters
+
+    @classmethod
+    def from_bytes(cls, document: str, boosters: dict[str, dict[str, bytes]], *,
+                   cache_key: tuple | None = None) -> LearnedForecaster:
+        """Return the forecaster :meth:`to_bytes` gave (``document``, ``boosters``), with fresh state.
+
+        Touches no MLflow store. ``cache_key`` (e.g. the store, alias and
+        versions the bytes came from) keeps the decoded models for the
+        process, as :meth:`from_registry` does. Raises
+        :class:`~sia.models.registry.RegistryError` when the bytes are not a
+        forecaster this version reads.
+        """
+        key = None if cache_key is None else ("bytes", *cache_key)
+        parts = None if key is None else _LOADED.get(key)
+        if parts is None:
+            try:
+                parts = _decode(json.loads(document), boosters)
+            except (ValueError, KeyError, TypeError) as exc:
+                first = (str(exc).strip().splitlines() or [""])[0]  # XGBoost adds a stack trace
+                raise registry.RegistryError(f"the shipped predictors cannot be read "
+                                             f"({type(exc).__name__}: {first})") from None
+            if key is not None:
+                _LOADED[key] = parts
+        models, loads, duration_config, duration_model, load_method, load_windows = parts
+        return cls(models, loads=loads, load_method=load_method, load_windows=load_windows,
+                   duration_config=duration_config, duration_model=duration_model)
+
     # ----------------------------------------------------------------- state from the view
     def _reset(self, trace: TraceView) -> None:
         self._trace_id = id(trace)
@@ -554,3 +612,27 @@ class LearnedForecaster:
         stat = self.history.quantile_s(view, np.asarray(job_indices, dtype=np.int64),
                                        self.duration_quantile)
         return predict_bins(stat, self.fallback_bin)
+
+
+def _decode(doc: dict[str, Any], boosters: dict[str, dict[str, bytes]]) -> tuple:
+    """Return (will_arrive, loads, duration_config, duration_model, load_method, load_windows)
+    from :meth:`LearnedForecaster.to_bytes`'s document and boosters."""
+    import xgboost as xgb
+    from sia.models.serving import predictor_class
+
+    def part(where: str, params: dict[str, Any] | None) -> Any:
+        if params is None:
+            return None
+        bst = {}
+        for name, raw in boosters.get(where, {}).items():
+            b = xgb.Booster()
+            b.load_model(bytearray(raw))
+            b.set_param({"nthread": 1})  # as the registry loads them: a tick predicts few rows
+            bst[name] = b
+        return predictor_class(params["kind"]).from_artifacts(params, bst)
+
+    will_arrive = {int(k): part(f"will_arrive/{k}", p) for k, p in doc["will_arrive"].items()}
+    loads = {int(k): part(f"new_load/{k}", p) for k, p in doc["loads"].items()} or None
+    return (will_arrive, loads, dict(doc["duration_config"]),
+            part("job_duration", doc["duration_model"]), doc["load_method"],
+            int(doc["load_windows"]))

@@ -4,6 +4,11 @@
 key), stale (made with other settings: redone) and to run, runs the rest on
 an executor (in-process, local processes or Dask), and stores each outcome
 as it comes in. :func:`stored_outcome` reads one back.
+
+Learned predictors travel as data (:class:`~sia.pipelines.engine.spec.ModelPayload`),
+so no worker opens the MLflow store. On a Dask cluster each distinct payload
+is scattered once (``Client.scatter``) and every task names it
+(:class:`ShippedReplay`) instead of carrying its own copy.
 """
 
 from __future__ import annotations
@@ -14,14 +19,14 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.pipelines.engine.run import run_replay
-from sia.pipelines.engine.spec import ReplayOutcome, ReplaySpec
+from sia.pipelines.engine.spec import RegistryPredictors, ReplayOutcome, ReplaySpec
 from sia.pipelines.engine.store import (
     atomic_write_text,
     read_marker,
@@ -34,6 +39,48 @@ def run_stored(spec: ReplaySpec) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Replay ``spec`` (on a worker); return (its result table, what its marker keeps)."""
     outcome = run_replay(spec)
     return outcome.result, outcome.meta()
+
+
+class ShippedReplay(NamedTuple):
+    """A Dask task: ``spec`` without its models' payload, and ``payload``: on the client the
+    Future of the payload scattered once, resolved by Dask into the payload on the worker
+    (None: the spec needs no learned predictors)."""
+
+    spec: ReplaySpec
+    payload: Any = None
+
+    @property
+    def name(self) -> str:
+        """The replay's name (executors name a failing item by it)."""
+        return self.spec.name
+
+
+def run_shipped(task: ShippedReplay) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Replay ``task.spec`` with its payload put back (on a Dask worker); as :func:`run_stored`."""
+    spec = task.spec
+    if task.payload is not None:
+        spec = replace(spec, predictors=replace(spec.predictors, payload=task.payload))
+    return run_stored(spec)
+
+
+def ship(specs: Sequence[ReplaySpec], client: Any) -> list[ShippedReplay]:
+    """Return ``specs`` as Dask tasks: each distinct predictors' payload scattered once to the
+    cluster of ``client`` (read from the store here, on the client, if not yet held)."""
+    from sia.pipelines.engine.predictors import with_payload
+
+    scattered: dict[tuple, Any] = {}
+    tasks = []
+    for spec in specs:
+        ref = spec.predictors
+        if not isinstance(ref, RegistryPredictors):
+            tasks.append(ShippedReplay(spec))
+            continue
+        key = (ref.tracking_uri, ref.key)
+        if key not in scattered:
+            scattered[key] = client.scatter(with_payload(ref).payload, hash=False)
+        tasks.append(ShippedReplay(replace(spec, predictors=replace(ref, payload=None)),
+                                   scattered[key]))
+    return tasks
 
 
 @dataclass
@@ -56,7 +103,7 @@ def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: boo
     values) that differ from ``out/config.json``, which ``config`` then
     replaces. ``on_done(spec)`` is called after each replay is stored.
     """
-    from sia.pipelines.executors import ProgressBar
+    from sia.pipelines.executors import DaskExecutor, ProgressBar
 
     say = say or (lambda msg: None)
     out = Path(out)
@@ -73,10 +120,15 @@ def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: boo
         atomic_write_text(out / "config.json", json.dumps(config, indent=2))
     todo = [s for s, st in zip(specs, status, strict=True) if st != "done"]
     say(f"reusing {len(done.reused)} of {len(specs)} replays from {out}; running {len(todo)}")
+    if isinstance(executor, DaskExecutor):  # the models go to the cluster once, not per task
+        fn, items = run_shipped, ship(todo, executor.client)
+    else:
+        fn, items = run_stored, todo
     try:
         with ProgressBar(progress, len(todo), f"{label} on {executor.description}") as advance, \
-                closing(executor.run(run_stored, todo)) as results:
-            for spec, (frame, meta) in results:
+                closing(executor.run(fn, items)) as results:
+            for item, (frame, meta) in results:
+                spec = item.spec if isinstance(item, ShippedReplay) else item
                 save_replay(*spec.files(out), frame, spec.key, policy=spec.policy, **meta)
                 done.ran.append(spec.name)
                 advance(spec.name, meta["wall_s"])

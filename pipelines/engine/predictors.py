@@ -1,19 +1,31 @@
 """The one way the pipelines get learned predictors for a replay (DESIGN.md 5.4).
 
 From the MLflow registry: :func:`resolve_registry` checks, before any
-replay, that every model an alias names is there and records the exact
-versions (they key the replays and are logged on the evaluation's run);
-:func:`load_forecaster` builds the forecaster where the replay runs, always
-through :meth:`sia.models.forecaster.LearnedForecaster.from_registry`.
+replay, that every model an alias names is there, records the exact
+versions (they key the replays and are logged on the evaluation's run) and
+keeps the models as data (:class:`~sia.pipelines.engine.spec.ModelPayload`:
+JSON parameters and XGBoost boosters, no pickled code); :func:`load_forecaster`
+builds the forecaster where the replay runs from that payload
+(:meth:`~sia.models.forecaster.LearnedForecaster.from_bytes`), so a worker
+never opens the store, which a Dask worker on another machine cannot see.
+A reference without a payload is read from the store
+(:meth:`~sia.models.forecaster.LearnedForecaster.from_registry`);
+:func:`with_payload` reads it on the planning side.
 Figure 16's ``sia-learned`` instead trains its predictors on an independent
 synthetic workload (:class:`SyntheticTrainedPredictors`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from sia.pipelines.engine.spec import Predictors, RegistryPredictors, SyntheticTrainedPredictors
+from sia.pipelines.engine.spec import (
+    ModelPayload,
+    Predictors,
+    RegistryPredictors,
+    SyntheticTrainedPredictors,
+)
 
 
 def registry_names(windows_min: tuple[int, ...], load_method: str) -> list[str]:
@@ -47,7 +59,7 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
                              load_method=load_method, load_windows=int(load_windows),
                              tracking_uri=uri)
     try:
-        load_forecaster(ref)
+        fc = load_forecaster(ref)
         versions = tuple((n, str(version_of(n, alias).version))
                          for n in registry_names(ref.windows_min, load_method))
     except RegistryError as exc:
@@ -56,15 +68,27 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
             raise RegistryError(f"{where} {alias}: {first} (MLflow store {uri})") from None
         what = first.split(" in the MLflow store")[0].removeprefix("no ")
         raise RegistryError(f"{where} {alias}: no {what} in the MLflow store {uri}{hint}") from None
-    return RegistryPredictors(**{**ref.__dict__, "versions": versions})
+    return replace(ref, versions=versions, payload=ModelPayload(*fc.to_bytes()))
+
+
+def with_payload(ref: RegistryPredictors) -> RegistryPredictors:
+    """Return ``ref`` holding its models as data (read from its store now when it does not yet)."""
+    if ref.payload is not None:
+        return ref
+    return replace(ref, payload=ModelPayload(*load_forecaster(ref).to_bytes()))
 
 
 def load_forecaster(ref: Predictors) -> Any:
-    """Return a fresh forecaster for ``ref`` (registry models are read once per process)."""
+    """Return a fresh forecaster for ``ref``: from its payload when it has one, else from the
+    registry (models are decoded or read once per process)."""
     if isinstance(ref, SyntheticTrainedPredictors):
         return _train_on_synthetic(ref)
     from sia.models.forecaster import LearnedForecaster
 
+    if ref.payload is not None:
+        # keyed by content: the same models are decoded once per process
+        return LearnedForecaster.from_bytes(ref.payload.document, ref.payload.boosters,
+                                            cache_key=("payload", ref.payload.digest))
     return LearnedForecaster.from_registry(ref.windows_min, ref.alias, load_method=ref.load_method,
                                            load_windows=ref.load_windows,
                                            tracking_uri=ref.tracking_uri)

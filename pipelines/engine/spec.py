@@ -12,6 +12,7 @@ to process pools and Dask workers.
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,14 +83,45 @@ Workload = SyntheticWorkload | FrameWorkload
 
 
 # ----------------------------------------------------------------------------- predictors
+@dataclass(frozen=True, eq=False)
+class ModelPayload:
+    """Learned predictors as data (no pickled code), read once from the registry where the
+    sweep is planned: :meth:`sia.models.forecaster.LearnedForecaster.to_bytes`'s JSON
+    ``document`` and XGBoost ``boosters`` (UBJ bytes by model, then by name)."""
+
+    document: str
+    boosters: dict[str, dict[str, bytes]]
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the document and boosters in bytes."""
+        return len(self.document) + sum(len(b) for bs in self.boosters.values()
+                                        for b in bs.values())
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the content: names what a worker decoded (two stores may share a URI)."""
+        h = hashlib.sha256(self.document.encode())
+        for where in sorted(self.boosters):
+            for name, raw in sorted(self.boosters[where].items()):
+                h.update(f"\0{where}\0{name}\0{len(raw)}\0".encode())
+                h.update(raw)
+        return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class RegistryPredictors:
-    """Learned predictors registered in MLflow under ``alias`` (loaded by
-    :meth:`sia.models.forecaster.LearnedForecaster.from_registry`).
+    """Learned predictors registered in MLflow under ``alias``.
 
     ``versions`` ({registered model name: version}) are the ones the alias
     pointed at when the sweep was planned: they key the replay, so a
-    retraining under the same alias redoes it.
+    retraining under the same alias redoes it. ``payload``: those models
+    as data, read on the planning side
+    (:func:`sia.pipelines.engine.predictors.resolve_registry`), so a worker
+    builds the forecaster from it and never opens the store (which a Dask
+    worker may not see); without it (None) the worker reads the store
+    (:meth:`sia.models.forecaster.LearnedForecaster.from_registry`). The
+    payload is not part of the key nor of equality.
     """
 
     alias: str
@@ -98,6 +130,7 @@ class RegistryPredictors:
     load_windows: int = 3
     tracking_uri: str | None = None
     versions: tuple[tuple[str, str], ...] = ()
+    payload: ModelPayload | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple:
