@@ -168,6 +168,7 @@ def plan_data_placement(
     time_limit_s: float = 60.0,
     mip_gap: float = 1e-4,
     solver: str = "SCIP",
+    verbose: bool = False,
 ) -> DataPlan:
     """Solve the data-placement MIP; returns a :class:`DataPlan` (see the module docstring).
 
@@ -178,8 +179,9 @@ def plan_data_placement(
     ``previous``). ``candidates`` [pool, region] bool limits where a copy may
     be kept (default: anywhere; :func:`balance_candidates` keeps the model
     small at scale); the previous copies are always candidates.
-    ``time_limit_s`` bounds the solve (seconds), ``mip_gap`` is the relative
-    optimality gap at which the solver may stop.
+    ``time_limit_s`` bounds the whole call, model building included
+    (seconds); ``mip_gap`` is the relative optimality gap at which the solver
+    may stop; ``verbose`` prints the solver's log.
     """
     weights = weights or PlacementWeights()
     d = demand_vector(layout, demand)
@@ -192,7 +194,8 @@ def plan_data_placement(
     if mip is None:
         raise RegionsError(f"solver {solver!r} is not available in this OR-Tools build (try SCIP or CBC)")
     mip.SetNumThreads(1)
-    mip.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+    if verbose:
+        mip.EnableOutput()
     n_p, n_r = layout.n_pools, layout.n_regions
     supply = layout.gpus.astype(float)
     rho = d.sum() / supply.sum()
@@ -237,7 +240,9 @@ def plan_data_placement(
     mip.SetHint(hint_vars, hint_vals)
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
-    code = mip.Solve(params)
+    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
+    mip.SetTimeLimit(max(1, left_ms))
+    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
     solve_s = time.perf_counter() - t0
 
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):

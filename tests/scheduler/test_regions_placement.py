@@ -74,6 +74,14 @@ def test_infeasible_keeps_the_previous_plan_and_says_so():
     assert "previous plan is kept" in plan.message and plan.objective is None
 
 
+def test_no_time_left_keeps_the_previous_plan_and_says_so():
+    # the budget covers model building too: a microsecond is gone before the solver starts
+    plan = plan_data_placement(two_regions(), DEMAND, weights=W, time_limit_s=1e-6)
+    assert plan.status == "timeout" and plan.kept_previous
+    assert plan.held.tolist() == [[True, False], [True, False], [False, True]]
+    assert "within the time limit" in plan.message
+
+
 @pytest.mark.parametrize("demand, match", [
     ([1.0, 2.0], r"demand: shape \(2,\) is not \(pools,\) = \(3,\)"),
     ([1.0, float("nan"), 2.0], "demand for pool 'p2': must be finite and >= 0"),
