@@ -140,7 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
-    ap.add_argument("--mip-limit", type=float, default=60.0, help="MIP time limit in seconds")
+    ap.add_argument("--mip-limit", type=float, default=30.0, help="MIP time limit in seconds (whole call)")
     ap.add_argument("--skip-mip", action="store_true", help="scan pass only")
     ap.add_argument("--cache", choices=("both", "on", "off"), default="both", help="scan with/without the cache")
     ap.add_argument("--chunk", type=int, default=2048,
