@@ -25,7 +25,8 @@ every pool keeping at least one of its ``keep`` copies (by default its current
 usable ones), so no pool's data is ever unreadable while new copies transfer.
 
 Solved with OR-Tools' linear solver (SCIP by default, one thread:
-deterministic) under a time limit and warm-started from the previous plan.
+deterministic) under a time limit, warm-started from the previous plan or,
+when it scores better, from :func:`greedy_plan`'s quick rebalancing of it.
 A solve that proves the problem infeasible, or finds no solution in time,
 keeps the previous plan and says so in :class:`DataPlan`.
 """
@@ -157,6 +158,47 @@ def balance_candidates(layout: RegionLayout, demand: np.ndarray, previous: np.nd
     return prev | (donor[:, None] & (ratio < rho)[None, :])
 
 
+def greedy_plan(layout: RegionLayout, demand: np.ndarray, previous: np.ndarray,
+                allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A quick plan (held, shares) to warm-start the MIP; never drops a copy.
+
+    Repeatedly shifts demand from the region most above its balanced load
+    (``rho * S_r``, compared as ratios) to the one most below it: through the
+    pool serving most there that the receiver already holds, else by copying
+    the pool that can shift the most of the needed demand per unit of data
+    (within the receiver's storage and ``allowed``). Stops when balanced or stuck.
+    """
+    held = previous.copy()
+    shares = supply_shares(layout, held)
+    supply = layout.gpus.astype(float)
+    target = demand.sum() / supply.sum() * supply
+    stored = (layout.sizes[:, None] * held).sum(axis=0)
+    tol = 1e-9 * max(1.0, float(demand.sum()))
+    for _ in range(4 * (layout.n_pools + layout.n_regions)):
+        gap = demand @ shares - target
+        a, b = int(np.argmax(gap / supply)), int(np.argmin(gap / supply))
+        amount = min(gap[a], -gap[b])
+        if amount <= tol:
+            break
+        served = demand * shares[:, a]
+        movable = (served > tol) & allowed[:, b]
+        if (movable & held[:, b]).any():
+            p = int(np.argmax(np.where(movable & held[:, b], served, -1.0)))
+        else:
+            fits = movable & (layout.sizes <= layout.storage[b] - stored[b])
+            if not fits.any():
+                break
+            useful = np.minimum(served, amount) / np.maximum(layout.sizes, 1e-12)
+            p = int(np.argmax(np.where(fits, useful, -1.0)))
+            held[p, b] = True
+            stored[b] += layout.sizes[p]
+        shift = min(amount, served[p]) / demand[p]
+        shares[p, a] -= shift
+        shares[p, b] += shift
+    shares = np.clip(shares, 0.0, None) * held
+    return held, shares / shares.sum(axis=1, keepdims=True)
+
+
 def plan_data_placement(
     layout: RegionLayout,
     demand: Mapping[str, float] | Sequence[float] | np.ndarray,
@@ -173,8 +215,9 @@ def plan_data_placement(
     """Solve the data-placement MIP; returns a :class:`DataPlan` (see the module docstring).
 
     ``previous`` [pool, region] bool is the plan in force (default: the
-    layout's current holders); it is the warm start, the reference for data
-    moved, and what is kept when the solve fails. ``keep`` [pool, region]
+    layout's current holders); it (or :func:`greedy_plan` from it) is the
+    warm start, the reference for data moved, and what is kept when the
+    solve fails. ``keep`` [pool, region]
     bool lists the copies a pool must keep at least one of (default:
     ``previous``). ``candidates`` [pool, region] bool limits where a copy may
     be kept (default: anywhere; :func:`balance_candidates` keeps the model
@@ -231,12 +274,17 @@ def plan_data_placement(
         obj.SetCoefficient(flow, weights.overflow_weight)
     obj.SetMinimization()
 
-    hint_shares = supply_shares(layout, prev)
+    # warm start: the previous plan, or the greedy one built from it when that scores better
+    hint_held, hint_shares = prev, supply_shares(layout, prev)
+    g_held, g_shares = greedy_plan(layout, d, prev, allowed)
+    if plan_objective(layout, d, g_held, g_shares, prev, weights) < \
+            plan_objective(layout, d, hint_held, hint_shares, prev, weights):
+        hint_held, hint_shares = g_held, g_shares
     hint_vars, hint_vals = [], []
     for p in range(n_p):
         for r in cols[p]:
             hint_vars += [x[p][r], y[p][r]]
-            hint_vals += [float(prev[p, r]), float(hint_shares[p, r])]
+            hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)

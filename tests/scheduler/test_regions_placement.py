@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sia.scheduler.regions.data_placement import (
     PlacementWeights,
     balance_candidates,
+    greedy_plan,
     plan_data_placement,
     plan_objective,
     supply_shares,
@@ -108,6 +109,15 @@ def test_candidates_restrict_new_copies():
     assert plan.held.tolist() == none_new.tolist()
 
 
+def test_greedy_warm_start_balances_the_hand_case():
+    lay = two_regions()
+    prev = lay.initial_replicas().held()
+    held, shares = greedy_plan(lay, np.array(DEMAND), prev, np.ones_like(prev))
+    # A is 7 GPUs over its balanced 9: p1 (most demand per unit of data) is copied to B
+    assert held.tolist() == [[True, True], [True, False], [False, True]]
+    assert np.array(DEMAND) @ shares == pytest.approx([9.0, 9.0])
+
+
 @st.composite
 def cases(draw):
     n_r = draw(st.integers(2, 3))
@@ -139,3 +149,10 @@ def test_plan_respects_storage_keeps_a_copy_and_beats_standing_still(case):
     # the optimum is no worse than keeping the previous plan with its supply-proportional split
     standing = plan_objective(lay, demand, prev, supply_shares(lay, prev), prev, W)
     assert plan.objective <= standing + 1e-6
+    # the greedy warm start keeps every copy, stays within storage and splits each pool's demand
+    g_held, g_shares = greedy_plan(lay, demand, prev, np.ones_like(prev))
+    assert np.all(g_held >= prev)
+    assert np.all((lay.sizes[:, None] * g_held).sum(axis=0) <= lay.storage + 1e-6)
+    assert g_shares.sum(axis=1) == pytest.approx(np.ones(lay.n_pools))
+    assert np.all(g_shares[~g_held] == 0)
+    assert plan.objective <= plan_objective(lay, demand, g_held, g_shares, prev, W) + 1e-6
