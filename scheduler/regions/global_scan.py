@@ -178,6 +178,8 @@ def scan_pass(
     usable = np.asarray(usable, dtype=bool)
     if usable.ndim != 2 or usable.shape[1] != len(regions):
         raise RegionsError(f"usable: shape {usable.shape} does not have one column per region ({len(regions)})")
+    if chunk < 1:
+        raise RegionsError(f"chunk must be >= 1 job, got {chunk}")
     t0 = time.perf_counter()
     n = len(jobs)
     pool_of = np.fromiter((pool_index.get(j.pool, -1) for j in jobs), dtype=np.int64, count=n)
@@ -191,7 +193,8 @@ def scan_pass(
     order = queue_order(np.fromiter((j.priority for j in jobs), dtype=np.int64, count=n),
                         np.fromiter((j.credit for j in jobs), dtype=float, count=n))
     # candidate regions per (pool, shape): usable data and the hardware
-    has_hw = np.array([[hw in reg.hardware for reg in regions] for hw, _ in shapes], dtype=bool)
+    has_hw = np.array([[hw in reg.hardware for reg in regions] for hw, _ in shapes],
+                      dtype=bool).reshape(len(shapes), len(regions))
     cand_of = pool_of * len(shapes) + shape_of
     cand_mask = (usable[:, None, :] & has_hw[None, :, :]).reshape(-1, len(regions))
     cand_lists: dict[int, tuple[int, ...]] = {}
@@ -199,8 +202,6 @@ def scan_pass(
     cache = NegativeCache(len(regions), len(shapes))
     chosen = np.full(n, -1, dtype=np.int64)
     attempts = 0
-    if chunk < 1:
-        raise RegionsError(f"chunk must be >= 1 job, got {chunk}")
     for lo in range(0, n, chunk):
         idx = order[lo:lo + chunk]
         if use_cache:

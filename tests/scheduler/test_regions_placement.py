@@ -10,6 +10,7 @@ from sia.scheduler.regions.data_placement import (
     PlacementWeights,
     balance_candidates,
     greedy_plan,
+    keep_set,
     plan_data_placement,
     plan_objective,
     supply_shares,
@@ -116,6 +117,23 @@ def test_greedy_warm_start_balances_the_hand_case():
     # A is 7 GPUs over its balanced 9: p1 (most demand per unit of data) is copied to B
     assert held.tolist() == [[True, True], [True, False], [False, True]]
     assert np.array(DEMAND) @ shares == pytest.approx([9.0, 9.0])
+
+
+def test_replanning_keeps_a_usable_copy_while_new_ones_transfer():
+    # day 1: p1 is copied to B (size 1 at rate 1/3600 per second: usable after an hour)
+    lay = RegionLayout([Region("A", 10), Region("B", 10)],
+                       [PoolData("p1", "A", 1.0), PoolData("p2", "A", 3.0), PoolData("p3", "B", 2.0)],
+                       transfer_rate=1 / 3600)
+    reps = lay.initial_replicas()
+    day1 = plan_data_placement(lay, DEMAND, reps.held(), keep_set(reps, 0.0), weights=W, time_limit_s=10)
+    reps, moved = reps.apply(lay, day1.held, now=0.0)
+    assert moved == 1.0 and not reps.usable(1800.0)[0, 1] and reps.usable(3600.0)[0, 1]
+    # half an hour later demand flips to B: p1's copy in B is not usable yet, so A's copy must stay
+    keep = keep_set(reps, 1800.0)
+    assert keep.tolist() == [[True, False], [True, False], [False, True]]
+    day2 = plan_data_placement(lay, [8.0, 0.0, 2.0], reps.held(), keep, weights=W, time_limit_s=10)
+    assert day2.held[0, 0]
+    reps.apply(lay, day2.held, now=1800.0)  # accepted: no pool loses its last usable copy
 
 
 @st.composite

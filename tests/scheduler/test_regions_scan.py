@@ -98,6 +98,15 @@ def test_unknown_pool_and_shape_mismatch_are_named():
         run([JobRequest("j", "p0", 1, locality="rack")], [ServerRegion("A", 1)], [[True]], [0])
 
 
+def test_an_empty_queue_is_a_pass_that_does_nothing():
+    a = ServerRegion("A", 1)
+    res = run([], [a], [[True]], [0])
+    assert (res.region.tolist(), res.attempts, res.cache_hits, res.hit_rate) == ([], 0, 0, 0.0)
+    assert a.free_gpus() == 8
+    with pytest.raises(RegionsError, match="chunk must be >= 1 job, got 0"):
+        run([], [a], [[True]], [0], chunk=0)
+
+
 def test_commit_refuses_a_stale_plan():
     a = ServerRegion("A", 1)
     plan = a.try_plan(JobRequest("j", "p0", 6))
