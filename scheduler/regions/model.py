@@ -16,8 +16,9 @@ region, pool and field at fault.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -175,3 +176,59 @@ class Replicas:
         at = np.where(new, now + layout.transfer_s()[:, None], at)
         moved = float((layout.sizes[:, None] * new).sum())
         return Replicas(at), moved
+
+
+def layout_from_mapping(config: Mapping[str, Any], source: str = "regions config") -> RegionLayout:
+    """A :class:`RegionLayout` from a plain mapping (e.g. parsed YAML), errors naming the key.
+
+    Shape: ``{"transfer_rate": float, "regions": {name: {"gpus": int, "storage":
+    float?}}, "pools": {name: {"home": region, "size": float, "replicas":
+    [region, ...]?}}}``. A wrong or unknown key is a one-line error such as
+    ``site.yaml: regions.B: gpus must be an integer >= 1, got 0`` (``source`` names the file).
+    """
+    def fail(key: str, why: str) -> NoReturn:
+        raise RegionsError(f"{source}: {key}: {why}")
+
+    def section(key: str, value: object) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            fail(key or "(top level)", f"must be a mapping, got {type(value).__name__}")
+        return value
+
+    def fields(key: str, value: object, allowed: set[str], required: set[str]) -> Mapping[str, Any]:
+        value = section(key, value)
+        prefix = f"{key}." if key else ""
+        extra = sorted(set(value) - allowed)
+        if extra:
+            fail(f"{prefix}{extra[0]}", f"unknown key (known: {', '.join(sorted(allowed))})")
+        missing = sorted(required - set(value))
+        if missing:
+            fail(f"{prefix}{missing[0]}", "is required")
+        return value
+
+    top = fields("", config, {"transfer_rate", "regions", "pools"}, {"transfer_rate", "regions", "pools"})
+    regions, pools = [], []
+    for name, spec in section("regions", top["regions"]).items():
+        spec = fields(f"regions.{name}", spec, {"gpus", "storage"}, {"gpus"})
+        try:
+            regions.append(Region(str(name), spec["gpus"], spec.get("storage")))
+        except RegionsError as err:
+            fail(f"regions.{name}", str(err).split(": ", 1)[-1])
+    if not regions:
+        fail("regions", "at least one region is needed")
+    for name, spec in section("pools", top["pools"]).items():
+        spec = fields(f"pools.{name}", spec, {"home", "size", "replicas"}, {"home", "size"})
+        replicas = spec.get("replicas", ())
+        if isinstance(replicas, str) or not isinstance(replicas, Sequence):
+            fail(f"pools.{name}.replicas", f"must be a list of region names, got {replicas!r}")
+        known = [r.name for r in regions]
+        for key, region in [("home", spec["home"])] + [(f"replicas[{k}]", r) for k, r in enumerate(replicas)]:
+            if region not in known:
+                fail(f"pools.{name}.{key}", f"{region!r} is not a region (known: {', '.join(known)})")
+        try:
+            pools.append(PoolData(str(name), str(spec["home"]), spec["size"], tuple(replicas)))
+        except RegionsError as err:
+            fail(f"pools.{name}", str(err).split(": ", 1)[-1])
+    try:
+        return RegionLayout(regions, pools, top["transfer_rate"])
+    except RegionsError as err:
+        fail("transfer_rate", str(err).removeprefix("transfer_rate "))

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
-from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
+from sia.scheduler.regions.model import (
+    PoolData,
+    Region,
+    RegionLayout,
+    RegionsError,
+    layout_from_mapping,
+)
 
 
 def layout(rate=10.0):
@@ -66,3 +74,57 @@ def test_plan_must_keep_a_usable_copy_and_have_the_right_shape():
     # dropping one of two usable copies is fine
     kept, _ = reps.apply(lay, np.array([[True, False], [False, True]]), now=0.0)
     assert kept.held().tolist() == [[True, False], [False, True]]
+
+
+CONFIG = {
+    "transfer_rate": 2.0,
+    "regions": {"A": {"gpus": 8}, "B": {"gpus": 16, "storage": 500.0}},
+    "pools": {"p": {"home": "A", "size": 100.0}, "q": {"home": "B", "size": 30.0, "replicas": ["A", "B"]}},
+}
+
+
+#: marks a key to delete in with_change
+DELETE = object()
+
+
+def with_change(path, value):
+    """CONFIG with the key at ``path`` set to ``value`` (or deleted)."""
+    cfg = copy.deepcopy(CONFIG)
+    node = cfg
+    for key in path[:-1]:
+        node = node[key]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return cfg
+
+
+def test_layout_from_mapping_reads_regions_pools_and_replicas():
+    lay = layout_from_mapping(CONFIG)
+    assert [r.name for r in lay.regions] == ["A", "B"] and lay.gpus.tolist() == [8, 16]
+    assert lay.initial_replicas().held().tolist() == [[True, False], [True, True]]
+    assert lay.transfer_s().tolist() == [50.0, 15.0]
+
+
+@pytest.mark.parametrize("path, value, match", [
+    (("regions", "B", "gpus"), 0, r"^site.yaml: regions.B: gpus must be an integer >= 1, got 0$"),
+    (("regions", "B", "cpus"), 4, r"^site.yaml: regions.B.cpus: unknown key \(known: gpus, storage\)$"),
+    (("regions", "A", "gpus"), DELETE, r"^site.yaml: regions.A.gpus: is required$"),
+    (("pools", "p", "home"), "Z", r"^site.yaml: pools.p.home: 'Z' is not a region \(known: A, B\)$"),
+    (("pools", "q", "replicas"), ["A", "C"], r"^site.yaml: pools.q.replicas\[1\]: 'C' is not a region"),
+    (("pools", "q", "replicas"), "A", r"^site.yaml: pools.q.replicas: must be a list of region names"),
+    (("pools", "p", "size"), "big", r"^site.yaml: pools.p: size must be a finite number >= 0, got 'big'$"),
+    (("pools",), [], r"^site.yaml: pools: must be a mapping, got list$"),
+    (("regions",), {}, r"^site.yaml: regions: at least one region is needed$"),
+    (("transfer_rate",), -1.0, r"^site.yaml: transfer_rate: must be a finite number > 0"),
+    (("transfer_rate",), DELETE, r"^site.yaml: transfer_rate: is required$"),
+])
+def test_layout_from_mapping_names_the_key_at_fault(path, value, match):
+    with pytest.raises(RegionsError, match=match):
+        layout_from_mapping(with_change(path, value), source="site.yaml")
+
+
+def test_layout_from_mapping_wants_a_mapping():
+    with pytest.raises(RegionsError, match=r"^site.yaml: \(top level\): must be a mapping, got list$"):
+        layout_from_mapping([1, 2], source="site.yaml")
