@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if code == 130:  # Ctrl-C (Typer's exit code for KeyboardInterrupt)
+        sweep = sys.modules.get("sia.pipelines.engine.execute")
+        if not getattr(sweep, "INTERRUPT_REPORTED", False):
+            print("interrupted (Ctrl-C): the command stopped before it finished", file=sys.stderr)
     return code if isinstance(code, int) else 0
 
 

@@ -83,6 +83,10 @@ def ship(specs: Sequence[ReplaySpec], client: Any) -> list[ShippedReplay]:
     return tasks
 
 
+#: Set when an interrupted sweep has said what it kept (the CLI then adds nothing).
+INTERRUPT_REPORTED = False
+
+
 @dataclass
 class Executed:
     """What :func:`execute` did: the names of the replays run now, reused and found stale."""
@@ -139,6 +143,8 @@ def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: boo
         kept = len(done.reused) + len(done.ran)
         print(f"interrupted: {kept} of {len(specs)} replays are kept in {out}; resume with: "
               f"{resume_command()}", file=sys.stderr, flush=True)
+        global INTERRUPT_REPORTED
+        INTERRUPT_REPORTED = True
         raise
     return done
 

@@ -61,3 +61,17 @@ def test_help_and_no_arguments_print_help(capsys):
     assert "Usage: sia" in capsys.readouterr().out
     assert main(["replay", "--help"]) == 0
     assert "Usage: sia replay" in capsys.readouterr().out
+
+
+def test_ctrl_c_outside_a_sweep_says_so_and_exits_130(monkeypatch, tmp_path, capsys):
+    """A Ctrl-C while a command reads its trace is one line and exit 130, not silence."""
+    from sia.pipelines import inputs
+    from sia.pipelines.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(inputs, "workload_from_options", interrupted)
+    assert main(["ingest", str(tmp_path / "t.csv"), "--out", str(tmp_path / "o")]) == 130
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == ["interrupted (Ctrl-C): the command stopped before it finished"]
