@@ -35,6 +35,11 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+#: A policy, locality or preemption option's value: a scalar or a list of scalars (the options
+#: are constructor arguments; a mapping there is a mistake, e.g. a mis-indented YAML block)
+Scalar = bool | int | float | str | None
+OptionValue = Scalar | list[Scalar]
+Options = dict[str, OptionValue]
 
 
 class _Strict(BaseModel):
@@ -71,7 +76,7 @@ class LocalitySection(_Strict):
 
     topology: str | None = None
     placement: str | None = None
-    options: dict[str, Any] | None = None
+    options: Options | None = None
 
 
 class PolicyEntry(_Strict):
@@ -79,7 +84,7 @@ class PolicyEntry(_Strict):
 
     name: str
     label: str | None = None
-    options: dict[str, Any] | None = None
+    options: Options | None = None
     forecaster: Literal["learned", "none"] | None = None
     alias: str | None = None
 
@@ -172,7 +177,7 @@ class Figure16Grid(_Strict):
     seeds: list[NonNegInt] | None = None
     chain_variants: list[str] | None = None
     chains: list[str] | None = None
-    allocators: dict[str, dict[str, Any] | None] | None = None
+    allocators: dict[str, Options | None] | None = None
 
 
 class Figure16Study(Figure16Grid):
@@ -187,13 +192,13 @@ class Figure16Study(Figure16Grid):
     tick_s: PosFloat | None = None
     chain_policy: str | None = None
     budget_s: PosFloat | None = None
-    locality: dict[str, Any] | None = None
-    chain_locality: dict[str, Any] | None = None
-    preemption: dict[str, Any] | None = None
+    locality: Options | None = None
+    chain_locality: Options | None = None
+    preemption: Options | None = None
     migration: bool | None = None
     learned_train_days: PosFloat | None = None
     learned_seed_offset: NonNegInt | None = None
-    learned_options: dict[str, Any] | None = None
+    learned_options: Options | None = None
     pool_gpus: PosInt | None = None
     grid: Figure16Grid | None = None
 
@@ -436,6 +441,10 @@ def load_study(path: Path | str, study: str, parse: Callable[[dict[str, Any]], T
         raise ConfigError(_listed(source, problems)) from None
     except ConfigError as exc:
         first = str(exc)
+        if not first.startswith(source):  # a parser error that does not name the file or key
+            if problems:  # the schema's problems do: they come first
+                raise ConfigError(_listed(source, problems)) from None
+            first = f"{source}: {first}"
         key = first.removeprefix(f"{source}: ").split(":", 1)[0]
         rest = {k: v for k, v in problems.items() if k != key and not key.startswith(k + "[")
                 and not k.startswith(key + ".") and not k.startswith(key + "[")}
