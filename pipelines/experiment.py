@@ -391,7 +391,12 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
 def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
                     ) -> tuple[PolicySpec, ...]:
     """Return the policy specs, each checked against its declared needs (forecaster, locality)."""
-    from sia.pipelines.engine.sched import POLICY_NAMES, check_policy
+    from sia.pipelines.engine.sched import (
+        POLICY_NAMES,
+        check_policy,
+        option_type_problem,
+        policy_class,
+    )
 
     if not isinstance(raw, list) or not raw:
         raise w.error("policies", "expected a non-empty list of policy names or "
@@ -423,6 +428,11 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
             if opt in options:
                 raise w.error(f"{key}.options.{opt}", "the forecaster is built by the pipeline; "
                                                       "use predictors: and forecaster: learned")
+        cls = policy_class(name)
+        for opt, value in options.items():
+            problem = option_type_problem(cls, opt, value)
+            if problem is not None:
+                raise w.error(f"{key}.options.{opt}", problem)
         forecaster = w.string(item.get("forecaster", "learned" if needs.forecaster else "none"),
                               f"{key}.forecaster", ("learned", "none"))
         for option, kwargs in (("locality", {"locality": locality}),

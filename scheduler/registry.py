@@ -141,6 +141,57 @@ def policy_options(name: str, options: dict[str, Any] | None = None, *, seed: in
     return out
 
 
+#: Constructor annotations whose values are checked before a policy is built (the rest are left
+#: to the constructor): annotation text -> (accepted types, what to say)
+_SIMPLE_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "bool": ((bool,), "true or false"),
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "str": ((str,), "a string"),
+}
+
+
+def check_option_types(name: str, cls: type, options: dict[str, Any]) -> None:
+    """Raise ConfigError when an option's value does not have the simple type its constructor
+    parameter declares (see :func:`option_type_problem`)."""
+    for key, value in options.items():
+        problem = option_type_problem(cls, key, value)
+        if problem is not None:
+            raise ConfigError(f"policy {name!r}: option {key} {problem}")
+
+
+def option_type_problem(cls: type, key: str, value: Any) -> str | None:
+    """Return what is wrong with ``value`` for ``cls``'s constructor parameter ``key`` (None: fine).
+
+    Checked when the parameter declares ``bool``, ``int``, ``float`` or ``str`` (maybe
+    ``| None``); the constructor would otherwise take the value as it is
+    (``adaptation: "no"`` is a true value). Other parameters are left to the constructor.
+    """
+    import inspect
+
+    for klass in cls.__mro__:  # a subclass taking **options passes them to its base
+        init = klass.__dict__.get("__init__")
+        try:
+            param = None if init is None else inspect.signature(init).parameters.get(key)
+        except (TypeError, ValueError):
+            param = None
+        if param is not None and param.kind is not inspect.Parameter.VAR_KEYWORD:
+            break
+    else:
+        return None
+    text = param.annotation
+    if not isinstance(text, str):
+        return None
+    parts = [t.strip() for t in text.split("|")]
+    kinds = [t for t in parts if t != "None"]
+    if len(kinds) != 1 or kinds[0] not in _SIMPLE_TYPES or (value is None and "None" in parts):
+        return None
+    types, what = _SIMPLE_TYPES[kinds[0]]
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        return f"must be {what}, not {value!r}"
+    return None
+
+
 def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     """Return a new policy instance for ``name`` built with ``options`` (e.g. ``seed=0``).
 
@@ -152,6 +203,7 @@ def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     """
     check_policy(name, locality=locality)
     cls = policy_class(name)
+    check_option_types(name, cls, options)
     try:
         return cls(**options)
     except TypeError as exc:

@@ -106,3 +106,23 @@ def test_whole_file_corruptions_are_one_line(cfg, tmp_path):
     _expect_one_line_error(load, out)
     out.write_text(text + "\npolicies: [fcfs\n")
     _expect_one_line_error(load, out)
+
+
+@pytest.mark.parametrize("value, words", [("no", "true or false"), (1, "true or false")])
+def test_an_option_of_the_wrong_type_is_refused_naming_it(tmp_path, value, words):
+    """`adaptation: "no"` was a true value for the policy; it is now an error naming the key."""
+    cfg = {"name": "t", "trace": {"synthetic": "base", "days": 2},
+           "policies": ["fcfs", {"name": "sia-perfect", "options": {"adaptation": value}}]}
+    out = tmp_path / "t.yaml"
+    out.write_text(yaml.safe_dump(cfg))
+    _expect_one_line_error(load_config, out, "policies[1].options.adaptation", words)
+
+
+def test_make_policy_checks_simple_option_types():
+    from sia.scheduler.registry import make_policy
+
+    with pytest.raises(ConfigError, match="option adaptation must be true or false, not 'no'"):
+        make_policy("sia-perfect", adaptation="no")
+    with pytest.raises(ConfigError, match="option refresh_s must be a number, not 'x'"):
+        make_policy("sia-perfect", refresh_s="x")
+    make_policy("sia-perfect", adaptation=False, refresh_s=60, windows_s=(300.0, 3600.0))
