@@ -6,8 +6,8 @@ a rack; a 3-GPU gang holds a 4-GPU cell).
 
 How policies use it (the seam of :mod:`sia.scheduler.core.cluster`), two ways:
 
-* *Placed by the simulator* (FCFS, MaxMin, HiveD*, SSF, gSSF, Themis*: a
-  policy with ``refused(jobs)``): ``decide`` returns starts without a
+* *Placed by the simulator* (FCFS, MaxMin, HiveD*, SIA, SSF, gSSF, Themis*:
+  a policy with ``refused(jobs)``): ``decide`` returns starts without a
   placement, and the simulator's placer stage places them as one batch
   (:meth:`CellCluster.place_batch`), reporting the refused ones back. A
   policy that must know whether a start gets a cell before its next choice
@@ -15,7 +15,10 @@ How policies use it (the seam of :mod:`sia.scheduler.core.cluster`), two ways:
   here through :meth:`CellCluster.try_place` (so later answers in the same
   decision see it); the placer stage gives the start that cell, and frees
   (:meth:`CellCluster.drop_grant`) a held cell the decision did not start.
-* *Placing its own starts* (SIA): ``reset(trace, cluster)`` sees a
+* *Placing its own starts* (a policy without ``refused``; SIA still does so
+  for a dedicated start its preemption makes room for, with the cell
+  :meth:`CellCluster.preempt_for` grants, and reserves cells here itself):
+  ``reset(trace, cluster)`` sees a
   :class:`CellCluster` (``cluster.cell_aware`` is True); before it returns a
   start, the policy asks ``cluster.try_place(job, pool, num_gpus,
   dedicated)``, which allocates the cell in the
@@ -40,9 +43,8 @@ a grant that is never started is a bug that :meth:`CellCluster.check` reports.
   already fragmentation-free, and a dedicated cell outside the pool's quota
   cells would break the safety invariant. The placer stage gives the chain
   a decision's whole batch (:meth:`CellCluster.place_batch`: SSF, gSSF,
-  Themis*); a start a policy asked ``can_place`` for (FCFS, MaxMin, HiveD*:
-  their next choice depends on the answer) or placed itself (SIA) goes to it
-  alone, so the MILP's plan-ahead sees a batch of one there. The budget is enforced deterministically
+  Themis*); a start a policy asked ``can_place`` for (FCFS, MaxMin, HiveD*,
+  SIA: their next choice depends on the answer) goes to it alone, so the MILP's plan-ahead sees a batch of one there. The budget is enforced deterministically
   (``enforce_budget="work"``): each answer's work estimate (graph arcs,
   matrix entries, CP-SAT deterministic time; see
   :data:`~sia.scheduler.placement.protocol.WORK_S_PER_UNIT`) must stay within

@@ -259,3 +259,13 @@ def test_hived_on_cells_keeps_its_invariants_and_fcfs_guaranteed_jobs(seed, chai
     assert res["start_time"].is_not_nan().all()
     assert _out_of_order(res, dedicated_only=True) == 0
     assert summary["placed_buddy"] + summary["placed_fallback"] >= jobs.height
+
+
+def test_sia_takes_a_refused_start_back_and_starts_it_later():
+    # the only job's start is refused at t=0: SIA must count it as pending again (else it sees
+    # nothing to do and the replay stalls); it starts at the next tick
+    trace, _ = build_trace(_table([("a0", "A", 0.0, 10.0, 1)]), make_pools({"A": 4, "B": 4}))
+    cluster, policy = RefuseFirstOnce(trace.quota), make_policy("sia-perfect")
+    state = run_trace(trace, cluster, policy, tick_s=300.0, check_invariants=True)
+    assert cluster.batches == [[0], [0]]
+    assert state.start_time[0] == 300.0
