@@ -234,8 +234,8 @@ class _EventLoop:
     """
 
     __slots__ = ("name", "trace", "cluster", "n", "state", "view", "decide", "wakeup_fn",
-                 "uses_ticks", "tick_s", "refused", "place_batch", "check_invariants", "submit", "left", "seg_start",
-                 "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done")
+                 "uses_ticks", "tick_s", "refused", "place_batch", "holds", "check_invariants", "submit",
+                 "left", "seg_start", "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done")
 
     def __init__(self, trace: TraceArrays, cluster: Cluster, policy: Policy, tick_s: float,
                  check_invariants: bool):
@@ -249,6 +249,10 @@ class _EventLoop:
         # the placer stage: a cluster that places batches, for a policy that takes refusals
         self.refused = getattr(policy, "refused", None)
         self.place_batch = getattr(cluster, "place_batch", None) if self.refused else None
+        #: cells held by the view's can_place in this decision: job -> (GPU ids, opportunistic)
+        self.holds: dict[int, tuple[tuple[int, ...], bool]] = {}
+        if getattr(cluster, "cell_aware", False):
+            self.view._probe = self._hold if self.place_batch is not None else self._no_placer
         self.wakeup_fn = getattr(policy, "next_wakeup", None)
         self.uses_ticks = bool(getattr(policy, "uses_ticks", True))
         self.tick_s, self.check_invariants = tick_s, check_invariants
@@ -269,7 +273,7 @@ class _EventLoop:
         """Replay until every job is done (PolicyError if the policy stalls)."""
         n, heap, submit, end_at, running = self.n, self.heap, self.submit, self.end_at, self.state.running
         state, view, decide, pop, inf = self.state, self.view, self.decide, heapq.heappop, math.inf
-        wakeup_fn, uses_ticks, tick_s = self.wakeup_fn, self.uses_ticks, self.tick_s
+        wakeup_fn, uses_ticks, tick_s, holds = self.wakeup_fn, self.uses_ticks, self.tick_s, self.holds
         next_arrival = n_done = idle_calls = 0
         wakeup = next_tick = inf
         while n_done < n:
@@ -300,7 +304,7 @@ class _EventLoop:
             state.reason = _REASONS[reason]
             view._invalidate()
             items = decide(view)
-            if items and self.place_batch is not None:
+            if (items or holds) and self.place_batch is not None:
                 items = self._place(items, now)
             if items:
                 self._apply(items, now)
@@ -390,10 +394,56 @@ class _EventLoop:
         self.state.n_arrived = j
         return j
 
+    def _hold(self, job: int, opportunistic: bool) -> bool:
+        """The view's ``can_place`` on a cell-aware cluster: hold a cell for pending ``job`` now
+        (after the cells held earlier in this decision); True when it got one."""
+        now = self.state.now
+        if not (0 <= job < self.n) or self.status[job] != _PENDING:
+            raise PolicyError(f"policy {self.name} at t={now:.3f}s asked can_place for job "
+                              f"{_job_label(self.trace, job)} which is "
+                              f"{_status_word(self.status, job, self.n)}, not pending")
+        try:
+            gpus = self.cluster.try_place(job, self.pool_of[job], self.gpus[job], not opportunistic)
+        except PlacementError as exc:
+            raise PolicyError(f"policy {self.name} at t={now:.3f}s: {exc}") from exc
+        if gpus is None:
+            return False
+        self.holds[job] = (gpus, bool(opportunistic))
+        return True
+
+    def _no_placer(self, job: int, opportunistic: bool) -> bool:
+        """The view's ``can_place`` on cells for a policy without the placer stage: an error."""
+        raise PolicyError(f"policy {self.name} asked can_place on cells but has no refused(jobs): "
+                          "only a policy the simulator's placer stage places may ask")
+
+    def _take_holds(self, items: list, now: float) -> list:
+        """Give the starts the view's ``can_place`` held a cell for their cell; free the cells
+        held for jobs the decision did not start."""
+        holds, out = self.holds, []
+        for it in items:
+            if type(it) is not Preempt and it[2] is None:
+                h = holds.pop(int(it[0]), None)
+                if h is not None:
+                    if h[1] != bool(it[1]):
+                        kind = "opportunistic" if h[1] else "dedicated"
+                        raise PolicyError(
+                            f"policy {self.name} at t={now:.3f}s started job "
+                            f"{_job_label(self.trace, int(it[0]))} with another kind than the "
+                            f"{kind} start it asked can_place for")
+                    it = Start(int(it[0]), h[1], h[0])
+            out.append(it)
+        for j in holds:
+            self.cluster.drop_grant(j)
+        holds.clear()
+        return out
+
     def _place(self, items: list, now: float) -> list:
         """The placer stage: place the decision's starts that came without a placement as one
-        batch; return the items with the granted placements, without the refused starts, whose
-        jobs (still pending) go back to the policy's ``refused(jobs)``."""
+        batch (a start ``can_place`` held a cell for takes that cell); return the items with
+        the granted placements, without the refused starts, whose jobs (still pending) go back
+        to the policy's ``refused(jobs)``."""
+        if self.holds:
+            items = self._take_holds(items, now)
         status, n = self.status, self.n
         todo = [(j, self.pool_of[j], self.gpus[j], not it[1]) for it in items
                 if type(it) is not Preempt and it[2] is None

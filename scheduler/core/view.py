@@ -33,6 +33,7 @@ forecasting protocol (:mod:`sia.scheduler.core.forecast`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
@@ -209,7 +210,10 @@ class Policy(Protocol):
       starts without a placement: after ``decide`` the simulator places them
       as one batch (buddy cells, then the fallback chain on what buddy refused),
       applies the placed ones and passes the refused job indices (still
-      pending) here, before the next decision.
+      pending) here, before the next decision. A policy that must know
+      before committing whether a start gets a cell asks
+      :meth:`SimView.can_place`; a start it was told True for is placed on
+      that cell and never refused.
     - ``needs: PolicyNeeds`` (class attribute, :mod:`sia.scheduler.core.needs`) --
       what the policy takes and supports: a forecaster and under which
       constructor option, a seed, locality (buddy cells) and the locality
@@ -297,13 +301,15 @@ class SimView:
     returned by :meth:`pending` are the simulator's own).
     """
 
-    __slots__ = ("_s", "trace", "cluster", "_cache")
+    __slots__ = ("_s", "trace", "cluster", "_cache", "_probe")
 
     def __init__(self, state: SimState, cluster: Cluster):
         self._s = state
         self.trace: TraceArrays = state.trace
         self.cluster = cluster
         self._cache: dict[str, Any] = {}
+        #: the simulator's placement probe (job, opportunistic) -> bool; None: fungible GPUs
+        self._probe: Callable[[int, bool], bool] | None = None
 
     def _invalidate(self) -> None:
         """Drop cached arrays (the simulator calls this before each decision)."""
@@ -350,6 +356,23 @@ class SimView:
     def free_gpus(self) -> int:
         """GPUs not running any job right now."""
         return self.cluster.free
+
+    def can_place(self, job: int, opportunistic: bool = False) -> bool:
+        """True when the placer stage will place pending ``job`` now (dedicated, or opportunistic).
+
+        For a policy whose next choice depends on the answer (FCFS's head of
+        line blocks its pool when it gets no cell; MaxMin and HiveD* give the
+        GPUs to another job). GPU counts and quotas stay the policy's own
+        business: this answers whether the *cells* work out, after the starts
+        already answered True in this decision. On a cell-aware cluster a True
+        keeps the cell it found for that start until the placer stage, which
+        frees it if the decision does not return the start (so ask only for
+        starts the policy means to return, with the same ``opportunistic``).
+        On fungible GPUs every start that fits by count is placed: always True.
+        The policy sees neither GPU ids nor the cluster.
+        """
+        probe = self._probe
+        return True if probe is None else probe(job, opportunistic)
 
     def used_dedicated_of(self, pool: int) -> int:
         """GPUs pool ``pool`` uses on its own quota now."""

@@ -4,15 +4,30 @@ SIA 5.5 / DESIGN.md 6.3. With a topology, every start is placed in *one*
 cell of the level its gang needs (1, 2, 4, 8 GPUs inside a server; 16, 32 in
 a rack; a 3-GPU gang holds a 4-GPU cell).
 
-How policies use it (the seam of :mod:`sia.scheduler.core.cluster`): a policy's
-``reset(trace, cluster)`` sees a :class:`CellCluster` (``cluster.cell_aware``
-is True). Before it returns a start, it asks
-``cluster.try_place(job, pool, num_gpus, dedicated)``, which allocates the
-cell in the :class:`~sia.scheduler.locality.buddy.BuddyAllocator` at once and returns
-the GPU ids (or None: the gang fits by count but not by cells, or the
-allocator refuses); the policy puts them in ``Start.placement``, and the
-simulator's ``allocate`` then takes exactly the granted GPUs. A grant the
-policy does not start is a bug that :meth:`CellCluster.check` reports.
+How policies use it (the seam of :mod:`sia.scheduler.core.cluster`), two ways:
+
+* *Placed by the simulator* (FCFS, MaxMin, HiveD*, SIA, SSF, gSSF, Themis*:
+  a policy with ``refused(jobs)``): ``decide`` returns starts without a
+  placement, and the simulator's placer stage places them as one batch
+  (:meth:`CellCluster.place_batch`), reporting the refused ones back. A
+  policy that must know whether a start gets a cell before its next choice
+  asks the view's ``can_place(job, opportunistic)``, which holds the cell
+  here through :meth:`CellCluster.try_place` (so later answers in the same
+  decision see it); the placer stage gives the start that cell, and frees
+  (:meth:`CellCluster.drop_grant`) a held cell the decision did not start.
+* *Placing its own starts* (a policy without ``refused``; SIA still does so
+  for a dedicated start its preemption makes room for, with the cell
+  :meth:`CellCluster.preempt_for` grants, and reserves cells here itself):
+  ``reset(trace, cluster)`` sees a
+  :class:`CellCluster` (``cluster.cell_aware`` is True); before it returns a
+  start, the policy asks ``cluster.try_place(job, pool, num_gpus,
+  dedicated)``, which allocates the cell in the
+  :class:`~sia.scheduler.locality.buddy.BuddyAllocator` at once and returns the
+  GPU ids (or None: the gang fits by count but not by cells, or the allocator
+  refuses), and puts them in ``Start.placement``.
+
+Either way the simulator's ``allocate`` then takes exactly the granted GPUs;
+a grant that is never started is a bug that :meth:`CellCluster.check` reports.
 
 * Dedicated jobs and reservations: ``allocate_dedicated`` / ``reserve`` of the
   buddy allocator, inside their pool's quota cells (HiveD's safety holds).
@@ -26,9 +41,10 @@ policy does not start is a bug that :meth:`CellCluster.check` reports.
   the buddy allocator takes the chosen cell (``allocate_at``). Dedicated
   jobs get no fallback: inside a pool's quota HiveD's buddy allocation is
   already fragmentation-free, and a dedicated cell outside the pool's quota
-  cells would break the safety invariant. The chain is called per job (the
-  policies decide one start at a time), so the MILP's plan-ahead sees a
-  batch of one. The budget is enforced deterministically
+  cells would break the safety invariant. The placer stage gives the chain
+  a decision's whole batch (:meth:`CellCluster.place_batch`: SSF, gSSF,
+  Themis*); a start a policy asked ``can_place`` for (FCFS, MaxMin, HiveD*,
+  SIA: their next choice depends on the answer) goes to it alone, so the MILP's plan-ahead sees a batch of one there. The budget is enforced deterministically
   (``enforce_budget="work"``): each answer's work estimate (graph arcs,
   matrix entries, CP-SAT deterministic time; see
   :data:`~sia.scheduler.placement.protocol.WORK_S_PER_UNIT`) must stay within
@@ -231,6 +247,14 @@ class CellCluster(CellMigrations, Cluster):
                 return None
         self.grants[job] = a
         return a.gpus
+
+    def drop_grant(self, job: int) -> None:
+        """Free the cell granted to ``job`` in this decision, which the decision does not start
+        (a cell the view's ``can_place`` held for a start the policy then left out)."""
+        a = self.grants.pop(job, None)
+        if a is None:
+            raise PlacementError(f"job {job} has no cell granted in this decision")
+        self.buddy.release(a.alloc_id)
 
     def _fallback(self, aid: str, pool: str, num_gpus: int) -> Allocation | None:
         """The fallback chain for one opportunistic gang buddy refused; its allocation, or None."""

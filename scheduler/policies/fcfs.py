@@ -15,38 +15,43 @@ class FCFSPolicy:
     blocks every later job of its pool (head-of-line blocking, no backfill).
     All starts are dedicated. Realistic: reads only arrived jobs' widths.
     On a cell-aware cluster (:mod:`sia.scheduler.locality.cell_cluster`) a head must also
-    get a buddy cell of its pool's quota, else it blocks its pool.
+    get a buddy cell of its pool's quota (the view's ``can_place``), else it
+    blocks its pool; the simulator's placer stage places the starts.
     """
 
     name = "fcfs"
     perfect_information = False
     uses_ticks = False
-    needs = PolicyNeeds(locality=True)
+    needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
-        """Remember the widths and quotas of ``trace`` (and the cell placer, with locality)."""
+        """Remember the widths, pools and quotas of ``trace``."""
         self._gpus = trace.num_gpus.tolist()
+        self._pool = trace.pool.tolist()
         self._quota = trace.quota.tolist()
-        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
+        self._retry: set[int] = set()  # pools with a refused start, revisited next time
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the heads of the touched pools that fit their pool's unused quota, in order."""
         starts: list[Start] = []
-        gpus = self._gpus
-        for p in sorted(view.touched_pools):
+        gpus, can_place = self._gpus, view.can_place
+        pools = view.touched_pools
+        if self._retry:
+            pools, self._retry = pools | self._retry, set()
+        for p in sorted(pools):
             plist = view.pending(p)
             if not plist:
                 continue
             free = self._quota[p] - view.used_dedicated_of(p)
             for j in plist:
                 g = gpus[j]
-                if g > free:
+                if g > free or not can_place(j, False):
                     break
-                cell = None
-                if self._place is not None:
-                    cell = self._place(j, p, g, True)
-                    if cell is None:
-                        break
                 free -= g
-                starts.append(Start(j, False, cell))
+                starts.append(Start(j, False))
         return starts
+
+    def refused(self, jobs: list[int]) -> None:
+        """Revisit the pools of starts the placer refused at the next decision (their heads
+        still wait, in arrival order: nothing else to undo)."""
+        self._retry.update(self._pool[j] for j in jobs)

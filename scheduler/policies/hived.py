@@ -26,10 +26,17 @@ Realistic: reads only arrived jobs' pools and widths.
 
 With locality (a cell-aware cluster, :mod:`sia.scheduler.locality.cell_cluster`), guaranteed
 jobs get buddy cells of their pool's quota (HiveD's cells) and low-priority
-jobs cells outside them; a job that gets no cell does not fit (a guaranteed
-head then blocks its pool, a low-priority job is skipped). HiveD has no
+jobs cells outside them; a job that gets no cell (the view's ``can_place``)
+does not fit (a guaranteed head then blocks its pool, a low-priority job is
+skipped), and the simulator's placer stage places the starts. HiveD has no
 reservations, and its low-priority jobs may use the buddies of guaranteed
-cells (build its cluster with ``strict_buddies=False``).
+cells (its cluster is built with ``strict_buddies=False``). HiveD's own
+invariants (guaranteed jobs inside their pool's bound cells, low-priority
+ones outside, and HiveD's safety: the unbound cells can still host every
+pool's unbound quota) are the buddy allocator's
+(:meth:`~sia.scheduler.locality.buddy.BuddyAllocator.check_invariants`), run
+after every allocation in debug mode, and ``CellCluster.check`` runs them
+after every event with ``check_invariants``.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ class HiveDPolicy:
     perfect_information = False
     uses_ticks = False
     #: HiveD lets low-priority (opportunistic) jobs use any free cell, buddies of dedicated
-    #: cells included
+    #: cells included; on cells the simulator places its starts
     needs = PolicyNeeds(seed=True, locality=True, locality_requires={"strict_buddies": False})
 
     def __init__(self, seed: int = 0):
@@ -57,10 +64,8 @@ class HiveDPolicy:
         """Remember widths and quotas."""
         self._gpus = trace.num_gpus.tolist()
         self._gpus_arr = trace.num_gpus
-        self._pool_arr = trace.pool
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
-        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the guaranteed FCFS starts, then low-priority starts in global arrival order."""
@@ -76,7 +81,7 @@ class HiveDPolicy:
             plist = view.pending(p)
             if plist:
                 heads.append([plist[0], p, 0, view.used_dedicated_of(p)])
-        place = self._place
+        can_place = view.can_place
         blocked: set[int] = set()
         while heads and free > 0:
             heads.sort()
@@ -85,13 +90,10 @@ class HiveDPolicy:
                 j, p, i, d = h
                 g = gpus[j]
                 if g <= free and d + g <= quota[p] and p not in blocked:
-                    cell = None
-                    if place is not None:
-                        cell = place(j, p, g, True)
-                        if cell is None:
-                            blocked.add(p)
-                            continue
-                    starts.append(Start(j, False, cell))
+                    if not can_place(j, False):
+                        blocked.add(p)
+                        continue
+                    starts.append(Start(j, False))
                     taken.add(j)
                     free -= g
                     h[3] = d + g
@@ -112,18 +114,17 @@ class HiveDPolicy:
         ok = g_all <= free
         if taken:
             ok &= ~np.isin(pending, np.fromiter(taken, dtype=np.int64, count=len(taken)))
-        pool_of = self._pool_arr
         for idx in np.flatnonzero(ok):
             g = int(g_all[idx])
             if g <= free:
-                cell = None
-                if place is not None:
-                    j = int(pending[idx])
-                    cell = place(j, int(pool_of[j]), g, False)
-                    if cell is None:
-                        continue
-                starts.append(Start(int(pending[idx]), True, cell))
+                j = int(pending[idx])
+                if not can_place(j, True):
+                    continue
+                starts.append(Start(j, True))
                 free -= g
                 if free <= 0:
                     break
         return starts
+
+    def refused(self, jobs: list[int]) -> None:
+        """Nothing to undo: each decision reads every pool's pending jobs from the view afresh."""

@@ -26,28 +26,28 @@ class MaxMinPolicy:
        head), other pools still get the GPUs.
 
     Realistic: reads only arrived jobs' widths. On a cell-aware cluster every
-    start also needs a buddy cell (dedicated or opportunistic); a job that
-    gets none is treated as not fitting.
+    start also needs a buddy cell (dedicated or opportunistic; the view's
+    ``can_place``); a job that gets none is treated as not fitting. The
+    simulator's placer stage places the starts.
     """
 
     name = "maxmin"
     perfect_information = False
     uses_ticks = False
-    needs = PolicyNeeds(locality=True)
+    needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
-        """Remember widths and quotas (and the cell placer, with locality)."""
+        """Remember widths and quotas."""
         self._gpus = trace.num_gpus.tolist()
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
-        self._place = cluster.try_place if getattr(cluster, "cell_aware", False) else None
 
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated FCFS starts, then the max-min fair opportunistic ones."""
         free = view.free_gpus
         if free <= 0:
             return []
-        gpus, quota = self._gpus, self._quota
+        gpus, quota, can_place = self._gpus, self._quota, view.can_place
         starts: list[Start] = []
         heads: dict[int, int] = {}  # pool -> position of its next pending job
         alloc: dict[int, int] = {}
@@ -62,14 +62,9 @@ class MaxMinPolicy:
             i = 0
             while i < len(plist):
                 g = gpus[plist[i]]
-                if g > free or d + g > quota[p]:
+                if g > free or d + g > quota[p] or not can_place(plist[i], False):
                     break
-                cell = None
-                if self._place is not None:
-                    cell = self._place(plist[i], p, g, True)
-                    if cell is None:
-                        break
-                starts.append(Start(plist[i], False, cell))
+                starts.append(Start(plist[i], False))
                 free -= g
                 d += g
                 i += 1
@@ -93,15 +88,12 @@ class MaxMinPolicy:
             j = plist[i]
             g = gpus[j]
             opp = ded[best] + g > quota[best]
-            cell = None
-            if self._place is not None:
-                cell = self._place(j, best, g, not opp)
-                if cell is None:
-                    del heads[best]
-                    continue
+            if not can_place(j, opp):
+                del heads[best]
+                continue
             if not opp:
                 ded[best] += g
-            starts.append(Start(j, opp, cell))
+            starts.append(Start(j, opp))
             free -= g
             alloc[best] += g
             if i + 1 < len(plist):
@@ -109,3 +101,6 @@ class MaxMinPolicy:
             else:
                 del heads[best]
         return starts
+
+    def refused(self, jobs: list[int]) -> None:
+        """Nothing to undo: each decision reads every pool's pending jobs from the view afresh."""

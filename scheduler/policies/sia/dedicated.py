@@ -48,22 +48,19 @@ class DedicatedPass:
             p, plist, i = best
             j = plist[i]
             g = gpus[j]
-            cell = None
-            if cells is not None:
-                cell = cells.try_place(j, p, g, True) if g <= free else None
-                if cell is None and self._preempt:
-                    got = cells.preempt_for(j, p, g)
-                    if got is not None:
-                        victims, cell = got
-                        for v in victims:
-                            starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
-                            self._requeue(v)
-                            free += gpus[v]
-                            alloc[self._pool[v]] -= gpus[v]
-                        self.stats["preemptions"] += len(victims)
-                if cell is None:
+            cell = None  # the placer stage places it (on cells: the cell can_place held)
+            if cells is not None and not (g <= free and view.can_place(j, False)):
+                got = cells.preempt_for(j, p, g) if self._preempt else None
+                if got is None:
                     best[2] = len(plist)  # head-of-line blocked by cells
                     continue
+                victims, cell = got
+                for v in victims:
+                    starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
+                    self._requeue(v)
+                    free += gpus[v]
+                    alloc[self._pool[v]] -= gpus[v]
+                self.stats["preemptions"] += len(victims)
             best[2] = i + 1
             starts.append(Start(j, False, cell))
             started[j] = 1

@@ -101,7 +101,8 @@ what keeps learned SIA from slowing jobs, so the synthetic Figure 16 config
 turns it on.
 
 Locality (SIA 5.5; on a cell-aware cluster, :mod:`sia.scheduler.locality.cell_cluster`):
-every start also needs a buddy cell (``cluster.try_place``); a dedicated head
+every start also needs a buddy cell (the view's ``can_place``; the
+simulator's placer stage places the starts); a dedicated head
 that gets none blocks its pool's stream (as under FCFS with cells), and, when
 the cluster allows preemption, first preempts running preemptible
 opportunistic jobs until its cell is free (returning a
@@ -419,8 +420,14 @@ class SiaPolicy(DedicatedPass, SparePass):
         gone = {s.job for s in starts if type(s) is Preempt}
         return sum(self._gpus[v] for v in self._cells.preemptible_running() if v not in gone)
 
+    def refused(self, jobs: list[int]) -> None:
+        """Put starts the placer stage refused back among the pending and lendable jobs (on
+        cells it refuses none: every start got its cell from can_place or preempt_for)."""
+        for j in jobs:
+            self._requeue(j)
+
     def _requeue(self, j: int) -> None:
-        """Put a preempted job back among the pending and lendable jobs."""
+        """Put a preempted (or refused) job back among the pending and lendable jobs."""
         self._started[j] = 0
         p = self._pool[j]
         self._pend_gpus[p] += self._gpus[j]

@@ -125,13 +125,10 @@ class SparePass:
             if pick < 0:
                 break
             g = gpus[j]
-            cell = None
-            if cells is not None:
-                cell = cells.try_place(j, pick, g, False)
-                if cell is None:
-                    skip.add(pick)
-                    continue
-            starts.append(Start(j, True, cell))
+            if cells is not None and not view.can_place(j, True):
+                skip.add(pick)
+                continue
+            starts.append(Start(j, True))
             started[j] = 1
             free -= g
             alloc[pick] += g
