@@ -23,6 +23,25 @@ Measured 2026-11-22 (session 3), CPU s by prefix: 1,000: 0.55; 5,000: 1.8;
 2026-11-24, same code, machine shared with four other engineers: all 82,182:
 106.8 s CPU (132 s wall), 0 slowed; on average 31.7k merged clock entries per
 pass, of which ~900 pending and ~8.9k before the horizon.
+2026-11-24 (session 4), same code, quieter machine: all 82,182: 98.1 s CPU,
+0 slowed. Profile of the whole trace (cProfile under load, CPU s of ~118): merge upkeep
+~31 (span replacement 17.2, the span's end-order argsort 10.3, the rest 3),
+the compiled pass 17.5, virtual-clock runs 14.3 (+ ~10 of Python around them),
+the rest Python glue spread over decide / _pass / _try_charge. Three tries that
+kept the schedules identical but did NOT pay (CPU medians, new/old, of runs
+paired with the code above; not kept): (a) the merge limited to pending jobs
+and entries before a bound a quarter to half way from the horizon to
+horizon + D, rebuilt when the horizon passes it or it lies past horizon + D:
+entries per pass 31.7k -> 12.8k but 11.4k rebuilds; with (b), 1.22x (slower)
+on 40,000 jobs; without the shrinking rebuild the bound stays weeks ahead and
+holds everything; (b) the clock kernel reading the pool's future jobs in place
+instead of copying them (1.58G job ids copied over the trace) and (c) a
+stable (run-aware) argsort for the span's end order: (b) 1.00x on 20,000
+(3 pairs, (c) entering part-way); (b) + (c) 1.00x on 40,000 (3 pairs) and
+1.01x on 82,182 (this script, one run each). The next step has to remove the
+merge's per-update linear work and the end order itself (e.g. per-pool
+occupancy profiles from the clock kernel, which already pops ends in order),
+not trim them.
 """
 
 from __future__ import annotations
