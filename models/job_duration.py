@@ -285,11 +285,15 @@ class OnlineDurationHistory:
             self.__init__(self.min_count, self.prior)
             self._trace_id = id(trace)
             self._seen = [0] * trace.n_pools
+            batches: dict[tuple[int, Any], list[float]] = defaultdict(list)
             for tag, p, g, d in prior_completions(self.prior, trace):
                 if tag >= 0:
-                    self._by_tag[tag].add(d)
-                self._by_pool_gpus[(p, g)].add(d)
-                self._by_pool[p].add(d)
+                    batches[(0, tag)].append(d)
+                batches[(1, (p, g))].append(d)
+                batches[(2, p)].append(d)
+            groups = (self._by_tag, self._by_pool_gpus, self._by_pool)
+            for (level, key), durations in batches.items():  # sorted once, not inserted
+                groups[level][key].values = sorted(durations)
 
     def add(self, trace: Any, jobs: np.ndarray) -> None:
         """Absorb finished jobs (indices into ``trace``; their durations are known)."""
@@ -338,11 +342,16 @@ class OnlineDurationHistory:
 
 # ----------------------------------------------------------------------------- the estimator
 
-def _feature_index() -> dict[str, int]:
-    """Return the column index of each JobDuration feature."""
-    from sia.features.duration_features import DURATION_FEATURES
+_INDEX: dict[str, int] = {}
 
-    return {c: i for i, c in enumerate(DURATION_FEATURES)}
+
+def _feature_index() -> dict[str, int]:
+    """Return the column index of each JobDuration feature (built once: a tick asks it)."""
+    if not _INDEX:
+        from sia.features.duration_features import DURATION_FEATURES
+
+        _INDEX.update({c: i for i, c in enumerate(DURATION_FEATURES)})
+    return _INDEX
 
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
@@ -611,10 +620,15 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         out = np.full((x.shape[0], _N_EDGES), np.nan)
         done = np.zeros(x.shape[0], dtype=bool)
         need = float(self.history_min_count)
+        w = float(self.history_recent)
         for level in _RULE_LEVELS:
             count = x[:, idx[f"{level}_count"]]
             ok = ~done & (count >= (need if level != "pool" else 1.0))
-            out[ok] = self._level_shares(x[ok], level)[0]
+            if not ok.any():
+                continue
+            whole = x[np.ix_(ok, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)])]
+            recent = x[np.ix_(ok, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)])]
+            out[ok] = whole if w == 0.0 else recent if w == 1.0 else w * recent + (1.0 - w) * whole
             done |= ok
         step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
         out[~done] = step
@@ -763,8 +777,8 @@ class OnlineSubmissionFeatures:
 
         self._trace_id = id(trace)
         self._builder = SubmissionFeatures()
-        for tag, p, g, d in prior_completions(self.prior, trace):
-            self._builder.complete(tag if tag >= 0 else None, None, p, g, d)
+        self._builder.complete_many([(tag if tag >= 0 else None, None, p, g, d)
+                                     for tag, p, g, d in prior_completions(self.prior, trace)])
         self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
         self._seen = [0] * trace.n_pools
         self._arrived = 0

@@ -150,3 +150,27 @@ def test_online_equals_offline(s, stride):
     got = online.rows(np.arange(s.height))
     want = submission_features(s).select(DURATION_FEATURES).to_numpy()
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["t1", "t2", None]), st.sampled_from(["u", None]),
+                          st.sampled_from(["a", "b"]), st.sampled_from([1, 2, 8]),
+                          st.one_of(st.integers(1, 100).map(float),
+                                    st.floats(1.0, 1e6, allow_nan=False))),
+                max_size=120),
+       st.integers(1, 5))
+def test_bulk_completions_equal_one_by_one(jobs, recent):
+    """complete_many (a replay's prior history) leaves every group as complete() of each would."""
+    import sia.features.duration_features as df
+
+    old = df.RECENT_JOBS
+    df.RECENT_JOBS = recent  # small, so the recent window is exercised
+    try:
+        one, bulk = df.SubmissionFeatures(), df.SubmissionFeatures()
+        for job in jobs:
+            one.complete(*job)
+        bulk.complete_many(jobs)
+        for key in [("t1", "u", "a", 1), (None, None, "b", 8), ("t2", None, "a", 2)]:
+            np.testing.assert_array_equal(one.submit(1e9, *key), bulk.submit(1e9, *key))
+    finally:
+        df.RECENT_JOBS = old
