@@ -196,6 +196,12 @@ class SortedHistory:
         insort(self.values, duration_s)
         self._median = None
 
+    def extend(self, durations_s: list[float]) -> None:
+        """Insert many durations (s) at once: one sort instead of one insertion each."""
+        self.values.extend(durations_s)
+        self.values.sort()
+        self._median = None
+
     def median(self) -> float:
         """Return the median duration (s); NaN when empty."""
         m = self._median
@@ -292,8 +298,8 @@ class OnlineDurationHistory:
                 batches[(1, (p, g))].append(d)
                 batches[(2, p)].append(d)
             groups = (self._by_tag, self._by_pool_gpus, self._by_pool)
-            for (level, key), durations in batches.items():  # sorted once, not inserted
-                groups[level][key].values = sorted(durations)
+            for (level, key), durations in batches.items():
+                groups[level][key].extend(durations)
 
     def add(self, trace: Any, jobs: np.ndarray) -> None:
         """Absorb finished jobs (indices into ``trace``; their durations are known)."""
@@ -620,39 +626,35 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         out = np.full((x.shape[0], _N_EDGES), np.nan)
         done = np.zeros(x.shape[0], dtype=bool)
         need = float(self.history_min_count)
-        w = float(self.history_recent)
         for level in _RULE_LEVELS:
             count = x[:, idx[f"{level}_count"]]
             ok = ~done & (count >= (need if level != "pool" else 1.0))
-            if not ok.any():
-                continue
-            whole = x[np.ix_(ok, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)])]
-            recent = x[np.ix_(ok, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)])]
-            out[ok] = whole if w == 0.0 else recent if w == 1.0 else w * recent + (1.0 - w) * whole
-            done |= ok
+            if ok.any():
+                out[ok] = self._level_shares(x, level, ok)
+                done |= ok
         step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
         out[~done] = step
         return np.maximum.accumulate(np.nan_to_num(out, nan=0.0), axis=1)
 
-    def _level_shares(self, x: np.ndarray, level: str) -> tuple[np.ndarray, np.ndarray]:
-        """Return (shares [n, 3], jobs behind them [n]) of one history level, blended by history_recent.
-
-        The recent shares cover the group's last ``RECENT_JOBS`` finished jobs,
-        so they stand for at most that many.
-        """
-        from sia.features.duration_features import RECENT_JOBS
-
+    def _level_shares(self, x: np.ndarray, level: str, rows: np.ndarray) -> np.ndarray:
+        """Return the shares [r, 3] of one history level for the ``rows`` (bool mask) of ``x``,
+        the recent and all-history shares blended by history_recent."""
         idx = _feature_index()
         w = float(self.history_recent)
-        count = np.nan_to_num(x[:, idx[f"{level}_count"]], nan=0.0)
-        whole = x[:, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)]]
-        recent = x[:, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)]]
-        if w == 0.0:
-            return whole, count
+        recent = x[np.ix_(rows, [idx[f"{level}_recent_le{m}m"] for m in (5, 60, 720)])]
         if w == 1.0:
-            return recent, np.minimum(count, float(RECENT_JOBS))
-        return (w * recent + (1.0 - w) * whole,
-                w * np.minimum(count, float(RECENT_JOBS)) + (1.0 - w) * count)
+            return recent
+        whole = x[np.ix_(rows, [idx[f"{level}_le{m}m"] for m in (5, 60, 720)])]
+        return whole if w == 0.0 else w * recent + (1.0 - w) * whole
+
+    def _level_count(self, x: np.ndarray, level: str) -> np.ndarray:
+        """Return the jobs behind one level's blended shares per row of ``x``: the recent shares
+        cover the group's last ``RECENT_JOBS`` finished jobs, so they stand for at most that many."""
+        from sia.features.duration_features import RECENT_JOBS
+
+        w = float(self.history_recent)
+        count = np.nan_to_num(x[:, _feature_index()[f"{level}_count"]], nan=0.0)
+        return w * np.minimum(count, float(RECENT_JOBS)) + (1.0 - w) * count
 
     def _shrunk_cdf(self, x: np.ndarray) -> np.ndarray:
         """Return P(duration <= edge) shrunk level by level (``history_shrink`` = a > 0).
@@ -665,8 +667,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """
         a = float(self.history_shrink)
         est = np.full((x.shape[0], _N_EDGES), np.nan)
+        every = np.ones(x.shape[0], dtype=bool)
         for level in _SHRINK_LEVELS:
-            p, n = self._level_shares(x, level)
+            p, n = self._level_shares(x, level, every), self._level_count(x, level)
             has = (n > 0) & ~np.isnan(p).any(axis=1)
             prior = ~np.isnan(est[:, 0])
             first = has & ~prior

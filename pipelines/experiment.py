@@ -394,8 +394,7 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
     from sia.pipelines.engine.sched import (
         POLICY_NAMES,
         check_policy,
-        option_type_problem,
-        policy_class,
+        option_type_problems,
     )
 
     if not isinstance(raw, list) or not raw:
@@ -428,11 +427,8 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
             if opt in options:
                 raise w.error(f"{key}.options.{opt}", "the forecaster is built by the pipeline; "
                                                       "use predictors: and forecaster: learned")
-        cls = policy_class(name)
-        for opt, value in options.items():
-            problem = option_type_problem(cls, opt, value)
-            if problem is not None:
-                raise w.error(f"{key}.options.{opt}", problem)
+        for opt, problem in option_type_problems(name, options).items():
+            raise w.error(f"{key}.options.{opt}", problem)
         forecaster = w.string(item.get("forecaster", "learned" if needs.forecaster else "none"),
                               f"{key}.forecaster", ("learned", "none"))
         for option, kwargs in (("locality", {"locality": locality}),

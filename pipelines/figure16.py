@@ -220,7 +220,7 @@ def _check_policies(cfg: Figure16Config, path: Path) -> None:
 
 def _learned_options(raw: Any, path: Path) -> dict:
     """Return the ``learned_options`` mapping, checked by building SIA with it."""
-    from sia.pipelines.engine.sched import make_policy, option_type_problem, policy_class
+    from sia.pipelines.engine.sched import make_policy, option_type_problems
 
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: learned_options must be a mapping of SiaPolicy options, "
@@ -228,11 +228,8 @@ def _learned_options(raw: Any, path: Path) -> dict:
     opts = dict(raw)
     if "name" in opts or "forecaster" in opts:
         raise ConfigError(f"{path}: learned_options cannot set 'name' or 'forecaster'")
-    cls = policy_class("sia-perfect")
-    for key, value in opts.items():
-        problem = option_type_problem(cls, key, value)
-        if problem is not None:
-            raise ConfigError(f"{path}: learned_options.{key}: {problem}")
+    for key, problem in option_type_problems("sia-perfect", opts).items():
+        raise ConfigError(f"{path}: learned_options.{key}: {problem}")
     try:
         make_policy("sia-perfect", **opts)  # SIA's options, on perfect predictions
     except ConfigError as err:

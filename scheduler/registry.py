@@ -13,6 +13,7 @@ clear :class:`ConfigError`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -151,45 +152,44 @@ _SIMPLE_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def check_option_types(name: str, cls: type, options: dict[str, Any]) -> None:
-    """Raise ConfigError when an option's value does not have the simple type its constructor
-    parameter declares (see :func:`option_type_problem`)."""
-    for key, value in options.items():
-        problem = option_type_problem(cls, key, value)
-        if problem is not None:
-            raise ConfigError(f"policy {name!r}: option {key} {problem}")
-
-
-def option_type_problem(cls: type, key: str, value: Any) -> str | None:
-    """Return what is wrong with ``value`` for ``cls``'s constructor parameter ``key`` (None: fine).
+def option_type_problems(name: str, options: dict[str, Any]) -> dict[str, str]:
+    """Return {option: what is wrong} for the options of policy ``name`` whose value does not
+    have the simple type its constructor parameter declares ({} when all are fine).
 
     Checked when the parameter declares ``bool``, ``int``, ``float`` or ``str`` (maybe
     ``| None``); the constructor would otherwise take the value as it is
     (``adaptation: "no"`` is a true value). Other parameters are left to the constructor.
     """
+    params = _init_annotations(policy_class(name))
+    problems = {}
+    for key, value in options.items():
+        parts = [t.strip() for t in params.get(key, "").split("|")]
+        kinds = [t for t in parts if t != "None"]
+        if len(kinds) != 1 or kinds[0] not in _SIMPLE_TYPES or (value is None and "None" in parts):
+            continue
+        types, what = _SIMPLE_TYPES[kinds[0]]
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            problems[key] = f"must be {what}, not {value!r}"
+    return problems
+
+
+@functools.cache
+def _init_annotations(cls: type) -> dict[str, str]:
+    """Return the annotation text of each constructor parameter of ``cls``, following a
+    subclass that takes ``**options`` to its base's parameters."""
     import inspect
 
-    for klass in cls.__mro__:  # a subclass taking **options passes them to its base
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):  # a subclass's own parameters win
         init = klass.__dict__.get("__init__")
         try:
-            param = None if init is None else inspect.signature(init).parameters.get(key)
+            params = {} if init is None else inspect.signature(init).parameters
         except (TypeError, ValueError):
-            param = None
-        if param is not None and param.kind is not inspect.Parameter.VAR_KEYWORD:
-            break
-    else:
-        return None
-    text = param.annotation
-    if not isinstance(text, str):
-        return None
-    parts = [t.strip() for t in text.split("|")]
-    kinds = [t for t in parts if t != "None"]
-    if len(kinds) != 1 or kinds[0] not in _SIMPLE_TYPES or (value is None and "None" in parts):
-        return None
-    types, what = _SIMPLE_TYPES[kinds[0]]
-    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
-        return f"must be {what}, not {value!r}"
-    return None
+            continue
+        out.update({k: p.annotation for k, p in params.items()
+                    if p.kind is not inspect.Parameter.VAR_KEYWORD
+                    and isinstance(p.annotation, str)})
+    return out
 
 
 def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
@@ -203,7 +203,8 @@ def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     """
     check_policy(name, locality=locality)
     cls = policy_class(name)
-    check_option_types(name, cls, options)
+    for key, problem in option_type_problems(name, options).items():
+        raise ConfigError(f"policy {name!r}: option {key} {problem}")
     try:
         return cls(**options)
     except TypeError as exc:

@@ -21,7 +21,7 @@ from sia.scheduler.registry import (
     POLICY_NAMES,
     check_policy,
     make_policy,
-    option_type_problem,
+    option_type_problems,
     policies_with,
     policy_class,
     policy_needs,
@@ -30,7 +30,7 @@ from sia.scheduler.registry import (
 
 __all__ = [
     "POLICIES", "POLICY_NAMES", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
-    "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problem", "options_from_cli",
+    "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problems", "options_from_cli",
     "parse_cells_options", "parse_placement", "policies_with", "policy_class", "policy_needs",
     "policy_options", "replay_maybe_cells", "simulate", "simulate_cells",
 ]
