@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -239,41 +240,111 @@ def _div(x: float | None, d: float) -> float | None:
     return None if x is None else x / d
 
 
+# The `replay` command's options that are its own (the workload's are shared: sia.pipelines.inputs).
+PolicyOpt = Annotated[str, typer.Option(
+    "--policy", help="Policy to replay: " + ", ".join(POLICY_NAMES) + ".", show_default=False)]
+OutOpt = Annotated[Path, typer.Option(
+    "--out", help="Folder to write jobs.parquet, pools.parquet and summary.json into.",
+    show_default=False)]
+SpeedupOpt = Annotated[float, typer.Option(
+    "--speedup", help="Divide every job's duration by this factor (the paper uses 10).")]
+TickOpt = Annotated[float, typer.Option(
+    "--tick", help="Seconds between the periodic scheduling ticks.")]
+WarmupDaysOpt = Annotated[float, typer.Option(
+    "--warmup-days", help="Days after the first submission whose jobs are not scored.")]
+TopologyOpt = Annotated[str | None, typer.Option(
+    "--topology", help="Replay on buddy cells with this server/rack shape, e.g. "
+    "'gpus=8,rack=4' (gangs must sit in one cell: 1/2/4/8 GPUs in a server, 16/32 in "
+    "a rack). Default: fungible GPUs.", show_default=False)]
+PlacementOpt = Annotated[str | None, typer.Option(
+    "--placement", help="With cells: the placement chain tried when the buddy allocator "
+    "cannot place a job, e.g. 'buddy', 'buddy,mcf', 'buddy,hungarian,milp,budget=0.5' "
+    "(budget: seconds per solver call).", show_default=False)]
+CellsOpt = Annotated[list[str] | None, typer.Option(
+    "--cells-option", help="With cells (implies --topology gpus=8,rack=4 when not "
+    "given): set a cell-cluster option, KEY=VALUE, repeatable: preempt, "
+    "preemptible_fraction, lost_work_s, restart_delay_s, seed (preemption); migrate, "
+    "migrate_for (migration); adopt_loans, strict_buddies, spare_full_pools, pack, "
+    "strict_reservations, debug. E.g. --cells-option preempt=true --cells-option "
+    "preemptible_fraction=0.3.", metavar="KEY=VALUE", show_default=False)]
+ReplayStartOpt = Annotated[float | None, typer.Option(
+    "--replay-start-day", help="Replay only jobs submitted from this day (days since the "
+    "trace start; with --train, default: where the training split ends).",
+    show_default=False)]
+ReplayEndOpt = Annotated[float | None, typer.Option(
+    "--replay-end-day", help="Replay only jobs submitted before this day.",
+    show_default=False)]
+AliasOpt = Annotated[str | None, typer.Option(
+    "--alias", help="sia*: registry alias of the predictors (default: champion; with "
+    f"--train: the alias to register under, default {TRAIN_ALIAS}).", show_default=False)]
+LoadMethodOpt = Annotated[str, typer.Option(
+    "--load-method", help="sia*: NewLoadEstimate: sliding_max (SIA's) or calibrated.")]
+WindowsOpt = Annotated[str, typer.Option(
+    "--windows", help="sia*: prediction windows in minutes (SIA's windows and the "
+    "predictors').")]
+TrainOpt = Annotated[bool, typer.Option(
+    "--train", help="sia*: train and register the predictors on the period before the "
+    "replay instead of loading them.")]
+TrainDaysOpt = Annotated[float, typer.Option(
+    "--train-days", help="--train: days of the training period.")]
+ValDaysOpt = Annotated[float, typer.Option(
+    "--val-days", help="--train: days of the validation period (just before the replay).")]
+TrainWarmupOpt = Annotated[float, typer.Option(
+    "--train-warmup-days", help="--train: days before the training period whose jobs "
+    "only feed the features.")]
+NoMlflowOpt = Annotated[bool, typer.Option(
+    "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    """The `sia replay` command line, as parsed (field names are the command's parameters)."""
+
+    trace: Any
+    policy: str
+    out: Path
+    speedup: float
+    tick: float
+    warmup_days: float
+    topology: str | None
+    placement: str | None
+    cells_option: list[str] | None
+    synthetic: Any
+    fmt: str
+    map_: Any
+    pool_from: Any
+    time_unit: str
+    clean: bool
+    quotas: Any
+    load_range: str
+    seed: int
+    days: Any
+    replay_start_day: float | None
+    replay_end_day: float | None
+    alias: str | None
+    load_method: str
+    windows: str
+    train: bool
+    train_days: float
+    val_days: float
+    train_warmup_days: float
+    no_mlflow: bool
+
+
 def register(app: typer.Typer) -> None:
     """Add the `replay` command to ``app``."""
 
     @app.command("replay", help=HELP)
     def replay(
         trace: inputs.TraceArg = None,
-        policy: Annotated[str, typer.Option(
-            "--policy", help="Policy to replay: " + ", ".join(POLICY_NAMES) + ".",
-            show_default=False)] = ...,
-        out: Annotated[Path, typer.Option(
-            "--out", help="Folder to write jobs.parquet, pools.parquet and summary.json into.",
-            show_default=False)] = ...,
-        speedup: Annotated[float, typer.Option(
-            "--speedup", help="Divide every job's duration by this factor (the paper uses 10).")
-        ] = 1.0,
-        tick: Annotated[float, typer.Option(
-            "--tick", help="Seconds between the periodic scheduling ticks.")] = 300.0,
-        warmup_days: Annotated[float, typer.Option(
-            "--warmup-days", help="Days after the first submission whose jobs are not scored.")
-        ] = 2.0,
-        topology: Annotated[str | None, typer.Option(
-            "--topology", help="Replay on buddy cells with this server/rack shape, e.g. "
-            "'gpus=8,rack=4' (gangs must sit in one cell: 1/2/4/8 GPUs in a server, 16/32 in "
-            "a rack). Default: fungible GPUs.", show_default=False)] = None,
-        placement: Annotated[str | None, typer.Option(
-            "--placement", help="With cells: the placement chain tried when the buddy allocator "
-            "cannot place a job, e.g. 'buddy', 'buddy,mcf', 'buddy,hungarian,milp,budget=0.5' "
-            "(budget: seconds per solver call).", show_default=False)] = None,
-        cells_option: Annotated[list[str] | None, typer.Option(
-            "--cells-option", help="With cells (implies --topology gpus=8,rack=4 when not "
-            "given): set a cell-cluster option, KEY=VALUE, repeatable: preempt, "
-            "preemptible_fraction, lost_work_s, restart_delay_s, seed (preemption); migrate, "
-            "migrate_for (migration); adopt_loans, strict_buddies, spare_full_pools, pack, "
-            "strict_reservations, debug. E.g. --cells-option preempt=true --cells-option "
-            "preemptible_fraction=0.3.", metavar="KEY=VALUE", show_default=False)] = None,
+        policy: PolicyOpt = ...,
+        out: OutOpt = ...,
+        speedup: SpeedupOpt = 1.0,
+        tick: TickOpt = 300.0,
+        warmup_days: WarmupDaysOpt = 2.0,
+        topology: TopologyOpt = None,
+        placement: PlacementOpt = None,
+        cells_option: CellsOpt = None,
         synthetic: inputs.SyntheticOpt = None,
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
@@ -284,145 +355,157 @@ def register(app: typer.Typer) -> None:
         load_range: inputs.LoadRangeOpt = "0.6,1.1",
         seed: inputs.SeedOpt = 0,
         days: inputs.DaysOpt = None,
-        replay_start_day: Annotated[float | None, typer.Option(
-            "--replay-start-day", help="Replay only jobs submitted from this day (days since the "
-            "trace start; with --train, default: where the training split ends).",
-            show_default=False)] = None,
-        replay_end_day: Annotated[float | None, typer.Option(
-            "--replay-end-day", help="Replay only jobs submitted before this day.",
-            show_default=False)] = None,
-        alias: Annotated[str | None, typer.Option(
-            "--alias", help="sia*: registry alias of the predictors (default: champion; with "
-            f"--train: the alias to register under, default {TRAIN_ALIAS}).",
-            show_default=False)] = None,
-        load_method: Annotated[str, typer.Option(
-            "--load-method", help="sia*: NewLoadEstimate: sliding_max (SIA's) or calibrated.")
-        ] = "sliding_max",
-        windows: Annotated[str, typer.Option(
-            "--windows", help="sia*: prediction windows in minutes (SIA's windows and the "
-            "predictors').")] = ",".join(str(k) for k in DEFAULT_WINDOWS_MIN),
-        train: Annotated[bool, typer.Option(
-            "--train", help="sia*: train and register the predictors on the period before the "
-            "replay instead of loading them.")] = False,
-        train_days: Annotated[float, typer.Option(
-            "--train-days", help="--train: days of the training period.")] = TRAIN_DAYS,
-        val_days: Annotated[float, typer.Option(
-            "--val-days", help="--train: days of the validation period (just before the "
-            "replay).")] = VAL_DAYS,
-        train_warmup_days: Annotated[float, typer.Option(
-            "--train-warmup-days", help="--train: days before the training period whose jobs "
-            "only feed the features.")] = TRAIN_WARMUP_DAYS,
-        no_mlflow: Annotated[bool, typer.Option(
-            "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")] = False,
+        replay_start_day: ReplayStartOpt = None,
+        replay_end_day: ReplayEndOpt = None,
+        alias: AliasOpt = None,
+        load_method: LoadMethodOpt = "sliding_max",
+        windows: WindowsOpt = ",".join(str(k) for k in DEFAULT_WINDOWS_MIN),
+        train: TrainOpt = False,
+        train_days: TrainDaysOpt = TRAIN_DAYS,
+        val_days: ValDaysOpt = VAL_DAYS,
+        train_warmup_days: TrainWarmupOpt = TRAIN_WARMUP_DAYS,
+        no_mlflow: NoMlflowOpt = False,
     ) -> None:
-        import polars as pl
-        from sia.pipelines.engine.predictors import resolve_registry
-        from sia.pipelines.engine.sched import (
-            RESULT_COLUMNS,
-            check_policy,
-            options_from_cli,
-            policies_with,
-            policy_needs,
-        )
+        run_command(ReplayArgs(**locals()))
 
-        if not speedup > 0:
-            raise ConfigError(f"--speedup must be > 0, not {speedup}")
-        if not tick > 0:
-            raise ConfigError(f"--tick must be > 0 seconds, not {tick}")
-        if not warmup_days >= 0:
-            raise ConfigError(f"--warmup-days must be >= 0, not {warmup_days}")
-        # fail on an unknown policy, or one that cannot take what was asked, before reading
-        needs = policy_needs(policy)
-        locality = options_from_cli(topology, placement, cells_option)
-        given = [f for f, v in (("--topology", topology), ("--placement", placement),
-                                ("--cells-option", cells_option)) if v]
-        try:
-            check_policy(policy, locality=locality)
-        except ConfigError as exc:
-            raise ConfigError(f"{given[0]}: {exc}") from None
-        learned = needs.forecaster is not None
-        given = [f for f, v in (("--train", train), ("--alias", alias)) if v]
-        if given and not learned:
-            raise ConfigError(f"{given[0]} applies to the policies that use the learned "
-                              f"predictors ({', '.join(policies_with(forecaster=True))}), "
-                              f"not {policy!r}")
-        if load_method not in ("sliding_max", "calibrated"):
-            raise ConfigError(f"--load-method must be sliding_max or calibrated, not {load_method!r}")
-        ks = inputs.parse_windows(windows)
-        if any(b <= a for a, b in zip(ks, ks[1:], strict=False)):
-            raise ConfigError(f"--windows {windows!r}: need increasing minutes such as 5,60,720")
-        if (replay_start_day is not None and replay_end_day is not None
-                and replay_end_day <= replay_start_day):
-            raise ConfigError(f"--replay-end-day {replay_end_day:g} must be after "
-                              f"--replay-start-day {replay_start_day:g}")
-        uri = None
-        if not no_mlflow:  # an unusable store fails now, before any replay
-            from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
 
-            uri = setup_tracking(experiment=EVALUATION_EXPERIMENT)
-        wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
-                                          clean, quotas, load_range, seed, days)
-        options: dict[str, Any] = {}
-        predictors = ref = None
-        if learned:
-            trained = None
-            if train:
-                name = alias or TRAIN_ALIAS
-                typer.echo(f"training the predictors on the period before the replay "
-                           f"(alias {name}) ...")
-                replay_start_day, trained = train_before_replay(
-                    wl.jobs, wl.pools, source=wl.source, replay_start_day=replay_start_day,
-                    train_days=train_days, val_days=val_days, warmup_days=train_warmup_days,
-                    windows_min=ks, load_windows=3, alias=name, out_dir=out / "predictors",
-                    seed=seed)
-                typer.echo(f"trained in {trained['train_wall_s']:.1f} s (MLflow run "
-                           f"{trained['run_id']}); replay from day {replay_start_day:g}")
-            name = alias or (TRAIN_ALIAS if train else "champion")
-            hint = ("" if train else
-                    f"; run `sia train TRACE --alias {name}` first (windows "
-                    f"{','.join(map(str, ks))}) or pass --train to train on the period "
-                    "before the replay")
-            ref = resolve_registry(name, ks, load_method=load_method, hint=hint, where="--alias")
-            predictors = {"alias": name, "tracking_uri": ref.tracking_uri,
-                          "load_method": load_method, "windows_min": list(ks),
-                          "will_arrive_versions": {
-                              n.removeprefix("sia-"): v for n, v in ref.versions
-                              if n.startswith("sia-will-jobs-arrive-")},
-                          "versions": dict(ref.versions)}
-            if trained:
-                predictors["trained"] = trained
-            options = {"windows_s": tuple(60.0 * k for k in ks)}
-        jobs = wl.jobs
-        pools = wl.pools
-        prior = inputs.jobs_before(jobs, replay_start_day)
-        if replay_start_day is not None or replay_end_day is not None:
-            jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
-            pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
-        specs = plan(jobs, pools, policy, speedup=speedup, tick_s=tick, seed=seed,
-                     progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
-                     predictors=ref, locality=locality,
-                     source=(wl.source, seed, days, replay_start_day, replay_end_day),
-                     prior=prior)
-        outcome, summary = replay_workload(specs, warmup_days * DAY_S)
-        summary = {"source": wl.source, "seed": seed,
-                   "replay_days": [replay_start_day, replay_end_day], **summary}
-        if predictors is not None:
-            summary["predictors"] = predictors
-        out.mkdir(parents=True, exist_ok=True)
-        outcome.result.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
-        pools.write_parquet(out / "pools.parquet")
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        Console().print(summary_table(summary))
-        if predictors is not None:
-            typer.echo(f"predictors: alias {predictors['alias']} in {predictors['tracking_uri']} "
-                       f"({load_method}; WillJobsArrive versions "
-                       + ", ".join(f"{k} v{v}" for k, v in
-                                   predictors["will_arrive_versions"].items()) + ")")
-        typer.echo(f"wrote {out / 'jobs.parquet'}, {out / 'pools.parquet'}, "
-                   f"{out / 'summary.json'}")
-        if uri is not None:
-            from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+def run_command(a: ReplayArgs) -> None:
+    """Run `sia replay` with the parsed command line ``a``: check it, read the workload, load
+    (or train) the predictors, replay, write the files, print the table, log the MLflow run."""
+    import polars as pl
+    from sia.pipelines.engine.sched import RESULT_COLUMNS
 
-            setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
-            run_id = log_replay(summary, out, warmup_days)
-            typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
+    ks, locality, learned = _check_args(a)
+    uri = None
+    if not a.no_mlflow:  # an unusable store fails now, before any replay
+        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+
+        uri = setup_tracking(experiment=EVALUATION_EXPERIMENT)
+    wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
+                                      a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
+                                      a.days)
+    options: dict[str, Any] = {}
+    predictors = ref = None
+    replay_start_day, replay_end_day = a.replay_start_day, a.replay_end_day
+    if learned:
+        replay_start_day, predictors, ref = _learned_predictors(a, wl, ks)
+        options = {"windows_s": tuple(60.0 * k for k in ks)}
+    jobs = wl.jobs
+    pools = wl.pools
+    prior = inputs.jobs_before(jobs, replay_start_day)
+    if replay_start_day is not None or replay_end_day is not None:
+        jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
+        pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
+    specs = plan(jobs, pools, a.policy, speedup=a.speedup, tick_s=a.tick, seed=a.seed,
+                 progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
+                 predictors=ref, locality=locality,
+                 source=(wl.source, a.seed, a.days, replay_start_day, replay_end_day),
+                 prior=prior)
+    outcome, summary = replay_workload(specs, a.warmup_days * DAY_S)
+    summary = {"source": wl.source, "seed": a.seed,
+               "replay_days": [replay_start_day, replay_end_day], **summary}
+    if predictors is not None:
+        summary["predictors"] = predictors
+    out = a.out
+    out.mkdir(parents=True, exist_ok=True)
+    outcome.result.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
+    pools.write_parquet(out / "pools.parquet")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _print_outcome(summary, a)
+    if uri is not None:
+        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+
+        setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
+        run_id = log_replay(summary, out, a.warmup_days)
+        typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
+
+
+def _check_args(a: ReplayArgs) -> tuple[tuple[int, ...], Any, bool]:
+    """Check the command line before reading anything; return (the windows in minutes, the
+    locality settings or None, whether the policy takes the learned predictors)."""
+    from sia.pipelines.engine.sched import (
+        check_policy,
+        options_from_cli,
+        policies_with,
+        policy_needs,
+    )
+
+    if not a.speedup > 0:
+        raise ConfigError(f"--speedup must be > 0, not {a.speedup}")
+    if not a.tick > 0:
+        raise ConfigError(f"--tick must be > 0 seconds, not {a.tick}")
+    if not a.warmup_days >= 0:
+        raise ConfigError(f"--warmup-days must be >= 0, not {a.warmup_days}")
+    # fail on an unknown policy, or one that cannot take what was asked, before reading
+    needs = policy_needs(a.policy)
+    locality = options_from_cli(a.topology, a.placement, a.cells_option)
+    given = [f for f, v in (("--topology", a.topology), ("--placement", a.placement),
+                            ("--cells-option", a.cells_option)) if v]
+    try:
+        check_policy(a.policy, locality=locality)
+    except ConfigError as exc:
+        raise ConfigError(f"{given[0]}: {exc}") from None
+    learned = needs.forecaster is not None
+    given = [f for f, v in (("--train", a.train), ("--alias", a.alias)) if v]
+    if given and not learned:
+        raise ConfigError(f"{given[0]} applies to the policies that use the learned "
+                          f"predictors ({', '.join(policies_with(forecaster=True))}), "
+                          f"not {a.policy!r}")
+    if a.load_method not in ("sliding_max", "calibrated"):
+        raise ConfigError(f"--load-method must be sliding_max or calibrated, not {a.load_method!r}")
+    ks = inputs.parse_windows(a.windows)
+    if any(hi <= lo for lo, hi in zip(ks, ks[1:], strict=False)):
+        raise ConfigError(f"--windows {a.windows!r}: need increasing minutes such as 5,60,720")
+    if (a.replay_start_day is not None and a.replay_end_day is not None
+            and a.replay_end_day <= a.replay_start_day):
+        raise ConfigError(f"--replay-end-day {a.replay_end_day:g} must be after "
+                          f"--replay-start-day {a.replay_start_day:g}")
+    return ks, locality, learned
+
+
+def _learned_predictors(a: ReplayArgs, wl: Any, ks: tuple[int, ...]
+                        ) -> tuple[float | None, dict[str, Any], RegistryPredictors]:
+    """Load the learned predictors from the registry (training them first with --train);
+    return (the replay's start day, their record for the summary, the registry reference)."""
+    from sia.pipelines.engine.predictors import resolve_registry
+
+    replay_start_day, trained = a.replay_start_day, None
+    if a.train:
+        name = a.alias or TRAIN_ALIAS
+        typer.echo(f"training the predictors on the period before the replay "
+                   f"(alias {name}) ...")
+        replay_start_day, trained = train_before_replay(
+            wl.jobs, wl.pools, source=wl.source, replay_start_day=replay_start_day,
+            train_days=a.train_days, val_days=a.val_days, warmup_days=a.train_warmup_days,
+            windows_min=ks, load_windows=3, alias=name, out_dir=a.out / "predictors",
+            seed=a.seed)
+        typer.echo(f"trained in {trained['train_wall_s']:.1f} s (MLflow run "
+                   f"{trained['run_id']}); replay from day {replay_start_day:g}")
+    name = a.alias or (TRAIN_ALIAS if a.train else "champion")
+    hint = ("" if a.train else
+            f"; run `sia train TRACE --alias {name}` first (windows "
+            f"{','.join(map(str, ks))}) or pass --train to train on the period "
+            "before the replay")
+    ref = resolve_registry(name, ks, load_method=a.load_method, hint=hint, where="--alias")
+    predictors = {"alias": name, "tracking_uri": ref.tracking_uri,
+                  "load_method": a.load_method, "windows_min": list(ks),
+                  "will_arrive_versions": {
+                      n.removeprefix("sia-"): v for n, v in ref.versions
+                      if n.startswith("sia-will-jobs-arrive-")},
+                  "versions": dict(ref.versions)}
+    if trained:
+        predictors["trained"] = trained
+    return replay_start_day, predictors, ref
+
+
+def _print_outcome(summary: dict[str, Any], a: ReplayArgs) -> None:
+    """Print the replay's table, its predictors and the files written."""
+    Console().print(summary_table(summary))
+    predictors = summary.get("predictors")
+    if predictors is not None:
+        typer.echo(f"predictors: alias {predictors['alias']} in {predictors['tracking_uri']} "
+                   f"({a.load_method}; WillJobsArrive versions "
+                   + ", ".join(f"{k} v{v}" for k, v in
+                               predictors["will_arrive_versions"].items()) + ")")
+    typer.echo(f"wrote {a.out / 'jobs.parquet'}, {a.out / 'pools.parquet'}, "
+               f"{a.out / 'summary.json'}")
