@@ -482,6 +482,29 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     column, ids are the data row numbers (``<stem>-<row>`` for several files).
     """
     mapping = dict(mapping or {})
+    _check_mapping(mapping, pool_from)
+    files = _resolve_files(path)
+    notes: list[str] = []
+    frames = [_read_mapped(file, mapping, pool_from, len(files) > 1, notes) for file in files]
+    raw = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    source = str(path)
+    report = CleaningReport(source=source, rows_read=raw.height)
+    for frame in frames:
+        _blank_note(frame, report)
+    report.notes.extend(notes)
+    bad = BadRows(raw, source, on_bad_rows, report)
+    unit = _parse_submit_seconds(bad, "submit_time", time_unit)
+    span = _generic_durations(bad, time_unit, report)
+    if len(files) > 1:
+        report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
+    jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
+    if span and jobs.height:  # start and end on the same clock as the submissions
+        jobs = jobs.with_columns([pl.col(c) - origin for c in SPAN_COLUMNS])
+    return jobs, report
+
+
+def _check_mapping(mapping: dict[str, str], pool_from: str | None) -> None:
+    """Refuse a --map that names no contract column, or that clashes with --pool-from."""
     if pool_from and "pool" in mapping:
         raise ConfigError(f"--map pool={mapping['pool']} and --pool-from {pool_from} both say "
                           "where the pool comes from; give only one of them")
@@ -491,74 +514,82 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
                 f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
                 f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)}"
             )
-    files = _resolve_files(path)
-    frames: list[pl.DataFrame] = []
-    notes: list[str] = []
-    for file in files:
-        df = _read_any(file)
-        missing = [src for src in mapping.values() if src not in df.columns]
-        if missing:
-            found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
-            raise TraceError(
-                f"{file}: --map names column(s) {', '.join(repr(c) for c in missing)} that the "
-                f"file does not have; found {found}"
-            )
-        if mapping:
-            sources = set(mapping.values())
-            replaced = sorted(dst for dst, src in mapping.items()
-                              if dst in df.columns and dst != src and dst not in sources)
-            if replaced:
-                notes.append(f"{file.name}: column(s) {', '.join(map(repr, replaced))} of the "
-                             "file replaced by the --map source(s)")
-            df = df.with_columns([pl.col(src).alias(dst) for dst, src in mapping.items()])
-            df = df.drop([s for s in sources if s not in mapping])
-        if pool_from and pool_from != "pool" and "pool" in df.columns:
-            notes.append(f"{file.name}: its 'pool' column is not used (--pool-from {pool_from})")
-        if pool_from:
-            if pool_from == "file-stem":
-                df = df.with_columns(pl.lit(file.stem).alias("pool"))
-            elif pool_from.startswith("const:"):
-                name = pool_from.split(":", 1)[1].strip()
-                if not name:
-                    raise ConfigError("--pool-from const:NAME needs a pool name after 'const:'")
-                df = df.with_columns(pl.lit(name).alias("pool"))
-            else:
-                if pool_from not in df.columns:
-                    raise TraceError(
-                        f"{file}: --pool-from column {pool_from!r} is not in the file; found "
-                        f"{', '.join(repr(c) for c in df.columns if not c.startswith('_'))}"
-                    )
-                df = df.with_columns(pl.col(pool_from).cast(pl.String).alias("pool"))
-        if "job_id" not in df.columns and len(files) > 1:
-            df = df.with_columns(
-                (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias("job_id")
-            )
-        if "duration" not in df.columns and all(c in df.columns for c in SPAN_COLUMNS):
-            pass  # derived below as end_time - start_time
-        elif "duration" not in df.columns and any(c in df.columns for c in SPAN_COLUMNS):
-            have, lack = (c for c in sorted(SPAN_COLUMNS, key=lambda c: c not in df.columns))
-            raise TraceError(
-                f"{file}: no 'duration' column, and {have!r} without {lack!r} cannot give one; "
-                "map both start_time and end_time (or duration) with --map")
-        else:
-            _require_columns(df, ("pool", "submit_time", "duration", "num_gpus"), file,
-                             "trace contract (map yours with --map, the pool with --pool-from; "
-                             "a duration may also come from start_time and end_time)")
-        _require_columns(df, ("pool", "submit_time", "num_gpus"), file,
-                         "trace contract (map yours with --map, the pool with --pool-from)")
-        frames.append(df)
-    raw = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-    source = str(path)
-    report = CleaningReport(source=source, rows_read=raw.height)
-    for frame in frames:
-        _blank_note(frame, report)
-    report.notes.extend(notes)
-    bad = BadRows(raw, source, on_bad_rows, report)
-    unit = _parse_submit_seconds(bad, "submit_time", time_unit)
+
+
+def _read_mapped(file: Path, mapping: dict[str, str], pool_from: str | None, several: bool,
+                 notes: list[str]) -> pl.DataFrame:
+    """Return one file of a generic trace with the contract's column names (``mapping``
+    applied, the pool taken from ``pool_from``, ids ``<stem>-<row>`` when ``several`` files
+    lack them); notes on what was replaced or ignored go to ``notes``."""
+    df = _read_any(file)
+    missing = [src for src in mapping.values() if src not in df.columns]
+    if missing:
+        found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
+        raise TraceError(
+            f"{file}: --map names column(s) {', '.join(repr(c) for c in missing)} that the "
+            f"file does not have; found {found}"
+        )
+    if mapping:
+        sources = set(mapping.values())
+        replaced = sorted(dst for dst, src in mapping.items()
+                          if dst in df.columns and dst != src and dst not in sources)
+        if replaced:
+            notes.append(f"{file.name}: column(s) {', '.join(map(repr, replaced))} of the "
+                         "file replaced by the --map source(s)")
+        df = df.with_columns([pl.col(src).alias(dst) for dst, src in mapping.items()])
+        df = df.drop([s for s in sources if s not in mapping])
+    if pool_from and pool_from != "pool" and "pool" in df.columns:
+        notes.append(f"{file.name}: its 'pool' column is not used (--pool-from {pool_from})")
+    if pool_from:
+        df = _pool_from(df, file, pool_from)
+    if "job_id" not in df.columns and several:
+        df = df.with_columns(
+            (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias("job_id")
+        )
+    _require_generic_columns(df, file)
+    return df
+
+
+def _pool_from(df: pl.DataFrame, file: Path, pool_from: str) -> pl.DataFrame:
+    """Return ``df`` with its pool column as --pool-from says (a column, const:NAME, file-stem)."""
+    if pool_from == "file-stem":
+        return df.with_columns(pl.lit(file.stem).alias("pool"))
+    if pool_from.startswith("const:"):
+        name = pool_from.split(":", 1)[1].strip()
+        if not name:
+            raise ConfigError("--pool-from const:NAME needs a pool name after 'const:'")
+        return df.with_columns(pl.lit(name).alias("pool"))
+    if pool_from not in df.columns:
+        raise TraceError(
+            f"{file}: --pool-from column {pool_from!r} is not in the file; found "
+            f"{', '.join(repr(c) for c in df.columns if not c.startswith('_'))}"
+        )
+    return df.with_columns(pl.col(pool_from).cast(pl.String).alias("pool"))
+
+
+def _require_generic_columns(df: pl.DataFrame, file: Path) -> None:
+    """Refuse a mapped file without the contract's columns (a duration may come from a span)."""
+    if "duration" not in df.columns and all(c in df.columns for c in SPAN_COLUMNS):
+        pass  # derived later as end_time - start_time
+    elif "duration" not in df.columns and any(c in df.columns for c in SPAN_COLUMNS):
+        have, lack = (c for c in sorted(SPAN_COLUMNS, key=lambda c: c not in df.columns))
+        raise TraceError(
+            f"{file}: no 'duration' column, and {have!r} without {lack!r} cannot give one; "
+            "map both start_time and end_time (or duration) with --map")
+    else:
+        _require_columns(df, ("pool", "submit_time", "duration", "num_gpus"), file,
+                         "trace contract (map yours with --map, the pool with --pool-from; "
+                         "a duration may also come from start_time and end_time)")
+    _require_columns(df, ("pool", "submit_time", "num_gpus"), file,
+                     "trace contract (map yours with --map, the pool with --pool-from)")
+
+
+def _generic_durations(bad: BadRows, time_unit: str, report: CleaningReport) -> bool:
+    """Give ``bad.df`` its durations in seconds; return whether they came from start and end
+    times (durations missing while both times are given; the times are then read as times,
+    and with every duration given they stay as they are)."""
     if "duration" not in bad.df.columns:
         bad.df = bad.df.with_columns(pl.lit(None, dtype=pl.Float64()).alias("duration"))
-    # durations missing while start and end times are given: derive them (the times are
-    # then read as times; with every duration given they stay as they are)
     span = (all(c in bad.df.columns for c in SPAN_COLUMNS)
             and bool(_missing_mask(bad.df["duration"]).any()))
     if span:
@@ -569,12 +600,7 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
                                      .otherwise(pl.col("duration")).alias("duration"))
         _cast_numeric(bad, "duration", pl.Float64())
         bad.df = bad.df.with_columns(pl.col("duration") / 1000.0)
-    if len(files) > 1:
-        report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
-    jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
-    if span and jobs.height:  # start and end on the same clock as the submissions
-        jobs = jobs.with_columns([pl.col(c) - origin for c in SPAN_COLUMNS])
-    return jobs, report
+    return span
 
 
 def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport) -> None:
