@@ -54,23 +54,10 @@ def run_replay(spec: ReplaySpec) -> ReplayOutcome:
 
 
 def policy_facts(policy: Any) -> dict[str, Any]:
-    """Return what a finished policy reports about its replay (JSON-ready), or {}.
-
-    A policy reports through a ``facts()`` method. The oracle predates that
-    protocol and keeps its solver outcome in ``result`` (an OracleResult);
-    this adapter, the only reader of it, turns it into ``oracle_status``,
-    ``oracle_gap``, ``oracle_delay_h``, ``fcfs_delay_h`` (hours) and
-    ``oracle_reproducible`` (False when a wall-clock limit stopped the solver).
-    """
+    """Return what a finished policy reports about its replay through its optional
+    ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one."""
     facts = getattr(policy, "facts", None)
-    if callable(facts):
-        return dict(facts())
-    res = getattr(policy, "result", None)
-    if res is None or not hasattr(res, "status"):
-        return {}
-    return {"oracle_status": res.status, "oracle_gap": res.gap,
-            "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600,
-            "oracle_reproducible": getattr(res, "reproducible", None)}
+    return dict(facts()) if callable(facts) else {}
 
 
 def require_scored(n_jobs: int | None, where: str, warmup: str) -> None:

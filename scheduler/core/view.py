@@ -221,6 +221,9 @@ class Policy(Protocol):
       seed=True, locality=True)``. The registry reads it and checks a replay
       against it before the replay starts; without it a policy takes no
       forecaster or seed and runs on fungible GPUs only.
+    - ``facts() -> dict`` -- what the policy reports about its finished replay
+      (JSON-ready values, e.g. the oracle's solver status and gap); the replay
+      engine stores it with the outcome. Without it a policy reports nothing.
     """
 
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -301,12 +304,12 @@ class SimView:
     returned by :meth:`pending` are the simulator's own).
     """
 
-    __slots__ = ("_s", "trace", "cluster", "_cache", "_probe")
+    __slots__ = ("_s", "trace", "_cluster", "_cache", "_probe")
 
     def __init__(self, state: SimState, cluster: Cluster):
         self._s = state
         self.trace: TraceArrays = state.trace
-        self.cluster = cluster
+        self._cluster = cluster
         self._cache: dict[str, Any] = {}
         #: the simulator's placement probe (job, opportunistic) -> bool; None: fungible GPUs
         self._probe: Callable[[int, bool], bool] | None = None
@@ -350,12 +353,12 @@ class SimView:
     @property
     def total_gpus(self) -> int:
         """GPUs in the cluster."""
-        return self.cluster.total_gpus
+        return self._cluster.total_gpus
 
     @property
     def free_gpus(self) -> int:
         """GPUs not running any job right now."""
-        return self.cluster.free
+        return self._cluster.free
 
     def can_place(self, job: int, opportunistic: bool = False) -> bool:
         """True when the placer stage will place pending ``job`` now (dedicated, or opportunistic).

@@ -62,6 +62,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
@@ -566,7 +567,8 @@ class OraclePolicy:
     stopped it). ``decide`` starts every pending job whose planned start has
     come, and ``next_wakeup`` asks the simulator to call back at the next
     planned start. A job is opportunistic when its pool's dedicated use plus
-    its width would exceed the quota. ``result`` holds the :class:`OracleResult`.
+    its width would exceed the quota. ``result`` holds the :class:`OracleResult`, and
+    :meth:`facts` reports it.
     """
 
     name = "oracle"
@@ -606,6 +608,18 @@ class OraclePolicy:
         self._gpus = trace.num_gpus.tolist()
         self._pool = trace.pool.tolist()
         self._quota = trace.quota.tolist()
+
+    def facts(self) -> dict[str, Any]:
+        """Return the solver's outcome of the last replay (JSON-ready; {} before any):
+        ``oracle_status``, ``oracle_gap``, ``oracle_delay_h`` and ``fcfs_delay_h`` (total
+        queueing delay, hours) and ``oracle_reproducible`` (False when a wall-clock limit
+        stopped the solver)."""
+        res = self.result
+        if res is None:
+            return {}
+        return {"oracle_status": res.status, "oracle_gap": res.gap,
+                "oracle_delay_h": res.objective_s / 3600, "fcfs_delay_h": res.fcfs_delay_s / 3600,
+                "oracle_reproducible": res.reproducible}
 
     def decide(self, view: SimView) -> list[Start]:
         """Start every job whose planned start time is now (or passed)."""

@@ -210,3 +210,17 @@ def test_oracle_policy_slows_nobody_and_replays_its_plan(seed, n, pools):
     assert pol.result.objective_s <= pol.result.fcfs_delay_s + 1e-6
     queued = float((res["start_time"] - res["submit_time"]).sum())
     assert queued == pytest.approx(pol.result.objective_s)
+
+
+def test_oracle_facts_report_its_solve_in_hours():
+    rows = [("a", "p0", 0.0, 3600.0, 4), ("b", "p0", 0.0, 1800.0, 4), ("c", "p0", 60.0, 600.0, 2)]
+    pol = OraclePolicy(step_s=300.0, time_limit_s=20.0)
+    assert pol.facts() == {}  # before any replay
+    res = simulate(table(rows), make_pools({"p0": 4}), pol)
+    facts = pol.facts()
+    assert set(facts) == {"oracle_status", "oracle_gap", "oracle_delay_h", "fcfs_delay_h",
+                          "oracle_reproducible"}
+    queued_h = float((res["start_time"] - res["submit_time"]).sum()) / 3600.0
+    assert facts["oracle_delay_h"] == pytest.approx(queued_h)
+    assert facts["fcfs_delay_h"] >= facts["oracle_delay_h"] - 1e-9
+    assert facts["oracle_status"] in ("optimal", "feasible") and facts["oracle_reproducible"]
