@@ -63,7 +63,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -694,19 +694,19 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
 def cause_one(item: tuple) -> pl.DataFrame:
     """Replay (cfg, variant, seed, policy, allocator) and FCFS on cells; return :func:`slowdown_causes` with keys."""
     cfg, variant, seed, policy, alloc = item
-    from sia.pipelines.engine.run import build_policy
-    from sia.pipelines.engine.sched import make_policy, simulate_cells
+    from sia.pipelines.engine.run import run_replay
 
-    loc = _locality(cfg, ("buddy",), policy, alloc=alloc)
-    spec = replay_spec(cfg, variant, seed, policy, f"cells-{alloc}", policy, loc)
-    jobs, pools = spec.workload.frames()
-    base, _ = simulate_cells(jobs, pools, make_policy("fcfs"),
-                             _locality(cfg, ("buddy",), "fcfs", alloc=alloc), tick_s=cfg.tick_s)
-    res, summ = simulate_cells(jobs, pools, build_policy(spec), loc, tick_s=cfg.tick_s,
-                               record_placements=True)
+    spec = replay_spec(cfg, variant, seed, policy, f"cells-{alloc}", policy,
+                       _locality(cfg, ("buddy",), policy, alloc=alloc))
+    base = run_replay(replace(spec, policy="fcfs", options={}, predictors=None,
+                              locality=_locality(cfg, ("buddy",), "fcfs", alloc=alloc)))
+    mine = run_replay(spec, record_placements=True)
+    pools = spec.workload.frames()[1]
     quota = dict(zip(pools["pool"].to_list(), pools["quota_gpus"].to_list(), strict=True))
-    out = slowdown_causes(base, res, summ["placements"], quota, summ["gpus_per_server"],
-                          warmup_s=cfg.warmup_s, pad_gpus=summ["pad_gpus"])
+    summ = mine.placement
+    out = slowdown_causes(base.result, mine.result, summ["placements"], quota,
+                          summ["gpus_per_server"], warmup_s=cfg.warmup_s,
+                          pad_gpus=summ["pad_gpus"])
     return out.with_columns(pl.lit(variant).alias("variant"), pl.lit(seed).alias("seed"),
                             pl.lit(alloc).alias("allocator"), pl.lit(policy).alias("policy"))
 

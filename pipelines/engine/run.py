@@ -36,8 +36,13 @@ def build_policy(spec: ReplaySpec) -> Any:
     return make_policy(spec.policy, locality=spec.locality, **options)
 
 
-def run_replay(spec: ReplaySpec) -> ReplayOutcome:
-    """Replay ``spec``; return its :class:`ReplayOutcome` (result in ``RESULT_COLUMNS``)."""
+def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOutcome:
+    """Replay ``spec``; return its :class:`ReplayOutcome` (result in ``RESULT_COLUMNS``).
+
+    ``record_placements`` (on cells): the placement counters also say where each job ran
+    (``placements``, ``gpus_per_server``, ``pad_gpus``, see
+    :func:`~sia.scheduler.locality.replay.simulate_cells`); a report, not part of the key.
+    """
     jobs, pools = spec.workload.frames()
     clock = time.perf_counter()
     policy = build_policy(spec)
@@ -48,7 +53,8 @@ def run_replay(spec: ReplaySpec) -> ReplayOutcome:
     else:
         result, placement = replay_maybe_cells(jobs, pools, policy, spec.locality,
                                                tick_s=spec.tick_s, speedup=spec.speedup,
-                                               progress=spec.progress)
+                                               progress=spec.progress,
+                                               record_placements=record_placements)
     wall = time.perf_counter() - clock
     return ReplayOutcome(result.select(RESULT_COLUMNS), placement, policy_facts(policy), wall)
 

@@ -75,12 +75,14 @@ def config_for_policy(config: LocalityConfig, policy: Any) -> LocalityConfig:
 def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
                        locality: LocalityConfig | None, *, tick_s: float = 300.0,
                        speedup: float = 1.0, progress: bool = False,
-                       check_invariants: bool = False) -> tuple[pl.DataFrame, dict | None]:
+                       check_invariants: bool = False, record_placements: bool = False
+                       ) -> tuple[pl.DataFrame, dict | None]:
     """Replay on fungible GPUs (``locality`` None: :func:`~sia.scheduler.core.simulator.simulate`) or
     on cells with the config the policy replays with (:func:`config_for_policy`).
 
     Returns (the per-job result table (times in seconds), the cell cluster's placement
-    counters, or None on fungible GPUs). For ``sia replay``'s ``--topology`` /
+    counters, or None on fungible GPUs; on cells with ``record_placements`` also where each job
+    ran, as :func:`simulate_cells`). For ``sia replay``'s ``--topology`` /
     ``--placement`` / ``--cells-option`` and evaluation configs (see :func:`options_from_cli`).
     """
     from sia.scheduler.core.simulator import simulate
@@ -90,7 +92,8 @@ def replay_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy,
                         check_invariants=check_invariants), None
     cfg = config_for_policy(locality, policy)
     return simulate_cells(jobs, pools, policy, cfg, tick_s=tick_s, speedup=speedup,
-                          progress=progress, check_invariants=check_invariants)
+                          progress=progress, check_invariants=check_invariants,
+                          record_placements=record_placements)
 
 
 def simulate_maybe_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, locality: LocalityConfig | None,
