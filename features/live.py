@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+from sia.features.incremental import IncrementalTable9
 from sia.features.table9 import (
     DEFAULT_WINDOWS_MIN,
     EXTRA_COLUMNS,
@@ -40,8 +41,6 @@ from sia.features.table9 import (
     TIME_COLUMNS,
     check_schedule,
     expected_ends,
-    time_features,
-    window_bounds,
 )
 
 
@@ -112,64 +111,46 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
     values and dtypes as the batch table's rows at t. ``pools`` defaults to the
     state's pools (sorted); a pool absent from the state gets zeros. The
     state's arrays must hold only what is known at t (see :class:`PoolState`).
-    Cost: a few numpy calls per pool (all windows and features at once).
+    The features come from the incremental builder the learned forecaster
+    uses (:class:`~sia.features.incremental.IncrementalTable9`), fed with the state.
     """
     windows = sorted({int(k) for k in windows_min})
     names = sorted(state.pools) if pools is None else list(pools)
     t = float(t)
     n_w, n_p = len(windows), len(names)
-    # Bounds of every (window, count feature), per event kind, as arrays.
-    per_kind: dict[str, tuple[list[int], list[float], list[float], list[bool]]] = {
-        "arrivals": ([], [], [], []), "completions": ([], [], [], [])}
-    for w, k_min in enumerate(windows):
-        for col, (kind, lo, hi, ends) in window_bounds(t, 60.0 * k_min).items():
-            slot, los, his, opens = per_kind[kind]
-            slot.append(w * len(FEATURE_COLUMNS) + FEATURE_COLUMNS.index(col))
-            los.append(float(lo))
-            his.append(float(hi))
-            opens.append(ends == "(]")
-    horizons = np.array([t + 60.0 * k for k in windows])
-    values = np.zeros((n_p, n_w * len(FEATURE_COLUMNS)), dtype=np.int64)
-    extras = np.zeros((n_p, 2), dtype=np.int64)
-    last = np.full((2, n_p), np.nan)  # last arrival / completion at or before t
-    i_within = FEATURE_COLUMNS.index("future_completions_within_k")
-    i_after = FEATURE_COLUMNS.index("future_completions_after_k")
-    w_off = np.arange(n_w) * len(FEATURE_COLUMNS)
-    for j, name in enumerate(names):
-        ps = state.pools.get(name)
-        if ps is None:
-            continue
-        for kind, events in (("arrivals", ps.arrival_times),
-                             ("completions", ps.completion_times)):
-            slot, los, his, opens = per_kind[kind]
-            lo, hi = np.asarray(los), np.asarray(his)
-            upper = np.searchsorted(events, hi, side="right")  # x <= hi
-            lower = np.where(opens, np.searchsorted(events, lo, side="right"),  # x <= lo
-                             np.searchsorted(events, lo, side="left"))  # x < lo
-            values[j, slot] = np.maximum(upper - lower, 0)
-        ends_sorted = np.sort(ps.running_expected_ends)
-        within = np.searchsorted(ends_sorted, horizons, side="right")  # expected end <= t + k
-        values[j, w_off + i_within] = within
-        values[j, w_off + i_after] = ends_sorted.size - within
-        extras[j] = (ps.running_starts.size, ps.pending_jobs)
-        for r, events in enumerate((ps.arrival_times, ps.completion_times)):
-            if events.size:
-                last[r, j] = events[-1]
+    got = [state.pools.get(name, _NO_JOBS) for name in names]
+    builder = _builder(got, t)
+    run_pool = np.repeat(np.arange(n_p), [ps.running_starts.size for ps in got])
+    run_end = (np.concatenate([ps.running_expected_ends for ps in got]) if got else _empty())
+    blocks = builder.features(t, tuple(windows), run_pool, run_end)
     # Rows in (window, pool) order.
-    stacked = values.reshape(n_p, n_w, len(FEATURE_COLUMNS)).transpose(1, 0, 2).reshape(
-        n_w * n_p, len(FEATURE_COLUMNS))
+    stacked = (np.concatenate([blocks[k] for k in windows]) if windows
+               else np.empty((0, len(FEATURE_COLUMNS)), dtype=np.float32))
     cols: dict[str, object] = {
         "pool": pl.Series("pool", names, dtype=pl.String).gather(np.tile(np.arange(n_p), n_w)),
         "t": np.full(n_w * n_p, t),
         "k_min": np.repeat(np.asarray(windows, dtype=np.int32), n_p),
     }
-    timed = time_features(np.full(n_p, t), last[0], last[1])
     for c, col in enumerate(FEATURE_COLUMNS):
-        cols[col] = (np.tile(timed[col], n_w) if col in TIME_COLUMNS
-                     else stacked[:, c].astype(np.int32))
+        cols[col] = stacked[:, c] if col in TIME_COLUMNS else stacked[:, c].astype(np.int32)
+    extras = np.array([(ps.running_starts.size, ps.pending_jobs) for ps in got],
+                      dtype=np.int64).reshape(n_p, 2)
     for c, col in enumerate(EXTRA_COLUMNS):
         cols[col] = np.tile(extras[:, c], n_w).astype(np.int32)
     schema: dict[str, pl.DataType] = {"pool": pl.String(), "t": pl.Float64(), "k_min": pl.Int32()}
     schema.update({c: (pl.Float32() if c in TIME_COLUMNS else pl.Int32())
                    for c in [*FEATURE_COLUMNS, *EXTRA_COLUMNS]})
     return pl.DataFrame(cols, schema=schema)
+
+
+_NO_JOBS = PoolState()
+
+
+def _builder(pools: list[PoolState], t: float) -> IncrementalTable9:
+    """Return an :class:`IncrementalTable9` holding the pools' submissions and completions."""
+    arrivals = [ps.arrival_times for ps in pools]
+    completions = [ps.completion_times for ps in pools]
+    times = np.concatenate([t - 1.0, *arrivals, *completions], axis=None)
+    origin = float(times.min()) - 1.0
+    return IncrementalTable9.of_pools(arrivals, completions, origin,
+                                      float(times.max()) - origin + 2.0)

@@ -47,13 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, sliding_max_load
-from sia.features.table9 import (
-    COUNT_COLUMNS,
-    FEATURE_COLUMNS,
-    TIME_COLUMNS,
-    time_features,
-    window_bounds,
-)
+from sia.features.incremental import IncrementalTable9
+from sia.features.table9 import FEATURE_COLUMNS
 from sia.models import registry
 from sia.models.job_duration import (
     DEFAULT_QUANTILE,
@@ -72,95 +67,12 @@ from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
 if TYPE_CHECKING:
     import polars as pl
 
-_COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=np.int64)
-_TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
-_WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
 _PERSIST = FEATURE_COLUMNS.index(PERSISTENCE_COLUMN)
-_AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
 
 
 #: Models read by :meth:`LearnedForecaster.from_registry` (per store, alias and versions) and
 #: decoded by :meth:`LearnedForecaster.from_bytes` (per cache key).
 _LOADED: dict[tuple, tuple] = {}
-
-
-class _SortedEvents:
-    """Per-pool sorted event times as one composite-key array: ``pool * span + (time - origin)``.
-
-    ``times`` holds each key's exact event time (s), in key order, so a time
-    read back is the event's own float, not one rebuilt from its key.
-    """
-
-    def __init__(self, origin: float, span: float):
-        self.origin = origin
-        self.span = span
-        self.keys = np.empty(0, dtype=np.float64)
-        self.times = np.empty(0, dtype=np.float64)
-
-    def add(self, pool: np.ndarray, times: np.ndarray) -> None:
-        """Insert events (pool index, time in s) keeping the keys sorted."""
-        if times.size == 0:
-            return
-        keys = pool.astype(np.float64) * self.span + (times - self.origin)
-        order = np.argsort(keys, kind="stable")
-        at = np.searchsorted(self.keys, keys[order], side="right")
-        self.keys = np.insert(self.keys, at, keys[order])
-        self.times = np.insert(self.times, at, np.asarray(times, dtype=np.float64)[order])
-
-    def query_keys(self, pools: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Return the composite keys of times ``x`` (s) for each pool (clipped into its segment)."""
-        rel = np.clip(np.asarray(x, dtype=np.float64) - self.origin, 0.0, self.span - 1.0)
-        return pools.astype(np.float64) * self.span + rel
-
-    def last_at_or_before(self, pools: np.ndarray, t: float) -> np.ndarray:
-        """Return each pool's last event time at or before ``t`` (s; NaN when none)."""
-        if self.keys.size == 0:
-            return np.full(pools.size, np.nan)
-        i = np.searchsorted(self.keys, self.query_keys(pools, np.full(pools.size, t)),
-                            side="right") - 1
-        j = np.maximum(i, 0)
-        own = (i >= 0) & (self.keys[j] >= pools * self.span) & (self.times[j] <= t)
-        return np.where(own, self.times[j], np.nan)
-
-
-class _SegmentedEvents(_SortedEvents):
-    """Like :class:`_SortedEvents`, filled incrementally: each pool owns a fixed segment.
-
-    Pool ``p`` holds at most ``capacity[p]`` events; its segment holds its keys
-    in order followed by padding keys just above any key a query can make for
-    ``p`` (``p * span + span - 0.5``, while queries clip to ``span - 1``), so the
-    whole array stays sorted and searches give the same counts as a compact
-    array, while appending costs only the new events (no reallocation).
-    """
-
-    def __init__(self, origin: float, span: float, capacity: np.ndarray):
-        super().__init__(origin, span)
-        cap = np.asarray(capacity, dtype=np.int64)
-        self.offset = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
-        self.capacity = cap
-        self.count = np.zeros(cap.size, dtype=np.int64)
-        self.keys = np.repeat(np.arange(cap.size, dtype=np.float64), cap) * span + (span - 0.5)
-        self.times = np.full(self.keys.size, np.inf)
-
-    def add_pool(self, pool: int, times: np.ndarray) -> None:
-        """Append events of one pool (times in s), keeping its segment sorted."""
-        n = times.size
-        if n == 0:
-            return
-        c = int(self.count[pool])
-        if c + n > self.capacity[pool]:
-            raise ValueError(f"pool {pool}: more events than its capacity {self.capacity[pool]}")
-        start = int(self.offset[pool])
-        seg = self.keys[start:start + c + n]
-        raw = self.times[start:start + c + n]
-        seg[c:] = float(pool) * self.span + (times - self.origin)
-        raw[c:] = times
-        if (n > 1 and np.any(seg[c + 1:] < seg[c:-1])) or (c and seg[c] < seg[c - 1]):
-            # out of order (never for time-ordered completions): re-sort the segment
-            order = np.argsort(seg, kind="stable")
-            seg[:] = seg[order]
-            raw[:] = raw[order]
-        self.count[pool] = c + n
 
 
 class _BoosterCalls:
@@ -176,63 +88,6 @@ class _BoosterCalls:
         """Return [n_models, n_rows] P(arrival)."""
         return np.stack([b.inplace_predict(x, validate_features=False)
                          for b, x in zip(self.boosters, blocks, strict=True)])
-
-
-class _FeaturePlan:
-    """The count features' windows for a tuple of windows (min), in output column order.
-
-    Column ``i * len(COUNT_COLUMNS) + j`` is feature ``COUNT_COLUMNS[j]`` of
-    window ``ks[i]``; ``arrivals`` / ``completions`` index the columns counting
-    each kind of event; ``open_lo`` marks the ``(lo, hi]`` windows (the others
-    are ``[lo, hi]``). Bounds come from :func:`window_bounds` at each time.
-    """
-
-    def __init__(self, ks: tuple[int, ...]):
-        self.ks = ks
-        kinds, open_lo = [], []
-        for k in ks:
-            spec = window_bounds(0.0, 60.0 * k)
-            for c in COUNT_COLUMNS:
-                kinds.append(spec[c][0])
-                open_lo.append(spec[c][3] == "(]")
-        kinds_arr = np.array(kinds)
-        self.arrivals = np.flatnonzero(kinds_arr == "arrivals")
-        self.completions = np.flatnonzero(kinds_arr == "completions")
-        self.open_lo = np.array(open_lo, dtype=bool)
-
-    def bounds(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """Return (lo, hi) per column at time ``t`` (s), ``hi`` cut at ``t``."""
-        lo, hi = [], []
-        for k in self.ks:
-            spec = window_bounds(t, 60.0 * k)
-            for c in COUNT_COLUMNS:
-                lo.append(float(spec[c][1]))
-                hi.append(min(float(spec[c][2]), t))
-        return np.array(lo), np.array(hi)
-
-
-def _count_between(events: _SortedEvents, pools: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   open_lo: np.ndarray) -> np.ndarray:
-    """Return int64 [n_pools, n_windows]: each pool's events in (lo, hi] or [lo, hi].
-
-    Each distinct bound is searched once per pool, with pool-major needles
-    that are already sorted (a fast ``searchsorted``); ``open_lo`` picks the
-    open lower end per window.
-    """
-    right = np.unique(np.concatenate([hi, lo[open_lo]]))  # events <= bound
-    left = np.unique(lo[~open_lo])  # events < bound
-    pos_r = np.searchsorted(events.keys, events.query_keys(pools[:, None], right[None, :]).ravel(),
-                            side="right").reshape(pools.size, right.size)
-    upper = pos_r[:, np.searchsorted(right, hi)]
-    lower = np.empty_like(upper)
-    if open_lo.any():
-        lower[:, open_lo] = pos_r[:, np.searchsorted(right, lo[open_lo])]
-    if left.size:
-        pos_l = np.searchsorted(events.keys,
-                                events.query_keys(pools[:, None], left[None, :]).ravel(),
-                                side="left").reshape(pools.size, left.size)
-        lower[:, ~open_lo] = pos_l[:, np.searchsorted(left, lo[~open_lo])]
-    return np.maximum(upper - lower, 0)
 
 
 class LearnedForecaster:
@@ -412,13 +267,10 @@ class LearnedForecaster:
         lo = float(trace.submit.min()) - 1.0 if trace.n_jobs else -1.0
         hi = float(trace.submit.max()) if trace.n_jobs else 0.0
         span = hi - lo + 2.0 + 1e9  # room for completions long after the last submission
-        self._origin, self._span = lo, span
-        self._arrivals = _SortedEvents(lo, span)
-        self._arrivals.add(trace.pool, trace.submit)
-        self._completions = _SegmentedEvents(
-            lo, span, np.bincount(trace.pool, minlength=trace.n_pools))
+        self._table9 = IncrementalTable9(trace.n_pools, lo, span,
+                                         np.bincount(trace.pool, minlength=trace.n_pools))
+        self._table9.add_arrivals(trace.pool, trace.submit)
         self._pending: list[tuple[int, np.ndarray]] = []  # completions not yet in the keys
-        self._plans: dict[tuple[int, ...], _FeaturePlan] = {}
         self._seen = [0] * trace.n_pools
         self._expected_end = np.full(trace.n_jobs, np.nan)
         self._pool_index = np.arange(trace.n_pools)
@@ -460,7 +312,7 @@ class LearnedForecaster:
     def _flush_completions(self) -> None:
         """Merge the buffered completions into the sorted completion keys."""
         for p, times in self._pending:
-            self._completions.add_pool(p, times)
+            self._table9.add_completions(p, times)
         self._pending.clear()
 
     # ----------------------------------------------------------------- features
@@ -468,36 +320,9 @@ class LearnedForecaster:
         """Return, per window (min), the float32 [n_pools, len(FEATURE_COLUMNS)] feature matrix at now."""
         self._sync(view)
         self._flush_completions()
-        t = float(view.now)
-        P = view.trace.n_pools
-        ks = tuple(int(k) for k in windows_min)
-        plan = self._plans.get(ks)
-        if plan is None:
-            plan = self._plans[ks] = _FeaturePlan(ks)
-        lo, hi = plan.bounds(t)
-        counts = np.empty((P, lo.size), dtype=np.int64)
-        for idx, events in ((plan.arrivals, self._arrivals), (plan.completions, self._completions)):
-            if idx.size:
-                counts[:, idx] = _count_between(events, self._pool_index, lo[idx], hi[idx],
-                                                plan.open_lo[idx])
         run = view.running()
-        exp_end = self._expected_end[run.job]
-        total = np.bincount(run.pool, minlength=P)
-        timed = time_features(np.full(P, t),
-                              self._arrivals.last_at_or_before(self._pool_index, t),
-                              self._completions.last_at_or_before(self._pool_index, t))
-        timed_block = np.stack([timed[c] for c in TIME_COLUMNS], axis=1)
-        n_cols = len(COUNT_COLUMNS)
-        out = {}
-        for i, k in enumerate(ks):
-            within = np.bincount(run.pool, weights=exp_end <= t + 60.0 * k, minlength=P)
-            block = np.empty((P, len(FEATURE_COLUMNS)), dtype=np.float32)
-            block[:, _COUNT_INDEX] = counts[:, i * n_cols:(i + 1) * n_cols]
-            block[:, _WITHIN] = within
-            block[:, _AFTER] = total - within
-            block[:, _TIME_INDEX] = timed_block
-            out[k] = block
-        return out
+        return self._table9.features(float(view.now), tuple(int(k) for k in windows_min),
+                                     run.pool, self._expected_end[run.job])
 
     # ----------------------------------------------------------------- protocol
     def _windows_min(self, windows_s: Sequence[float]) -> list[int]:

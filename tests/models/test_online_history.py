@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.models.forecaster import _count_between, _SegmentedEvents
+from sia.features.incremental import SegmentedEvents as _SegmentedEvents
+from sia.features.incremental import count_between as _count_between
 from sia.models.job_duration import OnlineDurationHistory, SortedHistory
 
 
