@@ -37,6 +37,7 @@ extras (not features)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -278,85 +279,129 @@ def build_features(
     windows = sorted({int(k) for k in windows_min})
     if not windows or windows[0] <= 0:
         raise ConfigError(f"windows_min must be positive minutes, not {windows_min}")
-    pool_names = sorted(set(schedule["pool"].cast(pl.String).unique().to_list())
-                        if pools is None else {str(p) for p in pools})
-    if pools is not None:
-        unknown = set(schedule["pool"].unique().to_list()) - set(pool_names)
-        if unknown:
-            raise ConfigError(f"pools: the schedule has jobs in unlisted pool(s) {sorted(unknown)[:5]}")
+    pool_names = _pool_names(schedule, pools)
     grid = make_grid(schedule, grid_s, start_s, end_s)
+    jobs = _GridJobs.of(schedule, pool_names, grid, expected_duration)
     n_pools, n_grid = len(pool_names), grid.size
-
-    pool_idx = (
-        schedule.select(pl.col("pool").cast(pl.String).replace_strict(
-            pool_names, list(range(n_pools)), return_dtype=pl.Int64))
-        .to_series().to_numpy()
-        if schedule.height else np.empty(0, dtype=np.int64)
-    )
-    submit = schedule["submit_time"].cast(pl.Float64).to_numpy()
-    start = schedule["start_time"].cast(pl.Float64).to_numpy()
-    end = schedule["end_time"].cast(pl.Float64).to_numpy()
-    gpus = schedule["num_gpus"].cast(pl.Float64).to_numpy()
-    exp_end = expected_ends(schedule, expected_duration) if schedule.height else end
-    # Events sorted by time: searchsorted runs several times faster on sorted needles.
-    by_submit = np.argsort(submit, kind="stable")
-    by_end = np.argsort(end, kind="stable")
-    events = {"arrivals": (submit[by_submit], pool_idx[by_submit]),
-              "completions": (end[by_end], pool_idx[by_end])}
-    counter = _GridCounter(n_pools, n_grid)
-
-    def i32(a: np.ndarray) -> np.ndarray:
-        a = np.rint(a) if a.dtype.kind == "f" else a
-        return a.astype(np.int32).reshape(-1)
-
     # State at t (does not depend on k): running (start <= t < end), pending (submit <= t < start).
-    run_first = _search(grid, start, "left")
-    run_stop = _search(grid, end, "left")
-    running = i32(counter.count(pool_idx, run_first, run_stop))
-    pending = i32(counter.count(pool_idx, _search(grid, submit, "left"), run_first))
-
-    # Rhythm time features (do not depend on k): last submission / completion at or before t.
-    last_sub = np.full((n_pools, n_grid), np.nan)
-    last_end = np.full((n_pools, n_grid), np.nan)
-    for p in range(n_pools):
-        last_sub[p] = last_at_or_before(np.sort(submit[pool_idx == p]), grid)
-        last_end[p] = last_at_or_before(np.sort(end[pool_idx == p]), grid)
-    rhythm = time_features(np.tile(grid, n_pools), last_sub.reshape(-1), last_end.reshape(-1))
-
+    running = _i32(jobs.counter.count(jobs.pool_idx, jobs.run_first, jobs.run_stop))
+    pending = _i32(jobs.counter.count(jobs.pool_idx, _search(grid, jobs.submit, "left"),
+                                      jobs.run_first))
+    rhythm = _rhythm_columns(jobs, n_pools)
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
     tables = []
     for k_min in windows:
-        k_s = 60.0 * k_min
         cols: dict[str, object] = {"pool": pool_col, "t": t_col,
                                    "k_min": np.full(n_pools * n_grid, k_min, dtype=np.int32)}
-        for name, (kind, lo, hi, ends) in window_bounds(grid, k_s).items():
-            times, pools_of = events[kind]
-            first, stop = _grid_ranges(lo, hi, ends, times)
-            cols[name] = i32(counter.count(pools_of, first, stop))
-        # Future completions: running at t and expected end <= t + k (within) or > t + k (after).
-        horizon = _search(grid + k_s, exp_end, "left")  # first i: t_i + k >= exp_end
-        cols["future_completions_within_k"] = i32(
-            counter.count(pool_idx, np.maximum(run_first, horizon), run_stop))
-        cols["future_completions_after_k"] = i32(
-            counter.count(pool_idx, run_first, np.minimum(run_stop, horizon)))
-        for name, values in rhythm.items():
-            cols[name] = values
-        # Labels: submissions in (t, t + k].
-        # (t, t + k] contains s iff t < s <= t + k: lo = t, hi = t + k.
-        sub_sorted, sub_pools = events["arrivals"]
-        lab_first, lab_stop = _grid_ranges(grid, grid + k_s, _OPEN_CLOSED, sub_sorted)
-        load = counter.count(sub_pools, lab_first, lab_stop, weights=gpus[by_submit]).reshape(-1)
-        n_new = counter.count(sub_pools, lab_first, lab_stop).reshape(-1)
-        cols["label_arrival"] = (n_new > 0.5).astype(np.int8)
-        cols["label_load_gpus"] = load.astype(np.float64)
+        cols.update(_window_columns(jobs, 60.0 * k_min))
+        cols.update(rhythm)
+        cols.update(_label_columns(jobs, 60.0 * k_min))
         cols["running_jobs"] = running
         cols["pending_jobs"] = pending
         tables.append(pl.DataFrame(cols, schema=_output_schema()))
     if not tables:
         return pl.DataFrame(schema=_output_schema())
     return pl.concat(tables, how="vertical", rechunk=False)
+
+
+def _pool_names(schedule: pl.DataFrame, pools: Sequence[str] | None) -> list[str]:
+    """Return the pools of the table, sorted: ``pools``, or those of the schedule."""
+    pool_names = sorted(set(schedule["pool"].cast(pl.String).unique().to_list())
+                        if pools is None else {str(p) for p in pools})
+    if pools is not None:
+        unknown = set(schedule["pool"].unique().to_list()) - set(pool_names)
+        if unknown:
+            raise ConfigError(f"pools: the schedule has jobs in unlisted pool(s) {sorted(unknown)[:5]}")
+    return pool_names
+
+
+def _i32(a: np.ndarray) -> np.ndarray:
+    """Return counts as a flat int32 array (float sums rounded first)."""
+    a = np.rint(a) if a.dtype.kind == "f" else a
+    return a.astype(np.int32).reshape(-1)
+
+
+@dataclass
+class _GridJobs:
+    """The schedule's jobs as arrays (seconds), with what every window's count needs."""
+
+    grid: np.ndarray
+    pool_idx: np.ndarray
+    submit: np.ndarray
+    end: np.ndarray
+    gpus: np.ndarray
+    exp_end: np.ndarray  # expected ends (never the true ones)
+    by_submit: np.ndarray  # job order by submission
+    events: dict[str, tuple[np.ndarray, np.ndarray]]  # kind -> (sorted times, their pools)
+    counter: _GridCounter
+    run_first: np.ndarray  # first grid index at which each job runs
+    run_stop: np.ndarray  # first grid index at which it no longer does
+
+    @classmethod
+    def of(cls, schedule: pl.DataFrame, pool_names: list[str], grid: np.ndarray,
+           expected_duration: pl.DataFrame | None) -> _GridJobs:
+        n_pools = len(pool_names)
+        pool_idx = (
+            schedule.select(pl.col("pool").cast(pl.String).replace_strict(
+                pool_names, list(range(n_pools)), return_dtype=pl.Int64))
+            .to_series().to_numpy()
+            if schedule.height else np.empty(0, dtype=np.int64)
+        )
+        submit = schedule["submit_time"].cast(pl.Float64).to_numpy()
+        start = schedule["start_time"].cast(pl.Float64).to_numpy()
+        end = schedule["end_time"].cast(pl.Float64).to_numpy()
+        gpus = schedule["num_gpus"].cast(pl.Float64).to_numpy()
+        exp_end = expected_ends(schedule, expected_duration) if schedule.height else end
+        # Events sorted by time: searchsorted runs several times faster on sorted needles.
+        by_submit = np.argsort(submit, kind="stable")
+        by_end = np.argsort(end, kind="stable")
+        events = {"arrivals": (submit[by_submit], pool_idx[by_submit]),
+                  "completions": (end[by_end], pool_idx[by_end])}
+        return cls(grid, pool_idx, submit, end, gpus, exp_end, by_submit, events,
+                   _GridCounter(n_pools, grid.size), _search(grid, start, "left"),
+                   _search(grid, end, "left"))
+
+
+def _rhythm_columns(jobs: _GridJobs, n_pools: int) -> dict[str, np.ndarray]:
+    """Rhythm time features (they do not depend on k): from the last submission / completion
+    at or before t."""
+    grid = jobs.grid
+    last_sub = np.full((n_pools, grid.size), np.nan)
+    last_end = np.full((n_pools, grid.size), np.nan)
+    for p in range(n_pools):
+        last_sub[p] = last_at_or_before(np.sort(jobs.submit[jobs.pool_idx == p]), grid)
+        last_end[p] = last_at_or_before(np.sort(jobs.end[jobs.pool_idx == p]), grid)
+    return time_features(np.tile(grid, n_pools), last_sub.reshape(-1), last_end.reshape(-1))
+
+
+def _window_columns(jobs: _GridJobs, k_s: float) -> dict[str, np.ndarray]:
+    """The count features of window ``k_s`` (s) at every pool and grid time, flat int32."""
+    cols: dict[str, np.ndarray] = {}
+    for name, (kind, lo, hi, ends) in window_bounds(jobs.grid, k_s).items():
+        times, pools_of = jobs.events[kind]
+        first, stop = _grid_ranges(lo, hi, ends, times)
+        cols[name] = _i32(jobs.counter.count(pools_of, first, stop))
+    # Future completions: running at t and expected end <= t + k (within) or > t + k (after).
+    horizon = _search(jobs.grid + k_s, jobs.exp_end, "left")  # first i: t_i + k >= exp_end
+    cols["future_completions_within_k"] = _i32(jobs.counter.count(
+        jobs.pool_idx, np.maximum(jobs.run_first, horizon), jobs.run_stop))
+    cols["future_completions_after_k"] = _i32(jobs.counter.count(
+        jobs.pool_idx, jobs.run_first, np.minimum(jobs.run_stop, horizon)))
+    return cols
+
+
+def _label_columns(jobs: _GridJobs, k_s: float) -> dict[str, np.ndarray]:
+    """The labels of window ``k_s`` (s): submissions in (t, t + k]: lo = t, hi = t + k."""
+    sub_sorted, sub_pools = jobs.events["arrivals"]
+    lab_first, lab_stop = _grid_ranges(jobs.grid, jobs.grid + k_s, _OPEN_CLOSED, sub_sorted)
+    counter = jobs.counter
+    load = counter.count(sub_pools, lab_first, lab_stop,
+                         weights=jobs.gpus[jobs.by_submit]).reshape(-1)
+    n_new = counter.count(sub_pools, lab_first, lab_stop).reshape(-1)
+    return {"label_arrival": (n_new > 0.5).astype(np.int8),
+            "label_load_gpus": load.astype(np.float64)}
 
 
 def _output_schema() -> dict[str, pl.DataType]:
