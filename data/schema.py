@@ -249,8 +249,20 @@ def validate(
     if report.rows_read == 0:
         report.rows_read = jobs.height
     bad = BadRows(jobs, source, on_bad_rows, report)
+    _flag_values(bad, rebase_time)
+    if duplicate_subset:
+        _flag_duplicates(bad, list(duplicate_subset), on_bad_rows, source)
+    _flag_job_ids(bad, on_bad_rows, source)
+    df = _to_contract(bad, source, rebase_time)
+    report.rows_kept = df.height
+    report.pools = df["pool"].n_unique()
+    return df, report
 
-    # Missing values in required columns (empty strings count as missing).
+
+def _flag_values(bad: BadRows, rebase_time: bool) -> None:
+    """Flag missing values in the required columns (empty strings count as missing), cast
+    them to numbers, and flag durations <= 0, jobs without GPUs and (unless the times are
+    rebased) negative submit times."""
     for column in REQUIRED_JOB_COLUMNS:
         col = bad.df[column]
         mask = col.is_null()
@@ -264,8 +276,7 @@ def validate(
     _cast_numeric(bad, "duration", pl.Float64())
     _cast_numeric(bad, "num_gpus", pl.Int32())
 
-    df = bad.df
-    bad.flag(df["duration"] <= 0, "duration", "nonpositive_duration",
+    bad.flag(bad.df["duration"] <= 0, "duration", "nonpositive_duration",
              "duration {value} is not > 0 seconds")
     bad.flag(bad.df["num_gpus"] < 1, "num_gpus", "too_few_gpus",
              "num_gpus {value} is not >= 1 (CPU-only jobs are not GPU jobs)")
@@ -273,24 +284,31 @@ def validate(
         bad.flag(bad.df["submit_time"] < 0, "submit_time", "negative_submit_time",
                  "submit_time {value} is negative (seconds since the trace's start)")
 
-    if duplicate_subset:
-        dup = bad.df.select(pl.struct(list(duplicate_subset)).is_duplicated()).to_series()
-        first = bad.df.select(pl.struct(list(duplicate_subset)).is_first_distinct()).to_series()
-        later_dups = dup & ~first
-        if on_bad_rows == "raise" and later_dups.any():
-            idx = int(later_dups.arg_true()[0])
-            row = bad.df.row(idx, named=True)
-            first_idx = int(
-                bad.df.with_row_index("_i")
-                .filter(pl.all_horizontal([pl.col(c) == row[c] for c in duplicate_subset]))["_i"][0]
-            )
-            raise TraceError(
-                f"{_where(bad.df, idx, source)}: exact duplicate of "
-                f"{_where(bad.df, first_idx, source).split(': ', 1)[1]} "
-                f"({int(later_dups.sum())} duplicate rows in all); {bad.hint}"
-            )
-        bad.flag(later_dups, ",".join(duplicate_subset), "exact_duplicate", "exact duplicate row")
 
+def _flag_duplicates(bad: BadRows, subset: list[str], on_bad_rows: OnBadRows,
+                     source: str) -> None:
+    """Flag rows that repeat an earlier row on ``subset`` (raise on the first with "raise")."""
+    dup = bad.df.select(pl.struct(subset).is_duplicated()).to_series()
+    first = bad.df.select(pl.struct(subset).is_first_distinct()).to_series()
+    later_dups = dup & ~first
+    if on_bad_rows == "raise" and later_dups.any():
+        idx = int(later_dups.arg_true()[0])
+        row = bad.df.row(idx, named=True)
+        first_idx = int(
+            bad.df.with_row_index("_i")
+            .filter(pl.all_horizontal([pl.col(c) == row[c] for c in subset]))["_i"][0]
+        )
+        raise TraceError(
+            f"{_where(bad.df, idx, source)}: exact duplicate of "
+            f"{_where(bad.df, first_idx, source).split(': ', 1)[1]} "
+            f"({int(later_dups.sum())} duplicate rows in all); {bad.hint}"
+        )
+    bad.flag(later_dups, ",".join(subset), "exact_duplicate", "exact duplicate row")
+
+
+def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
+    """Give ``bad.df`` its job ids (the row numbers when the table has none), flag missing
+    ones and repeats of an earlier id (raise on the first with "raise")."""
     df = bad.df
     if "job_id" not in df.columns or df["job_id"].null_count() == df.height:
         df = df.with_columns(pl.col(SOURCE_ROW).cast(pl.String).alias("job_id"))
@@ -311,9 +329,13 @@ def validate(
             f"(first at {_where(df, first_idx, source).split(': ', 1)[1]}); {bad.hint}"
         )
     bad.flag(dup_id, "job_id", "duplicate_job_id", "duplicate job id {value!r}")
-    df = bad.df
 
-    # Fill optional columns and cast to the contract.
+
+def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
+    """Return ``bad.df`` with the optional columns filled, the contract's dtypes first (extra
+    columns after, bookkeeping dropped), the submit times rebased if asked, sorted by
+    (submit_time, job_id)."""
+    df = bad.df
     fills = []
     for column in ("tag", "user"):
         if column not in df.columns:
@@ -333,12 +355,9 @@ def validate(
                       "{value} s after the first submission is too far to count in seconds")
 
     extra = [c for c in df.columns if c not in JOB_SCHEMA and not c.startswith("_source")]
-    df = df.select(
+    return df.select(
         [pl.col(c).cast(t) for c, t in JOB_SCHEMA.items()] + [pl.col(c) for c in extra]
     ).sort(["submit_time", "job_id"], maintain_order=True)
-    report.rows_kept = df.height
-    report.pools = df["pool"].n_unique()
-    return df, report
 
 
 def _to_bool(col: pl.Series, source: str, df: pl.DataFrame | None = None) -> pl.Series:
