@@ -363,14 +363,7 @@ class BuddyAllocator:
         The new cells must be free once the moved ones are freed; otherwise
         CannotAllocate is raised before anything changes. Returns the new allocation.
         """
-        olds = {}
-        for aid in sorted(moves):
-            a = self._allocs.get(aid)
-            if a is None:
-                raise KeyError(f"no live allocation {aid!r} to move")
-            if self._domain_of(a.level, moves[aid]) != self._domain_of(a.level, a.index):
-                raise CannotAllocate(f"move of {aid!r} to ({a.level},{moves[aid]}) leaves its domain")
-            olds[aid] = a
+        olds = self._moved_allocations(moves)
         targets = [(a.level, moves[aid]) for aid, a in olds.items()]
         if new is not None:
             nid, npool, nkind, ngpus, nindex = new
@@ -378,32 +371,8 @@ class BuddyAllocator:
             if nkind == "opportunistic" and self._pending:
                 raise CannotAllocate(f"opportunistic job {nid!r} blocked: a reservation is pending")
             targets.append((self._level(ngpus), nindex))
-        # every target must be free once the moved cells are: check on GPUs first
-        busy = np.zeros(self.topology.n_gpus, dtype=bool)
-        for a in self._allocs.values():
-            if a.alloc_id not in olds:
-                busy[a.index << a.level : (a.index + 1) << a.level] = True
-        for lv, i in targets:
-            span = slice(i << lv, (i + 1) << lv)
-            if busy[span].any():
-                raise CannotAllocate(f"cell ({lv},{i}) is not free for a move")
-            busy[span] = True
-        emptied: set[tuple[int, int]] = set()
-        for aid, a in olds.items():  # free the old cells, merging inside their domain only
-            del self._allocs[aid]
-            if a.kind != "opportunistic":
-                owner = self._bound_ancestor(a.level, a.index)
-                self._owned[owner] -= 1
-                emptied.add(owner)
-            lv, i = a.level, a.index
-            domain = self._domain_of(lv, i)
-            self._state[lv][i] = FREE
-            self._free[domain][lv].add(i)
-            while lv < self._top and self._bound[lv][i] < 0 and self._bound[lv][i ^ 1] < 0:
-                up = self._merge_with_buddy(domain, lv, i)
-                if up is None:
-                    break
-                lv, i = up
+        self._check_free_after_moves(olds, targets)
+        emptied = self._free_moved(olds)
         for aid, a in olds.items():
             self._take_cell(a.level, moves[aid])
             self._state[a.level][moves[aid]] = _KIND_STATE[a.kind]
@@ -423,6 +392,60 @@ class BuddyAllocator:
                 out = self._commit(nid, npool, nkind, level, nindex, ngpus)
             finally:
                 self.debug = debug
+        self._unbind_emptied(emptied)
+        self._check()
+        return out
+
+    def _moved_allocations(self, moves: Mapping[str, int]) -> dict[str, Allocation]:
+        """Return the live allocations :meth:`relocate` moves, by id (sorted); refuse an
+        unknown id or a move out of its domain."""
+        olds = {}
+        for aid in sorted(moves):
+            a = self._allocs.get(aid)
+            if a is None:
+                raise KeyError(f"no live allocation {aid!r} to move")
+            if self._domain_of(a.level, moves[aid]) != self._domain_of(a.level, a.index):
+                raise CannotAllocate(f"move of {aid!r} to ({a.level},{moves[aid]}) leaves its domain")
+            olds[aid] = a
+        return olds
+
+    def _check_free_after_moves(self, olds: Mapping[str, Allocation],
+                                targets: list[tuple[int, int]]) -> None:
+        """Raise CannotAllocate unless every target cell is free once the moved cells are
+        (checked on GPUs, before anything changes)."""
+        busy = np.zeros(self.topology.n_gpus, dtype=bool)
+        for a in self._allocs.values():
+            if a.alloc_id not in olds:
+                busy[a.index << a.level : (a.index + 1) << a.level] = True
+        for lv, i in targets:
+            span = slice(i << lv, (i + 1) << lv)
+            if busy[span].any():
+                raise CannotAllocate(f"cell ({lv},{i}) is not free for a move")
+            busy[span] = True
+
+    def _free_moved(self, olds: Mapping[str, Allocation]) -> set[tuple[int, int]]:
+        """Free the moved allocations' cells, merging inside their domain only; return the
+        bound cells that lost a dedicated cell."""
+        emptied: set[tuple[int, int]] = set()
+        for aid, a in olds.items():
+            del self._allocs[aid]
+            if a.kind != "opportunistic":
+                owner = self._bound_ancestor(a.level, a.index)
+                self._owned[owner] -= 1
+                emptied.add(owner)
+            lv, i = a.level, a.index
+            domain = self._domain_of(lv, i)
+            self._state[lv][i] = FREE
+            self._free[domain][lv].add(i)
+            while lv < self._top and self._bound[lv][i] < 0 and self._bound[lv][i ^ 1] < 0:
+                up = self._merge_with_buddy(domain, lv, i)
+                if up is None:
+                    break
+                lv, i = up
+        return emptied
+
+    def _unbind_emptied(self, emptied: set[tuple[int, int]]) -> None:
+        """Unbind the bound cells of ``emptied`` left without dedicated cells, as :meth:`release`."""
         for owner in sorted(emptied):
             if self._owned.get(owner, 1) > 0:
                 continue
@@ -435,8 +458,6 @@ class BuddyAllocator:
                     up = self._merge_with_buddy(_GLOBAL, *up)
             else:
                 self._unbind_with_guests(lv, i)
-        self._check()
-        return out
 
     def _free_ancestor(self, domain: int, level: int, index: int) -> tuple[int, int] | None:
         """The free cell of ``domain`` holding cell ``(level, index)`` (itself or an ancestor),

@@ -198,36 +198,62 @@ def relabel_in_cells(
     """
     reg = {c: k for k, c in enumerate(sorted(set(region)))}
     both = set(old) & set(new)
-    weight = {x: (_FIXED_WEIGHT if x in fixed else 1.0) for x in both}
-    old_at = {old[x]: x for x in both}
-    new_at = {new[x]: x for x in both}
+    costs = _PairCosts(old, new, both, reg, fixed)
+    for c in new.values():
+        _region_of(c, reg)  # every new cell must lie in the region
+    cell_map: dict[Cell, Cell] = {}
+    total = 0.0
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for lv, i in reg:
+        by_level[lv].append(i)
+    for lv in sorted(by_level):  # Algorithm 2: a Hungarian match per level of region cells
+        cells = sorted(by_level[lv])
+        matrix = np.array([[costs.cost(lv, a, b) for b in cells] for a in cells])
+        rows, cols = linear_sum_assignment(matrix)
+        total += float(matrix[rows, cols].sum())
+        for r, c in zip(rows, cols, strict=True):
+            cell_map[(lv, cells[c])] = (lv, cells[r])
+    relabeled = {x: costs.image(c, cell_map) for x, c in new.items()}
+    migrated = sorted(x for x in both if relabeled[x] != old[x])
+    return CellRelabeling(cell_map, total, relabeled, migrated)
 
-    def under(plan: Mapping[str, Cell]) -> dict[Cell, set[str]]:
+
+class _PairCosts:
+    """Algorithm 3 on cells: the least cost of mapping old cell ``(lv, a)`` onto new cell
+    ``(lv, b)`` by mirroring the buddy tree at any node (memoized, with the swap chosen)."""
+
+    def __init__(self, old: Mapping[str, Cell], new: Mapping[str, Cell], both: set[str],
+                 reg: Mapping[Cell, int], fixed: frozenset[str] | set[str]):
+        self.reg = reg
+        self.weight = {x: (_FIXED_WEIGHT if x in fixed else 1.0) for x in both}
+        self.old_at = {old[x]: x for x in both}
+        self.new_at = {new[x]: x for x in both}
+        self.old_under, self.new_under = self._under(old, both), self._under(new, both)
+        self.memo: dict[tuple[int, int, int], tuple[float, int]] = {}
+
+    def _under(self, plan: Mapping[str, Cell], both: set[str]) -> dict[Cell, set[str]]:
+        """Return the jobs of ``both`` under each cell of ``plan`` up to their region cell."""
         out: dict[Cell, set[str]] = defaultdict(set)
         for x in both:
             lv, i = plan[x]
-            top = _region_of((lv, i), reg)[0]
+            top = _region_of((lv, i), self.reg)[0]
             for up in range(lv, top + 1):
                 out[(up, i >> (up - lv))].add(x)
         return out
 
-    old_under, new_under = under(old), under(new)
-    for c in new.values():
-        _region_of(c, reg)  # every new cell must lie in the region
-    empty: set[str] = set()
-    memo: dict[tuple[int, int, int], tuple[float, int]] = {}
-
-    def cost(lv: int, a: int, b: int) -> float:
+    def cost(self, lv: int, a: int, b: int) -> float:
+        """Return the cost of mapping old cell (lv, a) onto new cell (lv, b)."""
         key = (lv, a, b)
-        hit = memo.get(key)
+        hit = self.memo.get(key)
         if hit is not None:
             return hit[0]
-        ja, jb = old_under.get((lv, a), empty), new_under.get((lv, b), empty)
+        weight = self.weight
+        ja, jb = self.old_under.get((lv, a), _EMPTY), self.new_under.get((lv, b), _EMPTY)
         if not (ja & jb):  # nothing shared: every job below moves out / in
             c = 0.5 * (sum(weight[x] for x in ja) + sum(weight[x] for x in jb))
-            memo[key] = (c, 0)
+            self.memo[key] = (c, 0)
             return c
-        xo, xn = old_at.get((lv, a)), new_at.get((lv, b))
+        xo, xn = self.old_at.get((lv, a)), self.new_at.get((lv, b))
         c = 0.0
         if xo is not None and xo != xn:
             c += 0.5 * weight[xo]
@@ -235,41 +261,28 @@ def relabel_in_cells(
             c += 0.5 * weight[xn]
         swap = 0
         if lv > 0:
-            straight = cost(lv - 1, 2 * a, 2 * b) + cost(lv - 1, 2 * a + 1, 2 * b + 1)
-            cross = cost(lv - 1, 2 * a, 2 * b + 1) + cost(lv - 1, 2 * a + 1, 2 * b)
+            straight = self.cost(lv - 1, 2 * a, 2 * b) + self.cost(lv - 1, 2 * a + 1, 2 * b + 1)
+            cross = self.cost(lv - 1, 2 * a, 2 * b + 1) + self.cost(lv - 1, 2 * a + 1, 2 * b)
             swap = int(cross < straight)
             c += cross if swap else straight
-        memo[key] = (c, swap)
+        self.memo[key] = (c, swap)
         return c
 
-    cell_map: dict[Cell, Cell] = {}
-    total = 0.0
-    by_level: dict[int, list[int]] = defaultdict(list)
-    for lv, i in reg:
-        by_level[lv].append(i)
-    for lv in sorted(by_level):
-        cells = sorted(by_level[lv])
-        matrix = np.array([[cost(lv, a, b) for b in cells] for a in cells])
-        rows, cols = linear_sum_assignment(matrix)
-        total += float(matrix[rows, cols].sum())
-        for r, c in zip(rows, cols, strict=True):
-            cell_map[(lv, cells[c])] = (lv, cells[r])
-
-    def image(cell: Cell) -> Cell:
+    def image(self, cell: Cell, cell_map: Mapping[Cell, Cell]) -> Cell:
+        """Return where new ``cell`` goes: its region cell's match, then the chosen swaps down."""
         lv, i = cell
-        top_lv, b = _region_of(cell, reg)
+        top_lv, b = _region_of(cell, self.reg)
         a = cell_map[(top_lv, b)][1]
         level = top_lv
         while level > lv:
-            swap = memo.get((level, a, b), (0.0, 0))[1]
+            swap = self.memo.get((level, a, b), (0.0, 0))[1]
             level -= 1
             b = i >> (level - lv)
             a = 2 * a + ((b & 1) ^ swap)
         return (lv, a)
 
-    relabeled = {x: image(c) for x, c in new.items()}
-    migrated = sorted(x for x in both if relabeled[x] != old[x])
-    return CellRelabeling(cell_map, total, relabeled, migrated)
+
+_EMPTY: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------- migration planning
