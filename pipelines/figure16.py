@@ -617,78 +617,98 @@ def slowdown_causes(base: pl.DataFrame, res: pl.DataFrame, placements: dict, quo
     t0 = float(base["submit_time"].min()) + warmup_s if base.height else 0.0
     slowed = m.filter((pl.col("submit_time") >= t0)
                       & (pl.col("end_s") > pl.col("end_time") + SLOWED_AFTER_S)).sort("submit_time")
-    ids = res["job_id"].to_list()
-    r_ids = res["job_id"].to_numpy()
-    r_pool = res["pool"].to_numpy()
-    r_sub = res["submit_time"].to_numpy()
-    r_start = res["start_time"].to_numpy()
-    r_end = res["end_time"].to_numpy()
-    r_opp = res["opportunistic"].to_numpy()
-    r_g = res["num_gpus"].to_numpy()
-    gps = int(gpus_per_server)
-    total_gpus = int(sum(quota.values()))
-    n_servers = -(-(total_gpus + len(pad_gpus)) // gps)
-    pad = np.zeros(n_servers * gps, dtype=bool)
-    pad[list(pad_gpus)] = True
+    cells = _CellsOf(res, placements, quota, gpus_per_server, pad_gpus)
     rows = []
     for r in slowed.iter_rows(named=True):
-        t, p, g = r["start_time"], r["pool"], int(r["num_gpus"])
-        live = np.flatnonzero((r_start <= t) & (t < r_end))
-        occ = pad.copy()
-        ded_srv: dict[int, set] = {}
-        opp_srv: set[int] = set()
-        for k in live:
-            gpus = np.asarray(placements[ids[k]])
-            occ[gpus] = True
-            for srv in set((gpus // gps).tolist()):
-                if r_opp[k]:
-                    opp_srv.add(srv)
-                else:
-                    ded_srv.setdefault(srv, set()).add(r_pool[k])
-        cell = 1 << max(0, (g - 1).bit_length())
-        by_srv = occ.reshape(n_servers, gps)
-        # servers with a free aligned cell of the job's size (rack-level gangs: none counted)
-        has_cell = (~by_srv.reshape(n_servers, -1, cell).any(axis=2)).any(axis=1) if cell <= gps \
-            else np.zeros(n_servers, dtype=bool)
-
-        def aligned_free(srv: int, has_cell=has_cell) -> bool:
-            return bool(has_cell[srv])
-
-        mine = live[(r_pool[live] == p) & ~r_opp[live]]
-        ded = int(r_g[mine].sum())
-        free = total_gpus - int(r_g[live].sum())
-        if r["opp_s"]:
-            cause = "lent-late"
-        elif ((r_pool == p) & ((r_sub < r["submit_time"]) | ((r_sub == r["submit_time"]) & (r_ids < r["job_id"])))
-              & (r_start > t)).any():  # arrival order: (submit_time, job_id), as build_trace
-            cause = "behind-earlier-job"
-        elif ded + g > quota[p]:
-            cause = "pool-quota-busy"
-        elif free < g:
-            cause = "gpus-held-by-loans" if r_opp[live].any() else "gpus-short"
-        elif ded > 0:
-            srvs = [s for s, pools in ded_srv.items() if p in pools]
-            if any(aligned_free(s) for s in srvs):
-                cause = "other"
-            elif any(s in opp_srv for s in srvs):
-                cause = "guests-in-pool-server"
-            else:
-                cause = "in-pool-fragmentation"
-        else:
-            unbound = [s for s in range(n_servers)
-                       if s not in ded_srv and not pad[s * gps:(s + 1) * gps].any()]
-            if any(aligned_free(s) and s not in opp_srv for s in unbound):
-                cause = "other"
-            elif any(aligned_free(s) for s in unbound):
-                cause = "loans-in-unbound-servers"
-            else:
-                cause = "no-bindable-server"
-        rows.append({"job_id": r["job_id"], "pool": p, "num_gpus": g,
+        cause = cells.cause(r)
+        rows.append({"job_id": r["job_id"], "pool": r["pool"], "num_gpus": int(r["num_gpus"]),
                      "slowdown_min": (r["end_s"] - r["end_time"]) / 60.0, "cause": cause,
                      "root": CAUSES[cause].startswith("root")})
     schema = {"job_id": pl.String, "pool": pl.String, "num_gpus": pl.Int64,
               "slowdown_min": pl.Float64, "cause": pl.String, "root": pl.Boolean}
     return pl.DataFrame(rows, schema=schema)
+
+
+class _CellsOf:
+    """A replay on cells (``res`` and where its jobs sat), asked why a slowed job waited."""
+
+    def __init__(self, res: pl.DataFrame, placements: dict, quota: dict, gpus_per_server: int,
+                 pad_gpus: tuple[int, ...] | list[int]):
+        self.placements, self.quota = placements, quota
+        self.ids = res["job_id"].to_list()
+        self.r_ids = res["job_id"].to_numpy()
+        self.r_pool = res["pool"].to_numpy()
+        self.r_sub = res["submit_time"].to_numpy()
+        self.r_start = res["start_time"].to_numpy()
+        self.r_end = res["end_time"].to_numpy()
+        self.r_opp = res["opportunistic"].to_numpy()
+        self.r_g = res["num_gpus"].to_numpy()
+        self.gps = int(gpus_per_server)
+        self.total_gpus = int(sum(quota.values()))
+        self.n_servers = -(-(self.total_gpus + len(pad_gpus)) // self.gps)
+        self.pad = np.zeros(self.n_servers * self.gps, dtype=bool)
+        self.pad[list(pad_gpus)] = True
+
+    def _occupancy(self, live: np.ndarray) -> tuple[np.ndarray, dict[int, set], set[int]]:
+        """Return (busy GPUs, pools with dedicated jobs per server, servers with loans) of the
+        ``live`` jobs (padding counts as busy)."""
+        occ = self.pad.copy()
+        ded_srv: dict[int, set] = {}
+        opp_srv: set[int] = set()
+        for k in live:
+            gpus = np.asarray(self.placements[self.ids[k]])
+            occ[gpus] = True
+            for srv in set((gpus // self.gps).tolist()):
+                if self.r_opp[k]:
+                    opp_srv.add(srv)
+                else:
+                    ded_srv.setdefault(srv, set()).add(self.r_pool[k])
+        return occ, ded_srv, opp_srv
+
+    def cause(self, r: dict) -> str:
+        """Return the first entry of :data:`CAUSES` that holds for slowed job ``r`` at its
+        baseline start."""
+        t, p, g = r["start_time"], r["pool"], int(r["num_gpus"])
+        r_pool, r_sub, r_opp, r_g = self.r_pool, self.r_sub, self.r_opp, self.r_g
+        live = np.flatnonzero((self.r_start <= t) & (t < self.r_end))
+        mine = live[(r_pool[live] == p) & ~r_opp[live]]
+        ded = int(r_g[mine].sum())
+        free = self.total_gpus - int(r_g[live].sum())
+        if r["opp_s"]:
+            return "lent-late"
+        if ((r_pool == p) & ((r_sub < r["submit_time"])
+                             | ((r_sub == r["submit_time"]) & (self.r_ids < r["job_id"])))
+                & (self.r_start > t)).any():  # arrival order: (submit_time, job_id), as build_trace
+            return "behind-earlier-job"
+        if ded + g > self.quota[p]:
+            return "pool-quota-busy"
+        if free < g:
+            return "gpus-held-by-loans" if r_opp[live].any() else "gpus-short"
+        return self._cell_cause(live, p, g, ded)
+
+    def _cell_cause(self, live: np.ndarray, p: str, g: int, ded: int) -> str:
+        """The root cause in the cells of a job that fits its quota and the free GPUs."""
+        occ, ded_srv, opp_srv = self._occupancy(live)
+        gps, n_servers = self.gps, self.n_servers
+        cell = 1 << max(0, (g - 1).bit_length())
+        by_srv = occ.reshape(n_servers, gps)
+        # servers with a free aligned cell of the job's size (rack-level gangs: none counted)
+        has_cell = (~by_srv.reshape(n_servers, -1, cell).any(axis=2)).any(axis=1) if cell <= gps \
+            else np.zeros(n_servers, dtype=bool)
+        if ded > 0:
+            srvs = [s for s, pools in ded_srv.items() if p in pools]
+            if any(has_cell[s] for s in srvs):
+                return "other"
+            if any(s in opp_srv for s in srvs):
+                return "guests-in-pool-server"
+            return "in-pool-fragmentation"
+        unbound = [s for s in range(n_servers)
+                   if s not in ded_srv and not self.pad[s * gps:(s + 1) * gps].any()]
+        if any(has_cell[s] and s not in opp_srv for s in unbound):
+            return "other"
+        if any(has_cell[s] for s in unbound):
+            return "loans-in-unbound-servers"
+        return "no-bindable-server"
 
 
 def cause_one(item: tuple) -> pl.DataFrame:
