@@ -474,15 +474,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
     predictors = prepare_predictors(cfg, wl, out_dir, say)
     specs = plan(cfg, jobs, experiments, predictors, jobs_before(wl.jobs, cfg.replay_start_day))
-    specs_by_exp: dict[str, list[ReplaySpec]] = {}
-    for spec in specs:
-        specs_by_exp.setdefault(spec.where[0], []).append(spec)
-    for exp in experiments:
-        (out_dir / exp.exp_id).mkdir(exist_ok=True)
-        atomic_write_text(out_dir / exp.exp_id / "experiment.json",
-                           json.dumps(exp.to_dict(), indent=2))
-    missing = {e: sum(1 for s in ss if replay_status(*s.files(out_dir), s.key) != "done")
-               for e, ss in specs_by_exp.items()}
+    _write_experiments(out_dir, experiments)
+    specs_by_exp, missing = _by_experiment(specs, out_dir)
 
     tracker = _Tracker(cfg, out_dir, say, predictors) if log_mlflow else None
     result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments,
@@ -524,19 +517,9 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
 
         ran = execute(specs, out_dir, executor, progress=progress, label="replays", on_done=done)
         result.ran, result.reused = ran.ran, ran.reused
-        order = {e.exp_id: i for i, e in enumerate(experiments)}
-        pol_order = {p.label: i for i, p in enumerate(cfg.policies)}
-        summary = pl.DataFrame(rows).sort(
-            pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
-            pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
-        per_job_all = {g: pl.concat(f, how="diagonal_relaxed") for g, f in per_job_by_group.items()}
-        aggregate = aggregate_rows(summary, per_job_all)
-        result.summary, result.aggregate = summary, aggregate
-        files = write_summary(out_dir, cfg, summary, aggregate)
-        if make_plots:
-            files += _sweep_plots(cfg, summary, per_job_all, out_dir / "plots")
+        files = _sweep_tables(cfg, result, rows, per_job_by_group, make_plots)
         if tracker is not None:
-            tracker.finish(aggregate, files)
+            tracker.finish(result.aggregate, files)
     finally:
         if tracker is not None:
             tracker.close()
@@ -544,6 +527,44 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     require_scored(int(result.aggregate["n_jobs"].fill_null(0).sum()) if result.aggregate.height
                    else 0, cfg.source, f"warmup_days {cfg.warmup_days:g}")
     return result
+
+
+def _by_experiment(specs: list[ReplaySpec], out_dir: Path
+                   ) -> tuple[dict[str, list[ReplaySpec]], dict[str, int]]:
+    """Return the replays of each experiment and how many of them are not done in ``out_dir``."""
+    specs_by_exp: dict[str, list[ReplaySpec]] = {}
+    for spec in specs:
+        specs_by_exp.setdefault(spec.where[0], []).append(spec)
+    missing = {e: sum(1 for s in ss if replay_status(*s.files(out_dir), s.key) != "done")
+               for e, ss in specs_by_exp.items()}
+    return specs_by_exp, missing
+
+
+def _write_experiments(out_dir: Path, experiments: list[Experiment]) -> None:
+    """Write each experiment's folder and ``experiment.json``."""
+    for exp in experiments:
+        (out_dir / exp.exp_id).mkdir(exist_ok=True)
+        atomic_write_text(out_dir / exp.exp_id / "experiment.json",
+                           json.dumps(exp.to_dict(), indent=2))
+
+
+def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
+                  per_job_by_group: dict[str, list[pl.DataFrame]], make_plots: bool
+                  ) -> list[Path]:
+    """Put the summary (experiments and policies in config order) and the aggregate into
+    ``result``, write them (and the sweep's plots); return the files written."""
+    order = {e.exp_id: i for i, e in enumerate(result.experiments)}
+    pol_order = {p.label: i for i, p in enumerate(cfg.policies)}
+    summary = pl.DataFrame(rows).sort(
+        pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
+        pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
+    per_job_all = {g: pl.concat(f, how="diagonal_relaxed") for g, f in per_job_by_group.items()}
+    aggregate = aggregate_rows(summary, per_job_all)
+    result.summary, result.aggregate = summary, aggregate
+    files = write_summary(result.out_dir, cfg, summary, aggregate)
+    if make_plots:
+        files += _sweep_plots(cfg, summary, per_job_all, result.out_dir / "plots")
+    return files
 
 
 def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
