@@ -244,6 +244,36 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
 
     trace = _parse_trace(raw.get("trace"), w, base_dir)
 
+    start, end, warmup = _parse_replay_window(raw, w)
+    experiments = w.number(raw.get("experiments", 1), "experiments", lo=1, integer=True)
+    ppe = _parse_pools_per_experiment(raw.get("pools_per_experiment", "all"), w)
+    min_jobs = w.number(raw.get("min_jobs_per_pool", 1), "min_jobs_per_pool", lo=1, integer=True)
+    quotas, load_range, scales = _parse_quotas(raw, w)
+    locality = _locality(w, raw.get("locality", False))
+    tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
+
+    policies = _parse_policies(raw.get("policies"), w, locality)
+    predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
+    if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
+        need = predictors.train_days + predictors.val_days + predictors.warmup_days
+        if start is None:
+            raise w.error("replay.start_day", "predictors.train: on_the_fly trains on the period "
+                                              "before the replay: set replay.start_day")
+        if need > start:
+            raise w.error("predictors", f"on_the_fly training needs warmup_days + train_days + "
+                                        f"val_days = {need:g} days before replay.start_day "
+                                        f"({start:g}); shorten them or start the replay later")
+    return ExperimentConfig(
+        name=name, source=source, seed=seed, trace=trace, replay_start_day=start,
+        replay_end_day=end, warmup_days=warmup, experiments=experiments,
+        pools_per_experiment=ppe, min_jobs_per_pool=min_jobs, quotas=quotas,
+        load_range=load_range, quota_scale=scales, locality=locality, tick_s=tick_s,
+        policies=policies, predictors=predictors,
+    )
+
+
+def _parse_replay_window(raw: dict, w: _Where) -> tuple[float | None, float | None, float]:
+    """Return (replay.start_day, replay.end_day, warmup_days) of a config mapping."""
     replay = raw.get("replay", {}) or {}
     if not isinstance(replay, dict):
         raise w.error("replay", "expected a mapping with start_day / end_day")
@@ -258,9 +288,11 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     if start is not None and end is not None and warmup >= end - start:
         raise w.error("warmup_days", f"{warmup:g} days leaves nothing of the {end - start:g}-day "
                                      "replay window to evaluate")
+    return start, end, warmup
 
-    experiments = w.number(raw.get("experiments", 1), "experiments", lo=1, integer=True)
-    ppe_raw = raw.get("pools_per_experiment", "all")
+
+def _parse_pools_per_experiment(ppe_raw: Any, w: _Where) -> tuple[int | str, ...]:
+    """Return pools_per_experiment: integers >= 1 or "all", one or a list without repeats."""
     ppe_list = ppe_raw if isinstance(ppe_raw, list) else [ppe_raw]
     if not ppe_list:
         raise w.error("pools_per_experiment", "the list is empty")
@@ -275,8 +307,11 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
             ppe.append(w.number(v, key, lo=1, integer=True))
     if len(set(ppe)) != len(ppe):
         raise w.error("pools_per_experiment", f"values repeat: {ppe}")
-    min_jobs = w.number(raw.get("min_jobs_per_pool", 1), "min_jobs_per_pool", lo=1, integer=True)
+    return tuple(ppe)
 
+
+def _parse_quotas(raw: dict, w: _Where) -> tuple[str, tuple[float, float], tuple[float, ...]]:
+    """Return (quotas, load_range, quota_scale) of a config mapping."""
     quotas = w.string(raw.get("quotas", "from_load"), "quotas", ("from_load", "recorded"))
     lr = raw.get("load_range", [0.6, 1.1])
     if not isinstance(lr, list | tuple) or len(lr) != 2:
@@ -296,27 +331,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     )
     if len(set(scales)) != len(scales):
         raise w.error("quota_scale", f"values repeat: {list(scales)}")
-    locality = _locality(w, raw.get("locality", False))
-    tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
-
-    policies = _parse_policies(raw.get("policies"), w, locality)
-    predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
-    if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
-        need = predictors.train_days + predictors.val_days + predictors.warmup_days
-        if start is None:
-            raise w.error("replay.start_day", "predictors.train: on_the_fly trains on the period "
-                                              "before the replay: set replay.start_day")
-        if need > start:
-            raise w.error("predictors", f"on_the_fly training needs warmup_days + train_days + "
-                                        f"val_days = {need:g} days before replay.start_day "
-                                        f"({start:g}); shorten them or start the replay later")
-    return ExperimentConfig(
-        name=name, source=source, seed=seed, trace=trace, replay_start_day=start,
-        replay_end_day=end, warmup_days=warmup, experiments=experiments,
-        pools_per_experiment=tuple(ppe), min_jobs_per_pool=min_jobs, quotas=quotas,
-        load_range=(lo, hi), quota_scale=scales, locality=locality, tick_s=tick_s,
-        policies=policies, predictors=predictors,
-    )
+    return quotas, (lo, hi), scales
 
 
 def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:
