@@ -95,10 +95,8 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     warned about in ``report.warnings``.
     """
     import polars as pl
-    from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, trace_span_s
     from sia.data.readers import detect_format, read_trace
-    from sia.data.schema import CleaningReport, check_pools
-    from sia.data.synthetic import generate_workload
+    from sia.data.schema import check_pools
 
     limits = limits or Thresholds()
     if trace is not None and synthetic is not None:
@@ -108,18 +106,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                           "(omit it to keep every day)")
     check_seed(seed)
     if trace is None:
-        variant = synthetic or "base"
-        jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days)
-        source = f"synthetic:{variant} seed={seed}"
-        report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
-                                pools=pools.height)
-        if quotas is not None:
-            pools, note = _pools_from_quota_path(Path(quotas))
-            report.notes.append(note)
-        else:
-            report.notes.append("quotas: synthetic pool sizes")
-        check_pools(pools, jobs)
-        return Workload(jobs, pools, report, source)
+        return _synthetic_workload(synthetic or "base", seed, days, quotas)
 
     trace = Path(trace)
     resolved = fmt
@@ -137,25 +124,57 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     if jobs.height == 0:
         raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
     report.warnings.extend(job_warnings(jobs, limits))
-
-    canonical_pools = trace / "pools.parquet" if trace.is_dir() else None
-    helios_gpu = trace.parent / HELIOS_GPU_FILE if resolved == "helios" else None
-    if quotas is not None:
-        pools, note = _pools_from_quota_path(Path(quotas))
-    elif canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
-        pools, note = pl.read_parquet(canonical_pools), f"quotas: {canonical_pools}"
-    elif helios_gpu is not None and helios_gpu.exists():
-        pools, note = read_helios_gpu_numbers(helios_gpu), f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)"
-    else:
-        lo, hi = load_range
-        pools = quotas_from_load(jobs, load_range, seed)
-        note = f"quotas: from load, target load per pool U[{lo:g}, {hi:g}], seed {seed} (SIA 6.1)"
-        report.warnings.extend(quota_warnings(jobs, pools, trace_span_s(jobs), limits))
+    pools, note = _trace_pools(trace, resolved, jobs, report, quotas, load_range, seed, limits)
     report.notes.append(note)
     # Keep only the pools that have jobs (a quota file may list more).
     pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
     check_pools(pools, jobs, where=note.split(": ", 1)[1])
     return Workload(jobs, pools.sort("pool"), report, str(trace))
+
+
+def _synthetic_workload(variant: str, seed: int, days: float | None,
+                        quotas: Path | None) -> Workload:
+    """Return the synthetic workload ``variant`` (``days`` default 3), its own pools unless
+    ``quotas`` names a file."""
+    from sia.data.schema import CleaningReport, check_pools
+    from sia.data.synthetic import generate_workload
+
+    jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days)
+    source = f"synthetic:{variant} seed={seed}"
+    report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
+                            pools=pools.height)
+    if quotas is not None:
+        pools, note = _pools_from_quota_path(Path(quotas))
+        report.notes.append(note)
+    else:
+        report.notes.append("quotas: synthetic pool sizes")
+    check_pools(pools, jobs)
+    return Workload(jobs, pools, report, source)
+
+
+def _trace_pools(trace: Path, resolved: str, jobs: pl.DataFrame, report: CleaningReport,
+                 quotas: Path | None,
+                 load_range: tuple[float, float], seed: int, limits: Thresholds
+                 ) -> tuple[pl.DataFrame, str]:
+    """Return (the pools of a trace, a note saying where they came from): the ``quotas``
+    file, a canonical folder's pools.parquet, Helios GPU numbers beside the log, or quotas
+    from load (whose implausible values are warned about in ``report``)."""
+    import polars as pl
+    from sia.data.quotas import quotas_from_load, read_helios_gpu_numbers, trace_span_s
+
+    canonical_pools = trace / "pools.parquet" if trace.is_dir() else None
+    helios_gpu = trace.parent / HELIOS_GPU_FILE if resolved == "helios" else None
+    if quotas is not None:
+        return _pools_from_quota_path(Path(quotas))
+    if canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
+        return pl.read_parquet(canonical_pools), f"quotas: {canonical_pools}"
+    if helios_gpu is not None and helios_gpu.exists():
+        return (read_helios_gpu_numbers(helios_gpu),
+                f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)")
+    lo, hi = load_range
+    pools = quotas_from_load(jobs, load_range, seed)
+    report.warnings.extend(quota_warnings(jobs, pools, trace_span_s(jobs), limits))
+    return pools, f"quotas: from load, target load per pool U[{lo:g}, {hi:g}], seed {seed} (SIA 6.1)"
 
 
 # --------------------------------------------------------------------------- option parsing
