@@ -104,12 +104,14 @@ class SegmentedEvents(SortedEvents):
         """Return the events of every pool at once, each segment full: ``per_pool[p]`` holds
         pool ``p``'s event times (s), sorted."""
         sizes = np.array([a.size for a in per_pool], dtype=np.int64)
-        ev = cls(origin, span, sizes)
-        if ev.keys.size:
+        ev = cls.__new__(cls)  # no padding to write: every segment is full
+        SortedEvents.__init__(ev, origin, span)
+        ev.offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        ev.capacity = ev.count = sizes
+        if sizes.sum():
             ev.times = np.concatenate(per_pool).astype(np.float64)
             ev.keys = (np.repeat(np.arange(sizes.size, dtype=np.float64), sizes) * span
                        + (ev.times - origin))
-        ev.count = sizes
         return ev
 
     def add_pool(self, pool: int, times: np.ndarray) -> None:

@@ -124,15 +124,15 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
     run_end = (np.concatenate([ps.running_expected_ends for ps in got]) if got else _empty())
     blocks = builder.features(t, tuple(windows), run_pool, run_end)
     # Rows in (window, pool) order.
-    stacked = (np.concatenate([blocks[k] for k in windows]) if windows
-               else np.empty((0, len(FEATURE_COLUMNS)), dtype=np.float32))
+    by_col = (np.concatenate([blocks[k] for k in windows]).T.copy() if windows  # column-major
+              else np.empty((len(FEATURE_COLUMNS), 0), dtype=np.float32))
     cols: dict[str, object] = {
         "pool": pl.Series("pool", names, dtype=pl.String).gather(np.tile(np.arange(n_p), n_w)),
         "t": np.full(n_w * n_p, t),
         "k_min": np.repeat(np.asarray(windows, dtype=np.int32), n_p),
     }
     for c, col in enumerate(FEATURE_COLUMNS):
-        cols[col] = stacked[:, c] if col in TIME_COLUMNS else stacked[:, c].astype(np.int32)
+        cols[col] = by_col[c] if col in TIME_COLUMNS else by_col[c].astype(np.int32)
     extras = np.array([(ps.running_starts.size, ps.pending_jobs) for ps in got],
                       dtype=np.int64).reshape(n_p, 2)
     for c, col in enumerate(EXTRA_COLUMNS):
@@ -150,7 +150,8 @@ def _builder(pools: list[PoolState], t: float) -> IncrementalTable9:
     """Return an :class:`IncrementalTable9` holding the pools' submissions and completions."""
     arrivals = [ps.arrival_times for ps in pools]
     completions = [ps.completion_times for ps in pools]
-    times = np.concatenate([t - 1.0, *arrivals, *completions], axis=None)
-    origin = float(times.min()) - 1.0
+    firsts = [a[0] for a in (*arrivals, *completions) if a.size]  # the arrays are sorted
+    lasts = [a[-1] for a in (*arrivals, *completions) if a.size]
+    origin = float(min([t - 1.0, *firsts])) - 1.0
     return IncrementalTable9.of_pools(arrivals, completions, origin,
-                                      float(times.max()) - origin + 2.0)
+                                      float(max([t - 1.0, *lasts])) - origin + 2.0)
