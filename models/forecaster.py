@@ -5,9 +5,9 @@ models of the MLflow registry (loaded by name and alias, see
 :mod:`sia.models.registry`). Every call is batched over all pools:
 
 - ``will_jobs_arrive``: the Table 9 features of every pool at ``view.now``
-  (computed from the view with a few vectorized ``searchsorted`` calls over
-  all pools at once; the same values as
-  :func:`sia.features.live.features_at`, which the tests check), then one
+  (the incremental builder :class:`sia.features.incremental.IncrementalTable9`,
+  fed from the view: a few vectorized ``searchsorted`` calls over all pools at
+  once; the same values as the batch table, which the tests check), then one
   XGBoost call per window over all pools, thresholded at the model's
   registered threshold;
 - ``new_load_estimate``: SIA's sliding max over the last ``load_windows``
