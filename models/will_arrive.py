@@ -35,7 +35,7 @@ import polars as pl
 import xgboost as xgb
 from sia.data.errors import ConfigError
 from sia.models.frames import frame_columns
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import precision_recall_curve, precision_recall_fscore_support
 
 LABEL = "label_arrival"
@@ -373,6 +373,34 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         self.classes_ = np.array([0, 1])
         return self
 
+    def classifier_candidate(self, X: Any, y: Any) -> WillJobsArrive:
+        """Return what ``select="xgboost"`` would fit on (X, y), reusing this fit's tail.
+
+        For an auto-selected model whose XGBoost candidate lost (persistence
+        or always-yes won): the ablation still needs that classifier. Its
+        threshold and tail scores are already in ``selection_`` (the same
+        head booster a forced fit would train again), so only the refit on
+        all rows is left. X and y must be the rows this model was fit on.
+        Falls back to a forced fit when the tail held no XGBoost candidate.
+        """
+        self._check_fitted()
+        forced = clone(self).set_params(select="xgboost")
+        row = next((r for r in self.selection_ if r["candidate"] == "xgboost"), None)
+        if self.method_ == "xgboost":
+            return self
+        if row is None:
+            return forced.fit(X, y)
+        x = _frame_columns(X, self._columns(), "WillJobsArrive.classifier_candidate")
+        y = np.asarray(y).astype(np.int8)
+        forced.method_ = "xgboost"
+        forced.threshold_ = float(row["threshold"])
+        forced.booster_ = forced._train(x, y)
+        forced.selection_ = list(self.selection_)
+        forced.feature_names_in_ = self.feature_names_in_
+        forced.n_features_in_ = self.n_features_in_
+        forced.classes_ = self.classes_
+        return forced
+
     def _choose_threshold(self, y: np.ndarray, proba: np.ndarray, fixed: float) -> float:
         """Return the threshold the parameters ask for on (y, proba): recall target, best F, or fixed."""
         if self.target_recall is not None:
@@ -544,10 +572,10 @@ def train_window(
                    .fit(train, y_train)) for name, cols in candidates]
         if ablation:
             for name, cols in steps:
-                est = next((e for n, e in fitted if n == name and e.method_ == "xgboost"), None)
-                if est is None:
-                    est = estimator_for(k_min, params, features=cols, select="xgboost",
-                                        **kw).fit(train, y_train)
+                est = next((e for n, e in fitted if n == name), None)
+                est = (est.classifier_candidate(train, y_train) if est is not None else
+                       estimator_for(k_min, params, features=cols, select="xgboost",
+                                     **kw).fit(train, y_train))
                 m = binary_metrics(y_val, est.predict(val))
                 rows.append({"k_min": k_min, "feature_set": name, **m,
                              "threshold": est.threshold_, "tail_f1": tail_f1(est)})
