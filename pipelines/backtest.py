@@ -64,7 +64,7 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
         overall += o
     tables = {"backtest_folds": pl.DataFrame(folds), "backtest_overall": pl.DataFrame(overall)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    report.save_report(tables, out_dir)
+    written = report.save_report(tables, out_dir)
     report.print_report({"backtest_overall": tables["backtest_overall"]})
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
     with mlflow.start_run(run_name=f"backtest {Path(wl.source).name} every {every_days:g}d"):
@@ -82,7 +82,10 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
                 for name in ("model", "persistence"):
                     mlflow.log_metric(f"fold_{row['window_min']}m/{name}_f1",
                                       row[f"{name}_f1"], step=int(row["fold"]))
-        mlflow.log_artifacts(str(out_dir), artifact_path="report")
+        # the files written, not the folder: --out may hold the MLflow store itself (sia's
+        # default store is ./out), which logging the folder would copy into itself forever
+        for path in written:
+            mlflow.log_artifact(str(path), artifact_path="report")
     echo(f"report: {out_dir}")
     echo(f"open the MLflow UI: {ui_command(uri)}")
     return tables

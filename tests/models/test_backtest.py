@@ -79,3 +79,23 @@ def test_backtest_cli_on_a_small_synthetic_workload(tmp_path, monkeypatch):
     overall = pl.read_csv(tmp_path / "bt" / "backtest_overall.csv")
     assert set(overall["predictor"]) == {"model", "persistence", "always_yes"}
     assert main(["backtest", "--synthetic", "base", "--days", "5", "--retrain-every", "0"]) == 2
+
+
+def test_backtest_report_in_the_mlflow_store_folder_is_logged_once(tmp_path, monkeypatch):
+    """`--out` may be the folder that holds the MLflow store (sia's default ./out): the report's
+    files are logged, not the folder, which would copy the artifact store into itself."""
+    import mlflow
+    from mlflow import MlflowClient
+    from sia.pipelines.cli import main
+
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code = main(["backtest", "--synthetic", "base", "--days", "5", "--windows", "60",
+                 "--from-day", "3", "--retrain-every", "1", "--train-days", "2",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    logged = {a.path for a in MlflowClient().list_artifacts(run.info.run_id, "report")}
+    assert logged == {"report/backtest_folds.csv", "report/backtest_overall.csv",
+                      "report/report.md"}
