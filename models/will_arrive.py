@@ -528,6 +528,42 @@ def tail_f1(est: WillJobsArrive) -> float:
     return float(next(r["f1"] for r in est.selection_ if r["candidate"] == est.method_))
 
 
+def feature_set_steps(feature_groups: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """Return the candidate feature sets: :data:`ABLATION_STEPS` within ``feature_groups``, then all."""
+    steps = [(name, feature_set_columns(groups, feature_groups))
+             for name, groups in ABLATION_STEPS if set(groups) <= set(feature_groups)]
+    every = feature_set_columns(tuple(feature_groups), feature_groups)
+    if not steps or steps[-1][1] != every:
+        steps.append(("all", every))
+    return steps
+
+
+def select_window_model(
+    train: pl.DataFrame,
+    k_min: int,
+    feature_groups: dict[str, list[str]],
+    params: XGBParams,
+    *,
+    select_features: bool = True,
+    **kw: Any,
+) -> tuple[WillJobsArrive, list[tuple[str, WillJobsArrive]]]:
+    """Return (the model ``sia train`` registers for window ``k_min``, every candidate fitted).
+
+    Fit on ``train`` rows only. With ``select_features`` each feature set of
+    :func:`feature_set_steps` is fit (each with its own model selection
+    against the baselines) and the best F on the training tail is kept
+    (ties go to the earlier, smaller set); otherwise all of
+    ``feature_groups``. ``kw`` (threshold, target_recall, select) go to
+    every :class:`WillJobsArrive`. Raises ValueError from a fit that cannot be made.
+    """
+    steps = feature_set_steps(feature_groups)
+    y = train[LABEL].to_numpy()
+    fitted = [(name, estimator_for(k_min, params, features=cols, **kw).fit(train, y))
+              for name, cols in (steps if select_features else steps[-1:])]
+    _, model = max(fitted, key=lambda ne: tail_f1(ne[1]))
+    return model, fitted
+
+
 def train_window(
     train: pl.DataFrame,
     val: pl.DataFrame,
@@ -543,14 +579,11 @@ def train_window(
 ) -> WindowResult:
     """Fit WillJobsArrive for one window on ``train`` rows and report it on ``val`` rows.
 
-    Every choice is made on the tail of ``train``; ``val`` is only scored.
-    With ``select_features`` the feature set is chosen too: each cumulative
-    set of :data:`ABLATION_STEPS` within ``feature_groups`` is fit (with its
-    own model selection against the baselines), and the one with the best F
-    on the tail is kept (the smaller set on ties); otherwise all of
-    ``feature_groups`` are used. With ``ablation`` each set's forced XGBoost
-    model is scored on ``val`` too (SIA Tables 20 / 23). Returns the kept
-    model, its validation metrics and the baselines on ``val``.
+    Every choice is made on the tail of ``train`` (:func:`select_window_model`,
+    the feature set too with ``select_features``); ``val`` is only scored.
+    With ``ablation`` each set's forced XGBoost model is scored on ``val``
+    too (SIA Tables 20 / 23). Returns the kept model, its validation metrics
+    and the baselines on ``val``.
     """
     if train.height == 0 or val.height == 0:
         raise ConfigError(
@@ -560,18 +593,12 @@ def train_window(
     y_train = train[LABEL].to_numpy()
     y_val = val[LABEL].to_numpy()
     rows: list[dict[str, float | str]] = []
-    steps = [(name, feature_set_columns(groups, feature_groups))
-             for name, groups in ABLATION_STEPS if set(groups) <= set(feature_groups)]
-    every = feature_set_columns(tuple(feature_groups), feature_groups)
-    if not steps or steps[-1][1] != every:
-        steps.append(("all", every))
     kw = {"threshold": threshold, "target_recall": target_recall}
-    candidates = steps if select_features else steps[-1:]
     try:
-        fitted = [(name, estimator_for(k_min, params, features=cols, select=select, **kw)
-                   .fit(train, y_train)) for name, cols in candidates]
+        model, fitted = select_window_model(train, k_min, feature_groups, params,
+                                            select_features=select_features, select=select, **kw)
         if ablation:
-            for name, cols in steps:
+            for name, cols in feature_set_steps(feature_groups):
                 est = next((e for n, e in fitted if n == name), None)
                 est = (est.classifier_candidate(train, y_train) if est is not None else
                        estimator_for(k_min, params, features=cols, select="xgboost",
@@ -581,8 +608,6 @@ def train_window(
                              "threshold": est.threshold_, "tail_f1": tail_f1(est)})
     except ValueError as exc:
         raise ConfigError(f"window {k_min} min: {exc}") from None
-    # best tail F; ties go to the earlier (smaller) feature set
-    _, model = max(fitted, key=lambda ne: tail_f1(ne[1]))
     proba = model.arrival_proba(val)
     baselines = {
         "persistence": binary_metrics(y_val, persistence_prediction(val)),

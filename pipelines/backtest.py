@@ -13,8 +13,9 @@ from sia.features.table9 import build_features
 from sia.models import report
 from sia.models.backtest import walk_forward
 from sia.models.split import DAY_S, choose_split
-from sia.models.will_arrive import WillJobsArrive, XGBParams, estimator_for
+from sia.models.will_arrive import WillJobsArrive, XGBParams, select_window_model
 from sia.pipelines import inputs
+from sia.pipelines.train import TrainConfig
 
 
 def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_days: float,
@@ -42,9 +43,11 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
          f"{every_days:g} days on the last {train_days:g} ({time.perf_counter() - clock:.1f} s "
          "to build the features)")
     base = params or XGBParams()
+    groups = TrainConfig().groups()  # sia train's default feature groups
 
-    def make(k: int) -> WillJobsArrive:
-        return estimator_for(k, base)
+    def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
+        # what `sia train` registers: feature-set selection and model selection on the tail
+        return lambda rows: select_window_model(rows, k, groups, base)[0]
 
     def progress(row: dict[str, Any]) -> None:
         if row["method"] == "skipped":
@@ -58,7 +61,7 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
     for k in windows_min:
         f, o = walk_forward(features.filter(pl.col("k_min") == k), window_min=k,
                             start_s=from_day * DAY_S, end_s=end_s, every_s=every_days * DAY_S,
-                            train_span_s=train_days * DAY_S, make_estimator=make,
+                            train_span_s=train_days * DAY_S, fit_model=fit_for(k),
                             on_fold=progress)
         folds += f
         overall += o
