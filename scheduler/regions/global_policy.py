@@ -498,6 +498,12 @@ class GlobalRegionPolicy:
                            minlength=t.n_pools) / D
 
     # ------------------------------------------------------------------ reports
+    def job_regions(self) -> dict[str, list[str]]:
+        """``{"job_id": [...], "region": [...]}``: the region each job ran in (after a replay)."""
+        names = [r.name for r in self.layout.regions]
+        return {"job_id": [str(j) for j in self._trace.job_ids.tolist()],
+                "region": [names[r] if r >= 0 else None for r in self.ran_in.tolist()]}
+
     def facts(self) -> dict[str, Any]:
         """What the replay did: routing, negative cache, scan time, data plans (JSON-ready)."""
         s = self.stats
