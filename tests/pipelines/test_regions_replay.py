@@ -88,3 +88,44 @@ def test_demand_to_supply_by_hand():
     assert np.isclose(s["worst_over_avg_max"], 0.5 / (1 / 6))
     assert np.isclose(s["spread_mean"], (0.25 + 0.5) / 2)
     assert s["ratio_by_region"] == {"A": 0.125, "B": 0.5}
+
+
+def test_evaluate_on_regions_and_the_region_report(tmp_path):
+    from sia.data.errors import ConfigError
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import load_config
+    from sia.pipelines.regions_report import main as report_main
+
+    (tmp_path / "split.yml").write_text("pools: {q0: A, q1: A, q2: B, q3: B}\n"
+                                        "transfer_rate: 0.01\nperiod_h: 12\n")
+    cfg = {"name": "tiny-regions", "seed": 3, "trace": {"synthetic": "base", "days": 3},
+           "warmup_days": 0.5, "experiments": 1, "pools_per_experiment": "all",
+           "quotas": "from_load", "load_range": [0.6, 1.1],
+           "regions": {"file": "split.yml"},
+           "policies": ["fcfs", {"name": "sia-perfect", "label": "home", "regions": "home"},
+                        {"name": "sia-perfect", "label": "hist", "regions": "history"}]}
+    path = tmp_path / "cfg.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "res"
+    sweep = ev.run_sweep(load_config(path), out, progress=False, log_mlflow=False,
+                         make_plots=False)
+    assert sorted(sweep.ran) == ["exp-000/fcfs", "exp-000/hist", "exp-000/home"]
+    hist = pl.read_parquet(out / "exp-000" / "hist.parquet")
+    home = pl.read_parquet(out / "exp-000" / "home.parquet")
+    assert (home["region"] == home["pool"].replace_strict(
+        {"q0": "A", "q1": "A", "q2": "B", "q3": "B"})).all()
+    assert set(hist["region"].to_list()) == {"A", "B"}
+    assert report_main([str(path), "--out", str(out)]) == 0
+    rows = pl.read_csv(out / "exp-000" / "regions.csv")
+    assert rows["policy"].to_list() == ["home", "hist"]
+    assert rows.filter(pl.col("policy") == "home")["speedup_vs_home"][0] == pytest.approx(1.0)
+    assert (out / "exp-000" / "plots" / "demand_to_supply.png").stat().st_size > 0
+    # a policy on regions without the section, and a bad mode, name their key
+    for change, key in [({"regions": None}, "policies[1].regions: needs the top-level regions"),
+                        ({"policies": ["fcfs", {"name": "sia-perfect", "regions": "nowhere"}]},
+                         "policies[1].regions")]:
+        path.write_text(yaml.safe_dump({**cfg, **change}))
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            load_config(path)
