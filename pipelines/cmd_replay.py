@@ -127,17 +127,12 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
 
 
 def regions_summary(outcome: ReplayOutcome, spec: ReplaySpec) -> dict[str, Any]:
-    """The replay's region report: mode, the global policy's facts (routing, negative cache,
-    scan time, data plans) and the demand-to-supply ratios per region and day."""
-    from sia.scheduler.regions.metrics import demand_to_supply, ratio_summary
+    """The replay's region report (:func:`sia.pipelines.regions_report.region_summary`: supply,
+    demand-to-supply hourly and per day, routing, negative cache, data plans) and its mode."""
+    from sia.pipelines.regions_report import region_summary
 
-    pools = spec.workload.pools
-    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
-    layout = spec.regions.regions.layout(quotas)
-    supply = {r.name: r.gpus for r in layout.regions}
-    table = demand_to_supply(outcome.result, supply)
-    return {"mode": spec.regions.mode, "file": spec.regions.regions.source,
-            "supply_gpus": supply, **ratio_summary(table), **outcome.facts}
+    reg = region_summary(outcome, spec.regions.regions, spec.workload.pools)["regions"]
+    return {"mode": spec.regions.mode, "file": spec.regions.regions.source, **reg}
 
 
 def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
@@ -252,8 +247,8 @@ def summary_table(summary: dict) -> Table:
     reg = summary.get("regions")
     if reg:
         rows += [
-            ("regions: worst / balanced demand-to-supply (mean over days)",
-             fmt(reg["worst_over_avg_mean"])),
+            ("regions: worst / balanced (queued + running) / GPUs, hourly mean",
+             fmt(reg["queued_running_hourly"]["worst_over_avg_mean"])),
             ("regions: jobs routed, data moved, replicas",
              f"{reg['routed']}, {reg['data_moved']:.4g}, {reg['replicas_final']}"),
             ("regions: scan attempts, cache hit rate",

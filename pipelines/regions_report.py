@@ -4,10 +4,12 @@
 summary (``regions``: demand-to-supply, routing, negative cache, data
 plans). :func:`report` reads a finished sweep back (the replays in its
 store) and writes, per experiment, ``regions.csv`` / ``regions.md`` (one row
-per policy: mean JCT, queueing delay, demand-to-supply, speedup and slowed
-jobs against the same policy on home regions only, data moved, replicas,
-cache) and ``plots/demand_to_supply.png`` (each region's ratio per day,
-one panel per policy).
+per policy: mean JCT, queueing delay, demand-to-supply (``qr_``: queued plus
+running GPUs over supply, hourly; ``day_``: work submitted per day; ``all_``:
+over the whole replay), speedup and slowed jobs against the same policy on
+home regions only, data moved, replicas, cache) and
+``plots/demand_to_supply.png`` (each region's queued-plus-running demand
+over its GPUs, hourly, one panel per policy).
 
 Run: ``python -m sia.pipelines.regions_report CONFIG.yaml --out DIR`` (the
 same config and folder as ``sia evaluate``, after it has finished).
@@ -32,22 +34,26 @@ SCALAR_FACTS = ("routed", "scan_passes", "scan_attempts", "scan_cache_hits", "sc
 def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict[str, Any]:
     """``{"regions": {...}}``: the replay's demand-to-supply summary (per day), its supply per
     region and the global policy's scalar facts (routing, negative cache, data plans)."""
-    from sia.scheduler.regions.metrics import demand_to_supply, ratio_summary
+    from sia.scheduler.regions.metrics import demand_over_time, demand_to_supply, ratio_summary
 
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
     layout = regions_file.layout(quotas)
     supply = {r.name: int(r.gpus) for r in layout.regions}
-    table = demand_to_supply(outcome.result, supply)
+    daily = ratio_summary(demand_to_supply(outcome.result, supply))
+    hourly = ratio_summary(demand_over_time(outcome.result, supply, dict(regions_file.homes)),
+                           period_s=3600.0)
     facts = {k: outcome.facts.get(k) for k in SCALAR_FACTS}
-    return {"regions": {"supply_gpus": supply, **ratio_summary(table), **facts}}
+    return {"regions": {"supply_gpus": supply, "submitted_per_day": daily,
+                        "queued_running_hourly": hourly, **facts}}
 
 
 def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes: dict[str, str],
-                names: dict[str, str], supply: dict[str, int], warmup_s: float) -> pl.DataFrame:
+                names: dict[str, str], supply: dict[str, int], homes: dict[str, str],
+                warmup_s: float) -> pl.DataFrame:
     """One row per region policy: JCT and queueing (jobs after the warm-up), demand-to-supply,
     and against the same inner policy on home regions (``modes[label] == "home"``): mean
     speedup of JCT and % of jobs slowed by more than a second."""
-    from sia.scheduler.regions.metrics import demand_to_supply, ratio_summary
+    from sia.scheduler.regions.metrics import demand_over_time, demand_to_supply, ratio_summary
 
     home = {names[k]: k for k, m in modes.items() if m == "home"}
     rows = []
@@ -56,13 +62,15 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
         scored = res.filter(pl.col("submit_time") >= t0 + warmup_s)
         jct = (scored["end_time"] - scored["submit_time"]).to_numpy()
         wait = (scored["start_time"] - scored["submit_time"]).to_numpy()
-        ratios = ratio_summary(demand_to_supply(res, supply))
+        daily = ratio_summary(demand_to_supply(res, supply))
+        hourly = ratio_summary(demand_over_time(res, supply, homes), period_s=3600.0)
         row = {"policy": label, "mode": modes[label], "jobs": scored.height,
                "mean_jct_h": float(jct.mean()) / 3600, "mean_wait_h": float(wait.mean()) / 3600,
-               "worst_over_avg": ratios["worst_over_avg_mean"],
-               "worst_over_avg_max": ratios["worst_over_avg_max"],
-               "overall_worst_over_avg": ratios["overall_worst_over_avg"],
-               "spread": ratios["spread_mean"]}
+               "qr_worst_over_avg": hourly["worst_over_avg_mean"],
+               "qr_max_ratio": hourly["max_ratio"], "qr_spread": hourly["spread_mean"],
+               "day_worst_over_avg": daily["worst_over_avg_mean"],
+               "day_spread": daily["spread_mean"],
+               "all_worst_over_avg": daily["overall_worst_over_avg"]}
         base = home.get(names[label])
         if base is not None:
             b = results[base].filter(pl.col("submit_time") >= t0 + warmup_s)
@@ -80,31 +88,33 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
     return pl.DataFrame(rows)
 
 
-def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], path: Path,
-               title: str = "") -> Path:
-    """Each region's demand-to-supply ratio per day (and the balanced ratio), one panel per
-    policy; returns the PNG's path."""
+def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: dict[str, str],
+               path: Path, title: str = "") -> Path:
+    """Each region's queued-plus-running demand over its GPUs, hourly (and the balanced
+    ratio), one panel per policy; returns the PNG's path."""
     from sia.pipelines.plots import _plt, _save
-    from sia.scheduler.regions.metrics import demand_to_supply
+    from sia.scheduler.regions.metrics import demand_over_time
 
     plt = _plt()
     n = len(results)
     fig, axes = plt.subplots(n, 1, figsize=(8, 2.2 * n + 0.6), sharex=True, sharey=True,
                              squeeze=False)
     for ax, (label, res) in zip(axes[:, 0], results.items(), strict=True):
-        t = demand_to_supply(res, supply)
+        t = demand_over_time(res, supply, homes)
+        day = (t["t_start"] - t["t_start"].min()).to_numpy() / DAY_S
         for i, region in enumerate(sorted(supply)):
-            part = t.filter(pl.col("region") == region)
-            ax.step(part["period"].to_numpy(), part["ratio"].to_numpy(), where="post",
-                    color=f"C{i}", label=f"{region} ({supply[region]} GPUs)")
-        bal = t.group_by("period").agg(pl.col("balanced").first()).sort("period")
-        ax.step(bal["period"].to_numpy(), bal["balanced"].to_numpy(), where="post", color="k",
-                ls=":", label="balanced")
+            m = (t["region"] == region).to_numpy()
+            ax.plot(day[m], t["ratio"].to_numpy()[m], color=f"C{i}", lw=0.9,
+                    label=f"{region} ({supply[region]} GPUs)")
+        first = (t["region"] == sorted(supply)[0]).to_numpy()
+        ax.plot(day[first], t["balanced"].to_numpy()[first], color="k", ls=":", lw=1.0,
+                label="balanced")
+        ax.set_yscale("symlog", linthresh=1.0)
         ax.set_title(label, fontsize=9, loc="left")
-        ax.set_ylabel("demand / supply")
+        ax.set_ylabel("(queued + running)\n/ GPUs")
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7, ncol=4, loc="upper right")
-    axes[-1, 0].set_xlabel("day of the replay")
+    axes[-1, 0].set_xlabel("days since the replay's first submission")
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path)
@@ -138,13 +148,14 @@ def report(config: Path, out: Path) -> list[Path]:
         quotas = dict(zip(exp.pools["pool"], exp.pools["quota_gpus"], strict=True))
         layout = cfg.regions["file"].layout(quotas)
         supply = {r.name: int(r.gpus) for r in layout.regions}
-        table = policy_rows(results, facts, modes, names, supply, cfg.warmup_days * DAY_S)
+        homes = {p: r for p, r in cfg.regions["file"].homes if p in quotas}
+        table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S)
         folder = out / exp.exp_id
         table.write_csv(folder / "regions.csv")
         (folder / "regions.md").write_text(ev.markdown_table(table) + "\n")
         written += [folder / "regions.csv", folder / "regions.md",
-                    ratio_plot(results, supply, folder / "plots" / "demand_to_supply.png",
-                               f"{cfg.name} {exp.exp_id}: demand-to-supply per region and day")]
+                    ratio_plot(results, supply, homes, folder / "plots" / "demand_to_supply.png",
+                               f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly")]
     return written
 
 

@@ -1,6 +1,8 @@
 """Per-region demand-to-supply ratios over time, from a replay's per-job result with regions.
 
-A region's *demand* in a period is the work (GPU-seconds: GPUs x duration)
+Two views. :func:`demand_over_time` (MAST's): at each sample time, the GPUs
+of the jobs queued (in their home region) or running (where they run) in a
+region, over its GPUs. :func:`demand_to_supply`: a region's *demand* in a period is the work (GPU-seconds: GPUs x duration)
 of the jobs submitted in that period that ran in the region; its
 demand-to-supply ratio divides that by the region's GPUs x the period's
 length. Home-region scheduling gives each region its home pools' offered
@@ -81,3 +83,45 @@ def ratio_summary(table: pl.DataFrame, period_s: float = 86400.0
         "overall_worst_over_avg": float(whole["r"].max()) / balanced if balanced > 0 else None,
         "ratio_by_region": dict(zip(whole["region"].to_list(), whole["r"].to_list(), strict=True)),
     }
+
+
+def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Mapping[str, str],
+                     *, step_s: float = 3600.0) -> pl.DataFrame:
+    """Queued-plus-running demand per region, sampled every ``step_s`` seconds (MAST's view).
+
+    A job asks for its GPUs in its pool's home region (``homes``: pool -> region) from its
+    submission until it starts, then in the region it ran in (``region``) until it ends.
+    Samples run from the first to the last submission. Same columns as
+    :func:`demand_to_supply` (``period`` is the sample's index, ``demand_gpu_s`` the GPUs
+    asked for at the sample times ``step_s``), so :func:`ratio_summary` (with ``period_s =
+    step_s``) reads it too.
+    """
+    regions = sorted(supply)
+    idx = {r: i for i, r in enumerate(regions)}
+    home = np.array([idx[homes[p]] for p in result["pool"].to_list()], dtype=np.int64)
+    ran = np.array([idx[r] for r in result["region"].to_list()], dtype=np.int64)
+    sub, start, end = (result[c].to_numpy() for c in ("submit_time", "start_time", "end_time"))
+    gpus = result["num_gpus"].to_numpy().astype(float)
+    t = np.arange(sub.min(), sub.max() + step_s, step_s)
+    demand = np.zeros((t.size, len(regions)))
+    # each interval [a, b) adds its GPUs to the samples a <= t < b of its region
+    for a, b, reg in ((sub, start, home), (start, end, ran)):
+        for r in range(len(regions)):
+            m = reg == r
+            demand[:, r] += _active(a[m], b[m], gpus[m], t)
+    sup = np.array([supply[r] for r in regions], dtype=float)
+    bal = demand.sum(axis=1) / sup.sum()
+    n = t.size
+    return pl.DataFrame({
+        "period": np.repeat(np.arange(n), len(regions)), "t_start": np.repeat(t, len(regions)),
+        "region": regions * n, "demand_gpu_s": (demand * step_s).ravel(),
+        "supply_gpus": np.tile(sup.astype(np.int64), n), "ratio": (demand / sup).ravel(),
+        "balanced": np.repeat(bal, len(regions))})
+
+
+def _active(a: np.ndarray, b: np.ndarray, w: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Sum of ``w`` over the intervals [a, b) that hold each time of ``t``."""
+    oa, ob = np.argsort(a), np.argsort(b)
+    ca = np.concatenate([[0.0], np.cumsum(w[oa])])
+    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
+    return ca[np.searchsorted(a[oa], t, side="right")] - cb[np.searchsorted(b[ob], t, side="right")]

@@ -44,6 +44,28 @@ def test_replay_on_regions_routes_and_reports(tmp_path):
          "q7": "B"})).sum())
     assert reg["routed"] > 0 and reg["data_plans"] >= 3  # plans at 0 h, 12 h, 24 h, ...
     assert reg["scan_attempts"] > 0 and 0 <= reg["scan_hit_rate"] < 1
+    assert reg["queued_running_hourly"]["worst_over_avg_mean"] >= 1.0
+
+
+def test_generate_regions_writes_a_workload_and_its_regions_file(tmp_path):
+    from sia.data.synthetic import generate_regions_workload
+
+    out = tmp_path / "gen"
+    assert main(["generate", "--regions", "--days", "1", "--seed", "4", "--out", str(out)]) == 0
+    jobs, pools, homes = generate_regions_workload(4, days=1)
+    assert pl.read_parquet(out / "jobs.parquet").equals(jobs)
+    assert pools["quota_gpus"].to_list() == [8] * 7 + [16] * 2
+    regions = read_regions_file(out / "regions.yml")
+    assert dict(regions.homes) == homes
+    lay = regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
+    assert dict(zip([r.name for r in lay.regions], lay.gpus.tolist(), strict=True)) == \
+        {"cold": 32, "hot": 32, "mid": 24}
+    # uneven demand: the hot region's pools carry more load than the cold one's
+    load = pools.with_columns(pl.col("pool").replace_strict(homes).alias("region")) \
+        .group_by("region").agg((pl.col("target_load") * pl.col("quota_gpus")).sum()
+                                / pl.col("quota_gpus").sum())
+    by = dict(load.iter_rows())
+    assert by["hot"] > by["cold"]
 
 
 def test_bad_regions_files_name_the_file_and_key(tmp_path):
