@@ -261,10 +261,11 @@ def summary_table(summary: dict) -> Table:
 
 def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
     """The RegionsSpec of --regions / --regions-mode (None without --regions), checked."""
-    from sia.pipelines.engine.spec import REGION_MODES, RegionsSpec
+    from sia.pipelines.engine.spec import REGION_CHOICES, RegionsSpec
 
-    if mode not in REGION_MODES:
-        raise ConfigError(f"--regions-mode must be one of {', '.join(REGION_MODES)}, not {mode!r}")
+    if mode not in REGION_CHOICES:
+        raise ConfigError(f"--regions-mode must be one of {', '.join(REGION_CHOICES)}, "
+                          f"not {mode!r}")
     if path is None:
         if mode != "static":
             raise ConfigError("--regions-mode needs --regions FILE")
@@ -362,7 +363,8 @@ def register(app: typer.Typer) -> None:
             "--regions-mode", help="With --regions: home (each job in its home region), static "
             "(global scheduling, data where the file puts it), history or perfect (data "
             "placement re-planned every period_h from the last period's or the coming "
-            "period's demand).")] = "static",
+            "period's demand); a global mode + '+idle' (e.g. history+idle) lets guests take any "
+            "idle GPU instead of only the GPUs SIA's reservations leave.")] = "static",
         no_mlflow: Annotated[bool, typer.Option(
             "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")] = False,
     ) -> None:

@@ -493,9 +493,9 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
                                               "digits, '-' and '_'")
         regions = item.get("regions")
         if regions is not None:
-            from sia.pipelines.engine.spec import REGION_MODES
+            from sia.pipelines.engine.spec import REGION_CHOICES
 
-            regions = w.string(regions, f"{key}.regions", REGION_MODES)
+            regions = w.string(regions, f"{key}.regions", REGION_CHOICES)
         out.append(PolicySpec(name=name, label=label, options=dict(options),
                               forecaster=forecaster, alias=alias, regions=regions))
     labels = [p.label for p in out]

@@ -43,9 +43,11 @@ def regional_policy(spec: ReplaySpec) -> Any:
     reg = spec.regions
     _, pools = spec.workload.frames()
     layout = reg.regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
-    routed = reg.mode != "home"
+    mode, _, guests = reg.mode.partition("+")
+    routed = mode != "home"
     return GlobalRegionPolicy(layout, lambda: _single_policy(spec), inner_name=spec.policy,
-                              route=routed, placement=reg.mode if routed else "static",
+                              route=routed, placement=mode if routed else "static",
+                              guests=guests or "sia",
                               period_s=reg.regions.period_s, plan_time_s=reg.plan_time_s,
                               neg_cache=reg.neg_cache)
 

@@ -159,13 +159,15 @@ Predictors = RegistryPredictors | SyntheticTrainedPredictors
 #: How a replay on regions schedules: home region only, or globally with static data or with
 #: data placement planned from history or from the trace's future (perfect).
 REGION_MODES = ("home", "static", "history", "perfect")
+#: The global modes may take ``+idle``: guests on any idle GPU (not only SIA's spare ones).
+REGION_CHOICES = REGION_MODES + tuple(f"{m}+idle" for m in REGION_MODES[1:])
 
 
 @dataclass(frozen=True)
 class RegionsSpec:
     """Global scheduling across regions (:mod:`sia.scheduler.regions.global_policy`):
     ``regions`` (a :class:`sia.scheduler.regions.config.RegionsFile`), ``mode`` (one of
-    :data:`REGION_MODES`), the scan's negative cache and the data-placement MIP's time limit."""
+    :data:`REGION_CHOICES`), the scan's negative cache and the data-placement MIP's time limit."""
 
     regions: Any
     mode: str = "static"

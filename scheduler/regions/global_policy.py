@@ -49,6 +49,10 @@ Each decision:
      beyond every home pool's unused quota; the free GPUs never exceed that
      (``free = unused quotas - opportunistic use``), so these regions take no
      guests and routing needs SIA regions.
+   * ``guests="idle"`` (any policy but FCFS): guests take the free GPUs no
+     pending home job asks for now, whatever their duration; a home job
+     that arrives later may then wait for a guest (no reservations), so
+     SIA's no-slowdown guarantee is traded for routing long jobs too.
 
 3. *Temporal decoupling* (``placement`` other than ``static``): every
    ``period_s`` seconds the data placement is re-planned with
@@ -82,6 +86,8 @@ from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsE
 
 #: Where a pool's predicted demand comes from when data placement is re-planned.
 PLACEMENT_MODES = ("static", "perfect", "history")
+#: What a region lends guests: ``sia`` (what its reservations leave, module doc) or ``idle``.
+GUEST_RULES = ("sia", "idle")
 #: Inner policies that may lose a pending job to another region: stateless about jobs, or
 #: with ``withdraw(jobs)``.
 _ROUTABLE_STATELESS = ("fcfs", "maxmin")
@@ -183,10 +189,14 @@ class GlobalRegionPolicy:
 
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", route: bool = True, placement: str = "static",
-                 period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True):
+                 period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
+                 guests: str = "sia"):
         if placement not in PLACEMENT_MODES:
             raise ConfigError(f"regions: placement must be one of {', '.join(PLACEMENT_MODES)}, "
                               f"got {placement!r}")
+        if guests not in GUEST_RULES:
+            raise ConfigError(f"regions: guests must be one of {', '.join(GUEST_RULES)}, "
+                              f"got {guests!r}")
         if not (math.isfinite(period_s) and period_s > 0):
             raise ConfigError(f"regions: period_s must be > 0 seconds, got {period_s!r}")
         self.layout = layout
@@ -194,9 +204,13 @@ class GlobalRegionPolicy:
         self.inner_name = inner_name
         self.route, self.placement = bool(route), placement
         self.period_s, self.plan_time_s, self.neg_cache = float(period_s), float(plan_time_s), bool(neg_cache)
+        self.guests = guests
         mode = "global" if route else "home"
-        self.name = f"{inner_name}@{mode}" + (f"+{placement}" if route else "")
+        self.name = f"{inner_name}@{mode}" + (f"+{placement}+{guests}" if route else "")
         probe = make_inner()
+        if route and guests == "idle" and inner_name in ("fcfs",):
+            raise ConfigError(f"regions: guests 'idle' needs a region policy that checks free "
+                              f"GPUs before a dedicated start (sia, maxmin), not {inner_name!r}")
         if callable(getattr(probe, "next_wakeup", None)):
             raise ConfigError(f"regions: policy {inner_name!r} plans ahead (next_wakeup) and cannot "
                               "run inside a region; use fcfs, maxmin or a sia policy")
@@ -379,7 +393,8 @@ class GlobalRegionPolicy:
             plist = home.state.pending[p]
             if not plist:
                 continue
-            wins = self._windows(home, plist) if home.sia else [0] * len(plist)
+            wins = self._windows(home, plist) if home.sia and self.guests == "sia" \
+                else [0] * len(plist)
             for local, k in zip(plist, wins, strict=True):
                 g = int(home.trace.num_gpus[local])
                 if g > best or k < 0:
@@ -427,6 +442,8 @@ class GlobalRegionPolicy:
         for p in hp:
             if st.pending[p]:
                 pend[p] = float(reg.trace.num_gpus[st.pending[p]].sum())
+        if self.guests == "idle":
+            return _GuestSlots(reg.name, reg.cluster.total_gpus, free, [free - pend.sum()])
         unused = (reg.trace.quota - np.asarray(st.used_ded)).astype(float)
         if not reg.sia:
             return _GuestSlots(reg.name, reg.cluster.total_gpus, free, [free - unused.sum()])

@@ -175,3 +175,16 @@ def test_with_perfect_predictions_routed_jobs_slow_no_job_down(seed):
     res = simulate(jobs, pools, pol, check_invariants=True)
     late = (res["start_time"] - fcfs["start_time"]).to_numpy()
     assert late.max() <= 1.0
+
+
+def test_long_jobs_route_only_when_guests_may_take_idle_gpus():
+    # a2 runs 20 h: longer than SIA's largest window, so SIA's rule never lends it; 'idle' does
+    rows = [("a1", "a", 0.0, 20 * H, 4), ("a2", "a", 0.0, 20 * H, 4), ("b1", "b", 30 * H, 60.0, 4)]
+    lay = layout_for_pools({"a": "A", "b": "B"}, {"a": 4, "b": 4}, replicas={"a": ["A", "B"]})
+    for guests, a2_start in (("sia", 20 * H), ("idle", 0.0)):
+        pol = wrapped(lay, "sia-perfect", guests=guests)
+        res = simulate(table(rows), make_pools({"a": 4, "b": 4}), pol, check_invariants=True)
+        got = dict(zip(res["job_id"], res["start_time"], strict=True))
+        assert got == {"a1": 0.0, "a2": a2_start, "b1": 30 * H}
+    with pytest.raises(ConfigError, match="guests 'idle' needs a region policy that checks free"):
+        wrapped(lay, "fcfs", guests="idle")
