@@ -110,6 +110,7 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
         ax.plot(day[first], t["balanced"].to_numpy()[first], color="k", ls=":", lw=1.0,
                 label="balanced")
         ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_yticks([0, 0.5, 1, 2, 4, 8], ["0", "0.5", "1", "2", "4", "8"])
         ax.set_title(label, fontsize=9, loc="left")
         ax.set_ylabel("(queued + running)\n/ GPUs")
         ax.grid(alpha=0.3)
