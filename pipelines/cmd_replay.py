@@ -361,9 +361,9 @@ def register(app: typer.Typer) -> None:
             "across regions'). Fungible GPUs only.", show_default=False)] = None,
         regions_mode: Annotated[str, typer.Option(
             "--regions-mode", help="With --regions: home (each job in its home region), static "
-            "(global scheduling, data where the file puts it), history or perfect (data "
-            "placement re-planned every period_h from the last period's or the coming "
-            "period's demand); a global mode + '+idle' (e.g. history+idle) lets guests take any "
+            "(global scheduling, data where the file puts it), history, perfect or forecast "
+            "(data placement re-planned every period_h from the last period's demand, the "
+            "coming period's, or the region policies' forecasters); a global mode + '+idle' (e.g. history+idle) lets guests take any "
             "idle GPU instead of only the GPUs SIA's reservations leave.")] = "static",
         no_mlflow: Annotated[bool, typer.Option(
             "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")] = False,

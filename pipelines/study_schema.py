@@ -87,8 +87,8 @@ class PolicyEntry(_Strict):
     options: Options | None = None
     forecaster: Literal["learned", "none"] | None = None
     alias: str | None = None
-    regions: Literal["home", "static", "history", "perfect", "static+idle", "history+idle",
-                     "perfect+idle"] | None = None
+    regions: Literal["home", "static", "history", "perfect", "forecast", "static+idle",
+                     "history+idle", "perfect+idle", "forecast+idle"] | None = None
 
 
 class RegionsSection(_Strict):

@@ -157,8 +157,9 @@ Predictors = RegistryPredictors | SyntheticTrainedPredictors
 
 # ----------------------------------------------------------------------------- regions
 #: How a replay on regions schedules: home region only, or globally with static data or with
-#: data placement planned from history or from the trace's future (perfect).
-REGION_MODES = ("home", "static", "history", "perfect")
+#: data placement planned from history, from the trace's future (perfect) or from the region
+#: policies' forecasters (the learned predictors for sia-learned).
+REGION_MODES = ("home", "static", "history", "perfect", "forecast")
 #: The global modes may take ``+idle``: guests on any idle GPU (not only SIA's spare ones).
 REGION_CHOICES = REGION_MODES + tuple(f"{m}+idle" for m in REGION_MODES[1:])
 

@@ -60,8 +60,11 @@ Each decision:
    pool's predicted GPU demand for the next period (``perfect``: the trace's
    future, GPU-seconds submitted in the period over its length; ``history``:
    the same over the last period, counting a job still running or pending by
-   the time it has waited and run so far). New replicas become usable after
-   their transfer; data moved and replica counts are recorded.
+   the time it has waited and run so far; ``forecast``: each home region's
+   forecaster, the learned one for ``sia-learned``: the GPUs it predicts to
+   arrive within its largest window, as a rate, times the mean duration of
+   the pool's jobs finished so far). New replicas become usable after
+   their transfer; data moved, replica counts and the demand used are recorded.
 
 ``facts()`` reports the routing, the negative cache (attempts, hits, hit
 rate), scan-pass time and each data plan; :attr:`ran_in` gives each job's
@@ -85,7 +88,7 @@ from sia.scheduler.regions.global_scan import JobRequest, Plan, scan_pass
 from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
 
 #: Where a pool's predicted demand comes from when data placement is re-planned.
-PLACEMENT_MODES = ("static", "perfect", "history")
+PLACEMENT_MODES = ("static", "perfect", "history", "forecast")
 #: What a region lends guests: ``sia`` (what its reservations leave, module doc) or ``idle``.
 GUEST_RULES = ("sia", "idle")
 #: Inner policies that may lose a pending job to another region: stateless about jobs, or
@@ -208,6 +211,11 @@ class GlobalRegionPolicy:
         mode = "global" if route else "home"
         self.name = f"{inner_name}@{mode}" + (f"+{placement}+{guests}" if route else "")
         probe = make_inner()
+        if route and placement == "forecast" and not (
+                callable(getattr(getattr(probe, "forecaster", None), "new_load_estimate", None))
+                and hasattr(probe, "windows_s")):
+            raise ConfigError(f"regions: placement 'forecast' needs a region policy with a "
+                              f"forecaster (a sia policy), not {inner_name!r}")
         if route and guests == "idle" and inner_name in ("fcfs",):
             raise ConfigError(f"regions: guests 'idle' needs a region policy that checks free "
                               f"GPUs before a dedicated start (sia, maxmin), not {inner_name!r}")
@@ -497,6 +505,7 @@ class GlobalRegionPolicy:
         self.stats["plans"].append(dict(
             t=now, status=plan.status, moved=moved, replicas=int(self._replicas.held().sum()),
             solve_s=plan.solve_s + time.perf_counter() - t0, message=plan.message,
+            demand=[float(x) for x in demand_trace],
             planned_max_ratio=float(ratio.max()), planned_avg_ratio=float(demand.sum() / lay.gpus.sum())))
 
     def _predicted_demand(self, now: float) -> np.ndarray:
@@ -506,6 +515,8 @@ class GlobalRegionPolicy:
             lo, hi = np.searchsorted(t.submit, [now, now + D], side="left")
             work = t.num_gpus[lo:hi] * t.duration[lo:hi]
             return np.bincount(t.pool[lo:hi], weights=work, minlength=t.n_pools) / D
+        if self.placement == "forecast":
+            return self._forecast_demand(now)
         lo, hi = np.searchsorted(t.submit, [now - D, now], side="left")
         sub = t.submit[lo:hi]
         done = self._done[lo:hi]
@@ -513,6 +524,24 @@ class GlobalRegionPolicy:
         known = np.where(done, t.duration[lo:hi], now - sub)
         return np.bincount(t.pool[lo:hi], weights=t.num_gpus[lo:hi] * known,
                            minlength=t.n_pools) / D
+
+    def _forecast_demand(self, now: float) -> np.ndarray:
+        """Each trace pool's demand (GPUs) from its home region's forecaster: GPUs predicted to
+        arrive within the largest window, per second, times the mean duration (s) of the
+        pool's jobs finished so far (0 before any finishes)."""
+        demand = np.zeros(self._trace.n_pools)
+        for reg in self._regions:
+            pol, view, st = reg.policy, reg.view, reg.state
+            windows = tuple(pol.windows_s)
+            view._invalidate()
+            arrive = np.asarray(pol.forecaster.will_jobs_arrive(view, windows), dtype=bool)[:, -1]
+            load = np.asarray(pol.forecaster.new_load_estimate(view, windows), dtype=float)[:, -1]
+            rate = np.where(arrive, np.maximum(load, 0.0), 0.0) / windows[-1]
+            for p in reg.home_pools:
+                done = st.comp_job[p][: st.n_comp[p]]
+                if done.size:
+                    demand[p] = rate[p] * float(reg.trace.duration[done].mean())
+        return demand
 
     # ------------------------------------------------------------------ reports
     def job_regions(self) -> dict[str, list[str]]:

@@ -188,3 +188,18 @@ def test_long_jobs_route_only_when_guests_may_take_idle_gpus():
         assert got == {"a1": 0.0, "a2": a2_start, "b1": 30 * H}
     with pytest.raises(ConfigError, match="guests 'idle' needs a region policy that checks free"):
         wrapped(lay, "fcfs", guests="idle")
+
+
+def test_forecast_placement_reads_each_regions_forecaster():
+    # at t = 1 h (a0 done after 1 h) the perfect forecaster sees a1 (2 GPUs) arrive within its
+    # largest window (12 h): 2 / 43200 GPUs per second x a's mean finished duration 3600 s
+    rows = [("a0", "a", 0.0, 3600.0, 4), ("a1", "a", 7200.0, 600.0, 2), ("b0", "b", 0.0, 60.0, 4)]
+    lay = layout_for_pools({"a": "A", "b": "B"}, {"a": 4, "b": 4})
+    pol = wrapped(lay, "sia-perfect", placement="forecast", period_s=3600.0)
+    simulate(table(rows), make_pools({"a": 4, "b": 4}), pol, check_invariants=True)
+    plans = {p["t"]: p["demand"] for p in pol.stats["plans"]}
+    assert plans[0.0] == [0.0, 0.0]  # nothing finished yet: no duration to go by
+    assert plans[3600.0] == pytest.approx([2 / 43200 * 3600, 0.0])
+    assert plans[7200.0] == [0.0, 0.0]  # a1 has arrived: nothing more is coming
+    with pytest.raises(ConfigError, match="placement 'forecast' needs a region policy with a forecaster"):
+        wrapped(lay, "maxmin", placement="forecast")
