@@ -133,13 +133,20 @@ def report(config: Path, out: Path) -> list[Path]:
         raise SiaError(f"{config}: no regions: section, nothing to report")
     wl = ev.load_trace(cfg)
     jobs, experiments = ev.sweep_experiments(cfg, wl)
-    predictors = ev.prepare_predictors(cfg, wl, out, lambda m: None) if cfg.needs_predictors() \
-        else None
+    predictors = None
+    if cfg.needs_predictors():  # the models the sweep used, from the registry (never retrained)
+        from dataclasses import replace
+
+        registry = replace(cfg, predictors=replace(cfg.predictors, train="registry"))
+        predictors = ev.prepare_predictors(registry, wl, out, lambda m: None)
+    from sia.pipelines.inputs import jobs_before
+
+    prior = jobs_before(wl.jobs, cfg.replay_start_day)  # as the sweep keys its replays
     written = []
     modes = {p.label: p.regions for p in cfg.policies if p.regions is not None}
     names = {p.label: p.name for p in cfg.policies}
     for exp in experiments:
-        specs = ev.experiment_specs(cfg, exp, jobs, predictors)
+        specs = ev.experiment_specs(cfg, exp, jobs, predictors, prior)
         results, facts = {}, {}
         for spec in specs:
             if spec.where[-1] in modes:
