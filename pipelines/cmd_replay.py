@@ -247,7 +247,7 @@ def summary_table(summary: dict) -> Table:
     reg = summary.get("regions")
     if reg:
         rows += [
-            ("regions: worst / balanced (queued + running) / GPUs, hourly mean",
+            ("regions: worst / balanced demand-to-supply (hourly mean)",
              fmt(reg["queued_running_hourly"]["worst_over_avg_mean"])),
             ("regions: jobs routed, data moved, replicas",
              f"{reg['routed']}, {reg['data_moved']:.4g}, {reg['replicas_final']}"),
