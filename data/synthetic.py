@@ -196,3 +196,37 @@ def generate_workload(variant: str = "base", seed: int = 0, *, days: float = 3.0
         "target_load": loads.astype(float),
     }, schema={"pool": pl.String, "quota_gpus": pl.Int32, "target_load": pl.Float64})
     return jobs, pools
+
+
+# ----------------------------------------------------------------------------- regions
+#: The multi-region workload (issue 17): (region, variant, pools, GPUs per pool). Uneven supply
+#: (32, 24 and 32 GPUs) and demand: the pools of ``hot`` run the higher-load variant (x1.05 on
+#: U[0.6, 0.95], on twice as many pools as ``cold``), ``cold``'s fewer, larger pools the
+#: lower-load one (x0.75).
+REGIONS_LAYOUT: tuple[tuple[str, str, int, int], ...] = (
+    ("hot", "higher-load", 4, 8), ("mid", "base", 3, 8), ("cold", "lower-load", 2, 16))
+
+
+def generate_regions_workload(seed: int = 0, *, days: float = 3.0,
+                              layout: tuple[tuple[str, str, int, int], ...] = REGIONS_LAYOUT,
+                              ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, str]]:
+    """Return (jobs, pools, pool -> home region) of a synthetic workload over several regions.
+
+    Each region of ``layout`` is a :func:`generate_workload` of its variant, pool count and
+    pool size, seeded by its own stream spawned from ``seed``; its pools and job ids are
+    prefixed with the region (``hot-q0``, ``hot-p0-000000``). Same arguments, same tables.
+    """
+    if not layout:
+        raise ConfigError("regions layout: at least one region is needed")
+    streams = np.random.SeedSequence(seed).spawn(len(layout))
+    jobs, pools, homes = [], [], {}
+    for (region, variant, n_pools, gpus), stream in zip(layout, streams, strict=True):
+        sub_seed = int(stream.generate_state(1)[0])
+        j, p = generate_workload(variant, sub_seed, days=days, num_pools=n_pools, pool_gpus=gpus)
+        prefix = pl.lit(f"{region}-")
+        jobs.append(j.with_columns((prefix + pl.col("job_id")).alias("job_id"),
+                                   (prefix + pl.col("pool")).alias("pool")))
+        pools.append(p.with_columns((prefix + pl.col("pool")).alias("pool")))
+        homes.update({f"{region}-{name}": region for name in p["pool"]})
+    out, _ = validate(pl.concat(jobs).sort("submit_time", "job_id"), source="synthetic:regions")
+    return out, pl.concat(pools), homes

@@ -50,14 +50,15 @@ def fold_starts(start_s: float, end_s: float, every_s: float) -> np.ndarray:
 
 def walk_forward(features: pl.DataFrame, *, window_min: int, start_s: float, end_s: float,
                  every_s: float, train_span_s: float,
-                 make_estimator: Callable[[int], WillJobsArrive],
+                 fit_model: Callable[[pl.DataFrame], WillJobsArrive],
                  on_fold: Callable[[dict[str, Any]], None] | None = None,
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return (per-fold rows, overall rows) of the walk-forward backtest for one window.
 
     ``features`` holds the window's rows (``t`` in s, the feature columns,
-    ``label_arrival``); ``make_estimator(k)`` returns a fresh unfitted
-    estimator. A fold whose training span has only one class is skipped and
+    ``label_arrival``); ``fit_model(rows)`` returns a model fit on a fold's
+    training rows (for the product's own procedure, feature-set selection
+    included: :func:`sia.models.will_arrive.select_window_model`). A fold whose training span has only one class is skipped and
     reported with ``method="skipped"``. Per-fold rows carry ``fold``,
     ``start_day``, ``end_day``, ``method``, ``threshold`` and, per predictor,
     ``<predictor>_precision`` / ``_recall`` / ``_f1``; the overall rows one
@@ -83,7 +84,7 @@ def walk_forward(features: pl.DataFrame, *, window_min: int, start_s: float, end
             if on_fold:
                 on_fold(row)
             continue
-        est = make_estimator(window_min).fit(train, y_train)
+        est = fit_model(train)
         y = test[LABEL].to_numpy()
         preds = {"model": est.predict(test), "persistence": persistence_prediction(test),
                  "always_yes": always_yes_prediction(test)}

@@ -129,7 +129,8 @@ def evaluate_history(
     out = duration_metrics(duration_bin_of(joined["duration"].to_numpy()),
                            predict_bins(stat, fallback_bin))
     if joined.height:
-        for src, n in joined["hist_source"].fill_null("none").value_counts().iter_rows():
+        counts = joined["hist_source"].fill_null("none").value_counts()
+        for src, n in counts.sort("hist_source").iter_rows():  # value_counts' order is arbitrary
             out[f"source_{src}"] = n / joined.height
     out["fallback_bin"] = fallback_bin
     out["quantile"] = quantile

@@ -35,7 +35,7 @@ import polars as pl
 import xgboost as xgb
 from sia.data.errors import ConfigError
 from sia.models.frames import frame_columns
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import precision_recall_curve, precision_recall_fscore_support
 
 LABEL = "label_arrival"
@@ -373,6 +373,34 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         self.classes_ = np.array([0, 1])
         return self
 
+    def classifier_candidate(self, X: Any, y: Any) -> WillJobsArrive:
+        """Return what ``select="xgboost"`` would fit on (X, y), reusing this fit's tail.
+
+        For an auto-selected model whose XGBoost candidate lost (persistence
+        or always-yes won): the ablation still needs that classifier. Its
+        threshold and tail scores are already in ``selection_`` (the same
+        head booster a forced fit would train again), so only the refit on
+        all rows is left. X and y must be the rows this model was fit on.
+        Falls back to a forced fit when the tail held no XGBoost candidate.
+        """
+        self._check_fitted()
+        forced = clone(self).set_params(select="xgboost")
+        row = next((r for r in self.selection_ if r["candidate"] == "xgboost"), None)
+        if self.method_ == "xgboost":
+            return self
+        if row is None:
+            return forced.fit(X, y)
+        x = _frame_columns(X, self._columns(), "WillJobsArrive.classifier_candidate")
+        y = np.asarray(y).astype(np.int8)
+        forced.method_ = "xgboost"
+        forced.threshold_ = float(row["threshold"])
+        forced.booster_ = forced._train(x, y)
+        forced.selection_ = list(self.selection_)
+        forced.feature_names_in_ = self.feature_names_in_
+        forced.n_features_in_ = self.n_features_in_
+        forced.classes_ = self.classes_
+        return forced
+
     def _choose_threshold(self, y: np.ndarray, proba: np.ndarray, fixed: float) -> float:
         """Return the threshold the parameters ask for on (y, proba): recall target, best F, or fixed."""
         if self.target_recall is not None:
@@ -500,6 +528,42 @@ def tail_f1(est: WillJobsArrive) -> float:
     return float(next(r["f1"] for r in est.selection_ if r["candidate"] == est.method_))
 
 
+def feature_set_steps(feature_groups: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """Return the candidate feature sets: :data:`ABLATION_STEPS` within ``feature_groups``, then all."""
+    steps = [(name, feature_set_columns(groups, feature_groups))
+             for name, groups in ABLATION_STEPS if set(groups) <= set(feature_groups)]
+    every = feature_set_columns(tuple(feature_groups), feature_groups)
+    if not steps or steps[-1][1] != every:
+        steps.append(("all", every))
+    return steps
+
+
+def select_window_model(
+    train: pl.DataFrame,
+    k_min: int,
+    feature_groups: dict[str, list[str]],
+    params: XGBParams,
+    *,
+    select_features: bool = True,
+    **kw: Any,
+) -> tuple[WillJobsArrive, list[tuple[str, WillJobsArrive]]]:
+    """Return (the model ``sia train`` registers for window ``k_min``, every candidate fitted).
+
+    Fit on ``train`` rows only. With ``select_features`` each feature set of
+    :func:`feature_set_steps` is fit (each with its own model selection
+    against the baselines) and the best F on the training tail is kept
+    (ties go to the earlier, smaller set); otherwise all of
+    ``feature_groups``. ``kw`` (threshold, target_recall, select) go to
+    every :class:`WillJobsArrive`. Raises ValueError from a fit that cannot be made.
+    """
+    steps = feature_set_steps(feature_groups)
+    y = train[LABEL].to_numpy()
+    fitted = [(name, estimator_for(k_min, params, features=cols, **kw).fit(train, y))
+              for name, cols in (steps if select_features else steps[-1:])]
+    _, model = max(fitted, key=lambda ne: tail_f1(ne[1]))
+    return model, fitted
+
+
 def train_window(
     train: pl.DataFrame,
     val: pl.DataFrame,
@@ -515,14 +579,11 @@ def train_window(
 ) -> WindowResult:
     """Fit WillJobsArrive for one window on ``train`` rows and report it on ``val`` rows.
 
-    Every choice is made on the tail of ``train``; ``val`` is only scored.
-    With ``select_features`` the feature set is chosen too: each cumulative
-    set of :data:`ABLATION_STEPS` within ``feature_groups`` is fit (with its
-    own model selection against the baselines), and the one with the best F
-    on the tail is kept (the smaller set on ties); otherwise all of
-    ``feature_groups`` are used. With ``ablation`` each set's forced XGBoost
-    model is scored on ``val`` too (SIA Tables 20 / 23). Returns the kept
-    model, its validation metrics and the baselines on ``val``.
+    Every choice is made on the tail of ``train`` (:func:`select_window_model`,
+    the feature set too with ``select_features``); ``val`` is only scored.
+    With ``ablation`` each set's forced XGBoost model is scored on ``val``
+    too (SIA Tables 20 / 23). Returns the kept model, its validation metrics
+    and the baselines on ``val``.
     """
     if train.height == 0 or val.height == 0:
         raise ConfigError(
@@ -532,29 +593,21 @@ def train_window(
     y_train = train[LABEL].to_numpy()
     y_val = val[LABEL].to_numpy()
     rows: list[dict[str, float | str]] = []
-    steps = [(name, feature_set_columns(groups, feature_groups))
-             for name, groups in ABLATION_STEPS if set(groups) <= set(feature_groups)]
-    every = feature_set_columns(tuple(feature_groups), feature_groups)
-    if not steps or steps[-1][1] != every:
-        steps.append(("all", every))
     kw = {"threshold": threshold, "target_recall": target_recall}
-    candidates = steps if select_features else steps[-1:]
     try:
-        fitted = [(name, estimator_for(k_min, params, features=cols, select=select, **kw)
-                   .fit(train, y_train)) for name, cols in candidates]
+        model, fitted = select_window_model(train, k_min, feature_groups, params,
+                                            select_features=select_features, select=select, **kw)
         if ablation:
-            for name, cols in steps:
-                est = next((e for n, e in fitted if n == name and e.method_ == "xgboost"), None)
-                if est is None:
-                    est = estimator_for(k_min, params, features=cols, select="xgboost",
-                                        **kw).fit(train, y_train)
+            for name, cols in feature_set_steps(feature_groups):
+                est = next((e for n, e in fitted if n == name), None)
+                est = (est.classifier_candidate(train, y_train) if est is not None else
+                       estimator_for(k_min, params, features=cols, select="xgboost",
+                                     **kw).fit(train, y_train))
                 m = binary_metrics(y_val, est.predict(val))
                 rows.append({"k_min": k_min, "feature_set": name, **m,
                              "threshold": est.threshold_, "tail_f1": tail_f1(est)})
     except ValueError as exc:
         raise ConfigError(f"window {k_min} min: {exc}") from None
-    # best tail F; ties go to the earlier (smaller) feature set
-    _, model = max(fitted, key=lambda ne: tail_f1(ne[1]))
     proba = model.arrival_proba(val)
     baselines = {
         "persistence": binary_metrics(y_val, persistence_prediction(val)),

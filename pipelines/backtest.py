@@ -13,8 +13,9 @@ from sia.features.table9 import build_features
 from sia.models import report
 from sia.models.backtest import walk_forward
 from sia.models.split import DAY_S, choose_split
-from sia.models.will_arrive import WillJobsArrive, XGBParams, estimator_for
+from sia.models.will_arrive import WillJobsArrive, XGBParams, select_window_model
 from sia.pipelines import inputs
+from sia.pipelines.train import TrainConfig
 
 
 def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_days: float,
@@ -42,9 +43,11 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
          f"{every_days:g} days on the last {train_days:g} ({time.perf_counter() - clock:.1f} s "
          "to build the features)")
     base = params or XGBParams()
+    groups = TrainConfig().groups()  # sia train's default feature groups
 
-    def make(k: int) -> WillJobsArrive:
-        return estimator_for(k, base)
+    def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
+        # what `sia train` registers: feature-set selection and model selection on the tail
+        return lambda rows: select_window_model(rows, k, groups, base)[0]
 
     def progress(row: dict[str, Any]) -> None:
         if row["method"] == "skipped":
@@ -58,13 +61,13 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
     for k in windows_min:
         f, o = walk_forward(features.filter(pl.col("k_min") == k), window_min=k,
                             start_s=from_day * DAY_S, end_s=end_s, every_s=every_days * DAY_S,
-                            train_span_s=train_days * DAY_S, make_estimator=make,
+                            train_span_s=train_days * DAY_S, fit_model=fit_for(k),
                             on_fold=progress)
         folds += f
         overall += o
     tables = {"backtest_folds": pl.DataFrame(folds), "backtest_overall": pl.DataFrame(overall)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    report.save_report(tables, out_dir)
+    written = report.save_report(tables, out_dir)
     report.print_report({"backtest_overall": tables["backtest_overall"]})
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
     with mlflow.start_run(run_name=f"backtest {Path(wl.source).name} every {every_days:g}d"):
@@ -82,7 +85,10 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
                 for name in ("model", "persistence"):
                     mlflow.log_metric(f"fold_{row['window_min']}m/{name}_f1",
                                       row[f"{name}_f1"], step=int(row["fold"]))
-        mlflow.log_artifacts(str(out_dir), artifact_path="report")
+        # the files written, not the folder: --out may hold the MLflow store itself (sia's
+        # default store is ./out), which logging the folder would copy into itself forever
+        for path in written:
+            mlflow.log_artifact(str(path), artifact_path="report")
     echo(f"report: {out_dir}")
     echo(f"open the MLflow UI: {ui_command(uri)}")
     return tables

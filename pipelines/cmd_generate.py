@@ -43,8 +43,17 @@ def register(app: typer.Typer) -> None:
             "--variant", help="Workload variant: " + ", ".join(VARIANTS) + ".")] = "base",
         seed: inputs.SeedOpt = 0,
         days: Annotated[float, typer.Option("--days", help="Days of arrivals to generate.")] = 3.0,
+        regions: Annotated[bool, typer.Option(
+            "--regions", help="The multi-region workload instead of --variant: regions hot (4 "
+            "pools x 8 GPUs, higher load), mid (3 x 8, base) and cold (2 x 16, lower load); "
+            "also writes OUT/regions.yml for `sia replay OUT --regions OUT/regions.yml`.")
+        ] = False,
     ) -> None:
         from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
+
+        if regions:
+            _generate_regions(out, seed, days, variant)
+            return
 
         wl = inputs.workload_from_options(None, variant, "auto", None, None, "s", False, None,
                                           "0.6,1.1", seed, days)
@@ -53,3 +62,34 @@ def register(app: typer.Typer) -> None:
             typer.echo(line)
         typer.echo(pools_table_text(wl.pools))
         typer.echo(f"wrote {paths['jobs']}, {paths['pools']}, {paths['report']}")
+
+
+def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
+    """`sia generate --regions`: write the multi-region workload and its regions file."""
+    from sia.data.errors import ConfigError
+    from sia.data.schema import CleaningReport
+    from sia.data.synthetic import REGIONS_LAYOUT, generate_regions_workload
+    from sia.pipelines.inputs import Workload
+    from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
+
+    if variant != "base":
+        raise ConfigError(f"--regions: the multi-region workload has its own variants per region "
+                          f"({', '.join(f'{r}: {v}' for r, v, _, _ in REGIONS_LAYOUT)}); "
+                          f"drop --variant {variant}")
+    jobs, pools, homes = generate_regions_workload(seed, days=days)
+    source = f"synthetic:regions seed={seed}"
+    report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
+                            pools=pools.height)
+    report.notes.append("quotas: synthetic pool sizes; regions: " + ", ".join(
+        f"{r} ({n} pools x {g} GPUs, {v})" for r, v, n, g in REGIONS_LAYOUT))
+    wl = Workload(jobs, pools, report, source)
+    paths = write_workload(wl, out)
+    lines = ["# pool -> home region of the multi-region synthetic workload (sia generate "
+             "--regions);", "# every pool's data (size 1) starts at home, a copy takes 1 hour",
+             "transfer_rate: 0.000277778", "period_h: 24", "pools:"]
+    lines += [f"  {p}: {r}" for p, r in homes.items()]
+    (out / "regions.yml").write_text("\n".join(lines) + "\n")
+    for line in summary_lines(wl):
+        typer.echo(line)
+    typer.echo(pools_table_text(wl.pools))
+    typer.echo(f"wrote {paths['jobs']}, {paths['pools']}, {paths['report']}, {out / 'regions.yml'}")

@@ -71,17 +71,20 @@ TRAIN_ALIAS = "replay-train"
 def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float, tick_s: float,
          seed: int = 0, progress: bool = False, options: dict[str, Any] | None = None,
          predictors: RegistryPredictors | None = None, locality: Any = None,
-         source: Any = None, prior: pl.DataFrame | None = None) -> list[ReplaySpec]:
+         source: Any = None, prior: pl.DataFrame | None = None,
+         regions: Any = None) -> list[ReplaySpec]:
     """Return the replays of `sia replay`: ``policy`` then, unless it is FCFS, the FCFS baseline,
     both on the same jobs, quotas and locality (``source`` describes the jobs in the keys;
-    ``prior``: the jobs before them, the history learned predictors start with)."""
+    ``prior``: the jobs before them, the history learned predictors start with; ``regions``: a
+    RegionsSpec for the policy's replay; FCFS shares nothing, so its baseline is the same with
+    or without regions)."""
     from sia.pipelines.engine import FrameWorkload, ReplaySpec
 
     workload = FrameWorkload(jobs, pools, source, prior)
     name = policy.strip().lower()
     specs = [ReplaySpec(workload, name, dict(options or {}), predictors=predictors, seed=seed,
                         locality=locality, tick_s=tick_s, speedup=speedup, progress=progress,
-                        title=name)]
+                        title=name, regions=regions)]
     if name != "fcfs":
         specs.append(ReplaySpec(workload, "fcfs", seed=seed, locality=locality, tick_s=tick_s,
                                 speedup=speedup, progress=progress, title="fcfs"))
@@ -116,10 +119,21 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
         "wall_time_s": {"policy_s": mine.wall_s,
                         "baseline_s": base.wall_s if len(outcomes) > 1 else 0.0},
     }
+    if spec.regions is not None:
+        summary["regions"] = regions_summary(mine, spec)
     if spec.locality is not None:
         summary["cells"] = {"options": locality_options(spec.locality),
                             "policy": mine.placement, "baseline": base.placement}
     return mine, summary
+
+
+def regions_summary(outcome: ReplayOutcome, spec: ReplaySpec) -> dict[str, Any]:
+    """The replay's region report (:func:`sia.pipelines.regions_report.region_summary`: supply,
+    demand-to-supply hourly and per day, routing, negative cache, data plans) and its mode."""
+    from sia.pipelines.regions_report import region_summary
+
+    reg = region_summary(outcome, spec.regions.regions, spec.workload.pools)["regions"]
+    return {"mode": spec.regions.mode, "file": spec.regions.regions.source, **reg}
 
 
 def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
@@ -231,9 +245,38 @@ def summary_table(summary: dict) -> Table:
             ("migrations (jobs) (FCFS)", f"{pol['migrations']} ({pol['migrated_jobs']}) "
                                         f"({base['migrations']})"),
         ]
+    reg = summary.get("regions")
+    if reg:
+        rows += [
+            ("regions: worst / balanced demand-to-supply (hourly mean)",
+             fmt(reg["queued_running_hourly"]["worst_over_avg_mean"])),
+            ("regions: jobs routed, data moved, replicas",
+             f"{reg['routed']}, {reg['data_moved']:.4g}, {reg['replicas_final']}"),
+            ("regions: scan attempts, cache hit rate",
+             f"{reg['scan_attempts']}, {fmt(reg['scan_hit_rate'])}"),
+        ]
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
+    """The RegionsSpec of --regions / --regions-mode (None without --regions), checked."""
+    from sia.pipelines.engine.spec import REGION_CHOICES, RegionsSpec
+
+    if mode not in REGION_CHOICES:
+        raise ConfigError(f"--regions-mode must be one of {', '.join(REGION_CHOICES)}, "
+                          f"not {mode!r}")
+    if path is None:
+        if mode != "static":
+            raise ConfigError("--regions-mode needs --regions FILE")
+        return None
+    if locality is not None:
+        raise ConfigError("--regions: regions replay on fungible GPUs; drop --topology, "
+                          "--placement and --cells-option")
+    from sia.pipelines.engine.sched import read_regions_file
+
+    return RegionsSpec(read_regions_file(path), mode)
 
 
 def _div(x: float | None, d: float) -> float | None:
@@ -292,6 +335,17 @@ ValDaysOpt = Annotated[float, typer.Option(
 TrainWarmupOpt = Annotated[float, typer.Option(
     "--train-warmup-days", help="--train: days before the training period whose jobs "
     "only feed the features.")]
+RegionsOpt = Annotated[Path | None, typer.Option(
+    "--regions", help="Replay on regions: a YAML file mapping each pool to its home "
+    "region (and its data size, replicas, the transfer rate; README 'Global scheduling "
+    "across regions'). Fungible GPUs only.", show_default=False)]
+RegionsModeOpt = Annotated[str, typer.Option(
+    "--regions-mode", help="With --regions: home (each job in its home region), static "
+    "(global scheduling, data where the file puts it), history, perfect or forecast "
+    "(data placement re-planned every period_h from the last period's demand, the "
+    "coming period's, or the region policies' forecasters); a global mode + '+idle' (e.g. "
+    "history+idle) lets guests take any idle GPU instead of only the GPUs SIA's "
+    "reservations leave.")]
 NoMlflowOpt = Annotated[bool, typer.Option(
     "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]
 
@@ -328,6 +382,8 @@ class ReplayArgs:
     train_days: float
     val_days: float
     train_warmup_days: float
+    regions: Path | None
+    regions_mode: str
     no_mlflow: bool
 
 
@@ -364,6 +420,8 @@ def register(app: typer.Typer) -> None:
         train_days: TrainDaysOpt = TRAIN_DAYS,
         val_days: ValDaysOpt = VAL_DAYS,
         train_warmup_days: TrainWarmupOpt = TRAIN_WARMUP_DAYS,
+        regions: RegionsOpt = None,
+        regions_mode: RegionsModeOpt = "static",
         no_mlflow: NoMlflowOpt = False,
     ) -> None:
         run_command(ReplayArgs(**locals()))
@@ -376,6 +434,7 @@ def run_command(a: ReplayArgs) -> None:
     from sia.pipelines.engine.sched import RESULT_COLUMNS
 
     ks, locality, learned = _check_args(a)
+    regions_spec = regions_from_cli(a.regions, a.regions_mode, locality)
     uri = None
     if not a.no_mlflow:  # an unusable store fails now, before any replay
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
@@ -400,7 +459,7 @@ def run_command(a: ReplayArgs) -> None:
                  progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
                  predictors=ref, locality=locality,
                  source=(wl.source, a.seed, a.days, replay_start_day, replay_end_day),
-                 prior=prior)
+                 prior=prior, regions=regions_spec)
     outcome, summary = replay_workload(specs, a.warmup_days * DAY_S)
     summary = {"source": wl.source, "seed": a.seed,
                "replay_days": [replay_start_day, replay_end_day], **summary}
@@ -408,7 +467,8 @@ def run_command(a: ReplayArgs) -> None:
         summary["predictors"] = predictors
     out = a.out
     out.mkdir(parents=True, exist_ok=True)
-    outcome.result.select(RESULT_COLUMNS).write_parquet(out / "jobs.parquet")
+    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ())
+                          ).write_parquet(out / "jobs.parquet")
     pools.write_parquet(out / "pools.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _print_outcome(summary, a)

@@ -48,6 +48,7 @@ from sia.pipelines.engine import (
     stored_outcome,
 )
 from sia.pipelines.engine.sched import options_from_cli
+from sia.pipelines.engine.spec import RegionsSpec
 from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
 from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
 from sia.pipelines.experiment import ExperimentConfig, PolicySpec
@@ -216,9 +217,13 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
             ref = (predictors or {}).get(policy.alias or cfg.predictors.alias)
             if ref is None:
                 raise ConfigError(f"{cfg.source}: policy {policy.label!r} needs learned predictors")
+        regions = None
+        if getattr(policy, "regions", None) is not None:
+            regions = RegionsSpec(cfg.regions["file"], policy.regions,
+                                  plan_time_s=cfg.regions["plan_time_s"])
         specs.append(ReplaySpec(workload, policy.name, dict(policy.options), predictors=ref,
                                 seed=exp.seed, locality=locality, tick_s=cfg.tick_s,
-                                where=(exp.exp_id, policy.label)))
+                                where=(exp.exp_id, policy.label), regions=regions))
     return specs
 
 
@@ -241,6 +246,10 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
         if cfg.locality is not None:
             summary["cells"] = {"policy": results[spec.label].placement,
                                 "baseline": base.placement}
+        if getattr(spec, "regions", None) is not None:  # the region report (README, regions)
+            from sia.pipelines.regions_report import region_summary
+
+            summary.update(region_summary(results[spec.label], cfg.regions["file"], exp.pools))
         summaries[spec.label] = summary
         frames.append(per_job.with_columns(pl.lit(spec.label).alias("policy"),
                                            pl.lit(exp.exp_id).alias("exp_id")))

@@ -88,6 +88,8 @@ class PolicySpec:
     forecaster: str = "none"  # "learned" or "none"
     #: the registry alias of this policy's learned predictors (None: ``predictors.alias``)
     alias: str | None = None
+    #: on the config's regions: home, static, history or perfect (None: one cluster)
+    regions: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class ExperimentConfig:
     tick_s: float
     policies: tuple[PolicySpec, ...]
     predictors: PredictorSpec
+    #: the ``regions:`` section: {file: RegionsFile, plan_time_s} (None: no regions)
+    regions: dict[str, Any] | None = None
 
     def needs_predictors(self) -> bool:
         """Return True when some policy uses the learned forecaster."""
@@ -136,6 +140,7 @@ class ExperimentConfig:
         """Return the config as a JSON-ready dict (what is logged and hashed)."""
         d = asdict(self)
         d.pop("source")
+        _drop_unset_regions(d)
         return json.loads(json.dumps(d, default=list))
 
     def to_params(self) -> dict[str, str]:
@@ -159,14 +164,25 @@ class ExperimentConfig:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _drop_unset_regions(d: dict[str, Any]) -> None:
+    """Leave regions out of a config without them (its digest and params stay as before)."""
+    if d.get("regions") is None:
+        d.pop("regions", None)
+    else:
+        d["regions"] = {**d["regions"], "file": d["regions"]["file"]["source"]}
+    for p in d["policies"]:
+        if p.get("regions") is None:
+            p.pop("regions", None)
+
+
 _TOP_KEYS = {
     "name", "seed", "trace", "replay", "warmup_days", "experiments", "pools_per_experiment",
     "min_jobs_per_pool", "quotas", "load_range", "quota_scale", "locality", "tick_s",
-    "policies", "predictors", "description",
+    "policies", "predictors", "description", "regions",
 }
 _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
                "days", "seed"}
-_POLICY_KEYS = {"name", "label", "options", "forecaster", "alias"}
+_POLICY_KEYS = {"name", "label", "options", "forecaster", "alias", "regions"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
               "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
 
@@ -253,6 +269,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
 
     policies = _parse_policies(raw.get("policies"), w, locality)
+    regions = _parse_regions(raw.get("regions"), policies, w, base_dir, locality)
     predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
     if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
         need = predictors.train_days + predictors.val_days + predictors.warmup_days
@@ -268,7 +285,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
         replay_end_day=end, warmup_days=warmup, experiments=experiments,
         pools_per_experiment=ppe, min_jobs_per_pool=min_jobs, quotas=quotas,
         load_range=load_range, quota_scale=scales, locality=locality, tick_s=tick_s,
-        policies=policies, predictors=predictors,
+        policies=policies, predictors=predictors, regions=regions,
     )
 
 
@@ -332,6 +349,34 @@ def _parse_quotas(raw: dict, w: _Where) -> tuple[str, tuple[float, float], tuple
     if len(set(scales)) != len(scales):
         raise w.error("quota_scale", f"values repeat: {list(scales)}")
     return quotas, (lo, hi), scales
+
+
+def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
+                   base_dir: Path | None, locality: Any) -> dict[str, Any] | None:
+    """Return the ``regions:`` section ({file: RegionsFile, plan_time_s}) read and checked
+    now (the file's own errors name it and its key), or None; policies that ask for regions
+    need it."""
+    asked = [i for i, p in enumerate(policies) if p.regions is not None]
+    if raw is None:
+        if asked:
+            raise w.error(f"policies[{asked[0]}].regions", "needs the top-level regions: section "
+                                                           "(regions.file: a pool -> region file)")
+        return None
+    if not isinstance(raw, dict):
+        raise w.error("regions", f"expected a mapping with file (and plan_time_s), got {raw!r}")
+    w.unknown(raw, {"file", "plan_time_s"}, "regions.")
+    if locality is not None:
+        raise w.error("regions", "regions replay on fungible GPUs: drop locality")
+    from sia.pipelines.engine.sched import read_regions_file
+    from sia.scheduler.regions.model import RegionsError
+
+    path = _resolve_path(raw.get("file"), "regions.file", w, base_dir)
+    try:
+        file = read_regions_file(path)
+    except RegionsError as exc:
+        raise w.error("regions.file", str(exc)) from None
+    plan_s = w.number(raw.get("plan_time_s", 10.0), "regions.plan_time_s", lo=0, lo_open=True)
+    return {"file": file, "plan_time_s": float(plan_s)}
 
 
 def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:
@@ -461,8 +506,13 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
             if not re.match(r"^[A-Za-z0-9_-]+$", alias):
                 raise w.error(f"{key}.alias", f"{alias!r}: an MLflow alias holds letters, "
                                               "digits, '-' and '_'")
+        regions = item.get("regions")
+        if regions is not None:
+            from sia.pipelines.engine.spec import REGION_CHOICES
+
+            regions = w.string(regions, f"{key}.regions", REGION_CHOICES)
         out.append(PolicySpec(name=name, label=label, options=dict(options),
-                              forecaster=forecaster, alias=alias))
+                              forecaster=forecaster, alias=alias, regions=regions))
     labels = [p.label for p in out]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:

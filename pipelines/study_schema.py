@@ -87,6 +87,15 @@ class PolicyEntry(_Strict):
     options: Options | None = None
     forecaster: Literal["learned", "none"] | None = None
     alias: str | None = None
+    regions: Literal["home", "static", "history", "perfect", "forecast", "static+idle",
+                     "history+idle", "perfect+idle", "forecast+idle"] | None = None
+
+
+class RegionsSection(_Strict):
+    """Global scheduling across regions: a pool -> region ``file``, the placement MIP's limit."""
+
+    file: str
+    plan_time_s: PosFloat | None = None
 
 
 class PredictorsSection(_Strict):
@@ -133,6 +142,7 @@ class EvaluateStudy(EvaluateGrid):
     policies: list[str | PolicyEntry] = Field(min_length=1)
     predictors: PredictorsSection | None = None
     grid: EvaluateGrid | None = None
+    regions: RegionsSection | None = None
 
 
 # ----------------------------------------------------------------------------- figure 5

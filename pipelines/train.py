@@ -91,6 +91,9 @@ class TrainConfig:
     #: history_cdf: weight of the shares over the similar jobs' last RECENT_JOBS finished ones
     #: (features.duration_features) against the shares over all of them (1 = recent only).
     duration_recent: float = 1.0
+    #: Threads that fit the models (0: one per CPU core; 1: one after the other). The models
+    #: do not depend on it: each fit is deterministic on its own.
+    threads: int = 0
     xgb: XGBParams = field(default_factory=XGBParams)
     #: WillJobsArrive's feature groups (sia.features.table9.FEATURE_GROUPS names)
     feature_groups: tuple[str, ...] = tuple(FEATURE_GROUPS)
@@ -125,7 +128,8 @@ class TrainConfig:
 
     def to_params(self) -> dict[str, Any]:
         """Return the config as flat MLflow parameters."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("xgb", "feature_groups")}
+        d = {k: v for k, v in asdict(self).items()
+             if k not in ("xgb", "feature_groups", "threads")}
         d["windows_min"] = ",".join(str(k) for k in self.windows_min)
         d["duration_lend_risk"] = ",".join(f"{e:g}" for e in self.duration_lend_risk)
         d["feature_set"] = ",".join(self.feature_groups)
@@ -177,27 +181,37 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
                                   expected_duration=history)
     timings["features_s"] = time.perf_counter() - clock
     train_all, val_all = split_features(features, split)
+    groups = config.groups()
+    rows = {k: (train_all.filter(pl.col("k_min") == k), val_all.filter(pl.col("k_min") == k))
+            for k in windows}
 
-    results, loads = [], []
-    clock = time.perf_counter()
-    for k in windows:
-        tr = train_all.filter(pl.col("k_min") == k)
-        va = val_all.filter(pl.col("k_min") == k)
-        results.append(will_arrive.train_window(
-            tr, va, k, config.groups(), (xgb_by_window or {}).get(k, config.xgb),
+    def arrive(k: int) -> WindowResult:
+        tr, va = rows[k]
+        return will_arrive.train_window(
+            tr, va, k, groups, (xgb_by_window or {}).get(k, config.xgb),
             threshold="tail" if config.threshold is None else config.threshold,
             target_recall=config.target_recall, select=config.will_arrive_select,
-            select_features=config.select_features,
-            ablation=config.ablation))
-        loads.append(new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
-                                              alpha=config.load_alpha, method=config.load_method,
-                                              seed=config.xgb.seed))
-    timings["fit_s"] = time.perf_counter() - clock
-    dur = evaluate_duration(schedule, history, split, config)
+            select_features=config.select_features, ablation=config.ablation)
+
+    def load(k: int) -> new_load.LoadResult:
+        tr, va = rows[k]
+        return new_load.evaluate_window(schedule, tr, va, k, n_windows=config.load_windows,
+                                        alpha=config.load_alpha, method=config.load_method,
+                                        seed=config.xgb.seed)
+
+    def duration() -> tuple[dict[str, Any], Any, dict[str, pl.DataFrame], float]:
+        dur = evaluate_duration(schedule, history, split, config)
+        start = time.perf_counter()
+        model, tables = fit_job_duration(schedule, split, config, quantile=float(dur["quantile"]))
+        return dur, model, tables, time.perf_counter() - start
+
     clock = time.perf_counter()
-    dur_model, dur_tables = fit_job_duration(schedule, split, config,
-                                             quantile=float(dur["quantile"]))
-    timings["duration_fit_s"] = time.perf_counter() - clock
+    # JobDuration first: mostly Python, it overlaps the XGBoost fits (which release the GIL)
+    done = _run_tasks([duration] + [lambda k=k: arrive(k) for k in windows]
+                      + [lambda k=k: load(k) for k in windows], config.threads)
+    dur, dur_model, dur_tables, timings["duration_fit_s"] = done[0]
+    results, loads = done[1:1 + len(windows)], done[1 + len(windows):]
+    timings["fit_s"] = time.perf_counter() - clock
     dur["selected"] = dur_model.method
     risk = dur_model.lend_risk_
     dur["lend_risk"] = ("-" if risk is None else
@@ -211,6 +225,32 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         **dur_tables,
     }
     return TrainResult(split, results, loads, dur, tables, timings, config, dur_model)
+
+
+def training_threads(threads: int) -> int:
+    """Return how many threads fit the predictors: ``threads``, or with 0 one per CPU core."""
+    import os
+
+    if threads < 0:
+        raise ConfigError(f"threads must be >= 0 (0: one per CPU core), not {threads}")
+    return threads or max(1, os.cpu_count() or 1)
+
+
+def _run_tasks(tasks: list[Callable[[], Any]], threads: int) -> list[Any]:
+    """Return each task's result, in order, run on ``training_threads(threads)`` threads.
+
+    Every model fit is deterministic on its own (one XGBoost thread, a fixed
+    seed), so the results do not depend on the number of threads or on
+    which finishes first; with one thread the tasks run here, in order.
+    """
+    n = min(training_threads(threads), len(tasks))
+    if n <= 1:
+        return [task() for task in tasks]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="sia-train") as pool:
+        futures = [pool.submit(task) for task in tasks]
+        return [f.result() for f in futures]
 
 
 def evaluate_duration(schedule: pl.DataFrame, history: pl.DataFrame, split: TimeSplit,

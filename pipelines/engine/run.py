@@ -15,6 +15,7 @@ from sia.data.errors import ConfigError
 from sia.pipelines.engine.predictors import load_forecaster
 from sia.pipelines.engine.sched import (
     RESULT_COLUMNS,
+    GlobalRegionPolicy,
     compare,
     make_policy,
     policy_options,
@@ -27,7 +28,31 @@ from sia.pipelines.engine.spec import ReplayOutcome, ReplaySpec
 def build_policy(spec: ReplaySpec) -> Any:
     """Return the spec's policy: its options, its seed if it takes one, and its forecaster
     (the spec's predictors, loaded or trained now, primed with the workload's prior jobs)
-    under the option it declares."""
+    under the option it declares. On regions: the global policy over one such policy per
+    region (:func:`regional_policy`)."""
+    if spec.regions is not None:
+        return regional_policy(spec)
+    return _single_policy(spec)
+
+
+def regional_policy(spec: ReplaySpec) -> Any:
+    """Return the spec's policy on regions: one inner policy per region (each with its own
+    forecaster), home-region only or routed, with the spec's data placement mode."""
+    if spec.locality is not None:
+        raise ConfigError(f"{spec.name}: regions run on fungible GPUs only (no locality)")
+    reg = spec.regions
+    _, pools = spec.workload.frames()
+    layout = reg.regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
+    mode, _, guests = reg.mode.partition("+")
+    routed = mode != "home"
+    return GlobalRegionPolicy(layout, lambda: _single_policy(spec), inner_name=spec.policy,
+                              route=routed, placement=mode if routed else "static",
+                              guests=guests or "sia",
+                              period_s=reg.regions.period_s, plan_time_s=reg.plan_time_s,
+                              neg_cache=reg.neg_cache)
+
+
+def _single_policy(spec: ReplaySpec) -> Any:
     fc = None if spec.predictors is None else load_forecaster(spec.predictors)
     prior = getattr(spec.workload, "prior", None)
     if prior is not None and callable(getattr(fc, "prime", None)):
@@ -56,7 +81,12 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
                                                progress=spec.progress,
                                                record_placements=record_placements)
     wall = time.perf_counter() - clock
-    return ReplayOutcome(result.select(RESULT_COLUMNS), placement, policy_facts(policy), wall)
+    columns = list(RESULT_COLUMNS)
+    if spec.regions is not None:  # where each job ran
+        ran = pl.DataFrame(policy.job_regions(), schema={"job_id": pl.String, "region": pl.String})
+        result = result.join(ran, on="job_id", how="left", maintain_order="left")
+        columns.append("region")
+    return ReplayOutcome(result.select(columns), placement, policy_facts(policy), wall)
 
 
 def policy_facts(policy: Any) -> dict[str, Any]:

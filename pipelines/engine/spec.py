@@ -155,6 +155,32 @@ class SyntheticTrainedPredictors:
 Predictors = RegistryPredictors | SyntheticTrainedPredictors
 
 
+# ----------------------------------------------------------------------------- regions
+#: How a replay on regions schedules: home region only, or globally with static data or with
+#: data placement planned from history, from the trace's future (perfect) or from the region
+#: policies' forecasters (the learned predictors for sia-learned).
+REGION_MODES = ("home", "static", "history", "perfect", "forecast")
+#: The global modes may take ``+idle``: guests on any idle GPU (not only SIA's spare ones).
+REGION_CHOICES = REGION_MODES + tuple(f"{m}+idle" for m in REGION_MODES[1:])
+
+
+@dataclass(frozen=True)
+class RegionsSpec:
+    """Global scheduling across regions (:mod:`sia.scheduler.regions.global_policy`):
+    ``regions`` (a :class:`sia.scheduler.regions.config.RegionsFile`), ``mode`` (one of
+    :data:`REGION_CHOICES`), the scan's negative cache and the data-placement MIP's time limit."""
+
+    regions: Any
+    mode: str = "static"
+    neg_cache: bool = True
+    plan_time_s: float = 10.0
+
+    @property
+    def key(self) -> tuple:
+        """What the replay's result depends on (the cache changes no decision)."""
+        return ("regions", self.regions.key, self.mode, self.plan_time_s)
+
+
 # ----------------------------------------------------------------------------- the spec
 @dataclass(frozen=True, eq=False)
 class ReplaySpec:
@@ -169,7 +195,9 @@ class ReplaySpec:
     - ``where``: the replay's place in a store, folders then file label
       (``("exp-000", "sia")`` -> ``OUT/exp-000/sia.parquet``); ``title``: its name
       in progress lines and errors (default: ``where`` joined by '/');
-    - ``progress``: show the simulator's progress bar (not part of the key).
+    - ``progress``: show the simulator's progress bar (not part of the key);
+    - ``regions``: a :class:`RegionsSpec` (None: one cluster, as before; part of the key
+      only when given, so other replays keep their keys).
     """
 
     workload: Workload
@@ -183,6 +211,7 @@ class ReplaySpec:
     where: tuple[str, ...] = ()
     title: str | None = None
     progress: bool = False
+    regions: RegionsSpec | None = None
 
     @property
     def name(self) -> str:
@@ -196,8 +225,9 @@ class ReplaySpec:
         prior = getattr(self.workload, "prior_key", None)
         if predictors is not None and prior is not None:  # what the forecaster starts with
             predictors = (predictors, prior)
+        extra = () if self.regions is None else (self.regions.key,)
         return result_key("replay", self.workload.key, self.policy, self.options, predictors, self.seed,
-                          locality_options(self.locality), self.tick_s, self.speedup)
+                          locality_options(self.locality), self.tick_s, self.speedup, *extra)
 
     def files(self, out_dir: Path) -> tuple[Path, Path]:
         """Return (the replay's Parquet under ``out_dir``, its completion marker)."""

@@ -9,7 +9,7 @@ only sent to a region that can start it now); a job no region can start
 waits for the next pass.
 
 The negative cache remembers, per region and request shape (hardware,
-locality), the smallest GPU count that failed in this pass; an equal or
+locality, lending window), the smallest GPU count that failed in this pass; an equal or
 larger request of the same shape is then skipped in that region without
 asking it. It is created empty at the start of every pass and dropped at the
 end. It is exact (the decisions are the same with the cache off) as long as
@@ -35,7 +35,10 @@ class JobRequest:
 
     ``locality``: ``any`` (any machines of the region) or ``server`` (one
     machine). ``priority`` (higher first) and ``credit`` (higher first within
-    a priority) order the global queue.
+    a priority) order the global queue. ``window``: the job's lending class
+    in a region that lends only to jobs predicted to end within a window (SIA's
+    windows, shortest first; 0 otherwise): part of the request's shape, since
+    such a region refuses by window as well as by GPUs.
     """
 
     job_id: str
@@ -45,6 +48,7 @@ class JobRequest:
     locality: str = "any"
     priority: int = 0
     credit: float = 0.0
+    window: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,13 +191,13 @@ def scan_pass(
         bad = jobs[int(np.flatnonzero(pool_of < 0)[0])]
         raise RegionsError(f"job {bad.job_id!r}: pool {bad.pool!r} is not in the region layout")
     shapes: dict[tuple[str, str], int] = {}
-    shape_of = np.fromiter((shapes.setdefault((j.hardware, j.locality), len(shapes)) for j in jobs),
+    shape_of = np.fromiter((shapes.setdefault((j.hardware, j.locality, j.window), len(shapes)) for j in jobs),
                            dtype=np.int64, count=n)
     gpus = np.fromiter((j.gpus for j in jobs), dtype=np.int64, count=n)
     order = queue_order(np.fromiter((j.priority for j in jobs), dtype=np.int64, count=n),
                         np.fromiter((j.credit for j in jobs), dtype=float, count=n))
     # candidate regions per (pool, shape): usable data and the hardware
-    has_hw = np.array([[hw in reg.hardware for reg in regions] for hw, _ in shapes],
+    has_hw = np.array([[hw in reg.hardware for reg in regions] for hw, *_ in shapes],
                       dtype=bool).reshape(len(shapes), len(regions))
     cand_of = pool_of * len(shapes) + shape_of
     cand_mask = (usable[:, None, :] & has_hw[None, :, :]).reshape(-1, len(regions))

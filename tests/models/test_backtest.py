@@ -41,7 +41,8 @@ def test_each_fold_trains_on_its_past_and_tests_on_its_days():
     feats = _rows(12)
     folds, overall = walk_forward(
         feats, window_min=60, start_s=6 * D, end_s=12 * D - 3600.0, every_s=2 * D,
-        train_span_s=4 * D, make_estimator=lambda k: Spy(window_min=k, n_estimators=10))
+        train_span_s=4 * D,
+        fit_model=lambda rows: Spy(window_min=60, n_estimators=10).fit(rows, rows["label_arrival"]))
     assert [f["fold"] for f in folds] == [0, 1, 2]
     assert [f["start_day"] for f in folds] == [6.0, 8.0, 10.0]
     for (lo, hi), f in zip(seen, folds, strict=True):
@@ -61,7 +62,8 @@ def test_a_fold_without_two_classes_is_skipped_and_said():
     feats = _rows(6).with_columns(label_arrival=pl.lit(0, dtype=pl.Int8))
     folds, overall = walk_forward(feats, window_min=60, start_s=3 * D, end_s=5 * D,
                                   every_s=D, train_span_s=2 * D,
-                                  make_estimator=lambda k: WillJobsArrive(window_min=k))
+                                  fit_model=lambda rows: WillJobsArrive(window_min=60).fit(
+                                      rows, rows["label_arrival"]))
     assert [f["method"] for f in folds] == ["skipped", "skipped"] and overall == []
 
 
@@ -79,3 +81,23 @@ def test_backtest_cli_on_a_small_synthetic_workload(tmp_path, monkeypatch):
     overall = pl.read_csv(tmp_path / "bt" / "backtest_overall.csv")
     assert set(overall["predictor"]) == {"model", "persistence", "always_yes"}
     assert main(["backtest", "--synthetic", "base", "--days", "5", "--retrain-every", "0"]) == 2
+
+
+def test_backtest_report_in_the_mlflow_store_folder_is_logged_once(tmp_path, monkeypatch):
+    """`--out` may be the folder that holds the MLflow store (sia's default ./out): the report's
+    files are logged, not the folder, which would copy the artifact store into itself."""
+    import mlflow
+    from mlflow import MlflowClient
+    from sia.pipelines.cli import main
+
+    monkeypatch.setenv("SIA_OUTPUT", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code = main(["backtest", "--synthetic", "base", "--days", "5", "--windows", "60",
+                 "--from-day", "3", "--retrain-every", "1", "--train-days", "2",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    logged = {a.path for a in MlflowClient().list_artifacts(run.info.run_id, "report")}
+    assert logged == {"report/backtest_folds.csv", "report/backtest_overall.csv",
+                      "report/report.md"}

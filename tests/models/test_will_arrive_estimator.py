@@ -64,6 +64,26 @@ def test_persistence_wins_where_nothing_beats_it():
     assert forced.method_ == "xgboost"
 
 
+@pytest.mark.parametrize("target_recall", [None, 0.9])
+def test_the_losing_classifier_candidate_equals_a_forced_fit(target_recall):
+    """The ablation reuses an auto fit's tail instead of training its head booster again."""
+    tr = _rows(3000, 2, signal="persist")
+    kw = {"window_min": 60, "n_estimators": 30, "target_recall": target_recall}
+    auto = WillJobsArrive(**kw).fit(tr, tr["label_arrival"])
+    assert auto.method_ == "persistence"
+    reused = auto.classifier_candidate(tr, tr["label_arrival"])
+    forced = WillJobsArrive(**kw, select="xgboost").fit(tr, tr["label_arrival"])
+    assert reused.method_ == forced.method_ == "xgboost"
+    assert reused.threshold_ == forced.threshold_
+    assert reused.selection_ == forced.selection_
+    assert reused.get_params() == forced.get_params()
+    va = _rows(500, 3, signal="persist")
+    np.testing.assert_array_equal(reused.arrival_proba(va), forced.arrival_proba(va))
+    assert auto.method_ == "persistence"  # the auto fit itself is untouched
+    won = WillJobsArrive(window_min=5, n_estimators=30).fit(_rows(3000, 0), _rows(3000, 0)["label_arrival"])
+    assert won.classifier_candidate(None, None) is won  # a winning classifier is its own candidate
+
+
 def test_a_window_of_all_arrivals_registers_always_yes():
     """12-hour windows of a busy cluster: every training row saw an arrival; no classifier can fit."""
     tr = _rows(300, 8)

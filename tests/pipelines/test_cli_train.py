@@ -307,3 +307,35 @@ def test_tuning_resumes_only_its_own_study_and_logs_the_best_trial(trained, tmp_
                 study_digest(split, cols, (5, 60), 0, "f1", 0.5),
                 study_digest(split, cols[:1], (5,), 0, "f1", 0.5)}) == 5
 
+
+
+def test_fitting_on_threads_gives_the_same_predictors_and_reports():
+    """The models are fit on a thread pool; each fit is deterministic, so threads change nothing."""
+    from polars.testing import assert_frame_equal
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import train_predictors
+
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    schedule = fcfs_schedule(jobs, pools)
+    kw = dict(**SMALL, xgb=XGBParams(n_estimators=5, max_depth=3), duration_method="auto")
+    serial = train_predictors(schedule, TrainConfig(**kw, threads=1))
+    pooled = train_predictors(schedule, TrainConfig(**kw, threads=3))
+    assert serial.tables.keys() == pooled.tables.keys()
+    for name, table in serial.tables.items():
+        assert_frame_equal(table, pooled.tables[name], check_exact=True)
+    for a, b in zip(serial.windows, pooled.windows, strict=True):
+        assert (a.k_min, a.model.method_, a.model.threshold_) == (b.k_min, b.model.method_,
+                                                                  b.model.threshold_)
+        np.testing.assert_array_equal(a.val_proba, b.val_proba)
+    assert serial.duration == pooled.duration
+    assert [r.estimator.get_params() for r in serial.loads] == [
+        r.estimator.get_params() for r in pooled.loads]
+
+
+def test_threads_must_not_be_negative():
+    from sia.data.errors import ConfigError
+    from sia.pipelines.train import training_threads
+
+    assert training_threads(2) == 2 and training_threads(0) >= 1
+    with pytest.raises(ConfigError, match="threads must be >= 0"):
+        training_threads(-1)

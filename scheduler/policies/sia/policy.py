@@ -426,6 +426,17 @@ class SiaPolicy(DedicatedPass, SparePass):
         for j in jobs:
             self._requeue(j)
 
+    def withdraw(self, jobs: list[int]) -> None:
+        """Forget pending jobs another scheduler started (global scheduling across regions runs
+        a waiting job in another region): they leave this policy's pending load and lendable
+        lists for good. Harmless for a job not yet admitted: its admission adds back what
+        this takes."""
+        started, pend, pool, gpus = self._started, self._pend_gpus, self._pool, self._gpus
+        for j in jobs:
+            if not started[j]:
+                started[j] = 1
+                pend[pool[j]] -= gpus[j]
+
     def _requeue(self, j: int) -> None:
         """Put a preempted (or refused) job back among the pending and lendable jobs."""
         self._started[j] = 0

@@ -1,0 +1,153 @@
+"""`sia replay --regions`: the regions file, the modes, the region report; region metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+from sia.pipelines.cli import main
+from sia.scheduler.regions.config import read_regions_file
+from sia.scheduler.regions.metrics import demand_to_supply, ratio_summary
+from sia.scheduler.regions.model import RegionsError
+
+SPLIT = """transfer_rate: 0.001
+period_h: 12
+pools:
+  q0: {home: A, size: 2.0}
+  q1: B
+  q2: C
+  q3: {home: A, replicas: [B]}
+  q4: B
+  q5: C
+  q6: A
+  q7: B
+"""
+
+
+def test_replay_on_regions_routes_and_reports(tmp_path):
+    split = tmp_path / "split.yaml"
+    split.write_text(SPLIT)
+    out = tmp_path / "hist"
+    code = main(["replay", "--synthetic", "more-queues", "--days", "2", "--seed", "1",
+                 "--warmup-days", "0.5", "--policy", "sia-perfect", "--regions", str(split),
+                 "--regions-mode", "history", "--out", str(out), "--no-mlflow"])
+    assert code == 0
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert set(jobs["region"].unique().to_list()) <= {"A", "B", "C"}
+    reg = json.loads((out / "summary.json").read_text())["regions"]
+    assert reg["mode"] == "history" and reg["supply_gpus"] == {"A": 24, "B": 24, "C": 16}
+    assert reg["routed"] == int((jobs["region"] != jobs["pool"].replace_strict(
+        {"q0": "A", "q1": "B", "q2": "C", "q3": "A", "q4": "B", "q5": "C", "q6": "A",
+         "q7": "B"})).sum())
+    assert reg["routed"] > 0 and reg["data_plans"] >= 3  # plans at 0 h, 12 h, 24 h, ...
+    assert reg["scan_attempts"] > 0 and 0 <= reg["scan_hit_rate"] < 1
+    assert reg["queued_running_hourly"]["worst_over_avg_mean"] >= 1.0
+
+
+def test_generate_regions_writes_a_workload_and_its_regions_file(tmp_path):
+    from sia.data.synthetic import generate_regions_workload
+
+    out = tmp_path / "gen"
+    assert main(["generate", "--regions", "--days", "1", "--seed", "4", "--out", str(out)]) == 0
+    jobs, pools, homes = generate_regions_workload(4, days=1)
+    assert pl.read_parquet(out / "jobs.parquet").equals(jobs)
+    assert pools["quota_gpus"].to_list() == [8] * 7 + [16] * 2
+    regions = read_regions_file(out / "regions.yml")
+    assert dict(regions.homes) == homes
+    lay = regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
+    assert dict(zip([r.name for r in lay.regions], lay.gpus.tolist(), strict=True)) == \
+        {"cold": 32, "hot": 32, "mid": 24}
+    # uneven demand: the hot region's pools carry more load than the cold one's
+    load = pools.with_columns(pl.col("pool").replace_strict(homes).alias("region")) \
+        .group_by("region").agg((pl.col("target_load") * pl.col("quota_gpus")).sum()
+                                / pl.col("quota_gpus").sum())
+    by = dict(load.iter_rows())
+    assert by["hot"] > by["cold"]
+
+
+def test_bad_regions_files_name_the_file_and_key(tmp_path):
+    f = tmp_path / "r.yaml"
+    for text, key in [("pools: {q0: {home: A, size: big}}", "pools.q0.size: must be a number"),
+                      ("pools: {q0: A}\nspeed: 3", "speed: unknown key"),
+                      ("pools: {q0: {home: A, replicas: [Z]}}", "pools.q0.replicas[0]: 'Z' is not"),
+                      ("transfer_rate: 0\npools: {q0: A}", "transfer_rate: must be a number > 0"),
+                      ("regions: {A: {gpus: 8}}\npools: {q0: A}", "regions.A: must be {storage")]:
+        f.write_text(text)
+        with pytest.raises(RegionsError, match="^" + re.escape(f"{f}: {key}")):
+            read_regions_file(f)
+    f.write_text("pools: {q0: A}")
+    with pytest.raises(RegionsError, match=f"{f}: pool 'q1' of the workload has no home region"):
+        read_regions_file(f).layout({"q0": 8, "q1": 8})
+    lay = read_regions_file(f).layout({"q0": 8})
+    assert lay.gpus.tolist() == [8]
+
+
+def test_regions_mode_errors(tmp_path):
+    from sia.data.errors import ConfigError
+    from sia.pipelines.cmd_replay import regions_from_cli
+
+    with pytest.raises(ConfigError, match="--regions-mode needs --regions FILE"):
+        regions_from_cli(None, "history", None)
+    with pytest.raises(ConfigError, match="--regions-mode must be one of home, static"):
+        regions_from_cli(None, "psychic", None)
+
+
+def test_demand_to_supply_by_hand():
+    # day 0: A gets 2 GPUs x 12 h, B 1 GPU x 24 h; day 1: B 4 GPUs x 6 h
+    res = pl.DataFrame({"job_id": ["a", "b", "c"], "submit_time": [0.0, 3600.0, 90000.0],
+                        "duration": [43200.0, 86400.0, 21600.0], "num_gpus": [2, 1, 4],
+                        "region": ["A", "B", "B"]})
+    t = demand_to_supply(res, {"A": 4, "B": 2})
+    day0 = t.filter(pl.col("period") == 0)
+    assert day0["ratio"].to_list() == [0.25, 0.5]
+    assert np.isclose(day0["balanced"][0], (2 * 0.5 + 1) / 6)
+    day1 = t.filter(pl.col("period") == 1)
+    assert day1["ratio"].to_list() == [0.0, 0.5]
+    s = ratio_summary(t)
+    assert np.isclose(s["worst_over_avg_max"], 0.5 / (1 / 6))
+    assert np.isclose(s["spread_mean"], (0.25 + 0.5) / 2)
+    assert s["ratio_by_region"] == {"A": 0.125, "B": 0.5}
+
+
+def test_evaluate_on_regions_and_the_region_report(tmp_path):
+    from sia.data.errors import ConfigError
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import load_config
+    from sia.pipelines.regions_report import main as report_main
+
+    (tmp_path / "split.yml").write_text("pools: {q0: A, q1: A, q2: B, q3: B}\n"
+                                        "transfer_rate: 0.01\nperiod_h: 12\n")
+    cfg = {"name": "tiny-regions", "seed": 3, "trace": {"synthetic": "base", "days": 3},
+           "warmup_days": 0.5, "experiments": 1, "pools_per_experiment": "all",
+           "quotas": "from_load", "load_range": [0.6, 1.1],
+           "regions": {"file": "split.yml"},
+           "policies": ["fcfs", {"name": "sia-perfect", "label": "home", "regions": "home"},
+                        {"name": "sia-perfect", "label": "hist", "regions": "history"}]}
+    path = tmp_path / "cfg.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "res"
+    sweep = ev.run_sweep(load_config(path), out, progress=False, log_mlflow=False,
+                         make_plots=False)
+    assert sorted(sweep.ran) == ["exp-000/fcfs", "exp-000/hist", "exp-000/home"]
+    hist = pl.read_parquet(out / "exp-000" / "hist.parquet")
+    home = pl.read_parquet(out / "exp-000" / "home.parquet")
+    assert (home["region"] == home["pool"].replace_strict(
+        {"q0": "A", "q1": "A", "q2": "B", "q3": "B"})).all()
+    assert set(hist["region"].to_list()) == {"A", "B"}
+    assert report_main([str(path), "--out", str(out)]) == 0
+    rows = pl.read_csv(out / "exp-000" / "regions.csv")
+    assert rows["policy"].to_list() == ["home", "hist"]
+    assert rows.filter(pl.col("policy") == "home")["speedup_vs_home"][0] == pytest.approx(1.0)
+    assert (out / "exp-000" / "plots" / "demand_to_supply.png").stat().st_size > 0
+    # a policy on regions without the section, and a bad mode, name their key
+    for change, key in [({"regions": None}, "policies[1].regions: needs the top-level regions"),
+                        ({"policies": ["fcfs", {"name": "sia-perfect", "regions": "nowhere"}]},
+                         "policies[1].regions")]:
+        path.write_text(yaml.safe_dump({**cfg, **change}))
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            load_config(path)
