@@ -94,6 +94,9 @@ PrecisionFloorOpt = Annotated[float, typer.Option(
     "--precision-floor", help="Precision floor of recall_at_precision.")]
 NoAblationOpt = Annotated[bool, typer.Option(
     "--no-ablation", help="Skip the feature-set ablation (one fit per window).")]
+ThreadsOpt = Annotated[int, typer.Option(
+    "--threads", help="Threads that fit the models (0: one per CPU core). The models do not "
+    "depend on it.")]
 AliasOpt = Annotated[str, typer.Option(
     "--alias", help="Registry alias set on the new model versions.")]
 ExperimentOpt = Annotated[str | None, typer.Option(
@@ -142,6 +145,7 @@ class TrainArgs:
     tune_objective: str
     precision_floor: float
     no_ablation: bool
+    threads: int
     alias: str
     experiment: str | None
     out: Path | None
@@ -185,6 +189,7 @@ def register(app: typer.Typer) -> None:
         tune_objective: TuneObjectiveOpt = "f1",
         precision_floor: PrecisionFloorOpt = 0.5,
         no_ablation: NoAblationOpt = False,
+        threads: ThreadsOpt = 0,
         alias: AliasOpt = "champion",
         experiment: ExperimentOpt = None,
         out: OutOpt = None,
@@ -263,7 +268,9 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                   load_alpha=a.load_alpha, duration_quantile=a.duration_quantile,
                   duration_target_under=a.duration_target_under,
                   duration_lend_risk=_lend_risk(a.duration_lend_risk),
-                  duration_recent=a.duration_recent)
+                  duration_recent=a.duration_recent, threads=a.threads)
+    if a.threads < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: one per CPU core), not {a.threads}")
     if not 0.0 <= a.duration_recent <= 1.0:
         raise ConfigError(f"--duration-recent must be in [0, 1], not {a.duration_recent}")
     if a.recipe == "paper":

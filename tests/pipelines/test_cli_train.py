@@ -110,6 +110,8 @@ def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys
     assert "--windows" in capsys.readouterr().err
     assert main(["train", "--synthetic", "base", "--days", "3", "--train-days", "21"]) == 2
     assert "does not fit" in capsys.readouterr().err
+    assert main(["train", "--synthetic", "base", "--days", "3", "--threads", "-1"]) == 2
+    assert "--threads must be >= 0" in capsys.readouterr().err
 
 
 def test_unreachable_tracking_server_is_a_quick_clear_error(tmp_path, monkeypatch):
