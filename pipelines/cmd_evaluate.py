@@ -129,5 +129,12 @@ def register(app: typer.Typer) -> None:
         finally:
             executor.close()
         report(result, console, cfg.name)
+        if cfg.regions is not None:
+            from sia.pipelines import regions_report
+
+            for f in regions_report.report(config, out_dir, cfg):
+                if f.suffix == ".md":
+                    console.print(f.read_text(), soft_wrap=True, highlight=False, markup=False)
+                console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)
         if BASELINE not in {p.label for p in cfg.policies}:
             console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")

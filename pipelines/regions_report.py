@@ -11,8 +11,10 @@ home regions only, data moved, replicas, cache) and
 ``plots/demand_to_supply.png`` (each region's queued-plus-running demand
 over its GPUs, hourly, one panel per policy).
 
-Run: ``python -m sia.pipelines.regions_report CONFIG.yaml --out DIR`` (the
-same config and folder as ``sia evaluate``, after it has finished).
+`sia evaluate` writes it at the end of a sweep whose config has a
+``regions:`` section. To write it again from a finished sweep:
+``python -m sia.pipelines.regions_report CONFIG.yaml --out DIR`` (the same
+config and folder as ``sia evaluate``).
 """
 
 from __future__ import annotations
@@ -121,14 +123,15 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
     return _save(fig, path)
 
 
-def report(config: Path, out: Path) -> list[Path]:
+def report(config: Path, out: Path, cfg: Any = None) -> list[Path]:
     """Write the region report of the finished sweep of ``config`` under ``out``; return the
-    files written."""
+    files written. ``cfg``: the config as the sweep ran it (with its ``--set`` overrides);
+    default: ``config`` read again. `sia evaluate` writes it after a sweep with regions."""
     from sia.pipelines import evaluate as ev
     from sia.pipelines.engine import stored_outcome
     from sia.pipelines.experiment import load_config
 
-    cfg = load_config(config)
+    cfg = cfg if cfg is not None else load_config(config)
     if cfg.regions is None:
         raise SiaError(f"{config}: no regions: section, nothing to report")
     wl = ev.load_trace(cfg)

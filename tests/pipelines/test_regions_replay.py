@@ -141,6 +141,18 @@ def test_evaluate_on_regions_and_the_region_report(tmp_path):
     assert set(hist["region"].to_list()) == {"A", "B"}
     assert report_main([str(path), "--out", str(out)]) == 0
     rows = pl.read_csv(out / "exp-000" / "regions.csv")
+    # sia evaluate writes the same report at the end of the sweep
+    from sia.pipelines.cli import main as cli_main
+
+    again = tmp_path / "res2"
+    assert cli_main(["evaluate", str(path), "--out", str(again), "--workers", "1",
+                     "--no-mlflow"]) == 0
+    from polars.testing import assert_frame_equal
+
+    timed = [c for c in rows.columns if c.startswith("scan_s")]  # wall time of the scans
+    assert timed
+    assert_frame_equal(pl.read_csv(again / "exp-000" / "regions.csv").drop(timed),
+                       rows.drop(timed), rtol=1e-12)
     assert rows["policy"].to_list() == ["home", "hist"]
     assert rows.filter(pl.col("policy") == "home")["speedup_vs_home"][0] == pytest.approx(1.0)
     assert (out / "exp-000" / "plots" / "demand_to_supply.png").stat().st_size > 0
