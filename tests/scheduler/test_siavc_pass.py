@@ -207,11 +207,15 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     # the longest possible candidate (a live pending job within the free GPUs), or a bound
     fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
     longest = float(D[fit].max()) if fit.any() else 0.0
+    # the live pending entries: told, the search for candidates ends once it met them all
+    n_pending = int(((J < n_arr) & ~np.isin(J, list(dead))).sum())
     for bound in (np.inf, longest, longest + float(rng.integers(0, 3) * 100)):
-        jobs, _, _, _, fails = bulk_pass(
-            merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound)
-        assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+        for told in (-1, n_pending):
+            jobs, _, _, _, fails = bulk_pass(
+                merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+                run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound,
+                n_pending=told)
+            assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
 @settings(max_examples=200, deadline=None)

@@ -202,7 +202,7 @@ class SiaVCPolicy:
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0}
+                      "resims": 0, "trimmed": 0}
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
@@ -442,7 +442,7 @@ class SiaVCPolicy:
         free_of = [self._charged_free(q) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            scratch=self._scratch, longest=horizon - now,
+            scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
             run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
@@ -538,12 +538,12 @@ class SiaVCPolicy:
                     ok = False
                     break
                 full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
-                new[q] = (jobs, vs, rem, full)
+                new[q] = (*self._trim(jobs, vs, rem, n_q), full)
             if ok:
-                for q, (jobs, vs, rem, full) in new.items():
+                for q, (jobs, vs, rem, trimmed, full) in new.items():
                     self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
-                    self._vc_full[q] = full
+                    self._vc_full[q] = full and not trimmed
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))
@@ -551,6 +551,25 @@ class SiaVCPolicy:
                     self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
+
+    def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """A guard's re-run cut to what :meth:`_refresh_clocks` would cache: its ``n_pend``
+        pending jobs, then future jobs up to and including the first whose VST is at or
+        after ``self._reach``; (jobs, VSTs, free GPUs, whether anything was cut).
+
+        A re-run that found the pool idle only late (or took a long cached tail) can hold
+        weeks of future jobs that no pass visits (they lie past the horizon) but every
+        merge update would copy and every pass would scan. The cut keeps a prefix of the
+        same run, so every reader sees what it saw: the pass (pending jobs and VSTs before
+        the horizon), the wake-up, the guards' references (a shorter one only meets less
+        often) and the lenders' thresholds (a cut entry's VST is past any candidate's end).
+        """
+        k = n_pend + int(np.searchsorted(vs[n_pend:], self._reach, side="left"))
+        if k + 1 >= jobs.shape[0]:
+            return jobs, vs, rem, False
+        self.stats["trimmed"] += 1
+        return jobs[: k + 1], vs[: k + 1], rem[: k + 1], True
 
     def _resume_without(self, p: int, j: int, k_future: int, now: float, n_pend: int
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

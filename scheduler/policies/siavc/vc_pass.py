@@ -201,7 +201,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut):  # pragma: no cover - compiled
+               run_g, wi, wf, cut, n_pend):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -222,8 +222,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     # entry's reservation can be read by a candidate, nor change the level at ``now``: only
     # the candidates are looked for there, and the prefix sums are left unwritten
     h = np.searchsorted(aV, cut, side="right")
+    seen = 0  # pending entries met so far (the candidates are among them)
     for i in range(h):
-        vis = aA[i] and (aJ[i] < n_arr or aV[i] < horizon)
+        pend = aA[i] and aJ[i] < n_arr
+        seen += pend
+        vis = pend or (aA[i] and aV[i] < horizon)
         res = vis and aG[i] > 0 and aD[i] > 0
         cg[i + 1] = cg[i] + (aG[i] if res else 0)
         if not vis:
@@ -239,10 +242,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             break
     if n_end == N:
         for i in range(h, N):
-            if aJ[i] < n_arr and aA[i] and aG[i] <= free and lev + aG[i] <= C:
-                cand[nc] = i
-                lnb[nc] = lev
-                nc += 1
+            if seen >= n_pend:  # every pending job met: the rest are future jobs
+                break
+            if aJ[i] < n_arr and aA[i]:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
         return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
@@ -335,7 +342,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
-    scratch: PassScratch | None = None, longest: float = math.inf,
+    scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -353,6 +360,8 @@ def bulk_pass(
     (the possible candidates); entries with a VST past both the horizon and
     ``now + longest`` can then only be candidates, and the visit only looks for
     candidates among them (the default, inf, visits everything in full).
+    ``n_pending``, the live entries of arrived jobs (if known, else -1), ends the search
+    for candidates once that many have been met.
     """
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + 1)
     return _bulk_pass(
@@ -360,6 +369,7 @@ def bulk_pass(
         np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf,
         max(float(horizon), float(now) + float(longest)),
+        np.int64(n_pending if n_pending >= 0 else merged[0].shape[0]),
     )
 
 
