@@ -26,10 +26,16 @@ import numpy as np
 
 def merge_clocks(
     V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
-    pools: np.ndarray | None = None,
+    pools: np.ndarray | None = None, bound: float = math.inf,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries by end V + D, alive, the ends in that order).
+    entries with a VST before ``bound`` by end V + D, alive, the ends in that order).
+
+    The end order is only read for ends up to the horizon (see :func:`bulk_pass`), and an
+    entry ends no earlier than its VST: so it needs only the entries with a VST before a
+    bound at or after the horizon (a prefix of the merged entries), and an entry that
+    changes beyond the bound (a backlog shifted by an early start) is not sorted by end.
+    :func:`extend_end_order` moves the bound on.
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
@@ -53,9 +59,46 @@ def merge_clocks(
         pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
         order = _merge_order(V, J, seg)  # the sorted runs merged in linear time
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
-    ends = mV + mD
+    k = mV.shape[0] if bound == math.inf else int(np.searchsorted(mV, bound, side="left"))
+    ends = mV[:k] + mD[:k]
     eo = np.argsort(ends)
     return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_ends(aEO, aE, bEO, bE):  # pragma: no cover - compiled
+    # two end orders (positions, ends ascending) merged into one
+    n = aEO.shape[0] + bEO.shape[0]
+    eo = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.float64)
+    i = 0
+    k = 0
+    for o in range(n):
+        if k >= bE.shape[0] or (i < aE.shape[0] and aE[i] <= bE[k]):
+            eo[o] = aEO[i]
+            ends[o] = aE[i]
+            i += 1
+        else:
+            eo[o] = bEO[k]
+            ends[o] = bE[k]
+            k += 1
+    return eo, ends
+
+
+def extend_end_order(merged: tuple[np.ndarray, ...], old: float, new: float
+                     ) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`, its end order covering the entries with
+    a VST before ``old``) with the end order covering those before ``new`` (> ``old``): the
+    entries in between (a slice of the merged order) sorted by end and merged in."""
+    V, _, _, D, _, eo, _, ends = merged
+    a = int(np.searchsorted(V, old, side="left"))
+    b = V.shape[0] if new == math.inf else int(np.searchsorted(V, new, side="left"))
+    if b <= a:
+        return merged
+    e = V[a:b] + D[a:b]
+    o = np.argsort(e)
+    eo, ends = _merge_ends(eo, ends, o + a, e[o])
+    return (*merged[:5], eo, merged[6], ends)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -113,12 +156,12 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
     ends = np.empty(n, dtype=np.float64)
     o = 0
     k = 0
-    for i in range(na):
+    for i in range(aEO.shape[0]):  # the end orders may cover only a prefix (merge_clocks)
         q = pos_a[aEO[i]]
         if q < 0:
             continue
         e = aE[i]
-        while k < nb and bE[k] < e:
+        while k < bEO.shape[0] and bE[k] < e:
             eo[o] = pos_b[bEO[k]]
             ends[o] = bE[k]
             o += 1
@@ -126,12 +169,12 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
         eo[o] = q
         ends[o] = e
         o += 1
-    while k < nb:
+    while k < bEO.shape[0]:
         eo[o] = pos_b[bEO[k]]
         ends[o] = bE[k]
         o += 1
         k += 1
-    return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_), ends
+    return mV, mJ, mG, mD, mP, eo[:o], np.ones(n, dtype=np.bool_), ends[:o]
 
 
 def replace_pools(
@@ -164,15 +207,26 @@ def _merge_order(V, J, seg):  # pragma: no cover - compiled
     return order
 
 
+def shrink_end_order(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`) with its end order cut to the entries
+    with a VST before ``bound`` (at or before its bound)."""
+    V, eo, ends = merged[0], merged[5], merged[7]
+    keep = V[eo] < bound
+    return (*merged[:5], eo[keep], merged[6], ends[keep])
+
+
 def update_merged(
     merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, V: np.ndarray,
     J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray, pools: list[int],
+    bound: float = math.inf,
 ) -> tuple[np.ndarray, ...]:
     """Return ``merged`` with the entries of pools' changed spans replaced: the changed
     clocks' spans (laid end to end as for :func:`merge_clocks`, ``pools`` naming them)
     merged in, each pool ``p``'s entries of jobs in ``[lo[p], hi[p]]`` left out (see
-    :func:`replace_pools`)."""
-    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools))
+    :func:`replace_pools`). ``bound``: the end order's bound of ``merged`` (see
+    :func:`merge_clocks`), kept."""
+    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools,
+                                                      bound=bound))
 
 
 @numba.njit(cache=True, nogil=True)
