@@ -42,6 +42,33 @@ stable (run-aware) argsort for the span's end order: (b) 1.00x on 20,000
 merge's per-update linear work and the end order itself (e.g. per-pool
 occupancy profiles from the clock kernel, which already pops ends in order),
 not trim them.
+2026-11-24 (session 5), issue 18 item 3, two schedule-preserving changes: (1) a guard's
+re-run is cached cut to what a refresh would hold (pending jobs, then future ones up to
+the first VST past horizon + D; counted on main's clocks, a pass's merge would hold
+~17.4k entries on average instead of 31.7k), and the pass
+stops looking for candidates once it has met every pending job; (2) the merge's end
+order covers only entries with a VST before a bound 6 h past the horizon (moved on when
+passed, pulled back when over a day ahead): of the changed spans' 268M entries over the
+trace only 143M (+28M when the bound moves) are sorted by end. Whole process on the
+whole trace (replay plus imports and trace reading), 3 runs each, alternated with
+main's: CPU median 86.0 s vs 97.1 s for main, paired ratio median 0.895 (0.83-0.92).
+This script, one run (--prefixes 82182 --before main --order after-first, quiet):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 after     81.30    81.28    154340  18821194  37508603   34362      0       yes
+      82182 before    99.06    99.03    154340  18821194  37508603   34362      0       yes
+
+Not under 60 s. Where the rest goes (whole trace, final code, CPU s of 89.1 with
+per-call timers): guards that re-run clocks 26.1 (the clock runs, with the refreshes',
+15.1), merge upkeep 22.0 (span replacement 10.2, the spans' merge and end sort 6.6, the
+rest Python), the compiled pass 15.1, guard verdicts 4.2, clock refreshes 2.1, and ~20
+of Python glue in decide / _pass and the simulator. A pass and the merge still cost in
+proportion to the entries before the horizon (~9k) and to a changed span (~3.9k),
+because a guard's early start re-times its pool's whole clock. Next step (not tried):
+keep only the entries before a bound in the merge and read the pending jobs past it
+straight from the per-pool clocks (they can only be candidates there, and their
+MaxReservation is read at now + d, which does not depend on their VST), so that a
+shifted backlog costs no merge update at all.
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ from sia.scheduler.policies.siavc.vc_pass import (
     bulk_pass,
     changed_span,
     drop_job,
+    extend_end_order,
     merge_clocks,
     next_vst,
     replace_pools,
+    shrink_end_order,
     update_merged,
 )
 from sia.scheduler.policies.siavc.vst import ResourcePlan
@@ -207,11 +209,15 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
     # the longest possible candidate (a live pending job within the free GPUs), or a bound
     fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
     longest = float(D[fit].max()) if fit.any() else 0.0
+    # the live pending entries: told, the search for candidates ends once it met them all
+    n_pending = int(((J < n_arr) & ~np.isin(J, list(dead))).sum())
     for bound in (np.inf, longest, longest + float(rng.integers(0, 3) * 100)):
-        jobs, _, _, _, fails = bulk_pass(
-            merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound)
-        assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+        for told in (-1, n_pending):
+            jobs, _, _, _, fails = bulk_pass(
+                merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+                run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound,
+                n_pending=told)
+            assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -267,3 +273,50 @@ def test_walk_skips_dominated_and_failed_verdict_candidates_and_counts_them():
     assert always.next(0) == 0
     always.set_verdict(0, 1, -np.inf, 1, 0)
     assert always.next(0) == -1 and always.counts.tolist() == [2, 0]
+
+
+def assert_end_order_to(merged: tuple, bound: float) -> None:
+    """``merged``'s end order lists exactly its entries with a VST before ``bound``, by end."""
+    V, D, eo, ends = merged[0], merged[3], merged[5], merged[7]
+    assert sorted(eo.tolist()) == np.flatnonzero(V < bound).tolist()
+    assert (V[eo] + D[eo]).tolist() == ends.tolist() == sorted(ends.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 5))
+def test_an_end_order_bounded_by_vst_is_kept_extended_and_cut(seed, n, n_pools):
+    """Merging, replacing pools, extending and cutting keep the end order to exactly the
+    entries before the bound; a pass whose horizon is within the bound reads the same
+    candidates and verdicts as over the full end order."""
+    rng = np.random.default_rng(seed)
+    old = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[:n])
+    bound = float(rng.integers(0, 13) * 100 + rng.choice([0.0, 50.0]))
+    (V, J, G, D), seg = lay_out(old)
+    merged = merge_clocks(V, J, G, D, seg, bound=bound)
+    assert_end_order_to(merged, bound)
+    changed = sorted(set(rng.integers(0, n_pools, rng.integers(1, n_pools + 1)).tolist()))
+    fresh = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[: n + 3] + 10 * n + 10)
+    (cV, cJ, cG, cD), cseg = lay_out([fresh[p] for p in changed])
+    lo = np.where(np.isin(np.arange(n_pools), changed), 0, 1)
+    hi = np.where(np.isin(np.arange(n_pools), changed), 10**9, 0)
+    merged = update_merged(merged, lo, hi, cV, cJ, cG, cD, cseg, changed, bound=bound)
+    assert_end_order_to(merged, bound)
+    wider = bound + float(rng.integers(1, 6) * 100)
+    assert_end_order_to(extend_end_order(merged, bound, wider), wider)
+    assert_end_order_to(extend_end_order(merged, bound, np.inf), np.inf)
+    narrower = bound - float(rng.integers(0, 6) * 100)
+    assert_end_order_to(shrink_end_order(merged, narrower), narrower)
+    # the same merge with its full end order, and a pass as the policy runs it: the horizon
+    # now + the longest pending job within the free GPUs, the bound at or past it
+    eo = np.argsort(merged[0] + merged[3], kind="stable")
+    full = (*merged[:5], eo, merged[6], (merged[0] + merged[3])[eo])
+    n_arr = int(rng.integers(0, 3 * n + 3))
+    free = int(rng.integers(0, 9))
+    fit = (merged[1] < n_arr) & (merged[2] <= free)
+    longest = float(merged[3][fit].max()) if fit.any() else 0.0
+    horizon = longest
+    bounded = extend_end_order(merged, bound, horizon) if bound < horizon else merged
+    kw = dict(horizon=horizon, n_arrived=n_arr, now=0.0, capacity=12, free=free,
+              run_end=np.array([50.0]), run_gpus=np.array([2]), longest=longest)
+    for x, y in zip(bulk_pass(bounded, **kw), bulk_pass(full, **kw), strict=True):
+        assert x.tolist() == y.tolist()

@@ -55,7 +55,9 @@ differs still holding GPUs) and takes the rest from it; a job started wholly on
 lent GPUs cannot make its own pool fail, so that pool's clock is resumed at the
 job's place instead of re-run. The pools' clocks are kept merged in (VST, job)
 order, updated in linear time for the span a change touched (a job started on time
-leaves only a tombstone). Each pass's bulk visit (the plan's level at every
+leaves only a tombstone); a guard's re-run is cached cut to what a refresh would hold
+(see ``_trim``), and the merge's order by end covers only the entries before a bound
+just past the horizon (see ``_merged``). Each pass's bulk visit (the plan's level at every
 reservation start, each candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
@@ -93,13 +95,17 @@ from sia.scheduler.policies.siavc.vc_pass import (
     bulk_pass,
     changed_span,
     drop_job,
+    extend_end_order,
     merge_clocks,
     next_vst,
+    shrink_end_order,
     update_merged,
 )
 from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts, fcfs_clock_against
 
 _EPS = 1e-6  # seconds
+#: the end order of the merged clocks reaches at least this far (s) past the horizon
+_END_ORDER_AHEAD = 6 * 3600.0
 
 
 class _PendingByWidth:
@@ -186,6 +192,8 @@ class SiaVCPolicy:
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
         self._held = [0] * P
+        #: per pool: no charge of it ends before this instant (s; a lower bound, exact after a cut)
+        self._cmin = [math.inf] * P
         #: no charge ends before this instant (s; a lower bound)
         self._expiry = math.inf
         #: per pool: cached virtual clock, (jobs, VSTs, GPUs free after each start) of a prefix
@@ -202,7 +210,7 @@ class SiaVCPolicy:
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0}
+                      "resims": 0, "trimmed": 0}
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
@@ -305,11 +313,13 @@ class SiaVCPolicy:
         self.stats["calls"] += 1
         P = view.n_pools
         if self._expiry <= now:  # some charge is over: cut every pool's charges at now
+            cmin = self._cmin
             for q in range(P):
-                if self._charges[q] and min(self._charges[q])[0] <= now:
-                    self._charges[q] = [c for c in self._charges[q] if c[0] > now]
-                    self._held[q] = sum(g for _, g in self._charges[q])
-            self._expiry = min((min(c)[0] for c in self._charges if c), default=math.inf)
+                if cmin[q] <= now:
+                    kept = self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+                    self._held[q] = sum(g for _, g in kept)
+                    cmin[q] = min(kept)[0] if kept else math.inf
+            self._expiry = min(cmin)
         pend = [list(view.pending(p)) for p in range(P)]
         n_arr = view.n_arrived
         if not any(pend):
@@ -366,29 +376,48 @@ class SiaVCPolicy:
         return starts
 
     def _current_merge(self) -> tuple | None:
-        """The cached merge (versions, merged clocks, clocks merged) if every clock is as
-        merged, else None."""
+        """The cached merge (versions, merged clocks, clocks merged, its end order's bound) if
+        every clock is as merged, else None."""
         cat = self._cat
         return cat if cat is not None and cat[0] == tuple(self._ver) else None
 
-    def _merged(self) -> tuple[np.ndarray, ...]:
+    def _merged(self, horizon: float) -> tuple[np.ndarray, ...]:
         """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
         by the pools' versions. When clocks changed, only the entries between what each new
         clock shares with the merged one at its start and at its end are replaced (a
         guard's re-run keeps the clock's head, and its tail where it met the cached clock),
-        in linear time."""
+        in linear time.
+
+        The end order covers the entries with a VST before a bound at or after ``horizon``
+        (a pass reads ends up to the horizon only): the bound is set ``_END_ORDER_AHEAD``
+        past the horizon when the horizon passes it (the entries in between sorted by end
+        and merged in) or when it lies more than four times that far ahead (the end order
+        cut). So an early start that shifts its pool's backlog far ahead re-sorts by end
+        only the shifted entries before the bound."""
         key = tuple(self._ver)
         cat = self._cat
-        if cat is not None and cat[0] == key:
-            return cat[1]
+        if cat is None or cat[0] != key:
+            cat = self._cat = self._merge_update(key, cat, horizon)
+        if cat[3] < horizon:
+            bound = horizon + _END_ORDER_AHEAD
+            cat = self._cat = (cat[0], extend_end_order(cat[1], cat[3], bound), cat[2], bound)
+        elif cat[3] > horizon + 4 * _END_ORDER_AHEAD:
+            bound = horizon + _END_ORDER_AHEAD
+            cat = self._cat = (cat[0], shrink_end_order(cat[1], bound), cat[2], bound)
+        return cat[1]
+
+    def _merge_update(self, key: tuple, cat: tuple | None, horizon: float) -> tuple:
+        """The new cached merge of :meth:`_merged`, from ``cat`` (the previous one or None)."""
         P = len(key)
         if cat is None:
+            bound = horizon + _END_ORDER_AHEAD
             J = np.concatenate([self._vc[p][0] for p in range(P)])
             seg = np.zeros(P + 1, dtype=np.int64)
             np.cumsum([self._vc[p][0].shape[0] for p in range(P)], out=seg[1:])
             new = merge_clocks(np.concatenate([self._vc[p][1] for p in range(P)]), J,
-                               self._gpus_np[J], self._dur_np[J], seg)
+                               self._gpus_np[J], self._dur_np[J], seg, bound=bound)
         else:
+            bound = cat[3]
             changed, js, vs = [], [], []
             lo = np.ones(P, dtype=np.int64)
             hi = np.zeros(P, dtype=np.int64)
@@ -408,9 +437,8 @@ class SiaVCPolicy:
             np.cumsum([x.shape[0] for x in js], out=seg[1:])
             J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
             new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
-                                self._gpus_np[J], self._dur_np[J], seg, changed)
-        self._cat = (key, new, [self._vc[p][:2] for p in range(P)])
-        return new
+                                self._gpus_np[J], self._dur_np[J], seg, changed, bound=bound)
+        return (key, new, [self._vc[p][:2] for p in range(P)], bound)
 
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
               run_e: list[float], run_g: list[int]) -> int | None:
@@ -441,8 +469,8 @@ class SiaVCPolicy:
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q) for q in range(len(pend))]
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            self._merged(), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            scratch=self._scratch, longest=horizon - now,
+            self._merged(horizon), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
             run_end=np.array(run_e, dtype=np.float64),
             run_gpus=np.array(run_g, dtype=np.int64))
         if not Jc_a.size:
@@ -483,6 +511,7 @@ class SiaVCPolicy:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
             self._expiry = min(self._expiry, end)
+            self._cmin[p] = min(self._cmin[p], end)
             if end > now:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
@@ -493,7 +522,7 @@ class SiaVCPolicy:
                 drop_job(cat[1], j)
                 self._ver[p] += 1
                 cat[2][p] = self._vc[p][:2]
-                self._cat = (tuple(self._ver), cat[1], cat[2])
+                self._cat = (tuple(self._ver), *cat[1:])
             else:
                 self._ver[p] += 1
             if v != now:  # within _EPS of now: later starts may move by that much
@@ -518,6 +547,7 @@ class SiaVCPolicy:
             for q, s in shares.items():
                 self._charges[q].append((end, s))
                 self._expiry = min(self._expiry, end)
+                self._cmin[q] = min(self._cmin[q], end)
                 if end > now:
                     self._held[q] += s
             new = {}
@@ -538,12 +568,12 @@ class SiaVCPolicy:
                     ok = False
                     break
                 full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
-                new[q] = (jobs, vs, rem, full)
+                new[q] = (*self._trim(jobs, vs, rem, n_q), full)
             if ok:
-                for q, (jobs, vs, rem, full) in new.items():
+                for q, (jobs, vs, rem, trimmed, full) in new.items():
                     self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
-                    self._vc_full[q] = full
+                    self._vc_full[q] = full and not trimmed
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))
@@ -551,6 +581,25 @@ class SiaVCPolicy:
                     self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
+
+    def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """A guard's re-run cut to what :meth:`_refresh_clocks` would cache: its ``n_pend``
+        pending jobs, then future jobs up to and including the first whose VST is at or
+        after ``self._reach``; (jobs, VSTs, free GPUs, whether anything was cut).
+
+        A re-run that found the pool idle only late (or took a long cached tail) can hold
+        weeks of future jobs that no pass visits (they lie past the horizon) but every
+        merge update would copy and every pass would scan. The cut keeps a prefix of the
+        same run, so every reader sees what it saw: the pass (pending jobs and VSTs before
+        the horizon), the wake-up, the guards' references (a shorter one only meets less
+        often) and the lenders' thresholds (a cut entry's VST is past any candidate's end).
+        """
+        k = n_pend + int(np.searchsorted(vs[n_pend:], self._reach, side="left"))
+        if k + 1 >= jobs.shape[0]:
+            return jobs, vs, rem, False
+        self.stats["trimmed"] += 1
+        return jobs[: k + 1], vs[: k + 1], rem[: k + 1], True
 
     def _resume_without(self, p: int, j: int, k_future: int, now: float, n_pend: int
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

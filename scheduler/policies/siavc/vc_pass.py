@@ -26,10 +26,16 @@ import numpy as np
 
 def merge_clocks(
     V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
-    pools: np.ndarray | None = None,
+    pools: np.ndarray | None = None, bound: float = math.inf,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries by end V + D, alive, the ends in that order).
+    entries with a VST before ``bound`` by end V + D, alive, the ends in that order).
+
+    The end order is only read for ends up to the horizon (see :func:`bulk_pass`), and an
+    entry ends no earlier than its VST: so it needs only the entries with a VST before a
+    bound at or after the horizon (a prefix of the merged entries), and an entry that
+    changes beyond the bound (a backlog shifted by an early start) is not sorted by end.
+    :func:`extend_end_order` moves the bound on.
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
@@ -53,9 +59,46 @@ def merge_clocks(
         pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
         order = _merge_order(V, J, seg)  # the sorted runs merged in linear time
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
-    ends = mV + mD
+    k = mV.shape[0] if bound == math.inf else int(np.searchsorted(mV, bound, side="left"))
+    ends = mV[:k] + mD[:k]
     eo = np.argsort(ends)
     return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_ends(aEO, aE, bEO, bE):  # pragma: no cover - compiled
+    # two end orders (positions, ends ascending) merged into one
+    n = aEO.shape[0] + bEO.shape[0]
+    eo = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.float64)
+    i = 0
+    k = 0
+    for o in range(n):
+        if k >= bE.shape[0] or (i < aE.shape[0] and aE[i] <= bE[k]):
+            eo[o] = aEO[i]
+            ends[o] = aE[i]
+            i += 1
+        else:
+            eo[o] = bEO[k]
+            ends[o] = bE[k]
+            k += 1
+    return eo, ends
+
+
+def extend_end_order(merged: tuple[np.ndarray, ...], old: float, new: float
+                     ) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`, its end order covering the entries with
+    a VST before ``old``) with the end order covering those before ``new`` (> ``old``): the
+    entries in between (a slice of the merged order) sorted by end and merged in."""
+    V, _, _, D, _, eo, _, ends = merged
+    a = int(np.searchsorted(V, old, side="left"))
+    b = V.shape[0] if new == math.inf else int(np.searchsorted(V, new, side="left"))
+    if b <= a:
+        return merged
+    e = V[a:b] + D[a:b]
+    o = np.argsort(e)
+    eo, ends = _merge_ends(eo, ends, o + a, e[o])
+    return (*merged[:5], eo, merged[6], ends)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -113,12 +156,12 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
     ends = np.empty(n, dtype=np.float64)
     o = 0
     k = 0
-    for i in range(na):
+    for i in range(aEO.shape[0]):  # the end orders may cover only a prefix (merge_clocks)
         q = pos_a[aEO[i]]
         if q < 0:
             continue
         e = aE[i]
-        while k < nb and bE[k] < e:
+        while k < bEO.shape[0] and bE[k] < e:
             eo[o] = pos_b[bEO[k]]
             ends[o] = bE[k]
             o += 1
@@ -126,12 +169,12 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
         eo[o] = q
         ends[o] = e
         o += 1
-    while k < nb:
+    while k < bEO.shape[0]:
         eo[o] = pos_b[bEO[k]]
         ends[o] = bE[k]
         o += 1
         k += 1
-    return mV, mJ, mG, mD, mP, eo, np.ones(n, dtype=np.bool_), ends
+    return mV, mJ, mG, mD, mP, eo[:o], np.ones(n, dtype=np.bool_), ends[:o]
 
 
 def replace_pools(
@@ -164,15 +207,26 @@ def _merge_order(V, J, seg):  # pragma: no cover - compiled
     return order
 
 
+def shrink_end_order(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`) with its end order cut to the entries
+    with a VST before ``bound`` (at or before its bound)."""
+    V, eo, ends = merged[0], merged[5], merged[7]
+    keep = V[eo] < bound
+    return (*merged[:5], eo[keep], merged[6], ends[keep])
+
+
 def update_merged(
     merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, V: np.ndarray,
     J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray, pools: list[int],
+    bound: float = math.inf,
 ) -> tuple[np.ndarray, ...]:
     """Return ``merged`` with the entries of pools' changed spans replaced: the changed
     clocks' spans (laid end to end as for :func:`merge_clocks`, ``pools`` naming them)
     merged in, each pool ``p``'s entries of jobs in ``[lo[p], hi[p]]`` left out (see
-    :func:`replace_pools`)."""
-    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools))
+    :func:`replace_pools`). ``bound``: the end order's bound of ``merged`` (see
+    :func:`merge_clocks`), kept."""
+    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools,
+                                                      bound=bound))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -201,7 +255,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut):  # pragma: no cover - compiled
+               run_g, wi, wf, cut, n_pend):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -222,8 +276,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     # entry's reservation can be read by a candidate, nor change the level at ``now``: only
     # the candidates are looked for there, and the prefix sums are left unwritten
     h = np.searchsorted(aV, cut, side="right")
+    seen = 0  # pending entries met so far (the candidates are among them)
     for i in range(h):
-        vis = aA[i] and (aJ[i] < n_arr or aV[i] < horizon)
+        pend = aA[i] and aJ[i] < n_arr
+        seen += pend
+        vis = pend or (aA[i] and aV[i] < horizon)
         res = vis and aG[i] > 0 and aD[i] > 0
         cg[i + 1] = cg[i] + (aG[i] if res else 0)
         if not vis:
@@ -239,10 +296,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             break
     if n_end == N:
         for i in range(h, N):
-            if aJ[i] < n_arr and aA[i] and aG[i] <= free and lev + aG[i] <= C:
-                cand[nc] = i
-                lnb[nc] = lev
-                nc += 1
+            if seen >= n_pend:  # every pending job met: the rest are future jobs
+                break
+            if aJ[i] < n_arr and aA[i]:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
         return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
@@ -335,7 +396,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
-    scratch: PassScratch | None = None, longest: float = math.inf,
+    scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -353,6 +414,8 @@ def bulk_pass(
     (the possible candidates); entries with a VST past both the horizon and
     ``now + longest`` can then only be candidates, and the visit only looks for
     candidates among them (the default, inf, visits everything in full).
+    ``n_pending``, the live entries of arrived jobs (if known, else -1), ends the search
+    for candidates once that many have been met.
     """
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + 1)
     return _bulk_pass(
@@ -360,6 +423,7 @@ def bulk_pass(
         np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
         np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf,
         max(float(horizon), float(now) + float(longest)),
+        np.int64(n_pending if n_pending >= 0 else merged[0].shape[0]),
     )
 
 
