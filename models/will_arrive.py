@@ -384,10 +384,10 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         Falls back to a forced fit when the tail held no XGBoost candidate.
         """
         self._check_fitted()
-        forced = clone(self).set_params(select="xgboost")
-        row = next((r for r in self.selection_ if r["candidate"] == "xgboost"), None)
         if self.method_ == "xgboost":
             return self
+        forced = clone(self).set_params(select="xgboost")
+        row = next((r for r in self.selection_ if r["candidate"] == "xgboost"), None)
         if row is None:
             return forced.fit(X, y)
         x = _frame_columns(X, self._columns(), "WillJobsArrive.classifier_candidate")
