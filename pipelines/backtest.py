@@ -43,11 +43,16 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
          f"{every_days:g} days on the last {train_days:g} ({time.perf_counter() - clock:.1f} s "
          "to build the features)")
     base = params or XGBParams()
-    groups = TrainConfig().groups()  # sia train's default feature groups
+    config = TrainConfig()  # what `sia train` does by default
+    groups = config.groups()
 
     def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
-        # what `sia train` registers: feature-set selection and model selection on the tail
-        return lambda rows: select_window_model(rows, k, groups, base)[0]
+        # what `sia train` registers: its feature set(s), threshold rule and model selection,
+        # every choice on the fold's own training tail
+        return lambda rows: select_window_model(
+            rows, k, groups, base, select_features=config.select_features,
+            threshold=config.threshold, target_recall=config.target_recall,
+            select=config.will_arrive_select)[0]
 
     def progress(row: dict[str, Any]) -> None:
         if row["method"] == "skipped":

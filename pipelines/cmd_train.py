@@ -25,9 +25,10 @@ StartDayOpt = Annotated[float | None, typer.Option(
     show_default=False)]
 WindowsOpt = Annotated[str, typer.Option(
     "--windows", help="Prediction windows k in minutes, comma separated.")]
-ThresholdOpt = Annotated[float | None, typer.Option(
-    "--threshold", help="WillJobsArrive decision threshold (default: the one that "
-                        "maximizes F on the last 20% of the training period).",
+ThresholdOpt = Annotated[str | None, typer.Option(
+    "--threshold", help="WillJobsArrive decision threshold: half-f (default: half the "
+                        "best F reached on the last 20% of the training period), tail "
+                        "(the one that maximizes F there), or a probability in (0, 1).",
     show_default=False)]
 TargetRecallOpt = Annotated[float | None, typer.Option(
     "--target-recall", help="Choose each window's threshold as the largest reaching "
@@ -92,6 +93,10 @@ TuneObjectiveOpt = Annotated[str, typer.Option(
 ]
 PrecisionFloorOpt = Annotated[float, typer.Option(
     "--precision-floor", help="Precision floor of recall_at_precision.")]
+SelectFeaturesOpt = Annotated[bool, typer.Option(
+    "--select-features", help="WillJobsArrive: fit each cumulative feature set of the "
+                              "ablation and keep the best on the last 20% of the training "
+                              "period (default: every feature).")]
 NoAblationOpt = Annotated[bool, typer.Option(
     "--no-ablation", help="Skip the feature-set ablation (one fit per window).")]
 ThreadsOpt = Annotated[int, typer.Option(
@@ -128,7 +133,7 @@ class TrainArgs:
     warmup_days: float
     start_day: float | None
     windows: str
-    threshold: float | None
+    threshold: str | None
     target_recall: float | None
     recipe: str
     will_arrive_select: str
@@ -144,6 +149,7 @@ class TrainArgs:
     tune: int
     tune_objective: str
     precision_floor: float
+    select_features: bool
     no_ablation: bool
     threads: int
     alias: str
@@ -188,6 +194,7 @@ def register(app: typer.Typer) -> None:
         tune: TuneOpt = 0,
         tune_objective: TuneObjectiveOpt = "f1",
         precision_floor: PrecisionFloorOpt = 0.5,
+        select_features: SelectFeaturesOpt = False,
         no_ablation: NoAblationOpt = False,
         threads: ThreadsOpt = 0,
         alias: AliasOpt = "champion",
@@ -240,8 +247,7 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
                           f"always_yes, not {a.will_arrive_select!r}")
     if a.target_recall is not None and not 0.0 < a.target_recall <= 1.0:
         raise ConfigError(f"--target-recall must be in (0, 1], not {a.target_recall}")
-    if a.threshold is not None and not 0.0 < a.threshold < 1.0:
-        raise ConfigError(f"--threshold must be in (0, 1), not {a.threshold}")
+    _threshold(a.threshold)  # a bad --threshold fails before any work
     if a.n_estimators < 1:
         raise ConfigError(f"--n-estimators must be >= 1, not {a.n_estimators}")
     if a.tune < 0:
@@ -255,6 +261,25 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
         raise ConfigError("--duration-target-under must be in [0, 1], not "
                           f"{a.duration_target_under}")
     return ks
+
+
+def _threshold(text: str | None) -> float | str:
+    """Return the WillJobsArrive threshold of ``--threshold`` (a rule name or a probability)."""
+    from sia.models.will_arrive import THRESHOLD_RULES
+
+    if text is None:
+        return THRESHOLD_RULES[0]
+    rule = text.strip().lower().replace("-", "_")
+    if rule in THRESHOLD_RULES:
+        return rule
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:  # nan fails too
+        raise ConfigError(f"--threshold must be half-f, tail or a probability in (0, 1), "
+                          f"not {text!r}")
+    return value
 
 
 def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
@@ -275,6 +300,7 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
         raise ConfigError(f"--duration-recent must be in [0, 1], not {a.duration_recent}")
     if a.recipe == "paper":
         set_by_recipe = {"--threshold": a.threshold is not None,
+                         "--select-features": a.select_features,
                          "--will-arrive-select": a.will_arrive_select != "auto",
                          "--load-method": a.load_method != "calibrated",
                          "--duration-method": a.duration_method != "history_cdf"}
@@ -287,7 +313,8 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                                                        seed=a.seed))
     if a.recipe == "default":
         return TrainConfig(
-            **common, threshold=a.threshold, will_arrive_select=a.will_arrive_select,
+            **common, threshold=_threshold(a.threshold), will_arrive_select=a.will_arrive_select,
+            select_features=a.select_features,
             load_method=a.load_method, duration_method=a.duration_method,
             xgb=XGBParams(n_estimators=a.n_estimators, seed=a.seed))
     raise ConfigError(f"--recipe must be default or paper, not {a.recipe!r}")

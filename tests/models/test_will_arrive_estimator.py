@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.features.table9 import FEATURE_COLUMNS
-from sia.models.will_arrive import WillJobsArrive, best_f1_threshold
+from sia.models.will_arrive import WillJobsArrive, best_f1_threshold, half_f1_threshold
 
 
 def _rows(n: int, seed: int, *, signal: str = "burst") -> pl.DataFrame:
@@ -37,6 +37,48 @@ def test_best_f1_threshold_by_hand():
     # thresholds .9 .8 .7 .6: F = 2/4, 4/5, 4/6, 6/7 -> 0.6
     assert best_f1_threshold(y, p) == pytest.approx(0.6)
     assert best_f1_threshold(np.zeros(3), np.array([0.1, 0.2, 0.3])) == 0.5
+
+
+def test_half_f1_threshold_by_hand():
+    y = np.array([1, 1, 0, 1, 0])
+    p = np.array([0.9, 0.8, 0.7, 0.6, 0.1])
+    # the best F is 6/7 (at .6, see above): the threshold is 3/7
+    assert half_f1_threshold(y, p) == pytest.approx(3 / 7)
+    y2, p2 = np.array([1, 0, 1, 0]), np.array([0.9, 0.8, 0.7, 0.1])
+    # >= .9: F 2/3; >= .8: 1/2; >= .7: 4/5; >= .1: 2/3 -> 0.4
+    assert half_f1_threshold(y2, p2) == pytest.approx(0.4)
+    assert half_f1_threshold(np.zeros(3), np.array([0.1, 0.2, 0.3])) == 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0)), min_size=1, max_size=40))
+def test_half_f1_threshold_is_half_a_reachable_f(pairs):
+    y = np.array([a for a, _ in pairs], dtype=int)
+    p = np.array([b for _, b in pairs])
+    t = half_f1_threshold(y, p)
+    if y.sum() == 0:
+        assert t == 0.5
+        return
+    # an F no cut beats, halved: in (0, 0.5], and the best cut's F equals 2 t
+    fs = [2 * (y & (p >= c)).sum() / ((p >= c).sum() + y.sum()) for c in np.unique(p)]
+    assert 0.0 < t <= 0.5
+    assert 2 * t == pytest.approx(max(fs))
+
+
+@pytest.mark.parametrize("rule", ["half_f", "tail"])
+def test_the_threshold_rule_is_applied_to_the_tails_scores(rule):
+    """The registered threshold is what the rule gives on the head booster's tail scores."""
+    tr = _rows(3000, 0)
+    est = WillJobsArrive(window_min=5, n_estimators=30, threshold=rule).fit(tr, tr["label_arrival"])
+    assert est.method_ == "xgboost"
+    t = tr["t"].to_numpy()
+    tail = t >= t.max() - 0.2 * (t.max() - t.min())
+    head = est._train(tr.filter(pl.Series(~tail)).select(FEATURE_COLUMNS).to_numpy().astype(np.float32),
+                      tr["label_arrival"].to_numpy()[~tail])
+    proba = head.inplace_predict(tr.filter(pl.Series(tail)).select(FEATURE_COLUMNS).to_numpy()
+                                 .astype(np.float32))
+    rule_of = {"half_f": half_f1_threshold, "tail": best_f1_threshold}[rule]
+    assert est.threshold_ == pytest.approx(rule_of(tr["label_arrival"].to_numpy()[tail], proba))
 
 
 def test_the_classifier_wins_where_it_sees_more_than_persistence():
@@ -116,6 +158,8 @@ def test_boundary_errors_say_what_to_fix():
         WillJobsArrive(select="magic").fit(tr, tr["label_arrival"])
     with pytest.raises(ValueError, match="threshold"):
         WillJobsArrive(threshold=1.5).fit(tr, tr["label_arrival"])
+    with pytest.raises(ValueError, match="half_f"):
+        WillJobsArrive(threshold="median").fit(tr, tr["label_arrival"])
     with pytest.raises(ValueError, match="polars or pandas frame"):
         WillJobsArrive().fit(tr.to_numpy(), tr["label_arrival"])
 

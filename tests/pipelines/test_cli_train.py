@@ -112,6 +112,18 @@ def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys
     assert "does not fit" in capsys.readouterr().err
     assert main(["train", "--synthetic", "base", "--days", "3", "--threads", "-1"]) == 2
     assert "--threads must be >= 0" in capsys.readouterr().err
+    for bad in ("median", "1.5", "0", "nan"):
+        assert main(["train", "--synthetic", "base", "--threshold", bad]) == 2
+        assert "--threshold must be half-f, tail or a probability" in capsys.readouterr().err
+
+
+def test_threshold_option_takes_a_rule_or_a_probability():
+    from sia.pipelines.cmd_train import _threshold
+
+    assert _threshold(None) == "half_f"
+    assert _threshold("half-f") == _threshold("HALF_F") == "half_f"
+    assert _threshold("tail") == "tail"
+    assert _threshold("0.3") == pytest.approx(0.3)
 
 
 def test_unreachable_tracking_server_is_a_quick_clear_error(tmp_path, monkeypatch):
