@@ -569,12 +569,19 @@ class OraclePolicy:
     planned start. A job is opportunistic when its pool's dedicated use plus
     its width would exceed the quota. ``result`` holds the :class:`OracleResult`, and
     :meth:`facts` reports it.
+
+    On buddy cells the plan is the count-level one (the MILP knows no cells):
+    ``decide`` returns intents, the simulator's placer stage places them, and
+    a start it refuses (the gang fits by count but no cell is free) goes back
+    to the policy (:meth:`refused`) and is asked for again, ahead of later
+    planned starts, at every following decision until it gets a cell. So on
+    cells no job starts before its planned start, and one may start after it.
     """
 
     name = "oracle"
     perfect_information = True
     uses_ticks = False
-    needs = PolicyNeeds(seed=True)  # places no cells: fungible GPUs only
+    needs = PolicyNeeds(seed=True, locality=True)  # on cells, the simulator places its starts
 
     def __init__(self, *, step_s: float = 300.0, slots_per_duration: float = 4.0,
                  beta: float = 0.0, time_limit_s: float = 600.0,
@@ -604,7 +611,8 @@ class OraclePolicy:
         order = np.argsort(self._plan, kind="stable")
         self._order = order.tolist()
         self._times = self._plan[order].tolist()
-        self._next = 0  # position in _order of the first job not started yet
+        self._next = 0  # position in _order of the first job not asked for yet
+        self._retry: list[tuple[float, int]] = []  # refused starts: (planned start, job), sorted
         self._gpus = trace.num_gpus.tolist()
         self._pool = trace.pool.tolist()
         self._quota = trace.quota.tolist()
@@ -622,13 +630,18 @@ class OraclePolicy:
                 "oracle_reproducible": res.reproducible}
 
     def decide(self, view: SimView) -> list[Start]:
-        """Start every job whose planned start time is now (or passed)."""
+        """Start every job whose planned start time is now (or passed): the starts the placer
+        refused earlier first, in plan order, then the newly due ones."""
         now = view.now
-        starts: list[Start] = []
         ded: dict[int, int] = {}
+        retry, self._retry = self._retry, []
+        due = [j for _, j in retry]
         times, order = self._times, self._order
         while self._next < len(order) and times[self._next] <= now:
-            j = order[self._next]
+            due.append(order[self._next])
+            self._next += 1
+        starts: list[Start] = []
+        for j in due:
             p, g = self._pool[j], self._gpus[j]
             used = ded.get(p, view.used_dedicated_of(p))
             if used + g <= self._quota[p]:
@@ -637,10 +650,14 @@ class OraclePolicy:
             else:
                 ded[p] = used
                 starts.append(Start(j, True))
-            self._next += 1
         return starts
 
+    def refused(self, jobs: list[int]) -> None:
+        """Keep starts the placer refused (no cell) to ask for again at the next decision."""
+        self._retry = sorted(self._retry + [(self._plan[j], j) for j in jobs])
+
     def next_wakeup(self, now: float) -> float | None:
-        """Return the next planned start time after ``now`` (s), or None when all have started."""
+        """Return the next planned start time after ``now`` (s), or None when all have been asked
+        for (a refused start waits for the next arrival or completion, which frees cells)."""
         i = self._next
         return self._times[i] if i < len(self._times) and self._times[i] > now else None

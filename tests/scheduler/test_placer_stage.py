@@ -128,6 +128,46 @@ def test_policies_placed_by_the_simulator_replay_on_cells(name):
         assert summary["placed_buddy"] + summary["placed_fallback"] >= jobs.height
 
 
+def test_the_oracle_on_cells_asks_again_for_a_start_without_a_cell():
+    """Its plan is count-level: h (4 GPUs) is planned at t=10, when six GPUs are free but no
+    aligned 4-GPU cell; the placer refuses it, and the oracle asks again at every decision
+    until p ends at 50 and frees the cell. The others start as planned."""
+    oracle = make_policy("oracle", work_limit=2.0)
+    res, summary = simulate_cells(fragmented_pool(), make_pools({"a": 8}), oracle,
+                                  LocalityConfig(), check_invariants=True,
+                                  record_placements=True)
+    start = dict(zip(res["job_id"], res["start_time"], strict=True))
+    plan = dict(zip(res["job_id"].to_list(), oracle.result.start_s.tolist(), strict=True))
+    assert plan["h"] == 10.0 and start["h"] == 50.0
+    assert all(start[j] == plan[j] for j in "pqrsk")
+    assert summary["placements"]["h"] == (0, 1, 2, 3)
+    assert summary["refused"] >= 1 and summary["frag_refused"] >= 1
+    # on fungible GPUs the same plan runs as planned
+    fungible = make_policy("oracle", work_limit=2.0)
+    state = run_trace(build_trace(fragmented_pool(), make_pools({"a": 8}))[0],
+                      Cluster([8]), fungible, check_invariants=True)
+    assert state.start_time.tolist() == fungible.result.start_s.tolist()
+
+
+@pytest.mark.parametrize("chain", [("buddy",), ("buddy", "mcf")])
+def test_the_oracle_replays_on_cells_never_before_its_plan(chain):
+    jobs, pools = generate_workload("base", seed=6, days=1.0, num_pools=3)
+    pools = pools.select("pool", "quota_gpus")
+    oracle = make_policy("oracle", work_limit=2.0)
+    res, summary = simulate_cells(jobs, pools, oracle, LocalityConfig(chain=chain),
+                                  check_invariants=True)
+    trace, order = build_trace(jobs, pools)
+    start = res["start_time"].to_numpy()
+    assert not np.isnan(start).any()
+    # result rows follow the jobs table; the plan follows the trace's (submit) order
+    plan = np.empty(trace.n_jobs)
+    plan[order] = oracle.result.start_s
+    assert (start >= plan - 1e-9).all()
+    assert summary["frag_refused"] > 0  # the workload's gangs do meet fragmentation
+    assert (start > plan + 1e-9).any()
+    assert summary["placed_buddy"] + summary["placed_fallback"] >= jobs.height
+
+
 # ----------------------------------------------------------------------------- can_place
 def fragmented_pool() -> pl.DataFrame:
     """One pool of 8 GPUs (one server). At t=0: p (1 GPU, to t=50) takes GPU 0, q (1, to 10)

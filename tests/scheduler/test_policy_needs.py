@@ -100,9 +100,9 @@ def test_needs_as_declared_for_the_paper_policies():
     assert set(policies_with(forecaster=True)) == {
         "sia", "sia-random", "sia-random-both", "sia-perfect-durations", "sia-perfect-arrivals",
         "sia-learned"}
-    assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect", "ssf", "gssf", "themis"} <= set(
-        policies_with(locality=True))
-    assert not {"sia-vc", "oracle"} & set(policies_with(locality=True))
+    assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect", "ssf", "gssf", "themis",
+            "oracle"} <= set(policies_with(locality=True))
+    assert "sia-vc" not in set(policies_with(locality=True))
     with pytest.raises(ValueError, match="locality_requires needs locality"):
         PolicyNeeds(locality_requires={"strict_buddies": False})
 
