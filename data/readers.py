@@ -41,6 +41,7 @@ from sia.data.errors import ConfigError, TraceError
 from sia.data.formats import FORMATS, TIME_UNITS
 from sia.data.schema import (
     JOB_SCHEMA,
+    REGION_COLUMN,
     SOURCE_FILE,
     SOURCE_ROW,
     BadRows,
@@ -509,10 +510,10 @@ def _check_mapping(mapping: dict[str, str], pool_from: str | None) -> None:
         raise ConfigError(f"--map pool={mapping['pool']} and --pool-from {pool_from} both say "
                           "where the pool comes from; give only one of them")
     for dst in mapping:
-        if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS:
+        if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS and dst != REGION_COLUMN:
             raise ConfigError(
                 f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
-                f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)}"
+                f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)} nor {REGION_COLUMN}"
             )
 
 

@@ -32,6 +32,9 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
 }
 REQUIRED_JOB_COLUMNS = ("pool", "submit_time", "duration", "num_gpus")
 OPTIONAL_JOB_COLUMNS = ("job_id", "tag", "user", "preemptible")
+#: An extra column a trace may carry (``--map region=YOURS``): the region that holds the
+#: job's pool (its home, where its data starts); ``sia replay`` then replays on regions.
+REGION_COLUMN = "region"
 
 #: Canonical pools table.
 POOL_SCHEMA: dict[str, pl.DataType] = {

@@ -261,22 +261,44 @@ def summary_table(summary: dict) -> Table:
 
 
 def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
-    """The RegionsSpec of --regions / --regions-mode (None without --regions), checked."""
+    """The RegionsSpec of --regions FILE / --regions-mode (None without --regions), checked.
+
+    Without --regions a trace may still carry regions in a column (--map region=YOURS):
+    :func:`regions_from_trace` reads them once the trace is read."""
     from sia.pipelines.engine.spec import REGION_CHOICES, RegionsSpec
 
     if mode not in REGION_CHOICES:
         raise ConfigError(f"--regions-mode must be one of {', '.join(REGION_CHOICES)}, "
                           f"not {mode!r}")
     if path is None:
-        if mode != "static":
-            raise ConfigError("--regions-mode needs --regions FILE")
         return None
-    if locality is not None:
-        raise ConfigError("--regions: regions replay on fungible GPUs; drop --topology, "
-                          "--placement and --cells-option")
+    _check_fungible(locality)
     from sia.pipelines.engine.sched import read_regions_file
 
     return RegionsSpec(read_regions_file(path), mode)
+
+
+def regions_from_trace(jobs: Any, source: str, mode: str, locality: Any) -> Any:
+    """The RegionsSpec of a trace's region column (None when it has none; --regions-mode other
+    than static then needs --regions FILE)."""
+    from sia.data.schema import REGION_COLUMN
+    from sia.pipelines.engine.spec import RegionsSpec
+
+    if REGION_COLUMN not in jobs.columns:
+        if mode != "static":
+            raise ConfigError("--regions-mode needs --regions FILE or a region column in the "
+                              f"trace (--map {REGION_COLUMN}=YOUR_COLUMN)")
+        return None
+    _check_fungible(locality)
+    from sia.pipelines.engine.sched import regions_from_jobs
+
+    return RegionsSpec(regions_from_jobs(jobs, source, REGION_COLUMN), mode)
+
+
+def _check_fungible(locality: Any) -> None:
+    if locality is not None:
+        raise ConfigError("--regions: regions replay on fungible GPUs; drop --topology, "
+                          "--placement and --cells-option")
 
 
 def _div(x: float | None, d: float) -> float | None:
@@ -338,9 +360,10 @@ TrainWarmupOpt = Annotated[float, typer.Option(
 RegionsOpt = Annotated[Path | None, typer.Option(
     "--regions", help="Replay on regions: a YAML file mapping each pool to its home "
     "region (and its data size, replicas, the transfer rate; README 'Global scheduling "
-    "across regions'). Fungible GPUs only.", show_default=False)]
+    "across regions'). Without it, a trace with a region column (--map region=YOURS) "
+    "replays on its regions. Fungible GPUs only.", show_default=False)]
 RegionsModeOpt = Annotated[str, typer.Option(
-    "--regions-mode", help="With --regions: home (each job in its home region), static "
+    "--regions-mode", help="With regions: home (each job in its home region), static "
     "(global scheduling, data where the file puts it), history, perfect or forecast "
     "(data placement re-planned every period_h from the last period's demand, the "
     "coming period's, or the region policies' forecasters); a global mode + '+idle' (e.g. "
@@ -443,6 +466,8 @@ def run_command(a: ReplayArgs) -> None:
     wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
                                       a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
                                       a.days)
+    if regions_spec is None:
+        regions_spec = regions_from_trace(wl.jobs, wl.source, a.regions_mode, locality)
     options: dict[str, Any] = {}
     predictors = ref = None
     replay_start_day, replay_end_day = a.replay_start_day, a.replay_end_day

@@ -141,3 +141,35 @@ def regions_from_mapping(raw: Any, source: str) -> RegionsFile:
             fail(f"regions.{r}", f"no pool is homed in region {r!r}")
     return RegionsFile(tuple(homes), tuple(sizes), tuple(replicas), tuple(storage), rate,
                        period_s, source)
+
+
+def regions_from_jobs(jobs: Any, source: str, column: str = "region") -> RegionsFile:
+    """A :class:`RegionsFile` from a trace's region column (``--map region=YOURS``): each
+    pool's home is the one region its jobs name (data size 1, no replicas, transfer rate 1,
+    daily data placement, as a file that gives only homes).
+
+    A job without a region, or a pool whose jobs name two regions, is a one-line
+    RegionsError naming ``source``, the pool and the job (by ``job_id``)."""
+    import polars as pl
+
+    if column not in jobs.columns:
+        raise RegionsError(f"{source}: the trace has no {column!r} column (map one with "
+                           f"--map {column}=YOUR_COLUMN, or give --regions FILE)")
+    rows = jobs.select("job_id", "pool", pl.col(column).cast(pl.String).alias("_region"))
+    missing = rows.filter(pl.col("_region").is_null() | (pl.col("_region").str.strip_chars() == ""))
+    if missing.height:
+        first = missing.row(0, named=True)
+        raise RegionsError(f"{source}: column {column!r}: job {first['job_id']!r} (pool "
+                           f"{first['pool']!r}) has no region ({missing.height} job(s) without)")
+    per_pool = (rows.group_by("pool", maintain_order=True)
+                .agg(pl.col("_region").unique(maintain_order=True)).sort("pool"))
+    homes = []
+    for pool, regions in per_pool.iter_rows():
+        if len(regions) > 1:
+            other = rows.filter((pl.col("pool") == pool) & (pl.col("_region") == regions[1]))
+            raise RegionsError(
+                f"{source}: column {column!r}: pool {pool!r} is in {len(regions)} regions "
+                f"({', '.join(map(repr, regions[:3]))}{', ...' if len(regions) > 3 else ''}), "
+                f"e.g. job {other['job_id'][0]!r} in {regions[1]!r}; a pool has one home region")
+        homes.append((str(pool), str(regions[0])))
+    return RegionsFile(tuple(homes), source=f"{source} (column {column!r})")

@@ -87,12 +87,64 @@ def test_bad_regions_files_name_the_file_and_key(tmp_path):
 
 def test_regions_mode_errors(tmp_path):
     from sia.data.errors import ConfigError
-    from sia.pipelines.cmd_replay import regions_from_cli
+    from sia.pipelines.cmd_replay import regions_from_cli, regions_from_trace
 
-    with pytest.raises(ConfigError, match="--regions-mode needs --regions FILE"):
-        regions_from_cli(None, "history", None)
+    assert regions_from_cli(None, "history", None) is None  # the trace may carry regions
+    jobs = pl.DataFrame({"job_id": ["a"], "pool": ["q0"]})
+    with pytest.raises(ConfigError, match="--regions-mode needs --regions FILE or a region "
+                                          "column in the trace"):
+        regions_from_trace(jobs, "t.csv", "history", None)
+    assert regions_from_trace(jobs, "t.csv", "static", None) is None
     with pytest.raises(ConfigError, match="--regions-mode must be one of home, static"):
         regions_from_cli(None, "psychic", None)
+    with pytest.raises(ConfigError, match="regions replay on fungible GPUs"):
+        regions_from_trace(jobs.with_columns(region=pl.lit("A")), "t.csv", "home", object())
+
+
+HOMES = {"q0": "A", "q1": "B", "q2": "C", "q3": "A", "q4": "B", "q5": "C", "q6": "A", "q7": "B"}
+
+
+def test_regions_from_a_trace_column_equal_the_same_regions_file(tmp_path):
+    """`--map region=dc` on a generic trace replays exactly as --regions with a file giving
+    the same homes (and a trace without the column stays on one cluster)."""
+    from sia.data.synthetic import generate_workload
+
+    jobs, pools = generate_workload("more-queues", seed=1, days=2)
+    trace = tmp_path / "jobs.csv"
+    jobs.select("job_id", "pool", "submit_time", "duration", "num_gpus").with_columns(
+        dc=pl.col("pool").replace_strict(HOMES)).write_csv(trace)
+    quotas = tmp_path / "quotas.csv"
+    pools.select("pool", "quota_gpus").write_csv(quotas)
+    (tmp_path / "homes.yaml").write_text("pools: " + json.dumps(HOMES) + "\n")
+    common = ["replay", str(trace), "--quotas", str(quotas), "--warmup-days", "0.5",
+              "--policy", "sia-perfect", "--regions-mode", "history", "--no-mlflow"]
+    assert main([*common, "--map", "region=dc", "--out", str(tmp_path / "col")]) == 0
+    assert main([*common, "--regions", str(tmp_path / "homes.yaml"),
+                 "--out", str(tmp_path / "file")]) == 0
+    by_col = pl.read_parquet(tmp_path / "col" / "jobs.parquet")
+    by_file = pl.read_parquet(tmp_path / "file" / "jobs.parquet")
+    assert by_col.equals(by_file)
+    reg = json.loads((tmp_path / "col" / "summary.json").read_text())["regions"]
+    assert reg["supply_gpus"] == json.loads((tmp_path / "file" / "summary.json").read_text()
+                                            )["regions"]["supply_gpus"]
+    assert "column 'region'" in reg["file"]
+
+
+def test_a_region_column_names_the_pool_and_job_it_cannot_use():
+    from sia.scheduler.regions.config import regions_from_jobs
+
+    jobs = pl.DataFrame({"job_id": ["a", "b", "c", "d"], "pool": ["q0", "q0", "q1", "q1"],
+                         "region": ["A", "A", "B", "C"]})
+    with pytest.raises(RegionsError, match="^t.csv: column 'region': pool 'q1' is in 2 regions "
+                                           r"\('B', 'C'\), e.g. job 'd' in 'C'"):
+        regions_from_jobs(jobs, "t.csv")
+    with pytest.raises(RegionsError, match="job 'c' \\(pool 'q1'\\) has no region"):
+        regions_from_jobs(jobs.with_columns(region=pl.Series(["A", "A", None, "B"])), "t.csv")
+    with pytest.raises(RegionsError, match="has no 'region' column"):
+        regions_from_jobs(jobs.drop("region"), "t.csv")
+    ok = regions_from_jobs(jobs.with_columns(region=pl.Series([1, 1, 2, 2])), "t.csv")
+    assert ok.homes == (("q0", "1"), ("q1", "2"))
+    assert ok.layout({"q0": 8, "q1": 4}).gpus.tolist() == [8, 4]
 
 
 def test_demand_to_supply_by_hand():
