@@ -51,7 +51,7 @@ from sia.pipelines.engine.sched import options_from_cli
 from sia.pipelines.engine.spec import RegionsSpec
 from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
 from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
-from sia.pipelines.experiment import ExperimentConfig, PolicySpec
+from sia.pipelines.experiment import ExperimentConfig, PolicySpec, with_trace_regions
 from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_window
 
 BASELINE = "fcfs"
@@ -478,6 +478,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
 
     wl = load_trace(cfg)
+    cfg = with_trace_regions(cfg, wl.jobs, wl.source)
     jobs, experiments = sweep_experiments(cfg, wl)
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")

@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,10 @@ def _drop_unset_regions(d: dict[str, Any]) -> None:
     if d.get("regions") is None:
         d.pop("regions", None)
     else:
-        d["regions"] = {**d["regions"], "file": d["regions"]["file"]["source"]}
+        file = d["regions"]["file"]
+        d["regions"] = {**d["regions"], "file": None if file is None else file["source"]}
+        if d["regions"].get("column") is None:  # a file config's digest stays as before
+            d["regions"].pop("column", None)
     for p in d["policies"]:
         if p.get("regions") is None:
             p.pop("regions", None)
@@ -353,9 +356,10 @@ def _parse_quotas(raw: dict, w: _Where) -> tuple[str, tuple[float, float], tuple
 
 def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
                    base_dir: Path | None, locality: Any) -> dict[str, Any] | None:
-    """Return the ``regions:`` section ({file: RegionsFile, plan_time_s}) read and checked
-    now (the file's own errors name it and its key), or None; policies that ask for regions
-    need it."""
+    """Return the ``regions:`` section ({file: RegionsFile, column, plan_time_s}) read and
+    checked now (the file's own errors name it and its key), or None; policies that ask for
+    regions need it. With ``column`` (a column of the trace naming each job's region) the
+    file is None until the sweep has read the trace (:func:`with_trace_regions`)."""
     asked = [i for i, p in enumerate(policies) if p.regions is not None]
     if raw is None:
         if asked:
@@ -364,9 +368,18 @@ def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
         return None
     if not isinstance(raw, dict):
         raise w.error("regions", f"expected a mapping with file (and plan_time_s), got {raw!r}")
-    w.unknown(raw, {"file", "plan_time_s"}, "regions.")
+    w.unknown(raw, {"file", "column", "plan_time_s"}, "regions.")
     if locality is not None:
         raise w.error("regions", "regions replay on fungible GPUs: drop locality")
+    plan_s = w.number(raw.get("plan_time_s", 10.0), "regions.plan_time_s", lo=0, lo_open=True)
+    if ("file" in raw) == ("column" in raw):
+        raise w.error("regions", "give exactly one of file (a pool -> region file) and column "
+                                 "(the trace's column naming each job's region)")
+    if "column" in raw:
+        column = raw["column"]
+        if not isinstance(column, str) or not column.strip():
+            raise w.error("regions.column", f"must be a column name, got {column!r}")
+        return {"file": None, "column": column.strip(), "plan_time_s": float(plan_s)}
     from sia.pipelines.engine.sched import read_regions_file
     from sia.scheduler.regions.model import RegionsError
 
@@ -375,8 +388,19 @@ def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
         file = read_regions_file(path)
     except RegionsError as exc:
         raise w.error("regions.file", str(exc)) from None
-    plan_s = w.number(raw.get("plan_time_s", 10.0), "regions.plan_time_s", lo=0, lo_open=True)
-    return {"file": file, "plan_time_s": float(plan_s)}
+    return {"file": file, "column": None, "plan_time_s": float(plan_s)}
+
+
+def with_trace_regions(cfg: ExperimentConfig, jobs: Any, source: str) -> ExperimentConfig:
+    """Return ``cfg`` with its ``regions.column`` read from the trace's ``jobs`` (each pool's
+    home: the one region its jobs name), or ``cfg`` itself when it needs no such read."""
+    regions = cfg.regions
+    if regions is None or regions.get("column") is None or regions.get("file") is not None:
+        return cfg
+    from sia.scheduler.regions.config import regions_from_jobs
+
+    file = regions_from_jobs(jobs, source, regions["column"])
+    return replace(cfg, regions={**regions, "file": file})
 
 
 def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:

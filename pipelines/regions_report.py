@@ -129,12 +129,13 @@ def report(config: Path, out: Path, cfg: Any = None) -> list[Path]:
     default: ``config`` read again. `sia evaluate` writes it after a sweep with regions."""
     from sia.pipelines import evaluate as ev
     from sia.pipelines.engine import stored_outcome
-    from sia.pipelines.experiment import load_config
+    from sia.pipelines.experiment import load_config, with_trace_regions
 
     cfg = cfg if cfg is not None else load_config(config)
     if cfg.regions is None:
         raise SiaError(f"{config}: no regions: section, nothing to report")
     wl = ev.load_trace(cfg)
+    cfg = with_trace_regions(cfg, wl.jobs, wl.source)
     jobs, experiments = ev.sweep_experiments(cfg, wl)
     predictors = None
     if cfg.needs_predictors():  # the models the sweep used, from the registry (never retrained)

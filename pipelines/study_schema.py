@@ -92,9 +92,11 @@ class PolicyEntry(_Strict):
 
 
 class RegionsSection(_Strict):
-    """Global scheduling across regions: a pool -> region ``file``, the placement MIP's limit."""
+    """Global scheduling across regions: a pool -> region ``file`` or the trace's ``column``
+    naming each job's region (exactly one), the placement MIP's limit."""
 
-    file: str
+    file: str | None = None
+    column: str | None = None
     plan_time_s: PosFloat | None = None
 
 

@@ -215,3 +215,39 @@ def test_evaluate_on_regions_and_the_region_report(tmp_path):
         path.write_text(yaml.safe_dump({**cfg, **change}))
         with pytest.raises(ConfigError, match=re.escape(key)):
             load_config(path)
+
+
+def test_evaluate_takes_regions_from_a_trace_column(tmp_path):
+    """`regions: {column: dc}` on a trace with a dc column sweeps exactly as the same homes in
+    a file; the region report reads the same column; a bad config names the key."""
+    import yaml
+    from sia.data.errors import ConfigError
+    from sia.data.synthetic import generate_workload
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import load_config
+    from sia.pipelines.regions_report import report as region_report
+
+    homes = {"q0": "A", "q1": "A", "q2": "B", "q3": "B"}
+    jobs, pools = generate_workload("base", seed=3, days=3, num_pools=4)
+    jobs.select("job_id", "pool", "submit_time", "duration", "num_gpus").with_columns(
+        dc=pl.col("pool").replace_strict(homes)).write_csv(tmp_path / "jobs.csv")
+    (tmp_path / "split.yml").write_text("pools: " + json.dumps(homes) + "\n")
+    base = {"seed": 3, "trace": {"path": "jobs.csv"}, "warmup_days": 0.5, "experiments": 1,
+            "pools_per_experiment": "all", "quotas": "from_load", "load_range": [0.6, 1.1],
+            "policies": ["fcfs", {"name": "sia-perfect", "label": "hist", "regions": "history"}]}
+    tables = {}
+    for name, section in (("by-column", {"column": "dc"}), ("by-file", {"file": "split.yml"})):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**base, "name": name, "regions": section}))
+        cfg = load_config(path)
+        ev.run_sweep(cfg, tmp_path / name, log_mlflow=False, make_plots=False, progress=False)
+        region_report(path, tmp_path / name, cfg)
+        tables[name] = pl.read_parquet(tmp_path / name / "exp-000" / "hist.parquet")
+        assert (tmp_path / name / "exp-000" / "regions.csv").exists()
+    assert tables["by-column"].equals(tables["by-file"])
+    bad = tmp_path / "bad.yaml"
+    for section, why in (({"column": "dc", "file": "split.yml"}, "exactly one of file"),
+                         ({"column": ""}, "regions.column: must be a column name")):
+        bad.write_text(yaml.safe_dump({**base, "name": "bad", "regions": section}))
+        with pytest.raises(ConfigError, match=why):
+            load_config(bad)
