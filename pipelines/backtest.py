@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,13 @@ from sia.pipelines.train import TrainConfig
 def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_days: float,
                  train_days: float, from_day: float | None, to_day: float | None,
                  out_dir: Path, params: XGBParams | None = None,
+                 threshold: float | str | None = None, select_features: bool | None = None,
                  echo: Callable[[str], Any] = print) -> dict[str, pl.DataFrame]:
     """Run the walk-forward backtest of every window; return its tables (``folds``, ``overall``).
+
+    Each fold's model is chosen as ``sia train`` chooses it, with its defaults, or with
+    ``threshold`` (a rule of ``will_arrive.THRESHOLD_RULES`` or a probability) and
+    ``select_features`` when given.
 
     Tables are saved under ``out_dir`` (CSV + Markdown) and logged as one
     MLflow run of the predictors experiment (per-fold F as metric steps,
@@ -43,7 +49,11 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
          f"{every_days:g} days on the last {train_days:g} ({time.perf_counter() - clock:.1f} s "
          "to build the features)")
     base = params or XGBParams()
-    config = TrainConfig()  # what `sia train` does by default
+    config = TrainConfig()  # what `sia train` does by default, or as asked
+    if threshold is not None:
+        config = replace(config, threshold=threshold)
+    if select_features is not None:
+        config = replace(config, select_features=select_features)
     groups = config.groups()
 
     def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
@@ -81,6 +91,8 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
                            "train_days": train_days, "from_day": round(from_day, 4),
                            "to_day": round(end_s / DAY_S, 4),
                            "windows_min": ",".join(map(str, windows_min)),
+                           "threshold": config.threshold,
+                           "select_features": config.select_features,
                            **base.to_params()})
         for row in overall:
             for m in ("precision", "recall", "f1"):

@@ -9,6 +9,7 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
 from sia.pipelines import inputs
+from sia.pipelines.cmd_train import SelectFeaturesOpt, ThresholdOpt, _threshold
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +42,8 @@ def register(app: typer.Typer) -> None:
             show_default=False)] = None,
         windows: Annotated[str, typer.Option(
             "--windows", help="Prediction windows k in minutes, comma separated.")] = "5,60,720",
+        threshold: ThresholdOpt = None,
+        select_features: SelectFeaturesOpt = False,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Report folder (default: <output root>/backtest).",
             show_default=False)] = None,
@@ -49,6 +52,7 @@ def register(app: typer.Typer) -> None:
         from sia.pipelines.backtest import run_backtest
 
         ks = inputs.parse_windows(windows)
+        rule = _threshold(threshold)  # the choices `sia train` would make, backtested
         for name, v in (("--retrain-every", retrain_every), ("--train-days", train_days)):
             if not v > 0:
                 raise ConfigError(f"{name} must be > 0 days, not {v}")
@@ -58,4 +62,4 @@ def register(app: typer.Typer) -> None:
                                           clean, quotas, load_range, seed, days)
         run_backtest(wl, windows_min=ks, every_days=retrain_every, train_days=train_days,
                      from_day=from_day, to_day=to_day, out_dir=out or output_root() / "backtest",
-                     echo=typer.echo)
+                     threshold=rule, select_features=select_features, echo=typer.echo)
