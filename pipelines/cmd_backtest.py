@@ -9,7 +9,7 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
 from sia.pipelines import inputs
-from sia.pipelines.cmd_train import SelectFeaturesOpt, ThresholdOpt, _threshold
+from sia.pipelines.cmd_train import SelectFeaturesOpt, ThresholdOpt, parse_threshold
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         from sia.pipelines.backtest import run_backtest
 
         ks = inputs.parse_windows(windows)
-        rule = _threshold(threshold)  # the choices `sia train` would make, backtested
+        rule = parse_threshold(threshold)  # the choices `sia train` would make, backtested
         for name, v in (("--retrain-every", retrain_every), ("--train-days", train_days)):
             if not v > 0:
                 raise ConfigError(f"{name} must be > 0 days, not {v}")

@@ -247,7 +247,7 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
                           f"always_yes, not {a.will_arrive_select!r}")
     if a.target_recall is not None and not 0.0 < a.target_recall <= 1.0:
         raise ConfigError(f"--target-recall must be in (0, 1], not {a.target_recall}")
-    _threshold(a.threshold)  # a bad --threshold fails before any work
+    parse_threshold(a.threshold)  # a bad --threshold fails before any work
     if a.n_estimators < 1:
         raise ConfigError(f"--n-estimators must be >= 1, not {a.n_estimators}")
     if a.tune < 0:
@@ -263,7 +263,7 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
     return ks
 
 
-def _threshold(text: str | None) -> float | str:
+def parse_threshold(text: str | None) -> float | str:
     """Return the WillJobsArrive threshold of ``--threshold`` (a rule name or a probability)."""
     from sia.models.will_arrive import THRESHOLD_RULES
 
@@ -313,7 +313,7 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                                                        seed=a.seed))
     if a.recipe == "default":
         return TrainConfig(
-            **common, threshold=_threshold(a.threshold), will_arrive_select=a.will_arrive_select,
+            **common, threshold=parse_threshold(a.threshold), will_arrive_select=a.will_arrive_select,
             select_features=a.select_features,
             load_method=a.load_method, duration_method=a.duration_method,
             xgb=XGBParams(n_estimators=a.n_estimators, seed=a.seed))

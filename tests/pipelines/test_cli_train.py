@@ -118,12 +118,12 @@ def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys
 
 
 def test_threshold_option_takes_a_rule_or_a_probability():
-    from sia.pipelines.cmd_train import _threshold
+    from sia.pipelines.cmd_train import parse_threshold
 
-    assert _threshold(None) == "half_f"
-    assert _threshold("half-f") == _threshold("HALF_F") == "half_f"
-    assert _threshold("tail") == "tail"
-    assert _threshold("0.3") == pytest.approx(0.3)
+    assert parse_threshold(None) == "half_f"
+    assert parse_threshold("half-f") == parse_threshold("HALF_F") == "half_f"
+    assert parse_threshold("tail") == "tail"
+    assert parse_threshold("0.3") == pytest.approx(0.3)
 
 
 def test_unreachable_tracking_server_is_a_quick_clear_error(tmp_path, monkeypatch):
