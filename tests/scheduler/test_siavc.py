@@ -193,10 +193,12 @@ def _busy_table(seed: int, n: int, n_pools: int) -> tuple[pl.DataFrame, pl.DataF
     return table(rows), make_pools({f"p{i}": q for i, q in enumerate(quota)})
 
 
-def _assert_equals_reference(jobs: pl.DataFrame, pools: pl.DataFrame) -> SiaVCPolicy:
-    """Replay ``jobs`` with the reference and the optimized policy; assert the same schedule
-    and the same guard counts; return the optimized policy (for its stats)."""
-    ref, opt = ReferenceSiaVC(), SiaVCPolicy()
+def _assert_equals_reference(jobs: pl.DataFrame, pools: pl.DataFrame,
+                             opt: SiaVCPolicy | None = None) -> SiaVCPolicy:
+    """Replay ``jobs`` with the reference and the optimized policy (``opt``, default a new
+    one); assert the same schedule and the same guard counts; return the optimized policy
+    (for its stats)."""
+    ref, opt = ReferenceSiaVC(), opt or SiaVCPolicy()
     ra, rb = simulate(jobs, pools, ref), simulate(jobs, pools, opt, check_invariants=True)
     assert ra.equals(rb)
     for key in ("early_starts", "checks_failed"):
@@ -212,6 +214,53 @@ def test_clocks_cut_after_a_guard_change_no_decision():
     for seed in range(12):
         cut += _assert_equals_reference(*_busy_table(seed, 60, 3)).stats["trimmed"]
     assert cut > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       ahead=st.sampled_from([1.0, 300.0, 1800.0]))
+def test_a_merge_cut_close_past_the_horizon_changes_no_decision(seed, n, n_pools, ahead):
+    """The merged clocks hold only the entries before a bound ``merge_ahead`` past the
+    horizon; the pass takes the pending jobs past it from the clocks. With the bound a
+    second to half an hour ahead (6 h by default), most passes have such jobs and the
+    bound moves often: the schedules and guard counts stay the reference's."""
+    _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(merge_ahead=ahead))
+
+
+def test_pending_jobs_past_the_merge_bound_are_met_and_the_bound_moves():
+    """On busy tables with the bound 5 min past the horizon, passes do meet pending jobs past
+    it and the bound is moved, and the decisions are the reference's."""
+    tails = moves = 0
+    for seed in range(12):
+        st_ = _assert_equals_reference(*_busy_table(seed, 60, 3),
+                                       SiaVCPolicy(merge_ahead=300.0)).stats
+        tails, moves = tails + st_["tails"], moves + st_["merge_moves"]
+    assert tails > 0 and moves > 0
+
+
+class _Wakeups(SiaVCPolicy):
+    """SiaVCPolicy recording every wake-up it asks for, with the decision's instant."""
+
+    def reset(self, trace, cluster) -> None:
+        super().reset(trace, cluster)
+        self.asked: list[tuple[float, float | None]] = []
+
+    def decide(self, view):
+        out = super().decide(view)
+        self.asked.append((view.now, self._wakeup))
+        return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4))
+def test_wakeups_do_not_depend_on_the_merge_bound(seed, n, n_pools):
+    """The wake-up (the first VST ahead of each pool, read off the merge, and off the clocks
+    when the merge has none) is the same at every decision with the bound a second past the
+    horizon as with everything merged."""
+    jobs, pools = _busy_table(seed, n, n_pools)
+    near, far = _Wakeups(merge_ahead=1.0), _Wakeups(merge_ahead=1e12)
+    assert simulate(jobs, pools, near).equals(simulate(jobs, pools, far))
+    assert near.asked == far.asked and far.stats["tails"] == 0
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -56,9 +56,10 @@ lent GPUs cannot make its own pool fail, so that pool's clock is resumed at the
 job's place instead of re-run. The pools' clocks are kept merged in (VST, job)
 order, updated in linear time for the span a change touched (a job started on time
 leaves only a tombstone); a guard's re-run is cached cut to what a refresh would hold
-(see ``_trim``), and the merge's order by end covers only the entries before a bound
-just past the horizon (see ``_merged``). Each pass's bulk visit (the plan's level at every
-reservation start, each candidate's MaxReservation) and the walk over its
+(see ``_trim``), and the merge holds only the entries before a bound just past the
+horizon, the pass taking the pending jobs past it from the clocks (see ``_merged``).
+Each pass's bulk visit (the plan's level at every reservation start, each
+candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
@@ -94,18 +95,18 @@ from sia.scheduler.policies.siavc.vc_pass import (
     PassScratch,
     bulk_pass,
     changed_span,
+    cut_merged,
     drop_job,
-    extend_end_order,
     merge_clocks,
     next_vst,
-    shrink_end_order,
+    pending_tail,
     update_merged,
 )
 from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts, fcfs_clock_against
 
 _EPS = 1e-6  # seconds
-#: the end order of the merged clocks reaches at least this far (s) past the horizon
-_END_ORDER_AHEAD = 6 * 3600.0
+#: the merged clocks hold the entries up to at least this far (s) past the horizon
+_MERGE_AHEAD = 6 * 3600.0
 
 
 class _PendingByWidth:
@@ -160,8 +161,11 @@ class SiaVCPolicy:
     uses_ticks = False
     needs = PolicyNeeds()  # places no cells: fungible GPUs only
 
-    def __init__(self) -> None:
+    def __init__(self, merge_ahead: float = _MERGE_AHEAD) -> None:
+        """``merge_ahead`` (s): how far past the horizon the merged clocks reach at least (see
+        :meth:`_merged`); any value > 0 gives the same decisions, only the cost changes."""
         self._wakeup: float | None = None
+        self._ahead = float(merge_ahead)
 
     # ------------------------------------------------------------------ setup
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -210,7 +214,7 @@ class SiaVCPolicy:
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0, "trimmed": 0}
+                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
@@ -362,11 +366,12 @@ class SiaVCPolicy:
                     break
         # wake up at the smallest VST ahead among the jobs the pass would visit
         cat = self._current_merge()
-        if cat is not None:
+        w = math.inf
+        if cat is not None:  # a pool whose first VST ahead is past the merge's bound comes
+            # after any found in the merge
             w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
                          horizon=horizon, n_pools=P)
-        else:
-            w = math.inf
+        if w == math.inf:
             for p in range(P):
                 jobs, vs, _ = self._vc[p]
                 i = int(np.searchsorted(vs, now, side="right"))
@@ -376,69 +381,109 @@ class SiaVCPolicy:
         return starts
 
     def _current_merge(self) -> tuple | None:
-        """The cached merge (versions, merged clocks, clocks merged, its end order's bound) if
+        """The cached merge (see :meth:`_cached`) if
         every clock is as merged, else None."""
         cat = self._cat
         return cat if cat is not None and cat[0] == tuple(self._ver) else None
 
-    def _merged(self, horizon: float) -> tuple[np.ndarray, ...]:
-        """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
-        by the pools' versions. When clocks changed, only the entries between what each new
-        clock shares with the merged one at its start and at its end are replaced (a
-        guard's re-run keeps the clock's head, and its tail where it met the cached clock),
-        in linear time.
+    def _inbound(self, p: int, bound: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pool ``p``'s clock (jobs, VSTs) cut to its entries with a VST before ``bound``."""
+        jobs, vs, _ = self._vc[p]
+        k = int(np.searchsorted(vs, bound, side="left"))
+        return jobs[:k], vs[:k]
 
-        The end order covers the entries with a VST before a bound at or after ``horizon``
-        (a pass reads ends up to the horizon only): the bound is set ``_END_ORDER_AHEAD``
-        past the horizon when the horizon passes it (the entries in between sorted by end
-        and merged in) or when it lies more than four times that far ahead (the end order
-        cut). So an early start that shifts its pool's backlog far ahead re-sorts by end
-        only the shifted entries before the bound."""
+    def _merged(self, horizon: float) -> tuple[tuple[np.ndarray, ...], float]:
+        """Return (every pool's clock entries with a VST before a bound merged in (VST, job)
+        order, see ``merge_clocks``; the bound), cached by the pools' versions. When
+        clocks changed, only the entries between what each new clock shares with the
+        merged one at its start and at its end are replaced (a guard's re-run keeps the
+        clock's head, and its tail where it met the cached clock), in linear time.
+
+        The bound lies past ``horizon``: a pass reads entries up to the horizon, and past
+        it only the pending jobs, as candidates, which it takes from the clocks (see
+        ``pending_tail``). It is set ``merge_ahead`` past the horizon when the horizon
+        reaches it (the entries in between merged in) or when it lies more than four
+        times that far ahead (the merge cut). So an early start that shifts its pool's
+        backlog far ahead updates the merge only for the shifted entries before the
+        bound."""
         key = tuple(self._ver)
         cat = self._cat
         if cat is None or cat[0] != key:
             cat = self._cat = self._merge_update(key, cat, horizon)
-        if cat[3] < horizon:
-            bound = horizon + _END_ORDER_AHEAD
-            cat = self._cat = (cat[0], extend_end_order(cat[1], cat[3], bound), cat[2], bound)
-        elif cat[3] > horizon + 4 * _END_ORDER_AHEAD:
-            bound = horizon + _END_ORDER_AHEAD
-            cat = self._cat = (cat[0], shrink_end_order(cat[1], bound), cat[2], bound)
-        return cat[1]
+        if cat[3] <= horizon or cat[3] > horizon + 4 * self._ahead:
+            self.stats["merge_moves"] += 1
+        if cat[3] <= horizon:
+            cat = self._cat = self._extend(cat, horizon + self._ahead)
+        elif cat[3] > horizon + 4 * self._ahead:
+            bound = horizon + self._ahead
+            cat = self._cat = self._cached(cat[0], cut_merged(cat[1], bound),
+                                           [self._inbound(p, bound) for p in range(len(cat[0]))],
+                                           bound)
+        return cat[1], cat[3]
+
+    @staticmethod
+    def _cached(key: tuple, merged: tuple, inb: list, bound: float) -> tuple:
+        """The merge as cached: (the pools' versions, the merged entries, each pool's clock cut
+        to the bound, the bound, each cut clock's length)."""
+        return (key, merged, inb, bound, [j.shape[0] for j, _ in inb])
+
+    def _extend(self, cat: tuple, bound: float) -> tuple:
+        """The current merge ``cat`` with its bound moved on to ``bound``: each clock's entries
+        between the two bounds merged in."""
+        P = len(cat[0])
+        parts, pools = [], []
+        inb = list(cat[2])
+        for p in range(P):
+            a = inb[p][0].shape[0]
+            jobs, vs = inb[p] = self._inbound(p, bound)
+            if jobs.shape[0] > a:
+                parts.append((jobs[a:], vs[a:]))
+                pools.append(p)
+        if not parts:
+            return self._cached(cat[0], cat[1], inb, bound)
+        seg = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([j.shape[0] for j, _ in parts], out=seg[1:])
+        J = np.concatenate([j for j, _ in parts])
+        new = update_merged(cat[1], np.ones(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+                            np.concatenate([v for _, v in parts]), J, self._gpus_np[J],
+                            self._dur_np[J], seg, pools)
+        return self._cached(cat[0], new, inb, bound)
 
     def _merge_update(self, key: tuple, cat: tuple | None, horizon: float) -> tuple:
         """The new cached merge of :meth:`_merged`, from ``cat`` (the previous one or None)."""
         P = len(key)
         if cat is None:
-            bound = horizon + _END_ORDER_AHEAD
-            J = np.concatenate([self._vc[p][0] for p in range(P)])
+            bound = horizon + self._ahead
+            inb = [self._inbound(p, bound) for p in range(P)]
+            J = np.concatenate([j for j, _ in inb])
             seg = np.zeros(P + 1, dtype=np.int64)
-            np.cumsum([self._vc[p][0].shape[0] for p in range(P)], out=seg[1:])
-            new = merge_clocks(np.concatenate([self._vc[p][1] for p in range(P)]), J,
-                               self._gpus_np[J], self._dur_np[J], seg, bound=bound)
-        else:
-            bound = cat[3]
-            changed, js, vs = [], [], []
-            lo = np.ones(P, dtype=np.int64)
-            hi = np.zeros(P, dtype=np.int64)
-            for p in range(P):
-                if key[p] == cat[0][p]:
-                    continue
-                oj, ov = cat[2][p]
-                nj, nv, _ = self._vc[p]
-                pre, suf = changed_span(oj, ov, nj, nv)
-                if pre + suf < oj.shape[0]:
-                    lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
-                if pre + suf < nj.shape[0]:
-                    changed.append(p)
-                    js.append(nj[pre: nj.shape[0] - suf])
-                    vs.append(nv[pre: nj.shape[0] - suf])
-            seg = np.zeros(len(changed) + 1, dtype=np.int64)
-            np.cumsum([x.shape[0] for x in js], out=seg[1:])
-            J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
-            new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
-                                self._gpus_np[J], self._dur_np[J], seg, changed, bound=bound)
-        return (key, new, [self._vc[p][:2] for p in range(P)], bound)
+            np.cumsum([j.shape[0] for j, _ in inb], out=seg[1:])
+            new = merge_clocks(np.concatenate([v for _, v in inb]), J, self._gpus_np[J],
+                               self._dur_np[J], seg)
+            return self._cached(key, new, inb, bound)
+        bound = cat[3]
+        inb = list(cat[2])
+        changed, js, vs = [], [], []
+        lo = np.ones(P, dtype=np.int64)
+        hi = np.zeros(P, dtype=np.int64)
+        for p in range(P):
+            if key[p] == cat[0][p]:
+                continue
+            oj, ov = inb[p]
+            nj, nv = inb[p] = self._inbound(p, bound)
+            pre, suf = changed_span(oj, ov, nj, nv)
+            if pre + suf < oj.shape[0]:
+                lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
+            if pre + suf < nj.shape[0]:
+                changed.append(p)
+                js.append(nj[pre: nj.shape[0] - suf])
+                vs.append(nv[pre: nj.shape[0] - suf])
+        seg = np.zeros(len(changed) + 1, dtype=np.int64)
+        np.cumsum([x.shape[0] for x in js], out=seg[1:])
+        J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
+        new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
+                            self._gpus_np[J], self._dur_np[J], seg, changed)
+        return self._cached(key, new, inb, bound)
 
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
               run_e: list[float], run_g: list[int]) -> int | None:
@@ -468,11 +513,16 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q) for q in range(len(pend))]
+        merged, bound = self._merged(horizon)
+        tail = pending_tail(self._vc, self._cat[4], list(map(len, pend)), self._gpus_np,
+                            self._dur_np)
+        if tail is not None:
+            self.stats["tails"] += 1
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            self._merged(horizon), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
             run_end=np.array(run_e, dtype=np.float64),
-            run_gpus=np.array(run_g, dtype=np.int64))
+            run_gpus=np.array(run_g, dtype=np.int64), tail=tail)
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
@@ -521,7 +571,8 @@ class SiaVCPolicy:
             if cat is not None:  # the merge lost just that job
                 drop_job(cat[1], j)
                 self._ver[p] += 1
-                cat[2][p] = self._vc[p][:2]
+                cat[2][p] = self._inbound(p, cat[3])
+                cat[4][p] = cat[2][p][0].shape[0]
                 self._cat = (tuple(self._ver), *cat[1:])
             else:
                 self._ver[p] += 1
