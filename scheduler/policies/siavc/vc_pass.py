@@ -237,8 +237,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     # entry's reservation can be read by a candidate, nor change the level at ``now``: only
     # the candidates are looked for there, and the prefix sums are left unwritten
     h = np.searchsorted(aV, cut, side="right")
+    # the level at ``now`` only grows along the entries with a VST at or before ``now`` (a
+    # handful); past them it is fixed, and the prefix sums are written later, only as far
+    # as the candidates read the plan (see n_plan)
+    p0 = np.searchsorted(aV, now, side="right")
+    if p0 > h:
+        p0 = h
     seen = 0  # pending entries met so far (the candidates are among them)
-    for i in range(h):
+    for i in range(p0):
         pend = aA[i] and aJ[i] < n_arr
         seen += pend
         vis = pend or (aA[i] and aV[i] < horizon)
@@ -255,6 +261,21 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         if lev >= C:  # no room left at ``now``: the visit ends with this job
             n_end = i + 1
             break
+    if n_end == N:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
+        for i in range(p0, h):
+            if not aA[i]:
+                continue
+            if aJ[i] < n_arr:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
+            elif not aV[i] < horizon:
+                continue  # not visited
+            if lev >= C:  # no room left at ``now``: the visit ends with this job
+                n_end = i + 1
+                break
     if n_end == N:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
@@ -294,6 +315,9 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             x_max = x
     Vn = aV[:n_end]
     n_plan = np.searchsorted(Vn, x_max, side="right")
+    for i in range(p0, n_plan):  # the prefix sums the plan reads (n_plan <= h)
+        res = aA[i] and (aJ[i] < n_arr or aV[i] < horizon) and aG[i] > 0 and aD[i] > 0
+        cg[i + 1] = cg[i] + (aG[i] if res else 0)
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # the plan's level at each distinct reservation start u (running jobs + reservations)
