@@ -233,6 +233,22 @@ def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_orde
     assert pending_tail(clocks, [2, 2], [2, 2], gpus, dur) is None
 
 
+def test_a_visit_that_fills_the_cluster_on_the_merges_last_entry_meets_no_tail():
+    """now = 0, 4 GPUs. Pool 0: job 0 (pending) and job 5 (future), both 2 wide at VST 0;
+    pool 1: job 1 (pending, zero-wide) at VST 100. Job 5 fills the cluster at now, which ends
+    the visit; with the merge cut at 50 that is its last entry, and job 1, in the tail, must
+    not become a candidate either."""
+    clocks = [(np.array([0.0, 0.0]), np.array([0, 5]), np.array([2, 2]), np.array([10.0, 10.0])),
+              (np.array([100.0]), np.array([1]), np.array([0]), np.array([10.0]))]
+    kw = dict(horizon=10.0, n_arrived=2, now=0.0, capacity=4, free=4, run_end=np.empty(0),
+              run_gpus=np.empty(0, dtype=np.int64), longest=10.0, n_pending=2)
+    (V, J, G, D), seg = lay_out(clocks)
+    assert bulk_pass(merge_clocks(V, J, G, D, seg), **kw)[0].tolist() == [0]
+    (V, J, G, D), seg = lay_out([clocks[0], tuple(x[:0] for x in clocks[1])])
+    tail = (np.array([100.0]), np.array([1]), np.array([0]), np.array([10.0]))
+    assert bulk_pass(merge_clocks(V, J, G, D, seg), tail=tail, **kw)[0].tolist() == [0]
+
+
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
 def test_a_pass_over_a_merge_cut_past_the_horizon_plus_its_pending_tail_is_unchanged(

@@ -233,6 +233,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     lnb = wi[2]
     nc = 0
     n_end = N
+    stopped = False  # the visit ended early (no room left at ``now``), at n_end
     # past ``cut`` (at or after the horizon and now + every candidate's duration), no
     # entry's reservation can be read by a candidate, nor change the level at ``now``: only
     # the candidates are looked for there, and the prefix sums are left unwritten
@@ -260,8 +261,9 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             lev += aG[i]
         if lev >= C:  # no room left at ``now``: the visit ends with this job
             n_end = i + 1
+            stopped = True
             break
-    if n_end == N:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
+    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
         for i in range(p0, h):
             if not aA[i]:
                 continue
@@ -275,8 +277,9 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                 continue  # not visited
             if lev >= C:  # no room left at ``now``: the visit ends with this job
                 n_end = i + 1
+                stopped = True
                 break
-    if n_end == N:
+    if not stopped:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
                 break
