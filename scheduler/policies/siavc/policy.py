@@ -343,8 +343,9 @@ class SiaVCPolicy:
         starts: list[Start] = []
         if free >= min_g:
             run = view.running()
-            run_e = (run.start + self._trace.duration[run.job]).tolist()
-            run_g = run.num_gpus.tolist()
+            # the running jobs' ends and widths as arrays: each pass hands them to bulk_pass
+            run_e = np.asarray(run.start + self._trace.duration[run.job], dtype=np.float64)
+            run_g = np.asarray(run.num_gpus, dtype=np.int64)
             ded = view.used_dedicated.tolist()
             while True:
                 self.stats["passes"] += 1
@@ -355,8 +356,8 @@ class SiaVCPolicy:
                 pend[p].remove(j)
                 self._by_width.start(j)
                 free -= g
-                run_e.append(now + dur[j])
-                run_g.append(g)
+                run_e = np.append(run_e, now + dur[j])
+                run_g = np.append(run_g, g)
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -486,7 +487,7 @@ class SiaVCPolicy:
         return self._cached(key, new, inb, bound)
 
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
-              run_e: list[float], run_g: list[int]) -> int | None:
+              run_e: np.ndarray, run_g: np.ndarray) -> int | None:
         """One pass of Figure 6's do-while: return the first job that starts, or None.
 
         Jobs are visited in (VST, index) order (the pools' sorted clocks merged),
@@ -521,32 +522,30 @@ class SiaVCPolicy:
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
-            run_end=np.array(run_e, dtype=np.float64),
-            run_gpus=np.array(run_g, dtype=np.int64), tail=tail)
+            run_end=run_e, run_gpus=run_g, tail=tail)
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
         # depends only on the job's pool, width and end (see _verdict), so the walk skips
         # those guards by a verdict per pool and width, and replays their counts
         walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend), now)
-        Jc, Vcl = Jc_a.tolist(), Vc.tolist()
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
         i = walk.next(0)
-        while i >= 0:
-            j = Jc[i]
+        while i >= 0:  # a few candidates per pass: read one by one, not converted in bulk
+            j = int(Jc_a[i])
             if walk.needs_verdict(i):
                 p, g = self._pool[j], self._gpus[j]
                 walk.set_verdict(p, g, *self._verdict(p, g, free_of, lenders))
                 i = walk.next(i)
                 continue
-            if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of, lenders):
+            if self._try_charge(j, float(Vc[i]), now, pend, n_arr, horizon, free_of, lenders):
                 break
             i = walk.next(i + 1)
         stats["early_starts"] += int(walk.counts[0])
         stats["checks_failed"] += int(walk.counts[1])
-        return Jc[i] if i >= 0 else None
+        return int(Jc_a[i]) if i >= 0 else None
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
                     horizon: float, free_of: list[int], lenders_all: list[int]) -> bool:
