@@ -238,6 +238,44 @@ def test_pending_jobs_past_the_merge_bound_are_met_and_the_bound_moves():
     assert tails > 0 and moves > 0
 
 
+class _CheckedReruns(SiaVCPolicy):
+    """SiaVCPolicy that runs every guard's re-run also without the cached clock as its
+    reference and checks that the two agree: on their common prefix (a re-run that met the
+    cached clock takes its rest from it, which may be cut shorter), job for job, VST for
+    VST and free GPUs for free GPUs, and on whether the last job is late."""
+
+    _plain = False
+    reruns = 0
+
+    def _reference(self, *args, **kwargs):
+        return None if self._plain else super()._reference(*args, **kwargs)
+
+    def _sim(self, p, pending, k_future, now, **kw):
+        got = super()._sim(p, pending, k_future, now, **kw)
+        if kw.get("check"):
+            self._plain = True
+            try:
+                want = super()._sim(p, pending, k_future, now, **kw)
+            finally:
+                self._plain = False
+            n = min(got[0].shape[0], want[0].shape[0])
+            for a, b in zip(got, want, strict=True):
+                assert a[:n].tolist() == b[:n].tolist()
+            late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
+            assert late[0] == late[1]
+            type(self).reruns += 1
+        return got
+
+
+def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
+    """Busy tables: every guard's re-run that stops where it meets the cached clock (and a
+    job's own pool, its clock taken without the job) gives what a plain re-run gives."""
+    _CheckedReruns.reruns = 0
+    for seed in range(16):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReruns())
+    assert _CheckedReruns.reruns > 100
+
+
 class _Wakeups(SiaVCPolicy):
     """SiaVCPolicy recording every wake-up it asks for, with the decision's instant."""
 

@@ -259,13 +259,18 @@ class SiaVCPolicy:
         if p in self._stale or self._vc[p] is None:
             return None
         cj, cv, cr = self._vc[p]
-        prev = np.concatenate(([np.nan], cv[:-1]))
         if without >= 0:
             i = int(np.searchsorted(cj, without))
             if i >= cj.shape[0] or cj[i] != without:
                 return None
             changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
-            cj, cv, cr, prev = (np.delete(x, i) for x in (cj, cv, cr, prev))
+            # each job's previous start in the cached clock (the job after ``without`` keeps
+            # ``without``'s), and the clock, without position i: slices joined (np.delete
+            # cost several times as much per call)
+            prev = np.concatenate(([np.nan], cv[: i - 1], cv[i:-1]) if i else (cv[:-1],))
+            cj, cv, cr = (np.concatenate((x[:i], x[i + 1:])) for x in (cj, cv, cr))
+        else:
+            prev = np.concatenate(([np.nan], cv[:-1]))
         n = cj.shape[0]
         if n > order.shape[0] or not np.array_equal(order[:n], cj):
             return None
