@@ -503,6 +503,41 @@ class ReferenceSiaVC:
         return w if w is not None and w > now else None
 
 
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1000, 5000), cap=st.integers(1, 300))
+def test_long_clock_runs_grow_their_arrays_and_match_a_plain_fcfs(seed, n, cap):
+    """A pool run over thousands of jobs (the compiled clock's outputs and heap start at
+    1,024 entries and double): the starts and free GPUs of a plain heapq FCFS, with GPUs
+    held at the start, wide pools (many jobs held at once) and narrow ones."""
+    import heapq
+
+    rng = np.random.default_rng(seed)
+    submit = np.sort(rng.uniform(0, n * 50.0, n))
+    dur = rng.uniform(1, 20_000, n)
+    gpus = np.minimum(rng.choice([1, 1, 2, 4, 8], n), cap)
+    busy = [(float(e), int(g)) for e, g in zip(rng.uniform(0, 5_000, 3),
+                                                 np.minimum([1, 2, 1], cap), strict=True)]
+    rem: list[int] = []
+    got = fcfs_pool_starts(submit, dur, gpus, cap, busy=busy, rem=rem)
+    heap, held, t_prev, want, want_rem = sorted(busy), sum(g for _, g in busy), 0.0, [], []
+    for s, d, g in zip(submit.tolist(), dur.tolist(), gpus.tolist(), strict=True):
+        t = max(s, t_prev)
+        while heap and heap[0][0] <= t:
+            held -= heapq.heappop(heap)[1]
+        while cap - held < g:
+            e, gg = heapq.heappop(heap)
+            held -= gg
+            t = max(t, e)
+            while heap and heap[0][0] <= t:
+                held -= heapq.heappop(heap)[1]
+        heapq.heappush(heap, (t + d, g))
+        held += g
+        want.append(t)
+        want_rem.append(cap - held)
+        t_prev = t
+    assert got == want and rem == want_rem
+
+
 def test_fcfs_pool_starts_early_stops():
     """Pool of 2 GPUs, four 1-GPU jobs of 10 s at t=0: starts 0, 0, 10, 10."""
     s, d, g = [0.0] * 4, [10.0] * 4, [1] * 4
