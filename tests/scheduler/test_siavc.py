@@ -276,6 +276,32 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     assert _CheckedReruns.reruns > 100
 
 
+class _CheckedPending(SiaVCPolicy):
+    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock are the
+    simulator's pending jobs (but the starting one)."""
+
+    checked = 0
+
+    def _try_charge(self, j, v, now, pend, *args):
+        self._pend_seen = pend
+        return super()._try_charge(j, v, now, pend, *args)
+
+    def _pending_of(self, q, n_pend, without):
+        got = super()._pending_of(q, n_pend, without)
+        assert got.tolist() == [k for k in self._pend_seen[q] if k != without]
+        type(self).checked += 1
+        return got
+
+
+def test_guards_read_each_pools_pending_jobs_off_its_cached_clock():
+    _CheckedPending.checked = 0
+    for seed in range(16):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedPending())
+    jobs, pools = generate_workload("higher-load", 1, days=0.4)
+    simulate(jobs, pools, _CheckedPending())
+    assert _CheckedPending.checked > 100
+
+
 class _Wakeups(SiaVCPolicy):
     """SiaVCPolicy recording every wake-up it asks for, with the decision's instant."""
 

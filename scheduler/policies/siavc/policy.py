@@ -217,8 +217,8 @@ class SiaVCPolicy:
                       "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
 
     # ------------------------------------------------------------------ helpers
-    def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
-             check: bool = False, idle_after: float = math.inf, without: int = -1,
+    def _sim(self, p: int, pending: list[int] | np.ndarray, k_future: int, now: float, *,
+             until: float, check: bool = False, idle_after: float = math.inf, without: int = -1,
              changed_until: float = -math.inf
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
@@ -233,7 +233,7 @@ class SiaVCPolicy:
         (+1 us), or where the run meets the cached clock (see
         :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
-        order = np.concatenate((np.array(pending, dtype=np.int64),
+        order = np.concatenate((np.asarray(pending, dtype=np.int64),
                                 self._pool_jobs_np[p][k_future:]))
         busy = [c for c in self._charges[p] if c[0] > now]
         ref = self._reference(p, order, without, changed_until) if check else None
@@ -615,7 +615,7 @@ class SiaVCPolicy:
                 if q == p and p not in shares and p not in self._stale:
                     jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
                 else:
-                    jobs_q = [k for k in pend[p] if k != j] if q == p else pend[q]
+                    jobs_q = self._pending_of(q, len(pend[q]), j if q == p else -1)
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
                                               check=True, idle_after=horizon,
                                               without=j if q == p else -1, changed_until=end)
@@ -636,6 +636,17 @@ class SiaVCPolicy:
                     self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
+
+    def _pending_of(self, q: int, n_pend: int, without: int) -> np.ndarray:
+        """Pool ``q``'s ``n_pend`` pending jobs in arrival order but ``without`` (if >= 0), as
+        an array, read off its cached clock: a clock lists every pending job of its pool
+        first (a refresh keeps a clock only if it reaches the last one, and every start
+        takes its job out of both), so no list of them is converted per guard."""
+        cj = self._vc[q][0]
+        if without < 0:
+            return cj[:n_pend]
+        i = int(np.searchsorted(cj[:n_pend], without))
+        return np.concatenate((cj[:i], cj[i + 1: n_pend]))
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
