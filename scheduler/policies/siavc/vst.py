@@ -73,18 +73,12 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
     """Compiled body of :func:`fcfs_clock` / :func:`fcfs_clock_against`; returns (starts,
     free GPUs after each start, position where the run met the reference run or -1)."""
     n_all = order.shape[0]
-    # the outputs and the heap start small and double when full: a run usually stops long
-    # before the end of ``order`` (a pool's whole future), and arrays sized for all of it
-    # cost more to allocate than the run itself
-    cap = n_all if n_all < 1024 else 1024
-    out = np.empty(cap, dtype=np.float64)
-    rem = np.empty(cap, dtype=np.int64)
+    out = np.empty(n_all, dtype=np.float64)
+    rem = np.empty(n_all, dtype=np.int64)
     # the GPUs held, by end: a binary min-heap on two arrays (numba's heapq on a list of
-    # (end, GPUs) tuples took over twice as long per job); it holds at most the busy
-    # entries plus one per job started, so busy + cap entries always suffice
-    nb = busy_end.shape[0]
-    he = np.empty(nb + cap, dtype=np.float64)
-    hg = np.empty(nb + cap, dtype=np.int64)
+    # (end, GPUs) tuples took over twice as long per job)
+    he = np.empty(busy_end.shape[0] + n_all, dtype=np.float64)
+    hg = np.empty(busy_end.shape[0] + n_all, dtype=np.int64)
     size = 0
     held = np.int64(0)
     for i in range(busy_end.shape[0]):
@@ -97,18 +91,6 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
     last_diff = changed_until  # the latest end of anything that differs from the reference
     met = -1
     for i in range(n_all):
-        if n == cap:  # full (n <= i < n_all): double, up to the whole order
-            cap = 2 * cap if 2 * cap < n_all else n_all
-            out2 = np.empty(cap, dtype=np.float64)
-            rem2 = np.empty(cap, dtype=np.int64)
-            out2[:n] = out[:n]
-            rem2[:n] = rem[:n]
-            out, rem = out2, rem2
-            he2 = np.empty(nb + cap, dtype=np.float64)
-            hg2 = np.empty(nb + cap, dtype=np.int64)
-            he2[:size] = he[:size]
-            hg2[:size] = hg[:size]
-            he, hg = he2, hg2
         k = order[i]
         s = submit[k]
         if s >= horizon:
