@@ -183,6 +183,9 @@ class SiaVCPolicy:
         self._deadline = F + _EPS  # a guard's re-run fails past F (+1 us)
         self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
         self._pool_jobs_np = [np.asarray(pj, dtype=np.int64) for pj in trace.pool_jobs]
+        #: per pool: its jobs' arrival times (s), ascending (to cut the future a run reads)
+        self._pool_submit = [np.asarray(trace.submit, dtype=np.float64)[pj]
+                             for pj in self._pool_jobs_np]
         self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
         self._pool_np = np.asarray(trace.pool, dtype=np.int64)
@@ -233,8 +236,11 @@ class SiaVCPolicy:
         (+1 us), or where the run meets the cached clock (see
         :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
+        stop = None
+        if not check and until < math.inf:  # see _future_upto
+            stop = self._future_upto(p, k_future, until)
         order = np.concatenate((np.asarray(pending, dtype=np.int64),
-                                self._pool_jobs_np[p][k_future:]))
+                                self._pool_jobs_np[p][k_future:stop]))
         busy = [c for c in self._charges[p] if c[0] > now]
         ref = self._reference(p, order, without, changed_until) if check else None
         vst, rem, met = fcfs_clock_against(
@@ -250,6 +256,14 @@ class SiaVCPolicy:
         cj, cv, cr = ref[1]
         return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
                 np.concatenate((rem, cr[met:])))
+
+    def _future_upto(self, p: int, k: int, until: float) -> int:
+        """The end (exclusive) of pool ``p``'s future jobs from position ``k`` that a run
+        stopping at ``until`` (after its pending jobs) can read: up to and including the first
+        one arriving at or after ``until``, which starts there and so stops the run. Handing
+        the clock only those saves copying (and sizing its arrays for) the pool's whole
+        future on every run."""
+        return k + int(np.searchsorted(self._pool_submit[p][k:], until, side="left")) + 1
 
     def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
         """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
@@ -697,7 +711,7 @@ class SiaVCPolicy:
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
         tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
-        order = np.concatenate((cj[i + 1:], pj[tail:]))
+        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._reach)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
         vst, rem, met = fcfs_clock_against(
             order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p],
