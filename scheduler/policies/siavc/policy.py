@@ -102,7 +102,7 @@ from sia.scheduler.policies.siavc.vc_pass import (
     pending_tail,
     update_merged,
 )
-from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts, fcfs_clock_against
+from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcfs_clock_kernel
 
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
@@ -243,14 +243,13 @@ class SiaVCPolicy:
                                 self._pool_jobs_np[p][k_future:stop]))
         busy = [c for c in self._charges[p] if c[0] > now]
         ref = self._reference(p, order, without, changed_until) if check else None
-        vst, rem, met = fcfs_clock_against(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p], now=now,
-            busy_end=np.array([e for e, _ in busy], dtype=np.float64),
-            busy_gpus=np.array([g for _, g in busy], dtype=np.int64),
-            stop_when_idle=check, idle_after=idle_after, until=math.inf if check else until,
-            keep=len(pending), deadline=self._deadline if check else None,
-            **({} if ref is None else ref[0]),
-        )
+        rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
+        vst, rem, met = fcfs_clock_kernel(
+            order, self._submit_np, self._dur_np, self._gpus_np,
+            self._deadline if check else NO_ARRAY, check, self._quota[p], now,
+            np.array([e for e, _ in busy], dtype=np.float64),
+            np.array([g for _, g in busy], dtype=np.int64), math.inf, check, idle_after,
+            math.inf if check else until, len(pending), rp, rv, cu)
         if met < 0:
             return order[: vst.shape[0]], vst, rem
         cj, cv, cr = ref[1]
@@ -267,8 +266,9 @@ class SiaVCPolicy:
 
     def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
         """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
-        (the same jobs but ``without``): (kwargs for ``fcfs_clock_against``, (jobs, VSTs,
-        free GPUs) of the cached clock aligned with ``order``), or None if it cannot serve
+        (the same jobs but ``without``): ((ref_prev, ref_vst, changed_until) for the clock
+        kernel, (jobs, VSTs, free GPUs) of the cached clock aligned with ``order``), or None
+        if it cannot serve
         (stale, or not the same jobs)."""
         if p in self._stale or self._vc[p] is None:
             return None
@@ -288,7 +288,7 @@ class SiaVCPolicy:
         n = cj.shape[0]
         if n > order.shape[0] or not np.array_equal(order[:n], cj):
             return None
-        return ({"ref_prev": prev, "ref_vst": cv, "changed_until": changed_until}, (cj, cv, cr))
+        return ((prev, cv, changed_until), (cj, cv, cr))
 
     def _set_clock(self, p: int, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray) -> None:
         """Cache pool ``p``'s clock, with its ends as Python numbers for the staleness test."""
@@ -713,16 +713,14 @@ class SiaVCPolicy:
         tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
         order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._reach)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
-        vst, rem, met = fcfs_clock_against(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p],
-            ref_prev=cv[i: i + m], ref_vst=cv[i + 1: i + 1 + m],
-            changed_until=float(cv[i] + self._dur_np[j]), now=t0 if i else now,
-            busy_end=np.concatenate((np.array([e for e, _ in busy], dtype=np.float64),
-                                     ends[held])),
-            busy_gpus=np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
-                                      self._gpus_np[head_j[held]])),
-            until=self._reach, keep=n_pend - i - 1, deadline=self._deadline,
-        )
+        vst, rem, met = fcfs_clock_kernel(
+            order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
+            self._quota[p], t0 if i else now,
+            np.concatenate((np.array([e for e, _ in busy], dtype=np.float64), ends[held])),
+            np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
+                            self._gpus_np[head_j[held]])),
+            math.inf, False, -math.inf, self._reach, n_pend - i - 1, cv[i: i + m],
+            cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
         if met >= 0:  # the rest is the cached clock's
             k = i + 1 + met
             return (np.concatenate((head_j, order[:met], cj[k:])),
