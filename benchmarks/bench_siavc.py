@@ -69,6 +69,49 @@ keep only the entries before a bound in the merge and read the pending jobs past
 straight from the per-pool clocks (they can only be candidates there, and their
 MaxReservation is read at now + d, which does not depend on their VST), so that a
 shifted backlog costs no merge update at all.
+2026-11-24/25 (session 6), issue 18 item 3, schedule-preserving changes: (1) that next
+step: the merge holds only the entries before a bound 6 h past the horizon (moved as
+before), and the pass takes the pending jobs past it from the per-pool clocks as a tail
+of candidates; counted on the whole trace, a pass reads 9.05k merged entries instead of
+20.3k (~250 pending jobs in the tail), and a changed span's in-bound part is 2.06k of its
+3.87k entries; (2) the pass: past the ~3 entries at or before now the level at now is
+fixed, so the visit to the horizon only looks for pending entries, and the reserved-GPU
+prefix sums are written only as far as the candidates read the plan (5.9k of 8.9k
+entries); (3) Python glue: the running jobs stay arrays, only the ~4 of ~650 candidates
+per pass the walk stops at are read out, a guard's pending jobs and its reference come off
+the cached clock without list conversions or np.delete, refreshes and resumed clocks read
+a pool's future only up to the job that stops them, and the clock kernel is called
+without fcfs_clock_against's argument handling. Tried, not kept: (a) the kernel's arrays
+starting at 1,024 entries and doubling (not sized for the whole order): an early stop on a
+25k-job order 40 -> 9 us, but a long run ~20-35% dearer per job (40k jobs: 2.4-2.8 ms vs
+1.9-2.0 ms), and whole Philly no faster; (b) the merge bound 15 min, 1 h or 24 h ahead
+instead of 6 h: no difference beyond the noise on 40,000 jobs.
+The machine was heavily loaded throughout (another engineer's two processes at 100% of
+both cores, load average 2-4.6): main's code (session 5's) took 107.7-115.6 s CPU here
+against 81.3 in session 5. This script, final code, one run (--prefixes 82182 --before main --order
+after-first, load average 4.5):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 after     95.19    91.87    154340  18821194  37508603   34362      0       yes
+      82182 before   115.64   107.74    154340  18821194  37508603   34362      0       yes
+
+CPU ratio 0.85. Right after, the same command with --order before-first (load 4.1-4.6):
+before 104.16 s CPU (110.63 wall), after 99.11 (101.36 wall), ratio 0.95, 0 slowed, same
+plan. Earlier single runs at intermediate commits in the same session: 0.84, 0.90, 0.89
+(and 0.99, 1.02 with (a) in); 20,000 jobs, three runs each way: 0.94, 1.09, 0.90. So
+about 0.85-0.95 on this loaded machine; not under 60 s (0.85-0.95 x main's 81.3 s of
+session 5 would be about 69-77 s on a quiet machine; not measured). Where the rest goes (whole trace, per-call timers, wall s under
+load, code before the last two glue changes): guards 34.0 (clock runs 18.4, with the
+resumed clocks'), merge upkeep 26.8 (span replacement with the span's merge and end sort
+20.1, bound moves 4.1), the compiled pass 21.8, guard verdicts 5.2, the pending tail 2.9,
+the candidate walk 2.5, refreshes 2.8, and ~13 of Python in decide. Next step: a merge
+update is still linear in the merged entries (~9k) and sorts the changed span by end
+(~73k updates), and a pass still walks the ~8.9k entries before the horizon to find the
+~900 pending ones. Both come from one global (VST, job) array with a global end order;
+per-pool reservation profiles (the clock kernel already pops each pool's ends in order)
+would let a changed pool replace only its own profile, and an index of the pending
+entries would let the pass find its candidates without walking the future entries
+between the end of the plan it reads (5.9k entries in) and the horizon.
 """
 
 from __future__ import annotations

@@ -193,10 +193,12 @@ def _busy_table(seed: int, n: int, n_pools: int) -> tuple[pl.DataFrame, pl.DataF
     return table(rows), make_pools({f"p{i}": q for i, q in enumerate(quota)})
 
 
-def _assert_equals_reference(jobs: pl.DataFrame, pools: pl.DataFrame) -> SiaVCPolicy:
-    """Replay ``jobs`` with the reference and the optimized policy; assert the same schedule
-    and the same guard counts; return the optimized policy (for its stats)."""
-    ref, opt = ReferenceSiaVC(), SiaVCPolicy()
+def _assert_equals_reference(jobs: pl.DataFrame, pools: pl.DataFrame,
+                             opt: SiaVCPolicy | None = None) -> SiaVCPolicy:
+    """Replay ``jobs`` with the reference and the optimized policy (``opt``, default a new
+    one); assert the same schedule and the same guard counts; return the optimized policy
+    (for its stats)."""
+    ref, opt = ReferenceSiaVC(), opt or SiaVCPolicy()
     ra, rb = simulate(jobs, pools, ref), simulate(jobs, pools, opt, check_invariants=True)
     assert ra.equals(rb)
     for key in ("early_starts", "checks_failed"):
@@ -212,6 +214,147 @@ def test_clocks_cut_after_a_guard_change_no_decision():
     for seed in range(12):
         cut += _assert_equals_reference(*_busy_table(seed, 60, 3)).stats["trimmed"]
     assert cut > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       ahead=st.sampled_from([1.0, 300.0, 1800.0]))
+def test_a_merge_cut_close_past_the_horizon_changes_no_decision(seed, n, n_pools, ahead):
+    """The merged clocks hold only the entries before a bound ``merge_ahead`` past the
+    horizon; the pass takes the pending jobs past it from the clocks. With the bound a
+    second to half an hour ahead (6 h by default), most passes have such jobs and the
+    bound moves often: the schedules and guard counts stay the reference's."""
+    _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(merge_ahead=ahead))
+
+
+def test_pending_jobs_past_the_merge_bound_are_met_and_the_bound_moves():
+    """On busy tables with the bound 5 min past the horizon, passes do meet pending jobs past
+    it and the bound is moved, and the decisions are the reference's."""
+    tails = moves = 0
+    for seed in range(12):
+        st_ = _assert_equals_reference(*_busy_table(seed, 60, 3),
+                                       SiaVCPolicy(merge_ahead=300.0)).stats
+        tails, moves = tails + st_["tails"], moves + st_["merge_moves"]
+    assert tails > 0 and moves > 0
+
+
+class _CheckedReruns(SiaVCPolicy):
+    """SiaVCPolicy that runs every guard's re-run also without the cached clock as its
+    reference and checks that the two agree: on their common prefix (a re-run that met the
+    cached clock takes its rest from it, which may be cut shorter), job for job, VST for
+    VST and free GPUs for free GPUs, and on whether the last job is late."""
+
+    _plain = False
+    reruns = 0
+
+    def _reference(self, *args, **kwargs):
+        return None if self._plain else super()._reference(*args, **kwargs)
+
+    def _sim(self, p, pending, k_future, now, **kw):
+        got = super()._sim(p, pending, k_future, now, **kw)
+        if kw.get("check"):
+            self._plain = True
+            try:
+                want = super()._sim(p, pending, k_future, now, **kw)
+            finally:
+                self._plain = False
+            n = min(got[0].shape[0], want[0].shape[0])
+            for a, b in zip(got, want, strict=True):
+                assert a[:n].tolist() == b[:n].tolist()
+            late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
+            assert late[0] == late[1]
+            type(self).reruns += 1
+        return got
+
+
+def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
+    """Busy tables: every guard's re-run that stops where it meets the cached clock (and a
+    job's own pool, its clock taken without the job) gives what a plain re-run gives."""
+    _CheckedReruns.reruns = 0
+    for seed in range(16):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReruns())
+    assert _CheckedReruns.reruns > 100
+
+
+class _CheckedPending(SiaVCPolicy):
+    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock are the
+    simulator's pending jobs (but the starting one)."""
+
+    checked = 0
+
+    def _try_charge(self, j, v, now, pend, *args):
+        self._pend_seen = pend
+        return super()._try_charge(j, v, now, pend, *args)
+
+    def _pending_of(self, q, n_pend, without):
+        got = super()._pending_of(q, n_pend, without)
+        assert got.tolist() == [k for k in self._pend_seen[q] if k != without]
+        type(self).checked += 1
+        return got
+
+
+def test_guards_read_each_pools_pending_jobs_off_its_cached_clock():
+    _CheckedPending.checked = 0
+    for seed in range(16):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedPending())
+    jobs, pools = generate_workload("higher-load", 1, days=0.4)
+    simulate(jobs, pools, _CheckedPending())
+    assert _CheckedPending.checked > 100
+
+
+class _Clocks(SiaVCPolicy):
+    """SiaVCPolicy recording every pool's cached clock (jobs, VSTs, free GPUs) after each
+    decision; with ``uncut``, its runs read the pools' whole futures."""
+
+    def __init__(self, uncut: bool = False) -> None:
+        super().__init__()
+        self._uncut = uncut
+        self.seen: list = []
+
+    def _future_upto(self, p, k, until):
+        return 1 << 62 if self._uncut else super()._future_upto(p, k, until)
+
+    def decide(self, view):
+        out = super().decide(view)
+        self.seen.append([None if c is None else tuple(x.tolist() for x in c)
+                          for c in self._vc])
+        return out
+
+
+def test_runs_read_the_future_only_up_to_the_job_that_stops_them():
+    """A refresh or a resumed clock stops after its first job starting at or after the reach;
+    read from the pool's future only up to the first job arriving at or after it, every
+    cached clock is the same, decision by decision, as read from the whole future."""
+    for seed in range(12):
+        jobs, pools = _busy_table(seed, 60, 3)
+        cut, whole = _Clocks(), _Clocks(uncut=True)
+        assert simulate(jobs, pools, cut).equals(simulate(jobs, pools, whole))
+        assert cut.seen == whole.seen
+
+
+class _Wakeups(SiaVCPolicy):
+    """SiaVCPolicy recording every wake-up it asks for, with the decision's instant."""
+
+    def reset(self, trace, cluster) -> None:
+        super().reset(trace, cluster)
+        self.asked: list[tuple[float, float | None]] = []
+
+    def decide(self, view):
+        out = super().decide(view)
+        self.asked.append((view.now, self._wakeup))
+        return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4))
+def test_wakeups_do_not_depend_on_the_merge_bound(seed, n, n_pools):
+    """The wake-up (the first VST ahead of each pool, read off the merge, and off the clocks
+    when the merge has none) is the same at every decision with the bound a second past the
+    horizon as with everything merged."""
+    jobs, pools = _busy_table(seed, n, n_pools)
+    near, far = _Wakeups(merge_ahead=1.0), _Wakeups(merge_ahead=1e12)
+    assert simulate(jobs, pools, near).equals(simulate(jobs, pools, far))
+    assert near.asked == far.asked and far.stats["tails"] == 0
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -414,6 +557,40 @@ class ReferenceSiaVC:
         """Return the smallest virtual start time after ``now`` (s), or None."""
         w = self._wakeup
         return w if w is not None and w > now else None
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1000, 5000), cap=st.integers(1, 300))
+def test_long_clock_runs_match_a_plain_fcfs(seed, n, cap):
+    """A pool run over thousands of jobs: the starts and free GPUs of a plain heapq FCFS,
+    with GPUs held at the start, wide pools (many jobs held at once) and narrow ones."""
+    import heapq
+
+    rng = np.random.default_rng(seed)
+    submit = np.sort(rng.uniform(0, n * 50.0, n))
+    dur = rng.uniform(1, 20_000, n)
+    gpus = np.minimum(rng.choice([1, 1, 2, 4, 8], n), cap)
+    busy = [(float(e), int(g)) for e, g in zip(rng.uniform(0, 5_000, 3),
+                                                 np.minimum([1, 2, 1], cap), strict=True)]
+    rem: list[int] = []
+    got = fcfs_pool_starts(submit, dur, gpus, cap, busy=busy, rem=rem)
+    heap, held, t_prev, want, want_rem = sorted(busy), sum(g for _, g in busy), 0.0, [], []
+    for s, d, g in zip(submit.tolist(), dur.tolist(), gpus.tolist(), strict=True):
+        t = max(s, t_prev)
+        while heap and heap[0][0] <= t:
+            held -= heapq.heappop(heap)[1]
+        while cap - held < g:
+            e, gg = heapq.heappop(heap)
+            held -= gg
+            t = max(t, e)
+            while heap and heap[0][0] <= t:
+                held -= heapq.heappop(heap)[1]
+        heapq.heappush(heap, (t + d, g))
+        held += g
+        want.append(t)
+        want_rem.append(cap - held)
+        t_prev = t
+    assert got == want and rem == want_rem
 
 
 def test_fcfs_pool_starts_early_stops():

@@ -9,12 +9,12 @@ from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     bulk_pass,
     changed_span,
+    cut_merged,
     drop_job,
-    extend_end_order,
     merge_clocks,
     next_vst,
+    pending_tail,
     replace_pools,
-    shrink_end_order,
     update_merged,
 )
 from sia.scheduler.policies.siavc.vst import ResourcePlan
@@ -220,6 +220,91 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
             assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
+def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_order():
+    """Pool 0: jobs 1, 4 pending (VSTs 10, 50), job 9 future; pool 1: jobs 2, 3 pending (VSTs
+    50, 70). With the merge cut at 50 (pool 0's first entry in it, none of pool 1's), the
+    tail is jobs 2 and 4 at 50 (job order breaks the tie), then 3; job 9 is not pending."""
+    clocks = [(np.array([1, 4, 9]), np.array([10.0, 50.0, 60.0])),
+              (np.array([2, 3]), np.array([50.0, 70.0]))]
+    gpus, dur = np.arange(10) + 1, np.arange(10) * 10.0
+    V, J, G, D = pending_tail(clocks, [1, 0], [2, 2], gpus, dur)
+    assert V.tolist() == [50.0, 50.0, 70.0] and J.tolist() == [2, 4, 3]
+    assert G.tolist() == [3, 5, 4] and D.tolist() == [20.0, 40.0, 30.0]
+    assert pending_tail(clocks, [2, 2], [2, 2], gpus, dur) is None
+
+
+def test_a_visit_that_fills_the_cluster_on_the_merges_last_entry_meets_no_tail():
+    """now = 0, 4 GPUs. Pool 0: job 0 (pending) and job 5 (future), both 2 wide at VST 0;
+    pool 1: job 1 (pending, zero-wide) at VST 100. Job 5 fills the cluster at now, which ends
+    the visit; with the merge cut at 50 that is its last entry, and job 1, in the tail, must
+    not become a candidate either."""
+    clocks = [(np.array([0.0, 0.0]), np.array([0, 5]), np.array([2, 2]), np.array([10.0, 10.0])),
+              (np.array([100.0]), np.array([1]), np.array([0]), np.array([10.0]))]
+    kw = dict(horizon=10.0, n_arrived=2, now=0.0, capacity=4, free=4, run_end=np.empty(0),
+              run_gpus=np.empty(0, dtype=np.int64), longest=10.0, n_pending=2)
+    (V, J, G, D), seg = lay_out(clocks)
+    assert bulk_pass(merge_clocks(V, J, G, D, seg), **kw)[0].tolist() == [0]
+    (V, J, G, D), seg = lay_out([clocks[0], tuple(x[:0] for x in clocks[1])])
+    tail = (np.array([100.0]), np.array([1]), np.array([0]), np.array([10.0]))
+    assert bulk_pass(merge_clocks(V, J, G, D, seg), tail=tail, **kw)[0].tolist() == [0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_a_pass_over_a_merge_cut_past_the_horizon_plus_its_pending_tail_is_unchanged(
+        seed, n, n_pools):
+    """Merging only the entries before a bound past the horizon (and past now + the longest
+    possible candidate), and handing the pass the pending jobs past it as a tail, gives the
+    same candidates, in the same order, with the same verdicts as the whole merge; the
+    merge cut from the whole one equals the one merged from the cut clocks."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    # short jobs (a tenth of the time) keep the horizon early, so many pending jobs lie past it
+    scale = float(rng.choice([1.0, 10.0]))
+    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    (V, J, G, D), seg = lay_out(clocks)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest
+    k = int(rng.integers(0, 4))
+    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
+              run_gpus=rng.integers(1, 3, k), longest=longest,
+              n_pending=int((J < n_arr).sum()))
+    whole = merge_clocks(V, J, G, D, seg)
+    want = bulk_pass(whole, **kw)
+    bound = horizon + float(rng.choice([0.5, 50.0, 100.0, 1000.0]))
+    cut = [tuple(x[V_ < bound] for x in (V_, J_, G_, D_)) for V_, J_, G_, D_ in clocks]
+    (cV, cJ, cG, cD), cseg = lay_out(cut)
+    merged = merge_clocks(cV, cJ, cG, cD, cseg)
+    assert_same_merge(cut_merged(whole, bound), merged)
+    tail = pending_tail([(J_, V_) for V_, J_, _, _ in clocks], [c[0].shape[0] for c in cut],
+                        [int((J_ < n_arr).sum()) for _, J_, _, _ in clocks], G_all(clocks, n),
+                        D_all(clocks, n))
+    for x, y in zip(bulk_pass(merged, tail=tail, **kw), want, strict=True):
+        assert x.tolist() == y.tolist()
+
+
+def G_all(clocks: list[tuple], n: int) -> np.ndarray:  # noqa: N802
+    """Trace-wide GPUs (indexed by job) of the jobs laid out in ``clocks``."""
+    out = np.zeros(2 * n + 3, dtype=np.int64)
+    for _, J, G, _ in clocks:
+        out[J] = G
+    return out
+
+
+def D_all(clocks: list[tuple], n: int) -> np.ndarray:  # noqa: N802
+    """Trace-wide durations (indexed by job) of the jobs laid out in ``clocks``."""
+    out = np.zeros(2 * n + 3, dtype=np.float64)
+    for _, J, _, D in clocks:
+        out[J] = D
+    return out
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 5))
 def test_next_vst_is_the_per_pool_first_vst_ahead(seed, n, n_pools):
@@ -273,50 +358,3 @@ def test_walk_skips_dominated_and_failed_verdict_candidates_and_counts_them():
     assert always.next(0) == 0
     always.set_verdict(0, 1, -np.inf, 1, 0)
     assert always.next(0) == -1 and always.counts.tolist() == [2, 0]
-
-
-def assert_end_order_to(merged: tuple, bound: float) -> None:
-    """``merged``'s end order lists exactly its entries with a VST before ``bound``, by end."""
-    V, D, eo, ends = merged[0], merged[3], merged[5], merged[7]
-    assert sorted(eo.tolist()) == np.flatnonzero(V < bound).tolist()
-    assert (V[eo] + D[eo]).tolist() == ends.tolist() == sorted(ends.tolist())
-
-
-@settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 5))
-def test_an_end_order_bounded_by_vst_is_kept_extended_and_cut(seed, n, n_pools):
-    """Merging, replacing pools, extending and cutting keep the end order to exactly the
-    entries before the bound; a pass whose horizon is within the bound reads the same
-    candidates and verdicts as over the full end order."""
-    rng = np.random.default_rng(seed)
-    old = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[:n])
-    bound = float(rng.integers(0, 13) * 100 + rng.choice([0.0, 50.0]))
-    (V, J, G, D), seg = lay_out(old)
-    merged = merge_clocks(V, J, G, D, seg, bound=bound)
-    assert_end_order_to(merged, bound)
-    changed = sorted(set(rng.integers(0, n_pools, rng.integers(1, n_pools + 1)).tolist()))
-    fresh = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[: n + 3] + 10 * n + 10)
-    (cV, cJ, cG, cD), cseg = lay_out([fresh[p] for p in changed])
-    lo = np.where(np.isin(np.arange(n_pools), changed), 0, 1)
-    hi = np.where(np.isin(np.arange(n_pools), changed), 10**9, 0)
-    merged = update_merged(merged, lo, hi, cV, cJ, cG, cD, cseg, changed, bound=bound)
-    assert_end_order_to(merged, bound)
-    wider = bound + float(rng.integers(1, 6) * 100)
-    assert_end_order_to(extend_end_order(merged, bound, wider), wider)
-    assert_end_order_to(extend_end_order(merged, bound, np.inf), np.inf)
-    narrower = bound - float(rng.integers(0, 6) * 100)
-    assert_end_order_to(shrink_end_order(merged, narrower), narrower)
-    # the same merge with its full end order, and a pass as the policy runs it: the horizon
-    # now + the longest pending job within the free GPUs, the bound at or past it
-    eo = np.argsort(merged[0] + merged[3], kind="stable")
-    full = (*merged[:5], eo, merged[6], (merged[0] + merged[3])[eo])
-    n_arr = int(rng.integers(0, 3 * n + 3))
-    free = int(rng.integers(0, 9))
-    fit = (merged[1] < n_arr) & (merged[2] <= free)
-    longest = float(merged[3][fit].max()) if fit.any() else 0.0
-    horizon = longest
-    bounded = extend_end_order(merged, bound, horizon) if bound < horizon else merged
-    kw = dict(horizon=horizon, n_arrived=n_arr, now=0.0, capacity=12, free=free,
-              run_end=np.array([50.0]), run_gpus=np.array([2]), longest=longest)
-    for x, y in zip(bulk_pass(bounded, **kw), bulk_pass(full, **kw), strict=True):
-        assert x.tolist() == y.tolist()

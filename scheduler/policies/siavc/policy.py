@@ -56,9 +56,10 @@ lent GPUs cannot make its own pool fail, so that pool's clock is resumed at the
 job's place instead of re-run. The pools' clocks are kept merged in (VST, job)
 order, updated in linear time for the span a change touched (a job started on time
 leaves only a tombstone); a guard's re-run is cached cut to what a refresh would hold
-(see ``_trim``), and the merge's order by end covers only the entries before a bound
-just past the horizon (see ``_merged``). Each pass's bulk visit (the plan's level at every
-reservation start, each candidate's MaxReservation) and the walk over its
+(see ``_trim``), and the merge holds only the entries before a bound just past the
+horizon, the pass taking the pending jobs past it from the clocks (see ``_merged``).
+Each pass's bulk visit (the plan's level at every reservation start, each
+candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
@@ -94,18 +95,18 @@ from sia.scheduler.policies.siavc.vc_pass import (
     PassScratch,
     bulk_pass,
     changed_span,
+    cut_merged,
     drop_job,
-    extend_end_order,
     merge_clocks,
     next_vst,
-    shrink_end_order,
+    pending_tail,
     update_merged,
 )
-from sia.scheduler.policies.siavc.vst import fcfs_baseline_starts, fcfs_clock_against
+from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcfs_clock_kernel
 
 _EPS = 1e-6  # seconds
-#: the end order of the merged clocks reaches at least this far (s) past the horizon
-_END_ORDER_AHEAD = 6 * 3600.0
+#: the merged clocks hold the entries up to at least this far (s) past the horizon
+_MERGE_AHEAD = 6 * 3600.0
 
 
 class _PendingByWidth:
@@ -160,8 +161,11 @@ class SiaVCPolicy:
     uses_ticks = False
     needs = PolicyNeeds()  # places no cells: fungible GPUs only
 
-    def __init__(self) -> None:
+    def __init__(self, merge_ahead: float = _MERGE_AHEAD) -> None:
+        """``merge_ahead`` (s): how far past the horizon the merged clocks reach at least (see
+        :meth:`_merged`); any value > 0 gives the same decisions, only the cost changes."""
         self._wakeup: float | None = None
+        self._ahead = float(merge_ahead)
 
     # ------------------------------------------------------------------ setup
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -179,6 +183,9 @@ class SiaVCPolicy:
         self._deadline = F + _EPS  # a guard's re-run fails past F (+1 us)
         self._pool_jobs = [pj.tolist() for pj in trace.pool_jobs]
         self._pool_jobs_np = [np.asarray(pj, dtype=np.int64) for pj in trace.pool_jobs]
+        #: per pool: its jobs' arrival times (s), ascending (to cut the future a run reads)
+        self._pool_submit = [np.asarray(trace.submit, dtype=np.float64)[pj]
+                             for pj in self._pool_jobs_np]
         self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
         self._pool_np = np.asarray(trace.pool, dtype=np.int64)
@@ -210,11 +217,11 @@ class SiaVCPolicy:
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0, "trimmed": 0}
+                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
 
     # ------------------------------------------------------------------ helpers
-    def _sim(self, p: int, pending: list[int], k_future: int, now: float, *, until: float,
-             check: bool = False, idle_after: float = math.inf, without: int = -1,
+    def _sim(self, p: int, pending: list[int] | np.ndarray, k_future: int, now: float, *,
+             until: float, check: bool = False, idle_after: float = math.inf, without: int = -1,
              changed_until: float = -math.inf
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
@@ -229,43 +236,59 @@ class SiaVCPolicy:
         (+1 us), or where the run meets the cached clock (see
         :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
-        order = np.concatenate((np.array(pending, dtype=np.int64),
-                                self._pool_jobs_np[p][k_future:]))
+        stop = None
+        if not check and until < math.inf:  # see _future_upto
+            stop = self._future_upto(p, k_future, until)
+        order = np.concatenate((np.asarray(pending, dtype=np.int64),
+                                self._pool_jobs_np[p][k_future:stop]))
         busy = [c for c in self._charges[p] if c[0] > now]
         ref = self._reference(p, order, without, changed_until) if check else None
-        vst, rem, met = fcfs_clock_against(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p], now=now,
-            busy_end=np.array([e for e, _ in busy], dtype=np.float64),
-            busy_gpus=np.array([g for _, g in busy], dtype=np.int64),
-            stop_when_idle=check, idle_after=idle_after, until=math.inf if check else until,
-            keep=len(pending), deadline=self._deadline if check else None,
-            **({} if ref is None else ref[0]),
-        )
+        rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
+        vst, rem, met = fcfs_clock_kernel(
+            order, self._submit_np, self._dur_np, self._gpus_np,
+            self._deadline if check else NO_ARRAY, check, self._quota[p], now,
+            np.array([e for e, _ in busy], dtype=np.float64),
+            np.array([g for _, g in busy], dtype=np.int64), math.inf, check, idle_after,
+            math.inf if check else until, len(pending), rp, rv, cu)
         if met < 0:
             return order[: vst.shape[0]], vst, rem
         cj, cv, cr = ref[1]
         return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
                 np.concatenate((rem, cr[met:])))
 
+    def _future_upto(self, p: int, k: int, until: float) -> int:
+        """The end (exclusive) of pool ``p``'s future jobs from position ``k`` that a run
+        stopping at ``until`` (after its pending jobs) can read: up to and including the first
+        one arriving at or after ``until``, which starts there and so stops the run. Handing
+        the clock only those saves copying (and sizing its arrays for) the pool's whole
+        future on every run."""
+        return k + int(np.searchsorted(self._pool_submit[p][k:], until, side="left")) + 1
+
     def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
         """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
-        (the same jobs but ``without``): (kwargs for ``fcfs_clock_against``, (jobs, VSTs,
-        free GPUs) of the cached clock aligned with ``order``), or None if it cannot serve
+        (the same jobs but ``without``): ((ref_prev, ref_vst, changed_until) for the clock
+        kernel, (jobs, VSTs, free GPUs) of the cached clock aligned with ``order``), or None
+        if it cannot serve
         (stale, or not the same jobs)."""
         if p in self._stale or self._vc[p] is None:
             return None
         cj, cv, cr = self._vc[p]
-        prev = np.concatenate(([np.nan], cv[:-1]))
         if without >= 0:
             i = int(np.searchsorted(cj, without))
             if i >= cj.shape[0] or cj[i] != without:
                 return None
             changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
-            cj, cv, cr, prev = (np.delete(x, i) for x in (cj, cv, cr, prev))
+            # each job's previous start in the cached clock (the job after ``without`` keeps
+            # ``without``'s), and the clock, without position i: slices joined (np.delete
+            # cost several times as much per call)
+            prev = np.concatenate(([np.nan], cv[: i - 1], cv[i:-1]) if i else (cv[:-1],))
+            cj, cv, cr = (np.concatenate((x[:i], x[i + 1:])) for x in (cj, cv, cr))
+        else:
+            prev = np.concatenate(([np.nan], cv[:-1]))
         n = cj.shape[0]
         if n > order.shape[0] or not np.array_equal(order[:n], cj):
             return None
-        return ({"ref_prev": prev, "ref_vst": cv, "changed_until": changed_until}, (cj, cv, cr))
+        return ((prev, cv, changed_until), (cj, cv, cr))
 
     def _set_clock(self, p: int, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray) -> None:
         """Cache pool ``p``'s clock, with its ends as Python numbers for the staleness test."""
@@ -339,8 +362,9 @@ class SiaVCPolicy:
         starts: list[Start] = []
         if free >= min_g:
             run = view.running()
-            run_e = (run.start + self._trace.duration[run.job]).tolist()
-            run_g = run.num_gpus.tolist()
+            # the running jobs' ends and widths as arrays: each pass hands them to bulk_pass
+            run_e = np.asarray(run.start + self._trace.duration[run.job], dtype=np.float64)
+            run_g = np.asarray(run.num_gpus, dtype=np.int64)
             ded = view.used_dedicated.tolist()
             while True:
                 self.stats["passes"] += 1
@@ -351,8 +375,8 @@ class SiaVCPolicy:
                 pend[p].remove(j)
                 self._by_width.start(j)
                 free -= g
-                run_e.append(now + dur[j])
-                run_g.append(g)
+                run_e = np.append(run_e, now + dur[j])
+                run_g = np.append(run_g, g)
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -362,11 +386,12 @@ class SiaVCPolicy:
                     break
         # wake up at the smallest VST ahead among the jobs the pass would visit
         cat = self._current_merge()
-        if cat is not None:
+        w = math.inf
+        if cat is not None:  # a pool whose first VST ahead is past the merge's bound comes
+            # after any found in the merge
             w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
                          horizon=horizon, n_pools=P)
-        else:
-            w = math.inf
+        if w == math.inf:
             for p in range(P):
                 jobs, vs, _ = self._vc[p]
                 i = int(np.searchsorted(vs, now, side="right"))
@@ -376,72 +401,112 @@ class SiaVCPolicy:
         return starts
 
     def _current_merge(self) -> tuple | None:
-        """The cached merge (versions, merged clocks, clocks merged, its end order's bound) if
+        """The cached merge (see :meth:`_cached`) if
         every clock is as merged, else None."""
         cat = self._cat
         return cat if cat is not None and cat[0] == tuple(self._ver) else None
 
-    def _merged(self, horizon: float) -> tuple[np.ndarray, ...]:
-        """Return every pool's clock merged in (VST, job) order (see ``merge_clocks``), cached
-        by the pools' versions. When clocks changed, only the entries between what each new
-        clock shares with the merged one at its start and at its end are replaced (a
-        guard's re-run keeps the clock's head, and its tail where it met the cached clock),
-        in linear time.
+    def _inbound(self, p: int, bound: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pool ``p``'s clock (jobs, VSTs) cut to its entries with a VST before ``bound``."""
+        jobs, vs, _ = self._vc[p]
+        k = int(np.searchsorted(vs, bound, side="left"))
+        return jobs[:k], vs[:k]
 
-        The end order covers the entries with a VST before a bound at or after ``horizon``
-        (a pass reads ends up to the horizon only): the bound is set ``_END_ORDER_AHEAD``
-        past the horizon when the horizon passes it (the entries in between sorted by end
-        and merged in) or when it lies more than four times that far ahead (the end order
-        cut). So an early start that shifts its pool's backlog far ahead re-sorts by end
-        only the shifted entries before the bound."""
+    def _merged(self, horizon: float) -> tuple[tuple[np.ndarray, ...], float]:
+        """Return (every pool's clock entries with a VST before a bound merged in (VST, job)
+        order, see ``merge_clocks``; the bound), cached by the pools' versions. When
+        clocks changed, only the entries between what each new clock shares with the
+        merged one at its start and at its end are replaced (a guard's re-run keeps the
+        clock's head, and its tail where it met the cached clock), in linear time.
+
+        The bound lies past ``horizon``: a pass reads entries up to the horizon, and past
+        it only the pending jobs, as candidates, which it takes from the clocks (see
+        ``pending_tail``). It is set ``merge_ahead`` past the horizon when the horizon
+        reaches it (the entries in between merged in) or when it lies more than four
+        times that far ahead (the merge cut). So an early start that shifts its pool's
+        backlog far ahead updates the merge only for the shifted entries before the
+        bound."""
         key = tuple(self._ver)
         cat = self._cat
         if cat is None or cat[0] != key:
             cat = self._cat = self._merge_update(key, cat, horizon)
-        if cat[3] < horizon:
-            bound = horizon + _END_ORDER_AHEAD
-            cat = self._cat = (cat[0], extend_end_order(cat[1], cat[3], bound), cat[2], bound)
-        elif cat[3] > horizon + 4 * _END_ORDER_AHEAD:
-            bound = horizon + _END_ORDER_AHEAD
-            cat = self._cat = (cat[0], shrink_end_order(cat[1], bound), cat[2], bound)
-        return cat[1]
+        if cat[3] <= horizon or cat[3] > horizon + 4 * self._ahead:
+            self.stats["merge_moves"] += 1
+        if cat[3] <= horizon:
+            cat = self._cat = self._extend(cat, horizon + self._ahead)
+        elif cat[3] > horizon + 4 * self._ahead:
+            bound = horizon + self._ahead
+            cat = self._cat = self._cached(cat[0], cut_merged(cat[1], bound),
+                                           [self._inbound(p, bound) for p in range(len(cat[0]))],
+                                           bound)
+        return cat[1], cat[3]
+
+    @staticmethod
+    def _cached(key: tuple, merged: tuple, inb: list, bound: float) -> tuple:
+        """The merge as cached: (the pools' versions, the merged entries, each pool's clock cut
+        to the bound, the bound, each cut clock's length)."""
+        return (key, merged, inb, bound, [j.shape[0] for j, _ in inb])
+
+    def _extend(self, cat: tuple, bound: float) -> tuple:
+        """The current merge ``cat`` with its bound moved on to ``bound``: each clock's entries
+        between the two bounds merged in."""
+        P = len(cat[0])
+        parts, pools = [], []
+        inb = list(cat[2])
+        for p in range(P):
+            a = inb[p][0].shape[0]
+            jobs, vs = inb[p] = self._inbound(p, bound)
+            if jobs.shape[0] > a:
+                parts.append((jobs[a:], vs[a:]))
+                pools.append(p)
+        if not parts:
+            return self._cached(cat[0], cat[1], inb, bound)
+        seg = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([j.shape[0] for j, _ in parts], out=seg[1:])
+        J = np.concatenate([j for j, _ in parts])
+        new = update_merged(cat[1], np.ones(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+                            np.concatenate([v for _, v in parts]), J, self._gpus_np[J],
+                            self._dur_np[J], seg, pools)
+        return self._cached(cat[0], new, inb, bound)
 
     def _merge_update(self, key: tuple, cat: tuple | None, horizon: float) -> tuple:
         """The new cached merge of :meth:`_merged`, from ``cat`` (the previous one or None)."""
         P = len(key)
         if cat is None:
-            bound = horizon + _END_ORDER_AHEAD
-            J = np.concatenate([self._vc[p][0] for p in range(P)])
+            bound = horizon + self._ahead
+            inb = [self._inbound(p, bound) for p in range(P)]
+            J = np.concatenate([j for j, _ in inb])
             seg = np.zeros(P + 1, dtype=np.int64)
-            np.cumsum([self._vc[p][0].shape[0] for p in range(P)], out=seg[1:])
-            new = merge_clocks(np.concatenate([self._vc[p][1] for p in range(P)]), J,
-                               self._gpus_np[J], self._dur_np[J], seg, bound=bound)
-        else:
-            bound = cat[3]
-            changed, js, vs = [], [], []
-            lo = np.ones(P, dtype=np.int64)
-            hi = np.zeros(P, dtype=np.int64)
-            for p in range(P):
-                if key[p] == cat[0][p]:
-                    continue
-                oj, ov = cat[2][p]
-                nj, nv, _ = self._vc[p]
-                pre, suf = changed_span(oj, ov, nj, nv)
-                if pre + suf < oj.shape[0]:
-                    lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
-                if pre + suf < nj.shape[0]:
-                    changed.append(p)
-                    js.append(nj[pre: nj.shape[0] - suf])
-                    vs.append(nv[pre: nj.shape[0] - suf])
-            seg = np.zeros(len(changed) + 1, dtype=np.int64)
-            np.cumsum([x.shape[0] for x in js], out=seg[1:])
-            J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
-            new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
-                                self._gpus_np[J], self._dur_np[J], seg, changed, bound=bound)
-        return (key, new, [self._vc[p][:2] for p in range(P)], bound)
+            np.cumsum([j.shape[0] for j, _ in inb], out=seg[1:])
+            new = merge_clocks(np.concatenate([v for _, v in inb]), J, self._gpus_np[J],
+                               self._dur_np[J], seg)
+            return self._cached(key, new, inb, bound)
+        bound = cat[3]
+        inb = list(cat[2])
+        changed, js, vs = [], [], []
+        lo = np.ones(P, dtype=np.int64)
+        hi = np.zeros(P, dtype=np.int64)
+        for p in range(P):
+            if key[p] == cat[0][p]:
+                continue
+            oj, ov = inb[p]
+            nj, nv = inb[p] = self._inbound(p, bound)
+            pre, suf = changed_span(oj, ov, nj, nv)
+            if pre + suf < oj.shape[0]:
+                lo[p], hi[p] = oj[pre], oj[oj.shape[0] - suf - 1]
+            if pre + suf < nj.shape[0]:
+                changed.append(p)
+                js.append(nj[pre: nj.shape[0] - suf])
+                vs.append(nv[pre: nj.shape[0] - suf])
+        seg = np.zeros(len(changed) + 1, dtype=np.int64)
+        np.cumsum([x.shape[0] for x in js], out=seg[1:])
+        J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
+        new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
+                            self._gpus_np[J], self._dur_np[J], seg, changed)
+        return self._cached(key, new, inb, bound)
 
     def _pass(self, now: float, horizon: float, n_arr: int, pend: list[list[int]], free: int,
-              run_e: list[float], run_g: list[int]) -> int | None:
+              run_e: np.ndarray, run_g: np.ndarray) -> int | None:
         """One pass of Figure 6's do-while: return the first job that starts, or None.
 
         Jobs are visited in (VST, index) order (the pools' sorted clocks merged),
@@ -468,35 +533,38 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q) for q in range(len(pend))]
+        merged, bound = self._merged(horizon)
+        tail = pending_tail(self._vc, self._cat[4], list(map(len, pend)), self._gpus_np,
+                            self._dur_np)
+        if tail is not None:
+            self.stats["tails"] += 1
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
-            self._merged(horizon), horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+            merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
-            run_end=np.array(run_e, dtype=np.float64),
-            run_gpus=np.array(run_g, dtype=np.int64))
+            run_end=run_e, run_gpus=run_g, tail=tail)
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
         # depends only on the job's pool, width and end (see _verdict), so the walk skips
         # those guards by a verdict per pool and width, and replays their counts
         walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend), now)
-        Jc, Vcl = Jc_a.tolist(), Vc.tolist()
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
         i = walk.next(0)
-        while i >= 0:
-            j = Jc[i]
+        while i >= 0:  # a few candidates per pass: read one by one, not converted in bulk
+            j = int(Jc_a[i])
             if walk.needs_verdict(i):
                 p, g = self._pool[j], self._gpus[j]
                 walk.set_verdict(p, g, *self._verdict(p, g, free_of, lenders))
                 i = walk.next(i)
                 continue
-            if self._try_charge(j, Vcl[i], now, pend, n_arr, horizon, free_of, lenders):
+            if self._try_charge(j, float(Vc[i]), now, pend, n_arr, horizon, free_of, lenders):
                 break
             i = walk.next(i + 1)
         stats["early_starts"] += int(walk.counts[0])
         stats["checks_failed"] += int(walk.counts[1])
-        return Jc[i] if i >= 0 else None
+        return int(Jc_a[i]) if i >= 0 else None
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
                     horizon: float, free_of: list[int], lenders_all: list[int]) -> bool:
@@ -521,7 +589,8 @@ class SiaVCPolicy:
             if cat is not None:  # the merge lost just that job
                 drop_job(cat[1], j)
                 self._ver[p] += 1
-                cat[2][p] = self._vc[p][:2]
+                cat[2][p] = self._inbound(p, cat[3])
+                cat[4][p] = cat[2][p][0].shape[0]
                 self._cat = (tuple(self._ver), *cat[1:])
             else:
                 self._ver[p] += 1
@@ -560,7 +629,7 @@ class SiaVCPolicy:
                 if q == p and p not in shares and p not in self._stale:
                     jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
                 else:
-                    jobs_q = [k for k in pend[p] if k != j] if q == p else pend[q]
+                    jobs_q = self._pending_of(q, len(pend[q]), j if q == p else -1)
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
                                               check=True, idle_after=horizon,
                                               without=j if q == p else -1, changed_until=end)
@@ -581,6 +650,17 @@ class SiaVCPolicy:
                     self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
+
+    def _pending_of(self, q: int, n_pend: int, without: int) -> np.ndarray:
+        """Pool ``q``'s ``n_pend`` pending jobs in arrival order but ``without`` (if >= 0), as
+        an array, read off its cached clock: a clock lists every pending job of its pool
+        first (a refresh keeps a clock only if it reaches the last one, and every start
+        takes its job out of both), so no list of them is converted per guard."""
+        cj = self._vc[q][0]
+        if without < 0:
+            return cj[:n_pend]
+        i = int(np.searchsorted(cj[:n_pend], without))
+        return np.concatenate((cj[:i], cj[i + 1: n_pend]))
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -631,18 +711,16 @@ class SiaVCPolicy:
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
         tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
-        order = np.concatenate((cj[i + 1:], pj[tail:]))
+        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._reach)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
-        vst, rem, met = fcfs_clock_against(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._quota[p],
-            ref_prev=cv[i: i + m], ref_vst=cv[i + 1: i + 1 + m],
-            changed_until=float(cv[i] + self._dur_np[j]), now=t0 if i else now,
-            busy_end=np.concatenate((np.array([e for e, _ in busy], dtype=np.float64),
-                                     ends[held])),
-            busy_gpus=np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
-                                      self._gpus_np[head_j[held]])),
-            until=self._reach, keep=n_pend - i - 1, deadline=self._deadline,
-        )
+        vst, rem, met = fcfs_clock_kernel(
+            order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
+            self._quota[p], t0 if i else now,
+            np.concatenate((np.array([e for e, _ in busy], dtype=np.float64), ends[held])),
+            np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
+                            self._gpus_np[head_j[held]])),
+            math.inf, False, -math.inf, self._reach, n_pend - i - 1, cv[i: i + m],
+            cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
         if met >= 0:  # the rest is the cached clock's
             k = i + 1 + met
             return (np.concatenate((head_j, order[:met], cj[k:])),

@@ -26,16 +26,13 @@ import numpy as np
 
 def merge_clocks(
     V: np.ndarray, J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray,
-    pools: np.ndarray | None = None, bound: float = math.inf,
+    pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries with a VST before ``bound`` by end V + D, alive, the ends in that order).
+    entries by end V + D, alive, the ends in that order).
 
-    The end order is only read for ends up to the horizon (see :func:`bulk_pass`), and an
-    entry ends no earlier than its VST: so it needs only the entries with a VST before a
-    bound at or after the horizon (a prefix of the merged entries), and an entry that
-    changes beyond the bound (a backlog shifted by an early start) is not sorted by end.
-    :func:`extend_end_order` moves the bound on.
+    The policy merges only the clocks' entries before a bound past the horizon (see
+    :func:`cut_merged` and :func:`pending_tail`): a pass reads ends up to the horizon only.
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
@@ -59,46 +56,9 @@ def merge_clocks(
         pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
         order = _merge_order(V, J, seg)  # the sorted runs merged in linear time
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
-    k = mV.shape[0] if bound == math.inf else int(np.searchsorted(mV, bound, side="left"))
-    ends = mV[:k] + mD[:k]
+    ends = mV + mD
     eo = np.argsort(ends)
     return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_ends(aEO, aE, bEO, bE):  # pragma: no cover - compiled
-    # two end orders (positions, ends ascending) merged into one
-    n = aEO.shape[0] + bEO.shape[0]
-    eo = np.empty(n, dtype=np.int64)
-    ends = np.empty(n, dtype=np.float64)
-    i = 0
-    k = 0
-    for o in range(n):
-        if k >= bE.shape[0] or (i < aE.shape[0] and aE[i] <= bE[k]):
-            eo[o] = aEO[i]
-            ends[o] = aE[i]
-            i += 1
-        else:
-            eo[o] = bEO[k]
-            ends[o] = bE[k]
-            k += 1
-    return eo, ends
-
-
-def extend_end_order(merged: tuple[np.ndarray, ...], old: float, new: float
-                     ) -> tuple[np.ndarray, ...]:
-    """Return ``merged`` (see :func:`merge_clocks`, its end order covering the entries with
-    a VST before ``old``) with the end order covering those before ``new`` (> ``old``): the
-    entries in between (a slice of the merged order) sorted by end and merged in."""
-    V, _, _, D, _, eo, _, ends = merged
-    a = int(np.searchsorted(V, old, side="left"))
-    b = V.shape[0] if new == math.inf else int(np.searchsorted(V, new, side="left"))
-    if b <= a:
-        return merged
-    e = V[a:b] + D[a:b]
-    o = np.argsort(e)
-    eo, ends = _merge_ends(eo, ends, o + a, e[o])
-    return (*merged[:5], eo, merged[6], ends)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -156,7 +116,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
     ends = np.empty(n, dtype=np.float64)
     o = 0
     k = 0
-    for i in range(aEO.shape[0]):  # the end orders may cover only a prefix (merge_clocks)
+    for i in range(aEO.shape[0]):
         q = pos_a[aEO[i]]
         if q < 0:
             continue
@@ -207,26 +167,27 @@ def _merge_order(V, J, seg):  # pragma: no cover - compiled
     return order
 
 
-def shrink_end_order(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray, ...]:
-    """Return ``merged`` (see :func:`merge_clocks`) with its end order cut to the entries
-    with a VST before ``bound`` (at or before its bound)."""
-    V, eo, ends = merged[0], merged[5], merged[7]
-    keep = V[eo] < bound
-    return (*merged[:5], eo[keep], merged[6], ends[keep])
+def cut_merged(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray, ...]:
+    """Return ``merged`` (see :func:`merge_clocks`, its end order covering every entry) cut
+    to its entries with a VST before ``bound`` (a prefix of the (VST, job) order), its end
+    order kept to those."""
+    k = int(np.searchsorted(merged[0], bound, side="left"))
+    if k == merged[0].shape[0]:
+        return merged
+    eo, ends = merged[5], merged[7]
+    keep = eo < k
+    return (*(x[:k] for x in merged[:5]), eo[keep], merged[6][:k], ends[keep])
 
 
 def update_merged(
     merged: tuple[np.ndarray, ...], lo: np.ndarray, hi: np.ndarray, V: np.ndarray,
     J: np.ndarray, G: np.ndarray, D: np.ndarray, seg: np.ndarray, pools: list[int],
-    bound: float = math.inf,
 ) -> tuple[np.ndarray, ...]:
     """Return ``merged`` with the entries of pools' changed spans replaced: the changed
     clocks' spans (laid end to end as for :func:`merge_clocks`, ``pools`` naming them)
     merged in, each pool ``p``'s entries of jobs in ``[lo[p], hi[p]]`` left out (see
-    :func:`replace_pools`). ``bound``: the end order's bound of ``merged`` (see
-    :func:`merge_clocks`), kept."""
-    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools,
-                                                      bound=bound))
+    :func:`replace_pools`)."""
+    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -255,7 +216,7 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut, n_pend):  # pragma: no cover - compiled
+               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -272,12 +233,19 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     lnb = wi[2]
     nc = 0
     n_end = N
+    stopped = False  # the visit ended early (no room left at ``now``), at n_end
     # past ``cut`` (at or after the horizon and now + every candidate's duration), no
     # entry's reservation can be read by a candidate, nor change the level at ``now``: only
     # the candidates are looked for there, and the prefix sums are left unwritten
     h = np.searchsorted(aV, cut, side="right")
+    # the level at ``now`` only grows along the entries with a VST at or before ``now`` (a
+    # handful); past them it is fixed, and the prefix sums are written later, only as far
+    # as the candidates read the plan (see n_plan)
+    p0 = np.searchsorted(aV, now, side="right")
+    if p0 > h:
+        p0 = h
     seen = 0  # pending entries met so far (the candidates are among them)
-    for i in range(h):
+    for i in range(p0):
         pend = aA[i] and aJ[i] < n_arr
         seen += pend
         vis = pend or (aA[i] and aV[i] < horizon)
@@ -293,8 +261,25 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             lev += aG[i]
         if lev >= C:  # no room left at ``now``: the visit ends with this job
             n_end = i + 1
+            stopped = True
             break
-    if n_end == N:
+    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
+        for i in range(p0, h):
+            if not aA[i]:
+                continue
+            if aJ[i] < n_arr:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
+            elif not aV[i] < horizon:
+                continue  # not visited
+            if lev >= C:  # no room left at ``now``: the visit ends with this job
+                n_end = i + 1
+                stopped = True
+                break
+    if not stopped:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
                 break
@@ -304,18 +289,38 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                     cand[nc] = i
                     lnb[nc] = lev
                     nc += 1
+        # the pending jobs past the merge (the tail, after every merged entry in visit
+        # order and past ``cut``): candidates only, at the level left at ``now``
+        for t in range(tV.shape[0]):
+            if tG[t] <= free and lev + tG[t] <= C:
+                cand[nc] = N + t
+                lnb[nc] = lev
+                nc += 1
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
         return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
+    # the candidates' job, VST, duration and width (cand[c] >= N: tail entry cand[c] - N)
+    oJ = np.empty(nc, dtype=np.int64)
+    oV = np.empty(nc, dtype=np.float64)
+    oD = np.empty(nc, dtype=np.float64)
+    oG = np.empty(nc, dtype=np.int64)
+    for c in range(nc):
+        i = cand[c]
+        if i < N:
+            oJ[c], oV[c], oD[c], oG[c] = aJ[i], aV[i], aD[i], aG[i]
+        else:
+            oJ[c], oV[c], oD[c], oG[c] = tJ[i - N], tV[i - N], tD[i - N], tG[i - N]
     # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
     x_max = -np.inf
     for c in range(nc):
-        i = cand[c]
-        x = min(aV[i], now + aD[i])
+        x = min(oV[c], now + oD[c])
         if x > x_max:
             x_max = x
     Vn = aV[:n_end]
     n_plan = np.searchsorted(Vn, x_max, side="right")
+    for i in range(p0, n_plan):  # the prefix sums the plan reads (n_plan <= h)
+        res = aA[i] and (aJ[i] < n_arr or aV[i] < horizon) and aG[i] > 0 and aD[i] > 0
+        cg[i + 1] = cg[i] + (aG[i] if res else 0)
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # the plan's level at each distinct reservation start u (running jobs + reservations)
@@ -362,9 +367,9 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     ge = 0
     iu = 0
     for c in range(nc):
-        i = cand[c]
-        v = aV[i]
-        limit = now + aD[i]
+        i = cand[c]  # a tail candidate has v >= cut >= limit: only the first branches read i
+        v = oV[c]
+        limit = now + oD[c]
         while iu < nu and u[iu] < v:
             iu += 1
         if v < limit:
@@ -388,15 +393,15 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             partial = lv[iu] - (cg[ge] - cg[i])
             if partial > top:
                 top = partial
-        fails[c] = top + aG[i] > C
-    cand = cand[:nc].copy()
-    return aJ[cand], aV[cand], aD[cand], aG[cand], fails
+        fails[c] = top + oG[c] > C
+    return oJ, oV, oD, oG, fails
 
 
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
     scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
+    tail: tuple[np.ndarray, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -415,16 +420,61 @@ def bulk_pass(
     ``now + longest`` can then only be candidates, and the visit only looks for
     candidates among them (the default, inf, visits everything in full).
     ``n_pending``, the live entries of arrived jobs (if known, else -1), ends the search
-    for candidates once that many have been met.
+    for candidates once that many have been met (counting the tail's).
+
+    ``tail`` (VSTs s, jobs, GPUs, durations; see :func:`pending_tail`): pending jobs that
+    are not in ``merged`` because they come after all of its entries in visit order, with
+    VSTs at or after both the horizon and ``now + longest``. Such a job reserves nothing
+    a candidate can read (its reservation starts at or after every candidate's
+    ``now + d``), so a merge cut at a bound past the horizon loses nothing by leaving
+    them out, as long as the pass still meets them as candidates after the merged ones.
     """
-    wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + 1)
+    cut = max(float(horizon), float(now) + float(longest))
+    if tail is None:
+        tail = _NO_TAIL
+    n_tail = tail[0].shape[0]
+    if n_tail:
+        assert tail[0][0] >= cut and (not merged[0].shape[0] or tail[0][0] >= merged[0][-1])
+    wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
     return _bulk_pass(
         *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
         np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-        np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf,
-        max(float(horizon), float(now) + float(longest)),
-        np.int64(n_pending if n_pending >= 0 else merged[0].shape[0]),
+        np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
+        np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail,
     )
+
+
+_NO_TAIL = (np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+
+
+def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend: list[int],
+                 gpus: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The pending jobs of the pools' clocks from position ``starts[p]`` of pool ``p``'s on
+    (its first entry not in a merge cut at a bound), in (VST, job) order, as
+    :func:`bulk_pass`'s ``tail`` (VSTs s, jobs, GPUs, durations), or None if none.
+
+    ``clocks[p]`` is pool ``p``'s clock (jobs, VSTs, ...), listing its ``n_pend[p]`` pending
+    jobs first (in arrival order, VSTs non-decreasing); ``gpus`` / ``duration`` are
+    trace-wide.
+    """
+    parts = []
+    for p, k in enumerate(n_pend):
+        a = starts[p]
+        if k > a:
+            clock = clocks[p]
+            parts.append((clock[1][a:k], clock[0][a:k]))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        V, J = parts[0]
+    else:
+        V = np.concatenate([v for v, _ in parts])
+        J = np.concatenate([j for _, j in parts])
+        o = np.lexsort((J, V))
+        V, J = V[o], J[o]
+    return (np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(J, dtype=np.int64),
+            gpus[J], duration[J])
 
 
 class PassScratch:

@@ -144,6 +144,16 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
 
 _NO_DEADLINE = np.empty(0, dtype=np.float64)
 
+#: :func:`fcfs_clock_against` without its argument handling, for callers that run it
+#: hundreds of thousands of times with arrays already contiguous and of the right dtypes
+#: (int64 jobs and GPUs, float64 times): positional arguments ``(order, submit, duration,
+#: gpus, deadline, use_deadline, capacity, now, busy_end, busy_gpus, horizon,
+#: stop_when_idle, idle_after, until, keep, ref_prev, ref_vst, changed_until)``, an empty
+#: float64 array for no deadline or no reference (``changed_until`` -inf); returns (VSTs,
+#: free GPUs after each start, position met or -1).
+fcfs_clock_kernel = _fcfs_kernel
+NO_ARRAY = _NO_DEADLINE
+
 
 def fcfs_clock(
     order: np.ndarray,
