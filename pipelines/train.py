@@ -211,9 +211,14 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         return dur, model, tables, time.perf_counter() - start
 
     clock = time.perf_counter()
-    # JobDuration first: mostly Python, it overlaps the XGBoost fits (which release the GIL)
+    # the longest fits start first (NewLoadEstimate's quantile boosters grow with the window:
+    # most long windows see arrivals), so no long one is left for the end on its own;
+    # JobDuration, mostly Python, overlaps the XGBoost fits (which release the GIL)
+    n = len(windows)
+    order = ([1 + n + i for i in reversed(range(n))] + [0]
+             + [1 + i for i in reversed(range(n))])
     done = _run_tasks([duration] + [lambda k=k: arrive(k) for k in windows]
-                      + [lambda k=k: load(k) for k in windows], config.threads)
+                      + [lambda k=k: load(k) for k in windows], config.threads, order=order)
     dur, dur_model, dur_tables, timings["duration_fit_s"] = done[0]
     results, loads = done[1:1 + len(windows)], done[1 + len(windows):]
     timings["fit_s"] = time.perf_counter() - clock
@@ -241,21 +246,28 @@ def training_threads(threads: int) -> int:
     return threads or max(1, os.cpu_count() or 1)
 
 
-def _run_tasks(tasks: list[Callable[[], Any]], threads: int) -> list[Any]:
-    """Return each task's result, in order, run on ``training_threads(threads)`` threads.
+def _run_tasks(tasks: list[Callable[[], Any]], threads: int,
+               order: list[int] | None = None) -> list[Any]:
+    """Return each task's result, in task order, run on ``training_threads(threads)`` threads.
 
-    Every model fit is deterministic on its own (one XGBoost thread, a fixed
-    seed), so the results do not depend on the number of threads or on
-    which finishes first; with one thread the tasks run here, in order.
+    ``order``: the task indices in the order to start them (default: task
+    order; it must be a permutation). Every model fit is deterministic on its
+    own (one XGBoost thread, a fixed seed), so the results do not depend on
+    the number of threads, the start order or which finishes first; with one
+    thread the tasks run here, in task order.
     """
+    order = list(range(len(tasks))) if order is None else list(order)
+    if sorted(order) != list(range(len(tasks))):
+        raise ValueError(f"order must be a permutation of the {len(tasks)} task indices, "
+                         f"not {order}")
     n = min(training_threads(threads), len(tasks))
     if n <= 1:
         return [task() for task in tasks]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="sia-train") as pool:
-        futures = [pool.submit(task) for task in tasks]
-        return [f.result() for f in futures]
+        futures = {i: pool.submit(tasks[i]) for i in order}
+        return [futures[i].result() for i in range(len(tasks))]
 
 
 def evaluate_duration(schedule: pl.DataFrame, history: pl.DataFrame, split: TimeSplit,

@@ -353,3 +353,29 @@ def test_threads_must_not_be_negative():
     assert training_threads(2) == 2 and training_threads(0) >= 1
     with pytest.raises(ConfigError, match="threads must be >= 0"):
         training_threads(-1)
+
+
+def test_tasks_start_in_the_asked_order_and_return_in_task_order():
+    import threading
+
+    from sia.pipelines.train import _run_tasks
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def task(i: int):
+        def run() -> int:
+            with lock:
+                started.append(i)
+            return 10 * i
+        return run
+
+    tasks = [task(i) for i in range(5)]
+    # one thread: task order, whatever the start order asked
+    assert _run_tasks(tasks, 1, order=[4, 3, 2, 1, 0]) == [0, 10, 20, 30, 40]
+    assert started == [0, 1, 2, 3, 4]
+    started.clear()
+    assert _run_tasks(tasks, 2, order=[4, 3, 2, 1, 0]) == [0, 10, 20, 30, 40]
+    assert sorted(started) == [0, 1, 2, 3, 4] and started[0] in (4, 3)
+    with pytest.raises(ValueError, match="permutation"):
+        _run_tasks(tasks, 2, order=[0, 0, 1, 2, 3])
