@@ -278,13 +278,15 @@ def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
     return RegionsSpec(read_regions_file(path), mode)
 
 
-def regions_from_trace(jobs: Any, source: str, mode: str, locality: Any) -> Any:
-    """The RegionsSpec of a trace's region column (None when it has none; --regions-mode other
-    than static then needs --regions FILE)."""
+def regions_from_trace(jobs: Any, source: str, mode: str, locality: Any,
+                       mapped: bool = True) -> Any:
+    """The RegionsSpec of a trace's region column, which the user mapped (``mapped``: --map
+    region=...; a column that merely happens to be called so is not used unasked); None
+    without it, when --regions-mode other than static needs --regions FILE."""
     from sia.data.schema import REGION_COLUMN
     from sia.pipelines.engine.spec import RegionsSpec
 
-    if REGION_COLUMN not in jobs.columns:
+    if not mapped or REGION_COLUMN not in jobs.columns:
         if mode != "static":
             raise ConfigError("--regions-mode needs --regions FILE or a region column in the "
                               f"trace (--map {REGION_COLUMN}=YOUR_COLUMN)")
@@ -360,8 +362,8 @@ TrainWarmupOpt = Annotated[float, typer.Option(
 RegionsOpt = Annotated[Path | None, typer.Option(
     "--regions", help="Replay on regions: a YAML file mapping each pool to its home "
     "region (and its data size, replicas, the transfer rate; README 'Global scheduling "
-    "across regions'). Without it, a trace with a region column (--map region=YOURS) "
-    "replays on its regions. Fungible GPUs only.", show_default=False)]
+    "across regions'). Without it, --map region=YOUR_COLUMN replays on the regions the "
+    "trace names. Fungible GPUs only.", show_default=False)]
 RegionsModeOpt = Annotated[str, typer.Option(
     "--regions-mode", help="With regions: home (each job in its home region), static "
     "(global scheduling, data where the file puts it), history, perfect or forecast "
@@ -467,7 +469,10 @@ def run_command(a: ReplayArgs) -> None:
                                       a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
                                       a.days)
     if regions_spec is None:
-        regions_spec = regions_from_trace(wl.jobs, wl.source, a.regions_mode, locality)
+        from sia.data.schema import REGION_COLUMN
+
+        regions_spec = regions_from_trace(wl.jobs, wl.source, a.regions_mode, locality,
+                                          mapped=REGION_COLUMN in inputs.parse_mapping(a.map_))
     options: dict[str, Any] = {}
     predictors = ref = None
     replay_start_day, replay_end_day = a.replay_start_day, a.replay_end_day

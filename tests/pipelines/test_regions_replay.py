@@ -128,6 +128,16 @@ def test_regions_from_a_trace_column_equal_the_same_regions_file(tmp_path):
     assert reg["supply_gpus"] == json.loads((tmp_path / "file" / "summary.json").read_text()
                                             )["regions"]["supply_gpus"]
     assert "column 'region'" in reg["file"]
+    # a column that happens to be called region is used only when asked for
+    named = tmp_path / "named.csv"
+    pl.read_csv(trace).rename({"dc": "region"}).write_csv(named)
+    plain = ["replay", str(named), "--quotas", str(quotas), "--warmup-days", "0.5",
+             "--policy", "sia-perfect", "--no-mlflow"]
+    assert main([*plain, "--out", str(tmp_path / "plain")]) == 0
+    assert "regions" not in json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert main([*plain, "--map", "region=region", "--regions-mode", "history",
+                 "--out", str(tmp_path / "asked")]) == 0
+    assert pl.read_parquet(tmp_path / "asked" / "jobs.parquet").equals(by_file)
 
 
 def test_a_region_column_names_the_pool_and_job_it_cannot_use():
