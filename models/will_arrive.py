@@ -187,14 +187,21 @@ def _frame_columns(X: Any, columns: list[str], what: str) -> np.ndarray:
 THRESHOLD_RULES: tuple[str, ...] = ("half_f", "tail")
 
 
-def best_f1_threshold(y_true: np.ndarray, proba: np.ndarray) -> float:
-    """Return the threshold t maximizing F1 of ``proba >= t`` (0.5 when ``y_true`` has no positive)."""
+def _best_f1(y_true: np.ndarray, proba: np.ndarray) -> tuple[float, float] | None:
+    """Return (the threshold t maximizing F1 of ``proba >= t``, that F1); None without a positive."""
     y_true = np.asarray(y_true).astype(np.int8)
     if y_true.sum() == 0 or y_true.size == 0:
-        return 0.5
+        return None
     precision, recall, thresholds = precision_recall_curve(y_true, proba)
     f = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
-    return float(thresholds[int(np.argmax(f))])
+    best = int(np.argmax(f))
+    return float(thresholds[best]), float(f[best])
+
+
+def best_f1_threshold(y_true: np.ndarray, proba: np.ndarray) -> float:
+    """Return the threshold t maximizing F1 of ``proba >= t`` (0.5 when ``y_true`` has no positive)."""
+    best = _best_f1(y_true, proba)
+    return 0.5 if best is None else best[0]
 
 
 def half_f1_threshold(y_true: np.ndarray, proba: np.ndarray) -> float:
@@ -204,11 +211,8 @@ def half_f1_threshold(y_true: np.ndarray, proba: np.ndarray) -> float:
     is half the F1 it reaches (Lipton, Elkan & Naryanaswamy 2014); the level
     of the F curve is far less noisy on a short tail than its arg-max.
     """
-    y_true = np.asarray(y_true).astype(np.int8)
-    if y_true.sum() == 0 or y_true.size == 0:
-        return 0.5
-    best = best_f1_threshold(y_true, proba)
-    return 0.5 * binary_metrics(y_true, np.asarray(proba) >= best)["f1"]
+    best = _best_f1(y_true, proba)
+    return 0.5 if best is None else 0.5 * best[1]
 
 
 class WillJobsArrive(ClassifierMixin, BaseEstimator):
