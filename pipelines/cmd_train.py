@@ -97,8 +97,10 @@ SelectFeaturesOpt = Annotated[bool, typer.Option(
     "--select-features", help="WillJobsArrive: fit each cumulative feature set of the "
                               "ablation and keep the best on the last 20% of the training "
                               "period (default: every feature).")]
-NoAblationOpt = Annotated[bool, typer.Option(
-    "--no-ablation", help="Skip the feature-set ablation (one fit per window).")]
+AblationOpt = Annotated[bool, typer.Option(
+    "--ablation/--no-ablation", help="WillJobsArrive: also fit each cumulative feature set "
+    "and report it on validation (SIA Tables 10 / 20; four more fits per window, for the "
+    "report only: the registered model does not use them).")]
 ThreadsOpt = Annotated[int, typer.Option(
     "--threads", help="Threads that fit the models (0: one per CPU core). The models do not "
     "depend on it.")]
@@ -150,7 +152,7 @@ class TrainArgs:
     tune_objective: str
     precision_floor: float
     select_features: bool
-    no_ablation: bool
+    ablation: bool
     threads: int
     alias: str
     experiment: str | None
@@ -195,7 +197,7 @@ def register(app: typer.Typer) -> None:
         tune_objective: TuneObjectiveOpt = "f1",
         precision_floor: PrecisionFloorOpt = 0.5,
         select_features: SelectFeaturesOpt = False,
-        no_ablation: NoAblationOpt = False,
+        ablation: AblationOpt = False,
         threads: ThreadsOpt = 0,
         alias: AliasOpt = "champion",
         experiment: ExperimentOpt = None,
@@ -289,7 +291,7 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
 
     common = dict(train_days=a.train_days, val_days=a.val_days, warmup_days=a.warmup_days,
                   start_day=a.start_day, windows_min=ks, target_recall=a.target_recall,
-                  ablation=not a.no_ablation, load_windows=a.load_windows,
+                  ablation=a.ablation, load_windows=a.load_windows,
                   load_alpha=a.load_alpha, duration_quantile=a.duration_quantile,
                   duration_target_under=a.duration_target_under,
                   duration_lend_risk=_lend_risk(a.duration_lend_risk),

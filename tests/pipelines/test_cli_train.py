@@ -94,7 +94,7 @@ def test_cli_train_prints_report_run_id_and_ui_command(trained, tmp_path, monkey
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = main(["train", "--synthetic", "base", "--days", "4", "--train-days", "2",
                  "--val-days", "1", "--warmup-days", "0.5", "--windows", "5,60",
-                 "--n-estimators", "3", "--no-ablation", "--target-recall", "0.8",
+                 "--n-estimators", "3", "--ablation", "--target-recall", "0.8",
                  "--alias", "cli", "--out", str(tmp_path / "rep")])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -102,6 +102,9 @@ def test_cli_train_prints_report_run_id_and_ui_command(trained, tmp_path, monkey
     assert f"mlflow ui --backend-store-uri sqlite:///{(root / 'mlflow.db').resolve()}" in out
     assert "registered (cli): sia-will-jobs-arrive-5m v2" in out  # champion stays on v1
     assert "will_arrive" in out and (tmp_path / "rep" / "new_load.csv").exists()
+    # --ablation: one row per window and cumulative feature set, printed and saved
+    ablation = pl.read_csv(tmp_path / "rep" / "ablation.csv")
+    assert ablation.height == 2 * ablation["feature_set"].n_unique() and "ablation" in out
 
 
 def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys):
@@ -192,10 +195,12 @@ def test_cli_train_duration_quantile(trained, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = main(["train", "--synthetic", "base", "--days", "4", "--train-days", "2",
                  "--val-days", "1", "--warmup-days", "0.5", "--windows", "5",
-                 "--n-estimators", "3", "--no-ablation", "--duration-quantile", "0.9",
+                 "--n-estimators", "3", "--duration-quantile", "0.9",
                  "--alias", "q90", "--out", str(tmp_path / "rep")])
     out = capsys.readouterr().out
     assert code == 0, out
+    # the ablation is off by default: no table, nothing printed for it
+    assert not (tmp_path / "rep" / "ablation.csv").exists() and "ablation" not in out
     assert "JobDuration: quantile 0.9, validation accuracy" in out
     assert load_job_duration("q90")["quantile"] == 0.9
     row = pl.read_csv(tmp_path / "rep" / "job_duration.csv")
