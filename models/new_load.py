@@ -450,8 +450,12 @@ def evaluate_window(
     ``selection_fraction`` of their span and scored there (``holdout``:
     training data only, where choices are made), then refit on all training
     rows and scored on ``val`` (``validation``: for the report only).
-    ``method="auto"`` registers :func:`choose_method` of the hold-out.
-    ``params`` go to every :class:`NewLoadEstimate`.
+    ``method="auto"`` registers :func:`choose_method` of the hold-out. The
+    quantile booster is scored on the hold-out only when that decides
+    something (``method`` ``"auto"`` or ``"quantile"``): with another
+    method fixed its two hold-out fits would only fill report rows, and they
+    are most of a window's training time (the validation report still has
+    every method). ``params`` go to every :class:`NewLoadEstimate`.
     """
     if method not in (*METHODS, "auto"):
         raise ConfigError(f"--load-method must be one of {', '.join(METHODS)} or auto, not "
@@ -466,17 +470,19 @@ def evaluate_window(
     kw = {"window_min": k_min, "n_windows": n_windows, "alpha": alpha, **params}
     holdout, validation, fitted = {}, {}, {}
     for m in METHODS:
-        if head.height:
+        scored = m != "quantile" or method in ("auto", "quantile")
+        if scored and head.height:
             h = NewLoadEstimate(m, **kw).fit(head, head[LOAD_LABEL], time=head["t"])
             holdout[m] = load_metrics(h.predict(tail), tail[LOAD_LABEL].to_numpy())
-        else:
+        elif scored:
             holdout[m] = load_metrics(np.zeros(0), np.zeros(0))
         fitted[m] = NewLoadEstimate(m, **kw).fit(tr, tr[LOAD_LABEL], time=tr["t"])
         validation[m] = load_metrics(fitted[m].predict(va), va[LOAD_LABEL].to_numpy())
         if m == "quantile":  # diagnostic: the booster alone, without the conformal offset
-            holdout[RAW_QUANTILE] = (load_metrics(_raw(h).predict(tail),
-                                                  tail[LOAD_LABEL].to_numpy())
-                                     if head.height else holdout[m])
+            if scored:
+                holdout[RAW_QUANTILE] = (load_metrics(_raw(h).predict(tail),
+                                                      tail[LOAD_LABEL].to_numpy())
+                                         if head.height else holdout[m])
             validation[RAW_QUANTILE] = load_metrics(_raw(fitted[m]).predict(va),
                                                     va[LOAD_LABEL].to_numpy())
     chosen = choose_method(holdout, alpha) if method == "auto" else method

@@ -211,12 +211,16 @@ def test_cli_train_duration_quantile(trained, tmp_path, monkeypatch, capsys):
     assert "--duration-target-under" in capsys.readouterr().err
 
 
-def test_new_load_report_has_every_method_on_holdout_and_validation(trained):
+def test_new_load_report_has_every_method_on_validation_and_the_scored_ones_on_holdout(
+        trained):
     outcome, _ = trained
     for name in ("new_load", "new_load_holdout"):
         t = outcome.result.tables[name]
-        assert sorted(set(t["method"])) == ["calibrated", "quantile", "quantile_raw",
-                                            "sliding_max"]
+        # with --load-method calibrated the quantile booster decides nothing on the hold-out
+        expected = ["calibrated", "quantile", "quantile_raw", "sliding_max"]
+        if name == "new_load_holdout":
+            expected = ["calibrated", "sliding_max"]
+        assert sorted(set(t["method"])) == expected
         assert t.filter(pl.col("registered"))["method"].to_list() == ["calibrated"] * 2
         assert {"exceed", "over_gpus", "short_gpus", "mean_estimate_gpus"} <= set(t.columns)
     for lr in outcome.result.loads:
@@ -384,3 +388,37 @@ def test_tasks_start_in_the_asked_order_and_return_in_task_order():
     assert sorted(started) == [0, 1, 2, 3, 4] and started[0] in (4, 3)
     with pytest.raises(ValueError, match="permutation"):
         _run_tasks(tasks, 2, order=[0, 0, 1, 2, 3])
+
+
+def test_new_load_scores_the_quantile_booster_on_the_holdout_when_it_decides():
+    """--load-method auto (or quantile) fits the quantile booster on the hold-out too; a fixed
+    other method skips those fits and nothing else changes (validation, registered model)."""
+    from polars.testing import assert_frame_equal
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import train_predictors
+
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    schedule = fcfs_schedule(jobs, pools)
+    kw = dict(train_days=2.0, val_days=1.0, warmup_days=0.5, windows_min=(5,),
+              xgb=XGBParams(n_estimators=5, max_depth=3), duration_method="history", threads=1)
+    fixed = train_predictors(schedule, TrainConfig(**kw, load_method="calibrated"))
+    auto = train_predictors(schedule, TrainConfig(**kw, load_method="auto"))
+    held = auto.tables["new_load_holdout"]
+    assert sorted(set(held["method"])) == ["calibrated", "quantile", "quantile_raw",
+                                           "sliding_max"]
+    # the methods scored in both runs have the same hold-out rows
+    same = held.filter(pl.col("method").is_in(["calibrated", "sliding_max"])).drop("registered")
+    assert_frame_equal(same, fixed.tables["new_load_holdout"].drop("registered"))
+    assert_frame_equal(auto.tables["new_load"].drop("registered"),
+                       fixed.tables["new_load"].drop("registered"))
+    chosen = auto.loads[0].estimator.method
+    assert chosen == new_load_choice(held)
+
+
+def new_load_choice(held: pl.DataFrame) -> str:
+    """The method choose_method picks from a hold-out table's rows."""
+    from sia.models.new_load import METHODS, choose_method
+
+    rows = {r["method"]: {"exceedance_rate": r["exceed"], "mean_over_reservation_gpus":
+                          r["over_gpus"]} for r in held.iter_rows(named=True)}
+    return choose_method({m: rows[m] for m in METHODS}, float(held["target_exceed"][0]))
