@@ -40,7 +40,6 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 from sia.scheduler.core.cluster import PlacementError
 from sia.scheduler.core.simulator import Preempt, policy_name
 from sia.scheduler.core.view import Start
@@ -99,6 +98,8 @@ def _node_pair(
         for j in range(k):
             diff = old_sets[i] ^ new_sets[j]
             cost[i, j] = 0.5 * sum(weight[x] for x in diff)
+    from scipy.optimize import linear_sum_assignment  # lazy: fungible replays never migrate
+
     rows, cols = linear_sum_assignment(cost)
     perm = np.empty(k, dtype=np.int64)
     perm[cols] = rows
@@ -137,6 +138,8 @@ def relabel_min_migration(
                 )
                 node_cost[a, b] = c
                 perms[(a, b)] = perm
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(node_cost)
     total = float(node_cost[rows, cols].sum())
     server_map = {int(b): int(a) for a, b in zip(rows, cols, strict=True)}
@@ -209,6 +212,8 @@ def relabel_in_cells(
     for lv in sorted(by_level):  # Algorithm 2: a Hungarian match per level of region cells
         cells = sorted(by_level[lv])
         matrix = np.array([[costs.cost(lv, a, b) for b in cells] for a in cells])
+        from scipy.optimize import linear_sum_assignment
+
         rows, cols = linear_sum_assignment(matrix)
         total += float(matrix[rows, cols].sum())
         for r, c in zip(rows, cols, strict=True):

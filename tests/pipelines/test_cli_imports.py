@@ -38,6 +38,18 @@ def test_generate_and_ingest_leave_the_heavy_stack_out(tmp_path):
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
 
 
+def test_a_fungible_replay_without_tracking_leaves_the_heavy_stack_out(tmp_path):
+    """FCFS on fungible GPUs, files only: no learner, tracker, plotter or migration solver."""
+    out = str(tmp_path / "rep")
+    loaded = _imported_after(
+        "from sia.pipelines.cli import main\n"
+        "assert main(['replay', '--synthetic', 'base', '--days', '1', '--policy', 'fcfs', "
+        f"'--no-mlflow', '--out', {out!r}]) == 0")
+    assert (tmp_path / "rep").is_dir()  # the replay did run
+    heavy = set(HEAVY) - {"ortools"}  # the placement chain's min-cost flow module loads it
+    assert loaded.isdisjoint(heavy | {"scipy"}), sorted(loaded & (heavy | {"scipy"}))
+
+
 @pytest.mark.parametrize("argv, names", [
     (["replay", "--seed", "abc"], ["--seed", "integer", "sia replay --help"]),
     (["replay", "--no-such-option"], ["--no-such-option", "sia replay --help"]),
