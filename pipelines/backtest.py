@@ -34,8 +34,7 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
     MLflow run of the predictors experiment (per-fold F as metric steps,
     overall P/R/F per predictor).
     """
-    import mlflow
-    from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking, ui_command
+    from sia.pipelines.tracking import ui_command
 
     clock = time.perf_counter()
     schedule = inputs.fcfs_schedule(wl.jobs, wl.pools)
@@ -84,10 +83,25 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
     out_dir.mkdir(parents=True, exist_ok=True)
     written = report.save_report(tables, out_dir)
     report.print_report({"backtest_overall": tables["backtest_overall"]})
+    uri = _log_run(wl.source, every_days, train_days, from_day, end_s, windows_min, config, base,
+                   folds, overall, written)
+    echo(f"report: {out_dir}")
+    echo(f"open the MLflow UI: {ui_command(uri)}")
+    return tables
+
+
+def _log_run(source: str, every_days: float, train_days: float, from_day: float, end_s: float,
+             windows_min: tuple[int, ...], config: TrainConfig, base: XGBParams,
+             folds: list[dict[str, Any]], overall: list[dict[str, Any]],
+             written: list[Path]) -> str:
+    """Log the backtest as one MLflow run of the predictors experiment; return the store's URI."""
+    import mlflow
+    from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking
+
     uri = setup_tracking(experiment=PREDICTOR_EXPERIMENT)
-    with mlflow.start_run(run_name=f"backtest {Path(wl.source).name} every {every_days:g}d"):
-        mlflow.set_tags({"kind": "walk-forward backtest", "trace": wl.source})
-        mlflow.log_params({"trace": wl.source, "retrain_every_days": every_days,
+    with mlflow.start_run(run_name=f"backtest {Path(source).name} every {every_days:g}d"):
+        mlflow.set_tags({"kind": "walk-forward backtest", "trace": source})
+        mlflow.log_params({"trace": source, "retrain_every_days": every_days,
                            "train_days": train_days, "from_day": round(from_day, 4),
                            "to_day": round(end_s / DAY_S, 4),
                            "windows_min": ",".join(map(str, windows_min)),
@@ -106,6 +120,4 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
         # default store is ./out), which logging the folder would copy into itself forever
         for path in written:
             mlflow.log_artifact(str(path), artifact_path="report")
-    echo(f"report: {out_dir}")
-    echo(f"open the MLflow UI: {ui_command(uri)}")
-    return tables
+    return uri

@@ -36,6 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -239,13 +240,46 @@ def plan_data_placement(
     mip.SetNumThreads(1)
     if verbose:
         mip.EnableOutput()
+    allowed = np.ones((layout.n_pools, layout.n_regions), dtype=bool) if candidates is None else \
+        layout.check_plan(candidates, "candidates") | prev
+    x, y = _build_model(mip, layout, d, prev, keep, allowed, weights)
+    _warm_start(mip, layout, d, prev, allowed, weights, x, y)
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
+    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
+    mip.SetTimeLimit(max(1, left_ms))
+    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+    solve_s = time.perf_counter() - t0
+
+    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        held, shares = _solution(layout, x, y)
+        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
+        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
+        return DataPlan(status, held, shares, plan_objective(layout, d, held, shares, prev, weights),
+                        float(mip.Objective().BestBound()),
+                        float((layout.sizes[:, None] * (held & ~prev)).sum()), solve_s, False, msg)
+    if code == pywraplp.Solver.INFEASIBLE:
+        status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
+    elif code == pywraplp.Solver.NOT_SOLVED:
+        status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
+    else:
+        status, why = "error", f"solver {solver} returned status {code}"
+    return DataPlan(status, prev.copy(), supply_shares(layout, prev), None, None, 0.0, solve_s, True,
+                    f"data placement {status}: {why}; the previous plan is kept")
+
+
+def _build_model(mip: Any, layout: RegionLayout, d: np.ndarray, prev: np.ndarray,
+                 keep: np.ndarray, allowed: np.ndarray,
+                 weights: PlacementWeights) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
+    """Add the variables, constraints and objective of the data-placement MIP to ``mip``.
+
+    Returns, per pool, x (a copy kept in the region, bool) and y (the share of
+    the pool's demand served there) by candidate region.
+    """
     n_p, n_r = layout.n_pools, layout.n_regions
     supply = layout.gpus.astype(float)
     rho = d.sum() / supply.sum()
     total = max(layout.sizes.sum(), 1e-12)
-
-    allowed = np.ones((n_p, n_r), dtype=bool) if candidates is None else \
-        layout.check_plan(candidates, "candidates") | prev
     cols = [np.flatnonzero(allowed[p]) for p in range(n_p)]
     x = [{r: mip.BoolVar(f"x_{p}_{r}") for r in cols[p]} for p in range(n_p)]
     y = [{r: mip.NumVar(0.0, 1.0, f"y_{p}_{r}") for r in cols[p]} for p in range(n_p)]
@@ -273,45 +307,35 @@ def plan_data_placement(
         obj.SetCoefficient(under, weights.under_weight)
         obj.SetCoefficient(flow, weights.overflow_weight)
     obj.SetMinimization()
+    return x, y
 
-    # warm start: the previous plan, or the greedy one built from it when that scores better
+
+def _warm_start(mip: Any, layout: RegionLayout, d: np.ndarray, prev: np.ndarray,
+                allowed: np.ndarray, weights: PlacementWeights, x: list[dict[int, Any]],
+                y: list[dict[int, Any]]) -> None:
+    """Hint the previous plan, or the greedy one built from it when that scores better."""
     hint_held, hint_shares = prev, supply_shares(layout, prev)
     g_held, g_shares = greedy_plan(layout, d, prev, allowed)
     if plan_objective(layout, d, g_held, g_shares, prev, weights) < \
             plan_objective(layout, d, hint_held, hint_shares, prev, weights):
         hint_held, hint_shares = g_held, g_shares
     hint_vars, hint_vals = [], []
-    for p in range(n_p):
-        for r in cols[p]:
-            hint_vars += [x[p][r], y[p][r]]
+    for p, (xp, yp) in enumerate(zip(x, y, strict=True)):
+        for r in xp:
+            hint_vars += [xp[r], yp[r]]
             hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
-    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
-    mip.SetTimeLimit(max(1, left_ms))
-    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
-    solve_s = time.perf_counter() - t0
 
-    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        held = np.zeros((n_p, n_r), dtype=bool)
-        shares = np.zeros((n_p, n_r))
-        for p in range(n_p):
-            for r in cols[p]:
-                held[p, r] = x[p][r].solution_value() > 0.5
-                shares[p, r] = y[p][r].solution_value()
-        shares = np.where(held, np.clip(shares, 0.0, 1.0), 0.0)
-        shares /= shares.sum(axis=1, keepdims=True)
-        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
-        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
-        return DataPlan(status, held, shares, plan_objective(layout, d, held, shares, prev, weights),
-                        float(mip.Objective().BestBound()),
-                        float((layout.sizes[:, None] * (held & ~prev)).sum()), solve_s, False, msg)
-    if code == pywraplp.Solver.INFEASIBLE:
-        status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
-    elif code == pywraplp.Solver.NOT_SOLVED:
-        status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
-    else:
-        status, why = "error", f"solver {solver} returned status {code}"
-    return DataPlan(status, prev.copy(), supply_shares(layout, prev), None, None, 0.0, solve_s, True,
-                    f"data placement {status}: {why}; the previous plan is kept")
+
+def _solution(layout: RegionLayout, x: list[dict[int, Any]],
+              y: list[dict[int, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """Return (held, shares) [pool, region] of a solved model, the shares of each pool summing to 1."""
+    held = np.zeros((layout.n_pools, layout.n_regions), dtype=bool)
+    shares = np.zeros((layout.n_pools, layout.n_regions))
+    for p, (xp, yp) in enumerate(zip(x, y, strict=True)):
+        for r in xp:
+            held[p, r] = xp[r].solution_value() > 0.5
+            shares[p, r] = yp[r].solution_value()
+    shares = np.where(held, np.clip(shares, 0.0, 1.0), 0.0)
+    shares /= shares.sum(axis=1, keepdims=True)
+    return held, shares
