@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         if cfg.regions is not None:
             from sia.pipelines import regions_report
 
-            for f in regions_report.report(config, out_dir, cfg):
+            for f in regions_report.report(config, out_dir, cfg, sweep=result):
                 if f.suffix == ".md":
                     console.print(f.read_text(), soft_wrap=True, highlight=False, markup=False)
                 console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)

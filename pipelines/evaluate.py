@@ -382,6 +382,10 @@ class SweepResult:
     tracking_uri: str | None = None
     predictors: dict[str, Any] | None = None
     wall_s: float = 0.0
+    #: the config as the sweep ran it (the trace's own regions resolved) and its replays, so a
+    #: report after the sweep finds the stored outcomes without reading the trace again
+    config: ExperimentConfig | None = None
+    specs: list[ReplaySpec] = field(default_factory=list)
 
 
 def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
@@ -489,7 +493,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
 
     tracker = _Tracker(cfg, out_dir, say, predictors) if log_mlflow else None
     result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments,
-                         predictors=predictors_record(predictors, out_dir))
+                         predictors=predictors_record(predictors, out_dir), config=cfg,
+                         specs=specs)
     exp_by_id = {e.exp_id: e for e in experiments}
     rows: list[dict] = []
     per_job_by_group: dict[str, list[pl.DataFrame]] = {}

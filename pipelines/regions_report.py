@@ -123,34 +123,29 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
     return _save(fig, path)
 
 
-def report(config: Path, out: Path, cfg: Any = None) -> list[Path]:
+def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[Path]:
     """Write the region report of the finished sweep of ``config`` under ``out``; return the
-    files written. ``cfg``: the config as the sweep ran it (with its ``--set`` overrides);
-    default: ``config`` read again. `sia evaluate` writes it after a sweep with regions."""
+    files written. ``sweep``: the :class:`~sia.pipelines.evaluate.SweepResult` that just ran
+    (its config, experiments and replays: nothing is read again); without it, ``cfg`` (the
+    config as the sweep ran it, with its ``--set`` overrides; default: ``config`` read again)
+    is planned again from the trace, as the stand-alone report does."""
     from sia.pipelines import evaluate as ev
     from sia.pipelines.engine import stored_outcome
-    from sia.pipelines.experiment import load_config, with_trace_regions
 
-    cfg = cfg if cfg is not None else load_config(config)
+    if sweep is not None and sweep.config is not None:
+        cfg, experiments = sweep.config, sweep.experiments
+        by_exp: dict[str, list[Any]] = {}
+        for spec in sweep.specs:
+            by_exp.setdefault(spec.where[0], []).append(spec)
+    else:
+        cfg, experiments, by_exp = _replan(config, out, cfg)
     if cfg.regions is None:
         raise SiaError(f"{config}: no regions: section, nothing to report")
-    wl = ev.load_trace(cfg)
-    cfg = with_trace_regions(cfg, wl.jobs, wl.source)
-    jobs, experiments = ev.sweep_experiments(cfg, wl)
-    predictors = None
-    if cfg.needs_predictors():  # the models the sweep used, from the registry (never retrained)
-        from dataclasses import replace
-
-        registry = replace(cfg, predictors=replace(cfg.predictors, train="registry"))
-        predictors = ev.prepare_predictors(registry, wl, out, lambda m: None)
-    from sia.pipelines.inputs import jobs_before
-
-    prior = jobs_before(wl.jobs, cfg.replay_start_day)  # as the sweep keys its replays
     written = []
     modes = {p.label: p.regions for p in cfg.policies if p.regions is not None}
     names = {p.label: p.name for p in cfg.policies}
     for exp in experiments:
-        specs = ev.experiment_specs(cfg, exp, jobs, predictors, prior)
+        specs = by_exp.get(exp.exp_id, [])
         results, facts = {}, {}
         for spec in specs:
             if spec.where[-1] in modes:
@@ -169,6 +164,30 @@ def report(config: Path, out: Path, cfg: Any = None) -> list[Path]:
                     ratio_plot(results, supply, homes, folder / "plots" / "demand_to_supply.png",
                                f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly")]
     return written
+
+
+def _replan(config: Path, out: Path, cfg: Any) -> tuple[Any, list[Any], dict[str, list[Any]]]:
+    """Return (the config with the trace's regions, its experiments, their replay specs by
+    experiment id), planned again from the trace as the sweep planned them."""
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import load_config, with_trace_regions
+    from sia.pipelines.inputs import jobs_before
+
+    cfg = cfg if cfg is not None else load_config(config)
+    if cfg.regions is None:
+        raise SiaError(f"{config}: no regions: section, nothing to report")
+    wl = ev.load_trace(cfg)
+    cfg = with_trace_regions(cfg, wl.jobs, wl.source)
+    jobs, experiments = ev.sweep_experiments(cfg, wl)
+    predictors = None
+    if cfg.needs_predictors():  # the models the sweep used, from the registry (never retrained)
+        from dataclasses import replace
+
+        registry = replace(cfg, predictors=replace(cfg.predictors, train="registry"))
+        predictors = ev.prepare_predictors(registry, wl, out, lambda m: None)
+    prior = jobs_before(wl.jobs, cfg.replay_start_day)  # as the sweep keys its replays
+    return cfg, experiments, {exp.exp_id: ev.experiment_specs(cfg, exp, jobs, predictors, prior)
+                              for exp in experiments}
 
 
 def uneven_split(jobs: pl.DataFrame, quotas: dict[str, int], start_s: float, end_s: float,

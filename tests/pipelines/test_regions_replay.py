@@ -174,7 +174,7 @@ def test_demand_to_supply_by_hand():
     assert s["ratio_by_region"] == {"A": 0.125, "B": 0.5}
 
 
-def test_evaluate_on_regions_and_the_region_report(tmp_path):
+def test_evaluate_on_regions_and_the_region_report(tmp_path, monkeypatch):
     from sia.data.errors import ConfigError
     from sia.pipelines import evaluate as ev
     from sia.pipelines.experiment import load_config
@@ -207,8 +207,12 @@ def test_evaluate_on_regions_and_the_region_report(tmp_path):
     from sia.pipelines.cli import main as cli_main
 
     again = tmp_path / "res2"
+    reads = []  # the report after the sweep reads nothing again: one trace read in all
+    load_trace = ev.load_trace
+    monkeypatch.setattr(ev, "load_trace", lambda c: reads.append(c) or load_trace(c))
     assert cli_main(["evaluate", str(path), "--out", str(again), "--workers", "1",
                      "--no-mlflow"]) == 0
+    assert len(reads) == 1
     from polars.testing import assert_frame_equal
 
     timed = [c for c in rows.columns if c.startswith("scan_s")]  # wall time of the scans
