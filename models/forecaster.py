@@ -62,6 +62,7 @@ from sia.models.job_duration import (
     predict_bins,
 )
 from sia.models.new_load import NewLoadEstimate
+from sia.models.started_history import StartedLookAlikes, cap_cdf
 from sia.models.will_arrive import PERSISTENCE_COLUMN, WillJobsArrive
 
 if TYPE_CHECKING:
@@ -131,6 +132,9 @@ class LearnedForecaster:
         self.duration_model = (duration_model if duration_model is None
                                or duration_model.method != "history" else None)
         self._submissions = OnlineSubmissionFeatures()
+        #: cap P(duration <= edge) by the similar jobs' last starts (JobDuration.started_cap)
+        self.censor_cap = bool(getattr(self.duration_model, "started_cap", False))
+        self._started = StartedLookAlikes()
         #: the registered JobDuration's eps for SIA's risk-aware lending: one per bin edge, or
         #: one for all (see lend_risk_at); None: SIA lends by the bin rule
         self._lend_risk = (None if self.duration_model is None
@@ -158,6 +162,7 @@ class LearnedForecaster:
                                  f"{missing}")
         self.history = OnlineDurationHistory(self.history.min_count, prior)
         self._submissions = OnlineSubmissionFeatures(prior)
+        self._started = StartedLookAlikes(prior=prior)
         self._trace_id = None
         return self
 
@@ -421,6 +426,8 @@ class LearnedForecaster:
         self._submissions.update(view)
         jobs = np.asarray(job_indices, dtype=np.int64)
         cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
+        if self.censor_cap:
+            cdf = cap_cdf(cdf, self._started.share_within(view, jobs, DURATION_BIN_EDGES_S))
         return cdf_at_windows(cdf, windows_s)
 
     def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:

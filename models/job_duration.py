@@ -442,6 +442,12 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     count (at least ``history_min_count``), else the same pool; the
     ``fallback_bin`` when nothing finished. Its probabilities are 0/1.
 
+    ``started_cap``: a serving instruction, not used by ``predict_cdf``:
+    the forecaster caps P(duration <= edge) by what it knows *now* of the
+    similar jobs' last started ones (:mod:`sia.models.started_history`:
+    the shares over finished jobs alone miss the long jobs still running).
+    Models registered before it existed load with it off.
+
     ``fit(X, y, time=None)``: X the feature frame, y the true bins
     (:func:`sia.data.windows.duration_bin_of`), ``time`` each row's
     submission time (the tail is the last part of the span; None: row
@@ -455,7 +461,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  calibration_fraction: float = 0.25, min_pool_history: int = 20,
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
                  history_recent: float = 0.0, history_shrink: float = 0.0,
-                 fallback_bin: int = N_BINS - 1,
+                 fallback_bin: int = N_BINS - 1, started_cap: bool = False,
                  calendar: bool = False, n_jobs: int = 1, seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
@@ -472,6 +478,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_recent = history_recent
         self.history_shrink = history_shrink
         self.fallback_bin = fallback_bin
+        self.started_cap = started_cap
         self.calendar = calendar
         self.n_jobs = n_jobs
         self.seed = seed

@@ -80,6 +80,11 @@ DurationLendRiskOpt = Annotated[str, typer.Option(
                                  "only when P(duration <= w) >= 1 - eps; one eps, or "
                                  "one per duration-bin edge (5, 60, 720 min), comma "
                                  "separated.")]
+DurationStartedCapOpt = Annotated[bool, typer.Option(
+    "--duration-started-cap/--no-duration-started-cap",
+    help="JobDuration: the scheduler caps P(duration <= w) by the share of the similar "
+         "jobs' last 50 started ones known to fit w (finished within it; running ones count "
+         "once past it), so a run of long jobs still in flight is not missed.")]
 DurationRecentOpt = Annotated[float, typer.Option(
     "--duration-recent", help="JobDuration history_cdf: weight (0-1) of the shares "
                               "over the similar jobs' last 50 finished ones against "
@@ -147,6 +152,7 @@ class TrainArgs:
     duration_method: str
     duration_lend_risk: str
     duration_recent: float
+    duration_started_cap: bool
     n_estimators: int
     tune: int
     tune_objective: str
@@ -192,6 +198,7 @@ def register(app: typer.Typer) -> None:
         duration_method: DurationMethodOpt = "history_cdf",
         duration_lend_risk: DurationLendRiskOpt = "0.2,0.2,0.05",
         duration_recent: DurationRecentOpt = 1.0,
+        duration_started_cap: DurationStartedCapOpt = True,
         n_estimators: NEstimatorsOpt = 100,
         tune: TuneOpt = 0,
         tune_objective: TuneObjectiveOpt = "f1",
@@ -295,7 +302,8 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                   load_alpha=a.load_alpha, duration_quantile=a.duration_quantile,
                   duration_target_under=a.duration_target_under,
                   duration_lend_risk=_lend_risk(a.duration_lend_risk),
-                  duration_recent=a.duration_recent, threads=a.threads)
+                  duration_recent=a.duration_recent,
+                  duration_started_cap=a.duration_started_cap, threads=a.threads)
     if a.threads < 0:
         raise ConfigError(f"--threads must be >= 0 (0: one per CPU core), not {a.threads}")
     if not 0.0 <= a.duration_recent <= 1.0:

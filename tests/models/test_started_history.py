@@ -1,0 +1,185 @@
+"""JobDuration's censoring cap: what is known at t of the similar jobs' last starts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sia.models.started_history import StartedLookAlikes, cap_cdf
+
+EDGES = np.array([300.0, 3600.0, 43200.0])
+
+
+class ReplayView:
+    """A replay's view at ``now`` from known (start, end) per job; ``now`` is set by the test."""
+
+    def __init__(self, pool, gpus, start, duration, tag=None):
+        n = len(pool)
+        self.trace = SimpleNamespace(
+            n_jobs=n, n_pools=int(max(pool)) + 1, pool=np.asarray(pool, dtype=np.int64),
+            num_gpus=np.asarray(gpus, dtype=np.int64),
+            duration=np.asarray(duration, dtype=np.float64),
+            tag_code=np.asarray(tag if tag is not None else [-1] * n, dtype=np.int64),
+            tag=np.array([None] * n, dtype=object), submit=np.asarray(start, dtype=np.float64),
+            pool_names=tuple(f"p{i}" for i in range(int(max(pool)) + 1)))
+        self.start = np.asarray(start, dtype=np.float64)
+        self.end = self.start + self.trace.duration
+        self.now = 0.0
+
+    @property
+    def n_arrived(self):
+        return int((self.trace.submit <= self.now).sum())
+
+    def _done(self, p):
+        jobs = np.flatnonzero((self.trace.pool == p) & (self.end <= self.now))
+        return jobs[np.lexsort((jobs, self.end[jobs]))]  # completion order
+
+    def n_completed(self, p):
+        return len(self._done(p))
+
+    def completions(self, p):
+        return self.end[self._done(p)]
+
+    def completed_jobs(self, p):
+        return self._done(p)
+
+    def running(self):
+        run = np.flatnonzero((self.start <= self.now) & (self.end > self.now))
+        return SimpleNamespace(job=run, pool=self.trace.pool[run], start=self.start[run])
+
+
+def test_known_fits_known_misses_and_unknown_by_hand():
+    # pool 0, 1 GPU: a ran 100 s, b runs 50,000 s, c ran 1,000 s; d is the job asked about
+    view = ReplayView(pool=[0, 0, 0, 0], gpus=[1, 1, 1, 1], start=[0.0, 0.0, 10.0, 10**6],
+                      duration=[100.0, 50000.0, 1000.0, 5.0])
+    h = StartedLookAlikes(min_known=3)
+    view.now = 4000.0
+    # 5 min: a fits, b (running 4,000 s) and c miss; 1 h: a, c fit, b misses;
+    # 12 h: a, c fit, b unknown: 2 known < 3 at the pool-and-width level, so the pool's (>= 1)
+    np.testing.assert_allclose(h.share_within(view, np.array([3]), EDGES), [[1 / 3, 2 / 3, 1.0]])
+    view.now = 50_001.0  # b finished after 50,000 s: it misses every edge
+    np.testing.assert_allclose(h.share_within(view, np.array([3]), EDGES),
+                               [[1 / 3, 2 / 3, 2 / 3]])
+
+
+def test_no_history_is_no_cap_and_groups_stay_apart():
+    view = ReplayView(pool=[0, 1], gpus=[1, 1], start=[0.0, 0.0], duration=[100.0, 100.0])
+    h = StartedLookAlikes()
+    view.now = 50.0  # job 0 is running for 50 s: nothing known of any edge yet
+    assert np.isnan(h.share_within(view, np.array([0, 1]), EDGES)).all()
+    view.now = 200.0
+    np.testing.assert_array_equal(h.share_within(view, np.array([1]), EDGES), [[1.0, 1.0, 1.0]])
+
+
+def test_prior_jobs_count_from_their_submission_and_are_known_only_once_past():
+    prior = pl.DataFrame({"pool": ["p0", "p0"], "num_gpus": [1, 1],
+                          "submit_time": [-1000.0, -100.0], "duration": [500.0, 10**5]})
+    view = ReplayView(pool=[0], gpus=[1], start=[1000.0], duration=[10.0])
+    h = StartedLookAlikes(min_known=1, prior=prior)
+    view.now = 1000.0
+    # the first ran 500 s (fits 1 h, not 5 min); the second has run 1,100 s so far: it misses
+    # 5 min, and 1 h and 12 h are still unknown for it
+    np.testing.assert_allclose(h.share_within(view, np.array([0]), EDGES), [[0.0, 1.0, 1.0]])
+
+
+def test_cap_lowers_and_keeps_the_cdf_non_decreasing():
+    cdf = np.array([[0.9, 0.95, 0.99], [0.1, 0.5, 0.9], [0.2, 0.3, 0.4]])
+    share = np.array([[np.nan, np.nan, 0.5], [0.3, np.nan, np.nan], [np.nan] * 3])
+    np.testing.assert_allclose(cap_cdf(cdf, share),
+                               [[0.5, 0.5, 0.5], [0.1, 0.5, 0.9], [0.2, 0.3, 0.4]])
+
+
+def _brute_force(view, h, job):
+    """The definition: the group's last ``recent`` jobs started by now, what is known of each."""
+    now, t = view.now, view.trace
+    out = np.full(EDGES.size, np.nan)
+    levels = [(t.pool == t.pool[job]) & (t.num_gpus == t.num_gpus[job]), t.pool == t.pool[job]]
+    for level, same in enumerate(levels):
+        started = np.flatnonzero(same & (view.start <= now))
+        started = started[np.lexsort((started, view.start[started]))][-h.recent:]
+        done = view.end[started] <= now
+        ran = np.where(done, t.duration[started], now - view.start[started])
+        fits = done[:, None] & (ran[:, None] <= EDGES)
+        known = fits | (ran[:, None] > EDGES)
+        need = h.min_known if level == 0 else 1
+        for e in range(EDGES.size):
+            if np.isnan(out[e]) and known[:, e].sum() >= need:
+                out[e] = fits[:, e].sum() / known[:, e].sum()
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(1, 40), recent=st.integers(1, 6),
+       min_known=st.integers(1, 3))
+def test_shares_equal_the_definition_at_every_step_and_read_no_future(data, n, recent,
+                                                                      min_known):
+    times = st.sampled_from([0.0, 100.0, 300.0, 3600.0, 5000.0, 43200.0, 50000.0])
+    start = np.array(data.draw(st.lists(times, min_size=n, max_size=n)))
+    duration = np.array(data.draw(st.lists(st.sampled_from([1.0, 300.0, 600.0, 3600.0, 40000.0,
+                                                            90000.0]), min_size=n, max_size=n)))
+    view = ReplayView(pool=data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)),
+                      gpus=data.draw(st.lists(st.sampled_from([1, 2]), min_size=n, max_size=n)),
+                      start=start, duration=duration)
+    h = StartedLookAlikes(recent=recent, min_known=min_known)
+    steps = sorted(set(data.draw(st.lists(st.sampled_from(
+        [0.0, 200.0, 3000.0, 4000.0, 43300.0, 60000.0, 2e5]), min_size=1, max_size=5))))
+    jobs = np.arange(n)
+    for now in steps:
+        view.now = now
+        got = h.share_within(view, jobs, EDGES)
+        want = np.array([_brute_force(view, h, j) for j in jobs])
+        np.testing.assert_allclose(got, want, equal_nan=True)
+        # what the future holds does not matter: the same view with every later end moved
+        later = view.end > now
+        other = ReplayView(view.trace.pool, view.trace.num_gpus, start,
+                           np.where(later, duration + 7.0, duration))
+        other.now = now
+        np.testing.assert_allclose(StartedLookAlikes(recent=recent, min_known=min_known)
+                                   .share_within(other, jobs, EDGES), got, equal_nan=True)
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError, match="recent and min_known"):
+        StartedLookAlikes(recent=0)
+
+
+def test_the_forecaster_caps_a_job_durations_cdf_when_its_model_says_so():
+    from sia.data.windows import DURATION_BIN_EDGES_S
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.job_duration import JobDuration
+
+    x = np.full((4, len(DURATION_FEATURES)), np.nan)
+    y = np.array([0, 1, 2, 3])
+    # pool 0, 1 GPU: three 100 s jobs finish, then four start that run for days; job 7 asks
+    view = ReplayView(pool=[0] * 8, gpus=[1] * 8,
+                      start=[0.0, 0.0, 0.0, 1000.0, 1000.0, 1000.0, 1000.0, 10**5],
+                      duration=[100.0] * 3 + [10**6] * 4 + [10.0])
+    view.now = 50_000.0
+    jobs = np.array([6])  # arrived (its features at submission: three short look-alikes)
+    served = {}
+    for cap in (False, True):
+        model = JobDuration("history_cdf", history_recent=1.0, started_cap=cap).fit(x, y)
+        fc = LearnedForecaster({}, duration_model=model)
+        assert fc.censor_cap is cap
+        served[cap] = fc.duration_cdf(view, jobs, DURATION_BIN_EDGES_S)
+    # submitted at 1,000 s it saw only the three short ones: "fits 5 min" for sure
+    np.testing.assert_allclose(served[False], [[1.0, 1.0, 1.0]])
+    # at 50,000 s four of the last seven started have run past 12 h: 3 of 7 known fit 12 h
+    np.testing.assert_allclose(served[True], [[3 / 7, 3 / 7, 3 / 7]])
+
+
+def test_a_job_duration_registered_before_the_cap_loads_without_it():
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import JobDuration
+
+    x = np.full((4, len(DURATION_FEATURES)), np.nan)
+    model = JobDuration("history_cdf", started_cap=True).fit(x, np.array([0, 1, 2, 3]))
+    params, boosters = model.to_artifacts()
+    assert JobDuration.from_artifacts(params, boosters).started_cap is True
+    del params["estimator"]["started_cap"]  # as stored before the parameter existed
+    assert JobDuration.from_artifacts(params, boosters).started_cap is False
