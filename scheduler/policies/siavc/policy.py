@@ -67,6 +67,25 @@ run in Python, and a lender's re-run is skipped when its cached clock already sh
 it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
 ``benchmarks/bench_siavc.py``.
 
+On buddy cells (locality, SIA 5.5): the policy plans with GPU counts and returns its
+starts without a placement; the simulator's placer stage places them as one batch and
+hands back, through :meth:`SiaVCPolicy.refused`, the starts no cell fits (fragmentation,
+or a pool's bound cells held by loans). A refused start is undone: the job is pending
+again, its charges (to its pool and to the lenders) are taken back, the clocks of the
+pools they touched are re-run from that state (the merge follows their versions) and
+the wake-up is taken again, so the policy is as if the decision had not started it (the
+tests check the caches against a plain re-run after every refusal, and every decision
+against the plain reference with a plain ``refused``). The decision's other starts
+stand. The refused job is visited again at the next decision: an arrival, a
+completion or a VST ahead, all strictly later than now, so there is no retry at the same
+instant; if no cell frees before, it waits for the next completion. **Theorem 1 does not
+hold on cells**: fragmentation can delay a start its virtual clock found feasible, so a
+job can wait past its F (and F, the fungible FCFS start, is not FCFS's start on cells
+either). Once that has happened a guard checks its whole re-run for a late job (a
+re-run that met the cached clock takes its rest unchecked, which before a refusal
+holds none), so no early start charges a pool that has a late job. On fungible GPUs
+``refused`` is never called and nothing of this runs.
+
 Lookahead: only a pending job that fits the free GPUs can start in a
 decision, and its MaxReservation reads the plan on ``[now, now + d)``; with
 D the longest such job, reservations only matter on ``[now, now + D)``, so
