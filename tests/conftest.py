@@ -81,3 +81,44 @@ class ProbePolicy:
 def probe_policy():
     """The :class:`ProbePolicy` class: a replay that lets a test ask a forecaster what it sees."""
     return ProbePolicy
+
+
+class FungibleOnlyPolicy:
+    """A policy that declares no needs, so no locality (every registered policy now supports
+    buddy cells): FCFS per pool in arrival order, dedicated starts without a placement."""
+
+    name = "fungible-only"
+    uses_ticks = False
+
+    def reset(self, trace, cluster):
+        self._gpus = trace.num_gpus.tolist()
+        self._quota = trace.quota.tolist()
+
+    def decide(self, view):
+        from sia.scheduler.core.view import Start
+
+        starts = []
+        for p in range(view.n_pools):
+            free = self._quota[p] - view.used_dedicated_of(p)
+            for j in view.pending(p):
+                if self._gpus[j] > free:
+                    break
+                free -= self._gpus[j]
+                starts.append(Start(j, False))
+        return starts
+
+
+@pytest.fixture
+def fungible_only(monkeypatch) -> str:
+    """Register :class:`FungibleOnlyPolicy` as ``fungible-only`` (undone after the test), for
+    tests of how a replay on cells refuses a policy without locality; return its name."""
+    import sys
+    import types
+
+    from sia.scheduler.registry import POLICIES
+
+    mod = types.ModuleType("_sia_test_fungible_only")
+    mod.FungibleOnlyPolicy = FungibleOnlyPolicy
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setitem(POLICIES, "fungible-only", f"{mod.__name__}:FungibleOnlyPolicy")
+    return "fungible-only"

@@ -16,7 +16,6 @@ from sia.scheduler.locality.cell_cluster import CellCluster
 from sia.scheduler.locality.config import PAD_POOL, LocalityConfig, derive_cell_quotas
 from sia.scheduler.locality.replay import config_for_policy, simulate_cells
 from sia.scheduler.policies.sia.policy import SiaPolicy
-from sia.scheduler.policies.siavc.policy import SiaVCPolicy
 from sia.scheduler.registry import make_policy
 
 
@@ -119,10 +118,10 @@ def test_buddy_of_a_pool_that_cannot_grow_is_lendable():
     assert g is not None and big.topology.server_of_gpu(g[0]) >= 2
 
 
-def test_policy_without_locality_support_gets_a_clear_error():
+def test_policy_without_locality_support_gets_a_clear_error(fungible_only):
     jobs = table([("j1", "a", 0.0, 10.0, 1)])
     with pytest.raises(PolicyError, match="try_place"):
-        simulate_cells(jobs, make_pools({"a": 8}), SiaVCPolicy(), LocalityConfig())
+        simulate_cells(jobs, make_pools({"a": 8}), make_policy(fungible_only), LocalityConfig())
 
 
 # ----------------------------------------------------------------------------- invariants

@@ -70,13 +70,14 @@ FIGURE16_CONFIG_ERRORS = [
     ("pool_gpus: many\n", "pool_gpus must be an integer"),
     ("variants: [base]\nmigration: true\n", "migration: true needs a preemption section"),
     ("variants: [base]\nmigration: maybe\n", "migration must be true or false"),
-    ("policies: [sia-perfect, sia-vc]\n", "policies: policy 'sia-vc' does not support locality"),
+    ("policies: [sia-perfect, fungible-only]\n",
+     "policies: policy 'fungible-only' does not support locality"),
     ("chain_policy: nope\n", "chain_policy: unknown policy 'nope'"),
 ]
 
 
 @pytest.mark.parametrize(("text", "named"), FIGURE16_CONFIG_ERRORS)
-def test_figure16_config_errors_name_the_problem(tmp_path, text, named):
+def test_figure16_config_errors_name_the_problem(tmp_path, text, named, fungible_only):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     with pytest.raises(ConfigError, match=named):

@@ -102,7 +102,7 @@ def test_needs_as_declared_for_the_paper_policies():
         "sia-learned"}
     assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect", "ssf", "gssf", "themis",
             "oracle"} <= set(policies_with(locality=True))
-    assert "sia-vc" not in set(policies_with(locality=True))
+    assert "sia-vc" in set(policies_with(locality=True))  # on cells since issue 14
     with pytest.raises(ValueError, match="locality_requires needs locality"):
         PolicyNeeds(locality_requires={"strict_buddies": False})
 
@@ -122,21 +122,24 @@ def test_policy_options_add_the_seed_and_forecaster_as_declared():
 
 # ------------------------------------------------------------------ errors reach the user
 
-def test_sia_replay_refuses_locality_for_a_policy_without_it(tmp_path, capsys):
+def test_sia_replay_refuses_locality_for_a_policy_without_it(tmp_path, capsys, fungible_only):
     out = tmp_path / "o"
-    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "sia-vc", "--no-mlflow",
+    assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", fungible_only,
+                 "--no-mlflow",
                  "--topology", "gpus=8,rack=4", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err.startswith("error: --topology: policy 'sia-vc' does not support locality"), err
+    assert err.startswith("error: --topology: policy 'fungible-only' does not support "
+                          "locality"), err
     assert not out.exists()
 
 
-def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tmp_path, capsys):
+def test_sia_evaluate_refuses_locality_or_a_forecaster_the_policy_cannot_take(tmp_path, capsys,
+                                                                             fungible_only):
     base = {"name": "t", "trace": {"synthetic": "base", "days": 3}, "experiments": 1,
             "pools_per_experiment": 2, "warmup_days": 0.5}
-    for change, words in (({"policies": ["fcfs", "sia-vc"], "locality": True},
-                           "locality: policy 'sia-vc' does not support locality"),
+    for change, words in (({"policies": ["fcfs", fungible_only], "locality": True},
+                           "locality: policy 'fungible-only' does not support locality"),
                           ({"policies": [{"name": "fcfs"}, {"name": "maxmin",
                                                             "forecaster": "learned"}]},
                            "policies[1].forecaster: policy 'maxmin' takes no forecaster")):

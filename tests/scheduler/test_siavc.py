@@ -1,4 +1,5 @@
-"""SIA_VC (SIA Figure 6): hand-checked decisions and Theorem 1 as a property."""
+"""SIA_VC (SIA Figure 6): hand-checked decisions and Theorem 1 as a property, and SIA_VC on buddy
+cells (refused starts undone)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
-from sia.scheduler.core.simulator import build_trace, simulate
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.simulator import build_trace, run_trace, simulate
 from sia.scheduler.core.view import Start
+from sia.scheduler.locality.config import LocalityConfig
+from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.policies.oracle import solve_oracle
 from sia.scheduler.policies.siavc.policy import SiaVCPolicy
 from sia.scheduler.policies.siavc.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
-from sia.scheduler.registry import make_policy
+from sia.scheduler.registry import check_policy, make_policy, policies_with
 
 _EPS = 1e-6
 
@@ -613,3 +617,208 @@ def test_fcfs_pool_starts_reports_free_gpus_after_each_start():
     got = fcfs_pool_starts([0.0, 0.0, 0.0], [10.0, 10.0, 1.0], [1, 2, 3], 2,
                            busy=[(5.0, 1)], rem=rem)
     assert got == [0.0, 10.0, math.inf] and rem == [0, 0, -1]
+
+
+# ----------------------------------------------------------------------------- on buddy cells
+# SIA_VC on cells: the simulator's placer stage places its starts, and a start it refuses (no
+# cell fits: fragmentation) is undone in the policy (``SiaVCPolicy.refused``).
+
+
+def fragmented_pool() -> pl.DataFrame:
+    """One pool of 8 GPUs (one server), as in test_placer_stage: at t=10 six GPUs are free but
+    no aligned 4-GPU cell, so h (4 GPUs, VST 10) fits by count, not by cells, until p ends at
+    50; k (1 GPU, arrived at 6) fits both."""
+    return table([("p", "a", 0.0, 50.0, 1), ("q", "a", 0.0, 10.0, 1), ("r", "a", 0.0, 10.0, 2),
+                  ("s", "a", 0.0, 100.0, 1), ("h", "a", 5.0, 20.0, 4), ("k", "a", 6.0, 20.0, 1)])
+
+
+class RefuseFirstOnce(Cluster):
+    """A tracked fungible cluster whose placer stage refuses each batch's first start the first
+    time that job is asked for."""
+
+    def __init__(self, quota):
+        super().__init__(quota, track_gpus=True)
+        self.refused_once: set[int] = set()
+
+    def place_batch(self, starts):
+        out = {job: None for job, _, _, _ in starts}  # None: the cluster picks the GPUs
+        if starts[0][0] not in self.refused_once:
+            self.refused_once.add(starts[0][0])
+            del out[starts[0][0]]
+        return out
+
+
+class ReferenceOnCells(ReferenceSiaVC):
+    """The slow reference (every clock re-run at every decision) with the plainest possible
+    ``refused``: take back the refused jobs' charges and re-run every clock for the wake-up.
+    Its only state across decisions is the charges (and the wake-up), so this is obviously
+    "as if the start had not happened"."""
+
+    def reset(self, trace, cluster) -> None:
+        super().reset(trace, cluster)
+        self._charged: dict[int, list[tuple[int, tuple[float, int]]]] = {}
+        self._last: tuple | None = None
+
+    def _try_charge(self, j, v, now, pend, kfut, horizon, vsts) -> bool:
+        before = [len(c) for c in self._charges]
+        ok = super()._try_charge(j, v, now, pend, kfut, horizon, vsts)
+        if ok:  # a success only appends charges
+            self._charged[j] = [(q, c) for q, cs in enumerate(self._charges)
+                                for c in cs[before[q]:]]
+        return ok
+
+    def decide(self, view):
+        self._charged = {}
+        out = super().decide(view)
+        self._last = (view, {s.job for s in out})
+        return out
+
+    def refused(self, jobs) -> None:
+        view, started = self._last
+        for j in jobs:
+            for q, c in self._charged.pop(j):
+                self._charges[q].remove(c)
+            started.discard(j)
+        now, P = view.now, view.n_pools
+        pend = [[j for j in view.pending(p) if j not in started] for p in range(P)]
+        if not any(pend):
+            self._wakeup = None
+            return
+        horizon = now + max(self._dur[j] for pl_ in pend for j in pl_)
+        ahead = [v for p in range(P)
+                 for v in self._sim(p, pend[p], self._future_of(p, view.n_arrived), now,
+                                    horizon, check=False)[1] if v > now]
+        self._wakeup = min(ahead) if ahead else None
+
+
+class CheckedRefusals(SiaVCPolicy):
+    """Checks after every ``refused`` that each pool's cached clock equals a plain re-run of it
+    from the policy's state (charges and pending jobs, with the refused ones pending again),
+    and that the charges held are exactly those of the jobs still running or starting."""
+
+    def reset(self, trace, cluster) -> None:
+        super().reset(trace, cluster)
+        self.refusals: list[tuple[float, list[int]]] = []
+
+    def refused(self, jobs) -> None:
+        super().refused(jobs)
+        now, n_arr, _, reach, pend = self._ctx
+        self.refusals.append((now, sorted(jobs)))
+        for j in jobs:
+            assert j in pend[self._pool[j]] and j not in self._charged
+        for p in range(len(pend)):
+            k = int(np.searchsorted(self._pool_jobs_np[p], n_arr))
+            jobs_p, vs, rem = self._sim(p, pend[p], k, now, until=reach)
+            cj, cv, cr = self._vc[p]
+            n = min(cj.shape[0], jobs_p.shape[0])  # a cut clock is a prefix of the same run
+            assert n >= len(pend[p])
+            assert np.array_equal(cj[:n], jobs_p[:n]) and np.array_equal(cv[:n], vs[:n])
+            assert np.array_equal(cr[:n], rem[:n])
+            assert self._held[p] == sum(g for e, g in self._charges[p] if e > now)
+
+
+def _replay_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, **kw):
+    return simulate_cells(jobs, pools, policy, LocalityConfig(**kw), check_invariants=True)
+
+
+def test_a_start_without_a_cell_is_undone_and_the_job_starts_later():
+    """The fragmented pool of the placer tests: h (4 GPUs) has its VST at 10, when six GPUs
+    are free but no aligned 4-GPU cell. SIA_VC starts it, the placer refuses it, the policy
+    undoes the start (h is pending again, its clock re-run) and h starts when p's end frees
+    the cell at 50. k (1 GPU) fits by count and cells and runs early; every job finishes."""
+    pol = CheckedRefusals()
+    res, summary = simulate_cells(fragmented_pool(), make_pools({"a": 8}), pol,
+                                  LocalityConfig(), check_invariants=True,
+                                  record_placements=True)
+    start = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert start == {"p": 0.0, "q": 0.0, "r": 0.0, "s": 0.0, "h": 50.0, "k": 6.0}
+    assert res["end_time"].is_not_nan().all()
+    assert pol.refusals and pol.refusals[0] == (10.0, [4])
+    assert all(jobs == [4] and 10.0 <= t < 50.0 for t, jobs in pol.refusals)
+    assert summary["placements"]["h"] == (0, 1, 2, 3) and summary["frag_refused"] >= 1
+    # the same decisions as the plain reference, whose refused() is obviously exact
+    ref, _ = simulate_cells(fragmented_pool(), make_pools({"a": 8}), ReferenceOnCells(),
+                            LocalityConfig(), check_invariants=True)
+    assert res.equals(ref)
+    # on fungible GPUs h starts at its VST (Theorem 1 holds there)
+    fungible = simulate(fragmented_pool(), make_pools({"a": 8}), SiaVCPolicy())
+    assert dict(zip(fungible["job_id"], fungible["start_time"], strict=True))["h"] == 10.0
+
+
+def test_a_refused_start_that_lent_gpus_gives_the_loan_back():
+    """A refused start charged to lenders: every charge goes, the lender's clock is re-run, and
+    the rest of the replay is the reference's (which re-runs everything at every decision)."""
+    jobs = table([("a0", "A", 0.0, 100.0, 2), ("a1", "A", 1.0, 30.0, 4), ("b0", "B", 0.0, 500.0, 1)])
+    trace, _ = build_trace(jobs, make_pools({"A": 4, "B": 4}))
+    for policy in (CheckedRefusals(), ReferenceOnCells()):
+        cluster = RefuseFirstOnce(trace.quota)  # refuses each batch's first start once
+        state = run_trace(trace, cluster, policy, check_invariants=True)
+        assert not np.isnan(state.start_time).any()
+        if isinstance(policy, CheckedRefusals):
+            got = state.start_time.copy()
+            assert policy.refusals
+            assert policy.stats["early_starts"] >= 1  # a1 borrowed B's idle GPUs
+        else:
+            assert np.array_equal(got, state.start_time)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 40), n_pools=st.integers(1, 3),
+       chain=st.sampled_from([("buddy",), ("buddy", "mcf")]))
+def test_siavc_on_cells_equals_the_plain_reference(seed, n, n_pools, chain):
+    """Small busy workloads on cells (gangs of 1, 2 and 4 GPUs in 2..8-GPU quotas meet
+    fragmentation): the replay completes, every job runs once, no GPU is double-booked (the
+    simulator's and the cells' invariant checks), every refusal leaves the caches equal to
+    a plain re-run, the decisions are the reference's, and a replay nothing was refused in
+    is the fungible one."""
+    jobs, pools = _busy_table(seed, n, n_pools)
+    pol = CheckedRefusals()
+    res, summary = _replay_cells(jobs, pools, pol, chain=chain)
+    assert res["start_time"].is_not_nan().all() and res["end_time"].is_not_nan().all()
+    assert summary["placed_buddy"] + summary["placed_fallback"] >= jobs.height
+    ref, _ = _replay_cells(jobs, pools, ReferenceOnCells(), chain=chain)
+    assert res.equals(ref)
+    if not pol.refusals:
+        assert res.equals(simulate(jobs, pools, SiaVCPolicy()))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 40), n_pools=st.integers(1, 3),
+       strict=st.booleans())
+def test_on_cells_large_enough_siavc_runs_as_on_fungible_gpus(seed, n, n_pools, strict):
+    """Each pool's quota (whole servers) at least twice all its jobs' GPUs: no cell is ever
+    short, the placer refuses nothing and SIA_VC's schedule on cells is its fungible one.
+    (Cells refuse starts for more than fragmentation: a dedicated start needs a free cell
+    among its pool's bound cells, which loans to other pools may hold, and with
+    ``strict_buddies`` a loan may not sit next to a pool's cells.)"""
+    jobs, pools = _busy_table(seed, n, n_pools)
+    need = jobs.group_by("pool").agg(pl.col("num_gpus").sum())
+    need = dict(zip(need["pool"], need["num_gpus"], strict=True))
+    pools = make_pools({p: 8 * max(1, -(-2 * need.get(p, 1) // 8)) for p in pools["pool"]})
+    pol = CheckedRefusals()
+    res, summary = _replay_cells(jobs, pools, pol, strict_buddies=strict)
+    assert not pol.refusals and summary["refused"] == 0
+    assert res.equals(simulate(jobs, pools, SiaVCPolicy()))
+
+
+def test_the_registry_accepts_siavc_on_cells():
+    assert "sia-vc" in policies_with(locality=True)
+    assert check_policy("sia-vc", locality=LocalityConfig()).locality
+    pol = make_policy("sia-vc", locality=LocalityConfig())
+    assert isinstance(pol, SiaVCPolicy)
+
+
+@pytest.mark.parametrize("chain", [("buddy",), ("buddy", "mcf")])
+def test_siavc_replays_a_synthetic_day_on_cells_without_spinning(chain):
+    """A refused start is retried only at later decisions (arrivals, completions, VSTs ahead):
+    the replay ends, with a number of decisions of the order of the events."""
+    jobs, pools = generate_workload("more-wide-jobs", seed=5, days=1.0, num_pools=3)
+    pools = pools.select("pool", "quota_gpus")
+    pol = CheckedRefusals()
+    res, summary = _replay_cells(jobs, pools, pol, chain=chain)
+    assert res["start_time"].is_not_nan().all()
+    assert summary["frag_refused"] > 0 and pol.refusals
+    times = [t for t, _ in pol.refusals]
+    assert times == sorted(times) and len(set(times)) == len(times)  # one refusal per instant
+    assert pol.stats["calls"] <= 4 * jobs.height
+    assert math.isfinite(float(res["end_time"].max()))

@@ -67,6 +67,25 @@ run in Python, and a lender's re-run is skipped when its cached clock already sh
 it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
 ``benchmarks/bench_siavc.py``.
 
+On buddy cells (locality, SIA 5.5): the policy plans with GPU counts and returns its
+starts without a placement; the simulator's placer stage places them as one batch and
+hands back, through :meth:`SiaVCPolicy.refused`, the starts no cell fits (fragmentation,
+or a pool's bound cells held by loans). A refused start is undone: the job is pending
+again, its charges (to its pool and to the lenders) are taken back, the clocks of the
+pools they touched are re-run from that state (the merge follows their versions) and
+the wake-up is taken again, so the policy is as if the decision had not started it (the
+tests check the caches against a plain re-run after every refusal, and every decision
+against the plain reference with a plain ``refused``). The decision's other starts
+stand. The refused job is visited again at the next decision: an arrival, a
+completion or a VST ahead, all strictly later than now, so there is no retry at the same
+instant; if no cell frees before, it waits for the next completion. **Theorem 1 does not
+hold on cells**: fragmentation can delay a start its virtual clock found feasible, so a
+job can wait past its F (and F, the fungible FCFS start, is not FCFS's start on cells
+either). Once that has happened a guard checks its whole re-run for a late job (a
+re-run that met the cached clock takes its rest unchecked, which before a refusal
+holds none), so no early start charges a pool that has a late job. On fungible GPUs
+``refused`` is never called and nothing of this runs.
+
 Lookahead: only a pending job that fits the free GPUs can start in a
 decision, and its MaxReservation reads the plan on ``[now, now + d)``; with
 D the longest such job, reservations only matter on ``[now, now + D)``, so
@@ -136,6 +155,12 @@ class _PendingByWidth:
         """Job ``j`` started: it is no longer pending."""
         self._started[j] = 1
 
+    def unstart(self, j: int) -> None:
+        """Job ``j``'s start did not happen (the placer refused it): it is pending again. Its
+        heap entry is pushed again (it may have left lazily); a duplicate entry is harmless."""
+        self._started[j] = 0
+        heapq.heappush(self._heaps[self._gpus[j]], (-self._dur[j], j))
+
     def longest_and_narrowest(self, free: int) -> tuple[float, int]:
         """Return (the longest duration s of a pending job at most ``free`` GPUs wide, 0.0 if
         none; the narrowest pending job's width, a huge number if none)."""
@@ -159,7 +184,7 @@ class SiaVCPolicy:
     name = "sia-vc"
     perfect_information = True
     uses_ticks = False
-    needs = PolicyNeeds()  # places no cells: fungible GPUs only
+    needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
 
     def __init__(self, merge_ahead: float = _MERGE_AHEAD) -> None:
         """``merge_ahead`` (s): how far past the horizon the merged clocks reach at least (see
@@ -216,6 +241,12 @@ class SiaVCPolicy:
         self._stale: set[int] = set()
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
         self._wakeup = None
+        #: the last decision's starts: job -> its charges [(pool, end s, GPUs)] (for refused)
+        self._charged: dict[int, list[tuple[int, float, int]]] = {}
+        #: the last decision's (now, n_arrived, horizon, reach, pending after its starts)
+        self._ctx: tuple | None = None
+        #: whether a clock may hold a job past its F (only after a refused start, on cells)
+        self._late = False
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
                       "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
 
@@ -335,6 +366,8 @@ class SiaVCPolicy:
         now = view.now
         self.stats["calls"] += 1
         P = view.n_pools
+        self._charged = {}
+        self._ctx = None
         if self._expiry <= now:  # some charge is over: cut every pool's charges at now
             cmin = self._cmin
             for q in range(P):
@@ -348,7 +381,7 @@ class SiaVCPolicy:
         if not any(pend):
             self._wakeup = None
             return []
-        dur, gpus, quota, submit = self._dur, self._gpus, self._quota, self._submit
+        dur, gpus, quota = self._dur, self._gpus, self._quota
         # Lookahead: only a pending job that fits the free GPUs can start in this decision,
         # and its check reads the plan on [now, now + d); so with D the longest of those,
         # future jobs matter only if their VST is before now + D
@@ -384,7 +417,15 @@ class SiaVCPolicy:
                     starts.append(Start(j, True))
                 if free < min_g or not any(pend):  # no pending job fits what is left
                     break
-        # wake up at the smallest VST ahead among the jobs the pass would visit
+            if starts:
+                self._ctx = (now, n_arr, horizon, reach, pend)
+        self._wakeup = self._first_vst_ahead(now, n_arr, horizon, P)
+        return starts
+
+    def _first_vst_ahead(self, now: float, n_arr: int, horizon: float, P: int) -> float | None:
+        """The wake-up: the smallest VST after ``now`` among the jobs the pass would visit (a
+        job arrived, or one arriving before ``horizon``), or None."""
+        submit = self._submit
         cat = self._current_merge()
         w = math.inf
         if cat is not None:  # a pool whose first VST ahead is past the merge's bound comes
@@ -397,8 +438,46 @@ class SiaVCPolicy:
                 i = int(np.searchsorted(vs, now, side="right"))
                 if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                     w = float(vs[i])
-        self._wakeup = w if w < math.inf else None
-        return starts
+        return w if w < math.inf else None
+
+    def refused(self, jobs: list[int]) -> None:
+        """Undo starts of the last decision that the placer stage refused (no cell fits, on
+        buddy cells; never called on fungible GPUs): each such job is pending again and its
+        charges (to its pool and to the pools that lent to it) are taken back, so the
+        policy's state is what it would be had the decision not started it. The virtual
+        clocks of the pools those charges touched are re-run from that state (the merge
+        follows their new versions), and the wake-up is taken again from the clocks as
+        they are now. A refused job is visited again at the next decision (the next
+        arrival, completion or VST ahead, all strictly later: no retry at the same
+        instant); the other starts of the decision stand as they were decided."""
+        ctx = self._ctx
+        if ctx is None:
+            return
+        now, n_arr, horizon, reach, pend = ctx
+        touched: set[int] = set()
+        for j in jobs:
+            j = int(j)
+            charged = self._charged.pop(j, None)
+            if charged is None:  # not a start of the last decision
+                continue
+            for q, end, s in charged:
+                self._charges[q].remove((end, s))
+                if end > now:
+                    self._held[q] -= s
+                touched.add(q)
+            p = self._pool[j]
+            insort(pend[p], j)
+            touched.add(p)
+            self._by_width.unstart(j)
+        if not touched:
+            return
+        for q in touched:  # re-run from the charges and pending jobs as they now are
+            self._ver[q] += 1
+        self._late = True  # a refused job can now wait past its F
+        self._stale |= touched
+        self._reach = reach
+        self._refresh_clocks(pend, n_arr, now, horizon, reach)
+        self._wakeup = self._first_vst_ahead(now, n_arr, horizon, len(pend))
 
     def _current_merge(self) -> tuple | None:
         """The cached merge (see :meth:`_cached`) if
@@ -578,6 +657,7 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
+            self._charged[j] = [(p, end, g)]
             self._expiry = min(self._expiry, end)
             self._cmin[p] = min(self._cmin[p], end)
             if end > now:
@@ -633,7 +713,11 @@ class SiaVCPolicy:
                     jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
                                               check=True, idle_after=horizon,
                                               without=j if q == p else -1, changed_until=end)
-                if vs.size and vs[-1] > self._deadline[jobs[-1]]:
+                if vs.size and (vs[-1] > self._deadline[jobs[-1]] or (
+                        self._late and (vs > self._deadline[jobs]).any())):
+                    # (a re-run stops at its first late job; one that met the cached clock
+                    # took its rest unchecked, which holds no late job unless a refused
+                    # start has made one late: then the whole re-run is checked)
                     ok = False
                     break
                 full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
@@ -643,6 +727,7 @@ class SiaVCPolicy:
                     self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
                     self._vc_full[q] = full and not trimmed
+                self._charged[j] = [(q, end, s) for q, s in shares.items()]
                 return True
             for q, s in shares.items():
                 self._charges[q].remove((end, s))
