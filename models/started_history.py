@@ -76,8 +76,9 @@ class StartedLookAlikes:
         self._groups: dict[tuple, deque[int]] = {}
         self._seen = [0] * trace.n_pools
         self._cache: dict[tuple, float] = {}
-        self._cache_at: tuple[float, int] | None = None
+        self._cache_at: tuple[float, int, bytes] | None = None
         self._version = 0
+        self._state_key: tuple[int, int] | None = None
         for i in np.argsort(np.asarray(starts, dtype=np.float64), kind="stable").tolist():
             self._push(keys[i], i)
         tags = trace.tag_code.tolist()
@@ -123,10 +124,14 @@ class StartedLookAlikes:
         trace = view.trace
         if self._trace_id != id(trace):
             self._reset(trace)
+        done = [view.n_completed(p) for p in range(trace.n_pools)]
+        key = (sum(done), int(view.n_running))
+        if key == self._state_key:  # no start and no end since the last call (a start without
+            return  # an end raises the running count; an end raises the completed count)
+        self._state_key = key
         base = self._n_prior
         new: list[tuple[float, int]] = []
-        for p in range(trace.n_pools):
-            n = view.n_completed(p)
+        for p, n in enumerate(done):
             if n > self._seen[p]:
                 jobs = view.completed_jobs(p)[self._seen[p]:n]
                 ends = view.completions(p)[self._seen[p]:n]
@@ -157,24 +162,41 @@ class StartedLookAlikes:
         jobs known at now to fit each edge among those known (NaN: no level with enough known)."""
         self.update(view)
         now = float(view.now)
-        if self._cache_at != (now, self._version):
-            self._cache, self._cache_at = {}, (now, self._version)
         edges = np.asarray(edges_s, dtype=np.float64)
-        out = np.full((len(jobs), edges.size), np.nan)
-        for row, j in enumerate(np.asarray(jobs, dtype=np.int64).tolist()):
-            for key in self._keys[j]:  # per edge, the first level with enough known jobs
-                share = self._group_share(key, now, edges)
-                if share is not None:
-                    gap = np.isnan(out[row])
-                    out[row, gap] = share[gap]
-                    if not np.isnan(out[row]).any():
-                        break
+        at = (now, self._version, edges.tobytes())
+        if self._cache_at != at:  # shares hold while nothing starts or ends and now stays
+            self._cache, self._cache_at = {}, at
+        rows: list[np.ndarray] = []
+        which: dict[tuple, int] = {}
+        ids = []
+        for j in np.asarray(jobs, dtype=np.int64).tolist():  # one share per chain of groups
+            keys = self._keys[j]
+            i = which.get(keys)
+            if i is None:
+                i = which[keys] = len(rows)
+                rows.append(self._chain_share(keys, now, edges))
+            ids.append(i)
+        if not rows:
+            return np.full((0, edges.size), np.nan)
+        return np.asarray(rows)[np.asarray(ids, dtype=np.int64)]
+
+    def _chain_share(self, keys: tuple, now: float, edges: np.ndarray) -> np.ndarray:
+        """Per edge, the share of the first group of ``keys`` with enough known jobs (else NaN)."""
+        hit = self._cache.get(keys)
+        if hit is not None:
+            return hit
+        out = np.full(edges.size, np.nan)
+        for key in keys:
+            share = self._group_share(key, now, edges)
+            if share is not None:
+                gap = np.isnan(out)
+                out[gap] = share[gap]
+                if not np.isnan(out).any():
+                    break
+        self._cache[keys] = out
         return out
 
     def _group_share(self, key: tuple, now: float, edges: np.ndarray) -> np.ndarray | None:
-        hit = self._cache.get(key, False)
-        if hit is not False:
-            return hit
         group = self._groups.get(key)
         share = None
         if group:
@@ -189,7 +211,6 @@ class StartedLookAlikes:
             if (n_known >= need).any():
                 share = np.where(n_known >= need, fits.sum(axis=0) / np.maximum(n_known, 1),
                                  np.nan)
-        self._cache[key] = share
         return share
 
 

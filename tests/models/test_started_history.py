@@ -31,6 +31,10 @@ class ReplayView:
         self.now = 0.0
 
     @property
+    def n_running(self):
+        return len(self.running().job)
+
+    @property
     def n_arrived(self):
         return int((self.trace.submit <= self.now).sum())
 
