@@ -105,8 +105,8 @@ class TrainConfig:
     #: (models.started_history). Chosen on Philly's training days 23-44: 26% / 61% / 43% fewer
     #: GPU-hours of lent jobs overrunning 5 / 60 / 720 min for 4% / 3.5% / 1.2% fewer lent
     #: within them; on five training-week replays (predictors fit on days 23-37) no job slowed
-    #: either way, jobs lent for 12 h that ran longer 140 -> 117, geometric-mean speedup 1%
-    #: lower.
+    #: either way, jobs lent that ran past 12 h 140 -> 117, geometric-mean speedups 0.1-3.8%
+    #: lower (README, JobDuration).
     duration_started_cap: bool = True
     #: Threads that fit the models (0: one per CPU core; 1: one after the other). The models
     #: do not depend on it: each fit is deterministic on its own.
