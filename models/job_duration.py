@@ -219,39 +219,51 @@ class SortedHistory:
         return self.median() if q == 0.5 else sorted_quantile(self.values, q)
 
 
-def prior_completions(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float]]:
-    """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
+def prior_jobs(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float, float]]:
+    """Return the jobs of ``prior`` keyed like ``trace``'s, in ``prior``'s row order.
 
     ``prior``: None, or a frame of the jobs submitted before the replay
     (``pool``, ``num_gpus``, ``submit_time``, ``duration``, optional
-    ``tag``), e.g. the trace before the replay window. A job counts as
-    finished at ``submit_time + duration`` (its end with no queueing, the
-    schedule the predictors are trained on), and only if that is at or before
-    the replay's first submission, so nothing after the replay's start leaks
-    in. Returns (tag code or -1, pool index, GPUs, duration in replay
-    seconds: divided by the trace's speed-up) in end-time order; jobs of
-    pools the replay does not hold, or tags it never sees, keep only what
-    applies (no pool: dropped; unseen tag: -1).
+    ``tag``). Returns (tag code or -1, pool index, GPUs, submit time s,
+    duration s as recorded) per job; jobs of pools the replay does not hold
+    are dropped, tags it never sees become -1.
     """
     if prior is None or trace.n_jobs == 0 or prior.height == 0:
         return []
-    start = float(trace.submit[0])
     pools = {name: i for i, name in enumerate(trace.pool_names)}
     codes = {t: int(c) for t, c in zip(trace.tag.tolist(), trace.tag_code.tolist(), strict=True)
              if c >= 0}
     tag_col = pl.col("tag") if "tag" in prior.columns else pl.lit(None)
-    done = (prior.select(pl.col("pool").cast(pl.String), pl.col("num_gpus").cast(pl.Int64),
-                         pl.col("duration").cast(pl.Float64),
-                         end=pl.col("submit_time") + pl.col("duration"), tag=tag_col)
-            .filter(pl.col("end") <= start).sort("end", maintain_order=True))
-    speedup = float(getattr(trace, "speedup", 1.0))
+    rows = prior.select(pl.col("pool").cast(pl.String), pl.col("num_gpus").cast(pl.Int64),
+                        pl.col("submit_time").cast(pl.Float64),
+                        pl.col("duration").cast(pl.Float64), tag=tag_col)
     out = []
-    for pool, g, d, tag in zip(done["pool"].to_list(), done["num_gpus"].to_list(),
-                               done["duration"].to_list(), done["tag"].to_list(), strict=True):
+    for pool, g, submit, d, tag in rows.iter_rows():
         p = pools.get(pool)
         if p is not None:
-            out.append((codes.get(tag, -1) if tag is not None else -1, p, int(g), d / speedup))
+            out.append((codes.get(tag, -1) if tag is not None else -1, p, int(g), submit, d))
     return out
+
+
+def prior_completions(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float]]:
+    """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
+
+    ``prior``: as :func:`prior_jobs`, e.g. the trace before the replay
+    window. A job counts as finished at ``submit_time + duration`` (its end
+    with no queueing, the schedule the predictors are trained on), and only
+    if that is at or before the replay's first submission, so nothing after
+    the replay's start leaks in. Returns (tag code or -1, pool index, GPUs,
+    duration in replay seconds: divided by the trace's speed-up) in end-time
+    order; jobs of pools the replay does not hold are dropped, tags it never
+    sees become -1.
+    """
+    jobs = prior_jobs(prior, trace)
+    if not jobs:
+        return []
+    start = float(trace.submit[0])
+    speedup = float(getattr(trace, "speedup", 1.0))
+    done = sorted((r for r in jobs if r[3] + r[4] <= start), key=lambda r: r[3] + r[4])
+    return [(tag, p, g, d / speedup) for tag, p, g, _, d in done]
 
 
 class OnlineDurationHistory:

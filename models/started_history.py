@@ -17,9 +17,10 @@ order. At time t a job of the group is
 
 :meth:`StartedLookAlikes.share_within` is the share known to fit among the
 known ones, at the first level with at least ``min_known`` known jobs (NaN when
-none has). (Each edge takes the first level with enough known jobs for it: the 12 h edge
-knows a job only after 12 h or its end.) The forecaster caps P(duration <= e) by it: a group whose recent
-starts are still running long cannot look short. It reads only what a
+none has; each edge takes the first level with enough known jobs for it, since
+the 12 h edge knows a job only after 12 h or its end). The forecaster caps
+P(duration <= e) by it: a group whose recent starts are still running long
+cannot look short. It reads only what a
 cluster knows at t: starts, ends of finished jobs, elapsed times of running
 ones (the prior jobs' ends only once they are past).
 
@@ -75,9 +76,8 @@ class StartedLookAlikes:
         self._dur = np.concatenate([np.asarray(durs, dtype=np.float64), np.full(n, np.nan)])
         self._groups: dict[tuple, deque[int]] = {}
         self._seen = [0] * trace.n_pools
-        self._cache: dict[tuple, float] = {}
-        self._cache_at: tuple[float, int, bytes] | None = None
-        self._version = 0
+        self._cache: dict[tuple, np.ndarray] = {}
+        self._cache_at: tuple | None = None
         self._state_key: tuple[int, int] | None = None
         for i in np.argsort(np.asarray(starts, dtype=np.float64), kind="stable").tolist():
             self._push(keys[i], i)
@@ -87,29 +87,16 @@ class StartedLookAlikes:
 
     def _prior_entries(self, trace: TraceView) -> tuple[list, list, list, list]:
         """Return (start, end, duration, group keys) of the prior jobs of the replay's pools."""
-        prior = self.prior
-        if prior is None or trace.n_jobs == 0 or prior.height == 0:
-            return [], [], [], []
-        import polars as pl
+        from sia.models.job_duration import prior_jobs
 
-        pools = {name: i for i, name in enumerate(trace.pool_names)}
-        codes = {t: int(c) for t, c in zip(trace.tag.tolist(), trace.tag_code.tolist(),
-                                           strict=True) if c >= 0}
         speedup = float(getattr(trace, "speedup", 1.0))
-        tag_col = pl.col("tag") if "tag" in prior.columns else pl.lit(None)
-        rows = prior.select(pl.col("pool").cast(pl.String), pl.col("num_gpus").cast(pl.Int64),
-                            pl.col("submit_time").cast(pl.Float64),
-                            pl.col("duration").cast(pl.Float64), tag=tag_col)
         starts, ends, durs, keys = [], [], [], []
-        for pool, g, s, d, tag in rows.iter_rows():
-            p = pools.get(pool)
-            if p is None:
-                continue
+        for tag, p, g, submit, d in prior_jobs(self.prior, trace):
             d = d / speedup
-            starts.append(s)
-            ends.append(s + d)
+            starts.append(submit)
+            ends.append(submit + d)
             durs.append(d)
-            keys.append(_group_keys(codes.get(tag, -1) if tag is not None else -1, p, int(g)))
+            keys.append(_group_keys(tag, p, g))
         return starts, ends, durs, keys
 
     def _push(self, keys: tuple, entry: int) -> None:
@@ -143,7 +130,6 @@ class StartedLookAlikes:
                         self._start[e] = end - d
                         new.append((end - d, j))
                 self._seen[p] = n
-                self._version += 1
         run = view.running()
         fresh = np.isnan(self._start[base + run.job])
         if fresh.any():
@@ -151,7 +137,6 @@ class StartedLookAlikes:
                 self._start[base + j] = s
                 new.append((s, j))
         if new:
-            self._version += 1
             for _, j in sorted(new):
                 self._push(self._keys[j], base + j)
 
@@ -163,7 +148,7 @@ class StartedLookAlikes:
         self.update(view)
         now = float(view.now)
         edges = np.asarray(edges_s, dtype=np.float64)
-        at = (now, self._version, edges.tobytes())
+        at = (now, self._state_key, edges.tobytes())
         if self._cache_at != at:  # shares hold while nothing starts or ends and now stays
             self._cache, self._cache_at = {}, at
         rows: list[np.ndarray] = []
