@@ -76,26 +76,31 @@ class _Group:
 
     ``recent`` holds which bin edges each of the last :data:`RECENT_JOBS`
     durations fits (in finishing order) and ``fit_recent`` their counts per
-    edge, kept up to date in O(1) per finished job.
+    edge, kept up to date in O(1) per finished job. ``cached`` holds the
+    last :meth:`stats` until the next finished job (a pool's group answers
+    every submission to the pool, and most come between two completions).
     """
 
-    __slots__ = ("values", "last", "recent", "fit_recent")
+    __slots__ = ("values", "last", "recent", "fit_recent", "cached")
 
     def __init__(self) -> None:
         self.values: list[float] = []
         self.last = _NAN
         self.recent: deque[tuple[bool, ...]] = deque()
         self.fit_recent = [0] * len(_EDGES)
+        self.cached: tuple[float, ...] | None = None
 
     def add(self, d: float) -> None:
         insort(self.values, d)
         self.last = d
         self._push_recent(d)
+        self.cached = None
 
     def extend(self, durations: list[float]) -> None:
         """Absorb finished durations in finishing order: the same state as ``add`` of each."""
         if not durations:
             return
+        self.cached = None
         self.values.extend(durations)
         self.values.sort()
         self.last = durations[-1]
@@ -114,6 +119,11 @@ class _Group:
 
     def stats(self) -> tuple[float, ...]:
         """Return (count, median, q90, last, le5m, le60m, le720m, recent_le5m, ..._le720m)."""
+        if self.cached is None:
+            self.cached = self._stats()
+        return self.cached
+
+    def _stats(self) -> tuple[float, ...]:
         v = self.values
         n = len(v)
         if n == 0:

@@ -375,6 +375,19 @@ def _feature_index() -> dict[str, int]:
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
+_RULE_COLUMNS: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+
+def _rule_columns() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the column indices of the rule's levels (built once): their counts [levels], their
+    recent shares and their shares over all their history [levels, edges] (5 / 60 / 720 min)."""
+    if not _RULE_COLUMNS:
+        idx = _feature_index()
+        shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in _RULE_LEVELS]
+                  for kind in ("recent_", "")]
+        _RULE_COLUMNS.append((np.array([idx[f"{lv}_count"] for lv in _RULE_LEVELS]),
+                              np.array(shares[0]), np.array(shares[1])))
+    return _RULE_COLUMNS[0]
 #: ``history_shrink``'s levels, from the most general to the most specific: each level's shares
 #: are shrunk toward the estimate of the levels before it.
 _SHRINK_LEVELS: tuple[str, ...] = ("pool", "pool_gpus", "user", "tag")
@@ -540,6 +553,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                              ">= 0")
 
     def _check_fitted(self) -> None:
+        if getattr(self, "feature_names_in_", None) is not None:
+            return  # fitted (the scheduler asks at nearly every decision: skip sklearn's check)
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(self, "feature_names_in_")
@@ -638,23 +653,26 @@ class JobDuration(ClassifierMixin, BaseEstimator):
 
         The level is the rule's (same tag with enough history, else same pool
         and GPU count, else same pool); rows with no history get the
-        fallback bin's 0/1 step.
+        fallback bin's 0/1 step. Every row's level is found at once (the
+        first level whose count reaches its minimum): the scheduler asks
+        this for one or two jobs at a time, so a few whole-array steps beat
+        a pass per level.
         """
         if float(self.history_shrink) > 0.0:
             return self._shrunk_cdf(x)
-        idx = _feature_index()
-        out = np.full((x.shape[0], _N_EDGES), np.nan)
-        done = np.zeros(x.shape[0], dtype=bool)
-        need = float(self.history_min_count)
-        for level in _RULE_LEVELS:
-            count = x[:, idx[f"{level}_count"]]
-            ok = ~done & (count >= (need if level != "pool" else 1.0))
-            if ok.any():
-                out[ok] = self._level_shares(x, level, ok)
-                done |= ok
+        counts, recent, whole = _rule_columns()
+        need = np.full(len(_RULE_LEVELS), float(self.history_min_count))
+        need[-1] = 1.0  # the pool level: any finished job
+        ok = x[:, counts] >= need[None, :]  # NaN counts never qualify
+        level = ok.argmax(axis=1)
+        rows = np.arange(x.shape[0])[:, None]
+        w = float(self.history_recent)
+        shares = x[rows, recent[level]] if w != 0.0 else x[rows, whole[level]]
+        if 0.0 < w < 1.0:
+            shares = w * shares + (1.0 - w) * x[rows, whole[level]]
         step = (int(self.fallback_bin) <= np.arange(_N_EDGES)).astype(np.float64)
-        out[~done] = step
-        return np.maximum.accumulate(np.nan_to_num(out, nan=0.0), axis=1)
+        out = np.where(ok.any(axis=1)[:, None], shares, step[None, :])
+        return np.maximum.accumulate(np.where(np.isnan(out), 0.0, out), axis=1)
 
     def _level_shares(self, x: np.ndarray, level: str, rows: np.ndarray) -> np.ndarray:
         """Return the shares [r, 3] of one history level for the ``rows`` (bool mask) of ``x``,

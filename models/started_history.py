@@ -76,8 +76,11 @@ class StartedLookAlikes:
         self._dur = np.concatenate([np.asarray(durs, dtype=np.float64), np.full(n, np.nan)])
         self._groups: dict[tuple, deque[int]] = {}
         self._seen = [0] * trace.n_pools
-        self._cache: dict[tuple, np.ndarray] = {}
-        self._cache_at: tuple | None = None
+        # shares kept per chain of groups until one of its groups sees a start or an end (or
+        # time passes what it knew), and the chains kept for each group
+        self._cache: dict[tuple, tuple[np.ndarray, float]] = {}
+        self._chains_of: dict[tuple, set[tuple]] = {}
+        self._cache_at: bytes | None = None
         self._state_key: tuple[int, int] | None = None
         for i in np.argsort(np.asarray(starts, dtype=np.float64), kind="stable").tolist():
             self._push(keys[i], i)
@@ -118,6 +121,7 @@ class StartedLookAlikes:
         self._state_key = key
         base = self._n_prior
         new: list[tuple[float, int]] = []
+        changed: list[int] = []
         for p, n in enumerate(done):
             if n > self._seen[p]:
                 jobs = view.completed_jobs(p)[self._seen[p]:n]
@@ -126,6 +130,7 @@ class StartedLookAlikes:
                     d = float(trace.duration[j])  # known: the job finished
                     e = base + j
                     self._end[e], self._dur[e] = end, d
+                    changed.append(j)
                     if np.isnan(self._start[e]):  # started and ended since the last call
                         self._start[e] = end - d
                         new.append((end - d, j))
@@ -136,9 +141,18 @@ class StartedLookAlikes:
             for j, s in zip(run.job[fresh].tolist(), run.start[fresh].tolist(), strict=True):
                 self._start[base + j] = s
                 new.append((s, j))
+                changed.append(j)
         if new:
             for _, j in sorted(new):
                 self._push(self._keys[j], base + j)
+        self._forget({key for j in changed for key in self._keys[j]})
+
+    def _forget(self, groups: set[tuple]) -> None:
+        """Drop the kept shares of every chain through ``groups`` (a job of theirs started or
+        ended: their last started jobs, or what is known of one, changed)."""
+        for key in groups:
+            for chain in self._chains_of.pop(key, ()):
+                self._cache.pop(chain, None)
 
     # ------------------------------------------------------------------ queries
     def share_within(self, view: ForecastView, jobs: np.ndarray,
@@ -148,9 +162,9 @@ class StartedLookAlikes:
         self.update(view)
         now = float(view.now)
         edges = np.asarray(edges_s, dtype=np.float64)
-        at = (now, self._state_key, edges.tobytes())
-        if self._cache_at != at:  # shares hold while nothing starts or ends and now stays
-            self._cache, self._cache_at = {}, at
+        at = edges.tobytes()
+        if self._cache_at != at:  # other edges: every kept share is for the old ones
+            self._cache, self._chains_of, self._cache_at = {}, {}, at
         rows: list[np.ndarray] = []
         which: dict[tuple, int] = {}
         ids = []
@@ -166,37 +180,52 @@ class StartedLookAlikes:
         return np.asarray(rows)[np.asarray(ids, dtype=np.int64)]
 
     def _chain_share(self, keys: tuple, now: float, edges: np.ndarray) -> np.ndarray:
-        """Per edge, the share of the first group of ``keys`` with enough known jobs (else NaN)."""
+        """Per edge, the share of the first group of ``keys`` with enough known jobs (else NaN).
+
+        Kept until a job of one of the groups starts or ends (:meth:`_forget`) or
+        the time it can next change without either (a running job's run
+        passing an edge, a prior job's end passing).
+        """
         hit = self._cache.get(keys)
-        if hit is not None:
-            return hit
+        if hit is not None and now < hit[1]:
+            return hit[0]
         out = np.full(edges.size, np.nan)
+        until = np.inf
         for key in keys:
-            share = self._group_share(key, now, edges)
+            share, change = self._group_share(key, now, edges)
+            until = min(until, change)
             if share is not None:
                 gap = np.isnan(out)
                 out[gap] = share[gap]
                 if not np.isnan(out).any():
                     break
-        self._cache[keys] = out
+        self._cache[keys] = (out, until)
+        for key in keys:
+            self._chains_of.setdefault(key, set()).add(keys)
         return out
 
-    def _group_share(self, key: tuple, now: float, edges: np.ndarray) -> np.ndarray | None:
+    def _group_share(self, key: tuple, now: float,
+                     edges: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """Return (the group's share per edge, None when no edge has enough known jobs; the
+        first time after ``now`` at which it can change while nothing starts or ends)."""
         group = self._groups.get(key)
-        share = None
-        if group:
-            idx = np.fromiter(group, dtype=np.int64, count=len(group))
-            end, start, dur = self._end[idx], self._start[idx], self._dur[idx]
-            done = end <= now
-            ran = np.where(done, dur, now - start)  # run time so far (all of it when finished)
-            fits = done[:, None] & (ran[:, None] <= edges[None, :])
-            known = fits | (ran[:, None] > edges[None, :])
-            n_known = known.sum(axis=0)
-            need = self.min_known if key[0] != "pool" else 1
-            if (n_known >= need).any():
-                share = np.where(n_known >= need, fits.sum(axis=0) / np.maximum(n_known, 1),
-                                 np.nan)
-        return share
+        if not group:
+            return None, np.inf
+        idx = np.fromiter(group, dtype=np.int64, count=len(group))
+        end, start, dur = self._end[idx], self._start[idx], self._dur[idx]
+        done = end <= now
+        ran = np.where(done, dur, now - start)  # run time so far (all of it when finished)
+        fits = done[:, None] & (ran[:, None] <= edges[None, :])
+        known = fits | (ran[:, None] > edges[None, :])
+        # running jobs change what is known when their run passes an edge or (prior jobs) they end
+        passing = np.where(known, np.inf, start[:, None] + edges[None, :])
+        change = min(float(passing.min(initial=np.inf)), float(end[~done].min(initial=np.inf)))
+        n_known = known.sum(axis=0)
+        need = self.min_known if key[0] != "pool" else 1
+        if not (n_known >= need).any():
+            return None, change
+        share = np.where(n_known >= need, fits.sum(axis=0) / np.maximum(n_known, 1), np.nan)
+        return share, change
 
 
 def _group_keys(tag: int, pool: int, gpus: int) -> tuple:

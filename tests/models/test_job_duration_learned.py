@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sia.features.duration_features import DURATION_FEATURES
 from sia.models.job_duration import JobDuration, cdf_at_windows, select_job_duration
 from sklearn.base import clone
@@ -161,6 +163,43 @@ def test_history_cdf_by_hand():
                                                          [0.0, 0.5, 1.0]])
     with pytest.raises(ValueError, match="history_recent must be in"):
         JobDuration("history_cdf", history_recent=1.5).fit(X, np.array([0, 1, 2, 3]))
+
+
+def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: float) -> np.ndarray:
+    """The history rule's CDF written level by level (the definition), for the property below."""
+    col = {c: i for i, c in enumerate(DURATION_FEATURES)}
+    out = np.empty((x.shape[0], 3))
+    for r in range(x.shape[0]):
+        got = None
+        for level in ("tag", "pool_gpus", "pool"):
+            n = x[r, col[f"{level}_count"]]
+            if n >= (min_count if level != "pool" else 1):
+                rec = np.array([x[r, col[f"{level}_recent_le{m}m"]] for m in (5, 60, 720)])
+                all_ = np.array([x[r, col[f"{level}_le{m}m"]] for m in (5, 60, 720)])
+                got = rec if w == 1.0 else all_ if w == 0.0 else w * rec + (1 - w) * all_
+                break
+        if got is None:
+            got = (fallback <= np.arange(3)).astype(float)
+        out[r] = np.maximum.accumulate(np.nan_to_num(got, nan=0.0))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(0, 12), min_count=st.integers(1, 5),
+       fallback=st.integers(0, 3), w=st.sampled_from([0.0, 0.3, 1.0]))
+def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, fallback, w):
+    """Counts (NaN, 0, thin or enough) and shares (NaN or not) at random: the rule's CDF is the
+    first level whose count reaches its minimum, its shares, else the fallback bin's step."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, len(DURATION_FEATURES)))
+    counts = [i for i, c in enumerate(DURATION_FEATURES) if c.endswith("_count")]
+    x[:, counts] = rng.choice([np.nan, 0.0, 1.0, 2.0, 3.0, 7.0], size=(n, len(counts)))
+    x[rng.random(x.shape) < 0.05] = np.nan
+    est = JobDuration("history_cdf", history_min_count=min_count, fallback_bin=fallback,
+                      history_recent=w).fit(np.zeros((4, len(DURATION_FEATURES))),
+                                            np.array([0, 1, 2, 3]))
+    np.testing.assert_array_equal(est.predict_cdf(x),
+                                  _history_cdf_by_levels(x, min_count, fallback, w))
 
 
 def test_lend_risk_per_bin_edge_maps_onto_the_scheduling_windows():

@@ -146,6 +146,43 @@ def test_shares_equal_the_definition_at_every_step_and_read_no_future(data, n, r
                                    .share_within(other, jobs, EDGES), got, equal_nan=True)
 
 
+def test_a_share_follows_time_alone_running_jobs_passing_edges_and_prior_ends():
+    """Between starts and ends a share still changes: a running job passes an edge, a prior job
+    ends. A share kept from an earlier call must not outlive either."""
+    prior = pl.DataFrame({"pool": ["p0"], "num_gpus": [1], "submit_time": [-100.0],
+                          "duration": [2000.0]})  # ends at 1,900 s, having run 2,000 s
+    view = ReplayView(pool=[0, 0], gpus=[1, 1], start=[0.0, 10**6], duration=[50000.0, 1.0])
+    h = StartedLookAlikes(min_known=1, prior=prior)
+    want = {100.0: [np.nan, np.nan, np.nan],  # both have run under 5 min: nothing known
+            250.0: [0.0, np.nan, np.nan],     # the prior job has run 350 s: misses 5 min
+            301.0: [0.0, np.nan, np.nan],     # it passed 5 min: a second miss of 5 min
+            1900.0: [0.0, 1.0, 1.0],          # the prior job ended: fits 1 h and 12 h
+            3601.0: [0.0, 0.5, 1.0],          # the replay's job passed 1 h
+            43201.0: [0.0, 0.5, 0.5]}         # and 12 h
+    for now, share in want.items():
+        view.now = now
+        np.testing.assert_allclose(h.share_within(view, np.array([0]), EDGES), [share],
+                                   equal_nan=True, err_msg=f"at {now} s")
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(1, 12), min_known=st.integers(1, 3))
+def test_shares_equal_the_definition_as_time_passes_with_nothing_starting(data, n, min_known):
+    """Every job starts at 0, so between the queries only time moves (and jobs end)."""
+    duration = np.array(data.draw(st.lists(st.sampled_from([1.0, 300.0, 600.0, 3600.0, 40000.0,
+                                                            90000.0]), min_size=n, max_size=n)))
+    view = ReplayView(pool=[0] * n, gpus=data.draw(st.lists(st.sampled_from([1, 2]), min_size=n,
+                                                            max_size=n)),
+                      start=np.zeros(n), duration=duration)
+    h = StartedLookAlikes(recent=50, min_known=min_known)
+    steps = sorted(set(data.draw(st.lists(st.floats(0.0, 1e5), min_size=1, max_size=12))))
+    jobs = np.arange(n)
+    for now in steps:
+        view.now = now
+        want = np.array([_brute_force(view, h, j) for j in jobs])
+        np.testing.assert_allclose(h.share_within(view, jobs, EDGES), want, equal_nan=True)
+
+
 def test_bad_sizes_are_refused():
     with pytest.raises(ValueError, match="recent and min_known"):
         StartedLookAlikes(recent=0)
