@@ -239,3 +239,91 @@ def cap_cdf(cdf: np.ndarray, share: np.ndarray) -> np.ndarray:
     kept non-decreasing across the edges (a job that cannot fit an edge fits no smaller one)."""
     capped = np.where(np.isnan(share), cdf, np.minimum(cdf, share))
     return np.minimum.accumulate(capped[:, ::-1], axis=1)[:, ::-1]
+
+
+class _ZeroQueueView:
+    """The view a replay with no queue gives at ``now``: every job runs from its submission
+    (``start = submit``, ``end = submit + duration``); jobs submitted at ``now`` have not started.
+    Just what :class:`StartedLookAlikes` reads (:func:`zero_queue_shares`)."""
+
+    def __init__(self, trace: Any, pool_ends: list[tuple[np.ndarray, np.ndarray]]):
+        self.trace = trace
+        self.now = 0.0
+        self._end = trace.submit + trace.duration
+        self._pool_ends = pool_ends  # per pool: (end times, job indices) in completion order
+
+    @property
+    def n_arrived(self) -> int:
+        return int(np.searchsorted(self.trace.submit, self.now, side="left"))
+
+    def running(self) -> Any:
+        from types import SimpleNamespace
+
+        arrived = np.arange(self.n_arrived)
+        run = arrived[self._end[arrived] > self.now]
+        return SimpleNamespace(job=run, pool=self.trace.pool[run], start=self.trace.submit[run])
+
+    @property
+    def n_running(self) -> int:
+        return int((self._end[:self.n_arrived] > self.now).sum())
+
+    def n_completed(self, p: int) -> int:
+        return int(np.searchsorted(self._pool_ends[p][0], self.now, side="right"))
+
+    def completions(self, p: int) -> np.ndarray:
+        return self._pool_ends[p][0][:self.n_completed(p)]
+
+    def completed_jobs(self, p: int) -> np.ndarray:
+        return self._pool_ends[p][1][:self.n_completed(p)]
+
+
+def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.0, 43200.0),
+                      *, recent: int = RECENT_STARTED, min_known: int = 3) -> np.ndarray:
+    """Return float [jobs, edges]: each job's started look-alike shares at its submission, in a
+    schedule with no queue (what the cap reads when the scheduler first sees it, for the report
+    of a model trained on that schedule).
+
+    ``jobs``: a frame (``pool``, ``num_gpus``, ``submit_time``, ``duration`` > 0, optional
+    ``tag``); ``prior``: the jobs before them (as :class:`StartedLookAlikes`'s). Rows in
+    ``jobs``' order.
+    """
+    import polars as pl
+
+    order = np.argsort(jobs["submit_time"].to_numpy(), kind="stable")
+    s = jobs[order]
+    names = tuple(sorted(set(s["pool"].cast(pl.String).to_list())))
+    index = {n: i for i, n in enumerate(names)}
+    tags = s["tag"].to_list() if "tag" in s.columns else [None] * s.height
+    codes: dict[Any, int] = {}
+    tag_code = np.array([-1 if t is None or t == "" else codes.setdefault(t, len(codes))
+                         for t in tags], dtype=np.int64)
+    from types import SimpleNamespace
+
+    trace = SimpleNamespace(
+        n_jobs=s.height, n_pools=len(names), pool_names=names, speedup=1.0,
+        pool=np.array([index[p] for p in s["pool"].cast(pl.String).to_list()], dtype=np.int64),
+        num_gpus=s["num_gpus"].to_numpy().astype(np.int64), tag_code=tag_code,
+        tag=np.array([None if c < 0 else t for t, c in zip(tags, tag_code, strict=True)],
+                     dtype=object),
+        submit=s["submit_time"].to_numpy().astype(np.float64),
+        duration=s["duration"].to_numpy().astype(np.float64))
+    end = trace.submit + trace.duration
+    pool_ends = []
+    for p in range(trace.n_pools):
+        mine = np.flatnonzero(trace.pool == p)
+        mine = mine[np.lexsort((mine, end[mine]))]
+        pool_ends.append((end[mine], mine))
+    view = _ZeroQueueView(trace, pool_ends)
+    looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior)
+    edges = np.asarray(edges_s, dtype=np.float64)
+    out = np.full((s.height, edges.size), np.nan)
+    at = trace.submit
+    lo = 0
+    while lo < s.height:  # the jobs submitted at one instant, asked together
+        hi = int(np.searchsorted(at, at[lo], side="right"))
+        view.now = float(at[lo])
+        out[lo:hi] = looks.share_within(view, np.arange(lo, hi), edges)
+        lo = hi
+    back = np.empty_like(out)
+    back[order] = out
+    return back

@@ -379,7 +379,8 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
                                              fallback_bin=config.duration_fallback_bin)
         perfect = (y_va[:, None] <= np.arange(job_duration.N_BINS - 1)[None, :]).astype(float)
         eps = model.lend_risk_ if model.lend_risk_ is not None else 0.5
-        for name, cdf, e in (("registered", model.predict_cdf(x_va), eps),
+        served = _served_cdf(model, x_va, zq, split)
+        for name, cdf, e in (("registered", served, eps),
                              ("history rule", rule.predict_cdf(x_va), 0.5),
                              ("perfect", perfect, 0.5)):
             m = job_duration.duration_metrics(y_va, np.sum(cdf < 0.5, axis=1))
@@ -388,11 +389,28 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
                              "under_rate": m["under_rate"]})
     tables = {"job_duration_lending": pl.DataFrame(rows) if rows else pl.DataFrame(),
               "job_duration_reliability": pl.DataFrame(
-                  job_duration.reliability_table(model.predict_cdf(x_va), y_va)
-                  if va.height else [])}
+                  job_duration.reliability_table(served, y_va) if va.height else [])}
     if sel:
         tables["job_duration_selection"] = pl.DataFrame(sel)
     return model, tables
+
+
+def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit) -> np.ndarray:
+    """Return the validation jobs' P(duration <= 5 / 60 / 720 min) as the scheduler gets them
+    from ``model``: capped by the started look-alikes' shares when the model says so
+    (:mod:`sia.models.started_history`), each read at the job's submission in the zero-queue
+    schedule the model was trained on, with the jobs before validation as its history."""
+    from sia.data.windows import DURATION_BIN_EDGES_S
+    from sia.models.started_history import cap_cdf, zero_queue_shares
+
+    cdf = model.predict_cdf(x_va)
+    if not getattr(model, "started_cap", False):
+        return cdf
+    zq = zq.sort("submit_time", "job_id")
+    before = zq.filter(pl.col("submit_time") < split.train_end)
+    va = zq.filter(pl.col("submit_time").is_between(split.train_end, split.val_end,
+                                                    closed="left"))
+    return cap_cdf(cdf, zero_queue_shares(va, before, DURATION_BIN_EDGES_S))
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:

@@ -183,6 +183,34 @@ def test_shares_equal_the_definition_as_time_passes_with_nothing_starting(data, 
         np.testing.assert_allclose(h.share_within(view, jobs, EDGES), want, equal_nan=True)
 
 
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(1, 25), recent=st.integers(1, 5),
+       min_known=st.integers(1, 3))
+def test_zero_queue_shares_are_the_caps_of_a_replay_with_no_queue(data, n, recent, min_known):
+    """Offline (the training report): each job's shares at its submission equal what the cap
+    reads in a replay where every job starts when submitted (times chosen so no end meets a
+    submission: the replay is asked just before each one, when the job has not started)."""
+    from sia.models.started_history import zero_queue_shares
+
+    submit = np.sort(np.array(data.draw(st.lists(st.integers(0, 30000), min_size=n, max_size=n,
+                                                 unique=True)))) * 2.0
+    duration = np.array(data.draw(st.lists(st.sampled_from([1.0, 301.0, 999.0, 3601.0, 40001.0]),
+                                           min_size=n, max_size=n)))
+    pool = data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    gpus = data.draw(st.lists(st.sampled_from([1, 2]), min_size=n, max_size=n))
+    frame = pl.DataFrame({"pool": [f"p{p}" for p in pool], "num_gpus": gpus,
+                          "submit_time": submit, "duration": duration})
+    got = zero_queue_shares(frame.reverse(), recent=recent, min_known=min_known)[::-1]
+    for j in range(n):
+        view = ReplayView(pool=pool + [0, 1], gpus=gpus + [1, 1],  # both pools in the trace
+                          start=list(submit) + [1e9, 1e9], duration=list(duration) + [1.0, 1.0])
+        view.trace.pool_names = ("p0", "p1")
+        view.now = submit[j] - 0.5
+        want = StartedLookAlikes(recent=recent, min_known=min_known).share_within(
+            view, np.array([j]), EDGES)
+        np.testing.assert_allclose(got[j], want[0], equal_nan=True, err_msg=f"job {j}")
+
+
 def test_bad_sizes_are_refused():
     with pytest.raises(ValueError, match="recent and min_known"):
         StartedLookAlikes(recent=0)

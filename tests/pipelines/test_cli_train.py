@@ -422,3 +422,31 @@ def new_load_choice(held: pl.DataFrame) -> str:
     rows = {r["method"]: {"exceedance_rate": r["exceed"], "mean_over_reservation_gpus":
                           r["over_gpus"]} for r in held.iter_rows(named=True)}
     return choose_method({m: rows[m] for m in METHODS}, float(held["target_exceed"][0]))
+
+
+def test_the_lending_report_caps_the_registered_cdf_as_the_scheduler_does():
+    """The report's registered row reads the started look-alikes at each validation job's
+    submission (no queue): a run of long jobs in flight caps what the finished ones say."""
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import JobDuration
+    from sia.models.split import TimeSplit
+    from sia.pipelines.train import _served_cdf
+
+    # pool p: three short jobs before validation, then three long ones start at 1,000-1,002 s
+    # and are still running at 5,000 s, when the validation job is submitted
+    zq = pl.DataFrame({"job_id": ["a", "b", "c", "d", "e", "f", "v"], "pool": ["p"] * 7,
+                       "num_gpus": [1] * 7,
+                       "submit_time": [0.0, 10.0, 20.0, 1000.0, 1001.0, 1002.0, 5000.0],
+                       "duration": [60.0, 60.0, 60.0, 9e4, 9e4, 9e4, 60.0]})
+    zq = zq.with_columns(end_time=pl.col("submit_time") + pl.col("duration"))
+    split = TimeSplit(train_start=0.0, train_end=4000.0, val_end=6000.0, active_start=0.0,
+                      how="test")
+    x = np.zeros((1, len(DURATION_FEATURES)))
+    y = np.array([0, 1, 2, 3])
+    fitted = np.zeros((4, x.shape[1]))
+    cdf = np.array([[1.0, 1.0, 1.0]])
+    for cap, want in ((False, cdf), (True, [[0.5, 0.5, 1.0]])):
+        model = JobDuration("history_cdf", fallback_bin=0, started_cap=cap).fit(fitted, y)
+        # the pool's shares say "fits" (NaN counts: the fallback step of bin 0 = 1, 1, 1);
+        # known at 5,000 s: a-c fit every edge, d-f ran past 5 min and 1 h, 12 h unknown
+        np.testing.assert_allclose(_served_cdf(model, x, zq, split), want)
