@@ -244,37 +244,59 @@ def cap_cdf(cdf: np.ndarray, share: np.ndarray) -> np.ndarray:
 class _ZeroQueueView:
     """The view a replay with no queue gives at ``now``: every job runs from its submission
     (``start = submit``, ``end = submit + duration``); jobs submitted at ``now`` have not started.
-    Just what :class:`StartedLookAlikes` reads (:func:`zero_queue_shares`)."""
+    Just what :class:`StartedLookAlikes` reads (:func:`zero_queue_shares`), each answer
+    computed once per ``now``."""
 
-    def __init__(self, trace: Any, pool_ends: list[tuple[np.ndarray, np.ndarray]]):
+    def __init__(self, trace: Any):
         self.trace = trace
-        self.now = 0.0
         self._end = trace.submit + trace.duration
-        self._pool_ends = pool_ends  # per pool: (end times, job indices) in completion order
+        order = np.lexsort((np.arange(trace.n_jobs), self._end, trace.pool))  # per pool, by end
+        self._by_pool_end = order
+        self._first = np.searchsorted(trace.pool[order], np.arange(trace.n_pools + 1))
+        # one sorted key per job: its pool's block, then its end within the block
+        self._span = float(np.max(self._end, initial=0.0)) + 1.0
+        self._keys = trace.pool[order] * self._span + self._end[order]
+        self._now = np.nan
+        self.now = 0.0
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @now.setter
+    def now(self, t: float) -> None:
+        if t == self._now:
+            return
+        self._now = t
+        self._arrived = int(np.searchsorted(self.trace.submit, t, side="left"))
+        self._running = np.flatnonzero(self._end[:self._arrived] > t)
+        pools = np.arange(self.trace.n_pools)
+        self._done = np.searchsorted(self._keys, pools * self._span + t, side="right") - \
+            self._first[:-1]
 
     @property
     def n_arrived(self) -> int:
-        return int(np.searchsorted(self.trace.submit, self.now, side="left"))
+        return self._arrived
 
     def running(self) -> Any:
         from types import SimpleNamespace
 
-        arrived = np.arange(self.n_arrived)
-        run = arrived[self._end[arrived] > self.now]
+        run = self._running
         return SimpleNamespace(job=run, pool=self.trace.pool[run], start=self.trace.submit[run])
 
     @property
     def n_running(self) -> int:
-        return int((self._end[:self.n_arrived] > self.now).sum())
+        return int(self._running.size)
 
     def n_completed(self, p: int) -> int:
-        return int(np.searchsorted(self._pool_ends[p][0], self.now, side="right"))
+        return int(self._done[p])
 
     def completions(self, p: int) -> np.ndarray:
-        return self._pool_ends[p][0][:self.n_completed(p)]
+        return self._end[self.completed_jobs(p)]
 
     def completed_jobs(self, p: int) -> np.ndarray:
-        return self._pool_ends[p][1][:self.n_completed(p)]
+        lo = int(self._first[p])
+        return self._by_pool_end[lo:lo + int(self._done[p])]
 
 
 def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.0, 43200.0),
@@ -307,13 +329,7 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
                      dtype=object),
         submit=s["submit_time"].to_numpy().astype(np.float64),
         duration=s["duration"].to_numpy().astype(np.float64))
-    end = trace.submit + trace.duration
-    pool_ends = []
-    for p in range(trace.n_pools):
-        mine = np.flatnonzero(trace.pool == p)
-        mine = mine[np.lexsort((mine, end[mine]))]
-        pool_ends.append((end[mine], mine))
-    view = _ZeroQueueView(trace, pool_ends)
+    view = _ZeroQueueView(trace)
     looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior)
     edges = np.asarray(edges_s, dtype=np.float64)
     out = np.full((s.height, edges.size), np.nan)
