@@ -89,16 +89,17 @@ def test_regions_mode_errors(tmp_path):
     from sia.data.errors import ConfigError
     from sia.pipelines.cmd_replay import regions_from_cli, regions_from_trace
 
-    assert regions_from_cli(None, "history", None) is None  # the trace may carry regions
+    assert regions_from_cli(None, "history") is None  # the trace may carry regions
     jobs = pl.DataFrame({"job_id": ["a"], "pool": ["q0"]})
     with pytest.raises(ConfigError, match="--regions-mode needs --regions FILE or a region "
                                           "column in the trace"):
-        regions_from_trace(jobs, "t.csv", "history", None)
-    assert regions_from_trace(jobs, "t.csv", "static", None) is None
+        regions_from_trace(jobs, "t.csv", "history")
+    assert regions_from_trace(jobs, "t.csv", "static") is None
     with pytest.raises(ConfigError, match="--regions-mode must be one of home, static"):
-        regions_from_cli(None, "psychic", None)
-    with pytest.raises(ConfigError, match="regions replay on fungible GPUs"):
-        regions_from_trace(jobs.with_columns(region=pl.lit("A")), "t.csv", "home", object())
+        regions_from_cli(None, "psychic")
+    # a column the user did not map is never used as regions
+    assert regions_from_trace(jobs.with_columns(region=pl.lit("A")), "t.csv", "static",
+                              mapped=False) is None
 
 
 HOMES = {"q0": "A", "q1": "B", "q2": "C", "q3": "A", "q4": "B", "q5": "C", "q6": "A", "q7": "B"}
