@@ -302,8 +302,9 @@ def test_evaluate_on_regions_with_buddy_cells(tmp_path):
     from sia.pipelines.experiment import load_config
     from sia.pipelines.regions_report import main as report_main
 
-    (tmp_path / "split.yml").write_text("pools: {q0: A, q1: A, q2: {home: B, replicas: [A]}, "
-                                        "q3: B}\n")
+    (tmp_path / "split.yml").write_text(
+        "pools: {q0: {home: A, replicas: [B]}, q1: {home: A, replicas: [B]}, "
+        "q2: {home: B, replicas: [A]}, q3: B}\n")
     cfg = {"name": "tiny-regions-cells", "seed": 3, "trace": {"synthetic": "base", "days": 2},
            "warmup_days": 0.5, "experiments": 1, "pools_per_experiment": "all",
            "quotas": "recorded", "regions": {"file": "split.yml"},
@@ -317,7 +318,7 @@ def test_evaluate_on_regions_with_buddy_cells(tmp_path):
                          make_plots=False)
     assert sorted(sweep.ran) == ["exp-000/fcfs", "exp-000/home", "exp-000/static"]
     static = pl.read_parquet(out / "exp-000" / "static.parquet")
-    assert (static.filter(pl.col("region") == "A")["pool"].is_in(["q0", "q1", "q2"])).all()
+    assert (static.filter(pl.col("pool") == "q3")["region"] == "B").all()  # data in B only
     assert (static["region"] != static["pool"].replace_strict(
         {"q0": "A", "q1": "A", "q2": "B", "q3": "B"})).any()
     assert report_main([str(path), "--out", str(out)]) == 0
