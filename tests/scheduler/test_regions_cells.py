@@ -215,5 +215,9 @@ def test_the_negative_cache_changes_no_decision_on_cells():
     a, b = simulate(jobs, pools, on), simulate(jobs, pools, off)
     assert a["start_time"].to_list() == b["start_time"].to_list()
     assert (on.ran_in == off.ran_in).all() and on.facts()["routed"] > 0
-    assert (on.placement_summary(True)["placements"] == off.placement_summary(True)["placements"])
+    # cell for cell, and the same counters: a plan the scan did not take left none behind
+    a_cells, b_cells = (
+        {k: v for k, v in pol.placement_summary(True).items() if not k.endswith("_s")}
+        for pol in (on, off))  # the solvers' wall times differ from run to run
+    assert a_cells == b_cells and a_cells["solver_calls"] > 0
     assert on.stats["scan_attempts"] < off.stats["scan_attempts"]
