@@ -37,11 +37,13 @@ def starts(res: pl.DataFrame) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- one region
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), cfg=st.sampled_from([BUDDY, MCF]),
-       name=st.sampled_from(["fcfs", "maxmin", "sia-perfect", "sia-random", "hived"]))
-def test_one_region_on_cells_is_todays_cell_replay_start_for_start_and_cell_for_cell(seed, cfg,
-                                                                                     name):
+@pytest.mark.parametrize("name", ["fcfs", "maxmin", "sia-perfect", "sia-random", "hived", "ssf",
+                                  "themis"])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cfg=st.sampled_from([BUDDY, MCF]))
+def test_one_region_on_cells_is_todays_cell_replay_start_for_start_and_cell_for_cell(name, seed,
+                                                                                     cfg):
+    """Routed policies (fcfs, maxmin, sia) and home-only ones placed as a batch (ssf, themis)."""
     jobs, pools = generate_workload("base", seed, days=1.5)
     pools = pools.select("pool", "quota_gpus")
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
@@ -50,7 +52,8 @@ def test_one_region_on_cells_is_todays_cell_replay_start_for_start_and_cell_for_
     today, counters = simulate_cells(jobs, pools, make_policy(name, **opts),
                                      config_for_policy(cfg, name), record_placements=True)
     pol = GlobalRegionPolicy(layout, lambda: make_policy(name, **opts), inner_name=name,
-                             locality=config_for_policy(cfg, name), route=name != "hived")
+                             locality=config_for_policy(cfg, name),
+                             route=name not in ("hived", "ssf", "themis"))
     ours = simulate(jobs, pools, pol, check_invariants=True)
     assert today.height > 20
     for col in ("start_time", "end_time", "opportunistic"):
