@@ -4,7 +4,8 @@
 (:func:`sia.scheduler.core.simulator.run_trace`). The simulator's cluster is
 the sum of the regions' GPUs (each region's GPUs are the quotas of the pools
 homed there); the wrapper keeps, per region, a count-mode
-:class:`~sia.scheduler.core.cluster.Cluster` of that size, a
+:class:`~sia.scheduler.core.cluster.Cluster` of that size (on buddy cells its
+own cell cluster, see below), a
 :class:`~sia.scheduler.core.view.SimState` and a
 :class:`~sia.scheduler.core.view.SimView`, so every start is checked against
 its region's GPUs (a region can never run more than it has).
@@ -65,6 +66,25 @@ Each decision:
    arrive within its largest window, as a rate, times the mean duration of
    the pool's jobs finished so far). New replicas become usable after
    their transfer; data moved, replica counts and the demand used are recorded.
+
+On buddy cells (``locality``, :mod:`~sia.scheduler.regions.region_cells`):
+each region owns a :class:`~sia.scheduler.locality.cell_cluster.CellCluster`
+of its GPUs as whole machines of the topology (its pools' quotas as cells,
+padded to whole racks as one cluster is), instead of the count-mode cluster;
+regions are laid out one after the other in global GPU ids, so no job spans
+two. A region policy's starts go through that region's placer stage (the
+simulator's, on the region's state: ``can_place`` holds a cell there, the
+rest is placed as one batch, refusals go back to the policy), and a guest
+needs, beside the GPUs above, an opportunistic cell under the region's
+reservations *as cells* in its window, exactly as SIA's own loans there
+(:mod:`~sia.scheduler.regions.guests`): no cell in a pool's bound cells or
+in the buddy of a dedicated cell of a pool that can still grow, nothing
+while a reservation cannot be met. The simulator's cluster stays a count of
+every region's GPUs; each region's cells are the truth, and
+:meth:`GlobalRegionPolicy.placement_summary` reports them as a replay on one
+cell cluster does. With one region the replay is today's cell replay, start
+for start and cell for cell. Preemption and migration are not supported
+there (a job runs to its end in the region it starts in).
 
 ``facts()`` reports the routing, the negative cache (attempts, hits, hit
 rate), scan-pass time and each data plan; :attr:`ran_in` gives each job's
