@@ -46,6 +46,7 @@ class GuestSlots:
         self.lendable = lendable  # per window: GPUs guests may take (non-increasing in k)
 
     def free_gpus(self) -> int:
+        """GPUs free in the region now (after this pass's guests)."""
         return self.free
 
     def try_plan(self, request: JobRequest) -> Plan | None:
@@ -56,6 +57,7 @@ class GuestSlots:
         return Plan(self.name, request.job_id, request.gpus, 1)
 
     def commit(self, plan: Plan) -> None:
+        """Count the planned guest's GPUs as taken in every window."""
         self.free -= plan.gpus
         self.lendable = [x - plan.gpus for x in self.lendable]
 
