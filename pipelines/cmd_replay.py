@@ -260,7 +260,7 @@ def summary_table(summary: dict) -> Table:
     return table
 
 
-def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
+def regions_from_cli(path: Path | None, mode: str) -> Any:
     """The RegionsSpec of --regions FILE / --regions-mode (None without --regions), checked.
 
     Without --regions a trace may still carry regions in a column (--map region=YOURS):
@@ -272,14 +272,12 @@ def regions_from_cli(path: Path | None, mode: str, locality: Any) -> Any:
                           f"not {mode!r}")
     if path is None:
         return None
-    _check_fungible(locality)
     from sia.pipelines.engine.sched import read_regions_file
 
     return RegionsSpec(read_regions_file(path), mode)
 
 
-def regions_from_trace(jobs: Any, source: str, mode: str, locality: Any,
-                       mapped: bool = True) -> Any:
+def regions_from_trace(jobs: Any, source: str, mode: str, mapped: bool = True) -> Any:
     """The RegionsSpec of a trace's region column, which the user mapped (``mapped``: --map
     region=...; a column that merely happens to be called so is not used unasked); None
     without it, when --regions-mode other than static needs --regions FILE."""
@@ -291,16 +289,9 @@ def regions_from_trace(jobs: Any, source: str, mode: str, locality: Any,
             raise ConfigError("--regions-mode needs --regions FILE or a region column in the "
                               f"trace (--map {REGION_COLUMN}=YOUR_COLUMN)")
         return None
-    _check_fungible(locality)
     from sia.pipelines.engine.sched import regions_from_jobs
 
     return RegionsSpec(regions_from_jobs(jobs, source, REGION_COLUMN), mode)
-
-
-def _check_fungible(locality: Any) -> None:
-    if locality is not None:
-        raise ConfigError("--regions: regions replay on fungible GPUs; drop --topology, "
-                          "--placement and --cells-option")
 
 
 def _div(x: float | None, d: float) -> float | None:
@@ -459,7 +450,7 @@ def run_command(a: ReplayArgs) -> None:
     from sia.pipelines.engine.sched import RESULT_COLUMNS
 
     ks, locality, learned = _check_args(a)
-    regions_spec = regions_from_cli(a.regions, a.regions_mode, locality)
+    regions_spec = regions_from_cli(a.regions, a.regions_mode)
     uri = None
     if not a.no_mlflow:  # an unusable store fails now, before any replay
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
@@ -471,7 +462,7 @@ def run_command(a: ReplayArgs) -> None:
     if regions_spec is None:
         from sia.data.schema import REGION_COLUMN
 
-        regions_spec = regions_from_trace(wl.jobs, wl.source, a.regions_mode, locality,
+        regions_spec = regions_from_trace(wl.jobs, wl.source, a.regions_mode,
                                           mapped=REGION_COLUMN in inputs.parse_mapping(a.map_))
     options: dict[str, Any] = {}
     predictors = ref = None

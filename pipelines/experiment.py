@@ -272,7 +272,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
 
     policies = _parse_policies(raw.get("policies"), w, locality)
-    regions = _parse_regions(raw.get("regions"), policies, w, base_dir, locality)
+    regions = _parse_regions(raw.get("regions"), policies, w, base_dir)
     predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
     if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
         need = predictors.train_days + predictors.val_days + predictors.warmup_days
@@ -355,7 +355,7 @@ def _parse_quotas(raw: dict, w: _Where) -> tuple[str, tuple[float, float], tuple
 
 
 def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
-                   base_dir: Path | None, locality: Any) -> dict[str, Any] | None:
+                   base_dir: Path | None) -> dict[str, Any] | None:
     """Return the ``regions:`` section ({file: RegionsFile, column, plan_time_s}) read and
     checked now (the file's own errors name it and its key), or None; policies that ask for
     regions need it. With ``column`` (a column of the trace naming each job's region) the
@@ -369,8 +369,6 @@ def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
     if not isinstance(raw, dict):
         raise w.error("regions", f"expected a mapping with file (and plan_time_s), got {raw!r}")
     w.unknown(raw, {"file", "column", "plan_time_s"}, "regions.")
-    if locality is not None:
-        raise w.error("regions", "regions replay on fungible GPUs: drop locality")
     plan_s = w.number(raw.get("plan_time_s", 10.0), "regions.plan_time_s", lo=0, lo_open=True)
     if ("file" in raw) == ("column" in raw):
         raise w.error("regions", "give exactly one of file (a pool -> region file) and column "

@@ -17,6 +17,7 @@ from sia.pipelines.engine.sched import (
     RESULT_COLUMNS,
     GlobalRegionPolicy,
     compare,
+    config_for_policy,
     make_policy,
     policy_options,
     replay_maybe_cells,
@@ -37,10 +38,11 @@ def build_policy(spec: ReplaySpec) -> Any:
 
 def regional_policy(spec: ReplaySpec) -> Any:
     """Return the spec's policy on regions: one inner policy per region (each with its own
-    forecaster), home-region only or routed, with the spec's data placement mode."""
-    if spec.locality is not None:
-        raise ConfigError(f"{spec.name}: regions run on fungible GPUs only (no locality)")
+    forecaster), home-region only or routed, with the spec's data placement mode; with the
+    spec's locality every region on its own buddy cells (the config the inner policy replays
+    with, as on one cluster)."""
     reg = spec.regions
+    cells = None if spec.locality is None else config_for_policy(spec.locality, spec.policy)
     _, pools = spec.workload.frames()
     layout = reg.regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
     mode, _, guests = reg.mode.partition("+")
@@ -49,7 +51,7 @@ def regional_policy(spec: ReplaySpec) -> Any:
                               route=routed, placement=mode if routed else "static",
                               guests=guests or "sia",
                               period_s=reg.regions.period_s, plan_time_s=reg.plan_time_s,
-                              neg_cache=reg.neg_cache)
+                              neg_cache=reg.neg_cache, locality=cells)
 
 
 def _single_policy(spec: ReplaySpec) -> Any:
@@ -71,7 +73,11 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
     jobs, pools = spec.workload.frames()
     clock = time.perf_counter()
     policy = build_policy(spec)
-    if spec.locality is None:
+    if spec.regions is not None:  # on cells, each region's own cell cluster places its starts
+        result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
+                          progress=spec.progress)
+        placement = policy.placement_summary(record_placements)
+    elif spec.locality is None:
         result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
                           progress=spec.progress)
         placement = None

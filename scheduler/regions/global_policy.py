@@ -4,7 +4,8 @@
 (:func:`sia.scheduler.core.simulator.run_trace`). The simulator's cluster is
 the sum of the regions' GPUs (each region's GPUs are the quotas of the pools
 homed there); the wrapper keeps, per region, a count-mode
-:class:`~sia.scheduler.core.cluster.Cluster` of that size, a
+:class:`~sia.scheduler.core.cluster.Cluster` of that size (on buddy cells its
+own cell cluster, see below), a
 :class:`~sia.scheduler.core.view.SimState` and a
 :class:`~sia.scheduler.core.view.SimView`, so every start is checked against
 its region's GPUs (a region can never run more than it has).
@@ -66,6 +67,25 @@ Each decision:
    the pool's jobs finished so far). New replicas become usable after
    their transfer; data moved, replica counts and the demand used are recorded.
 
+On buddy cells (``locality``, :mod:`~sia.scheduler.regions.region_cells`):
+each region owns a :class:`~sia.scheduler.locality.cell_cluster.CellCluster`
+of its GPUs as whole machines of the topology (its pools' quotas as cells,
+padded to whole racks as one cluster is), instead of the count-mode cluster;
+regions are laid out one after the other in global GPU ids, so no job spans
+two. A region policy's starts go through that region's placer stage (the
+simulator's, on the region's state: ``can_place`` holds a cell there, the
+rest is placed as one batch, refusals go back to the policy), and a guest
+needs, beside the GPUs above, an opportunistic cell under the region's
+reservations *as cells* in its window, exactly as SIA's own loans there
+(:mod:`~sia.scheduler.regions.guests`): no cell in a pool's bound cells or
+in the buddy of a dedicated cell of a pool that can still grow, nothing
+while a reservation cannot be met. The simulator's cluster stays a count of
+every region's GPUs; each region's cells are the truth, and
+:meth:`GlobalRegionPolicy.placement_summary` reports them as a replay on one
+cell cluster does. With one region the replay is today's cell replay, start
+for start and cell for cell. Preemption and migration are not supported
+there (a job runs to its end in the region it starts in).
+
 ``facts()`` reports the routing, the negative cache (attempts, hits, hit
 rate), scan-pass time and each data plan; :attr:`ran_in` gives each job's
 region (the trace's job index order) after a replay.
@@ -83,9 +103,18 @@ from sia.data.errors import ConfigError
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.forecast import DURATION_BIN_EDGES_S
 from sia.scheduler.core.view import SimState, SimView, Start, TraceArrays
+from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.regions.data_placement import keep_set, plan_data_placement
-from sia.scheduler.regions.global_scan import JobRequest, Plan, scan_pass
+from sia.scheduler.regions.global_scan import JobRequest, scan_pass
+from sia.scheduler.regions.guests import CellGuestSlots, GuestSlots
 from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
+from sia.scheduler.regions.region_cells import (
+    RegionPlacer,
+    check_region_cells,
+    gpu_offsets,
+    placement_summary,
+    region_cell_cluster,
+)
 
 #: Where a pool's predicted demand comes from when data placement is re-planned.
 PLACEMENT_MODES = ("static", "perfect", "history", "forecast")
@@ -130,17 +159,27 @@ def layout_for_pools(homes: Mapping[str, str], quotas: Mapping[str, int], *,
 
 
 class _Region:
-    """One region's replay: its sub-trace, state, view, cluster, inner policy and guests."""
+    """One region's replay: its sub-trace, state, view, cluster, inner policy and guests.
+
+    ``locality``: the region's cluster is its own cell cluster (:mod:`region_cells`), and
+    :attr:`placer` places its policy's starts there; None: a count-mode cluster of its GPUs.
+    """
 
     __slots__ = ("index", "name", "glob", "trace", "state", "view", "cluster", "policy",
-                 "n_arrived", "guests", "home_pools", "withdraw", "later_touched", "sia")
+                 "n_arrived", "guests", "home_pools", "withdraw", "later_touched", "sia", "placer")
 
     def __init__(self, index: int, name: str, trace: TraceArrays, glob: np.ndarray,
-                 policy: Any, home_pools: list[int]):
+                 policy: Any, home_pools: list[int], locality: LocalityConfig | None = None):
         self.index, self.name, self.trace, self.glob = index, name, trace, glob
         self.state = SimState(trace)
-        self.cluster = Cluster(trace.quota)
+        self.cluster = (Cluster(trace.quota) if locality is None
+                        else region_cell_cluster(name, trace, locality))
         self.view = SimView(self.state, self.cluster)
+        self.placer = None
+        if locality is not None:
+            self.placer = RegionPlacer(self.cluster, self.state, policy, f"region {name!r}")
+            if self.placer.refused is not None:
+                self.view._probe = self.placer.hold
         self.policy = policy
         self.n_arrived = 0
         self.guests: dict[int, int] = {}  # global job -> GPUs
@@ -150,30 +189,6 @@ class _Region:
         self.sia = callable(getattr(getattr(policy, "forecaster", None), "new_load_estimate", None)) \
             and hasattr(policy, "windows_s")
         policy.reset(trace, self.cluster)
-
-
-class _GuestSlots:
-    """A region as the global scan sees it: GPUs it lends to guests, per lending window."""
-
-    hardware = frozenset({"gpu"})
-
-    def __init__(self, name: str, total: int, free: int, lendable: list[float]):
-        self.name, self.total_gpus, self.free = name, total, free
-        self.lendable = lendable  # per window: GPUs guests may take (non-increasing in k)
-
-    def free_gpus(self) -> int:
-        return self.free
-
-    def try_plan(self, request: JobRequest) -> Plan | None:
-        """A plan if the guest fits the GPUs lent in its window (never changes the region)."""
-        k = request.window
-        if k >= len(self.lendable) or request.gpus > self.lendable[k] + 1e-9:
-            return None
-        return Plan(self.name, request.job_id, request.gpus, 1)
-
-    def commit(self, plan: Plan) -> None:
-        self.free -= plan.gpus
-        self.lendable = [x - plan.gpus for x in self.lendable]
 
 
 class GlobalRegionPolicy:
@@ -186,6 +201,9 @@ class GlobalRegionPolicy:
     only, today's practice). ``placement``: one of :data:`PLACEMENT_MODES`;
     ``period_s``: seconds between data-placement plans; ``plan_time_s``: the
     MIP's time limit; ``neg_cache``: the scan's negative cache on or off.
+    ``locality``: every region on its own buddy cells with these options (the config
+    the inner policy replays with, :func:`~sia.scheduler.locality.replay.config_for_policy`;
+    each region's GPUs a whole number of machines); None: fungible GPUs.
     """
 
     perfect_information = False
@@ -193,7 +211,7 @@ class GlobalRegionPolicy:
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", route: bool = True, placement: str = "static",
                  period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
-                 guests: str = "sia"):
+                 guests: str = "sia", locality: LocalityConfig | None = None):
         if placement not in PLACEMENT_MODES:
             raise ConfigError(f"regions: placement must be one of {', '.join(PLACEMENT_MODES)}, "
                               f"got {placement!r}")
@@ -202,6 +220,9 @@ class GlobalRegionPolicy:
                               f"got {guests!r}")
         if not (math.isfinite(period_s) and period_s > 0):
             raise ConfigError(f"regions: period_s must be > 0 seconds, got {period_s!r}")
+        if locality is not None:
+            check_region_cells([r.name for r in layout.regions], layout.gpus.tolist(), locality)
+        self.locality = locality
         self.layout = layout
         self.make_inner = make_inner
         self.inner_name = inner_name
@@ -262,7 +283,9 @@ class GlobalRegionPolicy:
                 quota=np.where(self._home == r, trace.quota, 0), speedup=trace.speedup)
             policy = self._probe if r == 0 else self.make_inner()
             self._regions.append(_Region(r, reg.name, sub, glob, policy,
-                                         np.flatnonzero(self._home == r).tolist()))
+                                         np.flatnonzero(self._home == r).tolist(), self.locality))
+        self._offsets = (gpu_offsets([reg.cluster for reg in self._regions])
+                         if self.locality is not None else [])
         self._gpus = trace.num_gpus.tolist()
         self._pool = trace.pool.tolist()
         self._seen_comp = [0] * trace.n_pools
@@ -286,6 +309,8 @@ class GlobalRegionPolicy:
             st.now, st.reason = view.now, view.reason
             reg.view._invalidate()
             items = reg.policy.decide(reg.view)
+            if reg.placer is not None and (items or reg.placer.holds):
+                items = reg.placer.place(items)
             if items:
                 self._apply_home(reg, items, starts, view.now)
             st.touched.clear()
@@ -351,8 +376,9 @@ class GlobalRegionPolicy:
         """Apply a region policy's starts to its state and cluster; add them to ``starts``."""
         st, glob, cluster = reg.state, reg.glob, reg.cluster
         quota = reg.trace.quota
+        cells = reg.placer is not None
         for it in items:
-            if type(it) is not Start or it.placement is not None:
+            if type(it) is not Start or (it.placement is not None and not cells):
                 raise ConfigError(f"regions: policy {self.inner_name!r} returned {it!r}: only "
                                   "plain starts (no placement, no preemption) run inside regions")
             local, opp = int(it.job), bool(it.opportunistic)
@@ -368,7 +394,7 @@ class GlobalRegionPolicy:
                 raise ConfigError(f"regions: region {reg.name!r}: dedicated start of job "
                                   f"{reg.trace.job_ids[local]!r} exceeds pool "
                                   f"{reg.trace.pool_names[p]!r}'s quota")
-            cluster.allocate(local, g)  # raises when the region has too few free GPUs
+            cluster.allocate(local, g, it.placement)  # raises without the GPUs (or its cell)
             del plist[k]
             st.start_time[local] = now
             if opp:
@@ -426,7 +452,8 @@ class GlobalRegionPolicy:
             j = int(home.glob[local])
             g = jobs[i].gpus
             guest = self._regions[r]
-            guest.cluster.allocate(-1 - j, g)  # raises when the region has too few free GPUs
+            if guest.placer is None:  # on cells the scan's commit started it on its cell
+                guest.cluster.allocate(-1 - j, g)  # raises when the region has too few free GPUs
             guest.guests[j] = g
             plist = home.state.pending[p]
             del plist[_index_in(plist, local)]
@@ -441,8 +468,9 @@ class GlobalRegionPolicy:
                 withdraw(locals_)
         self.stats["routed"] += sum(len(v) for v in gone.values())
 
-    def _guest_slots(self, reg: _Region) -> _GuestSlots:
-        """GPUs region ``reg`` lends to guests now, per lending window (see the module doc)."""
+    def _guest_slots(self, reg: _Region) -> GuestSlots:
+        """GPUs (on cells: and cells) region ``reg`` lends to guests now, per lending window
+        (see the module doc)."""
         free = reg.cluster.free
         st = reg.state
         pend = np.zeros(reg.trace.n_pools)
@@ -451,12 +479,12 @@ class GlobalRegionPolicy:
             if st.pending[p]:
                 pend[p] = float(reg.trace.num_gpus[st.pending[p]].sum())
         if self.guests == "idle":
-            return _GuestSlots(reg.name, reg.cluster.total_gpus, free, [free - pend.sum()])
+            return self._slots(reg, [free - pend.sum()])
         unused = (reg.trace.quota - np.asarray(st.used_ded)).astype(float)
         if not reg.sia:
-            return _GuestSlots(reg.name, reg.cluster.total_gpus, free, [free - unused.sum()])
+            return self._slots(reg, [free - unused.sum()])
         if free < 1:
-            return _GuestSlots(reg.name, reg.cluster.total_gpus, free, [0.0])
+            return self._slots(reg, [0.0])
         pol = reg.policy
         windows = tuple(pol.windows_s)
         reg.view._invalidate()
@@ -466,8 +494,20 @@ class GlobalRegionPolicy:
         tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
         if getattr(pol, "nested_reservations", True):
             tnl = np.maximum.accumulate(tnl, axis=1)
-        res = np.minimum(pend[:, None] + tnl, unused[:, None]).sum(axis=0)
-        return _GuestSlots(reg.name, reg.cluster.total_gpus, free, (free - res).tolist())
+        res = np.minimum(pend[:, None] + tnl, unused[:, None])  # [pool, window]
+        return self._slots(reg, (free - res.sum(axis=0)).tolist(), res.T)
+
+    def _slots(self, reg: _Region, lendable: list[float],
+               reserved: np.ndarray | None = None) -> GuestSlots:
+        """Region ``reg`` for the scan: ``lendable`` GPUs per window; on cells also a cell under
+        ``reserved`` ([window, pool] GPUs each home pool reserves as cells; None: none)."""
+        cluster = reg.cluster
+        if reg.placer is None:
+            return GuestSlots(reg.name, cluster.total_gpus, cluster.free, lendable)
+        st, gpus = reg.state, reg.trace.num_gpus
+        widths = {p: gpus[st.pending[p]].tolist() for p in reg.home_pools if st.pending[p]}
+        return CellGuestSlots(reg.name, cluster.total_gpus, cluster.free, lendable, cluster,
+                              reserved, widths)
 
     def _windows(self, home: _Region, plist: list[int]) -> list[int]:
         """Each pending job's lending window (first SIA window its predicted bin fits; -1: none),
@@ -549,6 +589,20 @@ class GlobalRegionPolicy:
         names = [r.name for r in self.layout.regions]
         return {"job_id": [str(j) for j in self._trace.job_ids.tolist()],
                 "region": [names[r] if r >= 0 else None for r in self.ran_in.tolist()]}
+
+    def placement_summary(self, record_placements: bool = False) -> dict | None:
+        """On cells, the regions' placement counters added up (and with ``record_placements``
+        where each job ran, in global GPU ids; :func:`region_cells.placement_summary`), as a
+        replay on one cell cluster reports them; None on fungible GPUs."""
+        if self.locality is None:
+            return None
+
+        def job_of(glob: np.ndarray) -> Callable[[int], int]:
+            return lambda key: int(glob[key]) if key >= 0 else -1 - key
+
+        return placement_summary([reg.cluster for reg in self._regions], self._offsets,
+                                 [job_of(reg.glob) for reg in self._regions],
+                                 self._trace.job_ids.tolist(), record_placements=record_placements)
 
     def facts(self) -> dict[str, Any]:
         """What the replay did: routing, negative cache, scan time, data plans (JSON-ready)."""

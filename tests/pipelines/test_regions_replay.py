@@ -89,16 +89,17 @@ def test_regions_mode_errors(tmp_path):
     from sia.data.errors import ConfigError
     from sia.pipelines.cmd_replay import regions_from_cli, regions_from_trace
 
-    assert regions_from_cli(None, "history", None) is None  # the trace may carry regions
+    assert regions_from_cli(None, "history") is None  # the trace may carry regions
     jobs = pl.DataFrame({"job_id": ["a"], "pool": ["q0"]})
     with pytest.raises(ConfigError, match="--regions-mode needs --regions FILE or a region "
                                           "column in the trace"):
-        regions_from_trace(jobs, "t.csv", "history", None)
-    assert regions_from_trace(jobs, "t.csv", "static", None) is None
+        regions_from_trace(jobs, "t.csv", "history")
+    assert regions_from_trace(jobs, "t.csv", "static") is None
     with pytest.raises(ConfigError, match="--regions-mode must be one of home, static"):
-        regions_from_cli(None, "psychic", None)
-    with pytest.raises(ConfigError, match="regions replay on fungible GPUs"):
-        regions_from_trace(jobs.with_columns(region=pl.lit("A")), "t.csv", "home", object())
+        regions_from_cli(None, "psychic")
+    # a column the user did not map is never used as regions
+    assert regions_from_trace(jobs.with_columns(region=pl.lit("A")), "t.csv", "static",
+                              mapped=False) is None
 
 
 HOMES = {"q0": "A", "q1": "B", "q2": "C", "q3": "A", "q4": "B", "q5": "C", "q6": "A", "q7": "B"}
@@ -265,3 +266,61 @@ def test_evaluate_takes_regions_from_a_trace_column(tmp_path):
         bad.write_text(yaml.safe_dump({**base, "name": "bad", "regions": section}))
         with pytest.raises(ConfigError, match=why):
             load_config(bad)
+
+
+def test_replay_on_regions_with_buddy_cells_routes_and_reports(tmp_path, capsys):
+    """`sia replay --regions ... --topology --placement`: every region on its own cells, the
+    region report and the regions' placement counters; a region that is not whole machines
+    is a one-line error naming it and its numbers."""
+    split = tmp_path / "split.yaml"
+    split.write_text("pools: {q0: A, q1: A, q2: B, q3: {home: B, replicas: [A]}}\n")
+    out = tmp_path / "cells"
+    common = ["replay", "--synthetic", "base", "--days", "2", "--seed", "2", "--warmup-days",
+              "0.5", "--policy", "sia-perfect", "--regions", str(split), "--no-mlflow"]
+    assert main([*common, "--regions-mode", "static", "--topology", "gpus=8,rack=4",
+                 "--placement", "buddy,mcf", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    reg, cells = summary["regions"], summary["cells"]
+    assert reg["supply_gpus"] == {"A": 16, "B": 16}
+    assert reg["routed"] == int((jobs["region"] == "A").sum() - jobs["pool"].is_in(["q0", "q1"]).sum())
+    assert reg["routed"] > 0
+    assert set(jobs.filter(pl.col("region") != "A")["pool"].to_list()) <= {"q2", "q3"}
+    assert cells["policy"]["placed_buddy"] + cells["policy"]["placed_fallback"] >= jobs.height
+    assert cells["options"] == {"chain": ["buddy", "mcf"]}
+    capsys.readouterr()
+    split.write_text("pools: {q0: A, q1: B, q2: B, q3: B}\n")
+    assert main([*common, "--topology", "gpus=16,rack=4", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "region 'A' has 8 GPUs, not a whole number of 16-GPU machines" in err, err
+
+
+def test_evaluate_on_regions_with_buddy_cells(tmp_path):
+    """An evaluate config with both regions: and locality: sweeps every region on cells."""
+    import yaml
+    from sia.pipelines import evaluate as ev
+    from sia.pipelines.experiment import load_config
+    from sia.pipelines.regions_report import main as report_main
+
+    (tmp_path / "split.yml").write_text(
+        "pools: {q0: {home: A, replicas: [B]}, q1: {home: A, replicas: [B]}, "
+        "q2: {home: B, replicas: [A]}, q3: B}\n")
+    cfg = {"name": "tiny-regions-cells", "seed": 3, "trace": {"synthetic": "base", "days": 2},
+           "warmup_days": 0.5, "experiments": 1, "pools_per_experiment": "all",
+           "quotas": "recorded", "regions": {"file": "split.yml"},
+           "locality": {"topology": "gpus=8,rack=4", "placement": "buddy,mcf"},
+           "policies": ["fcfs", {"name": "sia-perfect", "label": "home", "regions": "home"},
+                        {"name": "sia-perfect", "label": "static", "regions": "static"}]}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "res"
+    sweep = ev.run_sweep(load_config(path), out, progress=False, log_mlflow=False,
+                         make_plots=False)
+    assert sorted(sweep.ran) == ["exp-000/fcfs", "exp-000/home", "exp-000/static"]
+    static = pl.read_parquet(out / "exp-000" / "static.parquet")
+    assert (static.filter(pl.col("pool") == "q3")["region"] == "B").all()  # data in B only
+    assert (static["region"] != static["pool"].replace_strict(
+        {"q0": "A", "q1": "A", "q2": "B", "q3": "B"})).any()
+    assert report_main([str(path), "--out", str(out)]) == 0
+    rows = pl.read_csv(out / "exp-000" / "regions.csv")
+    assert rows["policy"].to_list() == ["home", "static"]
