@@ -48,6 +48,15 @@ def assert_same_merge(got: tuple, want: tuple) -> None:
     assert sorted(got[5].tolist()) == list(range(got[0].shape[0]))
     assert (got[0][got[5]] + got[3][got[5]]).tolist() == got[7].tolist() == sorted(want[7].tolist())
     assert got[6].all()
+    assert_reserved(got)
+
+
+def assert_reserved(merged: tuple) -> None:
+    """The reserved GPUs, in (VST, job) order and in end order, are each entry's GPUs if it is
+    alive, at least 1 wide and of a positive duration, else 0."""
+    V, J, G, D, P, eo, alive, ends, reserved, reserved_by_end = merged
+    assert reserved.tolist() == np.where(alive & (G > 0) & (D > 0), G, 0).tolist()
+    assert reserved_by_end.tolist() == reserved[eo].tolist()
 
 
 def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
@@ -57,10 +66,11 @@ def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
         (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
     ]
     (V, J, G, D), seg = lay_out(clocks)
-    mV, mJ, mG, mD, mP, eo, alive, ends = merge_clocks(V, J, G, D, seg)
+    mV, mJ, mG, mD, mP, eo, alive, ends, reserved, reserved_by_end = merge_clocks(V, J, G, D, seg)
     assert mJ.tolist() == [1, 2, 5, 3]
     assert mP.tolist() == [0, 1, 0, 1] and alive.all()
     assert (mV + mD)[eo].tolist() == ends.tolist() == [11.0, 15.0, 21.0, 30.0]
+    assert reserved.tolist() == [1, 2, 1, 1] and reserved_by_end.tolist() == [2, 1, 1, 1]
 
 
 @settings(max_examples=200, deadline=None)
@@ -103,6 +113,8 @@ def test_replacing_pools_also_sheds_dead_entries():
     merged = merge_clocks(V, J, G, D, seg)
     drop_job(merged, 5)
     assert merged[6].tolist() == [True, True, False, True]
+    assert merged[8].tolist() == [1, 2, 0, 1] and merged[9].tolist() == [2, 0, 1, 1]
+    assert_reserved(merged)
     new = merge_clocks(np.array([15.0]), np.array([3]), np.array([1]), np.array([1.0]),
                        np.array([0, 1]), pools=np.array([1]))
     got = replace_pools(merged, np.array([1, 0]), np.array([0, 10]), new)
@@ -218,6 +230,39 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
                 run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound,
                 n_pending=told)
             assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_bulk_pass_with_the_policys_horizon_equals_a_direct_visit(seed, n, n_pools):
+    """With the horizon as the policy sets it (now + the longest pending job within the free
+    GPUs), no candidate reads the plan past the horizon, and the pass counts the reserved
+    GPUs that ended by each start straight from the end order: the same candidates and
+    verdicts as the plain visit, with dead entries and jobs of no width or duration."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = (now + rng.choice([50.0, 100.0, 400.0], k)).tolist()
+    run_g = rng.integers(1, 3, k).tolist()
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 4))), replace=False).tolist())
+    for j in dead:
+        drop_job(merged, j)
+    fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest
+    want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
+    jobs, _, _, _, fails = bulk_pass(
+        merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+        run_end=np.array(run_e), run_gpus=np.array(run_g), longest=longest,
+        n_pending=int(((J < n_arr) & ~np.isin(J, list(dead))).sum()))
+    assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
 def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_order():

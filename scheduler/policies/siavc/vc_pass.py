@@ -29,13 +29,18 @@ def merge_clocks(
     pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries by end V + D, alive, the ends in that order).
+    entries by end V + D, alive, the ends in that order, reserved GPUs, reserved GPUs in
+    end order).
 
     The policy merges only the clocks' entries before a bound past the horizon (see
     :func:`cut_merged` and :func:`pending_tail`): a pass reads ends up to the horizon only.
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
+    *Reserved GPUs* (int64) are what an entry reserves when visited: its GPUs if it is
+    alive, at least 1 wide and of a positive duration, else 0; kept in both orders so
+    that a pass sums them without reading the other arrays (or the end order's
+    positions, scattered over the merge) per entry.
 
     ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
     are the clocks laid end to end, the k-th at ``seg[k]:seg[k + 1]``, each
@@ -58,12 +63,13 @@ def merge_clocks(
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
     ends = mV + mD
     eo = np.argsort(ends)
-    return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+    rg = np.where((mG > 0) & (mD > 0), mG, 0)
+    return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo], rg, rg[eo])
 
 
 @numba.njit(cache=True, nogil=True)
-def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
-             bE):  # pragma: no cover - compiled
+def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
+             bE, bR, bER):  # pragma: no cover - compiled
     # output positions of the kept old entries and the new ones, in (VST, job) order
     na = aV.shape[0]
     nb = bV.shape[0]
@@ -96,6 +102,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
     mG = np.empty(n, dtype=np.int64)
     mD = np.empty(n, dtype=np.float64)
     mP = np.empty(n, dtype=np.int64)
+    mR = np.empty(n, dtype=np.int64)
     for i in range(na):
         q = pos_a[i]
         if q >= 0:
@@ -104,6 +111,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
             mG[q] = aG[i]
             mD[q] = aD[i]
             mP[q] = aP[i]
+            mR[q] = aR[i]
     for k in range(nb):
         q = pos_b[k]
         mV[q] = bV[k]
@@ -111,9 +119,11 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
         mG[q] = bG[k]
         mD[q] = bD[k]
         mP[q] = bP[k]
+        mR[q] = bR[k]
     # the end order: the kept entries' (in their old order) merged with the new ones'
     eo = np.empty(n, dtype=np.int64)
     ends = np.empty(n, dtype=np.float64)
+    er = np.empty(n, dtype=np.int64)
     o = 0
     k = 0
     for i in range(aEO.shape[0]):
@@ -124,17 +134,21 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, b
         while k < bEO.shape[0] and bE[k] < e:
             eo[o] = pos_b[bEO[k]]
             ends[o] = bE[k]
+            er[o] = bER[k]
             o += 1
             k += 1
         eo[o] = q
         ends[o] = e
+        er[o] = aER[i]
         o += 1
     while k < bEO.shape[0]:
         eo[o] = pos_b[bEO[k]]
         ends[o] = bE[k]
+        er[o] = bER[k]
         o += 1
         k += 1
-    return mV, mJ, mG, mD, mP, eo[:o], np.ones(n, dtype=np.bool_), ends[:o]
+    return (mV, mJ, mG, mD, mP, eo[:o], np.ones(n, dtype=np.bool_), ends[:o], mR,
+            er[:o])
 
 
 def replace_pools(
@@ -176,7 +190,8 @@ def cut_merged(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray
         return merged
     eo, ends = merged[5], merged[7]
     keep = eo < k
-    return (*(x[:k] for x in merged[:5]), eo[keep], merged[6][:k], ends[keep])
+    return (*(x[:k] for x in merged[:5]), eo[keep], merged[6][:k], ends[keep], merged[8][:k],
+            merged[9][keep])
 
 
 def update_merged(
@@ -214,8 +229,31 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
     return int(pre), int(suf)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gallop(a, lo, hi, x):  # pragma: no cover - compiled
+    """The first index in ``[lo, hi)`` of the sorted ``a`` whose value is at least ``x`` (hi if
+    none), given ``a[lo] < x``: steps doubling from ``lo``, then a binary search."""
+    step = 1
+    prev = lo
+    k = lo + 1
+    while k < hi and a[k] < x:
+        prev = k
+        step *= 2
+        k = lo + step
+    if k > hi:
+        k = hi
+    lo2 = prev + 1
+    while lo2 < k:
+        mid = (lo2 + k) >> 1
+        if a[mid] < x:
+            lo2 = mid + 1
+        else:
+            k = mid
+    return lo2
+
+
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
+def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
                run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
@@ -263,7 +301,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             n_end = i + 1
             stopped = True
             break
-    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
+    if not stopped and lev >= C:  # the cluster full at ``now`` before any entry fills it
         for i in range(p0, h):
             if not aA[i]:
                 continue
@@ -275,10 +313,20 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                     nc += 1
             elif not aV[i] < horizon:
                 continue  # not visited
-            if lev >= C:  # no room left at ``now``: the visit ends with this job
-                n_end = i + 1
-                stopped = True
-                break
+            n_end = i + 1  # no room left at ``now``: the visit ends with this job
+            stopped = True
+            break
+    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed below
+        # the cluster: only the pending entries (the candidates among them) are looked for
+        for i in range(p0, h):
+            if aJ[i] < n_arr and aA[i]:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
+                if seen >= n_pend:  # every pending job met
+                    break
     if not stopped:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
@@ -318,11 +366,21 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             x_max = x
     Vn = aV[:n_end]
     n_plan = np.searchsorted(Vn, x_max, side="right")
-    for i in range(p0, n_plan):  # the prefix sums the plan reads (n_plan <= h)
-        res = aA[i] and (aJ[i] < n_arr or aV[i] < horizon) and aG[i] > 0 and aD[i] > 0
-        cg[i + 1] = cg[i] + (aG[i] if res else 0)
+    # the prefix sums the plan reads (n_plan <= h): every entry before the horizon is
+    # visited, one at it only if pending
+    n_h = min(n_plan, np.searchsorted(aV, horizon, side="left"))
+    for i in range(p0, n_h):
+        cg[i + 1] = cg[i] + aR[i]
+    for i in range(max(p0, n_h), n_plan):
+        cg[i + 1] = cg[i] + (aR[i] if aJ[i] < n_arr else 0)
     ro = np.argsort(run_e)
     total_run = run_g.sum()
+    # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
+    # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
+    # alive (one at the horizon ending by x_max <= horizon has no duration): its reserved
+    # GPUs are read in end order directly, not through its position (scattered reads)
+    direct = x_max <= horizon
+    n_e = aEO.shape[0]
     # the plan's level at each distinct reservation start u (running jobs + reservations)
     u = wf[0]
     lv = wi[3]
@@ -343,11 +401,16 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         while pr < ro.shape[0] and run_e[ro[pr]] <= x:
             run_done += run_g[ro[pr]]
             pr += 1
-        while pe < aEO.shape[0] and aE[pe] <= x:
-            e = aEO[pe]
-            if e < n_plan and cg[e + 1] > cg[e]:
-                ended += aG[e]
-            pe += 1
+        if direct:  # see above
+            while pe < n_e and aE[pe] <= x:
+                ended += aER[pe]
+                pe += 1
+        else:
+            while pe < n_e and aE[pe] <= x:
+                e = aEO[pe]
+                if e < n_plan and cg[e + 1] > cg[e]:
+                    ended += aG[e]
+                pe += 1
         u[nu] = x
         lv[nu] = total_run - run_done + cg[j2] - ended
         nu += 1
@@ -360,18 +423,17 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     for k in range(1, nu):
         pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
-    # (candidates come in VST order: the first entry and the first distinct start at or
-    # after a candidate's VST, and the first entry after it, are kept as moving pointers)
+    # (candidates come in VST order: the first distinct start at or after a candidate's VST
+    # is found by galloping on from the previous one's; the entries at the same VST as the
+    # candidate, before and after it, by stepping from its own position: ties are few)
     fails = np.empty(nc, dtype=np.bool_)
-    gs = 0
-    ge = 0
     iu = 0
     for c in range(nc):
         i = cand[c]  # a tail candidate has v >= cut >= limit: only the first branches read i
         v = oV[c]
         limit = now + oD[c]
-        while iu < nu and u[iu] < v:
-            iu += 1
+        if iu < nu and u[iu] < v:
+            iu = _gallop(u, iu, nu, v)
         if v < limit:
             m = iu  # the distinct starts before v
         else:
@@ -380,14 +442,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         if m > 0 and pm[m - 1] > top:
             top = pm[m - 1]
         if v < limit:  # v < now + d <= cut: the prefix sums are written up to here
-            while Vn[gs] < v:  # stops at i at the latest
-                gs += 1
+            gs = i
+            while gs > 0 and Vn[gs - 1] >= v:
+                gs -= 1
             prior = cg[i] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
         else:
             prior = 0
         if prior > 0:
-            if ge < i:
-                ge = i
+            ge = i
             while ge < n_end and Vn[ge] <= v:
                 ge += 1
             partial = lv[iu] - (cg[ge] - cg[i])
@@ -430,6 +492,8 @@ def bulk_pass(
     them out, as long as the pass still meets them as candidates after the merged ones.
     """
     cut = max(float(horizon), float(now) + float(longest))
+    if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
+        merged = _with_reserved(merged)
     if tail is None:
         tail = _NO_TAIL
     n_tail = tail[0].shape[0]
@@ -442,6 +506,12 @@ def bulk_pass(
         np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
         np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail,
     )
+
+
+def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """``merged`` in the 8-array layout with its reserved GPUs added (see :func:`merge_clocks`)."""
+    rg = np.where(merged[6] & (merged[2] > 0) & (merged[3] > 0), merged[2], 0)
+    return (*merged, rg, rg[merged[5]])
 
 
 _NO_TAIL = (np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64),
@@ -494,8 +564,13 @@ class PassScratch:
 
 
 def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
-    """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job)."""
-    merged[6][np.flatnonzero(merged[1] == job)] = False
+    """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job): it
+    reserves nothing any more, in either order."""
+    at = np.flatnonzero(merged[1] == job)
+    merged[6][at] = False
+    merged[8][at] = 0
+    for a in at.tolist():
+        merged[9][merged[5] == a] = 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -597,6 +672,6 @@ def next_vst(merged: tuple[np.ndarray, ...], *, now: float, n_arrived: int,
              submit: np.ndarray, horizon: float, n_pools: int) -> float:
     """Return the smallest, over pools, of each pool's first VST after ``now`` (s) if its
     job has arrived or arrives before ``horizon`` (s), or inf: the wake-up of a pass."""
-    aV, aJ, _, _, aP, _, aA, _ = merged
+    aV, aJ, aP, aA = merged[0], merged[1], merged[4], merged[6]
     return float(_wakeup(aV, aJ, aP, aA, float(now), np.int64(n_arrived), submit,
                          float(horizon), np.int64(n_pools)))
