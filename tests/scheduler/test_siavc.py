@@ -361,6 +361,40 @@ def test_wakeups_do_not_depend_on_the_merge_bound(seed, n, n_pools):
     assert near.asked == far.asked and far.stats["tails"] == 0
 
 
+class _CheckedWakeups(SiaVCPolicy):
+    """Checks every wake-up, and the one read off the clocks alone (as if there were no merge),
+    against the plainest reading of the clocks: over every pool, the first VST after now
+    whose job has arrived or arrives before the horizon."""
+
+    def _first_vst_ahead(self, now, n_arr, horizon, P):
+        got = super()._first_vst_ahead(now, n_arr, horizon, P)
+        want = math.inf
+        for p in range(P):
+            jobs, vs, _ = self._vc[p]
+            ahead = np.flatnonzero(vs > now)
+            if ahead.size:
+                j = int(jobs[ahead[0]])
+                if j < n_arr or self._submit[j] < horizon:
+                    want = min(want, float(vs[ahead[0]]))
+        assert got == (want if want < math.inf else None)
+        cat, self._cat = self._cat, None  # and off the clocks alone, as without a merge
+        assert super()._first_vst_ahead(now, n_arr, horizon, P) == got
+        self._cat = cat
+        self.checked = getattr(self, "checked", 0) + 1
+        return got
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       ahead=st.sampled_from([1.0, 300.0, 1e12]))
+def test_each_wakeup_is_the_first_vst_ahead_read_plainly_off_the_clocks(seed, n, n_pools, ahead):
+    """Whether read off the merge or off the clocks (with their first and last VSTs skipping
+    the search), the wake-up is the plain first VST ahead at every decision."""
+    pol = _CheckedWakeups(merge_ahead=ahead)
+    simulate(*_busy_table(seed, n, n_pools), pol)
+    assert pol.checked >= 1
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000),
        variant=st.sampled_from(["base", "higher-load", "more-wide-jobs", "fewer-queues"]))
@@ -691,10 +725,37 @@ class ReferenceOnCells(ReferenceSiaVC):
         self._wakeup = min(ahead) if ahead else None
 
 
-class CheckedRefusals(SiaVCPolicy):
+class CheckedRunning(SiaVCPolicy):
+    """Checks at every decision that the running jobs the policy keeps from its own starts
+    (ends, GPUs) are the simulator's running jobs, ends taken as start + duration, but those
+    over by now (which a pass counts nowhere)."""
+
+    def decide(self, view):
+        run = view.running()
+        now = view.now
+        want = sorted(zip((run.start + self._trace.duration[run.job]).tolist(),
+                          run.num_gpus.tolist(), strict=True))
+        ends, gpus = self._running(now)
+        assert sorted(zip(ends.tolist(), gpus.tolist(), strict=True)) == [
+            x for x in want if x[0] > now]
+        self.checked_running = getattr(self, "checked_running", 0) + 1
+        return super().decide(view)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4))
+def test_the_running_jobs_kept_by_the_policy_are_the_simulators(seed, n, n_pools):
+    """On busy random tables: at every decision, the same running jobs as the view's; and the
+    decisions stay the reference's."""
+    pol = _assert_equals_reference(*_busy_table(seed, n, n_pools), CheckedRunning())
+    assert pol.checked_running == pol.stats["calls"]
+
+
+class CheckedRefusals(CheckedRunning):
     """Checks after every ``refused`` that each pool's cached clock equals a plain re-run of it
     from the policy's state (charges and pending jobs, with the refused ones pending again),
-    and that the charges held are exactly those of the jobs still running or starting."""
+    and that the charges held are exactly those of the jobs still running or starting (and,
+    at every decision, the running jobs: see ``CheckedRunning``)."""
 
     def reset(self, trace, cluster) -> None:
         super().reset(trace, cluster)

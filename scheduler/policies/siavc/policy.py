@@ -220,6 +220,9 @@ class SiaVCPolicy:
         self._cat: tuple | None = None
         self._scratch = PassScratch()
         self._by_width = _PendingByWidth(self._gpus, self._dur)
+        #: the running jobs started by this policy: (ends s, GPUs, jobs), see _running
+        self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        self._run_min = math.inf  # no running job ends before this (s)
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -394,10 +397,8 @@ class SiaVCPolicy:
         self._refresh_clocks(pend, n_arr, now, horizon, reach)
         starts: list[Start] = []
         if free >= min_g:
-            run = view.running()
             # the running jobs' ends and widths as arrays: each pass hands them to bulk_pass
-            run_e = np.asarray(run.start + self._trace.duration[run.job], dtype=np.float64)
-            run_g = np.asarray(run.num_gpus, dtype=np.int64)
+            run_e, run_g = self._running(now)
             ded = view.used_dedicated.tolist()
             while True:
                 self.stats["passes"] += 1
@@ -410,6 +411,7 @@ class SiaVCPolicy:
                 free -= g
                 run_e = np.append(run_e, now + dur[j])
                 run_g = np.append(run_g, g)
+                self._run = (run_e, run_g, np.append(self._run[2], j))
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -419,8 +421,23 @@ class SiaVCPolicy:
                     break
             if starts:
                 self._ctx = (now, n_arr, horizon, reach, pend)
+                self._run_min = min(self._run_min, float(run_e[-len(starts):].min()))
         self._wakeup = self._first_vst_ahead(now, n_arr, horizon, P)
         return starts
+
+    def _running(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The running jobs' (ends s, GPUs) as arrays, from the policy's own starts: a job runs
+        exactly its duration from the instant it started (the simulator's end is that same
+        sum), so they are the simulator's running jobs (the tests compare them), without
+        rebuilding them from the view at every decision. Jobs over by ``now`` are dropped
+        here (an end at or before ``now`` counts nowhere in a pass anyway)."""
+        run_e, run_g, run_j = self._run
+        if run_e.size and self._run_min <= now:
+            keep = run_e > now
+            run_e, run_g, run_j = run_e[keep], run_g[keep], run_j[keep]
+            self._run = (run_e, run_g, run_j)
+            self._run_min = float(run_e.min()) if run_e.size else math.inf
+        return run_e, run_g
 
     def _first_vst_ahead(self, now: float, n_arr: int, horizon: float, P: int) -> float | None:
         """The wake-up: the smallest VST after ``now`` among the jobs the pass would visit (a
@@ -433,10 +450,14 @@ class SiaVCPolicy:
             w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
                          horizon=horizon, n_pools=P)
         if w == math.inf:
+            metas = self._vc_meta
             for p in range(P):
+                meta = metas[p]  # (first VST, last VST, last job); None: an empty clock
+                if meta is None or meta[1] <= now:
+                    continue  # no VST ahead
                 jobs, vs, _ = self._vc[p]
-                i = int(np.searchsorted(vs, now, side="right"))
-                if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
+                i = 0 if meta[0] > now else int(np.searchsorted(vs, now, side="right"))
+                if vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                     w = float(vs[i])
         return w if w < math.inf else None
 
@@ -469,6 +490,9 @@ class SiaVCPolicy:
             insort(pend[p], j)
             touched.add(p)
             self._by_width.unstart(j)
+            run_e, run_g, run_j = self._run
+            keep = run_j != j
+            self._run = (run_e[keep], run_g[keep], run_j[keep])
         if not touched:
             return
         for q in touched:  # re-run from the charges and pending jobs as they now are
