@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
+    argsort_floats,
     bulk_pass,
     changed_span,
     cut_merged,
@@ -119,6 +120,43 @@ def test_replacing_pools_also_sheds_dead_entries():
                        np.array([0, 1]), pools=np.array([1]))
     got = replace_pools(merged, np.array([1, 0]), np.array([0, 10]), new)
     assert got[1].tolist() == [1, 3] and got[6].all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(xs=st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from([0.0, -0.0, 1.5, 3e6])),
+                   max_size=300))
+def test_the_radix_argsort_sorts_like_numpy(xs):
+    """Any floats but NaN (both signs, zeros, infinities, ties, tiny and huge magnitudes): an
+    order that sorts them as numpy does (ties in any order)."""
+    x = np.array(xs, dtype=np.float64)
+    o = argsort_floats(x)
+    assert sorted(o.tolist()) == list(range(x.shape[0]))
+    assert x[o].tolist() == np.sort(x).tolist()
+
+
+def test_the_radix_argsort_on_times_like_the_merges():
+    """Ends over a month with sub-second parts and many ties, 20,000 of them."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 3e6, 20_000)
+    x[::3] = np.round(x[::3], -2)
+    o = argsort_floats(x)
+    assert np.array_equal(x[o], np.sort(x)) and np.array_equal(np.sort(o), np.arange(x.size))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 80), n_pools=st.integers(1, 16))
+def test_merging_many_clocks_orders_by_vst_then_job(seed, n, n_pools):
+    """Up to 16 clocks, some empty (as when the bound moves on and every pool adds entries):
+    the merge is the (VST, job) sort of all their entries, each with its pool."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[:n])
+    (V, J, G, D), seg = lay_out(clocks)
+    got = merge_clocks(V, J, G, D, seg)
+    o = np.lexsort((J, V))
+    pool = np.repeat(np.arange(n_pools), np.diff(seg))
+    assert got[0].tolist() == V[o].tolist() and got[1].tolist() == J[o].tolist()
+    assert got[4].tolist() == pool[o].tolist()
+    assert_reserved(got)
 
 
 def test_changed_span_finds_the_shared_head_and_tail():
