@@ -239,6 +239,9 @@ class SiaVCPolicy:
         #: per pool: bumped whenever its clock or charges change (keys the fast-fail memo)
         self._ver = [0] * P
         self._ff: dict[tuple[int, int], tuple] = {}
+        #: verdicts of guards failing without a re-run, valid for these versions (_verdicts_for)
+        self._vmemo: dict[tuple, tuple[float, int, int]] = {}
+        self._vmemo_ver: tuple | None = None
         self._vc_full = [False] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
@@ -636,6 +639,7 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q) for q in range(len(pend))]
+        memo, free_key = self._verdicts_for(free_of)
         merged, bound = self._merged(horizon)
         tail = pending_tail(self._vc, self._cat[4], list(map(len, pend)), self._gpus_np,
                             self._dur_np)
@@ -659,7 +663,11 @@ class SiaVCPolicy:
             j = int(Jc_a[i])
             if walk.needs_verdict(i):
                 p, g = self._pool[j], self._gpus[j]
-                walk.set_verdict(p, g, *self._verdict(p, g, free_of, lenders))
+                key = (p, g, free_key)
+                verdict = memo.get(key)
+                if verdict is None:
+                    verdict = memo[key] = self._verdict(p, g, free_of, lenders)
+                walk.set_verdict(p, g, *verdict)
                 i = walk.next(i)
                 continue
             if self._try_charge(j, float(Vc[i]), now, pend, n_arr, horizon, free_of, lenders):
@@ -854,6 +862,18 @@ class SiaVCPolicy:
             if need == 0:
                 return shares
         return None
+
+    def _verdicts_for(self, free_of: list[int]) -> tuple[dict, tuple]:
+        """The memo of :meth:`_verdict` results for this pass, keyed (pool, width, free charged
+        capacities), and this pass's free capacities as a key. A verdict reads only those
+        capacities (and the lenders they give) and the lenders' clocks and charges, which
+        change only with the pools' versions: the memo is kept across passes and decisions
+        until a version changes."""
+        ver = tuple(self._ver)
+        if self._vmemo_ver != ver:
+            self._vmemo_ver = ver
+            self._vmemo = {}
+        return self._vmemo, tuple(free_of)
 
     def _verdict(self, p: int, g: int, free_of: list[int], lenders_all: list[int]
                  ) -> tuple[float, int, int]:
