@@ -506,11 +506,13 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
     for k in range(1, nu):
         pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
-    # (candidates come in VST order: the first distinct start at or after a candidate's VST
-    # is found by galloping on from the previous one's; the entries at the same VST as the
-    # candidate, before and after it, by stepping from its own position: ties are few)
+    # (candidates come in VST order: the first distinct start and the first entry at or
+    # after a candidate's VST are found by galloping on from the previous candidate's, the
+    # first entry after its VST by stepping on: each pointer only moves forward)
     fails = np.empty(nc, dtype=np.bool_)
     iu = 0
+    gs = 0
+    ge = 0
     for c in range(nc):
         i = cand[c]  # a tail candidate has v >= cut >= limit: only the first branches read i
         v = oV[c]
@@ -525,14 +527,14 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
         if m > 0 and pm[m - 1] > top:
             top = pm[m - 1]
         if v < limit:  # v < now + d <= cut: the prefix sums are written up to here
-            gs = i
-            while gs > 0 and Vn[gs - 1] >= v:
-                gs -= 1
+            if Vn[gs] < v:  # Vn[i] == v: found at i at the latest
+                gs = _gallop(Vn, gs, i + 1, v)
             prior = cg[i] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
         else:
             prior = 0
         if prior > 0:
-            ge = i
+            if ge < i:
+                ge = i
             while ge < n_end and Vn[ge] <= v:
                 ge += 1
             partial = lv[iu] - (cg[ge] - cg[i])
