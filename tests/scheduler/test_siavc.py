@@ -280,6 +280,37 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     assert _CheckedReruns.reruns > 100
 
 
+class _CheckedShortReruns(SiaVCPolicy):
+    """SiaVCPolicy handing each guard's re-run only ``check_ahead`` future jobs past its cached
+    clock's at first, and checking every such re-run against one handed the pool's whole
+    future: the same jobs, VSTs and free GPUs."""
+
+    def _sim(self, p, pending, k_future, now, **kw):
+        got = super()._sim(p, pending, k_future, now, **kw)
+        if kw.get("check"):
+            ahead, self.check_ahead = self.check_ahead, 10**9
+            try:
+                want = super()._sim(p, pending, k_future, now, **kw)
+            finally:
+                self.check_ahead = ahead
+            for a, b in zip(got, want, strict=True):
+                assert a.tolist() == b.tolist()
+        return got
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_a_guards_rerun_handed_few_future_jobs_runs_on_when_it_needs_more(ahead):
+    """With 0 to 3 future jobs past the cached clock's, many re-runs use them all and are run
+    again on the whole future: every re-run is what the whole future gives, and the
+    decisions and guard counts are the reference's."""
+    retries = 0
+    for seed in range(10):
+        pol = _CheckedShortReruns()
+        pol.check_ahead = ahead
+        retries += _assert_equals_reference(*_busy_table(seed, 60, 3), pol).stats["check_retries"]
+    assert retries > 0
+
+
 class _CheckedPending(SiaVCPolicy):
     """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock are the
     simulator's pending jobs (but the starting one)."""

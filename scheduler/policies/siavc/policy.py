@@ -126,6 +126,8 @@ from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcf
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
 _MERGE_AHEAD = 6 * 3600.0
+#: future jobs a guard's re-run is handed beyond those of its cached clock (see _check_future)
+_CHECK_AHEAD = 256
 
 
 class _PendingByWidth:
@@ -185,6 +187,8 @@ class SiaVCPolicy:
     perfect_information = True
     uses_ticks = False
     needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
+    #: future jobs a guard's re-run is first handed beyond its cached clock's (_check_future)
+    check_ahead = _CHECK_AHEAD
 
     def __init__(self, merge_ahead: float = _MERGE_AHEAD) -> None:
         """``merge_ahead`` (s): how far past the horizon the merged clocks reach at least (see
@@ -254,7 +258,8 @@ class SiaVCPolicy:
         #: whether a clock may hold a job past its F (only after a refused start, on cells)
         self._late = False
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
+                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0,
+                      "check_retries": 0}
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int] | np.ndarray, k_future: int, now: float, *,
@@ -274,24 +279,46 @@ class SiaVCPolicy:
         :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
         stop = None
+        n_fut = len(self._pool_jobs[p]) - k_future
         if not check and until < math.inf:  # see _future_upto
             stop = self._future_upto(p, k_future, until)
-        order = np.concatenate((np.asarray(pending, dtype=np.int64),
-                                self._pool_jobs_np[p][k_future:stop]))
+        elif check and self._vc[p] is not None:  # see _check_order
+            stop = k_future + self._check_future(p, len(pending), without)
+        pending = np.asarray(pending, dtype=np.int64)
         busy = [c for c in self._charges[p] if c[0] > now]
-        ref = self._reference(p, order, without, changed_until) if check else None
-        rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
-        vst, rem, met = fcfs_clock_kernel(
-            order, self._submit_np, self._dur_np, self._gpus_np,
-            self._deadline if check else NO_ARRAY, check, self._quota[p], now,
-            np.array([e for e, _ in busy], dtype=np.float64),
-            np.array([g for _, g in busy], dtype=np.int64), math.inf, check, idle_after,
-            math.inf if check else until, len(pending), rp, rv, cu)
+        busy_e = np.array([e for e, _ in busy], dtype=np.float64)
+        busy_g = np.array([g for _, g in busy], dtype=np.int64)
+        while True:
+            order = np.concatenate((pending, self._pool_jobs_np[p][k_future:stop]))
+            ref = self._reference(p, order, without, changed_until) if check else None
+            rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
+            vst, rem, met = fcfs_clock_kernel(
+                order, self._submit_np, self._dur_np, self._gpus_np,
+                self._deadline if check else NO_ARRAY, check, self._quota[p], now, busy_e,
+                busy_g, math.inf, check, idle_after, math.inf if check else until,
+                len(pending), rp, rv, cu)
+            if not (check and met < 0 and vst.shape[0] == order.shape[0]
+                    and stop is not None and stop - k_future < n_fut):
+                break
+            self.stats["check_retries"] += 1  # it may have run out of jobs: run on them all
+            stop = None
         if met < 0:
             return order[: vst.shape[0]], vst, rem
         cj, cv, cr = ref[1]
         return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
                 np.concatenate((rem, cr[met:])))
+
+    def _check_future(self, p: int, n_pending: int, without: int) -> int:
+        """How many of pool ``p``'s future jobs a guard's re-run over ``n_pending`` pending jobs
+        (lacking ``without`` if >= 0) is handed at first: as many as its cached clock holds
+        (so that it can serve as the re-run's reference) plus ``check_ahead``. A re-run
+        usually stops well within them (it meets the cached clock, finds a late job or an
+        idle point); one that uses them all is run again on the pool's whole future (a
+        clock's run over a prefix of the jobs is the prefix of its run over them all), so
+        the result is exact, while the pool's whole future (tens of thousands of jobs early
+        in Philly) is not copied for every guard."""
+        held = self._vc[p][0].shape[0] - n_pending - (without >= 0)
+        return max(held, 0) + self.check_ahead
 
     def _future_upto(self, p: int, k: int, until: float) -> int:
         """The end (exclusive) of pool ``p``'s future jobs from position ``k`` that a run
