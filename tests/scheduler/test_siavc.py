@@ -231,6 +231,16 @@ def test_a_merge_cut_close_past_the_horizon_changes_no_decision(seed, n, n_pools
     _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(merge_ahead=ahead))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       resume=st.sampled_from([0.0, 0.2, 1.0, 3.0]))
+def test_how_far_a_resumed_clock_runs_changes_no_decision(seed, n, n_pools, resume):
+    """A clock resumed without a job that starts on lent GPUs runs to the horizon plus 0 to 3
+    times D: a prefix of the same run, refreshed once the horizon passes its end; the
+    schedules and guard counts stay the reference's."""
+    _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(resume_ahead=resume))
+
+
 def test_pending_jobs_past_the_merge_bound_are_met_and_the_bound_moves():
     """On busy tables with the bound 5 min past the horizon, passes do meet pending jobs past
     it and the bound is moved, and the decisions are the reference's."""
