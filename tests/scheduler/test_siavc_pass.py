@@ -303,6 +303,52 @@ def test_bulk_pass_with_the_policys_horizon_equals_a_direct_visit(seed, n, n_poo
     assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
+def _walk_stops_at(D, G, fails, k) -> bool:
+    """Whether candidate k is reached by the walk (no earlier failed candidate no wider and no
+    shorter) and passes MaxReservation: written out plainly."""
+    return not fails[k] and not any(fails[c] and G[c] <= G[k] and D[c] <= D[k]
+                                    for c in range(k))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_a_pass_ending_at_a_sure_start_returns_the_candidates_up_to_it(seed, n, n_pools):
+    """With the pools' free capacities and an instant, the pass returns the full pass's
+    candidates (and verdicts) up to the first one that is sure (VST by the instant, its
+    pool's free capacity at least its width) if the walk reaches it and it passes, and
+    all of them otherwise."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = np.array((now + rng.choice([50.0, 100.0, 400.0], k)).tolist())
+    run_g = rng.integers(1, 3, k)
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    kw = dict(horizon=now + longest, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=run_e, run_gpus=run_g, longest=longest, n_pending=int((J < n_arr).sum()))
+    full = bulk_pass(merged, **kw)
+    pool_free = rng.integers(0, 5, n_pools)
+    by = now + float(rng.choice([0.0, 1e-6, 100.0, 1e9]))
+    got = bulk_pass(merged, sure_free=pool_free, sure_by=by, **kw)
+    m = got[0].shape[0]
+    for a, b in zip(got, full, strict=True):
+        assert a.tolist() == b[:m].tolist()
+    pool = {int(j): p for p, c in enumerate(clocks) for j in c[1]}
+    sure = [c for c in range(full[0].shape[0])
+            if full[1][c] <= by and pool_free[pool[int(full[0][c])]] >= full[3][c]]
+    if sure and _walk_stops_at(full[2], full[3], full[4], sure[0]):
+        assert m == sure[0] + 1
+    else:
+        assert m == full[0].shape[0]
+
+
 def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_order():
     """Pool 0: jobs 1, 4 pending (VSTs 10, 50), job 9 future; pool 1: jobs 2, 3 pending (VSTs
     50, 70). With the merge cut at 50 (pool 0's first entry in it, none of pool 1's), the

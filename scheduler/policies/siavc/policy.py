@@ -684,7 +684,8 @@ class SiaVCPolicy:
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
-            run_end=run_e, run_gpus=run_g, tail=tail)
+            run_end=run_e, run_gpus=run_g, tail=tail, sure_free=np.array(free_of),
+            sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock

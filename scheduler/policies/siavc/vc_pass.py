@@ -337,7 +337,8 @@ def _gallop(a, lo, hi, x):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD):  # pragma: no cover - compiled
+               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD, sure_free,
+               sure_by):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -366,6 +367,10 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
     if p0 > h:
         p0 = h
     seen = 0  # pending entries met so far (the candidates are among them)
+    # the first candidate sure to start if the walk reaches it (see bulk_pass): the search
+    # for candidates ends there
+    sure = -1
+    use_sure = sure_free.shape[0] > 0
     for i in range(p0):
         pend = aA[i] and aJ[i] < n_arr
         seen += pend
@@ -374,10 +379,12 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
         cg[i + 1] = cg[i] + (aG[i] if res else 0)
         if not vis:
             continue
-        if aJ[i] < n_arr and aG[i] <= free and lev + aG[i] <= C:
+        if sure < 0 and aJ[i] < n_arr and aG[i] <= free and lev + aG[i] <= C:
             cand[nc] = i
             lnb[nc] = lev
             nc += 1
+            if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
+                sure = nc - 1
         if res and aV[i] <= now:
             lev += aG[i]
         if lev >= C:  # no room left at ``now``: the visit ends with this job
@@ -399,8 +406,8 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
             n_end = i + 1  # no room left at ``now``: the visit ends with this job
             stopped = True
             break
-    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed below
-        # the cluster: only the pending entries (the candidates among them) are looked for
+    if not stopped and sure < 0:  # the rest of the visit up to ``cut``, the level at ``now``
+        # fixed below the cluster: only the pending entries (the candidates) are looked for
         for i in range(p0, h):
             if aJ[i] < n_arr and aA[i]:
                 seen += 1
@@ -408,9 +415,12 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
                     cand[nc] = i
                     lnb[nc] = lev
                     nc += 1
+                    if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
+                        sure = nc - 1
+                        break
                 if seen >= n_pend:  # every pending job met
                     break
-    if not stopped:
+    if not stopped and sure < 0:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
                 break
@@ -429,7 +439,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
                 nc += 1
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
-        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
+        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_), True
     # the candidates' job, VST, duration and width (cand[c] >= N: tail entry cand[c] - N)
     oJ = np.empty(nc, dtype=np.int64)
     oV = np.empty(nc, dtype=np.float64)
@@ -541,14 +551,31 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
             if partial > top:
                 top = partial
         fails[c] = top + oG[c] > C
-    return oJ, oV, oD, oG, fails
+    return oJ, oV, oD, oG, fails, sure < 0 or _reached_and_passes(oD, oG, fails, sure)
+
+
+@numba.njit(cache=True, nogil=True)
+def _reached_and_passes(D, G, fails, k):  # pragma: no cover - compiled
+    # whether candidate k is not dominated by an earlier failed one no wider and no shorter
+    # (as CandidateWalk skips them) and passes MaxReservation itself
+    width = 0
+    for c in range(k + 1):
+        width = max(width, G[c] + 1)
+    best = np.full(width, np.inf)
+    for c in range(k):
+        if D[c] < best[G[c]] and fails[c]:
+            for w in range(G[c], width):
+                if D[c] < best[w]:
+                    best[w] = D[c]
+    return D[k] < best[G[k]] and not fails[k]
 
 
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
     scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
-    tail: tuple[np.ndarray, ...] | None = None,
+    tail: tuple[np.ndarray, ...] | None = None, sure_free: np.ndarray | None = None,
+    sure_by: float = -math.inf,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -575,6 +602,17 @@ def bulk_pass(
     a candidate can read (its reservation starts at or after every candidate's
     ``now + d``), so a merge cut at a bound past the horizon loses nothing by leaving
     them out, as long as the pass still meets them as candidates after the merged ones.
+
+    ``sure_free`` (per pool, GPUs; the policy's free charged capacities) and ``sure_by`` (s):
+    a merged candidate with a VST at or before ``sure_by`` whose pool has at least its
+    width free is *sure*: if the walk reaches it and it passes MaxReservation, its
+    guard starts it (on time, on its own quota), so no later candidate is ever looked
+    at. The search for candidates then ends at the first sure one; if that one is
+    reached by the walk (no earlier failed candidate no wider and no shorter dominates
+    it) and passes, only the candidates up to it are returned, their verdicts read off
+    the plan up to their VSTs (at most ``sure_by``, so a few entries) instead of the
+    whole visit's; otherwise the pass is done again in full. Typically the job whose VST
+    is now, first in the visit.
     """
     cut = max(float(horizon), float(now) + float(longest))
     if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
@@ -585,12 +623,16 @@ def bulk_pass(
     if n_tail:
         assert tail[0][0] >= cut and (not merged[0].shape[0] or tail[0][0] >= merged[0][-1])
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
-    return _bulk_pass(
-        *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
-        np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-        np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
-        np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail,
-    )
+    args = (*merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
+            np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
+            np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
+            np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail)
+    if sure_free is not None:
+        *out, held = _bulk_pass(*args, np.ascontiguousarray(sure_free, dtype=np.int64),
+                                float(sure_by))
+        if held:
+            return tuple(out)
+    return _bulk_pass(*args, _NO_SURE, -math.inf)[:5]
 
 
 def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -601,6 +643,7 @@ def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
 
 _NO_TAIL = (np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64),
             np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+_NO_SURE = np.empty(0, dtype=np.int64)
 
 
 def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend: list[int],
