@@ -939,13 +939,27 @@ class SiaVCPolicy:
         first = self._shares(p, g, free_of, lenders, True)
         if first is None:
             return -math.inf, 1, 0
-        thr = min((self._lender_threshold(q, s) for q, s in first.items() if q != p),
-                  default=math.inf)
+        thr = self._loan_threshold(p, first)
         second = self._shares(p, g, free_of, lenders, False)
         if second != first:
-            thr = max(thr, min((self._lender_threshold(q, s) for q, s in second.items()
-                                if q != p), default=math.inf))
+            thr = max(thr, self._loan_threshold(p, second))
         return thr, 1, 2
+
+    def _loan_threshold(self, p: int, shares: dict[int, int]) -> float:
+        """The smallest :meth:`_lender_threshold` of the lenders (pools but ``p``) in
+        ``shares``, inf if none: the end after which these charges fail without a re-run.
+        Reads the thresholds' memo directly while it is current (one call per lender cost
+        as much as the rest of a verdict)."""
+        ff, ver = self._ff, self._ver
+        thr = math.inf
+        for q, s in shares.items():
+            if q != p:
+                memo = ff.get((q, s))
+                t = memo[1] if memo is not None and memo[0] == ver[q] else \
+                    self._lender_threshold(q, s)
+                if t < thr:
+                    thr = t
+        return thr
 
     def _lender_threshold(self, q: int, s: int) -> float:
         """Return the end (s) after which lending ``s`` GPUs of pool ``q`` until then surely
