@@ -64,8 +64,13 @@ candidates (skipping jobs dominated by an already-failed one, and guards that fa
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
 run in Python, and a lender's re-run is skipped when its cached clock already shows
-it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
-``benchmarks/bench_siavc.py``.
+it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
+(on time, on its own quota) is reached by the walk returns only the candidates up to
+it (see ``bulk_pass``); a guard's re-run is handed only a few future jobs past its
+cached clock's, and run again on them all if it needs more (see ``_check_future``); a
+resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
+the running jobs come from the policy's own starts (see ``_running``). Whole Philly
+trace (82k jobs): see ``benchmarks/bench_siavc.py``.
 
 On buddy cells (locality, SIA 5.5): the policy plans with GPU counts and returns its
 starts without a placement; the simulator's placer stage places them as one batch and
