@@ -313,10 +313,10 @@ def _walk_stops_at(D, G, fails, k) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
 def test_a_pass_ending_at_a_sure_start_returns_the_candidates_up_to_it(seed, n, n_pools):
-    """With the pools' free capacities and an instant, the pass returns the full pass's
-    candidates (and verdicts) up to the first one that is sure (VST by the instant, its
-    pool's free capacity at least its width) if the walk reaches it and it passes, and
-    all of them otherwise."""
+    """With the pools' free capacities and an instant, the pass returns a prefix of the full
+    pass's candidates (and verdicts): up to the first one that is sure (VST by the instant,
+    its pool's free capacity at least its width) if the walk reaches it and it passes, and
+    all of them otherwise; always so for a sure one before the cut with room at now."""
     rng = np.random.default_rng(seed)
     clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
     now = float(rng.integers(0, 3) * 100)
@@ -343,10 +343,14 @@ def test_a_pass_ending_at_a_sure_start_returns_the_candidates_up_to_it(seed, n, 
     pool = {int(j): p for p, c in enumerate(clocks) for j in c[1]}
     sure = [c for c in range(full[0].shape[0])
             if full[1][c] <= by and pool_free[pool[int(full[0][c])]] >= full[3][c]]
-    if sure and _walk_stops_at(full[2], full[3], full[4], sure[0]):
+    if m < full[0].shape[0]:  # cut short: at the first sure candidate, where the walk stops
+        assert sure and m == sure[0] + 1 and _walk_stops_at(full[2], full[3], full[4], sure[0])
+    # it is looked for before the cut (now + the longest candidate; the policy's sure ones,
+    # by now + 1 us, are there) while the running jobs leave room at now
+    cut = now + longest
+    if (sure and full[1][sure[0]] <= cut and int(run_g[run_e > now].sum()) < C
+            and _walk_stops_at(full[2], full[3], full[4], sure[0])):
         assert m == sure[0] + 1
-    else:
-        assert m == full[0].shape[0]
 
 
 def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_order():
