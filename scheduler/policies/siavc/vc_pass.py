@@ -430,6 +430,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
                     cand[nc] = i
                     lnb[nc] = lev
                     nc += 1
+                if lev >= C:  # the cluster full at ``now`` (only with zero-wide candidates:
+                    n_end = i + 1  # the policy's jobs are wider): the visit ends here
+                    stopped = True
+                    break
+    if not stopped and sure < 0:
         # the pending jobs past the merge (the tail, after every merged entry in visit
         # order and past ``cut``): candidates only, at the level left at ``now``
         for t in range(tV.shape[0]):
@@ -437,6 +442,8 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
                 cand[nc] = N + t
                 lnb[nc] = lev
                 nc += 1
+            if lev >= C:  # as above: the visit ends with the first one
+                break
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
         return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_), True
