@@ -156,7 +156,10 @@ load for both): 0.887 (74.6 vs 84.1 s, before the last verdict change). On 20,00
 40.01 / 40.16 (1.10, 1.00); before-first right after 14.93 / 17.72 and 34.28 / 41.93
 (0.84, 0.82); the two at the same time, 20,000 jobs, twice: 14.40 / 18.85 and 13.96 /
 17.83 (0.76, 0.78). The machine's speed drifts by 10-20% within minutes, so one-after-
-the-other pairs scatter; the same-time pairs are the ones to trust: ~0.8-0.89.
+the-other pairs scatter; the same-time pairs are the ones to trust: ~0.8-0.89. At the
+last commit (a pass edge case the policy never meets), once more after-first on the
+whole trace: after 74.64 s CPU (74.66 wall), before 78.69 (78.71), 0.949, same plan, 0
+slowed.
 Not under 60 s: about 72 s on a quiet machine. Where the time goes now (whole trace,
 per-call timers, 88 s wall in a slow spell): guards 25.8 (resumed clocks 10.4 of which
 the clock 7.1, re-runs and refreshes 12.5 of which the clock 6.7, verdicts 3.6), merge
