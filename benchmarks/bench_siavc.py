@@ -112,6 +112,65 @@ per-pool reservation profiles (the clock kernel already pops each pool's ends in
 would let a changed pool replace only its own profile, and an index of the pending
 entries would let the pass find its candidates without walking the future entries
 between the end of the plan it reads (5.9k entries in) and the horizon.
+2026-11-25 (session 12), issue 18 item 3. Counted first: a pass reads the plan up to
+5.4k entries (20,000 jobs); only as far as the candidates the walk examines read it,
+3.0k; stopping once the plan's running maximum already fails a candidate, 5.6k of 6.3k
+(whole trace, sampled: the plan does not fill the cluster early). Merge updates are
+~0.6 per pass (73k vs 124k) and their spans 2.3k entries on average of ~9k (median
+460): per-pool profiles would move the merging into every pass (~6k entries from up to
+15 pools, starts and ends) for about what they save in updates, so they were not
+built. Schedule-preserving changes made instead (each checked against the plain
+reference, and each new test broken on purpose once): (1) the pass: the merge keeps
+each entry's reserved GPUs in both orders, so the plan's level at a start subtracts
+the ended reservations straight along the end order (no reads scattered through the
+end order's positions); the candidate search stops at the last pending entry; a pass
+whose first candidate sure to start (VST by now + 1 us, its pool's free charged
+capacity covering it: the guard's on-time branch) is reached by the walk and passes
+returns only the candidates up to it (~15% of passes, ~1/3 of starts being on time);
+(2) merge upkeep: a changed span's ends sorted by a radix sort on their bits (half of
+numpy's argsort on the spans), clocks merged two by two in rounds, the replacement
+in one sweep (updates ~12% cheaper on captured Philly updates); (3) guards: a re-run
+is handed its cached clock's future jobs plus 256, not the pool's whole future
+(re-runs go ~130 jobs past the pending ones; one that uses them all is run again on
+all of them); a clock resumed without a job that starts on lent GPUs runs to the
+horizon + D/5, not + D (a prefix of the same run; resumes 16.1 -> 11.9 s of the
+trace, paired); verdicts memoised while no pool's version changes (~15% of them) and
+the lenders' thresholds read in one loop; (4) glue: the running jobs come from the
+policy's own starts (the view rebuilt and sorted them at every decision, ~4%), and
+the wake-up read off the clocks skips pools with no VST ahead. Tried, not kept: the
+guards' cached re-runs cut at horizon + D/4 instead of + D (no difference beyond the
+noise on 20,000 jobs); resumed clocks to the horizon itself (70.0 vs 69.3 s for D/5,
+paired, whole trace). This script, final code (quiet machine, load ~1, but CPU s of
+main's code moved 83.5 -> 98.1 between the two runs):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 after     71.59    71.57    154340  18821194  37508603   34362      0       yes
+      82182 before    83.53    83.51    154340  18821194  37508603   34362      0       yes
+(--order before-first, right after)
+      82182 before    98.39    98.11    154340  18821194  37508603   34362      0       yes
+      82182 after     87.38    87.15    154340  18821194  37508603   34362      0       yes
+
+CPU ratios 0.857 and 0.888; the two codes run at the same time on the two cores (same
+load for both): 0.887 (74.6 vs 84.1 s, before the last verdict change). On 20,000 and
+40,000 jobs (--prefixes 20000,40000), CPU s after / before: after-first 19.42 / 17.62 and
+40.01 / 40.16 (1.10, 1.00); before-first right after 14.93 / 17.72 and 34.28 / 41.93
+(0.84, 0.82); the two at the same time, 20,000 jobs, twice: 14.40 / 18.85 and 13.96 /
+17.83 (0.76, 0.78). The machine's speed drifts by 10-20% within minutes, so one-after-
+the-other pairs scatter; the same-time pairs are the ones to trust: ~0.8-0.89. At the
+last commit (a pass edge case the policy never meets), once more after-first on the
+whole trace: after 74.64 s CPU (74.66 wall), before 78.69 (78.71), 0.949, same plan, 0
+slowed.
+Not under 60 s: about 72 s on a quiet machine. Where the time goes now (whole trace,
+per-call timers, 88 s wall in a slow spell): guards 25.8 (resumed clocks 10.4 of which
+the clock 7.1, re-runs and refreshes 12.5 of which the clock 6.7, verdicts 3.6), merge
+upkeep 20.9 (span replacement 15.5, bound moves 3.3), the compiled pass 15.3, the
+candidate walk 3.2, the pending tail 2.9, refreshes 2.7, and ~10 of Python in decide and
+_pass. Next step: the pass and the merge are both linear in the ~9k merged entries and
+nearly as frequent, so only a structure that is sublinear on both sides pays (e.g. the
+plan's level kept per entry in the merge and updated only from a change's first entry,
+with the pass reading a prefix maximum instead of re-summing ~6k entries), and the
+guards' clock runs (14 s) only by simulating less of a backlog (a resumed clock still
+re-times all of its pool's pending jobs after the one that left).
 """
 
 from __future__ import annotations

@@ -231,6 +231,16 @@ def test_a_merge_cut_close_past_the_horizon_changes_no_decision(seed, n, n_pools
     _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(merge_ahead=ahead))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       resume=st.sampled_from([0.0, 0.2, 1.0, 3.0]))
+def test_how_far_a_resumed_clock_runs_changes_no_decision(seed, n, n_pools, resume):
+    """A clock resumed without a job that starts on lent GPUs runs to the horizon plus 0 to 3
+    times D: a prefix of the same run, refreshed once the horizon passes its end; the
+    schedules and guard counts stay the reference's."""
+    _assert_equals_reference(*_busy_table(seed, n, n_pools), SiaVCPolicy(resume_ahead=resume))
+
+
 def test_pending_jobs_past_the_merge_bound_are_met_and_the_bound_moves():
     """On busy tables with the bound 5 min past the horizon, passes do meet pending jobs past
     it and the bound is moved, and the decisions are the reference's."""
@@ -278,6 +288,37 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     for seed in range(16):
         _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReruns())
     assert _CheckedReruns.reruns > 100
+
+
+class _CheckedShortReruns(SiaVCPolicy):
+    """SiaVCPolicy handing each guard's re-run only ``check_ahead`` future jobs past its cached
+    clock's at first, and checking every such re-run against one handed the pool's whole
+    future: the same jobs, VSTs and free GPUs."""
+
+    def _sim(self, p, pending, k_future, now, **kw):
+        got = super()._sim(p, pending, k_future, now, **kw)
+        if kw.get("check"):
+            ahead, self.check_ahead = self.check_ahead, 10**9
+            try:
+                want = super()._sim(p, pending, k_future, now, **kw)
+            finally:
+                self.check_ahead = ahead
+            for a, b in zip(got, want, strict=True):
+                assert a.tolist() == b.tolist()
+        return got
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_a_guards_rerun_handed_few_future_jobs_runs_on_when_it_needs_more(ahead):
+    """With 0 to 3 future jobs past the cached clock's, many re-runs use them all and are run
+    again on the whole future: every re-run is what the whole future gives, and the
+    decisions and guard counts are the reference's."""
+    retries = 0
+    for seed in range(10):
+        pol = _CheckedShortReruns()
+        pol.check_ahead = ahead
+        retries += _assert_equals_reference(*_busy_table(seed, 60, 3), pol).stats["check_retries"]
+    assert retries > 0
 
 
 class _CheckedPending(SiaVCPolicy):
@@ -359,6 +400,40 @@ def test_wakeups_do_not_depend_on_the_merge_bound(seed, n, n_pools):
     near, far = _Wakeups(merge_ahead=1.0), _Wakeups(merge_ahead=1e12)
     assert simulate(jobs, pools, near).equals(simulate(jobs, pools, far))
     assert near.asked == far.asked and far.stats["tails"] == 0
+
+
+class _CheckedWakeups(SiaVCPolicy):
+    """Checks every wake-up, and the one read off the clocks alone (as if there were no merge),
+    against the plainest reading of the clocks: over every pool, the first VST after now
+    whose job has arrived or arrives before the horizon."""
+
+    def _first_vst_ahead(self, now, n_arr, horizon, P):
+        got = super()._first_vst_ahead(now, n_arr, horizon, P)
+        want = math.inf
+        for p in range(P):
+            jobs, vs, _ = self._vc[p]
+            ahead = np.flatnonzero(vs > now)
+            if ahead.size:
+                j = int(jobs[ahead[0]])
+                if j < n_arr or self._submit[j] < horizon:
+                    want = min(want, float(vs[ahead[0]]))
+        assert got == (want if want < math.inf else None)
+        cat, self._cat = self._cat, None  # and off the clocks alone, as without a merge
+        assert super()._first_vst_ahead(now, n_arr, horizon, P) == got
+        self._cat = cat
+        self.checked = getattr(self, "checked", 0) + 1
+        return got
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4),
+       ahead=st.sampled_from([1.0, 300.0, 1e12]))
+def test_each_wakeup_is_the_first_vst_ahead_read_plainly_off_the_clocks(seed, n, n_pools, ahead):
+    """Whether read off the merge or off the clocks (with their first and last VSTs skipping
+    the search), the wake-up is the plain first VST ahead at every decision."""
+    pol = _CheckedWakeups(merge_ahead=ahead)
+    simulate(*_busy_table(seed, n, n_pools), pol)
+    assert pol.checked >= 1
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -691,10 +766,37 @@ class ReferenceOnCells(ReferenceSiaVC):
         self._wakeup = min(ahead) if ahead else None
 
 
-class CheckedRefusals(SiaVCPolicy):
+class CheckedRunning(SiaVCPolicy):
+    """Checks at every decision that the running jobs the policy keeps from its own starts
+    (ends, GPUs) are the simulator's running jobs, ends taken as start + duration, but those
+    over by now (which a pass counts nowhere)."""
+
+    def decide(self, view):
+        run = view.running()
+        now = view.now
+        want = sorted(zip((run.start + self._trace.duration[run.job]).tolist(),
+                          run.num_gpus.tolist(), strict=True))
+        ends, gpus = self._running(now)
+        assert sorted(zip(ends.tolist(), gpus.tolist(), strict=True)) == [
+            x for x in want if x[0] > now]
+        self.checked_running = getattr(self, "checked_running", 0) + 1
+        return super().decide(view)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 70), n_pools=st.integers(1, 4))
+def test_the_running_jobs_kept_by_the_policy_are_the_simulators(seed, n, n_pools):
+    """On busy random tables: at every decision, the same running jobs as the view's; and the
+    decisions stay the reference's."""
+    pol = _assert_equals_reference(*_busy_table(seed, n, n_pools), CheckedRunning())
+    assert pol.checked_running == pol.stats["calls"]
+
+
+class CheckedRefusals(CheckedRunning):
     """Checks after every ``refused`` that each pool's cached clock equals a plain re-run of it
     from the policy's state (charges and pending jobs, with the refused ones pending again),
-    and that the charges held are exactly those of the jobs still running or starting."""
+    and that the charges held are exactly those of the jobs still running or starting (and,
+    at every decision, the running jobs: see ``CheckedRunning``)."""
 
     def reset(self, trace, cluster) -> None:
         super().reset(trace, cluster)

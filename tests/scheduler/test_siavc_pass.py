@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
+    argsort_floats,
     bulk_pass,
     changed_span,
     cut_merged,
@@ -48,6 +49,15 @@ def assert_same_merge(got: tuple, want: tuple) -> None:
     assert sorted(got[5].tolist()) == list(range(got[0].shape[0]))
     assert (got[0][got[5]] + got[3][got[5]]).tolist() == got[7].tolist() == sorted(want[7].tolist())
     assert got[6].all()
+    assert_reserved(got)
+
+
+def assert_reserved(merged: tuple) -> None:
+    """The reserved GPUs, in (VST, job) order and in end order, are each entry's GPUs if it is
+    alive, at least 1 wide and of a positive duration, else 0."""
+    V, J, G, D, P, eo, alive, ends, reserved, reserved_by_end = merged
+    assert reserved.tolist() == np.where(alive & (G > 0) & (D > 0), G, 0).tolist()
+    assert reserved_by_end.tolist() == reserved[eo].tolist()
 
 
 def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
@@ -57,10 +67,11 @@ def test_merge_orders_by_vst_then_job_and_remembers_pool_and_ends():
         (np.array([10.0, 20.0]), np.array([2, 3]), np.array([2, 1]), np.array([1.0, 1.0])),
     ]
     (V, J, G, D), seg = lay_out(clocks)
-    mV, mJ, mG, mD, mP, eo, alive, ends = merge_clocks(V, J, G, D, seg)
+    mV, mJ, mG, mD, mP, eo, alive, ends, reserved, reserved_by_end = merge_clocks(V, J, G, D, seg)
     assert mJ.tolist() == [1, 2, 5, 3]
     assert mP.tolist() == [0, 1, 0, 1] and alive.all()
     assert (mV + mD)[eo].tolist() == ends.tolist() == [11.0, 15.0, 21.0, 30.0]
+    assert reserved.tolist() == [1, 2, 1, 1] and reserved_by_end.tolist() == [2, 1, 1, 1]
 
 
 @settings(max_examples=200, deadline=None)
@@ -103,10 +114,49 @@ def test_replacing_pools_also_sheds_dead_entries():
     merged = merge_clocks(V, J, G, D, seg)
     drop_job(merged, 5)
     assert merged[6].tolist() == [True, True, False, True]
+    assert merged[8].tolist() == [1, 2, 0, 1] and merged[9].tolist() == [2, 0, 1, 1]
+    assert_reserved(merged)
     new = merge_clocks(np.array([15.0]), np.array([3]), np.array([1]), np.array([1.0]),
                        np.array([0, 1]), pools=np.array([1]))
     got = replace_pools(merged, np.array([1, 0]), np.array([0, 10]), new)
     assert got[1].tolist() == [1, 3] and got[6].all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(xs=st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from([0.0, -0.0, 1.5, 3e6])),
+                   max_size=300))
+def test_the_radix_argsort_sorts_like_numpy(xs):
+    """Any floats but NaN (both signs, zeros, infinities, ties, tiny and huge magnitudes): an
+    order that sorts them as numpy does (ties in any order)."""
+    x = np.array(xs, dtype=np.float64)
+    o = argsort_floats(x)
+    assert sorted(o.tolist()) == list(range(x.shape[0]))
+    assert x[o].tolist() == np.sort(x).tolist()
+
+
+def test_the_radix_argsort_on_times_like_the_merges():
+    """Ends over a month with sub-second parts and many ties, 20,000 of them."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 3e6, 20_000)
+    x[::3] = np.round(x[::3], -2)
+    o = argsort_floats(x)
+    assert np.array_equal(x[o], np.sort(x)) and np.array_equal(np.sort(o), np.arange(x.size))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 80), n_pools=st.integers(1, 16))
+def test_merging_many_clocks_orders_by_vst_then_job(seed, n, n_pools):
+    """Up to 16 clocks, some empty (as when the bound moves on and every pool adds entries):
+    the merge is the (VST, job) sort of all their entries, each with its pool."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(3 * n + 3)[:n])
+    (V, J, G, D), seg = lay_out(clocks)
+    got = merge_clocks(V, J, G, D, seg)
+    o = np.lexsort((J, V))
+    pool = np.repeat(np.arange(n_pools), np.diff(seg))
+    assert got[0].tolist() == V[o].tolist() and got[1].tolist() == J[o].tolist()
+    assert got[4].tolist() == pool[o].tolist()
+    assert_reserved(got)
 
 
 def test_changed_span_finds_the_shared_head_and_tail():
@@ -187,8 +237,11 @@ def direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead=()):
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+@example(seed=361, n=8, n_pools=3)
 def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
-    """Same candidates in the same order, and the same MaxReservation verdicts."""
+    """Same candidates in the same order, and the same MaxReservation verdicts. (The example:
+    the running jobs fill the cluster at now and the first visited job lies past the cut;
+    the visit ends there, so a zero-wide pending job after it is no candidate.)"""
     rng = np.random.default_rng(seed)
     clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
     now = float(rng.integers(0, 3) * 100)
@@ -218,6 +271,89 @@ def test_bulk_pass_equals_a_direct_visit(seed, n, n_pools):
                 run_end=np.array(run_e), run_gpus=np.array(run_g), longest=bound,
                 n_pending=told)
             assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_bulk_pass_with_the_policys_horizon_equals_a_direct_visit(seed, n, n_pools):
+    """With the horizon as the policy sets it (now + the longest pending job within the free
+    GPUs), no candidate reads the plan past the horizon, and the pass counts the reserved
+    GPUs that ended by each start straight from the end order: the same candidates and
+    verdicts as the plain visit, with dead entries and jobs of no width or duration."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = (now + rng.choice([50.0, 100.0, 400.0], k)).tolist()
+    run_g = rng.integers(1, 3, k).tolist()
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 4))), replace=False).tolist())
+    for j in dead:
+        drop_job(merged, j)
+    fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest
+    want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
+    jobs, _, _, _, fails = bulk_pass(
+        merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+        run_end=np.array(run_e), run_gpus=np.array(run_g), longest=longest,
+        n_pending=int(((J < n_arr) & ~np.isin(J, list(dead))).sum()))
+    assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
+
+
+def _walk_stops_at(D, G, fails, k) -> bool:
+    """Whether candidate k is reached by the walk (no earlier failed candidate no wider and no
+    shorter) and passes MaxReservation: written out plainly."""
+    return not fails[k] and not any(fails[c] and G[c] <= G[k] and D[c] <= D[k]
+                                    for c in range(k))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4))
+def test_a_pass_ending_at_a_sure_start_returns_the_candidates_up_to_it(seed, n, n_pools):
+    """With the pools' free capacities and an instant, the pass returns a prefix of the full
+    pass's candidates (and verdicts): up to the first one that is sure (VST by the instant,
+    its pool's free capacity at least its width) if the walk reaches it and it passes, and
+    all of them otherwise; always so for a sure one before the cut with room at now."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = np.array((now + rng.choice([50.0, 100.0, 400.0], k)).tolist())
+    run_g = rng.integers(1, 3, k)
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    kw = dict(horizon=now + longest, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=run_e, run_gpus=run_g, longest=longest, n_pending=int((J < n_arr).sum()))
+    full = bulk_pass(merged, **kw)
+    pool_free = rng.integers(0, 5, n_pools)
+    by = now + float(rng.choice([0.0, 1e-6, 100.0, 1e9]))
+    got = bulk_pass(merged, sure_free=pool_free, sure_by=by, **kw)
+    m = got[0].shape[0]
+    for a, b in zip(got, full, strict=True):
+        assert a.tolist() == b[:m].tolist()
+    pool = {int(j): p for p, c in enumerate(clocks) for j in c[1]}
+    sure = [c for c in range(full[0].shape[0])
+            if full[1][c] <= by and pool_free[pool[int(full[0][c])]] >= full[3][c]]
+    if m < full[0].shape[0]:  # cut short: at the first sure candidate, where the walk stops
+        assert sure and m == sure[0] + 1 and _walk_stops_at(full[2], full[3], full[4], sure[0])
+    # it is looked for before the cut (now + the longest candidate; the policy's sure ones,
+    # by now + 1 us, are there) while the running jobs leave room at now
+    cut = now + longest
+    if (sure and full[1][sure[0]] <= cut and int(run_g[run_e > now].sum()) < C
+            and _walk_stops_at(full[2], full[3], full[4], sure[0])):
+        assert m == sure[0] + 1
 
 
 def test_pending_tail_takes_each_pools_pending_jobs_past_the_merge_in_visit_order():

@@ -64,8 +64,13 @@ candidates (skipping jobs dominated by an already-failed one, and guards that fa
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
 run in Python, and a lender's re-run is skipped when its cached clock already shows
-it must fail (see ``_lender_threshold``). Whole Philly trace (82k jobs): see
-``benchmarks/bench_siavc.py``.
+it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
+(on time, on its own quota) is reached by the walk returns only the candidates up to
+it (see ``bulk_pass``); a guard's re-run is handed only a few future jobs past its
+cached clock's, and run again on them all if it needs more (see ``_check_future``); a
+resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
+the running jobs come from the policy's own starts (see ``_running``). Whole Philly
+trace (82k jobs): see ``benchmarks/bench_siavc.py``.
 
 On buddy cells (locality, SIA 5.5): the policy plans with GPU counts and returns its
 starts without a placement; the simulator's placer stage places them as one batch and
@@ -126,6 +131,10 @@ from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcf
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
 _MERGE_AHEAD = 6 * 3600.0
+#: future jobs a guard's re-run is handed beyond those of its cached clock (see _check_future)
+_CHECK_AHEAD = 256
+#: a clock resumed without a job runs this fraction of D past the horizon (_resume_without)
+_RESUME_AHEAD = 0.2
 
 
 class _PendingByWidth:
@@ -185,12 +194,19 @@ class SiaVCPolicy:
     perfect_information = True
     uses_ticks = False
     needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
+    #: future jobs a guard's re-run is first handed beyond its cached clock's (_check_future)
+    check_ahead = _CHECK_AHEAD
 
-    def __init__(self, merge_ahead: float = _MERGE_AHEAD) -> None:
+    def __init__(self, merge_ahead: float = _MERGE_AHEAD,
+                 resume_ahead: float = _RESUME_AHEAD) -> None:
         """``merge_ahead`` (s): how far past the horizon the merged clocks reach at least (see
-        :meth:`_merged`); any value > 0 gives the same decisions, only the cost changes."""
+        :meth:`_merged`); ``resume_ahead``: how far past the horizon a clock resumed without
+        a job runs, as a fraction of the lookahead D (see :meth:`_resume_without`). Any
+        ``merge_ahead`` > 0 and ``resume_ahead`` >= 0 give the same decisions, only the
+        cost changes."""
         self._wakeup: float | None = None
         self._ahead = float(merge_ahead)
+        self._resume_ahead = float(resume_ahead)
 
     # ------------------------------------------------------------------ setup
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -220,6 +236,9 @@ class SiaVCPolicy:
         self._cat: tuple | None = None
         self._scratch = PassScratch()
         self._by_width = _PendingByWidth(self._gpus, self._dur)
+        #: the running jobs started by this policy: (ends s, GPUs, jobs), see _running
+        self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        self._run_min = math.inf  # no running job ends before this (s)
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -236,6 +255,9 @@ class SiaVCPolicy:
         #: per pool: bumped whenever its clock or charges change (keys the fast-fail memo)
         self._ver = [0] * P
         self._ff: dict[tuple[int, int], tuple] = {}
+        #: verdicts of guards failing without a re-run, valid for these versions (_verdicts_for)
+        self._vmemo: dict[tuple, tuple[float, int, int]] = {}
+        self._vmemo_ver: tuple | None = None
         self._vc_full = [False] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
@@ -248,7 +270,8 @@ class SiaVCPolicy:
         #: whether a clock may hold a job past its F (only after a refused start, on cells)
         self._late = False
         self.stats = {"calls": 0, "passes": 0, "early_starts": 0, "checks_failed": 0,
-                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0}
+                      "resims": 0, "trimmed": 0, "tails": 0, "merge_moves": 0,
+                      "check_retries": 0}
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int] | np.ndarray, k_future: int, now: float, *,
@@ -268,24 +291,46 @@ class SiaVCPolicy:
         :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
         """
         stop = None
+        n_fut = len(self._pool_jobs[p]) - k_future
         if not check and until < math.inf:  # see _future_upto
             stop = self._future_upto(p, k_future, until)
-        order = np.concatenate((np.asarray(pending, dtype=np.int64),
-                                self._pool_jobs_np[p][k_future:stop]))
+        elif check and self._vc[p] is not None:  # see _check_order
+            stop = k_future + self._check_future(p, len(pending), without)
+        pending = np.asarray(pending, dtype=np.int64)
         busy = [c for c in self._charges[p] if c[0] > now]
-        ref = self._reference(p, order, without, changed_until) if check else None
-        rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
-        vst, rem, met = fcfs_clock_kernel(
-            order, self._submit_np, self._dur_np, self._gpus_np,
-            self._deadline if check else NO_ARRAY, check, self._quota[p], now,
-            np.array([e for e, _ in busy], dtype=np.float64),
-            np.array([g for _, g in busy], dtype=np.int64), math.inf, check, idle_after,
-            math.inf if check else until, len(pending), rp, rv, cu)
+        busy_e = np.array([e for e, _ in busy], dtype=np.float64)
+        busy_g = np.array([g for _, g in busy], dtype=np.int64)
+        while True:
+            order = np.concatenate((pending, self._pool_jobs_np[p][k_future:stop]))
+            ref = self._reference(p, order, without, changed_until) if check else None
+            rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
+            vst, rem, met = fcfs_clock_kernel(
+                order, self._submit_np, self._dur_np, self._gpus_np,
+                self._deadline if check else NO_ARRAY, check, self._quota[p], now, busy_e,
+                busy_g, math.inf, check, idle_after, math.inf if check else until,
+                len(pending), rp, rv, cu)
+            if not (check and met < 0 and vst.shape[0] == order.shape[0]
+                    and stop is not None and stop - k_future < n_fut):
+                break
+            self.stats["check_retries"] += 1  # it may have run out of jobs: run on them all
+            stop = None
         if met < 0:
             return order[: vst.shape[0]], vst, rem
         cj, cv, cr = ref[1]
         return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
                 np.concatenate((rem, cr[met:])))
+
+    def _check_future(self, p: int, n_pending: int, without: int) -> int:
+        """How many of pool ``p``'s future jobs a guard's re-run over ``n_pending`` pending jobs
+        (lacking ``without`` if >= 0) is handed at first: as many as its cached clock holds
+        (so that it can serve as the re-run's reference) plus ``check_ahead``. A re-run
+        usually stops well within them (it meets the cached clock, finds a late job or an
+        idle point); one that uses them all is run again on the pool's whole future (a
+        clock's run over a prefix of the jobs is the prefix of its run over them all), so
+        the result is exact, while the pool's whole future (tens of thousands of jobs early
+        in Philly) is not copied for every guard."""
+        held = self._vc[p][0].shape[0] - n_pending - (without >= 0)
+        return max(held, 0) + self.check_ahead
 
     def _future_upto(self, p: int, k: int, until: float) -> int:
         """The end (exclusive) of pool ``p``'s future jobs from position ``k`` that a run
@@ -391,13 +436,12 @@ class SiaVCPolicy:
         horizon = now + D
         reach = horizon + D  # simulate ahead so the clock stays reusable for a while
         self._reach = reach
+        self._resume_to = horizon + self._resume_ahead * D
         self._refresh_clocks(pend, n_arr, now, horizon, reach)
         starts: list[Start] = []
         if free >= min_g:
-            run = view.running()
             # the running jobs' ends and widths as arrays: each pass hands them to bulk_pass
-            run_e = np.asarray(run.start + self._trace.duration[run.job], dtype=np.float64)
-            run_g = np.asarray(run.num_gpus, dtype=np.int64)
+            run_e, run_g = self._running(now)
             ded = view.used_dedicated.tolist()
             while True:
                 self.stats["passes"] += 1
@@ -410,6 +454,7 @@ class SiaVCPolicy:
                 free -= g
                 run_e = np.append(run_e, now + dur[j])
                 run_g = np.append(run_g, g)
+                self._run = (run_e, run_g, np.append(self._run[2], j))
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -419,8 +464,23 @@ class SiaVCPolicy:
                     break
             if starts:
                 self._ctx = (now, n_arr, horizon, reach, pend)
+                self._run_min = min(self._run_min, float(run_e[-len(starts):].min()))
         self._wakeup = self._first_vst_ahead(now, n_arr, horizon, P)
         return starts
+
+    def _running(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The running jobs' (ends s, GPUs) as arrays, from the policy's own starts: a job runs
+        exactly its duration from the instant it started (the simulator's end is that same
+        sum), so they are the simulator's running jobs (the tests compare them), without
+        rebuilding them from the view at every decision. Jobs over by ``now`` are dropped
+        here (an end at or before ``now`` counts nowhere in a pass anyway)."""
+        run_e, run_g, run_j = self._run
+        if run_e.size and self._run_min <= now:
+            keep = run_e > now
+            run_e, run_g, run_j = run_e[keep], run_g[keep], run_j[keep]
+            self._run = (run_e, run_g, run_j)
+            self._run_min = float(run_e.min()) if run_e.size else math.inf
+        return run_e, run_g
 
     def _first_vst_ahead(self, now: float, n_arr: int, horizon: float, P: int) -> float | None:
         """The wake-up: the smallest VST after ``now`` among the jobs the pass would visit (a
@@ -433,10 +493,14 @@ class SiaVCPolicy:
             w = next_vst(cat[1], now=now, n_arrived=n_arr, submit=self._submit_np,
                          horizon=horizon, n_pools=P)
         if w == math.inf:
+            metas = self._vc_meta
             for p in range(P):
+                meta = metas[p]  # (first VST, last VST, last job); None: an empty clock
+                if meta is None or meta[1] <= now:
+                    continue  # no VST ahead
                 jobs, vs, _ = self._vc[p]
-                i = int(np.searchsorted(vs, now, side="right"))
-                if i < vs.size and vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
+                i = 0 if meta[0] > now else int(np.searchsorted(vs, now, side="right"))
+                if vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                     w = float(vs[i])
         return w if w < math.inf else None
 
@@ -469,6 +533,9 @@ class SiaVCPolicy:
             insort(pend[p], j)
             touched.add(p)
             self._by_width.unstart(j)
+            run_e, run_g, run_j = self._run
+            keep = run_j != j
+            self._run = (run_e[keep], run_g[keep], run_j[keep])
         if not touched:
             return
         for q in touched:  # re-run from the charges and pending jobs as they now are
@@ -476,6 +543,7 @@ class SiaVCPolicy:
         self._late = True  # a refused job can now wait past its F
         self._stale |= touched
         self._reach = reach
+        self._resume_to = min(reach, horizon + self._resume_ahead * (reach - horizon))
         self._refresh_clocks(pend, n_arr, now, horizon, reach)
         self._wakeup = self._first_vst_ahead(now, n_arr, horizon, len(pend))
 
@@ -612,6 +680,7 @@ class SiaVCPolicy:
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
         free_of = [self._charged_free(q) for q in range(len(pend))]
+        memo, free_key = self._verdicts_for(free_of)
         merged, bound = self._merged(horizon)
         tail = pending_tail(self._vc, self._cat[4], list(map(len, pend)), self._gpus_np,
                             self._dur_np)
@@ -620,7 +689,8 @@ class SiaVCPolicy:
         Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
             merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
-            run_end=run_e, run_gpus=run_g, tail=tail)
+            run_end=run_e, run_gpus=run_g, tail=tail, sure_free=np.array(free_of),
+            sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
@@ -635,7 +705,11 @@ class SiaVCPolicy:
             j = int(Jc_a[i])
             if walk.needs_verdict(i):
                 p, g = self._pool[j], self._gpus[j]
-                walk.set_verdict(p, g, *self._verdict(p, g, free_of, lenders))
+                key = (p, g, free_key)
+                verdict = memo.get(key)
+                if verdict is None:
+                    verdict = memo[key] = self._verdict(p, g, free_of, lenders)
+                walk.set_verdict(p, g, *verdict)
                 i = walk.next(i)
                 continue
             if self._try_charge(j, float(Vc[i]), now, pend, n_arr, horizon, free_of, lenders):
@@ -774,13 +848,21 @@ class SiaVCPolicy:
         The guard cannot fail on ``p``: with its charges unchanged, taking a job out of
         a strict-FCFS sequence starts no other job later, so every VST stays at or
         before the cached one, which is within F (the clocks' invariant). So only the
-        clock is needed, as :meth:`_refresh_clocks` would run it (every pending job, then up to
-        the first VST at or after ``self._reach``), and it is resumed at ``j``'s place
+        clock is needed, as :meth:`_refresh_clocks` would run it (every pending job, then future
+        ones), and it is resumed at ``j``'s place
         rather than re-run: the jobs before ``j`` start as cached, from the state the
         cached clock had there (the previous start as the clock's time, and the
         charges and earlier jobs still holding GPUs after it). The cached jobs before
         ``j`` and the re-run ones are still checked against F (+1 us), stopping at the
         first late one as the full re-run would.
+
+        It runs up to the first VST at or after ``self._resume_to`` (the horizon plus
+        ``resume_ahead`` times D), not ``self._reach`` (the horizon plus D) as a refresh:
+        a prefix of the same run, read as :meth:`_trim` says, which stays exact while it
+        reaches the horizon (then it is refreshed). On Philly the pool a job leaves is
+        usually re-timed again long before its clock would have lapsed, so the jobs
+        simulated past the shorter end were mostly wasted (~4 s of the whole trace's
+        clock runs).
         """
         cj, cv, cr = self._vc[p]
         i = int(np.searchsorted(cj, j))
@@ -796,7 +878,7 @@ class SiaVCPolicy:
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
         tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
-        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._reach)]))
+        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._resume_to)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
         vst, rem, met = fcfs_clock_kernel(
             order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
@@ -804,7 +886,7 @@ class SiaVCPolicy:
             np.concatenate((np.array([e for e, _ in busy], dtype=np.float64), ends[held])),
             np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
                             self._gpus_np[head_j[held]])),
-            math.inf, False, -math.inf, self._reach, n_pend - i - 1, cv[i: i + m],
+            math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
             cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
         if met >= 0:  # the rest is the cached clock's
             k = i + 1 + met
@@ -831,6 +913,18 @@ class SiaVCPolicy:
                 return shares
         return None
 
+    def _verdicts_for(self, free_of: list[int]) -> tuple[dict, tuple]:
+        """The memo of :meth:`_verdict` results for this pass, keyed (pool, width, free charged
+        capacities), and this pass's free capacities as a key. A verdict reads only those
+        capacities (and the lenders they give) and the lenders' clocks and charges, which
+        change only with the pools' versions: the memo is kept across passes and decisions
+        until a version changes."""
+        ver = tuple(self._ver)
+        if self._vmemo_ver != ver:
+            self._vmemo_ver = ver
+            self._vmemo = {}
+        return self._vmemo, tuple(free_of)
+
     def _verdict(self, p: int, g: int, free_of: list[int], lenders_all: list[int]
                  ) -> tuple[float, int, int]:
         """When the guard of a ``g``-wide job of pool ``p`` that is not on time fails without
@@ -850,13 +944,27 @@ class SiaVCPolicy:
         first = self._shares(p, g, free_of, lenders, True)
         if first is None:
             return -math.inf, 1, 0
-        thr = min((self._lender_threshold(q, s) for q, s in first.items() if q != p),
-                  default=math.inf)
+        thr = self._loan_threshold(p, first)
         second = self._shares(p, g, free_of, lenders, False)
         if second != first:
-            thr = max(thr, min((self._lender_threshold(q, s) for q, s in second.items()
-                                if q != p), default=math.inf))
+            thr = max(thr, self._loan_threshold(p, second))
         return thr, 1, 2
+
+    def _loan_threshold(self, p: int, shares: dict[int, int]) -> float:
+        """The smallest :meth:`_lender_threshold` of the lenders (pools but ``p``) in
+        ``shares``, inf if none: the end after which these charges fail without a re-run.
+        Reads the thresholds' memo directly while it is current (one call per lender cost
+        as much as the rest of a verdict)."""
+        ff, ver = self._ff, self._ver
+        thr = math.inf
+        for q, s in shares.items():
+            if q != p:
+                memo = ff.get((q, s))
+                t = memo[1] if memo is not None and memo[0] == ver[q] else \
+                    self._lender_threshold(q, s)
+                if t < thr:
+                    thr = t
+        return thr
 
     def _lender_threshold(self, q: int, s: int) -> float:
         """Return the end (s) after which lending ``s`` GPUs of pool ``q`` until then surely

@@ -29,13 +29,18 @@ def merge_clocks(
     pools: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Return the pools' clocks merged in (VST, job) order: (V, J, G, D, pool, order of the
-    entries by end V + D, alive, the ends in that order).
+    entries by end V + D, alive, the ends in that order, reserved GPUs, reserved GPUs in
+    end order).
 
     The policy merges only the clocks' entries before a bound past the horizon (see
     :func:`cut_merged` and :func:`pending_tail`): a pass reads ends up to the horizon only.
 
     ``alive`` (bool) marks the entries still in their clock: :func:`drop_job` clears
     an entry in place when its job leaves its clock without changing the others.
+    *Reserved GPUs* (int64) are what an entry reserves when visited: its GPUs if it is
+    alive, at least 1 wide and of a positive duration, else 0; kept in both orders so
+    that a pass sums them without reading the other arrays (or the end order's
+    positions, scattered over the merge) per entry.
 
     ``V, J, G, D`` (float64 VST s, int64 job, int64 GPUs, float64 duration s)
     are the clocks laid end to end, the k-th at ``seg[k]:seg[k + 1]``, each
@@ -56,85 +61,150 @@ def merge_clocks(
         pool = at if pools is None else np.asarray(pools, dtype=np.int64)[at]
         order = _merge_order(V, J, seg)  # the sorted runs merged in linear time
         mV, mJ, mG, mD, mP = V[order], J[order], G[order], D[order], pool[order]
-    ends = mV + mD
-    eo = np.argsort(ends)
-    return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends[eo])
+    eo, ends, rg, erg = _by_end(np.ascontiguousarray(mV), np.ascontiguousarray(mD),
+                                np.ascontiguousarray(mG))
+    return (mV, mJ, mG, mD, mP, eo, np.ones(V.shape[0], dtype=np.bool_), ends, rg, erg)
 
 
 @numba.njit(cache=True, nogil=True)
-def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
-             bE):  # pragma: no cover - compiled
-    # output positions of the kept old entries and the new ones, in (VST, job) order
+def argsort_floats(x):  # pragma: no cover - compiled
+    """An order sorting the float64 array ``x`` (no NaN) ascending: a least-significant-digit
+    radix sort on the bits (8 at a time, skipping digits all keys share), linear in the
+    length. Equal keys come in no particular order. (numpy's comparison sort cost several
+    times as much on the merge's changed spans: ~2k ends on average, up to tens of
+    thousands.)"""
+    n = x.shape[0]
+    bits = x.view(np.int64)
+    key = np.empty(n, dtype=np.int64)
+    for i in range(n):  # an int64 in the floats' order (negative floats: magnitude reversed)
+        b = bits[i]
+        key[i] = b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
+    idx = np.arange(n)
+    key2 = np.empty(n, dtype=np.int64)
+    idx2 = np.empty(n, dtype=np.int64)
+    cnt = np.empty(257, dtype=np.int64)
+    for shift in range(0, 64, 8):
+        top = 128 if shift == 56 else 0  # the sign byte: negative keys first
+        cnt[:] = 0
+        for i in range(n):
+            cnt[(((key[i] >> shift) & 255) ^ top) + 1] += 1
+        if cnt.max() == n:
+            continue  # one digit for all: this pass would move nothing
+        for d in range(256):
+            cnt[d + 1] += cnt[d]
+        for i in range(n):
+            d = ((key[i] >> shift) & 255) ^ top
+            k = cnt[d]
+            cnt[d] = k + 1
+            key2[k] = key[i]
+            idx2[k] = idx[i]
+        key, key2 = key2, key
+        idx, idx2 = idx2, idx
+    return idx
+
+
+@numba.njit(cache=True, nogil=True)
+def _by_end(mV, mD, mG):  # pragma: no cover - compiled
+    # (order by end, the ends in that order, reserved GPUs, reserved GPUs in end order)
+    ends = mV + mD
+    eo = argsort_floats(ends)
+    n = ends.shape[0]
+    rg = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        rg[i] = mG[i] if mG[i] > 0 and mD[i] > 0 else 0
+    se = np.empty(n, dtype=np.float64)
+    erg = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        se[k] = ends[eo[k]]
+        erg[k] = rg[eo[k]]
+    return eo, se, rg, erg
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, bV, bJ, bG, bD, bP, bEO, bA,
+             bE, bR, bER):  # pragma: no cover - compiled
+    # one sweep in (VST, job) order writes the kept old entries and the new ones where they
+    # go (recording the old and new entries' output positions), then one sweep in end
+    # order merges the kept entries' end order with the new ones'
     na = aV.shape[0]
     nb = bV.shape[0]
+    cap = na + nb
+    mV = np.empty(cap, dtype=np.float64)
+    mJ = np.empty(cap, dtype=np.int64)
+    mG = np.empty(cap, dtype=np.int64)
+    mD = np.empty(cap, dtype=np.float64)
+    mP = np.empty(cap, dtype=np.int64)
+    mR = np.empty(cap, dtype=np.int64)
     pos_a = np.empty(na, dtype=np.int64)
     pos_b = np.empty(nb, dtype=np.int64)
     o = 0
     k = 0
     for i in range(na):
         a = aP[i]
-        if not aA[i] or lo[a] <= aJ[i] <= hi[a]:
+        j = aJ[i]
+        if not aA[i] or (lo[a] <= j and j <= hi[a]):
             pos_a[i] = -1
             continue
-        if k < nb:
-            v = aV[i]
-            j = aJ[i]
-            while k < nb and (bV[k] < v or (bV[k] == v and bJ[k] < j)):
-                pos_b[k] = o
-                o += 1
-                k += 1
+        v = aV[i]
+        while k < nb and (bV[k] < v or (bV[k] == v and bJ[k] < j)):
+            mV[o] = bV[k]
+            mJ[o] = bJ[k]
+            mG[o] = bG[k]
+            mD[o] = bD[k]
+            mP[o] = bP[k]
+            mR[o] = bR[k]
+            pos_b[k] = o
+            o += 1
+            k += 1
+        mV[o] = v
+        mJ[o] = j
+        mG[o] = aG[i]
+        mD[o] = aD[i]
+        mP[o] = a
+        mR[o] = aR[i]
         pos_a[i] = o
         o += 1
     while k < nb:
+        mV[o] = bV[k]
+        mJ[o] = bJ[k]
+        mG[o] = bG[k]
+        mD[o] = bD[k]
+        mP[o] = bP[k]
+        mR[o] = bR[k]
         pos_b[k] = o
         o += 1
         k += 1
     n = o
-    # move the entries to their positions
-    mV = np.empty(n, dtype=np.float64)
-    mJ = np.empty(n, dtype=np.int64)
-    mG = np.empty(n, dtype=np.int64)
-    mD = np.empty(n, dtype=np.float64)
-    mP = np.empty(n, dtype=np.int64)
-    for i in range(na):
-        q = pos_a[i]
-        if q >= 0:
-            mV[q] = aV[i]
-            mJ[q] = aJ[i]
-            mG[q] = aG[i]
-            mD[q] = aD[i]
-            mP[q] = aP[i]
-    for k in range(nb):
-        q = pos_b[k]
-        mV[q] = bV[k]
-        mJ[q] = bJ[k]
-        mG[q] = bG[k]
-        mD[q] = bD[k]
-        mP[q] = bP[k]
     # the end order: the kept entries' (in their old order) merged with the new ones'
     eo = np.empty(n, dtype=np.int64)
     ends = np.empty(n, dtype=np.float64)
+    er = np.empty(n, dtype=np.int64)
     o = 0
     k = 0
+    nbe = bEO.shape[0]
     for i in range(aEO.shape[0]):
         q = pos_a[aEO[i]]
         if q < 0:
             continue
         e = aE[i]
-        while k < bEO.shape[0] and bE[k] < e:
+        while k < nbe and bE[k] < e:
             eo[o] = pos_b[bEO[k]]
             ends[o] = bE[k]
+            er[o] = bER[k]
             o += 1
             k += 1
         eo[o] = q
         ends[o] = e
+        er[o] = aER[i]
         o += 1
-    while k < bEO.shape[0]:
+    while k < nbe:
         eo[o] = pos_b[bEO[k]]
         ends[o] = bE[k]
+        er[o] = bER[k]
         o += 1
         k += 1
-    return mV, mJ, mG, mD, mP, eo[:o], np.ones(n, dtype=np.bool_), ends[:o]
+    return (mV[:n], mJ[:n], mG[:n], mD[:n], mP[:n], eo[:o], np.ones(n, dtype=np.bool_),
+            ends[:o], mR[:n], er[:o])
 
 
 def replace_pools(
@@ -150,20 +220,47 @@ def replace_pools(
 
 @numba.njit(cache=True, nogil=True)
 def _merge_order(V, J, seg):  # pragma: no cover - compiled
-    # the order merging runs seg[r]:seg[r + 1], each in (VST, job) order, in (VST, job) order
-    k = seg.shape[0] - 1
-    order = np.empty(V.shape[0], dtype=np.int64)
-    ptr = seg[:-1].copy()
-    for o in range(V.shape[0]):
-        best = -1
-        bi = -1
-        for r in range(k):
-            i = ptr[r]
-            if i < seg[r + 1] and (best < 0 or V[i] < V[bi] or (V[i] == V[bi] and J[i] < J[bi])):
-                best = r
-                bi = i
-        order[o] = bi
-        ptr[best] += 1
+    # the order merging runs seg[r]:seg[r + 1], each in (VST, job) order, in (VST, job)
+    # order: the non-empty runs merged two by two, round after round (log2 of the runs'
+    # number rounds over the entries, not every run compared for every entry)
+    n = V.shape[0]
+    order = np.arange(n)
+    out = np.empty(n, dtype=np.int64)
+    b = np.empty(seg.shape[0], dtype=np.int64)  # the runs' boundaries, empty runs left out
+    nb = 1
+    b[0] = seg[0]
+    for r in range(seg.shape[0] - 1):
+        if seg[r + 1] > seg[r]:
+            b[nb] = seg[r + 1]
+            nb += 1
+    while nb > 2:
+        m = 1
+        for r in range(0, nb - 1, 2):
+            lo = b[r]
+            mid = b[r + 1]
+            hi = b[r + 2] if r + 2 < nb else mid
+            x, y, o = lo, mid, lo
+            while x < mid and y < hi:
+                a, c = order[x], order[y]
+                if V[c] < V[a] or (V[c] == V[a] and J[c] < J[a]):
+                    out[o] = c
+                    y += 1
+                else:
+                    out[o] = a
+                    x += 1
+                o += 1
+            while x < mid:
+                out[o] = order[x]
+                x += 1
+                o += 1
+            while y < hi:
+                out[o] = order[y]
+                y += 1
+                o += 1
+            b[m] = hi
+            m += 1
+        order, out = out, order
+        nb = m
     return order
 
 
@@ -176,7 +273,8 @@ def cut_merged(merged: tuple[np.ndarray, ...], bound: float) -> tuple[np.ndarray
         return merged
     eo, ends = merged[5], merged[7]
     keep = eo < k
-    return (*(x[:k] for x in merged[:5]), eo[keep], merged[6][:k], ends[keep])
+    return (*(x[:k] for x in merged[:5]), eo[keep], merged[6][:k], ends[keep], merged[8][:k],
+            merged[9][keep])
 
 
 def update_merged(
@@ -214,9 +312,33 @@ def changed_span(old_jobs: np.ndarray, old_vsts: np.ndarray, new_jobs: np.ndarra
     return int(pre), int(suf)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gallop(a, lo, hi, x):  # pragma: no cover - compiled
+    """The first index in ``[lo, hi)`` of the sorted ``a`` whose value is at least ``x`` (hi if
+    none), given ``a[lo] < x``: steps doubling from ``lo``, then a binary search."""
+    step = 1
+    prev = lo
+    k = lo + 1
+    while k < hi and a[k] < x:
+        prev = k
+        step *= 2
+        k = lo + step
+    if k > hi:
+        k = hi
+    lo2 = prev + 1
+    while lo2 < k:
+        mid = (lo2 + k) >> 1
+        if a[mid] < x:
+            lo2 = mid + 1
+        else:
+            k = mid
+    return lo2
+
+
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD):  # pragma: no cover - compiled
+def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
+               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD, sure_free,
+               sure_by):  # pragma: no cover - compiled
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -245,6 +367,10 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     if p0 > h:
         p0 = h
     seen = 0  # pending entries met so far (the candidates are among them)
+    # the first candidate sure to start if the walk reaches it (see bulk_pass): the search
+    # for candidates ends there
+    sure = -1
+    use_sure = sure_free.shape[0] > 0
     for i in range(p0):
         pend = aA[i] and aJ[i] < n_arr
         seen += pend
@@ -253,17 +379,19 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         cg[i + 1] = cg[i] + (aG[i] if res else 0)
         if not vis:
             continue
-        if aJ[i] < n_arr and aG[i] <= free and lev + aG[i] <= C:
+        if sure < 0 and aJ[i] < n_arr and aG[i] <= free and lev + aG[i] <= C:
             cand[nc] = i
             lnb[nc] = lev
             nc += 1
+            if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
+                sure = nc - 1
         if res and aV[i] <= now:
             lev += aG[i]
         if lev >= C:  # no room left at ``now``: the visit ends with this job
             n_end = i + 1
             stopped = True
             break
-    if not stopped:  # the rest of the visit up to ``cut``, the level at ``now`` fixed
+    if not stopped and lev >= C:  # the cluster full at ``now`` before any entry fills it
         for i in range(p0, h):
             if not aA[i]:
                 continue
@@ -275,11 +403,24 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                     nc += 1
             elif not aV[i] < horizon:
                 continue  # not visited
-            if lev >= C:  # no room left at ``now``: the visit ends with this job
-                n_end = i + 1
-                stopped = True
-                break
-    if not stopped:
+            n_end = i + 1  # no room left at ``now``: the visit ends with this job
+            stopped = True
+            break
+    if not stopped and sure < 0:  # the rest of the visit up to ``cut``, the level at ``now``
+        # fixed below the cluster: only the pending entries (the candidates) are looked for
+        for i in range(p0, h):
+            if aJ[i] < n_arr and aA[i]:
+                seen += 1
+                if aG[i] <= free and lev + aG[i] <= C:
+                    cand[nc] = i
+                    lnb[nc] = lev
+                    nc += 1
+                    if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
+                        sure = nc - 1
+                        break
+                if seen >= n_pend:  # every pending job met
+                    break
+    if not stopped and sure < 0:
         for i in range(h, N):
             if seen >= n_pend:  # every pending job met: the rest are future jobs
                 break
@@ -289,6 +430,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                     cand[nc] = i
                     lnb[nc] = lev
                     nc += 1
+                if lev >= C:  # the cluster full at ``now`` (only with zero-wide candidates:
+                    n_end = i + 1  # the policy's jobs are wider): the visit ends here
+                    stopped = True
+                    break
+    if not stopped and sure < 0:
         # the pending jobs past the merge (the tail, after every merged entry in visit
         # order and past ``cut``): candidates only, at the level left at ``now``
         for t in range(tV.shape[0]):
@@ -296,9 +442,11 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
                 cand[nc] = N + t
                 lnb[nc] = lev
                 nc += 1
+            if lev >= C:  # as above: the visit ends with the first one
+                break
     none = np.empty(0, dtype=np.int64)
     if nc == 0:
-        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_)
+        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_), True
     # the candidates' job, VST, duration and width (cand[c] >= N: tail entry cand[c] - N)
     oJ = np.empty(nc, dtype=np.int64)
     oV = np.empty(nc, dtype=np.float64)
@@ -318,11 +466,21 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             x_max = x
     Vn = aV[:n_end]
     n_plan = np.searchsorted(Vn, x_max, side="right")
-    for i in range(p0, n_plan):  # the prefix sums the plan reads (n_plan <= h)
-        res = aA[i] and (aJ[i] < n_arr or aV[i] < horizon) and aG[i] > 0 and aD[i] > 0
-        cg[i + 1] = cg[i] + (aG[i] if res else 0)
+    # the prefix sums the plan reads (n_plan <= h): every entry before the horizon is
+    # visited, one at it only if pending
+    n_h = min(n_plan, np.searchsorted(aV, horizon, side="left"))
+    for i in range(p0, n_h):
+        cg[i + 1] = cg[i] + aR[i]
+    for i in range(max(p0, n_h), n_plan):
+        cg[i + 1] = cg[i] + (aR[i] if aJ[i] < n_arr else 0)
     ro = np.argsort(run_e)
     total_run = run_g.sum()
+    # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
+    # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
+    # alive (one at the horizon ending by x_max <= horizon has no duration): its reserved
+    # GPUs are read in end order directly, not through its position (scattered reads)
+    direct = x_max <= horizon
+    n_e = aEO.shape[0]
     # the plan's level at each distinct reservation start u (running jobs + reservations)
     u = wf[0]
     lv = wi[3]
@@ -343,11 +501,16 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         while pr < ro.shape[0] and run_e[ro[pr]] <= x:
             run_done += run_g[ro[pr]]
             pr += 1
-        while pe < aEO.shape[0] and aE[pe] <= x:
-            e = aEO[pe]
-            if e < n_plan and cg[e + 1] > cg[e]:
-                ended += aG[e]
-            pe += 1
+        if direct:  # see above
+            while pe < n_e and aE[pe] <= x:
+                ended += aER[pe]
+                pe += 1
+        else:
+            while pe < n_e and aE[pe] <= x:
+                e = aEO[pe]
+                if e < n_plan and cg[e + 1] > cg[e]:
+                    ended += aG[e]
+                pe += 1
         u[nu] = x
         lv[nu] = total_run - run_done + cg[j2] - ended
         nu += 1
@@ -360,18 +523,19 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
     for k in range(1, nu):
         pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
-    # (candidates come in VST order: the first entry and the first distinct start at or
-    # after a candidate's VST, and the first entry after it, are kept as moving pointers)
+    # (candidates come in VST order: the first distinct start and the first entry at or
+    # after a candidate's VST are found by galloping on from the previous candidate's, the
+    # first entry after its VST by stepping on: each pointer only moves forward)
     fails = np.empty(nc, dtype=np.bool_)
+    iu = 0
     gs = 0
     ge = 0
-    iu = 0
     for c in range(nc):
         i = cand[c]  # a tail candidate has v >= cut >= limit: only the first branches read i
         v = oV[c]
         limit = now + oD[c]
-        while iu < nu and u[iu] < v:
-            iu += 1
+        if iu < nu and u[iu] < v:
+            iu = _gallop(u, iu, nu, v)
         if v < limit:
             m = iu  # the distinct starts before v
         else:
@@ -380,8 +544,8 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
         if m > 0 and pm[m - 1] > top:
             top = pm[m - 1]
         if v < limit:  # v < now + d <= cut: the prefix sums are written up to here
-            while Vn[gs] < v:  # stops at i at the latest
-                gs += 1
+            if Vn[gs] < v:  # Vn[i] == v: found at i at the latest
+                gs = _gallop(Vn, gs, i + 1, v)
             prior = cg[i] - cg[gs]  # reserved GPUs of earlier jobs at the same VST
         else:
             prior = 0
@@ -394,14 +558,31 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, horizon, n_arr, now, C, free, ru
             if partial > top:
                 top = partial
         fails[c] = top + oG[c] > C
-    return oJ, oV, oD, oG, fails
+    return oJ, oV, oD, oG, fails, sure < 0 or _reached_and_passes(oD, oG, fails, sure)
+
+
+@numba.njit(cache=True, nogil=True)
+def _reached_and_passes(D, G, fails, k):  # pragma: no cover - compiled
+    # whether candidate k is not dominated by an earlier failed one no wider and no shorter
+    # (as CandidateWalk skips them) and passes MaxReservation itself
+    width = 0
+    for c in range(k + 1):
+        width = max(width, G[c] + 1)
+    best = np.full(width, np.inf)
+    for c in range(k):
+        if D[c] < best[G[c]] and fails[c]:
+            for w in range(G[c], width):
+                if D[c] < best[w]:
+                    best[w] = D[c]
+    return D[k] < best[G[k]] and not fails[k]
 
 
 def bulk_pass(
     merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
     capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
     scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
-    tail: tuple[np.ndarray, ...] | None = None,
+    tail: tuple[np.ndarray, ...] | None = None, sure_free: np.ndarray | None = None,
+    sure_by: float = -math.inf,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return the pass's candidates in visit order: (jobs, VSTs s, durations s, GPUs, fails).
 
@@ -428,24 +609,48 @@ def bulk_pass(
     a candidate can read (its reservation starts at or after every candidate's
     ``now + d``), so a merge cut at a bound past the horizon loses nothing by leaving
     them out, as long as the pass still meets them as candidates after the merged ones.
+
+    ``sure_free`` (per pool, GPUs; the policy's free charged capacities) and ``sure_by`` (s):
+    a merged candidate with a VST at or before ``sure_by`` whose pool has at least its
+    width free is *sure*: if the walk reaches it and it passes MaxReservation, its
+    guard starts it (on time, on its own quota), so no later candidate is ever looked
+    at. The search for candidates then ends at the first sure one; if that one is
+    reached by the walk (no earlier failed candidate no wider and no shorter dominates
+    it) and passes, only the candidates up to it are returned, their verdicts read off
+    the plan up to their VSTs (at most ``sure_by``, so a few entries) instead of the
+    whole visit's; otherwise the pass is done again in full. Typically the job whose VST
+    is now, first in the visit.
     """
     cut = max(float(horizon), float(now) + float(longest))
+    if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
+        merged = _with_reserved(merged)
     if tail is None:
         tail = _NO_TAIL
     n_tail = tail[0].shape[0]
     if n_tail:
         assert tail[0][0] >= cut and (not merged[0].shape[0] or tail[0][0] >= merged[0][-1])
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
-    return _bulk_pass(
-        *merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
-        np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-        np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
-        np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail,
-    )
+    args = (*merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
+            np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
+            np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
+            np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail)
+    if sure_free is not None:
+        *out, held = _bulk_pass(*args, np.ascontiguousarray(sure_free, dtype=np.int64),
+                                float(sure_by))
+        if held:
+            return tuple(out)
+    return _bulk_pass(*args, _NO_SURE, -math.inf)[:5]
+
+
+def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """``merged`` in the 8-array layout with its reserved GPUs added (see :func:`merge_clocks`)."""
+    rg = np.where(merged[6] & (merged[2] > 0) & (merged[3] > 0), merged[2], 0)
+    return (*merged, rg, rg[merged[5]])
 
 
 _NO_TAIL = (np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64),
             np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+_NO_SURE = np.empty(0, dtype=np.int64)
 
 
 def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend: list[int],
@@ -468,10 +673,12 @@ def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend
         return None
     if len(parts) == 1:
         V, J = parts[0]
-    else:
+    else:  # each part is in (VST, job) order already: merged, not sorted
         V = np.concatenate([v for v, _ in parts])
         J = np.concatenate([j for _, j in parts])
-        o = np.lexsort((J, V))
+        seg = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([v.shape[0] for v, _ in parts], out=seg[1:])
+        o = _merge_order(V, J, seg)
         V, J = V[o], J[o]
     return (np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(J, dtype=np.int64),
             gpus[J], duration[J])
@@ -494,8 +701,13 @@ class PassScratch:
 
 
 def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
-    """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job)."""
-    merged[6][np.flatnonzero(merged[1] == job)] = False
+    """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job): it
+    reserves nothing any more, in either order."""
+    at = np.flatnonzero(merged[1] == job)
+    merged[6][at] = False
+    merged[8][at] = 0
+    for a in at.tolist():
+        merged[9][merged[5] == a] = 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -597,6 +809,6 @@ def next_vst(merged: tuple[np.ndarray, ...], *, now: float, n_arrived: int,
              submit: np.ndarray, horizon: float, n_pools: int) -> float:
     """Return the smallest, over pools, of each pool's first VST after ``now`` (s) if its
     job has arrived or arrives before ``horizon`` (s), or inf: the wake-up of a pass."""
-    aV, aJ, _, _, aP, _, aA, _ = merged
+    aV, aJ, aP, aA = merged[0], merged[1], merged[4], merged[6]
     return float(_wakeup(aV, aJ, aP, aA, float(now), np.int64(n_arrived), submit,
                          float(horizon), np.int64(n_pools)))
