@@ -134,7 +134,9 @@ class LearnedForecaster:
         self._submissions = OnlineSubmissionFeatures()
         #: cap P(duration <= edge) by the similar jobs' last starts (JobDuration.started_cap)
         self.censor_cap = bool(getattr(self.duration_model, "started_cap", False))
-        self._started = StartedLookAlikes()
+        # the cap's chain follows the model's look-alike levels (with or without the tag)
+        self._use_tag = bool(getattr(self.duration_model, "history_tag", True))
+        self._started = StartedLookAlikes(use_tag=self._use_tag)
         #: the registered JobDuration's eps for SIA's risk-aware lending: one per bin edge, or
         #: one for all (see lend_risk_at); None: SIA lends by the bin rule
         self._lend_risk = (None if self.duration_model is None
@@ -162,7 +164,7 @@ class LearnedForecaster:
                                  f"{missing}")
         self.history = OnlineDurationHistory(self.history.min_count, prior)
         self._submissions = OnlineSubmissionFeatures(prior)
-        self._started = StartedLookAlikes(prior=prior)
+        self._started = StartedLookAlikes(prior=prior, use_tag=self._use_tag)
         self._trace_id = None
         return self
 

@@ -375,19 +375,27 @@ def _feature_index() -> dict[str, int]:
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
-_RULE_COLUMNS: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+_RULE_COLUMNS: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def _rule_columns() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return the column indices of the rule's levels (built once): their counts [levels], their
-    recent shares and their shares over all their history [levels, edges] (5 / 60 / 720 min)."""
-    if not _RULE_COLUMNS:
+def rule_levels(tag: bool = True) -> tuple[str, ...]:
+    """Return the look-alike levels in order: the rule's, or without the tag (``tag`` False)."""
+    return _RULE_LEVELS if tag else _RULE_LEVELS[1:]
+
+
+def _rule_columns(tag: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the column indices of the levels of :func:`rule_levels` (built once): their counts
+    [levels], their recent shares and their shares over all their history [levels, edges]
+    (5 / 60 / 720 min)."""
+    got = _RULE_COLUMNS.get(tag)
+    if got is None:
         idx = _feature_index()
-        shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in _RULE_LEVELS]
+        levels = rule_levels(tag)
+        shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in levels]
                   for kind in ("recent_", "")]
-        _RULE_COLUMNS.append((np.array([idx[f"{lv}_count"] for lv in _RULE_LEVELS]),
-                              np.array(shares[0]), np.array(shares[1])))
-    return _RULE_COLUMNS[0]
+        got = _RULE_COLUMNS[tag] = (np.array([idx[f"{lv}_count"] for lv in levels]),
+                                    np.array(shares[0]), np.array(shares[1]))
+    return got
 #: ``history_shrink``'s levels, from the most general to the most specific: each level's shares
 #: are shrunk toward the estimate of the levels before it.
 _SHRINK_LEVELS: tuple[str, ...] = ("pool", "pool_gpus", "user", "tag")
@@ -460,6 +468,11 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     [0, 1]) is the weight of the shares over the level's last
     ``RECENT_JOBS`` finished jobs (the ``*_recent_le*`` features, which
     follow what the group runs now) against the shares over its whole history.
+    ``history_tag`` False skips the tag level (pool and GPU count, then
+    pool; with ``history_shrink``, the tag is left out of the pooling): for a
+    trace whose tags (job names) say less about a job's duration than its
+    pool and width do; :func:`choose_history_tag` decides it on the training
+    rows. The started look-alikes of ``started_cap`` follow the same levels.
 
     ``method="history"``: the paper's rule (SIA 5.4.2), the baseline and the
     fallback: the bin of the median duration of the finished jobs with the
@@ -486,8 +499,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  calibration_fraction: float = 0.25, min_pool_history: int = 20,
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
                  history_recent: float = 0.0, history_shrink: float = 0.0,
-                 fallback_bin: int = N_BINS - 1, started_cap: bool = False,
-                 calendar: bool = False, n_jobs: int = 1, seed: int = 0):
+                 history_tag: bool = True, fallback_bin: int = N_BINS - 1,
+                 started_cap: bool = False, calendar: bool = False, n_jobs: int = 1,
+                 seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -502,6 +516,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_quantile = history_quantile
         self.history_recent = history_recent
         self.history_shrink = history_shrink
+        self.history_tag = history_tag
         self.fallback_bin = fallback_bin
         self.started_cap = started_cap
         self.calendar = calendar
@@ -548,6 +563,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_shrink) < np.inf:
             raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
                              f"{self.history_shrink}")
+        if not isinstance(self.history_tag, bool | np.bool_):
+            raise ValueError(f"JobDuration: history_tag must be True or False, not "
+                             f"{self.history_tag!r}")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -660,8 +678,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """
         if float(self.history_shrink) > 0.0:
             return self._shrunk_cdf(x)
-        counts, recent, whole = _rule_columns()
-        need = np.full(len(_RULE_LEVELS), float(self.history_min_count))
+        counts, recent, whole = _rule_columns(bool(self.history_tag))
+        need = np.full(counts.size, float(self.history_min_count))
         need[-1] = 1.0  # the pool level: any finished job
         ok = x[:, counts] >= need[None, :]  # NaN counts never qualify
         level = ok.argmax(axis=1)
@@ -707,6 +725,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         est = np.full((x.shape[0], _N_EDGES), np.nan)
         every = np.ones(x.shape[0], dtype=bool)
         for level in _SHRINK_LEVELS:
+            if level == "tag" and not self.history_tag:
+                continue
             p, n = self._level_shares(x, level, every), self._level_count(x, level)
             has = (n > 0) & ~np.isnan(p).any(axis=1)
             prior = ~np.isnan(est[:, 0])
@@ -1000,3 +1020,37 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     model = JobDuration(method="xgboost", **params).fit(x, y, time=t)
     model.lend_risk_ = float(best)
     return model, table
+
+
+def choose_history_tag(X: Any, y: Any, **params: Any) -> tuple[bool, list[dict[str, Any]]]:
+    """Return (whether ``history_cdf`` should start at the tag level, the comparison rows).
+
+    Chosen on training rows only (X: their submission features, y: their true
+    bins; ``params``: the other ``history_cdf`` parameters). Nothing is fit,
+    so every row scores: each row's CDF with and without the tag level,
+    scored by the Brier score of P(duration <= edge) averaged over the three
+    edges, on the rows where the two differ (a row with too little tag
+    history, or no tag, gets the same CDF both ways). The tag is dropped only
+    when that strictly lowers the score: tags that name what a job runs keep
+    the paper's rule, tags that do not (or a trace without tags) leave it as
+    it is.
+    """
+    from sia.features.duration_features import DURATION_FEATURES
+
+    x = _as_frame(X, list(DURATION_FEATURES), "choose_history_tag")
+    y = _check_bins(y, x.shape[0])
+    fits = (y[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
+    params = {k: v for k, v in params.items() if k not in ("method", "history_tag")}
+    cdfs = {tag: JobDuration("history_cdf", history_tag=tag, **params).fit(x, y).predict_cdf(x)
+            for tag in (True, False)}
+    differ = np.any(cdfs[True] != cdfs[False], axis=1)
+    rows: list[dict[str, Any]] = []
+    for tag, cdf in cdfs.items():
+        brier = (float(np.mean((cdf[differ] - fits[differ]) ** 2)) if differ.any()
+                 else float("nan"))
+        rows.append({"levels": ", ".join(rule_levels(tag)), "rows_compared": int(differ.sum()),
+                     "rows": int(x.shape[0]), "brier": brier})
+    keep = not (rows[1]["brier"] < rows[0]["brier"])  # NaN (nothing differs): the paper's rule
+    for row, tag in zip(rows, (True, False), strict=True):
+        row["chosen"] = tag == keep
+    return keep, rows

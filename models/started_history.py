@@ -53,16 +53,19 @@ class StartedLookAlikes:
     ``submit_time``, ``duration``, optional ``tag``) are jobs that started
     before it (each at its submission, as the no-queue schedule the
     predictors are trained on), known to have finished only once their end
-    is past.
+    is past. ``use_tag`` False leaves the tag level out of the chain (as
+    JobDuration's ``history_tag`` False does).
     """
 
     def __init__(self, recent: int = RECENT_STARTED, min_known: int = 3,
-                 prior: Any = None) -> None:
+                 prior: Any = None, *, use_tag: bool = True) -> None:
         if recent < 1 or min_known < 1:
             raise ValueError(f"recent and min_known must be >= 1, not {recent}, {min_known}")
         self.recent = int(recent)
         self.min_known = int(min_known)
         self.prior = prior
+        #: whether the chain starts at the same tag (JobDuration.history_tag)
+        self.use_tag = bool(use_tag)
         self._trace_id: int | None = None
 
     # ------------------------------------------------------------------ state
@@ -84,7 +87,7 @@ class StartedLookAlikes:
         self._state_key: tuple[int, int] | None = None
         for i in np.argsort(np.asarray(starts, dtype=np.float64), kind="stable").tolist():
             self._push(keys[i], i)
-        tags = trace.tag_code.tolist()
+        tags = trace.tag_code.tolist() if self.use_tag else [-1] * n
         pools, gpus = trace.pool.tolist(), trace.num_gpus.tolist()
         self._keys = [_group_keys(t, p, g) for t, p, g in zip(tags, pools, gpus, strict=True)]
 
@@ -99,7 +102,7 @@ class StartedLookAlikes:
             starts.append(submit)
             ends.append(submit + d)
             durs.append(d)
-            keys.append(_group_keys(tag, p, g))
+            keys.append(_group_keys(tag if self.use_tag else -1, p, g))
         return starts, ends, durs, keys
 
     def _push(self, keys: tuple, entry: int) -> None:
@@ -300,14 +303,15 @@ class _ZeroQueueView:
 
 
 def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.0, 43200.0),
-                      *, recent: int = RECENT_STARTED, min_known: int = 3) -> np.ndarray:
+                      *, recent: int = RECENT_STARTED, min_known: int = 3,
+                      use_tag: bool = True) -> np.ndarray:
     """Return float [jobs, edges]: each job's started look-alike shares at its submission, in a
     schedule with no queue (what the cap reads when the scheduler first sees it, for the report
     of a model trained on that schedule).
 
     ``jobs``: a frame (``pool``, ``num_gpus``, ``submit_time``, ``duration`` > 0, optional
     ``tag``); ``prior``: the jobs before them (as :class:`StartedLookAlikes`'s). Rows in
-    ``jobs``' order.
+    ``jobs``' order. ``use_tag``: as :class:`StartedLookAlikes`'s.
     """
     import polars as pl
 
@@ -330,7 +334,7 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
         submit=s["submit_time"].to_numpy().astype(np.float64),
         duration=s["duration"].to_numpy().astype(np.float64))
     view = _ZeroQueueView(trace)
-    looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior)
+    looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior, use_tag=use_tag)
     edges = np.asarray(edges_s, dtype=np.float64)
     out = np.full((s.height, edges.size), np.nan)
     at = trace.submit

@@ -334,7 +334,9 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     ``job_duration_selection`` (training hold-out: lendable share and overrun
     per window for the rule and the learned model at each eps) and
     ``job_duration_lending`` (validation: the same for the registered model,
-    the rule and perfect durations).
+    the rule and perfect durations); for ``history_cdf``, ``job_duration_levels``
+    (training rows: the look-alikes with and without the tag level, by
+    :func:`~sia.models.job_duration.choose_history_tag`).
     """
     from sia.data.windows import duration_bin_of
     from sia.features.duration_features import DURATION_FEATURES, submission_features
@@ -364,7 +366,9 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
         model, sel = job_duration.JobDuration("xgboost", **params, **cap).fit(
             x_tr, y_tr, time=t_tr), []
     elif config.duration_method == "history_cdf":
-        model = job_duration.JobDuration("history_cdf", **params, **recent, **cap).fit(x_tr, y_tr)
+        tag, levels = job_duration.choose_history_tag(x_tr, y_tr, **params, **recent)
+        model = job_duration.JobDuration("history_cdf", **params, **recent, **cap,
+                                         history_tag=tag).fit(x_tr, y_tr)
         model.lend_risk_ = job_duration.lend_risk_at_edges(config.duration_lend_risk).tolist()
         sel = []
     else:
@@ -392,6 +396,8 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
                   job_duration.reliability_table(served, y_va) if va.height else [])}
     if sel:
         tables["job_duration_selection"] = pl.DataFrame(sel)
+    if config.duration_method == "history_cdf":
+        tables["job_duration_levels"] = pl.DataFrame(levels)
     return model, tables
 
 
@@ -410,7 +416,8 @@ def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit
     before = zq.filter(pl.col("submit_time") < split.train_end)
     va = zq.filter(pl.col("submit_time").is_between(split.train_end, split.val_end,
                                                     closed="left"))
-    return cap_cdf(cdf, zero_queue_shares(va, before, DURATION_BIN_EDGES_S))
+    return cap_cdf(cdf, zero_queue_shares(va, before, DURATION_BIN_EDGES_S,
+                                          use_tag=bool(getattr(model, "history_tag", True))))
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:

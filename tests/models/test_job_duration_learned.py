@@ -165,13 +165,14 @@ def test_history_cdf_by_hand():
         JobDuration("history_cdf", history_recent=1.5).fit(X, np.array([0, 1, 2, 3]))
 
 
-def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: float) -> np.ndarray:
+def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: float,
+                           tag: bool = True) -> np.ndarray:
     """The history rule's CDF written level by level (the definition), for the property below."""
     col = {c: i for i, c in enumerate(DURATION_FEATURES)}
     out = np.empty((x.shape[0], 3))
     for r in range(x.shape[0]):
         got = None
-        for level in ("tag", "pool_gpus", "pool"):
+        for level in ("tag", "pool_gpus", "pool") if tag else ("pool_gpus", "pool"):
             n = x[r, col[f"{level}_count"]]
             if n >= (min_count if level != "pool" else 1):
                 rec = np.array([x[r, col[f"{level}_recent_le{m}m"]] for m in (5, 60, 720)])
@@ -186,8 +187,8 @@ def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: floa
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(0, 12), min_count=st.integers(1, 5),
-       fallback=st.integers(0, 3), w=st.sampled_from([0.0, 0.3, 1.0]))
-def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, fallback, w):
+       fallback=st.integers(0, 3), w=st.sampled_from([0.0, 0.3, 1.0]), tag=st.booleans())
+def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, fallback, w, tag):
     """Counts (NaN, 0, thin or enough) and shares (NaN or not) at random: the rule's CDF is the
     first level whose count reaches its minimum, its shares, else the fallback bin's step."""
     rng = np.random.default_rng(seed)
@@ -196,10 +197,10 @@ def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, f
     x[:, counts] = rng.choice([np.nan, 0.0, 1.0, 2.0, 3.0, 7.0], size=(n, len(counts)))
     x[rng.random(x.shape) < 0.05] = np.nan
     est = JobDuration("history_cdf", history_min_count=min_count, fallback_bin=fallback,
-                      history_recent=w).fit(np.zeros((4, len(DURATION_FEATURES))),
-                                            np.array([0, 1, 2, 3]))
+                      history_recent=w, history_tag=tag).fit(
+        np.zeros((4, len(DURATION_FEATURES))), np.array([0, 1, 2, 3]))
     np.testing.assert_array_equal(est.predict_cdf(x),
-                                  _history_cdf_by_levels(x, min_count, fallback, w))
+                                  _history_cdf_by_levels(x, min_count, fallback, w, tag))
 
 
 def test_lend_risk_per_bin_edge_maps_onto_the_scheduling_windows():
@@ -275,3 +276,65 @@ def test_artifacts_of_another_version_are_a_clear_registry_error(tmp_path):
     params["estimator"]["a_parameter_from_the_future"] = 1
     with pytest.raises(RegistryError, match="another version of sia-sched.*retrain it"):
         build(write_artifacts(tmp_path / "new", params, boosters), "registered model 'x'")
+
+
+def test_history_cdf_without_the_tag_level_by_hand():
+    """history_tag=False: the tag's shares are never read; pool and GPUs, then pool, decide."""
+    X = pd.DataFrame(np.zeros((2, len(DURATION_FEATURES))), columns=DURATION_FEATURES)
+    X.loc[0, ["tag_count", "tag_le5m", "tag_le60m", "tag_le720m"]] = [5, 0.2, 0.6, 1.0]
+    X.loc[0, ["pool_gpus_count", "pool_gpus_le5m", "pool_gpus_le60m", "pool_gpus_le720m"]] = [
+        9, 0.9, 0.9, 0.9]
+    X.loc[1, ["tag_count", "tag_le5m", "tag_le60m", "tag_le720m"]] = [5, 0.2, 0.6, 1.0]
+    X.loc[1, ["pool_count", "pool_le5m", "pool_le60m", "pool_le720m"]] = [4, 0.5, 0.75, 1.0]
+    y = np.array([0, 1])
+    with_tag = JobDuration("history_cdf").fit(X, y)
+    np.testing.assert_allclose(with_tag.predict_cdf(X), [[0.2, 0.6, 1.0], [0.2, 0.6, 1.0]])
+    without = JobDuration("history_cdf", history_tag=False).fit(X, y)
+    np.testing.assert_allclose(without.predict_cdf(X), [[0.9, 0.9, 0.9], [0.5, 0.75, 1.0]])
+    # shrinking: without the tag, row 1's estimate is the pool's alone
+    shrunk = JobDuration("history_cdf", history_tag=False, history_shrink=10.0).fit(X, y)
+    np.testing.assert_allclose(shrunk.predict_cdf(X)[1], [0.5, 0.75, 1.0])
+    # stored and loaded with the model (an older model, without the key, keeps the tag)
+    params, boosters = without.to_artifacts()
+    assert JobDuration.from_artifacts(params, boosters).history_tag is False
+    del params["estimator"]["history_tag"]
+    assert JobDuration.from_artifacts(params, boosters).history_tag is True
+    with pytest.raises(ValueError, match="history_tag must be True or False"):
+        JobDuration("history_cdf", history_tag="no").fit(X, y)
+
+
+def _tagged_rows(tag_informative: bool, n: int = 400, seed: int = 0):
+    """Rows whose pool-and-width shares are each job's true chances; the tag level either knows
+    the job's bin (a job name that says what runs) or is noise (names that say nothing)."""
+    rng = np.random.default_rng(seed)
+    col = {c: i for i, c in enumerate(DURATION_FEATURES)}
+    x = np.full((n, len(DURATION_FEATURES)), 0.0)
+    p_short = rng.choice([0.2, 0.8], size=n)  # P(bin 0); otherwise bin 3
+    y = np.where(rng.random(n) < p_short, 0, 3)
+    x[:, col["pool_gpus_count"]] = 40.0
+    for m in ("5", "60", "720"):
+        x[:, col[f"pool_gpus_le{m}m"]] = p_short
+    x[:, col["tag_count"]] = 10.0
+    tag_share = (y == 0).astype(float) * 0.9 + 0.05 if tag_informative else rng.random(n)
+    for m in ("5", "60", "720"):
+        x[:, col[f"tag_le{m}m"]] = tag_share
+    return x, y
+
+
+def test_choose_history_tag_keeps_an_informative_tag_and_drops_noise():
+    """The tag level stays when it scores better on the training rows, goes when it is noise,
+    and a trace without tags keeps the paper's rule (nothing to compare)."""
+    from sia.models.job_duration import choose_history_tag
+
+    keep, rows = choose_history_tag(*_tagged_rows(True))
+    assert keep is True and [r["chosen"] for r in rows] == [True, False]
+    assert rows[0]["brier"] < rows[1]["brier"] and rows[0]["rows_compared"] == 400
+    keep, rows = choose_history_tag(*_tagged_rows(False))
+    assert keep is False and rows[1]["brier"] < rows[0]["brier"]
+    x, y = _tagged_rows(True)
+    x[:, DURATION_FEATURES.index("tag_count")] = np.nan  # no job has a tag
+    keep, rows = choose_history_tag(x, y)
+    assert keep is True and rows[0]["rows_compared"] == 0 and np.isnan(rows[0]["brier"])
+    # too little tag history (below history_min_count) reads the same both ways
+    x[:, DURATION_FEATURES.index("tag_count")] = 2.0
+    assert choose_history_tag(x, y, history_min_count=3)[1][0]["rows_compared"] == 0

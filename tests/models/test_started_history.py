@@ -252,3 +252,53 @@ def test_a_job_duration_registered_before_the_cap_loads_without_it():
     assert JobDuration.from_artifacts(params, boosters).started_cap is True
     del params["estimator"]["started_cap"]  # as stored before the parameter existed
     assert JobDuration.from_artifacts(params, boosters).started_cap is False
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), n=st.integers(1, 25))
+def test_without_the_tag_level_the_chain_is_that_of_untagged_jobs(data, n):
+    """use_tag=False (JobDuration.history_tag False): every job's shares are those of the same
+    jobs with their tags removed, at every step, prior jobs included."""
+    from sia.models.started_history import zero_queue_shares
+
+    submit = np.sort(np.array(data.draw(st.lists(st.integers(0, 30000), min_size=n, max_size=n,
+                                                 unique=True)))) * 2.0
+    duration = np.array(data.draw(st.lists(st.sampled_from([1.0, 301.0, 3601.0, 40001.0]),
+                                           min_size=n, max_size=n)))
+    pool = data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    tag = data.draw(st.lists(st.sampled_from([None, "a", "b"]), min_size=n, max_size=n))
+    frame = pl.DataFrame({"pool": [f"p{p}" for p in pool], "num_gpus": [1] * n,
+                          "submit_time": submit, "duration": duration, "tag": tag})
+    cut = n // 2
+    prior, jobs = frame[:cut], frame[cut:]
+    untagged = frame.with_columns(pl.lit(None, dtype=pl.String).alias("tag"))
+    got = zero_queue_shares(jobs, prior, recent=3, min_known=1, use_tag=False)
+    want = zero_queue_shares(untagged[cut:], untagged[:cut], recent=3, min_known=1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_forecasters_cap_follows_the_models_tag_level():
+    """A JobDuration without the tag level caps by the pool-and-width look-alikes, not the tag's."""
+    from sia.data.windows import DURATION_BIN_EDGES_S
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.forecaster import LearnedForecaster
+    from sia.models.job_duration import JobDuration
+
+    x = np.full((4, len(DURATION_FEATURES)), np.nan)
+    y = np.array([0, 1, 2, 3])
+    # pool 0, 1 GPU, tag 0: three jobs that ran 100 s; tag 1: three still running for days;
+    # job 6 (tag 0, submitted at 1,000 s) asks at 50,000 s
+    view = ReplayView(pool=[0] * 7, gpus=[1] * 7, start=[0.0] * 6 + [1000.0],
+                      duration=[100.0] * 3 + [10**6] * 3 + [10.0], tag=[0, 0, 0, 1, 1, 1, 0])
+    view.now = 50_000.0
+    got = {}
+    for tag in (True, False):
+        model = JobDuration("history_cdf", history_recent=1.0, started_cap=True,
+                            history_tag=tag).fit(x, y)
+        fc = LearnedForecaster({}, duration_model=model)
+        got[tag] = fc.duration_cdf(view, np.array([6]), DURATION_BIN_EDGES_S)
+    # both CDFs are 1 (at 1,000 s the three 100 s jobs are the only finished look-alikes);
+    # with the tag, job 6's chain starts at tag 0: jobs 0-2 and itself, all known to fit 5 min
+    np.testing.assert_allclose(got[True], [[1.0, 1.0, 1.0]])
+    # without it, pool and width: those four fit, jobs 3-5 have run past 12 h: 4 of 7
+    np.testing.assert_allclose(got[False], [[4 / 7, 4 / 7, 4 / 7]])

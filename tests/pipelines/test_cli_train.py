@@ -450,3 +450,39 @@ def test_the_lending_report_caps_the_registered_cdf_as_the_scheduler_does():
         # the pool's shares say "fits" (NaN counts: the fallback step of bin 0 = 1, 1, 1);
         # known at 5,000 s: a-c fit every edge, d-f ran past 5 min and 1 h, 12 h unknown
         np.testing.assert_allclose(_served_cdf(model, x, zq, split), want)
+
+
+def test_job_duration_drops_a_tag_that_says_nothing_and_keeps_one_that_names_the_job():
+    """`sia train`'s history_cdf chooses its look-alike levels on the training rows and reports
+    the comparison (job_duration_levels). Two pools, one of short jobs and one of long ones:
+    tags drawn at random across both say less than the pool does and are dropped; tags that
+    name the kind of job (each pool runs two kinds) say more, and are kept."""
+    from sia.models.split import TimeSplit
+    from sia.pipelines.train import fit_job_duration
+
+    rng = np.random.default_rng(0)
+    n = 800
+    pool = rng.choice(["short", "long"], size=n)
+    kind = rng.integers(0, 2, size=n)
+    # short pool: kind 0 runs 1 min, kind 1 runs 30 min; long pool: 3 h or 20 h (with noise)
+    base = np.where(pool == "short", np.where(kind == 0, 60.0, 1800.0),
+                    np.where(kind == 0, 3 * 3600.0, 20 * 3600.0))
+    schedule = pl.DataFrame({
+        "job_id": [f"j{i}" for i in range(n)], "pool": pool, "num_gpus": [1] * n,
+        "submit_time": np.sort(rng.uniform(0.0, 4 * 86400.0, size=n)),
+        "duration": base * rng.uniform(0.8, 1.2, size=n)})
+    split = TimeSplit(train_start=0.0, train_end=3 * 86400.0, val_end=4 * 86400.0,
+                      active_start=0.0, how="test")
+    config = TrainConfig(**SMALL)
+    cases = {"none": None, "noise": [f"job{i}" for i in rng.integers(0, 4, n)],
+             "names": [f"{p}-kind{k}" for p, k in zip(pool, kind, strict=True)]}
+    chosen = {}
+    for name, tags in cases.items():
+        s = schedule if tags is None else schedule.with_columns(pl.Series("tag", tags))
+        model, tables = fit_job_duration(s, split, config)
+        levels = tables["job_duration_levels"]
+        assert levels["chosen"].sum() == 1
+        assert levels.filter(pl.col("chosen"))["levels"][0] == (
+            "tag, pool_gpus, pool" if model.history_tag else "pool_gpus, pool")
+        chosen[name] = model.history_tag
+    assert chosen == {"none": True, "noise": False, "names": True}
