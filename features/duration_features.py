@@ -67,17 +67,21 @@ HISTORY_COLUMNS: list[str] = [f"{lv}_{s}" for lv in LEVELS for s in _STATS]
 DURATION_FEATURES: list[str] = HISTORY_COLUMNS + BURST_COLUMNS + CALENDAR_COLUMNS
 
 _EDGES = tuple(float(e) for e in DURATION_BIN_EDGES_S)
+_N_EDGES = len(_EDGES)
 _DAY_S = 86400.0
 _NAN = float("nan")
 _EMPTY = (0.0, *([_NAN] * (len(_STATS) - 1)))
+#: log2 of each GPU count met so far (``submit``'s ``log2_gpus``, one numpy call per count)
+_LOG2: dict[int, float] = {}
 
 
 class _Group:
     """The finished durations of one group, sorted, with the last one finished.
 
-    ``recent`` holds which bin edges each of the last :data:`RECENT_JOBS`
-    durations fits (in finishing order) and ``fit_recent`` their counts per
-    edge, kept up to date in O(1) per finished job. ``cached`` holds the
+    ``recent`` holds, for each of the last :data:`RECENT_JOBS` durations (in
+    finishing order), how many bin edges lie below it (it fits the others)
+    and ``fit_recent`` the counts of them fitting each edge, kept up to date
+    in O(1) per finished job. ``cached`` holds the
     last :meth:`stats` until the next finished job (a pool's group answers
     every submission to the pool, and most come between two completions).
     """
@@ -87,7 +91,7 @@ class _Group:
     def __init__(self) -> None:
         self.values: list[float] = []
         self.last = _NAN
-        self.recent: deque[tuple[bool, ...]] = deque()
+        self.recent: deque[int] = deque()
         self.fit_recent = [0] * len(_EDGES)
         self.cached: tuple[float, ...] | None = None
 
@@ -109,14 +113,15 @@ class _Group:
             self._push_recent(d)
 
     def _push_recent(self, d: float) -> None:
-        fits = tuple(d <= e for e in _EDGES)
+        # d fits edges[b:] (d <= edge), b = the number of edges below d (all: NaN fits none)
+        b = bisect_left(_EDGES, d) if d <= _EDGES[-1] else _N_EDGES
         recent, counts = self.recent, self.fit_recent
         if len(recent) == RECENT_JOBS:
-            for b, f in enumerate(recent.popleft()):
-                counts[b] -= f
-        recent.append(fits)
-        for b, f in enumerate(fits):
-            counts[b] += f
+            for i in range(recent.popleft(), _N_EDGES):
+                counts[i] -= 1
+        recent.append(b)
+        for i in range(b, _N_EDGES):
+            counts[i] += 1
 
     def stats(self) -> tuple[float, ...]:
         """Return (count, median, q90, last, le5m, le60m, le720m, recent_le5m, ..._le720m)."""
@@ -201,7 +206,10 @@ class SubmissionFeatures:
         row.append(float(n - bisect_left(subs, t - 3600.0)))
         row.append(float(len(width) - bisect_left(width, t - 3600.0)))
         row.append(t - subs[-1] if n else _NAN)
-        row.append(float(np.log2(max(gpus, 1))))
+        log2 = _LOG2.get(gpus)
+        if log2 is None:
+            log2 = _LOG2[gpus] = float(np.log2(max(gpus, 1)))
+        row.append(log2)
         row.append((t % _DAY_S) / 3600.0)
         row.append(float(int(t // _DAY_S) % 7))
         subs.append(t)

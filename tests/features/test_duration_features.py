@@ -284,3 +284,25 @@ def test_kth_smallest_of_slices_equals_sorting_them(values, data):
     got = kth.query(np.array(lo), np.array(hi), np.array(k))
     want = [np.sort(v[a:b])[j] for a, b, j in zip(lo, hi, k, strict=True)]
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0.5, 300.0, 300.5, 3600.0, 3600.5, 43200.0, 43200.5, 1e6,
+                                 float("nan"), float("inf")]), max_size=30),
+       st.integers(1, 4))
+def test_a_groups_recent_shares_are_counted_over_its_last_durations(durations, recent):
+    """The incremental counts of the last RECENT_JOBS durations fitting each edge (d <= edge;
+    NaN fits none) equal counting them again, edges themselves included."""
+    import sia.features.duration_features as df
+
+    old = df.RECENT_JOBS
+    df.RECENT_JOBS = recent
+    try:
+        group = df._Group()
+        for i, d in enumerate(durations):
+            group.add(d)
+            last = durations[max(0, i + 1 - recent):i + 1]
+            want = [sum(x <= e for x in last) / len(last) for e in df._EDGES]
+            assert list(group.stats()[-len(df._EDGES):]) == want, (durations[:i + 1], recent)
+    finally:
+        df.RECENT_JOBS = old
