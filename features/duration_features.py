@@ -1,10 +1,11 @@
 """JobDuration features: what is known about a job when it is submitted (DESIGN.md 5.3).
 
-One incremental builder, :class:`SubmissionFeatures`, makes the features both
-offline (training: :func:`submission_features` replays a schedule's
-completions and submissions in time order) and online (the scheduler's
-forecaster feeds it the simulator's completions and arrivals), so training
-and serving compute the same numbers by construction.
+An incremental builder, :class:`SubmissionFeatures`, makes them online (the
+scheduler's forecaster feeds it the simulator's completions and arrivals);
+offline (training) :func:`submission_features` computes the same numbers for
+a whole schedule at once, as feeding the builder its completions and
+submissions in time order would (the tests hold the two to bit equality,
+ties included), so training and serving compute the same numbers.
 
 For a job submitted at t, with the history = the jobs *finished* by t
 (``end_time <= t``; a job ending exactly at t counts), the columns are:
@@ -66,17 +67,21 @@ HISTORY_COLUMNS: list[str] = [f"{lv}_{s}" for lv in LEVELS for s in _STATS]
 DURATION_FEATURES: list[str] = HISTORY_COLUMNS + BURST_COLUMNS + CALENDAR_COLUMNS
 
 _EDGES = tuple(float(e) for e in DURATION_BIN_EDGES_S)
+_N_EDGES = len(_EDGES)
 _DAY_S = 86400.0
 _NAN = float("nan")
 _EMPTY = (0.0, *([_NAN] * (len(_STATS) - 1)))
+#: log2 of each GPU count met so far (``submit``'s ``log2_gpus``, one numpy call per count)
+_LOG2: dict[int, float] = {}
 
 
 class _Group:
     """The finished durations of one group, sorted, with the last one finished.
 
-    ``recent`` holds which bin edges each of the last :data:`RECENT_JOBS`
-    durations fits (in finishing order) and ``fit_recent`` their counts per
-    edge, kept up to date in O(1) per finished job. ``cached`` holds the
+    ``recent`` holds, for each of the last :data:`RECENT_JOBS` durations (in
+    finishing order), how many bin edges lie below it (it fits the others)
+    and ``fit_recent`` the counts of them fitting each edge, kept up to date
+    in O(1) per finished job. ``cached`` holds the
     last :meth:`stats` until the next finished job (a pool's group answers
     every submission to the pool, and most come between two completions).
     """
@@ -86,7 +91,7 @@ class _Group:
     def __init__(self) -> None:
         self.values: list[float] = []
         self.last = _NAN
-        self.recent: deque[tuple[bool, ...]] = deque()
+        self.recent: deque[int] = deque()
         self.fit_recent = [0] * len(_EDGES)
         self.cached: tuple[float, ...] | None = None
 
@@ -108,14 +113,15 @@ class _Group:
             self._push_recent(d)
 
     def _push_recent(self, d: float) -> None:
-        fits = tuple(d <= e for e in _EDGES)
+        # d fits edges[b:] (d <= edge), b = the number of edges below d (all: NaN fits none)
+        b = bisect_left(_EDGES, d) if d <= _EDGES[-1] else _N_EDGES
         recent, counts = self.recent, self.fit_recent
         if len(recent) == RECENT_JOBS:
-            for b, f in enumerate(recent.popleft()):
-                counts[b] -= f
-        recent.append(fits)
-        for b, f in enumerate(fits):
-            counts[b] += f
+            for i in range(recent.popleft(), _N_EDGES):
+                counts[i] -= 1
+        recent.append(b)
+        for i in range(b, _N_EDGES):
+            counts[i] += 1
 
     def stats(self) -> tuple[float, ...]:
         """Return (count, median, q90, last, le5m, le60m, le720m, recent_le5m, ..._le720m)."""
@@ -200,7 +206,10 @@ class SubmissionFeatures:
         row.append(float(n - bisect_left(subs, t - 3600.0)))
         row.append(float(len(width) - bisect_left(width, t - 3600.0)))
         row.append(t - subs[-1] if n else _NAN)
-        row.append(float(np.log2(max(gpus, 1))))
+        log2 = _LOG2.get(gpus)
+        if log2 is None:
+            log2 = _LOG2[gpus] = float(np.log2(max(gpus, 1)))
+        row.append(log2)
         row.append((t % _DAY_S) / 3600.0)
         row.append(float(int(t // _DAY_S) % 7))
         subs.append(t)
@@ -213,15 +222,107 @@ def _keys(col: pl.Series) -> list:
     return [None if v is None or v == "" else v for v in col.to_list()]
 
 
+def _codes(keys: list) -> np.ndarray:
+    """Return an int code per key, by first appearance (-1 for None: no group)."""
+    seen: dict[Hashable, int] = {}
+    return np.fromiter((-1 if k is None else seen.setdefault(k, len(seen)) for k in keys),
+                       dtype=np.int64, count=len(keys))
+
+
+class _KthSmallest:
+    """k-th smallest of a slice of an int sequence, many slices at once (a wavelet matrix).
+
+    Per bit, from the highest, the sequence is stably split by that bit (zeros first) and the
+    prefix counts of zeros are kept; a query follows its slice down the bits, all queries in
+    one numpy step per bit.
+    """
+
+    def __init__(self, values: np.ndarray):
+        self.bits = max(1, int(values.max(initial=0)).bit_length())
+        self.zeros: list[np.ndarray] = []
+        cur = values.astype(np.int64)
+        for b in reversed(range(self.bits)):
+            one = ((cur >> b) & 1).astype(bool)
+            self.zeros.append(np.concatenate([[0], np.cumsum(~one)]))
+            cur = np.concatenate([cur[~one], cur[one]])
+
+    def query(self, lo: np.ndarray, hi: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Return the k-th smallest (0-based) of ``values[lo:hi]``, per query (0 <= k < hi - lo)."""
+        lo, hi, k = lo.copy(), hi.copy(), k.copy()
+        out = np.zeros(lo.size, dtype=np.int64)
+        for level, b in enumerate(reversed(range(self.bits))):
+            zeros = self.zeros[level]
+            z_lo, z_hi = zeros[lo], zeros[hi]
+            n_zero = z_hi - z_lo
+            left = k < n_zero
+            total = zeros[-1]
+            lo = np.where(left, z_lo, total + lo - z_lo)
+            hi = np.where(left, z_hi, total + hi - z_hi)
+            k = np.where(left, k, k - n_zero)
+            out |= (~left).astype(np.int64) << b
+        return out
+
+
+def _history_stats(group: np.ndarray, dur: np.ndarray, end: np.ndarray,
+                   sub: np.ndarray) -> np.ndarray:
+    """Return [jobs, len(_STATS)]: per job, its group's stats (:meth:`_Group.stats`) over the
+    group's jobs finished by its submission (``end <= sub``), in finishing order (end, row).
+
+    ``group``: an int code per job (-1: no group: count 0, the rest NaN).
+    """
+    n = group.size
+    out = np.tile(np.asarray(_EMPTY, dtype=np.float64), (n, 1))
+    fin = np.flatnonzero((group >= 0) & np.isfinite(end))
+    fin = fin[np.lexsort((fin, end[fin], group[fin]))]  # by group, then finishing order
+    ask = np.flatnonzero(group >= 0)
+    if fin.size == 0 or ask.size == 0:
+        return out
+    g, d = group[fin], dur[fin]
+    # (group, time) as one exact int64 key: times by their rank among every time compared
+    times, rank = np.unique(np.concatenate([end[fin], sub[ask]]), return_inverse=True)
+    width = np.int64(times.size + 1)
+    first = np.searchsorted(g, group[ask], side="left")
+    stop = np.searchsorted(g * width + rank[:fin.size], group[ask] * width + rank[fin.size:],
+                           side="right")
+    has = stop > first
+    ask, first, stop = ask[has], first[has], stop[has]
+    count = stop - first
+    # order statistics of the finished durations (as _Group._stats reads its sorted list)
+    values, value_rank = np.unique(d, return_inverse=True)
+    kth = _KthSmallest(value_rank)
+
+    def nth(k: np.ndarray) -> np.ndarray:
+        return values[kth.query(first, stop, np.minimum(k, count - 1))]
+
+    h = count // 2
+    v_h = nth(h)
+    med = np.where(count % 2 == 1, v_h, (nth(np.maximum(h - 1, 0)) + v_h) / 2.0)
+    pos = 0.9 * (count - 1).astype(np.float64)
+    i = pos.astype(np.int64)
+    v_i = nth(i)
+    q90 = np.where(i + 1 >= count, v_i, v_i + (nth(i + 1) - v_i) * (pos - i))
+    recent = np.minimum(count, RECENT_JOBS)
+    le, le_recent = [], []
+    for e in _EDGES:
+        fits = np.concatenate([[0], np.cumsum(d <= e)])
+        le.append((fits[stop] - fits[first]) / count)
+        le_recent.append((fits[stop] - fits[stop - recent]) / recent)
+    out[ask] = np.column_stack([count.astype(np.float64), med, q90, d[stop - 1],
+                                *le, *le_recent])
+    return out
+
+
 def submission_features(schedule: pl.DataFrame) -> pl.DataFrame:
     """Return ``job_id`` and the :data:`DURATION_FEATURES` of every job of ``schedule``.
 
     ``schedule`` has ``job_id``, ``pool``, ``submit_time``, ``num_gpus``,
     ``duration`` and ``end_time`` (a replay, e.g. FCFS; jobs without an end
-    never complete), and optionally ``tag`` / ``user``. Completions and
-    submissions are replayed in time order (completions first at equal
-    times; submissions in (submit_time, job_id) order), so each row uses only
-    jobs finished by its submission. Rows are in (submit_time, job_id) order.
+    never complete), and optionally ``tag`` / ``user``. Each row uses only
+    jobs finished by its submission (``end_time <= submit_time``) and
+    submitted before it; rows are in (submit_time, job_id) order. The same
+    numbers as feeding :class:`SubmissionFeatures` the completions and
+    submissions in time order (completions first at equal times; submissions
+    in row order), computed for all jobs at once.
     """
     needed = ("job_id", "pool", "submit_time", "num_gpus", "duration", "end_time")
     missing = [c for c in needed if c not in schedule.columns]
@@ -230,26 +331,43 @@ def submission_features(schedule: pl.DataFrame) -> pl.DataFrame:
                          "(a replay with end_time, e.g. the FCFS schedule)")
     s = schedule.sort("submit_time", "job_id")
     n = s.height
-    tag = _keys(s["tag"]) if "tag" in s.columns else [None] * n
-    user = _keys(s["user"]) if "user" in s.columns else [None] * n
-    pool = s["pool"].to_list()
-    gpus = s["num_gpus"].to_list()
-    dur = s["duration"].to_list()
+    none = [None] * n
+    pool_keys = s["pool"].to_list()
+    gpus = s["num_gpus"].to_numpy().astype(np.int64)
+    pool = _codes(pool_keys)
+    pool_gpus = _codes(list(zip(pool.tolist(), gpus.tolist(), strict=True)))
+    levels = (_codes(_keys(s["tag"]) if "tag" in s.columns else none),
+              _codes(_keys(s["user"]) if "user" in s.columns else none), pool_gpus, pool)
+    dur = s["duration"].cast(pl.Float64).to_numpy()
     sub = s["submit_time"].to_numpy().astype(np.float64)
     end = s["end_time"].fill_null(np.inf).fill_nan(np.inf).to_numpy().astype(np.float64)
-    # events: completions (kind 0) before submissions (kind 1) at equal times
-    times = np.concatenate([end, sub])
-    kinds = np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)])
-    idx = np.concatenate([np.arange(n), np.arange(n)])
-    finite = np.isfinite(times)
-    order = np.lexsort((idx[finite], kinds[finite], times[finite]))
-    ev_t, ev_k, ev_i = times[finite][order], kinds[finite][order], idx[finite][order]
-    builder = SubmissionFeatures()
-    out = np.empty((n, len(DURATION_FEATURES)), dtype=np.float64)
-    for t, k, i in zip(ev_t.tolist(), ev_k.tolist(), ev_i.tolist(), strict=True):
-        if k == 0:
-            builder.complete(tag[i], user[i], pool[i], gpus[i], dur[i])
-        else:
-            out[i] = builder.submit(t, tag[i], user[i], pool[i], gpus[i])
+    history = [_history_stats(g, dur, end, sub) for g in levels]
+    # burst context: each job's earlier submissions to its pool (and of its width), row order
+    row = np.arange(n)
+    by_pool = np.lexsort((row, pool))
+    by_width = np.lexsort((row, pool_gpus))
+
+    def since(by: np.ndarray, codes: np.ndarray, back_s: float) -> np.ndarray:
+        """Per job, its group's earlier submissions at or after ``sub - back_s``."""
+        g, t = codes[by], sub[by]
+        first = np.searchsorted(g, g, side="left")
+        times, rank = np.unique(np.concatenate([t, t - back_s]), return_inverse=True)
+        width = np.int64(times.size + 1)
+        lo = np.searchsorted(g * width + rank[:n], g * width + rank[n:], side="left")
+        out = np.empty(n)
+        out[by] = (np.arange(n) - np.maximum(lo, first)).astype(np.float64)
+        return out
+
+    g_pool = pool[by_pool]
+    prev = np.full(n, np.nan)
+    later = np.flatnonzero(g_pool[1:] == g_pool[:-1]) + 1
+    prev[by_pool[later]] = sub[by_pool[later]] - sub[by_pool[later - 1]]
+    log2 = {w: float(np.log2(max(w, 1))) for w in set(gpus.tolist())}
+    burst = [since(by_pool, pool, 300.0), since(by_pool, pool, 3600.0),
+             since(by_width, pool_gpus, 3600.0), prev,
+             np.array([log2[w] for w in gpus.tolist()], dtype=np.float64)]
+    calendar = [(sub % _DAY_S) / 3600.0, ((sub // _DAY_S).astype(np.int64) % 7).astype(np.float64)]
+    out = np.column_stack([*history, *burst, *calendar]) if n else \
+        np.empty((0, len(DURATION_FEATURES)), dtype=np.float64)
     frame = pl.DataFrame(out, schema=DURATION_FEATURES, orient="row")
     return frame.insert_column(0, s["job_id"])

@@ -244,64 +244,6 @@ def cap_cdf(cdf: np.ndarray, share: np.ndarray) -> np.ndarray:
     return np.minimum.accumulate(capped[:, ::-1], axis=1)[:, ::-1]
 
 
-class _ZeroQueueView:
-    """The view a replay with no queue gives at ``now``: every job runs from its submission
-    (``start = submit``, ``end = submit + duration``); jobs submitted at ``now`` have not started.
-    Just what :class:`StartedLookAlikes` reads (:func:`zero_queue_shares`), each answer
-    computed once per ``now``."""
-
-    def __init__(self, trace: Any):
-        self.trace = trace
-        self._end = trace.submit + trace.duration
-        order = np.lexsort((np.arange(trace.n_jobs), self._end, trace.pool))  # per pool, by end
-        self._by_pool_end = order
-        self._first = np.searchsorted(trace.pool[order], np.arange(trace.n_pools + 1))
-        # one sorted key per job: its pool's block, then its end within the block
-        self._span = float(np.max(self._end, initial=0.0)) + 1.0
-        self._keys = trace.pool[order] * self._span + self._end[order]
-        self._now = np.nan
-        self.now = 0.0
-
-    @property
-    def now(self) -> float:
-        return self._now
-
-    @now.setter
-    def now(self, t: float) -> None:
-        if t == self._now:
-            return
-        self._now = t
-        self._arrived = int(np.searchsorted(self.trace.submit, t, side="left"))
-        self._running = np.flatnonzero(self._end[:self._arrived] > t)
-        pools = np.arange(self.trace.n_pools)
-        self._done = np.searchsorted(self._keys, pools * self._span + t, side="right") - \
-            self._first[:-1]
-
-    @property
-    def n_arrived(self) -> int:
-        return self._arrived
-
-    def running(self) -> Any:
-        from types import SimpleNamespace
-
-        run = self._running
-        return SimpleNamespace(job=run, pool=self.trace.pool[run], start=self.trace.submit[run])
-
-    @property
-    def n_running(self) -> int:
-        return int(self._running.size)
-
-    def n_completed(self, p: int) -> int:
-        return int(self._done[p])
-
-    def completions(self, p: int) -> np.ndarray:
-        return self._end[self.completed_jobs(p)]
-
-    def completed_jobs(self, p: int) -> np.ndarray:
-        lo = int(self._first[p])
-        return self._by_pool_end[lo:lo + int(self._done[p])]
-
-
 def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.0, 43200.0),
                       *, recent: int = RECENT_STARTED, min_known: int = 3,
                       use_tag: bool = True) -> np.ndarray:
@@ -312,38 +254,100 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
     ``jobs``: a frame (``pool``, ``num_gpus``, ``submit_time``, ``duration`` > 0, optional
     ``tag``); ``prior``: the jobs before them (as :class:`StartedLookAlikes`'s). Rows in
     ``jobs``' order. ``use_tag``: as :class:`StartedLookAlikes`'s.
+
+    The numbers :class:`StartedLookAlikes` gives when a replay with no queue asks it for the jobs
+    submitted at each instant (every job runs from its submission to submission + duration),
+    computed for all jobs at once: per level, each job's window of its group's last ``recent``
+    starts is a slice of the group's starts in the order the replay pushes them (the prior jobs
+    by start, then the jobs by submission, those of one instant by their start as the replay
+    records it, then row).
     """
     import polars as pl
 
+    if recent < 1 or min_known < 1:
+        raise ValueError(f"recent and min_known must be >= 1, not {recent}, {min_known}")
     order = np.argsort(jobs["submit_time"].to_numpy(), kind="stable")
     s = jobs[order]
+    n = s.height
+    edges = np.asarray(edges_s, dtype=np.float64)
+    if n == 0:
+        return np.full((0, edges.size), np.nan)
     names = tuple(sorted(set(s["pool"].cast(pl.String).to_list())))
-    index = {n: i for i, n in enumerate(names)}
-    tags = s["tag"].to_list() if "tag" in s.columns else [None] * s.height
+    index = {nm: i for i, nm in enumerate(names)}
+    tags = s["tag"].to_list() if "tag" in s.columns and use_tag else [None] * n
     codes: dict[Any, int] = {}
     tag_code = np.array([-1 if t is None or t == "" else codes.setdefault(t, len(codes))
                          for t in tags], dtype=np.int64)
     from types import SimpleNamespace
 
+    from sia.models.job_duration import prior_jobs
+
     trace = SimpleNamespace(
-        n_jobs=s.height, n_pools=len(names), pool_names=names, speedup=1.0,
-        pool=np.array([index[p] for p in s["pool"].cast(pl.String).to_list()], dtype=np.int64),
-        num_gpus=s["num_gpus"].to_numpy().astype(np.int64), tag_code=tag_code,
+        n_jobs=n, n_pools=len(names), pool_names=names,
         tag=np.array([None if c < 0 else t for t, c in zip(tags, tag_code, strict=True)],
-                     dtype=object),
-        submit=s["submit_time"].to_numpy().astype(np.float64),
-        duration=s["duration"].to_numpy().astype(np.float64))
-    view = _ZeroQueueView(trace)
-    looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior, use_tag=use_tag)
-    edges = np.asarray(edges_s, dtype=np.float64)
-    out = np.full((s.height, edges.size), np.nan)
-    at = trace.submit
-    lo = 0
-    while lo < s.height:  # the jobs submitted at one instant, asked together
-        hi = int(np.searchsorted(at, at[lo], side="right"))
-        view.now = float(at[lo])
-        out[lo:hi] = looks.share_within(view, np.arange(lo, hi), edges)
-        lo = hi
+                     dtype=object), tag_code=tag_code)
+    pool = np.array([index[p] for p in s["pool"].cast(pl.String).to_list()], dtype=np.int64)
+    gpus = s["num_gpus"].to_numpy().astype(np.int64)
+    submit = s["submit_time"].to_numpy().astype(np.float64)
+    dur = s["duration"].to_numpy().astype(np.float64)
+    before = prior_jobs(prior, trace)
+    m = len(before)
+    p_tag, p_pool, p_gpus, p_submit, p_dur = (
+        np.array([r[c] for r in before], dtype=np.int64 if c < 3 else np.float64)
+        for c in range(5))
+    if not use_tag:
+        p_tag = np.full(m, -1, dtype=np.int64)
+    # push order: prior jobs by start (stable), then the jobs of each instant when the replay
+    # first sees them started: at the next instant, those ended by then with start end - d
+    nxt = np.append(submit, np.inf)[np.searchsorted(submit, submit, side="right")]
+    ended = submit + dur <= nxt
+    seen_start = np.where(ended, (submit + dur) - dur, submit)
+    trace_rank = np.lexsort((np.arange(n), seen_start, submit))
+    # every entry (prior, then jobs), with its push rank, start, end, duration
+    e_start = np.concatenate([p_submit, submit])
+    e_end = np.concatenate([p_submit + p_dur, submit + dur])
+    e_dur = np.concatenate([p_dur, dur])
+    rank = np.empty(m + n, dtype=np.int64)
+    rank[:m][np.argsort(p_submit, kind="stable")] = np.arange(m)
+    rank[m + trace_rank] = m + np.arange(n)
+    # the time from which an entry is in its group's window: prior ones always, jobs once past
+    e_from = np.concatenate([np.full(m, -np.inf), submit])
+    e_pool, e_gpus = np.concatenate([p_pool, pool]), np.concatenate([p_gpus, gpus])
+    e_tag = np.concatenate([p_tag, tag_code])
+    span = int(max(e_gpus.max(initial=0), gpus.max(initial=0))) + 1
+    levels = [(e_tag, tag_code, e_tag >= 0, tag_code >= 0, min_known),
+              (e_pool * span + e_gpus, pool * span + gpus, np.ones(m + n, bool),
+               np.ones(n, bool), min_known),
+              (e_pool, pool, np.ones(m + n, bool), np.ones(n, bool), 1)]
+    # integer time ranks so (group, time) compares exactly as one int64 key
+    times, inv = np.unique(np.concatenate([e_from, submit]), return_inverse=True)
+    t_rank, q_rank = inv[:m + n], inv[m + n:]
+    width = np.int64(times.size + 1)
+    out = np.full((n, edges.size), np.nan)
+    slot = np.arange(recent)
+    for e_group, q_group, e_in, q_in, need in levels:
+        ent = np.flatnonzero(e_in)
+        ent = ent[np.lexsort((rank[ent], e_group[ent]))]  # by group, then push order
+        key = e_group[ent] * width + t_rank[ent]
+        qs = np.flatnonzero(q_in)
+        if ent.size == 0 or qs.size == 0:
+            continue
+        first = np.searchsorted(e_group[ent], q_group[qs], side="left")
+        stop = np.searchsorted(key, q_group[qs] * width + q_rank[qs], side="left")
+        pos = stop[:, None] - recent + slot[None, :]  # [queries, recent]
+        valid = pos >= first[:, None]
+        idx = ent[np.clip(pos, 0, ent.size - 1)]
+        now = submit[qs][:, None]
+        done = e_end[idx] <= now
+        ran = np.where(done, e_dur[idx], now - e_start[idx])[:, :, None]
+        fits = (valid & done)[:, :, None] & (ran <= edges)
+        known = fits | (valid[:, :, None] & (ran > edges))
+        n_known = known.sum(axis=1)
+        share = np.where(n_known >= need, fits.sum(axis=1) / np.maximum(n_known, 1), np.nan)
+        rows = out[qs]
+        gap = np.isnan(rows)
+        rows[gap] = share[gap]
+        out[qs] = rows
     back = np.empty_like(out)
     back[order] = out
     return back

@@ -85,5 +85,15 @@ if __name__ == "__main__":
 
 
 def run() -> None:
-    """Console-script entry point: exit with :func:`main`'s code."""
-    sys.exit(main())
+    """Console-script entry point: exit with :func:`main`'s code.
+
+    Before exiting, every object still alive is frozen (``gc.freeze``): the interpreter's exit
+    otherwise runs full garbage collections over all of them (MLflow, scikit-learn, the
+    trace), about 2 s of a 14 s ``sia train``, for memory the OS frees anyway. Exit handlers
+    still run and open files are still flushed; only the collector's walks are skipped.
+    """
+    code = main()
+    import gc
+
+    gc.freeze()
+    sys.exit(code)

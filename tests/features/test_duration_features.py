@@ -174,3 +174,135 @@ def test_bulk_completions_equal_one_by_one(jobs, recent):
             np.testing.assert_array_equal(one.submit(1e9, *key), bulk.submit(1e9, *key))
     finally:
         df.RECENT_JOBS = old
+
+
+def _fed_one_by_one(s: pl.DataFrame) -> np.ndarray:
+    """The definition: SubmissionFeatures fed the completions and submissions one event at a
+    time (completions first at equal times, then by row), rows in (submit_time, job_id) order."""
+    import sia.features.duration_features as df
+
+    s = s.sort("submit_time", "job_id")
+    n = s.height
+    keys = {c: ([None if v is None or v == "" else v for v in s[c].to_list()]
+                if c in s.columns else [None] * n) for c in ("tag", "user")}
+    end = s["end_time"].fill_null(np.inf).fill_nan(np.inf).to_list()
+    events = sorted([(e, 0, i) for i, e in enumerate(end) if np.isfinite(e)]
+                    + [(t, 1, i) for i, t in enumerate(s["submit_time"].to_list())])
+    builder = df.SubmissionFeatures()
+    out = np.full((n, len(DURATION_FEATURES)), np.nan)
+    pool, gpus, dur = s["pool"].to_list(), s["num_gpus"].to_list(), s["duration"].to_list()
+    for t, kind, i in events:
+        args = (keys["tag"][i], keys["user"][i], pool[i], gpus[i])
+        if kind == 0:
+            builder.complete(*args, dur[i])
+        else:
+            out[i] = builder.submit(t, *args)
+    return out
+
+
+def test_batch_rows_by_hand_ties_missing_ends_and_empty_keys():
+    """Two jobs end exactly at a third's submission (both count); one never ends; an empty tag
+    is no tag; the median of an even count is the mean of the middle two."""
+    s = schedule([
+        {"id": "a", "submit": 0, "start": 0, "end": 100, "gpus": 1, "tag": "x"},
+        {"id": "b", "submit": 0, "start": 0, "end": 100.5, "gpus": 1, "tag": ""},
+        {"id": "c", "submit": 100.5, "start": 100.5, "end": 200, "gpus": 1, "tag": "x"},
+        {"id": "d", "submit": 100.5, "start": 100.5, "end": 10**6, "gpus": 2},
+        {"id": "e", "submit": 5000, "start": 5000, "end": 5001, "gpus": 1},
+    ]).with_columns(end_time=pl.when(pl.col("job_id") == "d").then(None)
+                    .otherwise(pl.col("end_time")))
+    f = submission_features(s)
+    c = _row(f, "c")
+    assert c["pool_count"] == 2 and c["pool_median_s"] == 100.25 and c["pool_last_s"] == 100.5
+    assert c["tag_count"] == 1 and c["tag_q90_s"] == 100.0  # b's empty tag is no tag
+    assert c["pool_subs_5m"] == 2 and c["since_pool_sub_s"] == 100.5
+    d = _row(f, "d")  # submitted with c, after it in row order: c is one of its earlier ones
+    assert d["pool_subs_5m"] == 3 and d["since_pool_sub_s"] == 0.0
+    assert d["pool_same_width_60m"] == 0 and d["log2_gpus"] == 1.0
+    assert np.isnan(d["tag_median_s"]) and d["tag_count"] == 0
+    e = _row(f, "e")  # d never ends: a, b, c finished
+    assert e["pool_count"] == 3 and e["pool_median_s"] == 100.0 and e["pool_last_s"] == 99.5
+    # 99.5, 100, 100.5: the 90th percentile is at 0.9 * 2 = 1.8, between 100 and 100.5
+    assert e["pool_q90_s"] == 100.0 + (100.5 - 100.0) * (0.9 * 2 - 1) and e["pool_le5m"] == 1.0
+    np.testing.assert_array_equal(f.select(DURATION_FEATURES).to_numpy(), _fed_one_by_one(s))
+
+
+@st.composite
+def tied_schedules(draw):
+    """Schedules with many ties: shared submissions, ends on submissions, missing ends."""
+    n = draw(st.integers(1, 40))
+    times = st.sampled_from([0.0, 0.5, 300.0, 300.5, 3600.0, 3900.0, 86400.0, 90000.0])
+    rows = []
+    for i in range(n):
+        submit = draw(times)
+        wait = draw(st.sampled_from([0.0, 0.5, 299.5, 3300.0]))
+        dur = draw(st.sampled_from([0.5, 1.0, 299.5, 300.0, 300.5, 3600.0, 43200.0, 50000.0]))
+        rows.append({"id": f"j{draw(st.integers(0, 10**6)):07d}-{i}",
+                     "pool": draw(st.sampled_from(["p", "q"])), "submit": submit,
+                     "start": submit + wait, "end": submit + wait + dur,
+                     "gpus": draw(st.sampled_from([1, 2, 3])),
+                     "tag": draw(st.sampled_from([None, "", "t1", "t2"]))})
+    s = schedule(rows)
+    users = draw(st.lists(st.sampled_from([None, "", "u1", "u2"]), min_size=n, max_size=n))
+    lost = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return s.with_columns(user=pl.Series(users, dtype=pl.String),
+                          end_time=pl.when(pl.Series(lost)).then(None)
+                          .otherwise(pl.col("end_time")))
+
+
+@settings(max_examples=150, deadline=None)
+@given(tied_schedules(), st.integers(1, 6))
+def test_batch_rows_equal_the_builder_fed_one_event_at_a_time(s, recent):
+    """submission_features computes all rows at once; the builder one event at a time: the
+    same floats, bit for bit, any ties, any recent window."""
+    import sia.features.duration_features as df
+
+    old = df.RECENT_JOBS
+    df.RECENT_JOBS = recent
+    try:
+        got = submission_features(s.sample(fraction=1.0, shuffle=True, seed=1))
+        want = _fed_one_by_one(s)
+    finally:
+        df.RECENT_JOBS = old
+    assert got["job_id"].to_list() == s.sort("submit_time", "job_id")["job_id"].to_list()
+    np.testing.assert_array_equal(got.select(DURATION_FEATURES).to_numpy(), want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=80), st.data())
+def test_kth_smallest_of_slices_equals_sorting_them(values, data):
+    from sia.features.duration_features import _KthSmallest
+
+    v = np.array(values)
+    kth = _KthSmallest(v)
+    queries = data.draw(st.lists(st.tuples(st.integers(0, v.size - 1), st.integers(1, v.size),
+                                           st.integers(0, v.size)), min_size=1, max_size=20))
+    lo, hi, k = [], [], []
+    for a, length, j in queries:
+        b = min(v.size, a + length)
+        lo.append(a), hi.append(b), k.append(j % (b - a))
+    got = kth.query(np.array(lo), np.array(hi), np.array(k))
+    want = [np.sort(v[a:b])[j] for a, b, j in zip(lo, hi, k, strict=True)]
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0.5, 300.0, 300.5, 3600.0, 3600.5, 43200.0, 43200.5, 1e6,
+                                 float("nan"), float("inf")]), max_size=30),
+       st.integers(1, 4))
+def test_a_groups_recent_shares_are_counted_over_its_last_durations(durations, recent):
+    """The incremental counts of the last RECENT_JOBS durations fitting each edge (d <= edge;
+    NaN fits none) equal counting them again, edges themselves included."""
+    import sia.features.duration_features as df
+
+    old = df.RECENT_JOBS
+    df.RECENT_JOBS = recent
+    try:
+        group = df._Group()
+        for i, d in enumerate(durations):
+            group.add(d)
+            last = durations[max(0, i + 1 - recent):i + 1]
+            want = [sum(x <= e for x in last) / len(last) for e in df._EDGES]
+            assert list(group.stats()[-len(df._EDGES):]) == want, (durations[:i + 1], recent)
+    finally:
+        df.RECENT_JOBS = old

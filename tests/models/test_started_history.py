@@ -302,3 +302,147 @@ def test_the_forecasters_cap_follows_the_models_tag_level():
     np.testing.assert_allclose(got[True], [[1.0, 1.0, 1.0]])
     # without it, pool and width: those four fit, jobs 3-5 have run past 12 h: 4 of 7
     np.testing.assert_allclose(got[False], [[4 / 7, 4 / 7, 4 / 7]])
+
+
+class ZeroQueueReplayView:
+    """The view a replay with no queue gives at ``now`` (every job runs from its submission to
+    submission + duration; jobs submitted at ``now`` have not started): the reference the
+    vectorized :func:`zero_queue_shares` is checked against, by asking
+    :class:`StartedLookAlikes` at each instant as a replay would."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.end = trace.submit + trace.duration
+        self.now = 0.0
+
+    @property
+    def n_arrived(self):
+        return int(np.searchsorted(self.trace.submit, self.now, side="left"))
+
+    def running(self):
+        run = np.flatnonzero(self.end[:self.n_arrived] > self.now)
+        return SimpleNamespace(job=run, pool=self.trace.pool[run], start=self.trace.submit[run])
+
+    @property
+    def n_running(self):
+        return len(self.running().job)
+
+    def completed_jobs(self, p):
+        jobs = np.flatnonzero((self.trace.pool == p) & (self.end <= self.now))
+        return jobs[np.lexsort((jobs, self.end[jobs]))]  # completion order
+
+    def n_completed(self, p):
+        return len(self.completed_jobs(p))
+
+    def completions(self, p):
+        return self.end[self.completed_jobs(p)]
+
+
+def _replayed_zero_queue_shares(frame, prior, recent, min_known):
+    """Each job's shares asked of :class:`StartedLookAlikes` at its submission in a replay with
+    no queue, the jobs of one instant together (rows in ``frame``'s order)."""
+    order = np.argsort(frame["submit_time"].to_numpy(), kind="stable")
+    s = frame[order]
+    names = tuple(sorted(set(s["pool"].to_list())))
+    tags = s["tag"].to_list() if "tag" in s.columns else [None] * s.height
+    codes = {}
+    code = np.array([-1 if t is None or t == "" else codes.setdefault(t, len(codes))
+                     for t in tags], dtype=np.int64)
+    trace = SimpleNamespace(
+        n_jobs=s.height, n_pools=len(names), pool_names=names, speedup=1.0,
+        pool=np.array([names.index(p) for p in s["pool"].to_list()], dtype=np.int64),
+        num_gpus=s["num_gpus"].to_numpy().astype(np.int64), tag_code=code,
+        tag=np.array([None if c < 0 else t for t, c in zip(tags, code, strict=True)],
+                     dtype=object),
+        submit=s["submit_time"].to_numpy().astype(np.float64),
+        duration=s["duration"].to_numpy().astype(np.float64))
+    view = ZeroQueueReplayView(trace)
+    looks = StartedLookAlikes(recent=recent, min_known=min_known, prior=prior)
+    out = np.full((s.height, EDGES.size), np.nan)
+    for t in np.unique(trace.submit):
+        at = np.flatnonzero(trace.submit == t)
+        view.now = float(t)
+        out[at] = looks.share_within(view, at, EDGES)
+    back = np.empty_like(out)
+    back[order] = out
+    return back
+
+
+def test_zero_queue_shares_by_hand_with_ties_prior_jobs_and_tags():
+    from sia.models.started_history import zero_queue_shares
+
+    prior = pl.DataFrame({"pool": ["p0", "p0", "p1"], "num_gpus": [1, 1, 1],
+                          "tag": ["x", None, "x"],
+                          "submit_time": [-5000.0, -200.0, -10.0],
+                          "duration": [100.0, 50000.0, 10.0]})
+    # a and b start together at 0; a ends at 300 s, exactly when c is submitted (it counts
+    # as finished then); d, of tag x, sees the prior x job and a
+    frame = pl.DataFrame({"pool": ["p0", "p0", "p0", "p0"], "num_gpus": [1, 1, 1, 2],
+                          "tag": ["x", None, None, "x"],
+                          "submit_time": [0.0, 0.0, 300.0, 400.0],
+                          "duration": [300.0, 4000.0, 5.0, 5.0]})
+    got = zero_queue_shares(frame, prior, EDGES, recent=50, min_known=1)
+    want = np.array([
+        # a (x): the prior x job ran 100 s (fits all); its pool's other prior job has run
+        # 200 s: the tag level already knows every edge
+        [1.0, 1.0, 1.0],
+        # b (no tag), pool and width: the prior job that ran 100 s is known; the other has
+        # run 200 s, under every edge
+        [1.0, 1.0, 1.0],
+        # c at 300: a finished (300 s fits 5 min); b has run 300 s (not past 5 min: unknown);
+        # the second prior job has run 500 s: misses 5 min
+        [2 / 3, 1.0, 1.0],
+        # d (x, 2 GPUs) at 400: tag x has the prior x job and a, both finished within 5 min
+        [1.0, 1.0, 1.0],
+    ])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, _replayed_zero_queue_shares(frame, prior, 50, 1))
+
+
+def test_zero_queue_shares_push_the_jobs_of_one_instant_in_the_replays_start_order():
+    """A job that ended before the next instant has its start recorded as end - duration,
+    which can be a rounding above its submission: the replay pushes it after the others of its
+    instant, and with one recent job only that one is in the window."""
+    from sia.models.started_history import zero_queue_shares
+
+    assert (0.1 + 0.2) - 0.2 > 0.1
+    frame = pl.DataFrame({"pool": ["p0"] * 3, "num_gpus": [1] * 3,
+                          "submit_time": [0.1, 0.1, 5.0], "duration": [0.2, 1000.0, 1.0]})
+    got = zero_queue_shares(frame, None, EDGES, recent=1, min_known=1)
+    # at 5 s the last pushed is the 0.2 s job (done, fits); the 1,000 s one would be unknown
+    np.testing.assert_array_equal(got[2], [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(got, _replayed_zero_queue_shares(frame, None, 1, 1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n=st.integers(1, 30), recent=st.integers(1, 5),
+       min_known=st.integers(1, 3), n_prior=st.integers(0, 6))
+def test_zero_queue_shares_equal_a_replay_with_no_queue_bit_for_bit(data, n, recent, min_known,
+                                                                    n_prior):
+    """Ties everywhere (instants shared by several jobs, ends on later submissions, fractional
+    times whose end - duration is not the submission), tags, prior jobs (some of a tag or pool
+    the jobs never have), any row order: the same floats as the replay."""
+    from sia.models.started_history import zero_queue_shares
+
+    times = st.sampled_from([0.0, 0.1, 0.3, 100.0, 300.0, 300.1, 400.0, 3600.0, 3900.0,
+                             43200.0, 43500.0])
+    durs = st.sampled_from([0.2, 1.0, 100.0, 200.0, 300.0, 3300.0, 3600.0, 3601.0, 43200.0,
+                            50000.0])
+    tags = st.sampled_from([None, "", "x", "y"])
+
+    def jobs(k, when, pools):
+        return pl.DataFrame({
+            "pool": data.draw(st.lists(st.sampled_from(pools), min_size=k, max_size=k)),
+            "num_gpus": data.draw(st.lists(st.sampled_from([1, 2]), min_size=k, max_size=k)),
+            "tag": data.draw(st.lists(tags, min_size=k, max_size=k)),
+            "submit_time": data.draw(st.lists(when, min_size=k, max_size=k)),
+            "duration": data.draw(st.lists(durs, min_size=k, max_size=k))},
+            schema={"pool": pl.String, "num_gpus": pl.Int64, "tag": pl.String,
+                    "submit_time": pl.Float64, "duration": pl.Float64})
+
+    frame = jobs(n, times, ["p0", "p1"])
+    prior = jobs(n_prior, times.map(lambda t: t - 50000.0), ["p0", "p1", "p2"]) \
+        if n_prior else None
+    got = zero_queue_shares(frame, prior, EDGES, recent=recent, min_known=min_known)
+    want = _replayed_zero_queue_shares(frame, prior, recent, min_known)
+    np.testing.assert_array_equal(got, want)

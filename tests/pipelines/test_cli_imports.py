@@ -87,3 +87,22 @@ def test_ctrl_c_outside_a_sweep_says_so_and_exits_130(monkeypatch, tmp_path, cap
     assert main(["ingest", str(tmp_path / "t.csv"), "--out", str(tmp_path / "o")]) == 130
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert err == ["interrupted (Ctrl-C): the command stopped before it finished"]
+
+
+def test_the_console_script_freezes_the_heap_and_still_exits_cleanly(tmp_path):
+    """`run()` freezes what is alive before exiting (no collector walks at exit), and the exit
+    is otherwise the usual one: exit handlers run, piped output arrives whole, the code is
+    main's."""
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "sys.argv = ['sia', 'version']\n"
+             "from sia.pipelines.cli import run\n"
+             "run()\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert lines[0].count(".") == 2 and lines[1:] == ["frozen", "True"], out.stdout
+    probe = probe.replace("'version'", "'no-such-command'")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 2 and "no-such-command" in out.stderr
+    assert out.stdout.split() == ["frozen", "True"]
