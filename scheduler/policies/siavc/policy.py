@@ -66,7 +66,9 @@ are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that
 run in Python, and a lender's re-run is skipped when its cached clock already shows
 it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
-it (see ``bulk_pass``); a guard's re-run is handed only a few future jobs past its
+it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
+the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through);
+a guard's re-run is handed only a few future jobs past its
 cached clock's, and run again on them all if it needs more (see ``_check_future``); a
 resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
 the running jobs come from the policy's own starts (see ``_running``). Whole Philly
@@ -117,10 +119,10 @@ from sia.scheduler.core.view import SimView, Start, TraceArrays
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     PassScratch,
-    bulk_pass,
     changed_span,
     cut_merged,
     drop_job,
+    lazy_pass,
     merge_clocks,
     next_vst,
     pending_tail,
@@ -686,17 +688,20 @@ class SiaVCPolicy:
                             self._dur_np)
         if tail is not None:
             self.stats["tails"] += 1
-        Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
+        found = lazy_pass(
             merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
             scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
             run_end=run_e, run_gpus=run_g, tail=tail, sure_free=np.array(free_of),
             sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
+        Jc_a, Vc = found.jobs, found.vsts
         if not Jc_a.size:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
         # depends only on the job's pool, width and end (see _verdict), so the walk skips
-        # those guards by a verdict per pool and width, and replays their counts
-        walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend), now)
+        # those guards by a verdict per pool and width, and replays their counts; the
+        # candidates' MaxReservation verdicts are worked out as the walk reaches them
+        walk = CandidateWalk(found.durations, found.gpus, self._pool_np[Jc_a], found,
+                             len(pend), now)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
