@@ -637,3 +637,97 @@ def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(s
             runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.jobs.shape[0]))
     assert runs[0] == runs[1]
     assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
+
+
+def test_the_pending_tail_is_merged_only_when_the_walk_gets_past_the_other_candidates():
+    """C = 10, 4 GPUs running until 60 s, free = 6. Pool 0's pending job 0 (VST 0, 1 wide,
+    50 s: level 4 on [0, 50), passes) is merged; pool 1's pending job 1 (VST 500, past the
+    bound, 4 wide: wider than every merged candidate; level 5 after job 0, 9 <= 10: a
+    candidate that passes) is in the tail. A walk stopping at job 0 never asks for the
+    tail; one going past it gets job 1 next, asking for the tail once, with the tables per
+    width grown to 4 GPUs (job 1's verdict is kept there)."""
+    merged = merge_clocks(np.array([0.0]), np.array([0]), np.array([1]), np.array([50.0]),
+                          np.array([0, 1]))
+    asked = []
+
+    def tail():
+        asked.append(1)
+        return (np.array([500.0]), np.array([1]), np.array([4]), np.array([50.0]))
+
+    kw = dict(horizon=50.0, n_arrived=2, now=0.0, capacity=10, free=6,
+              run_end=np.array([60.0]), run_gpus=np.array([4]), longest=50.0, n_pending=2,
+              n_tail=1, job_pool=np.array([0, 1]))
+    found = lazy_pass(merged, tail=tail, **kw)
+    walk = CandidateWalk(found.durations, found.gpus, found.pools, found, n_pools=2, now=0.0)
+    assert walk.next(0) == 0 and walk.needs_verdict(0) and asked == []
+    found = lazy_pass(merged, tail=tail, **kw)
+    walk = CandidateWalk(found.durations, found.gpus, found.pools, found, n_pools=2, now=0.0)
+    walk.set_verdict(0, 1, -np.inf, 1, 0)  # job 0's guard fails without a re-run
+    assert walk.next(0) == 1 and walk.needs_verdict(1) and asked == [1]
+    assert found.jobs.tolist() == [0, 1] and found.pools.tolist() == [0, 1]
+    walk.set_verdict(1, 4, np.inf, 0, 0)
+    assert walk.next(1) == 1 and walk.next(2) == -1 and asked == [1]
+    assert walk.counts.tolist() == [1, 0] and found.fails.tolist() == [False, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       first=st.integers(1, 4))
+def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(seed, n, n_pools,
+                                                                           first):
+    """A merge cut past the horizon with its pending tail: walking the lazy pass (verdicts on
+    demand, the tail merged when the walk gets past the others) stops at the same
+    candidates, in the same order, with the same counts, as walking bulk_pass's whole
+    result; the tail is merged at most once, and only by a walk that got past every
+    merged candidate."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    scale = float(rng.choice([1.0, 10.0]))
+    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    (V, J, G, D), seg = lay_out(clocks)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest
+    k = int(rng.integers(0, 4))
+    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
+              run_gpus=rng.integers(1, 3, k), longest=longest,
+              n_pending=int((J < n_arr).sum()))
+    bound = horizon + float(rng.choice([0.5, 50.0, 100.0, 1000.0]))
+    cut = [tuple(x[V_ < bound] for x in (V_, J_, G_, D_)) for V_, J_, G_, D_ in clocks]
+    (cV, cJ, cG, cD), cseg = lay_out(cut)
+    merged = merge_clocks(cV, cJ, cG, cD, cseg)
+    n_pend = [int((J_ < n_arr).sum()) for _, J_, _, _ in clocks]
+    starts = [c[0].shape[0] for c in cut]
+    tail = pending_tail([(J_, V_) for V_, J_, _, _ in clocks], starts, n_pend,
+                        G_all(clocks, n), D_all(clocks, n))
+    job_pool = np.zeros(2 * n + 3, dtype=np.int64)
+    for p, (_, J_, _, _) in enumerate(clocks):
+        job_pool[J_] = p
+    jobs, _, durations, gpus, fails = bulk_pass(merged, tail=tail, **kw)
+    asked = []
+
+    def later():
+        asked.append(1)
+        return tail
+
+    found = lazy_pass(merged, tail=later, n_tail=sum(max(0, a - b) for a, b in zip(
+        n_pend, starts, strict=True)), job_pool=job_pool, **kw)
+    n_merged = found.jobs.shape[0]
+    runs = []
+    with patch.object(vc_pass, "_FIRST_VERDICTS", first):
+        for f in (fails, found):
+            walk = CandidateWalk(durations if f is fails else found.durations,
+                                 gpus if f is fails else found.gpus,
+                                 job_pool[jobs] if f is fails else found.pools, f, n_pools, now)
+            runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], len(jobs)))
+    assert runs[0] == runs[1]
+    assert len(asked) <= 1
+    if asked:
+        assert found.jobs.tolist() == jobs.tolist()[: found.jobs.shape[0]]
+    else:
+        assert all(i < n_merged for _, i in runs[1][0])
