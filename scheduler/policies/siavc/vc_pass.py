@@ -666,6 +666,9 @@ def bulk_pass(
     the plan up to their VSTs (at most ``sure_by``, so a few entries) instead of the
     whole visit's; otherwise the pass is done again in full. Typically the job whose VST
     is now, first in the visit.
+
+    This is :func:`lazy_pass` with the tail's candidates found and every verdict worked
+    out; the policy walks a lazy pass instead (see :class:`CandidateWalk`).
     """
     out = lazy_pass(merged, horizon=horizon, n_arrived=n_arrived, now=now, capacity=capacity,
                     free=free, run_end=run_end, run_gpus=run_gpus, scratch=scratch,
