@@ -212,8 +212,27 @@ load 3.7-4.5; then --order after-first right after, load 4.3-5.1):
       82182 before    71.65    70.62    154340  18821194  37508603   34362      0       yes
 
 CPU ratios 1.14 and 0.985: the machine's drift between two runs one after the other is
-larger than the change; the replayed passes above are the measure to trust (~15% of a
-pass, a few % of the whole trace).
+larger than the change. Measured instead in one process, the policy's pass swapped
+between main's (bulk_pass with the tail, every verdict; the rest of the code the same)
+and the on-demand one, replays alternated (eager, lazy, lazy, eager, ...), 40,000 jobs,
+CPU s: eager 36.84 / 39.52 / 40.12 / 37.11, on demand 37.05 / 35.83 / 37.05 / 34.87
+(paired 1.006, 0.907, 0.923, 0.940; means 38.40 vs 36.20, 0.94), same starts; the whole
+trace (eager, lazy, lazy, eager; load falling 2.1 -> 0.4): eager 77.08 / 72.75, on demand
+66.12 / 66.79 (0.858, 0.918; means 74.9 vs 66.5, 0.89), same starts. These favour the
+change somewhat: the "eager" pass there runs on the new code's bulk_pass (two kernel
+calls, a PassVerdicts, the tail joined), not on main's single kernel. Then this script
+twice on the quieter machine (load 0.4-1.0):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 before    71.19    71.17    154340  18821194  37508603   34362      0       yes
+      82182 after     78.69    78.68    154340  18821194  37508603   34362      0       yes
+(--order after-first, right after)
+      82182 after     75.92    75.91    154340  18821194  37508603   34362      0       yes
+      82182 before    85.71    85.68    154340  18821194  37508603   34362      0       yes
+
+Whichever code ran second was 10-13% slower in all four of these runs; averaged over both
+orders, 77.3 vs 78.4 s (0.99). So the change is worth between ~1% and ~10% of the whole
+trace, most likely a few %: about 76-78 s CPU here, not under 60 s.
 
 Tried, not kept: a branch-free _replace (kept entries compacted, one select per output)
 on the captured updates: 0.77 / 0.82 / 0.76 s vs 0.80 / 0.66 / 0.65 (no gain); skipping

@@ -594,15 +594,15 @@ def test_verdicts_worked_out_in_steps_equal_a_direct_visit(seed, n, n_pools, pol
 
 
 def walk_all(walk: CandidateWalk, rng: np.random.Generator, pools: np.ndarray,
-             n_cand: int) -> list:
-    """Walk a pass as the policy does, verdicts drawn per (pool, width) and each guard run
-    starting its job with chance 1/4 (both from ``rng``): the candidates stopped at, in
-    order, and the counts."""
+             gpus: np.ndarray) -> list:
+    """Walk a pass as the policy does (candidate i of pool ``pools[i]``, ``gpus[i]`` wide),
+    verdicts drawn per (pool, width) and each guard run starting its job with chance 1/4
+    (both from ``rng``): the candidates stopped at, in order, and the counts."""
     seen, verdicts = [], {}
     i = walk.next(0)
     while i >= 0:
         if walk.needs_verdict(i):
-            key = (int(pools[i]), int(walk._G[i]))
+            key = (int(pools[i]), int(gpus[i]))
             if key not in verdicts:
                 verdicts[key] = (float(rng.choice([-np.inf, 150.0, 300.0, np.inf])),
                                  int(rng.integers(0, 3)), int(rng.integers(0, 3)))
@@ -634,7 +634,7 @@ def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(s
     with patch.object(vc_pass, "_FIRST_VERDICTS", first):
         for fails in (full.fails.copy(), lazy):
             walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"])
-            runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.jobs.shape[0]))
+            runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.gpus))
     assert runs[0] == runs[1]
     assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
 
@@ -724,7 +724,7 @@ def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(see
             walk = CandidateWalk(durations if f is fails else found.durations,
                                  gpus if f is fails else found.gpus,
                                  job_pool[jobs] if f is fails else found.pools, f, n_pools, now)
-            runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], len(jobs)))
+            runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], gpus))
     assert runs[0] == runs[1]
     assert len(asked) <= 1
     if asked:
