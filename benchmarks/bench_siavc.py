@@ -171,6 +171,85 @@ plan's level kept per entry in the merge and updated only from a change's first 
 with the pass reading a prefix maximum instead of re-summing ~6k entries), and the
 guards' clock runs (14 s) only by simulating less of a backlog (a resumed clock still
 re-times all of its pool's pending jobs after the one that left).
+2026-11-25 (session 13), issue 18 item 3. The machine was shared all session (another
+engineer's processes at 1.4-2 cores, load average 2-7), so CPU s moved by 10-25%; main's code
+alone at the start: 72.54 s CPU (97.86 wall) on the whole trace, 0 slowed. Counted
+first (Philly, 40,000 jobs unless said): (a) merge updates: the first merged position an
+update touches is at 0.1% of the merge (median; 75th percentile 10%) and the span from the
+first to the last touched position covers 90% of it (median; 20,000 jobs, all 15.4k
+updates), so a replace that kept an untouched head or tail would copy nearly as much; a
+captured update (15% sample, 4.9k) costs ~194 us: the span's merge_clocks 75, _replace 120
+(~11 ns per entry written). (b) A pass (5% sample, 3.4k passes, 9.9k merged entries, 180 in
+the tail, 174 running jobs), bulk_pass cut after each stage: call and arguments ~14 us,
+candidate search ~20, prefix sums and candidate arrays ~17, the plan's levels at the
+distinct starts ~60, the candidates' verdicts ~28. (c) The walk: 746 candidates per pass,
+the walk stops at candidate 244 on average (41% of passes start nothing and walk them
+all), and the plan the walked candidates read is 3.7k merged entries, against 6.2k for
+all candidates. (d) The tail: 48k of 67k passes have tail candidates, the walk reaches
+them in 23k. (e) Resumed clocks (28.3k, their kernel 4.4 s of 44 s CPU): handed 6.7k
+jobs, run 3.45k, 77% of them before the merge's bound (horizon + D is far: D is the
+longest pending job that fits, often days), 18% meeting the cached clock; so a lazily
+resumed clock (VSTs only up to the bound) would save little.
+Schedule-preserving changes: (1) the pass's MaxReservation verdicts are worked out as the
+walk reaches them (bulk_pass split into the candidate search and the verdicts, which keep
+their pointers in a state array and go on from there; 64 verdicts first, then doubling);
+(2) the pending tail is merged only when the walk gets past every other candidate. Same
+candidates, verdicts, walk and counts (tests against the plain visit and the eager pass).
+Measured: passes captured on 20,000 jobs (every 8th, 5.3k) and replayed in one process,
+alternating (walk outcomes as recorded): eager (bulk_pass with the tail, then the walk)
+245 / 267 / 223 us per pass, on demand 205 / 220 / 210 (~15%, ~30 us). The two codes at
+the same time on the whole trace (load 4-7): 82.84 vs 86.94 s CPU after (1) (0.953), and
+90.95 vs 89.80 after (2) (1.01); on 40,000 jobs, main / (1) / (2) at the same time, twice:
+45.86 / 44.82 / 46.15 and 45.09 / 42.85 / 43.65 s. So a gain of a few %, within this
+machine's noise; not under 60 s. This script, final code (--prefixes 82182 --before main,
+load 3.7-4.5; then --order after-first right after, load 4.3-5.1):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 before    80.30    76.27    154340  18821194  37508603   34362      0       yes
+      82182 after     92.22    86.70    154340  18821194  37508603   34362      0       yes
+(--order after-first)
+      82182 after     73.66    69.53    154340  18821194  37508603   34362      0       yes
+      82182 before    71.65    70.62    154340  18821194  37508603   34362      0       yes
+
+CPU ratios 1.14 and 0.985: the machine's drift between two runs one after the other is
+larger than the change. Measured instead in one process, the policy's pass swapped
+between main's (bulk_pass with the tail, every verdict; the rest of the code the same)
+and the on-demand one, replays alternated (eager, lazy, lazy, eager, ...), 40,000 jobs,
+CPU s: eager 36.84 / 39.52 / 40.12 / 37.11, on demand 37.05 / 35.83 / 37.05 / 34.87
+(paired 1.006, 0.907, 0.923, 0.940; means 38.40 vs 36.20, 0.94), same starts; the whole
+trace (eager, lazy, lazy, eager; load falling 2.1 -> 0.4): eager 77.08 / 72.75, on demand
+66.12 / 66.79 (0.858, 0.918; means 74.9 vs 66.5, 0.89), same starts. These favour the
+change somewhat: the "eager" pass there runs on the new code's bulk_pass (two kernel
+calls, a PassVerdicts, the tail joined), not on main's single kernel. Then this script
+twice on the quieter machine (load 0.4-1.0):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 before    71.19    71.17    154340  18821194  37508603   34362      0       yes
+      82182 after     78.69    78.68    154340  18821194  37508603   34362      0       yes
+(--order after-first, right after)
+      82182 after     75.92    75.91    154340  18821194  37508603   34362      0       yes
+      82182 before    85.71    85.68    154340  18821194  37508603   34362      0       yes
+
+Whichever code ran second was 10-13% slower in all four of these runs; averaged over both
+orders, 77.3 vs 78.4 s (0.99). So the change is worth between ~1% and ~10% of the whole
+trace, most likely a few %: about 76-78 s CPU here, not under 60 s.
+
+Tried, not kept: a branch-free _replace (kept entries compacted, one select per output)
+on the captured updates: 0.77 / 0.82 / 0.76 s vs 0.80 / 0.66 / 0.65 (no gain); skipping
+16-entry blocks with no pending job (a per-block minimum job index) in the candidate
+search: pending entries are clustered (32% of the blocks up to the last hold one), but the
+search stage went 29.9 / 27.5 / 26.4 -> 26.0 / 26.3 / 25.5 us and the whole pass 142.5 /
+140.7 / 126.5 -> 143.9 / 139.5 / 134.6 (no gain: the scan was not the cost); caching the
+tail by the pools' versions, bounds and pending counts would hit 20% of passes (8.7k of
+42.5k on 20,000 jobs), not built. Where the time goes now: as in session 12 but for the
+pass (about 30 us less of ~140-200 per pass); a pass's remaining cost is the call, the
+candidate search to the last pending entry and the candidate arrays (~50 us with the
+dispatch of ~27 arguments), and the plan's levels up to the walked candidates. Next step:
+find the candidates on demand too (the search's position kept like the verdicts'), and
+hand the compiled pass one tuple per merge instead of ~27 arguments; beyond the pass, the
+merge updates (each replaces about half the merge, as counted above) and the guards'
+clocks stay the big items, and neither has a cheap exact shortcut left that these counts
+show.
 """
 
 from __future__ import annotations

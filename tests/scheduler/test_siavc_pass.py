@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sia.scheduler.policies.siavc import vc_pass
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     argsort_floats,
@@ -12,6 +15,7 @@ from sia.scheduler.policies.siavc.vc_pass import (
     changed_span,
     cut_merged,
     drop_job,
+    lazy_pass,
     merge_clocks,
     next_vst,
     pending_tail,
@@ -494,3 +498,236 @@ def test_walk_skips_dominated_and_failed_verdict_candidates_and_counts_them():
     assert always.next(0) == 0
     always.set_verdict(0, 1, -np.inf, 1, 0)
     assert always.next(0) == -1 and always.counts.tolist() == [2, 0]
+
+
+def test_verdicts_worked_out_on_demand_read_the_plan_only_as_far_as_asked():
+    """C = 4, now = 0, one running GPU until 20, free = 3, jobs 0-2 pending (n_arrived = 3):
+    future job 3 reserves 2 GPUs on [5, 15); job 0 (VST 10, 1 wide, 30 s) sees at most
+    1 + 2 = 3 on [0, 30): passes, reserves [10, 40); job 1 (VST 30, 2 wide, 20 s) sees 4 on
+    [10, 15): fails; job 2 (VST 40, 1 wide, 50 s) sees 4: fails. The first verdict reads
+    the plan up to job 0's VST (entries of jobs 3 and 0), all of them up to job 2's."""
+    clocks = [(np.array([5.0]), np.array([3]), np.array([2]), np.array([10.0])),
+              (np.array([10.0, 30.0, 40.0]), np.array([0, 1, 2]), np.array([1, 2, 1]),
+               np.array([30.0, 20.0, 50.0]))]
+    (V, J, G, D), seg = lay_out(clocks)
+    found = lazy_pass(merge_clocks(V, J, G, D, seg), horizon=50.0, n_arrived=3, now=0.0,
+                      capacity=4, free=3, run_end=np.array([20.0]), run_gpus=np.array([1]),
+                      longest=50.0, n_pending=3)
+    assert found.jobs.tolist() == [0, 1, 2] and found.known == 0
+    found.verdicts_upto(1)
+    assert found.known == 1 and found.fails[:1].tolist() == [False] and found.plan_read == 2
+    found.verdicts_upto(1)  # nothing more to do
+    assert found.known == 1 and found.plan_read == 2
+    # a walk stopping at the first candidate (its guard's verdict unknown) asks for no more
+    fresh = lazy_pass(merge_clocks(V, J, G, D, seg), horizon=50.0, n_arrived=3, now=0.0,
+                      capacity=4, free=3, run_end=np.array([20.0]), run_gpus=np.array([1]),
+                      longest=50.0, n_pending=3)
+    with patch.object(vc_pass, "_FIRST_VERDICTS", 1):
+        walk = CandidateWalk(fresh.durations, fresh.gpus, np.zeros(3, dtype=np.int64), fresh,
+                             n_pools=1, now=0.0)
+        assert walk.next(0) == 0 and walk.needs_verdict(0)
+    assert fresh.known == 1 and fresh.plan_read == 2
+    assert found.known == 1 and found.plan_read == 2
+    found.verdicts_upto(10)  # at most every candidate
+    assert found.known == 3 and found.fails.tolist() == [False, True, True]
+    assert found.plan_read == 4
+
+
+def random_pass(seed: int, n: int, n_pools: int, policy_horizon: bool):
+    """A random pass's inputs as the pass tests draw them: (clocks, merged, keywords for
+    bulk_pass, dead jobs). With ``policy_horizon`` the horizon is now + the longest pending
+    job within the free GPUs (no candidate reads past it), else drawn at random."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    k = int(rng.integers(0, 4))
+    run_e = now + rng.choice([50.0, 100.0, 400.0], k)
+    run_g = rng.integers(1, 3, k)
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 4))), replace=False).tolist())
+    for j in dead:
+        drop_job(merged, j)
+    fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest if policy_horizon else float(rng.integers(0, 14) * 100)
+    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free, run_end=run_e,
+              run_gpus=run_g, longest=longest if policy_horizon else np.inf,
+              n_pending=int(((J < n_arr) & ~np.isin(J, list(dead))).sum()))
+    return clocks, merged, kw, dead
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       policy_horizon=st.booleans(), steps=st.lists(st.integers(0, 60), max_size=6))
+def test_verdicts_worked_out_in_steps_equal_a_direct_visit(seed, n, n_pools, policy_horizon,
+                                                           steps):
+    """Asking for the verdicts in any increasing steps (a call that reads the plan past the
+    horizon after one that read it directly from the end order, repeated and shrinking
+    asks) gives the plain visit's candidates and verdicts, and never reads more of the plan
+    than all of them at once; with a sure candidate, a prefix of them."""
+    clocks, merged, kw, dead = random_pass(seed, n, n_pools, policy_horizon)
+    want = direct_pass(clocks, kw["horizon"], kw["n_arrived"], kw["now"], kw["capacity"],
+                       kw["free"], kw["run_end"].tolist(), kw["run_gpus"].tolist(), dead)
+    whole = lazy_pass(merged, **kw)
+    whole.verdicts_upto(len(want))
+    found = lazy_pass(merged, **kw)
+    assert found.jobs.tolist() == [j for j, _ in want]
+    for k in steps:
+        before = found.known
+        found.verdicts_upto(k)
+        assert found.known == max(before, min(k, len(want)))
+        assert found.fails[: found.known].tolist() == [f for _, f in want[: found.known]]
+        assert found.plan_read <= whole.plan_read
+    found.verdicts_upto(len(want))
+    assert list(zip(found.jobs.tolist(), found.fails.tolist(), strict=True)) == want
+    assert found.plan_read == whole.plan_read
+    # a sure candidate: every pool with room, any VST by now + 100 s
+    sure = lazy_pass(merged, sure_free=np.full(n_pools, 99), sure_by=kw["now"] + 100.0, **kw)
+    sure.verdicts_upto(sure.jobs.shape[0])
+    got = list(zip(sure.jobs.tolist(), sure.fails.tolist(), strict=True))
+    assert got == want[: len(got)]
+
+
+def walk_all(walk: CandidateWalk, rng: np.random.Generator, pools: np.ndarray,
+             gpus: np.ndarray) -> list:
+    """Walk a pass as the policy does (candidate i of pool ``pools[i]``, ``gpus[i]`` wide),
+    verdicts drawn per (pool, width) and each guard run starting its job with chance 1/4
+    (both from ``rng``): the candidates stopped at, in order, and the counts."""
+    seen, verdicts = [], {}
+    i = walk.next(0)
+    while i >= 0:
+        if walk.needs_verdict(i):
+            key = (int(pools[i]), int(gpus[i]))
+            if key not in verdicts:
+                verdicts[key] = (float(rng.choice([-np.inf, 150.0, 300.0, np.inf])),
+                                 int(rng.integers(0, 3)), int(rng.integers(0, 3)))
+            walk.set_verdict(*key, *verdicts[key])
+            seen.append(("verdict", i))
+            i = walk.next(i)
+            continue
+        seen.append(("guard", i))
+        if rng.random() < 0.25:
+            break
+        i = walk.next(i + 1)
+    return [seen, walk.counts.tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       first=st.integers(1, 4))
+def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(seed, n,
+                                                                             n_pools, first):
+    """The walk asks for MaxReservation verdicts as it reaches candidates (``first`` at
+    first, then twice as many): it stops at the same candidates, in the same order, with
+    the same counts as over verdicts all worked out."""
+    _, merged, kw, _ = random_pass(seed, n, n_pools, True)
+    full = lazy_pass(merged, **kw)
+    full.verdicts_upto(full.jobs.shape[0])
+    lazy = lazy_pass(merged, **kw)
+    pools = np.arange(full.jobs.shape[0]) % n_pools
+    runs = []
+    with patch.object(vc_pass, "_FIRST_VERDICTS", first):
+        for fails in (full.fails.copy(), lazy):
+            walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"])
+            runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.gpus))
+    assert runs[0] == runs[1]
+    assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
+
+
+def test_the_pending_tail_is_merged_only_when_the_walk_gets_past_the_other_candidates():
+    """C = 10, 4 GPUs running until 60 s, free = 6. Pool 0's pending job 0 (VST 0, 1 wide,
+    50 s: level 4 on [0, 50), passes) is merged; pool 1's pending job 1 (VST 500, past the
+    bound, 4 wide: wider than every merged candidate; level 5 after job 0, 9 <= 10: a
+    candidate that passes) is in the tail. A walk stopping at job 0 never asks for the
+    tail; one going past it gets job 1 next, asking for the tail once, with the tables per
+    width grown to 4 GPUs (job 1's verdict is kept there)."""
+    merged = merge_clocks(np.array([0.0]), np.array([0]), np.array([1]), np.array([50.0]),
+                          np.array([0, 1]))
+    asked = []
+
+    def tail():
+        asked.append(1)
+        return (np.array([500.0]), np.array([1]), np.array([4]), np.array([50.0]))
+
+    kw = dict(horizon=50.0, n_arrived=2, now=0.0, capacity=10, free=6,
+              run_end=np.array([60.0]), run_gpus=np.array([4]), longest=50.0, n_pending=2,
+              n_tail=1, job_pool=np.array([0, 1]))
+    found = lazy_pass(merged, tail=tail, **kw)
+    walk = CandidateWalk(found.durations, found.gpus, found.pools, found, n_pools=2, now=0.0)
+    assert walk.next(0) == 0 and walk.needs_verdict(0) and asked == []
+    found = lazy_pass(merged, tail=tail, **kw)
+    walk = CandidateWalk(found.durations, found.gpus, found.pools, found, n_pools=2, now=0.0)
+    walk.set_verdict(0, 1, -np.inf, 1, 0)  # job 0's guard fails without a re-run
+    assert walk.next(0) == 1 and walk.needs_verdict(1) and asked == [1]
+    assert found.jobs.tolist() == [0, 1] and found.pools.tolist() == [0, 1]
+    walk.set_verdict(1, 4, np.inf, 0, 0)
+    assert walk.next(1) == 1 and walk.next(2) == -1 and asked == [1]
+    assert walk.counts.tolist() == [1, 0] and found.fails.tolist() == [False, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       first=st.integers(1, 4))
+def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(seed, n, n_pools,
+                                                                           first):
+    """A merge cut past the horizon with its pending tail: walking the lazy pass (verdicts on
+    demand, the tail merged when the walk gets past the others) stops at the same
+    candidates, in the same order, with the same counts, as walking bulk_pass's whole
+    result; the tail is merged at most once, and only by a walk that got past every
+    merged candidate."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    scale = float(rng.choice([1.0, 10.0]))
+    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    (V, J, G, D), seg = lay_out(clocks)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest
+    k = int(rng.integers(0, 4))
+    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
+              run_gpus=rng.integers(1, 3, k), longest=longest,
+              n_pending=int((J < n_arr).sum()))
+    bound = horizon + float(rng.choice([0.5, 50.0, 100.0, 1000.0]))
+    cut = [tuple(x[V_ < bound] for x in (V_, J_, G_, D_)) for V_, J_, G_, D_ in clocks]
+    (cV, cJ, cG, cD), cseg = lay_out(cut)
+    merged = merge_clocks(cV, cJ, cG, cD, cseg)
+    n_pend = [int((J_ < n_arr).sum()) for _, J_, _, _ in clocks]
+    starts = [c[0].shape[0] for c in cut]
+    tail = pending_tail([(J_, V_) for V_, J_, _, _ in clocks], starts, n_pend,
+                        G_all(clocks, n), D_all(clocks, n))
+    job_pool = np.zeros(2 * n + 3, dtype=np.int64)
+    for p, (_, J_, _, _) in enumerate(clocks):
+        job_pool[J_] = p
+    jobs, _, durations, gpus, fails = bulk_pass(merged, tail=tail, **kw)
+    asked = []
+
+    def later():
+        asked.append(1)
+        return tail
+
+    found = lazy_pass(merged, tail=later, n_tail=sum(max(0, a - b) for a, b in zip(
+        n_pend, starts, strict=True)), job_pool=job_pool, **kw)
+    n_merged = found.jobs.shape[0]
+    runs = []
+    with patch.object(vc_pass, "_FIRST_VERDICTS", first):
+        for f in (fails, found):
+            walk = CandidateWalk(durations if f is fails else found.durations,
+                                 gpus if f is fails else found.gpus,
+                                 job_pool[jobs] if f is fails else found.pools, f, n_pools, now)
+            runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], gpus))
+    assert runs[0] == runs[1]
+    assert len(asked) <= 1
+    if asked:
+        assert found.jobs.tolist() == jobs.tolist()[: found.jobs.shape[0]]
+    else:
+        assert all(i < n_merged for _, i in runs[1][0])

@@ -66,7 +66,9 @@ are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that
 run in Python, and a lender's re-run is skipped when its cached clock already shows
 it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
-it (see ``bulk_pass``); a guard's re-run is handed only a few future jobs past its
+it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
+the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through);
+a guard's re-run is handed only a few future jobs past its
 cached clock's, and run again on them all if it needs more (see ``_check_future``); a
 resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
 the running jobs come from the policy's own starts (see ``_running``). Whole Philly
@@ -117,10 +119,10 @@ from sia.scheduler.core.view import SimView, Start, TraceArrays
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     PassScratch,
-    bulk_pass,
     changed_span,
     cut_merged,
     drop_job,
+    lazy_pass,
     merge_clocks,
     next_vst,
     pending_tail,
@@ -682,27 +684,36 @@ class SiaVCPolicy:
         free_of = [self._charged_free(q) for q in range(len(pend))]
         memo, free_key = self._verdicts_for(free_of)
         merged, bound = self._merged(horizon)
-        tail = pending_tail(self._vc, self._cat[4], list(map(len, pend)), self._gpus_np,
-                            self._dur_np)
-        if tail is not None:
+        n_pend = list(map(len, pend))
+        starts = self._cat[4]
+        # the pending jobs past the merge's bound (the tail) are merged only if the walk gets
+        # past every other candidate (about half the passes that have a tail)
+        n_tail = sum(k - a for k, a in zip(n_pend, starts, strict=True) if k > a)
+
+        def tail() -> tuple[np.ndarray, ...] | None:
             self.stats["tails"] += 1
-        Jc_a, Vc, Dc, Gc, fails_a = bulk_pass(
+            return pending_tail(self._vc, starts, n_pend, self._gpus_np, self._dur_np)
+
+        found = lazy_pass(
             merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-            scratch=self._scratch, longest=horizon - now, n_pending=sum(map(len, pend)),
-            run_end=run_e, run_gpus=run_g, tail=tail, sure_free=np.array(free_of),
+            scratch=self._scratch, longest=horizon - now, n_pending=sum(n_pend),
+            run_end=run_e, run_gpus=run_g, tail=tail if n_tail else None, n_tail=n_tail,
+            sure_free=np.array(free_of), job_pool=self._pool_np,
             sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
-        if not Jc_a.size:
+        if not found.jobs.size and not found.tail_pending:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
         # depends only on the job's pool, width and end (see _verdict), so the walk skips
-        # those guards by a verdict per pool and width, and replays their counts
-        walk = CandidateWalk(Dc, Gc, self._pool_np[Jc_a], fails_a, len(pend), now)
+        # those guards by a verdict per pool and width, and replays their counts; the
+        # candidates' MaxReservation verdicts are worked out as the walk reaches them, and
+        # the tail's candidates found when it gets past the others
+        walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
         i = walk.next(0)
         while i >= 0:  # a few candidates per pass: read one by one, not converted in bulk
-            j = int(Jc_a[i])
+            j = int(found.jobs[i])
             if walk.needs_verdict(i):
                 p, g = self._pool[j], self._gpus[j]
                 key = (p, g, free_key)
@@ -712,12 +723,13 @@ class SiaVCPolicy:
                 walk.set_verdict(p, g, *verdict)
                 i = walk.next(i)
                 continue
-            if self._try_charge(j, float(Vc[i]), now, pend, n_arr, horizon, free_of, lenders):
+            if self._try_charge(j, float(found.vsts[i]), now, pend, n_arr, horizon, free_of,
+                                lenders):
                 break
             i = walk.next(i + 1)
         stats["early_starts"] += int(walk.counts[0])
         stats["checks_failed"] += int(walk.counts[1])
-        return int(Jc_a[i]) if i >= 0 else None
+        return int(found.jobs[i]) if i >= 0 else None
 
     def _try_charge(self, j: int, v: float, now: float, pend: list[list[int]], n_arr: int,
                     horizon: float, free_of: list[int], lenders_all: list[int]) -> bool:

@@ -11,7 +11,9 @@ that could start now) and, for each,
 whether Figure 6's ``MaxReservation(now, d) + width`` exceeds the cluster
 over the plan of the jobs visited before it. Every visited job is reserved
 whatever its own check says (a job that starts ends the pass), so the plan a
-job sees is that of the jobs before it in the order.
+job sees is that of the jobs before it in the order. :func:`lazy_pass` finds the
+candidates and works out their verdicts only as far as the walk
+(:class:`CandidateWalk`) asks for them.
 
 Times are seconds, GPU counts ints.
 """
@@ -19,6 +21,7 @@ Times are seconds, GPU counts ints.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -336,9 +339,13 @@ def _gallop(a, lo, hi, x):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
-               run_g, wi, wf, cut, n_pend, tV, tJ, tG, tD, sure_free,
-               sure_by):  # pragma: no cover - compiled
+def _bulk_search(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
+                 run_g, wi, wf, cut, n_pend, sure_free,
+                 sure_by):  # pragma: no cover - compiled
+    # The visit's first part: the candidates (jobs, VSTs, durations, widths), the first sure
+    # one (-1: none), where the visit ends (n_end) and the first entry past ``now`` (p0);
+    # the prefix sums are written up to p0, each candidate's entry and level at ``now``
+    # before it into scratch rows 1 and 2. _bulk_verdicts then reads the plan from there.
     # Visited: live entries that are pending (arrived: a clock holds no started job) or
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
@@ -434,62 +441,103 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
                     n_end = i + 1  # the policy's jobs are wider): the visit ends here
                     stopped = True
                     break
-    if not stopped and sure < 0:
-        # the pending jobs past the merge (the tail, after every merged entry in visit
-        # order and past ``cut``): candidates only, at the level left at ``now``
-        for t in range(tV.shape[0]):
-            if tG[t] <= free and lev + tG[t] <= C:
-                cand[nc] = N + t
-                lnb[nc] = lev
-                nc += 1
-            if lev >= C:  # as above: the visit ends with the first one
-                break
-    none = np.empty(0, dtype=np.int64)
-    if nc == 0:
-        return none, aV[:0], aD[:0], none, np.empty(0, dtype=np.bool_), True
-    # the candidates' job, VST, duration and width (cand[c] >= N: tail entry cand[c] - N)
+    # the candidates' job, VST, duration and width
     oJ = np.empty(nc, dtype=np.int64)
     oV = np.empty(nc, dtype=np.float64)
     oD = np.empty(nc, dtype=np.float64)
     oG = np.empty(nc, dtype=np.int64)
     for c in range(nc):
         i = cand[c]
-        if i < N:
-            oJ[c], oV[c], oD[c], oG[c] = aJ[i], aV[i], aD[i], aG[i]
-        else:
-            oJ[c], oV[c], oD[c], oG[c] = tJ[i - N], tV[i - N], tD[i - N], tG[i - N]
+        oJ[c], oV[c], oD[c], oG[c] = aJ[i], aV[i], aD[i], aG[i]
+    # whether the visit goes on to the pending jobs past the merge (see _tail_candidates)
+    return oJ, oV, oD, oG, sure, n_end, p0, lev, not stopped and sure < 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _tail_candidates(tV, tJ, tG, tD, free, lev, C, N, cand, lnb, nc):  # pragma: no cover
+    # The visit's end: the pending jobs past the merge (the tail, after every merged entry
+    # in visit order and past ``cut``): candidates only, at the level ``lev`` left at
+    # ``now``, written after the merged ones (``nc`` of them) into scratch rows 1 and 2 as
+    # entries N + t; their job, VST, duration and width returned.
+    k = nc
+    for t in range(tV.shape[0]):
+        if tG[t] <= free and lev + tG[t] <= C:
+            cand[k] = N + t
+            lnb[k] = lev
+            k += 1
+        if lev >= C:  # as in the merge: the visit ends with the first one
+            break
+    n = k - nc
+    oJ = np.empty(n, dtype=np.int64)
+    oV = np.empty(n, dtype=np.float64)
+    oD = np.empty(n, dtype=np.float64)
+    oG = np.empty(n, dtype=np.int64)
+    for c in range(n):
+        t = cand[nc + c] - N
+        oJ[c], oV[c], oD[c], oG[c] = tJ[t], tV[t], tD[t], tG[t]
+    return oJ, oV, oD, oG
+
+
+#: the positions in a pass's state (int64) kept by _bulk_verdicts between calls
+_ST_DONE, _ST_WRITTEN, _ST_I, _ST_NU, _ST_PR, _ST_RUN_DONE, _ST_PE, _ST_ENDED, _ST_IU, _ST_GS, \
+    _ST_GE, _ST_NEND, _ST_LEN = range(13)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, run_g, wi, wf,
+                   oV, oD, oG, fails, st, xs, c_to):  # pragma: no cover - compiled
+    # The visit's second part: whether each candidate from st[_ST_DONE] up to c_to fails
+    # MaxReservation (written into ``fails``), reading the plan only as far as those
+    # candidates do, and going on from where the previous call stopped (the prefix sums,
+    # the levels at the distinct starts, their running maximum and the candidates'
+    # pointers only move forward; ``st`` / ``xs[0]`` keep their positions and the plan's
+    # reach). So calls up to c_1 < c_2 < ... give what one call up to the last gives.
+    c0 = st[_ST_DONE]
+    if c_to <= c0:
+        return
+    n_end = st[_ST_NEND]
+    cg = wi[0]
+    cand = wi[1]
+    lnb = wi[2]
+    lv = wi[3]
+    pm = wi[4]
+    u = wf[0]
     # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
-    x_max = -np.inf
-    for c in range(nc):
+    x_max = xs[0]
+    for c in range(c0, c_to):
         x = min(oV[c], now + oD[c])
         if x > x_max:
             x_max = x
+    xs[0] = x_max
     Vn = aV[:n_end]
     n_plan = np.searchsorted(Vn, x_max, side="right")
     # the prefix sums the plan reads (n_plan <= h): every entry before the horizon is
     # visited, one at it only if pending
-    n_h = min(n_plan, np.searchsorted(aV, horizon, side="left"))
-    for i in range(p0, n_h):
-        cg[i + 1] = cg[i] + aR[i]
-    for i in range(max(p0, n_h), n_plan):
-        cg[i + 1] = cg[i] + (aR[i] if aJ[i] < n_arr else 0)
+    n_hz = np.searchsorted(aV, horizon, side="left")
+    for i in range(st[_ST_WRITTEN], n_plan):
+        cg[i + 1] = cg[i] + (aR[i] if i < n_hz or aJ[i] < n_arr else 0)
+    if n_plan > st[_ST_WRITTEN]:
+        st[_ST_WRITTEN] = n_plan
     ro = np.argsort(run_e)
     total_run = run_g.sum()
     # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
     # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
     # alive (one at the horizon ending by x_max <= horizon has no duration): its reserved
-    # GPUs are read in end order directly, not through its position (scattered reads)
+    # GPUs are read in end order directly, not through its position (scattered reads).
+    # Both ways count the same for ends up to x_max <= horizon, so a call may read them
+    # directly while an earlier or a later one does not.
     direct = x_max <= horizon
     n_e = aEO.shape[0]
-    # the plan's level at each distinct reservation start u (running jobs + reservations)
-    u = wf[0]
-    lv = wi[3]
-    nu = 0
-    pr = 0
-    run_done = np.int64(0)
-    pe = 0
-    ended = np.int64(0)
-    i = 0
+    # the plan's level at each distinct reservation start u (running jobs + reservations),
+    # from where the last call stopped (always at a new distinct start: a call takes every
+    # entry at or before its x_max)
+    nu = st[_ST_NU]
+    nu0 = nu
+    pr = st[_ST_PR]
+    run_done = st[_ST_RUN_DONE]
+    pe = st[_ST_PE]
+    ended = st[_ST_ENDED]
+    i = st[_ST_I]
     while i < n_plan:
         if cg[i + 1] == cg[i]:  # reserves nothing
             i += 1
@@ -515,22 +563,20 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
         lv[nu] = total_run - run_done + cg[j2] - ended
         nu += 1
         i = j2
-    u = u[:nu]
-    lv = lv[:nu]
-    pm = wi[4][:nu]
-    if nu:
-        pm[0] = lv[0]
-    for k in range(1, nu):
-        pm[k] = pm[k - 1] if pm[k - 1] > lv[k] else lv[k]
+    st[_ST_I], st[_ST_NU], st[_ST_PR], st[_ST_RUN_DONE], st[_ST_PE], st[_ST_ENDED] = \
+        i, nu, pr, run_done, pe, ended
+    for k in range(nu0, nu):  # the levels' running maximum
+        pm[k] = lv[k] if k == 0 or pm[k - 1] < lv[k] else pm[k - 1]
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
     # (candidates come in VST order: the first distinct start and the first entry at or
     # after a candidate's VST are found by galloping on from the previous candidate's, the
-    # first entry after its VST by stepping on: each pointer only moves forward)
-    fails = np.empty(nc, dtype=np.bool_)
-    iu = 0
-    gs = 0
-    ge = 0
-    for c in range(nc):
+    # first entry after its VST by stepping on: each pointer only moves forward; one that
+    # stopped at the last start computed so far is exact for every candidate that reads
+    # no start past it)
+    iu = st[_ST_IU]
+    gs = st[_ST_GS]
+    ge = st[_ST_GE]
+    for c in range(c0, c_to):
         i = cand[c]  # a tail candidate has v >= cut >= limit: only the first branches read i
         v = oV[c]
         limit = now + oD[c]
@@ -558,7 +604,7 @@ def _bulk_pass(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C,
             if partial > top:
                 top = partial
         fails[c] = top + oG[c] > C
-    return oJ, oV, oD, oG, fails, sure < 0 or _reached_and_passes(oD, oG, fails, sure)
+    st[_ST_IU], st[_ST_GS], st[_ST_GE], st[_ST_DONE] = iu, gs, ge, c_to
 
 
 @numba.njit(cache=True, nogil=True)
@@ -620,26 +666,146 @@ def bulk_pass(
     the plan up to their VSTs (at most ``sure_by``, so a few entries) instead of the
     whole visit's; otherwise the pass is done again in full. Typically the job whose VST
     is now, first in the visit.
+
+    This is :func:`lazy_pass` with the tail's candidates found and every verdict worked
+    out; the policy walks a lazy pass instead (see :class:`CandidateWalk`).
     """
+    out = lazy_pass(merged, horizon=horizon, n_arrived=n_arrived, now=now, capacity=capacity,
+                    free=free, run_end=run_end, run_gpus=run_gpus, scratch=scratch,
+                    longest=longest, n_pending=n_pending, tail=tail, sure_free=sure_free,
+                    sure_by=sure_by)
+    out.add_tail()
+    out.verdicts_upto(out.jobs.shape[0])
+    return out.jobs, out.vsts, out.durations, out.gpus, out.fails
+
+
+class PassVerdicts:
+    """One pass's candidates (see :func:`bulk_pass`) with their MaxReservation verdicts worked
+    out only as far as they are asked for (:meth:`verdicts_upto`), and the pending tail's
+    candidates found only when asked for (:meth:`add_tail`): the walk usually stops a
+    third of the way through the candidates, and the plan it reads up to there is about
+    60% of the one all of them read (Philly, 40,000 jobs). ``jobs``, ``vsts``,
+    ``durations``, ``gpus`` (and ``pools``, given the jobs' pools) hold the candidates
+    found so far; ``fails[c]`` is valid for ``c < known``.
+
+    It reads the merge, the running jobs and the caller's scratch rows until the pass is
+    over: nothing may change them in between (the policy's guards do not touch them)."""
+
+    def __init__(self, args: tuple, found: tuple, tail, job_pool: np.ndarray | None) -> None:
+        (self._aV, self._aJ, self._aG, _, _, self._aEO, _, self._aE, self._aR, self._aER,
+         self._horizon, self._n_arr, self._now, self._C, self._free, self._run_e, self._run_g,
+         self._wi, self._wf, self._cut) = args[:20]
+        self.jobs, self.vsts, self.durations, self.gpus, self.sure, n_end, p0, self._lev, \
+            open_tail = found
+        self._job_pool = job_pool
+        self.pools = None if job_pool is None else job_pool[self.jobs]
+        self.fails = np.zeros(self.jobs.shape[0], dtype=np.bool_)
+        self._st = np.zeros(_ST_LEN, dtype=np.int64)
+        self._st[_ST_WRITTEN] = p0
+        self._st[_ST_NEND] = n_end
+        self._xs = np.full(1, -np.inf)
+        #: the candidates whose verdicts are known (a prefix)
+        self.known = 0
+        #: the pending tail (arrays, or a function returning them or None) if the visit goes
+        #: on to it and its candidates are not found yet, else None
+        self._tail = tail if open_tail else None
+
+    @property
+    def tail_pending(self) -> bool:
+        """Whether the pending tail's candidates may still come after those found so far."""
+        return self._tail is not None
+
+    def add_tail(self) -> int:
+        """Find the pending tail's candidates (after every merged one) if not done yet;
+        return how many were added."""
+        tail, self._tail = self._tail, None
+        if tail is not None and callable(tail):
+            tail = tail()
+        if tail is None or not tail[0].shape[0]:
+            return 0
+        assert tail[0][0] >= self._cut and (not self._aV.shape[0]
+                                            or tail[0][0] >= self._aV[-1])
+        nc = self.jobs.shape[0]
+        tJ, tV, tD, tG = _tail_candidates(
+            tail[0], tail[1], tail[2], tail[3], self._free, self._lev, self._C,
+            np.int64(self._aV.shape[0]), self._wi[1], self._wi[2], np.int64(nc))
+        if not tJ.shape[0]:
+            return 0
+        self.jobs = np.concatenate((self.jobs, tJ))
+        self.vsts = np.concatenate((self.vsts, tV))
+        self.durations = np.concatenate((self.durations, tD))
+        self.gpus = np.concatenate((self.gpus, tG))
+        self.fails = np.concatenate((self.fails, np.zeros(tJ.shape[0], dtype=np.bool_)))
+        if self._job_pool is not None:
+            self.pools = np.concatenate((self.pools, self._job_pool[tJ]))
+        return int(tJ.shape[0])
+
+    def verdicts_upto(self, k: int) -> None:
+        """Work out ``fails`` for the candidates before ``k`` (at most all found so far)."""
+        k = min(int(k), self.jobs.shape[0])
+        if k <= self.known:
+            return
+        _bulk_verdicts(self._aV, self._aJ, self._aG, self._aEO, self._aE, self._aR, self._aER,
+                       self._horizon, self._n_arr, self._now, self._C, self._run_e, self._run_g,
+                       self._wi, self._wf, self.vsts, self.durations, self.gpus, self.fails,
+                       self._st, self._xs, np.int64(k))
+        self.known = k
+
+    @property
+    def plan_read(self) -> int:
+        """How many merged entries (a prefix, in visit order) the verdicts so far have read."""
+        return int(self._st[_ST_WRITTEN])
+
+    def truncated(self, k: int) -> PassVerdicts:
+        """This pass cut to its first ``k`` candidates (whose verdicts are known)."""
+        self.jobs, self.vsts, self.durations, self.gpus, self.fails = (
+            x[:k] for x in (self.jobs, self.vsts, self.durations, self.gpus, self.fails))
+        if self.pools is not None:
+            self.pools = self.pools[:k]
+        self.known = min(self.known, k)
+        return self
+
+
+def lazy_pass(
+    merged: tuple[np.ndarray, ...], *, horizon: float, n_arrived: int, now: float,
+    capacity: int, free: int, run_end: np.ndarray, run_gpus: np.ndarray,
+    scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
+    tail: tuple[np.ndarray, ...] | Callable[[], tuple[np.ndarray, ...] | None] | None = None,
+    n_tail: int = -1, sure_free: np.ndarray | None = None, sure_by: float = -math.inf,
+    job_pool: np.ndarray | None = None,
+) -> PassVerdicts:
+    """:func:`bulk_pass` with the verdicts worked out on demand: the merged candidates, and
+    their ``fails`` valid up to ``known`` (see :class:`PassVerdicts`); the tail's come with
+    :meth:`PassVerdicts.add_tail`. With a sure candidate reached that passes, only the
+    candidates up to it, their verdicts known.
+
+    ``tail`` may also be a function returning the tail (or None), called only if the tail
+    is asked for; ``n_tail`` is then how many jobs it holds (to count the merged pending
+    entries from ``n_pending``). ``job_pool`` (trace-wide, per job) gives the candidates'
+    pools (``pools``)."""
     cut = max(float(horizon), float(now) + float(longest))
     if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
         merged = _with_reserved(merged)
     if tail is None:
         tail = _NO_TAIL
-    n_tail = tail[0].shape[0]
-    if n_tail:
-        assert tail[0][0] >= cut and (not merged[0].shape[0] or tail[0][0] >= merged[0][-1])
+    if n_tail < 0:
+        n_tail = tail[0].shape[0]
     wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
     args = (*merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
             np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
             np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
-            np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]), *tail)
+            np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]))
     if sure_free is not None:
-        *out, held = _bulk_pass(*args, np.ascontiguousarray(sure_free, dtype=np.int64),
-                                float(sure_by))
-        if held:
-            return tuple(out)
-    return _bulk_pass(*args, _NO_SURE, -math.inf)[:5]
+        out = PassVerdicts(args, _bulk_search(*args, np.ascontiguousarray(sure_free,
+                                                                         dtype=np.int64),
+                                              float(sure_by)), tail, job_pool)
+        if out.sure >= 0:
+            out.verdicts_upto(out.sure + 1)
+            if _reached_and_passes(out.durations, out.gpus, out.fails, out.sure):
+                return out.truncated(out.sure + 1)
+        else:
+            return out
+    return PassVerdicts(args, _bulk_search(*args, _NO_SURE, -math.inf), tail, job_pool)
 
 
 def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -711,11 +877,13 @@ def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(D, G, P, fails, start, best, now, thr, ce, cf, acc):  # pragma: no cover - compiled
+def _walk(D, G, P, fails, start, best, now, thr, ce, cf, acc, known):  # pragma: no cover
     for i in range(start, D.shape[0]):
         g = G[i]
         if not D[i] < best[g]:
             continue  # no shorter than a job no wider that already failed MaxReservation
+        if i >= known:
+            return -2 - i  # its MaxReservation verdict is not worked out yet
         if fails[i]:
             for k in range(g, best.shape[0]):
                 if D[i] < best[k]:
@@ -733,6 +901,10 @@ def _walk(D, G, P, fails, start, best, now, thr, ce, cf, acc):  # pragma: no cov
     return -1
 
 
+#: verdicts first worked out when the walk needs one (then twice as many each time)
+_FIRST_VERDICTS = 64
+
+
 class CandidateWalk:
     """The walk over one pass's candidates (Figure 6's visit after :func:`bulk_pass`), compiled.
 
@@ -748,11 +920,11 @@ class CandidateWalk:
     """
 
     def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
-                 fails: np.ndarray, n_pools: int, now: float) -> None:
-        self._D = np.ascontiguousarray(durations, dtype=np.float64)
-        self._G = np.ascontiguousarray(gpus, dtype=np.int64)
-        self._P = np.ascontiguousarray(pools, dtype=np.int64)
-        self._fails = np.ascontiguousarray(fails, dtype=np.bool_)
+                 fails: np.ndarray | PassVerdicts, n_pools: int, now: float) -> None:
+        #: the verdicts worked out on demand (a PassVerdicts, whose pending tail's candidates
+        #: are found when the walk gets past the others), or None: all given
+        self._lazy = fails if isinstance(fails, PassVerdicts) else None
+        self._take(durations, gpus, pools, fails if self._lazy is None else self._lazy.fails)
         self._now = float(now)
         width = int(self._G.max()) + 1 if self._G.size else 1
         self._best = np.full(width, np.inf)
@@ -763,15 +935,55 @@ class CandidateWalk:
         #: [early starts, failed checks] of the guards skipped by their verdicts
         self.counts = np.zeros(2, dtype=np.int64)
 
+    def _take(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
+              fails: np.ndarray) -> None:
+        self._D = np.ascontiguousarray(durations, dtype=np.float64)
+        self._G = np.ascontiguousarray(gpus, dtype=np.int64)
+        self._P = np.ascontiguousarray(pools, dtype=np.int64)
+        self._fails = np.ascontiguousarray(fails, dtype=np.bool_)
+
+    def _add_tail(self) -> bool:
+        """Take the pending tail's candidates from the lazy pass, if any; whether any came.
+        The tables per width grow to the widest: a wider entry of ``best`` starts as the
+        narrower's (every failed candidate so far is narrower), of the verdicts unknown."""
+        lazy = self._lazy
+        if lazy is None or not lazy.tail_pending or not lazy.add_tail():
+            return False
+        if lazy.pools is None:
+            raise ValueError("a lazy pass with a pending tail needs the jobs' pools (job_pool)")
+        self._take(lazy.durations, lazy.gpus, lazy.pools, lazy.fails)
+        width = int(self._G.max()) + 1
+        old = self._best.shape[0]
+        if width > old:
+            n_pools = self._thr.shape[0]
+            self._best = np.concatenate((self._best, np.full(width - old, self._best[-1])))
+            self._thr = np.concatenate((self._thr, np.full((n_pools, width - old), np.nan)), 1)
+            self._ce = np.concatenate((self._ce, np.zeros((n_pools, width - old), np.int64)), 1)
+            self._cf = np.concatenate((self._cf, np.zeros((n_pools, width - old), np.int64)), 1)
+        return True
+
     def next(self, start: int) -> int:
         """Return the index of the first candidate at or after ``start`` that needs its guard
         or a verdict (see :meth:`needs_verdict`), or -1 when there is none."""
-        i = int(_walk(self._D, self._G, self._P, self._fails, np.int64(start), self._best,
-                      self._now, self._thr, self._ce, self._cf, self.counts))
-        if i <= -2:
+        lazy = self._lazy
+        while True:
+            n = self._D.shape[0]
+            known = n if lazy is None else lazy.known
+            i = int(_walk(self._D, self._G, self._P, self._fails, np.int64(start), self._best,
+                          self._now, self._thr, self._ce, self._cf, self.counts,
+                          np.int64(known)))
+            if i == -1 and self._add_tail():
+                start = n  # on to the tail's candidates
+                continue
+            if i > -2:
+                return i
             i = -2 - i
-            self._pending = i
-        return i
+            if i < known:
+                self._pending = i
+                return i
+            # its MaxReservation verdict first: work out a few more (doubling), and go on
+            lazy.verdicts_upto(max(i + 1, 2 * known, _FIRST_VERDICTS))
+            start = i
 
     def needs_verdict(self, i: int) -> bool:
         """Whether :meth:`next` stopped at candidate ``i`` because its pool and width have no
