@@ -397,24 +397,8 @@ def test_a_pass_over_a_merge_cut_past_the_horizon_plus_its_pending_tail_is_uncha
     possible candidate), and handing the pass the pending jobs past it as a tail, gives the
     same candidates, in the same order, with the same verdicts as the whole merge; the
     merge cut from the whole one equals the one merged from the cut clocks."""
-    rng = np.random.default_rng(seed)
-    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
-    now = float(rng.integers(0, 3) * 100)
-    # short jobs (a tenth of the time) keep the horizon early, so many pending jobs lie past it
-    scale = float(rng.choice([1.0, 10.0]))
-    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
-    n_arr = int(rng.integers(0, 2 * n + 3))
-    C = int(rng.integers(4, 24))
-    free = int(rng.integers(0, C + 1))
-    (V, J, G, D), seg = lay_out(clocks)
-    fit = (J < n_arr) & (G <= free)
-    longest = float(D[fit].max()) if fit.any() else 0.0
-    horizon = now + longest
-    k = int(rng.integers(0, 4))
-    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
-              run_gpus=rng.integers(1, 3, k), longest=longest,
-              n_pending=int((J < n_arr).sum()))
+    rng, clocks, (V, J, G, D), seg, kw = _cut_pass_case(seed, n, n_pools)
+    horizon, n_arr = kw["horizon"], kw["n_arrived"]
     whole = merge_clocks(V, J, G, D, seg)
     want = bulk_pass(whole, **kw)
     bound = horizon + float(rng.choice([0.5, 50.0, 100.0, 1000.0]))
@@ -680,23 +664,8 @@ def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(see
     candidates, in the same order, with the same counts, as walking bulk_pass's whole
     result; the tail is merged at most once, and only by a walk that got past every
     merged candidate."""
-    rng = np.random.default_rng(seed)
-    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
-    now = float(rng.integers(0, 3) * 100)
-    scale = float(rng.choice([1.0, 10.0]))
-    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
-    n_arr = int(rng.integers(0, 2 * n + 3))
-    C = int(rng.integers(4, 24))
-    free = int(rng.integers(0, C + 1))
-    (V, J, G, D), seg = lay_out(clocks)
-    fit = (J < n_arr) & (G <= free)
-    longest = float(D[fit].max()) if fit.any() else 0.0
-    horizon = now + longest
-    k = int(rng.integers(0, 4))
-    kw = dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
-              run_gpus=rng.integers(1, 3, k), longest=longest,
-              n_pending=int((J < n_arr).sum()))
+    rng, clocks, (V, J, G, D), seg, kw = _cut_pass_case(seed, n, n_pools)
+    horizon, n_arr, now = kw["horizon"], kw["n_arrived"], kw["now"]
     bound = horizon + float(rng.choice([0.5, 50.0, 100.0, 1000.0]))
     cut = [tuple(x[V_ < bound] for x in (V_, J_, G_, D_)) for V_, J_, G_, D_ in clocks]
     (cV, cJ, cG, cD), cseg = lay_out(cut)
@@ -731,3 +700,26 @@ def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(see
         assert found.jobs.tolist() == jobs.tolist()[: found.jobs.shape[0]]
     else:
         assert all(i < n_merged for _, i in runs[1][0])
+
+
+def _cut_pass_case(seed: int, n: int, n_pools: int):
+    """A random pass for the cut-merge tests: (rng, the clocks, their lay-out, its segments,
+    the pass's keywords). Short jobs (a tenth of the time) keep the horizon early, so many
+    pending jobs lie past it."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    now = float(rng.integers(0, 3) * 100)
+    scale = float(rng.choice([1.0, 10.0]))
+    clocks = [(np.maximum(V, now), J, G, D / scale) for V, J, G, D in clocks]
+    n_arr = int(rng.integers(0, 2 * n + 3))
+    C = int(rng.integers(4, 24))
+    free = int(rng.integers(0, C + 1))
+    (V, J, G, D), seg = lay_out(clocks)
+    fit = (J < n_arr) & (G <= free)
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    k = int(rng.integers(0, 4))
+    kw = dict(horizon=now + longest, n_arrived=n_arr, now=now, capacity=C, free=free,
+              run_end=now + rng.choice([50.0, 100.0, 400.0], k),
+              run_gpus=rng.integers(1, 3, k), longest=longest,
+              n_pending=int((J < n_arr).sum()))
+    return rng, clocks, (V, J, G, D), seg, kw
