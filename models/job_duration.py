@@ -245,7 +245,7 @@ def prior_jobs(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float,
     return out
 
 
-def prior_completions(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float]]:
+def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
 
     ``prior``: as :func:`prior_jobs`, e.g. the trace before the replay
@@ -255,15 +255,30 @@ def prior_completions(prior: Any, trace: TraceView) -> list[tuple[int, int, int,
     the replay's start leaks in. Returns (tag code or -1, pool index, GPUs,
     duration in replay seconds: divided by the trace's speed-up) in end-time
     order; jobs of pools the replay does not hold are dropped, tags it never
-    sees become -1.
+    sees become -1. ``with_user``: (tag, user, pool, GPUs, duration), the user
+    keyed like the trace's ``user_code`` (None when unknown; a user the
+    replay never sees keeps its name, so it matches none of its jobs).
     """
     jobs = prior_jobs(prior, trace)
     if not jobs:
         return []
     start = float(trace.submit[0])
     speedup = float(getattr(trace, "speedup", 1.0))
-    done = sorted((r for r in jobs if r[3] + r[4] <= start), key=lambda r: r[3] + r[4])
-    return [(tag, p, g, d / speedup) for tag, p, g, _, d in done]
+    users: list[Any] = [None] * len(jobs)
+    codes = getattr(trace, "user_code", None)
+    if with_user and codes is not None and "user" in prior.columns:
+        known = {u: int(c) for u, c in zip(trace.user.tolist(), codes.tolist(), strict=True)
+                 if c >= 0}
+        pools = set(trace.pool_names)
+        names = [u for p, u in prior.select(pl.col("pool").cast(pl.String), "user").iter_rows()
+                 if p in pools]  # prior_jobs' rows: those of the replay's pools, in order
+        users = [None if u is None or u == "" else known.get(u, u) for u in names]
+    done = sorted((i for i, r in enumerate(jobs) if r[3] + r[4] <= start),
+                  key=lambda i: jobs[i][3] + jobs[i][4])
+    if with_user:
+        return [(jobs[i][0], users[i], jobs[i][1], jobs[i][2], jobs[i][4] / speedup)
+                for i in done]
+    return [(jobs[i][0], jobs[i][1], jobs[i][2], jobs[i][4] / speedup) for i in done]
 
 
 class OnlineDurationHistory:
@@ -375,27 +390,31 @@ def _feature_index() -> dict[str, int]:
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
-_RULE_COLUMNS: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_RULE_COLUMNS: dict[tuple[bool, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def rule_levels(tag: bool = True) -> tuple[str, ...]:
-    """Return the look-alike levels in order: the rule's, or without the tag (``tag`` False)."""
-    return _RULE_LEVELS if tag else _RULE_LEVELS[1:]
+def rule_levels(tag: bool = True, user: bool = False) -> tuple[str, ...]:
+    """Return the look-alike levels in order: the same tag (with ``tag``), the same user (with
+    ``user``), the same pool and GPU count, the same pool. The rule's: ``tag`` alone."""
+    return (("tag",) if tag else ()) + (("user",) if user else ()) + _RULE_LEVELS[1:]
 
 
-def _rule_columns(tag: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rule_columns(tag: bool = True, user: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the column indices of the levels of :func:`rule_levels` (built once): their counts
     [levels], their recent shares and their shares over all their history [levels, edges]
     (5 / 60 / 720 min)."""
-    got = _RULE_COLUMNS.get(tag)
+    got = _RULE_COLUMNS.get((tag, user))
     if got is None:
         idx = _feature_index()
-        levels = rule_levels(tag)
+        levels = rule_levels(tag, user)
         shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in levels]
                   for kind in ("recent_", "")]
-        got = _RULE_COLUMNS[tag] = (np.array([idx[f"{lv}_count"] for lv in levels]),
-                                    np.array(shares[0]), np.array(shares[1]))
+        got = _RULE_COLUMNS[(tag, user)] = (np.array([idx[f"{lv}_count"] for lv in levels]),
+                                            np.array(shares[0]), np.array(shares[1]))
     return got
+
+
 #: ``history_shrink``'s levels, from the most general to the most specific: each level's shares
 #: are shrunk toward the estimate of the levels before it.
 _SHRINK_LEVELS: tuple[str, ...] = ("pool", "pool_gpus", "user", "tag")
@@ -471,8 +490,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     ``history_tag`` False skips the tag level (pool and GPU count, then
     pool; with ``history_shrink``, the tag is left out of the pooling): for a
     trace whose tags (job names) say less about a job's duration than its
-    pool and width do; :func:`choose_history_tag` decides it on the training
-    rows. The started look-alikes of ``started_cap`` follow the same levels.
+    pool and width do. ``history_user`` True puts the same user's jobs after
+    the tag and before the pool and width (``history_shrink`` always pools
+    the user's shares). :func:`choose_history_levels`
+    decides both on the training rows. The started look-alikes of
+    ``started_cap`` follow the tag choice; they never use the user (the
+    replay's trace view carries no users), so with ``history_user`` the cap
+    reads the pool and width.
 
     ``method="history"``: the paper's rule (SIA 5.4.2), the baseline and the
     fallback: the bin of the median duration of the finished jobs with the
@@ -499,7 +523,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  calibration_fraction: float = 0.25, min_pool_history: int = 20,
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
                  history_recent: float = 0.0, history_shrink: float = 0.0,
-                 history_tag: bool = True, fallback_bin: int = N_BINS - 1,
+                 history_tag: bool = True, history_user: bool = False,
+                 fallback_bin: int = N_BINS - 1,
                  started_cap: bool = False, calendar: bool = False, n_jobs: int = 1,
                  seed: int = 0):
         self.method = method
@@ -517,6 +542,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_recent = history_recent
         self.history_shrink = history_shrink
         self.history_tag = history_tag
+        self.history_user = history_user
         self.fallback_bin = fallback_bin
         self.started_cap = started_cap
         self.calendar = calendar
@@ -563,9 +589,10 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_shrink) < np.inf:
             raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
                              f"{self.history_shrink}")
-        if not isinstance(self.history_tag, bool | np.bool_):
-            raise ValueError(f"JobDuration: history_tag must be True or False, not "
-                             f"{self.history_tag!r}")
+        for name in ("history_tag", "history_user"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ValueError(f"JobDuration: {name} must be True or False, not "
+                                 f"{getattr(self, name)!r}")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -678,7 +705,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """
         if float(self.history_shrink) > 0.0:
             return self._shrunk_cdf(x)
-        counts, recent, whole = _rule_columns(bool(self.history_tag))
+        counts, recent, whole = _rule_columns(bool(self.history_tag), bool(self.history_user))
         need = np.full(counts.size, float(self.history_min_count))
         need[-1] = 1.0  # the pool level: any finished job
         ok = x[:, counts] >= need[None, :]  # NaN counts never qualify
@@ -838,8 +865,9 @@ class OnlineSubmissionFeatures:
 
         self._trace_id = id(trace)
         self._builder = SubmissionFeatures()
-        self._builder.complete_many([(tag if tag >= 0 else None, None, p, g, d)
-                                     for tag, p, g, d in prior_completions(self.prior, trace)])
+        self._builder.complete_many([(tag if tag >= 0 else None, user, p, g, d)
+                                     for tag, user, p, g, d in prior_completions(
+                                         self.prior, trace, with_user=True)])
         self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
         self._seen = [0] * trace.n_pools
         self._arrived = 0
@@ -1022,35 +1050,52 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     return model, table
 
 
-def choose_history_tag(X: Any, y: Any, **params: Any) -> tuple[bool, list[dict[str, Any]]]:
-    """Return (whether ``history_cdf`` should start at the tag level, the comparison rows).
+#: The look-alike chains :func:`choose_history_levels` compares, (history_tag, history_user), the
+#: paper's first: ties go to the earlier one.
+HISTORY_CHAINS: tuple[tuple[bool, bool], ...] = ((True, False), (False, False), (False, True),
+                                                 (True, True))
 
-    Chosen on training rows only (X: their submission features, y: their true
-    bins; ``params``: the other ``history_cdf`` parameters). Nothing is fit,
-    so every row scores: each row's CDF with and without the tag level,
-    scored by the Brier score of P(duration <= edge) averaged over the three
-    edges, on the rows where the two differ (a row with too little tag
-    history, or no tag, gets the same CDF both ways). The tag is dropped only
-    when that strictly lowers the score: tags that name what a job runs keep
-    the paper's rule, tags that do not (or a trace without tags) leave it as
-    it is.
+
+def choose_history_levels(X: Any, y: Any, **params: Any
+                          ) -> tuple[dict[str, bool], list[dict[str, Any]]]:
+    """Return (the ``history_tag`` / ``history_user`` that ``history_cdf`` should use, the
+    comparison rows), chosen on training rows only.
+
+    X: the training jobs' submission features, y: their true bins; ``params``:
+    the other ``history_cdf`` parameters. Nothing is fit, so every row
+    scores. Each chain of :data:`HISTORY_CHAINS` gives each row a CDF; a chain
+    is scored by the Brier score of P(duration <= edge), averaged over the
+    three edges, on the rows where the chains' CDFs do not all agree (a job
+    with no tag or user, or too little of their history, reads the same
+    everywhere). The lowest score wins; ties, and a trace where nothing
+    differs, keep the paper's rule (the tag, no user). So tags that name what
+    a job runs stay first, tags that say less than the pool and width are
+    dropped, and a user's jobs are read first only where they say more.
     """
     from sia.features.duration_features import DURATION_FEATURES
 
-    x = _as_frame(X, list(DURATION_FEATURES), "choose_history_tag")
+    x = _as_frame(X, list(DURATION_FEATURES), "choose_history_levels")
     y = _check_bins(y, x.shape[0])
     fits = (y[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
-    params = {k: v for k, v in params.items() if k not in ("method", "history_tag")}
-    cdfs = {tag: JobDuration("history_cdf", history_tag=tag, **params).fit(x, y).predict_cdf(x)
-            for tag in (True, False)}
-    differ = np.any(cdfs[True] != cdfs[False], axis=1)
+    params = {k: v for k, v in params.items()
+              if k not in ("method", "history_tag", "history_user")}
+    cdfs = [JobDuration("history_cdf", history_tag=tag, history_user=user, **params)
+            .fit(x, y).predict_cdf(x) for tag, user in HISTORY_CHAINS]
+    differ = np.zeros(x.shape[0], dtype=bool)
+    for cdf in cdfs[1:]:
+        differ |= np.any(cdf != cdfs[0], axis=1)
     rows: list[dict[str, Any]] = []
-    for tag, cdf in cdfs.items():
+    for (tag, user), cdf in zip(HISTORY_CHAINS, cdfs, strict=True):
         brier = (float(np.mean((cdf[differ] - fits[differ]) ** 2)) if differ.any()
                  else float("nan"))
-        rows.append({"levels": ", ".join(rule_levels(tag)), "rows_compared": int(differ.sum()),
-                     "rows": int(x.shape[0]), "brier": brier})
-    keep = not (rows[1]["brier"] < rows[0]["brier"])  # NaN (nothing differs): the paper's rule
-    for row, tag in zip(rows, (True, False), strict=True):
-        row["chosen"] = tag == keep
-    return keep, rows
+        rows.append({"levels": ", ".join(rule_levels(tag, user)),
+                     "rows_compared": int(differ.sum()), "rows": int(x.shape[0]),
+                     "brier": brier})
+    best = 0
+    for i, row in enumerate(rows):
+        if row["brier"] < rows[best]["brier"]:  # NaN never wins: the paper's rule stays
+            best = i
+    for i, row in enumerate(rows):
+        row["chosen"] = i == best
+    tag, user = HISTORY_CHAINS[best]
+    return {"history_tag": tag, "history_user": user}, rows

@@ -335,8 +335,8 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     per window for the rule and the learned model at each eps) and
     ``job_duration_lending`` (validation: the same for the registered model,
     the rule and perfect durations); for ``history_cdf``, ``job_duration_levels``
-    (training rows: the look-alikes with and without the tag level, by
-    :func:`~sia.models.job_duration.choose_history_tag`).
+    (training rows: the look-alike chains with and without the tag and user levels, by
+    :func:`~sia.models.job_duration.choose_history_levels`).
     """
     from sia.data.windows import duration_bin_of
     from sia.features.duration_features import DURATION_FEATURES, submission_features
@@ -366,9 +366,9 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
         model, sel = job_duration.JobDuration("xgboost", **params, **cap).fit(
             x_tr, y_tr, time=t_tr), []
     elif config.duration_method == "history_cdf":
-        tag, levels = job_duration.choose_history_tag(x_tr, y_tr, **params, **recent)
+        chain, levels = job_duration.choose_history_levels(x_tr, y_tr, **params, **recent)
         model = job_duration.JobDuration("history_cdf", **params, **recent, **cap,
-                                         history_tag=tag).fit(x_tr, y_tr)
+                                         **chain).fit(x_tr, y_tr)
         model.lend_risk_ = job_duration.lend_risk_at_edges(config.duration_lend_risk).tolist()
         sel = []
     else:

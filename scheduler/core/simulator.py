@@ -134,6 +134,7 @@ def build_trace(jobs: pl.DataFrame, pools: pl.DataFrame, speedup: float = 1.0
         pool_names=names,
         quota=quota,
         speedup=speedup,
+        user=jobs["user"].to_numpy()[order] if "user" in jobs.columns else None,
     )
     return trace, order
 

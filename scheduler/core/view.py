@@ -63,6 +63,8 @@ class TraceArrays:
     - ``tag_code``: int64 [n], a dense code per distinct tag (-1 when None),
       numbered in order of first appearance, for array-based grouping.
     - ``pool_names``: tuple [P] of pool names, sorted.
+    - ``user`` / ``user_code``: the jobs' users and their dense codes, as ``tag`` /
+      ``tag_code`` (None when the trace has no user column).
     - ``quota``: int64 [P], each pool's dedicated GPUs.
     - ``pool_jobs``: tuple [P] of int64 arrays, the job indices of each pool in
       arrival order (so a pool's arrivals so far are a prefix of it).
@@ -83,6 +85,8 @@ class TraceArrays:
     quota: np.ndarray
     pool_jobs: tuple[np.ndarray, ...] = field(repr=False)
     speedup: float = 1.0
+    user: np.ndarray | None = field(default=None, repr=False)
+    user_code: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_jobs(self) -> int:
@@ -114,11 +118,13 @@ class TraceArrays:
         pool_names: tuple[str, ...],
         quota: np.ndarray,
         speedup: float = 1.0,
+        user: np.ndarray | None = None,
     ) -> TraceArrays:
         """Return a TraceArrays from per-job arrays already in arrival order.
 
         ``duration`` is the replayed duration (already divided by ``speedup``).
-        Derives ``tag_code`` and ``pool_jobs``; arrays are made read-only.
+        Derives ``tag_code`` (and ``user_code`` from ``user``: empty names are
+        no user) and ``pool_jobs``; arrays are made read-only.
         """
         n = len(submit)
         tag = np.asarray(tag, dtype=object)
@@ -128,6 +134,13 @@ class TraceArrays:
             dtype=np.int64,
             count=n,
         )
+        users: dict[Any, np.ndarray] = {}
+        if user is not None:
+            user = np.asarray([None if u is None or u == "" else u for u in user], dtype=object)
+            named: dict[Any, int] = {}
+            users = {"user": user, "user_code": np.fromiter(
+                (-1 if u is None else named.setdefault(u, len(named)) for u in user),
+                dtype=np.int64, count=n)}
         pool = np.asarray(pool, dtype=np.int64)
         order = np.argsort(pool, kind="stable")
         bounds = np.searchsorted(pool[order], np.arange(len(pool_names) + 1))
@@ -142,10 +155,11 @@ class TraceArrays:
             tag_code=tag_code,
             quota=np.asarray(quota, dtype=np.int64),
         )
-        for a in (*arrays.values(), *pool_jobs):
+        for a in (*arrays.values(), *users.values(), *pool_jobs):
             a.setflags(write=False)
         return TraceArrays(
-            **arrays, pool_names=tuple(pool_names), pool_jobs=pool_jobs, speedup=float(speedup)
+            **arrays, pool_names=tuple(pool_names), pool_jobs=pool_jobs, speedup=float(speedup),
+            **users,
         )
 
 

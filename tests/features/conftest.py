@@ -7,7 +7,8 @@ import pytest
 
 
 def schedule(rows: list[dict]) -> pl.DataFrame:
-    """Return a schedule from dicts with pool, submit, start, end (seconds) and optional gpus/tag/id."""
+    """Return a schedule from dicts with pool, submit, start, end (seconds) and optional
+    gpus/tag/user/id."""
     return pl.DataFrame(
         {
             "job_id": [r.get("id", f"j{i}") for i, r in enumerate(rows)],
@@ -16,7 +17,7 @@ def schedule(rows: list[dict]) -> pl.DataFrame:
             "duration": [float(r["end"] - r["start"]) for r in rows],
             "num_gpus": [int(r.get("gpus", 1)) for r in rows],
             "tag": [r.get("tag") for r in rows],
-            "user": [None for _ in rows],
+            "user": [r.get("user") for r in rows],
             "preemptible": [False for _ in rows],
             "start_time": [float(r["start"]) for r in rows],
             "end_time": [float(r["end"]) for r in rows],

@@ -80,7 +80,8 @@ def schedules(draw):
         rows.append({"id": f"j{i:02d}", "pool": draw(st.sampled_from(["p", "q"])),
                      "submit": submit, "start": submit + wait, "end": submit + wait + dur,
                      "gpus": draw(st.sampled_from([1, 2])),
-                     "tag": draw(st.sampled_from([None, "t1", "t2"]))})
+                     "tag": draw(st.sampled_from([None, "t1", "t2"])),
+                     "user": draw(st.sampled_from([None, "", "u1", "u2"]))})
     return schedule(rows)
 
 
@@ -134,13 +135,15 @@ class _ReplayView:
 @settings(max_examples=60, deadline=None)
 @given(schedules(), st.integers(1, 4))
 def test_online_equals_offline(s, stride):
-    """The forecaster's incremental rows equal the batch rows for the same schedule."""
+    """The forecaster's incremental rows equal the batch rows for the same schedule (tags and
+    users included: the replay's trace carries both)."""
     s = s.sort("submit_time", "job_id")
     pools = tuple(sorted(set(s["pool"].to_list())))
     trace = TraceArrays.build(
         s["job_id"].to_numpy(), s["submit_time"].to_numpy(), s["duration"].to_numpy(),
         s["num_gpus"].to_numpy(), np.array([pools.index(p) for p in s["pool"].to_list()]),
-        np.array(s["tag"].to_list(), dtype=object), pools, np.full(len(pools), 4))
+        np.array(s["tag"].to_list(), dtype=object), pools, np.full(len(pools), 4),
+        user=np.array(s["user"].to_list(), dtype=object))
     view = _ReplayView(trace, s["end_time"].to_numpy())
     online = OnlineSubmissionFeatures()
     times = np.unique(np.concatenate([s["submit_time"].to_numpy(), s["end_time"].to_numpy()]))

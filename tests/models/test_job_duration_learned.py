@@ -166,13 +166,13 @@ def test_history_cdf_by_hand():
 
 
 def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: float,
-                           tag: bool = True) -> np.ndarray:
+                           tag: bool = True, user: bool = False) -> np.ndarray:
     """The history rule's CDF written level by level (the definition), for the property below."""
     col = {c: i for i, c in enumerate(DURATION_FEATURES)}
     out = np.empty((x.shape[0], 3))
     for r in range(x.shape[0]):
         got = None
-        for level in ("tag", "pool_gpus", "pool") if tag else ("pool_gpus", "pool"):
+        for level in ["tag"] * tag + ["user"] * user + ["pool_gpus", "pool"]:
             n = x[r, col[f"{level}_count"]]
             if n >= (min_count if level != "pool" else 1):
                 rec = np.array([x[r, col[f"{level}_recent_le{m}m"]] for m in (5, 60, 720)])
@@ -187,8 +187,10 @@ def _history_cdf_by_levels(x: np.ndarray, min_count: int, fallback: int, w: floa
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(0, 12), min_count=st.integers(1, 5),
-       fallback=st.integers(0, 3), w=st.sampled_from([0.0, 0.3, 1.0]), tag=st.booleans())
-def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, fallback, w, tag):
+       fallback=st.integers(0, 3), w=st.sampled_from([0.0, 0.3, 1.0]), tag=st.booleans(),
+       user=st.booleans())
+def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, fallback, w, tag,
+                                                           user):
     """Counts (NaN, 0, thin or enough) and shares (NaN or not) at random: the rule's CDF is the
     first level whose count reaches its minimum, its shares, else the fallback bin's step."""
     rng = np.random.default_rng(seed)
@@ -197,10 +199,10 @@ def test_history_cdf_matches_the_level_by_level_definition(seed, n, min_count, f
     x[:, counts] = rng.choice([np.nan, 0.0, 1.0, 2.0, 3.0, 7.0], size=(n, len(counts)))
     x[rng.random(x.shape) < 0.05] = np.nan
     est = JobDuration("history_cdf", history_min_count=min_count, fallback_bin=fallback,
-                      history_recent=w, history_tag=tag).fit(
+                      history_recent=w, history_tag=tag, history_user=user).fit(
         np.zeros((4, len(DURATION_FEATURES))), np.array([0, 1, 2, 3]))
     np.testing.assert_array_equal(est.predict_cdf(x),
-                                  _history_cdf_by_levels(x, min_count, fallback, w, tag))
+                                  _history_cdf_by_levels(x, min_count, fallback, w, tag, user))
 
 
 def test_lend_risk_per_bin_edge_maps_onto_the_scheduling_windows():
@@ -301,11 +303,24 @@ def test_history_cdf_without_the_tag_level_by_hand():
     assert JobDuration.from_artifacts(params, boosters).history_tag is True
     with pytest.raises(ValueError, match="history_tag must be True or False"):
         JobDuration("history_cdf", history_tag="no").fit(X, y)
+    # the user's jobs between the tag and the pool and width: row 0 (tag 5 jobs) keeps the tag's;
+    # without the tag, row 0 reads its user's (4 >= 3 jobs), row 1 its user's too thin: the pool's
+    X.loc[0, ["user_count", "user_le5m", "user_le60m", "user_le720m"]] = [4, 0.0, 0.5, 0.5]
+    X.loc[1, ["user_count", "user_le5m", "user_le60m", "user_le720m"]] = [2, 1.0, 1.0, 1.0]
+    both = JobDuration("history_cdf", history_user=True).fit(X, y)
+    np.testing.assert_allclose(both.predict_cdf(X), [[0.2, 0.6, 1.0], [0.2, 0.6, 1.0]])
+    user = JobDuration("history_cdf", history_tag=False, history_user=True).fit(X, y)
+    np.testing.assert_allclose(user.predict_cdf(X), [[0.0, 0.5, 0.5], [0.5, 0.75, 1.0]])
+    params, boosters = user.to_artifacts()
+    assert JobDuration.from_artifacts(params, boosters).history_user is True
+    with pytest.raises(ValueError, match="history_user must be True or False"):
+        JobDuration("history_cdf", history_user=1).fit(X, y)
 
 
-def _tagged_rows(tag_informative: bool, n: int = 400, seed: int = 0):
+def _tagged_rows(tag_informative: bool, n: int = 400, seed: int = 0, user_informative=False):
     """Rows whose pool-and-width shares are each job's true chances; the tag level either knows
-    the job's bin (a job name that says what runs) or is noise (names that say nothing)."""
+    the job's bin (a job name that says what runs) or is noise (names that say nothing); the
+    user level is noise, or knows the bin a little less well than an informative tag."""
     rng = np.random.default_rng(seed)
     col = {c: i for i, c in enumerate(DURATION_FEATURES)}
     x = np.full((n, len(DURATION_FEATURES)), 0.0)
@@ -315,26 +330,42 @@ def _tagged_rows(tag_informative: bool, n: int = 400, seed: int = 0):
     for m in ("5", "60", "720"):
         x[:, col[f"pool_gpus_le{m}m"]] = p_short
     x[:, col["tag_count"]] = 10.0
+    x[:, col["user_count"]] = 10.0
     tag_share = (y == 0).astype(float) * 0.9 + 0.05 if tag_informative else rng.random(n)
+    user_share = (y == 0).astype(float) * 0.8 + 0.1 if user_informative else rng.random(n)
     for m in ("5", "60", "720"):
         x[:, col[f"tag_le{m}m"]] = tag_share
+        x[:, col[f"user_le{m}m"]] = user_share
     return x, y
 
 
-def test_choose_history_tag_keeps_an_informative_tag_and_drops_noise():
-    """The tag level stays when it scores better on the training rows, goes when it is noise,
-    and a trace without tags keeps the paper's rule (nothing to compare)."""
-    from sia.models.job_duration import choose_history_tag
+def test_choose_history_levels_keeps_what_predicts_and_drops_noise():
+    """The tag level stays when it scores better on the training rows and goes when it is noise;
+    the user's level comes in only when it scores better; a trace without tags or users keeps
+    the paper's rule (nothing to compare)."""
+    from sia.models.job_duration import choose_history_levels
 
-    keep, rows = choose_history_tag(*_tagged_rows(True))
-    assert keep is True and [r["chosen"] for r in rows] == [True, False]
-    assert rows[0]["brier"] < rows[1]["brier"] and rows[0]["rows_compared"] == 400
-    keep, rows = choose_history_tag(*_tagged_rows(False))
-    assert keep is False and rows[1]["brier"] < rows[0]["brier"]
+    chain, rows = choose_history_levels(*_tagged_rows(True))
+    assert chain == {"history_tag": True, "history_user": False}
+    assert [r["chosen"] for r in rows] == [True, False, False, False]
+    assert rows[0]["levels"] == "tag, pool_gpus, pool" and rows[0]["rows_compared"] == 400
+    assert rows[0]["brier"] < rows[1]["brier"]
+    chain, rows = choose_history_levels(*_tagged_rows(False))
+    assert chain == {"history_tag": False, "history_user": False}
+    assert rows[1]["levels"] == "pool_gpus, pool" and rows[1]["chosen"]
+    chain, rows = choose_history_levels(*_tagged_rows(False, user_informative=True))
+    assert chain == {"history_tag": False, "history_user": True}
+    assert rows[2]["levels"] == "user, pool_gpus, pool" and rows[2]["chosen"]
+    # an informative tag before an informative user: the tag reads first (row 4 ties row 1)
+    chain, _ = choose_history_levels(*_tagged_rows(True, user_informative=True))
+    assert chain == {"history_tag": True, "history_user": False}
     x, y = _tagged_rows(True)
-    x[:, DURATION_FEATURES.index("tag_count")] = np.nan  # no job has a tag
-    keep, rows = choose_history_tag(x, y)
-    assert keep is True and rows[0]["rows_compared"] == 0 and np.isnan(rows[0]["brier"])
-    # too little tag history (below history_min_count) reads the same both ways
+    x[:, DURATION_FEATURES.index("tag_count")] = np.nan  # no job has a tag or a user
+    x[:, DURATION_FEATURES.index("user_count")] = np.nan
+    chain, rows = choose_history_levels(x, y)
+    assert chain == {"history_tag": True, "history_user": False}
+    assert rows[0]["rows_compared"] == 0 and np.isnan(rows[0]["brier"])
+    # too little history (below history_min_count) reads the same every way
     x[:, DURATION_FEATURES.index("tag_count")] = 2.0
-    assert choose_history_tag(x, y, history_min_count=3)[1][0]["rows_compared"] == 0
+    x[:, DURATION_FEATURES.index("user_count")] = 2.0
+    assert choose_history_levels(x, y, history_min_count=3)[1][0]["rows_compared"] == 0

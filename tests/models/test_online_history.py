@@ -165,3 +165,58 @@ def test_prior_jobs_start_the_history_by_hand():
     hist.start(trace)
     np.testing.assert_array_equal(hist.median_s(_view(trace, 2), np.array([0, 1])), [100.0, 2000.0])
     assert prior_completions(None, trace) == []
+
+
+def test_users_reach_the_online_features_from_the_trace_and_the_prior_jobs():
+    """A trace with a user column: the replay's trace carries user codes, the prior jobs' users
+    are keyed like them, and the online features count each user's finished jobs (the same
+    user statistics the offline features give a job at its submission)."""
+    import polars as pl
+    from sia.features.duration_features import DURATION_FEATURES
+    from sia.models.job_duration import OnlineSubmissionFeatures, prior_completions
+    from sia.scheduler.core.view import TraceArrays
+
+    trace = TraceArrays.build(np.array(["j0", "j1"], dtype=object), np.array([0.0, 10.0]),
+                              np.array([50.0, 60.0]), np.array([1, 1]), np.array([0, 0]),
+                              np.array([None, None], dtype=object), ("a",), np.array([4]),
+                              user=np.array(["ann", ""], dtype=object))
+    assert trace.user_code.tolist() == [0, -1] and trace.user.tolist() == ["ann", None]
+    prior = pl.DataFrame({"pool": ["a", "a", "a", "c"], "num_gpus": [1, 1, 1, 1],
+                          "submit_time": [-1000.0, -900.0, -800.0, -700.0],
+                          "duration": [100.0, 200.0, 300.0, 10.0],
+                          "tag": [None, None, None, None], "user": ["ann", "bob", "ann", "ann"]})
+    # pool c is not in the replay; bob never appears in it and keeps his name
+    assert prior_completions(prior, trace, with_user=True) == [
+        (-1, 0, 0, 1, 100.0), (-1, "bob", 0, 1, 200.0), (-1, 0, 0, 1, 300.0)]
+    assert prior_completions(prior, trace) == [(-1, 0, 1, 100.0), (-1, 0, 1, 200.0),
+                                               (-1, 0, 1, 300.0)]
+    feats = OnlineSubmissionFeatures(prior)
+    feats.update(_view(trace, 2))
+    rows = feats.rows(np.array([0, 1]))
+    col = {c: i for i, c in enumerate(DURATION_FEATURES)}
+    assert rows[0, col["user_count"]] == 2 and rows[0, col["user_median_s"]] == 200.0
+    assert np.isnan(rows[1, col["user_median_s"]])  # no user
+    assert rows[0, col["pool_count"]] == 3
+    # a trace without users has none, and the prior's users are not read
+    bare = TraceArrays.build(np.array(["j0"], dtype=object), np.array([0.0]), np.array([5.0]),
+                             np.array([1]), np.array([0]), np.array([None], dtype=object),
+                             ("a",), np.array([4]))
+    assert bare.user_code is None
+    assert prior_completions(prior, bare, with_user=True)[0][1] is None
+
+
+def test_a_replays_trace_carries_the_jobs_users():
+    """build_trace keeps the job table's user column (in arrival order) for the forecaster."""
+    import polars as pl
+    from sia.data.synthetic import generate_workload
+    from sia.scheduler.core.simulator import build_trace
+
+    jobs, pools = generate_workload("base", 0, days=0.5)
+    users = [f"u{i % 3}" if i % 4 else None for i in range(jobs.height)]
+    jobs = jobs.with_columns(user=pl.Series(users, dtype=pl.String))
+    trace, order = build_trace(jobs, pools)
+    assert trace.user.tolist() == [users[i] for i in order]
+    assert ((trace.user_code >= 0) == np.array([users[i] is not None for i in order])).all()
+    # no user given (the contract's column all null): no codes at all
+    no_users = jobs.with_columns(user=pl.lit(None, dtype=pl.String))
+    assert (build_trace(no_users, pools)[0].user_code == -1).all()

@@ -456,7 +456,9 @@ def test_job_duration_drops_a_tag_that_says_nothing_and_keeps_one_that_names_the
     """`sia train`'s history_cdf chooses its look-alike levels on the training rows and reports
     the comparison (job_duration_levels). Two pools, one of short jobs and one of long ones:
     tags drawn at random across both say less than the pool does and are dropped; tags that
-    name the kind of job (each pool runs two kinds) say more, and are kept."""
+    name the kind of job (each pool runs two kinds) say more, and are kept; users who each
+    run one kind come first, users drawn at random do not."""
+    from sia.models.job_duration import rule_levels
     from sia.models.split import TimeSplit
     from sia.pipelines.train import fit_job_duration
 
@@ -474,15 +476,20 @@ def test_job_duration_drops_a_tag_that_says_nothing_and_keeps_one_that_names_the
     split = TimeSplit(train_start=0.0, train_end=3 * 86400.0, val_end=4 * 86400.0,
                       active_start=0.0, how="test")
     config = TrainConfig(**SMALL)
-    cases = {"none": None, "noise": [f"job{i}" for i in rng.integers(0, 4, n)],
-             "names": [f"{p}-kind{k}" for p, k in zip(pool, kind, strict=True)]}
+    names = [f"{p}-kind{k}" for p, k in zip(pool, kind, strict=True)]
+    cases = {"none": {}, "noise": {"tag": [f"job{i}" for i in rng.integers(0, 4, n)]},
+             "names": {"tag": names},
+             "users": {"user": names},  # each user runs one kind: no tags, but users say it
+             "noisy users": {"user": [f"u{i}" for i in rng.integers(0, 4, n)]}}
     chosen = {}
-    for name, tags in cases.items():
-        s = schedule if tags is None else schedule.with_columns(pl.Series("tag", tags))
+    for name, cols in cases.items():
+        s = schedule.with_columns(*(pl.Series(c, v) for c, v in cols.items()))
         model, tables = fit_job_duration(s, split, config)
         levels = tables["job_duration_levels"]
         assert levels["chosen"].sum() == 1
-        assert levels.filter(pl.col("chosen"))["levels"][0] == (
-            "tag, pool_gpus, pool" if model.history_tag else "pool_gpus, pool")
-        chosen[name] = model.history_tag
-    assert chosen == {"none": True, "noise": False, "names": True}
+        assert levels.filter(pl.col("chosen"))["levels"][0] == ", ".join(
+            rule_levels(model.history_tag, model.history_user))
+        chosen[name] = (model.history_tag, model.history_user)
+    # without tags the chains with and without the tag read the same: the first of each pair
+    assert chosen == {"none": (True, False), "noise": (False, False), "names": (True, False),
+                      "users": (False, True), "noisy users": (True, False)}
