@@ -177,7 +177,7 @@ def test_prior_jobs_key_only_the_replays_of_learned_predictors():
     cut = float(jobs["submit_time"].quantile(0.5)) / 86400.0
     prior = jobs_before(jobs, cut)
     assert prior.height and prior["submit_time"].max() < cut * 86400.0
-    assert set(prior.columns) <= {"pool", "num_gpus", "submit_time", "duration", "tag"}
+    assert set(prior.columns) <= {"pool", "num_gpus", "submit_time", "duration", "tag", "user"}
     assert jobs_before(jobs, None) is None
     ref = RegistryPredictors("a", (5, 60), versions=(("m", "1"),))
     plain, primed = FrameWorkload(jobs, pools, "k"), FrameWorkload(jobs, pools, "k", prior)
