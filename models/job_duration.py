@@ -219,29 +219,40 @@ class SortedHistory:
         return self.median() if q == 0.5 else sorted_quantile(self.values, q)
 
 
-def prior_jobs(prior: Any, trace: TraceView) -> list[tuple[int, int, int, float, float]]:
+def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` keyed like ``trace``'s, in ``prior``'s row order.
 
     ``prior``: None, or a frame of the jobs submitted before the replay
     (``pool``, ``num_gpus``, ``submit_time``, ``duration``, optional
-    ``tag``). Returns (tag code or -1, pool index, GPUs, submit time s,
-    duration s as recorded) per job; jobs of pools the replay does not hold
-    are dropped, tags it never sees become -1.
+    ``tag`` and ``user``). Returns (tag code or -1, pool index, GPUs, submit
+    time s, duration s as recorded) per job; jobs of pools the replay does
+    not hold are dropped, tags it never sees become -1. ``with_user`` appends
+    the user keyed like the trace's ``user_code`` (None when unknown; a user
+    the replay never sees keeps its name, so it matches none of its jobs).
     """
     if prior is None or trace.n_jobs == 0 or prior.height == 0:
         return []
     pools = {name: i for i, name in enumerate(trace.pool_names)}
     codes = {t: int(c) for t, c in zip(trace.tag.tolist(), trace.tag_code.tolist(), strict=True)
              if c >= 0}
-    tag_col = pl.col("tag") if "tag" in prior.columns else pl.lit(None)
+    user_codes = getattr(trace, "user_code", None)
+    read_users = with_user and user_codes is not None and "user" in prior.columns
+    users = ({u: int(c) for u, c in zip(trace.user.tolist(), user_codes.tolist(), strict=True)
+              if c >= 0} if read_users else {})
     rows = prior.select(pl.col("pool").cast(pl.String), pl.col("num_gpus").cast(pl.Int64),
                         pl.col("submit_time").cast(pl.Float64),
-                        pl.col("duration").cast(pl.Float64), tag=tag_col)
-    out = []
-    for pool, g, submit, d, tag in rows.iter_rows():
+                        pl.col("duration").cast(pl.Float64),
+                        tag=pl.col("tag") if "tag" in prior.columns else pl.lit(None),
+                        user=pl.col("user") if read_users else pl.lit(None))
+    out: list[tuple] = []
+    for pool, g, submit, d, tag, user in rows.iter_rows():
         p = pools.get(pool)
-        if p is not None:
-            out.append((codes.get(tag, -1) if tag is not None else -1, p, int(g), submit, d))
+        if p is None:
+            continue
+        row = (codes.get(tag, -1) if tag is not None else -1, p, int(g), submit, d)
+        if with_user:
+            row += (None if user is None or user == "" else users.get(user, user),)
+        out.append(row)
     return out
 
 
@@ -256,29 +267,17 @@ def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) 
     duration in replay seconds: divided by the trace's speed-up) in end-time
     order; jobs of pools the replay does not hold are dropped, tags it never
     sees become -1. ``with_user``: (tag, user, pool, GPUs, duration), the user
-    keyed like the trace's ``user_code`` (None when unknown; a user the
-    replay never sees keeps its name, so it matches none of its jobs).
+    as :func:`prior_jobs` keys it.
     """
-    jobs = prior_jobs(prior, trace)
+    jobs = prior_jobs(prior, trace, with_user=with_user)
     if not jobs:
         return []
     start = float(trace.submit[0])
     speedup = float(getattr(trace, "speedup", 1.0))
-    users: list[Any] = [None] * len(jobs)
-    codes = getattr(trace, "user_code", None)
-    if with_user and codes is not None and "user" in prior.columns:
-        known = {u: int(c) for u, c in zip(trace.user.tolist(), codes.tolist(), strict=True)
-                 if c >= 0}
-        pools = set(trace.pool_names)
-        names = [u for p, u in prior.select(pl.col("pool").cast(pl.String), "user").iter_rows()
-                 if p in pools]  # prior_jobs' rows: those of the replay's pools, in order
-        users = [None if u is None or u == "" else known.get(u, u) for u in names]
-    done = sorted((i for i, r in enumerate(jobs) if r[3] + r[4] <= start),
-                  key=lambda i: jobs[i][3] + jobs[i][4])
+    done = sorted((r for r in jobs if r[3] + r[4] <= start), key=lambda r: r[3] + r[4])
     if with_user:
-        return [(jobs[i][0], users[i], jobs[i][1], jobs[i][2], jobs[i][4] / speedup)
-                for i in done]
-    return [(jobs[i][0], jobs[i][1], jobs[i][2], jobs[i][4] / speedup) for i in done]
+        return [(tag, user, p, g, d / speedup) for tag, p, g, _, d, user in done]
+    return [(tag, p, g, d / speedup) for tag, p, g, _, d in done]
 
 
 class OnlineDurationHistory:

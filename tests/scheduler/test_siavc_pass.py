@@ -284,29 +284,10 @@ def test_bulk_pass_with_the_policys_horizon_equals_a_direct_visit(seed, n, n_poo
     GPUs), no candidate reads the plan past the horizon, and the pass counts the reserved
     GPUs that ended by each start straight from the end order: the same candidates and
     verdicts as the plain visit, with dead entries and jobs of no width or duration."""
-    rng = np.random.default_rng(seed)
-    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
-    now = float(rng.integers(0, 3) * 100)
-    clocks = [(np.maximum(V, now), J, G, D) for V, J, G, D in clocks]
-    n_arr = int(rng.integers(0, 2 * n + 3))
-    C = int(rng.integers(4, 24))
-    free = int(rng.integers(0, C + 1))
-    k = int(rng.integers(0, 4))
-    run_e = (now + rng.choice([50.0, 100.0, 400.0], k)).tolist()
-    run_g = rng.integers(1, 3, k).tolist()
-    (V, J, G, D), seg = lay_out(clocks)
-    merged = merge_clocks(V, J, G, D, seg)
-    dead = set(rng.choice(J, min(J.shape[0], int(rng.integers(0, 4))), replace=False).tolist())
-    for j in dead:
-        drop_job(merged, j)
-    fit = (J < n_arr) & (G <= free) & ~np.isin(J, list(dead))
-    longest = float(D[fit].max()) if fit.any() else 0.0
-    horizon = now + longest
-    want = direct_pass(clocks, horizon, n_arr, now, C, free, run_e, run_g, dead)
-    jobs, _, _, _, fails = bulk_pass(
-        merged, horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
-        run_end=np.array(run_e), run_gpus=np.array(run_g), longest=longest,
-        n_pending=int(((J < n_arr) & ~np.isin(J, list(dead))).sum()))
+    clocks, merged, kw, dead = random_pass(seed, n, n_pools, policy_horizon=True)
+    want = direct_pass(clocks, kw["horizon"], kw["n_arrived"], kw["now"], kw["capacity"],
+                       kw["free"], kw["run_end"].tolist(), kw["run_gpus"].tolist(), dead)
+    jobs, _, _, _, fails = bulk_pass(merged, **kw)
     assert list(zip(jobs.tolist(), fails.tolist(), strict=True)) == want
 
 
