@@ -23,12 +23,14 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
                  train_days: float, from_day: float | None, to_day: float | None,
                  out_dir: Path, params: XGBParams | None = None,
                  threshold: float | str | None = None, select_features: bool | None = None,
+                 select: str | None = None, monotone: bool | None = None,
                  echo: Callable[[str], Any] = print) -> dict[str, pl.DataFrame]:
     """Run the walk-forward backtest of every window; return its tables (``folds``, ``overall``).
 
     Each fold's model is chosen as ``sia train`` chooses it, with its defaults, or with
-    ``threshold`` (a rule of ``will_arrive.THRESHOLD_RULES`` or a probability) and
-    ``select_features`` when given.
+    ``threshold`` (a rule of ``will_arrive.THRESHOLD_RULES`` or a probability),
+    ``select_features``, ``select`` (the candidate: auto or one forced) and
+    ``monotone`` (the trees' monotone constraints) when given.
 
     Tables are saved under ``out_dir`` (CSV + Markdown) and logged as one
     MLflow run of the predictors experiment (per-fold F as metric steps,
@@ -48,11 +50,15 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
          f"{every_days:g} days on the last {train_days:g} ({time.perf_counter() - clock:.1f} s "
          "to build the features)")
     base = params or XGBParams()
+    if monotone is not None:
+        base = replace(base, monotone=monotone)
     config = TrainConfig()  # what `sia train` does by default, or as asked
     if threshold is not None:
         config = replace(config, threshold=threshold)
     if select_features is not None:
         config = replace(config, select_features=select_features)
+    if select is not None:
+        config = replace(config, will_arrive_select=select)
     groups = config.groups()
 
     def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
@@ -107,6 +113,7 @@ def _log_run(source: str, every_days: float, train_days: float, from_day: float,
                            "windows_min": ",".join(map(str, windows_min)),
                            "threshold": config.threshold,
                            "select_features": config.select_features,
+                           "will_arrive_select": config.will_arrive_select,
                            **base.to_params()})
         for row in overall:
             for m in ("precision", "recall", "f1"):

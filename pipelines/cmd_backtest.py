@@ -9,7 +9,13 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
 from sia.pipelines import inputs
-from sia.pipelines.cmd_train import SelectFeaturesOpt, ThresholdOpt, parse_threshold
+from sia.pipelines.cmd_train import (
+    MonotoneOpt,
+    SelectFeaturesOpt,
+    ThresholdOpt,
+    WillArriveSelectOpt,
+    parse_threshold,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,11 +50,14 @@ def register(app: typer.Typer) -> None:
             "--windows", help="Prediction windows k in minutes, comma separated.")] = "5,60,720",
         threshold: ThresholdOpt = None,
         select_features: SelectFeaturesOpt = False,
+        will_arrive_select: WillArriveSelectOpt = "auto",
+        monotone: MonotoneOpt = True,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Report folder (default: <output root>/backtest).",
             show_default=False)] = None,
     ) -> None:
         """Retrain WillJobsArrive every --retrain-every days on the last --train-days; report P/R/F per fold."""
+        from sia.models.will_arrive import METHODS
         from sia.pipelines.backtest import run_backtest
 
         ks = inputs.parse_windows(windows)
@@ -56,10 +65,14 @@ def register(app: typer.Typer) -> None:
         for name, v in (("--retrain-every", retrain_every), ("--train-days", train_days)):
             if not v > 0:
                 raise ConfigError(f"{name} must be > 0 days, not {v}")
+        if will_arrive_select not in ("auto", *METHODS):
+            raise ConfigError(f"--will-arrive-select must be auto or one of {list(METHODS)}, "
+                              f"not {will_arrive_select!r}")
         if from_day is not None and to_day is not None and to_day <= from_day:
             raise ConfigError(f"--to-day {to_day} must be after --from-day {from_day}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
         run_backtest(wl, windows_min=ks, every_days=retrain_every, train_days=train_days,
                      from_day=from_day, to_day=to_day, out_dir=out or output_root() / "backtest",
-                     threshold=rule, select_features=select_features, echo=typer.echo)
+                     threshold=rule, select_features=select_features,
+                     select=will_arrive_select, monotone=monotone, echo=typer.echo)

@@ -91,6 +91,10 @@ DurationRecentOpt = Annotated[float, typer.Option(
                               "the shares over all of them.")]
 NEstimatorsOpt = Annotated[int, typer.Option(
     "--n-estimators", help="XGBoost trees (when not tuning).")]
+MonotoneOpt = Annotated[bool, typer.Option(
+    "--monotone/--no-monotone", help="WillJobsArrive: trees monotone in the features whose "
+    "direction is known (more past submissions never lowers P(arrival), a longer time "
+    "since the last one never raises it). --recipe paper: unconstrained, as the paper.")]
 TuneOpt = Annotated[int, typer.Option(
     "--tune", help="Optuna trials per window (0 = no search).")]
 TuneObjectiveOpt = Annotated[str, typer.Option(
@@ -154,6 +158,7 @@ class TrainArgs:
     duration_recent: float
     duration_started_cap: bool
     n_estimators: int
+    monotone: bool
     tune: int
     tune_objective: str
     precision_floor: float
@@ -200,6 +205,7 @@ def register(app: typer.Typer) -> None:
         duration_recent: DurationRecentOpt = 1.0,
         duration_started_cap: DurationStartedCapOpt = True,
         n_estimators: NEstimatorsOpt = 100,
+        monotone: MonotoneOpt = True,
         tune: TuneOpt = 0,
         tune_objective: TuneObjectiveOpt = "f1",
         precision_floor: PrecisionFloorOpt = 0.5,
@@ -326,7 +332,7 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
             **common, threshold=parse_threshold(a.threshold), will_arrive_select=a.will_arrive_select,
             select_features=a.select_features,
             load_method=a.load_method, duration_method=a.duration_method,
-            xgb=XGBParams(n_estimators=a.n_estimators, seed=a.seed))
+            xgb=XGBParams(n_estimators=a.n_estimators, monotone=a.monotone, seed=a.seed))
     raise ConfigError(f"--recipe must be default or paper, not {a.recipe!r}")
 
 

@@ -120,7 +120,7 @@ class TrainConfig:
         """Return the SIA paper's recipe (the product's defaults before they were measured).
 
         WillJobsArrive: the Table 9 features only, XGBoost's default
-        hyperparameters (100 trees of depth 6, eta 0.3), classes reweighted
+        hyperparameters (100 trees of depth 6, eta 0.3, unconstrained), classes reweighted
         negatives / positives, threshold 0.5, no model selection (always the
         classifier); NewLoadEstimate: the sliding max; JobDuration: the
         history median. For comparisons (``sia train --recipe paper``).
@@ -131,7 +131,8 @@ class TrainConfig:
             duration_method="history",
             feature_groups=("periodic", "recent_arrivals", "recent_completions",
                             "future_completions"),
-            xgb=XGBParams(max_depth=6, learning_rate=0.3, class_weight="balanced"))
+            xgb=XGBParams(max_depth=6, learning_rate=0.3, class_weight="balanced",
+                          monotone=False))
         kw.update(overrides)
         return cls(**kw)
 

@@ -84,12 +84,14 @@ def test_backtest_cli_on_a_small_synthetic_workload(tmp_path, monkeypatch):
     # sia train's choices can be backtested: a fixed threshold reaches every fold's classifier
     code = main(["backtest", "--synthetic", "base", "--days", "5", "--windows", "60",
                  "--from-day", "3", "--retrain-every", "1", "--train-days", "2",
-                 "--threshold", "0.3", "--select-features", "--out", str(tmp_path / "bt2")])
+                 "--threshold", "0.3", "--select-features", "--will-arrive-select", "xgboost",
+                 "--out", str(tmp_path / "bt2")])
     assert code == 0
     folds = pl.read_csv(tmp_path / "bt2" / "backtest_folds.csv")
     xgb = folds.filter(pl.col("method") == "xgboost")
-    assert xgb.height and (xgb["threshold"] == 0.3).all()
+    assert xgb.height == folds.height == 2 and (xgb["threshold"] == 0.3).all()
     assert main(["backtest", "--synthetic", "base", "--threshold", "often"]) == 2
+    assert main(["backtest", "--synthetic", "base", "--will-arrive-select", "maybe"]) == 2
 
 
 def test_backtest_report_in_the_mlflow_store_folder_is_logged_once(tmp_path, monkeypatch):

@@ -43,9 +43,14 @@ def test_model_learns_the_signal_and_reports_ablation_and_baselines():
 def test_target_recall_lowers_the_threshold_to_reach_it():
     r = train_window(_table(2000, 2), _table(800, 3), 5, FEATURE_GROUPS, TINY,
                      target_recall=0.99, select="xgboost", ablation=False)
-    # chosen on the training tail, scored on validation drawn from the same law
+    # chosen on the training tail, scored on validation drawn from the same law; the tail's
+    # recall is cross-fitted (each block at the threshold chosen on the others), so it is
+    # near the target, not at it
     tail = next(row for row in r.model.selection_ if row["candidate"] == "xgboost")
-    assert tail["recall"] >= 0.99 and r.metrics["recall"] >= 0.93
+    assert tail["recall"] >= 0.97 and r.metrics["recall"] >= 0.93
+    plain = train_window(_table(2000, 2), _table(800, 3), 5, FEATURE_GROUPS, TINY,
+                         select="xgboost", ablation=False)
+    assert r.model.threshold_ < plain.model.threshold_
     assert r.ablation == []
 
 

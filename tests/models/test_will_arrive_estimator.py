@@ -67,9 +67,11 @@ def test_half_f1_threshold_is_half_a_reachable_f(pairs):
 
 @pytest.mark.parametrize("rule", ["half_f", "tail"])
 def test_the_threshold_rule_is_applied_to_the_tails_scores(rule):
-    """The registered threshold is what the rule gives on the head booster's tail scores."""
+    """One tail block: the registered threshold is what the rule gives on the scores of a
+    booster fit on the rows before the tail."""
     tr = _rows(3000, 0)
-    est = WillJobsArrive(window_min=5, n_estimators=30, threshold=rule).fit(tr, tr["label_arrival"])
+    est = WillJobsArrive(window_min=5, n_estimators=30, threshold=rule, tail_fraction=0.2,
+                         tail_folds=1).fit(tr, tr["label_arrival"])
     assert est.method_ == "xgboost"
     t = tr["t"].to_numpy()
     tail = t >= t.max() - 0.2 * (t.max() - t.min())
@@ -79,6 +81,23 @@ def test_the_threshold_rule_is_applied_to_the_tails_scores(rule):
                                  .astype(np.float32))
     rule_of = {"half_f": half_f1_threshold, "tail": best_f1_threshold}[rule]
     assert est.threshold_ == pytest.approx(rule_of(tr["label_arrival"].to_numpy()[tail], proba))
+
+
+@pytest.mark.parametrize("rule", ["half_f", "tail"])
+def test_the_threshold_rule_is_applied_to_the_blocked_tails_scores(rule):
+    """The default tail (half the span, three blocks): the threshold is the rule on the
+    forward-chained out-of-sample scores of every tail row (checked by hand above)."""
+    tr = _rows(3000, 0)
+    est = WillJobsArrive(window_min=5, n_estimators=30, threshold=rule).fit(tr, tr["label_arrival"])
+    assert est.method_ == "xgboost" and (est.tail_fraction, est.tail_folds) == (0.5, 3)
+    t = tr["t"].to_numpy()
+    x = tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)
+    y = tr["label_arrival"].to_numpy().astype(np.int8)
+    tail = t >= t.max() - 0.5 * (t.max() - t.min())
+    proba = est._tail_proba(x, y, t, tail)
+    assert not np.isnan(proba).any()
+    rule_of = {"half_f": half_f1_threshold, "tail": best_f1_threshold}[rule]
+    assert est.threshold_ == pytest.approx(rule_of(y[tail], proba))
 
 
 def test_the_classifier_wins_where_it_sees_more_than_persistence():
@@ -206,3 +225,116 @@ def test_registered_will_arrive_serves_what_the_forecaster_uses(tmp_path):
     from pathlib import Path
 
     assert not list(Path(local).rglob("*.pkl"))  # stored as data, nothing to unpickle
+
+
+def test_monotone_signs_by_hand():
+    from sia.models.will_arrive import monotone_signs
+
+    cols = ["periodic_1h_x1", "periodic_1d_x3", "arrivals_x1", "arrivals_x100", "arrivals_1h",
+            "arrivals_1d", "since_arrival_s", "since_completion_s", "completions_x1",
+            "future_completions_within_k", "hour_of_day", "day_of_week"]
+    assert monotone_signs(cols) == (1, 1, 1, 1, 1, 1, -1, 0, 0, 0, 0, 0)
+    # every past-submission count of the feature contract is constrained upward
+    signs = dict(zip(FEATURE_COLUMNS, monotone_signs(FEATURE_COLUMNS), strict=True))
+    assert {c for c, s in signs.items() if s == 1} == {
+        c for c in FEATURE_COLUMNS if c.startswith(("periodic_", "arrivals_"))}
+    assert [c for c, s in signs.items() if s == -1] == ["since_arrival_s"]
+
+
+def _hump_rows(n: int, seed: int) -> pl.DataFrame:
+    """Rows whose label is a hump in ``arrivals_x10`` (1 or 2 arrivals: yes; 0 or >= 3: no)
+    and falls with ``since_completion_s`` unconstrained: a law an unconstrained model follows
+    and a monotone one cannot."""
+    tr = _rows(n, seed)
+    x10 = tr["arrivals_x10"].to_numpy()
+    label = ((x10 >= 1) & (x10 <= 2)).astype(np.int8)
+    return tr.with_columns(pl.Series("label_arrival", label))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["periodic_1d_x1", "arrivals_x10", "arrivals_1d",
+                                                "since_arrival_s"]))
+def test_monotone_model_never_falls_with_more_arrivals(seed, column):
+    """Raising a past-submission count never lowers P(arrival); a longer time since the last
+    submission never raises it (the law itself is a hump, so only the constraint holds it)."""
+    tr = _hump_rows(1200, seed)
+    est = WillJobsArrive(n_estimators=20, select="xgboost").fit(tr, tr["label_arrival"])
+    base = _rows(50, seed + 1)
+    sign = 1 if column != "since_arrival_s" else -1
+    lo = est.arrival_proba(base)
+    hi = est.arrival_proba(base.with_columns(pl.col(column) + 3.0))
+    assert (sign * (hi - lo) >= -1e-7).all()
+
+
+def test_unconstrained_model_follows_the_hump():
+    """The counter-case: without the constraint the same fit falls past the hump (so the
+    property above tests the constraint, not the law)."""
+    tr = _hump_rows(1200, 0)
+    est = WillJobsArrive(n_estimators=20, select="xgboost", monotone=False).fit(
+        tr, tr["label_arrival"])
+    base = _rows(50, 1).with_columns(pl.lit(1.0, dtype=pl.Float32).alias("arrivals_x10"))
+    lo = est.arrival_proba(base)
+    hi = est.arrival_proba(base.with_columns(pl.col("arrivals_x10") + 3.0))
+    assert (hi < lo - 0.2).all()
+
+
+def test_models_registered_before_the_constraint_load_unconstrained():
+    tr = _rows(600, 9)
+    est = WillJobsArrive(n_estimators=5, monotone=False).fit(tr, tr["label_arrival"])
+    params, boosters = est.to_artifacts()
+    del params["estimator"]["monotone"]  # what an older version stored
+    again = WillJobsArrive.from_artifacts(params, boosters)
+    assert again.monotone is False
+    np.testing.assert_array_equal(again.predict(tr), est.predict(tr))
+    assert WillJobsArrive().monotone is True
+
+
+def test_the_paper_recipe_is_unconstrained():
+    from sia.pipelines.train import TrainConfig
+
+    assert TrainConfig.paper().xgb.monotone is False
+    assert TrainConfig().xgb.monotone is True
+
+
+def test_tail_blocks_are_predicted_by_boosters_fit_on_what_came_before():
+    """tail_folds=3 on 1,000 rows 300 s apart, tail 0.3: blocks of 0.1 of the span each; block b
+    is predicted by a booster fit on every row before its start (forward chaining, by hand)."""
+    tr = _rows(1000, 11)
+    x = tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)
+    y = tr["label_arrival"].to_numpy().astype(np.int8)
+    t = tr["t"].to_numpy()
+    est = WillJobsArrive(n_estimators=10, tail_fraction=0.3, tail_folds=3)
+    tail = t >= t.max() * 0.7
+    proba = est._tail_proba(x, y, t, tail)
+    span = t.max()
+    for b, (lo, hi) in enumerate([(0.7, 0.8), (0.8, 0.9), (0.9, 1.0)]):
+        rows = (t[tail] >= lo * span) & ((t[tail] < hi * span) if b < 2 else True)
+        before = t < lo * span
+        want = est._train(x[before], y[before]).inplace_predict(x[tail][rows])
+        np.testing.assert_allclose(proba[rows], want)
+    # its tail parts are the three blocks
+    parts = est._tail_parts(t[tail], 0.7 * span, span)
+    assert [int(p.sum()) for p in parts] == [int(((t[tail] >= lo * span) & (t[tail] < hi * span)).sum())
+                                              for lo, hi in [(0.7, 0.8), (0.8, 0.9), (0.9, 1.01)]]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["burst", "persist"]), st.integers(1, 4),
+       st.sampled_from([0.2, 0.5]))
+def test_blocked_tail_never_registers_worse_than_persistence(seed, signal, folds, frac):
+    tr = _rows(800, seed, signal=signal)
+    est = WillJobsArrive(n_estimators=8, max_depth=2, tail_folds=folds, tail_fraction=frac).fit(
+        tr, tr["label_arrival"])
+    f = {r["candidate"]: r for r in est.selection_}
+    chosen = f[est.method_]
+    assert chosen["f1"] >= f["persistence"]["f1"]
+    # every candidate is scored on the same tail rows
+    assert len({r["rows"] for r in est.selection_}) == 1
+    assert f["persistence"]["rows"] == int((tr["t"].to_numpy() >= tr["t"].max() * (1 - frac)).sum())
+
+
+def test_tail_folds_must_be_a_positive_integer():
+    tr = _rows(300, 5)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="tail_folds"):
+            WillJobsArrive(tail_folds=bad).fit(tr, tr["label_arrival"])
