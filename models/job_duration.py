@@ -961,20 +961,28 @@ def lend_risk_for_windows(eps: Any, windows_s: Any) -> np.ndarray:
 
 
 def lending_table(cdf: np.ndarray, true_bins: np.ndarray, eps: Any) -> list[dict[str, float]]:
-    """Return per window (5 / 60 / 720 min): the share of jobs lendable at ``eps`` and their overrun rate.
+    """Return per window (5 / 60 / 720 min): the share of jobs lendable at ``eps``, their overrun
+    rate, and the ROC AUC of P(duration <= w) for "fits w" (scikit-learn).
 
     A job is lendable in window w when P(duration <= w) >= 1 - eps (``eps``
     one value, or one per window); it overruns when its true bin is beyond w.
-    ``overrun`` is NaN when nothing is lendable.
+    ``overrun`` is NaN when nothing is lendable, ``auc`` when every job fits w
+    or none does. The same scores of a replay, as SIA used the predictions,
+    are in its ``served`` report (:mod:`sia.scheduler.core.served`).
     """
+    from sklearn.metrics import roc_auc_score
+
     eps = lend_risk_at_edges(eps)
     out = []
     for b in range(_N_EDGES):
         lend = cdf[:, b] >= 1.0 - eps[b]
         over = float(np.mean(true_bins[lend] > b)) if lend.any() else float("nan")
+        fits = true_bins <= b
+        auc = (float(roc_auc_score(fits, cdf[:, b])) if 0 < int(fits.sum()) < fits.size
+               else float("nan"))
         out.append({"window_min": int(DURATION_BIN_EDGES_S[b] // 60), "eps": float(eps[b]),
                     "lendable": float(lend.mean())
-                    if lend.size else float("nan"), "overrun": over})
+                    if lend.size else float("nan"), "overrun": over, "auc": auc})
     return out
 
 

@@ -119,6 +119,8 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
         "wall_time_s": {"policy_s": mine.wall_s,
                         "baseline_s": base.wall_s if len(outcomes) > 1 else 0.0},
     }
+    if mine.facts.get("served"):  # SIA's predictions as it used them (sia.scheduler.core.served)
+        summary["served"] = mine.facts["served"]
     if spec.regions is not None:
         summary["regions"] = regions_summary(mine, spec)
     if spec.locality is not None:
@@ -255,9 +257,29 @@ def summary_table(summary: dict) -> Table:
             ("regions: scan attempts, cache hit rate",
              f"{reg['scan_attempts']}, {fmt(reg['scan_hit_rate'])}"),
         ]
+    rows += served_rows(summary.get("served"), fmt)
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def served_rows(served: dict | None, fmt: Any) -> list[tuple[str, str]]:
+    """Rows for SIA's predictions as it used them (``summary["served"]``), one value per window."""
+    if not served:
+        return []
+    rows = []
+    for section, metric, name in (
+            ("will_arrive", "f1", "served WillJobsArrive F (persistence)"),
+            ("job_duration", "auc", "served JobDuration AUC of P(d <= w)"),
+            ("job_duration", "lendable", "served JobDuration lendable share (overrun)")):
+        by_w = served.get(section) or {}
+        if not by_w:
+            continue
+        extra = {"f1": "persistence_f1", "lendable": "lendable_overrun"}.get(metric)
+        parts = [fmt(s.get(metric)) + (f" ({fmt(s.get(extra))})" if extra else "")
+                 for s in by_w.values()]
+        rows.append((f"{name}, {' / '.join(by_w)}", " / ".join(parts)))
+    return rows
 
 
 def regions_from_cli(path: Path | None, mode: str) -> Any:

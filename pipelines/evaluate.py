@@ -246,6 +246,8 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
         if cfg.locality is not None:
             summary["cells"] = {"policy": results[spec.label].placement,
                                 "baseline": base.placement}
+        if results[spec.label].facts.get("served"):  # SIA's predictions as it used them
+            summary["served"] = results[spec.label].facts["served"]
         if getattr(spec, "regions", None) is not None:  # the region report (README, regions)
             from sia.pipelines.regions_report import region_summary
 

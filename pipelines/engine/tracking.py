@@ -5,7 +5,9 @@ compare and parallel-coordinates views line policies up; metric names carry
 no policy and are grouped by what they measure (``speedup/mean``,
 ``slowdown/total_min``, ``cells/preemptions``); the FCFS baseline's own
 values sit under ``baseline/``; the exact registered model versions a
-learned policy used are parameters (``model.<registered name>``) and tags.
+learned policy used are parameters (``model.<registered name>``) and tags;
+SIA's predictions as it used them are under ``served/`` (``served/will_arrive/f1_60m``,
+``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`).
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from sia.scheduler.core.served import flat_metrics
 
 #: summary key of :func:`sia.pipelines.engine.score` -> MLflow metric name
 METRIC_NAMES = {
@@ -55,6 +59,7 @@ def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None =
             v = _finite((counters or {}).get(m))
             if v is not None:
                 out[prefix + m] = v
+    out.update(flat_metrics(summary.get("served")))
     return out
 
 

@@ -84,3 +84,24 @@ def test_duration_bins_and_under_prediction_by_hand():
     assert m["over_rate"] == pytest.approx(1 / 5)
     assert m["confusion"][1] == [1, 1, 0, 0]
     assert m["confusion"][2] == [0, 1, 0, 1]
+
+
+def test_lending_table_by_hand():
+    from sia.models.job_duration import lending_table
+
+    # four jobs, true bins 0, 1, 2, 3; P(d <= 5 / 60 / 720 min) per job
+    cdf = np.array([[0.9, 0.95, 1.0], [0.7, 0.9, 0.99], [0.1, 0.6, 0.97], [0.0, 0.1, 0.5]])
+    rows = {r["window_min"]: r for r in lending_table(cdf, np.array([0, 1, 2, 3]), 0.2)}
+    # 5 min: only job 0 has P >= .8, and it fits; the P ranks the one fitting job first
+    assert rows[5]["lendable"] == 0.25 and rows[5]["overrun"] == 0.0 and rows[5]["auc"] == 1.0
+    # 1 h: jobs 0 and 1 lendable and fit; 720: jobs 0-2 lendable (P >= .8), all fit
+    assert rows[60]["lendable"] == 0.5 and rows[60]["overrun"] == 0.0
+    assert rows[720]["lendable"] == 0.75 and rows[720]["overrun"] == 0.0
+    # a P that ranks a long job above a short one lowers the AUC; a loan past w overruns
+    bad = cdf.copy()
+    bad[3, 0] = 0.95
+    rows = {r["window_min"]: r for r in lending_table(bad, np.array([0, 1, 2, 3]), 0.2)}
+    assert rows[5]["auc"] == pytest.approx(2 / 3) and rows[5]["overrun"] == 0.5
+    # every job fits 720 min: no AUC
+    rows = lending_table(cdf, np.array([0, 0, 1, 2]), 0.2)
+    assert np.isnan(rows[2]["auc"])

@@ -54,6 +54,10 @@ def test_replay_sia_and_strawmen_load_the_registered_predictors(mlflow_uri, tmp_
                                                 "will-jobs-arrive-720m": "1"}
         jobs = pl.read_parquet(out / "jobs.parquet")
         assert jobs["submit_time"].min() >= 3.5 * DAY_S
+        # the predictions as SIA used them, scored after the replay
+        served = summary["served"]
+        assert set(served["will_arrive"]) == {"5m", "60m", "720m"}
+        assert served["job_duration"]["60m"]["jobs"] > 0
         # the CLI replay is exactly the hand-built one on the registered predictors
         ref = _direct_replay(policy, "cand", 3.5, **options)
         cols = ["job_id", "start_time", "end_time", "opportunistic"]

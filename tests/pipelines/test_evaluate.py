@@ -267,6 +267,11 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
     _check_against_compare(out, cfg, summary)
     if "sia-perfect" in POLICIES:
         assert (summary.filter(pl.col("policy") == "sia-perfect")["pct_slowed"] == 0).all()
+        # SIA's predictions as it used them reach its summary (perfect: every arrival seen)
+        per_policy = json.loads((out / "exp-000" / "summary.json").read_text())
+        served = per_policy["sia-perfect"]["served"]["will_arrive"]
+        assert served["60m"]["records"] > 0 and served["60m"]["recall"] in (None, 1.0)
+        assert "served" not in per_policy["maxmin"]
 
     # MLflow: a parent run; under it one run per experiment holding one run per policy
     # (policy a parameter, metric names without it), and one aggregate run per policy
@@ -293,6 +298,9 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
         assert mm.data.metrics["slowdown/pct_jobs"] == pytest.approx(row["pct_slowed"])
         assert "baseline/utilization" in mm.data.metrics
         assert not any("maxmin" in m for m in mm.data.metrics)
+        if "sia-perfect" in POLICIES:
+            assert "served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
+            assert not any(m.startswith("served/") for m in mm.data.metrics)
         assert mm.data.params["exp.id"] == exp_id and mm.data.params["policy.name"] == "maxmin"
         assert child.data.params["exp.pools"] == ",".join(
             json.loads((out / exp_id / "experiment.json").read_text())["pools"])

@@ -148,6 +148,7 @@ from sia.scheduler.core.forecast import (
     PerfectForecaster,
 )
 from sia.scheduler.core.needs import PolicyNeeds
+from sia.scheduler.core.served import ServedPredictions
 from sia.scheduler.core.simulator import Preempt
 from sia.scheduler.core.view import SimView, Start, TraceArrays
 from sia.scheduler.policies.sia.adaptation import ArrivalMissTracker, DurationMissTracker
@@ -274,6 +275,9 @@ class SiaPolicy(DedicatedPass, SparePass):
         if self.duration_tracker is not None:  # preemptible jobs: scored at their end only
             self.duration_tracker.reset(trace, getattr(cluster, "preemptible", None))
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
+        self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
+        self.served.reset(trace)
+        self._arrive = np.zeros((P, K), dtype=bool)  # the last forecast's WillJobsArrive
         self._distrusted_forecasts = 0
         self._duration_distrusted = 0
         self._cells = cluster if getattr(cluster, "cell_aware", False) else None
@@ -318,6 +322,7 @@ class SiaPolicy(DedicatedPass, SparePass):
         kmin_job = self._kmin_job
         if self.duration_tracker is not None:
             self.duration_tracker.predicted(arr, kmins)
+        self.served.considered(arr, kmins, cdf if self.lend_risk is not None else None)
         for j, km in zip(jobs, kmins.tolist(), strict=True):
             p = pool[j]
             kmin_job[j] = km
@@ -381,6 +386,7 @@ class SiaPolicy(DedicatedPass, SparePass):
                     f"policy {self.name}: forecaster answers have shapes {arrive.shape} and "
                     f"{load.shape}, expected [pools, windows] = {want}")
             self._checked_shape = True
+        self._arrive = arrive
         tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
         if self.nested_reservations:
             tnl = np.maximum.accumulate(tnl, axis=1)
@@ -461,6 +467,11 @@ class SiaPolicy(DedicatedPass, SparePass):
             out["duration_misses"] = int(self.duration_tracker.miss_counts().sum())
             out["decisions_with_duration_distrust"] = self._duration_distrusted
         return out
+
+    def facts(self) -> dict[str, Any]:
+        """Return what the replay reports about the policy: ``served``, its predictions as it used
+        them, scored against the trace after the fact (:mod:`sia.scheduler.core.served`)."""
+        return {"served": self.served.report()}
 
 
 # ---------------------------------------------------------------------- registered variants

@@ -65,8 +65,10 @@ class SparePass:
             self._tnl = tnl.T.tolist()  # per window: per pool TotalNewLoad
             self._tnl_time = now
             age = 0.0
-            if self.tracker is not None and is_tick:
-                self.tracker.record(view, tnl)
+            if is_tick:
+                if self.tracker is not None:
+                    self.tracker.record(view, tnl)
+                self.served.forecast(now, self._arrive, tnl)
         return age
 
     def _distrust(self, view: SimView) -> tuple[list | None, list | None]:
@@ -129,6 +131,7 @@ class SparePass:
                 skip.add(pick)
                 continue
             starts.append(Start(j, True))
+            self.served.lent(j, lk)
             started[j] = 1
             free -= g
             alloc[pick] += g

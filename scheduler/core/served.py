@@ -1,0 +1,242 @@
+"""Predictions as served: how good SIA's predictions were at the moments it used them.
+
+`sia train` scores the predictors offline, on features built from a
+no-queue schedule (every job starts at its submission). Inside a replay the
+forecaster reads the replay's own history instead, and where a pool queues,
+what it knows is older: a queued pool's finished jobs were submitted long
+before the jobs waiting now. The offline figures can then be far better than
+what the scheduler gets. :class:`ServedPredictions` records, during a replay,
+what the policy was told and acted on, and scores it after the fact:
+
+- every forecast made at a periodic tick (the forecasts SIA's online
+  adaptation records too): WillJobsArrive [pools, windows] and the
+  TotalNewLoad reserved for each (GPUs; NewLoadEstimate where an arrival is
+  predicted, else 0). Scored per window ``w`` against the trace: *arrival*
+  = a job of the pool submitted in ``(t, t + w]``; precision, recall and F
+  of the forecasts, and of persistence (an arrival in ``(t - w, t]``) on the
+  same records; the share of records with arrivals whose arrived GPUs
+  exceeded the TotalNewLoad (``load_exceeded``), the mean TotalNewLoad and
+  the mean arrived GPUs per record;
+- every job's duration prediction at its first consideration: the first
+  window it may be lent in (``kmin``, K = never) and, for risk-aware lending,
+  its P(duration <= w) per window. Scored per window against the true
+  duration: the share of the considered jobs that fit ``w``, the share
+  lendable in ``w`` (``kmin <= k``) and how many of those overran ``w``, the
+  ROC AUC of P(duration <= w) (scikit-learn), and the opportunistic starts
+  lent in ``w`` (the window whose duration they had to fit) with their
+  overrun rate.
+
+Scoring reads the trace's future (arrivals after ``t``, true durations),
+so nothing here may feed a decision: the policy only writes to the record.
+Tick forecasts are scored in chunks of :data:`CHUNK` records as the replay
+goes (bounded memory for many pools), from the trace's arrays; the report
+(:meth:`ServedPredictions.report`) is JSON-ready.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+#: Tick forecasts kept before they are scored and dropped (bounded memory).
+CHUNK = 2048
+
+#: GPUs of tolerance when comparing arrived load with a reserved one.
+_EPS = 1e-9
+
+
+def window_label(w_s: float) -> str:
+    """Return a window's label in whole minutes (``"5m"``, ``"60m"``, ``"720m"``)."""
+    return f"{round(w_s / 60.0):d}m"
+
+
+def prf(tp: int, fp: int, fn: int) -> tuple[float | None, float | None, float | None]:
+    """Return (precision, recall, F1) from counts; None where a ratio is 0/0."""
+    p = tp / (tp + fp) if tp + fp else None
+    r = tp / (tp + fn) if tp + fn else None
+    f = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
+    return p, r, f
+
+
+def arrivals_in(submit_by_pool: list[np.ndarray], pools: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> np.ndarray:
+    """Return, per query, how many of its pool's submissions fall in ``(lo, hi]`` (seconds).
+
+    ``submit_by_pool[p]`` holds pool p's submit times, sorted.
+    """
+    out = np.zeros(pools.shape, dtype=np.int64)
+    for p in np.unique(pools):
+        m = pools == p
+        s = submit_by_pool[int(p)]
+        out[m] = np.searchsorted(s, hi[m], side="right") - np.searchsorted(s, lo[m], side="right")
+    return out
+
+
+def gpus_in(submit_by_pool: list[np.ndarray], gpus_cum_by_pool: list[np.ndarray],
+            pools: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Return, per query, the GPUs of its pool's jobs submitted in ``(lo, hi]``.
+
+    ``gpus_cum_by_pool[p]`` is the running sum of pool p's GPUs in submit
+    order, with a leading 0.
+    """
+    out = np.zeros(pools.shape, dtype=np.float64)
+    for p in np.unique(pools):
+        m = pools == p
+        s, c = submit_by_pool[int(p)], gpus_cum_by_pool[int(p)]
+        out[m] = (c[np.searchsorted(s, hi[m], side="right")]
+                  - c[np.searchsorted(s, lo[m], side="right")])
+    return out
+
+
+class ServedPredictions:
+    """The record of one replay's predictions as the policy used them (see the module doc).
+
+    Call :meth:`reset` before the replay; the policy calls :meth:`forecast`
+    at ticks, :meth:`considered` when it first predicts jobs' durations and
+    :meth:`lent` for each opportunistic start; :meth:`report` scores it all.
+    """
+
+    def __init__(self, windows_s: tuple[float, ...]):
+        self.windows_s = tuple(float(w) for w in windows_s)
+
+    def reset(self, trace: Any) -> None:
+        """Forget everything; prepare to record a replay of ``trace`` (a TraceArrays)."""
+        self._trace = trace
+        K = len(self.windows_s)
+        self._sub = [trace.submit[idx] for idx in trace.pool_jobs]
+        self._gcum = [np.concatenate(([0.0], np.cumsum(trace.num_gpus[idx], dtype=np.float64)))
+                      for idx in trace.pool_jobs]
+        self._times: list[float] = []
+        self._arrive: list[np.ndarray] = []
+        self._load: list[np.ndarray] = []
+        # per window: model tp/fp/fn, persistence tp/fp/fn, records, records with arrivals,
+        # of those exceeded, sum of reserved load, sum of arrived GPUs
+        self._counts = np.zeros((K, 11), dtype=np.float64)
+        self._jobs: list[np.ndarray] = []
+        self._kmin: list[np.ndarray] = []
+        self._cdf: list[np.ndarray] = []
+        self._lent_job: list[int] = []
+        self._lent_k: list[int] = []
+
+    # ------------------------------------------------------------------ recording
+    def forecast(self, now: float, arrive: np.ndarray, total_new_load: np.ndarray) -> None:
+        """Record a tick's forecast: WillJobsArrive and TotalNewLoad, both [pools, windows]."""
+        self._times.append(float(now))
+        self._arrive.append(np.array(arrive, dtype=bool))
+        self._load.append(np.array(total_new_load, dtype=np.float32))
+        if len(self._times) >= CHUNK:
+            self._score_forecasts()
+
+    def considered(self, jobs: np.ndarray, kmin: np.ndarray, cdf: np.ndarray | None) -> None:
+        """Record jobs' first duration predictions: first lendable window index (K = never)
+        and, when the policy lends by risk, P(duration <= w) [jobs, windows]."""
+        self._jobs.append(np.array(jobs, dtype=np.int64))
+        self._kmin.append(np.array(kmin, dtype=np.int64))
+        K = len(self.windows_s)
+        self._cdf.append(np.full((len(jobs), K), np.nan) if cdf is None
+                         else np.array(cdf, dtype=np.float64).reshape(len(jobs), K))
+
+    def lent(self, job: int, k: int) -> None:
+        """Record an opportunistic start of ``job`` whose duration had to fit window ``k``."""
+        self._lent_job.append(int(job))
+        self._lent_k.append(int(k))
+
+    # ------------------------------------------------------------------ scoring
+    def _score_forecasts(self) -> None:
+        """Score the recorded tick forecasts against the trace, add them to the counts, drop them."""
+        if not self._times:
+            return
+        t = np.asarray(self._times)
+        arrive = np.stack(self._arrive)  # [records, pools, windows]
+        load = np.stack(self._load).astype(np.float64)
+        R, P, K = arrive.shape
+        pools = np.tile(np.arange(P), R)
+        tt = np.repeat(t, P)
+        for k, w in enumerate(self.windows_s):
+            got = arrivals_in(self._sub, pools, tt, tt + w).reshape(R, P) > 0
+            before = arrivals_in(self._sub, pools, tt - w, tt).reshape(R, P) > 0
+            gpus = gpus_in(self._sub, self._gcum, pools, tt, tt + w).reshape(R, P)
+            pred = arrive[:, :, k]
+            res = load[:, :, k]
+            c = self._counts[k]
+            c[0] += np.sum(pred & got)
+            c[1] += np.sum(pred & ~got)
+            c[2] += np.sum(~pred & got)
+            c[3] += np.sum(before & got)
+            c[4] += np.sum(before & ~got)
+            c[5] += np.sum(~before & got)
+            c[6] += R * P
+            c[7] += np.sum(got)
+            c[8] += np.sum(got & (gpus > res + _EPS))
+            c[9] += float(res.sum())
+            c[10] += float(gpus.sum())
+        self._times, self._arrive, self._load = [], [], []
+
+    def _arrivals_report(self) -> dict[str, Any]:
+        self._score_forecasts()
+        out: dict[str, Any] = {}
+        for k, w in enumerate(self.windows_s):
+            c = self._counts[k]
+            if not c[6]:
+                continue
+            p, r, f = prf(int(c[0]), int(c[1]), int(c[2]))
+            _, _, pf = prf(int(c[3]), int(c[4]), int(c[5]))
+            out[window_label(w)] = {
+                "records": int(c[6]), "precision": p, "recall": r, "f1": f,
+                "persistence_f1": pf,
+                "load_exceeded": (c[8] / c[7]) if c[7] else None,
+                "load_mean_gpus": c[9] / c[6], "arrived_mean_gpus": c[10] / c[6],
+            }
+        return out
+
+    def _durations_report(self) -> dict[str, Any]:
+        if not self._jobs:
+            return {}
+        from sklearn.metrics import roc_auc_score
+
+        jobs = np.concatenate(self._jobs)
+        kmin = np.concatenate(self._kmin)
+        cdf = np.concatenate(self._cdf)
+        d = self._trace.duration[jobs]
+        lent_job = np.asarray(self._lent_job, dtype=np.int64)
+        lent_k = np.asarray(self._lent_k, dtype=np.int64)
+        out: dict[str, Any] = {}
+        for k, w in enumerate(self.windows_s):
+            fit = d <= w
+            lendable = kmin <= k
+            p = cdf[:, k]
+            ok = ~np.isnan(p)
+            auc = (float(roc_auc_score(fit[ok], p[ok]))
+                   if ok.any() and 0 < int(fit[ok].sum()) < int(ok.sum()) else None)
+            mine = lent_k == k
+            lent_over = self._trace.duration[lent_job[mine]] > w
+            out[window_label(w)] = {
+                "jobs": int(jobs.size), "fit": float(fit.mean()),
+                "lendable": float(lendable.mean()),
+                "lendable_overrun": float((~fit[lendable]).mean()) if lendable.any() else None,
+                "fit_lendable": float(lendable[fit].mean()) if fit.any() else None,
+                "auc": auc,
+                "lent": int(mine.sum()),
+                "lent_overrun": float(lent_over.mean()) if mine.any() else None,
+            }
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """Return the scores (JSON-ready): ``will_arrive`` and ``job_duration``, each per window
+        label; a section is empty when nothing of its kind was recorded."""
+        return {"will_arrive": self._arrivals_report(),
+                "job_duration": self._durations_report()}
+
+
+def flat_metrics(served: dict[str, Any] | None) -> dict[str, float]:
+    """Return the served scores as MLflow metric names (``served/will_arrive/f1_5m`` ...),
+    finite numbers only."""
+    out: dict[str, float] = {}
+    for section, by_window in (served or {}).items():
+        for label, scores in (by_window or {}).items():
+            for name, v in (scores or {}).items():
+                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                    out[f"served/{section}/{name}_{label}"] = float(v)
+    return out
