@@ -124,10 +124,14 @@ class _View:
         jobs = np.arange(self.n_arrived - n_pools)[order]
         self._comp = [jobs[self.trace.pool[jobs] == p] for p in range(n_pools)]
         self._ends = [np.sort(submit[c] + 60.0) for c in self._comp]
+        self._counts = [len(c) for c in self._comp]
         self.n_running = int(running.size)
 
     def n_completed(self, p):
         return len(self._comp[p])
+
+    def completed_counts(self):  # as the simulator's view: a copy of a kept list
+        return list(self._counts)
 
     def running(self):
         return self._run

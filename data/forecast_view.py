@@ -77,7 +77,8 @@ class ForecastView(Protocol):
         ...
 
     def n_completed(self, pool: int) -> int:
-        """Return the number of pool ``pool``'s completed jobs."""
+        """Return the number of pool ``pool``'s completed jobs (a view may also offer
+        ``completed_counts()``, every pool's at once, which forecasters use when present)."""
         ...
 
     def completions(self, pool: int) -> np.ndarray:

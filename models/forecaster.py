@@ -296,9 +296,13 @@ class LearnedForecaster:
         if self._trace_id != id(trace):
             self._reset(trace)
             self.history = OnlineDurationHistory(self.history.min_count, self.history.prior)
-        n_comp = view.n_completed
         seen = self._seen
-        done = [n_comp(p) for p in self._pool_index.tolist()]
+        counts = getattr(view, "completed_counts", None)  # the simulator's view: one call
+        if counts is not None:
+            done = counts()
+        else:
+            n_comp = view.n_completed
+            done = [n_comp(p) for p in self._pool_index.tolist()]
         key = (int(view.n_arrived), sum(done), int(view.n_running))
         if key == self._state_key:
             return

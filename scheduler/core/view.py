@@ -509,6 +509,10 @@ class SimView:
         """Number of pool ``pool``'s jobs completed so far."""
         return self._s.n_comp[pool]
 
+    def completed_counts(self) -> list[int]:
+        """Every pool's number of completed jobs (a copy; index = pool), in one call."""
+        return list(self._s.n_comp)
+
     def completed_jobs(self, pool: int) -> np.ndarray:
         """int64 job indices of pool ``pool``'s completed jobs, in completion order (a view).
 

@@ -151,3 +151,31 @@ def test_the_simulator_view_is_what_forecasters_are_typed_against(workload, Prob
     assert probe.records and all(probe.records)
     assert isinstance(PerfectForecaster(), DurationCdfForecaster)
     assert isinstance(LearnedForecaster({}), DurationCdfForecaster)
+
+
+class _PerPoolCounts:
+    """The simulator's view without ``completed_counts``: a forecaster must ask pool by pool."""
+
+    def __init__(self, view):
+        self._v = view
+
+    def __getattr__(self, name):
+        if name == "completed_counts":
+            raise AttributeError(name)
+        return getattr(self._v, name)
+
+
+def test_the_one_call_completion_counts_change_no_feature(workload, Probe):
+    """The simulator's ``completed_counts()`` (one call) and ``n_completed(p)`` pool by pool
+    give the same features at every decision of a replay."""
+    jobs, pools = workload
+    models = {k: WillJobsArrive.from_booster(k, _Fixed(), 0.5, list(FEATURE_COLUMNS))
+              for k in (5, 60, 720)}
+    fast, slow = LearnedForecaster(models), LearnedForecaster(models)
+    probe = Probe(lambda v: (hasattr(v, "completed_counts"), fast.features(v, (5, 60, 720)),
+                             slow.features(_PerPoolCounts(v), (5, 60, 720))))
+    simulate(jobs, pools, probe)
+    assert len(probe.records) > 100 and all(r[0] for r in probe.records)
+    for _, a, b in probe.records:
+        for k in (5, 60, 720):
+            np.testing.assert_array_equal(a[k], b[k])
