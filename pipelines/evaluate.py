@@ -276,6 +276,35 @@ def summary_row(exp: Experiment, label: str, summary: dict) -> dict[str, Any]:
     return row
 
 
+#: (section, metric) of a policy's ``served`` report -> column of ``served.csv``
+SERVED_COLUMNS = {("will_arrive", "precision"): "arrive_precision",
+                  ("will_arrive", "recall"): "arrive_recall",
+                  ("will_arrive", "f1"): "arrive_f1",
+                  ("will_arrive", "persistence_f1"): "persistence_f1",
+                  ("will_arrive", "load_exceeded"): "load_exceeded",
+                  ("job_duration", "auc"): "duration_auc",
+                  ("job_duration", "lendable"): "lendable",
+                  ("job_duration", "lendable_overrun"): "lendable_overrun",
+                  ("job_duration", "lent"): "lent",
+                  ("job_duration", "lent_overrun"): "lent_overrun"}
+
+
+def served_rows(exp: Experiment, label: str, summary: dict) -> list[dict[str, Any]]:
+    """Return the rows of ``served.csv`` for one policy: one per window, the predictions as the
+    policy used them (:mod:`sia.scheduler.core.served`); none for a policy without them."""
+    served = summary.get("served") or {}
+    windows = list(dict.fromkeys([*(served.get("will_arrive") or {}),
+                                  *(served.get("job_duration") or {})]))
+    rows = []
+    for w in windows:
+        row: dict[str, Any] = {"exp_id": exp.exp_id, "group": exp.group, "policy": label,
+                               "window": w}
+        for (section, metric), col in SERVED_COLUMNS.items():
+            row[col] = ((served.get(section) or {}).get(w) or {}).get(metric)
+        rows.append(row)
+    return rows
+
+
 def pooled_summary(per_job: pl.DataFrame) -> dict:
     """Return :func:`compare`'s summary over counted jobs pooled from several experiments.
 
@@ -499,6 +528,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
                          specs=specs)
     exp_by_id = {e.exp_id: e for e in experiments}
     rows: list[dict] = []
+    served: list[dict] = []
     per_job_by_group: dict[str, list[pl.DataFrame]] = {}
 
     def finish(exp_id: str) -> None:
@@ -512,6 +542,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
         files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
                  if make_plots else [])
         rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
+        served.extend(r for label, s in summaries.items() for r in served_rows(exp, label, s))
         per_job_by_group.setdefault(exp.group, []).append(per_job)
         if tracker is not None:
             run_key = result_key([s.key for s in specs_by_exp[exp_id]])
@@ -534,7 +565,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
 
         ran = execute(specs, out_dir, executor, progress=progress, label="replays", on_done=done)
         result.ran, result.reused = ran.ran, ran.reused
-        files = _sweep_tables(cfg, result, rows, per_job_by_group, make_plots)
+        files = _sweep_tables(cfg, result, rows, per_job_by_group, make_plots, served)
         if tracker is not None:
             tracker.finish(result.aggregate, files)
     finally:
@@ -566,35 +597,48 @@ def _write_experiments(out_dir: Path, experiments: list[Experiment]) -> None:
 
 
 def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
-                  per_job_by_group: dict[str, list[pl.DataFrame]], make_plots: bool
-                  ) -> list[Path]:
+                  per_job_by_group: dict[str, list[pl.DataFrame]], make_plots: bool,
+                  served: list[dict] | None = None) -> list[Path]:
     """Put the summary (experiments and policies in config order) and the aggregate into
-    ``result``, write them (and the sweep's plots); return the files written."""
+    ``result``, write them, the predictions as served (``served.csv``, SIA policies) and the
+    sweep's plots; return the files written."""
     order = {e.exp_id: i for i, e in enumerate(result.experiments)}
     pol_order = {p.label: i for i, p in enumerate(cfg.policies)}
-    summary = pl.DataFrame(rows).sort(
-        pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
-        pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
+    ranked = (pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
+              pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
+    summary = pl.DataFrame(rows).sort(*ranked)
     per_job_all = {g: pl.concat(f, how="diagonal_relaxed") for g, f in per_job_by_group.items()}
     aggregate = aggregate_rows(summary, per_job_all)
     result.summary, result.aggregate = summary, aggregate
-    files = write_summary(result.out_dir, cfg, summary, aggregate)
+    served_df = (pl.DataFrame(served, infer_schema_length=None).sort(*ranked, maintain_order=True)
+                 if served else None)
+    files = write_summary(result.out_dir, cfg, summary, aggregate, served_df)
     if make_plots:
         files += _sweep_plots(cfg, summary, per_job_all, result.out_dir / "plots")
     return files
 
 
 def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
-                  aggregate: pl.DataFrame) -> list[Path]:
-    """Write ``summary.csv`` (per experiment and policy), ``aggregate.csv`` and ``summary.md``."""
+                  aggregate: pl.DataFrame, served: pl.DataFrame | None = None) -> list[Path]:
+    """Write ``summary.csv`` (per experiment and policy), ``aggregate.csv``, ``summary.md`` and,
+    when a policy reported them, ``served.csv`` (its predictions as it used them, per window)."""
     summary.write_csv(out_dir / "summary.csv")
     aggregate.write_csv(out_dir / "aggregate.csv")
     md = [f"# {cfg.name}: speedup over FCFS and slowdowns", "",
           f"Config: `{cfg.source}`; warm-up {cfg.warmup_days:g} days; slowdowns in minutes.", "",
           "## Aggregate over experiments (jobs pooled)", "", markdown_table(aggregate), "",
           "## Per experiment", "", markdown_table(summary), ""]
+    files = [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
+    if served is not None and served.height:
+        served.write_csv(out_dir / "served.csv")
+        files.append(out_dir / "served.csv")
+        md += ["## Predictions as served (SIA policies)", "",
+               "Per window: WillJobsArrive at the ticks SIA forecast (P / R / F, persistence's F "
+               "on the same records, share of arrivals above the reserved load); JobDuration over "
+               "the jobs SIA considered (ROC AUC of P(duration <= w), share lendable and their "
+               "overrun rate, loans and their overrun rate).", "", markdown_table(served), ""]
     (out_dir / "summary.md").write_text("\n".join(md))
-    return [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
+    return files
 
 
 def _slowed_pct(per_job: pl.DataFrame, labels: list[str]) -> dict[str, float]:

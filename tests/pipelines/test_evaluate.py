@@ -272,6 +272,10 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
         served = per_policy["sia-perfect"]["served"]["will_arrive"]
         assert served["60m"]["records"] > 0 and served["60m"]["recall"] in (None, 1.0)
         assert "served" not in per_policy["maxmin"]
+        table = pl.read_csv(out / "served.csv")
+        assert set(table["policy"]) == {"sia-perfect"} and table.height == 2 * 3  # exps x windows
+        assert table.filter(pl.col("window") == "60m")["arrive_recall"].drop_nulls().eq(1.0).all()
+        assert "## Predictions as served" in (out / "summary.md").read_text()
 
     # MLflow: a parent run; under it one run per experiment holding one run per policy
     # (policy a parameter, metric names without it), and one aggregate run per policy
@@ -472,6 +476,7 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
     out = tmp_path / "res"
     first = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
     assert len(first.ran) == 2 and not first.reused
+    assert not (out / "served.csv").exists()  # no SIA policy: no predictions to report
     # the stored replay is the one with the options (migration changes this workload's ends)
     part = jobs.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     pools = exp.pools.select("pool", "quota_gpus")
