@@ -60,33 +60,27 @@ def prf(tp: int, fp: int, fn: int) -> tuple[float | None, float | None, float | 
     return p, r, f
 
 
-def arrivals_in(submit_by_pool: list[np.ndarray], pools: np.ndarray, lo: np.ndarray,
-                hi: np.ndarray) -> np.ndarray:
-    """Return, per query, how many of its pool's submissions fall in ``(lo, hi]`` (seconds).
-
-    ``submit_by_pool[p]`` holds pool p's submit times, sorted.
-    """
-    out = np.zeros(pools.shape, dtype=np.int64)
-    for p in np.unique(pools):
-        m = pools == p
-        s = submit_by_pool[int(p)]
-        out[m] = np.searchsorted(s, hi[m], side="right") - np.searchsorted(s, lo[m], side="right")
+def arrivals_in(submit_by_pool: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Return int64 [times, pools]: how many of each pool's submissions fall in ``(lo, hi]``
+    (seconds, one bound pair per time). ``submit_by_pool[p]`` holds pool p's submit times,
+    sorted."""
+    out = np.empty((lo.size, len(submit_by_pool)), dtype=np.int64)
+    for p, s in enumerate(submit_by_pool):
+        out[:, p] = np.searchsorted(s, hi, side="right") - np.searchsorted(s, lo, side="right")
     return out
 
 
 def gpus_in(submit_by_pool: list[np.ndarray], gpus_cum_by_pool: list[np.ndarray],
-            pools: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Return, per query, the GPUs of its pool's jobs submitted in ``(lo, hi]``.
+            lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Return float64 [times, pools]: the GPUs of each pool's jobs submitted in ``(lo, hi]``.
 
     ``gpus_cum_by_pool[p]`` is the running sum of pool p's GPUs in submit
     order, with a leading 0.
     """
-    out = np.zeros(pools.shape, dtype=np.float64)
-    for p in np.unique(pools):
-        m = pools == p
-        s, c = submit_by_pool[int(p)], gpus_cum_by_pool[int(p)]
-        out[m] = (c[np.searchsorted(s, hi[m], side="right")]
-                  - c[np.searchsorted(s, lo[m], side="right")])
+    out = np.empty((lo.size, len(submit_by_pool)), dtype=np.float64)
+    for p, (s, c) in enumerate(zip(submit_by_pool, gpus_cum_by_pool, strict=True)):
+        out[:, p] = (c[np.searchsorted(s, hi, side="right")]
+                     - c[np.searchsorted(s, lo, side="right")])
     return out
 
 
@@ -151,13 +145,11 @@ class ServedPredictions:
         t = np.asarray(self._times)
         arrive = np.stack(self._arrive)  # [records, pools, windows]
         load = np.stack(self._load).astype(np.float64)
-        R, P, K = arrive.shape
-        pools = np.tile(np.arange(P), R)
-        tt = np.repeat(t, P)
+        R, P, _ = arrive.shape
         for k, w in enumerate(self.windows_s):
-            got = arrivals_in(self._sub, pools, tt, tt + w).reshape(R, P) > 0
-            before = arrivals_in(self._sub, pools, tt - w, tt).reshape(R, P) > 0
-            gpus = gpus_in(self._sub, self._gcum, pools, tt, tt + w).reshape(R, P)
+            got = arrivals_in(self._sub, t, t + w) > 0
+            before = arrivals_in(self._sub, t - w, t) > 0
+            gpus = gpus_in(self._sub, self._gcum, t, t + w)
             pred = arrive[:, :, k]
             res = load[:, :, k]
             c = self._counts[k]
