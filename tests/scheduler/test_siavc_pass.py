@@ -704,3 +704,112 @@ def _cut_pass_case(seed: int, n: int, n_pools: int):
               run_gpus=rng.integers(1, 3, k), longest=longest,
               n_pending=int((J < n_arr).sum()))
     return rng, clocks, (V, J, G, D), seg, kw
+
+
+def _later_pass(rng: np.random.Generator, merged: tuple, kw: dict, dead: set,
+                policy_horizon: bool) -> dict:
+    """The keywords of a later pass over the same merge as ``kw``'s: an instant from ``kw``'s
+    ``now`` up to the first merged VST (a clock never starts before now), the running jobs
+    but those over by then, more jobs arrived, other free GPUs and another horizon."""
+    V, J, G, D = merged[:4]
+    first = float(V.min()) if V.shape[0] else kw["now"] + 300.0
+    now = float(rng.choice([kw["now"], (kw["now"] + first) / 2, first, kw["now"] + 50.0]))
+    now = min(now, first)
+    keep = kw["run_end"] > now
+    n_arr = kw["n_arrived"] + int(rng.integers(0, 4))
+    C = kw["capacity"]
+    free = int(rng.integers(0, C + 1))
+    alive = ~np.isin(J, list(dead))
+    fit = (J < n_arr) & (G <= free) & alive
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest if policy_horizon else float(rng.integers(0, 14) * 100)
+    return dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+                run_end=kw["run_end"][keep], run_gpus=kw["run_gpus"][keep],
+                longest=longest if policy_horizon else np.inf,
+                n_pending=int(((J < n_arr) & alive).sum()))
+
+
+@settings(max_examples=600, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       policy_horizon=st.booleans(), steps=st.lists(st.integers(0, 5), max_size=3),
+       sure=st.booleans())
+def test_a_pass_taking_over_the_last_ones_plan_equals_a_direct_visit(seed, n, n_pools,
+                                                                    policy_horizon, steps,
+                                                                    sure):
+    """A pass over the same merge with the same plan key as the last one (its verdicts worked
+    out for a few candidates, or none) takes over the plan's levels that one worked out:
+    at a later instant, with the running jobs over by then gone, more jobs arrived, other
+    free GPUs and a horizon nearer or farther (or a visit ended elsewhere), it still gives
+    the plain visit's candidates and verdicts, and a third pass goes on from the second
+    alike."""
+    clocks, merged, kw, dead = random_pass(seed, n, n_pools, policy_horizon)
+    rng = np.random.default_rng(seed + 1)
+    scratch = vc_pass.PassScratch()
+    key = ("plan", 7)
+    sure_kw = dict(sure_free=np.full(n_pools, 99), sure_by=kw["now"]) if sure else {}
+    first = lazy_pass(merged, scratch=scratch, plan_key=key, **sure_kw, **kw)
+    for k in steps:
+        first.verdicts_upto(k)
+    for _ in range(3):
+        kw = _later_pass(rng, merged, kw, dead, policy_horizon)
+        want = direct_pass(clocks, kw["horizon"], kw["n_arrived"], kw["now"], kw["capacity"],
+                           kw["free"], kw["run_end"].tolist(), kw["run_gpus"].tolist(), dead)
+        later = lazy_pass(merged, scratch=scratch, plan_key=key, **kw)
+        assert scratch.last[2] is later
+        for k in np.sort(rng.integers(0, 6, 2)):
+            later.verdicts_upto(int(k))
+            assert later.fails[: later.known].tolist() == [f for _, f in want[: later.known]]
+        later.verdicts_upto(len(want))
+        assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_takes_over_only_the_levels_before_the_nearer_horizon():
+    """Hand case, cluster of 8, entries (VST, job, GPUs, duration): (200, 5, 3, 500) and
+    (300, 6, 3, 500) future, (300, 0, 2, 300) and (400, 1, 3, 600) pending from the second
+    pass on. The first pass (job 0 the only pending one: horizon 300) reads the level at 300
+    without job 6 (at the horizon and not pending, it is not visited): 3 + 2 = 5. The second
+    (horizon 600) visits job 6: the level at 300 is 8, so job 1 (reading [0, 400)) fails
+    (8 + 3 > 8); the level it would take over from the first pass, 5, would pass it."""
+    V = np.array([200.0, 300.0, 300.0, 400.0])
+    J = np.array([5, 0, 6, 1])
+    G = np.array([3, 2, 3, 3])
+    D = np.array([500.0, 300.0, 500.0, 600.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
+    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
+                      scratch=scratch, plan_key=0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
+    assert first.plan_read == 3
+    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
+                      scratch=scratch, plan_key=0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
+    assert want == [(0, False), (1, True)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_whose_visit_ends_at_now_takes_over_no_level_there():
+    """Hand case, cluster of 4, no running job: jobs 0, 1, 2 pending at VST 100 (2 GPUs, 100 s
+    each), job 3 pending at 300 (1 GPU, 500 s). The first pass (now 0, horizon 500) reads
+    the level at 100: all three, 6. The second, at 100 (horizon 600), ends its visit at job
+    1 (jobs 0 and 1 fill the cluster at now), so its level at 100 is 4 and job 1 (after
+    job 0 at the same VST: it reads the level there without itself, 2) passes; the level
+    taken over from the first pass would fail it (6 - 2 + 2 > 4)."""
+    V = np.array([100.0, 100.0, 100.0, 300.0])
+    J = np.array([0, 1, 2, 3])
+    G = np.array([2, 2, 2, 1])
+    D = np.array([100.0, 100.0, 100.0, 500.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(n_arrived=4, capacity=4, free=4, run_end=np.empty(0), run_gpus=np.empty(0, int),
+              longest=500.0, n_pending=4, scratch=scratch, plan_key=0)
+    first = lazy_pass(merged, horizon=500.0, now=0.0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0, 1, 2, 3] and first.plan_read == 3
+    later = lazy_pass(merged, horizon=600.0, now=100.0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 4, 100.0, 4, 4, [], [])
+    assert want == [(0, False), (1, False)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want

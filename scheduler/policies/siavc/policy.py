@@ -238,9 +238,12 @@ class SiaVCPolicy:
         self._cat: tuple | None = None
         self._scratch = PassScratch()
         self._by_width = _PendingByWidth(self._gpus, self._dur)
-        #: the running jobs started by this policy: (ends s, GPUs, jobs), see _running
+        #: the running jobs started by this policy, in end order: (ends s, GPUs, jobs), see _running
         self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
         self._run_min = math.inf  # no running job ends before this (s)
+        #: starts so far (and refused ones): passes with the same count and the same merge see
+        #: the same plan but for the running jobs over by then (see lazy_pass's plan_key)
+        self._n_starts = 0
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -454,9 +457,12 @@ class SiaVCPolicy:
                 pend[p].remove(j)
                 self._by_width.start(j)
                 free -= g
-                run_e = np.append(run_e, now + dur[j])
-                run_g = np.append(run_g, g)
-                self._run = (run_e, run_g, np.append(self._run[2], j))
+                self._n_starts += 1  # (keys the plan a pass hands on to the next)
+                e = now + dur[j]
+                k = int(np.searchsorted(run_e, e, side="right"))  # kept in end order
+                run_e = np.insert(run_e, k, e)
+                run_g = np.insert(run_g, k, g)
+                self._run = (run_e, run_g, np.insert(self._run[2], k, j))
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -466,7 +472,7 @@ class SiaVCPolicy:
                     break
             if starts:
                 self._ctx = (now, n_arr, horizon, reach, pend)
-                self._run_min = min(self._run_min, float(run_e[-len(starts):].min()))
+                self._run_min = float(run_e[0])
         self._wakeup = self._first_vst_ahead(now, n_arr, horizon, P)
         return starts
 
@@ -478,10 +484,10 @@ class SiaVCPolicy:
         here (an end at or before ``now`` counts nowhere in a pass anyway)."""
         run_e, run_g, run_j = self._run
         if run_e.size and self._run_min <= now:
-            keep = run_e > now
-            run_e, run_g, run_j = run_e[keep], run_g[keep], run_j[keep]
+            k = int(np.searchsorted(run_e, now, side="right"))  # in end order: a prefix is over
+            run_e, run_g, run_j = run_e[k:], run_g[k:], run_j[k:]
             self._run = (run_e, run_g, run_j)
-            self._run_min = float(run_e.min()) if run_e.size else math.inf
+            self._run_min = float(run_e[0]) if run_e.size else math.inf
         return run_e, run_g
 
     def _first_vst_ahead(self, now: float, n_arr: int, horizon: float, P: int) -> float | None:
@@ -538,6 +544,7 @@ class SiaVCPolicy:
             run_e, run_g, run_j = self._run
             keep = run_j != j
             self._run = (run_e[keep], run_g[keep], run_j[keep])
+            self._n_starts += 1  # the running jobs changed: no plan is handed on
         if not touched:
             return
         for q in touched:  # re-run from the charges and pending jobs as they now are
@@ -699,7 +706,8 @@ class SiaVCPolicy:
             scratch=self._scratch, longest=horizon - now, n_pending=sum(n_pend),
             run_end=run_e, run_gpus=run_g, tail=tail if n_tail else None, n_tail=n_tail,
             sure_free=np.array(free_of), job_pool=self._pool_np,
-            sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
+            sure_by=now + _EPS,  # a job on time on its own quota starts (see _try_charge)
+            plan_key=self._n_starts)
         if not found.jobs.size and not found.tail_pending:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock

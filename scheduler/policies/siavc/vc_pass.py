@@ -518,8 +518,7 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
         cg[i + 1] = cg[i] + (aR[i] if i < n_hz or aJ[i] < n_arr else 0)
     if n_plan > st[_ST_WRITTEN]:
         st[_ST_WRITTEN] = n_plan
-    ro = np.argsort(run_e)
-    total_run = run_g.sum()
+    total_run = run_g.sum()  # (the running jobs come sorted by end: see lazy_pass)
     # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
     # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
     # alive (one at the horizon ending by x_max <= horizon has no duration): its reserved
@@ -546,8 +545,8 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
         j2 = i
         while j2 < n_end and aV[j2] == x:
             j2 += 1
-        while pr < ro.shape[0] and run_e[ro[pr]] <= x:
-            run_done += run_g[ro[pr]]
+        while pr < run_e.shape[0] and run_e[pr] <= x:
+            run_done += run_g[pr]
             pr += 1
         if direct:  # see above
             while pe < n_e and aE[pe] <= x:
@@ -605,6 +604,45 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
                 top = partial
         fails[c] = top + oG[c] > C
     st[_ST_IU], st[_ST_GS], st[_ST_GE], st[_ST_DONE] = iu, gs, ge, c_to
+
+
+@numba.njit(cache=True, nogil=True)
+def _carry_levels(aV, aE, aER, run_e, run_g, u, st_old, h_old, st,
+                  horizon):  # pragma: no cover - compiled
+    # Take over from an earlier pass over the same merge (st_old, horizon h_old), with the
+    # same entries alive and the same running jobs but those over by this pass's ``now``,
+    # the plan's levels it worked out that this pass would work out alike: those at the
+    # distinct starts before every entry that the two horizons or visits' ends treat
+    # differently (every start is at or after ``now``, as every VST is: a running job over
+    # by then counts in neither), and the prefix sums up to there. The pointers are set as
+    # _bulk_verdicts leaves them after its last kept start (every entry, end and running
+    # job at or before it taken); the candidates' pointers start afresh.
+    N = aV.shape[0]
+    n_valid = np.searchsorted(aV, min(h_old, horizon), side="left")
+    n_valid = min(n_valid, st_old[_ST_NEND], st[_ST_NEND], st_old[_ST_WRITTEN])
+    if st[_ST_WRITTEN] < n_valid:
+        st[_ST_WRITTEN] = n_valid
+    v_cut = aV[n_valid] if n_valid < N else np.inf
+    nk = np.searchsorted(u[:st_old[_ST_NU]], v_cut, side="left")
+    if nk == 0:
+        return
+    x = u[nk - 1]
+    pe = np.searchsorted(aE, x, side="right")
+    pr = np.searchsorted(run_e, x, side="right")
+    st[_ST_I] = np.searchsorted(aV, x, side="right")
+    st[_ST_NU] = nk
+    st[_ST_PR] = pr
+    st[_ST_RUN_DONE] = run_g[:pr].sum()
+    st[_ST_PE] = pe
+    st[_ST_ENDED] = aER[:pe].sum()
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_sorted(x):  # pragma: no cover - compiled
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -691,7 +729,8 @@ class PassVerdicts:
     It reads the merge, the running jobs and the caller's scratch rows until the pass is
     over: nothing may change them in between (the policy's guards do not touch them)."""
 
-    def __init__(self, args: tuple, found: tuple, tail, job_pool: np.ndarray | None) -> None:
+    def __init__(self, args: tuple, found: tuple, tail, job_pool: np.ndarray | None,
+                 carried: PassVerdicts | None = None) -> None:
         (self._aV, self._aJ, self._aG, _, _, self._aEO, _, self._aE, self._aR, self._aER,
          self._horizon, self._n_arr, self._now, self._C, self._free, self._run_e, self._run_g,
          self._wi, self._wf, self._cut) = args[:20]
@@ -704,6 +743,9 @@ class PassVerdicts:
         self._st[_ST_WRITTEN] = p0
         self._st[_ST_NEND] = n_end
         self._xs = np.full(1, -np.inf)
+        if carried is not None:
+            _carry_levels(self._aV, self._aE, self._aER, self._run_e, self._run_g, self._wf[0],
+                          carried._st, carried._horizon, self._st, self._horizon)
         #: the candidates whose verdicts are known (a prefix)
         self.known = 0
         #: the pending tail (arrays, or a function returning them or None) if the visit goes
@@ -772,7 +814,7 @@ def lazy_pass(
     scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
     tail: tuple[np.ndarray, ...] | Callable[[], tuple[np.ndarray, ...] | None] | None = None,
     n_tail: int = -1, sure_free: np.ndarray | None = None, sure_by: float = -math.inf,
-    job_pool: np.ndarray | None = None,
+    job_pool: np.ndarray | None = None, plan_key: object = None,
 ) -> PassVerdicts:
     """:func:`bulk_pass` with the verdicts worked out on demand: the merged candidates, and
     their ``fails`` valid up to ``known`` (see :class:`PassVerdicts`); the tail's come with
@@ -782,7 +824,16 @@ def lazy_pass(
     ``tail`` may also be a function returning the tail (or None), called only if the tail
     is asked for; ``n_tail`` is then how many jobs it holds (to count the merged pending
     entries from ``n_pending``). ``job_pool`` (trace-wide, per job) gives the candidates'
-    pools (``pools``)."""
+    pools (``pools``).
+
+    ``plan_key`` (with ``scratch``): passes over the same ``merged`` object given equal keys
+    (not None) promise the same plan: the same entries alive and the same running jobs, but
+    for those over by the later pass's ``now``. Such a pass takes over the plan's levels the
+    previous pass worked out (those this one would work out alike: the levels at the
+    distinct starts from ``now`` on before either pass's horizon or end of visit, see
+    ``_carry_levels``) instead of working them out again. The policy keys its
+    passes by its count of starts: a pass that starts nothing is often followed, at the next
+    decision, by one over the same merge."""
     cut = max(float(horizon), float(now) + float(longest))
     if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
         merged = _with_reserved(merged)
@@ -790,22 +841,36 @@ def lazy_pass(
         tail = _NO_TAIL
     if n_tail < 0:
         n_tail = tail[0].shape[0]
-    wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
+    scratch = scratch or PassScratch()
+    wi, wf = scratch.rows(merged[0].shape[0] + n_tail + 1)
+    run_end = np.ascontiguousarray(run_end, dtype=np.float64)
+    run_gpus = np.ascontiguousarray(run_gpus, dtype=np.int64)
+    if not _is_sorted(run_end):  # the verdicts read the running jobs in end order
+        o = np.argsort(run_end, kind="stable")
+        run_end, run_gpus = run_end[o], run_gpus[o]
     args = (*merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
-            np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-            np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
+            np.int64(free), run_end, run_gpus, wi, wf, cut,
             np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]))
+    last = scratch.last
+    carried = None
+    if (plan_key is not None and last is not None and last[0] is merged and last[1] == plan_key
+            and last[2]._wi is wi):
+        carried = last[2]
     if sure_free is not None:
         out = PassVerdicts(args, _bulk_search(*args, np.ascontiguousarray(sure_free,
                                                                          dtype=np.int64),
-                                              float(sure_by)), tail, job_pool)
+                                              float(sure_by)), tail, job_pool, carried)
+        scratch.last = (merged, plan_key, out)
         if out.sure >= 0:
             out.verdicts_upto(out.sure + 1)
             if _reached_and_passes(out.durations, out.gpus, out.fails, out.sure):
                 return out.truncated(out.sure + 1)
+            carried = out if plan_key is not None else None
         else:
             return out
-    return PassVerdicts(args, _bulk_search(*args, _NO_SURE, -math.inf), tail, job_pool)
+    out = PassVerdicts(args, _bulk_search(*args, _NO_SURE, -math.inf), tail, job_pool, carried)
+    scratch.last = (merged, plan_key, out)
+    return out
 
 
 def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -857,6 +922,8 @@ class PassScratch:
     def __init__(self) -> None:
         self._int = np.empty((5, 0), dtype=np.int64)
         self._float = np.empty((1, 0), dtype=np.float64)
+        #: (merge, plan key, PassVerdicts) of the last pass, whose plan levels the rows hold
+        self.last: tuple | None = None
 
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Return (int64 [5, >= n], float64 [1, >= n]) rows, grown (doubled) when too short."""
