@@ -20,7 +20,12 @@ from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.policies.oracle import solve_oracle
 from sia.scheduler.policies.siavc.policy import SiaVCPolicy
-from sia.scheduler.policies.siavc.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
+from sia.scheduler.policies.siavc.vst import (
+    ResourcePlan,
+    clock_reference,
+    fcfs_baseline_starts,
+    fcfs_pool_starts,
+)
 from sia.scheduler.registry import check_policy, make_policy, policies_with
 
 _EPS = 1e-6
@@ -924,3 +929,48 @@ def test_siavc_replays_a_synthetic_day_on_cells_without_spinning(chain):
     assert times == sorted(times) and len(set(times)) == len(times)  # one refusal per instant
     assert pol.stats["calls"] <= 4 * jobs.height
     assert math.isfinite(float(res["end_time"].max()))
+
+
+def test_a_clock_as_a_reference_without_a_job_by_hand():
+    """Clock jobs 3, 5, 8 at 10, 20, 30 s (free 2, 1, 0): without job 5 (position 1) the
+    reference is jobs 3, 8 with previous starts NaN and 20 (job 8 keeps job 5's); an order
+    starting 3, 8 matches, one starting 3, 5 or shorter than the reference does not."""
+    jobs, vs, free = np.array([3, 5, 8]), np.array([10.0, 20.0, 30.0]), np.array([2, 1, 0])
+    same, prev, rj, rv, rr = clock_reference(np.array([3, 8, 9]), jobs, vs, free, 1)
+    assert same and rj.tolist() == [3, 8] and rv.tolist() == [10.0, 30.0] and rr.tolist() == [2, 0]
+    assert np.isnan(prev[0]) and prev[1] == 20.0
+    assert not clock_reference(np.array([3, 5, 8]), jobs, vs, free, 1)[0]
+    assert not clock_reference(np.array([3]), jobs, vs, free, 1)[0]
+    same, prev, rj, _, _ = clock_reference(np.array([3, 5, 8]), jobs, vs, free, -1)
+    assert same and rj.tolist() == [3, 5, 8] and prev[1:].tolist() == [10.0, 20.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 12), data=st.data())
+def test_a_clock_as_a_reference_equals_its_slices_joined(n, data):
+    """clock_reference equals the plain construction: the clock without position ``skip`` (by
+    np.delete), each entry's previous start in the whole clock (the one after the skipped
+    entry keeps the skipped one's), and whether the order starts with those jobs."""
+    jobs = np.array(sorted(data.draw(st.sets(st.integers(0, 40), min_size=n, max_size=n))),
+                    dtype=np.int64)
+    vs = np.sort(np.array(data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)),
+                          dtype=np.float64))
+    free = np.array(data.draw(st.lists(st.integers(-1, 4), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    skip = data.draw(st.integers(-1, n - 1))
+    keep = np.ones(n, dtype=bool)
+    if skip >= 0:
+        keep[skip] = False
+    want_prev = np.concatenate(([np.nan], vs[:-1]))[keep] if n else np.empty(0)
+    if skip >= 0 and skip + 1 < n:  # the entry after the skipped one keeps its start
+        want_prev[skip] = vs[skip]
+    order = np.array(data.draw(st.sampled_from([jobs[keep].tolist(),
+                                                jobs[keep].tolist() + [99],
+                                                jobs[keep].tolist()[:-1],
+                                                jobs.tolist()])), dtype=np.int64)
+    same, prev, rj, rv, rr = clock_reference(order, jobs, vs, free, skip)
+    assert rj.tolist() == jobs[keep].tolist() and rv.tolist() == vs[keep].tolist()
+    assert rr.tolist() == free[keep].tolist()
+    np.testing.assert_array_equal(prev, want_prev)
+    m = int(keep.sum())
+    assert same == (m <= order.shape[0] and order[:m].tolist() == jobs[keep].tolist())

@@ -128,7 +128,12 @@ from sia.scheduler.policies.siavc.vc_pass import (
     pending_tail,
     update_merged,
 )
-from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcfs_clock_kernel
+from sia.scheduler.policies.siavc.vst import (
+    NO_ARRAY,
+    clock_reference,
+    fcfs_baseline_starts,
+    fcfs_clock_kernel,
+)
 
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
@@ -354,20 +359,16 @@ class SiaVCPolicy:
         if p in self._stale or self._vc[p] is None:
             return None
         cj, cv, cr = self._vc[p]
+        i = -1
         if without >= 0:
             i = int(np.searchsorted(cj, without))
             if i >= cj.shape[0] or cj[i] != without:
                 return None
             changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
-            # each job's previous start in the cached clock (the job after ``without`` keeps
-            # ``without``'s), and the clock, without position i: slices joined (np.delete
-            # cost several times as much per call)
-            prev = np.concatenate(([np.nan], cv[: i - 1], cv[i:-1]) if i else (cv[:-1],))
-            cj, cv, cr = (np.concatenate((x[:i], x[i + 1:])) for x in (cj, cv, cr))
-        else:
-            prev = np.concatenate(([np.nan], cv[:-1]))
-        n = cj.shape[0]
-        if n > order.shape[0] or not np.array_equal(order[:n], cj):
+        # each job's previous start in the cached clock (the job after ``without`` keeps
+        # ``without``'s), and the clock without ``without``, in one compiled call
+        same, prev, cj, cv, cr = clock_reference(order, cj, cv, cr, i)
+        if not same:
             return None
         return ((prev, cv, changed_until), (cj, cv, cr))
 
@@ -460,9 +461,10 @@ class SiaVCPolicy:
                 self._n_starts += 1  # (keys the plan a pass hands on to the next)
                 e = now + dur[j]
                 k = int(np.searchsorted(run_e, e, side="right"))  # kept in end order
-                run_e = np.insert(run_e, k, e)
-                run_g = np.insert(run_g, k, g)
-                self._run = (run_e, run_g, np.insert(self._run[2], k, j))
+                run_e = np.concatenate((run_e[:k], (e,), run_e[k:]))
+                run_g = np.concatenate((run_g[:k], (g,), run_g[k:]))
+                run_j = self._run[2]
+                self._run = (run_e, run_g, np.concatenate((run_j[:k], (j,), run_j[k:])))
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))

@@ -144,6 +144,40 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
 
 _NO_DEADLINE = np.empty(0, dtype=np.float64)
 
+
+@numba.njit(cache=True, nogil=True)
+def clock_reference(order, jobs, vsts, free, skip):  # pragma: no cover - compiled
+    """A cached clock (``jobs``, ``vsts``, ``free``) without its entry at position ``skip``
+    (none if -1), as the reference of a re-run over ``order``: (whether ``order`` starts with
+    those jobs, the previous start of each (NaN for the first; the entry after the skipped
+    one keeps the skipped one's), jobs, VSTs, free GPUs). One compiled call for what took
+    several numpy calls per guard."""
+    m = jobs.shape[0]
+    n = m - 1 if skip >= 0 else m
+    rj = np.empty(n, dtype=np.int64)
+    rv = np.empty(n, dtype=np.float64)
+    rr = np.empty(n, dtype=np.int64)
+    prev = np.empty(n, dtype=np.float64)
+    last = np.nan
+    k = 0
+    for i in range(m):
+        if i == skip:
+            last = vsts[i]
+            continue
+        rj[k] = jobs[i]
+        rv[k] = vsts[i]
+        rr[k] = free[i]
+        prev[k] = last
+        last = vsts[i]
+        k += 1
+    same = n <= order.shape[0]
+    if same:
+        for k in range(n):
+            if order[k] != rj[k]:
+                same = False
+                break
+    return same, prev, rj, rv, rr
+
 #: :func:`fcfs_clock_against` without its argument handling, for callers that run it
 #: hundreds of thousands of times with arrays already contiguous and of the right dtypes
 #: (int64 jobs and GPUs, float64 times): positional arguments ``(order, submit, duration,
