@@ -25,6 +25,7 @@ from sia.scheduler.policies.siavc.vst import (
     clock_reference,
     fcfs_baseline_starts,
     fcfs_pool_starts,
+    first_short,
 )
 from sia.scheduler.registry import check_policy, make_policy, policies_with
 
@@ -974,3 +975,44 @@ def test_a_clock_as_a_reference_equals_its_slices_joined(n, data):
     np.testing.assert_array_equal(prev, want_prev)
     m = int(keep.sum())
     assert same == (m <= order.shape[0] and order[:m].tolist() == jobs[keep].tolist())
+
+
+def test_the_first_start_short_of_a_loan_by_hand():
+    """Jobs 0, 1, 2 start at 0, 5, 10 s (durations 20, 3, 1 s; 2, 1, 4 GPUs; deadlines 1, 9,
+    11 s), leaving 3, 2, 0 GPUs free: a loan of 3 is first short at job 1 (position 1), none
+    late by then, and of the jobs before it job 0 (running to 20 s) still holds its 2 GPUs
+    at job 1's deadline; a loan of 1 is short at job 2, and job 1 ended by 11 s; a loan of
+    0 never is; a deadline passed before the short job is seen."""
+    jobs, vs, free = np.array([0, 1, 2]), np.array([0.0, 5.0, 10.0]), np.array([3, 2, 0])
+    dur, gpus = np.array([20.0, 3.0, 1.0]), np.array([2, 1, 4])
+    deadline = np.array([1.0, 9.0, 11.0])
+    assert first_short(jobs, vs, free, 3, dur, gpus, deadline) == (1, False, 2)
+    assert first_short(jobs, vs, free, 1, dur, gpus, deadline) == (2, False, 2)
+    assert first_short(jobs, vs, free, 0, dur, gpus, deadline)[0] == -1
+    assert first_short(jobs, vs, free, 1, dur, gpus, np.array([1.0, 4.0, 11.0]))[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 10), s=st.integers(0, 5), data=st.data())
+def test_the_first_start_short_of_a_loan_equals_the_plain_reading(n, s, data):
+    """first_short equals the numpy reading it replaced: the first position left fewer than
+    ``s`` free, whether a job up to it is past its deadline, and the GPUs of the earlier
+    jobs still running at its job's deadline."""
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    jobs = np.arange(n, dtype=np.int64)
+    vs = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    free = np.array(data.draw(ints), dtype=np.int64)
+    dur = np.array(data.draw(ints), dtype=np.float64)
+    gpus = np.array(data.draw(ints), dtype=np.int64)
+    deadline = np.array(data.draw(ints), dtype=np.float64)
+    k, late, held = first_short(jobs, vs, free, s, dur, gpus, deadline)
+    short = np.flatnonzero(free < s)
+    if not short.size:
+        assert k == -1
+        return
+    want = int(short[0])
+    tau = deadline[jobs[want]]
+    head = jobs[: want + 1]
+    assert k == want
+    assert late == bool((vs[: want + 1] > deadline[head]).any())
+    assert held == int(gpus[head[:want]][vs[:want] + dur[head[:want]] > tau].sum())

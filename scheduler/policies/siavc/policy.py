@@ -111,6 +111,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from itertools import accumulate
 
 import numpy as np
 from sia.scheduler.core.cluster import Cluster
@@ -133,6 +134,7 @@ from sia.scheduler.policies.siavc.vst import (
     clock_reference,
     fcfs_baseline_starts,
     fcfs_clock_kernel,
+    first_short,
 )
 
 _EPS = 1e-6  # seconds
@@ -619,8 +621,7 @@ class SiaVCPolicy:
                 pools.append(p)
         if not parts:
             return self._cached(cat[0], cat[1], inb, bound)
-        seg = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([j.shape[0] for j, _ in parts], out=seg[1:])
+        seg = np.array([0, *accumulate(j.shape[0] for j, _ in parts)], dtype=np.int64)
         J = np.concatenate([j for j, _ in parts])
         new = update_merged(cat[1], np.ones(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
                             np.concatenate([v for _, v in parts]), J, self._gpus_np[J],
@@ -656,8 +657,7 @@ class SiaVCPolicy:
                 changed.append(p)
                 js.append(nj[pre: nj.shape[0] - suf])
                 vs.append(nv[pre: nj.shape[0] - suf])
-        seg = np.zeros(len(changed) + 1, dtype=np.int64)
-        np.cumsum([x.shape[0] for x in js], out=seg[1:])
+        seg = np.array([0, *accumulate(x.shape[0] for x in js)], dtype=np.int64)
         J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
         new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
                             self._gpus_np[J], self._dur_np[J], seg, changed)
@@ -1008,16 +1008,14 @@ class SiaVCPolicy:
         memo = self._ff.get(key)
         if memo is None or memo[0] != self._ver[q]:
             jobs, vs, rem = self._vc[q]
-            short = np.flatnonzero(rem < s)
-            k = int(short[0]) if short.size else None
+            k, late, held_jobs = first_short(jobs, vs, rem, s, self._dur_np, self._gpus_np,
+                                             self._deadline)
             thr = math.inf
-            if k is not None and vs[k] != math.inf:
-                head = jobs[: k + 1]
+            if k >= 0 and vs[k] != math.inf:
                 tau = self._F[jobs[k]] + _EPS
-                held = sum(g for e, g in self._charges[q] if e > tau) + int(
-                    self._gpus_np[head[:k]][vs[:k] + self._dur_np[head[:k]] > tau].sum())
+                held = sum(g for e, g in self._charges[q] if e > tau) + held_jobs
                 room = self._quota[q] - held - self._gpus[jobs[k]]
-                if (vs[: k + 1] > self._deadline[head]).any() or room < 0:
+                if late or room < 0:
                     thr = float(vs[k])
                 elif room < s:
                     thr = max(float(vs[k]), tau)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import accumulate
 
 import numba
 import numpy as np
@@ -907,8 +908,7 @@ def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend
     else:  # each part is in (VST, job) order already: merged, not sorted
         V = np.concatenate([v for v, _ in parts])
         J = np.concatenate([j for _, j in parts])
-        seg = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([v.shape[0] for v, _ in parts], out=seg[1:])
+        seg = np.array([0, *accumulate(v.shape[0] for v, _ in parts)], dtype=np.int64)
         o = _merge_order(V, J, seg)
         V, J = V[o], J[o]
     return (np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(J, dtype=np.int64),

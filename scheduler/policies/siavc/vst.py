@@ -146,6 +146,32 @@ _NO_DEADLINE = np.empty(0, dtype=np.float64)
 
 
 @numba.njit(cache=True, nogil=True)
+def first_short(jobs, vsts, free, s, duration, gpus, deadline):  # pragma: no cover - compiled
+    """For a cached clock (``jobs``, ``vsts``, ``free``: GPUs left free after each start) and a
+    loan of ``s`` GPUs: (the first position ``k`` whose start left fewer than ``s`` free, -1
+    if none; whether a job up to ``k`` starts past its ``deadline`` (trace-wide); the GPUs
+    of the jobs before ``k`` still running at ``deadline[jobs[k]]``). In one compiled call:
+    the lenders' thresholds read these for each (pool, loan)."""
+    k = -1
+    for i in range(free.shape[0]):
+        if free[i] < s:
+            k = i
+            break
+    if k < 0:
+        return -1, False, 0
+    tau = deadline[jobs[k]]
+    late = False
+    held = 0
+    for i in range(k + 1):
+        j = jobs[i]
+        if vsts[i] > deadline[j]:
+            late = True
+        if i < k and vsts[i] + duration[j] > tau:
+            held += gpus[j]
+    return k, late, held
+
+
+@numba.njit(cache=True, nogil=True)
 def clock_reference(order, jobs, vsts, free, skip):  # pragma: no cover - compiled
     """A cached clock (``jobs``, ``vsts``, ``free``) without its entry at position ``skip``
     (none if -1), as the reference of a re-run over ``order``: (whether ``order`` starts with
