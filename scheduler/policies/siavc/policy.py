@@ -657,6 +657,8 @@ class SiaVCPolicy:
                 changed.append(p)
                 js.append(nj[pre: nj.shape[0] - suf])
                 vs.append(nv[pre: nj.shape[0] - suf])
+        if not changed and not (lo <= hi).any():  # re-run to the same entries: kept as merged
+            return self._cached(key, cat[1], inb, bound)
         seg = np.array([0, *accumulate(x.shape[0] for x in js)], dtype=np.int64)
         J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
         new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
