@@ -610,11 +610,14 @@ def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(s
     lazy = lazy_pass(merged, **kw)
     pools = np.arange(full.jobs.shape[0]) % n_pools
     runs = []
+    widest = int(full.gpus.max()) if full.gpus.size else 0
     with patch.object(vc_pass, "_FIRST_VERDICTS", first):
-        for fails in (full.fails.copy(), lazy):
-            walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"])
+        for fails, sized in ((full.fails.copy(), -1), (lazy, -1),
+                             (lazy_pass(merged, **kw), widest + first % 3)):
+            walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"],
+                                 sized)  # (sized for the widest candidate or wider: the same)
             runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.gpus))
-    assert runs[0] == runs[1]
+    assert runs[0] == runs[1] == runs[2]
     assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
 
 

@@ -238,6 +238,7 @@ class SiaVCPolicy:
                              for pj in self._pool_jobs_np]
         self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
+        self._widest = int(self._gpus_np.max()) if self._gpus_np.size else 0
         self._pool_np = np.asarray(trace.pool, dtype=np.int64)
         self._dur_np = np.asarray(trace.duration, dtype=np.float64)
         P = trace.n_pools
@@ -350,7 +351,7 @@ class SiaVCPolicy:
         one arriving at or after ``until``, which starts there and so stops the run. Handing
         the clock only those saves copying (and sizing its arrays for) the pool's whole
         future on every run."""
-        return k + int(np.searchsorted(self._pool_submit[p][k:], until, side="left")) + 1
+        return k + int(self._pool_submit[p][k:].searchsorted(until, side="left")) + 1
 
     def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
         """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
@@ -363,7 +364,7 @@ class SiaVCPolicy:
         cj, cv, cr = self._vc[p]
         i = -1
         if without >= 0:
-            i = int(np.searchsorted(cj, without))
+            i = int(cj.searchsorted(without))
             if i >= cj.shape[0] or cj[i] != without:
                 return None
             changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
@@ -462,7 +463,7 @@ class SiaVCPolicy:
                 free -= g
                 self._n_starts += 1  # (keys the plan a pass hands on to the next)
                 e = now + dur[j]
-                k = int(np.searchsorted(run_e, e, side="right"))  # kept in end order
+                k = int(run_e.searchsorted(e, side="right"))  # kept in end order
                 run_e = np.concatenate((run_e[:k], (e,), run_e[k:]))
                 run_g = np.concatenate((run_g[:k], (g,), run_g[k:]))
                 run_j = self._run[2]
@@ -488,7 +489,7 @@ class SiaVCPolicy:
         here (an end at or before ``now`` counts nowhere in a pass anyway)."""
         run_e, run_g, run_j = self._run
         if run_e.size and self._run_min <= now:
-            k = int(np.searchsorted(run_e, now, side="right"))  # in end order: a prefix is over
+            k = int(run_e.searchsorted(now, side="right"))  # in end order: a prefix is over
             run_e, run_g, run_j = run_e[k:], run_g[k:], run_j[k:]
             self._run = (run_e, run_g, run_j)
             self._run_min = float(run_e[0]) if run_e.size else math.inf
@@ -511,7 +512,7 @@ class SiaVCPolicy:
                 if meta is None or meta[1] <= now:
                     continue  # no VST ahead
                 jobs, vs, _ = self._vc[p]
-                i = 0 if meta[0] > now else int(np.searchsorted(vs, now, side="right"))
+                i = 0 if meta[0] > now else int(vs.searchsorted(now, side="right"))
                 if vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                     w = float(vs[i])
         return w if w < math.inf else None
@@ -569,7 +570,7 @@ class SiaVCPolicy:
     def _inbound(self, p: int, bound: float) -> tuple[np.ndarray, np.ndarray]:
         """Pool ``p``'s clock (jobs, VSTs) cut to its entries with a VST before ``bound``."""
         jobs, vs, _ = self._vc[p]
-        k = int(np.searchsorted(vs, bound, side="left"))
+        k = int(vs.searchsorted(bound, side="left"))
         return jobs[:k], vs[:k]
 
     def _merged(self, horizon: float) -> tuple[tuple[np.ndarray, ...], float]:
@@ -719,7 +720,8 @@ class SiaVCPolicy:
         # those guards by a verdict per pool and width, and replays their counts; the
         # candidates' MaxReservation verdicts are worked out as the walk reaches them, and
         # the tail's candidates found when it gets past the others
-        walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now)
+        walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now,
+                             self._widest)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
@@ -761,7 +763,7 @@ class SiaVCPolicy:
             if end > now:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
-            i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
+            i = int(jobs.searchsorted(j))  # the clock lists jobs in arrival (index) order
             self._set_clock(p, np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
             cat = self._current_merge()
             if cat is not None:  # the merge lost just that job
@@ -842,7 +844,7 @@ class SiaVCPolicy:
         cj = self._vc[q][0]
         if without < 0:
             return cj[:n_pend]
-        i = int(np.searchsorted(cj[:n_pend], without))
+        i = int(cj[:n_pend].searchsorted(without))
         return np.concatenate((cj[:i], cj[i + 1: n_pend]))
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
@@ -858,7 +860,7 @@ class SiaVCPolicy:
         the horizon), the wake-up, the guards' references (a shorter one only meets less
         often) and the lenders' thresholds (a cut entry's VST is past any candidate's end).
         """
-        k = n_pend + int(np.searchsorted(vs[n_pend:], self._reach, side="left"))
+        k = n_pend + int(vs[n_pend:].searchsorted(self._reach, side="left"))
         if k + 1 >= jobs.shape[0]:
             return jobs, vs, rem, False
         self.stats["trimmed"] += 1
@@ -889,7 +891,7 @@ class SiaVCPolicy:
         clock runs).
         """
         cj, cv, cr = self._vc[p]
-        i = int(np.searchsorted(cj, j))
+        i = int(cj.searchsorted(j))
         head_j, head_v = cj[:i], cv[:i]
         if i and (head_v > self._deadline[head_j]).any():  # a late job: the re-run fails there
             k = int(np.argmax(head_v > self._deadline[head_j]))
@@ -901,7 +903,7 @@ class SiaVCPolicy:
         pj = self._pool_jobs_np[p]
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
-        tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
+        tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
         order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._resume_to)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
         vst, rem, met = fcfs_clock_kernel(

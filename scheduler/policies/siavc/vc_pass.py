@@ -787,7 +787,7 @@ class PassVerdicts:
         self._st = np.zeros(_ST_LEN, dtype=np.int64)
         self._st[_ST_WRITTEN] = p0
         self._st[_ST_NEND] = n_end
-        self._xs = np.full(1, -np.inf)
+        self._xs = np.array([-np.inf])
         if carried is not None:
             _carry_levels(self._aV, self._aE, self._aER, self._run_e, self._run_g, self._wf[0],
                           carried._st, carried._horizon, self._st, self._horizon)
@@ -1031,15 +1031,24 @@ class CandidateWalk:
     """
 
     def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
-                 fails: np.ndarray | PassVerdicts, n_pools: int, now: float) -> None:
+                 fails: np.ndarray | PassVerdicts, n_pools: int, now: float,
+                 widest: int = -1) -> None:
+        """``widest``: if >= 0, the tables per width are sized for candidates up to this wide
+        (the trace's widest job, say: no candidate, the tail's neither, may be wider), not to
+        the widest candidate found so far (grown with the tail)."""
         #: the verdicts worked out on demand (a PassVerdicts, whose pending tail's candidates
         #: are found when the walk gets past the others), or None: all given
         self._lazy = fails if isinstance(fails, PassVerdicts) else None
         self._take(durations, gpus, pools, fails if self._lazy is None else self._lazy.fails)
         self._now = float(now)
-        width = int(self._G.max()) + 1 if self._G.size else 1
-        self._best = np.full(width, np.inf)
-        self._thr = np.full((n_pools, width), np.nan)
+        if widest >= 0:
+            width = widest + 1
+        else:
+            width = int(self._G.max()) + 1 if self._G.size else 1
+        self._best = np.empty(width)
+        self._best.fill(np.inf)
+        self._thr = np.empty((n_pools, width))
+        self._thr.fill(np.nan)
         self._ce = np.zeros((n_pools, width), dtype=np.int64)
         self._cf = np.zeros((n_pools, width), dtype=np.int64)
         self._pending = -1  # the candidate next() stopped at for want of a verdict
