@@ -830,3 +830,30 @@ def test_a_pass_whose_visit_ends_at_now_takes_over_no_level_there():
     want = direct_pass([(V, J, G, D)], 600.0, 4, 100.0, 4, 4, [], [])
     assert want == [(0, False), (1, False)]
     assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_taking_over_every_level_still_visits_the_entries_after_them():
+    """Hand case, cluster of 8: (200, 5, 3, 500) and (300, 6, 3, 40) future, (350, 0, 2, 300)
+    and (400, 1, 3, 600) pending from the second pass on. The first pass (horizon 300: job
+    0 reads [0, 300)) has one start, 200, and passes over job 6 (at the horizon and not
+    pending: it reserves nothing then). The second (horizon 600) takes over that start but
+    must visit job 6 now: job 1 (reading [0, 400)) sees 3 + 3 = 6 at 300 and fails; seeing
+    job 6 only in the level at 350 (5: it ended at 340), it would pass."""
+    V = np.array([200.0, 300.0, 350.0, 400.0])
+    J = np.array([5, 6, 0, 1])
+    G = np.array([3, 3, 2, 3])
+    D = np.array([500.0, 40.0, 300.0, 600.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
+    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
+                      scratch=scratch, plan_key=0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
+    assert first.plan_read == 2
+    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
+                      scratch=scratch, plan_key=0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
+    assert want == [(0, False), (1, True)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want

@@ -672,12 +672,18 @@ def _carry_levels(aV, aE, aER, run_e, run_g, u, st_old, h_old, st,
     if nk == 0:
         return
     x = u[nk - 1]
-    pe = np.searchsorted(aE, x, side="right")
     pr = np.searchsorted(run_e, x, side="right")
-    st[_ST_I] = np.searchsorted(aV, x, side="right")
     st[_ST_NU] = nk
     st[_ST_PR] = pr
     st[_ST_RUN_DONE] = run_g[:pr].sum()
+    # (the entry pointer goes back to just past x: entries after it that reserved nothing
+    # then may reserve now, at another horizon or with more jobs arrived)
+    st[_ST_I] = np.searchsorted(aV, x, side="right")
+    if nk == st_old[_ST_NU]:  # every start kept: the ends taken are the old pass's
+        st[_ST_PE] = st_old[_ST_PE]
+        st[_ST_ENDED] = st_old[_ST_ENDED]
+        return
+    pe = np.searchsorted(aE, x, side="right")
     st[_ST_PE] = pe
     st[_ST_ENDED] = aER[:pe].sum()
 
