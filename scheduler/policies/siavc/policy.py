@@ -430,7 +430,8 @@ class SiaVCPolicy:
                     self._held[q] = sum(g for _, g in kept)
                     cmin[q] = min(kept)[0] if kept else math.inf
             self._expiry = min(cmin)
-        pend = [list(view.pending(p)) for p in range(P)]
+        # the simulator's lists, read only: a pool's is copied when a job of it starts
+        pend = [view.pending(p) for p in range(P)]
         n_arr = view.n_arrived
         if not any(pend):
             self._wakeup = None
@@ -458,7 +459,7 @@ class SiaVCPolicy:
                 if j is None:
                     break
                 p, g = self._pool[j], gpus[j]
-                pend[p].remove(j)
+                pend[p] = [x for x in pend[p] if x != j]  # (a copy: see above)
                 self._by_width.start(j)
                 free -= g
                 self._n_starts += 1  # (keys the plan a pass hands on to the next)
@@ -693,7 +694,7 @@ class SiaVCPolicy:
         C = self._C
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
-        free_of = [self._charged_free(q) for q in range(len(pend))]
+        free_of = [q - h for q, h in zip(self._quota, self._held, strict=True)]
         memo, free_key = self._verdicts_for(free_of)
         merged, bound = self._merged(horizon)
         n_pend = list(map(len, pend))
