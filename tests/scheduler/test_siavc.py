@@ -26,6 +26,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_baseline_starts,
     fcfs_pool_starts,
     first_short,
+    resume_state,
 )
 from sia.scheduler.registry import check_policy, make_policy, policies_with
 
@@ -1016,3 +1017,46 @@ def test_the_first_start_short_of_a_loan_equals_the_plain_reading(n, s, data):
     assert k == want
     assert late == bool((vs[: want + 1] > deadline[head]).any())
     assert held == int(gpus[head[:want]][vs[:want] + dur[head[:want]] > tau].sum())
+
+
+def test_the_state_a_clock_resumes_from_by_hand():
+    """Jobs 0, 1, 2 start at 0, 5, 10 s (durations 20, 3, 1 s; 2, 1, 4 GPUs) with one charge
+    of 3 GPUs to 7 s: resumed at job 2 (after the start at 5 s), job 0 (to 20 s), job 1 (to
+    8 s) and the charge (to 7 s) are held; resumed at job 0, only the charge; with job 1
+    past its deadline (4 s) the resume stops there."""
+    jobs, vs = np.array([0, 1, 2]), np.array([0.0, 5.0, 10.0])
+    dur, gpus = np.array([20.0, 3.0, 1.0]), np.array([2, 1, 4])
+    ce, cg = np.array([7.0]), np.array([3])
+    late, be, bg = resume_state(jobs, vs, 2, ce, cg, dur, gpus, np.full(3, 99.0))
+    assert late == -1 and be.tolist() == [7.0, 20.0, 8.0] and bg.tolist() == [3, 2, 1]
+    late, be, bg = resume_state(jobs, vs, 0, ce, cg, dur, gpus, np.full(3, 99.0))
+    assert late == -1 and be.tolist() == [7.0] and bg.tolist() == [3]
+    assert resume_state(jobs, vs, 2, ce, cg, dur, gpus, np.array([9.0, 4.0, 9.0]))[0] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 10), data=st.data())
+def test_the_state_a_clock_resumes_from_equals_the_plain_reading(n, data):
+    """resume_state equals the numpy reading it replaced: the first late job before the
+    resume point, else the charges ending after the last start before it and the earlier
+    jobs still running then, in that order."""
+    ints = st.lists(st.integers(0, 8), min_size=n, max_size=n)
+    jobs = np.arange(n, dtype=np.int64)
+    vs = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64)
+    gpus = np.array(data.draw(ints), dtype=np.int64)
+    deadline = np.array(data.draw(ints), dtype=np.float64) + 4.0
+    k = data.draw(st.integers(0, 3))
+    ce = np.array(data.draw(st.lists(st.integers(0, 12), min_size=k, max_size=k)), dtype=float)
+    cg = np.arange(1, k + 1, dtype=np.int64)
+    i = data.draw(st.integers(0, n))
+    late, be, bg = resume_state(jobs, vs, i, ce, cg, dur, gpus, deadline)
+    lates = np.flatnonzero(vs[:i] > deadline[jobs[:i]])
+    if lates.size:
+        assert late == int(lates[0])
+        return
+    t0 = vs[i - 1] if i else -np.inf
+    ends = vs[:i] + dur[jobs[:i]]
+    assert late == -1
+    assert be.tolist() == ce[ce > t0].tolist() + ends[ends > t0].tolist()
+    assert bg.tolist() == cg[ce > t0].tolist() + gpus[jobs[:i]][ends > t0].tolist()

@@ -135,6 +135,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_baseline_starts,
     fcfs_clock_kernel,
     first_short,
+    resume_state,
 )
 
 _EPS = 1e-6  # seconds
@@ -894,13 +895,14 @@ class SiaVCPolicy:
         cj, cv, cr = self._vc[p]
         i = int(cj.searchsorted(j))
         head_j, head_v = cj[:i], cv[:i]
-        if i and (head_v > self._deadline[head_j]).any():  # a late job: the re-run fails there
-            k = int(np.argmax(head_v > self._deadline[head_j]))
-            return cj[: k + 1], cv[: k + 1], cr[: k + 1]
+        charges = self._charges[p]
+        late, busy_e, busy_g = resume_state(
+            cj, cv, i, np.array([e for e, _ in charges], dtype=np.float64),
+            np.array([g for _, g in charges], dtype=np.int64), self._dur_np, self._gpus_np,
+            self._deadline)
+        if late >= 0:  # a late job: the re-run fails there
+            return cj[: late + 1], cv[: late + 1], cr[: late + 1]
         t0 = float(cv[i - 1]) if i else -math.inf
-        busy = [c for c in self._charges[p] if c[0] > t0]
-        ends = head_v + self._dur_np[head_j]
-        held = ends > t0
         pj = self._pool_jobs_np[p]
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
@@ -909,11 +911,7 @@ class SiaVCPolicy:
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
         vst, rem, met = fcfs_clock_kernel(
             order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
-            self._quota[p], t0 if i else now,
-            np.concatenate((np.array([e for e, _ in busy], dtype=np.float64), ends[held])),
-            np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
-                            self._gpus_np[head_j[held]])),
-            math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
+            self._quota[p], t0 if i else now, busy_e, busy_g, math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
             cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
         if met >= 0:  # the rest is the cached clock's
             k = i + 1 + met
