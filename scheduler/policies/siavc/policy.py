@@ -460,7 +460,8 @@ class SiaVCPolicy:
                 if j is None:
                     break
                 p, g = self._pool[j], gpus[j]
-                pend[p] = [x for x in pend[p] if x != j]  # (a copy: see above)
+                left = pend[p] = list(pend[p])  # (a copy: see above)
+                left.remove(j)
                 self._by_width.start(j)
                 free -= g
                 self._n_starts += 1  # (keys the plan a pass hands on to the next)
