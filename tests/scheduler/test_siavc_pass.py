@@ -685,14 +685,16 @@ def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(see
     found = lazy_pass(merged, tail=later, n_tail=sum(max(0, a - b) for a, b in zip(
         n_pend, starts, strict=True)), job_pool=job_pool, **kw)
     n_merged = found.jobs.shape[0]
+    sized = lazy_pass(merged, tail=tail, job_pool=job_pool, **kw)  # tables sized up front
     runs = []
     with patch.object(vc_pass, "_FIRST_VERDICTS", first):
-        for f in (fails, found):
-            walk = CandidateWalk(durations if f is fails else found.durations,
-                                 gpus if f is fails else found.gpus,
-                                 job_pool[jobs] if f is fails else found.pools, f, n_pools, now)
+        for f in (fails, found, sized):
+            walk = CandidateWalk(durations if f is fails else f.durations,
+                                 gpus if f is fails else f.gpus,
+                                 job_pool[jobs] if f is fails else f.pools, f, n_pools, now,
+                                 int(G.max()) if f is sized and G.size else -1)
             runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], gpus))
-    assert runs[0] == runs[1]
+    assert runs[0] == runs[1] == runs[2]
     assert len(asked) <= 1
     if asked:
         assert found.jobs.tolist() == jobs.tolist()[: found.jobs.shape[0]]

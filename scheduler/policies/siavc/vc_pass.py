@@ -1047,6 +1047,7 @@ class CandidateWalk:
         self._lazy = fails if isinstance(fails, PassVerdicts) else None
         self._take(durations, gpus, pools, fails if self._lazy is None else self._lazy.fails)
         self._now = float(now)
+        self._sized = widest >= 0  # the tables fit every candidate: they never grow
         if widest >= 0:
             width = widest + 1
         else:
@@ -1078,6 +1079,8 @@ class CandidateWalk:
         if lazy.pools is None:
             raise ValueError("a lazy pass with a pending tail needs the jobs' pools (job_pool)")
         self._take(lazy.durations, lazy.gpus, lazy.pools, lazy.fails)
+        if self._sized:
+            return True
         width = int(self._G.max()) + 1
         old = self._best.shape[0]
         if width > old:
