@@ -27,6 +27,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_pool_starts,
     first_short,
     resume_state,
+    starts_with,
 )
 from sia.scheduler.registry import check_policy, make_policy, policies_with
 
@@ -295,6 +296,34 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     for seed in range(16):
         _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReruns())
     assert _CheckedReruns.reruns > 100
+
+
+class _CheckedReferences(SiaVCPolicy):
+    """SiaVCPolicy checking every guard's reference (a lender's: its clock, the previous starts
+    kept per version) against the plain construction from the cached clock."""
+
+    checked = 0
+
+    def _reference(self, p, order, without, changed_until):
+        got = super()._reference(p, order, without, changed_until)
+        if got is not None and without < 0:
+            cj, cv, cr = self._vc[p]
+            same, prev, rj, rv, rr = clock_reference(order, cj, cv, cr, -1)
+            assert same
+            np.testing.assert_array_equal(got[0][0], prev)
+            for a, b in zip((got[0][1], *got[1]), (rv, rj, rv, rr), strict=True):
+                assert a.tolist() == b.tolist()
+            type(self).checked += 1
+        return got
+
+
+def test_a_lenders_reference_is_its_clock_with_the_previous_starts_of_its_version():
+    """Busy tables: each lender's reference (previous starts kept while its clock's version
+    holds) is the one built from its clock as it is."""
+    _CheckedReferences.checked = 0
+    for seed in range(12):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReferences())
+    assert _CheckedReferences.checked > 100
 
 
 class _CheckedShortReruns(SiaVCPolicy):
@@ -943,6 +972,8 @@ def test_a_clock_as_a_reference_without_a_job_by_hand():
     assert np.isnan(prev[0]) and prev[1] == 20.0
     assert not clock_reference(np.array([3, 5, 8]), jobs, vs, free, 1)[0]
     assert not clock_reference(np.array([3]), jobs, vs, free, 1)[0]
+    assert starts_with(np.array([3, 5, 8, 9]), jobs) and not starts_with(np.array([3, 5]), jobs)
+    assert not starts_with(np.array([3, 6, 8]), jobs) and starts_with(jobs, jobs[:0])
     same, prev, rj, _, _ = clock_reference(np.array([3, 5, 8]), jobs, vs, free, -1)
     assert same and rj.tolist() == [3, 5, 8] and prev[1:].tolist() == [10.0, 20.0]
 
@@ -976,6 +1007,7 @@ def test_a_clock_as_a_reference_equals_its_slices_joined(n, data):
     np.testing.assert_array_equal(prev, want_prev)
     m = int(keep.sum())
     assert same == (m <= order.shape[0] and order[:m].tolist() == jobs[keep].tolist())
+    assert starts_with(order, jobs[keep]) == same  # (a lender's reference checks just this)
 
 
 def test_the_first_start_short_of_a_loan_by_hand():

@@ -136,6 +136,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_clock_kernel,
     first_short,
     resume_state,
+    starts_with,
 )
 
 _EPS = 1e-6  # seconds
@@ -273,6 +274,8 @@ class SiaVCPolicy:
         self._vmemo: dict[tuple, tuple[float, int, int]] = {}
         self._vmemo_ver: tuple | None = None
         self._vc_full = [False] * P
+        #: per pool: (version, VSTs, each one's previous start) of its clock (see _reference)
+        self._prev_memo: list[tuple | None] = [None] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
@@ -363,12 +366,20 @@ class SiaVCPolicy:
         if p in self._stale or self._vc[p] is None:
             return None
         cj, cv, cr = self._vc[p]
-        i = -1
-        if without >= 0:
-            i = int(cj.searchsorted(without))
-            if i >= cj.shape[0] or cj[i] != without:
+        if without < 0:  # a lender's: the clock itself, its previous starts kept per version
+            memo = self._prev_memo[p]
+            if memo is None or memo[0] != self._ver[p] or memo[1] is not cv:
+                prev = np.empty(cv.shape[0])
+                prev[:1] = np.nan
+                prev[1:] = cv[:-1]
+                memo = self._prev_memo[p] = (self._ver[p], cv, prev)
+            if not starts_with(order, cj):
                 return None
-            changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
+            return ((memo[2], cv, changed_until), (cj, cv, cr))
+        i = int(cj.searchsorted(without))
+        if i >= cj.shape[0] or cj[i] != without:
+            return None
+        changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
         # each job's previous start in the cached clock (the job after ``without`` keeps
         # ``without``'s), and the clock without ``without``, in one compiled call
         same, prev, cj, cv, cr = clock_reference(order, cj, cv, cr, i)

@@ -203,6 +203,17 @@ def first_short(jobs, vsts, free, s, duration, gpus, deadline):  # pragma: no co
 
 
 @numba.njit(cache=True, nogil=True)
+def starts_with(order, jobs):  # pragma: no cover - compiled
+    """Whether ``order`` starts with ``jobs`` (int64 arrays)."""
+    if jobs.shape[0] > order.shape[0]:
+        return False
+    for k in range(jobs.shape[0]):
+        if order[k] != jobs[k]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
 def clock_reference(order, jobs, vsts, free, skip):  # pragma: no cover - compiled
     """A cached clock (``jobs``, ``vsts``, ``free``) without its entry at position ``skip``
     (none if -1), as the reference of a re-run over ``order``: (whether ``order`` starts with
