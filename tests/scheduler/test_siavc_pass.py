@@ -859,3 +859,29 @@ def test_a_pass_taking_over_every_level_still_visits_the_entries_after_them():
     want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
     assert want == [(0, False), (1, True)]
     assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 4),
+       k=st.integers(0, 5))
+def test_dropping_jobs_marks_their_entries_as_the_plain_scans_do(seed, n, n_pools, k):
+    """drop_job (compiled) marks the same entries dead and unreserved, in (VST, job) order and
+    in end order, as scanning the jobs and the end order's positions for them; also after a
+    merge cut at a bound and for a job not in the merge."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    if rng.random() < 0.5:
+        merged = cut_merged(merged, float(rng.integers(0, 13) * 100))
+    want = tuple(x.copy() for x in merged)
+    for job in rng.choice(2 * n + 3, k).tolist():
+        drop_job(merged, job)
+        at = np.flatnonzero(want[1] == job)
+        want[6][at] = False
+        want[8][at] = 0
+        for a in at.tolist():
+            want[9][want[5] == a] = 0
+    for a, b in zip(merged, want, strict=True):
+        assert a.tolist() == b.tolist()
+    assert_reserved(merged)

@@ -985,12 +985,26 @@ class PassScratch:
 
 def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
     """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job): it
-    reserves nothing any more, in either order."""
-    at = np.flatnonzero(merged[1] == job)
-    merged[6][at] = False
-    merged[8][at] = 0
-    for a in at.tolist():
-        merged[9][merged[5] == a] = 0
+    reserves nothing any more, in either order. Compiled: the entry is found in one scan and
+    its place in the end order by a binary search on its end (two numpy scans of the whole
+    merge before)."""
+    _drop(merged[0], merged[1], merged[3], merged[5], merged[6], merged[7], merged[8],
+          merged[9], np.int64(job))
+
+
+@numba.njit(cache=True, nogil=True)
+def _drop(aV, aJ, aD, aEO, aA, aE, aR, aER, job):  # pragma: no cover - compiled
+    for i in range(aJ.shape[0]):
+        if aJ[i] != job:
+            continue
+        aA[i] = False
+        aR[i] = 0
+        # its end as the end order holds it (the same sum), among any equal ends
+        k = np.searchsorted(aE, aV[i] + aD[i])
+        while k < aE.shape[0] and aEO[k] != i:
+            k += 1
+        if k < aE.shape[0]:
+            aER[k] = 0
 
 
 @numba.njit(cache=True, nogil=True)
