@@ -778,7 +778,7 @@ class SiaVCPolicy:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
             i = int(jobs.searchsorted(j))  # the clock lists jobs in arrival (index) order
-            self._set_clock(p, np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
+            self._set_clock(p, *(np.concatenate((x[:i], x[i + 1:])) for x in (jobs, vs, rem)))
             cat = self._current_merge()
             if cat is not None:  # the merge lost just that job
                 drop_job(cat[1], j)
