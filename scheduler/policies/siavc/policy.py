@@ -67,7 +67,9 @@ run in Python, and a lender's re-run is skipped when its cached clock already sh
 it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
 it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
-the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through);
+the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through),
+and a pass over the same merge as the last one, with no start in between, takes over the
+plan levels that one worked out (``lazy_pass``'s ``plan_key``: about half the passes);
 a guard's re-run is handed only a few future jobs past its
 cached clock's, and run again on them all if it needs more (see ``_check_future``); a
 resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
