@@ -250,6 +250,57 @@ hand the compiled pass one tuple per merge instead of ~27 arguments; beyond the 
 merge updates (each replaces about half the merge, as counted above) and the guards'
 clocks stay the big items, and neither has a cheap exact shortcut left that these counts
 show.
+2026-11-27 (session 14), issue 18 item 3. Main's code on this machine all session: 78.0-83.6 s
+CPU for the replay (other engineer's replays on the other core, load ~1). Counted first (20,000
+jobs unless said): 49% of passes run over the same merge as the pass before with no start in
+between (the last pass of a decision started nothing, the next decision changed no clock) and
+they do 57% of all passes' plan reading (86M of 151M entries); the verdicts were 17% of the
+replay there (per-call timers), the merge updates 16%, the guards 23%. Sampling the whole
+replay, about half of it was Python around the compiled calls, in many small pieces. Changes,
+all schedule-preserving, each tested against a plain construction (hypothesis and hand cases)
+and each test seen failing once with the piece broken on purpose: (1) a pass over the same
+merge with the same count of starts takes over the plan levels the last pass worked out
+(lazy_pass's plan_key, _carry_levels: the distinct starts before either horizon and either
+visit's end; only the running jobs' pointer is recomputed, the running jobs now kept in end
+order so no verdict call sorts them): verdicts 3.36 -> 1.73 s on 20,000 jobs; (2) the end
+sort of a merge update reads only the bits that differ (14-23 bits on Philly's integer
+seconds: 2-3 passes of <= 11 bits instead of 3-4 bytes; 2,000 keys 46 -> 16 us) and an update
+is one compiled call (merge_clocks + _replace); (3) guards: a lender's reference is its cached
+clock itself, its previous starts kept per clock version (72% of 49k lender references on
+20,000 jobs repeat a version); an own pool's built in one compiled call (clock_reference); a
+resumed clock's starting state (resume_state) and a lender's threshold (first_short) in one
+compiled loop each; (4) glue: drop_job compiled, np.insert / np.delete / np.cumsum(list) /
+np.searchsorted's wrapper replaced by slices, accumulate and the arrays' method, the walk's
+tables sized once by the trace's widest job, the pending lists copied only for pools that
+start a job. Tried, not kept: a scatter-based _replace (merge positions first, then one copy
+loop per array) on 1,500 captured updates of 40,000 jobs: 261 vs 238 us per update (slower).
+
+Whole process (imports, trace, warm-up and replay; user + sys CPU s), the whole trace, main's
+code and this one alternated (main, this; this, main; main, this), numba caches warm for both:
+main 81.23 / 80.12 / 83.83 (median 81.23), this 63.04 / 63.69 / 63.18 (median 63.18): ratio of
+medians 0.778, pairs 0.776 / 0.795 / 0.754; the replays alone 79.80 vs 61.56 s (medians, 0.771),
+the same start times in all six. This script (--prefixes 82182 --before main, load ~1; the
+--order after-first run was made before the last two small glue commits):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 before    83.03    83.03    154340  18821194  37508603   34362      0       yes
+      82182 after     61.34    61.34    154340  18821194  37508603   34362      0       yes
+(--order after-first)
+      82182 after     62.09    62.08    154340  18821194  37508603   34362      0       yes
+      82182 before    78.84    78.83    154340  18821194  37508603   34362      0       yes
+
+CPU ratios 0.739 and 0.788, 0 slowed, same plan. On 40,000 jobs, paired the same way: 0.72-0.82
+over the session's commits (main 42.4-48.2 s). Not under 60 s on this machine, where main's
+code took 78.0-83.6 s: about 61-62 s; with main at the 72-78 s of the sessions before, the
+same ratios (0.74-0.79) would be about 53-62 s, not measured. Where the time goes now (whole
+trace, sampled, before the last five commits): merge updates ~21% (the compiled update
+~15%), guards ~33% (resumed clocks ~13.5% of which their clock runs ~10.6, re-runs ~16% of
+which the clock ~9.4), the walk ~13% (verdicts ~7, the pending tail ~3), the candidate search
+~3.5%, and the rest Python spread thin (no function above ~1.5% outside those). Next step:
+the three compiled items (the merge's _replace at ~12 ns per entry written, the resumed
+clocks re-timing a backlog at ~40 ns per job, the verdicts) now dominate; the pending tail's
+Python (pending_tail, the joins in add_tail: ~2.6%) and the guards' Python (shares, verdicts,
+busy arrays: ~5%) are the largest pieces of glue left.
 """
 
 from __future__ import annotations

@@ -20,7 +20,15 @@ from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.locality.replay import simulate_cells
 from sia.scheduler.policies.oracle import solve_oracle
 from sia.scheduler.policies.siavc.policy import SiaVCPolicy
-from sia.scheduler.policies.siavc.vst import ResourcePlan, fcfs_baseline_starts, fcfs_pool_starts
+from sia.scheduler.policies.siavc.vst import (
+    ResourcePlan,
+    clock_reference,
+    fcfs_baseline_starts,
+    fcfs_pool_starts,
+    first_short,
+    resume_state,
+    starts_with,
+)
 from sia.scheduler.registry import check_policy, make_policy, policies_with
 
 _EPS = 1e-6
@@ -288,6 +296,34 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     for seed in range(16):
         _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReruns())
     assert _CheckedReruns.reruns > 100
+
+
+class _CheckedReferences(SiaVCPolicy):
+    """SiaVCPolicy checking every guard's reference (a lender's: its clock, the previous starts
+    kept per version) against the plain construction from the cached clock."""
+
+    checked = 0
+
+    def _reference(self, p, order, without, changed_until):
+        got = super()._reference(p, order, without, changed_until)
+        if got is not None and without < 0:
+            cj, cv, cr = self._vc[p]
+            same, prev, rj, rv, rr = clock_reference(order, cj, cv, cr, -1)
+            assert same
+            np.testing.assert_array_equal(got[0][0], prev)
+            for a, b in zip((got[0][1], *got[1]), (rv, rj, rv, rr), strict=True):
+                assert a.tolist() == b.tolist()
+            type(self).checked += 1
+        return got
+
+
+def test_a_lenders_reference_is_its_clock_with_the_previous_starts_of_its_version():
+    """Busy tables: each lender's reference (previous starts kept while its clock's version
+    holds) is the one built from its clock as it is."""
+    _CheckedReferences.checked = 0
+    for seed in range(12):
+        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReferences())
+    assert _CheckedReferences.checked > 100
 
 
 class _CheckedShortReruns(SiaVCPolicy):
@@ -924,3 +960,135 @@ def test_siavc_replays_a_synthetic_day_on_cells_without_spinning(chain):
     assert times == sorted(times) and len(set(times)) == len(times)  # one refusal per instant
     assert pol.stats["calls"] <= 4 * jobs.height
     assert math.isfinite(float(res["end_time"].max()))
+
+
+def test_a_clock_as_a_reference_without_a_job_by_hand():
+    """Clock jobs 3, 5, 8 at 10, 20, 30 s (free 2, 1, 0): without job 5 (position 1) the
+    reference is jobs 3, 8 with previous starts NaN and 20 (job 8 keeps job 5's); an order
+    starting 3, 8 matches, one starting 3, 5 or shorter than the reference does not."""
+    jobs, vs, free = np.array([3, 5, 8]), np.array([10.0, 20.0, 30.0]), np.array([2, 1, 0])
+    same, prev, rj, rv, rr = clock_reference(np.array([3, 8, 9]), jobs, vs, free, 1)
+    assert same and rj.tolist() == [3, 8] and rv.tolist() == [10.0, 30.0] and rr.tolist() == [2, 0]
+    assert np.isnan(prev[0]) and prev[1] == 20.0
+    assert not clock_reference(np.array([3, 5, 8]), jobs, vs, free, 1)[0]
+    assert not clock_reference(np.array([3]), jobs, vs, free, 1)[0]
+    assert starts_with(np.array([3, 5, 8, 9]), jobs) and not starts_with(np.array([3, 5]), jobs)
+    assert not starts_with(np.array([3, 6, 8]), jobs) and starts_with(jobs, jobs[:0])
+    same, prev, rj, _, _ = clock_reference(np.array([3, 5, 8]), jobs, vs, free, -1)
+    assert same and rj.tolist() == [3, 5, 8] and prev[1:].tolist() == [10.0, 20.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 12), data=st.data())
+def test_a_clock_as_a_reference_equals_its_slices_joined(n, data):
+    """clock_reference equals the plain construction: the clock without position ``skip`` (by
+    np.delete), each entry's previous start in the whole clock (the one after the skipped
+    entry keeps the skipped one's), and whether the order starts with those jobs."""
+    jobs = np.array(sorted(data.draw(st.sets(st.integers(0, 40), min_size=n, max_size=n))),
+                    dtype=np.int64)
+    vs = np.sort(np.array(data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n)),
+                          dtype=np.float64))
+    free = np.array(data.draw(st.lists(st.integers(-1, 4), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    skip = data.draw(st.integers(-1, n - 1))
+    keep = np.ones(n, dtype=bool)
+    if skip >= 0:
+        keep[skip] = False
+    want_prev = np.concatenate(([np.nan], vs[:-1]))[keep] if n else np.empty(0)
+    if skip >= 0 and skip + 1 < n:  # the entry after the skipped one keeps its start
+        want_prev[skip] = vs[skip]
+    order = np.array(data.draw(st.sampled_from([jobs[keep].tolist(),
+                                                jobs[keep].tolist() + [99],
+                                                jobs[keep].tolist()[:-1],
+                                                jobs.tolist()])), dtype=np.int64)
+    same, prev, rj, rv, rr = clock_reference(order, jobs, vs, free, skip)
+    assert rj.tolist() == jobs[keep].tolist() and rv.tolist() == vs[keep].tolist()
+    assert rr.tolist() == free[keep].tolist()
+    np.testing.assert_array_equal(prev, want_prev)
+    m = int(keep.sum())
+    assert same == (m <= order.shape[0] and order[:m].tolist() == jobs[keep].tolist())
+    assert starts_with(order, jobs[keep]) == same  # (a lender's reference checks just this)
+
+
+def test_the_first_start_short_of_a_loan_by_hand():
+    """Jobs 0, 1, 2 start at 0, 5, 10 s (durations 20, 3, 1 s; 2, 1, 4 GPUs; deadlines 1, 9,
+    11 s), leaving 3, 2, 0 GPUs free: a loan of 3 is first short at job 1 (position 1), none
+    late by then, and of the jobs before it job 0 (running to 20 s) still holds its 2 GPUs
+    at job 1's deadline; a loan of 1 is short at job 2, and job 1 ended by 11 s; a loan of
+    0 never is; a deadline passed before the short job is seen."""
+    jobs, vs, free = np.array([0, 1, 2]), np.array([0.0, 5.0, 10.0]), np.array([3, 2, 0])
+    dur, gpus = np.array([20.0, 3.0, 1.0]), np.array([2, 1, 4])
+    deadline = np.array([1.0, 9.0, 11.0])
+    assert first_short(jobs, vs, free, 3, dur, gpus, deadline) == (1, False, 2)
+    assert first_short(jobs, vs, free, 1, dur, gpus, deadline) == (2, False, 2)
+    assert first_short(jobs, vs, free, 0, dur, gpus, deadline)[0] == -1
+    assert first_short(jobs, vs, free, 1, dur, gpus, np.array([1.0, 4.0, 11.0]))[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 10), s=st.integers(0, 5), data=st.data())
+def test_the_first_start_short_of_a_loan_equals_the_plain_reading(n, s, data):
+    """first_short equals the numpy reading it replaced: the first position left fewer than
+    ``s`` free, whether a job up to it is past its deadline, and the GPUs of the earlier
+    jobs still running at its job's deadline."""
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    jobs = np.arange(n, dtype=np.int64)
+    vs = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    free = np.array(data.draw(ints), dtype=np.int64)
+    dur = np.array(data.draw(ints), dtype=np.float64)
+    gpus = np.array(data.draw(ints), dtype=np.int64)
+    deadline = np.array(data.draw(ints), dtype=np.float64)
+    k, late, held = first_short(jobs, vs, free, s, dur, gpus, deadline)
+    short = np.flatnonzero(free < s)
+    if not short.size:
+        assert k == -1
+        return
+    want = int(short[0])
+    tau = deadline[jobs[want]]
+    head = jobs[: want + 1]
+    assert k == want
+    assert late == bool((vs[: want + 1] > deadline[head]).any())
+    assert held == int(gpus[head[:want]][vs[:want] + dur[head[:want]] > tau].sum())
+
+
+def test_the_state_a_clock_resumes_from_by_hand():
+    """Jobs 0, 1, 2 start at 0, 5, 10 s (durations 20, 3, 1 s; 2, 1, 4 GPUs) with one charge
+    of 3 GPUs to 7 s: resumed at job 2 (after the start at 5 s), job 0 (to 20 s), job 1 (to
+    8 s) and the charge (to 7 s) are held; resumed at job 0, only the charge; with job 1
+    past its deadline (4 s) the resume stops there."""
+    jobs, vs = np.array([0, 1, 2]), np.array([0.0, 5.0, 10.0])
+    dur, gpus = np.array([20.0, 3.0, 1.0]), np.array([2, 1, 4])
+    ce, cg = np.array([7.0]), np.array([3])
+    late, be, bg = resume_state(jobs, vs, 2, ce, cg, dur, gpus, np.full(3, 99.0))
+    assert late == -1 and be.tolist() == [7.0, 20.0, 8.0] and bg.tolist() == [3, 2, 1]
+    late, be, bg = resume_state(jobs, vs, 0, ce, cg, dur, gpus, np.full(3, 99.0))
+    assert late == -1 and be.tolist() == [7.0] and bg.tolist() == [3]
+    assert resume_state(jobs, vs, 2, ce, cg, dur, gpus, np.array([9.0, 4.0, 9.0]))[0] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 10), data=st.data())
+def test_the_state_a_clock_resumes_from_equals_the_plain_reading(n, data):
+    """resume_state equals the numpy reading it replaced: the first late job before the
+    resume point, else the charges ending after the last start before it and the earlier
+    jobs still running then, in that order."""
+    ints = st.lists(st.integers(0, 8), min_size=n, max_size=n)
+    jobs = np.arange(n, dtype=np.int64)
+    vs = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64)
+    gpus = np.array(data.draw(ints), dtype=np.int64)
+    deadline = np.array(data.draw(ints), dtype=np.float64) + 4.0
+    k = data.draw(st.integers(0, 3))
+    ce = np.array(data.draw(st.lists(st.integers(0, 12), min_size=k, max_size=k)), dtype=float)
+    cg = np.arange(1, k + 1, dtype=np.int64)
+    i = data.draw(st.integers(0, n))
+    late, be, bg = resume_state(jobs, vs, i, ce, cg, dur, gpus, deadline)
+    lates = np.flatnonzero(vs[:i] > deadline[jobs[:i]])
+    if lates.size:
+        assert late == int(lates[0])
+        return
+    t0 = vs[i - 1] if i else -np.inf
+    ends = vs[:i] + dur[jobs[:i]]
+    assert late == -1
+    assert be.tolist() == ce[ce > t0].tolist() + ends[ends > t0].tolist()
+    assert bg.tolist() == cg[ce > t0].tolist() + gpus[jobs[:i]][ends > t0].tolist()

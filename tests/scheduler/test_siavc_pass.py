@@ -138,6 +138,20 @@ def test_the_radix_argsort_sorts_like_numpy(xs):
     assert x[o].tolist() == np.sort(x).tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(base=st.integers(0, 2**62), shift=st.integers(0, 60), negative=st.booleans(),
+       steps=st.lists(st.integers(0, 15), min_size=2, max_size=1500))
+def test_the_radix_argsort_on_keys_differing_in_a_few_bits(base, shift, negative, steps):
+    """Floats whose bits differ only in a few neighbouring places at any position (as the
+    merges' ends differ in their top mantissa bits only), of either sign: the bits sorted on
+    are found exactly (none left out at either end of the range)."""
+    raw = np.array([base + (k << shift) for k in steps], dtype=np.uint64) & np.uint64(
+        0x7FEFFFFFFFFFFFFF)  # no NaN or infinity
+    x = raw.view(np.float64) * (-1.0 if negative else 1.0)
+    o = argsort_floats(x)
+    assert np.array_equal(x[o], np.sort(x)) and np.array_equal(np.sort(o), np.arange(x.size))
+
+
 def test_the_radix_argsort_on_times_like_the_merges():
     """Ends over a month with sub-second parts and many ties, 20,000 of them."""
     rng = np.random.default_rng(7)
@@ -596,11 +610,14 @@ def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(s
     lazy = lazy_pass(merged, **kw)
     pools = np.arange(full.jobs.shape[0]) % n_pools
     runs = []
+    widest = int(full.gpus.max()) if full.gpus.size else 0
     with patch.object(vc_pass, "_FIRST_VERDICTS", first):
-        for fails in (full.fails.copy(), lazy):
-            walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"])
+        for fails, sized in ((full.fails.copy(), -1), (lazy, -1),
+                             (lazy_pass(merged, **kw), widest + first % 3)):
+            walk = CandidateWalk(full.durations, full.gpus, pools, fails, n_pools, kw["now"],
+                                 sized)  # (sized for the widest candidate or wider: the same)
             runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.gpus))
-    assert runs[0] == runs[1]
+    assert runs[0] == runs[1] == runs[2]
     assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
 
 
@@ -668,14 +685,16 @@ def test_a_walk_with_the_tail_found_on_demand_equals_one_over_the_whole_pass(see
     found = lazy_pass(merged, tail=later, n_tail=sum(max(0, a - b) for a, b in zip(
         n_pend, starts, strict=True)), job_pool=job_pool, **kw)
     n_merged = found.jobs.shape[0]
+    sized = lazy_pass(merged, tail=tail, job_pool=job_pool, **kw)  # tables sized up front
     runs = []
     with patch.object(vc_pass, "_FIRST_VERDICTS", first):
-        for f in (fails, found):
-            walk = CandidateWalk(durations if f is fails else found.durations,
-                                 gpus if f is fails else found.gpus,
-                                 job_pool[jobs] if f is fails else found.pools, f, n_pools, now)
+        for f in (fails, found, sized):
+            walk = CandidateWalk(durations if f is fails else f.durations,
+                                 gpus if f is fails else f.gpus,
+                                 job_pool[jobs] if f is fails else f.pools, f, n_pools, now,
+                                 int(G.max()) if f is sized and G.size else -1)
             runs.append(walk_all(walk, np.random.default_rng(seed), job_pool[jobs], gpus))
-    assert runs[0] == runs[1]
+    assert runs[0] == runs[1] == runs[2]
     assert len(asked) <= 1
     if asked:
         assert found.jobs.tolist() == jobs.tolist()[: found.jobs.shape[0]]
@@ -704,3 +723,165 @@ def _cut_pass_case(seed: int, n: int, n_pools: int):
               run_gpus=rng.integers(1, 3, k), longest=longest,
               n_pending=int((J < n_arr).sum()))
     return rng, clocks, (V, J, G, D), seg, kw
+
+
+def _later_pass(rng: np.random.Generator, merged: tuple, kw: dict, dead: set,
+                policy_horizon: bool) -> dict:
+    """The keywords of a later pass over the same merge as ``kw``'s: an instant from ``kw``'s
+    ``now`` up to the first merged VST (a clock never starts before now), the running jobs
+    but those over by then, more jobs arrived, other free GPUs and another horizon."""
+    V, J, G, D = merged[:4]
+    first = float(V.min()) if V.shape[0] else kw["now"] + 300.0
+    now = float(rng.choice([kw["now"], (kw["now"] + first) / 2, first, kw["now"] + 50.0]))
+    now = min(now, first)
+    keep = kw["run_end"] > now
+    n_arr = kw["n_arrived"] + int(rng.integers(0, 4))
+    C = kw["capacity"]
+    free = int(rng.integers(0, C + 1))
+    alive = ~np.isin(J, list(dead))
+    fit = (J < n_arr) & (G <= free) & alive
+    longest = float(D[fit].max()) if fit.any() else 0.0
+    horizon = now + longest if policy_horizon else float(rng.integers(0, 14) * 100)
+    return dict(horizon=horizon, n_arrived=n_arr, now=now, capacity=C, free=free,
+                run_end=kw["run_end"][keep], run_gpus=kw["run_gpus"][keep],
+                longest=longest if policy_horizon else np.inf,
+                n_pending=int(((J < n_arr) & alive).sum()))
+
+
+@settings(max_examples=600, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 50), n_pools=st.integers(1, 4),
+       policy_horizon=st.booleans(), steps=st.lists(st.integers(0, 5), max_size=3),
+       sure=st.booleans())
+def test_a_pass_taking_over_the_last_ones_plan_equals_a_direct_visit(seed, n, n_pools,
+                                                                    policy_horizon, steps,
+                                                                    sure):
+    """A pass over the same merge with the same plan key as the last one (its verdicts worked
+    out for a few candidates, or none) takes over the plan's levels that one worked out:
+    at a later instant, with the running jobs over by then gone, more jobs arrived, other
+    free GPUs and a horizon nearer or farther (or a visit ended elsewhere), it still gives
+    the plain visit's candidates and verdicts, and a third pass goes on from the second
+    alike."""
+    clocks, merged, kw, dead = random_pass(seed, n, n_pools, policy_horizon)
+    rng = np.random.default_rng(seed + 1)
+    scratch = vc_pass.PassScratch()
+    key = ("plan", 7)
+    sure_kw = dict(sure_free=np.full(n_pools, 99), sure_by=kw["now"]) if sure else {}
+    first = lazy_pass(merged, scratch=scratch, plan_key=key, **sure_kw, **kw)
+    for k in steps:
+        first.verdicts_upto(k)
+    for _ in range(3):
+        kw = _later_pass(rng, merged, kw, dead, policy_horizon)
+        want = direct_pass(clocks, kw["horizon"], kw["n_arrived"], kw["now"], kw["capacity"],
+                           kw["free"], kw["run_end"].tolist(), kw["run_gpus"].tolist(), dead)
+        later = lazy_pass(merged, scratch=scratch, plan_key=key, **kw)
+        assert scratch.last[2] is later
+        for k in np.sort(rng.integers(0, 6, 2)):
+            later.verdicts_upto(int(k))
+            assert later.fails[: later.known].tolist() == [f for _, f in want[: later.known]]
+        later.verdicts_upto(len(want))
+        assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_takes_over_only_the_levels_before_the_nearer_horizon():
+    """Hand case, cluster of 8, entries (VST, job, GPUs, duration): (200, 5, 3, 500) and
+    (300, 6, 3, 500) future, (300, 0, 2, 300) and (400, 1, 3, 600) pending from the second
+    pass on. The first pass (job 0 the only pending one: horizon 300) reads the level at 300
+    without job 6 (at the horizon and not pending, it is not visited): 3 + 2 = 5. The second
+    (horizon 600) visits job 6: the level at 300 is 8, so job 1 (reading [0, 400)) fails
+    (8 + 3 > 8); the level it would take over from the first pass, 5, would pass it."""
+    V = np.array([200.0, 300.0, 300.0, 400.0])
+    J = np.array([5, 0, 6, 1])
+    G = np.array([3, 2, 3, 3])
+    D = np.array([500.0, 300.0, 500.0, 600.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
+    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
+                      scratch=scratch, plan_key=0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
+    assert first.plan_read == 3
+    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
+                      scratch=scratch, plan_key=0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
+    assert want == [(0, False), (1, True)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_whose_visit_ends_at_now_takes_over_no_level_there():
+    """Hand case, cluster of 4, no running job: jobs 0, 1, 2 pending at VST 100 (2 GPUs, 100 s
+    each), job 3 pending at 300 (1 GPU, 500 s). The first pass (now 0, horizon 500) reads
+    the level at 100: all three, 6. The second, at 100 (horizon 600), ends its visit at job
+    1 (jobs 0 and 1 fill the cluster at now), so its level at 100 is 4 and job 1 (after
+    job 0 at the same VST: it reads the level there without itself, 2) passes; the level
+    taken over from the first pass would fail it (6 - 2 + 2 > 4)."""
+    V = np.array([100.0, 100.0, 100.0, 300.0])
+    J = np.array([0, 1, 2, 3])
+    G = np.array([2, 2, 2, 1])
+    D = np.array([100.0, 100.0, 100.0, 500.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(n_arrived=4, capacity=4, free=4, run_end=np.empty(0), run_gpus=np.empty(0, int),
+              longest=500.0, n_pending=4, scratch=scratch, plan_key=0)
+    first = lazy_pass(merged, horizon=500.0, now=0.0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0, 1, 2, 3] and first.plan_read == 3
+    later = lazy_pass(merged, horizon=600.0, now=100.0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 4, 100.0, 4, 4, [], [])
+    assert want == [(0, False), (1, False)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+def test_a_pass_taking_over_every_level_still_visits_the_entries_after_them():
+    """Hand case, cluster of 8: (200, 5, 3, 500) and (300, 6, 3, 40) future, (350, 0, 2, 300)
+    and (400, 1, 3, 600) pending from the second pass on. The first pass (horizon 300: job
+    0 reads [0, 300)) has one start, 200, and passes over job 6 (at the horizon and not
+    pending: it reserves nothing then). The second (horizon 600) takes over that start but
+    must visit job 6 now: job 1 (reading [0, 400)) sees 3 + 3 = 6 at 300 and fails; seeing
+    job 6 only in the level at 350 (5: it ended at 340), it would pass."""
+    V = np.array([200.0, 300.0, 350.0, 400.0])
+    J = np.array([5, 6, 0, 1])
+    G = np.array([3, 3, 2, 3])
+    D = np.array([500.0, 40.0, 300.0, 600.0])
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
+    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
+                      scratch=scratch, plan_key=0, **kw)
+    first.verdicts_upto(1)
+    assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
+    assert first.plan_read == 2
+    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
+                      scratch=scratch, plan_key=0, **kw)
+    later.verdicts_upto(2)
+    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
+    assert want == [(0, False), (1, True)]
+    assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 60), n_pools=st.integers(1, 4),
+       k=st.integers(0, 5))
+def test_dropping_jobs_marks_their_entries_as_the_plain_scans_do(seed, n, n_pools, k):
+    """drop_job (compiled) marks the same entries dead and unreserved, in (VST, job) order and
+    in end order, as scanning the jobs and the end order's positions for them; also after a
+    merge cut at a bound and for a job not in the merge."""
+    rng = np.random.default_rng(seed)
+    clocks = random_clocks(rng, n_pools, rng.permutation(2 * n + 2)[:n])
+    (V, J, G, D), seg = lay_out(clocks)
+    merged = merge_clocks(V, J, G, D, seg)
+    if rng.random() < 0.5:
+        merged = cut_merged(merged, float(rng.integers(0, 13) * 100))
+    want = tuple(x.copy() for x in merged)
+    for job in rng.choice(2 * n + 3, k).tolist():
+        drop_job(merged, job)
+        at = np.flatnonzero(want[1] == job)
+        want[6][at] = False
+        want[8][at] = 0
+        for a in at.tolist():
+            want[9][want[5] == a] = 0
+    for a, b in zip(merged, want, strict=True):
+        assert a.tolist() == b.tolist()
+    assert_reserved(merged)

@@ -67,7 +67,9 @@ run in Python, and a lender's re-run is skipped when its cached clock already sh
 it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
 it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
-the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through);
+the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through),
+and a pass over the same merge as the last one, with no start in between, takes over the
+plan levels that one worked out (``lazy_pass``'s ``plan_key``: about half the passes);
 a guard's re-run is handed only a few future jobs past its
 cached clock's, and run again on them all if it needs more (see ``_check_future``); a
 resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
@@ -111,6 +113,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from itertools import accumulate
 
 import numpy as np
 from sia.scheduler.core.cluster import Cluster
@@ -128,7 +131,15 @@ from sia.scheduler.policies.siavc.vc_pass import (
     pending_tail,
     update_merged,
 )
-from sia.scheduler.policies.siavc.vst import NO_ARRAY, fcfs_baseline_starts, fcfs_clock_kernel
+from sia.scheduler.policies.siavc.vst import (
+    NO_ARRAY,
+    clock_reference,
+    fcfs_baseline_starts,
+    fcfs_clock_kernel,
+    first_short,
+    resume_state,
+    starts_with,
+)
 
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
@@ -231,6 +242,7 @@ class SiaVCPolicy:
                              for pj in self._pool_jobs_np]
         self._submit_np = np.asarray(trace.submit, dtype=np.float64)
         self._gpus_np = np.asarray(trace.num_gpus, dtype=np.int64)
+        self._widest = int(self._gpus_np.max()) if self._gpus_np.size else 0
         self._pool_np = np.asarray(trace.pool, dtype=np.int64)
         self._dur_np = np.asarray(trace.duration, dtype=np.float64)
         P = trace.n_pools
@@ -238,9 +250,12 @@ class SiaVCPolicy:
         self._cat: tuple | None = None
         self._scratch = PassScratch()
         self._by_width = _PendingByWidth(self._gpus, self._dur)
-        #: the running jobs started by this policy: (ends s, GPUs, jobs), see _running
+        #: the running jobs started by this policy, in end order: (ends s, GPUs, jobs), see _running
         self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
         self._run_min = math.inf  # no running job ends before this (s)
+        #: starts so far (and refused ones): passes with the same count and the same merge see
+        #: the same plan but for the running jobs over by then (see lazy_pass's plan_key)
+        self._n_starts = 0
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
@@ -261,6 +276,8 @@ class SiaVCPolicy:
         self._vmemo: dict[tuple, tuple[float, int, int]] = {}
         self._vmemo_ver: tuple | None = None
         self._vc_full = [False] * P
+        #: per pool: (version, VSTs, each one's previous start) of its clock (see _reference)
+        self._prev_memo: list[tuple | None] = [None] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
@@ -340,7 +357,7 @@ class SiaVCPolicy:
         one arriving at or after ``until``, which starts there and so stops the run. Handing
         the clock only those saves copying (and sizing its arrays for) the pool's whole
         future on every run."""
-        return k + int(np.searchsorted(self._pool_submit[p][k:], until, side="left")) + 1
+        return k + int(self._pool_submit[p][k:].searchsorted(until, side="left")) + 1
 
     def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
         """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
@@ -351,20 +368,24 @@ class SiaVCPolicy:
         if p in self._stale or self._vc[p] is None:
             return None
         cj, cv, cr = self._vc[p]
-        if without >= 0:
-            i = int(np.searchsorted(cj, without))
-            if i >= cj.shape[0] or cj[i] != without:
+        if without < 0:  # a lender's: the clock itself, its previous starts kept per version
+            memo = self._prev_memo[p]
+            if memo is None or memo[0] != self._ver[p] or memo[1] is not cv:
+                prev = np.empty(cv.shape[0])
+                prev[:1] = np.nan
+                prev[1:] = cv[:-1]
+                memo = self._prev_memo[p] = (self._ver[p], cv, prev)
+            if not starts_with(order, cj):
                 return None
-            changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
-            # each job's previous start in the cached clock (the job after ``without`` keeps
-            # ``without``'s), and the clock, without position i: slices joined (np.delete
-            # cost several times as much per call)
-            prev = np.concatenate(([np.nan], cv[: i - 1], cv[i:-1]) if i else (cv[:-1],))
-            cj, cv, cr = (np.concatenate((x[:i], x[i + 1:])) for x in (cj, cv, cr))
-        else:
-            prev = np.concatenate(([np.nan], cv[:-1]))
-        n = cj.shape[0]
-        if n > order.shape[0] or not np.array_equal(order[:n], cj):
+            return ((memo[2], cv, changed_until), (cj, cv, cr))
+        i = int(cj.searchsorted(without))
+        if i >= cj.shape[0] or cj[i] != without:
+            return None
+        changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
+        # each job's previous start in the cached clock (the job after ``without`` keeps
+        # ``without``'s), and the clock without ``without``, in one compiled call
+        same, prev, cj, cv, cr = clock_reference(order, cj, cv, cr, i)
+        if not same:
             return None
         return ((prev, cv, changed_until), (cj, cv, cr))
 
@@ -423,7 +444,8 @@ class SiaVCPolicy:
                     self._held[q] = sum(g for _, g in kept)
                     cmin[q] = min(kept)[0] if kept else math.inf
             self._expiry = min(cmin)
-        pend = [list(view.pending(p)) for p in range(P)]
+        # the simulator's lists, read only: a pool's is copied when a job of it starts
+        pend = [view.pending(p) for p in range(P)]
         n_arr = view.n_arrived
         if not any(pend):
             self._wakeup = None
@@ -451,12 +473,17 @@ class SiaVCPolicy:
                 if j is None:
                     break
                 p, g = self._pool[j], gpus[j]
-                pend[p].remove(j)
+                left = pend[p] = list(pend[p])  # (a copy: see above)
+                left.remove(j)
                 self._by_width.start(j)
                 free -= g
-                run_e = np.append(run_e, now + dur[j])
-                run_g = np.append(run_g, g)
-                self._run = (run_e, run_g, np.append(self._run[2], j))
+                self._n_starts += 1  # (keys the plan a pass hands on to the next)
+                e = now + dur[j]
+                k = int(run_e.searchsorted(e, side="right"))  # kept in end order
+                run_e = np.concatenate((run_e[:k], (e,), run_e[k:]))
+                run_g = np.concatenate((run_g[:k], (g,), run_g[k:]))
+                run_j = self._run[2]
+                self._run = (run_e, run_g, np.concatenate((run_j[:k], (j,), run_j[k:])))
                 if ded[p] + g <= quota[p]:
                     ded[p] += g
                     starts.append(Start(j, False))
@@ -466,7 +493,7 @@ class SiaVCPolicy:
                     break
             if starts:
                 self._ctx = (now, n_arr, horizon, reach, pend)
-                self._run_min = min(self._run_min, float(run_e[-len(starts):].min()))
+                self._run_min = float(run_e[0])
         self._wakeup = self._first_vst_ahead(now, n_arr, horizon, P)
         return starts
 
@@ -478,10 +505,10 @@ class SiaVCPolicy:
         here (an end at or before ``now`` counts nowhere in a pass anyway)."""
         run_e, run_g, run_j = self._run
         if run_e.size and self._run_min <= now:
-            keep = run_e > now
-            run_e, run_g, run_j = run_e[keep], run_g[keep], run_j[keep]
+            k = int(run_e.searchsorted(now, side="right"))  # in end order: a prefix is over
+            run_e, run_g, run_j = run_e[k:], run_g[k:], run_j[k:]
             self._run = (run_e, run_g, run_j)
-            self._run_min = float(run_e.min()) if run_e.size else math.inf
+            self._run_min = float(run_e[0]) if run_e.size else math.inf
         return run_e, run_g
 
     def _first_vst_ahead(self, now: float, n_arr: int, horizon: float, P: int) -> float | None:
@@ -501,7 +528,7 @@ class SiaVCPolicy:
                 if meta is None or meta[1] <= now:
                     continue  # no VST ahead
                 jobs, vs, _ = self._vc[p]
-                i = 0 if meta[0] > now else int(np.searchsorted(vs, now, side="right"))
+                i = 0 if meta[0] > now else int(vs.searchsorted(now, side="right"))
                 if vs[i] < w and (jobs[i] < n_arr or submit[jobs[i]] < horizon):
                     w = float(vs[i])
         return w if w < math.inf else None
@@ -538,6 +565,7 @@ class SiaVCPolicy:
             run_e, run_g, run_j = self._run
             keep = run_j != j
             self._run = (run_e[keep], run_g[keep], run_j[keep])
+            self._n_starts += 1  # the running jobs changed: no plan is handed on
         if not touched:
             return
         for q in touched:  # re-run from the charges and pending jobs as they now are
@@ -558,7 +586,7 @@ class SiaVCPolicy:
     def _inbound(self, p: int, bound: float) -> tuple[np.ndarray, np.ndarray]:
         """Pool ``p``'s clock (jobs, VSTs) cut to its entries with a VST before ``bound``."""
         jobs, vs, _ = self._vc[p]
-        k = int(np.searchsorted(vs, bound, side="left"))
+        k = int(vs.searchsorted(bound, side="left"))
         return jobs[:k], vs[:k]
 
     def _merged(self, horizon: float) -> tuple[tuple[np.ndarray, ...], float]:
@@ -610,8 +638,7 @@ class SiaVCPolicy:
                 pools.append(p)
         if not parts:
             return self._cached(cat[0], cat[1], inb, bound)
-        seg = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([j.shape[0] for j, _ in parts], out=seg[1:])
+        seg = np.array([0, *accumulate(j.shape[0] for j, _ in parts)], dtype=np.int64)
         J = np.concatenate([j for j, _ in parts])
         new = update_merged(cat[1], np.ones(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
                             np.concatenate([v for _, v in parts]), J, self._gpus_np[J],
@@ -647,8 +674,9 @@ class SiaVCPolicy:
                 changed.append(p)
                 js.append(nj[pre: nj.shape[0] - suf])
                 vs.append(nv[pre: nj.shape[0] - suf])
-        seg = np.zeros(len(changed) + 1, dtype=np.int64)
-        np.cumsum([x.shape[0] for x in js], out=seg[1:])
+        if not changed and not (lo <= hi).any():  # re-run to the same entries: kept as merged
+            return self._cached(key, cat[1], inb, bound)
+        seg = np.array([0, *accumulate(x.shape[0] for x in js)], dtype=np.int64)
         J = np.concatenate(js) if js else np.empty(0, dtype=np.int64)
         new = update_merged(cat[1], lo, hi, np.concatenate(vs) if vs else np.empty(0), J,
                             self._gpus_np[J], self._dur_np[J], seg, changed)
@@ -681,7 +709,7 @@ class SiaVCPolicy:
         C = self._C
         # charged free capacity per pool: fixed within a pass (a guard that fails undoes its
         # tentative charges; one that succeeds ends the pass)
-        free_of = [self._charged_free(q) for q in range(len(pend))]
+        free_of = [q - h for q, h in zip(self._quota, self._held, strict=True)]
         memo, free_key = self._verdicts_for(free_of)
         merged, bound = self._merged(horizon)
         n_pend = list(map(len, pend))
@@ -699,7 +727,8 @@ class SiaVCPolicy:
             scratch=self._scratch, longest=horizon - now, n_pending=sum(n_pend),
             run_end=run_e, run_gpus=run_g, tail=tail if n_tail else None, n_tail=n_tail,
             sure_free=np.array(free_of), job_pool=self._pool_np,
-            sure_by=now + _EPS)  # a job on time on its own quota starts (see _try_charge)
+            sure_by=now + _EPS,  # a job on time on its own quota starts (see _try_charge)
+            plan_key=self._n_starts)
         if not found.jobs.size and not found.tail_pending:
             return None
         # walk the candidates in order; whether a guard fails without re-running a clock
@@ -707,7 +736,8 @@ class SiaVCPolicy:
         # those guards by a verdict per pool and width, and replays their counts; the
         # candidates' MaxReservation verdicts are worked out as the walk reaches them, and
         # the tail's candidates found when it gets past the others
-        walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now)
+        walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now,
+                             self._widest)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
@@ -749,8 +779,8 @@ class SiaVCPolicy:
             if end > now:
                 self._held[p] += g
             jobs, vs, rem = self._vc[p]
-            i = int(np.searchsorted(jobs, j))  # the clock lists jobs in arrival (index) order
-            self._set_clock(p, np.delete(jobs, i), np.delete(vs, i), np.delete(rem, i))
+            i = int(jobs.searchsorted(j))  # the clock lists jobs in arrival (index) order
+            self._set_clock(p, *(np.concatenate((x[:i], x[i + 1:])) for x in (jobs, vs, rem)))
             cat = self._current_merge()
             if cat is not None:  # the merge lost just that job
                 drop_job(cat[1], j)
@@ -830,7 +860,7 @@ class SiaVCPolicy:
         cj = self._vc[q][0]
         if without < 0:
             return cj[:n_pend]
-        i = int(np.searchsorted(cj[:n_pend], without))
+        i = int(cj[:n_pend].searchsorted(without))
         return np.concatenate((cj[:i], cj[i + 1: n_pend]))
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
@@ -846,7 +876,7 @@ class SiaVCPolicy:
         the horizon), the wake-up, the guards' references (a shorter one only meets less
         often) and the lenders' thresholds (a cut entry's VST is past any candidate's end).
         """
-        k = n_pend + int(np.searchsorted(vs[n_pend:], self._reach, side="left"))
+        k = n_pend + int(vs[n_pend:].searchsorted(self._reach, side="left"))
         if k + 1 >= jobs.shape[0]:
             return jobs, vs, rem, False
         self.stats["trimmed"] += 1
@@ -877,28 +907,25 @@ class SiaVCPolicy:
         clock runs).
         """
         cj, cv, cr = self._vc[p]
-        i = int(np.searchsorted(cj, j))
+        i = int(cj.searchsorted(j))
         head_j, head_v = cj[:i], cv[:i]
-        if i and (head_v > self._deadline[head_j]).any():  # a late job: the re-run fails there
-            k = int(np.argmax(head_v > self._deadline[head_j]))
-            return cj[: k + 1], cv[: k + 1], cr[: k + 1]
+        charges = self._charges[p]
+        late, busy_e, busy_g = resume_state(
+            cj, cv, i, np.array([e for e, _ in charges], dtype=np.float64),
+            np.array([g for _, g in charges], dtype=np.int64), self._dur_np, self._gpus_np,
+            self._deadline)
+        if late >= 0:  # a late job: the re-run fails there
+            return cj[: late + 1], cv[: late + 1], cr[: late + 1]
         t0 = float(cv[i - 1]) if i else -math.inf
-        busy = [c for c in self._charges[p] if c[0] > t0]
-        ends = head_v + self._dur_np[head_j]
-        held = ends > t0
         pj = self._pool_jobs_np[p]
         # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
         # ``k_future``), not those that arrived after its end and have started since
-        tail = max(k_future, int(np.searchsorted(pj, cj[-1], side="right")))
+        tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
         order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._resume_to)]))
         m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
         vst, rem, met = fcfs_clock_kernel(
             order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
-            self._quota[p], t0 if i else now,
-            np.concatenate((np.array([e for e, _ in busy], dtype=np.float64), ends[held])),
-            np.concatenate((np.array([g for _, g in busy], dtype=np.int64),
-                            self._gpus_np[head_j[held]])),
-            math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
+            self._quota[p], t0 if i else now, busy_e, busy_g, math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
             cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
         if met >= 0:  # the rest is the cached clock's
             k = i + 1 + met
@@ -998,16 +1025,14 @@ class SiaVCPolicy:
         memo = self._ff.get(key)
         if memo is None or memo[0] != self._ver[q]:
             jobs, vs, rem = self._vc[q]
-            short = np.flatnonzero(rem < s)
-            k = int(short[0]) if short.size else None
+            k, late, held_jobs = first_short(jobs, vs, rem, s, self._dur_np, self._gpus_np,
+                                             self._deadline)
             thr = math.inf
-            if k is not None and vs[k] != math.inf:
-                head = jobs[: k + 1]
+            if k >= 0 and vs[k] != math.inf:
                 tau = self._F[jobs[k]] + _EPS
-                held = sum(g for e, g in self._charges[q] if e > tau) + int(
-                    self._gpus_np[head[:k]][vs[:k] + self._dur_np[head[:k]] > tau].sum())
+                held = sum(g for e, g in self._charges[q] if e > tau) + held_jobs
                 room = self._quota[q] - held - self._gpus[jobs[k]]
-                if (vs[: k + 1] > self._deadline[head]).any() or room < 0:
+                if late or room < 0:
                     thr = float(vs[k])
                 elif room < s:
                     thr = max(float(vs[k]), tau)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import accumulate
 
 import numba
 import numpy as np
@@ -72,31 +73,52 @@ def merge_clocks(
 @numba.njit(cache=True, nogil=True)
 def argsort_floats(x):  # pragma: no cover - compiled
     """An order sorting the float64 array ``x`` (no NaN) ascending: a least-significant-digit
-    radix sort on the bits (8 at a time, skipping digits all keys share), linear in the
-    length. Equal keys come in no particular order. (numpy's comparison sort cost several
-    times as much on the merge's changed spans: ~2k ends on average, up to tens of
-    thousands.)"""
+    radix sort on the bits, linear in the length. Only the bits that differ between keys
+    are sorted on, in digits of equal width (at most 11 bits, 8 for short arrays): the
+    merge's changed spans (~2k ends on average, up to tens of thousands) differ in 14-23
+    bits, so two or three passes instead of three or four bytes. Equal keys come in no
+    particular order. (numpy's comparison sort cost several times as much on those spans.)"""
     n = x.shape[0]
     bits = x.view(np.int64)
     key = np.empty(n, dtype=np.int64)
-    for i in range(n):  # an int64 in the floats' order (negative floats: magnitude reversed)
+    lowest = np.int64(-0x8000000000000000)
+    for i in range(n):  # the floats' order as unsigned integers (negative floats reversed)
         b = bits[i]
-        key[i] = b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF
+        key[i] = (b if b >= 0 else b ^ 0x7FFFFFFFFFFFFFFF) ^ lowest
     idx = np.arange(n)
+    if n < 2:
+        return idx
+    all_or = key[0]
+    all_and = key[0]
+    for i in range(1, n):
+        all_or |= key[i]
+        all_and &= key[i]
+    diff = all_or ^ all_and  # the bits that differ between some keys
+    if diff == 0:
+        return idx
+    lo = 0
+    while (diff >> lo) & 1 == 0:
+        lo += 1
+    hi = 63
+    while (diff >> hi) & 1 == 0:
+        hi -= 1
+    width = hi - lo + 1
+    widest = 11 if n >= 1024 else 8
+    passes = (width + widest - 1) // widest
+    digit = (width + passes - 1) // passes
+    mask = (np.int64(1) << digit) - 1
     key2 = np.empty(n, dtype=np.int64)
     idx2 = np.empty(n, dtype=np.int64)
-    cnt = np.empty(257, dtype=np.int64)
-    for shift in range(0, 64, 8):
-        top = 128 if shift == 56 else 0  # the sign byte: negative keys first
+    cnt = np.empty((1 << digit) + 1, dtype=np.int64)
+    for p in range(passes):
+        shift = lo + p * digit
         cnt[:] = 0
-        for i in range(n):
-            cnt[(((key[i] >> shift) & 255) ^ top) + 1] += 1
-        if cnt.max() == n:
-            continue  # one digit for all: this pass would move nothing
-        for d in range(256):
+        for i in range(n):  # (an arithmetic shift: bits past 63 come masked out, as
+            cnt[((key[i] >> shift) & mask) + 1] += 1  # shift + digit <= 64 + digit - 1)
+        for d in range(1 << digit):
             cnt[d + 1] += cnt[d]
         for i in range(n):
-            d = ((key[i] >> shift) & 255) ^ top
+            d = (key[i] >> shift) & mask
             k = cnt[d]
             cnt[d] = k + 1
             key2[k] = key[i]
@@ -287,8 +309,31 @@ def update_merged(
     """Return ``merged`` with the entries of pools' changed spans replaced: the changed
     clocks' spans (laid end to end as for :func:`merge_clocks`, ``pools`` naming them)
     merged in, each pool ``p``'s entries of jobs in ``[lo[p], hi[p]]`` left out (see
-    :func:`replace_pools`)."""
-    return replace_pools(merged, lo, hi, merge_clocks(V, J, G, D, seg, pools=pools))
+    :func:`replace_pools`). All in one compiled call (``merge_clocks`` then ``replace_pools``
+    cost ~20 us of numpy calls and argument handling per update besides their work)."""
+    return _update(*merged, np.ascontiguousarray(lo, dtype=np.int64),
+                   np.ascontiguousarray(hi, dtype=np.int64),
+                   np.ascontiguousarray(V, dtype=np.float64),
+                   np.ascontiguousarray(J, dtype=np.int64), np.ascontiguousarray(G, dtype=np.int64),
+                   np.ascontiguousarray(D, dtype=np.float64),
+                   np.ascontiguousarray(seg, dtype=np.int64), np.asarray(pools, dtype=np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def _update(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, V, J, G, D, seg,
+            pools):  # pragma: no cover - compiled
+    # merge_clocks (with the runs' pools) and _replace in one call
+    n = V.shape[0]
+    P = np.empty(n, dtype=np.int64)
+    for r in range(seg.shape[0] - 1):
+        for i in range(seg[r], seg[r + 1]):
+            P[i] = pools[r]
+    if seg.shape[0] > 2:  # several runs: merged in (VST, job) order
+        order = _merge_order(V, J, seg)
+        V, J, G, D, P = V[order], J[order], G[order], D[order], P[order]
+    eo, ends, rg, erg = _by_end(V, D, G)
+    return _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, V, J, G, D, P, eo,
+                    np.ones(n, dtype=np.bool_), ends, rg, erg)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -518,8 +563,7 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
         cg[i + 1] = cg[i] + (aR[i] if i < n_hz or aJ[i] < n_arr else 0)
     if n_plan > st[_ST_WRITTEN]:
         st[_ST_WRITTEN] = n_plan
-    ro = np.argsort(run_e)
-    total_run = run_g.sum()
+    total_run = run_g.sum()  # (the running jobs come sorted by end: see lazy_pass)
     # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
     # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
     # alive (one at the horizon ending by x_max <= horizon has no duration): its reserved
@@ -546,8 +590,8 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
         j2 = i
         while j2 < n_end and aV[j2] == x:
             j2 += 1
-        while pr < ro.shape[0] and run_e[ro[pr]] <= x:
-            run_done += run_g[ro[pr]]
+        while pr < run_e.shape[0] and run_e[pr] <= x:
+            run_done += run_g[pr]
             pr += 1
         if direct:  # see above
             while pe < n_e and aE[pe] <= x:
@@ -605,6 +649,51 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
                 top = partial
         fails[c] = top + oG[c] > C
     st[_ST_IU], st[_ST_GS], st[_ST_GE], st[_ST_DONE] = iu, gs, ge, c_to
+
+
+@numba.njit(cache=True, nogil=True)
+def _carry_levels(aV, aE, aER, run_e, run_g, u, st_old, h_old, st,
+                  horizon):  # pragma: no cover - compiled
+    # Take over from an earlier pass over the same merge (st_old, horizon h_old), with the
+    # same entries alive and the same running jobs but those over by this pass's ``now``,
+    # the plan's levels it worked out that this pass would work out alike: those at the
+    # distinct starts before every entry that the two horizons or visits' ends treat
+    # differently (every start is at or after ``now``, as every VST is: a running job over
+    # by then counts in neither), and the prefix sums up to there. The pointers are set as
+    # _bulk_verdicts leaves them after its last kept start (every entry, end and running
+    # job at or before it taken); the candidates' pointers start afresh.
+    N = aV.shape[0]
+    n_valid = np.searchsorted(aV, min(h_old, horizon), side="left")
+    n_valid = min(n_valid, st_old[_ST_NEND], st[_ST_NEND], st_old[_ST_WRITTEN])
+    if st[_ST_WRITTEN] < n_valid:
+        st[_ST_WRITTEN] = n_valid
+    v_cut = aV[n_valid] if n_valid < N else np.inf
+    nk = np.searchsorted(u[:st_old[_ST_NU]], v_cut, side="left")
+    if nk == 0:
+        return
+    x = u[nk - 1]
+    pr = np.searchsorted(run_e, x, side="right")
+    st[_ST_NU] = nk
+    st[_ST_PR] = pr
+    st[_ST_RUN_DONE] = run_g[:pr].sum()
+    # (the entry pointer goes back to just past x: entries after it that reserved nothing
+    # then may reserve now, at another horizon or with more jobs arrived)
+    st[_ST_I] = np.searchsorted(aV, x, side="right")
+    if nk == st_old[_ST_NU]:  # every start kept: the ends taken are the old pass's
+        st[_ST_PE] = st_old[_ST_PE]
+        st[_ST_ENDED] = st_old[_ST_ENDED]
+        return
+    pe = np.searchsorted(aE, x, side="right")
+    st[_ST_PE] = pe
+    st[_ST_ENDED] = aER[:pe].sum()
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_sorted(x):  # pragma: no cover - compiled
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -691,7 +780,8 @@ class PassVerdicts:
     It reads the merge, the running jobs and the caller's scratch rows until the pass is
     over: nothing may change them in between (the policy's guards do not touch them)."""
 
-    def __init__(self, args: tuple, found: tuple, tail, job_pool: np.ndarray | None) -> None:
+    def __init__(self, args: tuple, found: tuple, tail, job_pool: np.ndarray | None,
+                 carried: PassVerdicts | None = None) -> None:
         (self._aV, self._aJ, self._aG, _, _, self._aEO, _, self._aE, self._aR, self._aER,
          self._horizon, self._n_arr, self._now, self._C, self._free, self._run_e, self._run_g,
          self._wi, self._wf, self._cut) = args[:20]
@@ -703,7 +793,10 @@ class PassVerdicts:
         self._st = np.zeros(_ST_LEN, dtype=np.int64)
         self._st[_ST_WRITTEN] = p0
         self._st[_ST_NEND] = n_end
-        self._xs = np.full(1, -np.inf)
+        self._xs = np.array([-np.inf])
+        if carried is not None:
+            _carry_levels(self._aV, self._aE, self._aER, self._run_e, self._run_g, self._wf[0],
+                          carried._st, carried._horizon, self._st, self._horizon)
         #: the candidates whose verdicts are known (a prefix)
         self.known = 0
         #: the pending tail (arrays, or a function returning them or None) if the visit goes
@@ -772,7 +865,7 @@ def lazy_pass(
     scratch: PassScratch | None = None, longest: float = math.inf, n_pending: int = -1,
     tail: tuple[np.ndarray, ...] | Callable[[], tuple[np.ndarray, ...] | None] | None = None,
     n_tail: int = -1, sure_free: np.ndarray | None = None, sure_by: float = -math.inf,
-    job_pool: np.ndarray | None = None,
+    job_pool: np.ndarray | None = None, plan_key: object = None,
 ) -> PassVerdicts:
     """:func:`bulk_pass` with the verdicts worked out on demand: the merged candidates, and
     their ``fails`` valid up to ``known`` (see :class:`PassVerdicts`); the tail's come with
@@ -782,7 +875,16 @@ def lazy_pass(
     ``tail`` may also be a function returning the tail (or None), called only if the tail
     is asked for; ``n_tail`` is then how many jobs it holds (to count the merged pending
     entries from ``n_pending``). ``job_pool`` (trace-wide, per job) gives the candidates'
-    pools (``pools``)."""
+    pools (``pools``).
+
+    ``plan_key`` (with ``scratch``): passes over the same ``merged`` object given equal keys
+    (not None) promise the same plan: the same entries alive and the same running jobs, but
+    for those over by the later pass's ``now``. Such a pass takes over the plan's levels the
+    previous pass worked out (those this one would work out alike: the levels at the
+    distinct starts from ``now`` on before either pass's horizon or end of visit, see
+    ``_carry_levels``) instead of working them out again. The policy keys its
+    passes by its count of starts: a pass that starts nothing is often followed, at the next
+    decision, by one over the same merge."""
     cut = max(float(horizon), float(now) + float(longest))
     if len(merged) == 8:  # without the reserved GPUs (an older merge layout): derive them
         merged = _with_reserved(merged)
@@ -790,22 +892,36 @@ def lazy_pass(
         tail = _NO_TAIL
     if n_tail < 0:
         n_tail = tail[0].shape[0]
-    wi, wf = (scratch or PassScratch()).rows(merged[0].shape[0] + n_tail + 1)
+    scratch = scratch or PassScratch()
+    wi, wf = scratch.rows(merged[0].shape[0] + n_tail + 1)
+    run_end = np.ascontiguousarray(run_end, dtype=np.float64)
+    run_gpus = np.ascontiguousarray(run_gpus, dtype=np.int64)
+    if not _is_sorted(run_end):  # the verdicts read the running jobs in end order
+        o = np.argsort(run_end, kind="stable")
+        run_end, run_gpus = run_end[o], run_gpus[o]
     args = (*merged, float(horizon), np.int64(n_arrived), float(now), np.int64(capacity),
-            np.int64(free), np.ascontiguousarray(run_end, dtype=np.float64),
-            np.ascontiguousarray(run_gpus, dtype=np.int64), wi, wf, cut,
+            np.int64(free), run_end, run_gpus, wi, wf, cut,
             np.int64(n_pending - n_tail if n_pending >= 0 else merged[0].shape[0]))
+    last = scratch.last
+    carried = None
+    if (plan_key is not None and last is not None and last[0] is merged and last[1] == plan_key
+            and last[2]._wi is wi):
+        carried = last[2]
     if sure_free is not None:
         out = PassVerdicts(args, _bulk_search(*args, np.ascontiguousarray(sure_free,
                                                                          dtype=np.int64),
-                                              float(sure_by)), tail, job_pool)
+                                              float(sure_by)), tail, job_pool, carried)
+        scratch.last = (merged, plan_key, out)
         if out.sure >= 0:
             out.verdicts_upto(out.sure + 1)
             if _reached_and_passes(out.durations, out.gpus, out.fails, out.sure):
                 return out.truncated(out.sure + 1)
+            carried = out if plan_key is not None else None
         else:
             return out
-    return PassVerdicts(args, _bulk_search(*args, _NO_SURE, -math.inf), tail, job_pool)
+    out = PassVerdicts(args, _bulk_search(*args, _NO_SURE, -math.inf), tail, job_pool, carried)
+    scratch.last = (merged, plan_key, out)
+    return out
 
 
 def _with_reserved(merged: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -842,8 +958,7 @@ def pending_tail(clocks: list[tuple[np.ndarray, ...]], starts: list[int], n_pend
     else:  # each part is in (VST, job) order already: merged, not sorted
         V = np.concatenate([v for v, _ in parts])
         J = np.concatenate([j for _, j in parts])
-        seg = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([v.shape[0] for v, _ in parts], out=seg[1:])
+        seg = np.array([0, *accumulate(v.shape[0] for v, _ in parts)], dtype=np.int64)
         o = _merge_order(V, J, seg)
         V, J = V[o], J[o]
     return (np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(J, dtype=np.int64),
@@ -857,6 +972,8 @@ class PassScratch:
     def __init__(self) -> None:
         self._int = np.empty((5, 0), dtype=np.int64)
         self._float = np.empty((1, 0), dtype=np.float64)
+        #: (merge, plan key, PassVerdicts) of the last pass, whose plan levels the rows hold
+        self.last: tuple | None = None
 
     def rows(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Return (int64 [5, >= n], float64 [1, >= n]) rows, grown (doubled) when too short."""
@@ -868,12 +985,26 @@ class PassScratch:
 
 def drop_job(merged: tuple[np.ndarray, ...], job: int) -> None:
     """Mark ``job``'s entry of ``merged`` dead, in place (its clock lost just that job): it
-    reserves nothing any more, in either order."""
-    at = np.flatnonzero(merged[1] == job)
-    merged[6][at] = False
-    merged[8][at] = 0
-    for a in at.tolist():
-        merged[9][merged[5] == a] = 0
+    reserves nothing any more, in either order. Compiled: the entry is found in one scan and
+    its place in the end order by a binary search on its end (two numpy scans of the whole
+    merge before)."""
+    _drop(merged[0], merged[1], merged[3], merged[5], merged[6], merged[7], merged[8],
+          merged[9], np.int64(job))
+
+
+@numba.njit(cache=True, nogil=True)
+def _drop(aV, aJ, aD, aEO, aA, aE, aR, aER, job):  # pragma: no cover - compiled
+    for i in range(aJ.shape[0]):
+        if aJ[i] != job:
+            continue
+        aA[i] = False
+        aR[i] = 0
+        # its end as the end order holds it (the same sum), among any equal ends
+        k = np.searchsorted(aE, aV[i] + aD[i])
+        while k < aE.shape[0] and aEO[k] != i:
+            k += 1
+        if k < aE.shape[0]:
+            aER[k] = 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -920,15 +1051,25 @@ class CandidateWalk:
     """
 
     def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
-                 fails: np.ndarray | PassVerdicts, n_pools: int, now: float) -> None:
+                 fails: np.ndarray | PassVerdicts, n_pools: int, now: float,
+                 widest: int = -1) -> None:
+        """``widest``: if >= 0, the tables per width are sized for candidates up to this wide
+        (the trace's widest job, say: no candidate, the tail's neither, may be wider), not to
+        the widest candidate found so far (grown with the tail)."""
         #: the verdicts worked out on demand (a PassVerdicts, whose pending tail's candidates
         #: are found when the walk gets past the others), or None: all given
         self._lazy = fails if isinstance(fails, PassVerdicts) else None
         self._take(durations, gpus, pools, fails if self._lazy is None else self._lazy.fails)
         self._now = float(now)
-        width = int(self._G.max()) + 1 if self._G.size else 1
-        self._best = np.full(width, np.inf)
-        self._thr = np.full((n_pools, width), np.nan)
+        self._sized = widest >= 0  # the tables fit every candidate: they never grow
+        if widest >= 0:
+            width = widest + 1
+        else:
+            width = int(self._G.max()) + 1 if self._G.size else 1
+        self._best = np.empty(width)
+        self._best.fill(np.inf)
+        self._thr = np.empty((n_pools, width))
+        self._thr.fill(np.nan)
         self._ce = np.zeros((n_pools, width), dtype=np.int64)
         self._cf = np.zeros((n_pools, width), dtype=np.int64)
         self._pending = -1  # the candidate next() stopped at for want of a verdict
@@ -952,6 +1093,8 @@ class CandidateWalk:
         if lazy.pools is None:
             raise ValueError("a lazy pass with a pending tail needs the jobs' pools (job_pool)")
         self._take(lazy.durations, lazy.gpus, lazy.pools, lazy.fails)
+        if self._sized:
+            return True
         width = int(self._G.max()) + 1
         old = self._best.shape[0]
         if width > old:

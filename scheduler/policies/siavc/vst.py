@@ -144,6 +144,108 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
 
 _NO_DEADLINE = np.empty(0, dtype=np.float64)
 
+
+@numba.njit(cache=True, nogil=True)
+def resume_state(jobs, vsts, i, charge_end, charge_gpus, duration, gpus,
+                 deadline):  # pragma: no cover - compiled
+    """The state a clock (``jobs``, ``vsts``) resumed at position ``i`` starts from: (the first
+    position before ``i`` whose start is past its ``deadline`` (trace-wide), -1 if none; the
+    GPUs held right after the start before ``i``, as (ends, GPUs): the charges
+    (``charge_end`` / ``charge_gpus``) and the earlier jobs still running then). With
+    ``i == 0`` every charge is held. In one compiled call instead of a few numpy passes over
+    the clock's head."""
+    for k in range(i):
+        if vsts[k] > deadline[jobs[k]]:
+            return k, np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
+    t0 = vsts[i - 1] if i > 0 else -np.inf
+    n = charge_end.shape[0] + i
+    be = np.empty(n, dtype=np.float64)
+    bg = np.empty(n, dtype=np.int64)
+    m = 0
+    for c in range(charge_end.shape[0]):
+        if charge_end[c] > t0:
+            be[m] = charge_end[c]
+            bg[m] = charge_gpus[c]
+            m += 1
+    for k in range(i):
+        e = vsts[k] + duration[jobs[k]]
+        if e > t0:
+            be[m] = e
+            bg[m] = gpus[jobs[k]]
+            m += 1
+    return -1, be[:m], bg[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def first_short(jobs, vsts, free, s, duration, gpus, deadline):  # pragma: no cover - compiled
+    """For a cached clock (``jobs``, ``vsts``, ``free``: GPUs left free after each start) and a
+    loan of ``s`` GPUs: (the first position ``k`` whose start left fewer than ``s`` free, -1
+    if none; whether a job up to ``k`` starts past its ``deadline`` (trace-wide); the GPUs
+    of the jobs before ``k`` still running at ``deadline[jobs[k]]``). In one compiled call:
+    the lenders' thresholds read these for each (pool, loan)."""
+    k = -1
+    for i in range(free.shape[0]):
+        if free[i] < s:
+            k = i
+            break
+    if k < 0:
+        return -1, False, 0
+    tau = deadline[jobs[k]]
+    late = False
+    held = 0
+    for i in range(k + 1):
+        j = jobs[i]
+        if vsts[i] > deadline[j]:
+            late = True
+        if i < k and vsts[i] + duration[j] > tau:
+            held += gpus[j]
+    return k, late, held
+
+
+@numba.njit(cache=True, nogil=True)
+def starts_with(order, jobs):  # pragma: no cover - compiled
+    """Whether ``order`` starts with ``jobs`` (int64 arrays)."""
+    if jobs.shape[0] > order.shape[0]:
+        return False
+    for k in range(jobs.shape[0]):
+        if order[k] != jobs[k]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def clock_reference(order, jobs, vsts, free, skip):  # pragma: no cover - compiled
+    """A cached clock (``jobs``, ``vsts``, ``free``) without its entry at position ``skip``
+    (none if -1), as the reference of a re-run over ``order``: (whether ``order`` starts with
+    those jobs, the previous start of each (NaN for the first; the entry after the skipped
+    one keeps the skipped one's), jobs, VSTs, free GPUs). One compiled call for what took
+    several numpy calls per guard."""
+    m = jobs.shape[0]
+    n = m - 1 if skip >= 0 else m
+    rj = np.empty(n, dtype=np.int64)
+    rv = np.empty(n, dtype=np.float64)
+    rr = np.empty(n, dtype=np.int64)
+    prev = np.empty(n, dtype=np.float64)
+    last = np.nan
+    k = 0
+    for i in range(m):
+        if i == skip:
+            last = vsts[i]
+            continue
+        rj[k] = jobs[i]
+        rv[k] = vsts[i]
+        rr[k] = free[i]
+        prev[k] = last
+        last = vsts[i]
+        k += 1
+    same = n <= order.shape[0]
+    if same:
+        for k in range(n):
+            if order[k] != rj[k]:
+                same = False
+                break
+    return same, prev, rj, rv, rr
+
 #: :func:`fcfs_clock_against` without its argument handling, for callers that run it
 #: hundreds of thousands of times with arrays already contiguous and of the right dtypes
 #: (int64 jobs and GPUs, float64 times): positional arguments ``(order, submit, duration,
