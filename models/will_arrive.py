@@ -426,8 +426,8 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         if time.shape != y.shape:
             raise ValueError(f"WillJobsArrive.fit: time must have one value per row ({y.size})")
         persist = _frame_columns(X, [PERSISTENCE_COLUMN], "WillJobsArrive.fit")[:, 0] > 0
-        lo, hi = float(time.min()), float(time.max())
-        tail = time >= hi - float(self.tail_fraction) * (hi - lo)
+        start, end = self._tail_span(time)
+        tail = time >= start
         rows: list[dict[str, Any]] = []
         need_xgb = self.select in ("auto", "xgboost")
         threshold = 0.5 if self.threshold in THRESHOLD_RULES else float(self.threshold)
@@ -443,7 +443,7 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
             # tail is the one chosen on the others (cross-fitting: the tail's blocks, or its
             # two halves when it is one block)
             decided = np.empty(y_tail.size, dtype=bool)
-            for part in self._tail_parts(t_tail, hi - float(self.tail_fraction) * (hi - lo), hi):
+            for part in self._tail_parts(t_tail, start, end):
                 other = ~part if part.any() and (~part).any() else part
                 thr = self._choose_threshold(y_tail[other], proba[other], threshold)
                 decided[part] = proba[part] >= thr
@@ -496,9 +496,16 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         forced.classes_ = self.classes_
         return forced
 
-    def _block_edges(self, start: float, end: float) -> np.ndarray:
-        """Return the tail's block edges: ``tail_folds`` equal spans of [start, end]."""
-        return np.linspace(start, end, int(self.tail_folds) + 1)
+    def _tail_span(self, time: np.ndarray) -> tuple[float, float]:
+        """Return the tail's (start, end) times: the last ``tail_fraction`` of the rows' span."""
+        lo, hi = float(time.min()), float(time.max())
+        return hi - float(self.tail_fraction) * (hi - lo), hi
+
+    def _blocks(self, t: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+        """Return the tail's block edges (``tail_folds`` equal spans of [start, end]) and the
+        block of each time in ``t``."""
+        edges = np.linspace(start, end, int(self.tail_folds) + 1)
+        return edges, np.clip(np.searchsorted(edges, t, side="right") - 1, 0, edges.size - 2)
 
     def _tail_proba(self, x: np.ndarray, y: np.ndarray, time: np.ndarray,
                     tail: np.ndarray) -> np.ndarray | None:
@@ -508,23 +515,20 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         The tail is cut by time into ``tail_folds`` blocks; each block is predicted by a
         booster fit on every row before it (forward chaining, as the model is used).
         """
-        lo, hi = float(time.min()), float(time.max())
-        edges = self._block_edges(hi - float(self.tail_fraction) * (hi - lo), hi)
-        t_tail = time[tail]
-        block = np.clip(np.searchsorted(edges, t_tail, side="right") - 1, 0, edges.size - 2)
-        proba = np.full(t_tail.size, np.nan)
+        edges, block = self._blocks(time[tail], *self._tail_span(time))
+        x_tail = x[tail]
+        proba = np.full(block.size, np.nan)
         for b in range(edges.size - 1):
             rows = block == b
             fit_rows = time < edges[b]
             if rows.any() and np.unique(y[fit_rows]).size == 2:
-                proba[rows] = self._train(x[fit_rows], y[fit_rows]).inplace_predict(x[tail][rows])
+                proba[rows] = self._train(x[fit_rows], y[fit_rows]).inplace_predict(x_tail[rows])
         return None if np.isnan(proba).all() else proba
 
     def _tail_parts(self, t_tail: np.ndarray, start: float, end: float) -> list[np.ndarray]:
         """Return the cross-fitting parts of the scored tail rows: its blocks holding rows, or
         its two halves (by median time) when fewer than two do."""
-        edges = self._block_edges(start, end)
-        block = np.clip(np.searchsorted(edges, t_tail, side="right") - 1, 0, edges.size - 2)
+        _, block = self._blocks(t_tail, start, end)
         parts = [block == b for b in np.unique(block)]
         if len(parts) >= 2:
             return parts

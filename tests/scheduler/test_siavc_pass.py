@@ -782,6 +782,23 @@ def test_a_pass_taking_over_the_last_ones_plan_equals_a_direct_visit(seed, n, n_
         assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
 
 
+def _first_then_wider_pass(V, J, G, D):
+    """Cluster of 8, no running job: a first pass at horizon 300 with one pending job, then a
+    second at horizon 600 with two, on the same scratch (so the second may take the first's
+    levels over). Returns (first pass after its first verdict, second after its two, the
+    plain visit's verdicts of the second)."""
+    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
+    scratch = vc_pass.PassScratch()
+    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
+    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
+                      scratch=scratch, plan_key=0, **kw)
+    first.verdicts_upto(1)
+    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
+                      scratch=scratch, plan_key=0, **kw)
+    later.verdicts_upto(2)
+    return first, later, direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
+
+
 def test_a_pass_takes_over_only_the_levels_before_the_nearer_horizon():
     """Hand case, cluster of 8, entries (VST, job, GPUs, duration): (200, 5, 3, 500) and
     (300, 6, 3, 500) future, (300, 0, 2, 300) and (400, 1, 3, 600) pending from the second
@@ -793,18 +810,9 @@ def test_a_pass_takes_over_only_the_levels_before_the_nearer_horizon():
     J = np.array([5, 0, 6, 1])
     G = np.array([3, 2, 3, 3])
     D = np.array([500.0, 300.0, 500.0, 600.0])
-    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
-    scratch = vc_pass.PassScratch()
-    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
-    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
-                      scratch=scratch, plan_key=0, **kw)
-    first.verdicts_upto(1)
+    first, later, want = _first_then_wider_pass(V, J, G, D)
     assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
     assert first.plan_read == 3
-    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
-                      scratch=scratch, plan_key=0, **kw)
-    later.verdicts_upto(2)
-    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
     assert want == [(0, False), (1, True)]
     assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
 
@@ -845,18 +853,9 @@ def test_a_pass_taking_over_every_level_still_visits_the_entries_after_them():
     J = np.array([5, 6, 0, 1])
     G = np.array([3, 3, 2, 3])
     D = np.array([500.0, 40.0, 300.0, 600.0])
-    merged = merge_clocks(V, J, G, D, np.array([0, 4]))
-    scratch = vc_pass.PassScratch()
-    kw = dict(now=0.0, capacity=8, free=8, run_end=np.empty(0), run_gpus=np.empty(0, int))
-    first = lazy_pass(merged, horizon=300.0, n_arrived=1, longest=300.0, n_pending=1,
-                      scratch=scratch, plan_key=0, **kw)
-    first.verdicts_upto(1)
+    first, later, want = _first_then_wider_pass(V, J, G, D)
     assert first.jobs.tolist() == [0] and first.fails.tolist() == [False]
     assert first.plan_read == 2
-    later = lazy_pass(merged, horizon=600.0, n_arrived=2, longest=600.0, n_pending=2,
-                      scratch=scratch, plan_key=0, **kw)
-    later.verdicts_upto(2)
-    want = direct_pass([(V, J, G, D)], 600.0, 2, 0.0, 8, 8, [], [])
     assert want == [(0, False), (1, True)]
     assert list(zip(later.jobs.tolist(), later.fails.tolist(), strict=True)) == want
 
