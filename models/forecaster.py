@@ -370,6 +370,9 @@ class LearnedForecaster:
             forest, orders = self._forest(tuple(ks[i] for i in learned))
             blocks = [feats[ks[i]][:, order] for i, order in zip(learned, orders, strict=True)]
             out[:, learned] = np.asarray(forest.predict_proba(blocks)).T
+            for i in learned:  # "either": yes too where an arrival came in the last k
+                if self.will_arrive[ks[i]].method_ == "either":
+                    out[feats[ks[i]][:, _PERSIST] > 0, i] = 1.0
         return out
 
     def _forest(self, ks: tuple[int, ...]) -> tuple[Any, list[np.ndarray]]:

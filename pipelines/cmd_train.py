@@ -42,9 +42,11 @@ RecipeOpt = Annotated[str, typer.Option(
                      "--load-method and --duration-method).")
 ]
 WillArriveSelectOpt = Annotated[str, typer.Option(
-    "--will-arrive-select", help="WillJobsArrive: auto (the best of XGBoost, "
-                                 "persistence and always-yes on the training tail) or "
-                                 "one of xgboost / persistence / always_yes.")]
+    "--will-arrive-select", help="WillJobsArrive: auto (the better of XGBoost and "
+                                 "'either' = persistence or XGBoost on the training tail, "
+                                 "unless persistence or always-yes beats it in every tail "
+                                 "block) or one of persistence / always_yes / either / "
+                                 "xgboost.")]
 LoadWindowsOpt = Annotated[int, typer.Option(
     "--load-windows", help="NewLoadEstimate: windows in the sliding max (N).")]
 LoadAlphaOpt = Annotated[float, typer.Option(
@@ -257,9 +259,11 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
     inputs.check_seed(a.seed)
     if not a.alias.strip():
         raise ConfigError("--alias must be a non-empty name")
-    if a.will_arrive_select not in ("auto", "xgboost", "persistence", "always_yes"):
-        raise ConfigError("--will-arrive-select must be auto, xgboost, persistence or "
-                          f"always_yes, not {a.will_arrive_select!r}")
+    from sia.models.will_arrive import METHODS
+
+    if a.will_arrive_select not in ("auto", *METHODS):
+        raise ConfigError(f"--will-arrive-select must be auto or one of {', '.join(METHODS)}, "
+                          f"not {a.will_arrive_select!r}")
     if a.target_recall is not None and not 0.0 < a.target_recall <= 1.0:
         raise ConfigError(f"--target-recall must be in (0, 1], not {a.target_recall}")
     parse_threshold(a.threshold)  # a bad --threshold fails before any work

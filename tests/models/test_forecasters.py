@@ -117,7 +117,8 @@ def test_learned_features_equal_the_live_features(workload, Probe):
 
 
 def test_one_stacked_call_answers_every_window_as_xgboost_would(workload, Probe):
-    """Real boosters of different features in one forest call, and a persistence window beside them."""
+    """Real boosters of different features in one forest call (one of them "either": persistence
+    or the classifier), and a persistence window beside them."""
     rng = np.random.default_rng(5)
     n = 600
     rows = pl.DataFrame({"t": np.arange(n) * 300.0,
@@ -125,8 +126,8 @@ def test_one_stacked_call_answers_every_window_as_xgboost_would(workload, Probe)
     y = ((rows["arrivals_x10"].to_numpy() + rows["since_arrival_s"].to_numpy() % 3) > 3)
     models = {
         5: WillJobsArrive(5, select="xgboost", n_estimators=15, max_depth=4).fit(rows, y),
-        60: WillJobsArrive(60, select="xgboost", n_estimators=9,
-                           features=FEATURE_COLUMNS[6:]).fit(rows, y),
+        60: WillJobsArrive(60, select="either", n_estimators=9,
+                           features=FEATURE_COLUMNS[7:]).fit(rows, y),
         720: WillJobsArrive(720, select="persistence").fit(rows, y),
     }
     f = LearnedForecaster(models)

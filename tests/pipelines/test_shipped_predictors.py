@@ -45,7 +45,7 @@ CONFIG = {
 
 # ----------------------------------------------------------------------------- as bytes
 def _hand_fitted() -> LearnedForecaster:
-    """A forecaster of every kind of model: XGBoost and persistence WillJobsArrive, quantile
+    """A forecaster of every kind of model: XGBoost, either and persistence WillJobsArrive, quantile
     NewLoadEstimate, learned JobDuration with a lending eps (no MLflow)."""
     rng = np.random.default_rng(5)
     n = 600
@@ -53,8 +53,8 @@ def _hand_fitted() -> LearnedForecaster:
                          **{c: rng.integers(0, 4, n).astype(np.float32) for c in FEATURE_COLUMNS}})
     y = (rows["arrivals_x10"].to_numpy() + rows["since_arrival_s"].to_numpy() % 3) > 3
     will = {5: WillJobsArrive(5, select="xgboost", n_estimators=15, max_depth=4).fit(rows, y),
-            60: WillJobsArrive(60, select="xgboost", n_estimators=9,
-                               features=FEATURE_COLUMNS[6:]).fit(rows, y),
+            60: WillJobsArrive(60, select="either", n_estimators=9,
+                               features=FEATURE_COLUMNS[7:]).fit(rows, y),
             720: WillJobsArrive(720, select="persistence").fit(rows, y)}
     X = pd.DataFrame(rng.integers(0, 10, (n, len(FEATURE_COLUMNS))).astype(float),
                      columns=FEATURE_COLUMNS)
