@@ -434,7 +434,9 @@ def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
         if r.val_true is None or r.val_true.sum() == 0:
             continue
         p, rc, _ = precision_recall_curve(r.val_true, r.val_proba)
-        ax.plot(rc, p, label=f"{r.k_min} min")
+        method = getattr(r.model, "method_", "xgboost")
+        # "either" scores persistence's yes rows 1: its curve is the registered predictor's
+        ax.plot(rc, p, label=f"{r.k_min} min" + ("" if method == "xgboost" else f" ({method})"))
         ax.scatter([r.metrics["recall"]], [r.metrics["precision"]], marker="o")
         per = r.baselines["persistence"]
         ax.scatter([per["recall"]], [per["precision"]], marker="x", color="black")
