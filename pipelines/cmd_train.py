@@ -257,8 +257,7 @@ def _check_args(a: TrainArgs) -> tuple[int, ...]:
     """Check the command line before any work; return the windows in minutes."""
     ks = inputs.parse_windows(a.windows)
     inputs.check_seed(a.seed)
-    if not a.alias.strip():
-        raise ConfigError("--alias must be a non-empty name")
+    inputs.check_alias(a.alias)
     from sia.models.will_arrive import METHODS
 
     if a.will_arrive_select not in ("auto", *METHODS):

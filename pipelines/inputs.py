@@ -23,6 +23,7 @@ Example (a command module)::
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -188,6 +189,28 @@ def check_seed(seed: int, option: str = "--seed") -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"{option} must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
     return seed
+
+
+#: What MLflow accepts as a registered model alias: letters, digits, "_" and "-", not a
+#: version name (v1, V2, ...) nor "latest", at most 255 characters.
+_ALIAS_OK = re.compile(r"^[\w\-]{1,255}$")
+_ALIAS_VERSION = re.compile(r"^[vV]\d+$")
+
+
+def check_alias(alias: str, option: str = "--alias") -> str:
+    """Return ``alias`` when MLflow's registry can set it; ConfigError naming the rule otherwise.
+
+    Checked before any work: MLflow refuses a bad alias only when the trained
+    models are registered, at the very end.
+    """
+    if not _ALIAS_OK.match(alias or ""):
+        example = re.sub(r"[^\w-]", "_", alias or "")[:255] or "champion"
+        raise ConfigError(f"{option} {alias!r}: a registry alias may only hold letters, digits, "
+                          f"'_' and '-' (1 to 255 of them), e.g. {example!r}")
+    if _ALIAS_VERSION.match(alias) or alias.lower() == "latest":
+        raise ConfigError(f"{option} {alias!r}: MLflow reserves 'latest' and version names "
+                          "(v1, v2, ...); choose another alias")
+    return alias
 
 
 def parse_mapping(items: list[str] | None) -> dict[str, str]:

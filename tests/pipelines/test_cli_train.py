@@ -118,6 +118,20 @@ def test_cli_train_bad_options_are_one_line_errors(tmp_path, monkeypatch, capsys
     for bad in ("median", "1.5", "0", "nan"):
         assert main(["train", "--synthetic", "base", "--threshold", bad]) == 2
         assert "--threshold must be half-f, tail or a probability" in capsys.readouterr().err
+    # MLflow refuses these aliases only when registering, after the training: refused first
+    for bad, says in (("e0.2", "only hold letters"), ("", "only hold letters"),
+                      ("a b", "'a_b'"), ("v3", "reserves"), ("Latest", "reserves"),
+                      ("x" * 256, "1 to 255")):
+        assert main(["train", "--synthetic", "base", "--alias", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--alias" in err and says in err, (bad, err)
+
+
+def test_check_alias_accepts_what_mlflow_accepts():
+    from sia.pipelines.inputs import check_alias
+
+    for ok in ("champion", "wk-15", "e0_2", "v", "v1a", "x" * 255, "latest2"):
+        assert check_alias(ok) == ok
 
 
 def test_threshold_option_takes_a_rule_or_a_probability():
