@@ -29,6 +29,12 @@ def main() -> None:
     ap.add_argument("--label", default="global-history")
     args = ap.parse_args()
     cfg = load_config(args.config)
+    # only the policy measured: the config's learned rows would need trained predictors
+    chosen = tuple(p for p in cfg.policies if p.label == args.label)
+    if not chosen:
+        ap.error(f"no policy labelled {args.label!r} in {args.config} "
+                 f"(labels: {', '.join(p.label for p in cfg.policies)})")
+    cfg = replace(cfg, policies=chosen)
     wl = ev.load_trace(cfg)
     jobs, experiments = ev.sweep_experiments(cfg, wl)
     spec = next(s for s in ev.experiment_specs(cfg, experiments[0], jobs, None)

@@ -138,18 +138,22 @@ class NegativeCache:
 
     def __init__(self, n_regions: int, n_shapes: int) -> None:
         self.low = np.full((n_regions, n_shapes), self.NONE, dtype=np.int64)
+        # the same numbers as Python ints for the per-job checks (numpy scalar reads cost
+        # several times a list's); record() keeps both
+        self._low = [[self.NONE] * n_shapes for _ in range(n_regions)]
         self.hits = 0
 
     def blocked(self, region: int, shape: int, gpus: int) -> bool:
         """True (and counted as a hit) if an equal or smaller request of this shape failed here."""
-        if gpus >= self.low[region, shape]:
+        if gpus >= self._low[region][shape]:
             self.hits += 1
             return True
         return False
 
     def record(self, region: int, shape: int, gpus: int) -> None:
         """Remember that ``gpus`` failed for this region and shape."""
-        if gpus < self.low[region, shape]:
+        if gpus < self._low[region][shape]:
+            self._low[region][shape] = gpus
             self.low[region, shape] = gpus
 
     def all_blocked(self, gpus: np.ndarray, shape: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -166,6 +170,7 @@ def scan_pass(
     *,
     use_cache: bool = True,
     chunk: int = 2048,
+    vector_min: int = 64,
 ) -> ScanResult:
     """Run one global pass over ``jobs`` (routing and committing each); returns a :class:`ScanResult`.
 
@@ -177,7 +182,9 @@ def scan_pass(
     With the cache, each ``chunk`` of jobs of the queue is first checked against it at
     once (numpy): a job whose every candidate region is blocked is skipped (counting
     one hit per region, as the per-job loop would), since blocks only grow
-    during a pass.
+    during a pass. A chunk of fewer than ``vector_min`` jobs skips that check (the
+    per-job loop answers the same, with the same hits; for a few jobs its numpy calls
+    cost more than they save).
     """
     usable = np.asarray(usable, dtype=bool)
     if usable.ndim != 2 or usable.shape[1] != len(regions):
@@ -208,7 +215,7 @@ def scan_pass(
     attempts = 0
     for lo in range(0, n, chunk):
         idx = order[lo:lo + chunk]
-        if use_cache:
+        if use_cache and idx.size >= vector_min:
             skip = cache.all_blocked(gpus[idx], shape_of[idx], cand_mask[cand_of[idx]])
             cache.hits += int(cand_mask[cand_of[idx[skip]]].sum())
             idx = idx[~skip]

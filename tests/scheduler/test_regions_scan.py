@@ -17,10 +17,11 @@ from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsE
 from sia.scheduler.regions.server_region import ServerRegion
 
 
-def run(jobs, regions, held, homes, use_cache=True, chunk=2048):
+def run(jobs, regions, held, homes, use_cache=True, chunk=2048, vector_min=1):
+    """One pass; ``vector_min=1``: every chunk takes the whole-chunk (numpy) cache check."""
     pools = {f"p{k}": k for k in range(len(homes))}
     return scan_pass(jobs, regions, np.array(held, dtype=bool), pools, np.array(homes),
-                     use_cache=use_cache, chunk=chunk)
+                     use_cache=use_cache, chunk=chunk, vector_min=vector_min)
 
 
 def test_server_region_is_a_region_scheduler():
@@ -74,9 +75,11 @@ def test_cache_hits_skip_equal_or_larger_requests_and_reset_per_pass():
             JobRequest("j3", "p0", 16, priority=2), JobRequest("j4", "p0", 2, priority=1),
             JobRequest("j5", "p0", 2, locality="server", priority=0)]
     # j1 fails (asked), j2 and j3 hit the cache, j4 is asked and fits, j5 has another shape: asked
-    for chunk in (1, 2, 2048):  # j2 and j3 are skipped in the loop or by the whole-chunk check
+    # j2 and j3 are skipped in the loop or by the whole-chunk check (not taken by a chunk of
+    # fewer than vector_min jobs)
+    for chunk, vector_min in ((1, 1), (2, 1), (2048, 1), (2048, 64)):
         a = ServerRegion("A", 1, gpus_per_server=4)
-        res = run(jobs, [a], [[True]], [0], chunk=chunk)
+        res = run(jobs, [a], [[True]], [0], chunk=chunk, vector_min=vector_min)
         assert (res.attempts, res.cache_hits, res.placed) == (3, 2, 2)
         assert res.hit_rate == pytest.approx(2 / 5)
         assert res.region.tolist() == [-1, -1, -1, 0, 0]
@@ -136,9 +139,10 @@ def test_cache_on_and_off_decide_alike_and_regions_never_overflow(case):
     # chunks of a few jobs make the whole-chunk cache check (numpy) skip jobs mid-pass
     shapes, held, homes, jobs, chunk = case
     outcomes = []
-    for use_cache in (False, True):
+    for use_cache, vector_min in ((False, 1), (True, 1), (True, 10**9)):
         regions = [ServerRegion(f"R{r}", s, g, frozenset({hw})) for r, (s, g, hw) in enumerate(shapes)]
-        res = run(jobs, regions, held, homes, use_cache=use_cache, chunk=chunk)
+        res = run(jobs, regions, held, homes, use_cache=use_cache, chunk=chunk,
+                  vector_min=vector_min)
         for reg in regions:
             assert all(0 <= f <= reg.gpus_per_server for f in reg.free)
             assert reg.free_gpus() == sum(reg.free) >= 0
@@ -149,6 +153,9 @@ def test_cache_on_and_off_decide_alike_and_regions_never_overflow(case):
                 used[r] += job.gpus
         assert used.tolist() == [reg.total_gpus - reg.free_gpus() for reg in regions]
         outcomes.append(res)
-    off, on = outcomes
+    off, on, per_job = outcomes
     assert on.region.tolist() == off.region.tolist()
     assert on.attempts + on.cache_hits == off.attempts and off.cache_hits == 0
+    # the per-job loop alone answers as the whole-chunk check does, hit for hit
+    assert (per_job.region.tolist(), per_job.attempts, per_job.cache_hits) == \
+        (on.region.tolist(), on.attempts, on.cache_hits)
