@@ -456,7 +456,7 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
             raise ValueError("WillJobsArrive.fit: y must hold 0/1 labels (label_arrival)")
         y = y.astype(np.int8)
         one_class = np.unique(y).size < 2
-        if one_class and self.select == "xgboost" or y.size == 0:
+        if one_class and self.select in LEARNED or y.size == 0:
             raise ValueError("WillJobsArrive.fit: the training rows hold only one class of "
                              f"label_arrival ({'all arrivals' if y.size and y[0] else 'no arrivals'}"
                              "); choose another split")
@@ -470,7 +470,7 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         start, end = self._tail_span(time)
         tail = time >= start
         rows: list[dict[str, Any]] = []
-        need_xgb = self.select in ("auto", "xgboost")
+        need_xgb = self.select in ("auto", *LEARNED)
         threshold = 0.5 if self.threshold in THRESHOLD_RULES else float(self.threshold)
         # a window whose training rows are all arrivals (or none) leaves the baselines only
         proba = (self._tail_proba(x, y, time, tail) if need_xgb and not one_class and tail.any()
