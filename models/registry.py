@@ -100,13 +100,15 @@ class Registration:
     name: str
     example: pd.DataFrame  # inputs for the signature
     tags: dict[str, str] = field(default_factory=dict)
+    description: str | None = None  # the model version's, shown in the MLflow UI
 
 
 def will_arrive_registration(model: Any, example: pd.DataFrame) -> Registration:
     """Return the :class:`Registration` of a fitted WillJobsArrive (tags: method, threshold)."""
     k_min = int(model.window_min)
     return Registration(model, f"will_jobs_arrive_{k_min}m", will_arrive_name(k_min), example,
-                        {"method": model.method_, "threshold": repr(float(model.threshold_))})
+                        {"method": model.method_, "threshold": repr(float(model.threshold_))},
+                        description=model.describe())
 
 
 def new_load_registration(model: Any) -> Registration:
@@ -185,7 +187,7 @@ def log_predictors(items: list[Registration], alias: str = DEFAULT_ALIAS,
         _ensure_registered_model(client, item.name)
         mv = client.create_model_version(
             item.name, f"{base}/{artifact_path}/{folder}", run_id=run.info.run_id,
-            tags={"kind": kind, **item.tags})
+            tags={"kind": kind, **item.tags}, description=item.description)
         client.set_registered_model_alias(item.name, alias, mv.version)
         versions[item.name] = str(mv.version)
     return versions

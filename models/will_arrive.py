@@ -628,6 +628,19 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         """Return what the scheduler uses: the 0/1 decision per row (:meth:`predict`)."""
         return self.predict(frame)
 
+    def describe(self) -> str:
+        """Return one sentence saying what the fitted predictor answers (the registry shows it)."""
+        self._check_fitted()
+        k = int(self.window_min)
+        model = f"P(a job arrives in the next {k} min) >= {float(self.threshold_):.3g} (XGBoost)"
+        persist = f"a job arrived in the last {k} min (persistence)"
+        says = {"xgboost": f"1 when {model}",
+                "either": f"1 when {persist} or {model}",
+                "persistence": f"1 when {persist}",
+                "always_yes": "always 1 (always-yes)"}[self.method_]
+        return (f"WillJobsArrive, {k} min: {says}; '{self.method_}' won the model selection on "
+                "the training tail.")
+
     def input_columns(self) -> list[str]:
         """Return the feature columns :meth:`predict` reads (after fit)."""
         self._check_fitted()

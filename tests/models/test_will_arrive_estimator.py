@@ -173,6 +173,18 @@ def test_either_says_yes_where_persistence_or_the_classifier_does():
     assert blind.input_columns() == [*_BLIND, "arrivals_x1"]
 
 
+def test_describe_says_what_each_method_answers():
+    tr = _rows(3000, 0)
+    said = {m: WillJobsArrive(window_min=60, n_estimators=10, select=m).fit(
+        tr, tr["label_arrival"]).describe() for m in ("xgboost", "either", "persistence",
+                                                      "always_yes")}
+    assert "P(a job arrives in the next 60 min) >= " in said["xgboost"]
+    assert "persistence" not in said["xgboost"].split(";")[0]
+    assert "(persistence) or P(" in said["either"]
+    assert "XGBoost" not in said["persistence"] and "last 60 min" in said["persistence"]
+    assert said["always_yes"].startswith("WillJobsArrive, 60 min: always 1")
+
+
 def test_select_by_hand():
     """The better learned candidate, unless a baseline beats it in every part of the tail."""
     from sia.models.will_arrive import _select
@@ -304,6 +316,8 @@ def test_registered_will_arrive_serves_what_the_forecaster_uses(tmp_path, select
     served = np.asarray(mlflow.pyfunc.load_model(
         f"models:/{registry.will_arrive_name(5)}@test").predict(va))
     np.testing.assert_array_equal(served, est.predict(va))  # the decision, threshold applied
+    mv = mlflow.MlflowClient().get_model_version(registry.will_arrive_name(5), version)
+    assert mv.description == est.describe() and mv.tags["method"] == est.method_
     loaded = registry.load_will_arrive(5, "test")
     assert loaded.registry_version_ == version and loaded.threshold_ == est.threshold_
     np.testing.assert_array_equal(loaded.predict(va), est.predict(va))
