@@ -24,8 +24,11 @@ from sia.scheduler.policies.siavc.vst import (
     ResourcePlan,
     clock_reference,
     fcfs_baseline_starts,
+    fcfs_clock,
+    fcfs_clock_against,
     fcfs_pool_starts,
     first_short,
+    resume_clock,
     resume_state,
     starts_with,
 )
@@ -1092,3 +1095,90 @@ def test_the_state_a_clock_resumes_from_equals_the_plain_reading(n, data):
     assert late == -1
     assert be.tolist() == ce[ce > t0].tolist() + ends[ends > t0].tolist()
     assert bg.tolist() == cg[ce > t0].tolist() + gpus[jobs[:i]][ends > t0].tolist()
+
+
+def _plain_resume(cj, cv, cr, i, ce, cg, pj, psub, k_future, until, sub, dur, gpus, deadline,
+                  cap, now, n_pend):
+    """The resumed clock built step by step as the policy did before resume_clock: the state
+    (resume_state), the order cut and joined, the clock against the cached one, the joins."""
+    late, be, bg = resume_state(cj, cv, i, ce, cg, dur, gpus, deadline)
+    if late >= 0:
+        return cj[: late + 1], cv[: late + 1], cr[: late + 1]
+    t0 = float(cv[i - 1]) if i else now
+    tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
+    stop = tail + int(psub[tail:].searchsorted(until, side="left")) + 1
+    order = np.concatenate((cj[i + 1:], pj[tail:stop]))
+    m = min(order.shape[0], cj.shape[0] - i - 1)
+    vst, rem, met = fcfs_clock_against(
+        order, sub, dur, gpus, cap, ref_prev=cv[i:i + m], ref_vst=cv[i + 1:i + 1 + m],
+        changed_until=float(cv[i] + dur[cj[i]]), now=t0, busy_end=be, busy_gpus=bg,
+        until=until, keep=n_pend - i - 1, deadline=deadline)
+    if met >= 0:
+        k = i + 1 + met
+        return (np.concatenate((cj[:i], order[:met], cj[k:])),
+                np.concatenate((cv[:i], vst, cv[k:])), np.concatenate((cr[:i], rem, cr[k:])))
+    return (np.concatenate((cj[:i], order[: vst.shape[0]])), np.concatenate((cv[:i], vst)),
+            np.concatenate((cr[:i], rem)))
+
+
+def _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, deadline):
+    """A one-pool trace's cached clock over its first ``n_c`` jobs (the first ``n_pend``
+    pending) run from ``now`` with charges (``ce``, ``cg``): (jobs, VSTs, free GPUs)."""
+    cj = np.arange(n_c, dtype=np.int64)
+    cv, cr = fcfs_clock(cj, sub, dur, gpus, cap, now=now, busy_end=ce, busy_gpus=cg,
+                        keep=n_pend, deadline=None)
+    return cj[: cv.shape[0]], cv, cr
+
+
+def test_a_clock_resumed_without_a_job_by_hand():
+    """Pool of 2 GPUs, jobs 0-3 (1, 2, 1, 1 GPUs; 10, 10, 5, 5 s; all at 0 s): cached VSTs 0,
+    10, 20, 20. Without job 1 (at 10 s), jobs 2 and 3 start at 0 s (2 from the state after
+    job 0's start at 0 s) and the rest is re-run: 2 at 0, 3 at 5."""
+    sub = np.zeros(4)
+    dur = np.array([10.0, 10.0, 5.0, 5.0])
+    gpus = np.array([1, 2, 1, 1], dtype=np.int64)
+    cj, cv, cr = _resume_case(sub, dur, gpus, 2, 4, 4, np.empty(0), np.empty(0, np.int64), 0.0,
+                              None)
+    assert cv.tolist() == [0.0, 10.0, 20.0, 20.0]
+    dl = np.full(4, 99.0)
+    j, v, r = resume_clock(cj, cv, cr, 1, np.empty(0), np.empty(0, np.int64), cj, sub, 4,
+                           np.inf, sub, dur, gpus, dl, 2, 0.0, 4)
+    assert j.tolist() == [0, 2, 3] and v.tolist() == [0.0, 0.0, 5.0] and r.tolist() == [1, 0, 0]
+    late = np.array([99.0, 99.0, 99.0, 1.0])  # job 3 late: the resume stops there
+    j, v, _ = resume_clock(cj, cv, cr, 1, np.empty(0), np.empty(0, np.int64), cj, sub, 4,
+                           np.inf, sub, dur, gpus, late, 2, 0.0, 4)
+    assert j.tolist() == [0, 2, 3] and v[-1] > late[3]
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(1, 14), data=st.data())
+def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
+    """resume_clock equals the steps it replaced (state, cut, join, clock against the cached
+    one, joins): jobs, VSTs and free GPUs, with charges, late jobs, a cut past ``until``,
+    future jobs past the cached clock, and runs that meet the cached clock."""
+    cap = data.draw(st.integers(1, 4))
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64) + data.draw(st.sampled_from([0.0, 0.5]))
+    gpus = np.array(data.draw(st.lists(st.integers(0, cap), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    n_c = data.draw(st.integers(1, n))
+    n_pend = data.draw(st.integers(0, n_c))
+    k = data.draw(st.integers(0, 2))
+    ce = np.array(data.draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)), dtype=float)
+    cg = np.array(data.draw(st.lists(st.integers(0, cap), min_size=k, max_size=k)),
+                  dtype=np.int64)
+    now = float(data.draw(st.integers(0, 3)))
+    cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    if not cj.size or not np.isfinite(cv).all():
+        return
+    i = data.draw(st.integers(0, cj.shape[0] - 1))
+    deadline = np.array(data.draw(ints), dtype=np.float64) + data.draw(
+        st.sampled_from([0.0, 5.0, 100.0]))
+    until = float(data.draw(st.sampled_from([np.inf, 2.0, 6.0, 12.0])))
+    pj = np.arange(n, dtype=np.int64)
+    k_future = data.draw(st.integers(n_pend, n))
+    args = (cj, cv, cr, i, ce, cg, pj, sub, k_future, until, sub, dur, gpus, deadline, cap, now,
+            n_pend)
+    for a, b in zip(resume_clock(*args), _plain_resume(*args), strict=True):
+        assert a.tolist() == b.tolist()

@@ -137,7 +137,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_baseline_starts,
     fcfs_clock_kernel,
     first_short,
-    resume_state,
+    resume_clock,
     starts_with,
 )
 
@@ -907,32 +907,12 @@ class SiaVCPolicy:
         clock runs).
         """
         cj, cv, cr = self._vc[p]
-        i = int(cj.searchsorted(j))
-        head_j, head_v = cj[:i], cv[:i]
         charges = self._charges[p]
-        late, busy_e, busy_g = resume_state(
-            cj, cv, i, np.array([e for e, _ in charges], dtype=np.float64),
-            np.array([g for _, g in charges], dtype=np.int64), self._dur_np, self._gpus_np,
-            self._deadline)
-        if late >= 0:  # a late job: the re-run fails there
-            return cj[: late + 1], cv[: late + 1], cr[: late + 1]
-        t0 = float(cv[i - 1]) if i else -math.inf
-        pj = self._pool_jobs_np[p]
-        # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
-        # ``k_future``), not those that arrived after its end and have started since
-        tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
-        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._resume_to)]))
-        m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
-        vst, rem, met = fcfs_clock_kernel(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
-            self._quota[p], t0 if i else now, busy_e, busy_g, math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
-            cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
-        if met >= 0:  # the rest is the cached clock's
-            k = i + 1 + met
-            return (np.concatenate((head_j, order[:met], cj[k:])),
-                    np.concatenate((head_v, vst, cv[k:])), np.concatenate((cr[:i], rem, cr[k:])))
-        return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
-                np.concatenate((cr[:i], rem)))
+        return resume_clock(
+            cj, cv, cr, int(cj.searchsorted(j)), np.array([e for e, _ in charges], dtype=np.float64),
+            np.array([g for _, g in charges], dtype=np.int64), self._pool_jobs_np[p],
+            self._pool_submit[p], k_future, self._resume_to, self._submit_np, self._dur_np,
+            self._gpus_np, self._deadline, self._quota[p], now, n_pend)
 
     @staticmethod
     def _shares(p: int, g: int, free_of: list[int], lenders: list[int], own_first: bool

@@ -28,11 +28,12 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _heap_push(ends, gpus, size, e, g):  # pragma: no cover - compiled
-    """Push (end ``e``, ``g`` GPUs) on the binary min-heap of ends kept in ``ends[:size]``
-    (GPUs alongside in ``gpus``); return the new size."""
+    """Push (end ``e``, ``g`` GPUs) on the 4-ary min-heap of ends kept in ``ends[:size]`` (the
+    children of slot ``i`` at ``4i + 1 .. 4i + 4``; GPUs alongside in ``gpus``); return the
+    new size."""
     i = size
     while i > 0:
-        parent = (i - 1) >> 1
+        parent = (i - 1) >> 2
         if ends[parent] <= e:
             break
         ends[i] = ends[parent]
@@ -45,22 +46,39 @@ def _heap_push(ends, gpus, size, e, g):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _heap_pop(ends, gpus, size):  # pragma: no cover - compiled
-    """Remove the root (the earliest end) of the heap ``ends[:size]``; return the new size."""
+    """Remove the root (the earliest end) of the 4-ary heap ``ends[:size]``; return the new
+    size. (A 4-ary heap: half the levels of a binary one, each read as one group of four
+    children; on Philly's clocks, ~25 ends held, about 13% less time per job run.)"""
     size -= 1
     e = ends[size]
     g = gpus[size]
     i = 0
     while True:
-        c = 2 * i + 1
+        c = 4 * i + 1
         if c >= size:
             break
-        if c + 1 < size and ends[c + 1] < ends[c]:
-            c += 1
-        if e <= ends[c]:
+        m = c
+        v = ends[c]
+        if c + 3 < size:  # four children (the usual case): no bounds to test
+            if ends[c + 1] < v:
+                m = c + 1
+                v = ends[c + 1]
+            if ends[c + 2] < v:
+                m = c + 2
+                v = ends[c + 2]
+            if ends[c + 3] < v:
+                m = c + 3
+                v = ends[c + 3]
+        else:
+            for x in range(c + 1, size):
+                if ends[x] < v:
+                    m = x
+                    v = ends[x]
+        if e <= v:
             break
-        ends[i] = ends[c]
-        gpus[i] = gpus[c]
-        i = c
+        ends[i] = v
+        gpus[i] = gpus[m]
+        i = m
     ends[i] = e
     gpus[i] = g
     return size
@@ -75,7 +93,7 @@ def _fcfs_kernel(order, submit, duration, gpus, deadline, use_deadline, capacity
     n_all = order.shape[0]
     out = np.empty(n_all, dtype=np.float64)
     rem = np.empty(n_all, dtype=np.int64)
-    # the GPUs held, by end: a binary min-heap on two arrays (numba's heapq on a list of
+    # the GPUs held, by end: a 4-ary min-heap on two arrays (numba's heapq on a list of
     # (end, GPUs) tuples took over twice as long per job)
     he = np.empty(busy_end.shape[0] + n_all, dtype=np.float64)
     hg = np.empty(busy_end.shape[0] + n_all, dtype=np.int64)
@@ -174,6 +192,62 @@ def resume_state(jobs, vsts, i, charge_end, charge_gpus, duration, gpus,
             bg[m] = gpus[jobs[k]]
             m += 1
     return -1, be[:m], bg[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def resume_clock(jobs, vsts, free, i, charge_end, charge_gpus, pool_jobs, pool_submit, k_future,
+                 until, submit, duration, gpus, deadline, capacity, now,
+                 n_pend):  # pragma: no cover - compiled
+    """A cached clock (``jobs``, ``vsts``, ``free``: GPUs left free after each start; its
+    ``n_pend`` pending jobs first) resumed without its entry at position ``i``: (jobs, VSTs,
+    free GPUs). The entries before ``i`` are kept; from ``i`` on the clock runs again (see
+    :func:`resume_state` for its starting state: the previous start as its time, else
+    ``now``) over the cached jobs after ``i``, then the pool's jobs (``pool_jobs``, arriving
+    at ``pool_submit``) not arrived yet (from ``k_future``) and not in the cached clock, up
+    to and including the first arriving at or after ``until``; checked against ``deadline``
+    (trace-wide; stopping at the first late job, also among the kept entries), stopping at
+    the first VST at or after ``until`` once past the pending jobs, or where it meets the
+    cached clock (same instant, nothing that differs still holding GPUs), whose rest it then
+    takes. All in one compiled call (the resume_state, cut, joins and kernel calls of the
+    policy's resume, each a call from Python before)."""
+    late, busy_e, busy_g = resume_state(jobs, vsts, i, charge_end, charge_gpus, duration, gpus,
+                                        deadline)
+    if late >= 0:  # a late job: the re-run fails there
+        return jobs[:late + 1], vsts[:late + 1], free[:late + 1]
+    m_c = jobs.shape[0]
+    t0 = vsts[i - 1] if i > 0 else now
+    # after the cached clock come the jobs not arrived yet (from ``k_future``), not those that
+    # arrived after its end and have started since
+    tail = max(k_future, np.searchsorted(pool_jobs, jobs[m_c - 1], side="right"))
+    stop = tail
+    if tail < pool_jobs.shape[0]:
+        stop = min(tail + np.searchsorted(pool_submit[tail:], until, side="left") + 1,
+                   pool_jobs.shape[0])
+    n1 = m_c - i - 1
+    order = np.empty(n1 + stop - tail, dtype=np.int64)
+    order[:n1] = jobs[i + 1:]
+    order[n1:] = pool_jobs[tail:stop]
+    m = min(order.shape[0], n1)  # jobs the cached clock also ran
+    vst, rem, met = _fcfs_kernel(
+        order, submit, duration, gpus, deadline, True, capacity, t0, busy_e, busy_g, np.inf,
+        False, -np.inf, until, n_pend - i - 1, vsts[i:i + m], vsts[i + 1:i + 1 + m],
+        vsts[i] + duration[jobs[i]])
+    n_run = vst.shape[0]
+    k = i + 1 + met if met >= 0 else m_c  # the cached clock's rest, from k (met) or none
+    n_out = i + n_run + (m_c - k)
+    oj = np.empty(n_out, dtype=np.int64)
+    ov = np.empty(n_out, dtype=np.float64)
+    orr = np.empty(n_out, dtype=np.int64)
+    oj[:i] = jobs[:i]
+    ov[:i] = vsts[:i]
+    orr[:i] = free[:i]
+    oj[i:i + n_run] = order[:n_run]
+    ov[i:i + n_run] = vst
+    orr[i:i + n_run] = rem
+    oj[i + n_run:] = jobs[k:]
+    ov[i + n_run:] = vsts[k:]
+    orr[i + n_run:] = free[k:]
+    return oj, ov, orr
 
 
 @numba.njit(cache=True, nogil=True)
