@@ -28,6 +28,7 @@ from sia.scheduler.policies.siavc.vst import (
     fcfs_clock_against,
     fcfs_pool_starts,
     first_short,
+    guard_clock,
     resume_clock,
     resume_state,
     starts_with,
@@ -269,26 +270,17 @@ class _CheckedReruns(SiaVCPolicy):
     cached clock takes its rest from it, which may be cut shorter), job for job, VST for
     VST and free GPUs for free GPUs, and on whether the last job is late."""
 
-    _plain = False
     reruns = 0
 
-    def _reference(self, *args, **kwargs):
-        return None if self._plain else super()._reference(*args, **kwargs)
-
-    def _sim(self, p, pending, k_future, now, **kw):
-        got = super()._sim(p, pending, k_future, now, **kw)
-        if kw.get("check"):
-            self._plain = True
-            try:
-                want = super()._sim(p, pending, k_future, now, **kw)
-            finally:
-                self._plain = False
-            n = min(got[0].shape[0], want[0].shape[0])
-            for a, b in zip(got, want, strict=True):
-                assert a[:n].tolist() == b[:n].tolist()
-            late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
-            assert late[0] == late[1]
-            type(self).reruns += 1
+    def _rerun(self, q, *args, reference=True):
+        got = super()._rerun(q, *args)
+        want = super()._rerun(q, *args, reference=False)
+        n = min(got[0].shape[0], want[0].shape[0])
+        for a, b in zip(got, want, strict=True):
+            assert a[:n].tolist() == b[:n].tolist()
+        late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
+        assert late[0] == late[1]
+        type(self).reruns += 1
         return got
 
 
@@ -301,49 +293,20 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     assert _CheckedReruns.reruns > 100
 
 
-class _CheckedReferences(SiaVCPolicy):
-    """SiaVCPolicy checking every guard's reference (a lender's: its clock, the previous starts
-    kept per version) against the plain construction from the cached clock."""
-
-    checked = 0
-
-    def _reference(self, p, order, without, changed_until):
-        got = super()._reference(p, order, without, changed_until)
-        if got is not None and without < 0:
-            cj, cv, cr = self._vc[p]
-            same, prev, rj, rv, rr = clock_reference(order, cj, cv, cr, -1)
-            assert same
-            np.testing.assert_array_equal(got[0][0], prev)
-            for a, b in zip((got[0][1], *got[1]), (rv, rj, rv, rr), strict=True):
-                assert a.tolist() == b.tolist()
-            type(self).checked += 1
-        return got
-
-
-def test_a_lenders_reference_is_its_clock_with_the_previous_starts_of_its_version():
-    """Busy tables: each lender's reference (previous starts kept while its clock's version
-    holds) is the one built from its clock as it is."""
-    _CheckedReferences.checked = 0
-    for seed in range(12):
-        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReferences())
-    assert _CheckedReferences.checked > 100
-
-
 class _CheckedShortReruns(SiaVCPolicy):
     """SiaVCPolicy handing each guard's re-run only ``check_ahead`` future jobs past its cached
     clock's at first, and checking every such re-run against one handed the pool's whole
     future: the same jobs, VSTs and free GPUs."""
 
-    def _sim(self, p, pending, k_future, now, **kw):
-        got = super()._sim(p, pending, k_future, now, **kw)
-        if kw.get("check"):
-            ahead, self.check_ahead = self.check_ahead, 10**9
-            try:
-                want = super()._sim(p, pending, k_future, now, **kw)
-            finally:
-                self.check_ahead = ahead
-            for a, b in zip(got, want, strict=True):
-                assert a.tolist() == b.tolist()
+    def _rerun(self, *args, **kw):
+        got = super()._rerun(*args, **kw)
+        ahead, self.check_ahead = self.check_ahead, 10**9
+        try:
+            want = super()._rerun(*args, **kw)
+        finally:
+            self.check_ahead = ahead
+        for a, b in zip(got, want, strict=True):
+            assert a.tolist() == b.tolist()
         return got
 
 
@@ -361,8 +324,8 @@ def test_a_guards_rerun_handed_few_future_jobs_runs_on_when_it_needs_more(ahead)
 
 
 class _CheckedPending(SiaVCPolicy):
-    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock are the
-    simulator's pending jobs (but the starting one)."""
+    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock (its first
+    ones) are the simulator's pending jobs, the starting one among them."""
 
     checked = 0
 
@@ -370,11 +333,11 @@ class _CheckedPending(SiaVCPolicy):
         self._pend_seen = pend
         return super()._try_charge(j, v, now, pend, *args)
 
-    def _pending_of(self, q, n_pend, without):
-        got = super()._pending_of(q, n_pend, without)
-        assert got.tolist() == [k for k in self._pend_seen[q] if k != without]
+    def _rerun(self, q, n_pend, without, *args, **kw):
+        assert self._vc[q][0][:n_pend].tolist() == list(self._pend_seen[q])
+        assert without < 0 or without in self._pend_seen[q]
         type(self).checked += 1
-        return got
+        return super()._rerun(q, n_pend, without, *args, **kw)
 
 
 def test_guards_read_each_pools_pending_jobs_off_its_cached_clock():
@@ -1182,3 +1145,109 @@ def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
             n_pend)
     for a, b in zip(resume_clock(*args), _plain_resume(*args), strict=True):
         assert a.tolist() == b.tolist()
+
+
+def _plain_guard(cj, cv, cr, n_pend, without, use_ref, pj, k_future, ahead, be, bg, sub, dur,
+                 gpus, deadline, cap, now, idle_after, changed_until):
+    """A guard's re-run built step by step as the policy did before guard_clock: the pending
+    jobs but ``without`` cut from the cached clock, the future handed, the reference (the
+    clock, or the clock without ``without``, each entry with the start before it in the
+    cached clock), the clock against it, run again on the whole future if it used all it was
+    handed, and the joins."""
+    if without >= 0:
+        w = int(cj[:n_pend].searchsorted(without))
+        pending = np.concatenate((cj[:w], cj[w + 1:n_pend]))
+    else:
+        pending = cj[:n_pend]
+    n_fut = pj.shape[0] - k_future
+    stop = k_future + max(cj.shape[0] - pending.shape[0] - (without >= 0), 0) + ahead
+    retries = 0
+    while True:
+        order = np.concatenate((pending, pj[k_future:stop]))
+        prev = np.r_[np.nan, cv[:-1]]
+        ref = None
+        if use_ref and without < 0:
+            if order[: cj.shape[0]].tolist() == cj.tolist():
+                ref = (prev, cv, changed_until, cj, cv, cr)
+        elif use_ref:
+            i = int(cj.searchsorted(without))
+            if i < cj.shape[0] and cj[i] == without:
+                rj = np.delete(cj, i)
+                if order[: rj.shape[0]].tolist() == rj.tolist():
+                    ref = (np.delete(prev, i), np.delete(cv, i),
+                           max(changed_until, float(cv[i] + dur[without])), rj, np.delete(cv, i),
+                           np.delete(cr, i))
+        vst, rem, met = fcfs_clock_against(
+            order, sub, dur, gpus, cap, ref_prev=None if ref is None else ref[0],
+            ref_vst=None if ref is None else ref[1],
+            changed_until=-math.inf if ref is None else ref[2], now=now, busy_end=be,
+            busy_gpus=bg, stop_when_idle=True, idle_after=idle_after, keep=pending.shape[0],
+            deadline=deadline)
+        if not (met < 0 and vst.shape[0] == order.shape[0] and stop is not None
+                and stop - k_future < n_fut):
+            break
+        retries += 1
+        stop = None
+    if met < 0:
+        return order[: vst.shape[0]], vst, rem, retries
+    return (np.concatenate((order[:met], ref[3][met:])), np.concatenate((vst, ref[4][met:])),
+            np.concatenate((rem, ref[5][met:])), retries)
+
+
+def test_a_guards_rerun_by_hand():
+    """Pool of 2 GPUs, jobs 0-3 (1 GPU each; 10, 10, 5, 5 s; all at 0 s), cached VSTs 0, 0,
+    10, 10, all pending. Job 3 starts now (0 s) on 1 GPU charged to the pool to 5 s: without
+    it, job 0 starts at 0, job 1 at 5 (after the charge), job 2 at 10 (no future job: no
+    retry). Job 1's deadline 4 s: the re-run stops there, late."""
+    sub = np.zeros(4)
+    dur = np.array([10.0, 10.0, 5.0, 5.0])
+    gpus = np.ones(4, dtype=np.int64)
+    cj, cv, cr = _resume_case(sub, dur, gpus, 2, 4, 4, np.empty(0), np.empty(0, np.int64), 0.0,
+                              None)
+    assert cv.tolist() == [0.0, 0.0, 10.0, 10.0]
+    dl = np.full(4, 99.0)
+    args = (cj, cv, cr, 4, 3, True, cj, 4, 256, np.array([5.0]), np.array([1]), sub, dur, gpus)
+    j, v, r, retries = guard_clock(*args, dl, 2, 0.0, np.inf, 5.0)
+    assert j.tolist() == [0, 1, 2] and v.tolist() == [0.0, 5.0, 10.0] and retries == 0
+    j, v, _, _ = guard_clock(*args, np.array([99.0, 4.0, 99.0, 99.0]), 2, 0.0, np.inf, 5.0)
+    assert j.tolist() == [0, 1] and v.tolist() == [0.0, 5.0]
+
+
+@settings(max_examples=500, deadline=None)
+@given(n=st.integers(1, 14), data=st.data())
+def test_a_guards_rerun_equals_the_plain_construction(n, data):
+    """guard_clock equals the steps it replaced (see _plain_guard): jobs, VSTs, free GPUs and
+    retries, for a lender's re-run and the own pool's (without the starting job), with and
+    without the reference, few or many future jobs handed, late jobs and idle stops."""
+    cap = data.draw(st.integers(1, 4))
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64) + data.draw(st.sampled_from([0.0, 0.5]))
+    gpus = np.array(data.draw(st.lists(st.integers(0, cap), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    n_c = data.draw(st.integers(1, n))
+    n_pend = data.draw(st.integers(0, n_c))
+    k = data.draw(st.integers(0, 2))
+    ce = np.array(data.draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)), dtype=float)
+    cg = np.array(data.draw(st.lists(st.integers(0, cap), min_size=k, max_size=k)),
+                  dtype=np.int64)
+    now = float(data.draw(st.integers(0, 3)))
+    cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    if cj.shape[0] < n_pend or not np.isfinite(cv).all():
+        return
+    without = -1
+    if n_pend and data.draw(st.booleans()):
+        without = int(cj[data.draw(st.integers(0, n_pend - 1))])
+    end = now + data.draw(st.integers(0, 8))  # the tentative charge
+    be = np.r_[ce, end][np.r_[ce, end] > now]
+    bg = np.r_[cg, data.draw(st.integers(0, cap))][np.r_[ce, end] > now]
+    deadline = np.array(data.draw(ints), dtype=np.float64) + data.draw(
+        st.sampled_from([0.0, 5.0, 100.0]))
+    idle_after = float(data.draw(st.sampled_from([-np.inf, 3.0, np.inf])))
+    args = (cj, cv, cr, n_pend, without, data.draw(st.booleans()), np.arange(n, dtype=np.int64),
+            n_pend, data.draw(st.sampled_from([0, 1, 3, 256])), be, bg.astype(np.int64), sub, dur,
+            gpus, deadline, cap, now, idle_after, float(end))
+    got, want = guard_clock(*args), _plain_guard(*args)
+    for a, b in zip(got[:3], want[:3], strict=True):
+        assert a.tolist() == b.tolist()
+    assert got[3] == want[3]

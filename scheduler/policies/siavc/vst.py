@@ -251,6 +251,93 @@ def resume_clock(jobs, vsts, free, i, charge_end, charge_gpus, pool_jobs, pool_s
 
 
 @numba.njit(cache=True, nogil=True)
+def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future, ahead, busy_end,
+                busy_gpus, submit, duration, gpus, deadline, capacity, now, idle_after,
+                changed_until):  # pragma: no cover - compiled
+    """A guard's re-run of one pool's clock from ``now``, against its cached clock (``jobs``,
+    ``vsts``, ``free``: GPUs left free after each start; its ``n_pend`` pending jobs first):
+    (jobs, VSTs, free GPUs, retries).
+
+    The run reads the pending jobs but ``without`` (if >= 0: the job that starts), then the
+    pool's future jobs (``pool_jobs`` from ``k_future``): at first only as many as the cached
+    clock holds plus ``ahead``, and once more on all of them if it used them all (counted in
+    ``retries``), so the result is exact. With ``busy_end`` / ``busy_gpus`` held (the
+    charges, the change among them), it stops at its first job past ``deadline``
+    (trace-wide), at the first idle point among jobs submitted at or after ``idle_after``,
+    or where it meets the cached clock as its reference (with ``use_ref``: a lender's is
+    the clock itself, the own pool's the clock without ``without``, whose end then counts
+    in ``changed_until``; see :func:`fcfs_clock_against`), whose rest it then takes. All in
+    one compiled call (the pending jobs, the reference, the order's joins and the result's
+    were numpy calls from Python per re-run before)."""
+    m_c = jobs.shape[0]
+    n_fut = pool_jobs.shape[0] - k_future
+    if without >= 0:  # the pending jobs but ``without``
+        w = np.searchsorted(jobs[:n_pend], without)
+        pending = np.empty(n_pend - 1, dtype=np.int64)
+        pending[:w] = jobs[:w]
+        pending[w:] = jobs[w + 1:n_pend]
+    else:
+        pending = jobs[:n_pend]
+    n_p = pending.shape[0]
+    # the future jobs handed at first: as many as the cached clock holds, plus ``ahead``
+    held = m_c - n_p - (1 if without >= 0 else 0)
+    handed = (held if held > 0 else 0) + ahead
+    whole = False
+    retries = 0
+    nothing = np.empty(0, dtype=np.float64)
+    while True:
+        stop = pool_jobs.shape[0] if whole else min(k_future + handed, pool_jobs.shape[0])
+        n_f = stop - k_future if stop > k_future else 0
+        order = np.empty(n_p + n_f, dtype=np.int64)
+        order[:n_p] = pending
+        order[n_p:] = pool_jobs[k_future:k_future + n_f]
+        # the reference: the cached clock (a lender's) or the clock without ``without``
+        has_ref = False
+        rp, rv, cu = nothing, nothing, -np.inf
+        rj, rr = jobs, free
+        if use_ref:
+            if without < 0:
+                if starts_with(order, jobs):
+                    has_ref = True
+                    rp = np.empty(m_c, dtype=np.float64)
+                    if m_c > 0:
+                        rp[0] = np.nan
+                        rp[1:] = vsts[:m_c - 1]
+                    rv, cu = vsts, changed_until
+            else:
+                i = np.searchsorted(jobs, without)
+                if i < m_c and jobs[i] == without:
+                    cu = max(changed_until, vsts[i] + duration[without])
+                    same, prev, cj2, cv2, cr2 = clock_reference(order, jobs, vsts, free, i)
+                    if same:
+                        has_ref = True
+                        rp, rv, rj, rr = prev, cv2, cj2, cr2
+            if not has_ref:
+                rp, rv, cu = nothing, nothing, -np.inf
+        vst, rem, met = _fcfs_kernel(order, submit, duration, gpus, deadline, True, capacity,
+                                     now, busy_end, busy_gpus, np.inf, True, idle_after, np.inf,
+                                     n_p, rp, rv, cu)
+        if not (met < 0 and vst.shape[0] == order.shape[0] and not whole
+                and handed < n_fut):
+            break
+        retries += 1  # it may have run out of jobs: run on them all
+        whole = True
+    if met < 0:
+        return order[:vst.shape[0]], vst, rem, retries
+    n_out = rv.shape[0]  # the run up to ``met``, then the reference's rest
+    oj = np.empty(n_out, dtype=np.int64)
+    ov = np.empty(n_out, dtype=np.float64)
+    orr = np.empty(n_out, dtype=np.int64)
+    oj[:met] = order[:met]
+    ov[:met] = vst
+    orr[:met] = rem
+    oj[met:] = rj[met:]
+    ov[met:] = rv[met:]
+    orr[met:] = rr[met:]
+    return oj, ov, orr, retries
+
+
+@numba.njit(cache=True, nogil=True)
 def first_short(jobs, vsts, free, s, duration, gpus, deadline):  # pragma: no cover - compiled
     """For a cached clock (``jobs``, ``vsts``, ``free``: GPUs left free after each start) and a
     loan of ``s`` GPUs: (the first position ``k`` whose start left fewer than ``s`` free, -1
