@@ -771,9 +771,25 @@ class ReferenceOnCells(ReferenceSiaVC):
 class CheckedRunning(SiaVCPolicy):
     """Checks at every decision that the running jobs the policy keeps from its own starts
     (ends, GPUs) are the simulator's running jobs, ends taken as start + duration, but those
-    over by now (which a pass counts nowhere)."""
+    over by now (which a pass counts nowhere); and, before and after it, that each pool's
+    charges as arrays (kept until they change) are its charges' list."""
+
+    def _check_charge_arrays(self) -> None:
+        for p, charges in enumerate(self._charges):
+            ends, gpus = self._charge_arrays(p)
+            assert list(zip(ends.tolist(), gpus.tolist(), strict=True)) == charges
+
+    def refused(self, jobs) -> None:
+        super().refused(jobs)
+        self._check_charge_arrays()
 
     def decide(self, view):
+        self._check_charge_arrays()
+        out = self._decide_checked(view)
+        self._check_charge_arrays()
+        return out
+
+    def _decide_checked(self, view):
         run = view.running()
         now = view.now
         want = sorted(zip((run.start + self._trace.duration[run.job]).tolist(),
@@ -1147,13 +1163,18 @@ def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
         assert a.tolist() == b.tolist()
 
 
-def _plain_guard(cj, cv, cr, n_pend, without, use_ref, pj, k_future, ahead, be, bg, sub, dur,
-                 gpus, deadline, cap, now, idle_after, changed_until):
+def _plain_guard(cj, cv, cr, n_pend, without, use_ref, pj, k_future, ahead, ce, cg, extra_end,
+                 extra_gpus, sub, dur, gpus, deadline, cap, now, idle_after, changed_until):
     """A guard's re-run built step by step as the policy did before guard_clock: the pending
     jobs but ``without`` cut from the cached clock, the future handed, the reference (the
     clock, or the clock without ``without``, each entry with the start before it in the
     cached clock), the clock against it, run again on the whole future if it used all it was
-    handed, and the joins."""
+    handed, and the joins; the charges held (those ending after ``now``, then the extra one
+    if it does) listed as the policy did."""
+    held = [(e, g) for e, g in zip(ce.tolist(), cg.tolist(), strict=True) if e > now]
+    held += [(extra_end, extra_gpus)] if extra_end > now else []
+    be = np.array([e for e, _ in held], dtype=np.float64)
+    bg = np.array([g for _, g in held], dtype=np.int64)
     if without >= 0:
         w = int(cj[:n_pend].searchsorted(without))
         pending = np.concatenate((cj[:w], cj[w + 1:n_pend]))
@@ -1206,7 +1227,8 @@ def test_a_guards_rerun_by_hand():
                               None)
     assert cv.tolist() == [0.0, 0.0, 10.0, 10.0]
     dl = np.full(4, 99.0)
-    args = (cj, cv, cr, 4, 3, True, cj, 4, 256, np.array([5.0]), np.array([1]), sub, dur, gpus)
+    args = (cj, cv, cr, 4, 3, True, cj, 4, 256, np.array([5.0]), np.array([1]), -np.inf, 0,
+            sub, dur, gpus)
     j, v, r, retries = guard_clock(*args, dl, 2, 0.0, np.inf, 5.0)
     assert j.tolist() == [0, 1, 2] and v.tolist() == [0.0, 5.0, 10.0] and retries == 0
     j, v, _, _ = guard_clock(*args, np.array([99.0, 4.0, 99.0, 99.0]), 2, 0.0, np.inf, 5.0)
@@ -1238,15 +1260,16 @@ def test_a_guards_rerun_equals_the_plain_construction(n, data):
     without = -1
     if n_pend and data.draw(st.booleans()):
         without = int(cj[data.draw(st.integers(0, n_pend - 1))])
-    end = now + data.draw(st.integers(0, 8))  # the tentative charge
-    be = np.r_[ce, end][np.r_[ce, end] > now]
-    bg = np.r_[cg, data.draw(st.integers(0, cap))][np.r_[ce, end] > now]
+    end = now + data.draw(st.integers(0, 8))  # the tentative charge (none: -inf)
+    extra = (float(end), data.draw(st.integers(1, cap))) if data.draw(st.booleans()) else (
+        -np.inf, 0)
+    ce, cg = np.r_[ce, now - 1.0], np.r_[cg, 1]  # (a charge over by now: not held)
     deadline = np.array(data.draw(ints), dtype=np.float64) + data.draw(
         st.sampled_from([0.0, 5.0, 100.0]))
     idle_after = float(data.draw(st.sampled_from([-np.inf, 3.0, np.inf])))
     args = (cj, cv, cr, n_pend, without, data.draw(st.booleans()), np.arange(n, dtype=np.int64),
-            n_pend, data.draw(st.sampled_from([0, 1, 3, 256])), be, bg.astype(np.int64), sub, dur,
-            gpus, deadline, cap, now, idle_after, float(end))
+            n_pend, data.draw(st.sampled_from([0, 1, 3, 256])), ce, cg.astype(np.int64), *extra,
+            sub, dur, gpus, deadline, cap, now, idle_after, float(end))
     got, want = guard_clock(*args), _plain_guard(*args)
     for a, b in zip(got[:3], want[:3], strict=True):
         assert a.tolist() == b.tolist()

@@ -257,6 +257,8 @@ class SiaVCPolicy:
         self._n_starts = 0
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
+        #: per pool: its charges as arrays (ends s, GPUs), built when read, None when changed
+        self._charge_np: list[tuple[np.ndarray, np.ndarray] | None] = [None] * P
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
         self._held = [0] * P
         #: per pool: no charge of it ends before this instant (s; a lower bound, exact after a cut)
@@ -308,16 +310,28 @@ class SiaVCPolicy:
 
     def _busy(self, p: int, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Pool ``p``'s charges still held after ``now``: (ends s, GPUs) as arrays."""
-        busy = [c for c in self._charges[p] if c[0] > now]
-        return (np.array([e for e, _ in busy], dtype=np.float64),
-                np.array([g for _, g in busy], dtype=np.int64))
+        ends, gpus = self._charge_arrays(p)
+        held = ends > now
+        return ends[held], gpus[held]
+
+    def _charge_arrays(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pool ``p``'s charges as arrays (ends s, GPUs), in their list's order, kept until
+        they change (every change of ``self._charges[p]`` clears them): the clock runs read
+        them hundreds of thousands of times, the charges change at starts only."""
+        arr = self._charge_np[p]
+        if arr is None:
+            charges = self._charges[p]
+            arr = self._charge_np[p] = (np.array([e for e, _ in charges], dtype=np.float64),
+                                        np.array([g for _, g in charges], dtype=np.int64))
+        return arr
 
     def _rerun(self, q: int, n_pend: int, without: int, k_future: int, now: float,
-               horizon: float, changed_until: float, reference: bool = True
+               horizon: float, changed_until: float, extra: int, reference: bool = True
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A guard's re-run of pool ``q``'s clock from ``now`` (its ``n_pend`` pending jobs but
-        ``without`` if >= 0, then its future from position ``k_future``; its charges, with
-        the tentative ones, differing from the cached clock's only until ``changed_until``):
+        ``without`` if >= 0, then its future from position ``k_future``; its charges and
+        ``extra`` GPUs tentatively charged to it until ``changed_until`` (none if 0), so
+        differing from the cached clock's only until then):
         (jobs, VSTs, free GPUs). It stops after the first job whose VST passes its FCFS
         start F (+1 us), at the first idle point among jobs submitted at or after
         ``horizon``, or where it meets the cached clock, whose rest it then takes (not
@@ -331,12 +345,12 @@ class SiaVCPolicy:
         ``check_retries``), so that the pool's whole future (tens of thousands of jobs
         early in Philly) is not copied for every guard."""
         cj, cv, cr = self._vc[q]
-        busy_e, busy_g = self._busy(q, now)
+        charge_e, charge_g = self._charge_arrays(q)
         jobs, vs, rem, retries = guard_clock(
             cj, cv, cr, n_pend, without, reference and q not in self._stale,
-            self._pool_jobs_np[q], k_future, self.check_ahead, busy_e, busy_g, self._submit_np,
-            self._dur_np, self._gpus_np, self._deadline, self._quota[q], now, horizon,
-            changed_until)
+            self._pool_jobs_np[q], k_future, self.check_ahead, charge_e, charge_g,
+            changed_until if extra > 0 else -math.inf, extra, self._submit_np, self._dur_np,
+            self._gpus_np, self._deadline, self._quota[q], now, horizon, changed_until)
         self.stats["check_retries"] += retries
         return jobs, vs, rem
 
@@ -400,6 +414,7 @@ class SiaVCPolicy:
             for q in range(P):
                 if cmin[q] <= now:
                     kept = self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+                    self._charge_np[q] = None
                     self._held[q] = sum(g for _, g in kept)
                     cmin[q] = min(kept)[0] if kept else math.inf
             self._expiry = min(cmin)
@@ -514,6 +529,7 @@ class SiaVCPolicy:
                 continue
             for q, end, s in charged:
                 self._charges[q].remove((end, s))
+                self._charge_np[q] = None
                 if end > now:
                     self._held[q] -= s
                 touched.add(q)
@@ -732,6 +748,7 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
+            self._charge_np[p] = None
             self._charged[j] = [(p, end, g)]
             self._expiry = min(self._expiry, end)
             self._cmin[p] = min(self._cmin[p], end)
@@ -766,14 +783,9 @@ class SiaVCPolicy:
             if any(end > self._lender_threshold(q, s) for q, s in shares.items() if q != p):
                 self.stats["checks_failed"] += 1
                 continue
-            # Tentatively charge and re-run the affected virtual clocks.
+            # Re-run the affected virtual clocks with the charges added tentatively (handed to
+            # the re-runs; the pools' charges take them only if every re-run passes)
             self._reruns += 1
-            for q, s in shares.items():
-                self._charges[q].append((end, s))
-                self._expiry = min(self._expiry, end)
-                self._cmin[q] = min(self._cmin[q], end)
-                if end > now:
-                    self._held[q] += s
             new = {}
             ok = True
             # lenders first: their clocks are short, while the own pool's re-run walks its
@@ -785,7 +797,7 @@ class SiaVCPolicy:
                     jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
                 else:
                     jobs, vs, rem = self._rerun(q, len(pend[q]), j if q == p else -1, k_future,
-                                                now, horizon, end)
+                                                now, horizon, end, shares.get(q, 0))
                 if vs.size and (vs[-1] > self._deadline[jobs[-1]] or (
                         self._late and (vs > self._deadline[jobs]).any())):
                     # (a re-run stops at its first late job; one that met the cached clock
@@ -796,16 +808,19 @@ class SiaVCPolicy:
                 full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
                 new[q] = (*self._trim(jobs, vs, rem, n_q), full)
             if ok:
+                for q, s in shares.items():
+                    self._charges[q].append((end, s))
+                    self._charge_np[q] = None
+                    self._expiry = min(self._expiry, end)
+                    self._cmin[q] = min(self._cmin[q], end)
+                    if end > now:
+                        self._held[q] += s
                 for q, (jobs, vs, rem, trimmed, full) in new.items():
                     self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
                     self._vc_full[q] = full and not trimmed
                 self._charged[j] = [(q, end, s) for q, s in shares.items()]
                 return True
-            for q, s in shares.items():
-                self._charges[q].remove((end, s))
-                if end > now:
-                    self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
 
@@ -853,10 +868,8 @@ class SiaVCPolicy:
         clock runs).
         """
         cj, cv, cr = self._vc[p]
-        charges = self._charges[p]
         return resume_clock(
-            cj, cv, cr, int(cj.searchsorted(j)), np.array([e for e, _ in charges], dtype=np.float64),
-            np.array([g for _, g in charges], dtype=np.int64), self._pool_jobs_np[p],
+            cj, cv, cr, int(cj.searchsorted(j)), *self._charge_arrays(p), self._pool_jobs_np[p],
             self._pool_submit[p], k_future, self._resume_to, self._submit_np, self._dur_np,
             self._gpus_np, self._deadline, self._quota[p], now, n_pend)
 

@@ -247,9 +247,9 @@ def resume_clock(jobs, vsts, free, i, charge_end, charge_gpus, pool_jobs, pool_s
 
 
 @numba.njit(cache=True, nogil=True)
-def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future, ahead, busy_end,
-                busy_gpus, submit, duration, gpus, deadline, capacity, now, idle_after,
-                changed_until):  # pragma: no cover - compiled
+def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future, ahead,
+                charge_end, charge_gpus, extra_end, extra_gpus, submit, duration, gpus,
+                deadline, capacity, now, idle_after, changed_until):  # pragma: no cover
     """A guard's re-run of one pool's clock from ``now``, against its cached clock (``jobs``,
     ``vsts``, ``free``: GPUs left free after each start; its ``n_pend`` pending jobs first):
     (jobs, VSTs, free GPUs, retries).
@@ -257,8 +257,9 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
     The run reads the pending jobs but ``without`` (if >= 0: the job that starts), then the
     pool's future jobs (``pool_jobs`` from ``k_future``): at first only as many as the cached
     clock holds plus ``ahead``, and once more on all of them if it used them all (counted in
-    ``retries``), so the result is exact. With ``busy_end`` / ``busy_gpus`` held (the
-    charges, the change among them), it stops at its first job past ``deadline``
+    ``retries``), so the result is exact. With the charges (``charge_end`` / ``charge_gpus``)
+    that end after ``now`` held, and ``extra_gpus`` until ``extra_end`` if that is after
+    ``now`` (the tentative charge), it stops at its first job past ``deadline``
     (trace-wide), at the first idle point among jobs submitted at or after ``idle_after``,
     or where it meets the cached clock as its reference (with ``use_ref``: a lender's is
     the clock itself, the own pool's the clock without ``without``, whose end then counts
@@ -267,6 +268,21 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
     were numpy calls from Python per re-run before)."""
     m_c = jobs.shape[0]
     n_fut = pool_jobs.shape[0] - k_future
+    n_b = 1 if extra_end > now else 0
+    for c in range(charge_end.shape[0]):
+        if charge_end[c] > now:
+            n_b += 1
+    busy_end = np.empty(n_b, dtype=np.float64)
+    busy_gpus = np.empty(n_b, dtype=np.int64)
+    b = 0
+    for c in range(charge_end.shape[0]):
+        if charge_end[c] > now:
+            busy_end[b] = charge_end[c]
+            busy_gpus[b] = charge_gpus[c]
+            b += 1
+    if extra_end > now:
+        busy_end[b] = extra_end
+        busy_gpus[b] = extra_gpus
     if without >= 0:  # the pending jobs but ``without``
         w = np.searchsorted(jobs[:n_pend], without)
         pending = np.empty(n_pend - 1, dtype=np.int64)
