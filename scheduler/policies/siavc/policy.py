@@ -122,6 +122,7 @@ from sia.scheduler.core.view import SimView, Start, TraceArrays
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     PassScratch,
+    WalkTables,
     changed_span,
     cut_merged,
     drop_job,
@@ -248,6 +249,7 @@ class SiaVCPolicy:
         #: every pool's clock laid end to end for the pass, keyed by the pools' versions
         self._cat: tuple | None = None
         self._scratch = PassScratch()
+        self._walk_tables = WalkTables()  # (the walks' tables, kept across passes)
         self._by_width = _PendingByWidth(self._gpus, self._dur)
         #: the running jobs started by this policy, in end order: (ends s, GPUs, jobs), see _running
         self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -712,7 +714,7 @@ class SiaVCPolicy:
         # candidates' MaxReservation verdicts are worked out as the walk reaches them, and
         # the tail's candidates found when it gets past the others
         walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now,
-                             self._widest)
+                             self._widest, self._walk_tables)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
