@@ -63,8 +63,9 @@ candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
-run in Python, and a lender's re-run is skipped when its cached clock already shows
-it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
+are decided in Python (each re-run, and each resumed clock, one compiled call: see
+``_rerun`` and ``_resume_without``), and a lender's re-run is skipped when its cached
+clock already shows it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
 it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
 the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through),
