@@ -307,9 +307,10 @@ builtin:philly --clean --policy sia-vc --no-mlflow` (imports, trace, the FCFS ba
 the replay), 3 alternating pairs against session 13's code (e4bb9fa, a regular install
 beside this editable one): wall median 63.98 s against 81.65 s, ratio 0.79, identical
 jobs.parquet. At the 60 s goal, not under it.
-2026-11-27 (session 15), issue 18 item 3. The machine was shared all session (another
-engineer's processes on the other core, load average 1.5-4), so the before/after figures
-below come from runs in one command, both orders. Counted first (whole trace, main's code):
+2026-11-27 (session 15), issue 18 item 3. The machine was shared most of the session
+(another engineer's processes on one or both cores, load average 1.5-8) and quiet at its
+end, when the figures below were taken (before/after in one command, both orders). Counted
+first (whole trace, main's code):
 sampled (py-spy, 250 Hz) the compiled merge update was 16.4% of the process, the clock runs
 21.1% (resumed clocks 11.4, guard re-runs and refreshes 10.0, each with its Python around
 it), the verdicts 7.0%, the candidate search 3.9%, the walk 2.6%, and the rest Python spread
@@ -342,25 +343,26 @@ select: 0.330 vs 0.335, no gain; the jobs' data interleaved in one (n, 4) array:
 0.332, no gain; a 16-ary heap: 51 vs 39 ns a job for the 8-ary one, slower. Not built: a
 merge without its GPUs, durations and pools (read from the trace by job): _replace 134 ->
 112 us on 1.5k captured updates (-16%), ~1.5 s of the trace, but the merge's layout is
-read by the pass, drop_job, the wake-up and ~30 tests. This script, final code
-(--prefixes 82182 --before main, load 2.2-3.4; then --order after-first right after, load
-2.4-3.0):
+read by the pass, drop_job, the wake-up and ~30 tests. This script, final code, on the
+quiet machine (nothing else running, load ~1: this process; --prefixes 82182 --before main,
+then --order after-first right after):
 
        jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
-      82182 before    61.61    61.18    154340  18821194  37508603   34362      0       yes
-      82182 after     56.26    55.85    154340  18821194  37508603   34362      0       yes
+      82182 before    60.98    60.98    154340  18821194  37508603   34362      0       yes
+      82182 after     54.19    54.19    154340  18821194  37508603   34362      0       yes
 (--order after-first)
-      82182 after     54.84    54.48    154340  18821194  37508603   34362      0       yes
-      82182 before    62.59    62.10    154340  18821194  37508603   34362      0       yes
+      82182 after     53.45    53.46    154340  18821194  37508603   34362      0       yes
+      82182 before    60.86    60.85    154340  18821194  37508603   34362      0       yes
 
-CPU ratios 0.913 and 0.877, 0 slowed, same plan (an --order after-first run before the last
-two commits, load 3-4: 54.83 vs 67.62, 0.811). The whole command `sia replay builtin:philly
---clean --policy sia-vc --no-mlflow` (imports, trace, the FCFS baseline and the replay),
-main's venv and this one alternated (main, this; this, main; main, this), wall s: main
-65.90 / 66.30 / 65.82, this 59.87 / 57.69 / 58.89 (user CPU 64.45 / 65.00 / 64.84 vs 57.87 /
-56.81 / 56.72); pairs 0.908 / 0.870 / 0.895, ratio of medians 0.894; jobs.parquet
-byte-identical. With main's 60.49 s of the quiet machine, these ratios (0.87-0.91) give
-about 53-55 s for the replay; under 60 s, not clearly under 55 on this loaded machine.
+CPU ratios 0.889 and 0.879, 0 slowed, same plan: 53.5-54.2 s, under the 60 s goal by ~10%.
+Earlier, with the other engineer's processes running (load 2.2-3.4), the same two runs gave
+55.85 vs 61.18 (0.913) and 54.48 vs 62.10 (0.877); before the last two commits, load 3-4,
+54.83 vs 67.62 (0.811). The whole command `sia replay builtin:philly --clean --policy sia-vc
+--no-mlflow` (imports, trace, the FCFS baseline and the replay), main's venv and this one
+alternated (main, this; this, main; main, this) on the quiet machine, wall s: main 65.24 /
+64.74 / 63.83, this 57.51 / 57.77 / 57.89 (user CPU 64.19 / 63.80 / 63.18 vs 56.48 / 56.62 /
+57.05); pairs 0.882 / 0.892 / 0.907, ratio of medians 0.892; jobs.parquet byte-identical
+(under load, earlier: medians 65.90 vs 58.89, 0.894).
 Where the time goes now (sampled, whole trace, before the last two commits): the merge
 update ~17.6%, resumed clocks ~10.6%, guard re-runs ~9.2% (about a third of it outside the
 kernel: the order, the reference and the joins, ~9 us a call), the verdicts ~7.8%, the
