@@ -307,6 +307,70 @@ builtin:philly --clean --policy sia-vc --no-mlflow` (imports, trace, the FCFS ba
 the replay), 3 alternating pairs against session 13's code (e4bb9fa, a regular install
 beside this editable one): wall median 63.98 s against 81.65 s, ratio 0.79, identical
 jobs.parquet. At the 60 s goal, not under it.
+2026-11-27 (session 15), issue 18 item 3. The machine was shared most of the session
+(another engineer's processes on one or both cores, load average 1.5-8) and quiet at its
+end, when the figures below were taken (before/after in one command, both orders). Counted
+first (whole trace, main's code):
+sampled (py-spy, 250 Hz) the compiled merge update was 16.4% of the process, the clock runs
+21.1% (resumed clocks 11.4, guard re-runs and refreshes 10.0, each with its Python around
+it), the verdicts 7.0%, the candidate search 3.9%, the walk 2.6%, and the rest Python spread
+thin (no line above ~0.8%). Per-call timers: 276k clock runs ran 286M jobs (1.04k a run) in
+13.3 s, ~46 ns a job; 61k resumes took 9.3 s (the kernel ~7.1) and 209k other runs 10.7 s
+(the kernel ~6.0, so ~22 us of Python around each guard re-run); 60k merge updates at 176 us
+(8.3k old entries, 2.8k new: the new span's merge and end sort 50 us, _replace 125 us, of
+which its VST-order sweep 82 and its end-order sweep 53). The clock's heap held 24 ends on
+average (90% at most 41; pools of 1-128 GPUs), ~1.0 pop per job at a depth of ~5; a
+synthetic backlog cost 53 ns a job at 32 GPUs, 31 at 8, 64 at 128: the heap's levels, not
+the jobs' data (one gather pass over the captured orders: 2.6 ns a job warm). No guard
+re-run repeats within a decision with the same versions (0 of 51.8k on 20,000 jobs), so no
+memo of failed re-runs. Changes, all schedule-preserving, each compiled piece tested against
+a plain construction (hypothesis and hand cases) and each test seen failing once with the
+piece broken on purpose: (1) a resumed clock in one compiled call (resume_clock: the state,
+the order's cut and joins, the run, the result's joins; ~9 us of Python a resume before);
+(2) a guard's re-run in one compiled call (guard_clock: the pending jobs off the cached
+clock, the future handed and the retry, the reference, the run and the joins; ~12 numpy
+calls before), _sim keeping the refreshes only; (3) the clock's heap 8-ary instead of
+binary (a third of the levels), and the meeting test reading the reference only once
+nothing that differs holds GPUs: on 6.9k captured clock runs (every 40th of the whole
+trace) 0.338 -> 0.264 s (4-ary alone 0.289); (4) each pool's charges kept as arrays until
+they change, and a guard's tentative charge handed to its re-runs instead of added to the
+pools' charges and taken back when the guard fails; (5) the walk's tables kept across
+passes (WalkTables), only the verdicts the last walk set cleared. Tried, not kept (measured
+on the captured clock runs, alternated in one process, same results): a sorted run of ends
+instead of a heap (pop from the front, insert by a backward scan): 54 vs 46 ns a job,
+slower; Floyd's bottom-up pop with inf sentinels: 0.339 vs 0.334 s, and a branch-free child
+select: 0.330 vs 0.335, no gain; the jobs' data interleaved in one (n, 4) array: 0.332 vs
+0.332, no gain; a 16-ary heap: 51 vs 39 ns a job for the 8-ary one, slower. Not built: a
+merge without its GPUs, durations and pools (read from the trace by job): _replace 134 ->
+112 us on 1.5k captured updates (-16%), ~1.5 s of the trace, but the merge's layout is
+read by the pass, drop_job, the wake-up and ~30 tests. This script, final code, on the
+quiet machine (nothing else running, load ~1: this process; --prefixes 82182 --before main,
+then --order after-first right after):
+
+       jobs code     wall s    cpu s decisions    guards    failed opport. slowed same plan
+      82182 before    60.98    60.98    154340  18821194  37508603   34362      0       yes
+      82182 after     54.19    54.19    154340  18821194  37508603   34362      0       yes
+(--order after-first)
+      82182 after     53.45    53.46    154340  18821194  37508603   34362      0       yes
+      82182 before    60.86    60.85    154340  18821194  37508603   34362      0       yes
+
+CPU ratios 0.889 and 0.879, 0 slowed, same plan: 53.5-54.2 s, under the 60 s goal by ~10%.
+Earlier, with the other engineer's processes running (load 2.2-3.4), the same two runs gave
+55.85 vs 61.18 (0.913) and 54.48 vs 62.10 (0.877); before the last two commits, load 3-4,
+54.83 vs 67.62 (0.811). The whole command `sia replay builtin:philly --clean --policy sia-vc
+--no-mlflow` (imports, trace, the FCFS baseline and the replay), main's venv and this one
+alternated (main, this; this, main; main, this) on the quiet machine, wall s: main 65.24 /
+64.74 / 63.83, this 57.51 / 57.77 / 57.89 (user CPU 64.19 / 63.80 / 63.18 vs 56.48 / 56.62 /
+57.05); pairs 0.882 / 0.892 / 0.907, ratio of medians 0.892; jobs.parquet byte-identical
+(under load, earlier: medians 65.90 vs 58.89, 0.894).
+Where the time goes now (sampled, whole trace, before the last two commits): the merge
+update ~17.6%, resumed clocks ~10.6%, guard re-runs ~9.2% (about a third of it outside the
+kernel: the order, the reference and the joins, ~9 us a call), the verdicts ~7.8%, the
+candidate search ~4.4%, the walk ~3.1%, refreshes ~2.1%, and ~40% Python spread thin (each
+pass ~21 us of fixed overhead in lazy_pass, PassVerdicts and the walk on a tiny merge,
+about half of it the dispatch and boxing of ~6 compiled calls). Next step: the merge's
+layout (point above), and fewer compiled calls per pass (the search and the first
+verdicts in one).
 """
 
 from __future__ import annotations

@@ -24,8 +24,12 @@ from sia.scheduler.policies.siavc.vst import (
     ResourcePlan,
     clock_reference,
     fcfs_baseline_starts,
+    fcfs_clock,
+    fcfs_clock_against,
     fcfs_pool_starts,
     first_short,
+    guard_clock,
+    resume_clock,
     resume_state,
     starts_with,
 )
@@ -266,26 +270,17 @@ class _CheckedReruns(SiaVCPolicy):
     cached clock takes its rest from it, which may be cut shorter), job for job, VST for
     VST and free GPUs for free GPUs, and on whether the last job is late."""
 
-    _plain = False
     reruns = 0
 
-    def _reference(self, *args, **kwargs):
-        return None if self._plain else super()._reference(*args, **kwargs)
-
-    def _sim(self, p, pending, k_future, now, **kw):
-        got = super()._sim(p, pending, k_future, now, **kw)
-        if kw.get("check"):
-            self._plain = True
-            try:
-                want = super()._sim(p, pending, k_future, now, **kw)
-            finally:
-                self._plain = False
-            n = min(got[0].shape[0], want[0].shape[0])
-            for a, b in zip(got, want, strict=True):
-                assert a[:n].tolist() == b[:n].tolist()
-            late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
-            assert late[0] == late[1]
-            type(self).reruns += 1
+    def _rerun(self, q, *args, reference=True):
+        got = super()._rerun(q, *args)
+        want = super()._rerun(q, *args, reference=False)
+        n = min(got[0].shape[0], want[0].shape[0])
+        for a, b in zip(got, want, strict=True):
+            assert a[:n].tolist() == b[:n].tolist()
+        late = [x[1].size > 0 and x[1][-1] > self._deadline[x[0][-1]] for x in (got, want)]
+        assert late[0] == late[1]
+        type(self).reruns += 1
         return got
 
 
@@ -298,49 +293,20 @@ def test_a_guards_rerun_against_the_cached_clock_equals_a_plain_rerun():
     assert _CheckedReruns.reruns > 100
 
 
-class _CheckedReferences(SiaVCPolicy):
-    """SiaVCPolicy checking every guard's reference (a lender's: its clock, the previous starts
-    kept per version) against the plain construction from the cached clock."""
-
-    checked = 0
-
-    def _reference(self, p, order, without, changed_until):
-        got = super()._reference(p, order, without, changed_until)
-        if got is not None and without < 0:
-            cj, cv, cr = self._vc[p]
-            same, prev, rj, rv, rr = clock_reference(order, cj, cv, cr, -1)
-            assert same
-            np.testing.assert_array_equal(got[0][0], prev)
-            for a, b in zip((got[0][1], *got[1]), (rv, rj, rv, rr), strict=True):
-                assert a.tolist() == b.tolist()
-            type(self).checked += 1
-        return got
-
-
-def test_a_lenders_reference_is_its_clock_with_the_previous_starts_of_its_version():
-    """Busy tables: each lender's reference (previous starts kept while its clock's version
-    holds) is the one built from its clock as it is."""
-    _CheckedReferences.checked = 0
-    for seed in range(12):
-        _assert_equals_reference(*_busy_table(seed, 60, 3), _CheckedReferences())
-    assert _CheckedReferences.checked > 100
-
-
 class _CheckedShortReruns(SiaVCPolicy):
     """SiaVCPolicy handing each guard's re-run only ``check_ahead`` future jobs past its cached
     clock's at first, and checking every such re-run against one handed the pool's whole
     future: the same jobs, VSTs and free GPUs."""
 
-    def _sim(self, p, pending, k_future, now, **kw):
-        got = super()._sim(p, pending, k_future, now, **kw)
-        if kw.get("check"):
-            ahead, self.check_ahead = self.check_ahead, 10**9
-            try:
-                want = super()._sim(p, pending, k_future, now, **kw)
-            finally:
-                self.check_ahead = ahead
-            for a, b in zip(got, want, strict=True):
-                assert a.tolist() == b.tolist()
+    def _rerun(self, *args, **kw):
+        got = super()._rerun(*args, **kw)
+        ahead, self.check_ahead = self.check_ahead, 10**9
+        try:
+            want = super()._rerun(*args, **kw)
+        finally:
+            self.check_ahead = ahead
+        for a, b in zip(got, want, strict=True):
+            assert a.tolist() == b.tolist()
         return got
 
 
@@ -358,8 +324,8 @@ def test_a_guards_rerun_handed_few_future_jobs_runs_on_when_it_needs_more(ahead)
 
 
 class _CheckedPending(SiaVCPolicy):
-    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock are the
-    simulator's pending jobs (but the starting one)."""
+    """SiaVCPolicy checking that the pending jobs a guard reads off a cached clock (its first
+    ones) are the simulator's pending jobs, the starting one among them."""
 
     checked = 0
 
@@ -367,11 +333,11 @@ class _CheckedPending(SiaVCPolicy):
         self._pend_seen = pend
         return super()._try_charge(j, v, now, pend, *args)
 
-    def _pending_of(self, q, n_pend, without):
-        got = super()._pending_of(q, n_pend, without)
-        assert got.tolist() == [k for k in self._pend_seen[q] if k != without]
+    def _rerun(self, q, n_pend, without, *args, **kw):
+        assert self._vc[q][0][:n_pend].tolist() == list(self._pend_seen[q])
+        assert without < 0 or without in self._pend_seen[q]
         type(self).checked += 1
-        return got
+        return super()._rerun(q, n_pend, without, *args, **kw)
 
 
 def test_guards_read_each_pools_pending_jobs_off_its_cached_clock():
@@ -805,9 +771,25 @@ class ReferenceOnCells(ReferenceSiaVC):
 class CheckedRunning(SiaVCPolicy):
     """Checks at every decision that the running jobs the policy keeps from its own starts
     (ends, GPUs) are the simulator's running jobs, ends taken as start + duration, but those
-    over by now (which a pass counts nowhere)."""
+    over by now (which a pass counts nowhere); and, before and after it, that each pool's
+    charges as arrays (kept until they change) are its charges' list."""
+
+    def _check_charge_arrays(self) -> None:
+        for p, charges in enumerate(self._charges):
+            ends, gpus = self._charge_arrays(p)
+            assert list(zip(ends.tolist(), gpus.tolist(), strict=True)) == charges
+
+    def refused(self, jobs) -> None:
+        super().refused(jobs)
+        self._check_charge_arrays()
 
     def decide(self, view):
+        self._check_charge_arrays()
+        out = self._decide_checked(view)
+        self._check_charge_arrays()
+        return out
+
+    def _decide_checked(self, view):
         run = view.running()
         now = view.now
         want = sorted(zip((run.start + self._trace.duration[run.job]).tolist(),
@@ -1092,3 +1074,203 @@ def test_the_state_a_clock_resumes_from_equals_the_plain_reading(n, data):
     assert late == -1
     assert be.tolist() == ce[ce > t0].tolist() + ends[ends > t0].tolist()
     assert bg.tolist() == cg[ce > t0].tolist() + gpus[jobs[:i]][ends > t0].tolist()
+
+
+def _plain_resume(cj, cv, cr, i, ce, cg, pj, psub, k_future, until, sub, dur, gpus, deadline,
+                  cap, now, n_pend):
+    """The resumed clock built step by step as the policy did before resume_clock: the state
+    (resume_state), the order cut and joined, the clock against the cached one, the joins."""
+    late, be, bg = resume_state(cj, cv, i, ce, cg, dur, gpus, deadline)
+    if late >= 0:
+        return cj[: late + 1], cv[: late + 1], cr[: late + 1]
+    t0 = float(cv[i - 1]) if i else now
+    tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
+    stop = tail + int(psub[tail:].searchsorted(until, side="left")) + 1
+    order = np.concatenate((cj[i + 1:], pj[tail:stop]))
+    m = min(order.shape[0], cj.shape[0] - i - 1)
+    vst, rem, met = fcfs_clock_against(
+        order, sub, dur, gpus, cap, ref_prev=cv[i:i + m], ref_vst=cv[i + 1:i + 1 + m],
+        changed_until=float(cv[i] + dur[cj[i]]), now=t0, busy_end=be, busy_gpus=bg,
+        until=until, keep=n_pend - i - 1, deadline=deadline)
+    if met >= 0:
+        k = i + 1 + met
+        return (np.concatenate((cj[:i], order[:met], cj[k:])),
+                np.concatenate((cv[:i], vst, cv[k:])), np.concatenate((cr[:i], rem, cr[k:])))
+    return (np.concatenate((cj[:i], order[: vst.shape[0]])), np.concatenate((cv[:i], vst)),
+            np.concatenate((cr[:i], rem)))
+
+
+def _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, deadline):
+    """A one-pool trace's cached clock over its first ``n_c`` jobs (the first ``n_pend``
+    pending) run from ``now`` with charges (``ce``, ``cg``): (jobs, VSTs, free GPUs)."""
+    cj = np.arange(n_c, dtype=np.int64)
+    cv, cr = fcfs_clock(cj, sub, dur, gpus, cap, now=now, busy_end=ce, busy_gpus=cg,
+                        keep=n_pend, deadline=None)
+    return cj[: cv.shape[0]], cv, cr
+
+
+def test_a_clock_resumed_without_a_job_by_hand():
+    """Pool of 2 GPUs, jobs 0-3 (1, 2, 1, 1 GPUs; 10, 10, 5, 5 s; all at 0 s): cached VSTs 0,
+    10, 20, 20. Without job 1 (at 10 s), jobs 2 and 3 start at 0 s (2 from the state after
+    job 0's start at 0 s) and the rest is re-run: 2 at 0, 3 at 5."""
+    sub = np.zeros(4)
+    dur = np.array([10.0, 10.0, 5.0, 5.0])
+    gpus = np.array([1, 2, 1, 1], dtype=np.int64)
+    cj, cv, cr = _resume_case(sub, dur, gpus, 2, 4, 4, np.empty(0), np.empty(0, np.int64), 0.0,
+                              None)
+    assert cv.tolist() == [0.0, 10.0, 20.0, 20.0]
+    dl = np.full(4, 99.0)
+    j, v, r = resume_clock(cj, cv, cr, 1, np.empty(0), np.empty(0, np.int64), cj, sub, 4,
+                           np.inf, sub, dur, gpus, dl, 2, 0.0, 4)
+    assert j.tolist() == [0, 2, 3] and v.tolist() == [0.0, 0.0, 5.0] and r.tolist() == [1, 0, 0]
+    late = np.array([99.0, 99.0, 99.0, 1.0])  # job 3 late: the resume stops there
+    j, v, _ = resume_clock(cj, cv, cr, 1, np.empty(0), np.empty(0, np.int64), cj, sub, 4,
+                           np.inf, sub, dur, gpus, late, 2, 0.0, 4)
+    assert j.tolist() == [0, 2, 3] and v[-1] > late[3]
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(1, 14), data=st.data())
+def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
+    """resume_clock equals the steps it replaced (state, cut, join, clock against the cached
+    one, joins): jobs, VSTs and free GPUs, with charges, late jobs, a cut past ``until``,
+    future jobs past the cached clock, and runs that meet the cached clock."""
+    cap = data.draw(st.integers(1, 4))
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64) + data.draw(st.sampled_from([0.0, 0.5]))
+    gpus = np.array(data.draw(st.lists(st.integers(0, cap), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    n_c = data.draw(st.integers(1, n))
+    n_pend = data.draw(st.integers(0, n_c))
+    k = data.draw(st.integers(0, 2))
+    ce = np.array(data.draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)), dtype=float)
+    cg = np.array(data.draw(st.lists(st.integers(0, cap), min_size=k, max_size=k)),
+                  dtype=np.int64)
+    now = float(data.draw(st.integers(0, 3)))
+    cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    if not cj.size or not np.isfinite(cv).all():
+        return
+    i = data.draw(st.integers(0, cj.shape[0] - 1))
+    deadline = np.array(data.draw(ints), dtype=np.float64) + data.draw(
+        st.sampled_from([0.0, 5.0, 100.0]))
+    until = float(data.draw(st.sampled_from([np.inf, 2.0, 6.0, 12.0])))
+    pj = np.arange(n, dtype=np.int64)
+    k_future = data.draw(st.integers(n_pend, n))
+    args = (cj, cv, cr, i, ce, cg, pj, sub, k_future, until, sub, dur, gpus, deadline, cap, now,
+            n_pend)
+    for a, b in zip(resume_clock(*args), _plain_resume(*args), strict=True):
+        assert a.tolist() == b.tolist()
+
+
+def _plain_guard(cj, cv, cr, n_pend, without, use_ref, pj, k_future, ahead, ce, cg, extra_end,
+                 extra_gpus, sub, dur, gpus, deadline, cap, now, idle_after, changed_until):
+    """A guard's re-run built step by step as the policy did before guard_clock: the pending
+    jobs but ``without`` cut from the cached clock, the future handed, the reference (the
+    clock, or the clock without ``without``, each entry with the start before it in the
+    cached clock), the clock against it, run again on the whole future if it used all it was
+    handed, and the joins; the charges held (those ending after ``now``, then the extra one
+    if it does) listed as the policy did."""
+    held = [(e, g) for e, g in zip(ce.tolist(), cg.tolist(), strict=True) if e > now]
+    held += [(extra_end, extra_gpus)] if extra_end > now else []
+    be = np.array([e for e, _ in held], dtype=np.float64)
+    bg = np.array([g for _, g in held], dtype=np.int64)
+    if without >= 0:
+        w = int(cj[:n_pend].searchsorted(without))
+        pending = np.concatenate((cj[:w], cj[w + 1:n_pend]))
+    else:
+        pending = cj[:n_pend]
+    n_fut = pj.shape[0] - k_future
+    stop = k_future + max(cj.shape[0] - pending.shape[0] - (without >= 0), 0) + ahead
+    retries = 0
+    while True:
+        order = np.concatenate((pending, pj[k_future:stop]))
+        prev = np.r_[np.nan, cv[:-1]]
+        ref = None
+        if use_ref and without < 0:
+            if order[: cj.shape[0]].tolist() == cj.tolist():
+                ref = (prev, cv, changed_until, cj, cv, cr)
+        elif use_ref:
+            i = int(cj.searchsorted(without))
+            if i < cj.shape[0] and cj[i] == without:
+                rj = np.delete(cj, i)
+                if order[: rj.shape[0]].tolist() == rj.tolist():
+                    ref = (np.delete(prev, i), np.delete(cv, i),
+                           max(changed_until, float(cv[i] + dur[without])), rj, np.delete(cv, i),
+                           np.delete(cr, i))
+        vst, rem, met = fcfs_clock_against(
+            order, sub, dur, gpus, cap, ref_prev=None if ref is None else ref[0],
+            ref_vst=None if ref is None else ref[1],
+            changed_until=-math.inf if ref is None else ref[2], now=now, busy_end=be,
+            busy_gpus=bg, stop_when_idle=True, idle_after=idle_after, keep=pending.shape[0],
+            deadline=deadline)
+        if not (met < 0 and vst.shape[0] == order.shape[0] and stop is not None
+                and stop - k_future < n_fut):
+            break
+        retries += 1
+        stop = None
+    if met < 0:
+        return order[: vst.shape[0]], vst, rem, retries
+    return (np.concatenate((order[:met], ref[3][met:])), np.concatenate((vst, ref[4][met:])),
+            np.concatenate((rem, ref[5][met:])), retries)
+
+
+def test_a_guards_rerun_by_hand():
+    """Pool of 2 GPUs, jobs 0-3 (1 GPU each; 10, 10, 5, 5 s; all at 0 s), cached VSTs 0, 0,
+    10, 10, all pending. Job 3 starts now (0 s) on 1 GPU charged to the pool to 5 s: without
+    it, job 0 starts at 0, job 1 at 5 (after the charge), job 2 at 10 (no future job: no
+    retry). Job 1's deadline 4 s: the re-run stops there, late."""
+    sub = np.zeros(4)
+    dur = np.array([10.0, 10.0, 5.0, 5.0])
+    gpus = np.ones(4, dtype=np.int64)
+    cj, cv, cr = _resume_case(sub, dur, gpus, 2, 4, 4, np.empty(0), np.empty(0, np.int64), 0.0,
+                              None)
+    assert cv.tolist() == [0.0, 0.0, 10.0, 10.0]
+    dl = np.full(4, 99.0)
+    args = (cj, cv, cr, 4, 3, True, cj, 4, 256, np.array([5.0]), np.array([1]), -np.inf, 0,
+            sub, dur, gpus)
+    j, v, r, retries = guard_clock(*args, dl, 2, 0.0, np.inf, 5.0)
+    assert j.tolist() == [0, 1, 2] and v.tolist() == [0.0, 5.0, 10.0] and retries == 0
+    j, v, _, _ = guard_clock(*args, np.array([99.0, 4.0, 99.0, 99.0]), 2, 0.0, np.inf, 5.0)
+    assert j.tolist() == [0, 1] and v.tolist() == [0.0, 5.0]
+
+
+@settings(max_examples=500, deadline=None)
+@given(n=st.integers(1, 14), data=st.data())
+def test_a_guards_rerun_equals_the_plain_construction(n, data):
+    """guard_clock equals the steps it replaced (see _plain_guard): jobs, VSTs, free GPUs and
+    retries, for a lender's re-run and the own pool's (without the starting job), with and
+    without the reference, few or many future jobs handed, late jobs and idle stops."""
+    cap = data.draw(st.integers(1, 4))
+    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
+    sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
+    dur = np.array(data.draw(ints), dtype=np.float64) + data.draw(st.sampled_from([0.0, 0.5]))
+    gpus = np.array(data.draw(st.lists(st.integers(0, cap), min_size=n, max_size=n)),
+                    dtype=np.int64)
+    n_c = data.draw(st.integers(1, n))
+    n_pend = data.draw(st.integers(0, n_c))
+    k = data.draw(st.integers(0, 2))
+    ce = np.array(data.draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)), dtype=float)
+    cg = np.array(data.draw(st.lists(st.integers(0, cap), min_size=k, max_size=k)),
+                  dtype=np.int64)
+    now = float(data.draw(st.integers(0, 3)))
+    cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    if cj.shape[0] < n_pend or not np.isfinite(cv).all():
+        return
+    without = -1
+    if n_pend and data.draw(st.booleans()):
+        without = int(cj[data.draw(st.integers(0, n_pend - 1))])
+    end = now + data.draw(st.integers(0, 8))  # the tentative charge (none: -inf)
+    extra = (float(end), data.draw(st.integers(1, cap))) if data.draw(st.booleans()) else (
+        -np.inf, 0)
+    ce, cg = np.r_[ce, now - 1.0], np.r_[cg, 1]  # (a charge over by now: not held)
+    deadline = np.array(data.draw(ints), dtype=np.float64) + data.draw(
+        st.sampled_from([0.0, 5.0, 100.0]))
+    idle_after = float(data.draw(st.sampled_from([-np.inf, 3.0, np.inf])))
+    args = (cj, cv, cr, n_pend, without, data.draw(st.booleans()), np.arange(n, dtype=np.int64),
+            n_pend, data.draw(st.sampled_from([0, 1, 3, 256])), ce, cg.astype(np.int64), *extra,
+            sub, dur, gpus, deadline, cap, now, idle_after, float(end))
+    got, want = guard_clock(*args), _plain_guard(*args)
+    for a, b in zip(got[:3], want[:3], strict=True):
+        assert a.tolist() == b.tolist()
+    assert got[3] == want[3]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sia.scheduler.policies.siavc import vc_pass
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
+    WalkTables,
     argsort_floats,
     bulk_pass,
     changed_span,
@@ -619,6 +620,27 @@ def test_a_walk_over_verdicts_worked_out_on_demand_equals_one_over_all_of_them(s
             runs.append(walk_all(walk, np.random.default_rng(seed), pools, full.gpus))
     assert runs[0] == runs[1] == runs[2]
     assert lazy.fails[: lazy.known].tolist() == full.fails[: lazy.known].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10**6), n_pools=st.integers(1, 4), sizes=st.lists(
+    st.integers(0, 40), min_size=1, max_size=5))
+def test_walks_taking_one_set_of_tables_in_turn_equal_walks_with_new_ones(seed, n_pools, sizes):
+    """Walks over several passes in a row (verdicts on demand, set per pool and width) taking
+    the tables one WalkTables keeps, each cleared only where the walk before set verdicts:
+    each stops at the same candidates with the same counts as a walk with tables of its
+    own."""
+    tables = WalkTables()
+    for k, n in enumerate(sizes):
+        _, merged, kw, _ = random_pass(seed + k, n, n_pools, True)
+        runs = []
+        for shared in (tables, None):
+            found = lazy_pass(merged, **kw)
+            pools = np.arange(found.jobs.shape[0]) % n_pools
+            walk = CandidateWalk(found.durations, found.gpus, pools, found, n_pools, kw["now"],
+                                 24, shared)
+            runs.append(walk_all(walk, np.random.default_rng(seed + k), pools, found.gpus))
+        assert runs[0] == runs[1]
 
 
 def test_the_pending_tail_is_merged_only_when_the_walk_gets_past_the_other_candidates():

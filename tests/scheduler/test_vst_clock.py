@@ -212,3 +212,27 @@ def test_the_clock_heap_pops_ends_in_order_like_heapq(ops):
         popped[ends[0]] = popped.get(ends[0], 0) + int(gpus[0])
         size = _heap_pop(ends, gpus, size)
     assert popped == popped_ref
+
+
+@settings(max_examples=300, deadline=None)
+@given(ends=st.lists(st.integers(0, 1000), min_size=1, max_size=300),
+       pops=st.lists(st.integers(0, 3), max_size=300))
+def test_the_clock_heap_holding_many_ends_pops_them_in_order(ends, pops):
+    """Up to 300 ends pushed, with a few pops in between (so that nodes with all their
+    children and the last, partial one both occur at every level): each pop takes the
+    smallest end held, as heapq's, and the rest come out sorted."""
+    buf = np.empty(len(ends) + 1)
+    gpus = np.empty(len(ends) + 1, dtype=np.int64)
+    size = 0
+    ref: list[float] = []
+    for k, e in enumerate(ends):
+        size = _heap_push(buf, gpus, size, float(e), 1)
+        heapq.heappush(ref, float(e))
+        for _ in range(min(pops[k] if k < len(pops) else 0, size - 1)):
+            assert buf[0] == heapq.heappop(ref)
+            size = _heap_pop(buf, gpus, size)
+    out = []
+    while size:
+        out.append(buf[0])
+        size = _heap_pop(buf, gpus, size)
+    assert out == sorted(ref)

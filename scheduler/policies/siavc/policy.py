@@ -63,15 +63,16 @@ candidate's MaxReservation) and the walk over its
 candidates (skipping jobs dominated by an already-failed one, and guards that fail
 without a re-run, which a per-(pool, width) end threshold decides: see ``_verdict``)
 are compiled too (:mod:`sia.scheduler.policies.siavc.vc_pass`); only guards that re-run a clock
-run in Python, and a lender's re-run is skipped when its cached clock already shows
-it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
+are decided in Python (each re-run, and each resumed clock, one compiled call: see
+``_rerun`` and ``_resume_without``), and a lender's re-run is skipped when its cached
+clock already shows it must fail (see ``_lender_threshold``). A pass whose first candidate sure to start
 (on time, on its own quota) is reached by the walk returns only the candidates up to
 it (see ``bulk_pass``), and the candidates' MaxReservation verdicts are worked out only as
 the walk reaches them (see ``lazy_pass``: it usually stops a third of the way through),
 and a pass over the same merge as the last one, with no start in between, takes over the
 plan levels that one worked out (``lazy_pass``'s ``plan_key``: about half the passes);
 a guard's re-run is handed only a few future jobs past its
-cached clock's, and run again on them all if it needs more (see ``_check_future``); a
+cached clock's, and run again on them all if it needs more (see ``_rerun``); a
 resumed clock runs a fifth of D past the horizon, not D (see ``_resume_without``);
 the running jobs come from the policy's own starts (see ``_running``). Whole Philly
 trace (82k jobs): see ``benchmarks/bench_siavc.py``.
@@ -122,6 +123,7 @@ from sia.scheduler.core.view import SimView, Start, TraceArrays
 from sia.scheduler.policies.siavc.vc_pass import (
     CandidateWalk,
     PassScratch,
+    WalkTables,
     changed_span,
     cut_merged,
     drop_job,
@@ -133,18 +135,17 @@ from sia.scheduler.policies.siavc.vc_pass import (
 )
 from sia.scheduler.policies.siavc.vst import (
     NO_ARRAY,
-    clock_reference,
     fcfs_baseline_starts,
     fcfs_clock_kernel,
     first_short,
-    resume_state,
-    starts_with,
+    guard_clock,
+    resume_clock,
 )
 
 _EPS = 1e-6  # seconds
 #: the merged clocks hold the entries up to at least this far (s) past the horizon
 _MERGE_AHEAD = 6 * 3600.0
-#: future jobs a guard's re-run is handed beyond those of its cached clock (see _check_future)
+#: future jobs a guard's re-run is handed beyond those of its cached clock (see _rerun)
 _CHECK_AHEAD = 256
 #: a clock resumed without a job runs this fraction of D past the horizon (_resume_without)
 _RESUME_AHEAD = 0.2
@@ -207,7 +208,7 @@ class SiaVCPolicy:
     perfect_information = True
     uses_ticks = False
     needs = PolicyNeeds(locality=True)  # on cells, the simulator places its starts
-    #: future jobs a guard's re-run is first handed beyond its cached clock's (_check_future)
+    #: future jobs a guard's re-run is first handed beyond its cached clock's (see _rerun)
     check_ahead = _CHECK_AHEAD
 
     def __init__(self, merge_ahead: float = _MERGE_AHEAD,
@@ -249,6 +250,7 @@ class SiaVCPolicy:
         #: every pool's clock laid end to end for the pass, keyed by the pools' versions
         self._cat: tuple | None = None
         self._scratch = PassScratch()
+        self._walk_tables = WalkTables()  # (the walks' tables, kept across passes)
         self._by_width = _PendingByWidth(self._gpus, self._dur)
         #: the running jobs started by this policy, in end order: (ends s, GPUs, jobs), see _running
         self._run = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -258,6 +260,8 @@ class SiaVCPolicy:
         self._n_starts = 0
         #: per pool: charges (end time, GPUs) against its quota
         self._charges: list[list[tuple[float, int]]] = [[] for _ in range(P)]
+        #: per pool: its charges as arrays (ends s, GPUs), built when read, None when changed
+        self._charge_np: list[tuple[np.ndarray, np.ndarray] | None] = [None] * P
         #: per pool: GPUs its charges hold now (ending after the current decision's instant)
         self._held = [0] * P
         #: per pool: no charge of it ends before this instant (s; a lower bound, exact after a cut)
@@ -276,8 +280,6 @@ class SiaVCPolicy:
         self._vmemo: dict[tuple, tuple[float, int, int]] = {}
         self._vmemo_ver: tuple | None = None
         self._vc_full = [False] * P
-        #: per pool: (version, VSTs, each one's previous start) of its clock (see _reference)
-        self._prev_memo: list[tuple | None] = [None] * P
         #: pools whose cache must be re-run at the next decision (a job started a hair early)
         self._stale: set[int] = set()
         self._reruns = 0  # guard re-runs (keys the pass's memo of guards failed without one)
@@ -294,62 +296,66 @@ class SiaVCPolicy:
 
     # ------------------------------------------------------------------ helpers
     def _sim(self, p: int, pending: list[int] | np.ndarray, k_future: int, now: float, *,
-             until: float, check: bool = False, idle_after: float = math.inf, without: int = -1,
-             changed_until: float = -math.inf
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Run pool ``p``'s virtual clock from ``now``; return (jobs, VSTs, GPUs left free
-        right after each start) of the prefix run, as numpy arrays.
+             until: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run pool ``p``'s virtual clock from ``now`` (a refresh); return (jobs, VSTs, GPUs
+        left free right after each start) of the prefix run, as numpy arrays: every pending
+        job, then future jobs up to and including the first whose VST is at or after
+        ``until``."""
+        stop = self._future_upto(p, k_future, until) if until < math.inf else None
+        busy_e, busy_g = self._busy(p, now)
+        order = np.concatenate((np.asarray(pending, dtype=np.int64),
+                                self._pool_jobs_np[p][k_future:stop]))
+        vst, rem, _ = fcfs_clock_kernel(
+            order, self._submit_np, self._dur_np, self._gpus_np, NO_ARRAY, False,
+            self._quota[p], now, busy_e, busy_g, math.inf, False, -math.inf, until,
+            len(pending), NO_ARRAY, NO_ARRAY, -math.inf)
+        return order[: vst.shape[0]], vst, rem
 
-        ``check=False``: every pending job, then future jobs up to and including
-        the first whose VST is at or after ``until``. ``check=True`` (a guard's
-        re-run, ``pending`` lacking job ``without`` if it is >= 0, the charges
-        differing from the cached clock's only until ``changed_until``): on until
-        the first idle point among jobs submitted at or after ``idle_after``,
-        stopping early after the first job whose VST passes its FCFS start F
-        (+1 us), or where the run meets the cached clock (see
-        :func:`sia.scheduler.policies.siavc.vst.fcfs_clock_against`), whose rest it then takes.
-        """
-        stop = None
-        n_fut = len(self._pool_jobs[p]) - k_future
-        if not check and until < math.inf:  # see _future_upto
-            stop = self._future_upto(p, k_future, until)
-        elif check and self._vc[p] is not None:  # see _check_order
-            stop = k_future + self._check_future(p, len(pending), without)
-        pending = np.asarray(pending, dtype=np.int64)
-        busy = [c for c in self._charges[p] if c[0] > now]
-        busy_e = np.array([e for e, _ in busy], dtype=np.float64)
-        busy_g = np.array([g for _, g in busy], dtype=np.int64)
-        while True:
-            order = np.concatenate((pending, self._pool_jobs_np[p][k_future:stop]))
-            ref = self._reference(p, order, without, changed_until) if check else None
-            rp, rv, cu = (NO_ARRAY, NO_ARRAY, -math.inf) if ref is None else ref[0]
-            vst, rem, met = fcfs_clock_kernel(
-                order, self._submit_np, self._dur_np, self._gpus_np,
-                self._deadline if check else NO_ARRAY, check, self._quota[p], now, busy_e,
-                busy_g, math.inf, check, idle_after, math.inf if check else until,
-                len(pending), rp, rv, cu)
-            if not (check and met < 0 and vst.shape[0] == order.shape[0]
-                    and stop is not None and stop - k_future < n_fut):
-                break
-            self.stats["check_retries"] += 1  # it may have run out of jobs: run on them all
-            stop = None
-        if met < 0:
-            return order[: vst.shape[0]], vst, rem
-        cj, cv, cr = ref[1]
-        return (np.concatenate((order[:met], cj[met:])), np.concatenate((vst, cv[met:])),
-                np.concatenate((rem, cr[met:])))
+    def _busy(self, p: int, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pool ``p``'s charges still held after ``now``: (ends s, GPUs) as arrays."""
+        ends, gpus = self._charge_arrays(p)
+        held = ends > now
+        return ends[held], gpus[held]
 
-    def _check_future(self, p: int, n_pending: int, without: int) -> int:
-        """How many of pool ``p``'s future jobs a guard's re-run over ``n_pending`` pending jobs
-        (lacking ``without`` if >= 0) is handed at first: as many as its cached clock holds
-        (so that it can serve as the re-run's reference) plus ``check_ahead``. A re-run
-        usually stops well within them (it meets the cached clock, finds a late job or an
-        idle point); one that uses them all is run again on the pool's whole future (a
-        clock's run over a prefix of the jobs is the prefix of its run over them all), so
-        the result is exact, while the pool's whole future (tens of thousands of jobs early
-        in Philly) is not copied for every guard."""
-        held = self._vc[p][0].shape[0] - n_pending - (without >= 0)
-        return max(held, 0) + self.check_ahead
+    def _charge_arrays(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pool ``p``'s charges as arrays (ends s, GPUs), in their list's order, kept until
+        they change (every change of ``self._charges[p]`` clears them): the clock runs read
+        them hundreds of thousands of times, the charges change at starts only."""
+        arr = self._charge_np[p]
+        if arr is None:
+            charges = self._charges[p]
+            arr = self._charge_np[p] = (np.array([e for e, _ in charges], dtype=np.float64),
+                                        np.array([g for _, g in charges], dtype=np.int64))
+        return arr
+
+    def _rerun(self, q: int, n_pend: int, without: int, k_future: int, now: float,
+               horizon: float, changed_until: float, extra: int, reference: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A guard's re-run of pool ``q``'s clock from ``now`` (its ``n_pend`` pending jobs but
+        ``without`` if >= 0, then its future from position ``k_future``; its charges and
+        ``extra`` GPUs tentatively charged to it until ``changed_until`` (none if 0), so
+        differing from the cached clock's only until then):
+        (jobs, VSTs, free GPUs). It stops after the first job whose VST passes its FCFS
+        start F (+1 us), at the first idle point among jobs submitted at or after
+        ``horizon``, or where it meets the cached clock, whose rest it then takes (not
+        with ``reference`` False, nor while the clock is stale); see
+        :func:`sia.scheduler.policies.siavc.vst.guard_clock`, which reads the pending jobs
+        off the cached clock (a clock lists every pending job of its pool first: a
+        refresh keeps a clock only if it reaches the last one, and every start takes its
+        job out of both) and hands the run only ``check_ahead`` future jobs past the
+        cached clock's at first (a re-run usually stops well within them; one that uses
+        them all is run again on the pool's whole future, counted in the stats'
+        ``check_retries``), so that the pool's whole future (tens of thousands of jobs
+        early in Philly) is not copied for every guard."""
+        cj, cv, cr = self._vc[q]
+        charge_e, charge_g = self._charge_arrays(q)
+        jobs, vs, rem, retries = guard_clock(
+            cj, cv, cr, n_pend, without, reference and q not in self._stale,
+            self._pool_jobs_np[q], k_future, self.check_ahead, charge_e, charge_g,
+            changed_until if extra > 0 else -math.inf, extra, self._submit_np, self._dur_np,
+            self._gpus_np, self._deadline, self._quota[q], now, horizon, changed_until)
+        self.stats["check_retries"] += retries
+        return jobs, vs, rem
 
     def _future_upto(self, p: int, k: int, until: float) -> int:
         """The end (exclusive) of pool ``p``'s future jobs from position ``k`` that a run
@@ -358,36 +364,6 @@ class SiaVCPolicy:
         the clock only those saves copying (and sizing its arrays for) the pool's whole
         future on every run."""
         return k + int(self._pool_submit[p][k:].searchsorted(until, side="left")) + 1
-
-    def _reference(self, p: int, order: np.ndarray, without: int, changed_until: float):
-        """The cached clock of pool ``p`` as the reference of a guard's re-run over ``order``
-        (the same jobs but ``without``): ((ref_prev, ref_vst, changed_until) for the clock
-        kernel, (jobs, VSTs, free GPUs) of the cached clock aligned with ``order``), or None
-        if it cannot serve
-        (stale, or not the same jobs)."""
-        if p in self._stale or self._vc[p] is None:
-            return None
-        cj, cv, cr = self._vc[p]
-        if without < 0:  # a lender's: the clock itself, its previous starts kept per version
-            memo = self._prev_memo[p]
-            if memo is None or memo[0] != self._ver[p] or memo[1] is not cv:
-                prev = np.empty(cv.shape[0])
-                prev[:1] = np.nan
-                prev[1:] = cv[:-1]
-                memo = self._prev_memo[p] = (self._ver[p], cv, prev)
-            if not starts_with(order, cj):
-                return None
-            return ((memo[2], cv, changed_until), (cj, cv, cr))
-        i = int(cj.searchsorted(without))
-        if i >= cj.shape[0] or cj[i] != without:
-            return None
-        changed_until = max(changed_until, float(cv[i] + self._dur_np[without]))
-        # each job's previous start in the cached clock (the job after ``without`` keeps
-        # ``without``'s), and the clock without ``without``, in one compiled call
-        same, prev, cj, cv, cr = clock_reference(order, cj, cv, cr, i)
-        if not same:
-            return None
-        return ((prev, cv, changed_until), (cj, cv, cr))
 
     def _set_clock(self, p: int, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray) -> None:
         """Cache pool ``p``'s clock, with its ends as Python numbers for the staleness test."""
@@ -441,6 +417,7 @@ class SiaVCPolicy:
             for q in range(P):
                 if cmin[q] <= now:
                     kept = self._charges[q] = [c for c in self._charges[q] if c[0] > now]
+                    self._charge_np[q] = None
                     self._held[q] = sum(g for _, g in kept)
                     cmin[q] = min(kept)[0] if kept else math.inf
             self._expiry = min(cmin)
@@ -555,6 +532,7 @@ class SiaVCPolicy:
                 continue
             for q, end, s in charged:
                 self._charges[q].remove((end, s))
+                self._charge_np[q] = None
                 if end > now:
                     self._held[q] -= s
                 touched.add(q)
@@ -737,7 +715,7 @@ class SiaVCPolicy:
         # candidates' MaxReservation verdicts are worked out as the walk reaches them, and
         # the tail's candidates found when it gets past the others
         walk = CandidateWalk(found.durations, found.gpus, found.pools, found, len(pend), now,
-                             self._widest)
+                             self._widest, self._walk_tables)
         stats = self.stats
         lenders = sorted((q for q in range(len(pend)) if free_of[q] > 0),
                          key=lambda q: (-free_of[q], q))
@@ -773,6 +751,7 @@ class SiaVCPolicy:
         if v <= now + _EPS and own_free >= g:
             # on time, on its own quota: every virtual clock stays as it was
             self._charges[p].append((end, g))
+            self._charge_np[p] = None
             self._charged[j] = [(p, end, g)]
             self._expiry = min(self._expiry, end)
             self._cmin[p] = min(self._cmin[p], end)
@@ -807,14 +786,9 @@ class SiaVCPolicy:
             if any(end > self._lender_threshold(q, s) for q, s in shares.items() if q != p):
                 self.stats["checks_failed"] += 1
                 continue
-            # Tentatively charge and re-run the affected virtual clocks.
+            # Re-run the affected virtual clocks with the charges added tentatively (handed to
+            # the re-runs; the pools' charges take them only if every re-run passes)
             self._reruns += 1
-            for q, s in shares.items():
-                self._charges[q].append((end, s))
-                self._expiry = min(self._expiry, end)
-                self._cmin[q] = min(self._cmin[q], end)
-                if end > now:
-                    self._held[q] += s
             new = {}
             ok = True
             # lenders first: their clocks are short, while the own pool's re-run walks its
@@ -825,10 +799,8 @@ class SiaVCPolicy:
                 if q == p and p not in shares and p not in self._stale:
                     jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
                 else:
-                    jobs_q = self._pending_of(q, len(pend[q]), j if q == p else -1)
-                    jobs, vs, rem = self._sim(q, jobs_q, k_future, now, until=math.inf,
-                                              check=True, idle_after=horizon,
-                                              without=j if q == p else -1, changed_until=end)
+                    jobs, vs, rem = self._rerun(q, len(pend[q]), j if q == p else -1, k_future,
+                                                now, horizon, end, shares.get(q, 0))
                 if vs.size and (vs[-1] > self._deadline[jobs[-1]] or (
                         self._late and (vs > self._deadline[jobs]).any())):
                     # (a re-run stops at its first late job; one that met the cached clock
@@ -839,29 +811,21 @@ class SiaVCPolicy:
                 full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
                 new[q] = (*self._trim(jobs, vs, rem, n_q), full)
             if ok:
+                for q, s in shares.items():
+                    self._charges[q].append((end, s))
+                    self._charge_np[q] = None
+                    self._expiry = min(self._expiry, end)
+                    self._cmin[q] = min(self._cmin[q], end)
+                    if end > now:
+                        self._held[q] += s
                 for q, (jobs, vs, rem, trimmed, full) in new.items():
                     self._set_clock(q, jobs, vs, rem)
                     self._ver[q] += 1
                     self._vc_full[q] = full and not trimmed
                 self._charged[j] = [(q, end, s) for q, s in shares.items()]
                 return True
-            for q, s in shares.items():
-                self._charges[q].remove((end, s))
-                if end > now:
-                    self._held[q] -= s
             self.stats["checks_failed"] += 1
         return False
-
-    def _pending_of(self, q: int, n_pend: int, without: int) -> np.ndarray:
-        """Pool ``q``'s ``n_pend`` pending jobs in arrival order but ``without`` (if >= 0), as
-        an array, read off its cached clock: a clock lists every pending job of its pool
-        first (a refresh keeps a clock only if it reaches the last one, and every start
-        takes its job out of both), so no list of them is converted per guard."""
-        cj = self._vc[q][0]
-        if without < 0:
-            return cj[:n_pend]
-        i = int(cj[:n_pend].searchsorted(without))
-        return np.concatenate((cj[:i], cj[i + 1: n_pend]))
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -907,32 +871,10 @@ class SiaVCPolicy:
         clock runs).
         """
         cj, cv, cr = self._vc[p]
-        i = int(cj.searchsorted(j))
-        head_j, head_v = cj[:i], cv[:i]
-        charges = self._charges[p]
-        late, busy_e, busy_g = resume_state(
-            cj, cv, i, np.array([e for e, _ in charges], dtype=np.float64),
-            np.array([g for _, g in charges], dtype=np.int64), self._dur_np, self._gpus_np,
-            self._deadline)
-        if late >= 0:  # a late job: the re-run fails there
-            return cj[: late + 1], cv[: late + 1], cr[: late + 1]
-        t0 = float(cv[i - 1]) if i else -math.inf
-        pj = self._pool_jobs_np[p]
-        # the clock holds every pending job; after it come the jobs not arrived yet (``pj`` from
-        # ``k_future``), not those that arrived after its end and have started since
-        tail = max(k_future, int(pj.searchsorted(cj[-1], side="right")))
-        order = np.concatenate((cj[i + 1:], pj[tail: self._future_upto(p, tail, self._resume_to)]))
-        m = min(order.shape[0], cj.shape[0] - i - 1)  # jobs the cached clock also ran
-        vst, rem, met = fcfs_clock_kernel(
-            order, self._submit_np, self._dur_np, self._gpus_np, self._deadline, True,
-            self._quota[p], t0 if i else now, busy_e, busy_g, math.inf, False, -math.inf, self._resume_to, n_pend - i - 1, cv[i: i + m],
-            cv[i + 1: i + 1 + m], float(cv[i] + self._dur_np[j]))
-        if met >= 0:  # the rest is the cached clock's
-            k = i + 1 + met
-            return (np.concatenate((head_j, order[:met], cj[k:])),
-                    np.concatenate((head_v, vst, cv[k:])), np.concatenate((cr[:i], rem, cr[k:])))
-        return (np.concatenate((head_j, order[: vst.shape[0]])), np.concatenate((head_v, vst)),
-                np.concatenate((cr[:i], rem)))
+        return resume_clock(
+            cj, cv, cr, int(cj.searchsorted(j)), *self._charge_arrays(p), self._pool_jobs_np[p],
+            self._pool_submit[p], k_future, self._resume_to, self._submit_np, self._dur_np,
+            self._gpus_np, self._deadline, self._quota[p], now, n_pend)
 
     @staticmethod
     def _shares(p: int, g: int, free_of: list[int], lenders: list[int], own_first: bool

@@ -1052,26 +1052,32 @@ class CandidateWalk:
 
     def __init__(self, durations: np.ndarray, gpus: np.ndarray, pools: np.ndarray,
                  fails: np.ndarray | PassVerdicts, n_pools: int, now: float,
-                 widest: int = -1) -> None:
+                 widest: int = -1, tables: WalkTables | None = None) -> None:
         """``widest``: if >= 0, the tables per width are sized for candidates up to this wide
         (the trace's widest job, say: no candidate, the tail's neither, may be wider), not to
-        the widest candidate found so far (grown with the tail)."""
+        the widest candidate found so far (grown with the tail). ``tables`` (with ``widest``
+        >= 0): tables the caller keeps across walks, one walk at a time (see
+        :class:`WalkTables`), taken instead of new ones."""
         #: the verdicts worked out on demand (a PassVerdicts, whose pending tail's candidates
         #: are found when the walk gets past the others), or None: all given
         self._lazy = fails if isinstance(fails, PassVerdicts) else None
         self._take(durations, gpus, pools, fails if self._lazy is None else self._lazy.fails)
         self._now = float(now)
         self._sized = widest >= 0  # the tables fit every candidate: they never grow
-        if widest >= 0:
-            width = widest + 1
+        self._tables = tables if widest >= 0 else None
+        if self._tables is not None:
+            self._best, self._thr, self._ce, self._cf = self._tables.take(n_pools, widest + 1)
         else:
-            width = int(self._G.max()) + 1 if self._G.size else 1
-        self._best = np.empty(width)
-        self._best.fill(np.inf)
-        self._thr = np.empty((n_pools, width))
-        self._thr.fill(np.nan)
-        self._ce = np.zeros((n_pools, width), dtype=np.int64)
-        self._cf = np.zeros((n_pools, width), dtype=np.int64)
+            if widest >= 0:
+                width = widest + 1
+            else:
+                width = int(self._G.max()) + 1 if self._G.size else 1
+            self._best = np.empty(width)
+            self._best.fill(np.inf)
+            self._thr = np.empty((n_pools, width))
+            self._thr.fill(np.nan)
+            self._ce = np.zeros((n_pools, width), dtype=np.int64)
+            self._cf = np.zeros((n_pools, width), dtype=np.int64)
         self._pending = -1  # the candidate next() stopped at for want of a verdict
         #: [early starts, failed checks] of the guards skipped by their verdicts
         self.counts = np.zeros(2, dtype=np.int64)
@@ -1142,6 +1148,39 @@ class CandidateWalk:
         self._ce[pool, gpus] = early_starts
         self._cf[pool, gpus] = checks_failed
         self._pending = -1
+        if self._tables is not None:
+            self._tables.set_at.append((pool, gpus))
+
+
+class WalkTables:
+    """The tables of :class:`CandidateWalk` (per width: the shortest failed duration; per pool
+    and width: the verdicts and their counts), kept by the caller across walks: a walk takes
+    them back with only the verdicts the walk before it set cleared (a few of the pools x
+    widths entries) and the widths' row refilled, instead of new ones allocated and filled
+    (4 arrays per pass). One walk at a time."""
+
+    def __init__(self) -> None:
+        self._shape: tuple[int, int] | None = None
+        #: the (pool, width) entries the current walk set a verdict at
+        self.set_at: list[tuple[int, int]] = []
+
+    def take(self, n_pools: int, width: int) -> tuple[np.ndarray, ...]:
+        """Return (best [width], thresholds [n_pools, width], early starts, failed checks) as
+        a new walk starts them: inf, NaN (no verdict); the counts are read only where a
+        verdict is set, which sets them too."""
+        if self._shape != (n_pools, width):
+            self._shape = (n_pools, width)
+            self._best = np.empty(width)
+            self._thr = np.full((n_pools, width), np.nan)
+            self._ce = np.zeros((n_pools, width), dtype=np.int64)
+            self._cf = np.zeros((n_pools, width), dtype=np.int64)
+        else:
+            thr = self._thr
+            for p, g in self.set_at:
+                thr[p, g] = np.nan
+        self.set_at = []
+        self._best.fill(np.inf)
+        return self._best, self._thr, self._ce, self._cf
 
 
 @numba.njit(cache=True, nogil=True)
