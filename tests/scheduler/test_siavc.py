@@ -1129,12 +1129,10 @@ def test_a_clock_resumed_without_a_job_by_hand():
     assert j.tolist() == [0, 2, 3] and v[-1] > late[3]
 
 
-@settings(max_examples=400, deadline=None)
-@given(n=st.integers(1, 14), data=st.data())
-def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
-    """resume_clock equals the steps it replaced (state, cut, join, clock against the cached
-    one, joins): jobs, VSTs and free GPUs, with charges, late jobs, a cut past ``until``,
-    future jobs past the cached clock, and runs that meet the cached clock."""
+def _draw_clock_case(n, data):
+    """Draw a pool of ``n`` jobs and its cached clock for the resume / guard re-run properties:
+    (cap, the integer-list strategy, submits, durations, GPUs, pending count, charge ends and
+    GPUs, now, and the cached clock's jobs, VSTs and retries from :func:`_resume_case`)."""
     cap = data.draw(st.integers(1, 4))
     ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
     sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
@@ -1149,6 +1147,16 @@ def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
                   dtype=np.int64)
     now = float(data.draw(st.integers(0, 3)))
     cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    return cap, ints, sub, dur, gpus, n_pend, ce, cg, now, cj, cv, cr
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(1, 14), data=st.data())
+def test_a_clock_resumed_without_a_job_equals_the_plain_construction(n, data):
+    """resume_clock equals the steps it replaced (state, cut, join, clock against the cached
+    one, joins): jobs, VSTs and free GPUs, with charges, late jobs, a cut past ``until``,
+    future jobs past the cached clock, and runs that meet the cached clock."""
+    cap, ints, sub, dur, gpus, n_pend, ce, cg, now, cj, cv, cr = _draw_clock_case(n, data)
     if not cj.size or not np.isfinite(cv).all():
         return
     i = data.draw(st.integers(0, cj.shape[0] - 1))
@@ -1241,20 +1249,7 @@ def test_a_guards_rerun_equals_the_plain_construction(n, data):
     """guard_clock equals the steps it replaced (see _plain_guard): jobs, VSTs, free GPUs and
     retries, for a lender's re-run and the own pool's (without the starting job), with and
     without the reference, few or many future jobs handed, late jobs and idle stops."""
-    cap = data.draw(st.integers(1, 4))
-    ints = st.lists(st.integers(0, 6), min_size=n, max_size=n)
-    sub = np.sort(np.array(data.draw(ints), dtype=np.float64))
-    dur = np.array(data.draw(ints), dtype=np.float64) + data.draw(st.sampled_from([0.0, 0.5]))
-    gpus = np.array(data.draw(st.lists(st.integers(0, cap), min_size=n, max_size=n)),
-                    dtype=np.int64)
-    n_c = data.draw(st.integers(1, n))
-    n_pend = data.draw(st.integers(0, n_c))
-    k = data.draw(st.integers(0, 2))
-    ce = np.array(data.draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)), dtype=float)
-    cg = np.array(data.draw(st.lists(st.integers(0, cap), min_size=k, max_size=k)),
-                  dtype=np.int64)
-    now = float(data.draw(st.integers(0, 3)))
-    cj, cv, cr = _resume_case(sub, dur, gpus, cap, n_c, n_pend, ce, cg, now, None)
+    cap, ints, sub, dur, gpus, n_pend, ce, cg, now, cj, cv, cr = _draw_clock_case(n, data)
     if cj.shape[0] < n_pend or not np.isfinite(cv).all():
         return
     without = -1
