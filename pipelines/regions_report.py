@@ -100,6 +100,7 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
     plt = _plt()
     n = len(results)
     fig, axes = plt.subplots(n, 1, figsize=(8, 2.2 * n + 0.6), sharex=True, sharey=True,
+                             layout="constrained",  # the title sits just above the panels
                              squeeze=False)
     for ax, (label, res) in zip(axes[:, 0], results.items(), strict=True):
         t = demand_over_time(res, supply, homes)
