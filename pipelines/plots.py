@@ -58,8 +58,13 @@ def log_label(v: float) -> str:
         return f"{v:.6g}"
     if abs(k - round(k)) < 1e-9:
         return f"$10^{{{int(round(k))}}}$"
-    mant, exp = f"{v:.0e}".split("e")
-    return f"${mant}\\times10^{{{int(exp)}}}$"
+    # mantissa to 3 significant digits: a narrow range's ticks (95,000 next to 100,000)
+    # must not round to the same label
+    exp = math.floor(k)
+    mant = float(f"{v / 10.0 ** exp:.3g}")
+    if mant >= 10.0:
+        mant, exp = mant / 10.0, exp + 1
+    return f"${mant:g}\\times10^{{{exp}}}$"
 
 
 def log_ticks(axis, lo: float, hi: float, max_labels: int = 8) -> None:

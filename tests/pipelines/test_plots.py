@@ -23,19 +23,33 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return ticks
 
 
+def _read_label(label):
+    """The number a log_label shows ('300', '$10^{4}$', '$9.5\\times10^{4}$')."""
+    import re
+
+    m = re.fullmatch(r"\$(?:([\d.]+)\\times)?10\^\{(-?\d+)\}\$", label)
+    return float(label) if m is None else float(m.group(1) or 1.0) * 10.0 ** int(m.group(2))
+
+
 @pytest.mark.parametrize("lo,hi", [(1e-4, 1e5), (0.3, 3000.0), (1.0, 60.0), (0.9, 1.6),
-                                   (1.02, 1.09), (2e-7, 3e9)])
+                                   (1.02, 1.09), (2e-7, 3e9), (7.5e4, 1.05e5), (2.2e6, 3.1e6)])
 def test_log_ticks_label_every_range_without_crowding(lo, hi):
     ticks = _ticks(lo, hi)
     assert 2 <= len(ticks) <= 8, ticks
     labels = [plots.log_label(t) for t in ticks]
     assert all(labels) and len(set(labels)) == len(labels)
     assert max(len(s) for s in labels) <= 20
+    # each label reads as its tick (95,000 was once labeled 1 x 10^5)
+    for t, s in zip(ticks, labels, strict=True):
+        assert _read_label(s) == pytest.approx(t, rel=0.005), (t, s)
 
 
 def test_log_label_reads_plainly():
     assert [plots.log_label(v) for v in (0.01, 0.5, 1, 2, 300, 1e4, 1e-5)] == [
         "0.01", "0.5", "1", "2", "300", "$10^{4}$", "$10^{-5}$"]
+    assert [plots.log_label(v) for v in (9.5e4, 8e4, 2.25e6, 9.996e4, 3e-5)] == [
+        "$9.5\\times10^{4}$", "$8\\times10^{4}$", "$2.25\\times10^{6}$", "$1\\times10^{5}$",
+        "$3\\times10^{-5}$"]
 
 
 def _png_size(path):
