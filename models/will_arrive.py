@@ -489,9 +489,10 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
                 other = ~part if part.any() and (~part).any() else part
                 thr = self._choose_threshold(y_tail[other], proba[other], threshold)
                 decided[part] = proba[part] >= thr
-            tail_decisions = {"either": decided | persist[tail], "xgboost": decided,
-                              "persistence": persist[tail],
-                              "always_yes": np.ones(int(tail.sum()), dtype=bool)}
+            persist_tail = persist[tail]
+            tail_decisions = {"either": decided | persist_tail, "xgboost": decided,
+                              "persistence": persist_tail,
+                              "always_yes": np.ones(y_tail.size, dtype=bool)}
             for name in LEARNED:
                 rows.append({"candidate": name, "threshold": threshold,
                              **binary_metrics(y_tail, tail_decisions[name])})

@@ -160,6 +160,25 @@ _NO_DEADLINE = np.empty(0, dtype=np.float64)
 
 
 @numba.njit(cache=True, nogil=True)
+def charges_after(charge_end, charge_gpus, t, room):  # pragma: no cover - compiled
+    """(ends, GPUs, count): the charges still held after ``t`` (ending after it), in their
+    order, at the front of two arrays with ``room`` more slots for the caller to fill."""
+    n = 0
+    for c in range(charge_end.shape[0]):
+        if charge_end[c] > t:
+            n += 1
+    be = np.empty(n + room, dtype=np.float64)
+    bg = np.empty(n + room, dtype=np.int64)
+    m = 0
+    for c in range(charge_end.shape[0]):
+        if charge_end[c] > t:
+            be[m] = charge_end[c]
+            bg[m] = charge_gpus[c]
+            m += 1
+    return be, bg, m
+
+
+@numba.njit(cache=True, nogil=True)
 def resume_state(jobs, vsts, i, charge_end, charge_gpus, duration, gpus,
                  deadline):  # pragma: no cover - compiled
     """The state a clock (``jobs``, ``vsts``) resumed at position ``i`` starts from: (the first
@@ -172,15 +191,7 @@ def resume_state(jobs, vsts, i, charge_end, charge_gpus, duration, gpus,
         if vsts[k] > deadline[jobs[k]]:
             return k, np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
     t0 = vsts[i - 1] if i > 0 else -np.inf
-    n = charge_end.shape[0] + i
-    be = np.empty(n, dtype=np.float64)
-    bg = np.empty(n, dtype=np.int64)
-    m = 0
-    for c in range(charge_end.shape[0]):
-        if charge_end[c] > t0:
-            be[m] = charge_end[c]
-            bg[m] = charge_gpus[c]
-            m += 1
+    be, bg, m = charges_after(charge_end, charge_gpus, t0, i)
     for k in range(i):
         e = vsts[k] + duration[jobs[k]]
         if e > t0:
@@ -268,18 +279,8 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
     were numpy calls from Python per re-run before)."""
     m_c = jobs.shape[0]
     n_fut = pool_jobs.shape[0] - k_future
-    n_b = 1 if extra_end > now else 0
-    for c in range(charge_end.shape[0]):
-        if charge_end[c] > now:
-            n_b += 1
-    busy_end = np.empty(n_b, dtype=np.float64)
-    busy_gpus = np.empty(n_b, dtype=np.int64)
-    b = 0
-    for c in range(charge_end.shape[0]):
-        if charge_end[c] > now:
-            busy_end[b] = charge_end[c]
-            busy_gpus[b] = charge_gpus[c]
-            b += 1
+    busy_end, busy_gpus, b = charges_after(charge_end, charge_gpus, now,
+                                           1 if extra_end > now else 0)
     if extra_end > now:
         busy_end[b] = extra_end
         busy_gpus[b] = extra_gpus
