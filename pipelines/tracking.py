@@ -21,7 +21,9 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -129,19 +131,49 @@ def _open_store(uri: str, root: Path | None, experiment: str) -> str:
     # creating a fresh store logs its schema migrations at INFO: not the user's concern
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     try:
-        exp = mlflow.get_experiment_by_name(experiment)
-        if exp is None:
-            location = artifact_location(root) if uri.startswith("sqlite:") else None
-            mlflow.create_experiment(experiment, artifact_location=location)
+        with _local_store_lock(uri):
+            exp = mlflow.get_experiment_by_name(experiment)
+            if exp is None:
+                location = artifact_location(root) if uri.startswith("sqlite:") else None
+                mlflow.create_experiment(experiment, artifact_location=location)
         mlflow.set_experiment(experiment)
     except Exception as exc:  # MLflow raises many kinds; the user needs one line
         raise TrackingError(f"cannot use MLflow store {uri}: {exc}") from exc
     return uri
+
+
+@contextmanager
+def _local_store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on a local SQLite store's file (created, with its folder, when
+    missing) while the block runs; other URIs are not locked.
+
+    MLflow creates a fresh store's tables on first use, and two processes
+    doing that together fail (``table experiments already exists``,
+    ``duplicate column name``); two that both find the experiment missing
+    race to create it. Opening the store under this lock makes processes
+    started together (two ``sia train`` on a fresh machine) take turns. The
+    lock is ``flock`` on the database file, which SQLite's own locks (POSIX
+    record locks) do not interact with; without ``fcntl`` nothing is locked.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with open(path, "ab") as handle:  # an empty file is a fresh store to SQLite
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class StoreSetup:

@@ -1,0 +1,50 @@
+"""Several processes opening one fresh local MLflow store at once all get it.
+
+MLflow creates a SQLite store's tables on first use; two processes doing so
+at the same moment race (``table experiments already exists``), and two that
+both find the experiment missing race to create it. ``sia`` opens a local
+store under a lock on the database file, so commands started together (two
+``sia train`` on a fresh machine, a sweep training on the fly beside another)
+all run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+N_PROCS = 4  # without the lock, 4 processes failed in each of 2 tries out of 2
+
+
+def _open(uri: str, root: str, barrier, out) -> None:
+    import os
+    from pathlib import Path
+
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    import mlflow  # noqa: F401  (imported before the barrier: the opens start together)
+    from sia.pipelines.tracking import setup_tracking
+
+    barrier.wait()
+    try:
+        setup_tracking(Path(root), experiment="race")
+        out.put("ok")
+    except Exception as exc:  # reported to the parent, which names it
+        out.put(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path):
+    ctx = mp.get_context("spawn")
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    barrier, out = ctx.Barrier(N_PROCS), ctx.Queue()
+    procs = [ctx.Process(target=_open, args=(uri, str(tmp_path), barrier, out))
+             for _ in range(N_PROCS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    got = [out.get(timeout=5) for _ in procs]
+    assert got == ["ok"] * N_PROCS, got
+
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    assert [e.name for e in mlflow.search_experiments() if e.name == "race"] == ["race"]
