@@ -228,6 +228,7 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
         return "datetime"
     # numeric times: blank cells become null, for validate to report as missing
     if bad.df[column].dtype == pl.String:
+        _refuse_date_times(bad, column)
         bad.df = bad.df.with_columns(
             pl.when(pl.col(column).str.strip_chars() == "").then(None)
             .otherwise(pl.col(column)).alias(column)
@@ -238,6 +239,29 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
     if time_unit == "ms":
         bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
     return time_unit
+
+
+def _refuse_date_times(bad: BadRows, column: str) -> None:
+    """Raise a TraceError saying to pass ``--time-unit datetime`` when ``column`` (strings, read
+    as numeric times) holds date-times: no cell is a number and the cells parse as date-times.
+
+    Without it, every row of a date-time column is reported as "not a number",
+    and the advice to drop bad rows with --clean would drop them all.
+    """
+    col = bad.df[column].str.strip_chars()
+    present = col.filter(col.is_not_null() & (col != ""))
+    if present.is_empty() or present.cast(pl.Float64, strict=False).is_not_null().any():
+        return
+    try:
+        parsed = present.str.to_datetime(strict=False, time_unit="ms")
+    except pl.exceptions.PolarsError:
+        return
+    if parsed.is_null().all():
+        return
+    raise TraceError(
+        f"{_file_of(bad)}: column {column!r} holds date-times (e.g. {present[0]!r}), not "
+        "numbers; pass --time-unit datetime (time_unit: datetime in a config's trace section) "
+        "to read them")
 
 
 def _file_of(bad: BadRows) -> str:

@@ -257,6 +257,28 @@ def test_generic_datetime_csv_with_const_pool(tmp_path):
     assert report.first_submit == "2021-03-01 09:59:00"
 
 
+def test_generic_date_times_read_as_numbers_say_to_pass_time_unit_datetime(tmp_path):
+    """A date-time column read with the default numeric unit is one error naming the fix, not
+    every row reported as "not a number" (with advice to drop them all)."""
+    p = write(tmp_path / "dt.csv", "submitted,duration,num_gpus,pool\n"
+              "2021-03-01T10:00:00,100,1,a\n 2021-03-01 09:59:00,5,2,a\n,7,1,a\n")
+    with pytest.raises(TraceError, match=r"dt\.csv: column 'submit_time' holds date-times "
+                                         r"\(e\.g\. '2021-03-01T10:00:00'\), not numbers; "
+                                         r"pass --time-unit datetime"):
+        read_generic(p, {"submit_time": "submitted"}, on_bad_rows="drop")
+    # the same in end times, when durations come from start and end
+    q = write(tmp_path / "span.csv", "pool,submit_time,start_time,end_time,num_gpus\n"
+              "a,0,2021-03-01 10:00:00,2021-03-01 11:00:00,1\n")
+    with pytest.raises(TraceError, match="column 'start_time' holds date-times"):
+        read_generic(q)
+    # one date-time among numbers is a bad row, as before (row 2, not the whole column)
+    r = write(tmp_path / "one.csv", "submit_time,duration,num_gpus,pool\n"
+              "5,100,1,a\n2021-03-01 09:59:00,5,2,a\n")
+    with pytest.raises(TraceError, match=r"row 2, column 'submit_time'"):
+        read_generic(r)
+    assert read_generic(r, on_bad_rows="drop")[0].height == 1
+
+
 def test_generic_duration_from_start_and_end(tmp_path):
     """No duration column: each job's duration is end - start, in the submissions' unit."""
     p = write(tmp_path / "span.csv", "pool,submitted,began,ended,num_gpus\n"
