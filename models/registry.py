@@ -257,6 +257,31 @@ def version_of(name: str, alias: str):
         ) from None
 
 
+def training_period(name: str, alias: str) -> dict[str, Any] | None:
+    """Return where the version of ``name`` under ``alias`` was trained, from its training
+    run: ``{"trace", "train_start_day", "train_end_day", "val_end_day"}`` (days since the
+    trace start, as ``sia train`` logs them); None when the version has no run or the run
+    does not say (a model registered by hand). RegistryError when the alias is missing."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    version = version_of(name, alias)
+    if not version.run_id:
+        return None
+    try:
+        run = MlflowClient().get_run(version.run_id)
+    except MlflowException:
+        return None
+    params, tags = run.data.params, run.data.tags
+    try:
+        return {"trace": tags.get("trace"),
+                "train_start_day": float(params["split_train_start_day"]),
+                "train_end_day": float(params["split_train_end_day"]),
+                "val_end_day": float(params["split_val_end_day"])}
+    except (KeyError, ValueError):
+        return None
+
+
 def load_will_arrive(k_min: int, alias: str = DEFAULT_ALIAS) -> Any:
     """Return the registered :class:`~sia.models.will_arrive.WillJobsArrive` for ``k_min`` under ``alias``.
 

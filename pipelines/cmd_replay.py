@@ -159,7 +159,8 @@ def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
               **({"alias": pred["alias"]} if pred else {}),
               **model_params(pred.get("versions"))}
     tags = {"sia.kind": "replay", "sia.policy": summary["policy"],
-            "sia.source": str(summary["source"])}
+            "sia.source": str(summary["source"]),
+            **({"sia.warning": pred["warning"]} if pred.get("warning") else {})}
     return log_policy_run(f"replay {summary['source']} {summary['policy']}", params,
                           policy_metrics(summary, cells.get("policy"), cells.get("baseline")),
                           tags, nested=False,
@@ -492,6 +493,15 @@ def run_command(a: ReplayArgs) -> None:
     if learned:
         replay_start_day, predictors, ref = _learned_predictors(a, wl, ks)
         options = {"windows_s": tuple(60.0 * k for k in ks)}
+        from sia.pipelines.engine.predictors import in_sample_warning
+
+        warning = in_sample_warning(
+            predictors.get("training_period"), wl.source, predictors["alias"], replay_start_day,
+            "pass --replay-start-day {day:g} to replay after validation (or --train to train "
+            "on the period before the replay)")
+        if warning:
+            predictors["warning"] = warning
+            typer.echo(f"warning: {warning}", err=True)
     jobs = wl.jobs
     pools = wl.pools
     prior = inputs.jobs_before(jobs, replay_start_day)
@@ -598,6 +608,12 @@ def _learned_predictors(a: ReplayArgs, wl: Any, ks: tuple[int, ...]
                   "versions": dict(ref.versions)}
     if trained:
         predictors["trained"] = trained
+    else:
+        from sia.models.registry import training_period
+
+        period = training_period(ref.versions[0][0], name)
+        if period is not None:
+            predictors["training_period"] = period
     return replay_start_day, predictors, ref
 
 

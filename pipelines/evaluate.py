@@ -473,11 +473,22 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
     if p.train == "on_the_fly":
         train_on_the_fly(cfg, wl, out_dir, say)
     aliases = dict.fromkeys(x.alias or p.alias for x in cfg.policies if x.forecaster == "learned")
-    return {a: resolve_registry(a, p.windows_min, load_method=p.load_method,
-                                load_windows=p.load_windows, tracking_uri=uri,
-                                hint="; run `sia train` with that alias first",
-                                where=f"{cfg.source}: alias")
-            for a in aliases}
+    resolved = {a: resolve_registry(a, p.windows_min, load_method=p.load_method,
+                                    load_windows=p.load_windows, tracking_uri=uri,
+                                    hint="; run `sia train` with that alias first",
+                                    where=f"{cfg.source}: alias")
+                for a in aliases}
+    if p.train != "on_the_fly":
+        from sia.models.registry import training_period
+        from sia.pipelines.engine.predictors import in_sample_warning
+
+        for a, ref in resolved.items():
+            warning = in_sample_warning(
+                training_period(ref.versions[0][0], a), wl.source, a, cfg.replay_start_day,
+                f"set replay.start_day to {{day:g}} in {cfg.source} to replay after validation")
+            if warning:
+                say(f"warning: {warning}")
+    return resolved
 
 
 def predictors_record(predictors: dict[str, RegistryPredictors] | None,

@@ -17,6 +17,7 @@ synthetic workload (:class:`SyntheticTrainedPredictors`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -69,6 +70,29 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
         what = first.split(" in the MLflow store")[0].removeprefix("no ")
         raise RegistryError(f"{where} {alias}: no {what} in the MLflow store {uri}{hint}") from None
     return replace(ref, versions=versions, payload=ModelPayload(*fc.to_bytes()))
+
+
+def in_sample_warning(period: Mapping[str, Any] | None, source: str, alias: str,
+                      replay_start_day: float | None, fix: str) -> str | None:
+    """Return a warning when a replay scores predictors on the days they learned from; None
+    otherwise.
+
+    ``period`` is :func:`sia.models.registry.training_period` of the alias;
+    the warning is given when it was trained on this trace (``source``, as
+    ``sia train`` recorded it) and the replay starts before its validation
+    period ended. ``fix`` says what to do, with ``{day}`` for that end.
+    """
+    if not period or period.get("trace") != source:
+        return None
+    start = 0.0 if replay_start_day is None else float(replay_start_day)
+    end = float(period["val_end_day"])
+    if start >= end - 1e-9:
+        return None
+    return (f"alias {alias} was trained on days {period['train_start_day']:g}-"
+            f"{period['train_end_day']:g} of this trace and validated on days "
+            f"{period['train_end_day']:g}-{end:g}; this replay starts on day {start:g}, so it "
+            f"scores the predictors on days they were fit or chosen on: "
+            + fix.format(day=end))
 
 
 def with_payload(ref: RegistryPredictors) -> RegistryPredictors:

@@ -54,7 +54,7 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
     name = "sia-will-jobs-arrive-60m"
     paper = client.get_model_version_by_alias(name, "paper")
     assert paper.tags["method"] == "xgboost" and float(paper.tags["threshold"]) == 0.5
-    cfg = parse_config({
+    spec = {
         "name": "capture", "seed": 1, "trace": {"synthetic": "more-queues", "days": 5},
         "replay": {"start_day": 3.5}, "warmup_days": 0.25, "experiments": 1,
         "pools_per_experiment": "all", "quotas": "recorded",
@@ -63,9 +63,21 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
                      {"name": "sia", "label": "sia-paper", "alias": "paper",
                       "options": {"windows_s": [300, 3600]}},
                      {"name": "sia-perfect", "options": {"windows_s": [300, 3600]}}],
-        "predictors": {"train": "registry", "alias": "champion", "windows_min": [5, 60]}})
-    out = run_sweep(cfg, tmp_path / "sweep", progress=False, make_plots=False)
+        "predictors": {"train": "registry", "alias": "champion", "windows_min": [5, 60]}}
+    cfg = parse_config(spec)
+    said: list[str] = []
+    out = run_sweep(cfg, tmp_path / "sweep", progress=False, make_plots=False, say=said.append)
+    assert not any("warning" in line for line in said), said  # another seed: another trace
     agg = out.aggregate
+    # a sweep replaying the days an alias learned from (trained on days 0.5-2.5 and validated
+    # on 2.5-3.5 of this seed's workload) says so, and from which day to replay
+    early = parse_config({**spec, "seed": 0, "replay": {"start_day": 2}})
+    ev.prepare_predictors(early, ev.load_trace(early), tmp_path / "early", said.append)
+    assert [line for line in said if line.startswith("warning: ")] == [
+        f"warning: alias {a} was trained on days 0.5-2.5 of this trace and validated on "
+        "days 2.5-3.5; this replay starts on day 2, so it scores the predictors on days they "
+        "were fit or chosen on: set replay.start_day to 3.5 in <dict> to replay after "
+        "validation" for a in ("champion", "paper")]
     row = {r["policy"]: r for r in agg.iter_rows(named=True)}
     assert row["sia-perfect"]["capture_mean"] == pytest.approx(1.0)
     for label in ("sia", "sia-paper"):

@@ -52,6 +52,8 @@ def test_replay_sia_and_strawmen_load_the_registered_predictors(mlflow_uri, tmp_
         assert pred["will_arrive_versions"] == {"will-jobs-arrive-5m": "1",
                                                 "will-jobs-arrive-60m": "1",
                                                 "will-jobs-arrive-720m": "1"}
+        # trained on days 0.5-2.5, validated on 2.5-3.5 of this workload: day 3.5 on is after
+        assert pred["training_period"]["val_end_day"] == 3.5 and "warning" not in pred
         jobs = pl.read_parquet(out / "jobs.parquet")
         assert jobs["submit_time"].min() >= 3.5 * DAY_S
         # the predictions as SIA used them, scored after the replay
@@ -66,6 +68,34 @@ def test_replay_sia_and_strawmen_load_the_registered_predictors(mlflow_uri, tmp_
             perfect = _direct_replay("sia-perfect", None, 3.5)
             assert not jobs.select(cols).sort("job_id").equals(perfect.select(cols).sort("job_id"))
         assert "predictors: alias cand" in capsys.readouterr().out
+
+
+def test_a_replay_over_the_predictors_training_days_warns(mlflow_uri, tmp_path, capsys):
+    """Replaying the days an alias was fit or chosen on scores it in-sample: `sia replay` says
+    so (stderr, summary, the MLflow run's tags) and names the day to start from instead."""
+    import mlflow
+
+    _train("cand", tmp_path)
+    capsys.readouterr()
+    out = tmp_path / "early"
+    assert main(["replay", *SYN, "--policy", "sia", "--alias", "cand", "--replay-start-day",
+                 "2", "--warmup-days", "0", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: alias cand was trained on days 0.5-2.5 of this trace and validated on "
+            "days 2.5-3.5; this replay starts on day 2") in err
+    assert "--replay-start-day 3.5 to replay after validation" in err
+    pred = json.loads((out / "summary.json").read_text())["predictors"]
+    assert pred["training_period"] == {"trace": pred["training_period"]["trace"],
+                                       "train_start_day": 0.5, "train_end_day": 2.5,
+                                       "val_end_day": 3.5}
+    assert pred["warning"] in err
+    run = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")[0]
+    assert run.data.tags["sia.warning"] == pred["warning"]
+    # another workload (a different seed) is not the trace the alias learned from: no warning
+    other = ["--synthetic", "base", "--days", "5", "--seed", "2"]
+    assert main(["replay", *other, "--policy", "sia", "--alias", "cand", "--warmup-days", "0",
+                 "--no-mlflow", "--out", str(tmp_path / "other")]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_replay_train_on_the_fly_uses_the_period_before_the_replay(mlflow_uri, tmp_path, capsys):
