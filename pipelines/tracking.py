@@ -168,7 +168,9 @@ def _local_store_lock(uri: str) -> Iterator[None]:
     except ImportError:  # not POSIX
         yield
         return
-    with open(path, "ab") as handle:  # an empty file is a fresh store to SQLite
+    # an existing store is only read (a shared registry may be read-only to this user); a
+    # missing one is created empty, which SQLite takes as a fresh database
+    with open(path, "rb" if path.exists() else "ab") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

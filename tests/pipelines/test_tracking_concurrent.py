@@ -48,3 +48,29 @@ def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path):
 
     mlflow.set_tracking_uri(uri)
     assert [e.name for e in mlflow.search_experiments() if e.name == "race"] == ["race"]
+
+
+def test_the_lock_only_reads_an_existing_store(tmp_path, monkeypatch):
+    """The lock opens an existing store file for reading (a registry shared read-only to this
+    user still opens) and creates a missing one; other URIs are not locked."""
+    import builtins
+
+    from sia.pipelines import tracking
+
+    opened: list[tuple[str, str]] = []
+
+    def spy(path, mode="r", *args, **kwargs):
+        opened.append((str(path), mode))
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(tracking, "open", spy, raising=False)
+    db = tmp_path / "store" / "mlflow.db"
+    with tracking._local_store_lock(f"sqlite:///{db}"):
+        pass
+    assert opened == [(str(db), "ab")] and db.exists()
+    with tracking._local_store_lock(f"sqlite:///{db}?timeout=5"):
+        pass
+    assert opened[1:] == [(str(db), "rb")]
+    with tracking._local_store_lock("http://127.0.0.1:5000"):
+        pass
+    assert len(opened) == 2
