@@ -4,3 +4,17 @@ from __future__ import annotations
 
 FORMATS = ("auto", "philly", "philly-joblog", "helios", "pai", "generic", "canonical")
 TIME_UNITS = ("s", "ms", "datetime")
+#: ``datetime:FORMAT`` reads date-times with a strftime / chrono format, e.g. ``datetime:%m/%d/%Y %H:%M``.
+DATETIME_FORMAT_PREFIX = "datetime:"
+
+
+def time_unit_problem(unit: object) -> str | None:
+    """Return what is wrong with a time unit (None when it is one of :data:`TIME_UNITS` or
+    ``datetime:FORMAT`` with a format holding at least one ``%`` field)."""
+    if unit in TIME_UNITS:
+        return None
+    if isinstance(unit, str) and unit.startswith(DATETIME_FORMAT_PREFIX) and "%" in unit:
+        return None
+    return (f"{unit!r} is not a time unit: choose one of {', '.join(TIME_UNITS)}, or "
+            f"{DATETIME_FORMAT_PREFIX}FORMAT with a date-time format such as "
+            f"'{DATETIME_FORMAT_PREFIX}%m/%d/%Y %H:%M'")

@@ -38,7 +38,7 @@ from pathlib import Path
 import polars as pl
 from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
-from sia.data.formats import FORMATS, TIME_UNITS
+from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
 from sia.data.schema import (
     JOB_SCHEMA,
     REGION_COLUMN,
@@ -200,20 +200,25 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
     Returns how the unit reads in the report (a datetime origin is formatted
     later). Missing cells are left null for :func:`validate` to report.
     """
-    if time_unit not in TIME_UNITS:
-        raise ConfigError(f"--time-unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
+    problem = time_unit_problem(time_unit)
+    if problem:
+        raise ConfigError(f"--time-unit: {problem}")
     col = bad.df[column]
-    if time_unit == "datetime":
+    if time_unit.startswith("datetime"):
+        fmt = time_unit.removeprefix(DATETIME_FORMAT_PREFIX) if ":" in time_unit else None
         if col.dtype == pl.String:
             stripped = col.str.strip_chars()
             present = ~_missing_mask(col)
+            if fmt is None:
+                fmt = _numeric_date_format(bad, column, stripped.filter(present))
             try:
-                parsed = stripped.str.to_datetime(strict=False, time_unit="ms")
+                parsed = stripped.str.to_datetime(format=fmt, strict=False, time_unit="ms")
             except pl.exceptions.PolarsError:
                 parsed = pl.Series(column, [None] * col.len(), dtype=pl.Datetime("ms"))
             bad.df = bad.df.with_columns(parsed.alias("__dt"))
+            expected = f"in the format {fmt!r}" if fmt else "(expected e.g. 2020-06-09 18:41:01)"
             bad.flag(parsed.is_null() & present, column, "unparsable_time",
-                     "{value!r} is not a date-time (expected e.g. 2020-06-09 18:41:01)")
+                     "{value!r} is not a date-time " + expected)
             bad.df = bad.df.with_columns(pl.col("__dt").alias(column)).drop("__dt")
             col = bad.df[column]
         elif col.dtype == pl.Date:
@@ -239,6 +244,45 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
     if time_unit == "ms":
         bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
     return time_unit
+
+
+#: A date that starts with two numbers separated by / . or -, then a 4-digit year: 03/01/2021.
+_NUMERIC_DATE = r"^(\d{1,2})([/.\-])(\d{1,2})[/.\-]\d{4}\b"
+#: What may follow such a date, tried in order when its day / month order is known.
+_NUMERIC_DATE_TAILS = (" %H:%M:%S", " %H:%M", "T%H:%M:%S", "T%H:%M", "")
+
+
+def _numeric_date_format(bad: BadRows, column: str, values: pl.Series) -> str | None:
+    """Return the format of dates like 03/25/2021 10:00 when their values settle the day and
+    month order (a first number above 12: day first; a second one: month first); None when
+    they are not all such dates, or no plain format reads every one (polars then infers it).
+
+    When no value has a number above 12 the order is a guess (polars would take one
+    silently, and a wrong guess scrambles the trace's order): a TraceError asks for it.
+    """
+    if values.is_empty():
+        return None
+    parts = values.str.extract_groups(_NUMERIC_DATE)
+    first = parts.struct.field("1").cast(pl.Int64, strict=False)
+    second = parts.struct.field("3").cast(pl.Int64, strict=False)
+    if first.null_count() or second.null_count():  # not every value is such a date
+        return None
+    sep = parts.struct.field("2")[0]
+    if int(first.max()) <= 12 and int(second.max()) <= 12:
+        raise TraceError(
+            f"{_file_of(bad)}: column {column!r}: dates such as {values[0]!r} could be "
+            "month/day or day/month (no value has a number above 12 there); give the format, "
+            f"e.g. --time-unit '{DATETIME_FORMAT_PREFIX}%m{sep}%d{sep}%Y %H:%M' or "
+            f"'{DATETIME_FORMAT_PREFIX}%d{sep}%m{sep}%Y %H:%M' (time_unit in a config)")
+    order = f"%d{sep}%m" if int(first.max()) > 12 else f"%m{sep}%d"
+    for tail in _NUMERIC_DATE_TAILS:
+        fmt = f"{order}{sep}%Y{tail}"
+        try:
+            if values.str.to_datetime(format=fmt, strict=False).null_count() == 0:
+                return fmt
+        except pl.exceptions.PolarsError:
+            continue
+    return None
 
 
 def _refuse_date_times(bad: BadRows, column: str) -> None:

@@ -401,6 +401,17 @@ def with_trace_regions(cfg: ExperimentConfig, jobs: Any, source: str) -> Experim
     return replace(cfg, regions={**regions, "file": file})
 
 
+def _time_unit(value: Any, w: _Where) -> str:
+    """Return ``trace.time_unit`` checked (one of the units, or ``datetime:FORMAT``)."""
+    from sia.data.formats import time_unit_problem
+
+    text = w.string(value, "trace.time_unit")
+    problem = time_unit_problem(text)
+    if problem:
+        raise w.error("trace.time_unit", problem)
+    return text
+
+
 def _resolve_path(value: Any, key: str, w: _Where, base_dir: Path | None) -> str:
     text = w.string(value, key)
     from sia.data.datasets import builtin_name, is_builtin
@@ -436,7 +447,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
     has_path, has_syn = raw.get("path") is not None, raw.get("synthetic") is not None
     if has_path == has_syn:
         raise w.error("trace", "give exactly one of trace.path and trace.synthetic")
-    from sia.data.readers import FORMATS, TIME_UNITS
+    from sia.data.readers import FORMATS
     from sia.data.synthetic import VARIANTS
 
     synthetic = None
@@ -462,7 +473,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
         map=dict(mapping),
         pool_from=None if raw.get("pool_from") is None else w.string(raw["pool_from"],
                                                                       "trace.pool_from"),
-        time_unit=w.string(raw.get("time_unit", "s"), "trace.time_unit", tuple(TIME_UNITS)),
+        time_unit=_time_unit(raw.get("time_unit", "s"), w),
         quotas=None if raw.get("quotas") is None else _resolve_path(raw["quotas"], "trace.quotas",
                                                                     w, base_dir),
         days=None if days is None else w.number(days, "trace.days", lo=0, lo_open=True),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sia.data.errors import ConfigError, TraceError
-from sia.data.formats import FORMATS, TIME_UNITS
+from sia.data.formats import FORMATS, time_unit_problem
 from sia.data.plausibility import Thresholds, job_warnings, quota_warnings
 from sia.data.units import DAY_S
 from sia.data.variants import VARIANTS
@@ -258,8 +258,9 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
     """Parse the shared options' raw values and return :func:`load_workload`'s result."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if time_unit not in TIME_UNITS:
-        raise ConfigError(f"--time-unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
+    problem = time_unit_problem(time_unit)
+    if problem:
+        raise ConfigError(f"--time-unit: {problem}")
     return load_workload(trace, synthetic=synthetic, fmt=fmt, mapping=parse_mapping(map_),
                          pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
                          load_range=parse_load_range(load_range), seed=seed, days=days,
@@ -295,7 +296,9 @@ PoolFromOpt = Annotated[str | None, typer.Option(
                         "'pool' column.", show_default=False)]
 TimeUnitOpt = Annotated[str, typer.Option(
     "--time-unit", help="Generic traces: submission times (and durations) as numbers in s or "
-                        "ms, or 'datetime' for date-time submissions (durations in seconds).")]
+                        "ms, or 'datetime' for date-time submissions (durations in seconds; "
+                        "'datetime:FORMAT' gives the format, e.g. 'datetime:%m/%d/%Y %H:%M', "
+                        "for dates whose day and month order the values leave open).")]
 CleanOpt = Annotated[bool, typer.Option(
     "--clean", help="Drop bad rows (missing or non-numeric values, duration <= 0, zero GPUs, "
                     "duplicates, unparsable times) and count them in the report, instead of "

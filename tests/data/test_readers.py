@@ -279,6 +279,35 @@ def test_generic_date_times_read_as_numbers_say_to_pass_time_unit_datetime(tmp_p
     assert read_generic(r, on_bad_rows="drop")[0].height == 1
 
 
+def test_generic_numeric_dates_day_and_month_order(tmp_path):
+    """03/01/2021 is a guess between March 1 and January 3: asked for when no value settles it,
+    read in the order the values settle, or in the format given."""
+    rows = "submit_time,duration,num_gpus,pool\n{}\n"
+    amb = write(tmp_path / "amb.csv", rows.format("03/01/2021 10:00,100,1,a\n03/02/2021 09:59,5,2,a"))
+    with pytest.raises(TraceError, match=r"amb\.csv: column 'submit_time': dates such as "
+                                         r"'03/01/2021 10:00' could be month/day or day/month.*"
+                                         r"--time-unit 'datetime:%m/%d/%Y %H:%M'"):
+        read_generic(amb, time_unit="datetime")
+    jobs, report = read_generic(amb, time_unit="datetime:%m/%d/%Y %H:%M")
+    assert jobs["submit_time"].to_list() == [0.0, 86340.0]  # March 1 10:00 -> March 2 09:59
+    assert report.first_submit == "2021-03-01 10:00:00"
+    jobs, _ = read_generic(amb, time_unit="datetime:%d/%m/%Y %H:%M")
+    assert jobs["submit_time"].max() == 31 * 86400.0 - 60.0  # January 3 -> February 3
+    us = write(tmp_path / "us.csv", rows.format("03/01/2021 10:00,100,1,a\n03/25/2021 10:00,5,2,a"))
+    assert read_generic(us, time_unit="datetime")[0]["submit_time"].max() == 24 * 86400.0
+    eu = write(tmp_path / "eu.csv", rows.format("25.03.2021 10:00:05,100,1,a\n"
+                                                "03.01.2021 10:00:05,5,2,a"))
+    jobs, report = read_generic(eu, time_unit="datetime")
+    assert jobs["submit_time"].max() == 81 * 86400.0 and report.first_submit.startswith("2021-01-03")
+    # a value the given format does not read is a bad row naming the format
+    with pytest.raises(TraceError, match=r"row 2, column 'submit_time': '2021-03-25 10:00' is "
+                                         r"not a date-time in the format '%m/%d/%Y %H:%M'"):
+        read_generic(write(tmp_path / "mix.csv", rows.format(
+            "03/01/2021 10:00,100,1,a\n2021-03-25 10:00,5,2,a")), time_unit="datetime:%m/%d/%Y %H:%M")
+    with pytest.raises(ConfigError, match=r"'dt' is not a time unit.*datetime:FORMAT"):
+        read_generic(us, time_unit="dt")
+
+
 def test_generic_duration_from_start_and_end(tmp_path):
     """No duration column: each job's duration is end - start, in the submissions' unit."""
     p = write(tmp_path / "span.csv", "pool,submitted,began,ended,num_gpus\n"

@@ -140,6 +140,15 @@ def test_relative_trace_path_resolves_against_the_config_folder(tmp_path):
     assert got.trace.path == str((tmp_path / "sub" / "t.csv").resolve())
 
 
+def test_trace_time_unit_takes_a_date_time_format(tmp_path):
+    (tmp_path / "t.csv").write_text("job_id,pool,submit_time,duration,num_gpus\n")
+    got = parse_config(tiny(trace={"path": str(tmp_path / "t.csv"),
+                                   "time_unit": "datetime:%m/%d/%Y %H:%M"}))
+    assert got.trace.time_unit == "datetime:%m/%d/%Y %H:%M"
+    with pytest.raises(ConfigError, match=r"trace\.time_unit.*'dt' is not a time unit"):
+        parse_config(tiny(trace={"path": str(tmp_path / "t.csv"), "time_unit": "dt"}))
+
+
 def test_repo_configs_are_valid():
     folder = Path(__file__).resolve().parents[2] / "experiments"
     names = sorted(p.name for p in folder.glob("*.yaml"))
