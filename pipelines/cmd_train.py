@@ -339,6 +339,14 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
     raise ConfigError(f"--recipe must be default or paper, not {a.recipe!r}")
 
 
+def _arrival_line(window: Any) -> str:
+    """One window's validation F against persistence's, e.g. ``720 min .838 (xgboost) vs
+    .850, below``: a registered model below persistence on validation is named so."""
+    f, p = window.metrics["f1"], window.baselines["persistence"]["f1"]
+    side = "below" if f < p else ("tie" if f == p else "above")
+    return f"{window.k_min} min {f:.3f} ({window.model.method_}) vs {p:.3f}, {side}"
+
+
 def _print_outcome(outcome: Any, alias: str) -> None:
     """Print the split, JobDuration's calibration, where the report and the run are, what was
     registered and how to open the MLflow UI."""
@@ -347,6 +355,8 @@ def _print_outcome(outcome: Any, alias: str) -> None:
     s = outcome.result.split
     typer.echo(f"split: train days {s.train_start / 86400:.1f}-{s.train_end / 86400:.1f}, "
                f"validate days {s.train_end / 86400:.1f}-{s.val_end / 86400:.1f} ({s.how})")
+    typer.echo("WillJobsArrive, validation F (registered method) against persistence: " + "; ".join(
+        _arrival_line(w) for w in outcome.result.windows))
     d = outcome.result.duration
     typer.echo(f"JobDuration: quantile {d['quantile']:g}"
                + (f" (calibrated for a training under-prediction rate <= "

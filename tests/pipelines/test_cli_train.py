@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -101,6 +102,16 @@ def test_cli_train_prints_report_run_id_and_ui_command(trained, tmp_path, monkey
     assert "MLflow run id:" in out
     assert f"mlflow ui --backend-store-uri sqlite:///{(root / 'mlflow.db').resolve()}" in out
     assert "registered (cli): sia-will-jobs-arrive-5m v2" in out  # champion stays on v1
+    # one line says, per window, where the registered WillJobsArrive stands against persistence
+    line = next(x for x in out.splitlines() if x.startswith("WillJobsArrive, validation F"))
+    got = re.findall(r"(\d+) min (\d\.\d{3}) \((\w+)\) vs (\d\.\d{3}), (above|below|tie)", line)
+    assert [g[0] for g in got] == ["5", "60"], line
+    for _, f, _, p, side in got:
+        assert side == ("above" if float(f) > float(p) else "below" if float(f) < float(p)
+                        else "tie"), line
+    report = pl.read_csv(tmp_path / "rep" / "will_arrive.csv")
+    assert [f"{v:.3f}" for v in report["F"]] == [g[1] for g in got]
+    assert [f"{v:.3f}" for v in report["persist_F"]] == [g[3] for g in got]
     assert "will_arrive" in out and (tmp_path / "rep" / "new_load.csv").exists()
     # --ablation: one row per window and cumulative feature set, printed and saved
     ablation = pl.read_csv(tmp_path / "rep" / "ablation.csv")
