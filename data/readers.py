@@ -239,7 +239,10 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
             .otherwise(pl.col(column)).alias(column)
         )
     elif isinstance(bad.df[column].dtype, pl.Datetime | pl.Date):
-        raise TraceError(f"{_file_of(bad)}: column {column!r} holds date-times; use --time-unit datetime")
+        if time_unit == "s":  # the default: a file's own date-time type says what it holds
+            return _parse_submit_seconds(bad, column, "datetime")
+        raise TraceError(f"{_file_of(bad)}: column {column!r} holds date-times, not {time_unit} "
+                         "numbers; use --time-unit datetime")
     _cast_numeric(bad, column, pl.Float64())
     if time_unit == "ms":
         bad.df = bad.df.with_columns(pl.col(column) / 1000.0)

@@ -279,6 +279,22 @@ def test_generic_date_times_read_as_numbers_say_to_pass_time_unit_datetime(tmp_p
     assert read_generic(r, on_bad_rows="drop")[0].height == 1
 
 
+def test_generic_parquet_date_times_need_no_time_unit(tmp_path):
+    """A Parquet file's own date-time type says what the column holds: read as date-times under
+    the default unit; --time-unit ms on it is an error naming the column."""
+    from datetime import datetime
+
+    p = tmp_path / "dt.parquet"
+    pl.DataFrame({"pool": ["a", "a"], "submitted": [datetime(2021, 3, 1, 10), datetime(2021, 3, 1, 9)],
+                  "duration": [100.0, 5.0], "num_gpus": [1, 2]}).write_parquet(p)
+    jobs, report = read_generic(p, {"submit_time": "submitted"})
+    assert jobs["submit_time"].to_list() == [0.0, 3600.0] and jobs["duration"].to_list() == [5.0, 100.0]
+    assert report.first_submit == "2021-03-01 09:00:00"
+    with pytest.raises(TraceError, match=r"dt\.parquet: column 'submit_time' holds date-times, "
+                                         r"not ms numbers; use --time-unit datetime"):
+        read_generic(p, {"submit_time": "submitted"}, time_unit="ms")
+
+
 def test_generic_numeric_dates_day_and_month_order(tmp_path):
     """03/01/2021 is a guess between March 1 and January 3: asked for when no value settles it,
     read in the order the values settle, or in the format given."""
