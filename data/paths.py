@@ -16,3 +16,14 @@ def output_root() -> Path:
     under it, never in the source tree.
     """
     return Path(os.environ.get(OUTPUT_ROOT_ENV, DEFAULT_OUTPUT_ROOT))
+
+
+def trace_identity(source: str) -> str:
+    """Return what names a trace across commands run from different folders: a file or folder
+    that exists, by its resolved path (absolute, links followed); anything else
+    (``builtin:philly``, ``synthetic:base seed=0``, a glob) as it is written."""
+    path = Path(source).expanduser()
+    try:
+        return str(path.resolve()) if path.exists() else source
+    except (OSError, RuntimeError):  # an unreadable path, a symlink loop
+        return source

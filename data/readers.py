@@ -194,11 +194,16 @@ def _missing_mask(col: pl.Series) -> pl.Series:
     return mask
 
 
-def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | None:
+def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
+                          typed_datetimes: bool = False) -> str | None:
     """Turn ``column`` of ``bad.df`` into absolute seconds (Float64) in place.
 
     Returns how the unit reads in the report (a datetime origin is formatted
-    later). Missing cells are left null for :func:`validate` to report.
+    later): "datetime" for date-times. Missing cells are left null for
+    :func:`validate` to report. With ``typed_datetimes``, a column whose own
+    type is date-time (Parquet) is read as date-times under the default unit
+    "s" (the submissions: the unit returned is then the one the other time
+    columns must be read in).
     """
     problem = time_unit_problem(time_unit)
     if problem:
@@ -216,7 +221,8 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
             except pl.exceptions.PolarsError:
                 parsed = pl.Series(column, [None] * col.len(), dtype=pl.Datetime("ms"))
             bad.df = bad.df.with_columns(parsed.alias("__dt"))
-            expected = f"in the format {fmt!r}" if fmt else "(expected e.g. 2020-06-09 18:41:01)"
+            expected = (f"in the format {fmt!r}".replace("{", "{{").replace("}", "}}") if fmt
+                        else "(expected e.g. 2020-06-09 18:41:01)")
             bad.flag(parsed.is_null() & present, column, "unparsable_time",
                      "{value!r} is not a date-time " + expected)
             bad.df = bad.df.with_columns(pl.col("__dt").alias(column)).drop("__dt")
@@ -239,53 +245,83 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str) -> str | No
             .otherwise(pl.col(column)).alias(column)
         )
     elif isinstance(bad.df[column].dtype, pl.Datetime | pl.Date):
-        if time_unit == "s":  # the default: a file's own date-time type says what it holds
+        if time_unit == "s" and typed_datetimes:  # the file's own type says what it holds
             return _parse_submit_seconds(bad, column, "datetime")
         raise TraceError(f"{_file_of(bad)}: column {column!r} holds date-times, not {time_unit} "
-                         "numbers; use --time-unit datetime")
+                         "numbers; use --time-unit datetime" + (
+                             "" if typed_datetimes or time_unit != "s" else
+                             " (with the submissions as date-times too)"))
     _cast_numeric(bad, column, pl.Float64())
     if time_unit == "ms":
         bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
     return time_unit
 
 
-#: A date that starts with two numbers separated by / . or -, then a 4-digit year: 03/01/2021.
-_NUMERIC_DATE = r"^(\d{1,2})([/.\-])(\d{1,2})[/.\-]\d{4}\b"
-#: What may follow such a date, tried in order when its day / month order is known.
-_NUMERIC_DATE_TAILS = (" %H:%M:%S", " %H:%M", "T%H:%M:%S", "T%H:%M", "")
+#: A date that starts with two numbers separated by / . or -, then a 4-digit year and the end
+#: of the value, a space or a T: 03/01/2021, 03/01/2021 10:00, 03/01/2021T10:00.
+_NUMERIC_DATE = r"^(\d{1,2})([/.\-])(\d{1,2})[/.\-]\d{4}(?:$|[ T])"
+#: What may follow such a date, tried in order.
+_NUMERIC_DATE_TAILS = (" %H:%M:%S", " %H:%M", " %H:%M:%S%.f", " %I:%M %p", " %I:%M:%S %p",
+                       "T%H:%M:%S", "T%H:%M", "T%H:%M:%S%.f", "")
+#: The share of such dates one tail must read for it to be the format (the rest are bad rows).
+_NUMERIC_DATE_READ = 0.99
 
 
 def _numeric_date_format(bad: BadRows, column: str, values: pl.Series) -> str | None:
-    """Return the format of dates like 03/25/2021 10:00 when their values settle the day and
-    month order (a first number above 12: day first; a second one: month first); None when
-    they are not all such dates, or no plain format reads every one (polars then infers it).
+    """Return the format of dates like 03/25/2021 10:00 when they settle the day and month
+    order (a first number above 12: day first; a second one: month first); None when fewer
+    than half the values are such dates (polars then infers the format).
 
-    When no value has a number above 12 the order is a guess (polars would take one
-    silently, and a wrong guess scrambles the trace's order): a TraceError asks for it.
+    The order and the time part are read from the values that are such dates;
+    the others become bad rows under the format. A TraceError asks for the
+    format with ``--time-unit datetime:FORMAT`` when no value has a number
+    above 12 there (the order is a guess: polars would take one silently, and a
+    wrong guess scrambles the trace's order), or when no one format reads
+    nearly all of them.
     """
     if values.is_empty():
         return None
     parts = values.str.extract_groups(_NUMERIC_DATE)
     first = parts.struct.field("1").cast(pl.Int64, strict=False)
-    second = parts.struct.field("3").cast(pl.Int64, strict=False)
-    if first.null_count() or second.null_count():  # not every value is such a date
+    dated = first.is_not_null()
+    if int(dated.sum()) * 2 < values.len():  # mostly not such dates
         return None
-    sep = parts.struct.field("2")[0]
-    if int(first.max()) <= 12 and int(second.max()) <= 12:
-        raise TraceError(
-            f"{_file_of(bad)}: column {column!r}: dates such as {values[0]!r} could be "
-            "month/day or day/month (no value has a number above 12 there); give the format, "
-            f"e.g. --time-unit '{DATETIME_FORMAT_PREFIX}%m{sep}%d{sep}%Y %H:%M' or "
-            f"'{DATETIME_FORMAT_PREFIX}%d{sep}%m{sep}%Y %H:%M' (time_unit in a config)")
-    order = f"%d{sep}%m" if int(first.max()) > 12 else f"%m{sep}%d"
-    for tail in _NUMERIC_DATE_TAILS:
-        fmt = f"{order}{sep}%Y{tail}"
+    first = first.filter(dated)
+    second = parts.struct.field("3").cast(pl.Int64, strict=False).filter(dated)
+    seps = parts.struct.field("2").filter(dated)
+    sep = seps[0]
+    shown = values.filter(dated)
+    orders = ([f"%d{sep}%m"] if int(first.max()) > 12 else []) + (
+        [f"%m{sep}%d"] if int(second.max()) > 12 else [])
+    candidates = orders or [f"%m{sep}%d"]  # ambiguous: find the time part for the advice
+
+    def reads(fmt: str) -> int:
         try:
-            if values.str.to_datetime(format=fmt, strict=False).null_count() == 0:
-                return fmt
+            return shown.len() - shown.str.to_datetime(format=fmt, strict=False).null_count()
         except pl.exceptions.PolarsError:
-            continue
-    return None
+            return 0
+
+    best, best_read = None, 0
+    for order in candidates:
+        for tail in _NUMERIC_DATE_TAILS:
+            n = reads(f"{order}{sep}%Y{tail}")
+            if n > best_read:
+                best, best_read = f"{order}{sep}%Y{tail}", n
+    tail = best.split("%Y", 1)[1] if best else " %H:%M"
+    if len(orders) != 1:
+        both = (f"--time-unit '{DATETIME_FORMAT_PREFIX}%m{sep}%d{sep}%Y{tail}' or "
+                f"'{DATETIME_FORMAT_PREFIX}%d{sep}%m{sep}%Y{tail}'")
+        why = ("could be month/day or day/month (no value has a number above 12 there)"
+               if not orders else "have numbers above 12 in both the first and second place")
+        raise TraceError(f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r} "
+                         f"{why}; give the format, e.g. {both} (time_unit in a config)")
+    if best is None or best_read < _NUMERIC_DATE_READ * shown.len():
+        order = "day/month" if orders[0].startswith("%d") else "month/day"
+        raise TraceError(
+            f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r} are {order}, but "
+            "no one format reads them; give it, e.g. --time-unit "
+            f"'{DATETIME_FORMAT_PREFIX}{orders[0]}{sep}%Y{tail}' (time_unit in a config)")
+    return best
 
 
 def _refuse_date_times(bad: BadRows, column: str) -> None:
@@ -305,8 +341,9 @@ def _refuse_date_times(bad: BadRows, column: str) -> None:
         return
     if parsed.is_null().all():
         return
+    example = present.filter(parsed.is_not_null())[0]
     raise TraceError(
-        f"{_file_of(bad)}: column {column!r} holds date-times (e.g. {present[0]!r}), not "
+        f"{_file_of(bad)}: column {column!r} holds date-times (e.g. {example!r}), not "
         "numbers; pass --time-unit datetime (time_unit: datetime in a config's trace section) "
         "to read them")
 
@@ -565,8 +602,10 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
         _blank_note(frame, report)
     report.notes.extend(notes)
     bad = BadRows(raw, source, on_bad_rows, report)
-    unit = _parse_submit_seconds(bad, "submit_time", time_unit)
-    span = _generic_durations(bad, time_unit, report)
+    unit = _parse_submit_seconds(bad, "submit_time", time_unit, typed_datetimes=True)
+    # start and end times are read like the submissions (date-times when those were)
+    span = _generic_durations(bad, "datetime" if (time_unit, unit) == ("s", "datetime")
+                              else time_unit, report)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
     jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)

@@ -259,8 +259,9 @@ def version_of(name: str, alias: str):
 
 def training_period(name: str, alias: str) -> dict[str, Any] | None:
     """Return where the version of ``name`` under ``alias`` was trained, from its training
-    run: ``{"trace", "train_start_day", "train_end_day", "val_end_day"}`` (days since the
-    trace start, as ``sia train`` logs them); None when the version has no run or the run
+    run: ``{"trace", "trace_id", "train_start_day", "train_end_day", "val_end_day"}`` (days
+    since the trace start, as ``sia train`` logs them; ``trace_id`` None for runs logged before
+    it was recorded); None when the version has no run or the run
     does not say (a model registered by hand). RegistryError when the alias is missing."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
@@ -274,7 +275,7 @@ def training_period(name: str, alias: str) -> dict[str, Any] | None:
         return None
     params, tags = run.data.params, run.data.tags
     try:
-        return {"trace": tags.get("trace"),
+        return {"trace": tags.get("trace"), "trace_id": tags.get("trace_id"),
                 "train_start_day": float(params["split_train_start_day"]),
                 "train_end_day": float(params["split_train_end_day"]),
                 "val_end_day": float(params["split_val_end_day"])}

@@ -155,23 +155,35 @@ def _local_store_lock(uri: str) -> Iterator[None]:
     ``duplicate column name``); two that both find the experiment missing
     race to create it. Opening the store under this lock makes processes
     started together (two ``sia train`` on a fresh machine) take turns. The
-    lock is ``flock`` on the database file, which SQLite's own locks (POSIX
-    record locks) do not interact with; without ``fcntl`` nothing is locked.
+    lock is ``flock`` on the database file, which on a local file system does
+    not interact with SQLite's own (POSIX record) locks. An in-memory or
+    ``file:`` URI database, a system without ``fcntl``, or a file system that
+    refuses the lock (NFS may, on a file opened read-only) is not locked.
     """
-    if not uri.startswith("sqlite:///"):
+    name = uri.removeprefix("sqlite:///").split("?", 1)[0] if uri.startswith("sqlite:///") else ""
+    if not name or name == ":memory:" or name.startswith("file:"):
         yield
         return
-    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    path = Path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # not POSIX
         yield
         return
-    # an existing store is only read (a shared registry may be read-only to this user); a
-    # missing one is created empty, which SQLite takes as a fresh database
-    with open(path, "rb" if path.exists() else "ab") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    # a missing store is created empty, which SQLite takes as a fresh database; an existing
+    # one is opened for writing when it may be (NFS locks need that), else only read (a
+    # registry shared read-only still opens)
+    if not path.exists():
+        mode = "ab"
+    else:
+        mode = "r+b" if os.access(path, os.W_OK) else "rb"
+    with open(path, mode) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:  # the file system refuses: open the store unlocked, as before
+            yield
+            return
         try:
             yield
         finally:

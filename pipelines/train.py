@@ -498,11 +498,13 @@ def run_name(trace: str, split: TimeSplit, tuned: bool = False) -> str:
 
 
 def run_tags(trace: str, split: TimeSplit, alias: str) -> dict[str, str]:
-    """Return the tags of a training run: trace, split, alias, package version, git commit."""
+    """Return the tags of a training run: trace (as given, and ``trace_id``: resolved, see
+    :func:`sia.data.paths.trace_identity`), split, alias, package version, git commit."""
+    from sia.data.paths import trace_identity
     from sia.pipelines.tracking import git_commit, package_version
 
-    tags = {"trace": trace, "split": split_text(split), "alias": alias,
-            "sia_version": package_version()}
+    tags = {"trace": trace, "trace_id": trace_identity(trace), "split": split_text(split),
+            "alias": alias, "sia_version": package_version()}
     commit = git_commit()
     if commit:
         tags["git_commit"] = commit

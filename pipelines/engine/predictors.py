@@ -78,11 +78,20 @@ def in_sample_warning(period: Mapping[str, Any] | None, source: str, alias: str,
     otherwise.
 
     ``period`` is :func:`sia.models.registry.training_period` of the alias;
-    the warning is given when it was trained on this trace (``source``, as
-    ``sia train`` recorded it) and the replay starts before its validation
+    the warning is given when it was trained on this trace (``source``: the
+    same resolved path, :func:`sia.data.paths.trace_identity`, or the same
+    built-in or synthetic name) and the replay starts before its validation
     period ended. ``fix`` says what to do, with ``{day}`` for that end.
     """
-    if not period or period.get("trace") != source:
+    from sia.data.paths import trace_identity
+
+    if not period:
+        return None
+    # the same trace: by its resolved path (runs logged before that was recorded: as written)
+    if period.get("trace_id"):
+        if period["trace_id"] != trace_identity(source):
+            return None
+    elif period.get("trace") != source:
         return None
     start = 0.0 if replay_start_day is None else float(replay_start_day)
     end = float(period["val_end_day"])

@@ -293,6 +293,25 @@ def test_generic_parquet_date_times_need_no_time_unit(tmp_path):
     with pytest.raises(TraceError, match=r"dt\.parquet: column 'submit_time' holds date-times, "
                                          r"not ms numbers; use --time-unit datetime"):
         read_generic(p, {"submit_time": "submitted"}, time_unit="ms")
+    # start and end times are then read as date-times too: numbers there are an error, not
+    # epoch seconds subtracted from the file's own clock
+    q = tmp_path / "span.parquet"
+    pl.DataFrame({"pool": ["a"], "submit_time": [datetime(2021, 3, 1, 10)], "start_time": [5.0],
+                  "end_time": [35.0], "num_gpus": [1]}).write_parquet(q)
+    with pytest.raises(TraceError, match=r"column 'start_time' has type Float64, not date-times"):
+        read_generic(q)
+    r = tmp_path / "span_dt.parquet"
+    pl.DataFrame({"pool": ["a"], "submit_time": [datetime(2021, 3, 1, 10)],
+                  "start_time": [datetime(2021, 3, 1, 10, 5)], "end_time": [datetime(2021, 3, 1, 11)],
+                  "num_gpus": [1]}).write_parquet(r)
+    jobs = read_generic(r)[0]
+    assert jobs["duration"].to_list() == [3300.0] and jobs["start_time"].to_list() == [300.0]
+    # numeric submissions with date-time start and end: an error naming the column
+    n = tmp_path / "span_num.parquet"
+    pl.DataFrame({"pool": ["a"], "submit_time": [0.0], "start_time": [datetime(2021, 3, 1, 10)],
+                  "end_time": [datetime(2021, 3, 1, 11)], "num_gpus": [1]}).write_parquet(n)
+    with pytest.raises(TraceError, match=r"column 'start_time' holds date-times, not s numbers"):
+        read_generic(n)
 
 
 def test_generic_numeric_dates_day_and_month_order(tmp_path):
@@ -322,6 +341,32 @@ def test_generic_numeric_dates_day_and_month_order(tmp_path):
             "03/01/2021 10:00,100,1,a\n2021-03-25 10:00,5,2,a")), time_unit="datetime:%m/%d/%Y %H:%M")
     with pytest.raises(ConfigError, match=r"'dt' is not a time unit.*datetime:FORMAT"):
         read_generic(us, time_unit="dt")
+    # the order comes from the values that are such dates: a bad cell is a bad row, not a reason
+    # to let polars guess (it took day/month from the first value and scrambled the trace)
+    na = write(tmp_path / "na.csv", rows.format("03/01/2021 10:00,1,1,a\n03/25/2021 10:00,1,1,a\n"
+                                                "04/02/2021 10:00,1,1,a\nn/a,1,1,a"))
+    with pytest.raises(TraceError, match=r"row 4, column 'submit_time': 'n/a' is not a date-time "
+                                         r"in the format '%m/%d/%Y %H:%M'"):
+        read_generic(na, time_unit="datetime")
+    jobs, report = read_generic(na, time_unit="datetime", on_bad_rows="drop")
+    assert jobs["submit_time"].to_list() == [0.0, 24 * 86400.0, 32 * 86400.0]
+    assert report.dropped == {"unparsable_time": 1}
+    # the time part is found too (seconds, fractions, AM/PM, a T), and the advice for an
+    # ambiguous column names the one its values have
+    for text, gap in (("03/01/2021 10:00:00.5,1,1,a\n03/25/2021 10:00:00.5", 24 * 86400.0),
+                      ("03/01/2021 10:00 AM,1,1,a\n03/25/2021 01:00 PM", 24 * 86400.0 + 3 * 3600),
+                      ("13/01/2021T10:00:00,1,1,a\n03/01/2021T10:00:00", 10 * 86400.0)):
+        got = read_generic(write(tmp_path / "tail.csv", rows.format(text + ",1,1,a")),
+                           time_unit="datetime")[0]["submit_time"]
+        assert got.max() - got.min() == gap, text
+    only = write(tmp_path / "only.csv", rows.format("03/01/2021,1,1,a\n03/02/2021,1,1,a"))
+    with pytest.raises(TraceError, match=r"'datetime:%m/%d/%Y' or 'datetime:%d/%m/%Y'"):
+        read_generic(only, time_unit="datetime")
+    assert read_generic(only, time_unit="datetime:%m/%d/%Y")[0].height == 2
+    with pytest.raises(TraceError, match=r"'03/01/2021T10:00' could be month/day or day/month"):
+        read_generic(write(tmp_path / "t.csv", rows.format("03/01/2021T10:00,1,1,a\n"
+                                                           "03/02/2021T10:00,1,1,a")),
+                     time_unit="datetime")
 
 
 def test_generic_duration_from_start_and_end(tmp_path):

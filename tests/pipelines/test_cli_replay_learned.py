@@ -85,7 +85,8 @@ def test_a_replay_over_the_predictors_training_days_warns(mlflow_uri, tmp_path, 
             "days 2.5-3.5; this replay starts on day 2") in err
     assert "--replay-start-day 3.5 to replay after validation" in err
     pred = json.loads((out / "summary.json").read_text())["predictors"]
-    assert pred["training_period"] == {"trace": pred["training_period"]["trace"],
+    assert pred["training_period"] == {"trace": "synthetic:base seed=1",
+                                       "trace_id": "synthetic:base seed=1",
                                        "train_start_day": 0.5, "train_end_day": 2.5,
                                        "val_end_day": 3.5}
     assert pred["warning"] in err
@@ -144,3 +145,32 @@ def test_missing_predictors_and_misplaced_options_are_one_line_errors(mlflow_uri
                  "--out", str(out)]) == 2
     assert "no job is submitted" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_in_sample_warning_knows_a_trace_by_its_resolved_path(tmp_path, monkeypatch):
+    """The same file named another way (relative, absolute, through a link) is the same trace;
+    another file with the same name is not; runs logged before trace_id compare as written."""
+    from sia.data.paths import trace_identity
+    from sia.pipelines.engine.predictors import in_sample_warning
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for d in ("a", "b"):
+        (tmp_path / d / "t.csv").write_text(f"{d}\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "a" / "t.csv")
+    monkeypatch.chdir(tmp_path / "a")
+    period = {"trace": "t.csv", "trace_id": trace_identity("t.csv"), "train_start_day": 1.0,
+              "train_end_day": 3.0, "val_end_day": 4.0}
+
+    def warns(source, start=2.0, p=period):
+        return in_sample_warning(p, source, "x", start, "start on day {day:g}") is not None
+
+    assert warns("t.csv") and warns(str(tmp_path / "a" / "t.csv")) and warns("../link.csv")
+    assert warns("./t.csv", None)  # no start day: the replay starts at day 0
+    assert not warns("t.csv", 4.0)  # after validation
+    assert not warns("../b/t.csv")  # another file with the same name
+    legacy = {k: v for k, v in period.items() if k != "trace_id"}
+    assert warns("t.csv", p=legacy) and not warns(str(tmp_path / "a" / "t.csv"), p=legacy)
+    assert in_sample_warning(None, "t.csv", "x", 0.0, "{day}") is None
+    assert in_sample_warning(period, "t.csv", "x", 2.0, "start on day {day:g}").endswith(
+        "start on day 4")

@@ -51,8 +51,9 @@ def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path):
 
 
 def test_the_lock_only_reads_an_existing_store(tmp_path, monkeypatch):
-    """The lock opens an existing store file for reading (a registry shared read-only to this
-    user still opens) and creates a missing one; other URIs are not locked."""
+    """The lock creates a missing store file, opens an existing one for writing when it may
+    and else only for reading (a registry shared read-only still opens); other URIs, an
+    in-memory database and SQLite ``file:`` URIs are not locked (no stray files)."""
     import builtins
 
     from sia.pipelines import tracking
@@ -70,7 +71,14 @@ def test_the_lock_only_reads_an_existing_store(tmp_path, monkeypatch):
     assert opened == [(str(db), "ab")] and db.exists()
     with tracking._local_store_lock(f"sqlite:///{db}?timeout=5"):
         pass
-    assert opened[1:] == [(str(db), "rb")]
-    with tracking._local_store_lock("http://127.0.0.1:5000"):
+    assert opened[1:] == [(str(db), "r+b")]  # writable: opened for writing (NFS locks need it)
+    monkeypatch.setattr(tracking.os, "access", lambda path, how: False)  # a read-only file
+    with tracking._local_store_lock(f"sqlite:///{db}"):
         pass
-    assert len(opened) == 2
+    assert opened[2:] == [(str(db), "rb")]
+    monkeypatch.chdir(tmp_path)
+    for uri in ("http://127.0.0.1:5000", "sqlite:///:memory:", "sqlite:///file:reg.db?mode=ro"):
+        with tracking._local_store_lock(uri):
+            pass
+    assert len(opened) == 3
+    assert not (tmp_path / ":memory:").exists() and not (tmp_path / "file:reg.db").exists()
