@@ -16,6 +16,7 @@ predicted (features may look back across the boundary: that is the past).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -107,10 +108,16 @@ def choose_split(
     last = float(times.max())
     if val_end > last + DAY_S:
         span_days = (last - train_start) / DAY_S
+        # the same proportions in what the trace has, whole tenths of a day, rounded down
+        fit = (math.floor(10 * span_days * train_days / (train_days + val_days)) / 10,
+               math.floor(10 * span_days * val_days / (train_days + val_days)) / 10)
+        hint = (f" (e.g. --train-days {fit[0]:g} --val-days {fit[1]:g})"
+                if span_days > 0 and min(fit) > 0 else "")
         raise ConfigError(
             f"the split does not fit the trace: training starts on day {train_start / DAY_S:.1f} "
             f"and needs {train_days:g} + {val_days:g} days, but the trace ends {span_days:.1f} "
-            "days later; lower --train-days / --val-days / --warmup-days or set --start-day"
+            f"days later; lower --train-days / --val-days{hint} / --warmup-days or set "
+            "--start-day"
         )
     return TimeSplit(train_start, train_end, val_end, active, how)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.models.split import DAY_S, active_start_s, choose_split, split_features
@@ -35,6 +37,25 @@ def test_choose_split_records_boundaries_and_rejects_a_split_past_the_end():
     with pytest.raises(ConfigError, match="--val-days"):
         choose_split(times, val_days=0)
     assert choose_split(times, train_days=2, val_days=1, warmup_days=0, start_day=5).train_start == 5 * DAY_S
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1.5, 60), st.floats(1, 40), st.floats(0.5, 30), st.floats(0, 5))
+@example(10.0, 21.0, 14.0, 3.0)  # the default split on a 10-day trace: 4.1 + 2.7 days fit
+def test_a_split_past_the_end_suggests_one_that_fits(span, train_days, val_days, warmup):
+    """The error names --train-days / --val-days in the same proportions that fit the trace."""
+    times = np.arange(0, span * DAY_S, 1800.0)
+    try:
+        choose_split(times, train_days=train_days, val_days=val_days, warmup_days=warmup)
+        return
+    except ConfigError as exc:
+        got = re.search(r"e\.g\. --train-days ([\d.]+) --val-days ([\d.]+)", str(exc))
+    if got is None:  # too little left after the warm-up for a tenth of a day each
+        return
+    t, v = float(got[1]), float(got[2])
+    assert t > 0 and v > 0 and t / (t + v) == pytest.approx(train_days / (train_days + val_days),
+                                                            abs=0.1)
+    choose_split(times, train_days=t, val_days=v, warmup_days=warmup)  # fits
 
 
 @settings(max_examples=30, deadline=None)
