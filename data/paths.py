@@ -20,10 +20,13 @@ def output_root() -> Path:
 
 def trace_identity(source: str) -> str:
     """Return what names a trace across commands run from different folders: a file or folder
-    that exists, by its resolved path (absolute, links followed); anything else
-    (``builtin:philly``, ``synthetic:base seed=0``, a glob) as it is written."""
+    that exists, by its resolved path (absolute, links followed); a glob by its folder's
+    resolved path and its pattern; anything else (``builtin:philly``, ``synthetic:base
+    seed=0``) as it is written."""
     path = Path(source).expanduser()
     try:
+        if any(ch in source for ch in "*?["):  # a glob: its folder resolved, its pattern kept
+            return str(path.parent.resolve() / path.name) if path.parent.exists() else source
         return str(path.resolve()) if path.exists() else source
     except (OSError, RuntimeError):  # an unreadable path, a symlink loop
         return source

@@ -195,7 +195,8 @@ def _missing_mask(col: pl.Series) -> pl.Series:
 
 
 def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
-                          typed_datetimes: bool = False) -> str | None:
+                          typed_datetimes: bool = False,
+                          orders: dict[str, str] | None = None) -> str | None:
     """Turn ``column`` of ``bad.df`` into absolute seconds (Float64) in place.
 
     Returns how the unit reads in the report (a datetime origin is formatted
@@ -203,7 +204,9 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
     :func:`validate` to report. With ``typed_datetimes``, a column whose own
     type is date-time (Parquet) is read as date-times under the default unit
     "s" (the submissions: the unit returned is then the one the other time
-    columns must be read in).
+    columns must be read in). ``orders`` carries the day / month order that
+    dates like 03/25/2021 settled in one column to the next (start and end
+    times take the submissions' order where their own values leave it open).
     """
     problem = time_unit_problem(time_unit)
     if problem:
@@ -215,7 +218,8 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
             stripped = col.str.strip_chars()
             present = ~_missing_mask(col)
             if fmt is None:
-                fmt = _numeric_date_format(bad, column, stripped.filter(present))
+                fmt = _numeric_date_format(bad, column, stripped.filter(present),
+                                           {} if orders is None else orders)
             try:
                 parsed = stripped.str.to_datetime(format=fmt, strict=False, time_unit="ms")
             except pl.exceptions.PolarsError:
@@ -230,6 +234,11 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
         elif col.dtype == pl.Date:
             col = col.cast(pl.Datetime("ms"))
         elif not isinstance(col.dtype, pl.Datetime):
+            if column != "submit_time":
+                raise TraceError(
+                    f"{_file_of(bad)}: column {column!r} has type {col.dtype}, but the "
+                    "submissions are date-times: give start and end times as date-times too, "
+                    "or map a duration column")
             raise TraceError(
                 f"{_file_of(bad)}: column {column!r} has type {col.dtype}, not date-times; "
                 "use --time-unit s or ms for numeric times"
@@ -261,67 +270,79 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
 #: of the value, a space or a T: 03/01/2021, 03/01/2021 10:00, 03/01/2021T10:00.
 _NUMERIC_DATE = r"^(\d{1,2})([/.\-])(\d{1,2})[/.\-]\d{4}(?:$|[ T])"
 #: What may follow such a date, tried in order.
-_NUMERIC_DATE_TAILS = (" %H:%M:%S", " %H:%M", " %H:%M:%S%.f", " %I:%M %p", " %I:%M:%S %p",
-                       "T%H:%M:%S", "T%H:%M", "T%H:%M:%S%.f", "")
-#: The share of such dates one tail must read for it to be the format (the rest are bad rows).
-_NUMERIC_DATE_READ = 0.99
+_NUMERIC_DATE_TAILS = tuple(
+    f"{sep}{time}" for sep in (" ", "T")
+    for time in ("%H:%M:%S", "%H:%M", "%H:%M:%S%.f", "%I:%M %p", "%I:%M:%S %p", "%H:%M:%S%:z",
+                 "%H:%M:%S%z", "%H:%M%:z", "%H:%M:%SZ", "%H:%M:%S%.fZ")) + ("",)
+#: The dates the time part is chosen on (the whole column is then read with it).
+_NUMERIC_DATE_SAMPLE = 10_000
 
 
-def _numeric_date_format(bad: BadRows, column: str, values: pl.Series) -> str | None:
-    """Return the format of dates like 03/25/2021 10:00 when they settle the day and month
-    order (a first number above 12: day first; a second one: month first); None when fewer
-    than half the values are such dates (polars then infers the format).
+def _numeric_date_format(bad: BadRows, column: str, values: pl.Series,
+                         orders: dict[str, str]) -> str | None:
+    """Return the format of dates like 03/25/2021 10:00; None when fewer than half the cells
+    with a digit are such dates (polars then infers the format).
 
-    The order and the time part are read from the values that are such dates;
-    the others become bad rows under the format. A TraceError asks for the
-    format with ``--time-unit datetime:FORMAT`` when no value has a number
-    above 12 there (the order is a guess: polars would take one silently, and a
-    wrong guess scrambles the trace's order), or when no one format reads
-    nearly all of them.
+    The day / month order is settled by the values whose first number is above
+    12 (day first) or whose second one is (month first), or else by
+    ``orders["order"]`` (``"dm"`` / ``"md"``, what an earlier column settled;
+    this one's order is stored there); cells that are not such dates, or that
+    have both numbers above 12 (a sentinel like 99/99/9999), vote for neither
+    and become bad rows under the format. The time part is the one that reads
+    the most of the first dates. A TraceError asks for the format with
+    ``--time-unit datetime:FORMAT`` when the order is a guess (polars would take
+    one silently, and a wrong guess scrambles the trace's order), when the
+    values settle both orders, or when no time part reads most of them.
     """
     if values.is_empty():
         return None
     parts = values.str.extract_groups(_NUMERIC_DATE)
     first = parts.struct.field("1").cast(pl.Int64, strict=False)
     dated = first.is_not_null()
-    if int(dated.sum()) * 2 < values.len():  # mostly not such dates
+    n_dated = int(dated.sum())
+    if not n_dated or n_dated * 2 < int(values.str.contains(r"\d").sum()):
         return None
     first = first.filter(dated)
     second = parts.struct.field("3").cast(pl.Int64, strict=False).filter(dated)
-    seps = parts.struct.field("2").filter(dated)
-    sep = seps[0]
+    sep = parts.struct.field("2").filter(dated)[0]
     shown = values.filter(dated)
-    orders = ([f"%d{sep}%m"] if int(first.max()) > 12 else []) + (
-        [f"%m{sep}%d"] if int(second.max()) > 12 else [])
-    candidates = orders or [f"%m{sep}%d"]  # ambiguous: find the time part for the advice
+    day_first = ((first > 12) & (second <= 12)).sum()
+    month_first = ((second > 12) & (first <= 12)).sum()
+    where = f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r}"
+    if day_first and month_first:
+        d, m = shown.filter((first > 12) & (second <= 12))[0], \
+            shown.filter((second > 12) & (first <= 12))[0]
+        raise TraceError(f"{where} are read day first by some values ({d!r}) and month first by "
+                         f"others ({m!r}); give the format with --time-unit 'datetime:FORMAT'")
+    kind = "dm" if day_first else "md" if month_first else orders.get("order")
+    sample = shown.head(_NUMERIC_DATE_SAMPLE)
 
     def reads(fmt: str) -> int:
         try:
-            return shown.len() - shown.str.to_datetime(format=fmt, strict=False).null_count()
+            return sample.len() - sample.str.to_datetime(format=fmt, strict=False).null_count()
         except pl.exceptions.PolarsError:
             return 0
 
+    order = f"%d{sep}%m" if kind == "dm" else f"%m{sep}%d"
     best, best_read = None, 0
-    for order in candidates:
-        for tail in _NUMERIC_DATE_TAILS:
-            n = reads(f"{order}{sep}%Y{tail}")
-            if n > best_read:
-                best, best_read = f"{order}{sep}%Y{tail}", n
-    tail = best.split("%Y", 1)[1] if best else " %H:%M"
-    if len(orders) != 1:
-        both = (f"--time-unit '{DATETIME_FORMAT_PREFIX}%m{sep}%d{sep}%Y{tail}' or "
-                f"'{DATETIME_FORMAT_PREFIX}%d{sep}%m{sep}%Y{tail}'")
-        why = ("could be month/day or day/month (no value has a number above 12 there)"
-               if not orders else "have numbers above 12 in both the first and second place")
-        raise TraceError(f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r} "
-                         f"{why}; give the format, e.g. {both} (time_unit in a config)")
-    if best is None or best_read < _NUMERIC_DATE_READ * shown.len():
-        order = "day/month" if orders[0].startswith("%d") else "month/day"
-        raise TraceError(
-            f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r} are {order}, but "
-            "no one format reads them; give it, e.g. --time-unit "
-            f"'{DATETIME_FORMAT_PREFIX}{orders[0]}{sep}%Y{tail}' (time_unit in a config)")
-    return best
+    for tail in _NUMERIC_DATE_TAILS:
+        n = reads(f"{order}{sep}%Y{tail}")
+        if n > best_read:
+            best, best_read = tail, n
+    if kind is None:
+        shape = (f"%m{sep}%d{sep}%Y{best}' or '{DATETIME_FORMAT_PREFIX}%d{sep}%m{sep}%Y{best}"
+                 if best is not None else "FORMAT")
+        raise TraceError(f"{where} could be month/day or day/month (no value has a number above "
+                         f"12 there); give the format, e.g. --time-unit "
+                         f"'{DATETIME_FORMAT_PREFIX}{shape}' (time_unit in a config)")
+    if best is None or best_read * 2 < sample.len():
+        raise TraceError(f"{where} are {'day/month' if kind == 'dm' else 'month/day'}, but no "
+                         "time part this reader tries reads most of them; give the format with "
+                         f"--time-unit '{DATETIME_FORMAT_PREFIX}FORMAT' (e.g. "
+                         f"'{DATETIME_FORMAT_PREFIX}{order}{sep}%Y %H:%M:%S'; time_unit in a "
+                         "config)")
+    orders["order"] = kind
+    return f"{order}{sep}%Y{best}"
 
 
 def _refuse_date_times(bad: BadRows, column: str) -> None:
@@ -602,10 +623,13 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
         _blank_note(frame, report)
     report.notes.extend(notes)
     bad = BadRows(raw, source, on_bad_rows, report)
-    unit = _parse_submit_seconds(bad, "submit_time", time_unit, typed_datetimes=True)
-    # start and end times are read like the submissions (date-times when those were)
+    orders: dict[str, str] = {}
+    unit = _parse_submit_seconds(bad, "submit_time", time_unit, typed_datetimes=True,
+                                 orders=orders)
+    # start and end times are read like the submissions (date-times when those were, in
+    # the day / month order the submissions settled)
     span = _generic_durations(bad, "datetime" if (time_unit, unit) == ("s", "datetime")
-                              else time_unit, report)
+                              else time_unit, report, orders)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
     jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
@@ -695,7 +719,8 @@ def _require_generic_columns(df: pl.DataFrame, file: Path) -> None:
                      "trace contract (map yours with --map, the pool with --pool-from)")
 
 
-def _generic_durations(bad: BadRows, time_unit: str, report: CleaningReport) -> bool:
+def _generic_durations(bad: BadRows, time_unit: str, report: CleaningReport,
+                       orders: dict[str, str] | None = None) -> bool:
     """Give ``bad.df`` its durations in seconds; return whether they came from start and end
     times (durations missing while both times are given; the times are then read as times,
     and with every duration given they stay as they are)."""
@@ -704,7 +729,7 @@ def _generic_durations(bad: BadRows, time_unit: str, report: CleaningReport) -> 
     span = (all(c in bad.df.columns for c in SPAN_COLUMNS)
             and bool(_missing_mask(bad.df["duration"]).any()))
     if span:
-        _duration_from_span(bad, time_unit, report)
+        _duration_from_span(bad, time_unit, report, orders)
     elif time_unit == "ms":
         d = bad.df["duration"]
         bad.df = bad.df.with_columns(pl.when(pl.Series(_missing_mask(d))).then(None)
@@ -714,7 +739,8 @@ def _generic_durations(bad: BadRows, time_unit: str, report: CleaningReport) -> 
     return span
 
 
-def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport) -> None:
+def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport,
+                        orders: dict[str, str] | None = None) -> None:
     """Give ``bad.df``'s rows without a duration ``end_time - start_time`` (seconds), both read
     in ``time_unit`` like the submissions (and kept, in seconds). A row with neither a
     duration nor both times, with an unparsable time, or ending before it starts is a bad
@@ -724,7 +750,7 @@ def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport) ->
     for column in SPAN_COLUMNS:
         bad.df = bad.flag(bad.df[need] & pl.Series(_missing_mask(bad.df[column])), column,
                           "missing_value", "no duration, and no " + column + " to derive it from")
-        _parse_submit_seconds(bad, column, time_unit)
+        _parse_submit_seconds(bad, column, time_unit, orders=orders)
     bad.df = bad.df.with_columns(pl.when(pl.col(need)).then(None).otherwise(pl.col("duration"))
                                  .alias("duration"))
     _cast_numeric(bad, "duration", pl.Float64())

@@ -298,7 +298,8 @@ def test_generic_parquet_date_times_need_no_time_unit(tmp_path):
     q = tmp_path / "span.parquet"
     pl.DataFrame({"pool": ["a"], "submit_time": [datetime(2021, 3, 1, 10)], "start_time": [5.0],
                   "end_time": [35.0], "num_gpus": [1]}).write_parquet(q)
-    with pytest.raises(TraceError, match=r"column 'start_time' has type Float64, not date-times"):
+    with pytest.raises(TraceError, match=r"column 'start_time' has type Float64, but the "
+                                         r"submissions are date-times: give start and end"):
         read_generic(q)
     r = tmp_path / "span_dt.parquet"
     pl.DataFrame({"pool": ["a"], "submit_time": [datetime(2021, 3, 1, 10)],
@@ -363,6 +364,23 @@ def test_generic_numeric_dates_day_and_month_order(tmp_path):
     with pytest.raises(TraceError, match=r"'datetime:%m/%d/%Y' or 'datetime:%d/%m/%Y'"):
         read_generic(only, time_unit="datetime")
     assert read_generic(only, time_unit="datetime:%m/%d/%Y")[0].height == 2
+    # cells without a date vote for no order, however many: a sentinel (99/99/9999), n/a,
+    # an impossible date each become a bad row, and --clean drops only them
+    many = write(tmp_path / "many.csv", rows.format(
+        "n/a,1,1,a\nn/a,1,1,a\nn/a,1,1,a\n03/25/2021 10:00,1,1,a\n04/01/2021 10:00,1,1,a\n"
+        "99/99/9999 00:00,1,1,a\n02/30/2021 10:00,1,1,a"))
+    jobs, report = read_generic(many, time_unit="datetime", on_bad_rows="drop")
+    assert jobs["submit_time"].to_list() == [0.0, 7 * 86400.0]  # March 25 -> April 1
+    assert report.dropped == {"unparsable_time": 5}
+    with pytest.raises(TraceError, match=r"day first by some values \('25/03/2021'\) and month "
+                                         r"first by others \('03/26/2021'\)"):
+        read_generic(write(tmp_path / "both.csv", rows.format("25/03/2021,1,1,a\n03/26/2021,1,1,a")),
+                     time_unit="datetime")
+    # start and end times take the order the submissions settled where their own leave it open
+    span = write(tmp_path / "span.csv", "pool,submit_time,start_time,end_time,num_gpus\n"
+                 "a,25/03/2021 10:00,01/04/2021 10:00,01/04/2021 11:00,1\n")
+    jobs = read_generic(span, time_unit="datetime")[0]
+    assert jobs["start_time"].to_list() == [7 * 86400.0] and jobs["duration"].to_list() == [3600.0]
     with pytest.raises(TraceError, match=r"'03/01/2021T10:00' could be month/day or day/month"):
         read_generic(write(tmp_path / "t.csv", rows.format("03/01/2021T10:00,1,1,a\n"
                                                            "03/02/2021T10:00,1,1,a")),

@@ -169,6 +169,9 @@ def test_in_sample_warning_knows_a_trace_by_its_resolved_path(tmp_path, monkeypa
     assert warns("./t.csv", None)  # no start day: the replay starts at day 0
     assert not warns("t.csv", 4.0)  # after validation
     assert not warns("../b/t.csv")  # another file with the same name
+    # a glob: its folder resolved, its pattern kept
+    glob = {**period, "trace_id": trace_identity("*.csv")}
+    assert warns(str(tmp_path / "a" / "*.csv"), p=glob) and not warns("../b/*.csv", p=glob)
     legacy = {k: v for k, v in period.items() if k != "trace_id"}
     assert warns("t.csv", p=legacy) and not warns(str(tmp_path / "a" / "t.csv"), p=legacy)
     assert in_sample_warning(None, "t.csv", "x", 0.0, "{day}") is None
