@@ -306,15 +306,14 @@ def _numeric_date_format(bad: BadRows, column: str, values: pl.Series,
     second = parts.struct.field("3").cast(pl.Int64, strict=False).filter(dated)
     sep = parts.struct.field("2").filter(dated)[0]
     shown = values.filter(dated)
-    day_first = ((first > 12) & (second <= 12)).sum()
-    month_first = ((second > 12) & (first <= 12)).sum()
+    day_first = (first > 12) & (second <= 12)
+    month_first = (second > 12) & (first <= 12)
     where = f"{_file_of(bad)}: column {column!r}: dates such as {shown[0]!r}"
-    if day_first and month_first:
-        d, m = shown.filter((first > 12) & (second <= 12))[0], \
-            shown.filter((second > 12) & (first <= 12))[0]
+    if day_first.any() and month_first.any():
+        d, m = shown.filter(day_first)[0], shown.filter(month_first)[0]
         raise TraceError(f"{where} are read day first by some values ({d!r}) and month first by "
                          f"others ({m!r}); give the format with --time-unit 'datetime:FORMAT'")
-    kind = "dm" if day_first else "md" if month_first else orders.get("order")
+    kind = "dm" if day_first.any() else "md" if month_first.any() else orders.get("order")
     sample = shown.head(_NUMERIC_DATE_SAMPLE)
 
     def reads(fmt: str) -> int:
@@ -352,8 +351,8 @@ def _refuse_date_times(bad: BadRows, column: str) -> None:
     Without it, every row of a date-time column is reported as "not a number",
     and the advice to drop bad rows with --clean would drop them all.
     """
-    col = bad.df[column].str.strip_chars()
-    present = col.filter(col.is_not_null() & (col != ""))
+    col = bad.df[column]
+    present = col.filter(~_missing_mask(col)).str.strip_chars()
     if present.is_empty() or present.cast(pl.Float64, strict=False).is_not_null().any():
         return
     try:
