@@ -30,8 +30,21 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "user": pl.String(),  # nullable
     "preemptible": pl.Boolean(),  # false unless the trace says otherwise
 }
+#: Contract columns that a canonical table may lack (written before they existed, or built in
+#: memory): absent means null for every job. ``validate`` always writes them.
+NULLABLE_EXTRA_SCHEMA: dict[str, pl.DataType] = {
+    # the requested time limit in seconds (Slurm's Timelimit): the scheduler ends the job
+    # there (state TIMEOUT), so a job whose limit fits a window is certain to fit it
+    "time_limit": pl.Float64(),
+    "state": pl.String(),  # how the job ended: COMPLETED, FAILED, TIMEOUT, CANCELLED...
+}
 REQUIRED_JOB_COLUMNS = ("pool", "submit_time", "duration", "num_gpus")
-OPTIONAL_JOB_COLUMNS = ("job_id", "tag", "user", "preemptible")
+OPTIONAL_JOB_COLUMNS = ("job_id", "tag", "user", "preemptible", *NULLABLE_EXTRA_SCHEMA)
+#: Seconds Slurm lets a job run past its time limit before it is killed (OverTimeLimit, 0 by
+#: default, plus KillWait, 30 s by default): a job that ran longer than its limit by more than
+#: this is a warning, and a limit is a guarantee of fitting a window only with this margin.
+#: On Graham 649 GPU jobs ran past their limit, all but one by at most 60 s.
+TIME_LIMIT_GRACE_S = 60.0
 #: An extra column a trace may carry (``--map region=YOURS``): the region that holds the
 #: job's pool (its home, where its data starts); ``sia replay`` then replays on regions.
 REGION_COLUMN = "region"
@@ -286,6 +299,34 @@ def _flag_values(bad: BadRows, rebase_time: bool) -> None:
     if not rebase_time:
         bad.flag(bad.df["submit_time"] < 0, "submit_time", "negative_submit_time",
                  "submit_time {value} is negative (seconds since the trace's start)")
+    if "time_limit" in bad.df.columns:
+        _flag_time_limits(bad)
+
+
+def _flag_time_limits(bad: BadRows) -> None:
+    """Cast the optional ``time_limit`` column (seconds; empty cells are no limit) and flag
+    limits that are not positive numbers; a job that ran past its limit by more than
+    :data:`TIME_LIMIT_GRACE_S` is kept and counted in the report's warnings (Slurm would have
+    ended it there: the trace or the limit is off)."""
+    col = bad.df["time_limit"]
+    if col.dtype == pl.String:
+        col = col.str.strip_chars()
+        bad.df = bad.df.with_columns(pl.when(col == "").then(None).otherwise(col)
+                                     .alias("time_limit"))
+    elif col.dtype == pl.Null:
+        bad.df = bad.df.with_columns(pl.col("time_limit").cast(pl.Float64))
+    _cast_numeric(bad, "time_limit", pl.Float64())
+    bad.flag(bad.df["time_limit"] <= 0, "time_limit", "out_of_range",
+             "time limit {value} is not > 0 seconds (leave the cell empty for no limit)")
+    over = (bad.df["duration"] > bad.df["time_limit"] + TIME_LIMIT_GRACE_S).fill_null(False)
+    n_over = int(over.sum())
+    if n_over:
+        idx = int(over.arg_true()[0])
+        bad.report.warnings.append(
+            f"{n_over} job(s) ran longer than their time limit plus {TIME_LIMIT_GRACE_S:.0f} s of "
+            f"grace (first: {_where(bad.df, idx, bad.source)}, duration "
+            f"{bad.df['duration'][idx]:.0f} s, time_limit {bad.df['time_limit'][idx]:.0f} s); "
+            "kept as they ran (a loan made on such a limit overruns; the lending report counts it)")
 
 
 def _flag_duplicates(bad: BadRows, subset: list[str], on_bad_rows: OnBadRows,
@@ -345,6 +386,9 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
             fills.append(pl.lit(None, dtype=pl.String).alias(column))
         else:
             fills.append(pl.col(column).cast(pl.String))
+    for column, dtype in NULLABLE_EXTRA_SCHEMA.items():
+        fills.append(pl.lit(None, dtype=dtype).alias(column) if column not in df.columns
+                     else pl.col(column).cast(dtype))
     if "preemptible" not in df.columns:
         fills.append(pl.lit(False).alias("preemptible"))
     else:
@@ -357,9 +401,10 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
         df = bad.flag(~df["submit_time"].is_finite(), "submit_time", "non_numeric",
                       "{value} s after the first submission is too far to count in seconds")
 
-    extra = [c for c in df.columns if c not in JOB_SCHEMA and not c.startswith("_source")]
+    contract = {**JOB_SCHEMA, **NULLABLE_EXTRA_SCHEMA}
+    extra = [c for c in df.columns if c not in contract and not c.startswith("_source")]
     return df.select(
-        [pl.col(c).cast(t) for c, t in JOB_SCHEMA.items()] + [pl.col(c) for c in extra]
+        [pl.col(c).cast(t) for c, t in contract.items()] + [pl.col(c) for c in extra]
     ).sort(["submit_time", "job_id"], maintain_order=True)
 
 
@@ -389,6 +434,10 @@ def check_jobs(jobs: pl.DataFrame, where: str = "job table") -> None:
             raise TraceError(
                 f"{where}: column {column!r} has dtype {jobs[column].dtype}, expected {dtype}"
             )
+    for column, dtype in NULLABLE_EXTRA_SCHEMA.items():
+        if column in jobs.columns and jobs[column].dtype not in (dtype, pl.Null):
+            raise TraceError(
+                f"{where}: column {column!r} has dtype {jobs[column].dtype}, expected {dtype}")
     if jobs.height:
         if (jobs["duration"] <= 0).any():
             raise TraceError(f"{where}: column 'duration' has values <= 0")

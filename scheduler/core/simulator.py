@@ -135,6 +135,8 @@ def build_trace(jobs: pl.DataFrame, pools: pl.DataFrame, speedup: float = 1.0
         quota=quota,
         speedup=speedup,
         user=jobs["user"].to_numpy()[order] if "user" in jobs.columns else None,
+        time_limit=(jobs["time_limit"].cast(pl.Float64).to_numpy()[order] / speedup
+                    if "time_limit" in jobs.columns else None),
     )
     return trace, order
 

@@ -69,6 +69,9 @@ class TraceArrays:
     - ``pool_jobs``: tuple [P] of int64 arrays, the job indices of each pool in
       arrival order (so a pool's arrivals so far are a prefix of it).
     - ``speedup``: the factor durations were divided by.
+    - ``time_limit``: float64 [n], each job's requested time limit in seconds, divided by
+      ``speedup`` as the durations are (NaN: no limit), or None when the trace has none.
+      Known at submission (the scheduler ends a job at its limit), so any policy may read it.
 
     Jobs that have not arrived (``index >= view.n_arrived``) are future
     information, readable only by perfect-information policies.
@@ -87,6 +90,7 @@ class TraceArrays:
     speedup: float = 1.0
     user: np.ndarray | None = field(default=None, repr=False)
     user_code: np.ndarray | None = field(default=None, repr=False)
+    time_limit: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_jobs(self) -> int:
@@ -119,12 +123,15 @@ class TraceArrays:
         quota: np.ndarray,
         speedup: float = 1.0,
         user: np.ndarray | None = None,
+        time_limit: np.ndarray | None = None,
     ) -> TraceArrays:
         """Return a TraceArrays from per-job arrays already in arrival order.
 
         ``duration`` is the replayed duration (already divided by ``speedup``).
         Derives ``tag_code`` (and ``user_code`` from ``user``: empty names are
-        no user) and ``pool_jobs``; arrays are made read-only.
+        no user) and ``pool_jobs``; arrays are made read-only. ``time_limit`` (seconds,
+        already divided by ``speedup``; NaN or None for no limit) is kept only when some
+        job has one.
         """
         n = len(submit)
         tag = np.asarray(tag, dtype=object)
@@ -155,6 +162,12 @@ class TraceArrays:
             tag_code=tag_code,
             quota=np.asarray(quota, dtype=np.int64),
         )
+        if time_limit is not None:
+            limit = np.array([np.nan if v is None else v for v in time_limit], dtype=np.float64)
+            if not np.isfinite(limit).any():
+                time_limit = None
+            else:
+                users["time_limit"] = limit
         for a in (*arrays.values(), *users.values(), *pool_jobs):
             a.setflags(write=False)
         return TraceArrays(

@@ -280,7 +280,9 @@ class GlobalRegionPolicy:
                 job_ids=trace.job_ids[glob], submit=trace.submit[glob],
                 duration=trace.duration[glob], num_gpus=trace.num_gpus[glob],
                 pool=trace.pool[glob], tag=trace.tag[glob], pool_names=trace.pool_names,
-                quota=np.where(self._home == r, trace.quota, 0), speedup=trace.speedup)
+                quota=np.where(self._home == r, trace.quota, 0), speedup=trace.speedup,
+                user=None if trace.user is None else trace.user[glob],
+                time_limit=None if trace.time_limit is None else trace.time_limit[glob])
             policy = self._probe if r == 0 else self.make_inner()
             self._regions.append(_Region(r, reg.name, sub, glob, policy,
                                          np.flatnonzero(self._home == r).tolist(), self.locality))
