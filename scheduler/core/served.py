@@ -24,7 +24,10 @@ what the policy was told and acted on, and scores it after the fact:
   lendable in ``w`` (``kmin <= k``) and how many of those overran ``w``, the
   ROC AUC of P(duration <= w) (scikit-learn), and the opportunistic starts
   lent in ``w`` (the window whose duration they had to fit) with their
-  overrun rate.
+  overrun rate; on a trace with time limits, those loans split into the ones
+  made on a guarantee (the job's limit fits ``w``: ``lent_guaranteed``) and
+  the ones made on a prediction (``lent_predicted``), each with its overruns
+  (a guaranteed loan overruns only when the job ran past its limit).
 
 Scoring reads the trace's future (arrivals after ``t``, true durations),
 so nothing here may feed a decision: the policy only writes to the record.
@@ -111,6 +114,8 @@ class ServedPredictions:
         self._jobs: list[np.ndarray] = []
         self._kmin: list[np.ndarray] = []
         self._cdf: list[np.ndarray] = []
+        self._sure = np.full(trace.n_jobs, K, dtype=np.int64)  # first window a limit guarantees
+        self._has_sure = False
         self._lent_job: list[int] = []
         self._lent_k: list[int] = []
 
@@ -123,9 +128,14 @@ class ServedPredictions:
         if len(self._times) >= CHUNK:
             self._score_forecasts()
 
-    def considered(self, jobs: np.ndarray, kmin: np.ndarray, cdf: np.ndarray | None) -> None:
-        """Record jobs' first duration predictions: first lendable window index (K = never)
-        and, when the policy lends by risk, P(duration <= w) [jobs, windows]."""
+    def considered(self, jobs: np.ndarray, kmin: np.ndarray, cdf: np.ndarray | None,
+                   guaranteed: np.ndarray | None = None) -> None:
+        """Record jobs' first duration predictions: first lendable window index (K = never),
+        when the policy lends by risk P(duration <= w) [jobs, windows], and when their time
+        limits are used the first window each limit guarantees (K = none)."""
+        if guaranteed is not None:
+            self._sure[np.asarray(jobs, dtype=np.int64)] = guaranteed
+            self._has_sure = True
         self._jobs.append(np.array(jobs, dtype=np.int64))
         self._kmin.append(np.array(kmin, dtype=np.int64))
         K = len(self.windows_s)
@@ -204,7 +214,7 @@ class ServedPredictions:
                    if ok.any() and 0 < int(fit[ok].sum()) < int(ok.sum()) else None)
             mine = lent_k == k
             lent_over = self._trace.duration[lent_job[mine]] > w
-            out[window_label(w)] = {
+            row = {
                 "jobs": int(jobs.size), "fit": float(fit.mean()),
                 "lendable": float(lendable.mean()),
                 "lendable_overrun": float((~fit[lendable]).mean()) if lendable.any() else None,
@@ -213,6 +223,16 @@ class ServedPredictions:
                 "lent": int(mine.sum()),
                 "lent_overrun": float(lent_over.mean()) if mine.any() else None,
             }
+            if self._has_sure:
+                sure = self._sure[lent_job[mine]] <= k
+                row.update({
+                    "guaranteed": float((self._sure[jobs] <= k).mean()),
+                    "lent_guaranteed": int(sure.sum()),
+                    "lent_guaranteed_overruns": int((lent_over & sure).sum()),
+                    "lent_predicted": int((~sure).sum()),
+                    "lent_predicted_overruns": int((lent_over & ~sure).sum()),
+                })
+            out[window_label(w)] = row
         return out
 
     def report(self) -> dict[str, Any]:

@@ -50,6 +50,15 @@ GPUs are idle and jobs pend; otherwise it returns ``[]`` at once):
 
    Windows are not revisited once passed (Figure 8's loop order).
 
+Certainty first (``lend_on_limit``, on by default): a job whose requested
+time limit (the trace's ``time_limit``, e.g. Slurm's Timelimit) plus
+:data:`~sia.data.schema.TIME_LIMIT_GRACE_S` fits window ``w`` cannot run
+longer than ``w`` (the scheduler ends it there), so it is lendable in ``w``
+whatever its predicted duration: its P(duration <= w) is 1. The served
+report counts the loans made on such a guarantee apart from those made on a
+prediction, with the overruns of each. On a trace without limits nothing
+changes.
+
 ``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
 ``w`` (a running max over the windows): a job that runs up to 1 h also
 occupies the first 5 minutes, so it must respect the 5-minute window's
@@ -139,6 +148,7 @@ from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError, SiaError
+from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
@@ -190,6 +200,9 @@ class SiaPolicy(DedicatedPass, SparePass):
     and ``duration_lookback`` (its rule; default ``max_misses`` and
     ``lookback``), ``duration_earn_trust`` (a pool starts distrusted until
     it has ``duration_lookback`` outcomes), ``nested_reservations``,
+    ``lend_on_limit`` (certainty first: a job whose requested time limit plus
+    Slurm's grace fits a window is lendable there whatever its predicted
+    duration; on by default, and a no-op on traces without limits),
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``name``.
@@ -208,7 +221,7 @@ class SiaPolicy(DedicatedPass, SparePass):
                  duration_max_misses: int | None = None, duration_lookback: int | None = None,
                  duration_earn_trust: bool = False,
                  lend_risk: float | Sequence[float] | str | None = "auto",
-                 nested_reservations: bool = True,
+                 nested_reservations: bool = True, lend_on_limit: bool = True,
                  refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
@@ -232,6 +245,13 @@ class SiaPolicy(DedicatedPass, SparePass):
         self.seed = seed
         self.name = name
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
+        # certainty first: a job whose time limit fits a window is lendable there whatever the
+        # duration prediction says (skipped when the durations are perfect: they know better,
+        # e.g. of a job that ran past its limit)
+        self.lend_on_limit = bool(lend_on_limit)
+        durations = getattr(forecaster, "durations", forecaster)
+        self._use_limits = self.lend_on_limit and not bool(
+            getattr(durations, "perfect_information", False))
         self.tracker = (ArrivalMissTracker(windows, lookback=lookback, max_misses=max_misses,
                                            count_load_misses=count_load_misses)
                         if self.adaptation else None)
@@ -306,23 +326,29 @@ class SiaPolicy(DedicatedPass, SparePass):
             return
         arr = np.array(jobs, dtype=np.int64)
         K = len(self.windows_s)
+        sure = self._kmin_guaranteed(arr)
         if self.lend_risk is not None:
             cdf = np.asarray(self.forecaster.duration_cdf(view, arr, self.windows_s),
                              dtype=np.float64)
             if cdf.shape != (arr.size, K):
                 raise SiaError(f"policy {self.name}: forecaster returned duration_cdf of shape "
                                f"{cdf.shape}, expected [jobs, windows] = {(arr.size, K)}")
+            if sure is not None:  # a limit that fits w makes P(duration <= w) = 1
+                cdf = np.where(np.arange(K)[None, :] >= sure[:, None], 1.0, cdf)
             # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
             ok = cdf >= 1.0 - self.lend_risk[None, :]
             kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
         else:
             kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
+            if sure is not None:
+                kmins = np.minimum(kmins, sure)
         pool, elig = self._pool, self._elig
         fail = self._fail
         kmin_job = self._kmin_job
         if self.duration_tracker is not None:
             self.duration_tracker.predicted(arr, kmins)
-        self.served.considered(arr, kmins, cdf if self.lend_risk is not None else None)
+        self.served.considered(arr, kmins, cdf if self.lend_risk is not None else None,
+                               guaranteed=sure)
         for j, km in zip(jobs, kmins.tolist(), strict=True):
             p = pool[j]
             kmin_job[j] = km
@@ -330,6 +356,18 @@ class SiaPolicy(DedicatedPass, SparePass):
             for k in range(km, K):
                 lists[k].append(j)
                 fail[p][k] = _NO_FAIL
+
+    def _kmin_guaranteed(self, arr: np.ndarray) -> np.ndarray | None:
+        """Return, per job of ``arr``, the first window its time limit guarantees it fits
+        (``limit + TIME_LIMIT_GRACE_S <= w``; K: none), or None when no guarantee is used (the
+        trace has no limits, ``lend_on_limit`` is off, or the durations are perfect anyway)."""
+        limit = self._trace.time_limit
+        if limit is None or not self._use_limits:
+            return None
+        need = limit[arr] + TIME_LIMIT_GRACE_S  # NaN (no limit) never fits
+        W = np.asarray(self.windows_s)
+        fits = need[:, None] <= W[None, :]
+        return np.where(fits.any(axis=1), np.argmax(fits, axis=1), len(W))
 
     def _bins(self, view: SimView, arr: np.ndarray) -> np.ndarray:
         """Return the forecaster's duration bins of ``arr``, checked."""
