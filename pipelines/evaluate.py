@@ -56,7 +56,7 @@ from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_wi
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
-               "preemptible")
+               "preemptible", "time_limit", "state")
 #: Per-run metrics in the summary table, in order (speedups are ratios; slowdowns in minutes).
 SUMMARY_METRICS = ("n_jobs", "mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup",
                    "pct_slowed", "total_slowdown_min", "max_slowdown_min")
