@@ -154,6 +154,7 @@ from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
     DurationCdfForecaster,
+    cdf_from_bins,
     Forecaster,
     PerfectForecaster,
 )
@@ -169,9 +170,10 @@ from sia.scheduler.policies.sia.forecast_mix import (
     random_arrivals,
     random_arrivals_and_durations,
 )
+from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
-_NO_FAIL = (-1.0, -1)  # no failed scan remembered
+_NO_FAIL = (-1.0, -1, -1)  # no failed scan remembered: (usable, list length, largest bin)
 
 
 class Decision:
@@ -222,6 +224,9 @@ class SiaPolicy(DedicatedPass, SparePass):
                  duration_earn_trust: bool = False,
                  lend_risk: float | Sequence[float] | str | None = "auto",
                  nested_reservations: bool = True, lend_on_limit: bool = True,
+                 risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
+                 risk_cold_n: float = 10.0, risk_memory: float = 100.0,
+                 risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
@@ -266,7 +271,14 @@ class SiaPolicy(DedicatedPass, SparePass):
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
         self._n_bins = len(upper)
-        self.lend_risk = _lend_risk(lend_risk, forecaster, tuple(windows), name)
+        # the risk budget (risk.py) replaces the bin rule and lend_risk when set
+        self.risk_budget = None if risk is None else RiskBudget(
+            windows, risk, perfect_durations=bool(getattr(durations, "perfect_information", False)),
+            level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
+            load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
+        self.risk = None if risk is None else float(risk)
+        self.lend_risk = (None if risk is not None
+                          else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ life cycle
@@ -294,6 +306,8 @@ class SiaPolicy(DedicatedPass, SparePass):
             self.tracker.reset(trace)
         if self.duration_tracker is not None:  # preemptible jobs: scored at their end only
             self.duration_tracker.reset(trace, getattr(cluster, "preemptible", None))
+        if self.risk_budget is not None:
+            self.risk_budget.reset(trace)
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
         self.served.reset(trace)
@@ -327,12 +341,14 @@ class SiaPolicy(DedicatedPass, SparePass):
         arr = np.array(jobs, dtype=np.int64)
         K = len(self.windows_s)
         sure = self._kmin_guaranteed(arr)
-        if self.lend_risk is not None:
-            cdf = np.asarray(self.forecaster.duration_cdf(view, arr, self.windows_s),
-                             dtype=np.float64)
-            if cdf.shape != (arr.size, K):
-                raise SiaError(f"policy {self.name}: forecaster returned duration_cdf of shape "
-                               f"{cdf.shape}, expected [jobs, windows] = {(arr.size, K)}")
+        cdf = None
+        if self.risk_budget is not None:
+            cdf = self._cdf(view, arr)
+            bins = self.risk_budget.classify(arr, cdf, sure)
+            ok = bins < NEVER  # lendable at some budget; decided per decision by the budget
+            kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
+        elif self.lend_risk is not None:
+            cdf = self._cdf(view, arr)
             if sure is not None:  # a limit that fits w makes P(duration <= w) = 1
                 cdf = np.where(np.arange(K)[None, :] >= sure[:, None], 1.0, cdf)
             # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
@@ -347,8 +363,7 @@ class SiaPolicy(DedicatedPass, SparePass):
         kmin_job = self._kmin_job
         if self.duration_tracker is not None:
             self.duration_tracker.predicted(arr, kmins)
-        self.served.considered(arr, kmins, cdf if self.lend_risk is not None else None,
-                               guaranteed=sure)
+        self.served.considered(arr, kmins, cdf, guaranteed=sure)
         for j, km in zip(jobs, kmins.tolist(), strict=True):
             p = pool[j]
             kmin_job[j] = km
@@ -356,6 +371,20 @@ class SiaPolicy(DedicatedPass, SparePass):
             for k in range(km, K):
                 lists[k].append(j)
                 fail[p][k] = _NO_FAIL
+
+    def _cdf(self, view: SimView, arr: np.ndarray) -> np.ndarray:
+        """Return P(duration <= w) [jobs, windows] of ``arr``, checked (0/1 from the predicted
+        bins when the forecaster gives no probabilities)."""
+        K = len(self.windows_s)
+        if callable(getattr(self.forecaster, "duration_cdf", None)):
+            cdf = np.asarray(self.forecaster.duration_cdf(view, arr, self.windows_s),
+                             dtype=np.float64)
+        else:
+            cdf = cdf_from_bins(self._bins(view, arr), self.windows_s)
+        if cdf.shape != (arr.size, K):
+            raise SiaError(f"policy {self.name}: forecaster returned duration_cdf of shape "
+                           f"{cdf.shape}, expected [jobs, windows] = {(arr.size, K)}")
+        return cdf
 
     def _kmin_guaranteed(self, arr: np.ndarray) -> np.ndarray | None:
         """Return, per job of ``arr``, the first window its time limit guarantees it fits
@@ -380,13 +409,14 @@ class SiaPolicy(DedicatedPass, SparePass):
                            f"0..{self._n_bins - 1}: {sorted(set(bins.tolist()))[:5]}")
         return bins
 
-    def _first_fit(self, q: int, k: int, usable: float) -> int:
-        """Return pool q's first pending job lendable in window k with GPUs <= usable, else -1."""
+    def _first_fit(self, q: int, k: int, usable: float, maxbin: int = NEVER) -> int:
+        """Return pool q's first pending job lendable in window k with GPUs <= usable (and, under
+        the risk budget, a bin <= maxbin in window k), else -1."""
         lst = self._elig[q][k]
         n = len(lst)
-        fu, fn = self._fail[q][k]
-        if fn == n and usable <= fu:
-            return -1  # nothing was added and nothing fitted a larger usable
+        fu, fn, fb = self._fail[q][k]
+        if fn == n and usable <= fu and maxbin <= fb:
+            return -1  # nothing was added and nothing fitted a larger usable or bin
         started = self._started
         h = self._head[q][k]
         while h < n and started[lst[h]]:
@@ -399,17 +429,18 @@ class SiaPolicy(DedicatedPass, SparePass):
         self._head[q][k] = h
         gpus = self._gpus
         dead = 0
+        jbin = self.risk_budget.job_bin[k] if maxbin < NEVER else None
         for i in range(h, n):
             j = lst[i]
             if started[j]:
                 dead += 1
-            elif gpus[j] <= usable:
+            elif gpus[j] <= usable and (jbin is None or jbin[j] <= maxbin):
                 return j
         if dead > 64:
             lst[h:] = [j for j in lst[h:] if not started[j]]
             n = len(lst)
         # lists only grow by appends (which clear this); removals only remove candidates
-        self._fail[q][k] = (usable, n)
+        self._fail[q][k] = (usable, n, maxbin)
         return -1
 
     def _forecast(self, view: SimView) -> np.ndarray:
@@ -435,6 +466,8 @@ class SiaPolicy(DedicatedPass, SparePass):
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
         self._admit(view)
+        if self.risk_budget is not None:
+            self.risk_budget.resolve(view.now)
         free = view.free_gpus
         if not any(self._pend_gpus) or (free <= 0 and not (
                 self._preempt and self._cells.preemptible_running())):
@@ -444,6 +477,8 @@ class SiaPolicy(DedicatedPass, SparePass):
         self._allocate_dedicated(view, d)  # Figure 7: dedicated resources, strict FCFS per pool
         if d.free > 0:
             self._allocate_spare(view, d)  # Figure 8: spare resources, window by window
+        if self.risk_budget is not None and d.starts:
+            self.risk_budget.started(view.now, [s.job for s in d.starts if type(s) is Start])
         return d.starts
 
     # ------------------------------------------------------------------ locality helpers
@@ -504,6 +539,8 @@ class SiaPolicy(DedicatedPass, SparePass):
             out["duration_outcomes"] = self.duration_tracker.n_outcomes
             out["duration_misses"] = int(self.duration_tracker.miss_counts().sum())
             out["decisions_with_duration_distrust"] = self._duration_distrusted
+        if self.risk_budget is not None:
+            out.update({f"risk_{k}": v for k, v in self.risk_budget.summary().items()})
         return out
 
     def facts(self) -> dict[str, Any]:

@@ -44,10 +44,13 @@ class SparePass:
         lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(len(W))]
         n_ded = len(d.starts)
         recoverable = self._recoverable(d.starts) if self._preempt else 0
+        # the risk budget (risk.py): per pool and window, the largest job bin within budget
+        maxbin = (None if self.risk_budget is None
+                  else self.risk_budget.allowed(view.now, unused))
         for k, lk in enumerate(lists):
             if lk >= 0:
                 self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
-                                     recoverable)
+                                     recoverable, maxbin)
         self.stats["opportunistic"] += len(d.starts) - n_ded
 
     def _refresh_forecast(self, view: SimView, cands: list[int], bound: int) -> float | None:
@@ -92,7 +95,7 @@ class SparePass:
 
     def _lend_in_window(self, view: SimView, d: Decision, k: int, lk: int, unused: list,
                         cands: list[int], distrust: list | None, dur_distrust: list | None,
-                        recoverable: int) -> None:
+                        recoverable: int, maxbin: list | None = None) -> None:
         """Window ``k`` of Figure 8 (lending jobs of window ``lk``): reserve, then start the
         first lendable job of the least-served pool while it fits the unreserved GPUs."""
         P, quota, gpus, started, pend = self._P, self._quota, self._gpus, self._started, self._pend_gpus
@@ -120,7 +123,8 @@ class SparePass:
             for q in cands:
                 if q in skip:
                     continue
-                j = self._first_fit(q, lk, usable + _EPS)
+                j = (self._first_fit(q, lk, usable + _EPS) if maxbin is None
+                     else self._first_fit(q, lk, usable + _EPS, maxbin[q][lk]))
                 if j >= 0:
                     pick = q
                     break
@@ -132,6 +136,8 @@ class SparePass:
                 continue
             starts.append(Start(j, True))
             self.served.lent(j, lk)
+            if maxbin is not None:
+                self.risk_budget.lent(j, lk)
             started[j] = 1
             free -= g
             alloc[pick] += g

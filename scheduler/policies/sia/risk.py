@@ -1,0 +1,276 @@
+"""SIA's risk budget: lend a job only while the bound on the harm its loan may do is within budget.
+
+The option ``risk`` of :class:`~sia.scheduler.policies.sia.policy.SiaPolicy` is
+*the allowed expected number of owners' jobs that one loan delays*. Because a
+loan that delays anyone delays at least one job, it also bounds the
+probability that a loan delays an owner's job. With ``risk`` unset SIA lends
+by its earlier rule (the predicted bin, or ``lend_risk``'s eps per window).
+
+A loan of job ``j`` (pool ``p``) in window ``w`` (it must end within ``w``,
+the horizon the reservations covered) can delay an owner only if it overruns
+``w``. The bound on the harm is ``overrun(p, w, j) * cost``:
+
+* **overrun(p, w, j)**, the duration side. The forecaster's
+  ``q = 1 - P(duration <= w)`` puts the job in one of the bins of
+  :data:`Q_EDGES`; the overrun rate of that bin is *estimated online per pool
+  and window* from the outcomes of the pool's jobs that SIA considered
+  (every considered job, lent or not, once started: its outcome is known when
+  it ends or when it has run ``w``, never before). The estimate is
+  hierarchical: a bin's rate over all pools (prior: ``prior_n`` pseudo-jobs at
+  the bin's mean predicted q) is the prior of each pool's rate (``prior_n``
+  pseudo-jobs again), and the bound is the ``level`` quantile of the pool's
+  Beta posterior, made non-decreasing over the bins. Counts decay (each new
+  outcome of a pool and window multiplies that pool's older counts by
+  ``1 - 1/memory``), so a realized overrun tightens the pool at once and the
+  pool recovers after a run of good outcomes.
+* **cost**, the cost of a miss. An overrunning loan holds GPUs of the pools
+  whose unused quota the idle GPUs are; a pool whose recent load is ``rho``
+  passes one delay to the whole busy period it starts, about ``1 / (1 - rho)``
+  jobs. ``cost = 1 / max(1 - rho_max, 1 / cost_cap)``, with ``rho_max`` the
+  largest recent load among the pools with unused quota. A pool's recent load
+  is the GPU-seconds its jobs ran during the last ``load_days`` (known online:
+  a running job counts up to now) over its quota times that period.
+
+Certainty needs no budget: a job whose time limit plus Slurm's grace fits the
+window, or whose duration comes from perfect information, is lendable there
+at any budget (``risk=0`` lends only those). A *cold* pool (fewer than
+``cold_n`` outcomes in the window, counted with the decay) lends only on
+certainty: its rate is not known yet.
+
+The arrival side (WillJobsArrive, NewLoadEstimate) is not part of the bound:
+the reservations and the online arrival adaptation are SIA's as before.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Any
+
+import numpy as np
+from scipy.special import betaincinv
+from sia.data.errors import ConfigError
+
+#: Upper edges of the bins of q = P(duration > w) (the last bin is [0.3, 1)); q = 1 is "never".
+Q_EDGES = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: Bin of a certain fit (time limit, perfect information).
+CERTAIN = 0
+#: Bin of a job that cannot fit the window by its prediction (q >= 1).
+NEVER = len(Q_EDGES) + 1
+
+
+def q_bins(q: np.ndarray) -> np.ndarray:
+    """Return the bin (1..len(Q_EDGES), NEVER for q >= 1) of each overrun probability q."""
+    q = np.nan_to_num(np.asarray(q, dtype=np.float64), nan=1.0)
+    return (np.searchsorted(np.asarray(Q_EDGES), q, side="right") + 1).astype(np.int64)
+
+
+class RiskBudget:
+    """The risk budget's bookkeeping for one replay (see the module docstring).
+
+    Call :meth:`reset` before a replay, :meth:`classify` when jobs are first
+    considered, :meth:`resolve` at each decision (outcomes that became known),
+    :meth:`started` with the decision's starts, and :meth:`allowed` for the
+    largest job bin lendable per pool and window.
+    """
+
+    def __init__(self, windows_s: tuple[float, ...], risk: float, *, perfect_durations: bool = False,
+                 level: float = 0.9, prior_n: float = 10.0, cold_n: float = 10.0,
+                 memory: float = 100.0, load_days: float = 1.0, cost_cap: float = 100.0,
+                 name: str = "sia"):
+        def bad(opt: str, want: str, v: Any) -> ConfigError:
+            return ConfigError(f"policy {name!r}: {opt} must be {want}, not {v!r}")
+
+        if not isinstance(risk, int | float) or isinstance(risk, bool) or not 0.0 <= risk <= 1.0:
+            raise bad("risk", "a number in [0, 1] (expected owners' jobs delayed per loan)", risk)
+        if not 0.5 <= level < 1.0:
+            raise bad("risk_level", "in [0.5, 1)", level)
+        for opt, v in (("risk_prior_n", prior_n), ("risk_memory", memory),
+                       ("risk_load_days", load_days)):
+            if not v > 0:
+                raise bad(opt, "> 0", v)
+        if not cold_n >= 0:
+            raise bad("risk_cold_n", ">= 0 outcomes", cold_n)
+        if not cost_cap >= 1:
+            raise bad("risk_cost_cap", ">= 1 (jobs)", cost_cap)
+        if memory <= cold_n:
+            raise bad("risk_memory", f"> risk_cold_n={cold_n} (decayed counts never exceed it)",
+                      memory)
+        self.windows_s = tuple(float(w) for w in windows_s)
+        self.risk = float(risk)
+        self.perfect_durations = bool(perfect_durations)
+        self.level = float(level)
+        self.prior_n = float(prior_n)
+        self.cold_n = float(cold_n)
+        self.decay = 1.0 - 1.0 / float(memory)
+        self.load_s = float(load_days) * 86400.0
+        self.cost_cap = float(cost_cap)
+
+    # ------------------------------------------------------------------ life cycle
+    def reset(self, trace: Any) -> None:
+        """Forget everything; prepare for a replay of ``trace`` (a TraceArrays)."""
+        P, K, B = trace.n_pools, len(self.windows_s), NEVER + 1
+        self._dur = trace.duration
+        self._gpus_f = trace.num_gpus.astype(np.float64)
+        self._pool = trace.pool
+        self._quota = np.maximum(trace.quota.astype(np.float64), 1.0)
+        self._t0 = float(trace.submit[0]) if trace.n_jobs else 0.0
+        # per job and window: its bin (bytearrays: fast reads in the lending loop)
+        self.job_bin = [bytearray([NEVER]) * trace.n_jobs for _ in range(K)]
+        self._predicted = bytearray(trace.n_jobs)  # has a prediction to score
+        self._q = np.full((trace.n_jobs, K), np.nan)
+        # decayed outcome counts: per pool [P, K, B] and over all pools [K, B]
+        self._n = np.zeros((P, K, B))
+        self._m = np.zeros((P, K, B))
+        self._gn = np.zeros((K, B))
+        self._gm = np.zeros((K, B))
+        self._gs = np.zeros((K, B))  # sum of predicted q
+        self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
+        self._dirty = True
+        self._ub = np.ones((P, K, NEVER - 1))
+        self._started_jobs: list[int] = []
+        self._start_t: list[float] = []
+        self._load = np.zeros(P)
+        self._load_time = -math.inf
+        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
+                      "cost_sum": 0.0, "cost_n": 0}
+
+    # ------------------------------------------------------------------ predictions
+    def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
+        """Record and return the bins [jobs, windows] of ``jobs`` given P(duration <= w)
+        ``cdf`` [jobs, windows] and the first window each time limit guarantees (``sure``, K:
+        none; None: no limits)."""
+        jobs = np.asarray(jobs, dtype=np.int64)
+        K = len(self.windows_s)
+        q = 1.0 - np.clip(np.asarray(cdf, dtype=np.float64), 0.0, 1.0)
+        bins = q_bins(q)
+        if self.perfect_durations:  # perfect information: a fit is certain, an overrun never lent
+            bins = np.where(q <= 0.0, CERTAIN, NEVER)
+        if sure is not None:
+            bins = np.where(np.arange(K)[None, :] >= np.asarray(sure)[:, None], CERTAIN, bins)
+        self._q[jobs] = q
+        for k in range(K):
+            col = self.job_bin[k]
+            for j, b in zip(jobs.tolist(), bins[:, k].tolist(), strict=True):
+                col[j] = b
+        for j in jobs.tolist():
+            self._predicted[j] = 1
+        return bins
+
+    # ------------------------------------------------------------------ outcomes
+    def started(self, now: float, jobs: list[int]) -> None:
+        """Record the jobs started by a decision at ``now`` (s). A predicted job's outcome in
+        window w becomes known at ``now + min(duration, w)``: when it ends, or when it has run
+        w and is still running (the time is queued now, the outcome is read only then)."""
+        W = self.windows_s
+        for j in jobs:
+            self._started_jobs.append(j)
+            self._start_t.append(now)
+            if self._predicted[j]:
+                d = float(self._dur[j])
+                for k, w in enumerate(W):
+                    heapq.heappush(self._events, (now + min(d, w), j, k))
+
+    def lent(self, job: int, k: int) -> None:
+        """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
+        key = "lent_certain" if self.job_bin[k][job] == CERTAIN else "lent_predicted"
+        self.stats[key] += 1
+
+    def resolve(self, now: float) -> None:
+        """Take in the outcomes known by ``now``: count each job's overrun (or fit) of each window
+        in its pool's and the global counts of its bin, after decaying the pool's counts."""
+        ev = self._events
+        if not ev or ev[0][0] > now:
+            return
+        W, pool, q = self.windows_s, self._pool, self._q
+        lam = self.decay
+        glam = 1.0 - (1.0 - lam) / 10.0  # the global rate remembers 10x longer
+        while ev and ev[0][0] <= now:
+            _, j, k = heapq.heappop(ev)
+            b = self.job_bin[k][j]
+            if b == CERTAIN:
+                continue
+            over = float(self._dur[j] > W[k])
+            p = int(pool[j])
+            self._n[p, k] *= lam
+            self._m[p, k] *= lam
+            self._n[p, k, b] += 1.0
+            self._m[p, k, b] += over
+            self._gn[k] *= glam
+            self._gm[k] *= glam
+            self._gs[k] *= glam
+            self._gn[k, b] += 1.0
+            self._gm[k, b] += over
+            self._gs[k, b] += q[j, k]
+            self.stats["outcomes"] += 1
+            self.stats["overruns"] += int(over)
+        self._dirty = True
+
+    def bounds(self) -> np.ndarray:
+        """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
+        (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins)."""
+        if not self._dirty:
+            return self._ub
+        n0 = self.prior_n
+        edges = np.asarray(Q_EDGES)
+        gn, gm, gs = self._gn[:, 1:NEVER], self._gm[:, 1:NEVER], self._gs[:, 1:NEVER]
+        qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
+        g = (gm + n0 * qbar) / (gn + n0)  # [K, B]: the bin's rate over all pools
+        n, m = self._n[:, :, 1:NEVER], self._m[:, :, 1:NEVER]
+        a = m + n0 * g[None]
+        b = np.maximum(n - m, 0.0) + n0 * (1.0 - g[None])
+        ub = betaincinv(a, np.maximum(b, 1e-9), self.level)
+        self._ub = np.maximum.accumulate(ub, axis=2)
+        self._dirty = False
+        return self._ub
+
+    # ------------------------------------------------------------------ the budget
+    def loads(self, now: float) -> np.ndarray:
+        """Return each pool's recent load: GPU-seconds its jobs ran in the last ``load_days``
+        (up to ``now``) over quota x that period (shorter at the replay's start); refreshed at
+        most every 300 s."""
+        if now - self._load_time < 300.0:
+            return self._load
+        if not self._started_jobs:
+            self._load_time = now
+            return self._load
+        jobs = np.asarray(self._started_jobs, dtype=np.int64)
+        st = np.asarray(self._start_t)
+        lo = now - self.load_s
+        end = np.minimum(st + self._dur[jobs], now)  # a running job: up to now (no peek)
+        ran = np.clip(end - np.maximum(st, lo), 0.0, None) * self._gpus_f[jobs]
+        span = max(min(self.load_s, now - self._t0), 3600.0)
+        used = np.bincount(self._pool[jobs], weights=ran, minlength=self._quota.size)
+        self._load = used / (self._quota * span)
+        self._load_time = now
+        return self._load
+
+    def cost(self, now: float, unused: list[int]) -> float:
+        """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
+        rho the largest recent load among the pools with unused quota (``unused``, GPUs)."""
+        load = self.loads(now)
+        rho = max((float(load[p]) for p, u in enumerate(unused) if u > 0), default=0.0)
+        return 1.0 / max(1.0 - rho, 1.0 / self.cost_cap)
+
+    def allowed(self, now: float, unused: list[int]) -> list[list[int]]:
+        """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
+        the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
+        pool."""
+        P, K = self._n.shape[0], len(self.windows_s)
+        if self.risk <= 0.0:
+            return [[CERTAIN] * K for _ in range(P)]
+        c = self.cost(now, unused)
+        self.stats["cost_sum"] += c
+        self.stats["cost_n"] += 1
+        ok = self.bounds() * c <= self.risk  # [P, K, B], a prefix over bins
+        top = ok.sum(axis=2)
+        warm = self._n[:, :, 1:].sum(axis=2) >= self.cold_n
+        return np.where(warm, top, CERTAIN).tolist()
+
+    def summary(self) -> dict[str, Any]:
+        """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
+        prediction, the mean cost of a miss (jobs)."""
+        s = dict(self.stats)
+        n = s.pop("cost_n")
+        s["mean_cost"] = s.pop("cost_sum") / n if n else None
+        return s

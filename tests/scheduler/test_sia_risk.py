@@ -1,0 +1,306 @@
+"""SIA's risk budget (scheduler/policies/sia/risk.py): calibration, cost, certainty, properties."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import beta
+from sia.data.errors import ConfigError
+from sia.data.schema import make_pools, validate
+from sia.data.synthetic import generate_workload
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPolicy
+from sia.scheduler.policies.sia.risk import CERTAIN, NEVER, Q_EDGES, RiskBudget, q_bins
+from sia.scheduler.registry import make_policy
+
+W = (300.0, 3600.0)
+
+
+def fake_trace(pools: list[int], durations: list[float], quota: list[int], gpus=None):
+    """The TraceArrays fields RiskBudget reads: jobs of ``pools`` with ``durations``."""
+    n = len(pools)
+    return SimpleNamespace(
+        n_pools=len(quota), n_jobs=n, duration=np.asarray(durations, dtype=np.float64),
+        num_gpus=np.asarray(gpus if gpus is not None else [1] * n, dtype=np.int64),
+        pool=np.asarray(pools, dtype=np.int64), quota=np.asarray(quota, dtype=np.int64),
+        submit=np.zeros(n))
+
+
+def feed(rb: RiskBudget, jobs: list[int], q: float, t: float) -> float:
+    """Predict ``jobs`` with P(duration > w) = q in every window, start them at ``t``; return
+    the time by which all their outcomes are known."""
+    arr = np.asarray(jobs)
+    rb.classify(arr, np.full((arr.size, len(rb.windows_s)), 1.0 - q), None)
+    rb.started(t, jobs)
+    return t + max(rb.windows_s)
+
+
+# ----------------------------------------------------------------------------- bins
+
+
+def test_q_bins_hand_values():
+    q = np.array([0.0, 0.0005, 0.001, 0.02, 0.05, 0.2, 0.5, 0.999, 1.0, np.nan])
+    assert q_bins(q).tolist() == [1, 1, 2, 3, 4, 5, 6, 6, NEVER, NEVER]
+    assert NEVER == len(Q_EDGES) + 1
+
+
+def test_limits_and_perfect_durations_are_certain():
+    tr = fake_trace([0, 0, 0], [100.0, 100.0, 5000.0], [1])
+    rb = RiskBudget(W, 0.0)
+    rb.reset(tr)
+    cdf = np.array([[0.9, 0.99], [0.5, 0.5], [0.0, 0.0]])
+    bins = rb.classify(np.arange(3), cdf, np.array([0, 2, 1]))  # job 0's limit fits 300 s
+    assert bins.tolist() == [[CERTAIN, CERTAIN], [6, 6], [NEVER, CERTAIN]]
+    perfect = RiskBudget(W, 0.0, perfect_durations=True)
+    perfect.reset(tr)
+    assert perfect.classify(np.arange(3), np.array([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]),
+                            None).tolist() == [[CERTAIN] * 2, [CERTAIN] * 2, [NEVER] * 2]
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+def test_bound_is_the_beta_quantile_of_the_hierarchical_posterior():
+    # pool 0: 40 jobs predicted q = 0.0005 (bin 1) in both windows, 2 ran 1000 s (overrun the
+    # 300 s window, fit 3600 s); pool 1 has no outcome. No decay in 40 outcomes to speak of:
+    # memory 1e9.
+    d = [1000.0, 1000.0] + [100.0] * 38
+    tr = fake_trace([0] * 40, d, [4, 4])
+    rb = RiskBudget(W, 0.01, memory=1e9, prior_n=10.0, level=0.9)
+    rb.reset(tr)
+    done = feed(rb, list(range(40)), 0.0005, 0.0)
+    rb.resolve(done)
+    ub = rb.bounds()
+    # global rate of bin 1 in 300 s: (2 overruns + 10 x mean q 0.0005) / (40 + 10)
+    g = (2 + 10 * 0.0005) / 50
+    want = beta.ppf(0.9, 2 + 10 * g, 38 + 10 * (1 - g))
+    assert ub[0, 0, 0] == pytest.approx(want, rel=1e-6)
+    # pool 1 (no outcome): the global rate's prior alone
+    assert ub[1, 0, 0] == pytest.approx(beta.ppf(0.9, 10 * g, 10 * (1 - g)), rel=1e-6)
+    # 3600 s: no overrun, the bound is small but not 0
+    g1 = (0 + 10 * 0.0005) / 50
+    assert ub[0, 1, 0] == pytest.approx(beta.ppf(0.9, 10 * g1, 40 + 10 * (1 - g1)), rel=1e-6)
+    # bins never seen take their upper edge as prior; the bounds rise over the bins
+    assert np.all(np.diff(ub, axis=2) >= 0)
+
+
+def test_pool_with_two_outcomes_is_cold_then_follows_the_prior():
+    tr = fake_trace([0, 0], [100.0, 100.0], [2])
+    rb = RiskBudget(W, 0.5, cold_n=10)
+    rb.reset(tr)
+    rb.resolve(feed(rb, [0, 1], 0.0005, 0.0))
+    assert rb.allowed(4000.0, [2]) == [[CERTAIN, CERTAIN]]  # 2 outcomes < cold_n: certainty only
+    warm = RiskBudget(W, 0.5, cold_n=1.5)  # decayed counts: 0.99 + 1
+    warm.reset(tr)
+    warm.resolve(feed(warm, [0, 1], 0.0005, 0.0))
+    # warm, two fits, no pool with unused quota (cost 1): every bin whose bound <= 0.5
+    ub = warm.bounds()
+    assert warm.allowed(4000.0, [0]) == [[int((ub[0, k] <= 0.5).sum()) for k in range(2)]]
+    assert warm.allowed(4000.0, [0])[0][0] >= 3
+
+
+def test_realized_overruns_tighten_a_pool_and_good_outcomes_widen_it_again():
+    # One pool, jobs predicted q = 0.02 (bin 3). 60 fits, then a change: 10 overruns, then
+    # fits again. Budget 0.1, idle cluster (cost 1).
+    n_ok, n_bad, n_after = 60, 10, 300
+    d = [100.0] * n_ok + [5000.0] * n_bad + [100.0] * n_after
+    tr = fake_trace([0] * len(d), d, [2])
+    rb = RiskBudget(W, 0.1, memory=100)
+    rb.reset(tr)
+    t = rb_time = 0.0
+    rb_time = feed(rb, list(range(n_ok)), 0.02, t)
+    rb.resolve(rb_time)
+    before = rb.allowed(rb_time, [0])[0][0]
+    assert before >= 3  # bin 3 is lendable in 300 s
+    rb_time = feed(rb, list(range(n_ok, n_ok + n_bad)), 0.02, rb_time + 1)
+    rb.resolve(rb_time)
+    assert rb.allowed(rb_time, [0])[0][0] < 3  # the overruns tightened the pool
+    rb_time = feed(rb, list(range(n_ok + n_bad, len(d))), 0.02, rb_time + 1)
+    rb.resolve(rb_time)
+    assert rb.allowed(rb_time, [0])[0][0] >= 3  # the decay forgot them after good outcomes
+
+
+def test_outcomes_are_known_only_once_they_happened():
+    # a job that runs 1000 s is an overrun of the 300 s window at start + 300, a fit of the
+    # 3600 s window at start + 1000: nothing is counted before
+    tr = fake_trace([0], [1000.0], [1])
+    rb = RiskBudget(W, 0.1, memory=1e9)
+    rb.reset(tr)
+    feed(rb, [0], 0.5, 50.0)
+    rb.resolve(349.0)
+    assert rb.stats["outcomes"] == 0
+    rb.resolve(350.0)
+    assert (rb.stats["outcomes"], rb.stats["overruns"]) == (1, 1)
+    rb.resolve(1049.0)
+    assert rb.stats["outcomes"] == 1
+    rb.resolve(1050.0)
+    assert (rb.stats["outcomes"], rb.stats["overruns"]) == (2, 1)
+
+
+# ----------------------------------------------------------------------------- cost
+
+
+def test_cost_of_a_miss_follows_the_busiest_pool_with_unused_quota():
+    # pool 0 (quota 2): a 1-GPU job ran the last 12 h of a day: load 0.25. Pool 1 (quota 1):
+    # a 1-GPU job ran all day: load 1 -> cost capped at 100 while pool 1 has unused quota.
+    day = 86400.0
+    tr = fake_trace([0, 1], [day / 2, 2 * day], [2, 1])
+    rb = RiskBudget(W, 0.1, load_days=1.0)
+    rb.reset(tr)
+    rb.started(day / 2, [0])
+    rb.started(0.0, [1])
+    assert rb.loads(day).tolist() == pytest.approx([0.25, 1.0])
+    assert rb.cost(day + 300, [2, 0]) == pytest.approx(1 / 0.75)
+    assert rb.cost(day + 300, [2, 1]) == pytest.approx(100.0)
+    assert rb.cost(day + 300, [0, 0]) == 1.0
+
+
+def test_bad_options_name_themselves():
+    for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 2}, "risk"),
+                    ({"risk": 0.1, "level": 1.0}, "risk_level"),
+                    ({"risk": 0.1, "cost_cap": 0.5}, "risk_cost_cap"),
+                    ({"risk": 0.1, "cold_n": 200, "memory": 100}, "risk_memory")):
+        risk = kw.pop("risk")
+        with pytest.raises(ConfigError, match=opt):
+            RiskBudget(W, risk, **kw)
+
+
+# ----------------------------------------------------------------------------- properties
+
+
+@st.composite
+def budget_states(draw):
+    P = draw(st.integers(1, 4))
+    n = draw(st.integers(0, 60))
+    pools = [draw(st.integers(0, P - 1)) for _ in range(n)]
+    d = [draw(st.sampled_from([30.0, 299.0, 301.0, 3000.0, 4000.0])) for _ in range(n)]
+    q = [draw(st.sampled_from([0.0, 0.0005, 0.005, 0.02, 0.05, 0.2, 0.6])) for _ in range(n)]
+    unused = [draw(st.integers(0, 3)) for _ in range(P)]
+    return P, pools, d, q, unused
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=budget_states(), r1=st.floats(0.0, 1.0), r2=st.floats(0.0, 1.0),
+       cold=st.sampled_from([0.0, 3.0, 10.0]))
+def test_more_budget_never_allows_fewer_loans(state, r1, r2, cold):
+    P, pools, d, q, unused = state
+    lo, hi = min(r1, r2), max(r1, r2)
+    got = []
+    for r in (lo, hi):
+        rb = RiskBudget(W, r, cold_n=cold)
+        rb.reset(fake_trace(pools, d, [3] * P))
+        for j, qj in enumerate(q):
+            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+        rb.started(0.0, list(range(len(q))))
+        rb.resolve(5000.0)
+        got.append(np.asarray(rb.allowed(5000.0, unused)))
+    assert np.all(got[0] <= got[1])
+    if lo == 0.0:
+        assert np.all(got[0] == CERTAIN)
+
+
+def table(rows: list[tuple]) -> pl.DataFrame:
+    cols = ["job_id", "pool", "submit_time", "duration", "num_gpus", "time_limit"]
+    return validate(pl.DataFrame(rows, schema=cols[:len(rows[0])], orient="row"))[0]
+
+
+DURATIONS = [30.0, 299.0, 300.0, 301.0, 1800.0, 3600.0, 3601.0, 20000.0, 43200.0, 50000.0]
+
+
+@st.composite
+def small_traces(draw):
+    n_pools = draw(st.integers(2, 3))
+    quotas = {f"p{i}": draw(st.integers(1, 4)) for i in range(n_pools)}
+    n = draw(st.integers(1, 20))
+    rows = []
+    for i in range(n):
+        pool = f"p{draw(st.integers(0, n_pools - 1))}"
+        rows.append((f"j{i:03d}", pool, float(draw(st.integers(0, 40)) * 150),
+                     draw(st.sampled_from(DURATIONS)), draw(st.integers(1, quotas[pool]))))
+    return rows, quotas
+
+
+def slowed(jobs: pl.DataFrame, pools: pl.DataFrame, policy) -> pl.DataFrame:
+    base = simulate(jobs, pools, make_policy("fcfs"))
+    res = simulate(jobs, pools, policy, check_invariants=True)
+    return res.with_columns(fcfs_end=base["end_time"]).filter(
+        pl.col("end_time") > pl.col("fcfs_end") + 1e-6)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=small_traces(), refresh=st.sampled_from([0.0, 300.0]))
+def test_risk_zero_with_perfect_predictions_slows_no_job_and_lends_as_before(trace, refresh):
+    rows, quotas = trace
+    jobs, pools = table(rows), make_pools(quotas)
+    pol = make_policy("sia-perfect", refresh_s=refresh, risk=0.0)
+    assert slowed(jobs, pools, pol).height == 0
+    # perfect durations are certain: the budget lends exactly what the bin rule lends
+    plain = simulate(jobs, pools, make_policy("sia-perfect", refresh_s=refresh))
+    assert simulate(jobs, pools, pol).equals(plain)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000),
+       variant=st.sampled_from(["base", "higher-load", "more-duration-skew"]))
+def test_risk_zero_with_perfect_durations_slows_no_job_synthetic(seed, variant):
+    jobs, pools = generate_workload(variant, seed, days=1.0)
+    pol = make_policy("sia-perfect", risk=0.0)
+    assert slowed(jobs, pools.select("pool", "quota_gpus"), pol).height == 0
+
+
+class ShortForecaster:
+    """Never expects an arrival; says every job surely fits 5 minutes (P = 0.9999)."""
+
+    name = "short"
+    perfect_information = False
+
+    def will_jobs_arrive(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
+
+    def new_load_estimate(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)))
+
+    def duration_bins(self, view, job_indices):
+        return np.zeros(len(job_indices), dtype=np.int64)
+
+    def duration_cdf(self, view, job_indices, windows_s):
+        return np.full((len(job_indices), len(windows_s)), 0.9999)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=small_traces(), limits=st.lists(st.sampled_from([None, 100.0, 1000.0, 40000.0]),
+                                             min_size=20, max_size=20),
+       risk=st.sampled_from([0.0, 0.5, 1.0]))
+def test_cold_pool_lends_only_on_certainty(trace, limits, risk):
+    # every pool stays cold (cold_n 50 > its jobs): only jobs whose limit fits are lent, however
+    # sure the forecaster is and however large the budget
+    rows, quotas = trace
+    rows = [r + (limits[i],) for i, r in enumerate(rows)]
+    pol = SiaPolicy(ShortForecaster(), risk=risk, risk_cold_n=50.0, risk_memory=100.0,
+                    adaptation=False)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    assert pol.summary()["risk_lent_predicted"] == 0
+    lent = res.filter(pl.col("opportunistic"))
+    assert (lent["time_limit"].is_not_null()).all() if "time_limit" in lent.columns else True
+    served = pol.facts()["served"]["job_duration"]
+    assert sum(v.get("lent_predicted", 0) for v in served.values()) == 0
+
+
+def test_warm_pool_lends_on_prediction_and_risk_zero_does_not():
+    # B (quota 1) has 40 jobs of 100 s; A (quota 3) is idle. With the budget, B's first jobs
+    # run on its quota (B is cold); once 10 outcomes are known and fit, B borrows A's GPUs.
+    rows = [(f"b{i:02d}", "B", float(i), 100.0, 1) for i in range(40)]
+    pools = make_pools({"A": 3, "B": 1})
+    lent = {}
+    for risk in (0.0, 0.1):
+        pol = SiaPolicy(ShortForecaster(), windows_s=(300.0,), risk=risk, adaptation=False)
+        res = simulate(table(rows), pools, pol, check_invariants=True)
+        lent[risk] = res.filter(pl.col("opportunistic"))
+    assert lent[0.0].height == 0
+    assert lent[0.1].height > 0
+    assert lent[0.1]["start_time"].min() >= 10 * 100.0  # not before 10 outcomes were known
