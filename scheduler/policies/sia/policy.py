@@ -154,9 +154,9 @@ from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
     DURATION_BIN_EDGES_S,
     DurationCdfForecaster,
-    cdf_from_bins,
     Forecaster,
     PerfectForecaster,
+    cdf_from_bins,
 )
 from sia.scheduler.core.needs import PolicyNeeds
 from sia.scheduler.core.served import ServedPredictions
