@@ -385,6 +385,14 @@ RegionsModeOpt = Annotated[str, typer.Option(
     "coming period's, or the region policies' forecasters); a global mode + '+idle' (e.g. "
     "history+idle) lets guests take any idle GPU instead of only the GPUs SIA's "
     "reservations leave.")]
+RiskOpt = Annotated[float | None, typer.Option(
+    "--risk", help="SIA's risk budget (SIA policies only): the allowed expected number of "
+    "owners' jobs one loan delays, hence also the allowed probability that a loan delays an "
+    "owner's job. A job is lent in a window only while its pool's calibrated bound on "
+    "overrunning the window, times the jobs one delay reaches (1/(1 - recent load) of the "
+    "busiest pool with unused quota), is within it; jobs whose time limit fits are lent at any "
+    "budget; a pool with too few scored jobs lends only those. 0: lend only on certainty. "
+    "Default: unset, SIA's earlier rule (predicted bin, or its lend_risk).")]
 NoMlflowOpt = Annotated[bool, typer.Option(
     "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]
 
@@ -424,6 +432,7 @@ class ReplayArgs:
     regions: Path | None
     regions_mode: str
     no_mlflow: bool
+    risk: float | None = None
 
 
 def register(app: typer.Typer) -> None:
@@ -462,6 +471,7 @@ def register(app: typer.Typer) -> None:
         regions: RegionsOpt = None,
         regions_mode: RegionsModeOpt = "static",
         no_mlflow: NoMlflowOpt = False,
+        risk: RiskOpt = None,
     ) -> None:
         run_command(ReplayArgs(**locals()))
 
@@ -502,6 +512,8 @@ def run_command(a: ReplayArgs) -> None:
         if warning:
             predictors["warning"] = warning
             typer.echo(f"warning: {warning}", err=True)
+    if a.risk is not None:
+        options["risk"] = a.risk
     jobs = wl.jobs
     pools = wl.pools
     prior = inputs.jobs_before(jobs, replay_start_day)
@@ -549,6 +561,9 @@ def _check_args(a: ReplayArgs) -> tuple[tuple[int, ...], Any, bool]:
         raise ConfigError(f"--tick must be > 0 seconds, not {a.tick}")
     if not a.warmup_days >= 0:
         raise ConfigError(f"--warmup-days must be >= 0, not {a.warmup_days}")
+    if a.risk is not None and not (a.policy.startswith("sia") and a.policy != "sia-vc"):
+        raise ConfigError(f"--risk is an option of SIA's policies (sia, sia-perfect, ...), "
+                          f"not of {a.policy!r}")
     # fail on an unknown policy, or one that cannot take what was asked, before reading
     needs = policy_needs(a.policy)
     locality = options_from_cli(a.topology, a.placement, a.cells_option)

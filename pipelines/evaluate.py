@@ -626,6 +626,7 @@ def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
     files = write_summary(result.out_dir, cfg, summary, aggregate, served_df)
     if make_plots:
         files += _sweep_plots(cfg, summary, per_job_all, result.out_dir / "plots")
+        files += frontier_plots(cfg, aggregate, result.out_dir / "plots")
     return files
 
 
@@ -708,6 +709,38 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
     return files
 
 
+
+
+def frontier_plots(cfg: ExperimentConfig, aggregate: pl.DataFrame, folder: Path) -> list[Path]:
+    """Draw ``<group>_frontier.png`` per group when the sweep has a risk-budget sweep (labels
+    ``<label>+risk<r>``, :func:`~sia.pipelines.experiment.risk_label`): each swept policy is a
+    curve over its budgets, every other policy but FCFS a point; return the files."""
+    from sia.pipelines.experiment import risk_of_label
+
+    if aggregate.height == 0 or not any(risk_of_label(p.label) for p in cfg.policies):
+        return []
+    files = []
+    metrics = ("mean_speedup", "geomean_speedup", "pct_slowed", "total_slowdown_min")
+    for (group,), part in aggregate.group_by(["group"], maintain_order=True):
+        curves: dict[str, list] = {}
+        points: dict[str, dict] = {}
+        for row in part.iter_rows(named=True):
+            label = row["policy"]
+            if label == BASELINE:
+                continue
+            m = {k: row.get(k) for k in metrics}
+            swept = risk_of_label(label)
+            if swept is None:
+                points[label] = m
+            else:
+                curves.setdefault(swept[0], []).append((swept[1], m))
+        n_exps = int(part["experiments"].max() or 0)
+        files.append(plots.frontier(
+            curves, points, folder / f"{group}_frontier.png",
+            f"{cfg.name} {group} ({n_exps} experiment{'s' * (n_exps != 1)}, jobs pooled): "
+            "speedup vs slowdown over SIA's risk budget\n(up and left is better; the numbers "
+            "on the curves are the budgets)"))
+    return files
 
 
 #: config parameters repeated on every policy run (the rest sit on the sweep's run)

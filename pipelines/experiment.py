@@ -481,9 +481,56 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
     )
 
 
+#: A policy swept over SIA's risk budget is labelled ``<label>+risk<value>`` (e.g. sia+risk0.01).
+RISK_LABEL_RE = re.compile(r"^(?P<base>.+)\+risk(?P<risk>[0-9.eE+-]+)$")
+
+
+def risk_label(label: str, risk: float) -> str:
+    """Return the label of ``label``'s policy at risk budget ``risk`` (``sia+risk0.01``)."""
+    return f"{label}+risk{risk:g}"
+
+
+def risk_of_label(label: str) -> tuple[str, float] | None:
+    """Return (base label, risk budget) of a label made by :func:`risk_label`, else None."""
+    m = RISK_LABEL_RE.match(label)
+    if m is None:
+        return None
+    try:
+        return m["base"], float(m["risk"])
+    except ValueError:
+        return None
+
+
+def _expand_risk(raw: list, w: _Where) -> list:
+    """Return the policy list with every ``options: {risk: [r1, r2, ...]}`` entry expanded into
+    one entry per budget, labelled ``<label>+risk<r>`` (the frontier of `sia evaluate`)."""
+    out = []
+    for i, item in enumerate(raw):
+        opts = item.get("options") if isinstance(item, dict) else None
+        grid = opts.get("risk") if isinstance(opts, dict) else None
+        if not isinstance(grid, list):
+            out.append(item)
+            continue
+        key = f"policies[{i}].options.risk"
+        if not grid or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                                for v in grid):
+            raise w.error(key, f"expected a budget or a non-empty list of budgets in [0, 1], "
+                               f"got {grid!r}")
+        if len(set(grid)) != len(grid):
+            raise w.error(key, f"a budget appears twice in {grid!r}")
+        label = item.get("label", item.get("name"))
+        for v in grid:
+            out.append({**item, "label": risk_label(str(label), float(v)),
+                        "options": {**opts, "risk": float(v)}})
+    return out
+
+
 def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
                     ) -> tuple[PolicySpec, ...]:
-    """Return the policy specs, each checked against its declared needs (forecaster, locality)."""
+    """Return the policy specs, each checked against its declared needs (forecaster, locality).
+
+    An entry whose ``options.risk`` is a list sweeps SIA's risk budget: one policy per value,
+    labelled ``<label>+risk<value>`` (:func:`risk_label`)."""
     from sia.pipelines.engine.sched import (
         POLICY_NAMES,
         check_policy,
@@ -493,6 +540,7 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
     if not isinstance(raw, list) or not raw:
         raise w.error("policies", "expected a non-empty list of policy names or "
                                   "{name, label, options} mappings")
+    raw = _expand_risk(raw, w)
     out: list[PolicySpec] = []
     for i, item in enumerate(raw):
         key = f"policies[{i}]"

@@ -307,3 +307,77 @@ def reliability_png(table: pl.DataFrame, path: Path,
     ax.set_title(title)
     ax.legend(loc="upper left")
     return _save(fig, path)
+
+
+#: The frontier's panels: (y metric, y label) x (x metric, x label, x scale).
+FRONTIER_Y = (("mean_speedup", "mean speedup over FCFS"),
+              ("geomean_speedup", "geometric-mean speedup over FCFS"))
+FRONTIER_X = (("pct_slowed", "% of jobs slowed", "symlog"),
+              ("total_slowdown_min", "total slowdown (minutes)", "symlog"))
+
+
+def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
+             points: Mapping[str, Mapping[str, float]], path: Path, title: str = "") -> Path:
+    """Plot the speedup / slowdown frontier over SIA's risk budget (2 x 2 panels).
+
+    ``curves``: per policy, (risk budget, metrics) pairs, drawn as a line through
+    the budgets in increasing order with each point labelled by its budget;
+    ``points``: per policy, its metrics (one marker each). Metrics are the
+    aggregate's ``mean_speedup``, ``geomean_speedup``, ``pct_slowed`` (%) and
+    ``total_slowdown_min``. Rows: mean and geometric-mean speedup (log); columns:
+    share of jobs slowed and total slowdown minutes (symlog: 0 is drawn, at the left).
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
+
+    def val(m: Mapping[str, float], k: str) -> float:
+        v = m.get(k)
+        return float("nan") if v is None else float(v)
+
+    for r, (ym, ylab) in enumerate(FRONTIER_Y):
+        ys_all = []
+        for c, (xm, xlab, xscale) in enumerate(FRONTIER_X):
+            ax = axes[r][c]
+            i = 0
+            for name, pts in curves.items():
+                pts = sorted(pts, key=lambda t: t[0])
+                xs = [val(m, xm) for _, m in pts]
+                ys = [val(m, ym) for _, m in pts]
+                ys_all += ys
+                st = _style(i)
+                ax.plot(xs, ys, color=st["color"], ls=st["ls"], marker=st["marker"], ms=5,
+                        lw=1.6, label=f"{name} (risk budget)")
+                for (rk, _), x, y in zip(pts, xs, ys, strict=True):
+                    if math.isfinite(x) and math.isfinite(y):
+                        ax.annotate(f"{rk:g}", (x, y), textcoords="offset points",
+                                    xytext=(4, 3), fontsize=7, color=st["color"])
+                i += 1
+            for name, m in points.items():
+                st = _style(i)
+                x, y = val(m, xm), val(m, ym)
+                ys_all.append(y)
+                ax.plot([x], [y], ls="none", marker=MARKERS[i % len(MARKERS)], ms=9,
+                        color=st["color"], markeredgecolor="black", label=name)
+                i += 1
+            if xscale == "symlog":
+                lin = 0.01 if xm == "pct_slowed" else 1.0
+                ax.set_xscale("symlog", linthresh=lin)
+                ax.set_xlim(left=-0.2 * lin)
+            ax.set_xlabel(xlab + (" (symlog: 0 at the left)" if xscale == "symlog" else ""))
+            ax.set_ylabel(ylab)
+            ax.grid(True, which="major", alpha=0.3)
+        rng = _positive_range([np.asarray(ys_all, dtype=np.float64)])
+        for c in range(len(FRONTIER_X)):
+            ax = axes[r][c]
+            if rng is not None:
+                ax.set_yscale("log")
+                lo, hi = _pad_log(*rng, frac=0.08)
+                ax.set_ylim(lo, hi)
+                log_ticks(ax.yaxis, lo, hi)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
+               fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle(title or "speedup vs slowdown over the risk budget "
+                          "(up and left is better; numbers: the budget)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    return _save(fig, path)

@@ -1,0 +1,59 @@
+"""The speedup / slowdown frontier over SIA's risk budget: config expansion, plot, sweep."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from sia.data.errors import ConfigError
+from sia.pipelines import evaluate as ev
+from sia.pipelines.experiment import parse_config, risk_label, risk_of_label
+from sia.pipelines.plots import frontier
+
+
+def spec(policies: list) -> dict:
+    return {"name": "fr", "seed": 3, "trace": {"synthetic": "higher-load", "days": 2},
+            "warmup_days": 0.25, "experiments": 1, "pools_per_experiment": "all",
+            "quotas": "recorded", "policies": policies}
+
+
+def test_risk_list_expands_into_labelled_policies():
+    cfg = parse_config(spec(["fcfs", "maxmin",
+                             {"name": "sia-perfect", "options": {"risk": [0, 0.01, 1]}}]))
+    labels = [p.label for p in cfg.policies]
+    assert labels == ["fcfs", "maxmin", "sia-perfect+risk0", "sia-perfect+risk0.01",
+                      "sia-perfect+risk1"]
+    assert [p.options["risk"] for p in cfg.policies[2:]] == [0.0, 0.01, 1.0]
+    assert risk_of_label("sia-perfect+risk0.01") == ("sia-perfect", 0.01)
+    assert risk_of_label(risk_label("sia", 1e-05)) == ("sia", 1e-05)
+    assert risk_of_label("sia-perfect") is None
+
+
+@pytest.mark.parametrize("risk, msg", [([], "non-empty list"), (["a"], "non-empty list"),
+                                       ([0.1, 0.1], "appears twice")])
+def test_bad_risk_lists_name_the_option(risk, msg):
+    with pytest.raises(ConfigError, match=rf"policies\[1\]\.options\.risk.*{msg}"):
+        parse_config(spec(["fcfs", {"name": "sia-perfect", "options": {"risk": risk}}]))
+
+
+def test_frontier_png(tmp_path):
+    m = {"mean_speedup": 3.0, "geomean_speedup": 1.5, "pct_slowed": 0.0, "total_slowdown_min": 0}
+    curves = {"sia": [(0.0, m), (0.1, {**m, "mean_speedup": 5.0, "pct_slowed": 2.0,
+                                        "total_slowdown_min": 300.0})]}
+    out = frontier(curves, {"maxmin": {**m, "pct_slowed": 10.0, "total_slowdown_min": 5e4}},
+                   tmp_path / "f.png")
+    assert out.exists() and out.stat().st_size > 10_000
+
+
+def test_sweep_draws_the_frontier_and_budget_zero_slows_nobody(tmp_path):
+    cfg = parse_config(spec(["fcfs", "maxmin", {"name": "sia-perfect",
+                                                "options": {"risk": [0, 0.5]}}]))
+    out = ev.run_sweep(cfg, tmp_path / "sw", progress=False, make_plots=True, log_mlflow=False,
+                       say=lambda _: None)
+    agg = {r["policy"]: r for r in out.aggregate.iter_rows(named=True)}
+    assert agg["sia-perfect+risk0"]["pct_slowed"] == 0.0
+    # perfect durations are certain: the budget changes nothing
+    assert agg["sia-perfect+risk0"]["mean_speedup"] == agg["sia-perfect+risk0.5"]["mean_speedup"]
+    pngs = list((tmp_path / "sw" / "plots").glob("*_frontier.png"))
+    assert len(pngs) == 1
+    assert pl.read_csv(tmp_path / "sw" / "aggregate.csv")["policy"].to_list()[-1] == \
+        "sia-perfect+risk0.5"
