@@ -15,12 +15,17 @@ pending). Cases:
   MLflow, on the trace's FCFS replay with the pipeline's default split: 3
   weeks train, 2 weeks validation; the replay covers the whole trace, training
   period included, since only speed is measured here);
+- ``sia-learned/risk``: the same learned predictors under SIA's risk budget
+  (``--risk``, default 0.01; :mod:`sia.scheduler.policies.sia.risk`); the
+  column "risk s" is the CPU time spent in the budget's bookkeeping (its
+  methods, timed), and "risk %" its share of the time in the policy;
 - ``hived``, ``themis`` and ``maxmin`` for reference.
 
 The slowdown column counts jobs ending > 1 s later than under FCFS (a check
 that sia-perfect stays at 0, not a quality benchmark).
 
     .venv/bin/python benchmarks/bench_sia.py [--cases sia-perfect,sia-learned] [--learned]
+    .venv/bin/python benchmarks/bench_sia.py --cases sia-learned,sia-learned/risk
 
 Target on the 2-core machine: SIA with learned predictors on the whole trace < 60 s.
 """
@@ -84,14 +89,43 @@ def learned_forecaster(jobs: pl.DataFrame, pools: pl.DataFrame):
     return fc, time.perf_counter() - clock
 
 
-def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame):
+_TRAINED: dict = {}
+
+
+class TimedBudget:
+    """Times the CPU spent in a RiskBudget's methods (seconds, summed in ``cpu``)."""
+
+    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
+
+    def __init__(self, budget):
+        self.cpu = 0.0
+        for name in self.METHODS:
+            setattr(budget, name, self._timed(getattr(budget, name)))
+
+    def _timed(self, fn):
+        def call(*a, **k):
+            t = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.cpu += time.thread_time() - t
+        return call
+
+
+def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 0.01):
     """Return the policy of a case name (see the module doc)."""
     if case == "sia-perfect/refresh0":
         return SiaPerfectPolicy(refresh_s=0.0, name=case)
-    if case == "sia-learned":
-        fc, secs = learned_forecaster(jobs, pools)
-        print(f"  (trained the learned predictors in {secs:.1f} s)")
-        return SiaPolicy(fc, name=case)
+    if case in ("sia-learned", "sia-learned/risk"):
+        if "fc" not in _TRAINED:
+            fc, secs = learned_forecaster(jobs, pools)
+            print(f"  (trained the learned predictors in {secs:.1f} s)")
+            _TRAINED["fc"] = fc
+        if case == "sia-learned":
+            return SiaPolicy(_TRAINED["fc"], name=case)
+        pol = SiaPolicy(_TRAINED["fc"], name=case, risk=risk)
+        pol.budget_clock = TimedBudget(pol.risk_budget)
+        return pol
     return make_policy(case)
 
 
@@ -101,6 +135,7 @@ def main() -> None:
     ap.add_argument("--trace", default=PHILLY)
     ap.add_argument("--cases", default=DEFAULT_CASES)
     ap.add_argument("--learned", action="store_true", help="add the sia-learned case")
+    ap.add_argument("--risk", type=float, default=0.01, help="sia-learned/risk's budget")
     args = ap.parse_args()
     jobs, report = read_philly(args.trace, on_bad_rows="drop")
     pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
@@ -114,7 +149,7 @@ def main() -> None:
         cases.append("sia-learned")
     rows = []
     for case in cases:
-        pol = Clocked(make_case(case, jobs, pools))
+        pol = Clocked(make_case(case, jobs, pools, args.risk))
         clock = time.perf_counter()
         res = simulate(jobs, pools, pol)
         wall = time.perf_counter() - clock
@@ -123,13 +158,18 @@ def main() -> None:
         slowed = int(((res["end_time"] - base["end_time"]) > 1.0).sum())
         extra = getattr(pol.policy, "summary", None)
         fc = extra()["forecasts"] if extra else "-"
+        clock_b = getattr(pol.policy, "budget_clock", None)
+        risk_s = "-" if clock_b is None else f"{clock_b.cpu:.2f}"
+        risk_pct = "-" if clock_b is None else f"{100 * clock_b.cpu / max(c.sum() / 1e6, 1e-9):.1f}"
+        lent = int(res["opportunistic"].sum())
         rows.append((case, f"{wall:.1f}", len(t), f"{np.percentile(t, 50):.0f}",
                      f"{np.percentile(t, 99):.0f}", f"{np.percentile(c, 50):.0f}",
                      f"{np.percentile(c, 99):.0f}", f"{t.max() / 1e3:.1f}", f"{t.sum() / 1e6:.1f}",
-                     f"{c.sum() / 1e6:.1f}", fc, slowed))
+                     f"{c.sum() / 1e6:.1f}", fc, lent, slowed, risk_s, risk_pct))
         print(f"  {case}: {wall:.1f} s")
     head = ("case", "wall s", "decisions", "p50 us", "p99 us", "cpu p50 us", "cpu p99 us",
-            "max ms", "in policy s", "in policy cpu s", "forecasts", "slowed")
+            "max ms", "in policy s", "in policy cpu s", "forecasts", "lent", "slowed", "risk s",
+            "risk %")
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(str(x) for x in r))

@@ -128,8 +128,10 @@ class RiskBudget:
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty = True
         self._ub = np.ones((P, K, NEVER - 1))
-        self._started_jobs: list[int] = []
+        self._started_jobs: list[int] = []  # started since the last load update
         self._start_t: list[float] = []
+        self._run_jobs = np.zeros(0, dtype=np.int64)  # started jobs that may still count
+        self._run_start = np.zeros(0)
         self._load = np.zeros(P)
         self._load_time = -math.inf
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
@@ -231,11 +233,12 @@ class RiskBudget:
         most every 300 s."""
         if now - self._load_time < 300.0:
             return self._load
-        if not self._started_jobs:
-            self._load_time = now
-            return self._load
-        jobs = np.asarray(self._started_jobs, dtype=np.int64)
-        st = np.asarray(self._start_t)
+        if self._started_jobs:  # the starts since the last call join the arrays
+            self._run_jobs = np.concatenate((self._run_jobs,
+                                             np.asarray(self._started_jobs, dtype=np.int64)))
+            self._run_start = np.concatenate((self._run_start, np.asarray(self._start_t)))
+            self._started_jobs, self._start_t = [], []
+        jobs, st = self._run_jobs, self._run_start
         lo = now - self.load_s
         end = np.minimum(st + self._dur[jobs], now)  # a running job: up to now (no peek)
         ran = np.clip(end - np.maximum(st, lo), 0.0, None) * self._gpus_f[jobs]
@@ -243,6 +246,9 @@ class RiskBudget:
         used = np.bincount(self._pool[jobs], weights=ran, minlength=self._quota.size)
         self._load = used / (self._quota * span)
         self._load_time = now
+        keep = end > lo  # jobs that ended before the period never count again
+        if not keep.all():
+            self._run_jobs, self._run_start = jobs[keep], st[keep]
         return self._load
 
     def cost(self, now: float, unused: list[int]) -> float:
