@@ -126,7 +126,10 @@ class RiskBudget:
         self._gm = np.zeros((K, B))
         self._gs = np.zeros((K, B))  # sum of predicted q
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
-        self._dirty = True
+        self._dirty_pools: set[int] = set()
+        self._bound_time = [-math.inf] * P
+        self._prior_time = -math.inf
+        self._g = np.zeros((K, NEVER - 1))
         self._ub = np.ones((P, K, NEVER - 1))
         self._started_jobs: list[int] = []  # started since the last load update
         self._start_t: list[float] = []
@@ -206,24 +209,39 @@ class RiskBudget:
             self._gs[k, b] += q[j, k]
             self.stats["outcomes"] += 1
             self.stats["overruns"] += int(over)
-        self._dirty = True
+            if over:  # a miss tightens the pool at once; fits widen it at the next refresh
+                self._dirty_pools.add(p)
 
-    def bounds(self) -> np.ndarray:
+    def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
-        (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins)."""
-        if not self._dirty:
-            return self._ub
+        (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins).
+
+        Only ``pools`` (default: all) are brought up to date: a pool's bound is recomputed
+        when it is 300 s old (``now``, s) and as soon as one of its jobs overran (a miss
+        tightens at once, fits widen at the next refresh); the prior over all pools, which
+        moves slowly, every 300 s."""
         n0 = self.prior_n
-        edges = np.asarray(Q_EDGES)
-        gn, gm, gs = self._gn[:, 1:NEVER], self._gm[:, 1:NEVER], self._gs[:, 1:NEVER]
-        qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
-        g = (gm + n0 * qbar) / (gn + n0)  # [K, B]: the bin's rate over all pools
-        n, m = self._n[:, :, 1:NEVER], self._m[:, :, 1:NEVER]
-        a = m + n0 * g[None]
-        b = np.maximum(n - m, 0.0) + n0 * (1.0 - g[None])
+        if now - self._prior_time >= 300.0:
+            edges = np.asarray(Q_EDGES)
+            gn, gm, gs = self._gn[:, 1:NEVER], self._gm[:, 1:NEVER], self._gs[:, 1:NEVER]
+            qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
+            self._g = (gm + n0 * qbar) / (gn + n0)  # [K, B]: the bin's rate over all pools
+            self._prior_time = now
+        want = range(self._n.shape[0]) if pools is None else pools
+        bt, dirty = self._bound_time, self._dirty_pools
+        rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
+        if not rows:
+            return self._ub
+        for p in rows:
+            bt[p] = now
+            dirty.discard(p)
+        idx = np.asarray(rows, dtype=np.int64)
+        g = self._g[None]
+        n, m = self._n[idx, :, 1:NEVER], self._m[idx, :, 1:NEVER]
+        a = m + n0 * g
+        b = np.maximum(n - m, 0.0) + n0 * (1.0 - g)
         ub = betaincinv(a, np.maximum(b, 1e-9), self.level)
-        self._ub = np.maximum.accumulate(ub, axis=2)
-        self._dirty = False
+        self._ub[idx] = np.maximum.accumulate(ub, axis=2)
         return self._ub
 
     # ------------------------------------------------------------------ the budget
@@ -258,20 +276,26 @@ class RiskBudget:
         rho = max((float(load[p]) for p, u in enumerate(unused) if u > 0), default=0.0)
         return 1.0 / max(1.0 - rho, 1.0 / self.cost_cap)
 
-    def allowed(self, now: float, unused: list[int]) -> list[list[int]]:
+    def allowed(self, now: float, unused: list[int], pools: list[int] | None = None
+                ) -> list[list[int]]:
         """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
-        pool."""
+        pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN."""
         P, K = self._n.shape[0], len(self.windows_s)
-        if self.risk <= 0.0:
+        if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
         c = self.cost(now, unused)
         self.stats["cost_sum"] += c
         self.stats["cost_n"] += 1
-        ok = self.bounds() * c <= self.risk  # [P, K, B], a prefix over bins
+        ok = self.bounds(now, pools) * c <= self.risk  # [P, K, B], a prefix over bins
         top = ok.sum(axis=2)
         warm = self._n[:, :, 1:].sum(axis=2) >= self.cold_n
-        return np.where(warm, top, CERTAIN).tolist()
+        out = np.where(warm, top, CERTAIN)
+        if pools is not None:
+            keep = np.zeros(P, dtype=bool)
+            keep[pools] = True
+            out[~keep] = CERTAIN
+        return out.tolist()
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on

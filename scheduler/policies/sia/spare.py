@@ -46,7 +46,7 @@ class SparePass:
         recoverable = self._recoverable(d.starts) if self._preempt else 0
         # the risk budget (risk.py): per pool and window, the largest job bin within budget
         maxbin = (None if self.risk_budget is None
-                  else self.risk_budget.allowed(view.now, unused))
+                  else self.risk_budget.allowed(view.now, unused, cands))
         for k, lk in enumerate(lists):
             if lk >= 0:
                 self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
