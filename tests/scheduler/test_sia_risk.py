@@ -161,7 +161,7 @@ def test_cost_of_a_miss_follows_the_busiest_pool_with_unused_quota():
 
 
 def test_bad_options_name_themselves():
-    for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 2}, "risk"),
+    for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 101}, "risk"),
                     ({"risk": 0.1, "level": 1.0}, "risk_level"),
                     ({"risk": 0.1, "cost_cap": 0.5}, "risk_cost_cap"),
                     ({"risk": 0.1, "cold_n": 200, "memory": 100}, "risk_memory")):

@@ -546,7 +546,10 @@ class SiaPolicy(DedicatedPass, SparePass):
     def facts(self) -> dict[str, Any]:
         """Return what the replay reports about the policy: ``served``, its predictions as it used
         them, scored against the trace after the fact (:mod:`sia.scheduler.core.served`)."""
-        return {"served": self.served.report()}
+        out = {"served": self.served.report()}
+        if self.risk_budget is not None:
+            out["risk"] = self.risk_budget.summary()
+        return out
 
 
 # ---------------------------------------------------------------------- registered variants

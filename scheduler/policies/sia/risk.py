@@ -2,8 +2,9 @@
 
 The option ``risk`` of :class:`~sia.scheduler.policies.sia.policy.SiaPolicy` is
 *the allowed expected number of owners' jobs that one loan delays*. Because a
-loan that delays anyone delays at least one job, it also bounds the
-probability that a loan delays an owner's job. With ``risk`` unset SIA lends
+loan that delays anyone delays at least one job, a budget <= 1 also bounds the
+probability that a loan delays an owner's job; budgets above 1 (up to 100) are
+allowed for the frontier's far end. With ``risk`` unset SIA lends
 by its earlier rule (the predicted bin, or ``lend_risk``'s eps per window).
 
 A loan of job ``j`` (pool ``p``) in window ``w`` (it must end within ``w``,
@@ -53,6 +54,8 @@ from sia.data.errors import ConfigError
 
 #: Upper edges of the bins of q = P(duration > w) (the last bin is [0.3, 1)); q = 1 is "never".
 Q_EDGES = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: Least prior overrun rate of a bin (a tenth of the first bin's upper edge).
+G_FLOOR = 1e-4
 #: Bin of a certain fit (time limit, perfect information).
 CERTAIN = 0
 #: Bin of a job that cannot fit the window by its prediction (q >= 1).
@@ -81,8 +84,9 @@ class RiskBudget:
         def bad(opt: str, want: str, v: Any) -> ConfigError:
             return ConfigError(f"policy {name!r}: {opt} must be {want}, not {v!r}")
 
-        if not isinstance(risk, int | float) or isinstance(risk, bool) or not 0.0 <= risk <= 1.0:
-            raise bad("risk", "a number in [0, 1] (expected owners' jobs delayed per loan)", risk)
+        if not isinstance(risk, int | float) or isinstance(risk, bool) or not 0.0 <= risk <= 100.0:
+            raise bad("risk", "a number in [0, 100] (expected owners' jobs delayed per loan)",
+                      risk)
         if not 0.5 <= level < 1.0:
             raise bad("risk_level", "in [0.5, 1)", level)
         for opt, v in (("risk_prior_n", prior_n), ("risk_memory", memory),
@@ -225,7 +229,9 @@ class RiskBudget:
             edges = np.asarray(Q_EDGES)
             gn, gm, gs = self._gn[:, 1:NEVER], self._gm[:, 1:NEVER], self._gs[:, 1:NEVER]
             qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
-            self._g = (gm + n0 * qbar) / (gn + n0)  # [K, B]: the bin's rate over all pools
+            # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
+            # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
+            self._g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
             self._prior_time = now
         want = range(self._n.shape[0]) if pools is None else pools
         bt, dirty = self._bound_time, self._dirty_pools
