@@ -57,3 +57,18 @@ def test_sweep_draws_the_frontier_and_budget_zero_slows_nobody(tmp_path):
     assert len(pngs) == 1
     assert pl.read_csv(tmp_path / "sw" / "aggregate.csv")["policy"].to_list()[-1] == \
         "sia-perfect+risk0.5"
+
+
+def test_replay_risk_option_is_for_sia_only(tmp_path, capsys):
+    from sia.pipelines.cli import main
+
+    assert main(["replay", "--policy", "maxmin", "--risk", "0.1", "--no-mlflow",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--risk is an option of SIA's policies" in capsys.readouterr().err
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "-1", "--no-mlflow",
+                 "--synthetic", "base", "--days", "1", "--out", str(tmp_path / "s")]) == 2
+    assert "risk must be a number in [0, 100]" in capsys.readouterr().err
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "0", "--no-mlflow",
+                 "--synthetic", "base", "--days", "1", "--warmup-days", "0.2",
+                 "--out", str(tmp_path / "ok")]) == 0
+    assert (tmp_path / "ok" / "summary.json").exists()

@@ -59,6 +59,20 @@ report counts the loans made on such a guarantee apart from those made on a
 prediction, with the overruns of each. On a trace without limits nothing
 changes.
 
+Risk budget (``risk``, :mod:`sia.scheduler.policies.sia.risk`; unset by
+default = the rules above): ``risk`` is the allowed expected number of owners'
+jobs that one loan delays (so a budget <= 1 also bounds the probability that a
+loan delays an owner's job). It replaces FindNextJob's fit test: a job is
+lendable in window ``w`` when its time limit guarantees the fit (at any
+budget, also 0), or when its pool is warm (``risk_cold_n`` scored outcomes in
+``w``) and the pool's calibrated upper bound on the overrun rate of jobs
+predicted like it (the ``risk_level`` quantile, learned online from the
+outcomes of the pool's considered jobs, a miss tightening it at once), times
+the cost of a miss (``1 / (1 - load)`` of the busiest pool with unused quota,
+its recent load over ``risk_load_days``; at most ``risk_cost_cap`` jobs), is
+within ``risk``. ``risk=0`` lends only on certainty. Reservations and the
+online arrival adaptation are unchanged: the bound covers the duration side.
+
 ``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
 ``w`` (a running max over the windows): a job that runs up to 1 h also
 occupies the first 5 minutes, so it must respect the 5-minute window's
@@ -205,8 +219,11 @@ class SiaPolicy(DedicatedPass, SparePass):
     ``lend_on_limit`` (certainty first: a job whose requested time limit plus
     Slurm's grace fits a window is lendable there whatever its predicted
     duration; on by default, and a no-op on traces without limits),
-    ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
-    decision), ``seed`` (kept for the record; SIA itself draws nothing),
+    ``risk`` (the risk budget: allowed expected owners' jobs delayed per loan;
+    None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
+    ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
+    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``refresh_s``
+    (seconds between forecasts outside ticks; 0 = every decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
