@@ -651,6 +651,18 @@ def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
                "on the same records, share of arrivals above the reserved load); JobDuration over "
                "the jobs SIA considered (ROC AUC of P(duration <= w), share lendable and their "
                "overrun rate, loans and their overrun rate).", "", markdown_table(served), ""]
+    choice = choose_budget(summary, aggregate) if "policy" in aggregate.columns else {}
+    if choice:
+        md += ["## Risk budget by the training-week rule", "",
+               f"The largest budget whose jobs slowed are <= {CHOICE_MAX_PCT_SLOWED:g}% pooled "
+               f"and <= {CHOICE_MAX_EXP_PCT_SLOWED:g}% in every experiment (meaningful on "
+               "training weeks only):", ""]
+        md += [f"- {base}: " + ("no budget meets the rule" if c["risk"] is None else
+                                f"risk {c['risk']:g} (slowed {c['pct_slowed']:.3g}%, worst "
+                                f"experiment {c['max_exp_pct_slowed']:.3g}%, mean speedup "
+                                f"{c['mean_speedup']:.4g}, geomean {c['geomean_speedup']:.4g})")
+               for base, c in choice.items()]
+        md.append("")
     (out_dir / "summary.md").write_text("\n".join(md))
     return files
 
@@ -743,6 +755,43 @@ def frontier_plots(cfg: ExperimentConfig, aggregate: pl.DataFrame, folder: Path)
             "speedup vs slowdown over SIA's risk budget\n(up and left is better; the numbers "
             "on the curves are the budgets)"))
     return files
+
+
+#: The rule that chooses the default risk budget on training weeks (issue 32): the largest
+#: budget whose jobs slowed, pooled over the experiments, are at most this share (%) ...
+CHOICE_MAX_PCT_SLOWED = 0.5
+#: ... and at most this share (%) in every experiment.
+CHOICE_MAX_EXP_PCT_SLOWED = 2.0
+
+
+def choose_budget(summary: pl.DataFrame, aggregate: pl.DataFrame,
+                  max_pct: float = CHOICE_MAX_PCT_SLOWED,
+                  max_exp_pct: float = CHOICE_MAX_EXP_PCT_SLOWED) -> dict[str, dict[str, Any]]:
+    """Return, per swept policy (labels ``<base>+risk<r>``), the largest budget whose pooled
+    share of slowed jobs is <= ``max_pct`` % in every group and whose worst experiment is <=
+    ``max_exp_pct`` %: ``{base: {"risk": r or None, "pct_slowed": ..., "max_exp_pct_slowed":
+    ..., "mean_speedup": ..., "geomean_speedup": ...}}`` (the budget's pooled figures; None
+    when no budget meets the rule). Meant for a sweep of training weeks."""
+    from sia.pipelines.experiment import risk_of_label
+
+    rows: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for label in aggregate["policy"].unique(maintain_order=True).to_list():
+        swept = risk_of_label(label)
+        if swept is None:
+            continue
+        agg = aggregate.filter(pl.col("policy") == label)
+        exp_max = summary.filter(pl.col("policy") == label)["pct_slowed"].max()
+        rows.setdefault(swept[0], []).append((swept[1], {
+            "pct_slowed": agg["pct_slowed"].max(), "max_exp_pct_slowed": exp_max,
+            "mean_speedup": agg["mean_speedup"].min(),
+            "geomean_speedup": agg["geomean_speedup"].min()}))
+    out: dict[str, dict[str, Any]] = {}
+    for base, budgets in rows.items():
+        ok = [(r, m) for r, m in sorted(budgets, key=lambda t: t[0])
+              if m["pct_slowed"] is not None and m["pct_slowed"] <= max_pct
+              and m["max_exp_pct_slowed"] is not None and m["max_exp_pct_slowed"] <= max_exp_pct]
+        out[base] = {"risk": ok[-1][0], **ok[-1][1]} if ok else {"risk": None}
+    return out
 
 
 #: config parameters repeated on every policy run (the rest sit on the sweep's run)

@@ -72,3 +72,19 @@ def test_replay_risk_option_is_for_sia_only(tmp_path, capsys):
                  "--synthetic", "base", "--days", "1", "--warmup-days", "0.2",
                  "--out", str(tmp_path / "ok")]) == 0
     assert (tmp_path / "ok" / "summary.json").exists()
+
+
+def test_choose_budget_takes_the_largest_budget_within_the_rule():
+    labels = ["maxmin", "sia+risk0.1", "sia+risk1", "sia+risk10", "x+risk1"]
+    agg = pl.DataFrame({"group": ["g"] * 5, "policy": labels,
+                        "pct_slowed": [9.0, 0.0, 0.4, 0.3, 3.0],
+                        "mean_speedup": [5.0, 1.5, 2.0, 3.0, 4.0],
+                        "geomean_speedup": [2.0, 1.1, 1.2, 1.3, 1.4]})
+    # sia+risk10 is within 0.5% pooled but one experiment slowed 2.5%: risk 1 is chosen
+    summ = pl.DataFrame({"policy": labels * 2, "pct_slowed": [9.0, 0.0, 0.4, 0.1, 3.0,
+                                                              9.0, 0.0, 0.4, 2.5, 3.0]})
+    got = ev.choose_budget(summ, agg)
+    assert got["sia"] == {"risk": 1.0, "pct_slowed": 0.4, "max_exp_pct_slowed": 0.4,
+                          "mean_speedup": 2.0, "geomean_speedup": 1.2}
+    assert got["x"] == {"risk": None}
+    assert ev.choose_budget(summ, agg, max_exp_pct=3.0)["sia"]["risk"] == 10.0
