@@ -357,7 +357,8 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
                 x, y = val(m, xm), val(m, ym)
                 ys_all.append(y)
                 ax.plot([x], [y], ls="none", marker=MARKERS[i % len(MARKERS)], ms=9,
-                        color=st["color"], markeredgecolor="black", label=name)
+                        color=st["color"], markeredgecolor="black",
+                        label=f"{name} (risk unset)" if name in curves else name)
                 i += 1
             if xscale == "symlog":
                 lin = 0.01 if xm == "pct_slowed" else 1.0
@@ -371,7 +372,7 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
             ax = axes[r][c]
             if rng is not None:
                 ax.set_yscale("log")
-                lo, hi = _pad_log(*rng, frac=0.08)
+                lo, hi = _pad_log(*rng, frac=0.1)
                 ax.set_ylim(lo, hi)
                 log_ticks(ax.yaxis, lo, hi)
     handles, labels = axes[0][0].get_legend_handles_labels()
