@@ -304,3 +304,22 @@ def test_warm_pool_lends_on_prediction_and_risk_zero_does_not():
     assert lent[0.0].height == 0
     assert lent[0.1].height > 0
     assert lent[0.1]["start_time"].min() >= 10 * 100.0  # not before 10 outcomes were known
+
+
+@pytest.mark.parametrize("renorm", [5, 2000])
+def test_lazy_decay_equals_decaying_every_count_at_each_outcome(monkeypatch, renorm):
+    import sia.scheduler.policies.sia.risk as risk_mod
+
+    monkeypatch.setattr(risk_mod, "_RENORM", renorm)
+    n_jobs = 23
+    d = [1000.0 if i % 3 == 0 else 100.0 for i in range(n_jobs)]
+    rb = RiskBudget((300.0,), 0.1, memory=10.0, cold_n=1.0)
+    rb.reset(fake_trace([0] * n_jobs, d, [1]))
+    lam = 1 - 1 / 10.0
+    n = m = 0.0
+    for i in range(n_jobs):
+        feed(rb, [i], 0.0005, float(i * 1000))
+        rb.resolve(float(i * 1000 + 999))
+        n, m = n * lam + 1.0, m * lam + float(d[i] > 300.0)
+    got_n, got_m = rb._decayed(np.array([0]))
+    assert got_n[0, 0, 0] == pytest.approx(n) and got_m[0, 0, 0] == pytest.approx(m)

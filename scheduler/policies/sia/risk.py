@@ -54,6 +54,8 @@ from sia.data.errors import ConfigError
 
 #: Upper edges of the bins of q = P(duration > w) (the last bin is [0.3, 1)); q = 1 is "never".
 Q_EDGES = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: Outcomes of a pool and window after which the lazy decay is folded into the counts.
+_RENORM = 2000
 #: Least prior overrun rate of a bin (a tenth of the first bin's upper edge).
 G_FLOOR = 1e-4
 #: Bin of a certain fit (time limit, perfect information).
@@ -109,6 +111,7 @@ class RiskBudget:
         self.decay = 1.0 - 1.0 / float(memory)
         self.load_s = float(load_days) * 86400.0
         self.cost_cap = float(cost_cap)
+        self._glam = 1.0 - (1.0 - self.decay) / 10.0  # the rate over all pools: 10x the memory
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: Any) -> None:
@@ -123,12 +126,20 @@ class RiskBudget:
         self.job_bin = [bytearray([NEVER]) * trace.n_jobs for _ in range(K)]
         self._predicted = bytearray(trace.n_jobs)  # has a prediction to score
         self._q = np.full((trace.n_jobs, K), np.nan)
-        # decayed outcome counts: per pool [P, K, B] and over all pools [K, B]
-        self._n = np.zeros((P, K, B))
-        self._m = np.zeros((P, K, B))
-        self._gn = np.zeros((K, B))
+        # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
+        # outcomes of its pool and window so far) and the counts are read times decay^t, which
+        # is the same as decaying every older count at each new outcome (see _decayed)
+        self._n = np.zeros((P, K, B))  # per pool: outcomes [P, K, B] ...
+        self._m = np.zeros((P, K, B))  # ... and overruns
+        self._t = np.zeros((P, K), dtype=np.int64)
+        self._gn = np.zeros((K, B))  # over all pools: outcomes, overruns, sum of predicted q
         self._gm = np.zeros((K, B))
-        self._gs = np.zeros((K, B))  # sum of predicted q
+        self._gs = np.zeros((K, B))
+        self._gt = np.zeros(K, dtype=np.int64)
+        self._warm = np.zeros((P, K), dtype=bool)
+        self._version = 0  # bumped whenever a bound or warmth changes
+        self._allowed_key: tuple | None = None
+        self._allowed: list[list[int]] = []
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty_pools: set[int] = set()
         self._bound_time = [-math.inf] * P
@@ -192,28 +203,42 @@ class RiskBudget:
         if not ev or ev[0][0] > now:
             return
         W, pool, q = self.windows_s, self._pool, self._q
-        lam = self.decay
-        glam = 1.0 - (1.0 - lam) / 10.0  # the global rate remembers 10x longer
+        lam, glam = self.decay, self._glam
+        n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
+                                   self._gt)
+        stats = self.stats
         while ev and ev[0][0] <= now:
             _, j, k = heapq.heappop(ev)
             b = self.job_bin[k][j]
             if b == CERTAIN:
                 continue
-            over = float(self._dur[j] > W[k])
+            over = self._dur[j] > W[k]
             p = int(pool[j])
-            self._n[p, k] *= lam
-            self._m[p, k] *= lam
-            self._n[p, k, b] += 1.0
-            self._m[p, k, b] += over
-            self._gn[k] *= glam
-            self._gm[k] *= glam
-            self._gs[k] *= glam
-            self._gn[k, b] += 1.0
-            self._gm[k, b] += over
-            self._gs[k, b] += q[j, k]
-            self.stats["outcomes"] += 1
-            self.stats["overruns"] += int(over)
+            tk = int(t[p, k]) + 1
+            if tk >= _RENORM:  # fold the decay into the counts before the weights overflow
+                f = lam ** (tk - 1)
+                n[p, k] *= f
+                m[p, k] *= f
+                tk = 1
+            t[p, k] = tk
+            w = lam ** -tk
+            n[p, k, b] += w
+            g = int(gt[k]) + 1
+            if g >= _RENORM:
+                f = glam ** (g - 1)
+                gn[k] *= f
+                gm[k] *= f
+                gs[k] *= f
+                g = 1
+            gt[k] = g
+            gw = glam ** -g
+            gn[k, b] += gw
+            gs[k, b] += gw * q[j, k]
+            stats["outcomes"] += 1
             if over:  # a miss tightens the pool at once; fits widen it at the next refresh
+                m[p, k, b] += w
+                gm[k, b] += gw
+                stats["overruns"] += 1
                 self._dirty_pools.add(p)
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
@@ -227,7 +252,9 @@ class RiskBudget:
         n0 = self.prior_n
         if now - self._prior_time >= 300.0:
             edges = np.asarray(Q_EDGES)
-            gn, gm, gs = self._gn[:, 1:NEVER], self._gm[:, 1:NEVER], self._gs[:, 1:NEVER]
+            f = (self._glam ** self._gt.astype(np.float64))[:, None]
+            gn, gm, gs = (f * self._gn[:, 1:NEVER], f * self._gm[:, 1:NEVER],
+                          f * self._gs[:, 1:NEVER])
             qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
             # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
             # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
@@ -243,12 +270,21 @@ class RiskBudget:
             dirty.discard(p)
         idx = np.asarray(rows, dtype=np.int64)
         g = self._g[None]
-        n, m = self._n[idx, :, 1:NEVER], self._m[idx, :, 1:NEVER]
+        n_all, m_all = self._decayed(idx, 1, NEVER + 1)
+        self._warm[idx] = n_all.sum(axis=2) >= self.cold_n
+        n, m = n_all[:, :, :-1], m_all[:, :, :-1]
+        self._version += 1
         a = m + n0 * g
         b = np.maximum(n - m, 0.0) + n0 * (1.0 - g)
         ub = betaincinv(a, np.maximum(b, 1e-9), self.level)
         self._ub[idx] = np.maximum.accumulate(ub, axis=2)
         return self._ub
+
+    def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B]."""
+        f = (self.decay ** self._t[idx].astype(np.float64))[:, :, None]
+        return f * self._n[idx, :, lo:hi], f * self._m[idx, :, lo:hi]
 
     # ------------------------------------------------------------------ the budget
     def loads(self, now: float) -> np.ndarray:
@@ -293,15 +329,18 @@ class RiskBudget:
         c = self.cost(now, unused)
         self.stats["cost_sum"] += c
         self.stats["cost_n"] += 1
-        ok = self.bounds(now, pools) * c <= self.risk  # [P, K, B], a prefix over bins
-        top = ok.sum(axis=2)
-        warm = self._n[:, :, 1:].sum(axis=2) >= self.cold_n
-        out = np.where(warm, top, CERTAIN)
+        ub = self.bounds(now, pools)
+        key = (self._version, c, None if pools is None else tuple(pools))
+        if key == self._allowed_key:  # nothing it depends on changed since the last call
+            return self._allowed
+        ok = ub * c <= self.risk  # [P, K, B], a prefix over bins
+        out = np.where(self._warm, ok.sum(axis=2), CERTAIN)
         if pools is not None:
             keep = np.zeros(P, dtype=bool)
             keep[pools] = True
             out[~keep] = CERTAIN
-        return out.tolist()
+        self._allowed_key, self._allowed = key, out.tolist()
+        return self._allowed
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
