@@ -187,7 +187,7 @@ from sia.scheduler.policies.sia.forecast_mix import (
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
-_NO_FAIL = (-1.0, -1, -1)  # no failed scan remembered: (usable, list length, largest bin)
+_NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
 
 class Decision:
@@ -311,10 +311,13 @@ class SiaPolicy(DedicatedPass, SparePass):
         self._binned = 0  # jobs whose duration bin was asked for
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
-        # per pool and window: jobs whose predicted bin fits the window, arrival order
-        self._elig: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(P)]
-        self._head = [[0] * K for _ in range(P)]  # first possibly-pending entry
-        self._fail = [[_NO_FAIL] * K for _ in range(P)]  # (usable, length) of the last miss
+        # per pool and window: jobs whose predicted bin fits the window, arrival order; under
+        # the risk budget one list per window and risk bin (index k * NEVER + bin), so a scan
+        # never walks the jobs that the budget does not allow
+        L = K * NEVER if self.risk_budget is not None else K
+        self._elig: list[list[list[int]]] = [[[] for _ in range(L)] for _ in range(P)]
+        self._head = [[0] * L for _ in range(P)]  # first possibly-pending entry
+        self._fail = [[_NO_FAIL] * L for _ in range(P)]  # (usable, length) of the last miss
         self._checked_shape = False
         self._kmin_job: dict[int, int] = {}  # job -> first window its predicted bin fits
         self._tnl: list[list[float]] = []
@@ -381,6 +384,17 @@ class SiaPolicy(DedicatedPass, SparePass):
         if self.duration_tracker is not None:
             self.duration_tracker.predicted(arr, kmins)
         self.served.considered(arr, kmins, cdf, guaranteed=sure)
+        if self.risk_budget is not None:
+            for i, (j, km) in enumerate(zip(jobs, kmins.tolist(), strict=True)):
+                p = pool[j]
+                kmin_job[j] = km
+                lists = elig[p]
+                for k in range(km, K):
+                    b = int(bins[i, k])
+                    if b < NEVER:
+                        lists[k * NEVER + b].append(j)
+                        fail[p][k * NEVER + b] = _NO_FAIL
+            return
         for j, km in zip(jobs, kmins.tolist(), strict=True):
             p = pool[j]
             kmin_job[j] = km
@@ -428,12 +442,24 @@ class SiaPolicy(DedicatedPass, SparePass):
 
     def _first_fit(self, q: int, k: int, usable: float, maxbin: int = NEVER) -> int:
         """Return pool q's first pending job lendable in window k with GPUs <= usable (and, under
-        the risk budget, a bin <= maxbin in window k), else -1."""
+        the risk budget, a bin <= maxbin in window k; maxbin NEVER: any bin), else -1."""
+        if self.risk_budget is None:
+            return self._scan(q, k, usable)
+        best = -1
+        base = k * NEVER
+        for b in range(min(maxbin, NEVER - 1) + 1):  # arrival order = job index order
+            j = self._scan(q, base + b, usable)
+            if j >= 0 and (best < 0 or j < best):
+                best = j
+        return best
+
+    def _scan(self, q: int, k: int, usable: float) -> int:
+        """Return the first pending job of pool q's lendable list k with GPUs <= usable, else -1."""
         lst = self._elig[q][k]
         n = len(lst)
-        fu, fn, fb = self._fail[q][k]
-        if fn == n and usable <= fu and maxbin <= fb:
-            return -1  # nothing was added and nothing fitted a larger usable or bin
+        fu, fn = self._fail[q][k]
+        if fn == n and usable <= fu:
+            return -1  # nothing was added and nothing fitted a larger usable
         started = self._started
         h = self._head[q][k]
         while h < n and started[lst[h]]:
@@ -446,18 +472,17 @@ class SiaPolicy(DedicatedPass, SparePass):
         self._head[q][k] = h
         gpus = self._gpus
         dead = 0
-        jbin = self.risk_budget.job_bin[k] if maxbin < NEVER else None
         for i in range(h, n):
             j = lst[i]
             if started[j]:
                 dead += 1
-            elif gpus[j] <= usable and (jbin is None or jbin[j] <= maxbin):
+            elif gpus[j] <= usable:
                 return j
         if dead > 64:
             lst[h:] = [j for j in lst[h:] if not started[j]]
             n = len(lst)
         # lists only grow by appends (which clear this); removals only remove candidates
-        self._fail[q][k] = (usable, n, maxbin)
+        self._fail[q][k] = (usable, n)
         return -1
 
     def _forecast(self, view: SimView) -> np.ndarray:
@@ -539,11 +564,13 @@ class SiaPolicy(DedicatedPass, SparePass):
         p = self._pool[j]
         self._pend_gpus[p] += self._gpus[j]
         kmin = self._kmin_job.get(j, len(self.windows_s))  # unbinned: dedicated only
-        for k, lst in enumerate(self._elig[p]):
-            if k >= kmin and j not in lst:
+        rb = self.risk_budget
+        for i, lst in enumerate(self._elig[p]):
+            k, b = divmod(i, NEVER) if rb is not None else (i, -1)
+            if k >= kmin and (rb is None or rb.job_bin[k][j] == b) and j not in lst:
                 lst.insert(bisect_right(lst, j), j)  # keep arrival order
-            self._head[p][k] = 0
-            self._fail[p][k] = _NO_FAIL
+            self._head[p][i] = 0
+            self._fail[p][i] = _NO_FAIL
 
     def summary(self) -> dict[str, Any]:
         """Return the replay's counters: decisions, forecasts, starts, adaptation records/misses."""

@@ -146,7 +146,7 @@ class RiskBudget:
         self._gm = np.zeros((K, B))
         self._gs = np.zeros((K, B))
         self._gt = np.zeros(K, dtype=np.int64)
-        self._warm = np.zeros((P, K), dtype=bool)
+        self._warm = np.full((P, K), self.cold_n <= 0.0)  # cold_n outcomes seen (decayed)
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
@@ -216,7 +216,7 @@ class RiskBudget:
         lam, glam = self.decay, self._glam
         n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
                                    self._gt)
-        stats = self.stats
+        stats, warm, cold_n = self.stats, self._warm, self.cold_n
         while ev and ev[0][0] <= now:
             _, j, k = heapq.heappop(ev)
             b = self.job_bin[k][j]
@@ -233,6 +233,10 @@ class RiskBudget:
             t[p, k] = tk
             w = lam ** -tk
             n[p, k, b] += w
+            # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest
+            if not warm[p, k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
+                warm[p, k] = True
+                self._version += 1
             g = int(gt[k]) + 1
             if g >= _RENORM:
                 f = glam ** (g - 1)
@@ -280,9 +284,7 @@ class RiskBudget:
             dirty.discard(p)
         idx = np.asarray(rows, dtype=np.int64)
         g = self._g[None]
-        n_all, m_all = self._decayed(idx, 1, NEVER + 1)
-        self._warm[idx] = n_all.sum(axis=2) >= self.cold_n
-        n, m = n_all[:, :, :-1], m_all[:, :, :-1]
+        n, m = self._decayed(idx)
         self._version += 1
         a = m + n0 * g
         b = np.maximum(n - m, 0.0) + n0 * (1.0 - g)
