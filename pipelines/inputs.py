@@ -96,7 +96,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     warned about in ``report.warnings``.
     """
     import polars as pl
-    from sia.data.readers import detect_format, read_trace
+    from sia.data.readers import read_trace, resolve_format
     from sia.data.schema import check_pools
 
     limits = limits or Thresholds()
@@ -110,9 +110,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         return _synthetic_workload(synthetic or "base", seed, days, quotas)
 
     trace = Path(trace)
-    resolved = fmt
-    if fmt == "auto":
-        resolved = "generic" if (mapping or pool_from) else detect_format(trace)
+    resolved = resolve_format(trace, fmt, mapping=mapping, pool_from=pool_from)
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
                               time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
     report.notes.insert(0, f"format: {resolved}")
