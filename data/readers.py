@@ -43,6 +43,7 @@ from sia.data.errors import ConfigError, TraceError
 from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
 from sia.data.schema import (
     JOB_SCHEMA,
+    NULLABLE_EXTRA_SCHEMA,
     REGION_COLUMN,
     SOURCE_FILE,
     SOURCE_ROW,
@@ -609,8 +610,11 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     ``file-stem`` (each file's name without extension); default: the
     ``pool`` column. ``time_unit``: ``s`` or ``ms`` for numeric submission
     times and durations, ``datetime`` for date-time submissions (any ISO-like
-    format polars can parse; durations then in seconds). Without a job id
-    column, ids are the data row numbers (``<stem>-<row>`` for several files).
+    format polars can parse; durations then in seconds). The optional
+    ``time_limit`` column (a requested limit, empty for none) is a duration:
+    read in the durations' unit (ms with ``ms``, else seconds); ``state`` is
+    text. Without a job id column, ids are the data row numbers
+    (``<stem>-<row>`` for several files).
     """
     mapping = dict(mapping or {})
     _check_mapping(mapping, pool_from)
@@ -631,6 +635,8 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     # the day / month order the submissions settled)
     span = _generic_durations(bad, "datetime" if (time_unit, unit) == ("s", "datetime")
                               else time_unit, report, orders)
+    if time_unit == "ms" and "time_limit" in bad.df.columns:
+        _time_limit_from_ms(bad)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
     jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
@@ -639,16 +645,32 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     return jobs, report
 
 
+def _time_limit_from_ms(bad: BadRows) -> None:
+    """Turn ``bad.df``'s ``time_limit`` from milliseconds into seconds (a time limit is a
+    duration: it takes the durations' unit); empty cells stay empty (no limit), a cell that is
+    not a number is a bad row naming the column."""
+    col = bad.df["time_limit"]
+    if col.dtype == pl.String:
+        bad.df = bad.df.with_columns(pl.when(pl.col("time_limit").str.strip_chars() == "")
+                                     .then(None).otherwise(pl.col("time_limit"))
+                                     .alias("time_limit"))
+    elif col.dtype == pl.Null:
+        return
+    _cast_numeric(bad, "time_limit", pl.Float64())
+    bad.df = bad.df.with_columns(pl.col("time_limit") / 1000.0)
+
+
 def _check_mapping(mapping: dict[str, str], pool_from: str | None) -> None:
     """Refuse a --map that names no contract column, or that clashes with --pool-from."""
     if pool_from and "pool" in mapping:
         raise ConfigError(f"--map pool={mapping['pool']} and --pool-from {pool_from} both say "
                           "where the pool comes from; give only one of them")
+    contract = (*JOB_SCHEMA, *NULLABLE_EXTRA_SCHEMA)
     for dst in mapping:
-        if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS and dst != REGION_COLUMN:
+        if dst not in contract and dst not in SPAN_COLUMNS and dst != REGION_COLUMN:
             raise ConfigError(
                 f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
-                f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)} nor {REGION_COLUMN}"
+                f"({', '.join(contract)}) nor {' / '.join(SPAN_COLUMNS)} nor {REGION_COLUMN}"
             )
 
 

@@ -281,20 +281,24 @@ SyntheticOpt = Annotated[str | None, typer.Option(
     show_default=False)]
 FormatOpt = Annotated[str, typer.Option(
     "--format", help="Trace format: " + ", ".join(FORMATS)
-    + " (auto: from the header; --map or --pool-from mean generic).")]
+    + " (auto: from the header; --map or --pool-from mean generic, except on a Slurm sacct "
+      "export, which takes --pool-from).")]
 MapOpt = Annotated[list[str] | None, typer.Option(
     "--map", help="Map a contract column to yours: CONTRACT=YOURS, repeatable or comma "
                   "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
-                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible; without a "
-                  "duration, start_time and end_time give it (end - start).",
+                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible, "
+                  "time_limit (the requested limit, in the durations' unit; empty: none), "
+                  "state; without a duration, start_time and end_time give it (end - start).",
     show_default=False)]
 PoolFromOpt = Annotated[str | None, typer.Option(
     "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "
                         "or file-stem (each file of a folder/glob is a pool). Default: the "
-                        "'pool' column.", show_default=False)]
+                        "'pool' column; for a Slurm sacct export, its Partition (account, user "
+                        "or another field name choose those).", show_default=False)]
 TimeUnitOpt = Annotated[str, typer.Option(
-    "--time-unit", help="Generic traces: submission times (and durations) as numbers in s or "
-                        "ms, or 'datetime' for date-time submissions (durations in seconds; "
+    "--time-unit", help="Generic traces: submission times (and durations and time limits) as "
+                        "numbers in s or ms, or 'datetime' for date-time submissions "
+                        "(durations and time limits in seconds; "
                         "'datetime:FORMAT' gives the format, e.g. 'datetime:%m/%d/%Y %H:%M', "
                         "for dates whose day and month order the values leave open).")]
 CleanOpt = Annotated[bool, typer.Option(
