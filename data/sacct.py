@@ -99,17 +99,16 @@ def header_fields(path: Path | str) -> list[str] | None:
 
 def is_sacct(path: Path | str) -> bool:
     """Return whether ``path`` is a file that starts with a sacct header: ``|``-separated names
-    holding JobID or JobIDRaw and at least one of Submit, Start, End, State, Elapsed(Raw),
-    ReqTRES, AllocTRES (case-insensitive)."""
+    (case-insensitive) holding JobID or JobIDRaw and one more field the reader uses, or
+    without an id three of them (so that a missing JobID is named by the sacct reader)."""
     if not Path(path).is_file():
         return False
     names = header_fields(path)
     if names is None:
         return False
-    lower = {n.lower() for n in names}
-    return bool(lower & {"jobid", "jobidraw"}) and bool(
-        lower & {"submit", "start", "end", "state", "elapsed", "elapsedraw", "reqtres",
-                 "alloctres"})
+    known = {n.lower() for n in names} & set(FIELDS)
+    has_id = bool(known & {"jobid", "jobidraw"})
+    return len(known) >= (2 if has_id else 3)
 
 
 # --------------------------------------------------------------------------- reading
@@ -372,6 +371,10 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
         (pl.col("JobName") if "JobName" in cols else pl.lit(None, dtype=pl.String)).alias("tag"))
     _pools(bad, pool_source, pool_from, notes)
 
+    ids = bad.df[id_field]
+    bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
+             "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
+             "without -D)")
     n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
     notes.append(f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
                  f"{bad.df.height - n_alloc:,}")

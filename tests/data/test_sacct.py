@@ -365,8 +365,8 @@ def test_missing_tres_and_id_fields_are_named(tmp_path):
         keep = [i for i, f in enumerate(GRAHAM_FIELDS) if f != drop]
         f, r = _shuffled(GRAHAM_FIELDS, GRAHAM_ROWS, keep)
         p = export(tmp_path / f"m{drop}.txt", f, r)
-        if name is None:  # without an id the file is not a sacct export at all
-            assert not is_sacct(p)
+        if name is None:  # still read as a sacct export, which names the id it lacks
+            assert detect_format(p) == "sacct"
             with pytest.raises(TraceError, match="lacks field\\(s\\) JobID or JobIDRaw"):
                 read_sacct(p)
         else:
@@ -409,7 +409,7 @@ def test_bad_cell_names_file_row_and_column(tmp_path, field, value, message):
 
 def test_duplicate_job_ids(tmp_path):
     p = export(tmp_path / "dup.txt", FULL_FIELDS, [full_row("1", "1"), full_row("1", "1")])
-    with pytest.raises(TraceError, match=r"dup.txt: row 2, column 'job_id': duplicate job id"):
+    with pytest.raises(TraceError, match=r"dup.txt: row 2, column 'JobID': duplicate job id"):
         read_sacct(p)
 
 
@@ -455,6 +455,9 @@ def test_other_formats_are_not_sacct(tmp_path):
     pipes = tmp_path / "x.txt"
     pipes.write_text("a|b|c\n1|2|3\n")
     assert not is_sacct(pipes)
+    for header in ("JobID|a|b", "Submit|State|x"):  # too few sacct fields to be one
+        pipes.write_text(header + "\n1|2|3\n")
+        assert not is_sacct(pipes)
     assert not is_sacct(tmp_path)
 
 
