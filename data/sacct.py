@@ -124,6 +124,8 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    if not path.is_file():
+        raise TraceError(f"{path}: not a file (a sacct export is one file, gzip'd or not)")
     data = _read_bytes(path)
     try:
         text = data.decode("utf-8")
@@ -171,8 +173,6 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
             renames[column] = known
         elif name == "" and not column.startswith("_source"):
             renames[column] = f"{_DATA}empty{len(renames)}"  # sacct -p: a trailing '|'
-        elif name != column:
-            renames[column] = name
     df = df.rename(renames)
     df = df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
     data_cols = [c for c in df.columns if not c.startswith("_source")]
@@ -306,8 +306,8 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     if n_orphan:
         first = bad.df[id_field].filter(orphan)[0]
         notes.append(f"{n_orphan} step line(s) without their job's line (first: {first!r}) left "
-                     "out as step_without_job: export the job lines too (sacct without -s "
-                     "filters on steps)")
+                     "out as step_without_job (was the export filtered? sacct prints each job's "
+                     "line before its steps)")
     _leave_out(bad, orphan, "step_without_job")
     is_step = _mask(bad, pl.col(id_field).str.contains(".", literal=True))
     if is_step.any():
@@ -489,7 +489,7 @@ def _pool_source(columns: list[str], path: Path, pool_from: str | None,
                              "an Account field")
         return "field", user_field
     fields = [c for c in columns if not c.startswith("_")]
-    match = [c for c in fields if c.lower() == choice.lower()]
+    match = [c for c in fields if c.strip().lower() == choice.lower()]
     if not match:
         raise TraceError(f"{path}: --pool-from {choice}: the export has no {choice!r} field; "
                          f"found {', '.join(fields)}")

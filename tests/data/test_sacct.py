@@ -448,6 +448,13 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
     assert jobs.height == 2
 
 
+def test_a_folder_or_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(TraceError, match="not a file"):
+        read_trace(tmp_path, "sacct")
+    with pytest.raises(TraceError, match="nope.txt: no such file"):
+        read_sacct(tmp_path / "nope.txt")
+
+
 def test_other_formats_are_not_sacct(tmp_path):
     csv = tmp_path / "t.csv"
     csv.write_text("job_id,pool,submit_time,duration,num_gpus\n1,a,0,5,1\n")
