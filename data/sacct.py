@@ -354,11 +354,11 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     bad.flag(_mask(bad, ~_present("Submit")), "Submit", "missing_value", "value is missing")
     _leave_out(bad, _mask(bad, ~_present("End")), "unfinished")
 
-    _durations(bad, cols, notes)
+    _durations(bad, cols)
     zero = _mask(bad, pl.col("duration") == 0)
     _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
     _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
-    _time_limits(bad, cols, notes)
+    _time_limits(bad, cols)
 
     # user, tag, pool
     if user_field == "Account":
@@ -375,9 +375,11 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
              "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
              "without -D)")
-    n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
-    notes.append(f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
-                 f"{bad.df.height - n_alloc:,}")
+    if bad.df.height:  # where the kept jobs' values came from
+        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
+        notes.extend([_duration_note(bad.df), _limit_note(bad.df),
+                      f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
+                      f"{bad.df.height - n_alloc:,}"])
     bad.df = bad.df.with_columns(
         pl.col(id_field).alias("job_id"),
         (pl.col(f"{_DATA}Submit").dt.epoch("ms").cast(pl.Float64) / 1000.0).alias("submit_time"))
@@ -392,7 +394,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     return jobs, report
 
 
-def _durations(bad: BadRows, cols: set[str], notes: list[str]) -> None:
+def _durations(bad: BadRows, cols: set[str]) -> None:
     """Give ``bad.df`` its ``duration`` (seconds): ElapsedRaw, else Elapsed, else End - Start;
     a cell that is not a duration, or an end before the start, is a bad row naming its field."""
     sources = []
@@ -421,19 +423,22 @@ def _durations(bad: BadRows, cols: set[str], notes: list[str]) -> None:
         no_earlier = no_earlier & expr.is_null()
     bad.flag(_mask(bad, no_earlier & (span < 0)), "End", "nonpositive_duration",
              "{value!r} is before the job's Start")
-    bad.df = bad.df.with_columns(pl.coalesce([e for _, e in sources]).alias("duration"))
-    used = []
-    taken = pl.lit(False)
-    for name, expr in sources:
-        n = int(bad.df.select((~taken & expr.is_not_null()).sum()).item())
-        taken = taken | expr.is_not_null()
-        if n:
-            used.append(f"{name} for {n:,}")
-    if used:
-        notes.append("durations: " + ", ".join(used))
+    which = pl.lit(None, dtype=pl.String)
+    for name, expr in reversed(sources):
+        which = pl.when(expr.is_not_null()).then(pl.lit(name)).otherwise(which)
+    bad.df = bad.df.with_columns(pl.coalesce([e for _, e in sources]).alias("duration"),
+                                 which.alias(f"{_DATA}duration_from"))
 
 
-def _time_limits(bad: BadRows, cols: set[str], notes: list[str]) -> None:
+def _duration_note(df: pl.DataFrame) -> str:
+    """Return the report's note on where the kept jobs' durations came from."""
+    counts = df[f"{_DATA}duration_from"].value_counts()
+    n = dict(zip(counts[f"{_DATA}duration_from"], counts["count"], strict=True))
+    return "durations: " + ", ".join(f"{name} for {n[name]:,}" for name in
+                                     ("ElapsedRaw", "Elapsed", "End - Start") if n.get(name))
+
+
+def _time_limits(bad: BadRows, cols: set[str]) -> None:
     """Give ``bad.df`` its ``time_limit`` (seconds, null for no limit or none recorded):
     TimelimitRaw (minutes) where its cell has a value, else Timelimit (a Slurm time string);
     UNLIMITED and Partition_Limit are no limit; a value that is not a limit > 0 is a bad row
@@ -441,7 +446,6 @@ def _time_limits(bad: BadRows, cols: set[str], notes: list[str]) -> None:
     fields = [c for c in ("TimelimitRaw", "Timelimit") if c in cols]
     if not fields:
         bad.df = bad.df.with_columns(pl.lit(None, dtype=pl.Float64).alias("time_limit"))
-        notes.append("time limits: none (no Timelimit or TimelimitRaw field)")
         return
     limit, unlimited, decided = pl.lit(None, dtype=pl.Float64), pl.lit(False), pl.lit(False)
     for column in fields:
@@ -463,11 +467,17 @@ def _time_limits(bad: BadRows, cols: set[str], notes: list[str]) -> None:
         unlimited = unlimited | (take & no_limit)
         decided = decided | _present(column)
     bad.df = bad.df.with_columns(limit.alias("time_limit"), unlimited.alias(f"{_DATA}unlimited"))
-    n_limit = int(bad.df["time_limit"].is_not_null().sum())
-    n_unlimited = int(bad.df[f"{_DATA}unlimited"].sum())
-    n_missing = bad.df.height - n_limit - n_unlimited
-    notes.append(f"time limits: {n_limit:,} job(s) with a limit, {n_unlimited:,} UNLIMITED or "
-                 f"Partition_Limit (no limit), {n_missing:,} not recorded")
+
+
+def _limit_note(df: pl.DataFrame) -> str:
+    """Return the report's note on the kept jobs' time limits."""
+    if f"{_DATA}unlimited" not in df.columns:
+        return "time limits: none (no Timelimit or TimelimitRaw field)"
+    n_limit = int(df["time_limit"].is_not_null().sum())
+    n_unlimited = int(df[f"{_DATA}unlimited"].sum())
+    n_missing = df.height - n_limit - n_unlimited
+    return (f"time limits: {n_limit:,} job(s) with a limit, {n_unlimited:,} UNLIMITED or "
+            f"Partition_Limit (no limit), {n_missing:,} not recorded")
 
 
 def _pool_source(columns: list[str], path: Path, pool_from: str | None,

@@ -213,6 +213,9 @@ def test_exclusions_are_counted_each(tmp_path):
     assert jobs["state"].to_list() == ["COMPLETED", "CANCELLED"]
     assert report.left_out == {"cpu_only": 0, "cancelled_pending": 2, "never_started": 3,
                                "unfinished": 1, "zero_second_run": 1}
+    # the notes describe the kept jobs only
+    assert "durations: ElapsedRaw for 2" in report.notes
+    assert "GPUs: AllocTRES for 2 job(s), ReqTRES for 0" in report.notes
 
 
 def test_zero_counts_are_listed_so_a_reader_sees_the_checks(tmp_path):
