@@ -121,7 +121,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         report.rows_kept = jobs.height
         report.pools = jobs["pool"].n_unique()
     if jobs.height == 0:
-        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
+        left_out = {k: v for k, v in report.left_out.items() if v}
+        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped"
+                         + (f", {left_out} left out" if left_out else "") + ")")
     report.warnings.extend(job_warnings(jobs, limits))
     pools, note = _trace_pools(trace, resolved, jobs, report, quotas, load_range, seed, limits)
     report.notes.append(note)

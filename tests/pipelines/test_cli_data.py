@@ -191,6 +191,14 @@ def test_ingest_sacct_refuses_map_and_time_unit(tmp_path, capsys):
         assert word in err and "sacct" in err and err.count("\n") == 1
 
 
+def test_ingest_sacct_without_gpu_jobs_says_what_was_left_out(tmp_path, capsys):
+    trace = tmp_path / "cpu.sacct"
+    trace.write_text("\n".join(SACCT.splitlines()[:1] + SACCT.splitlines()[4:5]) + "\n")
+    assert main(["ingest", str(trace), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "cpu.sacct: no jobs left to schedule ({} dropped, {'cpu_only': 1} left out)" in err
+
+
 GRAHAM = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "graham"
           / "graham.sacct.txt.gz")
 
