@@ -176,6 +176,8 @@ def test_ingest_sacct_prints_exclusions_and_limit_warning(tmp_path, capsys):
         ("1", 1, 1800.0, "TIMEOUT", "ann", "a"), ("2", 2, 3600.0, "COMPLETED", "bob", "b")]
     report = json.loads((out / "report.json").read_text())
     assert report["left_out"]["cancelled_pending"] == 1 and len(report["warnings"]) == 1
+    # the written folder reads back with its limits and states
+    assert load_workload(out).jobs.equals(jobs)
     # --pool-from user keeps the sacct reader
     assert main(["ingest", str(trace), "--pool-from", "user", "--out", str(out)]) == 0
     assert sorted(pl.read_parquet(out / "jobs.parquet")["pool"]) == ["ann", "bob"]
