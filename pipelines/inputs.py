@@ -96,7 +96,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     warned about in ``report.warnings``.
     """
     import polars as pl
-    from sia.data.readers import detect_format, read_trace
+    from sia.data.readers import read_trace, resolve_format
     from sia.data.schema import check_pools
 
     limits = limits or Thresholds()
@@ -110,9 +110,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         return _synthetic_workload(synthetic or "base", seed, days, quotas)
 
     trace = Path(trace)
-    resolved = fmt
-    if fmt == "auto":
-        resolved = "generic" if (mapping or pool_from) else detect_format(trace)
+    resolved = resolve_format(trace, fmt, mapping=mapping, pool_from=pool_from)
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
                               time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
     report.notes.insert(0, f"format: {resolved}")
@@ -123,7 +121,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         report.rows_kept = jobs.height
         report.pools = jobs["pool"].n_unique()
     if jobs.height == 0:
-        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
+        left_out = {k: v for k, v in report.left_out.items() if v}
+        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped"
+                         + (f", {left_out} left out" if left_out else "") + ")")
     report.warnings.extend(job_warnings(jobs, limits))
     pools, note = _trace_pools(trace, resolved, jobs, report, quotas, load_range, seed, limits)
     report.notes.append(note)
@@ -283,20 +283,24 @@ SyntheticOpt = Annotated[str | None, typer.Option(
     show_default=False)]
 FormatOpt = Annotated[str, typer.Option(
     "--format", help="Trace format: " + ", ".join(FORMATS)
-    + " (auto: from the header; --map or --pool-from mean generic).")]
+    + " (auto: from the header; --map or --pool-from mean generic, except on a Slurm sacct "
+      "export, which takes --pool-from).")]
 MapOpt = Annotated[list[str] | None, typer.Option(
     "--map", help="Map a contract column to yours: CONTRACT=YOURS, repeatable or comma "
                   "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
-                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible; without a "
-                  "duration, start_time and end_time give it (end - start).",
+                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible, "
+                  "time_limit (the requested limit, in the durations' unit; empty: none), "
+                  "state; without a duration, start_time and end_time give it (end - start).",
     show_default=False)]
 PoolFromOpt = Annotated[str | None, typer.Option(
     "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "
                         "or file-stem (each file of a folder/glob is a pool). Default: the "
-                        "'pool' column.", show_default=False)]
+                        "'pool' column; for a Slurm sacct export, its Partition (account, user "
+                        "or another field name choose those).", show_default=False)]
 TimeUnitOpt = Annotated[str, typer.Option(
-    "--time-unit", help="Generic traces: submission times (and durations) as numbers in s or "
-                        "ms, or 'datetime' for date-time submissions (durations in seconds; "
+    "--time-unit", help="Generic traces: submission times (and durations and time limits) as "
+                        "numbers in s or ms, or 'datetime' for date-time submissions "
+                        "(durations and time limits in seconds; "
                         "'datetime:FORMAT' gives the format, e.g. 'datetime:%m/%d/%Y %H:%M', "
                         "for dates whose day and month order the values leave open).")]
 CleanOpt = Annotated[bool, typer.Option(
