@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.forecast_view import ForecastView, TraceView
+from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score, confusion_matrix
@@ -219,7 +220,8 @@ class SortedHistory:
         return self.median() if q == 0.5 else sorted_quantile(self.values, q)
 
 
-def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
+def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False,
+               with_limit: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` keyed like ``trace``'s, in ``prior``'s row order.
 
     ``prior``: None, or a frame of the jobs submitted before the replay
@@ -228,7 +230,9 @@ def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list
     time s, duration s as recorded) per job; jobs of pools the replay does
     not hold are dropped, tags it never sees become -1. ``with_user`` appends
     the user keyed like the trace's ``user_code`` (None when unknown; a user
-    the replay never sees keeps its name, so it matches none of its jobs).
+    the replay never sees keeps its name, so it matches none of its jobs). ``with_limit``
+    appends the time limit (s as recorded; NaN when none or when ``prior`` has no
+    ``time_limit`` column).
     """
     if prior is None or trace.n_jobs == 0 or prior.height == 0:
         return []
@@ -243,20 +247,26 @@ def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list
                         pl.col("submit_time").cast(pl.Float64),
                         pl.col("duration").cast(pl.Float64),
                         tag=pl.col("tag") if "tag" in prior.columns else pl.lit(None),
-                        user=pl.col("user") if read_users else pl.lit(None))
+                        user=pl.col("user") if read_users else pl.lit(None),
+                        limit=(pl.col("time_limit").cast(pl.Float64).fill_null(float("nan"))
+                               if with_limit and "time_limit" in prior.columns
+                               else pl.lit(float("nan"))))
     out: list[tuple] = []
-    for pool, g, submit, d, tag, user in rows.iter_rows():
+    for pool, g, submit, d, tag, user, limit in rows.iter_rows():
         p = pools.get(pool)
         if p is None:
             continue
         row = (codes.get(tag, -1) if tag is not None else -1, p, int(g), submit, d)
         if with_user:
             row += (None if user is None or user == "" else users.get(user, user),)
+        if with_limit:
+            row += (limit,)
         out.append(row)
     return out
 
 
-def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
+def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False,
+                      with_limit: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
 
     ``prior``: as :func:`prior_jobs`, e.g. the trace before the replay
@@ -267,14 +277,18 @@ def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) 
     duration in replay seconds: divided by the trace's speed-up) in end-time
     order; jobs of pools the replay does not hold are dropped, tags it never
     sees become -1. ``with_user``: (tag, user, pool, GPUs, duration), the user
-    as :func:`prior_jobs` keys it.
+    as :func:`prior_jobs` keys it; ``with_limit`` (with ``with_user``) appends the time
+    limit (replay seconds, divided by the speed-up as the durations are; NaN when none).
     """
-    jobs = prior_jobs(prior, trace, with_user=with_user)
+    jobs = prior_jobs(prior, trace, with_user=with_user, with_limit=with_limit and with_user)
     if not jobs:
         return []
     start = float(trace.submit[0])
     speedup = float(getattr(trace, "speedup", 1.0))
     done = sorted((r for r in jobs if r[3] + r[4] <= start), key=lambda r: r[3] + r[4])
+    if with_user and with_limit:
+        return [(tag, user, p, g, d / speedup, limit / speedup)
+                for tag, p, g, _, d, user, limit in done]
     if with_user:
         return [(tag, user, p, g, d / speedup) for tag, p, g, _, d, user in done]
     return [(tag, p, g, d / speedup) for tag, p, g, _, d in done]
@@ -524,8 +538,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  history_recent: float = 0.0, history_shrink: float = 0.0,
                  history_tag: bool = True, history_user: bool = False,
                  fallback_bin: int = N_BINS - 1,
-                 started_cap: bool = False, calendar: bool = False, n_jobs: int = 1,
-                 seed: int = 0):
+                 started_cap: bool = False, calendar: bool = False, limits: bool = False,
+                 n_jobs: int = 1, seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -545,6 +559,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.fallback_bin = fallback_bin
         self.started_cap = started_cap
         self.calendar = calendar
+        self.limits = limits
         self.n_jobs = n_jobs
         self.seed = seed
 
@@ -564,6 +579,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         est._check_params()
         est.feature_names_in_ = np.asarray(DURATION_FEATURES, dtype=object)
         est.n_features_in_ = len(DURATION_FEATURES)
+        est.limit_fits_ = None
         est.classes_ = np.arange(N_BINS)
         est.calibrators_ = [None] * _N_EDGES
         est.booster_ = None
@@ -588,7 +604,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_shrink) < np.inf:
             raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
                              f"{self.history_shrink}")
-        for name in ("history_tag", "history_user"):
+        for name in ("history_tag", "history_user", "limits"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise ValueError(f"JobDuration: {name} must be True or False, not "
                                  f"{getattr(self, name)!r}")
@@ -606,10 +622,10 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y: Any, *, time: Any = None) -> JobDuration:
         """Fit on feature rows X and true bins y (see the class doc); return self."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
         self._check_params()
-        cols = list(DURATION_FEATURES)
+        cols = feature_names(bool(self.limits))
         x = _as_frame(X, cols, "JobDuration.fit")
         y = _check_bins(y, x.shape[0])
         if x.shape[0] == 0:
@@ -617,6 +633,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                              "trace's span")
         self.feature_names_in_ = np.asarray(cols, dtype=object)
         self.n_features_in_ = len(cols)
+        self.limit_fits_ = _limit_fits_index(cols)
         self.classes_ = np.arange(N_BINS)
         self.calibrators_: list[tuple[list[float], list[float]] | None] = [None] * _N_EDGES
         self.booster_ = None
@@ -645,9 +662,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """Return the columns the booster sees (all features; the calendar only with ``calendar``)."""
         if self.calendar:
             return x
-        from sia.features.duration_features import CALENDAR_COLUMNS, DURATION_FEATURES
+        from sia.features.duration_features import CALENDAR_COLUMNS
 
-        keep = [i for i, c in enumerate(DURATION_FEATURES) if c not in CALENDAR_COLUMNS]
+        keep = [i for i, c in enumerate(self.feature_names_in_) if c not in CALENDAR_COLUMNS]
         return x[:, keep]
 
     def _train(self, x: np.ndarray, y: np.ndarray):
@@ -667,10 +684,12 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ predict
     def history_bins(self, X: Any) -> np.ndarray:
         """Return the history rule's bin per row (the paper's rule; see the class doc)."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
-        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.history_bins")
-        return self._rule(x)
+        cols = getattr(self, "feature_names_in_", None)
+        cols = feature_names(bool(self.limits)) if cols is None else list(cols)
+        x = _as_frame(X, cols, "JobDuration.history_bins")
+        return self._bound_bins(x, self._rule(x), _limit_fits_index(cols))
 
     def _rule(self, x: np.ndarray) -> np.ndarray:
         from sia.features.duration_features import DURATION_FEATURES
@@ -685,12 +704,32 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         return predict_bins(stat, int(self.fallback_bin))
 
     def predict_cdf(self, X: Any) -> np.ndarray:
-        """Return float [n, 3]: calibrated P(duration <= 5 min / 60 min / 720 min) per row."""
-        from sia.features.duration_features import DURATION_FEATURES
+        """Return float [n, 3]: calibrated P(duration <= 5 min / 60 min / 720 min) per row.
 
+        With the time-limit features (``limits``), a job whose limit plus Slurm's grace fits an
+        edge gets P = 1 there, whatever the method says (:func:`limit_bound`).
+        """
         self._check_fitted()
-        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.predict")
-        return self._cdf(x)
+        x = _as_frame(X, list(self.feature_names_in_), "JobDuration.predict")
+        return self._bound(x, self._cdf(x))
+
+    def _bound(self, x: np.ndarray, cdf: np.ndarray) -> np.ndarray:
+        """Return ``cdf`` with P = 1 at the edges the rows' limits guarantee (``limits`` only)."""
+        fits = getattr(self, "limit_fits_", None)
+        if fits is None or x.shape[0] == 0:
+            return cdf
+        return limit_bound(cdf, x[:, fits] == 1.0)
+
+    @staticmethod
+    def _bound_bins(x: np.ndarray, bins: np.ndarray, fits: np.ndarray | None) -> np.ndarray:
+        """Return ``bins`` capped by the bin the rows' limits guarantee (``fits``: the indices
+        of the limit-fits columns, None without them)."""
+        if fits is None or x.shape[0] == 0:
+            return bins
+        certain = x[:, fits] == 1.0
+        # the first edge the limit guarantees: no bin beyond it (N_BINS - 1 where none)
+        cap = np.where(certain.any(axis=1), certain.argmax(axis=1), N_BINS - 1)
+        return np.minimum(bins, cap)
 
     def _history_cdf(self, x: np.ndarray) -> np.ndarray:
         """Return the empirical P(duration <= edge) of the rule's similar jobs (its level's shares).
@@ -774,9 +813,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         raw = _cumulative(self.booster_.inplace_predict(self._model_input(x)))
         cdf = np.column_stack([_interp(raw[:, b], self.calibrators_[b]) for b in range(_N_EDGES)])
         cdf = np.maximum.accumulate(cdf, axis=1)
-        from sia.features.duration_features import DURATION_FEATURES
-
-        pool_count = x[:, DURATION_FEATURES.index("pool_count")]
+        pool_count = x[:, _feature_index()["pool_count"]]
         few = ~(pool_count >= float(self.min_pool_history))
         cdf[few] = step[few]
         return cdf
@@ -808,15 +845,16 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_artifacts(cls, params: dict[str, Any], boosters: dict[str, Any]) -> JobDuration:
         """Return the fitted JobDuration stored by :meth:`to_artifacts`."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
         names = list(params["feature_names"])
-        if names != list(DURATION_FEATURES):
+        est = cls(**params["estimator"])  # registered before ``limits`` existed: without them
+        if names != feature_names(bool(est.limits)):
             raise ValueError("registered JobDuration was trained on other features "
                              f"({len(names)} columns); retrain it with `sia train`")
-        est = cls(**params["estimator"])
         est.feature_names_in_ = np.asarray(names, dtype=object)
         est.n_features_in_ = len(names)
+        est.limit_fits_ = _limit_fits_index(names)
         est.classes_ = np.arange(N_BINS)
         est.calibrators_ = [None if c is None else (list(c[0]), list(c[1]))
                             for c in params["calibrators"]]
@@ -854,20 +892,27 @@ class OnlineSubmissionFeatures:
     offline for the same schedule. ``rows(jobs)`` returns them.
     """
 
-    def __init__(self, prior: Any = None) -> None:
+    def __init__(self, prior: Any = None, *, limits: bool = False) -> None:
         #: jobs finished before the replay (:func:`prior_completions`): the history it starts with
         self.prior = prior
+        #: with the time-limit columns, from the trace's ``time_limit`` (NaN when it has none)
+        self.limits = bool(limits)
         self._trace_id: int | None = None
 
     def _start(self, trace: TraceView) -> None:
-        from sia.features.duration_features import DURATION_FEATURES, SubmissionFeatures
+        from sia.features.duration_features import SubmissionFeatures, feature_names
 
         self._trace_id = id(trace)
-        self._builder = SubmissionFeatures()
-        self._builder.complete_many([(tag if tag >= 0 else None, user, p, g, d)
-                                     for tag, user, p, g, d in prior_completions(
-                                         self.prior, trace, with_user=True)])
-        self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
+        speedup = float(getattr(trace, "speedup", 1.0))
+        self._builder = SubmissionFeatures(self.limits, TIME_LIMIT_GRACE_S / speedup)
+        self._builder.complete_many([(tag if tag >= 0 else None, *rest)
+                                     for tag, *rest in prior_completions(
+                                         self.prior, trace, with_user=True,
+                                         with_limit=self.limits)])
+        self._rows = np.full((trace.n_jobs, len(feature_names(self.limits))), np.nan)
+        limits = getattr(trace, "time_limit", None) if self.limits else None
+        self._limit = (limits.tolist() if limits is not None
+                       else [float("nan")] * trace.n_jobs)
         self._seen = [0] * trace.n_pools
         self._arrived = 0
         tags = trace.tag_code.tolist()
@@ -901,18 +946,50 @@ class OnlineSubmissionFeatures:
             return
         t, k, j = np.concatenate(times), np.concatenate(kinds), np.concatenate(jobs)
         order = np.lexsort((j, k, t))
-        b, tag, user, pool, gpus, dur = (self._builder, self._tag, self._user, self._pool,
-                                         self._gpus, trace.duration)
+        b, tag, user, pool, gpus, dur, limit = (self._builder, self._tag, self._user, self._pool,
+                                                self._gpus, trace.duration, self._limit)
         for ti, ki, ji in zip(t[order].tolist(), k[order].tolist(), j[order].tolist(),
                               strict=True):
             if ki == 0:
-                b.complete(tag[ji], user[ji], pool[ji], gpus[ji], float(dur[ji]))
+                b.complete(tag[ji], user[ji], pool[ji], gpus[ji], float(dur[ji]), limit[ji])
             else:
-                self._rows[ji] = b.submit(ti, tag[ji], user[ji], pool[ji], gpus[ji])
+                self._rows[ji] = b.submit(ti, tag[ji], user[ji], pool[ji], gpus[ji], limit[ji])
 
     def rows(self, jobs: np.ndarray) -> np.ndarray:
         """Return the feature rows (float64 [len(jobs), n_features]) of arrived jobs."""
         return self._rows[np.asarray(jobs, dtype=np.int64)]
+
+
+def _limit_fits_index(columns: list[str]) -> np.ndarray | None:
+    """Return the column indices of ``limit_fits_5m / 60m / 720m`` in ``columns`` (None when
+    the feature row has no time-limit columns)."""
+    from sia.features.duration_features import LIMIT_FITS_COLUMNS
+
+    if not all(c in columns for c in LIMIT_FITS_COLUMNS):
+        return None
+    return np.array([list(columns).index(c) for c in LIMIT_FITS_COLUMNS], dtype=np.int64)
+
+
+def limit_certain(time_limit_s: Any, windows_s: Any,
+                  grace_s: float = TIME_LIMIT_GRACE_S) -> np.ndarray:
+    """Return bool [n, len(windows_s)]: the job's limit guarantees it fits the window.
+
+    A job with ``time_limit + grace_s <= w`` is certain to fit window w (s):
+    Slurm ends it at its limit, at most ``grace_s`` later. NaN (no limit)
+    guarantees nothing. ``grace_s`` is on the clock of the limits (a replay's
+    speed-up divides both).
+    """
+    limit = np.asarray(time_limit_s, dtype=np.float64).reshape(-1)
+    w = np.asarray(windows_s, dtype=np.float64).reshape(-1)
+    return (limit[:, None] + float(grace_s)) <= w[None, :]  # NaN compares False
+
+
+def limit_bound(cdf: np.ndarray, certain: np.ndarray) -> np.ndarray:
+    """Return a copy of ``cdf`` (P(duration <= w) per row and window) with 1 where ``certain``
+    (same shape, e.g. :func:`limit_certain`): a limit that fits a window is a hard upper bound."""
+    out = np.array(cdf, dtype=np.float64, copy=True)
+    out[np.asarray(certain, dtype=bool)] = 1.0
+    return out
 
 
 def cdf_at_windows(cdf_at_edges: np.ndarray, windows_s: Any) -> np.ndarray:
@@ -1013,31 +1090,46 @@ def reliability_table(cdf: np.ndarray, true_bins: np.ndarray, n_bins: int = 10
 def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
                         grid: tuple[float, ...] = LEND_RISK_GRID,
                         selection_fraction: float = SELECTION_FRACTION,
+                        baseline: JobDuration | None = None,
                         **params: Any) -> tuple[JobDuration, list[dict[str, Any]]]:
     """Return (the JobDuration to register, the selection table), chosen on training rows only.
 
     The last ``selection_fraction`` of the training span is held out: the
     learned model is fit on the rest and, for each eps of ``grid``, scored
     per window on the held-out jobs (share lendable, overrun rate) beside the
-    history rule. The learned model is chosen, with the eps that lends the
-    most jobs over the three windows, only if at that eps it overruns no
-    more often than the rule in *every* window (lending must not get
-    riskier); it is then refit on all training rows with ``lend_risk_`` =
-    that eps. Otherwise the rule is registered (``lend_risk_`` None: SIA
-    lends by the rule's bins, the paper's way).
+    rule. The rule is ``baseline`` (a fitted JobDuration whose ``lend_risk_``
+    is the eps it lends at, e.g. ``history_cdf``; it learns nothing, so it is
+    scored as it is) or, when None, the paper's history rule at eps 0.5. The
+    learned model is chosen, with the eps that lends the most jobs over the
+    three windows, only if at that eps it overruns no more often than the
+    rule in *every* window (lending must not get riskier) and lends more than
+    the rule in total; it is then refit on all training rows with
+    ``lend_risk_`` = that eps. Otherwise the rule is registered (the paper's
+    rule with ``lend_risk_`` None: SIA lends by its bins; ``baseline`` as
+    given). ``params`` go to the learned model (and the paper's rule);
+    ``limits=True`` reads the time-limit columns
+    (:data:`sia.features.duration_features.LIMIT_COLUMNS`) and bounds the
+    probabilities by them.
     """
-    from sia.features.duration_features import DURATION_FEATURES
+    from sia.features.duration_features import feature_names
 
-    x = _as_frame(X, list(DURATION_FEATURES), "select_job_duration")
+    x = _as_frame(X, feature_names(bool(params.get("limits", False))), "select_job_duration")
     y = _check_bins(y, x.shape[0])
     t = np.asarray(time, dtype=np.float64)
     cut = t.min() + (1.0 - selection_fraction) * (t.max() - t.min()) if t.size else 0.0
     fit, hold = t < cut, t >= cut
-    rule = JobDuration(method="history", **params).fit(x, y)
+    if baseline is None:
+        rule = JobDuration(method="history", **params).fit(x, y)
+        rule_name, rule_eps = "history rule", 0.5
+    else:
+        rule, rule_name = baseline, f"{baseline.method} (baseline)"
+        rule_eps = 0.5 if getattr(baseline, "lend_risk_", None) is None else baseline.lend_risk_
     table: list[dict[str, Any]] = []
-    rule_rows = lending_table(rule.predict_cdf(x[hold]), y[hold], 0.5)
-    table += [{"candidate": "history rule", **r} for r in rule_rows]  # the rule lends at 0.5
-    best, best_lend = None, -1.0
+    rule_x = x if rule.n_features_in_ == x.shape[1] else x[:, :rule.n_features_in_]
+    rule_rows = lending_table(rule.predict_cdf(rule_x[hold]), y[hold], rule_eps)
+    table += [{"candidate": rule_name, **r} for r in rule_rows]
+    best, best_lend = None, (-1.0 if baseline is None
+                             else sum(r["lendable"] for r in rule_rows))
     if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
         learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
         cdf = learned.predict_cdf(x[hold])
@@ -1050,6 +1142,8 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
             if safe and lend > best_lend:
                 best, best_lend = eps, lend
     if best is None:
+        if baseline is not None:
+            return baseline, table
         rule.lend_risk_ = None
         return rule, table
     model = JobDuration(method="xgboost", **params).fit(x, y, time=t)

@@ -353,7 +353,7 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
 
 
 #: What a learned forecaster reads of the jobs before a replay (see :func:`jobs_before`).
-PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user")
+PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user", "time_limit")
 
 
 def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | None:
