@@ -1102,8 +1102,9 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     scored as it is) or, when None, the paper's history rule at eps 0.5. The
     learned model is chosen, with the eps that lends the most jobs over the
     three windows, only if at that eps it overruns no more often than the
-    rule in *every* window (lending must not get riskier) and lends more than
-    the rule in total; it is then refit on all training rows with
+    rule in *every* window (lending must not get riskier; where a
+    ``baseline`` lends nothing, no more often than its eps there) and lends
+    more than a ``baseline`` in total; it is then refit on all training rows with
     ``lend_risk_`` = that eps. Otherwise the rule is registered (the paper's
     rule with ``lend_risk_`` None: SIA lends by its bins; ``baseline`` as
     given). ``params`` go to the learned model (and the paper's rule);
@@ -1136,8 +1137,10 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
         for eps in grid:
             rows = lending_table(cdf, y[hold], eps)
             table += [{"candidate": "learned", **r} for r in rows]
-            safe = all(not (r["overrun"] > rr["overrun"]) or r["lendable"] == 0.0
-                       for r, rr in zip(rows, rule_rows, strict=True))
+            # where a baseline lends nothing, its promise (its eps) is the bar
+            safe = all(r["lendable"] == 0.0 or not (r["overrun"] > (
+                rr["eps"] if baseline is not None and rr["lendable"] == 0.0 else rr["overrun"]))
+                for r, rr in zip(rows, rule_rows, strict=True))
             lend = sum(r["lendable"] for r in rows)
             if safe and lend > best_lend:
                 best, best_lend = eps, lend
