@@ -590,7 +590,9 @@ def training_metrics(result: TrainResult) -> dict[str, float]:
     ``will_arrive/<k>m/<metric>`` (and ``/threshold``), its baselines under their own
     prefix ``will_arrive_baseline/<name>/<k>m/<metric>`` (sorted after the model's),
     ``new_load/<k>m/[holdout/]<estimate>/<metric>``,
-    ``job_duration/<metric>`` and ``time/<stage>_s``. Non-finite values are left out.
+    ``job_duration/<metric>``, ``job_duration/lending/<predictor>/<k>m/<metric>`` (the validation
+    lending table: lendable share, overrun rate, AUC, eps) and ``time/<stage>_s``. Non-finite
+    values are left out.
     """
     metrics: dict[str, float] = {}
     for r in result.windows:
@@ -613,7 +615,7 @@ def training_metrics(result: TrainResult) -> dict[str, float]:
         for r in lending.iter_rows(named=True):
             who = str(r["predictor"]).replace("@", "_at_").replace("+", "_")
             for name in ("lendable", "overrun", "auc", "eps"):
-                metrics[f"job_duration_lending/{who}/{r['window_min']}m/{name}"] = float(r[name])
+                metrics[f"job_duration/lending/{who}/{r['window_min']}m/{name}"] = float(r[name])
     metrics.update({f"time/{k}": v for k, v in result.timings_s.items()})
     return {k: v for k, v in metrics.items() if np.isfinite(v)}
 
