@@ -43,7 +43,10 @@ runs 5% of a 12 h limit), the same pool and width's ``pool_gpus_use_median`` /
 ``pool_gpus_use_q90`` (for users with no history), and this job's limit
 times the user's median / q90 use, ``limit_x_user_use_median_s`` /
 ``limit_x_user_use_q90_s`` (s: what the user's habit predicts for this
-job). All NaN for a job with no limit (and the use columns for a user or
+job), and ``user_use_fit_le5m`` / ``_le60m`` / ``_le720m`` (the share of the user's
+finished jobs with a limit whose use, times this job's limit, is at most 5 /
+60 / 720 minutes: the user's habit as this job's CDF at the bin edges) with
+the same shares over the pool and width, ``pool_gpus_use_fit_le*``. All NaN for a job with no limit (and the use columns for a user or
 group with no finished job with a limit; ``user_use_count`` is then 0).
 
 Queue state (pending / running jobs of the pool) is deliberately not a
@@ -87,7 +90,10 @@ DURATION_FEATURES: list[str] = HISTORY_COLUMNS + BURST_COLUMNS + CALENDAR_COLUMN
 LIMIT_COLUMNS: list[str] = ["limit_log_s", "limit_fits_5m", "limit_fits_60m", "limit_fits_720m",
                             "user_use_count", "user_use_median", "user_use_q90", "user_use_last",
                             "pool_gpus_use_median", "pool_gpus_use_q90",
-                            "limit_x_user_use_median_s", "limit_x_user_use_q90_s"]
+                            "limit_x_user_use_median_s", "limit_x_user_use_q90_s",
+                            "user_use_fit_le5m", "user_use_fit_le60m", "user_use_fit_le720m",
+                            "pool_gpus_use_fit_le5m", "pool_gpus_use_fit_le60m",
+                            "pool_gpus_use_fit_le720m"]
 #: Where the "limit fits window" columns are in a feature row with limits (5 / 60 / 720 min).
 LIMIT_FITS_COLUMNS: list[str] = ["limit_fits_5m", "limit_fits_60m", "limit_fits_720m"]
 
@@ -277,13 +283,17 @@ class SubmissionFeatures:
         """Return the :data:`LIMIT_COLUMNS` of a job with limit ``limit`` (s, NaN: none)."""
         if limit != limit:
             return [_NAN] * len(LIMIT_COLUMNS)
-        grp = self._use[0].get(user) if user is not None else None
-        u = grp.stats()[:4] if grp is not None else _EMPTY[:4]
-        grp = self._use[1].get(pool_gpus)
-        pg = grp.stats()[1:3] if grp is not None else _EMPTY[1:3]
+        user_grp = self._use[0].get(user) if user is not None else None
+        u = user_grp.stats()[:4] if user_grp is not None else _EMPTY[:4]
+        pg_grp = self._use[1].get(pool_gpus)
+        pg = pg_grp.stats()[1:3] if pg_grp is not None else _EMPTY[1:3]
         ends = limit + self.grace_s
+        # a use r fits edge e when r * limit <= e: r <= e / limit
+        at = [e / limit for e in _EDGES]
+        fit = [[bisect_right(g.values, a) / len(g.values) for a in at] if g is not None
+               and g.values else [_NAN] * _N_EDGES for g in (user_grp, pg_grp)]
         return [math.log(limit), *(1.0 if ends <= e else 0.0 for e in _EDGES), *u, *pg,
-                limit * u[1], limit * u[2]]
+                limit * u[1], limit * u[2], *fit[0], *fit[1]]
 
 
 def _keys(col: pl.Series) -> list:
@@ -330,6 +340,23 @@ class _KthSmallest:
             k = np.where(left, k, k - n_zero)
             out |= (~left).astype(np.int64) << b
         return out
+
+    def count_less(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        """Return how many of ``values[lo:hi]`` are < ``bound``, per query."""
+        every = hi - lo
+        lo, hi = lo.copy(), hi.copy()
+        bound = np.asarray(bound, dtype=np.int64)
+        out = np.zeros(lo.size, dtype=np.int64)
+        beyond = bound >= (1 << self.bits)  # every value is below it
+        for level, b in enumerate(reversed(range(self.bits))):
+            zeros = self.zeros[level]
+            z_lo, z_hi = zeros[lo], zeros[hi]
+            total = zeros[-1]
+            one = ((bound >> b) & 1).astype(bool)
+            out += np.where(one, z_hi - z_lo, 0)  # a 0 bit where the bound has a 1: below it
+            lo = np.where(one, total + lo - z_lo, z_lo)
+            hi = np.where(one, total + hi - z_hi, z_hi)
+        return np.where(beyond, every, out)
 
 
 def _history_stats(group: np.ndarray, dur: np.ndarray, end: np.ndarray,
@@ -385,6 +412,36 @@ def has_limits(frame: pl.DataFrame) -> bool:
     """Return whether ``frame`` has a ``time_limit`` column with at least one limit."""
     return ("time_limit" in frame.columns
             and bool(frame["time_limit"].cast(pl.Float64).fill_nan(None).is_not_null().any()))
+
+
+def _shares_at_most(group: np.ndarray, values: np.ndarray, end: np.ndarray, sub: np.ndarray,
+                    at: np.ndarray) -> np.ndarray:
+    """Return [jobs, at.shape[1]]: per job, the share of its group's jobs finished by its
+    submission (``end <= sub``) whose value is <= ``at[job, i]`` (NaN when none finished, or
+    the job has no group: ``group`` < 0), as ``bisect_right`` on the group's sorted values."""
+    n = group.size
+    out = np.full((n, at.shape[1]), np.nan)
+    fin = np.flatnonzero((group >= 0) & np.isfinite(end))
+    fin = fin[np.lexsort((fin, end[fin], group[fin]))]
+    ask = np.flatnonzero(group >= 0)
+    if fin.size == 0 or ask.size == 0:
+        return out
+    g = group[fin]
+    times, rank = np.unique(np.concatenate([end[fin], sub[ask]]), return_inverse=True)
+    width = np.int64(times.size + 1)
+    first = np.searchsorted(g, group[ask], side="left")
+    stop = np.searchsorted(g * width + rank[:fin.size], group[ask] * width + rank[fin.size:],
+                           side="right")
+    has = stop > first
+    ask, first, stop = ask[has], first[has], stop[has]
+    distinct, value_rank = np.unique(values[fin], return_inverse=True)
+    counter = _KthSmallest(value_rank)
+    count = (stop - first).astype(np.float64)
+    for i in range(at.shape[1]):
+        # values <= a: the distinct values at or below a, i.e. ranks below searchsorted(right)
+        bound = np.searchsorted(distinct, at[ask, i], side="right")
+        out[ask, i] = counter.count_less(first, stop, bound) / count
+    return out
 
 
 def submission_features(schedule: pl.DataFrame, *, limits: bool | None = None,
@@ -476,5 +533,8 @@ def _limit_columns(s: pl.DataFrame, dur: np.ndarray, end: np.ndarray, sub: np.nd
     log = np.array([math.log(v) if v == v else _NAN for v in limit.tolist()], dtype=np.float64)
     ends = limit + grace_s
     fits = [np.where(ends <= e, 1.0, 0.0) for e in _EDGES]
-    cols = [log, *fits, *u.T, *pg.T, limit * u[:, 1], limit * u[:, 2]]
+    at = np.column_stack([e / limit for e in _EDGES])  # a use fits edge e when <= e / limit
+    fit_u = _shares_at_most(user, use, member_end, sub, at)
+    fit_pg = _shares_at_most(pool_gpus, use, member_end, sub, at)
+    cols = [log, *fits, *u.T, *pg.T, limit * u[:, 1], limit * u[:, 2], *fit_u.T, *fit_pg.T]
     return [np.where(has, c, np.nan) for c in cols]

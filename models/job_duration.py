@@ -393,38 +393,48 @@ _INDEX: dict[str, int] = {}
 
 
 def _feature_index() -> dict[str, int]:
-    """Return the column index of each JobDuration feature (built once: a tick asks it)."""
+    """Return the column index of each JobDuration feature, the time-limit ones included (they
+    follow the others; built once: a tick asks it)."""
     if not _INDEX:
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
-        _INDEX.update({c: i for i, c in enumerate(DURATION_FEATURES)})
+        _INDEX.update({c: i for i, c in enumerate(feature_names(True))})
     return _INDEX
 
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
-_RULE_COLUMNS: dict[tuple[bool, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_RULE_COLUMNS: dict[tuple[bool, bool, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def rule_levels(tag: bool = True, user: bool = False) -> tuple[str, ...]:
-    """Return the look-alike levels in order: the same tag (with ``tag``), the same user (with
+def rule_levels(tag: bool = True, user: bool = False, use: bool = False) -> tuple[str, ...]:
+    """Return the look-alike levels in order: the same tag (with ``tag``), the user's use of
+    their limits applied to this job's limit (with ``use``: ``user_use``), the same user (with
     ``user``), the same pool and GPU count, the same pool. The rule's: ``tag`` alone."""
-    return (("tag",) if tag else ()) + (("user",) if user else ()) + _RULE_LEVELS[1:]
+    return ((("tag",) if tag else ()) + (("user_use",) if use else ())
+            + (("user",) if user else ()) + _RULE_LEVELS[1:])
 
 
-def _rule_columns(tag: bool = True, user: bool = False
+def _rule_columns(tag: bool = True, user: bool = False, use: bool = False
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the column indices of the levels of :func:`rule_levels` (built once): their counts
     [levels], their recent shares and their shares over all their history [levels, edges]
-    (5 / 60 / 720 min)."""
-    got = _RULE_COLUMNS.get((tag, user))
+    (5 / 60 / 720 min). ``user_use`` has one kind of share (``user_use_fit_le*``, over all the
+    user's jobs with a limit) and counts ``user_use_count`` (NaN for a job without a limit:
+    the level never applies to it)."""
+    got = _RULE_COLUMNS.get((tag, user, use))
     if got is None:
         idx = _feature_index()
-        levels = rule_levels(tag, user)
-        shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in levels]
+        levels = rule_levels(tag, user, use)
+
+        def share(lv: str, kind: str, m: int) -> int:
+            return idx[f"user_use_fit_le{m}m" if lv == "user_use" else f"{lv}_{kind}le{m}m"]
+
+        shares = [[[share(lv, kind, m) for m in (5, 60, 720)] for lv in levels]
                   for kind in ("recent_", "")]
-        got = _RULE_COLUMNS[(tag, user)] = (np.array([idx[f"{lv}_count"] for lv in levels]),
-                                            np.array(shares[0]), np.array(shares[1]))
+        got = _RULE_COLUMNS[(tag, user, use)] = (
+            np.array([idx[f"{lv}_count"] for lv in levels]), np.array(shares[0]),
+            np.array(shares[1]))
     return got
 
 
@@ -505,8 +515,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     trace whose tags (job names) say less about a job's duration than its
     pool and width do. ``history_user`` True puts the same user's jobs after
     the tag and before the pool and width (``history_shrink`` always pools
-    the user's shares). :func:`choose_history_levels`
-    decides both on the training rows. The started look-alikes of
+    the user's shares). ``history_use`` True (with ``limits``) puts, after the
+    tag, the user's use of their limits applied to this job's limit
+    (``user_use_fit_le*``: the share of the user's finished jobs with a limit
+    whose use times this limit fits the edge; only for a job with a limit
+    and a user with at least ``history_min_count`` such jobs; not pooled by
+    ``history_shrink``). :func:`choose_history_levels`
+    decides them on the training rows. The started look-alikes of
     ``started_cap`` follow the tag choice; they never use the user (the
     replay's trace view carries no users), so with ``history_user`` the cap
     reads the pool and width.
@@ -523,6 +538,11 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     the shares over finished jobs alone miss the long jobs still running).
     Models registered before it existed load with it off.
 
+    ``limits`` True: X also has the time-limit columns
+    (:data:`sia.features.duration_features.LIMIT_COLUMNS`; the learned model
+    reads them), and a job whose limit plus Slurm's grace fits an edge gets
+    P(duration <= edge) = 1 there, whatever the method (a hard bound).
+
     ``fit(X, y, time=None)``: X the feature frame, y the true bins
     (:func:`sia.data.windows.duration_bin_of`), ``time`` each row's
     submission time (the tail is the last part of the span; None: row
@@ -537,7 +557,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
                  history_recent: float = 0.0, history_shrink: float = 0.0,
                  history_tag: bool = True, history_user: bool = False,
-                 fallback_bin: int = N_BINS - 1,
+                 history_use: bool = False, fallback_bin: int = N_BINS - 1,
                  started_cap: bool = False, calendar: bool = False, limits: bool = False,
                  n_jobs: int = 1, seed: int = 0):
         self.method = method
@@ -556,6 +576,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_shrink = history_shrink
         self.history_tag = history_tag
         self.history_user = history_user
+        self.history_use = history_use
         self.fallback_bin = fallback_bin
         self.started_cap = started_cap
         self.calendar = calendar
@@ -604,10 +625,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_shrink) < np.inf:
             raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
                              f"{self.history_shrink}")
-        for name in ("history_tag", "history_user", "limits"):
+        for name in ("history_tag", "history_user", "history_use", "limits"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise ValueError(f"JobDuration: {name} must be True or False, not "
                                  f"{getattr(self, name)!r}")
+        if self.history_use and not self.limits:
+            raise ValueError("JobDuration: history_use reads the time-limit features: it needs "
+                             "limits=True")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -743,7 +767,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """
         if float(self.history_shrink) > 0.0:
             return self._shrunk_cdf(x)
-        counts, recent, whole = _rule_columns(bool(self.history_tag), bool(self.history_user))
+        counts, recent, whole = _rule_columns(bool(self.history_tag), bool(self.history_user),
+                                              bool(self.history_use))
         need = np.full(counts.size, float(self.history_min_count))
         need[-1] = 1.0  # the pool level: any finished job
         ok = x[:, counts] >= need[None, :]  # NaN counts never qualify
@@ -1095,19 +1120,28 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     """Return (the JobDuration to register, the selection table), chosen on training rows only.
 
     The last ``selection_fraction`` of the training span is held out: the
-    learned model is fit on the rest and, for each eps of ``grid``, scored
-    per window on the held-out jobs (share lendable, overrun rate) beside the
-    rule. The rule is ``baseline`` (a fitted JobDuration whose ``lend_risk_``
-    is the eps it lends at, e.g. ``history_cdf``; it learns nothing, so it is
-    scored as it is) or, when None, the paper's history rule at eps 0.5. The
-    learned model is chosen, with the eps that lends the most jobs over the
-    three windows, only if at that eps it overruns no more often than the
-    rule in *every* window (lending must not get riskier; where a
-    ``baseline`` lends nothing, no more often than its eps there) and lends
-    more than a ``baseline`` in total; it is then refit on all training rows with
-    ``lend_risk_`` = that eps. Otherwise the rule is registered (the paper's
-    rule with ``lend_risk_`` None: SIA lends by its bins; ``baseline`` as
-    given). ``params`` go to the learned model (and the paper's rule);
+    learned model is fit on the rest and scored per window on the held-out
+    jobs (share lendable, overrun rate, AUC, Brier score of P(duration <=
+    w)) beside the rule.
+
+    Without ``baseline`` the rule is the paper's history rule (lending at eps
+    0.5) and the learned model is tried at each eps of ``grid``: it is chosen,
+    with the eps that lends the most jobs over the three windows, only if at
+    that eps it overruns no more often than the rule in *every* window
+    (lending must not get riskier); it is then refit on all training rows
+    with ``lend_risk_`` = that eps. Otherwise the rule is registered
+    (``lend_risk_`` None: SIA lends by its bins, the paper's way).
+
+    With ``baseline`` (a fitted JobDuration whose ``lend_risk_`` is the eps it
+    lends at per window, e.g. the product's ``history_cdf``; it learns
+    nothing, so it is scored as it is), the learned model is scored at the
+    baseline's own eps (the same promised risk) and chosen only if it
+    dominates it on the held-out jobs: it lends more in total, overruns no
+    more often in any window (where the baseline lends nothing: no more often
+    than its eps there), and its probabilities score no worse (Brier) in any
+    window. Otherwise the baseline is returned as given.
+
+    ``params`` go to the learned model (and the paper's rule);
     ``limits=True`` reads the time-limit columns
     (:data:`sia.features.duration_features.LIMIT_COLUMNS`) and bounds the
     probabilities by them.
@@ -1119,28 +1153,41 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     t = np.asarray(time, dtype=np.float64)
     cut = t.min() + (1.0 - selection_fraction) * (t.max() - t.min()) if t.size else 0.0
     fit, hold = t < cut, t >= cut
+    fits = (y[hold][:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
+
+    def brier(cdf: np.ndarray) -> np.ndarray:
+        return np.mean((cdf - fits) ** 2, axis=0) if fits.size else np.full(_N_EDGES, np.nan)
+
     if baseline is None:
         rule = JobDuration(method="history", **params).fit(x, y)
         rule_name, rule_eps = "history rule", 0.5
     else:
         rule, rule_name = baseline, f"{baseline.method} (baseline)"
         rule_eps = 0.5 if getattr(baseline, "lend_risk_", None) is None else baseline.lend_risk_
+        grid = (rule_eps,)
     table: list[dict[str, Any]] = []
     rule_x = x if rule.n_features_in_ == x.shape[1] else x[:, :rule.n_features_in_]
-    rule_rows = lending_table(rule.predict_cdf(rule_x[hold]), y[hold], rule_eps)
-    table += [{"candidate": rule_name, **r} for r in rule_rows]
+    rule_cdf = rule.predict_cdf(rule_x[hold])
+    rule_rows = lending_table(rule_cdf, y[hold], rule_eps)
+    rule_brier = brier(rule_cdf)
+    table += [{"candidate": rule_name, **r, "brier": float(b)}
+              for r, b in zip(rule_rows, rule_brier, strict=True)]
     best, best_lend = None, (-1.0 if baseline is None
                              else sum(r["lendable"] for r in rule_rows))
     if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
         learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
         cdf = learned.predict_cdf(x[hold])
+        learned_brier = brier(cdf)
         for eps in grid:
             rows = lending_table(cdf, y[hold], eps)
-            table += [{"candidate": "learned", **r} for r in rows]
+            table += [{"candidate": "learned", **r, "brier": float(b)}
+                      for r, b in zip(rows, learned_brier, strict=True)]
             # where a baseline lends nothing, its promise (its eps) is the bar
             safe = all(r["lendable"] == 0.0 or not (r["overrun"] > (
                 rr["eps"] if baseline is not None and rr["lendable"] == 0.0 else rr["overrun"]))
                 for r, rr in zip(rows, rule_rows, strict=True))
+            if baseline is not None:
+                safe = safe and not np.any(learned_brier > rule_brier)
             lend = sum(r["lendable"] for r in rows)
             if safe and lend > best_lend:
                 best, best_lend = eps, lend
@@ -1150,7 +1197,8 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
         rule.lend_risk_ = None
         return rule, table
     model = JobDuration(method="xgboost", **params).fit(x, y, time=t)
-    model.lend_risk_ = float(best)
+    model.lend_risk_ = (float(best) if np.ndim(best) == 0
+                        else lend_risk_at_edges(best).tolist())
     return model, table
 
 
@@ -1162,8 +1210,8 @@ HISTORY_CHAINS: tuple[tuple[bool, bool], ...] = ((True, False), (False, False), 
 
 def choose_history_levels(X: Any, y: Any, **params: Any
                           ) -> tuple[dict[str, bool], list[dict[str, Any]]]:
-    """Return (the ``history_tag`` / ``history_user`` that ``history_cdf`` should use, the
-    comparison rows), chosen on training rows only.
+    """Return (the ``history_tag`` / ``history_user`` (and, with ``limits``, ``history_use``)
+    that ``history_cdf`` should use, the comparison rows), chosen on training rows only.
 
     X: the training jobs' submission features, y: their true bins; ``params``:
     the other ``history_cdf`` parameters. Nothing is fit, so every row
@@ -1174,25 +1222,32 @@ def choose_history_levels(X: Any, y: Any, **params: Any
     everywhere). The lowest score wins; ties, and a trace where nothing
     differs, keep the paper's rule (the tag, no user). So tags that name what
     a job runs stay first, tags that say less than the pool and width are
-    dropped, and a user's jobs are read first only where they say more.
+    dropped, and a user's jobs are read first only where they say more. With
+    ``limits=True`` every chain is also tried with the user's use of their
+    limits after the tag (``history_use``), after the chains without it.
     """
-    from sia.features.duration_features import DURATION_FEATURES
+    from sia.features.duration_features import feature_names
 
-    x = _as_frame(X, list(DURATION_FEATURES), "choose_history_levels")
+    limits = bool(params.get("limits", False))
+    x = _as_frame(X, feature_names(limits), "choose_history_levels")
     y = _check_bins(y, x.shape[0])
     fits = (y[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
     params = {k: v for k, v in params.items()
-              if k not in ("method", "history_tag", "history_user")}
-    cdfs = [JobDuration("history_cdf", history_tag=tag, history_user=user, **params)
-            .fit(x, y).predict_cdf(x) for tag, user in HISTORY_CHAINS]
+              if k not in ("method", "history_tag", "history_user", "history_use")}
+    # with limits, each chain also with the user's use of their limits after the tag
+    chains = [(tag, user, False) for tag, user in HISTORY_CHAINS]
+    if limits:
+        chains += [(tag, user, True) for tag, user in HISTORY_CHAINS]
+    cdfs = [JobDuration("history_cdf", history_tag=tag, history_user=user, history_use=use,
+                        **params).fit(x, y).predict_cdf(x) for tag, user, use in chains]
     differ = np.zeros(x.shape[0], dtype=bool)
     for cdf in cdfs[1:]:
         differ |= np.any(cdf != cdfs[0], axis=1)
     rows: list[dict[str, Any]] = []
-    for (tag, user), cdf in zip(HISTORY_CHAINS, cdfs, strict=True):
+    for (tag, user, use), cdf in zip(chains, cdfs, strict=True):
         brier = (float(np.mean((cdf[differ] - fits[differ]) ** 2)) if differ.any()
                  else float("nan"))
-        rows.append({"levels": ", ".join(rule_levels(tag, user)),
+        rows.append({"levels": ", ".join(rule_levels(tag, user, use)),
                      "rows_compared": int(differ.sum()), "rows": int(x.shape[0]),
                      "brier": brier})
     best = 0
@@ -1201,5 +1256,6 @@ def choose_history_levels(X: Any, y: Any, **params: Any
             best = i
     for i, row in enumerate(rows):
         row["chosen"] = i == best
-    tag, user = HISTORY_CHAINS[best]
-    return {"history_tag": tag, "history_user": user}, rows
+    tag, user, use = chains[best]
+    return ({"history_tag": tag, "history_user": user, **({"history_use": use} if limits else {})},
+            rows)

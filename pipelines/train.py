@@ -388,9 +388,7 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
         model, sel = job_duration.JobDuration("xgboost", **params, **cap).fit(
             x_tr, y_tr, time=t_tr), []
     elif config.duration_method == "history_cdf":
-        chain, levels = job_duration.choose_history_levels(
-            x_tr[:, :len(DURATION_FEATURES)], y_tr,
-            **{k: v for k, v in params.items() if k != "limits"}, **recent)
+        chain, levels = job_duration.choose_history_levels(x_tr, y_tr, **params, **recent)
         model = job_duration.JobDuration("history_cdf", **params, **recent, **cap,
                                          **chain).fit(x_tr, y_tr)
         model.lend_risk_ = job_duration.lend_risk_at_edges(config.duration_lend_risk).tolist()
@@ -409,10 +407,11 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
         model, sel = job_duration.select_job_duration(x_tr, y_tr, t_tr, baseline=baseline,
                                                       **params, **cap)
         learned = model
-        if model is baseline:  # not chosen: reported all the same, at the least risky eps
+        if model is baseline:  # not chosen: reported all the same, at the baseline's eps
             learned = job_duration.JobDuration("xgboost", **params, **cap).fit(
                 x_tr, y_tr, time=t_tr)
-            learned.lend_risk_ = float(min(job_duration.LEND_RISK_GRID))
+            learned.lend_risk_ = (baseline.lend_risk_ if baseline.lend_risk_ is not None
+                                  else 0.5)
     x_va = va.select(columns).to_numpy()
     y_va = duration_bin_of(va["duration"].to_numpy())
     rows = []

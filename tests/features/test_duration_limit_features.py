@@ -50,6 +50,9 @@ def test_hand_case_limit_use_and_fits():
     assert abs(c["user_use_q90"] - (0.1 + 0.8 * 0.9)) < 1e-12 and c["user_use_last"] == 0.9
     assert c["pool_gpus_use_median"] == 0.5
     assert c["limit_x_user_use_median_s"] == 1500.0
+    # the user's uses times c's limit: 300 s and 2700 s: one of two fits 5 min, both 60 min
+    assert (c["user_use_fit_le5m"], c["user_use_fit_le60m"]) == (0.5, 1.0)
+    assert c["pool_gpus_use_fit_le5m"] == 0.5
     d = _row(f, "d")  # no limit: every limit column NaN
     assert all(np.isnan(d[col]) for col in LIMIT_COLUMNS)
     e = _row(f, "e")  # 240 s + 60 s of grace = 300 s: fits 5 min exactly
