@@ -136,7 +136,7 @@ class _View:
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.sampled_from([None, 100.0, 240.0, 3000.0, 3541.0, 43140.0, 1e6]),
                 min_size=1, max_size=12),
-       st.sampled_from([1.0, 2.0]), st.booleans())
+       st.sampled_from([1.0, 2.0]), st.sampled_from([None, False, True]))
 def test_served_cdf_is_one_where_the_trace_limit_fits(limits, speedup, learned):
     """LearnedForecaster.duration_cdf and duration_bins, with the rule or a learned JobDuration,
     honour view.trace.time_limit (already divided by the speed-up; so is the grace)."""
@@ -149,10 +149,10 @@ def test_served_cdf_is_one_where_the_trace_limit_fits(limits, speedup, learned):
                               np.arange(n, dtype=float), np.full(n, 1e5), np.ones(n),
                               np.zeros(n), np.full(n, None, dtype=object), ("p",),
                               np.array([4]), speedup=speedup, time_limit=lim.tolist())
-    model = None
-    if learned:
-        model = JobDuration("history_cdf", fallback_bin=3).fit(
-            np.zeros((1, len(DURATION_FEATURES))), np.array([3]))
+    model = None  # the rule; else a JobDuration without (False) or with (True) limit features
+    if learned is not None:
+        model = JobDuration("history_cdf", fallback_bin=3, limits=learned).fit(
+            np.zeros((1, len(feature_names(learned)))), np.array([3]))
     f = LearnedForecaster({}, duration_config={"fallback_bin": 3}, duration_model=model)
     windows = (60.0, 300.0, 1800.0, 3600.0, 43200.0, 1e7)
     view = _View(trace)
@@ -276,3 +276,31 @@ def test_train_reports_lending_per_window_for_every_predictor():
     limit_only = lending.filter(pl.col("predictor") == "limit only")
     assert limit_only["overrun"].fill_nan(0.0).max() == 0.0  # a guarantee never overruns here
     assert "job_duration_selection" in tables
+
+
+def test_a_model_with_limits_registers_and_loads_as_it_serves(data, fitted, mlflow_uri):
+    """The registry stores the limits flag and the feature names: the loaded model predicts
+    exactly what was fitted (the bound included), through the registry and through pyfunc."""
+    import mlflow
+    from sia.models import registry
+
+    mlflow.set_registry_uri(mlflow_uri)
+    mlflow.set_experiment("limits-test")
+    x, _, _ = data
+    est = JobDuration("history_cdf", limits=True, history_use=True, history_recent=1.0).fit(
+        x, data[1])
+    est.lend_risk_ = [0.2, 0.2, 0.05]
+    with mlflow.start_run():
+        registry.log_job_duration({}, alias="lim", model=est)
+    loaded = registry.load_job_duration_model("lim")
+    assert loaded.limits and loaded.history_use and loaded.lend_risk_ == [0.2, 0.2, 0.05]
+    np.testing.assert_array_equal(loaded.predict_cdf(x), est.predict_cdf(x))
+    frame = pl.DataFrame(x, schema=feature_names(True), orient="row").to_pandas()
+    served = mlflow.pyfunc.load_model("models:/sia-job-duration@lim").predict(frame)
+    np.testing.assert_array_equal(np.asarray(served), est.predict_cdf(x))
+
+
+def test_history_use_needs_the_limit_columns():
+    with pytest.raises(ValueError, match="history_use"):
+        JobDuration("history_cdf", history_use=True).fit(
+            np.zeros((2, len(DURATION_FEATURES))), np.array([0, 1]))
