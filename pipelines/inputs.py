@@ -357,7 +357,8 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
 
 
 #: What a learned forecaster reads of the jobs before a replay (see :func:`jobs_before`).
-PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user")
+PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user",
+                                  "time_limit")
 
 
 def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | None:
@@ -367,7 +368,9 @@ def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | N
     if start_day is None:
         return None
     prior = jobs_in_days(jobs, None, start_day)
-    return prior.select(c for c in PRIOR_COLUMNS if c in prior.columns)
+    # the time limits only when there are some: a trace without them keys its replays as before
+    return prior.select(c for c in PRIOR_COLUMNS if c in prior.columns
+                        and (c != "time_limit" or prior[c].is_not_null().any()))
 
 
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None, *,
