@@ -364,7 +364,8 @@ class SiaPolicy(DedicatedPass, SparePass):
         limit = self._trace.time_limit
         if limit is None or not self._use_limits:
             return None
-        need = limit[arr] + TIME_LIMIT_GRACE_S  # NaN (no limit) never fits
+        # the grace is trace time, like the limit: divided by the replay's speed-up
+        need = limit[arr] + TIME_LIMIT_GRACE_S / self._trace.speedup  # NaN never fits
         W = np.asarray(self.windows_s)
         fits = need[:, None] <= W[None, :]
         return np.where(fits.any(axis=1), np.argmax(fits, axis=1), len(W))
