@@ -102,6 +102,7 @@ def load_trace(cfg: ExperimentConfig) -> Workload:
         mapping=t.map or None, pool_from=t.pool_from, time_unit=t.time_unit, clean=t.clean,
         quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
         seed=cfg.seed if t.seed is None else t.seed, days=t.days,
+        ignore_columns=t.ignore_columns,
     )
 
 

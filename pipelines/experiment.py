@@ -76,6 +76,9 @@ class TraceSpec:
     quotas: str | None = None
     days: float | None = None
     seed: int | None = None  # synthetic seed; default: the config's seed
+    #: optional contract columns read as absent (an ablation: what a trace's time limits or
+    #: users are worth to the predictors and to SIA's lending)
+    ignore_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ _TOP_KEYS = {
     "policies", "predictors", "description", "regions",
 }
 _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
-               "days", "seed"}
+               "days", "seed", "ignore_columns"}
 _POLICY_KEYS = {"name", "label", "options", "forecaster", "alias", "regions"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
               "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
@@ -465,6 +468,12 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
         raise w.error("trace.map", f"expected a mapping CONTRACT_COLUMN: YOUR_COLUMN, got {mapping!r}")
     days = raw.get("days")
     seed = raw.get("seed")
+    from sia.pipelines.inputs import IGNORABLE_COLUMNS
+
+    ignore = raw.get("ignore_columns") or []
+    if not isinstance(ignore, list):
+        raise w.error("trace.ignore_columns", f"expected a list of column names, got {ignore!r}")
+    ignore = tuple(w.string(c, "trace.ignore_columns", IGNORABLE_COLUMNS) for c in ignore)
     return TraceSpec(
         path=path,
         synthetic=synthetic,
@@ -478,6 +487,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
                                                                     w, base_dir),
         days=None if days is None else w.number(days, "trace.days", lo=0, lo_open=True),
         seed=None if seed is None else w.number(seed, "trace.seed", lo=0, integer=True),
+        ignore_columns=ignore,
     )
 
 

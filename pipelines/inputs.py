@@ -76,7 +76,8 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   mapping: dict[str, str] | None = None, pool_from: str | None = None,
                   time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
                   load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
-                  days: float | None = None, limits: Thresholds | None = None) -> Workload:
+                  days: float | None = None, limits: Thresholds | None = None,
+                  ignore_columns: tuple[str, ...] = ()) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
     ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
@@ -93,7 +94,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     a ``cluster_gpu_number.csv`` beside a Helios ``cluster_log.csv``, or
     quotas derived from load (SIA 6.1) with ``load_range`` and ``seed``.
     Implausible values (``limits``, :mod:`sia.data.plausibility`) are kept and
-    warned about in ``report.warnings``.
+    warned about in ``report.warnings``. ``ignore_columns`` (among
+    :data:`IGNORABLE_COLUMNS`) are read as absent: null for every job, as in a
+    trace without them (noted in the report).
     """
     import polars as pl
     from sia.data.readers import read_trace, resolve_format
@@ -114,6 +117,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
                               time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
     report.notes.insert(0, f"format: {resolved}")
+    if ignore_columns:
+        jobs = without_columns(jobs, ignore_columns)
+        report.notes.append(f"columns ignored: {', '.join(ignore_columns)} (read as absent)")
     if days is not None:
         late = jobs["submit_time"] >= days * DAY_S
         report.leave_out("after_days", int(late.sum()))
@@ -131,6 +137,23 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
     check_pools(pools, jobs, where=note.split(": ", 1)[1])
     return Workload(jobs, pools.sort("pool"), report, str(trace))
+
+
+#: Optional contract columns a workload can be read without (``trace.ignore_columns``).
+IGNORABLE_COLUMNS = ("tag", "user", "time_limit", "state")
+
+
+def without_columns(jobs: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """Return ``jobs`` with the optional contract ``columns`` nulled (as a trace without them
+    reads); raises ConfigError for a column that is not optional."""
+    import polars as pl
+
+    bad = [c for c in columns if c not in IGNORABLE_COLUMNS]
+    if bad:
+        raise ConfigError(f"ignore_columns: {', '.join(map(repr, bad))} cannot be ignored; "
+                          f"choose among {', '.join(IGNORABLE_COLUMNS)}")
+    return jobs.with_columns(pl.lit(None, dtype=jobs.schema[c]).alias(c)
+                             for c in columns if c in jobs.columns)
 
 
 def _synthetic_workload(variant: str, seed: int, days: float | None,

@@ -62,6 +62,7 @@ class TraceSection(_Strict):
     quotas: str | None = None
     days: PosFloat | None = None
     seed: NonNegInt | None = None
+    ignore_columns: list[str] | None = None
 
 
 class ReplaySection(_Strict):
