@@ -60,7 +60,8 @@ JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "
 #: Per-run metrics in the summary table, in order (speedups are ratios; slowdowns in minutes).
 SUMMARY_METRICS = ("n_jobs", "mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup",
                    "pct_slowed", "total_slowdown_min", "max_slowdown_min")
-EXTRA_METRICS = ("utilization", "utilization_baseline", "mean_queue_delay_s")
+EXTRA_METRICS = ("utilization", "utilization_baseline", "mean_queue_delay_s",
+                 "pct_slowed_nonpreemptible", "evictions", "wasted_gpu_hours")
 
 
 # --------------------------------------------------------------------------- experiments
@@ -209,6 +210,7 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     locality = (None if cfg.locality is None else
                 options_from_cli(cfg.locality["topology"], cfg.locality["placement"],
                                  cfg.locality.get("options"), option="locality.options"))
+    preemption = cfg.preemption_config()
     policies = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
     specs = []
     for policy in policies:
@@ -223,7 +225,8 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                                   plan_time_s=cfg.regions["plan_time_s"])
         specs.append(ReplaySpec(workload, policy.name, dict(policy.options), predictors=ref,
                                 seed=exp.seed, locality=locality, tick_s=cfg.tick_s,
-                                where=(exp.exp_id, policy.label), regions=regions))
+                                where=(exp.exp_id, policy.label), regions=regions,
+                                preemption=preemption))
     return specs
 
 
