@@ -37,6 +37,8 @@ evicted job goes back to its pool's queue in arrival order (its place).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from sia.data.errors import ConfigError
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.needs import PolicyNeeds
@@ -101,13 +103,17 @@ class KueuePolicy:
         items: list = []
         ded = view.used_dedicated.tolist()
         alloc = view.allocation.tolist()
-        heads = {p: 0 for p in range(self._P) if view.pending(p)}
+        # each pool's queue as this decision sees it: pending jobs in arrival order, plus the
+        # jobs it evicts (back at their place, so they may be admitted again on their quota)
+        queues = {p: list(view.pending(p)) for p in range(self._P) if view.pending(p)}
+        pos = dict.fromkeys(queues, 0)
         blocked: set[int] = set()
+        evicted: set[int] = set()
         while True:  # 1. admission within quota (with reclaim), least served pool first
             best, best_key = -1, 0.0
-            for p, i in heads.items():
-                plist = view.pending(p)
-                if p in blocked or i >= len(plist) or ded[p] + gpus[plist[i]] > quota[p]:
+            for p, q in queues.items():
+                i = pos[p]
+                if p in blocked or i >= len(q) or ded[p] + gpus[q[i]] > quota[p]:
                     continue
                 key = alloc[p] / quota[p]
                 if best < 0 or key < best_key:
@@ -115,7 +121,7 @@ class KueuePolicy:
             if best < 0:
                 break
             p = best
-            j = view.pending(p)[heads[p]]
+            j = queues[p][pos[p]]
             g = gpus[j]
             if g > free:
                 others = [b for b in self._borrowers if pool[b] != p]
@@ -127,22 +133,24 @@ class KueuePolicy:
                     items.append(self._cfg.preempt(v, now - self._borrowers.pop(v)))
                     free += gpus[v]
                     alloc[pool[v]] -= gpus[v]
+                    evicted.add(v)
+                    self._requeue(queues, pos, blocked, v)
                 self.stats["evictions"] += len(victims)
             items.append(Start(j, False))
             self.stats["admitted"] += 1
             free -= g
             ded[p] += g
             alloc[p] += g
-            heads[p] += 1
+            pos[p] += 1
         # 2. borrowing: heads beyond their quota, oldest submission first across the cohort
         may = self._may_borrow
         while free > 0:
             best = -1
-            for p, i in heads.items():
-                plist = view.pending(p)
-                if p in blocked or i >= len(plist):
+            for p, q in queues.items():
+                i = pos[p]
+                if p in blocked or i >= len(q):
                     continue
-                j = plist[i]
+                j = q[i]
                 if ded[p] + gpus[j] <= quota[p]:
                     continue  # fits its quota but not the GPUs: it waits (blocked above)
                 if best < 0 or j < best:
@@ -151,16 +159,29 @@ class KueuePolicy:
                 break
             j = best
             p = pool[j]
-            if gpus[j] > free or (may is not None and not may[j]):
-                blocked.add(p)  # StrictFIFO: the head blocks its queue
-                continue
+            if gpus[j] > free or j in evicted or (may is not None and not may[j]):
+                blocked.add(p)  # StrictFIFO: the head blocks its queue (an evicted job
+                continue  # borrows again at the next decision, not in the instant it left)
             items.append(Start(j, True))
             self._borrowers[j] = now
             self.stats["borrowed"] += 1
             free -= gpus[j]
             alloc[p] += gpus[j]
-            heads[p] += 1
+            pos[p] += 1
         return items
+
+    def _requeue(self, queues: dict[int, list[int]], pos: dict[int, int], blocked: set[int],
+                 v: int) -> None:
+        """Put evicted job ``v`` back in its pool's queue of this decision at its place (among
+        the jobs not yet admitted; it may become the head, which unblocks the queue)."""
+        q = self._pool[v]
+        if q not in queues:
+            queues[q], pos[q] = [], 0
+        lst = queues[q]
+        k = bisect_left(lst, v, lo=pos[q])
+        lst.insert(k, v)
+        if k == pos[q]:
+            blocked.discard(q)
 
     def summary(self) -> dict[str, int]:
         """Return the replay's counters: admissions within quota, borrowings, evictions."""

@@ -450,11 +450,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.stats["decisions"] += 1
         d = Decision(free, view.used_dedicated.tolist(), view.allocation.tolist())
         self._allocate_dedicated(view, d)  # Figure 7: dedicated resources, strict FCFS per pool
-        if d.free > 0:
+        if self._fp_on:  # fungible preemption: Figure 8 sees evictable loans as idle (preempt.py)
+            self._fp_allocate_spare(view, d)
+        elif d.free > 0:
             self._allocate_spare(view, d)  # Figure 8: spare resources, window by window
-        if self._fp_on:  # fungible preemption: loans on any idle GPU, and the loans' record
-            self._fp_idle(view, d)
-            self._fp_after(view, d.starts)
         return d.starts
 
     # ------------------------------------------------------------------ locality helpers

@@ -89,6 +89,9 @@ class FungiblePreemption:
         self._fp_cfg = getattr(cluster, "preemption", None) or PreemptionConfig()
         #: running preemptible opportunistic jobs -> their run's start (s), in loan order
         self._fp_loans: dict[int, float] = {}
+        #: the loans of them made beyond the predictions (by :meth:`_fp_lend`), in loan order
+        self._fp_extra: dict[int, None] = {}
+        self._fp_context = None
         self._fp_done = [0] * trace.n_pools  # completions of each pool already seen
         #: each pool's admitted preemptible jobs in arrival order (started ones are skipped)
         self._fp_lists: list[list[int]] = [[] for _ in range(trace.n_pools)]
@@ -119,6 +122,7 @@ class FungiblePreemption:
             if n > done[p]:
                 for j in view.completed_jobs(p)[done[p]:n].tolist():
                     loans.pop(j, None)
+                    self._fp_extra.pop(j, None)
                 done[p] = n
 
     def _fp_after(self, view: SimView, starts: list) -> None:
@@ -142,20 +146,27 @@ class FungiblePreemption:
 
     # ------------------------------------------------------------------ eviction
     def _fp_evict(self, view: SimView, need: int, d: Decision) -> int | None:
-        """Evict the newest loans (:func:`~sia.scheduler.core.simulator.newest_victims`) so that ``need`` more GPUs are free;
-        append their Preempt items to ``d.starts`` and return the GPUs freed, or None (nothing
-        evicted) when all the loans together do not cover ``need``."""
+        """Evict the newest loans (:func:`~sia.scheduler.core.simulator.newest_victims`) so
+        that ``need`` more GPUs are free; append their Preempt items to ``d.starts`` and
+        return the GPUs freed, or None (nothing evicted) when all the loans together do not
+        cover ``need``."""
         self._fp_prune(view)
-        gpus = self._gpus
-        victims = newest_victims(list(self._fp_loans), gpus, need)
+        victims = newest_victims(list(self._fp_loans), self._gpus, need)
         if victims is None:
             return None
-        now, loans, cfg, alloc, freed = view.now, self._fp_loans, self._fp_cfg, d.alloc, 0
+        return self._fp_evict_these(view, victims, d)
+
+    def _fp_evict_these(self, view: SimView, victims: list[int], d: Decision) -> int:
+        """Append a Preempt (the cost model's) per victim to ``d.starts`` and put the victims
+        back among the pending jobs; return the GPUs freed."""
+        now, loans, cfg, gpus = view.now, self._fp_loans, self._fp_cfg, self._gpus
+        freed = 0
         for v in victims:
             d.starts.append(cfg.preempt(v, now - loans.pop(v)))
+            self._fp_extra.pop(v, None)
             self._requeue(v)
             self._fp_requeue(v)
-            alloc[self._pool[v]] -= gpus[v]
+            d.alloc[self._pool[v]] -= gpus[v]
             freed += gpus[v]
         self.stats["preemptions"] += len(victims)
         return freed
@@ -186,12 +197,40 @@ class FungiblePreemption:
             return False
         return any(self._fp_first(p, bound, set()) >= 0 for p in cands)
 
-    def _fp_spare(self, view: SimView, d: Decision, unused: list[int],
-                  distrust: list | None) -> None:
-        """After Figure 8's windows (``"unreserved"``): lend pending preemptible jobs on the free
-        GPUs the smallest window does not reserve."""
-        if not self._fp_on or self.preempt_lend != "unreserved" or not self._tnl:
-            return
+    def _fp_allocate_spare(self, view: SimView, d: Decision) -> None:
+        """Figure 8 with the GPUs of the loans made beyond the predictions counted as idle
+        (evicting, newest first, those its loans then need), then the preemptible lending;
+        records the decision's loans. Updates ``d``."""
+        self._fp_prune(view)
+        gpus = self._gpus
+        extra = list(self._fp_extra)  # loan order (the dedicated pass popped its victims)
+        real = d.free
+        virtual = real + sum(gpus[j] for j in extra)
+        self._fp_context = None
+        n0 = len(d.starts)
+        d.free = virtual
+        if virtual > 0:
+            self._allocate_spare(view, d)
+        used = virtual - d.free
+        freed = 0
+        if used > real:  # the prediction-based loans took GPUs of loans made beyond them
+            victims = newest_victims(extra, gpus, used - real)
+            tail = d.starts[n0:]
+            del d.starts[n0:]
+            freed = self._fp_evict_these(view, victims, d)
+            d.starts.extend(tail)  # the evictions come before the starts that need them
+        d.free = real + freed - used
+        if self.preempt_lend == "idle":
+            self._fp_lend(view, d, None, None, None, None)
+        elif self._fp_context is not None and self._tnl:
+            unused, distrust = self._fp_context
+            self._fp_lend_unreserved(view, d, unused, distrust)
+        self._fp_after(view, d.starts)
+
+    def _fp_lend_unreserved(self, view: SimView, d: Decision, unused: list[int],
+                            distrust: list | None) -> None:
+        """``"unreserved"``: lend pending preemptible jobs on the free GPUs the smallest window
+        does not reserve."""
         P, pend = self._P, self._pend_gpus
         col = self._tnl[0]
         res = [min(pend[p] + col[p], unused[p]) for p in range(P)]
@@ -200,11 +239,6 @@ class FungiblePreemption:
                 if distrust[p][0]:
                     res[p] = unused[p]
         self._fp_lend(view, d, res, col, unused, distrust)
-
-    def _fp_idle(self, view: SimView, d: Decision) -> None:
-        """After Figure 8 (``"idle"``): lend pending preemptible jobs on any free GPU."""
-        if self._fp_on and self.preempt_lend == "idle" and d.free > 0:
-            self._fp_lend(view, d, None, None, None, None)
 
     def _fp_lend(self, view: SimView, d: Decision, res: list | None, col: list | None,
                  unused: list | None, distrust: list | None) -> None:
@@ -232,6 +266,7 @@ class FungiblePreemption:
                 break
             g = gpus[j]
             starts.append(Start(j, True))
+            self._fp_extra[j] = None
             started[j] = 1
             free -= g
             alloc[pick] += g

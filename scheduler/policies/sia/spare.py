@@ -50,7 +50,7 @@ class SparePass:
                 self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
                                      recoverable)
         self.stats["opportunistic"] += len(d.starts) - n_ded
-        self._fp_spare(view, d, unused, distrust)  # preemptible loans (preempt.py; off: no-op)
+        self._fp_context = (unused, distrust)  # for the preemptible loans (preempt.py)
 
     def _refresh_forecast(self, view: SimView, cands: list[int], bound: int) -> float | None:
         """Forecast again at a tick or when the last forecast is ``refresh_s`` old; return the
