@@ -324,7 +324,10 @@ def _parse_preemption(raw: Any, w: _Where, locality: dict[str, Any] | None
                                     "restart_delay_s)")
     from sia.pipelines.engine.sched import PreemptionConfig
 
-    PreemptionConfig.from_options(raw, where=f"{w.source}: preemption")
+    try:
+        PreemptionConfig.from_options(raw, where="preemption")
+    except ConfigError as exc:
+        raise ConfigError(f"{w.source}: {exc}") from None
     return dict(raw)
 
 

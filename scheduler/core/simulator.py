@@ -110,19 +110,24 @@ class PreemptionConfig:
     restart_delay_s: float = 120.0
 
     def __post_init__(self):
-        f = self.preemptible_fraction
-        if isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 <= f <= 1.0:
-            raise ConfigError(f"preemption option preemptible_fraction must be in [0, 1], got {f!r}")
-        c = self.checkpoint_s
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int | float)
-                              or not 0 < c < math.inf):
-            raise ConfigError("preemption option checkpoint_s must be a positive number of "
-                              f"seconds (or null: no checkpoints), got {c!r}")
-        r = self.restart_delay_s
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < math.inf:
-            raise ConfigError(f"preemption option restart_delay_s must be >= 0 seconds, got {r!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"preemption option seed must be an integer, got {self.seed!r}")
+        for key in ("preemptible_fraction", "seed", "checkpoint_s", "restart_delay_s"):
+            problem = self.problem(key, getattr(self, key))
+            if problem:
+                raise ConfigError(f"preemption option {key} {problem}")
+
+    @staticmethod
+    def problem(key: str, value: object) -> str | None:
+        """Return what is wrong with ``value`` for option ``key`` (None when it is fine)."""
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if key == "preemptible_fraction" and not (number and 0.0 <= value <= 1.0):
+            return f"must be a share of the jobs in [0, 1], got {value!r}"
+        if key == "seed" and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"must be an integer, got {value!r}"
+        if key == "checkpoint_s" and value is not None and not (number and 0 < value < math.inf):
+            return f"must be a positive number of seconds (or null: no checkpoints), got {value!r}"
+        if key == "restart_delay_s" and not (number and 0 <= value < math.inf):
+            return f"must be a number of seconds >= 0, got {value!r}"
+        return None
 
     def lost_work_s(self, run_s: float) -> float:
         """Return the seconds of work lost by evicting a job that has run ``run_s`` s in its
@@ -151,17 +156,18 @@ class PreemptionConfig:
     @classmethod
     def from_options(cls, options: dict | None, *, where: str = "preemption") -> PreemptionConfig:
         """Return the config from a mapping of its options (a config's ``preemption:`` key);
-        ConfigError naming ``where`` and the key for an unknown key or a bad value."""
+        ConfigError naming ``where``, and ``where.KEY`` for a bad value, otherwise."""
         options = dict(options or {})
         known = {"preemptible_fraction", "seed", "checkpoint_s", "restart_delay_s"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise ConfigError(f"{where}: unknown option(s) {unknown}; use "
                               f"{', '.join(sorted(known))}")
-        try:
-            return cls(**options)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+        for key, value in options.items():
+            problem = cls.problem(key, value)
+            if problem:
+                raise ConfigError(f"{where}.{key}: {problem}")
+        return cls(**options)
 
     def to_dict(self) -> dict:
         """Return the options as a JSON-ready dict."""

@@ -184,7 +184,8 @@ def test_sia_preempt_idle_lends_on_reserved_gpus_too():
     rows = [HAND[0], HAND[1], ("b1", "b", 200.0, 100.0, 2, False)]
     jobs, pools = table(rows), make_pools({"a": 2, "b": 2})
     cfg = PreemptionConfig(checkpoint_s=1800.0, restart_delay_s=120.0)
-    unres = by_id(simulate(jobs, pools, make_policy("sia-perfect", preempt=True),
+    unres = by_id(simulate(jobs, pools, make_policy("sia-perfect", preempt=True,
+                                                    preempt_lend="unreserved"),
                            preemption=cfg, check_invariants=True))
     assert unres["a2"]["preemptions"] == 0 and unres["b1"]["start_time"] == 200.0
     idle = by_id(simulate(jobs, pools, make_policy("sia-perfect", preempt=True,
@@ -288,16 +289,16 @@ def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(tr
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces())
-def test_perfect_predictions_with_costly_preemption_never_slow_a_lender(trace):
-    # with real costs an evicted job may restart behind... its own pool's later jobs wait at
-    # most its lost work plus restart delay; a pool's job is never delayed by a loan to
-    # another pool's job (only its own pool's preemptible jobs can delay it)
+@given(trace=small_traces(), lend=st.sampled_from(["unreserved", "idle"]))
+def test_perfect_predictions_with_costly_preemption_never_slow_a_lender(trace, lend):
+    # with real costs an evicted job, back at its place in its pool's queue, may make that
+    # pool's later jobs wait for its lost work and restart delay (hypothesis finds such cases:
+    # preempt.py's docstring); the jobs of pools without evictions are never slowed
     rows, quotas = trace
     jobs, pools = table(rows), make_pools(quotas)
     cfg = PreemptionConfig(checkpoint_s=600.0, restart_delay_s=60.0)
-    res = simulate(jobs, pools, make_policy("sia-perfect", preempt=True), preemption=cfg,
-                   check_invariants=True)
+    res = simulate(jobs, pools, make_policy("sia-perfect", preempt=True, preempt_lend=lend),
+                   preemption=cfg, check_invariants=True)
     base = simulate(jobs, pools, make_policy("fcfs"), preemption=cfg)
     per_job, _ = compare(res, base, warmup_s=0.0)
     evicted_pools = set(per_job.filter(pl.col("preemptions") > 0)["pool"].to_list())
@@ -316,9 +317,9 @@ def test_config_key_preemption_is_checked_and_keys_the_replays():
     cfg = parse_config({**base, "preemption": {"preemptible_fraction": 0.3, "seed": 4}})
     assert cfg.preemption_config() == PreemptionConfig(preemptible_fraction=0.3, seed=4)
     assert cfg.digest() != plain.digest()
-    with pytest.raises(ConfigError, match="cfg.yaml: preemption: .*restart_delay_s"):
+    with pytest.raises(ConfigError, match="cfg.yaml: preemption.restart_delay_s: must be"):
         parse_config({**base, "preemption": {"restart_delay_s": -5}}, source="cfg.yaml")
-    with pytest.raises(ConfigError, match="preemption: .*unknown option"):
+    with pytest.raises(ConfigError, match="cfg.yaml: preemption: unknown option"):
         parse_config({**base, "preemption": {"lost_work_s": 5}}, source="cfg.yaml")
     with pytest.raises(ConfigError, match="locality.options"):
         parse_config({**base, "policies": ["maxmin"], "locality": True,

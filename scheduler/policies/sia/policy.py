@@ -133,6 +133,12 @@ larger the preemptible share of what is running, and the cheaper a
 preemption relative to the window, the more SIA lends. A dedicated job that
 then finds its cells held preempts (Figure 7 above).
 
+Preemption on fungible GPUs (``preempt``, :mod:`sia.scheduler.policies.sia.preempt`):
+the replay's preemptible jobs are also lent beyond the predictions (on any idle
+GPU by default), Figure 8 sees those loans' GPUs as idle, and a dedicated head
+that fits its quota but not the free GPUs evicts the newest preemptible loans;
+non-preemptible jobs are lent on the same rules as without it.
+
 With perfect coarse predictions no job starts later than under FCFS: the
 dedicated streams are FCFS on a subset of the jobs, and every opportunistic
 job fits its window, within which all pools' arrivals were reserved (see
@@ -169,7 +175,11 @@ from sia.scheduler.policies.sia.forecast_mix import (
     random_arrivals,
     random_arrivals_and_durations,
 )
-from sia.scheduler.policies.sia.preempt import FungiblePreemption, check_preempt_lend
+from sia.scheduler.policies.sia.preempt import (
+    DEFAULT_PREEMPT_LEND,
+    FungiblePreemption,
+    check_preempt_lend,
+)
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
@@ -208,7 +218,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``preempt`` (fungible GPUs: lend preemptible jobs beyond the predictions and
     evict them, newest loan first, for an owner's head; off by default) and
-    ``preempt_lend`` (``"unreserved"`` or ``"idle"``: where those loans go; see
+    ``preempt_lend`` (``"idle"``, the default, or ``"unreserved"``: where those loans go; see
     :mod:`sia.scheduler.policies.sia.preempt`), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
@@ -227,7 +237,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  lend_risk: float | Sequence[float] | str | None = "auto",
                  nested_reservations: bool = True, lend_on_limit: bool = True,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
-                 preempt_lend: str = "unreserved", name: str = "sia"):
+                 preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
                 "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
@@ -636,12 +646,14 @@ class SiaLearnedPolicy(SiaPolicy):
 
 
 class SiaPreemptPolicy(SiaPolicy):
-    """Learned SIA with preemption on fungible GPUs (``preempt`` on; see
-    :mod:`sia.scheduler.policies.sia.preempt`), named ``sia-preempt``."""
+    """Learned SIA with preemption (``preempt`` on), named ``sia-preempt``: on fungible GPUs
+    :mod:`sia.scheduler.policies.sia.preempt`'s rules; on cells the locality layer's (it
+    replays there with the locality option ``preempt`` on)."""
 
-    needs = PolicyNeeds(forecaster="forecaster", seed=True)
+    needs = PolicyNeeds(forecaster="forecaster", seed=True, locality=True,
+                        locality_requires={"preempt": True})
 
-    def __init__(self, forecaster: Forecaster | None = None, **options: Any):
+    def __init__(self, forecaster: Forecaster | None = None, *, seed: int = 0, **options: Any):
         options.setdefault("name", "sia-preempt")
         options.setdefault("preempt", True)
-        super().__init__(forecaster, **options)
+        super().__init__(forecaster, seed=seed, **options)
