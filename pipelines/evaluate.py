@@ -336,6 +336,10 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
     over experiments.
     """
     out = []
+    # evictions and wasted GPU-hours, when some policy evicted (a sweep without preemption
+    # keeps its table)
+    preempt_cols = [m for m in ("evictions", "wasted_gpu_hours")
+                    if m in rows.columns and bool((rows[m].fill_null(0) != 0).any())]
     for (group, policy), part in rows.group_by(["group", "policy"], maintain_order=True):
         jobs = per_job[group].filter(pl.col("policy") == policy)
         pooled = pooled_summary(jobs)
@@ -346,6 +350,8 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
         for m in CELLS_METRICS:  # cells: counters summed over experiments, fragmentation mean
             if m in part.columns:
                 row[m] = part[m].mean() if m == "fragmentation" else part[m].sum()
+        for m in preempt_cols:  # preemption: summed over experiments
+            row[m] = part[m].sum()
         out.append(row)
     return with_capture(pl.DataFrame(out))
 

@@ -46,9 +46,12 @@ The rules, on top of SIA's (non-preemptible jobs keep today's rules exactly):
   rule), among SIA's pending and lendable jobs again.
 
 What it cannot promise: an evicted job rejoins its own pool's queue at its
-place, so a later job of that pool may wait behind its restart (at most the
-eviction's lost work plus restart delay later than otherwise); jobs of the
-lending pools are never delayed by a loan it can evict.
+place, so a later job of that pool may wait behind its restart (for the
+eviction's lost work and restart delay; hypothesis finds such cases when
+evictions cost something, none when they are free); the jobs of pools none of
+whose jobs was evicted are never slowed with perfect predictions (property
+tests). An evicted job is not started again in the decision that evicts it:
+it waits for SIA's next decision (at most a tick).
 """
 
 from __future__ import annotations
