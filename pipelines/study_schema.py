@@ -146,6 +146,7 @@ class EvaluateStudy(EvaluateGrid):
     predictors: PredictorsSection | None = None
     grid: EvaluateGrid | None = None
     regions: RegionsSection | None = None
+    preemption: Options | None = None  # fungible GPUs: PreemptionConfig's options
 
 
 # ----------------------------------------------------------------------------- figure 5

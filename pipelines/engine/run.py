@@ -73,13 +73,17 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
     jobs, pools = spec.workload.frames()
     clock = time.perf_counter()
     policy = build_policy(spec)
+    if spec.preemption is not None and spec.locality is not None:
+        raise ConfigError(f"replay {spec.name}: preemption settings are for fungible GPUs; on "
+                          "cells use the locality options preempt, preemptible_fraction, "
+                          "lost_work_s and restart_delay_s")
     if spec.regions is not None:  # on cells, each region's own cell cluster places its starts
         result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
-                          progress=spec.progress)
+                          progress=spec.progress, preemption=spec.preemption)
         placement = policy.placement_summary(record_placements)
     elif spec.locality is None:
         result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
-                          progress=spec.progress)
+                          progress=spec.progress, preemption=spec.preemption)
         placement = None
     else:
         result, placement = replay_maybe_cells(jobs, pools, policy, spec.locality,
