@@ -99,7 +99,9 @@ def test_sia_replay_cli_writes_the_columns(tmp_path):
     assert "slowdown_causes" not in json.loads((tmp_path / "mm" / "summary.json").read_text())
 
 
-def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path):
+def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path, mlflow_uri):
+    import mlflow
+
     cfg = {"name": "tiny", "seed": 3, "trace": {"synthetic": "higher-load", "days": 3},
            "warmup_days": 0.5, "experiments": 2, "pools_per_experiment": 3,
            "quotas": "from_load", "load_range": [0.6, 1.1],
@@ -109,7 +111,7 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "res"
-    assert main(["evaluate", str(path), "--out", str(out), "--workers", "1", "--no-mlflow"]) == 0
+    assert main(["evaluate", str(path), "--out", str(out), "--workers", "1"]) == 0
     summary = pl.read_csv(out / "summary.csv")
     table = pl.read_csv(out / "slowdown_causes.csv")
     assert set(table["policy"]) == {"coin"}
@@ -124,6 +126,19 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path):
         assert per_job.filter(pl.col("policy") == "maxmin")["cause"].is_null().all()
         s = json.loads((out / exp / "summary.json").read_text())
         assert "slowdown_causes" in s["coin"] and "slowdown_causes" not in s["maxmin"]
+    # MLflow: each experiment's run of the lending policy carries the causes
+    mlflow.set_tracking_uri(mlflow_uri)
+    runs = [r for r in mlflow.search_runs(experiment_names=["sia-evaluations"],
+                                          output_format="list")
+            if r.data.tags.get("sia.kind") == "policy"]
+    for r in runs:
+        exp, label = r.data.tags["sia.exp"], r.data.params["policy"]
+        if label == "coin":
+            mine = table.filter((pl.col("exp_id") == exp) & (pl.col("cause") == "duration"))
+            assert r.data.metrics["slowdown_cause/duration_jobs"] == mine["jobs"].sum()
+        else:
+            assert not any(m.startswith("slowdown_cause/") for m in r.data.metrics)
+    assert {r.data.params["policy"] for r in runs} == {"fcfs", "maxmin", "coin"}
     md = (out / "summary.md").read_text()
     assert md.count("## Why jobs were slowed") == 1 and "| coin |" in md
     # resuming rewrites the tables: the section is not appended twice
