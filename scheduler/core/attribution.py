@@ -66,7 +66,8 @@ from sia.data.errors import SiaError
 CAUSES = ("duration", "arrival", "load", "preempted", "placement", "unexplained")
 DURATION, ARRIVAL, LOAD, PREEMPTED, PLACEMENT, UNEXPLAINED = range(len(CAUSES))
 
-#: Seconds of tolerance when comparing the policy's times with the baseline's.
+#: Seconds of tolerance when comparing the policy's times with the baseline's (a float
+#: rounding margin, not a tuned threshold: "slowed" is the metrics' 1 s rule).
 TIME_TOL_S = 1e-6
 #: GPUs of tolerance when comparing arrived load with a reserved one.
 _EPS = 1e-9

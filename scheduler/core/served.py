@@ -29,6 +29,12 @@ what the policy was told and acted on, and scores it after the fact:
   the ones made on a prediction (``lent_predicted``), each with its overruns
   (a guaranteed loan overruns only when the job ran past its limit).
 
+- every loan with what it was lent against (:meth:`ServedPredictions.loans`): the job,
+  its start, the window whose reservations it was lent under, and that window's
+  WillJobsArrive and TotalNewLoad of every pool at the forecast (kept once per
+  forecast, not per loan), for the slowdown attribution
+  (:mod:`sia.scheduler.core.attribution`).
+
 Scoring reads the trace's future (arrivals after ``t``, true durations),
 so nothing here may feed a decision: the policy only writes to the record.
 Tick forecasts are scored in chunks of :data:`CHUNK` records as the replay
