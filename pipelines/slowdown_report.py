@@ -10,7 +10,8 @@ columns of :data:`ATTRIBUTION_COLUMNS` (null where the job was not slowed):
   ``arrival`` (WillJobsArrive said no for a pool whose jobs then came),
   ``load`` (it said yes, NewLoadEstimate was below what came), ``preempted``,
   ``placement`` or ``unexplained`` (see the attribution module);
-- ``delayed_by``: the job id of the loan that delayed it;
+- ``delayed_by``: the job id of the loan that delayed it, ``loan_pool``: that
+  job's pool (the borrower; the slowed job's ``pool`` lent the GPUs);
 - ``cascade_depth``: 0 when the loan delayed the job directly, d when the job
   waited behind d of its pool's delayed jobs (it inherits their loan and
   cause); ``cascade_from``: the job it waited behind;
@@ -38,8 +39,8 @@ from sia.pipelines.engine.spec import ReplayOutcome
 from sia.scheduler.core.attribution import CAUSES, JobTimes, attribute, loans_from_record
 
 #: Per-job columns added to the results of a policy that lends (null where not slowed).
-ATTRIBUTION_COLUMNS = ("cause", "delayed_by", "cascade_depth", "cascade_from", "missed_pool",
-                       "overrun_held")
+ATTRIBUTION_COLUMNS = ("cause", "delayed_by", "loan_pool", "cascade_depth", "cascade_from",
+                       "missed_pool", "overrun_held")
 
 #: Why a stored replay has no attribution: it was made before loans were recorded.
 NO_LOANS = ("the replay was stored without its loans (before slowdown attribution): remove "
@@ -91,10 +92,13 @@ def explain(outcome: ReplayOutcome, baseline: ReplayOutcome | pl.DataFrame,
         return [ids[i] if i >= 0 else None for i in idx.tolist()]
 
     slowed = a.slowed
+    pool_names = r["pool"].cast(pl.String).to_list()
     frame = pl.DataFrame({
         "job_id": r["job_id"],
         "cause": pl.Series(a.cause_names(), dtype=pl.String),
         "delayed_by": pl.Series(job_or_none(a.delayed_by), dtype=pl.String),
+        "loan_pool": pl.Series([pool_names[i] if i >= 0 else None for i in a.delayed_by.tolist()],
+                               dtype=pl.String),
         "cascade_depth": pl.Series(np.where(slowed, a.depth, 0), dtype=pl.Int64),
         "cascade_from": pl.Series(job_or_none(a.parent), dtype=pl.String),
         "missed_pool": pl.Series([names[q] if q >= 0 else None for q in a.missed_pool.tolist()],
@@ -114,8 +118,9 @@ def causes_summary(per_job: pl.DataFrame) -> dict[str, Any]:
 
     ``by_cause[c]``: ``jobs``, ``slowdown_min``, and of those ``cascade_jobs`` /
     ``cascade_min``; ``cascades``: ``jobs``, ``slowdown_min``, ``max_depth``, ``by_depth``
-    (jobs per depth); ``by_pool[pool][c]``: ``jobs``, ``slowdown_min``; ``loans``: the
-    distinct loans named; ``with_overrun_held``: slowed jobs blocked while a loan past its
+    (jobs per depth); ``by_pool[pool][c]``: ``jobs``, ``slowdown_min`` (the slowed jobs'
+    pools: the lenders); ``by_loan_pool[pool]``: ``jobs``, ``slowdown_min``, ``loans`` (the
+    named loans' pools: the borrowers); ``loans``: the distinct loans named; ``with_overrun_held``: slowed jobs blocked while a loan past its
     window held GPUs. Every cause of :data:`CAUSES` is listed (zeros included).
     """
     slowed = per_job.filter(pl.col("slowed"))
@@ -136,6 +141,11 @@ def causes_summary(per_job: pl.DataFrame) -> dict[str, Any]:
                                       key=lambda kv: (str(kv[0][0]), CAUSES.index(kv[0][1]))):
         by_pool.setdefault(str(pool), {})[cause] = {
             "jobs": part.height, "slowdown_min": float(part["slowdown_min"].sum())}
+    by_loan_pool = {
+        str(pool): {"jobs": part.height, "slowdown_min": float(part["slowdown_min"].sum()),
+                    "loans": part["delayed_by"].n_unique()}
+        for (pool,), part in sorted(slowed.filter(pl.col("loan_pool").is_not_null())
+                                    .group_by("loan_pool"), key=lambda kv: str(kv[0][0]))}
     return {
         "slowed": slowed.height,
         "slowdown_min": float(slowed["slowdown_min"].sum()),
@@ -144,6 +154,7 @@ def causes_summary(per_job: pl.DataFrame) -> dict[str, Any]:
                      "max_depth": int(casc["cascade_depth"].max() or 0),
                      "by_depth": {str(d): n for d, n in depths.iter_rows()}},
         "by_pool": by_pool,
+        "by_loan_pool": by_loan_pool,
         "loans": slowed["delayed_by"].drop_nulls().n_unique(),
         "with_overrun_held": slowed.filter(pl.col("overrun_held") > 0).height,
     }
@@ -214,16 +225,17 @@ def table_rows(causes: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def sweep_causes(per_job: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Return one row per (group, exp_id, policy, pool, cause) of the slowed jobs of a sweep
-    (``per_job``: per group, the per-job metrics of every policy with ``exp_id`` and
-    ``policy``): ``jobs``, ``slowdown_min``, ``cascade_jobs``, ``cascade_min``,
-    ``max_depth``; empty when no policy was attributed."""
+    """Return one row per (group, exp_id, policy, pool, loan_pool, cause) of the slowed jobs
+    of a sweep (``per_job``: per group, the per-job metrics of every policy with ``exp_id``
+    and ``policy``; ``pool`` lent, ``loan_pool`` borrowed, null without a loan): ``jobs``,
+    ``slowdown_min``, ``cascade_jobs``, ``cascade_min``, ``max_depth``; empty when no policy
+    was attributed."""
     frames = []
     for group, jobs in per_job.items():
         if "cause" not in jobs.columns:
             continue
         slowed = jobs.filter(pl.col("slowed") & pl.col("cause").is_not_null())
-        frames.append(slowed.group_by(["exp_id", "policy", "pool", "cause"]).agg(
+        frames.append(slowed.group_by(["exp_id", "policy", "pool", "loan_pool", "cause"]).agg(
             pl.len().alias("jobs"), pl.col("slowdown_min").sum(),
             (pl.col("cascade_depth") > 0).sum().alias("cascade_jobs"),
             pl.col("slowdown_min").filter(pl.col("cascade_depth") > 0).sum()
@@ -233,9 +245,9 @@ def sweep_causes(per_job: dict[str, pl.DataFrame]) -> pl.DataFrame:
     if not frames:
         return pl.DataFrame()
     return (pl.concat(frames, how="vertical_relaxed")
-            .select("group", "exp_id", "policy", "pool", "cause", "jobs", "slowdown_min",
-                    "cascade_jobs", "cascade_min", "max_depth")
-            .sort("group", "exp_id", "policy", "pool", "cause"))
+            .select("group", "exp_id", "policy", "pool", "loan_pool", "cause", "jobs",
+                    "slowdown_min", "cascade_jobs", "cascade_min", "max_depth")
+            .sort("group", "exp_id", "policy", "pool", "loan_pool", "cause", nulls_last=True))
 
 
 def write_sweep(out_dir: Path, per_job: dict[str, pl.DataFrame]) -> list[Path]:
@@ -256,14 +268,20 @@ def write_sweep(out_dir: Path, per_job: dict[str, pl.DataFrame]) -> list[Path]:
                 .sort("group", "policy", "cause"))
     by_pool = (rows.group_by("group", "policy", "pool", "cause").agg(*sums)
                .sort("group", "policy", "pool", "cause"))
+    by_loan_pool = (rows.group_by("group", "policy", "loan_pool", "cause")
+                    .agg(pl.col("exp_id").n_unique().alias("experiments"), *sums)
+                    .sort("group", "policy", "loan_pool", "cause", nulls_last=True))
     md = ["## Why jobs were slowed (lending policies)", "",
           "Each slowed job is attributed to the loan that delayed it and the prediction that "
           "was wrong (`cause`: duration = the loan ran past its window; arrival / load = the "
           "forecast the loan was lent against missed a pool's arrivals; a cascade waited behind "
           "its pool's delayed jobs and inherits their cause); per job in "
           "`exp-XXX/per_job.parquet`, per experiment, pool and cause in `slowdown_causes.csv`.",
-          "", markdown_table(by_cause), "", "Per pool (summed over experiments):", "",
-          markdown_table(by_pool), ""]
+          "", markdown_table(by_cause), "",
+          "Per pool of the slowed jobs (the lenders; summed over experiments):", "",
+          markdown_table(by_pool), "",
+          "Per pool of the loans named (the borrowers; summed over experiments):", "",
+          markdown_table(by_loan_pool), ""]
     summary = Path(out_dir) / "summary.md"
     text = summary.read_text() if summary.exists() else ""
     summary.write_text(text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(md))

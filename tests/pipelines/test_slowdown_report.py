@@ -56,6 +56,15 @@ def test_replay_names_a_cause_for_every_slowed_job(random_replay):
     assert casc["cascade_from"].is_not_null().all()
     assert res.filter(pl.col("cascade_depth") == 0)["cascade_from"].is_null().all()
     assert res.filter(pl.col("cause").is_in(["arrival", "load"]))["missed_pool"].is_not_null().all()
+    # the loan's pool is the named job's; the borrowers' sums cover every job with a loan
+    pools = dict(zip(res["job_id"], res["pool"], strict=True))
+    named = res.filter(pl.col("delayed_by").is_not_null())
+    assert named["loan_pool"].to_list() == [pools[j] for j in named["delayed_by"]]
+    assert res.filter(pl.col("delayed_by").is_null())["loan_pool"].is_null().all()
+    # (arrival, load and duration always name a loan; an unexplained job may)
+    by_loans = sum(v["jobs"] for v in causes["by_loan_pool"].values())
+    assert sum(v["jobs"] for c, v in causes["by_cause"].items()
+               if c in ("duration", "arrival", "load")) <= by_loans <= causes["slowed"]
 
 
 def test_cause_metrics_for_mlflow(random_replay):
@@ -119,6 +128,7 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path, mlflow_uri):
     assert table["jobs"].sum() == round((coin["pct_slowed"] * coin["n_jobs"] / 100).sum()) > 0
     assert table["slowdown_min"].sum() == pytest.approx(coin["total_slowdown_min"].sum())
     assert set(table["cause"]) <= set(CAUSES)
+    assert table["loan_pool"].drop_nulls().len() > 0
     for exp in ("exp-000", "exp-001"):
         per_job = pl.read_parquet(out / exp / "per_job.parquet")
         mine = per_job.filter(pl.col("policy") == "coin")
@@ -141,6 +151,7 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path, mlflow_uri):
     assert {r.data.params["policy"] for r in runs} == {"fcfs", "maxmin", "coin"}
     md = (out / "summary.md").read_text()
     assert md.count("## Why jobs were slowed") == 1 and "| coin |" in md
+    assert "the borrowers" in md
     # resuming rewrites the tables: the section is not appended twice
     assert main(["evaluate", str(path), "--out", str(out), "--workers", "1", "--no-mlflow"]) == 0
     assert (out / "summary.md").read_text().count("## Why jobs were slowed") == 1
