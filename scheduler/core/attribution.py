@@ -36,9 +36,10 @@ waiting then, and exactly one of these held (checked in this order):
    reserved for it in L's window is the miss: *arrival* when WillJobsArrive
    said no for that pool in that window, *load* when it said yes but the
    estimate was below what arrived (``p`` first, else the pool with the
-   largest excess, named in ``missed_pool``). ``overrun_held`` counts the
-   loans running at ``s`` that were past their windows (context: SIA saw
-   their GPUs held when it lent L).
+   largest excess, named in ``missed_pool``; a pool that reserved its whole
+   unused quota, distrusted by the online adaptation, missed nothing).
+   ``overrun_held`` counts the loans running at ``s`` that were past their
+   windows (context: SIA saw their GPUs held when it lent L).
 
 What remains is named, never dropped: *preempted* (the job started no later
 than under FCFS but was preempted and restarted, so it ended later),
@@ -96,7 +97,9 @@ class Loans:
     """The policy's loans (one row each): ``job`` (int64 [L], job index), ``time`` (start, s),
     ``forecast_time`` (when the forecast lent against was made, s), ``window_s`` (the window
     lent in, s), ``will_arrive`` (bool [L, P]) and ``total_new_load`` (float64 [L, P], GPUs):
-    each pool's forecast in that window."""
+    each pool's forecast in that window; ``reserved_all`` (bool [L, P] or None): the pools
+    that reserved their whole unused quota instead (distrusted by SIA's online adaptation:
+    their claims were covered whatever arrived)."""
 
     job: np.ndarray
     time: np.ndarray
@@ -104,6 +107,7 @@ class Loans:
     window_s: np.ndarray
     will_arrive: np.ndarray
     total_new_load: np.ndarray
+    reserved_all: np.ndarray | None = None
 
     @staticmethod
     def empty(n_pools: int) -> Loans:
@@ -140,12 +144,16 @@ def loans_from_record(record: dict | None, job_ids: Sequence[str],
     load = np.zeros((f.size, P))
     wa[:, have] = arrive[f][:, col[have]]
     load[:, have] = tnl[f][:, col[have]]
+    full = np.zeros((f.size, P), dtype=bool)
+    for i, q in record.get("reserved_all") or []:
+        if rec_pools[q] in pool_names:
+            full[i, list(pool_names).index(rec_pools[q])] = True
     return Loans(
         job=np.array([index[str(j)] for j in record["job"]], dtype=np.int64),
         time=np.asarray(record["time"], dtype=np.float64),
         forecast_time=np.asarray(record["forecast_time"], dtype=np.float64)[f],
         window_s=np.asarray(record["window_s"], dtype=np.float64),
-        will_arrive=wa, total_new_load=load)
+        will_arrive=wa, total_new_load=load, reserved_all=full)
 
 
 @dataclass(frozen=True)
@@ -190,7 +198,9 @@ def _check(jobs: JobTimes, quota: np.ndarray, loans: Loans) -> None:
         if getattr(loans, name).shape != (L,):
             raise SiaError(f"attribution: loans.{name} has shape {getattr(loans, name).shape}, "
                            f"expected ({L},)")
-    for name in ("will_arrive", "total_new_load"):
+    for name in ("will_arrive", "total_new_load", "reserved_all"):
+        if name == "reserved_all" and loans.reserved_all is None:
+            continue
         if getattr(loans, name).shape != (L, P):
             raise SiaError(f"attribution: loans.{name} has shape {getattr(loans, name).shape}, "
                            f"expected [loans, pools] = ({L}, {P})")
@@ -307,6 +317,8 @@ class _Attributor:
                             - self.gcum[q][np.searchsorted(self.sub[q], t, side="right")]
                             for q in range(P)], dtype=np.float64)
         excess = arrived - loans.total_new_load[i]
+        if loans.reserved_all is not None:  # a pool that reserved all it had missed nothing
+            excess[loans.reserved_all[i]] = -np.inf
         if excess[p] > _EPS:
             q = p
         else:

@@ -134,6 +134,7 @@ class ServedPredictions:
         self._fc_arrive: list[np.ndarray] = []
         self._fc_tnl: list[np.ndarray] = []
         self._fc_ref: Any = None
+        self._loan_all: list[list[int]] = []  # [loan, pool]: the pool reserved all it had
 
     # ------------------------------------------------------------------ recording
     def forecast(self, now: float, arrive: np.ndarray, total_new_load: np.ndarray) -> None:
@@ -160,7 +161,7 @@ class ServedPredictions:
 
     def lent(self, job: int, k: int, window: int | None = None, now: float | None = None,
              forecast_time: float | None = None, arrive: Any = None,
-             total_new_load: Any = None) -> None:
+             total_new_load: Any = None, distrust: Any = None) -> None:
         """Record an opportunistic start of ``job`` whose duration had to fit window ``k``.
 
         For slowdown attribution (:meth:`loans`), also: the start time ``now`` (s), the
@@ -169,6 +170,8 @@ class ServedPredictions:
         window and pool ([windows][pools], as the policy keeps it). The forecast is copied once,
         at the first loan against it (recognized by the identity of ``total_new_load``: the
         policy replaces that object at each forecast), so a loan costs a few appends.
+        ``distrust`` ([pools][windows] or None): the pools the online adaptation distrusted,
+        which reserved their whole unused quota in the window instead of the forecast.
         """
         self._lent_job.append(int(job))
         self._lent_k.append(int(k))
@@ -183,6 +186,10 @@ class ServedPredictions:
         self._loan_time.append(float(now))
         self._loan_window.append(int(k if window is None else window))
         self._loan_fc.append(len(self._fc_time) - 1)
+        if distrust is not None:
+            kk = int(k if window is None else window)
+            i = len(self._loan_job) - 1
+            self._loan_all.extend([i, q] for q, row in enumerate(distrust) if row[kk])
 
     # ------------------------------------------------------------------ scoring
     def _score_forecasts(self) -> None:
@@ -278,7 +285,9 @@ class ServedPredictions:
         window, s), ``forecast`` (row of the forecast lent against), ``pools`` (pool names in
         the forecasts' order), ``forecast_time`` (s), ``will_arrive`` [forecasts][pools]
         (0/1) and ``total_new_load`` [forecasts][pools] (GPUs), both in the loan's window
-        (a forecast's rows hold the window of its loans; one row per forecast and window)."""
+        (a forecast's rows hold the window of its loans; one row per forecast and window),
+        ``reserved_all``: [loan, pool index] pairs of the pools that reserved their whole
+        unused quota for that loan (distrusted by the online adaptation)."""
         if not self._loan_time:
             return None
         trace = self._trace
@@ -297,6 +306,7 @@ class ServedPredictions:
             "forecast_time": [self._fc_time[f] for f, _ in pairs],
             "will_arrive": [self._fc_arrive[f][:, k].astype(int).tolist() for f, k in pairs],
             "total_new_load": [self._fc_tnl[f][:, k].tolist() for f, k in pairs],
+            "reserved_all": [list(x) for x in self._loan_all],
         }
 
     def report(self) -> dict[str, Any]:

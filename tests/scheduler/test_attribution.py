@@ -176,6 +176,25 @@ def test_the_miss_of_another_pool_is_named():
     assert {got["a0"][1], got["c0"][1]} <= {"b1", "b2"}
 
 
+def test_pools_the_adaptation_distrusted_are_recorded_with_the_loans():
+    # A's arrivals every 400 s from 100 are never forecast (blind): once scored, SIA's online
+    # adaptation distrusts A, which then reserves its whole unused quota; B's 100 s jobs keep
+    # borrowing C's idle GPUs. The loans lent then record A as having reserved all it had.
+    rows = ([(f"b{i:03d}", "B", 0.0, 100.0, 1) for i in range(60)]
+            + [(f"a{i}", "A", 100.0 + 400.0 * i, 30.0, 1) for i in range(6)])
+    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, lookback=12,
+                    max_misses=1)
+    res = simulate(table(rows), make_pools({"A": 1, "B": 1, "C": 2}), pol,
+                   check_invariants=True)
+    rec = pol.served.loans()
+    full = rec["reserved_all"]
+    assert full and {rec["pools"][q] for _, q in full} == {"A"}
+    assert all(rec["time"][i] > 100.0 for i, _ in full)  # only after A's first miss
+    ids = res.sort(["submit_time", "job_id"])["job_id"].to_list()
+    loans = loans_from_record(rec, ids, ["A", "B", "C"])
+    assert loans.reserved_all[:, 0].sum() == len(full) and not loans.reserved_all[:, 1:].any()
+
+
 # ----------------------------------------------------------------------------- arrays only
 
 
@@ -230,6 +249,14 @@ def test_the_last_loan_lent_is_named_and_overruns_counted():
                    total_new_load=np.full((2, 2), 2.0))
     a = attribute(jobs, np.array([2, 1]), enough)
     assert a.cause_names()[2] == "unexplained" and a.delayed_by[2] == 1
+    # pool 0 distrusted (it reserved all its unused quota for loan 1): its arrivals missed
+    # nothing, and pool 1 got none after 50: no forecast to blame
+    full = Loans(job=loans.job, time=loans.time, forecast_time=loans.forecast_time,
+                 window_s=loans.window_s, will_arrive=loans.will_arrive,
+                 total_new_load=loans.total_new_load,
+                 reserved_all=np.array([[False, False], [True, False]]))
+    a = attribute(jobs, np.array([2, 1]), full)
+    assert a.cause_names()[2] == "unexplained" and a.missed_pool[2] == -1
     # with loan 1 past its own window at 100 too, its duration is the miss
     past = Loans(job=loans.job, time=loans.time, forecast_time=loans.forecast_time,
                  window_s=np.array([60.0, 30.0]), will_arrive=loans.will_arrive,
