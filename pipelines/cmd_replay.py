@@ -108,7 +108,11 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
     outcomes = [run_replay(spec) for spec in specs]
     mine, base = outcomes[0], outcomes[-1]
     spec = specs[0]
-    _, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
+    per_job, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
+    if len(outcomes) > 1:  # why jobs were slowed (a lending policy against FCFS)
+        from sia.pipelines.slowdown_report import attach_replay
+
+        mine = attach_replay(mine, base, spec.workload.pools, per_job, summary)
     summary = {
         "policy": spec.policy,
         "policy_options": policy_options(spec.policy, seed=spec.seed),
@@ -261,6 +265,9 @@ def summary_table(summary: dict) -> Table:
              f"{reg['scan_attempts']}, {fmt(reg['scan_hit_rate'])}"),
         ]
     rows += served_rows(summary.get("served"), fmt)
+    from sia.pipelines.slowdown_report import table_rows
+
+    rows += table_rows(summary.get("slowdown_causes"))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -534,7 +541,10 @@ def run_command(a: ReplayArgs) -> None:
         summary["predictors"] = predictors
     out = a.out
     out.mkdir(parents=True, exist_ok=True)
-    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ())
+    from sia.pipelines.slowdown_report import ATTRIBUTION_COLUMNS
+
+    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ()) + tuple(
+        c for c in ATTRIBUTION_COLUMNS if c in outcome.result.columns)
                           ).write_parquet(out / "jobs.parquet")
     pools.write_parquet(out / "pools.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
-from sia.pipelines import plots
+from sia.pipelines import plots, slowdown_report
 from sia.pipelines.engine import (
     FrameWorkload,
     RegistryPredictors,
@@ -247,6 +247,8 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
     for spec in cfg.policies:
         per_job, summary = score(results[spec.label], base, cfg.warmup_days * DAY_S,
                                  pools=exp.pools.select("pool", "quota_gpus"))
+        per_job = slowdown_report.attach(per_job, summary, results[spec.label], base,
+                                         exp.pools.select("pool", "quota_gpus"))
         if cfg.locality is not None:
             summary["cells"] = {"policy": results[spec.label].placement,
                                 "baseline": base.placement}
@@ -634,6 +636,7 @@ def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
     served_df = (pl.DataFrame(served, infer_schema_length=None).sort(*ranked, maintain_order=True)
                  if served else None)
     files = write_summary(result.out_dir, cfg, summary, aggregate, served_df)
+    files += slowdown_report.write_sweep(result.out_dir, per_job_all)  # why jobs were slowed
     if make_plots:
         files += _sweep_plots(cfg, summary, per_job_all, result.out_dir / "plots")
     return files

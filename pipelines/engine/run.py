@@ -101,9 +101,16 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
 
 def policy_facts(policy: Any) -> dict[str, Any]:
     """Return what a finished policy reports about its replay through its optional
-    ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one."""
+    ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one; for
+    a policy that records its predictions as served (SIA), also ``loans``: each loan with
+    the forecast it was lent against (:meth:`~sia.scheduler.core.served.ServedPredictions.loans`,
+    for :mod:`sia.pipelines.slowdown_report`)."""
     facts = getattr(policy, "facts", None)
-    return dict(facts()) if callable(facts) else {}
+    out = dict(facts()) if callable(facts) else {}
+    loans = getattr(getattr(policy, "served", None), "loans", None)
+    if callable(loans) and "served" in out:
+        out["loans"] = loans()
+    return out
 
 
 def require_scored(n_jobs: int | None, where: str, warmup: str) -> None:

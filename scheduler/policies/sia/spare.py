@@ -134,7 +134,7 @@ class SparePass:
                 skip.add(pick)
                 continue
             starts.append(Start(j, True))
-            self.served.lent(j, lk)
+            self.served.lent(j, lk, k, view.now, self._tnl_time, self._arrive, self._tnl, distrust)
             started[j] = 1
             free -= g
             alloc[pick] += g
