@@ -356,3 +356,27 @@ def test_sia_replay_takes_preemption_options(tmp_path):
     assert main(["replay", "--synthetic", "base", "--days", "1", "--policy", "kueue",
                  "--preemption", "restart_delay_s=-1", "--no-mlflow",
                  "--out", str(tmp_path / "bad")]) != 0
+
+
+def test_an_evicted_loan_counts_as_its_pools_pending_load():
+    # hypothesis found this: p0's preemptible j010 runs as a loan beyond the predictions; at
+    # 600 Figure 8 counted its GPU as idle and lent p1's own j007 (900 s) on p1's reservation
+    # alone. At 900 j010 was evicted for p1's head j005, rejoined p0's queue and took p0's
+    # quota back at 960, so p1's j013 (2 GPUs) waited for it: 60 s later than under FCFS.
+    # Counting the loan as p0's pending load makes p0 reserve its GPU: nobody is late.
+    rows = [("j000", "p0", 0.0, 60.0, 1, False), ("j001", "p0", 0.0, 60.0, 1, True),
+            ("j002", "p1", 0.0, 900.0, 1, False), ("j003", "p0", 0.0, 60.0, 1, False),
+            ("j004", "p0", 0.0, 60.0, 1, False), ("j005", "p1", 0.0, 60.0, 2, False),
+            ("j006", "p0", 0.0, 60.0, 1, False), ("j007", "p1", 150.0, 900.0, 1, False),
+            ("j008", "p0", 0.0, 60.0, 1, False), ("j009", "p0", 0.0, 60.0, 1, False),
+            ("j010", "p0", 0.0, 900.0, 1, True), ("j011", "p0", 0.0, 60.0, 1, False),
+            ("j012", "p0", 0.0, 60.0, 1, False), ("j013", "p1", 0.0, 60.0, 2, False),
+            ("j014", "p0", 0.0, 60.0, 1, False), ("j015", "p0", 0.0, 60.0, 1, False)]
+    jobs, pools = table(rows), make_pools({"p0": 1, "p1": 2})
+    cfg = PreemptionConfig(checkpoint_s=1.0, restart_delay_s=0.0)
+    res = simulate(jobs, pools, make_policy("sia-perfect", preempt=True, preempt_lend="idle"),
+                   preemption=cfg, check_invariants=True)
+    base = simulate(jobs, pools, make_policy("fcfs"), preemption=cfg)
+    end = dict(zip(res["job_id"], res["end_time"], strict=True))
+    assert end["j013"] == dict(zip(base["job_id"], base["end_time"], strict=True))["j013"] == 1020.0
+    assert end["j010"] < 1320.0  # the loan still ran (and was evicted once)

@@ -30,8 +30,10 @@ The rules, on top of SIA's (non-preemptible jobs keep today's rules exactly):
   lending, every job's) counts the GPUs of the loans made beyond the
   predictions as idle: when its loans need them, the newest of those loans are
   evicted first (the evictions come before the starts in the decision). So a
-  non-preemptible job is lent exactly where SIA without them would lend it,
-  on the same predictions; the preemptible loans only take what is left.
+  non-preemptible job is lent where SIA without them would lend it, on the
+  same predictions; the preemptible loans only take what is left. Since an
+  evicted loan rejoins its own pool's queue, Figure 8 counts those loans'
+  GPUs as their pools' pending load too (their owners reserve for them).
 
 * **Eviction.** When a pool's dedicated head fits its unused quota but not the
   free GPUs, running preemptible opportunistic jobs (lent by either rule) are
@@ -228,7 +230,20 @@ class FungiblePreemption:
         n0 = len(d.starts)
         d.free = virtual
         if virtual > 0:
-            self._allocate_spare(view, d)
+            # an evicted loan rejoins its own pool's queue: while Figure 8 counts those GPUs as
+            # idle, their jobs count as their pools' pending load, so the owners reserve for
+            # them as for any job that may claim their quota before a new loan ends
+            back = [0] * self._P
+            for j in extra:
+                back[self._pool[j]] += gpus[j]
+            pend = self._pend_gpus
+            for p, g in enumerate(back):
+                pend[p] += g
+            try:
+                self._allocate_spare(view, d)
+            finally:
+                for p, g in enumerate(back):
+                    pend[p] -= g
         used = virtual - d.free
         freed = 0
         if used > real:  # the prediction-based loans took GPUs of loans made beyond them
