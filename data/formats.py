@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-FORMATS = ("auto", "philly", "philly-joblog", "helios", "pai", "generic", "canonical")
+FORMATS = ("auto", "philly", "philly-joblog", "helios", "pai", "sacct", "generic", "canonical")
 TIME_UNITS = ("s", "ms", "datetime")
 #: ``datetime:FORMAT`` reads date-times with a strftime / chrono format, e.g. ``datetime:%m/%d/%Y %H:%M``.
 DATETIME_FORMAT_PREFIX = "datetime:"

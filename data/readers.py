@@ -17,6 +17,8 @@ Formats:
 * Helios ``cluster_log.csv``: :func:`read_helios`.
 * Alibaba PAI (``pai_job_table.csv`` with its task and group tag tables):
   :func:`read_pai`.
+* Slurm ``sacct --parsable2`` exports (``|``-separated, optionally gzip'd):
+  :func:`sia.data.sacct.read_sacct`.
 * Any CSV / Parquet file, folder or glob with a column mapping:
   :func:`read_generic`.
 * Canonical Parquet directories written by ``sia ingest`` / ``sia generate``
@@ -41,6 +43,7 @@ from sia.data.errors import ConfigError, TraceError
 from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
 from sia.data.schema import (
     JOB_SCHEMA,
+    NULLABLE_EXTRA_SCHEMA,
     REGION_COLUMN,
     SOURCE_FILE,
     SOURCE_ROW,
@@ -607,8 +610,11 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     ``file-stem`` (each file's name without extension); default: the
     ``pool`` column. ``time_unit``: ``s`` or ``ms`` for numeric submission
     times and durations, ``datetime`` for date-time submissions (any ISO-like
-    format polars can parse; durations then in seconds). Without a job id
-    column, ids are the data row numbers (``<stem>-<row>`` for several files).
+    format polars can parse; durations then in seconds). The optional
+    ``time_limit`` column (a requested limit, empty for none) is a duration:
+    read in the durations' unit (ms with ``ms``, else seconds); ``state`` is
+    text. Without a job id column, ids are the data row numbers
+    (``<stem>-<row>`` for several files).
     """
     mapping = dict(mapping or {})
     _check_mapping(mapping, pool_from)
@@ -629,6 +635,8 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     # the day / month order the submissions settled)
     span = _generic_durations(bad, "datetime" if (time_unit, unit) == ("s", "datetime")
                               else time_unit, report, orders)
+    if time_unit == "ms" and "time_limit" in bad.df.columns:
+        _time_limit_from_ms(bad)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
     jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
@@ -637,16 +645,32 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     return jobs, report
 
 
+def _time_limit_from_ms(bad: BadRows) -> None:
+    """Turn ``bad.df``'s ``time_limit`` from milliseconds into seconds (a time limit is a
+    duration: it takes the durations' unit); empty cells stay empty (no limit), a cell that is
+    not a number is a bad row naming the column."""
+    col = bad.df["time_limit"]
+    if col.dtype == pl.String:
+        bad.df = bad.df.with_columns(pl.when(pl.col("time_limit").str.strip_chars() == "")
+                                     .then(None).otherwise(pl.col("time_limit"))
+                                     .alias("time_limit"))
+    elif col.dtype == pl.Null:
+        return
+    _cast_numeric(bad, "time_limit", pl.Float64())
+    bad.df = bad.df.with_columns(pl.col("time_limit") / 1000.0)
+
+
 def _check_mapping(mapping: dict[str, str], pool_from: str | None) -> None:
     """Refuse a --map that names no contract column, or that clashes with --pool-from."""
     if pool_from and "pool" in mapping:
         raise ConfigError(f"--map pool={mapping['pool']} and --pool-from {pool_from} both say "
                           "where the pool comes from; give only one of them")
+    contract = (*JOB_SCHEMA, *NULLABLE_EXTRA_SCHEMA)
     for dst in mapping:
-        if dst not in JOB_SCHEMA and dst not in SPAN_COLUMNS and dst != REGION_COLUMN:
+        if dst not in contract and dst not in SPAN_COLUMNS and dst != REGION_COLUMN:
             raise ConfigError(
                 f"--map {dst}={mapping[dst]}: {dst!r} is not a column of the trace contract "
-                f"({', '.join(JOB_SCHEMA)}) nor {' / '.join(SPAN_COLUMNS)} nor {REGION_COLUMN}"
+                f"({', '.join(contract)}) nor {' / '.join(SPAN_COLUMNS)} nor {REGION_COLUMN}"
             )
 
 
@@ -859,14 +883,16 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
 
 def detect_format(path: Path | str) -> str:
     """Return the format of a trace path: 'canonical', 'philly', 'philly-joblog', 'helios',
-    'pai' or 'generic'.
+    'pai', 'sacct' or 'generic'.
 
     ``builtin:NAME`` has its embedded dataset's format (``builtin:philly``:
     philly). A folder with ``jobs.parquet`` is canonical; a Parquet file with
     every contract column is canonical; a CSV is Philly or Helios when its header
     has those formats' columns; a ``.json`` file or one named ``cluster_job_log``
     is the original Philly job log; ``pai_job_table.csv`` (or a folder holding it) is
-    Alibaba PAI; anything else is generic.
+    Alibaba PAI; a file (gzip'd or not) whose first line is a ``|``-separated header with
+    JobID or JobIDRaw and another sacct field is a Slurm ``sacct`` export; anything else is
+    generic.
     """
     text = str(path)
     if is_builtin(text):
@@ -884,6 +910,10 @@ def detect_format(path: Path | str) -> str:
         raise TraceError(f"{p}: no such file or folder")
     if p.suffix.lower() == ".json" or p.name == "cluster_job_log":
         return "philly-joblog"
+    from sia.data.sacct import is_sacct  # sacct builds on this module's helpers
+
+    if is_sacct(p):
+        return "sacct"
     if p.suffix.lower() == ".parquet":
         try:
             names = pl.read_parquet_schema(p)
@@ -902,14 +932,38 @@ def detect_format(path: Path | str) -> str:
     return "generic"
 
 
+def resolve_format(path: Path | str, fmt: str = "auto", *,
+                   mapping: Mapping[str, str] | None = None,
+                   pool_from: str | None = None) -> str:
+    """Return the format ``read_trace`` reads ``path`` as: ``fmt`` unless it is ``auto``; then
+    generic when a mapping or ``pool_from`` is given (except for a ``sacct`` export, which
+    takes ``pool_from`` itself and refuses a mapping), else :func:`detect_format`'s."""
+    if fmt != "auto":
+        return fmt
+    if is_builtin(path):
+        return builtin_format(path)
+    if mapping or pool_from:
+        from sia.data.sacct import is_sacct
+
+        if not is_sacct(path):
+            return "generic"
+        if mapping:
+            raise ConfigError(f"{path} is a Slurm sacct export, whose fields are fixed: --map "
+                              "would be ignored; drop it (--pool-from account|user chooses the "
+                              "pool)")
+        return "sacct"
+    return detect_format(path)
+
+
 def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str] | None = None,
                pool_from: str | None = None, time_unit: str = "s",
                on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
     """Return (jobs, report) from a trace in any supported format.
 
-    ``fmt``: ``auto`` (a mapping or ``pool_from`` means generic; otherwise
-    detected by :func:`detect_format`), ``philly``, ``helios``, ``generic``
-    or ``canonical``. The other arguments go to the generic reader.
+    ``fmt``: ``auto`` (see :func:`resolve_format`), ``philly``,
+    ``philly-joblog``, ``helios``, ``pai``, ``sacct``, ``generic`` or
+    ``canonical``. ``pool_from`` goes to the sacct and generic readers, the
+    other arguments to the generic reader.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -919,16 +973,20 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
             raise ConfigError(f"{path} is a {own} trace: it takes neither --map, --pool-from "
                               f"nor a --format other than {own}")
         fmt = own
-    if fmt == "auto":
-        fmt = "generic" if (mapping or pool_from) else detect_format(path)
+    fmt = resolve_format(path, fmt, mapping=mapping, pool_from=pool_from)
     if fmt != "generic":
-        given = [opt for opt, on in (("--map", mapping), ("--pool-from", pool_from),
+        given = [opt for opt, on in (("--map", mapping),
+                                     ("--pool-from", pool_from and fmt != "sacct"),
                                      (f"--time-unit {time_unit}", time_unit != "s")) if on]
         if given:
             raise ConfigError(
                 f"{path} is read as a {fmt} trace, whose columns and time units are fixed: "
                 f"{' and '.join(given)} would be ignored; drop {'them' if len(given) > 1 else 'it'}"
                 ", or pass --format generic to map the columns yourself")
+    if fmt == "sacct":
+        from sia.data.sacct import read_sacct
+
+        return read_sacct(path, on_bad_rows, pool_from=pool_from)
     if fmt == "philly":
         return read_philly(path, on_bad_rows)
     if fmt == "philly-joblog":

@@ -31,6 +31,24 @@ NaN for its first), ``log2_gpus``.
 calendar (on the trace's own clock): ``hour_of_day`` (t mod 1 day, hours)
 and ``day_of_week`` (floor(t / 1 day) mod 7).
 
+time limit (only when the trace has limits: ``limits=True``; see
+:data:`LIMIT_COLUMNS`; a trace without limits gets exactly the columns above,
+so nothing changes for it): ``limit_log_s`` (natural log of the requested
+limit, s), ``limit_fits_5m``, ``limit_fits_60m``, ``limit_fits_720m`` (1 when
+``limit + TIME_LIMIT_GRACE_S`` is at most the window: the job is *certain* to
+fit it, Slurm ends it there; else 0), the *use* of their limits (duration /
+limit) by the user's finished jobs that had one: ``user_use_count``,
+``user_use_median``, ``user_use_q90``, ``user_use_last`` (a user who always
+runs 5% of a 12 h limit), the same pool and width's ``pool_gpus_use_median`` /
+``pool_gpus_use_q90`` (for users with no history), and this job's limit
+times the user's median / q90 use, ``limit_x_user_use_median_s`` /
+``limit_x_user_use_q90_s`` (s: what the user's habit predicts for this
+job), and ``user_use_fit_le5m`` / ``_le60m`` / ``_le720m`` (the share of the user's
+finished jobs with a limit whose use, times this job's limit, is at most 5 /
+60 / 720 minutes: the user's habit as this job's CDF at the bin edges) with
+the same shares over the pool and width, ``pool_gpus_use_fit_le*``. All NaN for a job with no limit (and the use columns for a user or
+group with no finished job with a limit; ``user_use_count`` is then 0).
+
 Queue state (pending / running jobs of the pool) is deliberately not a
 feature: in training it comes from the FCFS replay, whose queues are far
 longer than those of the sharing policy that uses the predictions (on
@@ -40,6 +58,7 @@ it would be fed values it never saw in training.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict, deque
 from collections.abc import Hashable
@@ -47,6 +66,7 @@ from collections.abc import Hashable
 import numpy as np
 import polars as pl
 from sia.data.errors import TraceError
+from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.data.windows import DURATION_BIN_EDGES_S
 
 LEVELS: tuple[str, ...] = ("tag", "user", "pool_gpus", "pool")
@@ -65,6 +85,23 @@ CALENDAR_COLUMNS: list[str] = ["hour_of_day", "day_of_week"]
 HISTORY_COLUMNS: list[str] = [f"{lv}_{s}" for lv in LEVELS for s in _STATS]
 #: Every JobDuration feature, in the order of a feature row.
 DURATION_FEATURES: list[str] = HISTORY_COLUMNS + BURST_COLUMNS + CALENDAR_COLUMNS
+#: The time-limit features (module doc), appended to :data:`DURATION_FEATURES` when the trace
+#: has limits.
+LIMIT_COLUMNS: list[str] = ["limit_log_s", "limit_fits_5m", "limit_fits_60m", "limit_fits_720m",
+                            "user_use_count", "user_use_median", "user_use_q90", "user_use_last",
+                            "pool_gpus_use_median", "pool_gpus_use_q90",
+                            "limit_x_user_use_median_s", "limit_x_user_use_q90_s",
+                            "user_use_fit_le5m", "user_use_fit_le60m", "user_use_fit_le720m",
+                            "pool_gpus_use_fit_le5m", "pool_gpus_use_fit_le60m",
+                            "pool_gpus_use_fit_le720m"]
+#: Where the "limit fits window" columns are in a feature row with limits (5 / 60 / 720 min).
+LIMIT_FITS_COLUMNS: list[str] = ["limit_fits_5m", "limit_fits_60m", "limit_fits_720m"]
+
+
+def feature_names(limits: bool = False) -> list[str]:
+    """Return the JobDuration feature columns in row order: :data:`DURATION_FEATURES`, then
+    :data:`LIMIT_COLUMNS` with ``limits``."""
+    return DURATION_FEATURES + LIMIT_COLUMNS if limits else list(DURATION_FEATURES)
 
 _EDGES = tuple(float(e) for e in DURATION_BIN_EDGES_S)
 _N_EDGES = len(_EDGES)
@@ -155,14 +192,21 @@ class SubmissionFeatures:
     user, pool) are any hashables; ``None`` means no tag / no user.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limits: bool = False, grace_s: float = TIME_LIMIT_GRACE_S) -> None:
         self._groups: tuple[dict, ...] = tuple(defaultdict(_Group) for _ in LEVELS)
         self._subs: dict[Hashable, list[float]] = defaultdict(list)
         self._subs_width: dict[Hashable, list[float]] = defaultdict(list)
+        #: with the time-limit columns (:data:`LIMIT_COLUMNS`); ``grace_s``: Slurm's grace
+        #: past the limit, on the clock of the durations (a replay's speed-up divides it)
+        self.limits = bool(limits)
+        self.grace_s = float(grace_s)
+        #: the use (duration / limit) of the finished jobs with a limit, by user and by
+        #: (pool, GPUs)
+        self._use: tuple[dict, dict] = (defaultdict(_Group), defaultdict(_Group))
 
     def complete(self, tag: Hashable, user: Hashable, pool: Hashable, gpus: int,
-                 duration_s: float) -> None:
-        """Absorb one finished job."""
+                 duration_s: float, time_limit_s: float = _NAN) -> None:
+        """Absorb one finished job (``time_limit_s``: its limit, NaN for none)."""
         g_tag, g_user, g_pg, g_pool = self._groups
         d = float(duration_s)
         if tag is not None:
@@ -171,28 +215,45 @@ class SubmissionFeatures:
             g_user[user].add(d)
         g_pg[(pool, int(gpus))].add(d)
         g_pool[pool].add(d)
+        if self.limits and time_limit_s == time_limit_s:  # not NaN
+            use = d / float(time_limit_s)
+            if user is not None:
+                self._use[0][user].add(use)
+            self._use[1][(pool, int(gpus))].add(use)
 
-    def complete_many(self, jobs: list[tuple[Hashable, Hashable, Hashable, int, float]]) -> None:
-        """Absorb finished jobs (tag, user, pool, gpus, duration) in finishing order at once.
+    def complete_many(self, jobs: list[tuple]) -> None:
+        """Absorb finished jobs (tag, user, pool, gpus, duration[, time limit]) in finishing
+        order at once.
 
         The same state as ``complete`` of each in turn (each group's durations
         are sorted once instead of inserted one by one): for a replay's prior history.
         """
         batches: dict[tuple[int, Hashable], list[float]] = defaultdict(list)
-        for tag, user, pool, gpus, d in jobs:
+        for job in jobs:
+            tag, user, pool, gpus, d = job[:5]
+            limit = float(job[5]) if len(job) > 5 and job[5] is not None else _NAN
             d = float(d)
+            gpus = int(gpus)
             if tag is not None:
                 batches[(0, tag)].append(d)
             if user is not None:
                 batches[(1, user)].append(d)
-            batches[(2, (pool, int(gpus)))].append(d)
+            batches[(2, (pool, gpus))].append(d)
             batches[(3, pool)].append(d)
+            if self.limits and limit == limit:
+                if user is not None:
+                    batches[(4, user)].append(d / limit)
+                batches[(5, (pool, gpus))].append(d / limit)
+        groups = (*self._groups, *self._use)
         for (level, key), durations in batches.items():
-            self._groups[level][key].extend(durations)
+            groups[level][key].extend(durations)
 
     def submit(self, t: float, tag: Hashable, user: Hashable, pool: Hashable,
-               gpus: int) -> np.ndarray:
-        """Return the features of a job submitted at ``t`` (s), then record its submission."""
+               gpus: int, time_limit_s: float = _NAN) -> np.ndarray:
+        """Return the features of a job submitted at ``t`` (s), then record its submission.
+
+        ``time_limit_s``: the job's limit (s, NaN for none), read only with ``limits``.
+        """
         g_tag, g_user, g_pg, g_pool = self._groups
         gpus = int(gpus)
         row: list[float] = []
@@ -214,7 +275,25 @@ class SubmissionFeatures:
         row.append(float(int(t // _DAY_S) % 7))
         subs.append(t)
         width.append(t)
+        if self.limits:
+            row.extend(self._limit_row(float(time_limit_s), user, (pool, gpus)))
         return np.asarray(row, dtype=np.float64)
+
+    def _limit_row(self, limit: float, user: Hashable, pool_gpus: tuple) -> list[float]:
+        """Return the :data:`LIMIT_COLUMNS` of a job with limit ``limit`` (s, NaN: none)."""
+        if limit != limit:
+            return [_NAN] * len(LIMIT_COLUMNS)
+        user_grp = self._use[0].get(user) if user is not None else None
+        u = user_grp.stats()[:4] if user_grp is not None else _EMPTY[:4]
+        pg_grp = self._use[1].get(pool_gpus)
+        pg = pg_grp.stats()[1:3] if pg_grp is not None else _EMPTY[1:3]
+        ends = limit + self.grace_s
+        # a use r fits edge e when r * limit <= e: r <= e / limit
+        at = [e / limit for e in _EDGES]
+        fit = [[bisect_right(g.values, a) / len(g.values) for a in at] if g is not None
+               and g.values else [_NAN] * _N_EDGES for g in (user_grp, pg_grp)]
+        return [math.log(limit), *(1.0 if ends <= e else 0.0 for e in _EDGES), *u, *pg,
+                limit * u[1], limit * u[2], *fit[0], *fit[1]]
 
 
 def _keys(col: pl.Series) -> list:
@@ -261,6 +340,23 @@ class _KthSmallest:
             k = np.where(left, k, k - n_zero)
             out |= (~left).astype(np.int64) << b
         return out
+
+    def count_less(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        """Return how many of ``values[lo:hi]`` are < ``bound``, per query."""
+        every = hi - lo
+        lo, hi = lo.copy(), hi.copy()
+        bound = np.asarray(bound, dtype=np.int64)
+        out = np.zeros(lo.size, dtype=np.int64)
+        beyond = bound >= (1 << self.bits)  # every value is below it
+        for level, b in enumerate(reversed(range(self.bits))):
+            zeros = self.zeros[level]
+            z_lo, z_hi = zeros[lo], zeros[hi]
+            total = zeros[-1]
+            one = ((bound >> b) & 1).astype(bool)
+            out += np.where(one, z_hi - z_lo, 0)  # a 0 bit where the bound has a 1: below it
+            lo = np.where(one, total + lo - z_lo, z_lo)
+            hi = np.where(one, total + hi - z_hi, z_hi)
+        return np.where(beyond, every, out)
 
 
 def _history_stats(group: np.ndarray, dur: np.ndarray, end: np.ndarray,
@@ -312,8 +408,49 @@ def _history_stats(group: np.ndarray, dur: np.ndarray, end: np.ndarray,
     return out
 
 
-def submission_features(schedule: pl.DataFrame) -> pl.DataFrame:
+def has_limits(frame: pl.DataFrame) -> bool:
+    """Return whether ``frame`` has a ``time_limit`` column with at least one limit."""
+    return ("time_limit" in frame.columns
+            and bool(frame["time_limit"].cast(pl.Float64).fill_nan(None).is_not_null().any()))
+
+
+def _shares_at_most(group: np.ndarray, values: np.ndarray, end: np.ndarray, sub: np.ndarray,
+                    at: np.ndarray) -> np.ndarray:
+    """Return [jobs, at.shape[1]]: per job, the share of its group's jobs finished by its
+    submission (``end <= sub``) whose value is <= ``at[job, i]`` (NaN when none finished, or
+    the job has no group: ``group`` < 0), as ``bisect_right`` on the group's sorted values."""
+    n = group.size
+    out = np.full((n, at.shape[1]), np.nan)
+    fin = np.flatnonzero((group >= 0) & np.isfinite(end))
+    fin = fin[np.lexsort((fin, end[fin], group[fin]))]
+    ask = np.flatnonzero(group >= 0)
+    if fin.size == 0 or ask.size == 0:
+        return out
+    g = group[fin]
+    times, rank = np.unique(np.concatenate([end[fin], sub[ask]]), return_inverse=True)
+    width = np.int64(times.size + 1)
+    first = np.searchsorted(g, group[ask], side="left")
+    stop = np.searchsorted(g * width + rank[:fin.size], group[ask] * width + rank[fin.size:],
+                           side="right")
+    has = stop > first
+    ask, first, stop = ask[has], first[has], stop[has]
+    distinct, value_rank = np.unique(values[fin], return_inverse=True)
+    counter = _KthSmallest(value_rank)
+    count = (stop - first).astype(np.float64)
+    for i in range(at.shape[1]):
+        # values <= a: the distinct values at or below a, i.e. ranks below searchsorted(right)
+        bound = np.searchsorted(distinct, at[ask, i], side="right")
+        out[ask, i] = counter.count_less(first, stop, bound) / count
+    return out
+
+
+def submission_features(schedule: pl.DataFrame, *, limits: bool | None = None,
+                        grace_s: float = TIME_LIMIT_GRACE_S) -> pl.DataFrame:
     """Return ``job_id`` and the :data:`DURATION_FEATURES` of every job of ``schedule``.
+
+    ``limits`` (None: :func:`has_limits` of the schedule) appends the
+    :data:`LIMIT_COLUMNS` from its ``time_limit`` column (s; null or NaN: no
+    limit); without them the frame is exactly what a trace with no limits gets.
 
     ``schedule`` has ``job_id``, ``pool``, ``submit_time``, ``num_gpus``,
     ``duration`` and ``end_time`` (a replay, e.g. FCFS; jobs without an end
@@ -367,7 +504,37 @@ def submission_features(schedule: pl.DataFrame) -> pl.DataFrame:
              since(by_width, pool_gpus, 3600.0), prev,
              np.array([log2[w] for w in gpus.tolist()], dtype=np.float64)]
     calendar = [(sub % _DAY_S) / 3600.0, ((sub // _DAY_S).astype(np.int64) % 7).astype(np.float64)]
-    out = np.column_stack([*history, *burst, *calendar]) if n else \
-        np.empty((0, len(DURATION_FEATURES)), dtype=np.float64)
-    frame = pl.DataFrame(out, schema=DURATION_FEATURES, orient="row")
+    if limits is None:
+        limits = has_limits(s)
+    extra = []
+    if limits:
+        if "time_limit" not in s.columns:
+            raise TraceError("schedule: limits=True needs a time_limit column (s)")
+        extra = _limit_columns(s, dur, end, sub, levels[1], pool_gpus, float(grace_s))
+    names = feature_names(bool(limits))
+    out = np.column_stack([*history, *burst, *calendar, *extra]) if n else \
+        np.empty((0, len(names)), dtype=np.float64)
+    frame = pl.DataFrame(out, schema=names, orient="row")
     return frame.insert_column(0, s["job_id"])
+
+
+def _limit_columns(s: pl.DataFrame, dur: np.ndarray, end: np.ndarray, sub: np.ndarray,
+                   user: np.ndarray, pool_gpus: np.ndarray, grace_s: float) -> list[np.ndarray]:
+    """Return the :data:`LIMIT_COLUMNS` of the rows of ``s`` (sorted as submission_features
+    sorts them), as :meth:`SubmissionFeatures._limit_row` computes them one job at a time."""
+    limit = s["time_limit"].cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
+    has = ~np.isnan(limit)
+    use = np.full(limit.size, np.nan)
+    use[has] = dur[has] / limit[has]
+    # only the finished jobs with a limit are members of the use groups
+    member_end = np.where(has, end, np.inf)
+    u = _history_stats(user, use, member_end, sub)[:, :4]
+    pg = _history_stats(pool_gpus, use, member_end, sub)[:, 1:3]
+    log = np.array([math.log(v) if v == v else _NAN for v in limit.tolist()], dtype=np.float64)
+    ends = limit + grace_s
+    fits = [np.where(ends <= e, 1.0, 0.0) for e in _EDGES]
+    at = np.column_stack([e / limit for e in _EDGES])  # a use fits edge e when <= e / limit
+    fit_u = _shares_at_most(user, use, member_end, sub, at)
+    fit_pg = _shares_at_most(pool_gpus, use, member_end, sub, at)
+    cols = [log, *fits, *u.T, *pg.T, limit * u[:, 1], limit * u[:, 2], *fit_u.T, *fit_pg.T]
+    return [np.where(has, c, np.nan) for c in cols]

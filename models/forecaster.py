@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sia.data.forecast_view import ForecastView, TraceView
-from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, sliding_max_load
+from sia.data.schema import TIME_LIMIT_GRACE_S
+from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, duration_bin_of, sliding_max_load
 from sia.features.incremental import IncrementalTable9
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models import registry
@@ -59,6 +60,7 @@ from sia.models.job_duration import (
     cdf_at_windows,
     check_quantile,
     lend_risk_for_windows,
+    limit_certain,
     predict_bins,
 )
 from sia.models.new_load import NewLoadEstimate
@@ -131,7 +133,9 @@ class LearnedForecaster:
         # the learned JobDuration (None: the paper's history rule above answers alone)
         self.duration_model = (duration_model if duration_model is None
                                or duration_model.method != "history" else None)
-        self._submissions = OnlineSubmissionFeatures()
+        #: the learned JobDuration reads the time-limit features (JobDuration.limits)
+        self._limits = bool(getattr(self.duration_model, "limits", False))
+        self._submissions = OnlineSubmissionFeatures(limits=self._limits)
         #: cap P(duration <= edge) by the similar jobs' last starts (JobDuration.started_cap)
         self.censor_cap = bool(getattr(self.duration_model, "started_cap", False))
         # the cap's chain follows the model's look-alike levels (with or without the tag)
@@ -163,7 +167,7 @@ class LearnedForecaster:
                 raise ValueError(f"LearnedForecaster.prime: the prior jobs lack column(s) "
                                  f"{missing}")
         self.history = OnlineDurationHistory(self.history.min_count, prior)
-        self._submissions = OnlineSubmissionFeatures(prior)
+        self._submissions = OnlineSubmissionFeatures(prior, limits=self._limits)
         self._started = StartedLookAlikes(prior=prior, use_tag=self._use_tag)
         self._trace_id = None
         return self
@@ -428,16 +432,35 @@ class LearnedForecaster:
         From the learned JobDuration's calibrated probabilities at the bin
         edges: for a window between two edges, the probability at the
         largest edge <= w (a lower bound); 0 below the first edge. Without a
-        learned JobDuration, 0/1 from the history rule's bins.
+        learned JobDuration, 0/1 from the history rule's bins. Whatever the
+        model, a job whose time limit (``view.trace.time_limit``) plus Slurm's
+        grace fits w gets 1 there (:func:`limit_certain`): it is certain to fit.
         """
-        if self.duration_model is None:
-            return cdf_from_bins(self.duration_bins(view, job_indices), windows_s)
-        self._submissions.update(view)
         jobs = np.asarray(job_indices, dtype=np.int64)
-        cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
-        if self.censor_cap:
-            cdf = cap_cdf(cdf, self._started.share_within(view, jobs, DURATION_BIN_EDGES_S))
-        return cdf_at_windows(cdf, windows_s)
+        if self.duration_model is None:
+            cdf = cdf_from_bins(self._rule_bins(view, jobs), windows_s)
+        else:
+            self._submissions.update(view)
+            cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
+            if self.censor_cap:
+                cdf = cap_cdf(cdf, self._started.share_within(view, jobs, DURATION_BIN_EDGES_S))
+            cdf = cdf_at_windows(cdf, windows_s)
+        certain = self._certain(view.trace, jobs, windows_s)
+        if certain is not None:
+            cdf[certain] = 1.0
+        return cdf
+
+    @staticmethod
+    def _certain(trace: TraceView, jobs: np.ndarray, windows_s: Sequence[float]
+                 ) -> np.ndarray | None:
+        """Return bool [n_jobs, n_windows]: the job's time limit guarantees it fits the window
+        (None when the trace has no limits). The grace is divided by the replay's speed-up, as
+        the limits are."""
+        limits = getattr(trace, "time_limit", None)
+        if limits is None:
+            return None
+        grace = TIME_LIMIT_GRACE_S / float(getattr(trace, "speedup", 1.0))
+        return limit_certain(limits[jobs], windows_s, grace)
 
     def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
         """Return the predicted bin of each job.
@@ -449,9 +472,20 @@ class LearnedForecaster:
         if self.duration_model is not None:
             cdf = self.duration_cdf(view, job_indices, DURATION_BIN_EDGES_S)
             return np.sum(cdf < 0.5, axis=1).astype(np.int64)
+        jobs = np.asarray(job_indices, dtype=np.int64)
+        bins = self._rule_bins(view, jobs)
+        limits = getattr(view.trace, "time_limit", None)
+        if limits is not None:  # never beyond the bin the limit guarantees
+            grace = TIME_LIMIT_GRACE_S / float(getattr(view.trace, "speedup", 1.0))
+            end = limits[jobs] + grace
+            has = ~np.isnan(end)
+            bins[has] = np.minimum(bins[has], duration_bin_of(end[has]))
+        return bins
+
+    def _rule_bins(self, view: ForecastView, jobs: np.ndarray) -> np.ndarray:
+        """Return the history rule's bin per job (its quantile's; the fallback bin when none)."""
         self._sync(view)
-        stat = self.history.quantile_s(view, np.asarray(job_indices, dtype=np.int64),
-                                       self.duration_quantile)
+        stat = self.history.quantile_s(view, jobs, self.duration_quantile)
         return predict_bins(stat, self.fallback_bin)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from sia.data.forecast_view import ForecastView, TraceView
+from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score, confusion_matrix
@@ -219,7 +220,8 @@ class SortedHistory:
         return self.median() if q == 0.5 else sorted_quantile(self.values, q)
 
 
-def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
+def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False,
+               with_limit: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` keyed like ``trace``'s, in ``prior``'s row order.
 
     ``prior``: None, or a frame of the jobs submitted before the replay
@@ -228,7 +230,9 @@ def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list
     time s, duration s as recorded) per job; jobs of pools the replay does
     not hold are dropped, tags it never sees become -1. ``with_user`` appends
     the user keyed like the trace's ``user_code`` (None when unknown; a user
-    the replay never sees keeps its name, so it matches none of its jobs).
+    the replay never sees keeps its name, so it matches none of its jobs). ``with_limit``
+    appends the time limit (s as recorded; NaN when none or when ``prior`` has no
+    ``time_limit`` column).
     """
     if prior is None or trace.n_jobs == 0 or prior.height == 0:
         return []
@@ -243,20 +247,26 @@ def prior_jobs(prior: Any, trace: TraceView, *, with_user: bool = False) -> list
                         pl.col("submit_time").cast(pl.Float64),
                         pl.col("duration").cast(pl.Float64),
                         tag=pl.col("tag") if "tag" in prior.columns else pl.lit(None),
-                        user=pl.col("user") if read_users else pl.lit(None))
+                        user=pl.col("user") if read_users else pl.lit(None),
+                        limit=(pl.col("time_limit").cast(pl.Float64).fill_null(float("nan"))
+                               if with_limit and "time_limit" in prior.columns
+                               else pl.lit(float("nan"))))
     out: list[tuple] = []
-    for pool, g, submit, d, tag, user in rows.iter_rows():
+    for pool, g, submit, d, tag, user, limit in rows.iter_rows():
         p = pools.get(pool)
         if p is None:
             continue
         row = (codes.get(tag, -1) if tag is not None else -1, p, int(g), submit, d)
         if with_user:
             row += (None if user is None or user == "" else users.get(user, user),)
+        if with_limit:
+            row += (limit,)
         out.append(row)
     return out
 
 
-def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) -> list[tuple]:
+def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False,
+                      with_limit: bool = False) -> list[tuple]:
     """Return the jobs of ``prior`` finished before ``trace``'s first submission, keyed like its jobs.
 
     ``prior``: as :func:`prior_jobs`, e.g. the trace before the replay
@@ -267,14 +277,18 @@ def prior_completions(prior: Any, trace: TraceView, *, with_user: bool = False) 
     duration in replay seconds: divided by the trace's speed-up) in end-time
     order; jobs of pools the replay does not hold are dropped, tags it never
     sees become -1. ``with_user``: (tag, user, pool, GPUs, duration), the user
-    as :func:`prior_jobs` keys it.
+    as :func:`prior_jobs` keys it; ``with_limit`` (with ``with_user``) appends the time
+    limit (replay seconds, divided by the speed-up as the durations are; NaN when none).
     """
-    jobs = prior_jobs(prior, trace, with_user=with_user)
+    jobs = prior_jobs(prior, trace, with_user=with_user, with_limit=with_limit and with_user)
     if not jobs:
         return []
     start = float(trace.submit[0])
     speedup = float(getattr(trace, "speedup", 1.0))
     done = sorted((r for r in jobs if r[3] + r[4] <= start), key=lambda r: r[3] + r[4])
+    if with_user and with_limit:
+        return [(tag, user, p, g, d / speedup, limit / speedup)
+                for tag, p, g, _, d, user, limit in done]
     if with_user:
         return [(tag, user, p, g, d / speedup) for tag, p, g, _, d, user in done]
     return [(tag, p, g, d / speedup) for tag, p, g, _, d in done]
@@ -379,38 +393,48 @@ _INDEX: dict[str, int] = {}
 
 
 def _feature_index() -> dict[str, int]:
-    """Return the column index of each JobDuration feature (built once: a tick asks it)."""
+    """Return the column index of each JobDuration feature, the time-limit ones included (they
+    follow the others; built once: a tick asks it)."""
     if not _INDEX:
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
-        _INDEX.update({c: i for i, c in enumerate(DURATION_FEATURES)})
+        _INDEX.update({c: i for i, c in enumerate(feature_names(True))})
     return _INDEX
 
 
 #: The history rule's levels, in order (SIA 5.4.2: same tag, else same pool and width, else pool).
 _RULE_LEVELS: tuple[str, ...] = ("tag", "pool_gpus", "pool")
-_RULE_COLUMNS: dict[tuple[bool, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_RULE_COLUMNS: dict[tuple[bool, bool, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def rule_levels(tag: bool = True, user: bool = False) -> tuple[str, ...]:
-    """Return the look-alike levels in order: the same tag (with ``tag``), the same user (with
+def rule_levels(tag: bool = True, user: bool = False, use: bool = False) -> tuple[str, ...]:
+    """Return the look-alike levels in order: the same tag (with ``tag``), the user's use of
+    their limits applied to this job's limit (with ``use``: ``user_use``), the same user (with
     ``user``), the same pool and GPU count, the same pool. The rule's: ``tag`` alone."""
-    return (("tag",) if tag else ()) + (("user",) if user else ()) + _RULE_LEVELS[1:]
+    return ((("tag",) if tag else ()) + (("user_use",) if use else ())
+            + (("user",) if user else ()) + _RULE_LEVELS[1:])
 
 
-def _rule_columns(tag: bool = True, user: bool = False
+def _rule_columns(tag: bool = True, user: bool = False, use: bool = False
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the column indices of the levels of :func:`rule_levels` (built once): their counts
     [levels], their recent shares and their shares over all their history [levels, edges]
-    (5 / 60 / 720 min)."""
-    got = _RULE_COLUMNS.get((tag, user))
+    (5 / 60 / 720 min). ``user_use`` has one kind of share (``user_use_fit_le*``, over all the
+    user's jobs with a limit) and counts ``user_use_count`` (NaN for a job without a limit:
+    the level never applies to it)."""
+    got = _RULE_COLUMNS.get((tag, user, use))
     if got is None:
         idx = _feature_index()
-        levels = rule_levels(tag, user)
-        shares = [[[idx[f"{lv}_{kind}le{m}m"] for m in (5, 60, 720)] for lv in levels]
+        levels = rule_levels(tag, user, use)
+
+        def share(lv: str, kind: str, m: int) -> int:
+            return idx[f"user_use_fit_le{m}m" if lv == "user_use" else f"{lv}_{kind}le{m}m"]
+
+        shares = [[[share(lv, kind, m) for m in (5, 60, 720)] for lv in levels]
                   for kind in ("recent_", "")]
-        got = _RULE_COLUMNS[(tag, user)] = (np.array([idx[f"{lv}_count"] for lv in levels]),
-                                            np.array(shares[0]), np.array(shares[1]))
+        got = _RULE_COLUMNS[(tag, user, use)] = (
+            np.array([idx[f"{lv}_count"] for lv in levels]), np.array(shares[0]),
+            np.array(shares[1]))
     return got
 
 
@@ -491,8 +515,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     trace whose tags (job names) say less about a job's duration than its
     pool and width do. ``history_user`` True puts the same user's jobs after
     the tag and before the pool and width (``history_shrink`` always pools
-    the user's shares). :func:`choose_history_levels`
-    decides both on the training rows. The started look-alikes of
+    the user's shares). ``history_use`` True (with ``limits``) puts, after the
+    tag, the user's use of their limits applied to this job's limit
+    (``user_use_fit_le*``: the share of the user's finished jobs with a limit
+    whose use times this limit fits the edge; only for a job with a limit
+    and a user with at least ``history_min_count`` such jobs; not pooled by
+    ``history_shrink``). :func:`choose_history_levels`
+    decides them on the training rows. The started look-alikes of
     ``started_cap`` follow the tag choice; they never use the user (the
     replay's trace view carries no users), so with ``history_user`` the cap
     reads the pool and width.
@@ -509,6 +538,11 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     the shares over finished jobs alone miss the long jobs still running).
     Models registered before it existed load with it off.
 
+    ``limits`` True: X also has the time-limit columns
+    (:data:`sia.features.duration_features.LIMIT_COLUMNS`; the learned model
+    reads them), and a job whose limit plus Slurm's grace fits an edge gets
+    P(duration <= edge) = 1 there, whatever the method (a hard bound).
+
     ``fit(X, y, time=None)``: X the feature frame, y the true bins
     (:func:`sia.data.windows.duration_bin_of`), ``time`` each row's
     submission time (the tail is the last part of the span; None: row
@@ -523,9 +557,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                  history_min_count: int = 3, history_quantile: float = DEFAULT_QUANTILE,
                  history_recent: float = 0.0, history_shrink: float = 0.0,
                  history_tag: bool = True, history_user: bool = False,
-                 fallback_bin: int = N_BINS - 1,
-                 started_cap: bool = False, calendar: bool = False, n_jobs: int = 1,
-                 seed: int = 0):
+                 history_use: bool = False, fallback_bin: int = N_BINS - 1,
+                 started_cap: bool = False, calendar: bool = False, limits: bool = False,
+                 n_jobs: int = 1, seed: int = 0):
         self.method = method
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -542,9 +576,11 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         self.history_shrink = history_shrink
         self.history_tag = history_tag
         self.history_user = history_user
+        self.history_use = history_use
         self.fallback_bin = fallback_bin
         self.started_cap = started_cap
         self.calendar = calendar
+        self.limits = limits
         self.n_jobs = n_jobs
         self.seed = seed
 
@@ -564,6 +600,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         est._check_params()
         est.feature_names_in_ = np.asarray(DURATION_FEATURES, dtype=object)
         est.n_features_in_ = len(DURATION_FEATURES)
+        est.limit_fits_ = None
         est.classes_ = np.arange(N_BINS)
         est.calibrators_ = [None] * _N_EDGES
         est.booster_ = None
@@ -588,10 +625,13 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         if not 0.0 <= float(self.history_shrink) < np.inf:
             raise ValueError("JobDuration: history_shrink must be a finite number >= 0, not "
                              f"{self.history_shrink}")
-        for name in ("history_tag", "history_user"):
+        for name in ("history_tag", "history_user", "history_use", "limits"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise ValueError(f"JobDuration: {name} must be True or False, not "
                                  f"{getattr(self, name)!r}")
+        if self.history_use and not self.limits:
+            raise ValueError("JobDuration: history_use reads the time-limit features: it needs "
+                             "limits=True")
         if int(self.history_min_count) < 1 or int(self.min_pool_history) < 0:
             raise ValueError("JobDuration: history_min_count must be >= 1 and min_pool_history "
                              ">= 0")
@@ -606,10 +646,10 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y: Any, *, time: Any = None) -> JobDuration:
         """Fit on feature rows X and true bins y (see the class doc); return self."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
         self._check_params()
-        cols = list(DURATION_FEATURES)
+        cols = feature_names(bool(self.limits))
         x = _as_frame(X, cols, "JobDuration.fit")
         y = _check_bins(y, x.shape[0])
         if x.shape[0] == 0:
@@ -617,6 +657,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
                              "trace's span")
         self.feature_names_in_ = np.asarray(cols, dtype=object)
         self.n_features_in_ = len(cols)
+        self.limit_fits_ = _limit_fits_index(cols)
         self.classes_ = np.arange(N_BINS)
         self.calibrators_: list[tuple[list[float], list[float]] | None] = [None] * _N_EDGES
         self.booster_ = None
@@ -645,9 +686,9 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """Return the columns the booster sees (all features; the calendar only with ``calendar``)."""
         if self.calendar:
             return x
-        from sia.features.duration_features import CALENDAR_COLUMNS, DURATION_FEATURES
+        from sia.features.duration_features import CALENDAR_COLUMNS
 
-        keep = [i for i, c in enumerate(DURATION_FEATURES) if c not in CALENDAR_COLUMNS]
+        keep = [i for i, c in enumerate(self.feature_names_in_) if c not in CALENDAR_COLUMNS]
         return x[:, keep]
 
     def _train(self, x: np.ndarray, y: np.ndarray):
@@ -667,10 +708,12 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ predict
     def history_bins(self, X: Any) -> np.ndarray:
         """Return the history rule's bin per row (the paper's rule; see the class doc)."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
-        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.history_bins")
-        return self._rule(x)
+        cols = getattr(self, "feature_names_in_", None)
+        cols = feature_names(bool(self.limits)) if cols is None else list(cols)
+        x = _as_frame(X, cols, "JobDuration.history_bins")
+        return self._bound_bins(x, self._rule(x), _limit_fits_index(cols))
 
     def _rule(self, x: np.ndarray) -> np.ndarray:
         from sia.features.duration_features import DURATION_FEATURES
@@ -685,12 +728,32 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         return predict_bins(stat, int(self.fallback_bin))
 
     def predict_cdf(self, X: Any) -> np.ndarray:
-        """Return float [n, 3]: calibrated P(duration <= 5 min / 60 min / 720 min) per row."""
-        from sia.features.duration_features import DURATION_FEATURES
+        """Return float [n, 3]: calibrated P(duration <= 5 min / 60 min / 720 min) per row.
 
+        With the time-limit features (``limits``), a job whose limit plus Slurm's grace fits an
+        edge gets P = 1 there, whatever the method says (:func:`limit_bound`).
+        """
         self._check_fitted()
-        x = _as_frame(X, list(DURATION_FEATURES), "JobDuration.predict")
-        return self._cdf(x)
+        x = _as_frame(X, list(self.feature_names_in_), "JobDuration.predict")
+        return self._bound(x, self._cdf(x))
+
+    def _bound(self, x: np.ndarray, cdf: np.ndarray) -> np.ndarray:
+        """Return ``cdf`` with P = 1 at the edges the rows' limits guarantee (``limits`` only)."""
+        fits = getattr(self, "limit_fits_", None)
+        if fits is None or x.shape[0] == 0:
+            return cdf
+        return limit_bound(cdf, x[:, fits] == 1.0)
+
+    @staticmethod
+    def _bound_bins(x: np.ndarray, bins: np.ndarray, fits: np.ndarray | None) -> np.ndarray:
+        """Return ``bins`` capped by the bin the rows' limits guarantee (``fits``: the indices
+        of the limit-fits columns, None without them)."""
+        if fits is None or x.shape[0] == 0:
+            return bins
+        certain = x[:, fits] == 1.0
+        # the first edge the limit guarantees: no bin beyond it (N_BINS - 1 where none)
+        cap = np.where(certain.any(axis=1), certain.argmax(axis=1), N_BINS - 1)
+        return np.minimum(bins, cap)
 
     def _history_cdf(self, x: np.ndarray) -> np.ndarray:
         """Return the empirical P(duration <= edge) of the rule's similar jobs (its level's shares).
@@ -704,7 +767,8 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         """
         if float(self.history_shrink) > 0.0:
             return self._shrunk_cdf(x)
-        counts, recent, whole = _rule_columns(bool(self.history_tag), bool(self.history_user))
+        counts, recent, whole = _rule_columns(bool(self.history_tag), bool(self.history_user),
+                                              bool(self.history_use))
         need = np.full(counts.size, float(self.history_min_count))
         need[-1] = 1.0  # the pool level: any finished job
         ok = x[:, counts] >= need[None, :]  # NaN counts never qualify
@@ -774,9 +838,7 @@ class JobDuration(ClassifierMixin, BaseEstimator):
         raw = _cumulative(self.booster_.inplace_predict(self._model_input(x)))
         cdf = np.column_stack([_interp(raw[:, b], self.calibrators_[b]) for b in range(_N_EDGES)])
         cdf = np.maximum.accumulate(cdf, axis=1)
-        from sia.features.duration_features import DURATION_FEATURES
-
-        pool_count = x[:, DURATION_FEATURES.index("pool_count")]
+        pool_count = x[:, _feature_index()["pool_count"]]
         few = ~(pool_count >= float(self.min_pool_history))
         cdf[few] = step[few]
         return cdf
@@ -808,15 +870,16 @@ class JobDuration(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_artifacts(cls, params: dict[str, Any], boosters: dict[str, Any]) -> JobDuration:
         """Return the fitted JobDuration stored by :meth:`to_artifacts`."""
-        from sia.features.duration_features import DURATION_FEATURES
+        from sia.features.duration_features import feature_names
 
         names = list(params["feature_names"])
-        if names != list(DURATION_FEATURES):
+        est = cls(**params["estimator"])  # registered before ``limits`` existed: without them
+        if names != feature_names(bool(est.limits)):
             raise ValueError("registered JobDuration was trained on other features "
                              f"({len(names)} columns); retrain it with `sia train`")
-        est = cls(**params["estimator"])
         est.feature_names_in_ = np.asarray(names, dtype=object)
         est.n_features_in_ = len(names)
+        est.limit_fits_ = _limit_fits_index(names)
         est.classes_ = np.arange(N_BINS)
         est.calibrators_ = [None if c is None else (list(c[0]), list(c[1]))
                             for c in params["calibrators"]]
@@ -854,20 +917,27 @@ class OnlineSubmissionFeatures:
     offline for the same schedule. ``rows(jobs)`` returns them.
     """
 
-    def __init__(self, prior: Any = None) -> None:
+    def __init__(self, prior: Any = None, *, limits: bool = False) -> None:
         #: jobs finished before the replay (:func:`prior_completions`): the history it starts with
         self.prior = prior
+        #: with the time-limit columns, from the trace's ``time_limit`` (NaN when it has none)
+        self.limits = bool(limits)
         self._trace_id: int | None = None
 
     def _start(self, trace: TraceView) -> None:
-        from sia.features.duration_features import DURATION_FEATURES, SubmissionFeatures
+        from sia.features.duration_features import SubmissionFeatures, feature_names
 
         self._trace_id = id(trace)
-        self._builder = SubmissionFeatures()
-        self._builder.complete_many([(tag if tag >= 0 else None, user, p, g, d)
-                                     for tag, user, p, g, d in prior_completions(
-                                         self.prior, trace, with_user=True)])
-        self._rows = np.full((trace.n_jobs, len(DURATION_FEATURES)), np.nan)
+        speedup = float(getattr(trace, "speedup", 1.0))
+        self._builder = SubmissionFeatures(self.limits, TIME_LIMIT_GRACE_S / speedup)
+        self._builder.complete_many([(tag if tag >= 0 else None, *rest)
+                                     for tag, *rest in prior_completions(
+                                         self.prior, trace, with_user=True,
+                                         with_limit=self.limits)])
+        self._rows = np.full((trace.n_jobs, len(feature_names(self.limits))), np.nan)
+        limits = getattr(trace, "time_limit", None) if self.limits else None
+        self._limit = (limits.tolist() if limits is not None
+                       else [float("nan")] * trace.n_jobs)
         self._seen = [0] * trace.n_pools
         self._arrived = 0
         tags = trace.tag_code.tolist()
@@ -901,18 +971,50 @@ class OnlineSubmissionFeatures:
             return
         t, k, j = np.concatenate(times), np.concatenate(kinds), np.concatenate(jobs)
         order = np.lexsort((j, k, t))
-        b, tag, user, pool, gpus, dur = (self._builder, self._tag, self._user, self._pool,
-                                         self._gpus, trace.duration)
+        b, tag, user, pool, gpus, dur, limit = (self._builder, self._tag, self._user, self._pool,
+                                                self._gpus, trace.duration, self._limit)
         for ti, ki, ji in zip(t[order].tolist(), k[order].tolist(), j[order].tolist(),
                               strict=True):
             if ki == 0:
-                b.complete(tag[ji], user[ji], pool[ji], gpus[ji], float(dur[ji]))
+                b.complete(tag[ji], user[ji], pool[ji], gpus[ji], float(dur[ji]), limit[ji])
             else:
-                self._rows[ji] = b.submit(ti, tag[ji], user[ji], pool[ji], gpus[ji])
+                self._rows[ji] = b.submit(ti, tag[ji], user[ji], pool[ji], gpus[ji], limit[ji])
 
     def rows(self, jobs: np.ndarray) -> np.ndarray:
         """Return the feature rows (float64 [len(jobs), n_features]) of arrived jobs."""
         return self._rows[np.asarray(jobs, dtype=np.int64)]
+
+
+def _limit_fits_index(columns: list[str]) -> np.ndarray | None:
+    """Return the column indices of ``limit_fits_5m / 60m / 720m`` in ``columns`` (None when
+    the feature row has no time-limit columns)."""
+    from sia.features.duration_features import LIMIT_FITS_COLUMNS
+
+    if not all(c in columns for c in LIMIT_FITS_COLUMNS):
+        return None
+    return np.array([list(columns).index(c) for c in LIMIT_FITS_COLUMNS], dtype=np.int64)
+
+
+def limit_certain(time_limit_s: Any, windows_s: Any,
+                  grace_s: float = TIME_LIMIT_GRACE_S) -> np.ndarray:
+    """Return bool [n, len(windows_s)]: the job's limit guarantees it fits the window.
+
+    A job with ``time_limit + grace_s <= w`` is certain to fit window w (s):
+    Slurm ends it at its limit, at most ``grace_s`` later. NaN (no limit)
+    guarantees nothing. ``grace_s`` is on the clock of the limits (a replay's
+    speed-up divides both).
+    """
+    limit = np.asarray(time_limit_s, dtype=np.float64).reshape(-1)
+    w = np.asarray(windows_s, dtype=np.float64).reshape(-1)
+    return (limit[:, None] + float(grace_s)) <= w[None, :]  # NaN compares False
+
+
+def limit_bound(cdf: np.ndarray, certain: np.ndarray) -> np.ndarray:
+    """Return a copy of ``cdf`` (P(duration <= w) per row and window) with 1 where ``certain``
+    (same shape, e.g. :func:`limit_certain`): a limit that fits a window is a hard upper bound."""
+    out = np.array(cdf, dtype=np.float64, copy=True)
+    out[np.asarray(certain, dtype=bool)] = 1.0
+    return out
 
 
 def cdf_at_windows(cdf_at_edges: np.ndarray, windows_s: Any) -> np.ndarray:
@@ -1013,47 +1115,90 @@ def reliability_table(cdf: np.ndarray, true_bins: np.ndarray, n_bins: int = 10
 def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
                         grid: tuple[float, ...] = LEND_RISK_GRID,
                         selection_fraction: float = SELECTION_FRACTION,
+                        baseline: JobDuration | None = None,
                         **params: Any) -> tuple[JobDuration, list[dict[str, Any]]]:
     """Return (the JobDuration to register, the selection table), chosen on training rows only.
 
     The last ``selection_fraction`` of the training span is held out: the
-    learned model is fit on the rest and, for each eps of ``grid``, scored
-    per window on the held-out jobs (share lendable, overrun rate) beside the
-    history rule. The learned model is chosen, with the eps that lends the
-    most jobs over the three windows, only if at that eps it overruns no
-    more often than the rule in *every* window (lending must not get
-    riskier); it is then refit on all training rows with ``lend_risk_`` =
-    that eps. Otherwise the rule is registered (``lend_risk_`` None: SIA
-    lends by the rule's bins, the paper's way).
-    """
-    from sia.features.duration_features import DURATION_FEATURES
+    learned model is fit on the rest and scored per window on the held-out
+    jobs (share lendable, overrun rate, AUC, Brier score of P(duration <=
+    w)) beside the rule.
 
-    x = _as_frame(X, list(DURATION_FEATURES), "select_job_duration")
+    Without ``baseline`` the rule is the paper's history rule (lending at eps
+    0.5) and the learned model is tried at each eps of ``grid``: it is chosen,
+    with the eps that lends the most jobs over the three windows, only if at
+    that eps it overruns no more often than the rule in *every* window
+    (lending must not get riskier); it is then refit on all training rows
+    with ``lend_risk_`` = that eps. Otherwise the rule is registered
+    (``lend_risk_`` None: SIA lends by its bins, the paper's way).
+
+    With ``baseline`` (a fitted JobDuration whose ``lend_risk_`` is the eps it
+    lends at per window, e.g. the product's ``history_cdf``; it learns
+    nothing, so it is scored as it is), the learned model is scored at the
+    baseline's own eps (the same promised risk) and chosen only if it
+    dominates it on the held-out jobs: it lends more in total, overruns no
+    more often in any window (where the baseline lends nothing: no more often
+    than its eps there), and its probabilities score no worse (Brier) in any
+    window. Otherwise the baseline is returned as given.
+
+    ``params`` go to the learned model (and the paper's rule);
+    ``limits=True`` reads the time-limit columns
+    (:data:`sia.features.duration_features.LIMIT_COLUMNS`) and bounds the
+    probabilities by them.
+    """
+    from sia.features.duration_features import feature_names
+
+    x = _as_frame(X, feature_names(bool(params.get("limits", False))), "select_job_duration")
     y = _check_bins(y, x.shape[0])
     t = np.asarray(time, dtype=np.float64)
     cut = t.min() + (1.0 - selection_fraction) * (t.max() - t.min()) if t.size else 0.0
     fit, hold = t < cut, t >= cut
-    rule = JobDuration(method="history", **params).fit(x, y)
+    fits = (y[hold][:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
+
+    def brier(cdf: np.ndarray) -> np.ndarray:
+        return np.mean((cdf - fits) ** 2, axis=0) if fits.size else np.full(_N_EDGES, np.nan)
+
+    if baseline is None:
+        rule = JobDuration(method="history", **params).fit(x, y)
+        rule_name, rule_eps = "history rule", 0.5
+    else:
+        rule, rule_name = baseline, f"{baseline.method} (baseline)"
+        rule_eps = 0.5 if getattr(baseline, "lend_risk_", None) is None else baseline.lend_risk_
+        grid = (rule_eps,)
     table: list[dict[str, Any]] = []
-    rule_rows = lending_table(rule.predict_cdf(x[hold]), y[hold], 0.5)
-    table += [{"candidate": "history rule", **r} for r in rule_rows]  # the rule lends at 0.5
-    best, best_lend = None, -1.0
+    rule_x = x if rule.n_features_in_ == x.shape[1] else x[:, :rule.n_features_in_]
+    rule_cdf = rule.predict_cdf(rule_x[hold])
+    rule_rows = lending_table(rule_cdf, y[hold], rule_eps)
+    rule_brier = brier(rule_cdf)
+    table += [{"candidate": rule_name, **r, "brier": float(b)}
+              for r, b in zip(rule_rows, rule_brier, strict=True)]
+    best, best_lend = None, (-1.0 if baseline is None
+                             else sum(r["lendable"] for r in rule_rows))
     if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
         learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
         cdf = learned.predict_cdf(x[hold])
+        learned_brier = brier(cdf)
         for eps in grid:
             rows = lending_table(cdf, y[hold], eps)
-            table += [{"candidate": "learned", **r} for r in rows]
-            safe = all(not (r["overrun"] > rr["overrun"]) or r["lendable"] == 0.0
-                       for r, rr in zip(rows, rule_rows, strict=True))
+            table += [{"candidate": "learned", **r, "brier": float(b)}
+                      for r, b in zip(rows, learned_brier, strict=True)]
+            # where a baseline lends nothing, its promise (its eps) is the bar
+            safe = all(r["lendable"] == 0.0 or not (r["overrun"] > (
+                rr["eps"] if baseline is not None and rr["lendable"] == 0.0 else rr["overrun"]))
+                for r, rr in zip(rows, rule_rows, strict=True))
+            if baseline is not None:
+                safe = safe and not np.any(learned_brier > rule_brier)
             lend = sum(r["lendable"] for r in rows)
             if safe and lend > best_lend:
                 best, best_lend = eps, lend
     if best is None:
+        if baseline is not None:
+            return baseline, table
         rule.lend_risk_ = None
         return rule, table
     model = JobDuration(method="xgboost", **params).fit(x, y, time=t)
-    model.lend_risk_ = float(best)
+    model.lend_risk_ = (float(best) if np.ndim(best) == 0
+                        else lend_risk_at_edges(best).tolist())
     return model, table
 
 
@@ -1065,8 +1210,8 @@ HISTORY_CHAINS: tuple[tuple[bool, bool], ...] = ((True, False), (False, False), 
 
 def choose_history_levels(X: Any, y: Any, **params: Any
                           ) -> tuple[dict[str, bool], list[dict[str, Any]]]:
-    """Return (the ``history_tag`` / ``history_user`` that ``history_cdf`` should use, the
-    comparison rows), chosen on training rows only.
+    """Return (the ``history_tag`` / ``history_user`` (and, with ``limits``, ``history_use``)
+    that ``history_cdf`` should use, the comparison rows), chosen on training rows only.
 
     X: the training jobs' submission features, y: their true bins; ``params``:
     the other ``history_cdf`` parameters. Nothing is fit, so every row
@@ -1077,25 +1222,32 @@ def choose_history_levels(X: Any, y: Any, **params: Any
     everywhere). The lowest score wins; ties, and a trace where nothing
     differs, keep the paper's rule (the tag, no user). So tags that name what
     a job runs stay first, tags that say less than the pool and width are
-    dropped, and a user's jobs are read first only where they say more.
+    dropped, and a user's jobs are read first only where they say more. With
+    ``limits=True`` every chain is also tried with the user's use of their
+    limits after the tag (``history_use``), after the chains without it.
     """
-    from sia.features.duration_features import DURATION_FEATURES
+    from sia.features.duration_features import feature_names
 
-    x = _as_frame(X, list(DURATION_FEATURES), "choose_history_levels")
+    limits = bool(params.get("limits", False))
+    x = _as_frame(X, feature_names(limits), "choose_history_levels")
     y = _check_bins(y, x.shape[0])
     fits = (y[:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
     params = {k: v for k, v in params.items()
-              if k not in ("method", "history_tag", "history_user")}
-    cdfs = [JobDuration("history_cdf", history_tag=tag, history_user=user, **params)
-            .fit(x, y).predict_cdf(x) for tag, user in HISTORY_CHAINS]
+              if k not in ("method", "history_tag", "history_user", "history_use")}
+    # with limits, each chain also with the user's use of their limits after the tag
+    chains = [(tag, user, False) for tag, user in HISTORY_CHAINS]
+    if limits:
+        chains += [(tag, user, True) for tag, user in HISTORY_CHAINS]
+    cdfs = [JobDuration("history_cdf", history_tag=tag, history_user=user, history_use=use,
+                        **params).fit(x, y).predict_cdf(x) for tag, user, use in chains]
     differ = np.zeros(x.shape[0], dtype=bool)
     for cdf in cdfs[1:]:
         differ |= np.any(cdf != cdfs[0], axis=1)
     rows: list[dict[str, Any]] = []
-    for (tag, user), cdf in zip(HISTORY_CHAINS, cdfs, strict=True):
+    for (tag, user, use), cdf in zip(chains, cdfs, strict=True):
         brier = (float(np.mean((cdf[differ] - fits[differ]) ** 2)) if differ.any()
                  else float("nan"))
-        rows.append({"levels": ", ".join(rule_levels(tag, user)),
+        rows.append({"levels": ", ".join(rule_levels(tag, user, use)),
                      "rows_compared": int(differ.sum()), "rows": int(x.shape[0]),
                      "brier": brier})
     best = 0
@@ -1104,5 +1256,6 @@ def choose_history_levels(X: Any, y: Any, **params: Any
             best = i
     for i, row in enumerate(rows):
         row["chosen"] = i == best
-    tag, user = HISTORY_CHAINS[best]
-    return {"history_tag": tag, "history_user": user}, rows
+    tag, user, use = chains[best]
+    return ({"history_tag": tag, "history_user": user, **({"history_use": use} if limits else {})},
+            rows)

@@ -130,7 +130,8 @@ def job_duration_registration(config: dict[str, Any], model: Any = None) -> Regi
         model = JobDuration.rule(min_count=int(config.get("min_count", 3)),
                                  fallback_bin=int(config.get("fallback_bin", N_BINS - 1)),
                                  quantile=float(config.get("quantile", DEFAULT_QUANTILE)))
-    example = pd.DataFrame(np.full((2, len(DURATION_FEATURES)), np.nan), columns=DURATION_FEATURES)
+    cols = list(getattr(model, "feature_names_in_", DURATION_FEATURES))  # limits: more columns
+    example = pd.DataFrame(np.full((2, len(cols)), np.nan), columns=cols)
     example.loc[:, "pool_count"] = [0.0, 50.0]
     example.loc[:, "pool_median_s"] = [np.nan, 600.0]
     return Registration(model, "job_duration", JOB_DURATION_NAME, example)

@@ -16,7 +16,8 @@ HELP = """Read a job trace and write it in the canonical format.
 
 Writes OUT/jobs.parquet (one row per job: job_id, pool, submit_time and
 duration in seconds since the first submission, num_gpus, tag, user,
-preemptible, then the trace's extra columns), OUT/pools.parquet (pool,
+preemptible, time_limit in seconds (null: none), state, then the trace's
+extra columns), OUT/pools.parquet (pool,
 quota_gpus[, target_load]) and OUT/report.json (rows read, kept, dropped by
 kind, left out, the clock origin, where quotas came from).
 
@@ -24,8 +25,12 @@ Formats (detected from the header unless --format says): builtin:philly (the
 real Philly trace shipped in the package, CC-BY-4.0, Microsoft); the per-VC Philly
 CSV (timestamp,duration,num_gpus,gpu_time,cluster); Helios cluster_log.csv
 (CPU-only jobs are left out and counted; a cluster_gpu_number.csv beside it
-gives the quotas); any CSV/Parquet file, folder or glob with --map and
---pool-from; a canonical folder.
+gives the quotas); a Slurm `sacct --parsable2` export, gzip'd or not (pools
+from Partition, or --pool-from account|user; CPU-only jobs, jobs that never
+started, were cancelled while pending, are still running or ran 0 s are left
+out and counted; a job run past its time limit is a warning); any
+CSV/Parquet file, folder or glob with --map and --pool-from; a canonical
+folder.
 
 A bad row (missing, non-numeric or non-finite value, duration <= 0, zero
 GPUs, duplicate id or row, unparsable time) stops the read with the file, row
@@ -37,6 +42,7 @@ quota from load that rests on one job) are kept and warned about in the report.
 Examples:
   sia ingest builtin:philly --clean --out out/philly
   sia ingest helios/Venus/cluster_log.csv --clean --out out/venus
+  sia ingest ../shared/traces/graham/graham.sacct.txt.gz --out out/graham
   sia ingest mytrace/ --pool-from file-stem \\
       --map submit_time=submitted,duration=runtime,num_gpus=gpus --out out/mine
   sia ingest jobs.parquet --time-unit ms --map pool=queue --out out/pq

@@ -72,7 +72,7 @@ def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float
          seed: int = 0, progress: bool = False, options: dict[str, Any] | None = None,
          predictors: RegistryPredictors | None = None, locality: Any = None,
          source: Any = None, prior: pl.DataFrame | None = None,
-         regions: Any = None) -> list[ReplaySpec]:
+         regions: Any = None, preemption: Any = None) -> list[ReplaySpec]:
     """Return the replays of `sia replay`: ``policy`` then, unless it is FCFS, the FCFS baseline,
     both on the same jobs, quotas and locality (``source`` describes the jobs in the keys;
     ``prior``: the jobs before them, the history learned predictors start with; ``regions``: a
@@ -84,10 +84,11 @@ def plan(jobs: pl.DataFrame, pools: pl.DataFrame, policy: str, *, speedup: float
     name = policy.strip().lower()
     specs = [ReplaySpec(workload, name, dict(options or {}), predictors=predictors, seed=seed,
                         locality=locality, tick_s=tick_s, speedup=speedup, progress=progress,
-                        title=name, regions=regions)]
+                        title=name, regions=regions, preemption=preemption)]
     if name != "fcfs":
         specs.append(ReplaySpec(workload, "fcfs", seed=seed, locality=locality, tick_s=tick_s,
-                                speedup=speedup, progress=progress, title="fcfs"))
+                                speedup=speedup, progress=progress, title="fcfs",
+                                preemption=preemption))
     return specs
 
 
@@ -107,7 +108,11 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
     outcomes = [run_replay(spec) for spec in specs]
     mine, base = outcomes[0], outcomes[-1]
     spec = specs[0]
-    _, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
+    per_job, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
+    if len(outcomes) > 1:  # why jobs were slowed (a lending policy against FCFS)
+        from sia.pipelines.slowdown_report import attach_replay
+
+        mine = attach_replay(mine, base, spec.workload.pools, per_job, summary)
     summary = {
         "policy": spec.policy,
         "policy_options": policy_options(spec.policy, seed=spec.seed),
@@ -115,6 +120,7 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
         "speedup_factor": spec.speedup,
         "tick_s": spec.tick_s,
         "locality": None if spec.locality is None else repr(spec.locality),
+        "preemption": None if spec.preemption is None else spec.preemption.to_dict(),
         **summary,
         "wall_time_s": {"policy_s": mine.wall_s,
                         "baseline_s": base.wall_s if len(outcomes) > 1 else 0.0},
@@ -259,6 +265,9 @@ def summary_table(summary: dict) -> Table:
              f"{reg['scan_attempts']}, {fmt(reg['scan_hit_rate'])}"),
         ]
     rows += served_rows(summary.get("served"), fmt)
+    from sia.pipelines.slowdown_report import table_rows
+
+    rows += table_rows(summary.get("slowdown_causes"))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -348,6 +357,15 @@ CellsOpt = Annotated[list[str] | None, typer.Option(
     "migrate_for (migration); adopt_loans, strict_buddies, spare_full_pools, pack, "
     "strict_reservations, debug. E.g. --cells-option preempt=true --cells-option "
     "preemptible_fraction=0.3.", metavar="KEY=VALUE", show_default=False)]
+PreemptionOpt = Annotated[list[str] | None, typer.Option(
+    "--preemption", help="Fungible GPUs: which jobs may be preempted and what an eviction "
+    "costs, KEY=VALUE, repeatable: preemptible_fraction (seeded share of jobs on top of "
+    "the trace's preemptible column; default 0), seed (0), checkpoint_s (an eviction loses "
+    "the run's time since its last checkpoint; default 1800, none: the whole run), "
+    "restart_delay_s (added to the next run; default 120). Used by the policies that "
+    "preempt: kueue and sia-preempt. E.g. --policy sia-preempt --preemption "
+    "preemptible_fraction=0.3.", metavar="KEY=VALUE",
+    show_default=False)]
 ReplayStartOpt = Annotated[float | None, typer.Option(
     "--replay-start-day", help="Replay only jobs submitted from this day (days since the "
     "trace start; with --train, default: where the training split ends).",
@@ -410,6 +428,7 @@ class ReplayArgs:
     topology: str | None
     placement: str | None
     cells_option: list[str] | None
+    preemption: list[str] | None
     synthetic: Any
     fmt: str
     map_: Any
@@ -449,6 +468,7 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None,
         placement: PlacementOpt = None,
         cells_option: CellsOpt = None,
+        preemption: PreemptionOpt = None,
         synthetic: inputs.SyntheticOpt = None,
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
@@ -483,6 +503,7 @@ def run_command(a: ReplayArgs) -> None:
     from sia.pipelines.engine.sched import RESULT_COLUMNS
 
     ks, locality, learned = _check_args(a)
+    preemption = parse_preemption(a.preemption, locality)
     regions_spec = regions_from_cli(a.regions, a.regions_mode)
     uri = None
     if not a.no_mlflow:  # an unusable store fails now, before any replay
@@ -524,7 +545,7 @@ def run_command(a: ReplayArgs) -> None:
                  progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
                  predictors=ref, locality=locality,
                  source=(wl.source, a.seed, a.days, replay_start_day, replay_end_day),
-                 prior=prior, regions=regions_spec)
+                 prior=prior, regions=regions_spec, preemption=preemption)
     outcome, summary = replay_workload(specs, a.warmup_days * DAY_S)
     summary = {"source": wl.source, "seed": a.seed,
                "replay_days": [replay_start_day, replay_end_day], **summary}
@@ -532,7 +553,10 @@ def run_command(a: ReplayArgs) -> None:
         summary["predictors"] = predictors
     out = a.out
     out.mkdir(parents=True, exist_ok=True)
-    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ())
+    from sia.pipelines.slowdown_report import ATTRIBUTION_COLUMNS
+
+    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ()) + tuple(
+        c for c in ATTRIBUTION_COLUMNS if c in outcome.result.columns)
                           ).write_parquet(out / "jobs.parquet")
     pools.write_parquet(out / "pools.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -543,6 +567,33 @@ def run_command(a: ReplayArgs) -> None:
         setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
         run_id = log_replay(summary, out, a.warmup_days)
         typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
+
+
+def parse_preemption(items: list[str] | None, locality: Any) -> Any:
+    """Return the PreemptionConfig of ``--preemption KEY=VALUE`` options (None when none is
+    given); ConfigError naming the option for a bad one, or with cells."""
+    if not items:
+        return None
+    from sia.pipelines.engine.sched import PreemptionConfig
+
+    if locality is not None:
+        raise ConfigError("--preemption is for fungible GPUs; on cells use --cells-option "
+                          "preempt=true, preemptible_fraction, lost_work_s, restart_delay_s")
+    options: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--preemption {item!r}: expected KEY=VALUE, e.g. "
+                              "preemptible_fraction=0.3")
+        v = value.strip()
+        if v.lower() in ("none", "null"):
+            options[key.strip()] = None
+            continue
+        try:
+            options[key.strip()] = int(v) if key.strip() == "seed" else float(v)
+        except ValueError:
+            raise ConfigError(f"--preemption {item!r}: {v!r} is not a number") from None
+    return PreemptionConfig.from_options(options, where="--preemption")
 
 
 def _check_args(a: ReplayArgs) -> tuple[tuple[int, ...], Any, bool]:

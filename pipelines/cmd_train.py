@@ -87,6 +87,12 @@ DurationStartedCapOpt = Annotated[bool, typer.Option(
     help="JobDuration: the scheduler caps P(duration <= w) by the share of the similar "
          "jobs' last 50 started ones known to fit w (finished within it; running ones count "
          "once past it), so a run of long jobs still in flight is not missed.")]
+DurationLearnedOpt = Annotated[str, typer.Option(
+    "--duration-learned", help="JobDuration: when a learned model over the submission "
+    "features (the time limit, the user's use of their limits, the histories by job name, "
+    "user, pool and width) competes with the history_cdf / history rule, chosen on the last "
+    "days of the training period only (it must lend more without overrunning more often in "
+    "any window): limits (on a trace with time limits), always or never.")]
 DurationRecentOpt = Annotated[float, typer.Option(
     "--duration-recent", help="JobDuration history_cdf: weight (0-1) of the shares "
                               "over the similar jobs' last 50 finished ones against "
@@ -159,6 +165,7 @@ class TrainArgs:
     duration_lend_risk: str
     duration_recent: float
     duration_started_cap: bool
+    duration_learned: str
     n_estimators: int
     monotone: bool
     tune: int
@@ -206,6 +213,7 @@ def register(app: typer.Typer) -> None:
         duration_lend_risk: DurationLendRiskOpt = "0.2,0.2,0.05",
         duration_recent: DurationRecentOpt = 1.0,
         duration_started_cap: DurationStartedCapOpt = True,
+        duration_learned: DurationLearnedOpt = "limits",
         n_estimators: NEstimatorsOpt = 100,
         monotone: MonotoneOpt = True,
         tune: TuneOpt = 0,
@@ -313,6 +321,9 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                   duration_lend_risk=_lend_risk(a.duration_lend_risk),
                   duration_recent=a.duration_recent,
                   duration_started_cap=a.duration_started_cap, threads=a.threads)
+    if a.duration_learned not in ("limits", "always", "never"):
+        raise ConfigError(f"--duration-learned must be limits, always or never, not "
+                          f"{a.duration_learned!r}")
     if a.threads < 0:
         raise ConfigError(f"--threads must be >= 0 (0: one per CPU core), not {a.threads}")
     if not 0.0 <= a.duration_recent <= 1.0:
@@ -322,7 +333,8 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                          "--select-features": a.select_features,
                          "--will-arrive-select": a.will_arrive_select != "auto",
                          "--load-method": a.load_method != "calibrated",
-                         "--duration-method": a.duration_method != "history_cdf"}
+                         "--duration-method": a.duration_method != "history_cdf",
+                         "--duration-learned": a.duration_learned != "limits"}
         clash = [k for k, given in set_by_recipe.items() if given]
         if clash:
             raise ConfigError(f"--recipe paper sets {', '.join(clash)}; drop them or use "
@@ -335,6 +347,7 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
             **common, threshold=parse_threshold(a.threshold), will_arrive_select=a.will_arrive_select,
             select_features=a.select_features,
             load_method=a.load_method, duration_method=a.duration_method,
+            duration_learned=a.duration_learned,
             xgb=XGBParams(n_estimators=a.n_estimators, monotone=a.monotone, seed=a.seed))
     raise ConfigError(f"--recipe must be default or paper, not {a.recipe!r}")
 

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
-from sia.pipelines import plots
+from sia.pipelines import plots, slowdown_report
 from sia.pipelines.engine import (
     FrameWorkload,
     RegistryPredictors,
@@ -60,7 +60,8 @@ JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "
 #: Per-run metrics in the summary table, in order (speedups are ratios; slowdowns in minutes).
 SUMMARY_METRICS = ("n_jobs", "mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup",
                    "pct_slowed", "total_slowdown_min", "max_slowdown_min")
-EXTRA_METRICS = ("utilization", "utilization_baseline", "mean_queue_delay_s")
+EXTRA_METRICS = ("utilization", "utilization_baseline", "mean_queue_delay_s",
+                 "pct_slowed_nonpreemptible", "evictions", "wasted_gpu_hours")
 
 
 # --------------------------------------------------------------------------- experiments
@@ -102,6 +103,7 @@ def load_trace(cfg: ExperimentConfig) -> Workload:
         mapping=t.map or None, pool_from=t.pool_from, time_unit=t.time_unit, clean=t.clean,
         quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
         seed=cfg.seed if t.seed is None else t.seed, days=t.days,
+        ignore_columns=t.ignore_columns,
     )
 
 
@@ -209,6 +211,7 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     locality = (None if cfg.locality is None else
                 options_from_cli(cfg.locality["topology"], cfg.locality["placement"],
                                  cfg.locality.get("options"), option="locality.options"))
+    preemption = cfg.preemption_config()
     policies = [PolicySpec(BASELINE, BASELINE)] + [p for p in cfg.policies if p.label != BASELINE]
     specs = []
     for policy in policies:
@@ -223,7 +226,8 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
                                   plan_time_s=cfg.regions["plan_time_s"])
         specs.append(ReplaySpec(workload, policy.name, dict(policy.options), predictors=ref,
                                 seed=exp.seed, locality=locality, tick_s=cfg.tick_s,
-                                where=(exp.exp_id, policy.label), regions=regions))
+                                where=(exp.exp_id, policy.label), regions=regions,
+                                preemption=preemption))
     return specs
 
 
@@ -243,6 +247,8 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
     for spec in cfg.policies:
         per_job, summary = score(results[spec.label], base, cfg.warmup_days * DAY_S,
                                  pools=exp.pools.select("pool", "quota_gpus"))
+        per_job = slowdown_report.attach(per_job, summary, results[spec.label], base,
+                                         exp.pools.select("pool", "quota_gpus"))
         if cfg.locality is not None:
             summary["cells"] = {"policy": results[spec.label].placement,
                                 "baseline": base.placement}
@@ -335,6 +341,10 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
     over experiments.
     """
     out = []
+    # evictions and wasted GPU-hours, when some policy evicted (a sweep without preemption
+    # keeps its table)
+    preempt_cols = [m for m in ("evictions", "wasted_gpu_hours")
+                    if m in rows.columns and bool((rows[m].fill_null(0) != 0).any())]
     for (group, policy), part in rows.group_by(["group", "policy"], maintain_order=True):
         jobs = per_job[group].filter(pl.col("policy") == policy)
         pooled = pooled_summary(jobs)
@@ -345,6 +355,8 @@ def aggregate_rows(rows: pl.DataFrame, per_job: dict[str, pl.DataFrame]) -> pl.D
         for m in CELLS_METRICS:  # cells: counters summed over experiments, fragmentation mean
             if m in part.columns:
                 row[m] = part[m].mean() if m == "fragmentation" else part[m].sum()
+        for m in preempt_cols:  # preemption: summed over experiments
+            row[m] = part[m].sum()
         out.append(row)
     return with_capture(pl.DataFrame(out))
 
@@ -626,6 +638,7 @@ def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
     served_df = (pl.DataFrame(served, infer_schema_length=None).sort(*ranked, maintain_order=True)
                  if served else None)
     files = write_summary(result.out_dir, cfg, summary, aggregate, served_df)
+    files += slowdown_report.write_sweep(result.out_dir, per_job_all)  # why jobs were slowed
     if make_plots:
         files += _sweep_plots(cfg, summary, per_job_all, result.out_dir / "plots")
         files += frontier_plots(cfg, aggregate, result.out_dir / "plots")

@@ -30,6 +30,12 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
                                    #  options: {preempt: true, preemptible_fraction: 0.3}}
                                    # (options: LocalityConfig fields, as sia replay --cells-option)
     tick_s: 300                    # the simulator's tick
+    preemption:                    # fungible GPUs: which jobs may be preempted, at what cost
+      preemptible_fraction: 0.3    # seeded share of jobs, on top of the trace's column (0)
+      seed: 0                      # the draw's seed
+      checkpoint_s: 1800           # an eviction loses the run's time since its last checkpoint
+      restart_delay_s: 120         # ... plus this delay on its next run
+                                   # (used by kueue and by sia with options {preempt: true})
     policies:                      # names from the scheduler registry, with options
       - fcfs
       - {name: sia, label: sia, options: {}}
@@ -76,6 +82,9 @@ class TraceSpec:
     quotas: str | None = None
     days: float | None = None
     seed: int | None = None  # synthetic seed; default: the config's seed
+    #: optional contract columns read as absent (an ablation: what a trace's time limits or
+    #: users are worth to the predictors and to SIA's lending)
+    ignore_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,16 @@ class ExperimentConfig:
     predictors: PredictorSpec
     #: the ``regions:`` section: {file: RegionsFile, plan_time_s} (None: no regions)
     regions: dict[str, Any] | None = None
+    #: the ``preemption:`` section's options (PreemptionConfig; None: the simulator's default)
+    preemption: dict[str, Any] | None = None
+
+    def preemption_config(self) -> Any:
+        """Return the replays' PreemptionConfig (None when the config sets none)."""
+        if self.preemption is None:
+            return None
+        from sia.pipelines.engine.sched import PreemptionConfig
+
+        return PreemptionConfig.from_options(self.preemption)
 
     def needs_predictors(self) -> bool:
         """Return True when some policy uses the learned forecaster."""
@@ -166,6 +185,8 @@ class ExperimentConfig:
 
 def _drop_unset_regions(d: dict[str, Any]) -> None:
     """Leave regions out of a config without them (its digest and params stay as before)."""
+    if d.get("preemption") is None:  # a config without it keeps its digest
+        d.pop("preemption", None)
     if d.get("regions") is None:
         d.pop("regions", None)
     else:
@@ -181,10 +202,10 @@ def _drop_unset_regions(d: dict[str, Any]) -> None:
 _TOP_KEYS = {
     "name", "seed", "trace", "replay", "warmup_days", "experiments", "pools_per_experiment",
     "min_jobs_per_pool", "quotas", "load_range", "quota_scale", "locality", "tick_s",
-    "policies", "predictors", "description", "regions",
+    "policies", "predictors", "description", "regions", "preemption",
 }
 _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
-               "days", "seed"}
+               "days", "seed", "ignore_columns"}
 _POLICY_KEYS = {"name", "label", "options", "forecaster", "alias", "regions"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
               "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
@@ -272,6 +293,7 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     tick_s = w.number(raw.get("tick_s", 300.0), "tick_s", lo=0, lo_open=True)
 
     policies = _parse_policies(raw.get("policies"), w, locality)
+    preemption = _parse_preemption(raw.get("preemption"), w, locality)
     regions = _parse_regions(raw.get("regions"), policies, w, base_dir)
     predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
     if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
@@ -288,8 +310,28 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
         replay_end_day=end, warmup_days=warmup, experiments=experiments,
         pools_per_experiment=ppe, min_jobs_per_pool=min_jobs, quotas=quotas,
         load_range=load_range, quota_scale=scales, locality=locality, tick_s=tick_s,
-        policies=policies, predictors=predictors, regions=regions,
+        policies=policies, predictors=predictors, regions=regions, preemption=preemption,
     )
+
+
+def _parse_preemption(raw: Any, w: _Where, locality: dict[str, Any] | None
+                      ) -> dict[str, Any] | None:
+    """Return the ``preemption`` key's options, checked now (None when absent)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise w.error("preemption", "expected a mapping such as {preemptible_fraction: 0.3}")
+    if locality is not None:
+        raise w.error("preemption", "is for fungible GPUs; with locality use locality.options "
+                                    "(preempt, preemptible_fraction, lost_work_s, "
+                                    "restart_delay_s)")
+    from sia.pipelines.engine.sched import PreemptionConfig
+
+    try:
+        PreemptionConfig.from_options(raw, where="preemption")
+    except ConfigError as exc:
+        raise ConfigError(f"{w.source}: {exc}") from None
+    return dict(raw)
 
 
 def _parse_replay_window(raw: dict, w: _Where) -> tuple[float | None, float | None, float]:
@@ -465,6 +507,12 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
         raise w.error("trace.map", f"expected a mapping CONTRACT_COLUMN: YOUR_COLUMN, got {mapping!r}")
     days = raw.get("days")
     seed = raw.get("seed")
+    from sia.pipelines.inputs import IGNORABLE_COLUMNS
+
+    ignore = raw.get("ignore_columns") or []
+    if not isinstance(ignore, list):
+        raise w.error("trace.ignore_columns", f"expected a list of column names, got {ignore!r}")
+    ignore = tuple(w.string(c, "trace.ignore_columns", IGNORABLE_COLUMNS) for c in ignore)
     return TraceSpec(
         path=path,
         synthetic=synthetic,
@@ -478,6 +526,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
                                                                     w, base_dir),
         days=None if days is None else w.number(days, "trace.days", lo=0, lo_open=True),
         seed=None if seed is None else w.number(seed, "trace.seed", lo=0, integer=True),
+        ignore_columns=ignore,
     )
 
 

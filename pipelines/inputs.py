@@ -76,7 +76,8 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   mapping: dict[str, str] | None = None, pool_from: str | None = None,
                   time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
                   load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
-                  days: float | None = None, limits: Thresholds | None = None) -> Workload:
+                  days: float | None = None, limits: Thresholds | None = None,
+                  ignore_columns: tuple[str, ...] = ()) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
     ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
@@ -93,10 +94,12 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     a ``cluster_gpu_number.csv`` beside a Helios ``cluster_log.csv``, or
     quotas derived from load (SIA 6.1) with ``load_range`` and ``seed``.
     Implausible values (``limits``, :mod:`sia.data.plausibility`) are kept and
-    warned about in ``report.warnings``.
+    warned about in ``report.warnings``. ``ignore_columns`` (among
+    :data:`IGNORABLE_COLUMNS`) are read as absent: null for every job, as in a
+    trace without them (noted in the report).
     """
     import polars as pl
-    from sia.data.readers import detect_format, read_trace
+    from sia.data.readers import read_trace, resolve_format
     from sia.data.schema import check_pools
 
     limits = limits or Thresholds()
@@ -110,12 +113,13 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         return _synthetic_workload(synthetic or "base", seed, days, quotas)
 
     trace = Path(trace)
-    resolved = fmt
-    if fmt == "auto":
-        resolved = "generic" if (mapping or pool_from) else detect_format(trace)
+    resolved = resolve_format(trace, fmt, mapping=mapping, pool_from=pool_from)
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
                               time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
     report.notes.insert(0, f"format: {resolved}")
+    if ignore_columns:
+        jobs = without_columns(jobs, ignore_columns)
+        report.notes.append(f"columns ignored: {', '.join(ignore_columns)} (read as absent)")
     if days is not None:
         late = jobs["submit_time"] >= days * DAY_S
         report.leave_out("after_days", int(late.sum()))
@@ -123,7 +127,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
         report.rows_kept = jobs.height
         report.pools = jobs["pool"].n_unique()
     if jobs.height == 0:
-        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped)")
+        left_out = {k: v for k, v in report.left_out.items() if v}
+        raise TraceError(f"{trace}: no jobs left to schedule ({report.to_dict()['dropped']} dropped"
+                         + (f", {left_out} left out" if left_out else "") + ")")
     report.warnings.extend(job_warnings(jobs, limits))
     pools, note = _trace_pools(trace, resolved, jobs, report, quotas, load_range, seed, limits)
     report.notes.append(note)
@@ -131,6 +137,23 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
     check_pools(pools, jobs, where=note.split(": ", 1)[1])
     return Workload(jobs, pools.sort("pool"), report, str(trace))
+
+
+#: Optional contract columns a workload can be read without (``trace.ignore_columns``).
+IGNORABLE_COLUMNS = ("tag", "user", "time_limit", "state")
+
+
+def without_columns(jobs: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """Return ``jobs`` with the optional contract ``columns`` nulled (as a trace without them
+    reads); raises ConfigError for a column that is not optional."""
+    import polars as pl
+
+    bad = [c for c in columns if c not in IGNORABLE_COLUMNS]
+    if bad:
+        raise ConfigError(f"ignore_columns: {', '.join(map(repr, bad))} cannot be ignored; "
+                          f"choose among {', '.join(IGNORABLE_COLUMNS)}")
+    return jobs.with_columns(pl.lit(None, dtype=jobs.schema[c]).alias(c)
+                             for c in columns if c in jobs.columns)
 
 
 def _synthetic_workload(variant: str, seed: int, days: float | None,
@@ -283,20 +306,24 @@ SyntheticOpt = Annotated[str | None, typer.Option(
     show_default=False)]
 FormatOpt = Annotated[str, typer.Option(
     "--format", help="Trace format: " + ", ".join(FORMATS)
-    + " (auto: from the header; --map or --pool-from mean generic).")]
+    + " (auto: from the header; --map or --pool-from mean generic, except on a Slurm sacct "
+      "export, which takes --pool-from).")]
 MapOpt = Annotated[list[str] | None, typer.Option(
     "--map", help="Map a contract column to yours: CONTRACT=YOURS, repeatable or comma "
                   "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
-                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible; without a "
-                  "duration, start_time and end_time give it (end - start).",
+                  "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible, "
+                  "time_limit (the requested limit, in the durations' unit; empty: none), "
+                  "state; without a duration, start_time and end_time give it (end - start).",
     show_default=False)]
 PoolFromOpt = Annotated[str | None, typer.Option(
     "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "
                         "or file-stem (each file of a folder/glob is a pool). Default: the "
-                        "'pool' column.", show_default=False)]
+                        "'pool' column; for a Slurm sacct export, its Partition (account, user "
+                        "or another field name choose those).", show_default=False)]
 TimeUnitOpt = Annotated[str, typer.Option(
-    "--time-unit", help="Generic traces: submission times (and durations) as numbers in s or "
-                        "ms, or 'datetime' for date-time submissions (durations in seconds; "
+    "--time-unit", help="Generic traces: submission times (and durations and time limits) as "
+                        "numbers in s or ms, or 'datetime' for date-time submissions "
+                        "(durations and time limits in seconds; "
                         "'datetime:FORMAT' gives the format, e.g. 'datetime:%m/%d/%Y %H:%M', "
                         "for dates whose day and month order the values leave open).")]
 CleanOpt = Annotated[bool, typer.Option(
@@ -353,7 +380,8 @@ def jobs_in_days(jobs: pl.DataFrame, start_day: float | None, end_day: float | N
 
 
 #: What a learned forecaster reads of the jobs before a replay (see :func:`jobs_before`).
-PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user")
+PRIOR_COLUMNS: tuple[str, ...] = ("pool", "num_gpus", "submit_time", "duration", "tag", "user",
+                                  "time_limit")
 
 
 def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | None:
@@ -363,7 +391,9 @@ def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | N
     if start_day is None:
         return None
     prior = jobs_in_days(jobs, None, start_day)
-    return prior.select(c for c in PRIOR_COLUMNS if c in prior.columns)
+    # the time limits only when there are some: a trace without them keys its replays as before
+    return prior.select(c for c in PRIOR_COLUMNS if c in prior.columns
+                        and (c != "time_limit" or prior[c].is_not_null().any()))
 
 
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None, *,

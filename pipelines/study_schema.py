@@ -62,6 +62,7 @@ class TraceSection(_Strict):
     quotas: str | None = None
     days: PosFloat | None = None
     seed: NonNegInt | None = None
+    ignore_columns: list[str] | None = None
 
 
 class ReplaySection(_Strict):
@@ -145,6 +146,7 @@ class EvaluateStudy(EvaluateGrid):
     predictors: PredictorsSection | None = None
     grid: EvaluateGrid | None = None
     regions: RegionsSection | None = None
+    preemption: Options | None = None  # fungible GPUs: PreemptionConfig's options
 
 
 # ----------------------------------------------------------------------------- figure 5

@@ -40,6 +40,8 @@ POLICIES: dict[str, str] = {
     "sia-learned": "sia.scheduler.policies.sia.policy:SiaLearnedPolicy",
     "hived": "sia.scheduler.policies.hived:HiveDPolicy",
     "themis": "sia.scheduler.policies.themis:ThemisPolicy",
+    "kueue": "sia.scheduler.policies.kueue:KueuePolicy",
+    "sia-preempt": "sia.scheduler.policies.sia.policy:SiaPreemptPolicy",
 }
 
 #: The registered policy names, in registration order (a live view of POLICIES).

@@ -73,13 +73,17 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
     jobs, pools = spec.workload.frames()
     clock = time.perf_counter()
     policy = build_policy(spec)
+    if spec.preemption is not None and spec.locality is not None:
+        raise ConfigError(f"replay {spec.name}: preemption settings are for fungible GPUs; on "
+                          "cells use the locality options preempt, preemptible_fraction, "
+                          "lost_work_s and restart_delay_s")
     if spec.regions is not None:  # on cells, each region's own cell cluster places its starts
         result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
-                          progress=spec.progress)
+                          progress=spec.progress, preemption=spec.preemption)
         placement = policy.placement_summary(record_placements)
     elif spec.locality is None:
         result = simulate(jobs, pools, policy, tick_s=spec.tick_s, speedup=spec.speedup,
-                          progress=spec.progress)
+                          progress=spec.progress, preemption=spec.preemption)
         placement = None
     else:
         result, placement = replay_maybe_cells(jobs, pools, policy, spec.locality,
@@ -97,9 +101,16 @@ def run_replay(spec: ReplaySpec, *, record_placements: bool = False) -> ReplayOu
 
 def policy_facts(policy: Any) -> dict[str, Any]:
     """Return what a finished policy reports about its replay through its optional
-    ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one."""
+    ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one; for
+    a policy that records its predictions as served (SIA), also ``loans``: each loan with
+    the forecast it was lent against (:meth:`~sia.scheduler.core.served.ServedPredictions.loans`,
+    for :mod:`sia.pipelines.slowdown_report`)."""
     facts = getattr(policy, "facts", None)
-    return dict(facts()) if callable(facts) else {}
+    out = dict(facts()) if callable(facts) else {}
+    loans = getattr(getattr(policy, "served", None), "loans", None)
+    if callable(loans) and "served" in out:
+        out["loans"] = loans()
+    return out
 
 
 def require_scored(n_jobs: int | None, where: str, warmup: str) -> None:

@@ -13,7 +13,7 @@ from sia.pipelines.locality_options import (
     parse_placement,
 )
 from sia.scheduler.core.metrics import SLOWED_AFTER_S, compare
-from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
+from sia.scheduler.core.simulator import RESULT_COLUMNS, PreemptionConfig, simulate
 from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.locality.replay import config_for_policy, replay_maybe_cells, simulate_cells
 from sia.scheduler.regions.config import RegionsFile, read_regions_file, regions_from_jobs
@@ -31,7 +31,7 @@ from sia.scheduler.registry import (
 )
 
 __all__ = [
-    "GlobalRegionPolicy", "RegionsFile", "read_regions_file", "regions_from_jobs", "POLICIES", "POLICY_NAMES", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
+    "GlobalRegionPolicy", "RegionsFile", "read_regions_file", "regions_from_jobs", "POLICIES", "POLICY_NAMES", "PreemptionConfig", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
     "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problems", "options_from_cli",
     "parse_cells_options", "parse_placement", "policies_with", "policy_class", "policy_needs",
     "policy_options", "replay_maybe_cells", "simulate", "simulate_cells",

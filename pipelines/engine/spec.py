@@ -197,7 +197,10 @@ class ReplaySpec:
       in progress lines and errors (default: ``where`` joined by '/');
     - ``progress``: show the simulator's progress bar (not part of the key);
     - ``regions``: a :class:`RegionsSpec` (None: one cluster, as before; part of the key
-      only when given, so other replays keep their keys).
+      only when given, so other replays keep their keys);
+    - ``preemption``: a :class:`~sia.scheduler.core.simulator.PreemptionConfig` on fungible
+      GPUs: which jobs are preemptible (the trace's column, a seeded fraction) and what an
+      eviction costs (None: the simulator's default; part of the key only when given).
     """
 
     workload: Workload
@@ -212,6 +215,7 @@ class ReplaySpec:
     title: str | None = None
     progress: bool = False
     regions: RegionsSpec | None = None
+    preemption: Any = None
 
     @property
     def name(self) -> str:
@@ -226,6 +230,8 @@ class ReplaySpec:
         if predictors is not None and prior is not None:  # what the forecaster starts with
             predictors = (predictors, prior)
         extra = () if self.regions is None else (self.regions.key,)
+        if self.preemption is not None:
+            extra += (("preemption", self.preemption.to_dict()),)
         return result_key("replay", self.workload.key, self.policy, self.options, predictors, self.seed,
                           locality_options(self.locality), self.tick_s, self.speedup, *extra)
 

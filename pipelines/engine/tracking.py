@@ -7,7 +7,9 @@ no policy and are grouped by what they measure (``speedup/mean``,
 values sit under ``baseline/``; the exact registered model versions a
 learned policy used are parameters (``model.<registered name>``) and tags;
 SIA's predictions as it used them are under ``served/`` (``served/will_arrive/f1_60m``,
-``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`).
+``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`); why
+its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
+:mod:`sia.pipelines.slowdown_report`).
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -17,6 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from sia.pipelines.slowdown_report import cause_metrics
 from sia.scheduler.core.served import flat_metrics
 
 #: summary key of :func:`sia.pipelines.engine.score` -> MLflow metric name
@@ -60,6 +63,7 @@ def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None =
             if v is not None:
                 out[prefix + m] = v
     out.update(flat_metrics(summary.get("served")))
+    out.update(cause_metrics(summary.get("slowdown_causes")))
     return out
 
 

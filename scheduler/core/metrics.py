@@ -10,7 +10,8 @@ Per run (:func:`compare`'s summary): mean, geometric mean, p5 and p95 of the
 speedup, % of jobs slowed, total and max slowdown (minutes), per-pool
 geometric mean speedup (SIA Table 12), mean queueing delay (s), GPU
 utilization and each pool's demand-to-supply ratio over the evaluation
-window (see :func:`compare`).
+window (see :func:`compare`); with preemption, evictions and the GPU-hours
+they wasted, and the share of non-preemptible jobs slowed.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def per_job_metrics(result: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFram
             f"{r['_submit_b']} in the baseline; compare replays of the same trace"
         )
     keep = [c for c in ("job_id", "pool", "submit_time", "num_gpus", "duration", "start_time",
-                        "end_time", "opportunistic") if c in joined.columns]
+                        "end_time", "opportunistic", "preemptible", "preemptions",
+                        "wasted_gpu_s") if c in joined.columns]
     late = pl.col("end_time") - pl.col("end_baseline")
     return joined.select(
         *keep,
@@ -114,7 +116,12 @@ def compare(
     ``geomean_speedup``, ``p5_speedup``, ``p95_speedup``, ``pct_slowed``
     (percent), ``total_slowdown_min``, ``max_slowdown_min``,
     ``mean_queue_delay_s`` and ``mean_queue_delay_baseline_s``, and
-    ``per_pool``: {pool: {n_jobs, geomean_speedup, pct_slowed, ...}}.
+    ``per_pool``: {pool: {n_jobs, geomean_speedup, pct_slowed, ...}}. When the
+    result has the simulator's preemption columns: ``evictions`` (preemptions of
+    counted jobs), ``evicted_jobs`` (counted jobs preempted at least once),
+    ``wasted_gpu_hours`` (their lost work plus restart delays, x GPUs, in hours),
+    ``n_preemptible`` and ``pct_slowed_nonpreemptible`` (percent of the counted
+    jobs not marked preemptible that were slowed: the owners' promise).
 
     With ``pools`` (the pools table: ``pool``, ``quota_gpus``) it also holds
     the evaluation window ``[t_w, t_end]`` (``t_end`` = the last submission,
@@ -147,6 +154,7 @@ def compare(
             (jobs["end_baseline"] - jobs["submit_time"] - jobs["duration"]).mean()
         ) if sp.size else None,
     }
+    _add_preemption(summary, jobs)
     per_pool: dict[str, dict] = {}
     for (pool,), part in sorted(jobs.group_by("pool"), key=lambda kv: kv[0][0]):
         per_pool[pool] = {
@@ -200,3 +208,17 @@ def _busy(table: pl.DataFrame, start: str, end: str, lo: float, hi: float) -> fl
     overlap = (pl.min_horizontal(pl.col(end), pl.lit(hi))
                - pl.max_horizontal(pl.col(start), pl.lit(lo))).clip(lower_bound=0.0)
     return float(table.select((overlap * pl.col("num_gpus")).sum()).item())
+
+
+def _add_preemption(summary: dict, jobs: pl.DataFrame) -> None:
+    """Add evictions, wasted GPU-hours and the non-preemptible jobs' slowdowns (see compare)."""
+    if "preemptions" in jobs.columns:
+        summary["evictions"] = int(jobs["preemptions"].sum())
+        summary["evicted_jobs"] = int((jobs["preemptions"] > 0).sum())
+    if "wasted_gpu_s" in jobs.columns:
+        summary["wasted_gpu_hours"] = float(jobs["wasted_gpu_s"].sum()) / 3600.0
+    if "preemptible" in jobs.columns:
+        owners = jobs.filter(~pl.col("preemptible"))
+        summary["n_preemptible"] = jobs.height - owners.height
+        summary["pct_slowed_nonpreemptible"] = (
+            _f(100.0 * owners["slowed"].mean()) if owners.height else None)

@@ -29,6 +29,12 @@ what the policy was told and acted on, and scores it after the fact:
   the ones made on a prediction (``lent_predicted``), each with its overruns
   (a guaranteed loan overruns only when the job ran past its limit).
 
+- every loan with what it was lent against (:meth:`ServedPredictions.loans`): the job,
+  its start, the window whose reservations it was lent under, and that window's
+  WillJobsArrive and TotalNewLoad of every pool at the forecast (kept once per
+  forecast, not per loan), for the slowdown attribution
+  (:mod:`sia.scheduler.core.attribution`).
+
 Scoring reads the trace's future (arrivals after ``t``, true durations),
 so nothing here may feed a decision: the policy only writes to the record.
 Tick forecasts are scored in chunks of :data:`CHUNK` records as the replay
@@ -118,6 +124,17 @@ class ServedPredictions:
         self._has_sure = False
         self._lent_job: list[int] = []
         self._lent_k: list[int] = []
+        # the loans for slowdown attribution: time, reservation window, forecast row; the
+        # forecasts they were lent against, kept once per forecast (not per loan)
+        self._loan_job: list[int] = []
+        self._loan_time: list[float] = []
+        self._loan_window: list[int] = []
+        self._loan_fc: list[int] = []
+        self._fc_time: list[float] = []
+        self._fc_arrive: list[np.ndarray] = []
+        self._fc_tnl: list[np.ndarray] = []
+        self._fc_ref: Any = None
+        self._loan_all: list[list[int]] = []  # [loan, pool]: the pool reserved all it had
 
     # ------------------------------------------------------------------ recording
     def forecast(self, now: float, arrive: np.ndarray, total_new_load: np.ndarray) -> None:
@@ -142,10 +159,37 @@ class ServedPredictions:
         self._cdf.append(np.full((len(jobs), K), np.nan) if cdf is None
                          else np.array(cdf, dtype=np.float64).reshape(len(jobs), K))
 
-    def lent(self, job: int, k: int) -> None:
-        """Record an opportunistic start of ``job`` whose duration had to fit window ``k``."""
+    def lent(self, job: int, k: int, window: int | None = None, now: float | None = None,
+             forecast_time: float | None = None, arrive: Any = None,
+             total_new_load: Any = None, distrust: Any = None) -> None:
+        """Record an opportunistic start of ``job`` whose duration had to fit window ``k``.
+
+        For slowdown attribution (:meth:`loans`), also: the start time ``now`` (s), the
+        reservation window ``window`` it was lent in (index; default ``k``), and the forecast it
+        was lent against: its time (s), WillJobsArrive [pools, windows] and TotalNewLoad per
+        window and pool ([windows][pools], as the policy keeps it). The forecast is copied once,
+        at the first loan against it (recognized by the identity of ``total_new_load``: the
+        policy replaces that object at each forecast), so a loan costs a few appends.
+        ``distrust`` ([pools][windows] or None): the pools the online adaptation distrusted,
+        which reserved their whole unused quota in the window instead of the forecast.
+        """
         self._lent_job.append(int(job))
         self._lent_k.append(int(k))
+        if now is None or total_new_load is None:
+            return
+        if total_new_load is not self._fc_ref:
+            self._fc_ref = total_new_load
+            self._fc_time.append(float(forecast_time if forecast_time is not None else now))
+            self._fc_arrive.append(np.array(arrive, dtype=bool))
+            self._fc_tnl.append(np.array(total_new_load, dtype=np.float64).T)  # [pools, windows]
+        self._loan_job.append(int(job))
+        self._loan_time.append(float(now))
+        self._loan_window.append(int(k if window is None else window))
+        self._loan_fc.append(len(self._fc_time) - 1)
+        if distrust is not None:
+            kk = int(k if window is None else window)
+            i = len(self._loan_job) - 1
+            self._loan_all.extend([i, q] for q, row in enumerate(distrust) if row[kk])
 
     # ------------------------------------------------------------------ scoring
     def _score_forecasts(self) -> None:
@@ -234,6 +278,36 @@ class ServedPredictions:
                 })
             out[window_label(w)] = row
         return out
+
+    def loans(self) -> dict[str, Any] | None:
+        """Return the loans recorded with their forecasts (JSON-ready), or None when no loan
+        carried one: ``job`` (job ids), ``time`` (start, s), ``window_s`` (the reservation
+        window, s), ``forecast`` (row of the forecast lent against), ``pools`` (pool names in
+        the forecasts' order), ``forecast_time`` (s), ``will_arrive`` [forecasts][pools]
+        (0/1) and ``total_new_load`` [forecasts][pools] (GPUs), both in the loan's window
+        (a forecast's rows hold the window of its loans; one row per forecast and window),
+        ``reserved_all``: [loan, pool index] pairs of the pools that reserved their whole
+        unused quota for that loan (distrusted by the online adaptation)."""
+        if not self._loan_time:
+            return None
+        trace = self._trace
+        # one row per (forecast, window) actually used by a loan
+        rows: dict[tuple[int, int], int] = {}
+        for f, k in zip(self._loan_fc, self._loan_window, strict=True):
+            rows.setdefault((f, k), len(rows))
+        pairs = list(rows)
+        return {
+            "job": [str(trace.job_ids[j]) for j in self._loan_job],
+            "time": list(self._loan_time),
+            "window_s": [self.windows_s[k] for k in self._loan_window],
+            "forecast": [rows[(f, k)] for f, k in zip(self._loan_fc, self._loan_window,
+                                                        strict=True)],
+            "pools": list(trace.pool_names),
+            "forecast_time": [self._fc_time[f] for f, _ in pairs],
+            "will_arrive": [self._fc_arrive[f][:, k].astype(int).tolist() for f, k in pairs],
+            "total_new_load": [self._fc_tnl[f][:, k].tolist() for f, k in pairs],
+            "reserved_all": [list(x) for x in self._loan_all],
+        }
 
     def report(self) -> dict[str, Any]:
         """Return the scores (JSON-ready): ``will_arrive`` and ``job_duration``, each per window

@@ -7,11 +7,22 @@ same instant are applied first (completions, then arrivals), then the policy
 is called once with a :class:`~sia.scheduler.core.view.SimView` and returns the
 jobs to start. Jobs are gang-scheduled and run to completion, unless the
 policy returns a :class:`Preempt` for a running job (partial preemption, SIA
-5.5; only the locality layer's policies do): the job's GPUs are released at
+5.5: SIA on cells or with ``preempt`` on fungible GPUs, and the Kueue-style
+baseline): the job's GPUs are released at
 once, it goes back to its pool's pending list, and when it starts again it
 runs what was left of its work plus ``lost_work_s`` (work since its last
 checkpoint, at most what it had done in that run) plus ``restart_delay_s``.
-Its ``start_time`` stays its first start; ``end_time`` is its real end.
+Its ``start_time`` stays its first start; ``end_time`` is its real end; the
+result counts its ``preemptions`` and the ``wasted_gpu_s`` they cost
+(lost work plus restart delay, times its GPUs).
+
+Which jobs may be preempted on fungible GPUs, and what a preemption costs, is
+the replay's :class:`PreemptionConfig` (``simulate(..., preemption=...)``; the
+pipelines take it from a config's ``preemption:`` key or ``sia replay``'s
+``--preemption`` options): the trace's ``preemptible`` column OR a seeded
+``preemptible_fraction``, a checkpoint interval and a restart delay. The
+simulator hands it to the policy on the cluster (``cluster.preemptible``: bool
+per job index; ``cluster.preemption``: the config).
 
 The simulator validates every start (the job is pending, its gang fits the
 free GPUs, a dedicated start keeps the pool within its quota) and raises
@@ -28,6 +39,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -55,6 +67,9 @@ RESULT_COLUMNS = (
     "start_time",
     "end_time",
     "opportunistic",
+    "preemptible",
+    "preemptions",
+    "wasted_gpu_s",
 )
 
 
@@ -70,15 +85,127 @@ class Preempt(NamedTuple):
     restart_delay_s: float = 0.0
 
 
-class _State(SimState):
-    """SimState plus real end times and preemption counts (per job index)."""
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """Which jobs may be preempted on fungible GPUs, and the cost model of a preemption.
 
-    __slots__ = ("end_time", "n_preempted")
+    - ``preemptible_fraction``: a share of the jobs, drawn with ``seed``, that are
+      preemptible on top of the trace's ``preemptible`` column (the same draw as the
+      locality layer's, so cells and fungible replays mark the same jobs).
+    - ``checkpoint_s``: jobs checkpoint every ``checkpoint_s`` seconds of their run; an
+      evicted job loses the work since its last checkpoint, ``run mod checkpoint_s``
+      (None: never checkpoints, it loses its whole run).
+    - ``restart_delay_s``: seconds added to its next run (rescheduling, container start,
+      restoring the checkpoint).
+
+    Defaults (not tuned on any replay: a cost model, stated so it can be varied): a
+    30-minute checkpoint interval, as training scripts commonly checkpoint at a fixed
+    period of tens of minutes, so an eviction loses 15 minutes on average; a 2-minute
+    restart delay, for a pod rescheduled on a warm node that reloads a checkpoint.
+    """
+
+    preemptible_fraction: float = 0.0
+    seed: int = 0
+    checkpoint_s: float | None = 1800.0
+    restart_delay_s: float = 120.0
+
+    def __post_init__(self):
+        for key in ("preemptible_fraction", "seed", "checkpoint_s", "restart_delay_s"):
+            problem = self.problem(key, getattr(self, key))
+            if problem:
+                raise ConfigError(f"preemption option {key} {problem}")
+
+    @staticmethod
+    def problem(key: str, value: object) -> str | None:
+        """Return what is wrong with ``value`` for option ``key`` (None when it is fine)."""
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if key == "preemptible_fraction" and not (number and 0.0 <= value <= 1.0):
+            return f"must be a share of the jobs in [0, 1], got {value!r}"
+        if key == "seed" and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"must be an integer, got {value!r}"
+        if key == "checkpoint_s" and value is not None and not (number and 0 < value < math.inf):
+            return f"must be a positive number of seconds (or null: no checkpoints), got {value!r}"
+        if key == "restart_delay_s" and not (number and 0 <= value < math.inf):
+            return f"must be a number of seconds >= 0, got {value!r}"
+        return None
+
+    def lost_work_s(self, run_s: float) -> float:
+        """Return the seconds of work lost by evicting a job that has run ``run_s`` s in its
+        current run: the work since its last checkpoint."""
+        run_s = max(0.0, float(run_s))
+        if self.checkpoint_s is None:
+            return run_s
+        return math.fmod(run_s, float(self.checkpoint_s))
+
+    def preempt(self, job: int, run_s: float) -> Preempt:
+        """Return the :class:`Preempt` item that evicts ``job`` after ``run_s`` s of its run."""
+        return Preempt(job, self.lost_work_s(run_s), float(self.restart_delay_s))
+
+    def mask(self, jobs: pl.DataFrame, order: np.ndarray | None = None) -> np.ndarray:
+        """Return a bool array, per job index (``order`` as from :func:`build_trace`; None:
+        input rows): the trace's ``preemptible`` column OR the seeded fraction."""
+        n = jobs.height
+        mask = np.zeros(n, dtype=bool)
+        if "preemptible" in jobs.columns:
+            mask |= jobs["preemptible"].fill_null(False).to_numpy().astype(bool)
+        if self.preemptible_fraction > 0:
+            rng = np.random.default_rng(self.seed)
+            mask |= rng.random(n) < self.preemptible_fraction
+        return mask if order is None else mask[order]
+
+    @classmethod
+    def from_options(cls, options: dict | None, *, where: str = "preemption") -> PreemptionConfig:
+        """Return the config from a mapping of its options (a config's ``preemption:`` key);
+        ConfigError naming ``where``, and ``where.KEY`` for a bad value, otherwise."""
+        options = dict(options or {})
+        known = {"preemptible_fraction", "seed", "checkpoint_s", "restart_delay_s"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown option(s) {unknown}; use "
+                              f"{', '.join(sorted(known))}")
+        for key, value in options.items():
+            problem = cls.problem(key, value)
+            if problem:
+                raise ConfigError(f"{where}.{key}: {problem}")
+        return cls(**options)
+
+    def to_dict(self) -> dict:
+        """Return the options as a JSON-ready dict."""
+        return {"preemptible_fraction": self.preemptible_fraction, "seed": self.seed,
+                "checkpoint_s": self.checkpoint_s, "restart_delay_s": self.restart_delay_s}
+
+
+def newest_victims(loans: list[int], gpus: list[int], need: int) -> list[int] | None:
+    """Return the running loans to evict so that ``need`` more GPUs are free: from the newest
+    (the end of ``loans``, which is in loan order) until they cover ``need``, then without the
+    victims not needed (tried from the oldest victim; Kueue's minimal preemption set). None
+    when all the loans together do not cover ``need``. ``gpus``: GPUs per job index."""
+    victims, got = [], 0
+    for j in reversed(loans):
+        if got >= need:
+            break
+        victims.append(j)
+        got += gpus[j]
+    if got < need:
+        return None
+    for j in list(reversed(victims)):  # the oldest victim first: spare what is not needed
+        if got - gpus[j] >= need:
+            victims.remove(j)
+            got -= gpus[j]
+    return victims
+
+
+class _State(SimState):
+    """SimState plus real end times, preemption counts and wasted seconds (per job index)."""
+
+    __slots__ = ("end_time", "n_preempted", "wasted_s")
 
     def __init__(self, trace: TraceArrays):
         super().__init__(trace)
         self.end_time = np.full(trace.n_jobs, np.nan)
         self.n_preempted = np.zeros(trace.n_jobs, dtype=np.int64)
+        #: seconds of work lost plus restart delays charged by preemptions
+        self.wasted_s = np.zeros(trace.n_jobs)
 
 
 class PolicyError(SiaError):
@@ -151,6 +278,7 @@ def simulate(
     check_invariants: bool = False,
     progress: bool = False,
     gpus_per_server: int = 8,
+    preemption: PreemptionConfig | None = None,
 ) -> pl.DataFrame:
     """Replay ``jobs`` on a cluster of ``pools`` under ``policy``; return one row per job.
 
@@ -163,20 +291,31 @@ def simulate(
     Returns a DataFrame in the input's row order with columns
     :data:`RESULT_COLUMNS`: ``duration`` is the replayed duration (s),
     ``start_time`` / ``end_time`` in seconds, ``opportunistic`` true when the
-    job ran beyond its pool's quota.
+    job ran beyond its pool's quota, ``preemptible`` whether it could be preempted,
+    ``preemptions`` how often it was and ``wasted_gpu_s`` what that cost (GPU-seconds).
+
+    ``preemption`` (default ``PreemptionConfig()``: only the trace's
+    ``preemptible`` column, 30-min checkpoints, 2-min restarts) says which jobs a
+    policy may preempt and at what cost; it is handed to the policy as
+    ``cluster.preemptible`` (bool per job index) and ``cluster.preemption``.
     """
     if not tick_s > 0:
         raise ConfigError(f"tick_s must be > 0 seconds, got {tick_s}")
     trace, order = build_trace(jobs, pools, speedup)
     cluster = Cluster(trace.quota, gpus_per_server=gpus_per_server, track_gpus=check_invariants)
+    preemption = preemption if preemption is not None else PreemptionConfig()
+    mask = preemption.mask(jobs, order)
+    cluster.preemptible = mask
+    cluster.preemption = preemption
     state = run_trace(trace, cluster, policy, tick_s=tick_s, check_invariants=check_invariants,
                       progress=progress)
-    return result_table(trace, order, state, jobs)
+    return result_table(trace, order, state, jobs, mask)
 
 
 def result_table(trace: TraceArrays, order: np.ndarray, state: SimState,
-                 jobs: pl.DataFrame) -> pl.DataFrame:
-    """Return the per-job result table (input row order) from a finished replay's state."""
+                 jobs: pl.DataFrame, preemptible: np.ndarray | None = None) -> pl.DataFrame:
+    """Return the per-job result table (input row order) from a finished replay's state;
+    ``preemptible``: bool per job index (None: none)."""
     n = trace.n_jobs
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = np.arange(n)
@@ -184,6 +323,11 @@ def result_table(trace: TraceArrays, order: np.ndarray, state: SimState,
     duration = trace.duration[inverse]
     ends = getattr(state, "end_time", None)
     end = start + duration if ends is None else ends[inverse]
+    n_pre = getattr(state, "n_preempted", None)
+    n_pre = np.zeros(n, dtype=np.int64) if n_pre is None else n_pre[inverse]
+    wasted = getattr(state, "wasted_s", None)
+    wasted = np.zeros(n) if wasted is None else wasted[inverse] * trace.num_gpus[inverse]
+    pre = np.zeros(n, dtype=bool) if preemptible is None else np.asarray(preemptible)[inverse]
     return pl.DataFrame(
         {
             "job_id": jobs["job_id"],
@@ -194,6 +338,9 @@ def result_table(trace: TraceArrays, order: np.ndarray, state: SimState,
             "start_time": pl.Series(start, dtype=pl.Float64),
             "end_time": pl.Series(end, dtype=pl.Float64),
             "opportunistic": pl.Series(state.opportunistic[inverse], dtype=pl.Boolean),
+            "preemptible": pl.Series(pre, dtype=pl.Boolean),
+            "preemptions": pl.Series(n_pre, dtype=pl.Int64),
+            "wasted_gpu_s": pl.Series(wasted, dtype=pl.Float64),
         }
     )
 
@@ -538,8 +685,9 @@ class _EventLoop:
         else:
             s.used_ded[p] -= g
         done = now - self.seg_start[j]
-        self.left[j] = (self.left[j] - done + min(float(item.lost_work_s), done)
-                        + float(item.restart_delay_s))
+        lost = min(float(item.lost_work_s), done)
+        self.left[j] = self.left[j] - done + lost + float(item.restart_delay_s)
+        s.wasted_s[j] += lost + float(item.restart_delay_s)
         self.end_at[j] = math.inf
         del s.running[j]
         self.status[j] = _PENDING

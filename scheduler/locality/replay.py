@@ -48,7 +48,7 @@ def simulate_cells(jobs: pl.DataFrame, pools: pl.DataFrame, policy, config: Loca
                                  for j, g in cluster.last_gpus.items()}
         summary["gpus_per_server"] = cluster.topology.gpus_per_server
         summary["pad_gpus"] = np.flatnonzero(cluster.owner == -2).tolist()
-    return result_table(trace, order, state, jobs), summary
+    return result_table(trace, order, state, jobs, cluster.preemptible), summary
 
 
 def config_for_policy(config: LocalityConfig, policy: Any) -> LocalityConfig:

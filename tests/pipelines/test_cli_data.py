@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -142,3 +143,74 @@ def test_option_parsers():
         parse_load_range("1.1,0.6")
     with pytest.raises(ConfigError):
         parse_mapping(["=x"])
+
+
+SACCT = ("JobID|User|Account|Partition|JobName|Submit|Start|End|ElapsedRaw|TimelimitRaw|"
+         "ReqTRES|AllocTRES|State\n"
+         "1|ann|lab|gpu|a|2024-03-01T10:00:00|2024-03-01T10:01:00|2024-03-01T11:01:00|3600|"
+         "30|gres/gpu=1|gres/gpu=1|TIMEOUT\n"
+         "1.batch|||||2024-03-01T10:01:00|2024-03-01T10:01:00|2024-03-01T11:01:00|3600||"
+         "|gres/gpu=1|TIMEOUT\n"
+         "2|bob|lab|gpu|b|2024-03-01T10:05:00|2024-03-01T10:06:00|2024-03-01T10:16:00|600|"
+         "60|gres/gpu:a100=2|gres/gpu=2,gres/gpu:a100=2|COMPLETED\n"
+         "3|bob|lab|cpu|c|2024-03-01T10:05:00|2024-03-01T10:06:00|2024-03-01T10:16:00|600|"
+         "60|cpu=4|cpu=4|COMPLETED\n"
+         "4|bob|lab|gpu|d|2024-03-01T10:07:00|Unknown|2024-03-01T10:09:00|0|60|gres/gpu=1||"
+         "CANCELLED by 77\n")
+
+
+def test_ingest_sacct_prints_exclusions_and_limit_warning(tmp_path, capsys):
+    trace = tmp_path / "cluster.sacct"
+    trace.write_text(SACCT)
+    out = tmp_path / "out"
+    assert main(["ingest", str(trace), "--out", str(out)]) == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert "rows read: 5   kept: 2   dropped: 0" in text
+    assert ("left out: job_steps 1, cpu_only 1, cancelled_pending 1, never_started 0, "
+            "unfinished 0, zero_second_run 0") in text
+    assert "format: sacct" in text and "pool: the Partition field" in text
+    # job 1 ran 3600 s under a 30-minute limit: kept, and warned about
+    assert "warning: 1 job(s) ran longer than their time limit plus 60 s" in text
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert jobs.select("job_id", "num_gpus", "time_limit", "state", "user", "tag").rows() == [
+        ("1", 1, 1800.0, "TIMEOUT", "ann", "a"), ("2", 2, 3600.0, "COMPLETED", "bob", "b")]
+    report = json.loads((out / "report.json").read_text())
+    assert report["left_out"]["cancelled_pending"] == 1 and len(report["warnings"]) == 1
+    # the written folder reads back with its limits and states
+    assert load_workload(out).jobs.equals(jobs)
+    # --pool-from user keeps the sacct reader
+    assert main(["ingest", str(trace), "--pool-from", "user", "--out", str(out)]) == 0
+    assert sorted(pl.read_parquet(out / "jobs.parquet")["pool"]) == ["ann", "bob"]
+
+
+def test_ingest_sacct_refuses_map_and_time_unit(tmp_path, capsys):
+    trace = tmp_path / "cluster.sacct"
+    trace.write_text(SACCT)
+    for args, word in ((["--map", "pool=Account"], "--map"), (["--time-unit", "ms"],
+                                                             "--time-unit ms")):
+        assert main(["ingest", str(trace), "--out", str(tmp_path / "o"), *args]) == 2
+        err = capsys.readouterr().err
+        assert word in err and "sacct" in err and err.count("\n") == 1
+
+
+def test_ingest_sacct_without_gpu_jobs_says_what_was_left_out(tmp_path, capsys):
+    trace = tmp_path / "cpu.sacct"
+    trace.write_text("\n".join(SACCT.splitlines()[:1] + SACCT.splitlines()[4:5]) + "\n")
+    assert main(["ingest", str(trace), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "cpu.sacct: no jobs left to schedule ({} dropped, {'cpu_only': 1} left out)" in err
+
+
+GRAHAM = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "graham"
+          / "graham.sacct.txt.gz")
+
+
+@pytest.mark.skipif(not GRAHAM.exists(), reason="../shared/traces/graham is not here")
+def test_ingest_real_graham_with_no_option(tmp_path, capsys):
+    out = tmp_path / "graham"
+    assert main(["ingest", str(GRAHAM), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "rows read: 133,025   kept: 12,591   dropped: 0" in text
+    assert ("left out: cpu_only 120,434, cancelled_pending 0, never_started 0, unfinished 0, "
+            "zero_second_run 0") in text
+    assert "pools: 15" in text and "warning: 1 job(s) ran longer" in text

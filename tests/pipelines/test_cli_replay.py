@@ -8,7 +8,7 @@ import polars as pl
 from sia.pipelines.cli import main
 
 COLUMNS = ["job_id", "pool", "submit_time", "duration", "num_gpus", "start_time", "end_time",
-           "opportunistic"]
+           "opportunistic", "preemptible", "preemptions", "wasted_gpu_s"]
 
 
 def test_replay_synthetic_writes_jobs_pools_summary(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """Fuzzing `sia ingest` with corrupted variants of small traces (issue 16 item 1).
 
 Each case writes a small trace (generic CSV, generic Parquet, Philly CSV, a
-canonical Parquet file, a quota file) with one corruption: truncation, a cell
+Slurm sacct export, a canonical Parquet file, a quota file) with one corruption: truncation, a cell
 of the wrong type, NaN / inf / huge / negative values, another encoding, a
 clashing header, or duplicate and conflicting options. It runs the CLI in
 process and classifies the outcome:
@@ -24,6 +24,7 @@ counts for whichever ``sia`` package is importable.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import sys
@@ -55,6 +56,30 @@ _PHILLY_ROWS = [
     ["2017-10-03 11:00:00", "86400", "2", "172800", "vc2"],
 ]
 ROWS = (0, 2, N_ROWS - 1)  # first, middle, last data row (0-based)
+#: A sacct export of N_ROWS GPU jobs that ran (End last: a file cut short ends in a bad date).
+_SACCT_FIELDS = ["JobID", "User", "Account", "Partition", "JobName", "State", "ElapsedRaw",
+                 "Elapsed", "TimelimitRaw", "Timelimit", "ReqTRES", "AllocTRES", "Submit",
+                 "Start", "End"]
+_SACCT_ROWS = [
+    ["11", "ann", "lab", "gpu", "a", "COMPLETED", "600", "00:10:00", "20", "00:20:00",
+     "gres/gpu=1", "gres/gpu=1", "2024-03-01T10:00:00", "2024-03-01T10:00:00",
+     "2024-03-01T10:10:00"],
+    ["12_1", "bob", "lab", "gpu", "b", "FAILED", "30", "00:00:30", "60", "01:00:00",
+     "gres/gpu=2", "gres/gpu=2,gres/gpu:a100=2", "2024-03-01T10:01:00", "2024-03-01T10:01:00",
+     "2024-03-01T10:01:30"],
+    ["12_2", "bob", "lab", "long", "b", "TIMEOUT", "7200", "02:00:00", "120", "02:00:00",
+     "gres/gpu:v100=4", "gres/gpu:v100=4", "2024-03-01T10:02:00", "2024-03-01T10:02:00",
+     "2024-03-01T12:02:00"],
+    ["14", "cyd", "lab2", "gpu", "c", "CANCELLED by 5", "45", "00:00:45", "UNLIMITED",
+     "UNLIMITED", "gres/gpu=8", "gres/gpu=8", "2024-03-01T10:05:00", "2024-03-01T10:05:00",
+     "2024-03-01T10:05:45"],
+    ["15", "ann", "lab", "long", "a", "COMPLETED", "300", "00:05:00", "Partition_Limit",
+     "Partition_Limit", "gres/gpu=1", "gres/gpu=1", "2024-03-01T10:15:00",
+     "2024-03-01T10:15:00", "2024-03-01T10:20:00"],
+    ["16", "dee", "lab", "long", "d", "OUT_OF_MEMORY", "86400", "1-00:00:00", "1440",
+     "1-00:00:00", "gres/gpu=2", "gres/gpu=2", "2024-03-01T11:00:00", "2024-03-01T11:00:00",
+     "2024-03-02T11:00:00"],
+]
 
 
 @dataclass
@@ -69,6 +94,8 @@ class Case:
     expect: str = "error"
     #: texts the one-line error must contain (the file, the column or the option)
     where: tuple[str, ...] = ()
+    #: what "same" compares with: the jobs of the uncorrupted generic CSV or sacct export
+    reference: str = "generic"
 
 
 def _csv(header: list[str], rows: list[list[str]]) -> bytes:
@@ -121,6 +148,120 @@ def philly_csv(column: str | None = None, row: int = 0, value: str = "",
         cols = cols + [extra]
         rows = [r + [str(i)] for i, r in enumerate(rows)]
     return _csv(cols, rows)
+
+
+def sacct_text(field: str | None = None, row: int = 0, value: str = "", *,
+               fields: list[str] | None = None, end: str = "") -> bytes:
+    """The sacct export with ``field`` of data row ``row`` set to ``value``; ``fields`` reorders
+    (or drops) the fields, ``end`` ends every line (``|``: sacct -p)."""
+    rows = [list(r) for r in _SACCT_ROWS]
+    if field is not None:
+        rows[row][_SACCT_FIELDS.index(field)] = value
+    order = [_SACCT_FIELDS.index(f) for f in (fields or _SACCT_FIELDS)]
+    lines = [[_SACCT_FIELDS[i] for i in order]] + [[r[i] for i in order] for r in rows]
+    return ("\n".join("|".join(r) + end for r in lines) + "\n").encode()
+
+
+def _sacct_cases() -> list[Case]:
+    cases = []
+    bad_numbers = ["abc", "nan", "inf", "-inf", "1e400", "-3", "0x1A", "\uff11\uff12"]
+    per_field = {
+        "Submit": ["", "Unknown", "abc", "2024-13-45T00:00:00", "2024-02-30T10:00:00",
+                   "1709287200"],
+        "Start": ["abc", "2024-03-01T25:00:00"],
+        "End": ["abc", "2024-03-01T09:00:00T"],
+        "ElapsedRaw": bad_numbers,
+        "TimelimitRaw": bad_numbers + ["0", "-0"],
+        # the GPUs of jobs that ran come from AllocTRES
+        "AllocTRES": ["gres/gpu=x", "gres/gpu=-1", "gres/gpu:a100=1.5", "gres/gpu=nan"],
+        "Partition": ["", "  ", "Unknown"],
+        "JobID": ["", "12_1"],  # missing, or a duplicate of row 2's id
+    }
+    for name, values in per_field.items():
+        for value in values:
+            for row in ROWS:
+                if name == "JobID" and value == "12_1" and row == 1:
+                    continue
+                cases.append(Case(f"sacct {name}[{row}]={value!r}",
+                                  {"s.txt": sacct_text(name, row, value)}, "s.txt",
+                                  where=("s.txt", f"'{name}'")))
+    # Elapsed and Timelimit read where the raw field is empty
+    for name, raw in (("Elapsed", "ElapsedRaw"), ("Timelimit", "TimelimitRaw")):
+        for value in ("abc", "1:75:00", "1-", "-1:00", "1:2:3:4", "00:00:00.5.5"):
+            for row in ROWS:
+                text = sacct_text(raw, row, "")
+                rows = text.decode().split("\n")
+                cells = rows[row + 1].split("|")
+                cells[_SACCT_FIELDS.index(name)] = value
+                rows[row + 1] = "|".join(cells)
+                cases.append(Case(f"sacct {name}[{row}]={value!r} (no {raw})",
+                                  {"s.txt": "\n".join(rows).encode()}, "s.txt",
+                                  where=("s.txt", f"'{name}'")))
+    # a job that ran longer than its limit plus Slurm's grace: kept, warned about
+    for row in ROWS:
+        cases.append(Case(f"sacct TimelimitRaw[{row}]=1 (run past the limit)",
+                          {"s.txt": sacct_text("TimelimitRaw", row, "1")}, "s.txt",
+                          expect="note:time limit"))
+    base = sacct_text()
+    for cut in (5, 30, len(base) // 2, len(base) - 4):
+        cases.append(Case(f"sacct truncated at byte {cut}", {"s.txt": base[:cut]}, "s.txt",
+                          where=("s.txt",)))
+    gz = gzip.compress(base)
+    for cut in (10, len(gz) // 2, len(gz) - 6):
+        cases.append(Case(f"sacct gzip truncated at byte {cut}", {"s.txt.gz": gz[:cut]},
+                          "s.txt.gz", where=("s.txt.gz",)))
+    for name in ("Submit", "Start", "End", "State", "Partition", "JobID"):
+        fields = [f for f in _SACCT_FIELDS if f != name]
+        cases.append(Case(f"sacct without field {name}",
+                          {"s.txt": sacct_text(fields=fields)}, "s.txt",
+                          where=("s.txt", name)))
+    cases.append(Case("sacct without ReqTRES and AllocTRES",
+                      {"s.txt": sacct_text(fields=[f for f in _SACCT_FIELDS
+                                                   if not f.endswith("TRES")])},
+                      "s.txt", where=("s.txt", "ReqTRES or AllocTRES")))
+    cases.append(Case("sacct a '|' inside a job name",
+                      {"s.txt": sacct_text("JobName", 2, "x|y")}, "s.txt",
+                      where=("s.txt", "row 3")))
+    lines = base.decode().split("\n")
+    cases.append(Case("sacct row with a field missing",
+                      {"s.txt": "\n".join(lines[:3] + [lines[3].rsplit("|", 1)[0]] + lines[4:])
+                       .encode()}, "s.txt", where=("s.txt", "row 3")))
+    cases.append(Case("sacct header only", {"s.txt": base.split(b"\n")[0] + b"\n"}, "s.txt",
+                      where=("s.txt",)))
+    cases.append(Case("sacct duplicate header field",
+                      {"s.txt": base.replace(b"|End\n", b"|Submit\n", 1)}, "s.txt",
+                      where=("s.txt", "Submit")))
+    cases.append(Case("sacct latin-1 job name",
+                      {"s.txt": sacct_text("JobName", 1, "caf\u00e9").decode()
+                       .encode("latin-1")}, "s.txt", where=("s.txt", "UTF-8")))
+    cases.append(Case("sacct UTF-16 text", {"s.txt": base.decode().encode("utf-16")}, "s.txt",
+                      where=("s.txt",)))
+    cases.append(Case("sacct NUL byte in a date",
+                      {"s.txt": base.replace(b"T10:15", b"T1\x000:15", 1)}, "s.txt",
+                      where=("s.txt", "Submit")))
+    same = {
+        "sacct with a UTF-8 BOM": ("s.txt", b"\xef\xbb\xbf" + base),
+        "sacct with CRLF line ends": ("s.txt", base.replace(b"\n", b"\r\n")),
+        "sacct -p (a trailing '|')": ("s.txt", sacct_text(end="|")),
+        "sacct fields in reverse order": ("s.txt", sacct_text(fields=_SACCT_FIELDS[::-1])),
+        "sacct gzip'd": ("s.txt.gz", gz),
+        "sacct with step lines": ("s.txt", base + b"11.batch|||||COMPLETED|600|00:10:00|||"
+                                  b"|gres/gpu=1|2024-03-01T10:00:00|2024-03-01T10:00:00|"
+                                  b"2024-03-01T10:10:00\n"),
+    }
+    for name, (rel, content) in same.items():
+        cases.append(Case(name, {rel: content}, rel, expect="same", reference="sacct"))
+    for args, where in ((["--map", "pool=Account"], ("--map",)),
+                        (["--time-unit", "ms"], ("--time-unit",)),
+                        (["--pool-from", "qos"], ("s.txt", "qos")),
+                        (["--pool-from", "const:"], ("--pool-from",)),
+                        (["--format", "philly"], ("s.txt",)),
+                        (["--format", "helios"], ("s.txt",))):
+        cases.append(Case(f"sacct {' '.join(args)}", {"s.txt": base}, "s.txt", args,
+                          where=where))
+    cases.append(Case("--format sacct on a generic CSV", {"t.csv": generic_csv()}, "t.csv",
+                      ["--format", "sacct"], where=("t.csv", "JobID")))
+    return cases
 
 
 def _cell_cases() -> list[Case]:
@@ -346,7 +487,8 @@ def _option_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Return every generated case (deterministic order)."""
-    return _cell_cases() + _parquet_cases() + _philly_cases() + _structure_cases() + _option_cases()
+    return (_cell_cases() + _parquet_cases() + _philly_cases() + _sacct_cases()
+            + _structure_cases() + _option_cases())
 
 
 # --------------------------------------------------------------------------- running
@@ -374,15 +516,21 @@ def _run(main: Callable[[list[str]], int], argv: list[str]) -> tuple[int | None,
     return code, out.getvalue(), err.getvalue()
 
 
-def _reference_jobs(main, folder: Path) -> pl.DataFrame:
-    """Return the jobs `sia ingest` writes for the uncorrupted generic CSV."""
-    _write(folder, {"ref.csv": generic_csv()})
-    code, _, err = _run(main, ["ingest", str(folder / "ref.csv"), "--out", str(folder / "ref")])
-    assert code == 0, err
-    return pl.read_parquet(folder / "ref" / "jobs.parquet")
+def _reference_jobs(main, folder: Path) -> dict[str, pl.DataFrame]:
+    """Return the jobs `sia ingest` writes for the uncorrupted generic CSV and sacct export."""
+    refs = {}
+    for kind, name, content in (("generic", "ref.csv", generic_csv()),
+                                ("sacct", "ref.txt", sacct_text())):
+        _write(folder, {name: content})
+        out = folder / f"ref-{kind}"
+        code, _, err = _run(main, ["ingest", str(folder / name), "--out", str(out)])
+        assert code == 0, err
+        refs[kind] = pl.read_parquet(out / "jobs.parquet")
+    return refs
 
 
-def classify(case: Case, folder: Path, main, reference: pl.DataFrame) -> tuple[str, str]:
+def classify(case: Case, folder: Path, main,
+             references: dict[str, pl.DataFrame]) -> tuple[str, str]:
     """Run ``case`` in ``folder``; return (outcome, what was printed on stderr)."""
     _write(folder, case.files)
     out_dir = folder / "out"
@@ -408,7 +556,9 @@ def classify(case: Case, folder: Path, main, reference: pl.DataFrame) -> tuple[s
                 else "silent"), stdout
     if case.expect == "same":
         jobs = pl.read_parquet(out_dir / "jobs.parquet")
-        return ("same" if jobs.equals(reference) else "silent"), stdout
+        reference = references[case.reference]
+        return ("same" if jobs.select(sorted(jobs.columns)).equals(
+            reference.select(sorted(reference.columns))) else "silent"), stdout
     return "silent", stdout
 
 
@@ -417,11 +567,11 @@ def run_all(main, cases: list[Case]) -> dict[str, tuple[str, str]]:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        reference = _reference_jobs(main, root / "ref")
+        references = _reference_jobs(main, root / "ref")
         for i, case in enumerate(cases):
             folder = root / f"c{i}"
             folder.mkdir()
-            results[case.name] = classify(case, folder, main, reference)
+            results[case.name] = classify(case, folder, main, references)
     return results
 
 
@@ -449,7 +599,10 @@ def test_every_corrupted_input_is_a_clean_error_or_reported(outcomes):
 def test_the_fuzz_sees_what_it_should(outcomes):
     counts = Counter(o for o, _ in outcomes.values())
     # every kind of expectation is exercised: errors, accepted-with-a-note, unchanged
-    assert counts["clean"] >= 250 and counts["noted"] >= 6 and counts["same"] == 2
+    assert counts["clean"] >= 250 and counts["noted"] >= 6 and counts["same"] == 2 + 6
+    # the sacct reader gets its share: every sacct case is a clean error, noted or the same
+    sacct = Counter(o for name, (o, _) in outcomes.items() if "sacct" in name)
+    assert sacct["clean"] >= 100 and sacct["noted"] == len(ROWS) and sacct["same"] == 6
 
 
 if __name__ == "__main__":

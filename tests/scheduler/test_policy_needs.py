@@ -99,7 +99,7 @@ def test_needs_as_declared_for_the_paper_policies():
     assert dict(policy_needs("hived").locality_requires) == {"strict_buddies": False}
     assert set(policies_with(forecaster=True)) == {
         "sia", "sia-random", "sia-random-both", "sia-perfect-durations", "sia-perfect-arrivals",
-        "sia-learned"}
+        "sia-learned", "sia-preempt"}
     assert {"fcfs", "maxmin", "hived", "sia", "sia-perfect", "ssf", "gssf", "themis",
             "oracle"} <= set(policies_with(locality=True))
     assert "sia-vc" in set(policies_with(locality=True))  # on cells since issue 14

@@ -61,6 +61,12 @@ class DedicatedPass:
                     free += gpus[v]
                     alloc[self._pool[v]] -= gpus[v]
                 self.stats["preemptions"] += len(victims)
+            elif cells is None and g > free:  # fungible, preempt on: evict loans (preempt.py)
+                freed = self._fp_evict(view, g - free, d)
+                if freed is None:
+                    best[2] = len(plist)  # the loans cannot cover it: head-of-line blocked
+                    continue
+                free += freed
             best[2] = i + 1
             starts.append(Start(j, False, cell))
             started[j] = 1

@@ -147,6 +147,12 @@ larger the preemptible share of what is running, and the cheaper a
 preemption relative to the window, the more SIA lends. A dedicated job that
 then finds its cells held preempts (Figure 7 above).
 
+Preemption on fungible GPUs (``preempt``, :mod:`sia.scheduler.policies.sia.preempt`):
+the replay's preemptible jobs are also lent beyond the predictions (on any idle
+GPU by default), Figure 8 sees those loans' GPUs as idle, and a dedicated head
+that fits its quota but not the free GPUs evicts the newest preemptible loans;
+non-preemptible jobs are lent on the same rules as without it.
+
 With perfect coarse predictions no job starts later than under FCFS: the
 dedicated streams are FCFS on a subset of the jobs, and every opportunistic
 job fits its window, within which all pools' arrivals were reserved (see
@@ -184,6 +190,11 @@ from sia.scheduler.policies.sia.forecast_mix import (
     random_arrivals,
     random_arrivals_and_durations,
 )
+from sia.scheduler.policies.sia.preempt import (
+    DEFAULT_PREEMPT_LEND,
+    FungiblePreemption,
+    check_preempt_lend,
+)
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
@@ -203,7 +214,7 @@ class Decision:
         self.starts: list = []
 
 
-class SiaPolicy(DedicatedPass, SparePass):
+class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     """SIA's scheduler (Figures 7 and 8) with online adaptation; see the module docstring.
 
     Options: ``forecaster`` (required; implements
@@ -222,9 +233,13 @@ class SiaPolicy(DedicatedPass, SparePass):
     ``risk`` (the risk budget: allowed expected owners' jobs delayed per loan;
     None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
-    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``refresh_s``
-    (seconds between forecasts outside ticks; 0 = every decision), ``seed`` (kept for the record; SIA itself draws nothing),
-    ``name``.
+    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`),
+    ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
+    decision), ``seed`` (kept for the record; SIA itself draws nothing),
+    ``preempt`` (fungible GPUs: lend preemptible jobs beyond the predictions and
+    evict them, newest loan first, for an owner's head; off by default) and
+    ``preempt_lend`` (``"idle"``, the default, or ``"unreserved"``: where those loans go; see
+    :mod:`sia.scheduler.policies.sia.preempt`), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -244,7 +259,8 @@ class SiaPolicy(DedicatedPass, SparePass):
                  risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
-                 refresh_s: float = 300.0, seed: int = 0, name: str = "sia"):
+                 refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
+                 preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
             raise ConfigError(
                 "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
@@ -266,6 +282,8 @@ class SiaPolicy(DedicatedPass, SparePass):
         self.nested_reservations = bool(nested_reservations)
         self.seed = seed
         self.name = name
+        self.preempt = bool(preempt)
+        self.preempt_lend = check_preempt_lend(preempt_lend, name)
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
         # certainty first: a job whose time limit fits a window is lendable there whatever the
         # duration prediction says (skipped when the durations are perfect: they know better,
@@ -338,6 +356,7 @@ class SiaPolicy(DedicatedPass, SparePass):
         self._preempt = bool(self._cells is not None and self._cells.config.preempt)
         if self._cells is not None:
             self.stats["preemptions"] = 0
+        self._preempt = self._fp_reset(trace, cluster) or self._preempt  # fungible: preempt.py
 
     # ------------------------------------------------------------------ helpers
     def _admit(self, view: SimView) -> None:
@@ -424,7 +443,8 @@ class SiaPolicy(DedicatedPass, SparePass):
         limit = self._trace.time_limit
         if limit is None or not self._use_limits:
             return None
-        need = limit[arr] + TIME_LIMIT_GRACE_S  # NaN (no limit) never fits
+        # the grace is trace time, like the limit: divided by the replay's speed-up
+        need = limit[arr] + TIME_LIMIT_GRACE_S / self._trace.speedup  # NaN never fits
         W = np.asarray(self.windows_s)
         fits = need[:, None] <= W[None, :]
         return np.where(fits.any(axis=1), np.argmax(fits, axis=1), len(W))
@@ -511,13 +531,15 @@ class SiaPolicy(DedicatedPass, SparePass):
         if self.risk_budget is not None:
             self.risk_budget.resolve(view.now)
         free = view.free_gpus
-        if not any(self._pend_gpus) or (free <= 0 and not (
-                self._preempt and self._cells.preemptible_running())):
+        if not any(self._pend_gpus) or (free <= 0 and not (self._preempt and (
+                self._fp_can_reclaim() if self._fp_on else self._cells.preemptible_running()))):
             return []
         self.stats["decisions"] += 1
         d = Decision(free, view.used_dedicated.tolist(), view.allocation.tolist())
         self._allocate_dedicated(view, d)  # Figure 7: dedicated resources, strict FCFS per pool
-        if d.free > 0:
+        if self._fp_on:  # fungible preemption: Figure 8 sees evictable loans as idle (preempt.py)
+            self._fp_allocate_spare(view, d)
+        elif d.free > 0:
             self._allocate_spare(view, d)  # Figure 8: spare resources, window by window
         if self.risk_budget is not None and d.starts:
             self.risk_budget.started(view.now, [s.job for s in d.starts if type(s) is Start])
@@ -706,4 +728,18 @@ class SiaLearnedPolicy(SiaPolicy):
 
     def __init__(self, forecaster: Forecaster | None = None, *, seed: int = 0, **options: Any):
         options.setdefault("name", "sia-learned")
+        super().__init__(forecaster, seed=seed, **options)
+
+
+class SiaPreemptPolicy(SiaPolicy):
+    """Learned SIA with preemption (``preempt`` on), named ``sia-preempt``: on fungible GPUs
+    :mod:`sia.scheduler.policies.sia.preempt`'s rules; on cells the locality layer's (it
+    replays there with the locality option ``preempt`` on)."""
+
+    needs = PolicyNeeds(forecaster="forecaster", seed=True, locality=True,
+                        locality_requires={"preempt": True})
+
+    def __init__(self, forecaster: Forecaster | None = None, *, seed: int = 0, **options: Any):
+        options.setdefault("name", "sia-preempt")
+        options.setdefault("preempt", True)
         super().__init__(forecaster, seed=seed, **options)

@@ -43,7 +43,8 @@ class SparePass:
         W = self.windows_s
         lists = [k if age <= 0 else bisect_right(W, W[k] - age) - 1 for k in range(len(W))]
         n_ded = len(d.starts)
-        recoverable = self._recoverable(d.starts) if self._preempt else 0
+        recoverable = (self._recoverable(d.starts)  # the credit: cells only (preempt.py)
+                       if self._preempt and self._cells is not None else 0)
         # the risk budget (risk.py): per pool and window, the largest job bin within budget
         maxbin = (None if self.risk_budget is None
                   else self.risk_budget.allowed(view.now, unused, cands))
@@ -52,6 +53,7 @@ class SparePass:
                 self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
                                      recoverable, maxbin)
         self.stats["opportunistic"] += len(d.starts) - n_ded
+        self._fp_context = (unused, distrust)  # for the preemptible loans (preempt.py)
 
     def _refresh_forecast(self, view: SimView, cands: list[int], bound: int) -> float | None:
         """Forecast again at a tick or when the last forecast is ``refresh_s`` old; return the
@@ -62,7 +64,8 @@ class SparePass:
         if is_tick or age >= self.refresh_s:
             # forecast only when some job could be lent at all
             last = len(self.windows_s) - 1
-            if not any(self._first_fit(p, last, bound) >= 0 for p in cands):
+            if not (any(self._first_fit(p, last, bound) >= 0 for p in cands)
+                    or self._fp_lendable(cands, bound)):
                 return None
             tnl = self._forecast(view)
             self._tnl = tnl.T.tolist()  # per window: per pool TotalNewLoad
@@ -135,7 +138,7 @@ class SparePass:
                 skip.add(pick)
                 continue
             starts.append(Start(j, True))
-            self.served.lent(j, lk)
+            self.served.lent(j, lk, k, view.now, self._tnl_time, self._arrive, self._tnl, distrust)
             if maxbin is not None:
                 self.risk_budget.lent(j, lk)
             started[j] = 1

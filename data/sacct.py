@@ -1,0 +1,521 @@
+"""Slurm ``sacct`` exports (``sacct --parsable2`` / ``-P``, or ``-p``) into the trace contract.
+
+A file (optionally gzip'd) whose first line is a ``|``-separated header of
+sacct field names, in any order, one job (or job step) a line. The reader
+uses these fields (matched case-insensitively; any other field is tolerated
+and ignored):
+
+* ``JobID`` (else ``JobIDRaw``): the job id. Steps (``123.batch``, ``123.0``,
+  ``123.extern``) fold into their job: the job line carries the fields, and a
+  step never becomes a job. Array elements (``123_4``) and pending array
+  records (``123_[1-3]``) are jobs of their own.
+* ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS``; ``Unknown``,
+  ``None`` or empty is missing.
+* ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
+  duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
+  ``UNLIMITED`` and ``Partition_Limit`` are no limit (null). ``Elapsed`` and
+  ``Timelimit`` are Slurm time strings: ``D-HH:MM:SS``, ``D-HH:MM``,
+  ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm`` or whole minutes.
+* ``AllocTRES`` (for a job that started) else ``ReqTRES``: the GPUs, from
+  ``gres/gpu=N``, else the sum of the typed ``gres/gpu:TYPE=N`` entries
+  (Slurm lists the untyped total beside its typed parts, which are not added
+  to it).
+* ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``.
+* ``Partition`` is the pool (``pool_from`` may name ``account``, ``user``,
+  another field, ``const:NAME`` or ``file-stem``); ``User`` is the user, or
+  ``Account`` when the file has no ``User`` field (Graham's export documents
+  the account as the user's identity); ``JobName`` is the tag.
+
+Left out by design and counted in ``report.left_out`` (never dropped
+silently): step lines folded into their job (``job_steps``), steps whose job
+line is not in the file (``step_without_job``), jobs with no GPU
+(``cpu_only``), jobs with no TRES recorded at all (``no_tres``), jobs
+cancelled while pending (``cancelled_pending``: state CANCELLED with no start,
+or a zero-second run, as Slurm records a pending job's cancellation), other
+jobs that never started (``never_started``: no start, or state PENDING),
+jobs still running (``unfinished``: started, no end) and zero-second runs
+(``zero_second_run``: the contract's durations are > 0). Row N is data row N
+(line N + 1 of the file).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import polars as pl
+from sia.data.errors import ConfigError, TraceError
+from sia.data.readers import _add_source, _check_header, _drop_blank_rows, _finish
+from sia.data.schema import SOURCE_FILE, SOURCE_ROW, BadRows, CleaningReport, OnBadRows
+
+#: The sacct fields the reader uses, by their lower-case name.
+FIELDS = {name.lower(): name for name in (
+    "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Start", "End",
+    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "State")}
+#: Cell values that mean "not recorded" (upper case).
+MISSING = ("", "UNKNOWN", "NONE")
+#: Time-limit values that mean "no limit" (upper case); the raw forms are Slurm's INFINITE and
+#: NO_VAL sentinels.
+NO_LIMIT = ("UNLIMITED", "PARTITION_LIMIT", "4294967295", "4294967294")
+#: The date-time layouts of Submit / Start / End (sacct's default, and with a space).
+DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S")
+#: A Slurm time string: [D-]A[:B[:C]][.fraction]
+_SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
+_GZIP_MAGIC = b"\x1f\x8b"
+_DATA = "__"  # prefix of the reader's working columns
+
+
+# --------------------------------------------------------------------------- detection
+
+def _read_bytes(path: Path) -> bytes:
+    """Return the file's bytes, decompressed when it is gzip (by its magic bytes)."""
+    data = path.read_bytes()
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise TraceError(f"{path}: a broken gzip file ({exc})") from None
+    return data
+
+
+def header_fields(path: Path | str) -> list[str] | None:
+    """Return the ``|``-separated names of a file's first line (gzip or not); None when the file
+    cannot be read as text or its first line has no ``|``."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(2)
+        opener = gzip.open if magic == _GZIP_MAGIC else open
+        with opener(path, "rb") as fh:
+            line = fh.readline(1 << 16)
+        text = line.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
+    except (OSError, EOFError, UnicodeDecodeError):
+        return None
+    if "|" not in text:
+        return None
+    return [name.strip() for name in text.split("|")]
+
+
+def is_sacct(path: Path | str) -> bool:
+    """Return whether ``path`` is a file that starts with a sacct header: ``|``-separated names
+    (case-insensitive) holding JobID or JobIDRaw and one more field the reader uses, or
+    without an id three of them (so that a missing JobID is named by the sacct reader)."""
+    if not Path(path).is_file():
+        return False
+    names = header_fields(path)
+    if names is None:
+        return False
+    known = {n.lower() for n in names} & set(FIELDS)
+    has_id = bool(known & {"jobid", "jobidraw"})
+    return len(known) >= (2 if has_id else 3)
+
+
+# --------------------------------------------------------------------------- reading
+
+def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
+    """Return the export as strings, its known fields renamed to their sacct spelling, their
+    cells stripped (empty -> null), with source file and row columns (row N = line N + 1).
+
+    A row whose field count differs from the header's (a ``|`` inside a job
+    name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
+    dropped and counted as ``wrong_field_count``. Blank lines stay (all null)
+    for the caller to skip.
+    """
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if not path.is_file():
+        raise TraceError(f"{path}: not a file (a sacct export is one file, gzip'd or not)")
+    data = _read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                         "convert it, e.g. with iconv -f latin1 -t utf-8") from None
+    lines = pl.Series(text.lstrip("\ufeff").split("\n")).str.strip_suffix("\r")
+    if not lines[0].strip():
+        raise TraceError(f"{path}: empty first line; expected a sacct header such as "
+                         "JobID|Submit|Start|End|State|...")
+    try:
+        df = pl.read_csv(io.BytesIO(data), separator="|", quote_char=None, infer_schema=False,
+                         truncate_ragged_lines=True)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise TraceError(f"{path}: cannot read as a sacct export: "
+                         f"{str(exc).strip().splitlines()[0]}") from None
+    _check_header(df.columns, path)
+    df = _add_source(df, path)
+    body = lines.slice(1)
+    if body.len() < df.height or (body.slice(df.height).str.strip_chars() != "").any():
+        raise TraceError(f"{path}: cannot line up its rows with its lines (a line break inside "
+                         "a field?); export with sacct --parsable2")
+    body = body.head(df.height)
+    n_fields = lines[0].count("|") + 1
+    counts = body.str.count_matches("|", literal=True) + 1
+    ragged = (counts != n_fields) & (body.str.strip_chars() != "")
+    if ragged.any():
+        idx = int(ragged.arg_true()[0])
+        if on_bad_rows == "raise":
+            more = int(ragged.sum()) - 1
+            raise TraceError(
+                f"{path}: row {idx + 1}: {counts[idx]} fields, but the header has {n_fields}"
+                + (f" ({more} more such rows)" if more else "")
+                + "; a '|' inside a field (a job name?) or a cut line; fix the row, or pass "
+                "--clean to drop such rows (they are counted in the report)")
+        report.drop("wrong_field_count", int(ragged.sum()))
+        df = df.filter(~ragged)
+    renames: dict[str, str] = {}
+    for column in df.columns:
+        name = column.lstrip("\ufeff").strip()
+        known = FIELDS.get(name.lower())
+        if known is not None:
+            if known in renames.values():
+                raise TraceError(f"{path}: the header names field {known!r} twice; remove one")
+            renames[column] = known
+        elif name == "" and not column.startswith("_source"):
+            renames[column] = f"{_DATA}empty{len(renames)}"  # sacct -p: a trailing '|'
+    df = df.rename(renames)
+    df = df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
+    data_cols = [c for c in df.columns if not c.startswith("_source")]
+    return df.with_columns([
+        pl.when(pl.col(c).str.strip_chars() == "").then(None)
+        .otherwise(pl.col(c).str.strip_chars()).alias(c) for c in data_cols])
+
+
+def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> None:
+    """Raise TraceError naming the file and the fields a sacct export lacks."""
+    have = set(columns)
+    found = ", ".join(c for c in columns if not c.startswith("_"))
+    needs = [("JobID or JobIDRaw", ("JobID", "JobIDRaw")), ("Submit", ("Submit",)),
+             ("Start", ("Start",)), ("End", ("End",)), ("State", ("State",)),
+             ("ReqTRES or AllocTRES", ("ReqTRES", "AllocTRES"))]
+    if pool_from is None or pool_from.lower() == "partition":
+        needs.append(("Partition", ("Partition",)))
+    missing = [what for what, options in needs if not have & set(options)]
+    if missing:
+        raise TraceError(
+            f"{path}: the sacct export lacks field(s) {', '.join(missing)}; found {found}. "
+            "Export them with sacct --format (see the README, 'Slurm (sacct)')"
+            + ("; or take the pool from elsewhere with --pool-from account|user"
+               if "Partition" in missing else ""))
+
+
+def _present(column: str) -> pl.Expr:
+    """True where ``column`` holds a value (not null, Unknown or None)."""
+    return pl.col(column).is_not_null() & ~pl.col(column).str.to_uppercase().is_in(MISSING)
+
+
+def slurm_seconds(expr: pl.Expr) -> pl.Expr:
+    """Return ``expr`` (Slurm time strings) as seconds (Float64); null where it is not one.
+
+    ``D-HH:MM:SS``, ``D-HH:MM`` and ``D-HH`` count days and hours; without days,
+    ``HH:MM:SS``, ``MM:SS`` and a bare number of minutes (Slurm's own reading of
+    ``--time``). A fraction of a second (``MM:SS.mmm``) is allowed only on the
+    seconds, and minutes and seconds after the first part must be below 60.
+    """
+    g = expr.str.extract_groups(_SLURM_TIME)
+    days, a, b, c = (g.struct.field(k).cast(pl.Float64) for k in ("1", "2", "3", "4"))
+    frac = g.struct.field("5")
+    frac_s = frac.cast(pl.Float64, strict=False).fill_null(0.0)
+    with_days = days.is_not_null()
+    secs = (pl.when(with_days)
+            .then(days * 86400 + a * 3600 + b.fill_null(0) * 60 + c.fill_null(0))
+            .when(c.is_not_null()).then(a * 3600 + b * 60 + c)
+            .when(b.is_not_null()).then(a * 60 + b)
+            .otherwise(a * 60)) + frac_s
+    frac_ok = frac.is_null() | pl.when(with_days).then(c.is_not_null()).otherwise(b.is_not_null())
+    ranges_ok = (b.is_null() | (b < 60)) & (c.is_null() | (c < 60))
+    return pl.when(a.is_not_null() & frac_ok & ranges_ok).then(secs).otherwise(None)
+
+
+def _gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
+    """Return (GPUs as Int64 from a TRES string, a mask of cells whose GPU counts are not whole
+    numbers >= 0): ``gres/gpu=N`` when given, else the sum of the ``gres/gpu:TYPE=N``."""
+    tres = pl.col(column)
+    untyped = tres.str.extract(r"(?:^|,)gres/gpu=([^,]*)", 1)
+    untyped_n = untyped.str.strip_chars().cast(pl.Int64, strict=False)
+    typed = tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=[^,]*").list.eval(
+        pl.element().str.extract(r"=([^,]*)$", 1).str.strip_chars().cast(pl.Int64, strict=False))
+    typed_bad = typed.list.eval(pl.element().is_null() | (pl.element() < 0)).list.any()
+    bad = ((untyped.is_not_null() & (untyped_n.is_null() | (untyped_n < 0)))
+           | typed_bad.fill_null(False))
+    gpus = (pl.when(untyped_n.is_not_null()).then(untyped_n)
+            .otherwise(typed.list.sum().fill_null(0)))
+    return pl.when(tres.is_null()).then(None).otherwise(gpus), bad
+
+
+def _to_datetime(column: str) -> pl.Expr:
+    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), null where missing or not."""
+    text = pl.when(_present(column)).then(pl.col(column)).otherwise(None)
+    return pl.coalesce([text.str.to_datetime(fmt, strict=False, time_unit="ms")
+                        for fmt in DATETIME_FORMATS])
+
+
+#: Exclusions the report always lists, with 0 when no job had them (so that a reader of the
+#: report sees they were checked); the others are listed when they happen.
+ALWAYS_COUNTED = ("cpu_only", "cancelled_pending", "never_started", "unfinished",
+                  "zero_second_run")
+
+
+def _leave_out(bad: BadRows, mask: pl.Series, kind: str) -> None:
+    """Count the rows of ``mask`` in ``report.left_out[kind]`` and remove them."""
+    mask = mask.fill_null(False)
+    if kind in ALWAYS_COUNTED:
+        bad.report.left_out.setdefault(kind, 0)
+    bad.report.leave_out(kind, int(mask.sum()))
+    bad.df = bad.df.filter(~mask)
+
+
+def _mask(bad: BadRows, expr: pl.Expr) -> pl.Series:
+    return bad.df.select(expr.fill_null(False).alias("m")).to_series()
+
+
+def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: str | None = None
+               ) -> tuple[pl.DataFrame, CleaningReport]:
+    """Return (jobs, report) from a Slurm ``sacct`` export (see the module docstring).
+
+    Times are seconds since the first kept submission (``report.first_submit``
+    is its date-time), durations and ``time_limit`` seconds, ``num_gpus``
+    whole GPUs. ``pool_from``: ``partition`` (the default), ``account``,
+    ``user`` (the contract's user: ``User``, else ``Account``), any other
+    field of the header, ``const:NAME`` or ``file-stem``.
+    """
+    path = Path(path)
+    source = str(path)
+    report = CleaningReport(source=source)
+    df = _read_export(path, on_bad_rows, report)
+    _require_fields(df.columns, path, pool_from)
+    lines = df.height
+    df = _drop_blank_rows(df)
+    if df.height < lines:
+        report.notes.append(f"{lines - df.height} blank line(s) skipped (not counted as rows)")
+    report.rows_read = df.height + report.rows_dropped
+    cols = set(df.columns)
+    user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
+    pool_source = _pool_source(df.columns, path, pool_from, user_field)
+    bad = BadRows(df, source, on_bad_rows, report)
+    notes = report.notes
+
+    # job ids; steps fold into their job
+    id_field = "JobID" if "JobID" in cols else "JobIDRaw"
+    bad.flag(_mask(bad, ~_present(id_field)), id_field, "missing_value", "value is missing")
+    is_step = _mask(bad, pl.col(id_field).str.contains(".", literal=True))
+    parents = bad.df[id_field].str.replace(r"\..*$", "")
+    job_ids = bad.df[id_field].filter(~is_step).implode()
+    orphan = is_step & ~parents.is_in(job_ids)
+    n_orphan = int(orphan.sum())
+    if n_orphan:
+        first = bad.df[id_field].filter(orphan)[0]
+        notes.append(f"{n_orphan} step line(s) without their job's line (first: {first!r}) left "
+                     "out as step_without_job (was the export filtered? sacct prints each job's "
+                     "line before its steps)")
+    _leave_out(bad, orphan, "step_without_job")
+    is_step = _mask(bad, pl.col(id_field).str.contains(".", literal=True))
+    if is_step.any():
+        notes.append(f"{int(is_step.sum())} job step line(s) (123.batch, 123.0, ...) folded into "
+                     "their jobs (left out as job_steps: the job line carries the fields)")
+    _leave_out(bad, is_step, "job_steps")
+
+    # state, start: which TRES gives the GPUs
+    bad.df = bad.df.with_columns(
+        pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("state"))
+    started = _present("Start") & (pl.col("state").fill_null("") != "PENDING")
+    tres_fields = [c for c in ("AllocTRES", "ReqTRES") if c in cols]
+    for column in tres_fields:
+        gpus, wrong = _gpus(column)
+        bad.df = bad.df.with_columns(gpus.alias(f"{_DATA}gpus_{column}"))
+        use = started if column == "AllocTRES" else pl.lit(True)
+        if column == "ReqTRES" and "AllocTRES" in cols:
+            use = ~(started & pl.col("AllocTRES").is_not_null())
+        bad.flag(_mask(bad, use & wrong), column, "non_numeric",
+                 "{value!r} has a GPU count that is not a whole number >= 0")
+    alloc_used = started & pl.col("AllocTRES").is_not_null() if "AllocTRES" in cols else pl.lit(False)
+    choices = []
+    if "AllocTRES" in cols:
+        choices.append(pl.when(alloc_used).then(pl.col(f"{_DATA}gpus_AllocTRES")))
+    if "ReqTRES" in cols:
+        choices.append(pl.col(f"{_DATA}gpus_ReqTRES"))
+    bad.df = bad.df.with_columns(pl.coalesce(choices).alias("num_gpus"),
+                                 alloc_used.alias(f"{_DATA}alloc"))
+    _leave_out(bad, bad.df["num_gpus"].is_null(), "no_tres")
+    _leave_out(bad, bad.df["num_gpus"] == 0, "cpu_only")
+
+    # jobs that never started (cancelled while pending, or not)
+    never = _mask(bad, ~started)
+    cancelled = _mask(bad, pl.col("state") == "CANCELLED")
+    _leave_out(bad, never & cancelled, "cancelled_pending")
+    _leave_out(bad, _mask(bad, ~started), "never_started")
+
+    # times
+    for column in ("Submit", "Start", "End"):
+        bad.df = bad.df.with_columns(_to_datetime(column).alias(f"{_DATA}{column}"))
+        bad.flag(_mask(bad, _present(column) & pl.col(f"{_DATA}{column}").is_null()), column,
+                 "unparsable_time", "{value!r} is not a date-time (expected e.g. "
+                 "2021-05-01T00:02:52)")
+    bad.flag(_mask(bad, ~_present("Submit")), "Submit", "missing_value", "value is missing")
+    _leave_out(bad, _mask(bad, ~_present("End")), "unfinished")
+
+    _durations(bad, cols)
+    zero = _mask(bad, pl.col("duration") == 0)
+    _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
+    _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
+    _time_limits(bad, cols)
+
+    # user, tag, pool
+    if user_field == "Account":
+        notes.append("user: the Account field (the export has no User field; on Graham the "
+                     "account is documented as the user's identity)")
+    elif user_field == "User":
+        notes.append("user: the User field")
+    bad.df = bad.df.with_columns(
+        (pl.col(user_field) if user_field else pl.lit(None, dtype=pl.String)).alias("user"),
+        (pl.col("JobName") if "JobName" in cols else pl.lit(None, dtype=pl.String)).alias("tag"))
+    _pools(bad, pool_source, pool_from, notes)
+
+    ids = bad.df[id_field]
+    bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
+             "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
+             "without -D)")
+    if bad.df.height:  # where the kept jobs' values came from
+        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
+        notes.extend([_duration_note(bad.df), _limit_note(bad.df),
+                      f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
+                      f"{bad.df.height - n_alloc:,}"])
+    bad.df = bad.df.with_columns(
+        pl.col(id_field).alias("job_id"),
+        (pl.col(f"{_DATA}Submit").dt.epoch("ms").cast(pl.Float64) / 1000.0).alias("submit_time"))
+    keep_extra = [c for c, used in (("Account", user_field == "Account"),
+                                    ("Partition", pool_source == ("field", "Partition")))
+                  if c in cols and not used]
+    raw = bad.df.select(
+        "job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user", "time_limit",
+        "state", *[pl.col(c).alias(c.lower()) for c in keep_extra], pl.col(SOURCE_FILE),
+        pl.col(SOURCE_ROW))
+    jobs, report, _ = _finish(raw, source, on_bad_rows, report, "datetime")
+    return jobs, report
+
+
+def _durations(bad: BadRows, cols: set[str]) -> None:
+    """Give ``bad.df`` its ``duration`` (seconds): ElapsedRaw, else Elapsed, else End - Start;
+    a cell that is not a duration, or an end before the start, is a bad row naming its field."""
+    sources = []
+    if "ElapsedRaw" in cols:
+        raw = pl.col("ElapsedRaw").cast(pl.Float64, strict=False)
+        bad.df = bad.df.with_columns(pl.when(_present("ElapsedRaw")).then(raw)
+                                     .alias(f"{_DATA}elapsed_raw"))
+        bad.flag(_mask(bad, _present("ElapsedRaw") & (
+            pl.col(f"{_DATA}elapsed_raw").is_null() | ~pl.col(f"{_DATA}elapsed_raw").is_finite()
+            | (pl.col(f"{_DATA}elapsed_raw") < 0))), "ElapsedRaw", "non_numeric",
+            "{value!r} is not a number of seconds >= 0")
+        sources.append(("ElapsedRaw", pl.col(f"{_DATA}elapsed_raw")))
+    if "Elapsed" in cols:
+        bad.df = bad.df.with_columns(pl.when(_present("Elapsed"))
+                                     .then(slurm_seconds(pl.col("Elapsed")))
+                                     .alias(f"{_DATA}elapsed"))
+        bad.flag(_mask(bad, _present("Elapsed") & pl.col(f"{_DATA}elapsed").is_null()), "Elapsed",
+                 "unparsable_time", "{value!r} is not a Slurm duration (D-HH:MM:SS, HH:MM:SS, "
+                 "MM:SS or MM:SS.mmm)")
+        sources.append(("Elapsed", pl.col(f"{_DATA}elapsed")))
+    span = ((pl.col(f"{_DATA}End") - pl.col(f"{_DATA}Start")).dt.total_milliseconds()
+            .cast(pl.Float64) / 1000.0)
+    sources.append(("End - Start", span))
+    no_earlier = pl.lit(True)
+    for _, expr in sources[:-1]:
+        no_earlier = no_earlier & expr.is_null()
+    bad.flag(_mask(bad, no_earlier & (span < 0)), "End", "nonpositive_duration",
+             "{value!r} is before the job's Start")
+    which = pl.lit(None, dtype=pl.String)
+    for name, expr in reversed(sources):
+        which = pl.when(expr.is_not_null()).then(pl.lit(name)).otherwise(which)
+    bad.df = bad.df.with_columns(pl.coalesce([e for _, e in sources]).alias("duration"),
+                                 which.alias(f"{_DATA}duration_from"))
+
+
+def _duration_note(df: pl.DataFrame) -> str:
+    """Return the report's note on where the kept jobs' durations came from."""
+    counts = df[f"{_DATA}duration_from"].value_counts()
+    n = dict(zip(counts[f"{_DATA}duration_from"], counts["count"], strict=True))
+    return "durations: " + ", ".join(f"{name} for {n[name]:,}" for name in
+                                     ("ElapsedRaw", "Elapsed", "End - Start") if n.get(name))
+
+
+def _time_limits(bad: BadRows, cols: set[str]) -> None:
+    """Give ``bad.df`` its ``time_limit`` (seconds, null for no limit or none recorded):
+    TimelimitRaw (minutes) where its cell has a value, else Timelimit (a Slurm time string);
+    UNLIMITED and Partition_Limit are no limit; a value that is not a limit > 0 is a bad row
+    naming its field."""
+    fields = [c for c in ("TimelimitRaw", "Timelimit") if c in cols]
+    if not fields:
+        bad.df = bad.df.with_columns(pl.lit(None, dtype=pl.Float64).alias("time_limit"))
+        return
+    limit, unlimited, decided = pl.lit(None, dtype=pl.Float64), pl.lit(False), pl.lit(False)
+    for column in fields:
+        no_limit = pl.col(column).str.to_uppercase().is_in(NO_LIMIT).fill_null(False)
+        given = _present(column) & ~no_limit
+        value = (pl.col(column).cast(pl.Float64, strict=False) * 60.0 if column == "TimelimitRaw"
+                 else slurm_seconds(pl.col(column)))
+        bad.df = bad.df.with_columns(pl.when(given).then(value).alias(f"{_DATA}{column}"))
+        expected = ("a number of minutes" if column == "TimelimitRaw"
+                    else "a Slurm time (D-HH:MM:SS, HH:MM:SS, MM:SS or minutes)")
+        v = pl.col(f"{_DATA}{column}")
+        bad.flag(_mask(bad, given & (v.is_null() | ~v.is_finite())), column, "non_numeric",
+                 "{value!r} is not a time limit: expected " + expected
+                 + ", UNLIMITED or Partition_Limit")
+        bad.flag(_mask(bad, given & (v <= 0)), column, "out_of_range",
+                 "time limit {value!r} is not > 0")
+        take = ~decided & _present(column)
+        limit = pl.when(take & ~no_limit).then(v).otherwise(limit)
+        unlimited = unlimited | (take & no_limit)
+        decided = decided | _present(column)
+    bad.df = bad.df.with_columns(limit.alias("time_limit"), unlimited.alias(f"{_DATA}unlimited"))
+
+
+def _limit_note(df: pl.DataFrame) -> str:
+    """Return the report's note on the kept jobs' time limits."""
+    if f"{_DATA}unlimited" not in df.columns:
+        return "time limits: none (no Timelimit or TimelimitRaw field)"
+    n_limit = int(df["time_limit"].is_not_null().sum())
+    n_unlimited = int(df[f"{_DATA}unlimited"].sum())
+    n_missing = df.height - n_limit - n_unlimited
+    return (f"time limits: {n_limit:,} job(s) with a limit, {n_unlimited:,} UNLIMITED or "
+            f"Partition_Limit (no limit), {n_missing:,} not recorded")
+
+
+def _pool_source(columns: list[str], path: Path, pool_from: str | None,
+                 user_field: str | None) -> tuple[str, str]:
+    """Return where the pools come from: ``("field", NAME)`` (a header field) or
+    ``("const", NAME)`` (every job in pool NAME), as ``pool_from`` says (see
+    :func:`read_sacct`); a field the header lacks is a TraceError naming the file."""
+    choice = (pool_from or "partition").strip()
+    if choice.startswith("const:"):
+        name = choice.split(":", 1)[1].strip()
+        if not name:
+            raise ConfigError("--pool-from const:NAME needs a pool name after 'const:'")
+        return "const", name
+    if choice == "file-stem":
+        return "const", path.name.split(".")[0]
+    if choice.lower() == "user":
+        if user_field is None:
+            raise TraceError(f"{path}: --pool-from user, but the export has neither a User nor "
+                             "an Account field")
+        return "field", user_field
+    fields = [c for c in columns if not c.startswith("_")]
+    match = [c for c in fields if c.strip().lower() == choice.lower()]
+    if not match:
+        raise TraceError(f"{path}: --pool-from {choice}: the export has no {choice!r} field; "
+                         f"found {', '.join(fields)}")
+    return "field", match[0]
+
+
+def _pools(bad: BadRows, source: tuple[str, str], pool_from: str | None,
+           notes: list[str]) -> None:
+    """Give ``bad.df`` its ``pool`` from ``source`` (:func:`_pool_source`); a job without one is
+    a bad row naming the field."""
+    kind, name = source
+    if kind == "const":
+        bad.df = bad.df.with_columns(pl.lit(name).alias("pool"))
+        notes.append(f"pool: {name!r} for every job (--pool-from {pool_from})")
+        return
+    bad.flag(_mask(bad, ~_present(name)), name, "missing_value",
+             "value is missing (it gives the pool)")
+    bad.df = bad.df.with_columns(pl.col(name).alias("pool"))
+    notes.append(f"pool: the {name} field")
