@@ -24,7 +24,7 @@ def random_replay():
     jobs, pools = generate_workload("higher-load", 3, days=2.0)
     pools = pools.select("pool", "quota_gpus")
     specs = plan(jobs, pools, "sia-random-both", speedup=1.0, tick_s=300.0, seed=1,
-                 options={"adaptation": False})
+                 options={"adaptation": False, "loan_ramp": None})
     outcome, summary = replay_workload(specs, 0.5 * DAY_S)
     return outcome, summary, specs, run_replay(specs[-1])
 

@@ -353,6 +353,7 @@ UNDER_ROWS = ([(f"b{i}", "B", 0.0, 1000.0, 1) for i in range(6)]
 
 
 def under_run(adapt_durations: bool, **options) -> dict[str, tuple[float, bool]]:
+    options.setdefault("loan_ramp", None)  # the adaptation alone (the ramp has its own tests)
     pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations,
                     **options)
     return run(UNDER_ROWS, {"A": 2, "B": 1}, pol)
@@ -512,7 +513,7 @@ def test_variants_compose_their_forecasters():
 def test_attribution_ablations_make_one_side_perfect():
     base = UnderForecaster()
     dur = make_policy("sia-perfect-durations", base=base, windows_s=(300.0,))
-    arr = make_policy("sia-perfect-arrivals", base=base, windows_s=(300.0,))
+    arr = make_policy("sia-perfect-arrivals", base=base, windows_s=(300.0,), loan_ramp=None)
     assert dur.forecaster.arrivals is base and dur.forecaster.load is base
     assert isinstance(dur.forecaster.durations, PerfectForecaster)
     assert arr.forecaster.durations is base

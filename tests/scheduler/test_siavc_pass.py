@@ -146,8 +146,8 @@ def test_the_radix_argsort_on_keys_differing_in_a_few_bits(base, shift, negative
     """Floats whose bits differ only in a few neighbouring places at any position (as the
     merges' ends differ in their top mantissa bits only), of either sign: the bits sorted on
     are found exactly (none left out at either end of the range)."""
-    raw = np.array([base + (k << shift) for k in steps], dtype=np.uint64) & np.uint64(
-        0x7FEFFFFFFFFFFFFF)  # no NaN or infinity
+    # no NaN or infinity; masked in Python first (base + 15 << 60 can pass 2^64)
+    raw = np.array([(base + (k << shift)) & 0x7FEFFFFFFFFFFFFF for k in steps], dtype=np.uint64)
     x = raw.view(np.float64) * (-1.0 if negative else 1.0)
     o = argsort_floats(x)
     assert np.array_equal(x[o], np.sort(x)) and np.array_equal(np.sort(o), np.arange(x.size))

@@ -195,6 +195,7 @@ from sia.scheduler.policies.sia.preempt import (
     FungiblePreemption,
     check_preempt_lend,
 )
+from sia.scheduler.policies.sia.ramp import DEFAULT_LOAN_RAMP, LoanRamp
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
@@ -259,6 +260,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
+                 loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -312,6 +314,16 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
             load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
         self.risk = None if risk is None else float(risk)
+        # the loan ramp (ramp.py): a cap on each pool's unproven loans per window; "auto" is
+        # DEFAULT_LOAN_RAMP unless the durations are perfect (they never overrun)
+        if isinstance(loan_ramp, str):
+            if loan_ramp != "auto":
+                raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
+                                  f"of loans >= 1 or null (off), not {loan_ramp!r}")
+            loan_ramp = (None if getattr(durations, "perfect_information", False)
+                         else DEFAULT_LOAN_RAMP)
+        self.loan_ramp = (None if loan_ramp is None
+                          else LoanRamp(loan_ramp, backoff=loan_ramp_backoff, name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self.stats: dict[str, Any] = {}
@@ -346,6 +358,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             self.duration_tracker.reset(trace, getattr(cluster, "preemptible", None))
         if self.risk_budget is not None:
             self.risk_budget.reset(trace)
+        if self.loan_ramp is not None:
+            self.loan_ramp.reset(P, K)
+        self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
         self.served.reset(trace)
@@ -403,6 +418,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if self.duration_tracker is not None:
             self.duration_tracker.predicted(arr, kmins)
         self.served.considered(arr, kmins, cdf, guaranteed=sure)
+        if sure is not None and self.loan_ramp is not None:  # certain loans skip the ramp
+            self._sure_job.update((j, s) for j, s in zip(jobs, sure.tolist(), strict=True)
+                                  if s < K)
         if self.risk_budget is not None:
             for i, (j, km) in enumerate(zip(jobs, kmins.tolist(), strict=True)):
                 p = pool[j]
@@ -472,6 +490,18 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             if j >= 0 and (best < 0 or j < best):
                 best = j
         return best
+
+    def _first_sure(self, q: int, k: int, usable: float) -> int:
+        """Return pool q's first pending job lendable in window k with GPUs <= usable whose
+        time limit guarantees window k, else -1 (what a pool the loan ramp holds back may
+        still lend: a certain loan cannot overrun)."""
+        sure, started, gpus = self._sure_job, self._started, self._gpus
+        lst = self._elig[q][k]
+        for i in range(self._head[q][k], len(lst)):
+            j = lst[i]
+            if not started[j] and gpus[j] <= usable and sure.get(j, k + 1) <= k:
+                return j
+        return -1
 
     def _scan(self, q: int, k: int, usable: float) -> int:
         """Return the first pending job of pool q's lendable list k with GPUs <= usable, else -1."""
@@ -615,6 +645,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         out = {"served": self.served.report()}
         if self.risk_budget is not None:
             out["risk"] = self.risk_budget.summary()
+        if self.loan_ramp is not None:
+            out["loan_ramp"] = dict(self.loan_ramp.stats)
         return out
 
 

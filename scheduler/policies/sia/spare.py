@@ -33,6 +33,9 @@ class SparePass:
         if bound < 1:
             return
         self._bin_new(view)
+        if self.loan_ramp is not None:
+            self.loan_ramp.update(view.now, view.completed_counts(), view.completed_jobs,
+                                  self._trace.duration)
         cands = [p for p in range(P) if pend[p]]
         age = self._refresh_forecast(view, cands, bound)
         if age is None:
@@ -103,6 +106,7 @@ class SparePass:
         first lendable job of the least-served pool while it fits the unreserved GPUs."""
         P, quota, gpus, started, pend = self._P, self._quota, self._gpus, self._started, self._pend_gpus
         free, alloc, starts, cells = d.free, d.alloc, d.starts, self._cells
+        ramp, sure = self.loan_ramp, self._sure_job
         col = self._tnl[k]
         res = list(map(min, map(add, pend, col), unused))
         if distrust is not None:
@@ -126,8 +130,14 @@ class SparePass:
             for q in cands:
                 if q in skip:
                     continue
-                j = (self._first_fit(q, lk, usable + _EPS) if maxbin is None
-                     else self._first_fit(q, lk, usable + _EPS, maxbin[q][lk]))
+                held = ramp is not None and ramp.full(q, lk)
+                if held:  # only a loan its time limit makes certain (ramp.py)
+                    if not sure or maxbin is not None:
+                        continue
+                    j = self._first_sure(q, lk, usable + _EPS)
+                else:
+                    j = (self._first_fit(q, lk, usable + _EPS) if maxbin is None
+                         else self._first_fit(q, lk, usable + _EPS, maxbin[q][lk]))
                 if j >= 0:
                     pick = q
                     break
@@ -141,6 +151,8 @@ class SparePass:
             self.served.lent(j, lk, k, view.now, self._tnl_time, self._arrive, self._tnl, distrust)
             if maxbin is not None:
                 self.risk_budget.lent(j, lk)
+            if ramp is not None and sure.get(j, lk + 1) > lk:
+                ramp.lent(j, pick, lk, view.now, view.now + self.windows_s[lk])
             started[j] = 1
             free -= g
             alloc[pick] += g

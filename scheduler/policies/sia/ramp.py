@@ -1,0 +1,117 @@
+"""SIA's loan ramp: how many loans of one pool may be unproven at once in a window.
+
+Duration misses come in runs: a pool whose jobs change kind (on Philly's
+Figure 13 config one pool's jobs went from minutes in the training weeks to
+days in the replay week) has dozens of them lent in one decision, before the
+first can run past its window and tell the predictor it was wrong; every one
+then holds its lenders' GPUs for days (the slowdown attribution shows 67 such
+loans behind 99.8% of the slowed minutes). The ramp bounds that exposure the
+way TCP's slow start bounds a new connection's:
+
+* each pool and window ``k`` has a cap, starting at ``initial``: at most
+  that many of the pool's loans lent in ``k`` may be running at once;
+* a loan that ends within its window (by ``lent at + w_k``) proves the
+  predictions of its pool: the cap doubles (up to ``ceiling``);
+* a loan still running past its window is a miss: the cap falls back to
+  ``initial``, and the overrunning loan keeps counting against it until it
+  ends (with ``initial = 1`` the pool lends nothing more in ``k`` meanwhile).
+
+Outcomes are read from the simulator's completions and the clock only (no
+peeking); with perfect durations no loan overruns and the ramp only delays
+loans, so SIA's ``loan_ramp="auto"`` (its default) leaves it off for them and
+sets :data:`DEFAULT_LOAN_RAMP` for predicted durations; ``null`` turns it off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sia.data.errors import ConfigError
+
+#: The ramp's initial cap, chosen on training weeks only: ``experiments/risk_training_weeks.yaml``
+#: (20 experiments of 4 Philly pools replayed on days 35-56, predictors trained on days 14-35,
+#: before every reported replay), by a rule fixed before the run: the value of 1, 2, 4 with the
+#: fewest slowed jobs pooled, the higher mean speedup among values within 10% of it. Measured
+#: (2026-11-28, `sia evaluate experiments/risk_training_weeks.yaml --set policies=[...]`):
+#: % slowed / total slowdown min / mean speedup: ramp off 1.94% / 114,348 / 89.1; 1 0.88% /
+#: 19,475 / 83.4; 2 1.34% / 56,226 / 85.4; 4 1.64% / 52,728 / 86.9 (MaxMin 11.5% / 11.4M /
+#: 98.1): 1. The idea came from the slowdown attribution of Figure 13 (the reported
+#: experiment), and a first run there; its value was chosen here.
+DEFAULT_LOAN_RAMP = 1
+
+
+#: What a miss does to the cap: ``reset`` to the initial cap, or ``halve`` it (TCP's
+#: multiplicative decrease: a pool with a long record of proven loans keeps more of it).
+BACKOFFS = ("reset", "halve")
+
+
+class LoanRamp:
+    """Per pool and window: the running loans, their deadlines and the cap (module docstring)."""
+
+    def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
+                 name: str = "sia"):
+        if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
+            raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
+                              f"(or unset), not {initial!r}")
+        if backoff not in BACKOFFS:
+            raise ConfigError(f"policy {name!r}: loan_ramp_backoff must be one of {BACKOFFS}, "
+                              f"not {backoff!r}")
+        self.initial = int(initial)
+        self.backoff = backoff
+        self.ceiling = max(int(ceiling), self.initial)
+
+    def reset(self, n_pools: int, n_windows: int) -> None:
+        """Forget everything (a new replay)."""
+        self.cap = [[self.initial] * n_windows for _ in range(n_pools)]
+        #: per pool: running loan -> (window index, deadline s, missed already)
+        self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
+        self.count = [[0] * n_windows for _ in range(n_pools)]
+        self._done = [0] * n_pools
+        self.stats = {"proven": 0, "missed": 0, "held_back": 0}
+
+    def update(self, now: float, completed_counts: list[int], completed_jobs,
+               duration) -> None:
+        """Score the loans that ended since the last call (proven when they ended by their
+        deadline) and the ones running past their windows (missed); ``completed_jobs(p)``
+        returns pool p's completed job indices in completion order, ``duration`` the jobs'
+        run times (s; read only for jobs that have finished)."""
+        for p, n in enumerate(completed_counts):
+            if n > self._done[p]:
+                opened = self.open[p]
+                if opened:
+                    for j in completed_jobs(p)[self._done[p]:n].tolist():
+                        rec = opened.pop(j, None)
+                        if rec is not None:
+                            k, deadline, missed, lent_at = rec
+                            self.count[p][k] -= 1
+                            if missed or lent_at + float(duration[j]) > deadline:
+                                if not missed:
+                                    self._miss(p, k)
+                            else:
+                                self.cap[p][k] = min(2 * self.cap[p][k], self.ceiling)
+                                self.stats["proven"] += 1
+                self._done[p] = n
+        for p, opened in enumerate(self.open):
+            for rec in opened.values():
+                if not rec[2] and now > rec[1]:
+                    rec[2] = True
+                    self._miss(p, rec[0])
+
+    def _miss(self, p: int, k: int) -> None:
+        """A loan of pool ``p`` overran window ``k``: back off the cap."""
+        self.stats["missed"] += 1
+        self.cap[p][k] = (self.initial if self.backoff == "reset"
+                          else max(self.initial, self.cap[p][k] // 2))
+
+    def full(self, p: int, k: int) -> bool:
+        """True when pool ``p`` may not have another loan running in window ``k`` now."""
+        if self.count[p][k] >= self.cap[p][k]:
+            self.stats["held_back"] += 1
+            return True
+        return False
+
+    def lent(self, j: int, p: int, k: int, now: float, deadline: float) -> None:
+        """Record loan ``j`` of pool ``p`` lent ``now`` in window ``k`` that must end by
+        ``deadline`` (s)."""
+        self.open[p][j] = [k, deadline, False, now]
+        self.count[p][k] += 1
