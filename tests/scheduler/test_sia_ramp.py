@@ -151,3 +151,14 @@ def test_each_window_has_a_cap_of_its_own():
     res = simulate(table(_rows(5000.0)), make_pools({"A": 2, "B": 1}), pol)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert (got["b1"], got["b2"]) == (0.0, 0.0) and got["b3"] > 0.0
+
+
+def test_an_evicted_or_refused_loan_is_forgotten_unscored():
+    ramp = LoanRamp(1)
+    ramp.reset(1, 2)
+    ramp.lent(7, 0, 1, 0.0, 3600.0)
+    assert ramp.full(0, 1)
+    ramp.forget(7, 0)
+    assert not ramp.full(0, 1) and ramp.cap == [[1, 1]]
+    ramp.update(5000.0, [1], lambda p: np.array([7]), np.array([100.0]))  # it ends later
+    assert ramp.stats["proven"] == ramp.stats["missed"] == 0

@@ -615,6 +615,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._started[j] = 0
         p = self._pool[j]
         self._pend_gpus[p] += self._gpus[j]
+        if self.loan_ramp is not None:  # an evicted loan proves nothing either way
+            self.loan_ramp.forget(j, p)
         kmin = self._kmin_job.get(j, len(self.windows_s))  # unbinned: dedicated only
         rb = self.risk_budget
         for i, lst in enumerate(self._elig[p]):

@@ -110,6 +110,13 @@ class LoanRamp:
             return True
         return False
 
+    def forget(self, j: int, p: int) -> None:
+        """Drop loan ``j`` of pool ``p`` without scoring it (it was evicted or refused: it
+        proved nothing, and must not hold its pool's cap until it runs again)."""
+        rec = self.open[p].pop(j, None)
+        if rec is not None:
+            self.count[p][rec[0]] -= 1
+
     def lent(self, j: int, p: int, k: int, now: float, deadline: float) -> None:
         """Record loan ``j`` of pool ``p`` lent ``now`` in window ``k`` that must end by
         ``deadline`` (s)."""
