@@ -162,3 +162,34 @@ def test_an_evicted_or_refused_loan_is_forgotten_unscored():
     assert not ramp.full(0, 1) and ramp.cap == [[1, 1]]
     ramp.update(5000.0, [1], lambda p: np.array([7]), np.array([100.0]))  # it ends later
     assert ramp.stats["proven"] == ramp.stats["missed"] == 0
+
+
+def test_with_a_memory_misses_the_lending_rule_accepted_do_not_back_off():
+    # eps 0.2 in the window, memory 10: up to 2 misses among the last 10 scored loans are the
+    # overruns the lending rule accepted; the third backs the cap off
+    ramp = LoanRamp(1, memory=10)
+    ramp.reset(1, 1, tolerance=[0.2])
+    dur = np.zeros(20)
+    done: list[int] = []
+
+    def finish(j: int, d: float) -> None:
+        ramp.lent(j, 0, 0, 0.0, 300.0)
+        dur[j] = d
+        done.append(j)
+        ramp.update(1000.0, [len(done)], lambda p: np.array(done), dur)
+
+    finish(0, 100.0)
+    finish(1, 100.0)  # two proven: cap 4
+    assert ramp.cap == [[4]]
+    finish(2, 400.0)
+    finish(3, 400.0)  # two misses of four: within 0.2 x 10
+    assert ramp.cap == [[4]]
+    finish(4, 400.0)  # a third: back to 1
+    assert ramp.cap == [[1]] and ramp.stats["missed"] == 3
+    # without a memory every miss backs off
+    ramp = LoanRamp(1)
+    ramp.reset(1, 1, tolerance=[0.2])
+    done.clear()
+    finish(0, 100.0)
+    finish(1, 400.0)
+    assert ramp.cap == [[1]]

@@ -261,6 +261,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
+                 loan_ramp_memory: int = 0,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -323,7 +324,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             loan_ramp = (None if getattr(durations, "perfect_information", False)
                          else DEFAULT_LOAN_RAMP)
         self.loan_ramp = (None if loan_ramp is None
-                          else LoanRamp(loan_ramp, backoff=loan_ramp_backoff, name=name))
+                          else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
+                                        memory=loan_ramp_memory, name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self.stats: dict[str, Any] = {}
@@ -359,7 +361,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if self.risk_budget is not None:
             self.risk_budget.reset(trace)
         if self.loan_ramp is not None:
-            self.loan_ramp.reset(P, K)
+            self.loan_ramp.reset(P, K, None if self.lend_risk is None else self.lend_risk.tolist())
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
