@@ -347,10 +347,15 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
                 st = _style(i)
                 ax.plot(xs, ys, color=st["color"], ls=st["ls"], marker=st["marker"], ms=5,
                         lw=1.6, label=f"{name} (risk budget)")
+                # one label per distinct point: budgets that give the same result share it
+                # ("0, 0.1, 1"), instead of labels printed over each other
+                same: dict[tuple[float, float], list[str]] = {}
                 for (rk, _), x, y in zip(pts, xs, ys, strict=True):
                     if math.isfinite(x) and math.isfinite(y):
-                        ax.annotate(f"{rk:g}", (x, y), textcoords="offset points",
-                                    xytext=(4, 3), fontsize=7, color=st["color"])
+                        same.setdefault((x, y), []).append(f"{rk:g}")
+                for (x, y), budgets in same.items():
+                    ax.annotate(", ".join(budgets), (x, y), textcoords="offset points",
+                                xytext=(4, 3), fontsize=7, color=st["color"])
                 i += 1
             for name, m in points.items():
                 st = _style(i)
