@@ -354,6 +354,7 @@ UNDER_ROWS = ([(f"b{i}", "B", 0.0, 1000.0, 1) for i in range(6)]
 
 def under_run(adapt_durations: bool, **options) -> dict[str, tuple[float, bool]]:
     options.setdefault("loan_ramp", None)  # the adaptation alone (the ramp has its own tests)
+    options.setdefault("lookback", 12)  # the rule's memory this case is written for
     pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations,
                     **options)
     return run(UNDER_ROWS, {"A": 2, "B": 1}, pol)
@@ -371,7 +372,7 @@ def test_duration_adaptation_stops_lending_jobs_that_overran():
     lax = under_run(True, duration_max_misses=3)
     assert {j: lax[j] for j in ("b3", "b4", "b5")} == lent_at_1000
     with pytest.raises(ConfigError, match="max_misses"):
-        SiaPolicy(UnderForecaster(), duration_max_misses=13)
+        SiaPolicy(UnderForecaster(), lookback=12, duration_max_misses=13)
 
 
 class _RunView:

@@ -24,8 +24,8 @@ windows". The paper gives no rule; this module's rule is:
   ``max_misses`` (strictness) of its ``lookback`` most recent records for
   ``w`` are known misses. Windows overlap, so one arrival that nobody
   predicted turns every recent record of that window into a miss at once;
-  the distrust then lasts until ``lookback`` newer records (one hour of
-  5-minute ticks by default) have pushed the misses out, and is renewed by
+  the distrust then lasts until ``lookback`` newer records (four hours of
+  5-minute ticks with SIA's default, :data:`DEFAULT_LOOKBACK`) have pushed the misses out, and is renewed by
   every new miss. Records still open count as not missed.
 
 While ``(p, w)`` is distrusted, SIA reserves all of ``p``'s unused quota in
@@ -43,6 +43,15 @@ from sia.scheduler.core.view import TraceArrays
 
 #: Tolerance in GPUs when comparing arrived load with a predicted load.
 _EPS = 1e-9
+#: SIA's default ``lookback`` for arrivals (tick records: 48 = 4 hours of 5-minute ticks; it was
+#: 12). Chosen on training weeks only (experiments/risk_training_weeks.yaml: 20 experiments of
+#: 4 Philly pools on days 35-56, predictors trained on days 14-35, the loan ramp on) by the rule:
+#: the fewest slowed jobs among the values that keep at least 90% of the mean speedup of the
+#: earlier default. Measured (2026-11-28; % slowed / total slowdown min / mean speedup): 12:
+#: 0.88% / 19,475 / 83.4; 48: 0.62% / 14,518 / 80.8; 288 (a day): 0.38% / 46,418 / 59.5 (71%
+#: of the mean: out). A pool whose forecasts missed an arrival is distrusted for 4 hours of
+#: records instead of one: on bursty pools (Graham's partitions) the next burst comes sooner.
+DEFAULT_LOOKBACK = 48
 
 
 

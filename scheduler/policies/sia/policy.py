@@ -182,7 +182,11 @@ from sia.scheduler.core.needs import PolicyNeeds
 from sia.scheduler.core.served import ServedPredictions
 from sia.scheduler.core.simulator import Preempt
 from sia.scheduler.core.view import SimView, Start, TraceArrays
-from sia.scheduler.policies.sia.adaptation import ArrivalMissTracker, DurationMissTracker
+from sia.scheduler.policies.sia.adaptation import (
+    DEFAULT_LOOKBACK,
+    ArrivalMissTracker,
+    DurationMissTracker,
+)
 from sia.scheduler.policies.sia.dedicated import DedicatedPass
 from sia.scheduler.policies.sia.forecast_mix import (
     perfect_arrivals,
@@ -251,7 +255,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
 
     def __init__(self, forecaster: Forecaster | None = None, *,
                  windows_s: tuple[float, ...] | list[float] = DEFAULT_WINDOWS_S,
-                 adaptation: bool = True, lookback: int = 12, max_misses: int = 1,
+                 adaptation: bool = True, lookback: int = DEFAULT_LOOKBACK, max_misses: int = 1,
                  count_load_misses: bool = True, adapt_durations: bool = False,
                  duration_max_misses: int | None = None, duration_lookback: int | None = None,
                  duration_earn_trust: bool = False,
