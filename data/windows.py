@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sia.data.schema import TIME_LIMIT_GRACE_S
 
 #: Default prediction windows in seconds: 5 min, 1 h, 12 h (SIA 5.4).
 DEFAULT_WINDOWS_S: tuple[float, ...] = (300.0, 3600.0, 43200.0)
@@ -66,3 +67,18 @@ def cdf_from_bins(bins: np.ndarray, windows_s: Any) -> np.ndarray:
     """
     upper = np.asarray((*DURATION_BIN_EDGES_S, np.inf))[np.asarray(bins, dtype=np.int64)]
     return (upper[:, None] <= np.asarray(windows_s, dtype=np.float64)[None, :]).astype(np.float64)
+
+
+def limit_certain(time_limit_s: Any, windows_s: Any,
+                  grace_s: float = TIME_LIMIT_GRACE_S) -> np.ndarray:
+    """Return bool [n, len(windows_s)]: the job's limit guarantees it fits the window.
+
+    A job with ``time_limit + grace_s <= w`` is certain to fit window w (s):
+    Slurm ends it at its limit, at most ``grace_s`` later. NaN (no limit)
+    guarantees nothing. ``grace_s`` is on the clock of the limits (a replay's speed-up
+    divides both). The one rule of the limit's guarantee, for JobDuration and for SIA's
+    lending alike.
+    """
+    limit = np.asarray(time_limit_s, dtype=np.float64).reshape(-1)
+    w = np.asarray(windows_s, dtype=np.float64).reshape(-1)
+    return (limit[:, None] + float(grace_s)) <= w[None, :]  # NaN compares False

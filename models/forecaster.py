@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.schema import TIME_LIMIT_GRACE_S
-from sia.data.windows import DURATION_BIN_EDGES_S, cdf_from_bins, duration_bin_of, sliding_max_load
+from sia.data.windows import (
+    DURATION_BIN_EDGES_S,
+    cdf_from_bins,
+    duration_bin_of,
+    limit_certain,
+    sliding_max_load,
+)
 from sia.features.incremental import IncrementalTable9
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models import registry
@@ -60,7 +66,6 @@ from sia.models.job_duration import (
     cdf_at_windows,
     check_quantile,
     lend_risk_for_windows,
-    limit_certain,
     predict_bins,
 )
 from sia.models.new_load import NewLoadEstimate

@@ -995,23 +995,9 @@ def _limit_fits_index(columns: list[str]) -> np.ndarray | None:
     return np.array([list(columns).index(c) for c in LIMIT_FITS_COLUMNS], dtype=np.int64)
 
 
-def limit_certain(time_limit_s: Any, windows_s: Any,
-                  grace_s: float = TIME_LIMIT_GRACE_S) -> np.ndarray:
-    """Return bool [n, len(windows_s)]: the job's limit guarantees it fits the window.
-
-    A job with ``time_limit + grace_s <= w`` is certain to fit window w (s):
-    Slurm ends it at its limit, at most ``grace_s`` later. NaN (no limit)
-    guarantees nothing. ``grace_s`` is on the clock of the limits (a replay's
-    speed-up divides both).
-    """
-    limit = np.asarray(time_limit_s, dtype=np.float64).reshape(-1)
-    w = np.asarray(windows_s, dtype=np.float64).reshape(-1)
-    return (limit[:, None] + float(grace_s)) <= w[None, :]  # NaN compares False
-
-
 def limit_bound(cdf: np.ndarray, certain: np.ndarray) -> np.ndarray:
     """Return a copy of ``cdf`` (P(duration <= w) per row and window) with 1 where ``certain``
-    (same shape, e.g. :func:`limit_certain`): a limit that fits a window is a hard upper bound."""
+    (same shape, e.g. :func:`sia.data.windows.limit_certain`): a limit that fits a window is a hard upper bound."""
     out = np.array(cdf, dtype=np.float64, copy=True)
     out[np.asarray(certain, dtype=bool)] = 1.0
     return out

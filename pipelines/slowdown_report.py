@@ -166,31 +166,39 @@ def attach(per_job: pl.DataFrame, summary: dict[str, Any], outcome: ReplayOutcom
     :func:`causes_summary` in ``summary["slowdown_causes"]``, for a policy that lends;
     ``per_job`` unchanged otherwise (a lending policy's replay stored without its loans gets
     ``summary["slowdown_causes"] = {"error": ...}``)."""
-    if not lends(outcome):
-        return per_job
-    explained = explain(outcome, baseline, pools)
-    if explained is None:
-        summary["slowdown_causes"] = {"error": NO_LOANS}
-        return per_job
-    per_job = per_job.join(explained, on="job_id", how="left", maintain_order="left")
-    summary["slowdown_causes"] = causes_summary(per_job)
-    return per_job
+    explained = _summarized(per_job, summary, outcome, baseline, pools)
+    return per_job if explained is None else _with(per_job, explained)
 
 
 def attach_replay(outcome: ReplayOutcome, baseline: ReplayOutcome, pools: pl.DataFrame,
                   per_job: pl.DataFrame, summary: dict[str, Any]) -> ReplayOutcome:
     """`sia replay`: return ``outcome`` with :data:`ATTRIBUTION_COLUMNS` in its result (every
     job, warm-up included) and the counted jobs' :func:`causes_summary` in ``summary``."""
+    explained = _summarized(per_job, summary, outcome, baseline, pools)
+    return outcome if explained is None else replace(
+        outcome, result=_with(outcome.result, explained))
+
+
+def _with(jobs: pl.DataFrame, explained: pl.DataFrame) -> pl.DataFrame:
+    """Return ``jobs`` with the attribution columns of ``explained`` (by job id, same order)."""
+    return jobs.join(explained, on="job_id", how="left", maintain_order="left")
+
+
+def _summarized(per_job: pl.DataFrame, summary: dict[str, Any], outcome: ReplayOutcome,
+                baseline: ReplayOutcome | pl.DataFrame, pools: pl.DataFrame
+                ) -> pl.DataFrame | None:
+    """Return :func:`explain`'s table for a lending policy's replay, after putting the counted
+    jobs' (``per_job``) :func:`causes_summary` in ``summary["slowdown_causes"]``; None for a
+    policy that does not lend, or (with an error in the summary) a replay stored without its
+    loans."""
     if not lends(outcome):
-        return outcome
+        return None
     explained = explain(outcome, baseline, pools)
     if explained is None:
         summary["slowdown_causes"] = {"error": NO_LOANS}
-        return outcome
-    counted = per_job.join(explained, on="job_id", how="left", maintain_order="left")
-    summary["slowdown_causes"] = causes_summary(counted)
-    return replace(outcome, result=outcome.result.join(explained, on="job_id", how="left",
-                                                       maintain_order="left"))
+        return None
+    summary["slowdown_causes"] = causes_summary(_with(per_job, explained))
+    return explained
 
 
 def cause_metrics(causes: dict[str, Any] | None) -> dict[str, float]:

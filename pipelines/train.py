@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
+from sia.data.windows import limit_certain
 from sia.features.duration_history import point_in_time_history
 from sia.features.table9 import FEATURE_COLUMNS as FEATURE_COLUMNS_ALL
 from sia.features.table9 import FEATURE_GROUPS, build_features
@@ -445,7 +446,7 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
                        ("pool+width@eps", pool_width, eps)]
         if limits:  # lendable iff the limit guarantees the window
             limit_s = va["time_limit"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-            candidates.append(("limit only", job_duration.limit_certain(
+            candidates.append(("limit only", limit_certain(
                 limit_s, job_duration.DURATION_BIN_EDGES_S).astype(float), 0.5))
         candidates.append(("perfect", perfect, 0.5))
         for name, cdf, e in candidates:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sia.data.schema import TIME_LIMIT_GRACE_S
-from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of
+from sia.data.windows import DURATION_BIN_EDGES_S, duration_bin_of, limit_certain
 from sia.features.duration_features import (
     DURATION_FEATURES,
     LIMIT_COLUMNS,
@@ -19,7 +19,6 @@ from sia.features.duration_features import (
 from sia.models.job_duration import (
     JobDuration,
     limit_bound,
-    limit_certain,
     select_job_duration,
 )
 

@@ -169,6 +169,7 @@ from typing import Any
 import numpy as np
 from sia.data.errors import ConfigError, SiaError
 from sia.data.schema import TIME_LIMIT_GRACE_S
+from sia.data.windows import limit_certain
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.forecast import (
     DEFAULT_WINDOWS_S,
@@ -468,10 +469,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if limit is None or not self._use_limits:
             return None
         # the grace is trace time, like the limit: divided by the replay's speed-up
-        need = limit[arr] + TIME_LIMIT_GRACE_S / self._trace.speedup  # NaN never fits
-        W = np.asarray(self.windows_s)
-        fits = need[:, None] <= W[None, :]
-        return np.where(fits.any(axis=1), np.argmax(fits, axis=1), len(W))
+        fits = limit_certain(limit[arr], self.windows_s, TIME_LIMIT_GRACE_S / self._trace.speedup)
+        return np.where(fits.any(axis=1), np.argmax(fits, axis=1), len(self.windows_s))
 
     def _bins(self, view: SimView, arr: np.ndarray) -> np.ndarray:
         """Return the forecaster's duration bins of ``arr``, checked."""

@@ -29,6 +29,7 @@ sets :data:`DEFAULT_LOAN_RAMP` for predicted durations; ``null`` turns it off.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sia.data.errors import ConfigError
@@ -88,6 +89,9 @@ class LoanRamp:
         self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
         self.count = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
+        #: no running unscored loan has a deadline before this (s): the overrun scan skips
+        #: until then (a loan scored or ended since may leave it early: only a wasted scan)
+        self._next_deadline = math.inf
         self.stats = {"proven": 0, "missed": 0, "held_back": 0}
 
     def update(self, now: float, completed_counts: list[int], completed_jobs,
@@ -113,11 +117,18 @@ class LoanRamp:
                                 self.stats["proven"] += 1
                                 self.recent[p][k].append(0)
                 self._done[p] = n
+        if now <= self._next_deadline:
+            return
+        nxt = math.inf
         for p, opened in enumerate(self.open):
             for rec in opened.values():
-                if not rec[2] and now > rec[1]:
-                    rec[2] = True
-                    self._miss(p, rec[0])
+                if not rec[2]:
+                    if now > rec[1]:
+                        rec[2] = True
+                        self._miss(p, rec[0])
+                    elif rec[1] < nxt:
+                        nxt = rec[1]
+        self._next_deadline = nxt
 
     def _miss(self, p: int, k: int) -> None:
         """A loan of pool ``p`` overran window ``k``: back off the cap."""
@@ -147,4 +158,5 @@ class LoanRamp:
         """Record loan ``j`` of pool ``p`` lent ``now`` in window ``k`` that must end by
         ``deadline`` (s)."""
         self.open[p][j] = [k, deadline, False, now]
+        self._next_deadline = min(self._next_deadline, deadline)
         self.count[p][k] += 1
