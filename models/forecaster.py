@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from sia.data.errors import ConfigError
 from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.data.windows import (
@@ -57,6 +58,12 @@ from sia.data.windows import (
 from sia.features.incremental import IncrementalTable9
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models import registry
+from sia.models.calibration import (
+    DEFAULT_ALPHA,
+    DEFAULT_MEMORY,
+    DEFAULT_PRIOR_DAYS,
+    PoolCalibration,
+)
 from sia.models.job_duration import (
     DEFAULT_QUANTILE,
     N_BINS,
@@ -152,6 +159,10 @@ class LearnedForecaster:
                            else getattr(self.duration_model, "lend_risk_", None))
         self._trace_id: int | None = None
         self._forests: dict[tuple[int, ...], tuple[Any, list[np.ndarray]]] = {}
+        #: per-pool online calibration of arrivals and load (:meth:`calibrate`); None: off
+        self.calibration: PoolCalibration | None = None
+        self._calib_trace: int | None = None
+        self._prior_jobs: pl.DataFrame | None = None
 
     def prime(self, prior: pl.DataFrame | None) -> LearnedForecaster:
         """Start every replay with the jobs that finished before it (returns self).
@@ -172,10 +183,57 @@ class LearnedForecaster:
                 raise ValueError(f"LearnedForecaster.prime: the prior jobs lack column(s) "
                                  f"{missing}")
         self.history = OnlineDurationHistory(self.history.min_count, prior)
+        self._prior_jobs = prior
+        self._calib_trace = None
         self._submissions = OnlineSubmissionFeatures(prior, limits=self._limits)
         self._started = StartedLookAlikes(prior=prior, use_tag=self._use_tag)
         self._trace_id = None
         return self
+
+    def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
+                  memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
+                  parts: str = "both", name: str = "sia") -> LearnedForecaster:
+        """Calibrate WillJobsArrive and NewLoadEstimate per pool, online (returns self).
+
+        From now on :meth:`will_jobs_arrive` thresholds each pool at its own
+        conformal recall threshold and :meth:`new_load_estimate` answers the
+        pool's conformal upper bound over the sliding max of ``load_windows``
+        windows (whatever the load method), both at miss rate ``alpha`` from the
+        last ``memory`` records of the pool, scored only once their window has
+        passed (:class:`~sia.models.calibration.PoolCalibration`); the load
+        bounds start from the primed jobs of the last ``prior_days`` days.
+        ``parts``: ``"both"``, ``"arrivals"`` or ``"load"`` (the other keeps the
+        registered rule). Raises :class:`~sia.data.errors.ConfigError` on a bad option.
+        """
+        if parts not in ("both", "arrivals", "load"):
+            raise ConfigError(f"policy {name!r}: calibration must be true/'both', 'arrivals' "
+                              f"or 'load', not {parts!r}")
+        self._calib_arrivals = parts in ("both", "arrivals")
+        self._calib_load = parts in ("both", "load")
+        self.calibration = PoolCalibration(windows_s, n_windows=self.load_windows, alpha=alpha,
+                                           memory=memory, prior_days=prior_days, name=name)
+        self._calib_trace = None
+        return self
+
+    def _calibrated(self, view: ForecastView) -> PoolCalibration:
+        """Return the calibration, reset for ``view``'s trace when it is a new one."""
+        cal = self.calibration
+        trace = view.trace
+        if self._calib_trace != id(trace):
+            self._calib_trace = id(trace)
+            prior = self._prior_jobs
+            if prior is not None and prior.height:
+                cal.prime(prior["submit_time"].to_numpy(), prior["num_gpus"].to_numpy(),
+                          prior["pool"].cast(str).to_list())
+            start = float(trace.submit[0]) if trace.n_jobs else 0.0
+            cal.reset(trace.pool_names, start)
+        return cal
+
+    def calibration_report(self) -> dict[str, Any] | None:
+        """Return what the per-pool calibration holds now, per pool and window (None: off)."""
+        if self.calibration is None or self._calib_trace is None:
+            return None
+        return self.calibration.report(self.calibration.pool_names)
 
     def lend_risk_at(self, windows_s: Sequence[float]) -> list[float] | None:
         """Return eps per scheduling window for SIA's risk-aware lending (``lend_risk="auto"``).
@@ -401,16 +459,26 @@ class LearnedForecaster:
         return hit
 
     def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
-        """Return bool [n_pools, n_windows]: P(arrival) >= the registered threshold."""
+        """Return bool [n_pools, n_windows]: P(arrival) >= the registered threshold (with
+        :meth:`calibrate`: >= each pool's calibrated threshold)."""
         ks = self._windows_min(windows_s)
         proba = self.arrival_proba(view, windows_s)
+        if self.calibration is not None and self._calib_arrivals:
+            return self._calibrated(view).arrivals(view, proba)
         thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
         return proba >= thresholds[None, :]
 
     def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
-        """Return float [n_pools, n_windows]: the GPUs expected to arrive in (now, now + w]."""
+        """Return float [n_pools, n_windows]: the GPUs expected to arrive in (now, now + w]
+        (with :meth:`calibrate`: each pool's conformal upper bound, +inf for a cold pool)."""
         trace = view.trace
         n = int(view.n_arrived)
+        if self.calibration is not None and self._calib_load:
+            base = np.stack([sliding_max_load(trace.submit[:n], trace.num_gpus[:n],
+                                              trace.pool[:n], trace.n_pools, float(view.now),
+                                              float(w), self.load_windows)
+                             for w in windows_s], axis=1)
+            return self._calibrated(view).load_bound(view, base)
         cols = []
         feats = None
         if self.load_method != "sliding_max" and any(  # the Table 9 features at now

@@ -73,6 +73,16 @@ its recent load over ``risk_load_days``; at most ``risk_cost_cap`` jobs), is
 within ``risk``. ``risk=0`` lends only on certainty. Reservations and the
 online arrival adaptation are unchanged: the bound covers the duration side.
 
+Per-pool calibration (``calibration``: true, ``"arrivals"`` or ``"load"``, off by default;
+:mod:`sia.models.calibration` in the learned forecaster): WillJobsArrive is
+thresholded per pool at a conformal recall threshold and NewLoadEstimate is
+each pool's conformal upper bound over the sliding max, both at miss rate
+``calibration_alpha`` from the pool's last ``calibration_memory`` 5-minute
+records, each scored only once its window has passed (the load side also
+from the jobs of the ``calibration_prior_days`` before the replay). A pool
+too cold for a bound reserves its whole unused quota in that window. A
+forecaster without ``calibrate`` (perfect, random) is left as it is.
+
 ``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
 ``w`` (a running max over the windows): a job that runs up to 1 h also
 occupies the first 5 minutes, so it must respect the 5-minute window's
@@ -267,6 +277,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0,
+                 calibration: bool | str = False, calibration_alpha: float = 0.1,
+                 calibration_memory: int = 288, calibration_prior_days: float = 7.0,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -333,6 +345,22 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                                         memory=loan_ramp_memory, name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
+        # per-pool calibration of the arrival side (models/calibration.py), in the forecasters
+        # that offer it: the learned one, or the arrival / load source of a mixed one
+        if calibration not in (True, False, "both", "arrivals", "load"):
+            raise ConfigError(f"policy {name!r}: calibration must be true, false, 'arrivals' "
+                              f"or 'load', not {calibration!r}")
+        parts = "both" if calibration is True else calibration
+        self.calibration = parts or False
+        self._calibrated: list[Any] = []
+        if self.calibration:
+            for src in (forecaster, getattr(forecaster, "arrivals", None),
+                        getattr(forecaster, "load", None)):
+                cal = getattr(src, "calibrate", None)
+                if callable(cal) and all(src is not s for s in self._calibrated):
+                    cal(windows, alpha=calibration_alpha, memory=calibration_memory,
+                        prior_days=calibration_prior_days, parts=parts, name=name)
+                    self._calibrated.append(src)
         self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ life cycle
@@ -553,6 +581,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                     f"{load.shape}, expected [pools, windows] = {want}")
             self._checked_shape = True
         self._arrive = arrive
+        if self._calibrated:  # a cold pool's bound is +inf: its quota reserves the same
+            load = np.where(np.isfinite(load), load, np.asarray(self._quota, dtype=np.float64)[:, None])
         tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
         if self.nested_reservations:
             tnl = np.maximum.accumulate(tnl, axis=1)
@@ -654,6 +684,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             out["risk"] = self.risk_budget.summary()
         if self.loan_ramp is not None:
             out["loan_ramp"] = dict(self.loan_ramp.stats)
+        for src in self._calibrated:  # what was calibrated per pool (the last state)
+            rep = src.calibration_report()
+            if rep is not None:
+                out["calibration"] = rep
         return out
 
 

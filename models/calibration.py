@@ -1,0 +1,313 @@
+"""Per-pool calibration of SIA's arrival predictions, online and point in time (issue 32, item 2).
+
+WillJobsArrive is one model across all pools with one threshold; NewLoadEstimate
+is a sliding max. Neither says how often it misses in *this* pool lately. This
+module calibrates both per pool and window on the pool's own recent outcomes,
+and keeps doing so during a replay: a forecast made at ``t`` for ``(t, t + w]``
+is scored only once ``t + w`` has passed (never earlier: no peeking).
+
+* **Load: split conformal upper bounds.** On the 5-minute grid, the score of
+  a record at ``t`` is ``realized - base``: the GPUs that arrived in the pool
+  during ``(t, t + w]`` minus the sliding max at ``t`` (the paper's
+  NewLoadEstimate, :func:`sia.data.windows.sliding_max_load`), over the
+  records whose window saw an arrival (the load estimate is read only when an
+  arrival is predicted). The bound at ``now`` is ``base(now) + q``, with ``q``
+  the conformal quantile (:func:`conformal_upper`) of the pool's last
+  ``memory`` scores at level ``1 - alpha``: under exchangeability, the load of
+  a window that sees arrivals exceeds the bound with probability <= ``alpha``.
+  The grid's records come from the arrivals alone, so the records of the
+  prior period (the trace before the replay, :meth:`PoolCalibration.prime`)
+  count too, and every 5-minute point counts, not only those SIA acted on.
+* **Arrivals: a per-pool threshold at a target recall.** At each forecast
+  (at most one record per 5-minute slot) the model's P(arrival) per pool and
+  window is recorded; once its window has passed, a record whose window saw
+  an arrival is a *positive*. The pool's threshold is the conformal lower
+  bound of its last ``memory`` positives' probabilities
+  (:func:`recall_threshold`): a future window with an arrival gets a
+  probability below it with probability <= ``alpha`` (recall >= 1 - alpha
+  per pool), whatever the global threshold was tuned for.
+* **Realized precision, online.** Of the resolved records predicted "yes"
+  (with the threshold in force when they were made), the share that saw an
+  arrival, per pool and window over the last ``memory``; and the share of
+  positives predicted "yes" (realized recall). Reported, not used to decide.
+* **Cold pools.** A pool and window with too few scores for the quantile
+  (fewer than ``ceil(1 / alpha) - 1`` positives or load scores) is *cold*:
+  its bound is infinite (SIA then reserves its whole unused quota in that
+  window: it lends only what is certain) and its threshold 0 (every window is
+  predicted to see an arrival).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sia.data.errors import ConfigError
+
+#: The grid of records (s): SIA's tick.
+GRID_S = 300.0
+#: Default miss rate per pool and window (both sides): chosen on training weeks (see the README).
+DEFAULT_ALPHA = 0.1
+#: Default number of recent records per pool and window that calibrate (a day of ticks).
+DEFAULT_MEMORY = 288
+#: Default days of the trace before the replay whose arrivals calibrate the load bounds at start.
+DEFAULT_PRIOR_DAYS = 7.0
+
+
+def conformal_upper(scores: Sequence[float] | np.ndarray, alpha: float) -> float:
+    """Return the split-conformal upper bound of ``scores`` at miss rate ``alpha``.
+
+    The ``ceil((n + 1)(1 - alpha))``-th smallest of the ``n`` scores; +inf when
+    that rank exceeds ``n`` (too few scores: no finite bound is valid). If the
+    scores and a new one are exchangeable, P(new > bound) <= alpha.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    n = s.size
+    rank = math.ceil((n + 1) * (1.0 - alpha) - 1e-12)
+    if rank > n:
+        return math.inf
+    return float(np.partition(s, rank - 1)[rank - 1])
+
+
+def recall_threshold(positive_probs: Sequence[float] | np.ndarray, alpha: float) -> float:
+    """Return the conformal lower bound of the positives' probabilities at miss rate ``alpha``.
+
+    The ``floor(alpha (n + 1))``-th smallest of the ``n`` probabilities; 0 when
+    that rank is 0 (too few positives: predict every window positive). If they
+    and a new positive's probability are exchangeable, P(new < threshold) <= alpha.
+    """
+    p = np.asarray(positive_probs, dtype=np.float64)
+    rank = math.floor(alpha * (p.size + 1) + 1e-12)
+    if rank < 1:
+        return 0.0
+    return float(np.partition(p, rank - 1)[rank - 1])
+
+
+class _Arrivals:
+    """Per-pool arrival times and cumulative GPUs, appended in arrival order."""
+
+    def __init__(self, n_pools: int):
+        self.sub = [np.empty(64) for _ in range(n_pools)]
+        self.cum = [np.empty(64) for _ in range(n_pools)]
+        self.n = [0] * n_pools
+
+    def add(self, pool: int, t: float, gpus: float) -> None:
+        n = self.n[pool]
+        if n == self.sub[pool].size:
+            self.sub[pool] = np.resize(self.sub[pool], 2 * n)
+            self.cum[pool] = np.resize(self.cum[pool], 2 * n)
+        self.sub[pool][n] = t
+        self.cum[pool][n] = gpus + (self.cum[pool][n - 1] if n else 0.0)
+        self.n[pool] = n + 1
+
+    def cum_at(self, pool: int, x: np.ndarray) -> np.ndarray:
+        """Return the GPUs of the pool's arrivals with submit <= x, per x."""
+        n = self.n[pool]
+        if n == 0:
+            return np.zeros(np.shape(x))
+        idx = np.searchsorted(self.sub[pool][:n], x, side="right")
+        return np.where(idx > 0, self.cum[pool][:n][np.maximum(idx - 1, 0)], 0.0)
+
+
+class PoolCalibration:
+    """Online per-pool calibration of arrivals and load for one replay (see the module doc).
+
+    ``windows_s``: SIA's windows (s); ``n_windows``: the sliding max's windows
+    (the base of the load bound); ``alpha``: the miss rate per pool and window;
+    ``memory``: records kept per pool and window; ``prior_days``: days before the
+    replay whose arrivals calibrate the load bounds at its start. Call
+    :meth:`prime` (optional) and :meth:`reset`, then :meth:`arrivals` and
+    :meth:`load_bound` with the view at each forecast.
+    """
+
+    def __init__(self, windows_s: Sequence[float], *, n_windows: int = 3,
+                 alpha: float = DEFAULT_ALPHA, memory: int = DEFAULT_MEMORY,
+                 prior_days: float = DEFAULT_PRIOR_DAYS, name: str = "sia"):
+        if not (isinstance(alpha, int | float) and 0.0 < alpha < 1.0):
+            raise ConfigError(f"policy {name!r}: calibration_alpha must be in (0, 1), not "
+                              f"{alpha!r}")
+        if not (isinstance(memory, int) and not isinstance(memory, bool) and memory >= 2):
+            raise ConfigError(f"policy {name!r}: calibration_memory must be a whole number of "
+                              f"records >= 2, not {memory!r}")
+        if not (isinstance(prior_days, int | float) and prior_days >= 0):
+            raise ConfigError(f"policy {name!r}: calibration_prior_days must be >= 0 days, not "
+                              f"{prior_days!r}")
+        self.windows_s = tuple(float(w) for w in windows_s)
+        self.n_windows = int(n_windows)
+        self.alpha = float(alpha)
+        self.memory = int(memory)
+        self.prior_days = float(prior_days)
+        self._prior: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._prior_names: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ life cycle
+    def prime(self, submit: np.ndarray, gpus: np.ndarray, pool_names: Sequence[str]) -> None:
+        """Keep the jobs submitted before the replay (submit s, GPUs, pool name per job)."""
+        order = np.argsort(np.asarray(submit, dtype=np.float64), kind="stable")
+        self._prior = (np.asarray(submit, dtype=np.float64)[order],
+                       np.asarray(gpus, dtype=np.float64)[order],
+                       np.asarray(list(pool_names), dtype=object)[order])
+
+    def reset(self, pool_names: Sequence[str], start: float) -> None:
+        """Forget the replay's records; the replay's pools and its first submission ``start`` (s).
+
+        The prior jobs of the replay's pools submitted in the last ``prior_days``
+        before ``start`` are added, and the grid starts there.
+        """
+        P, K = len(pool_names), len(self.windows_s)
+        self.n_pools = P
+        self.pool_names = tuple(pool_names)
+        self._arr = _Arrivals(P)
+        first = start
+        if self._prior is not None and self.prior_days > 0:
+            sub, g, names = self._prior
+            index = {name: i for i, name in enumerate(pool_names)}
+            lo = start - self.prior_days * 86400.0
+            keep = (sub >= lo) & (sub < start)
+            for t, gp, name in zip(sub[keep].tolist(), g[keep].tolist(), names[keep].tolist(),
+                                   strict=True):
+                p = index.get(name)
+                if p is not None:
+                    self._arr.add(p, t, gp)
+            first = lo
+        self._seen = 0  # replay jobs added
+        # the load side: next grid time to score per window, scores per pool and window
+        t0 = math.ceil(first / GRID_S) * GRID_S
+        self._next_t = [t0] * K
+        self._scores = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self._q = np.full((P, K), math.inf)
+        self._q_dirty = np.zeros((P, K), dtype=bool)
+        # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
+        self._slot = -math.inf
+        self._open: list[deque] = [deque() for _ in range(K)]
+        self._pos = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self._thr = np.zeros((P, K))
+        self._thr_dirty = np.zeros((P, K), dtype=bool)
+        self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
+        self._calib_start = first
+
+    def _absorb(self, view: Any) -> float:
+        """Add the replay's arrivals up to now; return now (s)."""
+        trace = view.trace
+        hi = int(view.n_arrived)
+        if hi > self._seen:
+            sub, gp, pool = trace.submit, trace.num_gpus, trace.pool
+            for j in range(self._seen, hi):
+                self._arr.add(int(pool[j]), float(sub[j]), float(gp[j]))
+            self._seen = hi
+        return float(view.now)
+
+    # ------------------------------------------------------------------ load
+    def _score_load(self, now: float) -> None:
+        """Score every grid record whose window has passed by ``now`` (vectorized per window)."""
+        arr, nw = self._arr, self.n_windows
+        for k, w in enumerate(self.windows_s):
+            t_end = now - w
+            if self._next_t[k] > t_end:
+                continue
+            ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
+            self._next_t[k] = float(ts[-1]) + GRID_S
+            for p in range(self.n_pools):
+                if arr.n[p] == 0:
+                    continue
+                edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
+                # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
+                loads = np.diff(edges, axis=1)
+                realized = loads[:, -1]
+                base = loads[:, :-1].max(axis=1)
+                got = realized > 0
+                if got.any():
+                    self._scores[p][k].extend((realized[got] - base[got]).tolist())
+                    self._q_dirty[p, k] = True
+                    self.stats["load_scores"] += int(got.sum())
+
+    def load_bound(self, view: Any, base: np.ndarray) -> np.ndarray:
+        """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
+        the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
+        now = self._absorb(view)
+        self._score_load(now)
+        for p, k in zip(*np.nonzero(self._q_dirty), strict=True):
+            self._q[p, k] = conformal_upper(self._scores[p][k], self.alpha)
+        self._q_dirty[:] = False
+        return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
+
+    # ------------------------------------------------------------------ arrivals
+    def _resolve_arrivals(self, now: float) -> None:
+        arr = self._arr
+        for k, w in enumerate(self.windows_s):
+            q = self._open[k]
+            while q and q[0][0] + w <= now:
+                t, probs, yes = q.popleft()
+                self.stats["arrival_resolved"] += 1
+                for p in range(self.n_pools):
+                    c = arr.cum_at(p, np.array([t, t + w]))
+                    label = bool(c[1] > c[0])
+                    if label:
+                        self._pos[p][k].append(float(probs[p]))
+                        self._thr_dirty[p, k] = True
+                        self._hit[p][k].append(bool(yes[p]))
+                    if yes[p]:
+                        self._yes[p][k].append(label)
+
+    def arrivals(self, view: Any, proba: np.ndarray) -> np.ndarray:
+        """Return bool [pools, windows]: ``proba`` (the model's P(arrival) at ``view.now``) at or
+        above each pool's calibrated threshold; records the forecast (one per grid slot)."""
+        now = self._absorb(view)
+        self._resolve_arrivals(now)
+        for p, k in zip(*np.nonzero(self._thr_dirty), strict=True):
+            self._thr[p, k] = recall_threshold(self._pos[p][k], self.alpha)
+        self._thr_dirty[:] = False
+        proba = np.asarray(proba, dtype=np.float64)
+        yes = proba >= self._thr
+        slot = math.floor(now / GRID_S)
+        if slot != self._slot:
+            self._slot = slot
+            for k in range(len(self.windows_s)):
+                self._open[k].append((now, proba[:, k].copy(), yes[:, k].copy()))
+            self.stats["arrival_records"] += 1
+        return yes
+
+    # ------------------------------------------------------------------ report
+    def thresholds(self) -> np.ndarray:
+        """Return float [pools, windows]: the thresholds in force (0: cold)."""
+        return self._thr.copy()
+
+    def precision(self) -> np.ndarray:
+        """Return float [pools, windows]: realized precision of the recent "yes" (NaN: none)."""
+        return self._share(self._yes)
+
+    def recall(self) -> np.ndarray:
+        """Return float [pools, windows]: share of the recent positives predicted "yes"."""
+        return self._share(self._hit)
+
+    def _share(self, rings: list[list[deque]]) -> np.ndarray:
+        out = np.full((self.n_pools, len(self.windows_s)), np.nan)
+        for p, row in enumerate(rings):
+            for k, r in enumerate(row):
+                if r:
+                    out[p, k] = sum(r) / len(r)
+        return out
+
+    def report(self, pool_names: Sequence[str]) -> dict[str, Any]:
+        """Return what is calibrated, per pool and window (JSON-ready)."""
+        wins = [f"{round(w / 60)}m" for w in self.windows_s]
+        prec, rec = self.precision(), self.recall()
+
+        def num(x: float) -> float | None:
+            return None if not math.isfinite(x) else round(float(x), 4)
+
+        pools = {}
+        for p, name in enumerate(pool_names):
+            pools[name] = {wk: {"threshold": num(self._thr[p, k]),
+                                "load_offset_gpus": num(self._q[p, k]),
+                                "load_scores": len(self._scores[p][k]),
+                                "positives": len(self._pos[p][k]),
+                                "precision": num(prec[p, k]), "recall": num(rec[p, k])}
+                           for k, wk in enumerate(wins)}
+        return {"alpha": self.alpha, "memory": self.memory, "prior_days": self.prior_days,
+                "calibrated_from_s": self._calib_start, **self.stats, "pools": pools}

@@ -1,0 +1,236 @@
+"""Per-pool online calibration (models/calibration.py): hand-built pools and properties."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sia.data.errors import ConfigError
+from sia.data.schema import make_pools, validate
+from sia.features.table9 import FEATURE_COLUMNS
+from sia.models.calibration import PoolCalibration, conformal_upper, recall_threshold
+from sia.models.forecaster import LearnedForecaster
+from sia.models.will_arrive import WillJobsArrive
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPolicy
+
+H = 3600.0
+
+
+# ---------------------------------------------------------------------------- the two quantiles
+def test_conformal_upper_by_hand():
+    s = [float(x) for x in range(1, 10)]  # 1..9, n = 9
+    assert conformal_upper(s, 0.1) == 9.0  # rank ceil(10 * 0.9) = 9
+    assert conformal_upper(s, 0.2) == 8.0  # rank ceil(10 * 0.8) = 8
+    assert conformal_upper(s, 0.5) == 5.0  # rank ceil(10 * 0.5) = 5
+    assert conformal_upper(s[:5], 0.1) == math.inf  # rank ceil(6 * 0.9) = 6 > 5: too few
+    assert conformal_upper([], 0.5) == math.inf
+
+
+def test_recall_threshold_by_hand():
+    p = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6]  # n = 9
+    assert recall_threshold(p, 0.1) == 0.1  # rank floor(0.1 * 10) = 1: the smallest
+    assert recall_threshold(p, 0.3) == 0.3  # rank 3
+    assert recall_threshold(p, 0.05) == 0.0  # rank 0: too few positives, every window is "yes"
+    assert recall_threshold([], 0.5) == 0.0
+
+
+scores = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
+alphas = st.floats(0.01, 0.99)
+probs = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scores, alphas)
+def test_leave_one_out_coverage_holds_for_any_data(s, alpha):
+    """Exchangeability's guarantee, deterministically: of n + 1 scores, each bounded by the
+    other n, at least (1 - alpha)(n + 1) are covered (so a random one is with prob >= 1 - alpha)."""
+    n1 = len(s)
+    covered = sum(s[i] <= conformal_upper(s[:i] + s[i + 1:], alpha) for i in range(n1))
+    assert covered >= (1 - alpha) * n1 - 1e-9
+
+@settings(max_examples=200, deadline=None)
+@given(probs, alphas)
+def test_leave_one_out_recall_holds_for_any_probabilities(p, alpha):
+    n1 = len(p)
+    kept = sum(p[i] >= recall_threshold(p[:i] + p[i + 1:], alpha) for i in range(n1))
+    assert kept >= (1 - alpha) * n1 - 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(scores, probs, alphas, alphas)
+def test_monotone_in_the_risk_level(s, p, a, b):
+    lo, hi = min(a, b), max(a, b)
+    assert conformal_upper(s, lo) >= conformal_upper(s, hi)  # a smaller miss rate: wider
+    assert recall_threshold(p, lo) <= recall_threshold(p, hi)  # ... and a lower threshold
+
+
+def test_coverage_on_exchangeable_data_is_near_its_level():
+    rng = np.random.default_rng(0)
+    for alpha in (0.05, 0.1, 0.3):
+        hits = 0
+        for _ in range(2000):
+            x = rng.exponential(size=21)
+            hits += x[20] <= conformal_upper(x[:20], alpha)
+        # exact: ceil(21 (1 - alpha)) / 21 = 0.952 / 0.905 / 0.714
+        want = math.ceil(21 * (1 - alpha)) / 21
+        assert abs(hits / 2000 - want) < 0.03
+
+
+# ---------------------------------------------------------------------------- hand-built pools
+@dataclass
+class _Trace:
+    submit: np.ndarray
+    num_gpus: np.ndarray
+    pool: np.ndarray
+    pool_names: tuple
+
+    @property
+    def n_jobs(self):
+        return len(self.submit)
+
+    @property
+    def n_pools(self):
+        return len(self.pool_names)
+
+
+@dataclass
+class _View:
+    trace: _Trace
+    now: float
+
+    @property
+    def n_arrived(self):
+        return int(np.searchsorted(self.trace.submit, self.now, side="right"))
+
+
+def _trace(events: list[tuple[float, int, int]], names=("a", "b")) -> _Trace:
+    ev = sorted(events)
+    return _Trace(np.array([e[0] for e in ev], dtype=float), np.array([e[2] for e in ev]),
+                  np.array([e[1] for e in ev], dtype=np.int64), tuple(names))
+
+
+def test_a_pool_whose_arrivals_turn_bursty_widens_its_load_bound():
+    # pool a: one 1-GPU job every 5 minutes for a day (the sliding max always equals the next
+    # window's load: score 0), then one 10-GPU job every 30 minutes for a day (a 5-minute window
+    # that sees one follows three empty ones: score 10 - 0 = 10)
+    steady = [(300.0 * i + 1.0, 0, 1) for i in range(288)]
+    bursty = [(86400.0 + 1800.0 * i + 1.0, 0, 10) for i in range(48)]
+    trace = _trace(steady + bursty)
+    cal = PoolCalibration((300.0,), alpha=0.1, memory=40)
+    cal.reset(trace.pool_names, 0.0)
+    zero = np.zeros((2, 1))
+    before = cal.load_bound(_View(trace, 86400.0), zero)
+    assert before[0, 0] == 0.0  # calibrated: the sliding max was never exceeded
+    assert before[1, 0] == math.inf  # pool b never saw a job: cold
+    after = cal.load_bound(_View(trace, 2 * 86400.0), zero)
+    assert after[0, 0] == 10.0  # the bursts' scores pushed the steady ones out: widened
+    # point in time: at 1 day + 20 min only the burst at 1 day + 1 s was scored
+    cal.reset(trace.pool_names, 0.0)
+    early = cal.load_bound(_View(trace, 86400.0 + 1200.0), zero)
+    assert early[0, 0] == 0.0
+
+
+def test_the_precision_tracker_sees_a_pool_go_quiet():
+    # pool a: a job every 5 minutes for 10 hours, then nothing; the model says 0.9 throughout
+    trace = _trace([(300.0 * i + 1.0, 0, 1) for i in range(120)])
+    cal = PoolCalibration((300.0,), alpha=0.1, memory=50)
+    cal.reset(trace.pool_names, 0.0)
+    proba = np.array([[0.9], [0.9]])
+    for t in np.arange(0.0, 10 * H, 300.0):
+        yes = cal.arrivals(_View(trace, t), proba)
+    assert yes[0, 0]
+    assert cal.precision()[0, 0] == 1.0
+    assert cal.thresholds()[0, 0] == 0.9  # warm: its positives all had 0.9
+    for t in np.arange(10 * H, 20 * H, 300.0):
+        cal.arrivals(_View(trace, t), proba)
+    assert cal.precision()[0, 0] < 0.1  # the last 50 "yes" windows saw (almost) nothing
+    assert cal.recall()[0, 0] == 1.0
+
+
+def test_a_pool_with_two_events_stays_cold():
+    # pool b: two jobs in two days; pool a: busy
+    busy = [(300.0 * i + 1.0, 0, 1) for i in range(576)]
+    trace = _trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
+    cal = PoolCalibration((300.0, 3600.0), alpha=0.1, memory=288)
+    cal.reset(trace.pool_names, 0.0)
+    proba = np.array([[0.9, 0.9], [0.0, 0.0]])  # the model never expects pool b's jobs
+    for t in np.arange(0.0, 2 * 86400.0, 300.0):
+        yes = cal.arrivals(_View(trace, t), proba)
+    bound = cal.load_bound(_View(trace, 2 * 86400.0), np.zeros((2, 2)))
+    # two positives: no threshold can be trusted -> every window "yes"; two 5-minute scores:
+    # no finite bound -> the pool's whole unused quota stays reserved
+    assert yes[1].tolist() == [True, True]
+    assert bound[1, 0] == math.inf
+    # its 1-hour window saw 2 x 12 records with an arrival: warm there, the bound covers a job
+    assert bound[1, 1] == 2.0
+    assert np.isfinite(bound[0]).all()
+
+
+def test_prior_jobs_calibrate_the_load_before_the_replay_starts():
+    prior_sub = np.array([300.0 * i + 1.0 for i in range(288)])
+    cal = PoolCalibration((300.0,), alpha=0.1, memory=288, prior_days=1.0)
+    cal.prime(prior_sub, np.ones(288), ["a"] * 288)
+    trace = _trace([(86400.0 + 1.0, 0, 1)])
+    cal.reset(trace.pool_names, 86400.0 + 1.0)
+    bound = cal.load_bound(_View(trace, 86400.0 + 1.0), np.zeros((2, 1)))
+    assert bound[0, 0] == 0.0  # warm from the day before
+    assert bound[1, 0] == math.inf
+    # only the days asked for: none
+    cal = PoolCalibration((300.0,), prior_days=0.0)
+    cal.prime(prior_sub, np.ones(288), ["a"] * 288)
+    cal.reset(trace.pool_names, 86400.0 + 1.0)
+    assert cal.load_bound(_View(trace, 86400.0 + 1.0), np.zeros((2, 1)))[0, 0] == math.inf
+
+
+@pytest.mark.parametrize("opts", [dict(alpha=0.0), dict(alpha=1.0), dict(memory=1),
+                                  dict(prior_days=-1.0)])
+def test_bad_options_name_themselves(opts):
+    with pytest.raises(ConfigError, match="calibration_"):
+        PoolCalibration((300.0,), **opts)
+
+
+# ---------------------------------------------------------------------------- wired into SIA
+class _Never:
+    """A stand-in classifier: P(arrival) = 0 everywhere (no training needed)."""
+
+    def set_param(self, params):
+        pass
+
+    def inplace_predict(self, x, **kwargs):
+        return np.zeros(len(x))
+
+
+def _sia(calibration):
+    models = {k: WillJobsArrive.from_booster(k, _Never(), 0.5, list(FEATURE_COLUMNS))
+              for k in (5, 60, 720)}
+    fc = LearnedForecaster(models, duration_config={"fallback_bin": 0})  # every job <= 5 min
+    return SiaPolicy(fc, calibration=calibration, loan_ramp=None)
+
+
+def test_a_cold_pool_lends_nothing_under_calibration():
+    # pool a (4 GPUs) submits two 4-GPU jobs of 2 minutes; pool b (4 GPUs) never submits.
+    jobs = validate(pl.DataFrame({"job_id": ["j1", "j2"], "pool": ["a", "a"],
+                                  "submit_time": [0.0, 0.0], "duration": [120.0, 120.0],
+                                  "num_gpus": [4, 4]}))[0]
+    pools = make_pools({"a": 4, "b": 4})
+    plain = simulate(jobs, pools, _sia(False)).sort("job_id")
+    # the model says "no arrival" in b: j2 borrows b's idle GPUs at once
+    assert plain["start_time"].to_list() == [0.0, 0.0]
+    policy = _sia(True)
+    cal = simulate(jobs, pools, policy).sort("job_id")
+    # calibrated, b is cold (no history): its unused quota stays reserved, j2 waits for j1
+    assert cal["start_time"].to_list() == [0.0, 120.0]
+    report = policy.facts()["calibration"]
+    assert report["pools"]["b"]["5m"]["load_offset_gpus"] is None  # infinite: cold
+    assert report["pools"]["b"]["5m"]["threshold"] == 0.0
+
+
+def test_the_policy_checks_the_calibration_option():
+    with pytest.raises(ConfigError, match="calibration"):
+        _sia("sometimes")
