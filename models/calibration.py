@@ -190,6 +190,7 @@ class PoolCalibration:
         self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
         self._calib_start = first
+        self._last_now = first
 
     def _absorb(self, view: Any) -> float:
         """Add the replay's arrivals up to now; return now (s)."""
@@ -200,7 +201,9 @@ class PoolCalibration:
             for j in range(self._seen, hi):
                 self._arr.add(int(pool[j]), float(sub[j]), float(gp[j]))
             self._seen = hi
-        return float(view.now)
+        now = float(view.now)
+        self._last_now = max(self._last_now, now)
+        return now
 
     # ------------------------------------------------------------------ load
     def _score_load(self, now: float) -> None:
@@ -294,7 +297,12 @@ class PoolCalibration:
         return out
 
     def report(self, pool_names: Sequence[str]) -> dict[str, Any]:
-        """Return what is calibrated, per pool and window (JSON-ready)."""
+        """Return what is calibrated, per pool and window (JSON-ready): the options, the days
+        whose outcomes it was calibrated on (``from_day``: the first grid record, prior
+        included; ``to_day``: the last forecast, days of the trace's clock), the counts, and per
+        pool and window the threshold, the load bound's offset over the sliding max (None:
+        infinite, a cold pool), the records behind them and the realized precision and recall
+        of the recent "yes" predictions."""
         wins = [f"{round(w / 60)}m" for w in self.windows_s]
         prec, rec = self.precision(), self.recall()
 
@@ -310,4 +318,5 @@ class PoolCalibration:
                                 "precision": num(prec[p, k]), "recall": num(rec[p, k])}
                            for k, wk in enumerate(wins)}
         return {"alpha": self.alpha, "memory": self.memory, "prior_days": self.prior_days,
-                "calibrated_from_s": self._calib_start, **self.stats, "pools": pools}
+                "from_day": round(self._calib_start / 86400.0, 4),
+                "to_day": round(self._last_now / 86400.0, 4), **self.stats, "pools": pools}

@@ -127,6 +127,8 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
     }
     if mine.facts.get("served"):  # SIA's predictions as it used them (sia.scheduler.core.served)
         summary["served"] = mine.facts["served"]
+    if mine.facts.get("calibration"):  # SIA's per-pool calibration (models/calibration.py)
+        summary["calibration"] = mine.facts["calibration"]
     if spec.regions is not None:
         summary["regions"] = regions_summary(mine, spec)
     if spec.locality is not None:

@@ -254,6 +254,8 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
                                 "baseline": base.placement}
         if results[spec.label].facts.get("served"):  # SIA's predictions as it used them
             summary["served"] = results[spec.label].facts["served"]
+        if results[spec.label].facts.get("calibration"):  # SIA's per-pool calibration
+            summary["calibration"] = results[spec.label].facts["calibration"]
         if results[spec.label].facts.get("risk"):  # SIA's risk budget: loans, outcomes, cost
             summary["risk"] = results[spec.label].facts["risk"]
         if getattr(spec, "regions", None) is not None:  # the region report (README, regions)

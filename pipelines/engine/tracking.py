@@ -8,6 +8,9 @@ values sit under ``baseline/``; the exact registered model versions a
 learned policy used are parameters (``model.<registered name>``) and tags;
 SIA's predictions as it used them are under ``served/`` (``served/will_arrive/f1_60m``,
 ``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`); why
+the per-pool calibration of its arrival side (when on) under ``calib/`` (``calib/<pool>/
+threshold_5m``, ``calib/<pool>/load_offset_gpus_60m``, ``calib/<pool>/precision_720m``, the
+days it covered ``calib/from_day`` and ``calib/to_day``; :mod:`sia.models.calibration`); why
 its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
 :mod:`sia.pipelines.slowdown_report`).
 The store is set up by :mod:`sia.pipelines.tracking`.
@@ -16,6 +19,7 @@ The store is set up by :mod:`sia.pipelines.tracking`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,6 +68,33 @@ def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None =
                 out[prefix + m] = v
     out.update(flat_metrics(summary.get("served")))
     out.update(cause_metrics(summary.get("slowdown_causes")))
+    out.update(calibration_metrics(summary.get("calibration")))
+    return out
+
+
+#: what :func:`calibration_metrics` logs per pool and window
+CALIBRATION_FIELDS = ("threshold", "load_offset_gpus", "precision", "recall", "positives",
+                      "load_scores")
+
+
+def calibration_metrics(report: Mapping[str, Any] | None) -> dict[str, float]:
+    """Return the MLflow metrics of a per-pool calibration report
+    (:meth:`sia.models.calibration.PoolCalibration.report`), finite values only: per pool
+    ``calib/<pool>/<field>_<window>`` and the days calibrated, ``calib/from_day``/``to_day``."""
+    if not report:
+        return {}
+    out = {}
+    for key in ("from_day", "to_day"):
+        v = _finite(report.get(key))
+        if v is not None:
+            out[f"calib/{key}"] = v
+    for pool, wins in (report.get("pools") or {}).items():
+        safe = re.sub(r"[^\w\-. /]", "_", str(pool))
+        for win, fields in wins.items():
+            for f in CALIBRATION_FIELDS:
+                v = _finite(fields.get(f))
+                if v is not None:
+                    out[f"calib/{safe}/{f}_{win}"] = v
     return out
 
 

@@ -234,3 +234,21 @@ def test_a_cold_pool_lends_nothing_under_calibration():
 def test_the_policy_checks_the_calibration_option():
     with pytest.raises(ConfigError, match="calibration"):
         _sia("sometimes")
+
+
+def test_the_report_becomes_finite_mlflow_metrics_per_pool():
+    from sia.pipelines.engine.tracking import calibration_metrics
+
+    trace = _trace([(300.0 * i + 1.0, 0, 1) for i in range(288)])
+    cal = PoolCalibration((300.0,), alpha=0.1, memory=50)
+    cal.reset(trace.pool_names, 0.0)
+    cal.arrivals(_View(trace, 0.0), np.array([[0.5], [0.5]]))
+    cal.load_bound(_View(trace, 86400.0), np.zeros((2, 1)))
+    report = cal.report(trace.pool_names)
+    assert (report["from_day"], report["to_day"]) == (0.0, 1.0)
+    m = calibration_metrics(report)
+    assert m["calib/a/load_offset_gpus_5m"] == 0.0
+    assert m["calib/a/load_scores_5m"] == 50
+    assert "calib/b/load_offset_gpus_5m" not in m  # infinite (cold): not a metric
+    assert m["calib/to_day"] == 1.0
+    assert calibration_metrics(None) == {}
