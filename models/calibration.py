@@ -31,10 +31,12 @@ is scored only once ``t + w`` has passed (never earlier: no peeking).
   arrival, per pool and window over the last ``memory``; and the share of
   positives predicted "yes" (realized recall). Reported, not used to decide.
 * **Cold pools.** A pool and window with too few scores for the quantile
-  (fewer than ``ceil(1 / alpha) - 1`` positives or load scores) is *cold*:
-  its bound is infinite (SIA then reserves its whole unused quota in that
-  window: it lends only what is certain) and its threshold 0 (every window is
-  predicted to see an arrival).
+  (fewer than ``ceil(1 / alpha) - 1`` positives or load scores) is *cold*.
+  With ``cold="reserve"`` its bound is infinite (SIA then reserves its whole
+  unused quota in that window: it lends only what is certain) and its
+  threshold 0 (every window is predicted to see an arrival); with
+  ``cold="registered"`` it keeps the uncalibrated answers (the sliding max,
+  the model's registered threshold) until it is warm.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ def recall_threshold(positive_probs: Sequence[float] | np.ndarray, alpha: float)
     return float(np.partition(p, rank - 1)[rank - 1])
 
 
+def cold_reserve(cold: str) -> bool:
+    """Return True when a cold pool reserves its unused quota (``cold="reserve"``)."""
+    return cold == "reserve"
+
+
 class _Arrivals:
     """Per-pool arrival times and cumulative GPUs, appended in arrival order."""
 
@@ -118,14 +125,16 @@ class PoolCalibration:
     ``windows_s``: SIA's windows (s); ``n_windows``: the sliding max's windows
     (the base of the load bound); ``alpha``: the miss rate per pool and window;
     ``memory``: records kept per pool and window; ``prior_days``: days before the
-    replay whose arrivals calibrate the load bounds at its start. Call
+    replay whose arrivals calibrate the load bounds at its start; ``cold``: what a
+    cold pool answers (``"reserve"`` or ``"registered"``, see the module doc). Call
     :meth:`prime` (optional) and :meth:`reset`, then :meth:`arrivals` and
     :meth:`load_bound` with the view at each forecast.
     """
 
     def __init__(self, windows_s: Sequence[float], *, n_windows: int = 3,
                  alpha: float = DEFAULT_ALPHA, memory: int = DEFAULT_MEMORY,
-                 prior_days: float = DEFAULT_PRIOR_DAYS, name: str = "sia"):
+                 prior_days: float = DEFAULT_PRIOR_DAYS, cold: str = "reserve",
+                 name: str = "sia"):
         if not (isinstance(alpha, int | float) and 0.0 < alpha < 1.0):
             raise ConfigError(f"policy {name!r}: calibration_alpha must be in (0, 1), not "
                               f"{alpha!r}")
@@ -135,6 +144,10 @@ class PoolCalibration:
         if not (isinstance(prior_days, int | float) and prior_days >= 0):
             raise ConfigError(f"policy {name!r}: calibration_prior_days must be >= 0 days, not "
                               f"{prior_days!r}")
+        if cold not in ("reserve", "registered"):
+            raise ConfigError(f"policy {name!r}: calibration_cold must be 'reserve' or "
+                              f"'registered', not {cold!r}")
+        self.cold = cold
         self.windows_s = tuple(float(w) for w in windows_s)
         self.n_windows = int(n_windows)
         self.alpha = float(alpha)
@@ -178,13 +191,14 @@ class PoolCalibration:
         t0 = math.ceil(first / GRID_S) * GRID_S
         self._next_t = [t0] * K
         self._scores = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        self._q = np.full((P, K), math.inf)
+        self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
         self._q_dirty = np.zeros((P, K), dtype=bool)
         # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
         self._slot = -math.inf
         self._open: list[deque] = [deque() for _ in range(K)]
         self._pos = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self._thr = np.zeros((P, K))
+        self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
         self._thr_dirty = np.zeros((P, K), dtype=bool)
         self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
@@ -234,8 +248,10 @@ class PoolCalibration:
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
         now = self._absorb(view)
         self._score_load(now)
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
         for p, k in zip(*np.nonzero(self._q_dirty), strict=True):
-            self._q[p, k] = conformal_upper(self._scores[p][k], self.alpha)
+            q = conformal_upper(self._scores[p][k], self.alpha)
+            self._q[p, k] = q if math.isfinite(q) else cold_q
         self._q_dirty[:] = False
         return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
 
@@ -257,16 +273,24 @@ class PoolCalibration:
                     if yes[p]:
                         self._yes[p][k].append(label)
 
-    def arrivals(self, view: Any, proba: np.ndarray) -> np.ndarray:
+    def arrivals(self, view: Any, proba: np.ndarray,
+                 registered: np.ndarray | None = None) -> np.ndarray:
         """Return bool [pools, windows]: ``proba`` (the model's P(arrival) at ``view.now``) at or
-        above each pool's calibrated threshold; records the forecast (one per grid slot)."""
+        above each pool's calibrated threshold; records the forecast (one per grid slot).
+        ``registered`` [windows]: the model's thresholds, which a cold pool keeps with
+        ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
         self._resolve_arrivals(now)
         for p, k in zip(*np.nonzero(self._thr_dirty), strict=True):
             self._thr[p, k] = recall_threshold(self._pos[p][k], self.alpha)
+            self._cold[p, k] = math.floor(self.alpha * (len(self._pos[p][k]) + 1) + 1e-12) < 1
         self._thr_dirty[:] = False
         proba = np.asarray(proba, dtype=np.float64)
-        yes = proba >= self._thr
+        thr = self._thr
+        if not cold_reserve(self.cold):
+            reg = np.full(len(self.windows_s), 0.5) if registered is None else registered
+            thr = np.where(self._cold, np.asarray(reg, dtype=np.float64)[None, :], thr)
+        yes = proba >= thr
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
@@ -318,5 +342,6 @@ class PoolCalibration:
                                 "precision": num(prec[p, k]), "recall": num(rec[p, k])}
                            for k, wk in enumerate(wins)}
         return {"alpha": self.alpha, "memory": self.memory, "prior_days": self.prior_days,
+                "cold": self.cold,
                 "from_day": round(self._calib_start / 86400.0, 4),
                 "to_day": round(self._last_now / 86400.0, 4), **self.stats, "pools": pools}

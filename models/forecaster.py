@@ -192,7 +192,8 @@ class LearnedForecaster:
 
     def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
                   memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
-                  parts: str = "both", name: str = "sia") -> LearnedForecaster:
+                  parts: str = "both", cold: str = "reserve",
+                  name: str = "sia") -> LearnedForecaster:
         """Calibrate WillJobsArrive and NewLoadEstimate per pool, online (returns self).
 
         From now on :meth:`will_jobs_arrive` thresholds each pool at its own
@@ -203,7 +204,9 @@ class LearnedForecaster:
         passed (:class:`~sia.models.calibration.PoolCalibration`); the load
         bounds start from the primed jobs of the last ``prior_days`` days.
         ``parts``: ``"both"``, ``"arrivals"`` or ``"load"`` (the other keeps the
-        registered rule). Raises :class:`~sia.data.errors.ConfigError` on a bad option.
+        registered rule). ``cold``: what a pool too cold for a bound answers (``"reserve"``:
+        an infinite load bound and every window "yes"; ``"registered"``: the uncalibrated
+        answers). Raises :class:`~sia.data.errors.ConfigError` on a bad option.
         """
         if parts not in ("both", "arrivals", "load"):
             raise ConfigError(f"policy {name!r}: calibration must be true/'both', 'arrivals' "
@@ -211,7 +214,8 @@ class LearnedForecaster:
         self._calib_arrivals = parts in ("both", "arrivals")
         self._calib_load = parts in ("both", "load")
         self.calibration = PoolCalibration(windows_s, n_windows=self.load_windows, alpha=alpha,
-                                           memory=memory, prior_days=prior_days, name=name)
+                                           memory=memory, prior_days=prior_days, cold=cold,
+                                           name=name)
         self._calib_trace = None
         return self
 
@@ -464,7 +468,8 @@ class LearnedForecaster:
         ks = self._windows_min(windows_s)
         proba = self.arrival_proba(view, windows_s)
         if self.calibration is not None and self._calib_arrivals:
-            return self._calibrated(view).arrivals(view, proba)
+            thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
+            return self._calibrated(view).arrivals(view, proba, thresholds)
         thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
         return proba >= thresholds[None, :]
 

@@ -252,3 +252,20 @@ def test_the_report_becomes_finite_mlflow_metrics_per_pool():
     assert "calib/b/load_offset_gpus_5m" not in m  # infinite (cold): not a metric
     assert m["calib/to_day"] == 1.0
     assert calibration_metrics(None) == {}
+
+
+def test_a_cold_pool_may_keep_the_uncalibrated_answers_instead():
+    busy = [(300.0 * i + 1.0, 0, 1) for i in range(576)]
+    trace = _trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
+    cal = PoolCalibration((300.0,), alpha=0.1, memory=288, cold="registered")
+    cal.reset(trace.pool_names, 0.0)
+    proba = np.array([[0.9], [0.3]])
+    for t in np.arange(0.0, 2 * 86400.0, 300.0):
+        yes = cal.arrivals(_View(trace, t), proba, np.array([0.5]))
+    base = np.array([[1.0], [0.0]])
+    bound = cal.load_bound(_View(trace, 2 * 86400.0), base)
+    assert yes[:, 0].tolist() == [True, False]  # b is cold: the registered 0.5 says "no" to 0.3
+    assert bound[1, 0] == 0.0  # b is cold: its sliding max, not +inf
+    assert bound[0, 0] == 1.0  # a is warm: calibrated (score 0 over its sliding max)
+    with pytest.raises(ConfigError, match="calibration_cold"):
+        PoolCalibration((300.0,), cold="never")

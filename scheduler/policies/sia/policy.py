@@ -80,7 +80,9 @@ each pool's conformal upper bound over the sliding max, both at miss rate
 ``calibration_alpha`` from the pool's last ``calibration_memory`` 5-minute
 records, each scored only once its window has passed (the load side also
 from the jobs of the ``calibration_prior_days`` before the replay). A pool
-too cold for a bound reserves its whole unused quota in that window. A
+too cold for a bound reserves its whole unused quota in that window
+(``calibration_cold="reserve"``) or keeps the uncalibrated answers
+(``"registered"``). A
 forecaster without ``calibrate`` (perfect, random) is left as it is.
 
 ``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
@@ -279,6 +281,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  loan_ramp_memory: int = 0,
                  calibration: bool | str = False, calibration_alpha: float = 0.1,
                  calibration_memory: int = 288, calibration_prior_days: float = 7.0,
+                 calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -359,7 +362,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                 cal = getattr(src, "calibrate", None)
                 if callable(cal) and all(src is not s for s in self._calibrated):
                     cal(windows, alpha=calibration_alpha, memory=calibration_memory,
-                        prior_days=calibration_prior_days, parts=parts, name=name)
+                        prior_days=calibration_prior_days, parts=parts,
+                        cold=calibration_cold, name=name)
                     self._calibrated.append(src)
         self.stats: dict[str, Any] = {}
 
