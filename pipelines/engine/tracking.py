@@ -12,7 +12,7 @@ the per-pool calibration of its arrival side (when on) under ``calib/`` (``calib
 threshold_5m``, ``calib/<pool>/load_offset_gpus_60m``, ``calib/<pool>/precision_720m``, the
 days it covered ``calib/from_day`` and ``calib/to_day``; :mod:`sia.models.calibration`); why
 its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
-:mod:`sia.pipelines.slowdown_report`).
+:mod:`sia.pipelines.studies.slowdown_report`).
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sia.pipelines.slowdown_report import cause_metrics
+from sia.pipelines.studies.slowdown_report import cause_metrics
 from sia.scheduler.core.served import flat_metrics
 
 #: summary key of :func:`sia.pipelines.engine.score` -> MLflow metric name
