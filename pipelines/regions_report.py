@@ -30,7 +30,8 @@ from sia.data.errors import SiaError
 from sia.data.units import DAY_S
 
 SCALAR_FACTS = ("routed", "scan_passes", "scan_attempts", "scan_cache_hits", "scan_hit_rate",
-                "scan_s_mean", "data_plans", "data_moved", "replicas_final")
+                "scan_s_mean", "data_plans", "data_moved", "replicas_final", "share_moves",
+                "share_gpus_moved", "ran_outside_home")
 
 
 def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict[str, Any]:
@@ -51,10 +52,12 @@ def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict
 
 def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes: dict[str, str],
                 names: dict[str, str], supply: dict[str, int], homes: dict[str, str],
-                warmup_s: float) -> pl.DataFrame:
+                warmup_s: float, fcfs: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per region policy: JCT and queueing (jobs after the warm-up), demand-to-supply,
     and against the same inner policy on home regions (``modes[label] == "home"``): mean
-    speedup of JCT and % of jobs slowed by more than a second."""
+    speedup of JCT, its change of mean JCT and % of jobs slowed by more than a second; with
+    ``fcfs`` (FCFS with home quotas: it shares nothing, so regions change nothing for it)
+    also % of jobs slowed against it."""
     from sia.scheduler.regions.metrics import demand_over_time, demand_to_supply, ratio_summary
 
     home = {names[k]: k for k, m in modes.items() if m == "home"}
@@ -82,8 +85,15 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
             row["speedup_vs_home"] = float(np.mean(theirs / np.maximum(mine, 1e-9)))
             row["pct_slowed_vs_home"] = float(100 * np.mean(mine > theirs + 1.0))
             row["slowdown_vs_home_min"] = float(np.maximum(mine - theirs, 0).sum() / 60)
+            row["jct_change_vs_home_pct"] = float(100 * (mine.mean() / theirs.mean() - 1))
+        if fcfs is not None:
+            both = scored.join(fcfs.select("job_id", pl.col("end_time").alias("fcfs_end")),
+                               on="job_id")
+            row["pct_slowed_vs_fcfs"] = float(100 * np.mean(
+                both["end_time"].to_numpy() > both["fcfs_end"].to_numpy() + 1.0))
         f = facts.get(label) or {}
-        row.update({k: f.get(k) for k in ("routed", "data_moved", "replicas_final",
+        row.update({k: f.get(k) for k in ("routed", "share_gpus_moved", "ran_outside_home",
+                                            "data_moved", "replicas_final",
                                             "scan_attempts", "scan_cache_hits", "scan_hit_rate",
                                             "scan_s_mean")})
         rows.append(row)
@@ -147,17 +157,20 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
     names = {p.label: p.name for p in cfg.policies}
     for exp in experiments:
         specs = by_exp.get(exp.exp_id, [])
-        results, facts = {}, {}
+        results, facts, fcfs = {}, {}, None
         for spec in specs:
             if spec.where[-1] in modes:
                 outcome = stored_outcome(spec, out, command=f"sia evaluate {config}")
                 results[spec.where[-1]] = outcome.result
                 facts[spec.where[-1]] = outcome.facts
+            elif spec.policy == "fcfs" and spec.regions is None:
+                fcfs = stored_outcome(spec, out, command=f"sia evaluate {config}").result
         quotas = dict(zip(exp.pools["pool"], exp.pools["quota_gpus"], strict=True))
         layout = cfg.regions["file"].layout(quotas)
         supply = {r.name: int(r.gpus) for r in layout.regions}
         homes = {p: r for p, r in cfg.regions["file"].homes if p in quotas}
-        table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S)
+        table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S,
+                            fcfs)
         folder = out / exp.exp_id
         table.write_csv(folder / "regions.csv")
         (folder / "regions.md").write_text(ev.markdown_table(table) + "\n")

@@ -168,8 +168,10 @@ def plan_reservations(
     :mod:`~sia.scheduler.regions.data_placement`'s soft balance of ``L_r / G_r``
     (over ``rho = sum d / sum G``, weighted above under), its data-moved and
     storage terms, plus ``churn_weight * sum |s - prev_shares| / (2 sum Q)``.
-    Storage limits hold; every pool keeps one of its ``keep`` copies (default
-    ``prev_held``). ``candidates`` limits where copies may be (previous copies
+    Storage limits hold; with ``keep`` [pool, region] bool, every pool keeps one of those
+    copies (by default none is forced: the copies are where the shares are, and the
+    simulator keeps a copy while a share in force is still there, so the data stays
+    readable while shares move). ``candidates`` limits where copies may be (previous copies
     always may). ``min_share`` [pool] GPUs (default 1): a region holding a copy holds at
     least that much of the pool's share (``s >= min_share x``), so a pool's widest job fits
     in every region its shares are in (pass the widest job seen so far; at most the
@@ -187,7 +189,7 @@ def plan_reservations(
         p, r = np.argwhere((s0 > 0) & ~prev)[0]
         raise RegionsError(f"previous shares: pool {layout.pools[p].name!r} has a share in "
                            f"region {layout.regions[r].name!r}, which holds none of its data")
-    keep = prev if keep is None else layout.check_plan(keep, "keep set")
+    keep = None if keep is None else layout.check_plan(keep, "keep set")
     low = np.ones(layout.n_pools) if min_share is None else \
         np.minimum(np.maximum(demand_vector(layout, min_share), 1.0), q)
     if not (np.isfinite(time_limit_s) and time_limit_s > 0):
@@ -257,7 +259,8 @@ def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: n
         x.append(xp)
         s.append(sp)
         mip.Add(sum(sp.values()) == qp)
-        mip.Add(sum(xp[r] for r in cols if keep[p, r]) >= 1)
+        if keep is not None:
+            mip.Add(sum(xp[r] for r in cols if keep[p, r]) >= 1)
         size_w = layout.sizes[p] / total
         for r in cols:
             in_region[r].append(p)
@@ -342,7 +345,7 @@ class ShareLedger:
         self.shares = np.array(shares, dtype=np.int64)
         self._check(self.shares, "initial shares")
         self.target = self.shares.copy()
-        self.moved_gpus = 0  # GPUs of share moved so far
+        self.moved_gpus = 0  # GPUs of share moved so far, summed over the pools that moved
 
     def _check(self, s: np.ndarray, what: str) -> None:
         if s.shape != (self.quota.size, self.gpus.size) or (s < 0).any() \

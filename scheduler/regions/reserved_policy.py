@@ -54,7 +54,6 @@ import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.view import SimView, Start, TraceArrays
-from sia.scheduler.regions.data_placement import keep_set
 from sia.scheduler.regions.global_policy import GlobalRegionPolicy, _index_in, _Region
 from sia.scheduler.regions.global_scan import NegativeCache
 from sia.scheduler.regions.model import RegionLayout, RegionsError
@@ -406,7 +405,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         widest = np.ones(lay.n_pools)
         widest[self._lrow] = self._widest
         plan = plan_reservations(lay, quota, demand, held, prev_shares,
-                                 keep=keep_set(self._replicas, now), min_share=widest,
+                                 min_share=widest,
                                  weights=self.weights,
                                  time_limit_s=self.plan_time_s)
         moved = 0.0
