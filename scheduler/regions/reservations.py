@@ -157,6 +157,7 @@ def plan_reservations(
     time_limit_s: float = 60.0,
     mip_gap: float = 1e-4,
     solver: str = "SCIP",
+    lp_warm_start: bool = True,
 ) -> ReservationPlan:
     """Solve the replicas-and-shares MIP; returns a :class:`ReservationPlan`.
 
@@ -177,8 +178,13 @@ def plan_reservations(
     in every region its shares are in (pass the widest job seen so far; at most the
     quota). The LP shares are rounded to whole GPUs keeping every row
     sum and region limit (a flow rounding, so the rounding never breaks a
-    constraint). ``prev_held`` and ``prev_shares`` are the warm start and the
-    plan kept when the solve fails.
+    constraint). ``prev_held`` and ``prev_shares`` are the plan kept when the solve fails.
+
+    Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed (each pool's
+    regions with at least half its minimum share in the LP, at most ``Q_p // min_share``
+    of them), the shares solved again as an LP on those copies; that plan is the MIP's
+    hint, and it is used when the MIP ends at its time limit with a worse plan or none.
+    Without it (or when it fails) the hint is the previous plan.
     """
     weights = weights or ReservationWeights()
     q = _quota_vector(layout, quota)
@@ -201,18 +207,32 @@ def plan_reservations(
     mip.SetNumThreads(1)
     allowed = np.ones_like(prev) if candidates is None else \
         layout.check_plan(candidates, "candidates") | prev
+    # each LP of the warm start may use a third of the time limit
+    warm = _lp_and_fix(layout, q, d, prev, s0, keep, allowed, low, weights,
+                       time_limit_s / 3) if lp_warm_start else None
     x, s = _build(mip, layout, q, d, prev, s0, keep, allowed, low, weights)
+    hint_held, hint_shares = (prev & (s0 > 0), s0) if warm is None else warm
     hint_vars, hint_vals = [], []
     for p in range(layout.n_pools):
         for r in x[p]:
             hint_vars += [x[p][r], s[p][r]]
-            hint_vals += [float(s0[p, r] > 0), float(s0[p, r])]
+            hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
     left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
     mip.SetTimeLimit(max(1, left_ms))
     code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+
+    def done(status: str, held: np.ndarray, frac: np.ndarray, msg: str) -> ReservationPlan:
+        shares = round_shares(frac, q, layout.gpus)
+        return ReservationPlan(
+            status, held, shares,
+            reservation_objective(layout, d, q.astype(float), held, shares, prev, s0, weights),
+            float((layout.sizes[:, None] * (held & ~prev)).sum()),
+            int(np.abs(shares - s0).sum() // 2), time.perf_counter() - t0, False, msg)
+
+    best = None
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         held = np.zeros_like(prev)
         frac = np.zeros(prev.shape)
@@ -220,14 +240,16 @@ def plan_reservations(
             for r in x[p]:
                 held[p, r] = x[p][r].solution_value() > 0.5
                 frac[p, r] = s[p][r].solution_value() if held[p, r] else 0.0
-        shares = round_shares(frac, q, layout.gpus)
         status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
         msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
-        return ReservationPlan(
-            status, held, shares,
-            reservation_objective(layout, d, q.astype(float), held, shares, prev, s0, weights),
-            float((layout.sizes[:, None] * (held & ~prev)).sum()),
-            int(np.abs(shares - s0).sum() // 2), time.perf_counter() - t0, False, msg)
+        best = done(status, held, frac, msg)
+    if warm is not None and (best is None or best.status != "optimal"):
+        lp = done("feasible", warm[0], warm[1], f"time limit {time_limit_s:g}s reached; the "
+                  "LP-and-fix plan (the warm start) is used")
+        if best is None or lp.objective < best.objective - 1e-9:
+            best = lp
+    if best is not None:
+        return best
     if code == pywraplp.Solver.INFEASIBLE:
         status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
     elif code == pywraplp.Solver.NOT_SOLVED:
@@ -238,9 +260,66 @@ def plan_reservations(
                            True, f"reservation plan {status}: {why}; the previous plan is kept")
 
 
+def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.ndarray,
+                     k: int = 3) -> np.ndarray:
+    """Where a pool's share may usefully go (bool [pool, region]): where it is now, plus, for a
+    pool busier than the balanced ratio (demand over quota above ``rho``), the ``k`` regions
+    with the lowest demand-to-supply under the current shares, and for a quieter pool the
+    ``k`` highest (balance comes from swapping the two kinds). A size reduction for large
+    plans (:func:`plan_reservations`' ``candidates``), not an exact one."""
+    q = _quota_vector(layout, quota).astype(float)
+    d = demand_vector(layout, demand)
+    s = np.asarray(shares, dtype=float)
+    ratio = d @ (s / q[:, None]) / layout.gpus
+    rho = d.sum() / layout.gpus.sum()
+    k = max(0, min(int(k), layout.n_regions))
+    order = np.argsort(ratio, kind="stable")
+    low, high = order[:k], order[::-1][:k]
+    out = s > 0
+    busy = d / q > rho
+    out[np.ix_(busy, low)] = True
+    out[np.ix_(~busy, high)] = True
+    return out
+
+
+def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
+                s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
+                weights: ReservationWeights, limit_s: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The warm start of :func:`plan_reservations` (its docstring): (held, shares) or None."""
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    if lp is None:
+        return None
+    x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True)
+    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
+    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    frac = np.zeros(prev.shape)
+    for p in range(layout.n_pools):
+        for r in s[p]:
+            frac[p, r] = s[p][r].solution_value()
+    fix = np.zeros_like(prev)
+    for p in range(layout.n_pools):
+        top = np.argsort(-frac[p], kind="stable")[: max(1, int(q[p] // low[p]))]
+        keep_p = top[frac[p, top] >= 0.5 * low[p]]
+        fix[p, keep_p if keep_p.size else top[:1]] = True
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    x, s = _build(lp, layout, q, d, prev, s0, keep, fix, low, weights, relax=True)
+    for p in range(layout.n_pools):
+        for r in x[p]:
+            x[p][r].SetLb(1.0)
+    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
+    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    out = np.zeros(prev.shape)
+    for p in range(layout.n_pools):
+        for r in s[p]:
+            out[p, r] = s[p][r].solution_value()
+    return fix, out
+
+
 def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
-           s0: np.ndarray, keep: np.ndarray, allowed: np.ndarray, low: np.ndarray,
-           weights: ReservationWeights) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
+           s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
+           weights: ReservationWeights, relax: bool = False) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
     """Variables, constraints and objective of :func:`plan_reservations`' MIP."""
     n_p, n_r = layout.n_pools, layout.n_regions
     supply = layout.gpus.astype(float)
@@ -254,7 +333,8 @@ def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: n
     for p in range(n_p):
         cols = np.flatnonzero(allowed[p]).tolist()
         qp = float(q[p])
-        xp = {r: mip.BoolVar(f"x_{p}_{r}") for r in cols}
+        xp = {r: (mip.NumVar(0.0, 1.0, f"x_{p}_{r}") if relax else mip.BoolVar(f"x_{p}_{r}"))
+              for r in cols}
         sp = {r: mip.NumVar(0.0, qp, f"s_{p}_{r}") for r in cols}
         x.append(xp)
         s.append(sp)
