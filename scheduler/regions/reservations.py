@@ -180,9 +180,10 @@ def plan_reservations(
     sum and region limit (a flow rounding, so the rounding never breaks a
     constraint). ``prev_held`` and ``prev_shares`` are the plan kept when the solve fails.
 
-    Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed (each pool's
-    regions with at least half its minimum share in the LP, at most ``Q_p // min_share``
-    of them), the shares solved again as an LP on those copies; that plan is the MIP's
+    Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed where it
+    places a whole minimum share (each pool's largest share at least), the shares solved
+    again as an LP on those copies plus the previous shares' regions (there the minimum
+    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
     hint, and it is used when the MIP ends at its time limit with a worse plan or none.
     Without it (or when it fails) the hint is the previous plan.
     """
@@ -263,22 +264,25 @@ def plan_reservations(
 def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.ndarray,
                      k: int = 3) -> np.ndarray:
     """Where a pool's share may usefully go (bool [pool, region]): where it is now, plus, for a
-    pool busier than the balanced ratio (demand over quota above ``rho``), the ``k`` regions
-    with the lowest demand-to-supply under the current shares, and for a quieter pool the
-    ``k`` highest (balance comes from swapping the two kinds). A size reduction for large
-    plans (:func:`plan_reservations`' ``candidates``), not an exact one."""
+    pool busier than the balanced ratio (demand over quota above ``rho``), ``k`` regions
+    below ``rho`` under the current shares, and for a quieter pool ``k`` regions above it
+    (balance comes from swapping the two kinds). The pools of a kind are dealt over the
+    regions of the other side in turn, so every such region gets candidates. A size
+    reduction for large plans (:func:`plan_reservations`' ``candidates``), not an exact one."""
     q = _quota_vector(layout, quota).astype(float)
     d = demand_vector(layout, demand)
     s = np.asarray(shares, dtype=float)
     ratio = d @ (s / q[:, None]) / layout.gpus
     rho = d.sum() / layout.gpus.sum()
-    k = max(0, min(int(k), layout.n_regions))
-    order = np.argsort(ratio, kind="stable")
-    low, high = order[:k], order[::-1][:k]
     out = s > 0
     busy = d / q > rho
-    out[np.ix_(busy, low)] = True
-    out[np.ix_(~busy, high)] = True
+    for kind, side in ((busy, np.flatnonzero(ratio < rho)), (~busy, np.flatnonzero(ratio > rho))):
+        if not side.size:
+            continue
+        pools = np.flatnonzero(kind)
+        n = min(int(k), side.size)
+        cols = (np.arange(pools.size)[:, None] * n + np.arange(n)[None, :]) % side.size
+        out[pools[:, None], side[cols]] = True
     return out
 
 
@@ -297,16 +301,17 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
     for p in range(layout.n_pools):
         for r in s[p]:
             frac[p, r] = s[p][r].solution_value()
-    fix = np.zeros_like(prev)
-    for p in range(layout.n_pools):
-        top = np.argsort(-frac[p], kind="stable")[: max(1, int(q[p] // low[p]))]
-        keep_p = top[frac[p, top] >= 0.5 * low[p]]
-        fix[p, keep_p if keep_p.size else top[:1]] = True
+    # copies fixed where the LP puts a whole minimum share (each pool's largest at least);
+    # the regions of the previous shares stay open as they were (fractional), so the
+    # second LP can always fall back towards the previous plan
+    fix = frac >= low[:, None] - 1e-6
+    fix[np.arange(layout.n_pools), np.argmax(frac, axis=1)] = True
     lp = pywraplp.Solver.CreateSolver("GLOP")
-    x, s = _build(lp, layout, q, d, prev, s0, keep, fix, low, weights, relax=True)
+    x, s = _build(lp, layout, q, d, prev, s0, keep, fix | (s0 > 0), low, weights, relax=True)
     for p in range(layout.n_pools):
         for r in x[p]:
-            x[p][r].SetLb(1.0)
+            if fix[p, r]:
+                x[p][r].SetLb(1.0)
     lp.SetTimeLimit(max(1, int(limit_s * 1000)))
     if lp.Solve() != pywraplp.Solver.OPTIMAL:
         return None
@@ -314,7 +319,8 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
     for p in range(layout.n_pools):
         for r in s[p]:
             out[p, r] = s[p][r].solution_value()
-    return fix, out
+    held = fix | (out > 1e-6)
+    return held, np.where(held, out, 0.0)
 
 
 def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
