@@ -361,10 +361,11 @@ def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: n
                 obj.SetCoefficient(c, churn_w)
     for r in range(n_r):
         pools = in_region[r]
-        mip.Add(sum(s[p][r] for p in pools) <= supply[r])
-        if np.isfinite(layout.storage[r]):
-            mip.Add(sum(layout.sizes[p] * x[p][r] for p in pools if layout.sizes[p] > 0)
-                    <= layout.storage[r])
+        if pools:  # (an empty sum is a number, not a constraint)
+            mip.Add(sum(s[p][r] for p in pools) <= supply[r])
+        stored = [p for p in pools if layout.sizes[p] > 0]
+        if np.isfinite(layout.storage[r]) and stored:
+            mip.Add(sum(layout.sizes[p] * x[p][r] for p in stored) <= layout.storage[r])
         load = sum((d[p] / q[p]) * s[p][r] for p in pools if d[p] > 0)
         over, under, flow = (mip.NumVar(0, mip.infinity(), f"{k}_{r}") for k in ("over", "under", "flow"))
         mip.Add(load - rho * supply[r] == supply[r] * (over - under))

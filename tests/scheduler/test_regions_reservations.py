@@ -12,7 +12,7 @@ from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.regions import reserved_policy
 from sia.scheduler.regions.global_policy import layout_for_pools
-from sia.scheduler.regions.model import RegionsError
+from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
 from sia.scheduler.regions.reservations import (
     ReservationPlan,
     ReservationWeights,
@@ -259,3 +259,15 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
         np.add.at(ded, (pool[run & ~opp], reg[run & ~opp]), gpus[run & ~opp])
         assert (ded <= shares).all()  # no plan takes a share its dedicated jobs hold
     assert len(pol.stats["plans"]) >= 7
+
+
+def test_a_region_no_pool_may_take_a_share_in_still_plans():
+    # region C holds no copy and no pool may go there: it gets no term in the model
+    lay = RegionLayout([Region("A", 6), Region("B", 2), Region("C", 2)],
+                       [PoolData("a", "A", 1.0), PoolData("b", "B", 1.0),
+                        PoolData("c", "C", 1.0, ("A",))], 1.0)
+    quota = np.array([4, 2, 2])
+    prev = np.array([[True, False, False], [False, True, False], [True, False, False]])
+    shares = np.array([[4, 0, 0], [0, 2, 0], [2, 0, 0]])
+    plan = plan_reservations(lay, quota, [1.0, 1.0, 1.0], prev, shares, candidates=prev)
+    assert plan.status == "optimal" and (plan.shares == shares).all()
