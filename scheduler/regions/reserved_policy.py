@@ -61,8 +61,11 @@ from sia.scheduler.regions.reservations import (
     ReservationWeights,
     ShareLedger,
     plan_reservations,
+    share_candidates,
 )
 
+#: Pools x regions above which a plan only considers :func:`share_candidates` (bench_regions).
+LARGE_PLAN = 5000
 #: Where a pool's predicted demand comes from when the reservations are planned.
 RESERVATION_PLACEMENTS = ("history", "perfect", "forecast")
 
@@ -404,7 +407,10 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         held = self._replicas.held()
         widest = np.ones(lay.n_pools)
         widest[self._lrow] = self._widest
-        plan = plan_reservations(lay, quota, demand, held, prev_shares,
+        # large layouts plan over share_candidates (all candidates time out at 1,000 x 30)
+        cand = (share_candidates(lay, quota, demand, prev_shares)
+                if lay.n_pools * lay.n_regions > LARGE_PLAN else None)
+        plan = plan_reservations(lay, quota, demand, held, prev_shares, candidates=cand,
                                  min_share=widest,
                                  weights=self.weights,
                                  time_limit_s=self.plan_time_s)
