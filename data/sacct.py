@@ -47,7 +47,17 @@ from pathlib import Path
 import polars as pl
 from sia.data.errors import ConfigError, TraceError
 from sia.data.readers import _add_source, _check_header, _drop_blank_rows, _finish
-from sia.data.schema import SOURCE_FILE, SOURCE_ROW, BadRows, CleaningReport, OnBadRows
+from sia.data.schema import (
+    INTERNAL_PREFIX,
+    SOURCE_FILE,
+    SOURCE_ROW,
+    BadRows,
+    CleaningReport,
+    OnBadRows,
+    flag_exact_duplicates,
+    is_internal,
+    user_columns,
+)
 
 #: The sacct fields the reader uses, by their lower-case name.
 FIELDS = {name.lower(): name for name in (
@@ -63,7 +73,7 @@ DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 #: A Slurm time string: [D-]A[:B[:C]][.fraction]
 _SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
 _GZIP_MAGIC = b"\x1f\x8b"
-_DATA = "__"  # prefix of the reader's working columns
+_DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
 
 
 # --------------------------------------------------------------------------- detection
@@ -171,11 +181,11 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
             if known in renames.values():
                 raise TraceError(f"{path}: the header names field {known!r} twice; remove one")
             renames[column] = known
-        elif name == "" and not column.startswith("_source"):
+        elif name == "" and not is_internal(column):
             renames[column] = f"{_DATA}empty{len(renames)}"  # sacct -p: a trailing '|'
     df = df.rename(renames)
     df = df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
-    data_cols = [c for c in df.columns if not c.startswith("_source")]
+    data_cols = [c for c in df.columns if not is_internal(c)]
     return df.with_columns([
         pl.when(pl.col(c).str.strip_chars() == "").then(None)
         .otherwise(pl.col(c).str.strip_chars()).alias(c) for c in data_cols])
@@ -184,7 +194,7 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
 def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> None:
     """Raise TraceError naming the file and the fields a sacct export lacks."""
     have = set(columns)
-    found = ", ".join(c for c in columns if not c.startswith("_"))
+    found = ", ".join(c for c in user_columns(columns))
     needs = [("JobID or JobIDRaw", ("JobID", "JobIDRaw")), ("Submit", ("Submit",)),
              ("Start", ("Start",)), ("End", ("End",)), ("State", ("State",)),
              ("ReqTRES or AllocTRES", ("ReqTRES", "AllocTRES"))]
@@ -293,6 +303,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
     pool_source = _pool_source(df.columns, path, pool_from, user_field)
     bad = BadRows(df, source, on_bad_rows, report)
+    flag_exact_duplicates(bad)
     notes = report.notes
 
     # job ids; steps fold into their job
@@ -498,7 +509,7 @@ def _pool_source(columns: list[str], path: Path, pool_from: str | None,
             raise TraceError(f"{path}: --pool-from user, but the export has neither a User nor "
                              "an Account field")
         return "field", user_field
-    fields = [c for c in columns if not c.startswith("_")]
+    fields = user_columns(columns)
     match = [c for c in fields if c.strip().lower() == choice.lower()]
     if not match:
         raise TraceError(f"{path}: --pool-from {choice}: the export has no {choice!r} field; "

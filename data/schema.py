@@ -2,7 +2,7 @@
 
 Every reader turns its format into a raw polars DataFrame that carries the
 contract's columns (possibly still as strings) plus two bookkeeping columns,
-``_source_file`` and ``_source_row``, and hands it to :func:`validate`, which
+``__sia_source_file`` and ``__sia_source_row``, and hands it to :func:`validate`, which
 casts, checks and sorts it. A bad row either stops the read with an error
 naming the file, the row and the column (``on_bad_rows="raise"``, the
 default) or is dropped and counted in a :class:`CleaningReport`
@@ -55,8 +55,30 @@ POOL_SCHEMA: dict[str, pl.DataType] = {
     "quota_gpus": pl.Int32(),
 }
 
-SOURCE_FILE = "_source_file"
-SOURCE_ROW = "_source_row"  # 1-based data row in the source file (header excluded)
+#: Prefix of every column the readers add for their own bookkeeping (source file and row,
+#: working columns). A trace's own column with this prefix is refused (it would clash), so a
+#: user's column never vanishes under a name the readers use (issue 36).
+INTERNAL_PREFIX = "__sia_"
+SOURCE_FILE = INTERNAL_PREFIX + "source_file"
+SOURCE_ROW = INTERNAL_PREFIX + "source_row"  # 1-based data row in the source file (header excluded)
+
+
+def is_internal(column: str) -> bool:
+    """Return whether ``column`` is a readers' bookkeeping column (:data:`INTERNAL_PREFIX`)."""
+    return column.startswith(INTERNAL_PREFIX)
+
+
+def user_columns(columns) -> list[str]:
+    """Return the names of ``columns`` that are not bookkeeping columns, in order."""
+    return [c for c in columns if not is_internal(c)]
+
+
+def refuse_internal_columns(columns, path) -> None:
+    """Raise TraceError when a trace's own column uses :data:`INTERNAL_PREFIX`."""
+    clash = [c for c in columns if is_internal(c)]
+    if clash:
+        raise TraceError(f"{path}: column {clash[0]!r} starts with {INTERNAL_PREFIX!r}, which the "
+                         "readers reserve for their own columns; rename it")
 
 OnBadRows = Literal["raise", "drop"]
 
@@ -71,6 +93,7 @@ BAD_ROW_KINDS = (
     "too_few_gpus",
     "exact_duplicate",
     "duplicate_job_id",
+    "malformed",  # a record of the wrong shape (a job log's JSON)
 )
 
 
@@ -213,21 +236,22 @@ def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
             f"{col.dtype}, not numbers")
     bad_mask = casted.is_null() & col.is_not_null()
     bad_mask = bad_mask | (casted.is_not_null() & ~casted.is_finite())
-    bad.df = df.with_columns(casted.alias("__cast"))
+    bad.df = df.with_columns(casted.alias(_CAST))
     bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid finite number")
     if dtype.is_integer():
-        cast = bad.df["__cast"]
+        cast = bad.df[_CAST]
         bad.flag(cast.is_not_null() & (cast != cast.round(0)), column, "non_numeric",
                  "{value!r} is not a whole number")
-        cast = bad.df["__cast"]
+        cast = bad.df[_CAST]
         top = float(2 ** (8 * _INT_BYTES[dtype.__class__] - 1) - 1)
         bad.flag(cast.is_not_null() & (cast.abs() > top), column, "out_of_range",
                  f"{{value!r}} is out of range (at most {top:,.0f})")
-    bad.df = bad.df.with_columns(pl.col("__cast").alias(column)).drop("__cast")
+    bad.df = bad.df.with_columns(pl.col(_CAST).alias(column)).drop(_CAST)
     if dtype.is_integer():
         bad.df = bad.df.with_columns(pl.col(column).round(0).cast(dtype))
 
 
+_CAST = INTERNAL_PREFIX + "cast"
 _INT_BYTES = {pl.Int8: 1, pl.Int16: 2, pl.Int32: 4, pl.Int64: 8}
 
 
@@ -246,7 +270,8 @@ def validate(
     strings. Missing optional columns are filled (``job_id`` from the row
     number, ``tag``/``user`` null, ``preemptible`` false). Extra columns are
     kept. ``duplicate_subset`` names the columns on which two rows count as
-    exact duplicates (default: no such check). With ``rebase_time`` the
+    exact duplicates (default: no such check; readers check the rows as read with
+    :func:`flag_exact_duplicates` themselves). With ``rebase_time`` the
     submit times are shifted so the first submission is at 0.
 
     The result is sorted by (submit_time, job_id), has the contract's dtypes
@@ -257,7 +282,7 @@ def validate(
     if missing:
         raise TraceError(
             f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"found {', '.join(repr(c) for c in jobs.columns if not c.startswith('_'))}. "
+            f"found {', '.join(repr(c) for c in user_columns(jobs.columns))}. "
             "Map your columns onto the contract (e.g. --map submit_time=submitted)."
         )
     if SOURCE_ROW not in jobs.columns:
@@ -267,7 +292,7 @@ def validate(
     bad = BadRows(jobs, source, on_bad_rows, report)
     _flag_values(bad, rebase_time)
     if duplicate_subset:
-        _flag_duplicates(bad, list(duplicate_subset), on_bad_rows, source)
+        flag_exact_duplicates(bad, list(duplicate_subset))
     _flag_job_ids(bad, on_bad_rows, source)
     df = _to_contract(bad, source, rebase_time)
     report.rows_kept = df.height
@@ -329,25 +354,33 @@ def _flag_time_limits(bad: BadRows) -> None:
             "kept as they ran (a loan made on such a limit overruns; the lending report counts it)")
 
 
-def _flag_duplicates(bad: BadRows, subset: list[str], on_bad_rows: OnBadRows,
-                     source: str) -> None:
-    """Flag rows that repeat an earlier row on ``subset`` (raise on the first with "raise")."""
-    dup = bad.df.select(pl.struct(subset).is_duplicated()).to_series()
-    first = bad.df.select(pl.struct(subset).is_first_distinct()).to_series()
-    later_dups = dup & ~first
-    if on_bad_rows == "raise" and later_dups.any():
-        idx = int(later_dups.arg_true()[0])
-        row = bad.df.row(idx, named=True)
-        first_idx = int(
-            bad.df.with_row_index("_i")
-            .filter(pl.all_horizontal([pl.col(c) == row[c] for c in subset]))["_i"][0]
-        )
+def flag_exact_duplicates(bad: BadRows, columns: Sequence[str] | None = None) -> None:
+    """Flag the rows equal to an earlier row in every one of ``columns`` (default: every column
+    of ``bad.df`` but the bookkeeping ones): exact duplicates.
+
+    The one duplicate rule of every reader (issue 36): readers call it on the
+    rows as read (the file's own text, before any parsing), so rows that differ
+    in any field, even one the reader does not use, are not duplicates. With
+    ``"raise"`` the first duplicate is a TraceError naming its row and the row it
+    repeats; with ``"drop"`` every later copy is dropped and counted as
+    ``exact_duplicate`` (the first copy is kept).
+    """
+    cols = list(columns) if columns is not None else user_columns(bad.df.columns)
+    if not cols or bad.df.height < 2:
+        return
+    idx = INTERNAL_PREFIX + "index"
+    first = bad.df.with_row_index(idx).select(pl.col(idx).min().over(cols)).to_series()
+    later = first != pl.int_range(0, bad.df.height, dtype=first.dtype, eager=True)
+    n_later = int(later.sum())
+    if not n_later:
+        return
+    if bad.on_bad_rows == "raise":
+        i = int(later.arg_true()[0])
+        repeated = _where(bad.df, int(first[i]), bad.source).split(": ", 1)[1]
         raise TraceError(
-            f"{_where(bad.df, idx, source)}: exact duplicate of "
-            f"{_where(bad.df, first_idx, source).split(': ', 1)[1]} "
-            f"({int(later_dups.sum())} duplicate rows in all); {bad.hint}"
-        )
-    bad.flag(later_dups, ",".join(subset), "exact_duplicate", "exact duplicate row")
+            f"{_where(bad.df, i, bad.source)}: exact duplicate of {repeated} ({n_later} duplicate "
+            f"rows in all); {bad.hint}")
+    bad.flag(later, cols[0], "exact_duplicate", "exact duplicate row")
 
 
 def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
@@ -402,7 +435,8 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
                       "{value} s after the first submission is too far to count in seconds")
 
     contract = {**JOB_SCHEMA, **NULLABLE_EXTRA_SCHEMA}
-    extra = [c for c in df.columns if c not in contract and not c.startswith("_source")]
+    # extra columns follow, and a reader's working columns (it drops them itself)
+    extra = [c for c in df.columns if c not in contract and c not in (SOURCE_FILE, SOURCE_ROW)]
     return df.select(
         [pl.col(c).cast(t) for c, t in contract.items()] + [pl.col(c) for c in extra]
     ).sort(["submit_time", "job_id"], maintain_order=True)

@@ -1,0 +1,169 @@
+"""Issue 36, the data layer: what hostile or odd traces must give (a one-line error naming the
+place, or acceptance with a report line), checked on small hand-made files."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from sia.data.errors import TraceError
+from sia.data.readers import (
+    read_canonical,
+    read_generic,
+    read_helios,
+    read_pai,
+    read_philly,
+    read_philly_joblog,
+)
+
+PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def write(path, text: str):
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- bookkeeping columns
+
+@pytest.mark.parametrize("name", ["_source_row", "_source_file", "_source_system", "__cast",
+                                  "__abs_submit", "__dt"])
+def test_a_users_column_with_a_name_the_readers_once_used_is_kept(tmp_path, name):
+    p = write(tmp_path / "t.csv", f"pool,submit_time,duration,num_gpus,{name}\n"
+                                  "a,0,60,1,x\na,10,60,1,y\n")
+    jobs, _ = read_generic(p)
+    assert jobs[name].to_list() == ["x", "y"]
+    pl.DataFrame({"pool": ["a"], "submit_time": [0.0], "duration": [5.0], "num_gpus": [1],
+                  name: [7]}).write_parquet(tmp_path / "t.parquet")
+    assert read_generic(tmp_path / "t.parquet")[0][name].to_list() == [7]
+
+
+def test_a_column_with_the_readers_reserved_prefix_is_an_error(tmp_path):
+    p = write(tmp_path / "t.csv", "pool,submit_time,duration,num_gpus,__sia_x\na,0,60,1,x\n")
+    with pytest.raises(TraceError, match=r"t.csv: column '__sia_x' starts with '__sia_'.*rename"):
+        read_generic(p)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+def test_generic_exact_duplicates_are_an_error_or_dropped_and_counted(tmp_path):
+    p = write(tmp_path / "t.csv", "pool,submit_time,duration,num_gpus\n"
+                                  "a,0,60,1\na,5,60,1\na,0,60,1\na,0,60,1\n")
+    with pytest.raises(TraceError, match=r"t.csv: row 3: exact duplicate of row 1 \(2 duplicate "
+                                         r"rows in all\).*--clean"):
+        read_generic(p)
+    jobs, report = read_generic(p, on_bad_rows="drop")
+    assert jobs.height == 2 and report.dropped == {"exact_duplicate": 2}
+    assert sorted(jobs["job_id"].to_list()) == ["1", "2"]  # the first copies are kept
+
+
+def test_rows_that_differ_in_any_column_are_not_exact_duplicates(tmp_path):
+    p = write(tmp_path / "t.csv", "pool,submit_time,duration,num_gpus,note\n"
+                                  "a,0,60,1,x\na,0,60,1,y\n")
+    assert read_generic(p)[0].height == 2
+
+
+def test_generic_files_of_a_glob_repeat_rows_as_duplicates(tmp_path):
+    for name in ("d1.csv", "d2.csv"):
+        write(tmp_path / name, "pool,submit_time,duration,num_gpus\na,0,60,1\na,9,60,1\n")
+    jobs, report = read_generic(str(tmp_path / "d*.csv"), on_bad_rows="drop")
+    assert report.dropped == {"exact_duplicate": 2}
+    assert sorted(jobs["job_id"].to_list()) == ["d1-1", "d1-2"]
+
+
+def test_philly_rows_that_differ_only_in_gpu_time_are_not_duplicates(tmp_path):
+    p = write(tmp_path / "p.csv", PHILLY + "2017-10-03 10:00:00,60,1,60,vc1\n"
+                                           "2017-10-03 10:00:00,60,1,61,vc1\n"
+                                           "2017-10-03 10:00:00,60,1,abc,vc1\n"
+                                           "2017-10-03 10:00:00,60,1,abc,vc1\n")
+    with pytest.raises(TraceError, match=r"p.csv: row 4: exact duplicate of row 3"):
+        read_philly(p)  # was an IndexError: the text gpu_time was null, and null != null
+    jobs, report = read_philly(p, on_bad_rows="drop")
+    assert jobs.height == 3 and report.dropped == {"exact_duplicate": 1}
+
+
+def test_helios_pai_and_canonical_exact_duplicates(tmp_path):
+    helios = write(tmp_path / "h.csv", "job_id,user,vc,gpu_num,submit_time,duration\n"
+                                       "1,u,v,1,2020-04-01 00:00:00,60\n"
+                                       "1,u,v,1,2020-04-01 00:00:00,60\n")
+    with pytest.raises(TraceError, match=r"h.csv: row 2: exact duplicate of row 1"):
+        read_helios(helios)
+    assert read_helios(helios, on_bad_rows="drop")[1].dropped == {"exact_duplicate": 1}
+    (tmp_path / "pai").mkdir()
+    write(tmp_path / "pai/pai_job_table.csv", "j1,i1,u,Terminated,100,200\nj1,i1,u,Terminated,100,200\n")
+    write(tmp_path / "pai/pai_task_table.csv", "j1,worker,1,Terminated,100,200,600,29,100,V100\n")
+    with pytest.raises(TraceError, match=r"pai_job_table.csv: row 2: exact duplicate of row 1"):
+        read_pai(tmp_path / "pai")
+    pl.DataFrame({"job_id": ["a", "a"], "pool": ["p", "p"], "submit_time": [0.0, 0.0],
+                  "duration": [5.0, 5.0], "num_gpus": [1, 1]}).write_parquet(tmp_path / "c.parquet")
+    with pytest.raises(TraceError, match=r"c.parquet: row 2: exact duplicate of row 1"):
+        read_canonical(tmp_path / "c.parquet")
+
+
+# --------------------------------------------------------------------------- extra columns
+
+def test_philly_gpu_time_text_is_noted(tmp_path):
+    p = write(tmp_path / "p.csv", PHILLY + "2017-10-03 10:00:00,60,1,60,vc1\n"
+                                           "2017-10-03 10:01:00,60,1,abc,vc1\n"
+                                           "2017-10-03 10:02:00,60,1,,vc1\n")
+    jobs, report = read_philly(p)
+    assert jobs["gpu_time"].to_list() == [60.0, None, None]
+    assert any("gpu_time: 1 value(s) that are not finite numbers read as empty (first: row 2, "
+               "'abc')" in n for n in report.notes)
+
+
+def test_helios_garbage_in_extra_columns_is_noted(tmp_path):
+    p = write(tmp_path / "h.csv", "job_id,user,vc,gpu_num,cpu_num,submit_time,start_time,duration\n"
+                                  "1,u,v,1,eight,2020-04-01 00:00:00,garbage,60\n"
+                                  "2,u,v,1,8,2020-04-01 00:01:00,2020-04-01 00:02:00,60\n")
+    jobs, report = read_helios(p)
+    assert jobs["cpu_num"].to_list() == [None, 8.0]
+    notes = "\n".join(report.notes)
+    assert "cpu_num: 1 value(s) that are not finite numbers read as empty (first: row 1, 'eight')" in notes
+    assert "start_time: 1 value(s) that are not date-times" in notes and "'garbage'" in notes
+
+
+# --------------------------------------------------------------------------- the Philly job log
+
+def _job(i, gpus, **over):
+    job = {"jobid": f"j{i}", "vc": "vc1", "user": "u", "status": "Pass",
+           "submitted_time": "2017-10-03 10:00:00",
+           "attempts": [{"start_time": "2017-10-03 10:01:00", "end_time": "2017-10-03 11:01:00",
+                         "detail": [{"ip": "m1", "gpus": gpus}]}]}
+    job.update(over)
+    return job
+
+
+def test_joblog_gpus_as_a_number_is_read_and_noted(tmp_path):
+    p = write(tmp_path / "l.json", json.dumps([_job(1, 4), _job(2, ["g0", "g1"])]))
+    jobs, report = read_philly_joblog(p)
+    assert sorted(jobs["num_gpus"].to_list()) == [2, 4]
+    assert any("1 machine record(s) give a number of GPUs" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("gpus", ["g0g1", 1.5, True, {"a": 1}, -1, 2**40])
+def test_joblog_gpus_of_another_shape_is_a_bad_row(tmp_path, gpus):
+    p = write(tmp_path / "l.json", json.dumps([_job(1, gpus), _job(2, ["g0"])]))
+    with pytest.raises(TraceError, match=r"l.json: row 1, column 'attempts.detail.gpus': .* is "
+                                         r"not the list of a machine's GPUs"):
+        read_philly_joblog(p)
+    jobs, report = read_philly_joblog(p, on_bad_rows="drop")
+    assert jobs["job_id"].to_list() == ["j2"] and report.dropped == {"malformed": 1}
+
+
+@pytest.mark.parametrize(("key", "value"), [("vc", {"a": 1}), ("jobid", [1]),
+                                            ("attempts", "x"), ("attempts", [3])])
+def test_joblog_fields_of_the_wrong_shape_are_bad_rows(tmp_path, key, value):
+    p = write(tmp_path / "l.json", json.dumps([_job(1, ["g"], **{key: value}), _job(2, ["g"])]))
+    with pytest.raises(TraceError, match=rf"l.json: row 1, column '{key}': expected"):
+        read_philly_joblog(p)
+
+
+def test_joblog_duplicates_and_deep_nesting(tmp_path):
+    p = write(tmp_path / "l.json", json.dumps([_job(1, ["g"]), _job(1, ["g"])]))
+    with pytest.raises(TraceError, match=r"l.json: row 2: exact duplicate of row 1"):
+        read_philly_joblog(p)
+    deep = write(tmp_path / "d.json", "[" * 200_000 + "]" * 200_000)
+    with pytest.raises(TraceError, match=r"d.json: JSON nested too deeply"):
+        read_philly_joblog(deep)
