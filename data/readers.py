@@ -41,6 +41,7 @@ import polars as pl
 from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
 from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
+from sia.data.paths import check_regular, is_glob
 from sia.data.schema import (
     INTERNAL_PREFIX,
     JOB_SCHEMA,
@@ -53,6 +54,7 @@ from sia.data.schema import (
     OnBadRows,
     _cast_numeric,
     _file,
+    check_text_column,
     flag_exact_duplicates,
     is_internal,
     refuse_internal_columns,
@@ -90,12 +92,13 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     if path.is_file():
         with path.open("rb") as fh:
             if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):
                 raise TraceError(f"{path}: UTF-16 text; save the file as UTF-8")
     try:
-        df = pl.read_csv(path, infer_schema=False)
+        df = pl.read_csv(path, infer_schema=False, glob=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
     _check_header(df.columns, path)
@@ -169,8 +172,9 @@ def _blank_note(df: pl.DataFrame, report: CleaningReport) -> None:
 
 def _read_parquet(path: Path) -> pl.DataFrame:
     """Read a Parquet file; a file that is not Parquet is a TraceError naming it."""
+    check_regular(path)
     try:
-        return pl.read_parquet(path)
+        return pl.read_parquet(path, glob=False)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise TraceError(f"{path}: cannot read as Parquet: {_first_line(exc)}") from exc
 
@@ -506,6 +510,7 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     try:
         with path.open(encoding="utf-8") as fh:
             raw = json.load(fh)
@@ -660,8 +665,8 @@ def _text(value: object) -> str | None:
     """A JSON scalar as text; null, "" and the log's "None" as None."""
     if value is None:
         return None
-    text = str(value).strip()
-    return None if text in ("", "None") else text
+    text = str(value)  # white space is stripped (and noted) where the contract does it
+    return None if text.strip() in ("", "None") else text
 
 
 # --------------------------------------------------------------------------- Helios
@@ -717,15 +722,21 @@ def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
 def _resolve_files(spec: Path | str) -> list[Path]:
     """Return the files a path, folder or glob names (CSV and Parquet), sorted."""
     text = str(spec)
-    if any(ch in text for ch in "*?["):
-        files = [Path(p) for p in sorted(globmod.glob(text)) if Path(p).is_file()]
+    if is_glob(text):  # a file literally named like a pattern is read as that file
+        matches = [Path(p) for p in sorted(globmod.glob(text))]
+        for p in matches:
+            check_regular(p)
+        files = [p for p in matches if p.is_file()]
         if not files:
             raise TraceError(f"{text}: the pattern matches no files")
         return files
     path = Path(text)
+    check_regular(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir()
-                       if p.is_file() and p.suffix.lower() in (".csv", ".parquet"))
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".csv", ".parquet")
+                       and not p.is_dir())
+        for p in files:
+            check_regular(p)
         if not files:
             raise TraceError(f"{path}: the folder holds no .csv or .parquet files")
         return files
@@ -865,6 +876,7 @@ def _pool_from(df: pl.DataFrame, file: Path, pool_from: str) -> pl.DataFrame:
             f"{file}: --pool-from column {pool_from!r} is not in the file; found "
             f"{', '.join(repr(c) for c in df.columns if not c.startswith('_'))}"
         )
+    check_text_column(df, pool_from, str(file), f"{pool_from!r} (--pool-from)")
     return df.with_columns(pl.col(pool_from).cast(pl.String).alias("pool"))
 
 
@@ -939,10 +951,11 @@ def _read_pai_table(path: Path, columns: tuple[str, ...]) -> pl.DataFrame:
     (its names are ``columns``), but a file that starts with that header is read too."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     try:
-        first = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        first = pl.read_csv(path, n_rows=0, infer_schema=False, glob=False).columns
         has_header = [c.strip() for c in first][: len(columns)] == list(columns)
-        df = pl.read_csv(path, has_header=has_header, infer_schema=False)
+        df = pl.read_csv(path, has_header=has_header, infer_schema=False, glob=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
     if df.width < len(columns):
@@ -1044,9 +1057,10 @@ def detect_format(path: Path | str) -> str:
     text = str(path)
     if is_builtin(text):
         return builtin_format(text)
-    if any(ch in text for ch in "*?["):
+    if is_glob(text):
         return "generic"
     p = Path(text)
+    check_regular(p)
     if p.is_dir():
         if (p / "jobs.parquet").exists():
             return "canonical"
@@ -1063,12 +1077,12 @@ def detect_format(path: Path | str) -> str:
         return "sacct"
     if p.suffix.lower() == ".parquet":
         try:
-            names = pl.read_parquet_schema(p)
+            names = pl.scan_parquet(p, glob=False).collect_schema()
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise TraceError(f"{p}: cannot read as Parquet: {_first_line(exc)}") from exc
         return "canonical" if all(c in names for c in JOB_SCHEMA) else "generic"
     try:
-        header = pl.read_csv(p, n_rows=0, infer_schema=False).columns
+        header = pl.read_csv(p, n_rows=0, infer_schema=False, glob=False).columns
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(p, exc)) from exc
     cols = {c.strip() for c in header}

@@ -238,6 +238,12 @@ def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
     bad_mask = bad_mask | (casted.is_not_null() & ~casted.is_finite())
     bad.df = df.with_columns(casted.alias(_CAST))
     bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid finite number")
+    if dtype.is_float():  # times: beyond 2^53 a float no longer holds every whole number
+        cast = bad.df[_CAST]
+        bad.flag(cast.is_not_null() & (cast.abs() > MAX_EXACT_SECONDS), column, "out_of_range",
+                 f"{{value!r}} is beyond 2^53 ({MAX_EXACT_SECONDS:,.0f}), too large to count "
+                 "time exactly (nearby values would become equal); check the unit, or subtract "
+                 "the trace's start from the times")
     if dtype.is_integer():
         cast = bad.df[_CAST]
         bad.flag(cast.is_not_null() & (cast != cast.round(0)), column, "non_numeric",
@@ -252,7 +258,31 @@ def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
 
 
 _CAST = INTERNAL_PREFIX + "cast"
+#: The largest time (in the file's unit) a float64 holds with every whole number below it:
+#: 2^53. Int64 times near 2^62 would all become the same float (issue 36).
+MAX_EXACT_SECONDS = float(2**53)
 _INT_BYTES = {pl.Int8: 1, pl.Int16: 2, pl.Int32: 4, pl.Int64: 8}
+
+
+#: The contract's text columns (and preemptible, read from text): one scalar per cell.
+TEXT_COLUMNS = ("job_id", "pool", "tag", "user", "state", "preemptible")
+
+
+def check_text_column(df: pl.DataFrame, column: str, source: str, what: str | None = None) -> None:
+    """Raise TraceError when ``column`` of ``df`` holds lists, structs, arrays, objects or binary
+    values (a Parquet file's nested or byte columns): a pool, id, tag or user is one text
+    value per cell. ``what`` names the column in the message (default: its own name)."""
+    if column not in df.columns:
+        return
+    dtype = df.schema[column]
+    nested = isinstance(dtype, pl.List | pl.Array | pl.Struct | pl.Object)
+    if not (nested or dtype == pl.Binary):
+        return
+    kind = "binary (bytes)" if dtype == pl.Binary else f"nested ({dtype})"
+    raise TraceError(
+        f"{_file(df, source)}: column {what or repr(column)} holds {kind} values, not text; "
+        "store one text value per cell (e.g. cast it to a string column), or map another "
+        "column onto it with --map")
 
 
 def validate(
@@ -285,6 +315,8 @@ def validate(
             f"found {', '.join(repr(c) for c in user_columns(jobs.columns))}. "
             "Map your columns onto the contract (e.g. --map submit_time=submitted)."
         )
+    for column in TEXT_COLUMNS:
+        check_text_column(jobs, column, source)
     if SOURCE_ROW not in jobs.columns:
         jobs = jobs.with_row_index(SOURCE_ROW, offset=1)
     if report.rows_read == 0:
@@ -390,7 +422,7 @@ def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
     if "job_id" not in df.columns or df["job_id"].null_count() == df.height:
         df = df.with_columns(pl.col(SOURCE_ROW).cast(pl.String).alias("job_id"))
     else:
-        df = df.with_columns(pl.col("job_id").cast(pl.String).str.strip_chars())
+        df = df.with_columns(stripped(df["job_id"].cast(pl.String), bad.report))
         bad.df = df
         bad.flag(df["job_id"].is_null() | (df["job_id"] == ""), "job_id", "missing_value",
                  "value is missing")
@@ -406,6 +438,41 @@ def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
             f"(first at {_where(df, first_idx, source).split(': ', 1)[1]}); {bad.hint}"
         )
     bad.flag(dup_id, "job_id", "duplicate_job_id", "duplicate job id {value!r}")
+
+
+def strip_note(raw: pl.Series, stripped_values: pl.Series, name: str | None = None) -> str | None:
+    """Return the report's line on the white space stripped from a column's values (how many
+    changed, examples, and which names merged with another as a result); None when nothing
+    changed. ``raw`` and ``stripped_values`` are the column before and after, row by row."""
+    changed = (raw != stripped_values).fill_null(False)
+    n = int(changed.sum())
+    if not n:
+        return None
+    name = name or raw.name
+    pairs = pl.DataFrame({"raw": raw.filter(changed), "new": stripped_values.filter(changed)})
+    shown = ", ".join(f"{a!r} -> {b!r}" for a, b in pairs.unique(maintain_order=True)
+                      .head(3).iter_rows())
+    both = pl.DataFrame({"raw": raw, "new": stripped_values}).drop_nulls().unique()
+    merged = both.group_by("new").agg(pl.col("raw").sort()).filter(pl.col("raw").list.len() > 1)
+    merged = merged.sort("new")
+    line = (f"{name}: leading/trailing white space removed from {n} value(s) ({shown}"
+            f"{', ...' if pairs.unique().height > 3 else ''})")
+    if merged.height:
+        groups = "; ".join(f"{r['new']!r} from {', '.join(map(repr, r['raw']))}"
+                           for r in merged.head(3).iter_rows(named=True))
+        line += (f"; {merged.height} {name} name(s) now equal to another, read as one: {groups}"
+                 f"{'; ...' if merged.height > 3 else ''}")
+    return line
+
+
+def stripped(col: pl.Series, report: CleaningReport) -> pl.Series:
+    """Return the text column ``col`` with leading/trailing white space stripped, noting in
+    ``report`` what changed (:func:`strip_note`): names never merge without a word."""
+    out = col.str.strip_chars()
+    note = strip_note(col, out)
+    if note:
+        report.notes.append(note)
+    return out
 
 
 def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
@@ -426,8 +493,8 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
         fills.append(pl.lit(False).alias("preemptible"))
     else:
         fills.append(_to_bool(df["preemptible"], source, df).alias("preemptible"))
-    fills.append(pl.col("pool").cast(pl.String).str.strip_chars())
     df = df.with_columns(fills)
+    df = df.with_columns(stripped(df["pool"].cast(pl.String), bad.report))
     if rebase_time and df.height:
         df = df.with_columns(pl.col("submit_time") - pl.col("submit_time").min())
         bad.df = df

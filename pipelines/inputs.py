@@ -61,9 +61,12 @@ def _pools_from_quota_path(path: Path) -> tuple[pl.DataFrame, str]:
 
     if not path.exists():
         raise ConfigError(f"--quotas {path}: no such file")
+    from sia.data.paths import check_regular
+
+    check_regular(path, "quota file")
     if path.suffix.lower() != ".parquet":
         try:
-            header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+            header = pl.read_csv(path, n_rows=0, infer_schema=False, glob=False).columns
         except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
             raise TraceError(f"--quotas {path}: cannot read as CSV: "
                              f"{str(exc).strip().splitlines()[0]}") from exc
@@ -191,7 +194,7 @@ def _trace_pools(trace: Path, resolved: str, jobs: pl.DataFrame, report: Cleanin
     if quotas is not None:
         return _pools_from_quota_path(Path(quotas))
     if canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
-        return pl.read_parquet(canonical_pools), f"quotas: {canonical_pools}"
+        return pl.read_parquet(canonical_pools, glob=False), f"quotas: {canonical_pools}"
     if helios_gpu is not None and helios_gpu.exists():
         return (read_helios_gpu_numbers(helios_gpu),
                 f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)")

@@ -167,3 +167,109 @@ def test_joblog_duplicates_and_deep_nesting(tmp_path):
     deep = write(tmp_path / "d.json", "[" * 200_000 + "]" * 200_000)
     with pytest.raises(TraceError, match=r"d.json: JSON nested too deeply"):
         read_philly_joblog(deep)
+
+
+# --------------------------------------------------------------------------- Parquet types
+
+@pytest.mark.parametrize("column", ["pool", "job_id", "tag", "user"])
+@pytest.mark.parametrize(("values", "dtype", "kind"), [
+    ([["p1"], ["p2"]], pl.List(pl.String), "nested"),
+    ([{"a": "p1"}, {"a": "p2"}], None, "nested"),
+    ([b"p1", b"\xff\xfe"], pl.Binary, "binary"),
+])
+def test_parquet_nested_or_binary_text_columns_are_a_clear_error(tmp_path, column, values, dtype,
+                                                                 kind):
+    data = {"job_id": ["a", "b"], "pool": ["p", "p"], "submit_time": [0.0, 1.0],
+            "duration": [5.0, 5.0], "num_gpus": [1, 1]}
+    data[column] = pl.Series(column, values, dtype=dtype)
+    pl.DataFrame(data).write_parquet(tmp_path / "t.parquet")
+    with pytest.raises(TraceError, match=rf"t.parquet: column '{column}' holds {kind}"):
+        read_generic(tmp_path / "t.parquet")
+    if column != "pool":
+        return
+    pl.DataFrame(data).rename({"pool": "queue"}).write_parquet(tmp_path / "q.parquet")
+    with pytest.raises(TraceError, match=r"q.parquet: column 'queue' \(--pool-from\) holds"):
+        read_generic(tmp_path / "q.parquet", pool_from="queue")
+
+
+# --------------------------------------------------------------------------- white space
+
+def test_pool_names_stripped_are_noted_with_the_pools_they_merge(tmp_path):
+    p = write(tmp_path / "t.csv", "pool,submit_time,duration,num_gpus\n"
+                                  "p1,0,60,1\np1 ,1,60,1\n\" p1\",2,60,1\np2\t,3,60,1\n")
+    jobs, report = read_generic(p)
+    assert sorted(set(jobs["pool"])) == ["p1", "p2"]
+    note = next(n for n in report.notes if n.startswith("pool:"))
+    assert "removed from 3 value(s)" in note and "'p1 ' -> 'p1'" in note
+    assert "1 pool name(s) now equal to another, read as one: 'p1' from ' p1', 'p1', 'p1 '" in note
+    philly = write(tmp_path / "p.csv", PHILLY + "2017-10-03 10:00:00,60,1,60,vc2 \n"
+                                                "2017-10-03 10:01:00,60,1,60,vc2\n")
+    assert any("'vc2' from 'vc2', 'vc2 '" in n for n in read_philly(philly)[1].notes)
+    clean = write(tmp_path / "c.csv", "pool,submit_time,duration,num_gpus\np1,0,60,1\n")
+    assert not any(n.startswith("pool:") for n in read_generic(clean)[1].notes)
+
+
+def test_sacct_partitions_stripped_are_noted(tmp_path):
+    from sia.data.sacct import read_sacct
+
+    p = write(tmp_path / "s.txt", "JobID|Partition|Submit|Start|End|State|ReqTRES\n"
+              "1|gpu |2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:10:00|COMPLETED|gres/gpu=1\n"
+              "2|gpu|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:10:00|COMPLETED|gres/gpu=1\n")
+    jobs, report = read_sacct(p)
+    assert jobs["pool"].to_list() == ["gpu", "gpu"]
+    assert any(n.startswith("pool:") and "'gpu' from 'gpu', 'gpu '" in n for n in report.notes)
+
+
+# --------------------------------------------------------------------------- huge integers
+
+def test_int64_times_beyond_2_53_are_refused_not_collapsed(tmp_path):
+    pl.DataFrame({"pool": ["a", "a"], "submit_time": [2**62, 2**62 + 1000],
+                  "duration": [5, 5], "num_gpus": [1, 1]}).write_parquet(tmp_path / "t.parquet")
+    with pytest.raises(TraceError, match=r"t.parquet: row 1, column 'submit_time': "
+                                         r"4611686018427387904.* beyond 2\^53"):
+        read_generic(tmp_path / "t.parquet")
+    p = write(tmp_path / "t.csv", "pool,submit_time,duration,num_gpus\na,4611686018427387905,5,1\n")
+    with pytest.raises(TraceError, match=r"column 'submit_time': .* beyond 2\^53"):
+        read_generic(p)
+    ok = write(tmp_path / "ok.csv", f"pool,submit_time,duration,num_gpus\na,{2**53 - 10},5,1\n"
+                                    f"a,{2**53 - 4},5,1\n")
+    assert read_generic(ok)[0]["submit_time"].to_list() == [0.0, 6.0]  # exact below 2^53
+
+
+# --------------------------------------------------------------------------- paths
+
+def test_a_file_named_like_a_glob_is_read_as_that_file(tmp_path):
+    from sia.data.readers import read_trace
+
+    write(tmp_path / "jobs[1].csv", "pool,submit_time,duration,num_gpus\nliteral,0,60,1\n")
+    write(tmp_path / "jobs1.csv", "pool,submit_time,duration,num_gpus\nglob,0,60,1\n")
+    jobs, _ = read_trace(tmp_path / "jobs[1].csv")
+    assert jobs["pool"].to_list() == ["literal"]
+    (tmp_path / "jobs[1].csv").unlink()  # a pattern when no such file exists
+    assert read_trace(str(tmp_path / "jobs[1].csv"))[0]["pool"].to_list() == ["glob"]
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.parquet", "l.json", "cluster_log.csv"])
+def test_a_fifo_as_the_trace_is_an_error_not_a_hang(tmp_path, name):
+    import os
+
+    from sia.data.readers import read_trace
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError, match=rf"{name}: a FIFO \(named pipe\), not a regular file"):
+        read_trace(fifo)
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "d" / "x.csv")
+    with pytest.raises(TraceError, match=r"x.csv: a FIFO"):
+        read_trace(tmp_path / "d", "generic")
+
+
+def test_a_fifo_as_the_quota_file_is_an_error(tmp_path):
+    import os
+
+    from sia.data.quotas import read_quota_file
+
+    os.mkfifo(tmp_path / "q.csv")
+    with pytest.raises(TraceError, match=r"q.csv: a FIFO"):
+        read_quota_file(tmp_path / "q.csv")
