@@ -273,3 +273,64 @@ def test_a_fifo_as_the_quota_file_is_an_error(tmp_path):
     os.mkfifo(tmp_path / "q.csv")
     with pytest.raises(TraceError, match=r"q.csv: a FIFO"):
         read_quota_file(tmp_path / "q.csv")
+
+
+# --------------------------------------------------------------------------- time scale
+
+def _jobs(submits, durations):
+    n = len(submits)
+    return pl.DataFrame({"job_id": [str(i) for i in range(n)], "pool": ["a"] * n,
+                         "submit_time": [float(s) for s in submits],
+                         "duration": [float(d) for d in durations]})
+
+
+def test_a_span_of_centuries_suggests_ms_when_ms_fits():
+    from sia.data.plausibility import Thresholds, time_scale_problem
+
+    year = 365.25 * 86400
+    ms_trace = _jobs([i * 200 * year / 99 for i in range(100)], [600_000] * 100)  # 200 "years"
+    what, message = time_scale_problem(ms_trace, Thresholds(), "t.csv", "s")
+    assert what == "the submissions span 200 years (more than 100 years)"
+    assert message.startswith("t.csv: the submissions span 200 years") and "--time-unit ms" in message
+    assert "--allow-implausible" in message
+    # a format whose unit is fixed gets no unit to try
+    assert "--time-unit" not in time_scale_problem(ms_trace, Thresholds(), "t.csv", None)[1]
+    # in ms already, nothing finer is offered
+    assert "even in ms" in time_scale_problem(_jobs([0, 1e6 * year], [1, 1]), Thresholds(),
+                                              "t.csv", "ms")[1]
+    # 99 years: plausible (no message)
+    assert time_scale_problem(_jobs([0, 99 * year], [60, 60]), Thresholds(), "t", "s") is None
+
+
+def test_a_median_job_of_years_is_an_error_and_one_far_job_is_named():
+    from sia.data.plausibility import Thresholds, time_scale_problem
+
+    day = 86400.0
+    long = _jobs(range(0, 1000, 10), [400 * day] * 100)
+    what, message = time_scale_problem(long, Thresholds(), "t.csv", "s")
+    assert what == "the median job runs 1.1 years (more than 365 days)"
+    assert "--time-unit ms" in message
+    outlier = _jobs([*range(0, 3000, 100), 8000 * 365.25 * day], [60] * 31)
+    message = time_scale_problem(outlier, Thresholds(), "p.csv", None)[1]
+    assert "because of a few jobs such as '30'" in message and "--time-unit" not in message
+
+
+def test_synthetic_size_is_estimated_and_refused_up_front():
+    import math
+
+    from sia.data.errors import ConfigError
+    from sia.data.synthetic import expected_jobs, generate_workload
+
+    mean_s = (0.8 * (math.sqrt(10) + 100) / 2 + 0.2 * (100 + 1000) / 2) * 60
+    per_day = 4 * 0.95 * 8 / (mean_s * 1.9) * 86400  # 4 pools at the top load, mean width 1.9
+    assert expected_jobs("base", 10.0) == pytest.approx(10 * per_day)
+    jobs, _ = generate_workload("base", 0, days=30)
+    assert 0.5 * expected_jobs("base", 30) < jobs.height <= expected_jobs("base", 30)
+    with pytest.raises(ConfigError, match=r"--days 1e\+09: the base workload would hold about "
+                                          r"1.52e\+11 jobs, more than the limit of 10,000,000 "
+                                          r"\(--max-jobs\)"):
+        generate_workload("base", 0, days=1e9)
+    with pytest.raises(ConfigError, match=r"limit of 100 \(--max-jobs\)"):
+        generate_workload("base", 0, days=1, max_jobs=100)
+    with pytest.raises(ConfigError, match="finite number"):
+        generate_workload("base", 0, days=float("nan"))
