@@ -33,11 +33,13 @@ class Thresholds:
     #: a pool whose quota from load shrinks by more than this factor without its
     #: largest job (``--warn-quota-factor``)
     quota_factor: float = 4.0
-    #: submissions spanning more years than this are an error (issue 36): no trace runs for
-    #: centuries, a trace in milliseconds read as seconds does
-    max_span_years: float = 100.0
-    #: a median job longer than this many days is an error (the same reason)
-    max_median_days: float = 365.0
+    #: submissions spanning more years than this are an error (issue 36): GPU clusters of
+    #: training jobs are younger than that, and a trace in milliseconds read as seconds
+    #: spans 1000 times its length (a week becomes 19 years, Philly's 80 days 219 years)
+    max_span_years: float = 20.0
+    #: a median job longer than this many days is an error (the same reason: clusters cap a
+    #: job at days or weeks; a median job of 10 minutes in ms reads as 7 days)
+    max_median_days: float = 60.0
 
 
 def _job(row: dict) -> str:

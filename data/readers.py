@@ -651,7 +651,7 @@ def _joblog_shape(job: object) -> tuple[str, str] | None:
                                        f"gpus), got {_shown(detail)}")
         for m in detail:
             g = m.get("gpus")
-            if g is None or isinstance(g, list):
+            if g is None or (isinstance(g, list) and all(isinstance(x, str | int) for x in g)):
                 continue
             if isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= _MAX_GPUS:
                 continue

@@ -240,8 +240,9 @@ def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
     bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid finite number")
     if dtype.is_float():  # times: beyond 2^53 a float no longer holds every whole number
         cast = bad.df[_CAST]
-        bad.flag(cast.is_not_null() & (cast.abs() > MAX_EXACT_SECONDS), column, "out_of_range",
-                 f"{{value!r}} is beyond 2^53 ({MAX_EXACT_SECONDS:,.0f}), too large to count "
+        # >=: a whole number just above 2^53 (in a string or an Int64) rounds to 2^53
+        bad.flag(cast.is_not_null() & (cast.abs() >= MAX_EXACT_SECONDS), column, "out_of_range",
+                 f"{{value!r}} is 2^53 ({MAX_EXACT_SECONDS:,.0f}) or more, too large to count "
                  "time exactly (nearby values would become equal); check the unit, or subtract "
                  "the trace's start from the times")
     if dtype.is_integer():

@@ -38,7 +38,7 @@ def test_a_trace_in_ms_read_as_seconds_is_refused_with_the_unit(tmp_path, capsys
     # knowingly: kept, with a warning in the report and on screen
     assert main(["ingest", str(trace), "--allow-implausible", "--out", str(tmp_path / "k")]) == 0
     out = capsys.readouterr().out
-    warn = "times: the submissions span 136 years (more than 100 years); kept as they are"
+    warn = "times: the submissions span 136 years (more than 20 years); kept as they are"
     assert warn in out
     assert any(w.startswith(warn) for w in
                json.loads((tmp_path / "k" / "report.json").read_text())["warnings"])
