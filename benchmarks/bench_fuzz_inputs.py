@@ -7,7 +7,9 @@ The test suite runs issue 16's cases and a fixed-seed sample of issue 36's
 (tests/pipelines/test_fuzz_inputs.py); this runs every case, in process, in
 its own temporary folder.
 
-Usage: .venv/bin/python benchmarks/bench_fuzz_inputs.py [--hostile-only] [-v]
+Usage: .venv/bin/python benchmarks/bench_fuzz_inputs.py [--hostile-only] [--skip SUITE]... [-v]
+
+(``--skip sizes`` before measuring an older version: its sizes cases allocate gigabytes.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def main() -> None:
 
     fz = _fuzz_module()
     cases = fz.HOSTILE if "--hostile-only" in sys.argv else fz.CASES + fz.HOSTILE
+    skip = {sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--skip"}
+    cases = [c for c in cases if c.suite not in skip]
     suites: dict[str, list] = {}
     for case in cases:
         suites.setdefault(case.suite, []).append(case)

@@ -62,6 +62,7 @@ def register(app: typer.Typer) -> None:
         from sia.features.schedule import has_schedule, schedule_from_columns
         from sia.features.table9 import (
             FEATURE_COLUMNS,
+            MAX_ROWS,
             build_features,
             check_feature_rows,
             grid_count,
@@ -93,7 +94,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"schedule: {how}")
         t1 = time.perf_counter()
         table = build_features(sched, grid_s=grid_s, windows_min=wins,
-                               pools=wl.pools["pool"].to_list(), max_rows=max_rows)
+                               pools=wl.pools["pool"].to_list(),
+                               max_rows=MAX_ROWS if max_rows is None else max_rows)
         t_build = time.perf_counter() - t1
         out_path.parent.mkdir(parents=True, exist_ok=True)
         table.write_parquet(out_path)

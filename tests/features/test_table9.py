@@ -276,3 +276,12 @@ def test_the_grid_size_is_known_before_the_grid_and_refused_past_the_limit():
         check_feature_rows(2, 10**12, 3, 1e-6)
     with pytest.raises(ConfigError, match=r"--max-rows 50"):
         check_feature_rows(2, 10, 3, 300.0, max_rows=50)
+
+
+def test_build_features_refuses_a_table_past_its_limit(make_schedule):
+    s = make_schedule([{"pool": "a", "submit": 0, "start": 0, "end": 600}])
+    # end_s 1200 on a 300 s grid: 5 times x 1 pool x 3 windows = 15 rows
+    assert build_features(s, end_s=1200, max_rows=15).height == 15
+    with pytest.raises(ConfigError, match=r"15 rows .*more than the limit of 14 rows; use a "
+                                          r"coarser --grid-s"):
+        build_features(s, end_s=1200, max_rows=14)
