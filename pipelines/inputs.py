@@ -221,7 +221,14 @@ def _trace_pools(trace: Path, resolved: str, jobs: pl.DataFrame, report: Cleanin
     if quotas is not None:
         return _pools_from_quota_path(Path(quotas))
     if canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
-        return pl.read_parquet(canonical_pools, glob=False), f"quotas: {canonical_pools}"
+        from sia.data.paths import check_regular
+
+        check_regular(canonical_pools, "pools file")
+        try:
+            return pl.read_parquet(canonical_pools, glob=False), f"quotas: {canonical_pools}"
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TraceError(f"{canonical_pools}: cannot read as Parquet: {first}") from exc
     if helios_gpu is not None and helios_gpu.exists():
         return (read_helios_gpu_numbers(helios_gpu),
                 f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)")

@@ -822,6 +822,12 @@ def _hostile_paths() -> list[Case]:
     cases.append(Case("a FIFO as a canonical folder's jobs.parquet",
                       {"c/jobs.parquet": FIFO, "c/pools.parquet": b"x"}, "c",
                       where=("jobs.parquet", "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO as a canonical folder's pools.parquet",
+                      {"c/jobs.parquet": _canonical_frame(), "c/pools.parquet": FIFO}, "c",
+                      where=("pools.parquet", "FIFO"), suite="paths"))
+    cases.append(Case("a canonical folder's pools.parquet not Parquet",
+                      {"c/jobs.parquet": _canonical_frame(), "c/pools.parquet": b"x"}, "c",
+                      where=("pools.parquet",), suite="paths"))
     cases.append(Case("/dev/null as the trace", {}, "t.csv", argv=["ingest", "/dev/null", "--out",
                                                                   "{dir}/out"],
                       where=("/dev/null",), suite="paths"))
