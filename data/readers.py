@@ -71,13 +71,13 @@ PAI_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time",
 PAI_GROUP_COLUMNS = ("inst_id", "user", "gpu_type_spec", "group", "workload")
 HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
                   "submit_time", "start_time", "end_time", "duration", "queue")
-_ABS = INTERNAL_PREFIX + "abs_submit"
+_ABS = INTERNAL_PREFIX + "abs_submit"  # absolute submission time (seconds) kept through validate
 _DT = INTERNAL_PREFIX + "dt"
 _DERIVED_ID = INTERNAL_PREFIX + "derived_id"  # a generic file's <stem>-<row> job ids
 _JSON = INTERNAL_PREFIX + "json"  # a job log record as canonical JSON (duplicates)
 _PAI_GPUS = INTERNAL_PREFIX + "gpus"
 _PAI_FIRST_START = INTERNAL_PREFIX + "first_start"
-_PAI_LAST_END = INTERNAL_PREFIX + "last_end"  # absolute submission time (seconds) kept through validate
+_PAI_LAST_END = INTERNAL_PREFIX + "last_end"
 
 
 # --------------------------------------------------------------------------- helpers
