@@ -80,9 +80,7 @@ def test_a_late_end_seen_after_the_fact_is_a_miss():
 
 
 def test_the_ramp_is_on_for_predicted_durations_only():
-    from sia.scheduler.policies.sia.ramp import DEFAULT_LOAN_RAMP
-
-    from sia.scheduler.policies.sia.ramp import DEFAULT_EVIDENCE
+    from sia.scheduler.policies.sia.ramp import DEFAULT_EVIDENCE, DEFAULT_LOAN_RAMP
 
     assert SiaPolicy(_ShortBins()).loan_ramp.initial == DEFAULT_LOAN_RAMP
     assert SiaPolicy(_ShortBins()).loan_ramp.evidence == DEFAULT_EVIDENCE == "misses"
