@@ -152,9 +152,12 @@ class _LiveLoop(_EventLoop):
                 self.learn_end(j)
 
     def learn_end(self, j: int) -> None:
-        """Schedule running job ``j``'s completion from its finish event."""
+        """Schedule running job ``j``'s completion from its finish event, and make its run
+        time known (policies read it once the job completes, as in a replay)."""
         reported, run_s = self.ends[j]
-        end = reported if run_s is None else max(self.seg_start[j] + run_s, reported)
+        start = self.seg_start[j]
+        end = reported if run_s is None else max(start + run_s, reported)
+        self.trace.duration[j] = reported - start if run_s is None else run_s
         self.end_at[j] = end
         heapq.heappush(self.heap, (end, j))
 
@@ -301,8 +304,6 @@ class ServiceCore:
         if loop is None or j is None:
             return
         loop.ends[j] = self._end_of(job)
-        run_s = job.finish - (job.real_start if self.mode == "shadow" else loop.state.start_time[j])
-        loop.trace.duration[j] = run_s
         if loop.running(j):
             loop.learn_end(j)
 
@@ -325,9 +326,27 @@ class ServiceCore:
             self._collect()
         self.clock = t
 
-    def _rebuild(self) -> None:
-        """Rebuild the arrays with every known job and re-run the log up to the clock."""
-        old = self.decisions
+    def restore(self, events: Iterable[Event]) -> None:
+        """Recover from the durable log: apply its events (checked when they were accepted)
+        with the clock held back, then re-run once up to the last clock."""
+        last = -math.inf
+        for ev in events:
+            if ev.kind == "clock":
+                last = max(last, ev.time)
+                self.ids[ev.id] = ev.content()
+            else:
+                self.apply([ev])
+        if last > -math.inf:
+            if self.jobs:
+                self._rebuild(check=False, until=last)
+            self.clock = last
+
+    def _rebuild(self, check: bool = True, until: float | None = None) -> None:
+        """Rebuild the arrays with every known job and re-run the log up to the clock (or
+        ``until``); with ``check``, the re-run must decide what the first run did."""
+        old = self.decisions if check else None
+        if until is not None:
+            self.clock = until
         ids = list(self.jobs)
         jobs = self._job_frame(ids)
         pools = pl.DataFrame({"pool": list(self.quota), "quota_gpus": list(self.quota.values())},
@@ -342,14 +361,8 @@ class ServiceCore:
         self._job_ids = trace.job_ids
         self._pool_names = trace.pool_names
         self._index = {str(j): i for i, j in enumerate(trace.job_ids)}
-        ends: dict[int, tuple[float, float | None]] = {}
-        started = {d.job: d.time for d in old}
-        for job_id, job in self.jobs.items():  # what finished so far, as the first run knew it
-            if job.finish is not None:
-                j = self._index[job_id]
-                ends[j] = self._end_of(job)
-                start = job.real_start if self.mode == "shadow" else started[job_id]
-                trace.duration[j] = job.finish - start
+        ends = {self._index[job_id]: self._end_of(job) for job_id, job in self.jobs.items()
+                if job.finish is not None}
         loop = _LiveLoop(trace, cluster, self.policy, self.tick_s, False, ends=ends,
                          shadow=self.mode == "shadow")
         self._loop = loop
@@ -359,7 +372,7 @@ class ServiceCore:
         if self.clock > -math.inf:
             loop.advance(self.clock)
             self._collect()
-        if self.decisions != old[:len(self.decisions)] or len(self.decisions) != len(old):
+        if old is not None and self.decisions != old:
             diff = next((i for i, (a, b) in enumerate(zip(self.decisions, old, strict=False))
                          if a != b), min(len(old), len(self.decisions)))
             raise NonDeterminism(f"the re-run of the event log decided differently at decision "
