@@ -35,9 +35,9 @@ def main() -> None:
         tmp = Path(tmp)
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
         os.environ["SIA_OUTPUT"] = str(tmp / "out")
-        from sia.pipelines import evaluate as ev
         from sia.pipelines.executors import make_executor
-        from sia.pipelines.experiment import load_config
+        from sia.pipelines.studies import evaluate as ev
+        from sia.pipelines.studies.experiment import load_config
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
 
         full = load_config(args.config)

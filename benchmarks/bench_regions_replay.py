@@ -19,9 +19,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    from sia.pipelines import evaluate as ev
     from sia.pipelines.engine import run_replay
-    from sia.pipelines.experiment import load_config
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import load_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", nargs="?", type=Path,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 from sia.pipelines import plots
-from sia.pipelines.experiment import risk_of_label
+from sia.pipelines.studies.experiment import risk_of_label
 
 METRICS = ("mean_speedup", "geomean_speedup", "pct_slowed", "total_slowdown_min")
 

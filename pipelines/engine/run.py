@@ -104,7 +104,7 @@ def policy_facts(policy: Any) -> dict[str, Any]:
     ``facts()`` method (JSON-ready, e.g. the oracle's solver status), or {} without one; for
     a policy that records its predictions as served (SIA), also ``loans``: each loan with
     the forecast it was lent against (:meth:`~sia.scheduler.core.served.ServedPredictions.loans`,
-    for :mod:`sia.pipelines.slowdown_report`)."""
+    for :mod:`sia.pipelines.studies.slowdown_report`)."""
     facts = getattr(policy, "facts", None)
     out = dict(facts()) if callable(facts) else {}
     loans = getattr(getattr(policy, "served", None), "loans", None)

@@ -9,7 +9,7 @@ learned policy used are parameters (``model.<registered name>``) and tags;
 SIA's predictions as it used them are under ``served/`` (``served/will_arrive/f1_60m``,
 ``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`); why
 its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
-:mod:`sia.pipelines.slowdown_report`).
+:mod:`sia.pipelines.studies.slowdown_report`).
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sia.pipelines.slowdown_report import cause_metrics
+from sia.pipelines.studies.slowdown_report import cause_metrics
 from sia.scheduler.core.served import flat_metrics
 
 #: summary key of :func:`sia.pipelines.engine.score` -> MLflow metric name

@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from sia.data.errors import ConfigError
 from sia.pipelines.cli import main
-from sia.pipelines.evaluate import run_sweep
-from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import load_workload
+from sia.pipelines.studies.evaluate import run_sweep
+from sia.pipelines.studies.experiment import load_config, parse_config
 
 
 def test_load_workload_reads_builtin_philly():

@@ -7,11 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 from sia.data.errors import ConfigError
-from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
-from sia.pipelines.evaluate import run_sweep, with_capture
-from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import replay_window
+from sia.pipelines.studies import evaluate as ev
+from sia.pipelines.studies.evaluate import run_sweep, with_capture
+from sia.pipelines.studies.experiment import load_config, parse_config
 
 SMALL = ["--synthetic", "more-queues", "--days", "5", "--train-days", "2", "--val-days", "1",
          "--warmup-days", "0.5", "--windows", "5,60", "--no-ablation",

@@ -146,7 +146,7 @@ def test_check_alias_accepts_what_mlflow_accepts():
 
 
 def test_threshold_option_takes_a_rule_or_a_probability():
-    from sia.pipelines.cmd_train import parse_threshold
+    from sia.pipelines.cli.train import parse_threshold
 
     assert parse_threshold(None) == "half_f"
     assert parse_threshold("half-f") == parse_threshold("HALF_F") == "half_f"

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from sia.data.errors import ConfigError
 from sia.pipelines.cli import main
-from sia.pipelines.cmd_demo import (
+from sia.pipelines.cli.demo import (
     DEMO_POLICIES,
     SMALL_DAYS,
     SYNTHETIC_POLICIES,
@@ -17,7 +17,7 @@ from sia.pipelines.cmd_demo import (
     demo_config,
     philly_demo_config,
 )
-from sia.pipelines.experiment import load_config, parse_config
+from sia.pipelines.studies.experiment import load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

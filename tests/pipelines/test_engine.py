@@ -7,8 +7,7 @@ from dataclasses import replace
 import pytest
 from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
-from sia.pipelines import cmd_replay, figure5, figure16
-from sia.pipelines import evaluate as ev
+from sia.pipelines.cli import replay as cmd_replay
 from sia.pipelines.engine import (
     FrameWorkload,
     RegistryPredictors,
@@ -20,7 +19,9 @@ from sia.pipelines.engine import (
     stored_outcome,
 )
 from sia.pipelines.executors import InlineExecutor
-from sia.pipelines.experiment import parse_config
+from sia.pipelines.studies import evaluate as ev
+from sia.pipelines.studies import figure5, figure16
+from sia.pipelines.studies.experiment import parse_config
 from sia.scheduler.core.metrics import compare
 from sia.scheduler.core.simulator import RESULT_COLUMNS, simulate
 from sia.scheduler.locality.config import LocalityConfig

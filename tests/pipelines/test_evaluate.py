@@ -12,13 +12,13 @@ import polars as pl
 import pytest
 import yaml
 from sia.data.errors import ConfigError
-from sia.pipelines import evaluate as ev
 from sia.pipelines.cli import main
 from sia.pipelines.engine import run_replay
 from sia.pipelines.engine.tracking import policy_metrics
 from sia.pipelines.executors import DaskExecutor, LocalExecutor
-from sia.pipelines.experiment import load_config, parse_config
 from sia.pipelines.inputs import replay_window
+from sia.pipelines.studies import evaluate as ev
+from sia.pipelines.studies.experiment import load_config, parse_config
 from sia.scheduler.core.metrics import compare
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import POLICY_NAMES, make_policy

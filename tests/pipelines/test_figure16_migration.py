@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sia.pipelines.figure16 import load_figure16_config, plan, run_figure16
+from sia.pipelines.studies.figure16 import load_figure16_config, plan, run_figure16
 
 TINY = """
 variants: [fewer-queues]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from sia.pipelines.cli import main
-from sia.pipelines.figure16 import load_figure16_config, plan, replays_of, run_figure16
+from sia.pipelines.studies.figure16 import load_figure16_config, plan, replays_of, run_figure16
 
 TINY = """
 variants: [fewer-queues]
@@ -99,7 +99,7 @@ def test_cli_redo_replays_everything(tiny, tmp_path, capsys):
 def test_key_ignores_locality_options_left_at_their_default(tiny):
     from dataclasses import replace
 
-    from sia.pipelines.figure16 import replay_spec
+    from sia.pipelines.studies.figure16 import replay_spec
     from sia.scheduler.locality.config import LocalityConfig
 
     cfg = load_figure16_config(tiny)
@@ -113,7 +113,7 @@ def test_key_ignores_locality_options_left_at_their_default(tiny):
 
 def test_learned_options_reach_the_policy_and_key_and_bad_ones_are_named(tiny, tmp_path):
     from sia.data.errors import ConfigError
-    from sia.pipelines.figure16 import replay_spec
+    from sia.pipelines.studies.figure16 import replay_spec
     from sia.scheduler.locality.config import LocalityConfig
 
     path = tmp_path / "opts.yaml"

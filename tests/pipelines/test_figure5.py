@@ -9,7 +9,7 @@ from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
 from sia.pipelines.engine import run as engine_run
-from sia.pipelines.figure5 import (
+from sia.pipelines.studies.figure5 import (
     load_figure5_config,
     parse_figure5_config,
     replay_spec,
@@ -20,7 +20,7 @@ from sia.scheduler.registry import make_policy
 
 
 def test_shipped_config_parses_with_the_paper_setup():
-    from sia.pipelines.cmd_figure5 import DEFAULT_CONFIG
+    from sia.pipelines.cli.figure5 import DEFAULT_CONFIG
 
     cfg = load_figure5_config(DEFAULT_CONFIG)
     assert cfg.workloads == ("base", "more-queues", "higher-load") and cfg.seeds == (0, 1, 2)

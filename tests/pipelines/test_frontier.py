@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from sia.data.errors import ConfigError
-from sia.pipelines import evaluate as ev
-from sia.pipelines.experiment import parse_config, risk_label, risk_of_label
 from sia.pipelines.plots import frontier
+from sia.pipelines.studies import evaluate as ev
+from sia.pipelines.studies.experiment import parse_config, risk_label, risk_of_label
 
 
 def spec(policies: list) -> dict:

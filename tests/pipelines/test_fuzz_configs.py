@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 from sia.data.errors import ConfigError
-from sia.pipelines.experiment import load_config
-from sia.pipelines.figure5 import load_figure5_config
-from sia.pipelines.figure16 import load_figure16_config
+from sia.pipelines.studies.experiment import load_config
+from sia.pipelines.studies.figure5 import load_figure5_config
+from sia.pipelines.studies.figure16 import load_figure16_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "experiments").rglob("*.yaml"))

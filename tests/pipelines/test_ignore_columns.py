@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from sia.data.errors import ConfigError
-from sia.pipelines.evaluate import load_trace
-from sia.pipelines.experiment import parse_config
 from sia.pipelines.inputs import without_columns
+from sia.pipelines.studies.evaluate import load_trace
+from sia.pipelines.studies.experiment import parse_config
 
 
 def _trace(tmp_path):

@@ -87,7 +87,7 @@ def test_bad_regions_files_name_the_file_and_key(tmp_path):
 
 def test_regions_mode_errors(tmp_path):
     from sia.data.errors import ConfigError
-    from sia.pipelines.cmd_replay import regions_from_cli, regions_from_trace
+    from sia.pipelines.cli.replay import regions_from_cli, regions_from_trace
 
     assert regions_from_cli(None, "history") is None  # the trace may carry regions
     jobs = pl.DataFrame({"job_id": ["a"], "pool": ["q0"]})
@@ -177,9 +177,9 @@ def test_demand_to_supply_by_hand():
 
 def test_evaluate_on_regions_and_the_region_report(tmp_path, monkeypatch):
     from sia.data.errors import ConfigError
-    from sia.pipelines import evaluate as ev
-    from sia.pipelines.experiment import load_config
-    from sia.pipelines.regions_report import main as report_main
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import load_config
+    from sia.pipelines.studies.regions_report import main as report_main
 
     (tmp_path / "split.yml").write_text("pools: {q0: A, q1: A, q2: B, q3: B}\n"
                                         "transfer_rate: 0.01\nperiod_h: 12\n")
@@ -238,9 +238,9 @@ def test_evaluate_takes_regions_from_a_trace_column(tmp_path):
     import yaml
     from sia.data.errors import ConfigError
     from sia.data.synthetic import generate_workload
-    from sia.pipelines import evaluate as ev
-    from sia.pipelines.experiment import load_config
-    from sia.pipelines.regions_report import report as region_report
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import load_config
+    from sia.pipelines.studies.regions_report import report as region_report
 
     homes = {"q0": "A", "q1": "A", "q2": "B", "q3": "B"}
     jobs, pools = generate_workload("base", seed=3, days=3, num_pools=4)
@@ -298,9 +298,9 @@ def test_replay_on_regions_with_buddy_cells_routes_and_reports(tmp_path, capsys)
 def test_evaluate_on_regions_with_buddy_cells(tmp_path):
     """An evaluate config with both regions: and locality: sweeps every region on cells."""
     import yaml
-    from sia.pipelines import evaluate as ev
-    from sia.pipelines.experiment import load_config
-    from sia.pipelines.regions_report import main as report_main
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import load_config
+    from sia.pipelines.studies.regions_report import main as report_main
 
     (tmp_path / "split.yml").write_text(
         "pools: {q0: {home: A, replicas: [B]}, q1: {home: A, replicas: [B]}, "

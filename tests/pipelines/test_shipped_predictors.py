@@ -179,8 +179,8 @@ def test_learned_sweep_runs_on_dask_workers_that_cannot_see_the_store(client_dir
     """The store is a relative SQLite URI in the client's folder and the worker runs in
     another folder: a worker that opened the store would find (and create) an empty one."""
     from dask.distributed import Client, LocalCluster
-    from sia.pipelines import evaluate as ev
-    from sia.pipelines.experiment import parse_config
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import parse_config
 
     worker_dir = tmp_path / "worker"
     worker_dir.mkdir()

@@ -1,4 +1,4 @@
-"""Every slowdown explained in the pipelines (sia.pipelines.slowdown_report): `sia replay` and
+"""Every slowdown explained in the pipelines (sia.pipelines.studies.slowdown_report): `sia replay` and
 `sia evaluate` write each slowed job's loan, cause and cascade depth, and sum them."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 import yaml
 from sia.data.synthetic import generate_workload
 from sia.data.units import DAY_S
-from sia.pipelines import slowdown_report as sr
 from sia.pipelines.cli import main
-from sia.pipelines.cmd_replay import plan, replay_workload
+from sia.pipelines.cli.replay import plan, replay_workload
 from sia.pipelines.engine import ReplayOutcome, run_replay, score
 from sia.pipelines.engine.tracking import policy_metrics
+from sia.pipelines.studies import slowdown_report as sr
 from sia.scheduler.core.attribution import CAUSES
 
 

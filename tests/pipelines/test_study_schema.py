@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.pipelines.cli import main
-from sia.pipelines.experiment import load_config, parse_config
-from sia.pipelines.figure5 import load_figure5_config
-from sia.pipelines.figure16 import load_figure16_config
-from sia.pipelines.study_schema import MODELS, apply_overrides, check, json_schema
+from sia.pipelines.studies.experiment import load_config, parse_config
+from sia.pipelines.studies.figure5 import load_figure5_config
+from sia.pipelines.studies.figure16 import load_figure16_config
+from sia.pipelines.studies.study_schema import MODELS, apply_overrides, check, json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 

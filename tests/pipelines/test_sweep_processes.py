@@ -18,10 +18,10 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from sia.pipelines import evaluate as ev
 from sia.pipelines.engine.execute import resume_command
 from sia.pipelines.executors import InlineExecutor
-from sia.pipelines.experiment import parse_config
+from sia.pipelines.studies import evaluate as ev
+from sia.pipelines.studies.experiment import parse_config
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 

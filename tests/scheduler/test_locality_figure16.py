@@ -7,7 +7,7 @@ import pytest
 from sia.data.errors import ConfigError
 from sia.data.synthetic import generate_workload
 from sia.pipelines.cli import main
-from sia.pipelines.figure16 import load_figure16_config
+from sia.pipelines.studies.figure16 import load_figure16_config
 from sia.scheduler.core.metrics import compare
 from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.locality.replay import simulate_cells
@@ -89,7 +89,7 @@ def test_figure16_missing_config_exits_2(tmp_path):
 
 
 def test_shipped_figure16_config_loads():
-    from sia.pipelines.cmd_figure16 import DEFAULT_CONFIG
+    from sia.pipelines.cli.figure16 import DEFAULT_CONFIG
 
     cfg = load_figure16_config(DEFAULT_CONFIG)
     assert cfg.variants == ("fewer-queues", "base", "more-queues")
@@ -102,7 +102,7 @@ def test_slowdown_causes_name_the_loan_and_the_cascade():
     """b2 is lent onto the only other server; a1 then cannot bind one (root), a2 waits behind it."""
     import numpy as np
     from sia.data.schema import make_pools, validate
-    from sia.pipelines.figure16 import CAUSES, slowdown_causes
+    from sia.pipelines.studies.figure16 import CAUSES, slowdown_causes
     from sia.scheduler.policies.sia.policy import SiaPolicy
 
     class Blind:  # no arrivals predicted, every job in the shortest bin: SIA lends everything
@@ -138,7 +138,7 @@ def test_slowdown_causes_name_the_loan_and_the_cascade():
 
 
 def test_figure16_causes_cli_writes_a_cause_per_slowed_job(tmp_path):
-    from sia.pipelines.figure16 import CAUSES
+    from sia.pipelines.studies.figure16 import CAUSES
 
     cfg = tmp_path / "f16.yaml"
     cfg.write_text("variants: [fewer-queues]\nseeds: [3]\npolicies: [hived]\ndays: 1.5\n"

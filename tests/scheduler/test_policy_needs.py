@@ -14,7 +14,7 @@ import yaml
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.pipelines.cli import main
-from sia.pipelines.experiment import parse_config
+from sia.pipelines.studies.experiment import parse_config
 from sia.scheduler.core.forecast import PerfectForecaster
 from sia.scheduler.core.needs import NO_NEEDS, PolicyNeeds
 from sia.scheduler.core.simulator import PolicyError, simulate

@@ -309,7 +309,7 @@ def test_perfect_predictions_with_costly_preemption_never_slow_a_lender(trace, l
 
 # ----------------------------------------------------------------------------- where it lives
 def test_config_key_preemption_is_checked_and_keys_the_replays():
-    from sia.pipelines.experiment import parse_config
+    from sia.pipelines.studies.experiment import parse_config
 
     base = {"name": "t", "trace": {"synthetic": "base", "days": 2}, "policies": ["kueue"]}
     plain = parse_config(dict(base))

@@ -761,7 +761,7 @@ class SiaPerfectArrivalsPolicy(SiaPolicy):
 
 class SiaLearnedPolicy(SiaPolicy):
     """SIA on the learned predictors (``forecaster``, required), named ``sia-learned``: the
-    name SIA Figure 16 (:mod:`sia.pipelines.figure16`) reports it under."""
+    name SIA Figure 16 (:mod:`sia.pipelines.studies.figure16`) reports it under."""
 
     needs = PolicyNeeds(forecaster="forecaster", seed=True, locality=True)
 

@@ -53,7 +53,7 @@ from scipy.special import betaincinv
 from sia.data.errors import ConfigError
 
 #: The budget chosen on training weeks (issue 32, item 3), by the rule of
-#: :func:`sia.pipelines.evaluate.choose_budget`: the largest budget of the grid 0.1, 0.3, 1, 3,
+#: :func:`sia.pipelines.studies.evaluate.choose_budget`: the largest budget of the grid 0.1, 0.3, 1, 3,
 #: 10 whose share of slowed jobs, pooled over the experiments, is <= 0.5% and <= 2% in every
 #: experiment, on experiments/risk_training_weeks.yaml (20 experiments of 4 Philly pools
 #: replayed on days 35-56, predictors trained on days 14-35; never on the replay periods that

@@ -9,7 +9,7 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
 from sia.pipelines import inputs
-from sia.pipelines.cmd_train import (
+from sia.pipelines.cli.train import (
     MonotoneOpt,
     SelectFeaturesOpt,
     ThresholdOpt,
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Retrain WillJobsArrive every --retrain-every days on the last --train-days; report P/R/F per fold."""
         from sia.models.will_arrive import METHODS
-        from sia.pipelines.backtest import run_backtest
+        from sia.pipelines.studies.backtest import run_backtest
 
         ks = inputs.parse_windows(windows)
         rule = parse_threshold(threshold)  # the choices `sia train` would make, backtested

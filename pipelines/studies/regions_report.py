@@ -13,7 +13,7 @@ over its GPUs, hourly, one panel per policy).
 
 `sia evaluate` writes it at the end of a sweep whose config has a
 ``regions:`` section. To write it again from a finished sweep:
-``python -m sia.pipelines.regions_report CONFIG.yaml --out DIR`` (the same
+``python -m sia.pipelines.studies.regions_report CONFIG.yaml --out DIR`` (the same
 config and folder as ``sia evaluate``).
 """
 
@@ -126,12 +126,12 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
 
 def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[Path]:
     """Write the region report of the finished sweep of ``config`` under ``out``; return the
-    files written. ``sweep``: the :class:`~sia.pipelines.evaluate.SweepResult` that just ran
+    files written. ``sweep``: the :class:`~sia.pipelines.studies.evaluate.SweepResult` that just ran
     (its config, experiments and replays: nothing is read again); without it, ``cfg`` (the
     config as the sweep ran it, with its ``--set`` overrides; default: ``config`` read again)
     is planned again from the trace, as the stand-alone report does."""
-    from sia.pipelines import evaluate as ev
     from sia.pipelines.engine import stored_outcome
+    from sia.pipelines.studies import evaluate as ev
 
     if sweep is not None and sweep.config is not None:
         cfg, experiments = sweep.config, sweep.experiments
@@ -170,9 +170,9 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
 def _replan(config: Path, out: Path, cfg: Any) -> tuple[Any, list[Any], dict[str, list[Any]]]:
     """Return (the config with the trace's regions, its experiments, their replay specs by
     experiment id), planned again from the trace as the sweep planned them."""
-    from sia.pipelines import evaluate as ev
-    from sia.pipelines.experiment import load_config, with_trace_regions
     from sia.pipelines.inputs import jobs_before
+    from sia.pipelines.studies import evaluate as ev
+    from sia.pipelines.studies.experiment import load_config, with_trace_regions
 
     cfg = cfg if cfg is not None else load_config(config)
     if cfg.regions is None:
@@ -208,7 +208,7 @@ def uneven_split(jobs: pl.DataFrame, quotas: dict[str, int], start_s: float, end
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``CONFIG --out DIR``; prints the tables and the files written."""
-    parser = argparse.ArgumentParser(prog="python -m sia.pipelines.regions_report",
+    parser = argparse.ArgumentParser(prog="python -m sia.pipelines.studies.regions_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="the sweep's output folder")

@@ -1,6 +1,6 @@
 """The scheduler evaluation pipeline behind `sia evaluate` (DESIGN.md 7, SIA 6.1).
 
-A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.experiment.ExperimentConfig`:
+A sweep (:func:`run_sweep`) runs an :class:`~sia.pipelines.studies.experiment.ExperimentConfig`:
 
 1. read the trace (or generate the synthetic workload) and cut the replay window;
 2. build the experiments (:func:`build_experiments`): per group (pools per
@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
-from sia.pipelines import plots, slowdown_report
+from sia.pipelines import plots
 from sia.pipelines.engine import (
     FrameWorkload,
     RegistryPredictors,
@@ -51,8 +51,9 @@ from sia.pipelines.engine.sched import options_from_cli
 from sia.pipelines.engine.spec import RegionsSpec
 from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
 from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
-from sia.pipelines.experiment import ExperimentConfig, PolicySpec, with_trace_regions
 from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_window
+from sia.pipelines.studies import slowdown_report
+from sia.pipelines.studies.experiment import ExperimentConfig, PolicySpec, with_trace_regions
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
@@ -257,7 +258,7 @@ def score_experiment(cfg: ExperimentConfig, exp: Experiment,
         if results[spec.label].facts.get("risk"):  # SIA's risk budget: loans, outcomes, cost
             summary["risk"] = results[spec.label].facts["risk"]
         if getattr(spec, "regions", None) is not None:  # the region report (README, regions)
-            from sia.pipelines.regions_report import region_summary
+            from sia.pipelines.studies.regions_report import region_summary
 
             summary.update(region_summary(results[spec.label], cfg.regions["file"], exp.pools))
         summaries[spec.label] = summary
@@ -740,9 +741,9 @@ def _sweep_plots(cfg: ExperimentConfig, summary: pl.DataFrame,
 
 def frontier_plots(cfg: ExperimentConfig, aggregate: pl.DataFrame, folder: Path) -> list[Path]:
     """Draw ``<group>_frontier.png`` per group when the sweep has a risk-budget sweep (labels
-    ``<label>+risk<r>``, :func:`~sia.pipelines.experiment.risk_label`): each swept policy is a
+    ``<label>+risk<r>``, :func:`~sia.pipelines.studies.experiment.risk_label`): each swept policy is a
     curve over its budgets, every other policy but FCFS a point; return the files."""
-    from sia.pipelines.experiment import risk_of_label
+    from sia.pipelines.studies.experiment import risk_of_label
 
     if aggregate.height == 0 or not any(risk_of_label(p.label) for p in cfg.policies):
         return []
@@ -785,7 +786,7 @@ def choose_budget(summary: pl.DataFrame, aggregate: pl.DataFrame,
     ``max_exp_pct`` %: ``{base: {"risk": r or None, "pct_slowed": ..., "max_exp_pct_slowed":
     ..., "mean_speedup": ..., "geomean_speedup": ...}}`` (the budget's pooled figures; None
     when no budget meets the rule). Meant for a sweep of training weeks."""
-    from sia.pipelines.experiment import risk_of_label
+    from sia.pipelines.studies.experiment import risk_of_label
 
     rows: dict[str, list[tuple[float, dict[str, Any]]]] = {}
     for label in aggregate["policy"].unique(maintain_order=True).to_list():

@@ -50,7 +50,7 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
       warmup_days: 1
 
 :func:`load_config` reads a file (schema checked first, every error at once:
-:mod:`sia.pipelines.study_schema`); :func:`parse_config` validates a mapping.
+:mod:`sia.pipelines.studies.study_schema`); :func:`parse_config` validates a mapping.
 """
 
 from __future__ import annotations
@@ -255,9 +255,9 @@ class _Where:
 
 def load_config(path: Path | str, overrides: list[str] | None = None) -> ExperimentConfig:
     """Read and validate the YAML experiment config at ``path`` (``overrides``: `--set KEY=VALUE`
-    items); raise ConfigError on mistakes (schema errors all at once: :mod:`sia.pipelines.study_schema`)."""
+    items); raise ConfigError on mistakes (schema errors all at once: :mod:`sia.pipelines.studies.study_schema`)."""
     # pydantic and yaml are imported only when a config is read (not for `sia --help`)
-    from sia.pipelines.study_schema import load_study
+    from sia.pipelines.studies.study_schema import load_study
 
     path = Path(path)
     return load_study(path, "evaluate", lambda raw: parse_config(

@@ -9,7 +9,7 @@ import typer
 from sia.data.paths import output_root
 
 #: The config shipped with the project (experiments/locality/figure16.yaml beside the package folders).
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "experiments" / "locality" / "figure16.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "experiments" / "locality" / "figure16.yaml"
 
 HELP = """Reproduce SIA Figure 16: SIA and HiveD* with locality (buddy cells) on 2/4/8 pools.
 
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
-        from sia.pipelines.figure16 import load_figure16_config, run_causes, run_figure16
+        from sia.pipelines.studies.figure16 import load_figure16_config, run_causes, run_figure16
 
         if workers < 1:
             raise typer.BadParameter("must be >= 1", param_hint="--workers")

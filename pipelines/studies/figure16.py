@@ -81,7 +81,7 @@ from sia.pipelines.engine import (
     score,
     stored_outcome,
 )
-from sia.pipelines.study_schema import load_study
+from sia.pipelines.studies.study_schema import load_study
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
 #: without binding a server that loans partly hold (LocalityConfig.adopt_loans).

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
             "--out", help="Write the schema to this file (default: print it).",
             show_default=False)] = None,
     ) -> None:
-        from sia.pipelines.study_schema import json_schema
+        from sia.pipelines.studies.study_schema import json_schema
 
         text = json.dumps(json_schema(study), indent=2) + "\n"
         if out is None:

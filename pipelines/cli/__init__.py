@@ -1,8 +1,10 @@
 """The `sia` command line.
 
-Each subcommand lives in its own module ``sia.pipelines.cmd_<name>`` that
-defines ``register(app: typer.Typer) -> None``; this module discovers them, so
-adding a command never edits this file. User errors (:class:`SiaError`) are
+Each subcommand lives in its own module ``sia.pipelines.cli.<name>`` that
+defines ``register(app: typer.Typer) -> None``; this package discovers them, so
+adding a command never edits this file. The commands parse options and print;
+the work itself is in the studies (:mod:`sia.pipelines.studies`) and the shared
+stages beside them. User errors (:class:`SiaError`) are
 printed as one line on stderr with exit code 2, never as a traceback.
 """
 
@@ -29,11 +31,9 @@ app = typer.Typer(
 
 
 def _register_commands() -> None:
-    import sia.pipelines as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("cmd_"):
-            module = importlib.import_module(f"sia.pipelines.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
             module.register(app)
 
 
@@ -78,10 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(sweep, "INTERRUPT_REPORTED", False):
             print("interrupted (Ctrl-C): the command stopped before it finished", file=sys.stderr)
     return code if isinstance(code, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def run() -> None:

@@ -262,7 +262,7 @@ def write_sweep(out_dir: Path, per_job: dict[str, pl.DataFrame]) -> list[Path]:
     """Write ``slowdown_causes.csv`` (:func:`sweep_causes`) and append the causes summed per
     (group, policy) and per (group, policy, pool) to ``summary.md``; return the files written
     ([] when no policy was attributed)."""
-    from sia.pipelines.evaluate import markdown_table
+    from sia.pipelines.studies.evaluate import markdown_table
 
     rows = sweep_causes(per_job)
     if not rows.height:

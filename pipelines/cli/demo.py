@@ -28,8 +28,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from sia.data.errors import ConfigError
-from sia.pipelines.cmd_evaluate import report, wide_console
-from sia.pipelines.experiment import parse_config
+from sia.pipelines.cli.evaluate import report, wide_console
+from sia.pipelines.studies.experiment import parse_config
 
 #: The demo's policies in display order; those not registered yet are skipped (and said so).
 DEMO_POLICIES = ("fcfs", "maxmin", "hived", "sia", "sia-perfect")
@@ -181,7 +181,7 @@ def _without_chatter():
 
 def run_demo(out: Path, *, synthetic: bool = False, days: float = DEMO_DAYS, small: bool = False,
              workers: int | None = 1, seed: int = 0, console: Console | None = None) -> Any:
-    """Run the demo into ``out``; return the :class:`~sia.pipelines.evaluate.SweepResult`.
+    """Run the demo into ``out``; return the :class:`~sia.pipelines.studies.evaluate.SweepResult`.
 
     On the embedded Philly trace unless ``synthetic`` (then ``days`` days of
     the synthetic base workload; ``small`` means :data:`SMALL_DAYS`).
@@ -190,8 +190,8 @@ def run_demo(out: Path, *, synthetic: bool = False, days: float = DEMO_DAYS, sma
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     _quiet_mlflow()
-    from sia.pipelines import evaluate as ev
     from sia.pipelines.executors import make_executor
+    from sia.pipelines.studies import evaluate as ev
 
     console = console or wide_console()
     stage = _Stages(console, 4)

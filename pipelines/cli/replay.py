@@ -14,7 +14,7 @@ from rich.table import Table
 from sia.data.errors import ConfigError
 from sia.data.units import DAY_S
 from sia.pipelines import inputs
-from sia.pipelines.experiment import DEFAULT_WINDOWS_MIN
+from sia.pipelines.studies.experiment import DEFAULT_WINDOWS_MIN
 from sia.scheduler.registry import POLICY_NAMES
 
 # The replay engine (the scheduler's solvers, the predictors, MLflow) is imported where it
@@ -110,7 +110,7 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
     spec = specs[0]
     per_job, summary = score(mine, base, warmup_s, pools=spec.workload.pools)
     if len(outcomes) > 1:  # why jobs were slowed (a lending policy against FCFS)
-        from sia.pipelines.slowdown_report import attach_replay
+        from sia.pipelines.studies.slowdown_report import attach_replay
 
         mine = attach_replay(mine, base, spec.workload.pools, per_job, summary)
     summary = {
@@ -136,9 +136,9 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
 
 
 def regions_summary(outcome: ReplayOutcome, spec: ReplaySpec) -> dict[str, Any]:
-    """The replay's region report (:func:`sia.pipelines.regions_report.region_summary`: supply,
+    """The replay's region report (:func:`sia.pipelines.studies.regions_report.region_summary`: supply,
     demand-to-supply hourly and per day, routing, negative cache, data plans) and its mode."""
-    from sia.pipelines.regions_report import region_summary
+    from sia.pipelines.studies.regions_report import region_summary
 
     reg = region_summary(outcome, spec.regions.regions, spec.workload.pools)["regions"]
     return {"mode": spec.regions.mode, "file": spec.regions.regions.source, **reg}
@@ -265,7 +265,7 @@ def summary_table(summary: dict) -> Table:
              f"{reg['scan_attempts']}, {fmt(reg['scan_hit_rate'])}"),
         ]
     rows += served_rows(summary.get("served"), fmt)
-    from sia.pipelines.slowdown_report import table_rows
+    from sia.pipelines.studies.slowdown_report import table_rows
 
     rows += table_rows(summary.get("slowdown_causes"))
     for name, value in rows:
@@ -553,7 +553,7 @@ def run_command(a: ReplayArgs) -> None:
         summary["predictors"] = predictors
     out = a.out
     out.mkdir(parents=True, exist_ok=True)
-    from sia.pipelines.slowdown_report import ATTRIBUTION_COLUMNS
+    from sia.pipelines.studies.slowdown_report import ATTRIBUTION_COLUMNS
 
     outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ()) + tuple(
         c for c in ATTRIBUTION_COLUMNS if c in outcome.result.columns)

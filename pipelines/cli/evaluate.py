@@ -12,7 +12,7 @@ from sia.data.paths import output_root
 
 if TYPE_CHECKING:  # the sweep's stack (xgboost, mlflow, dask ...) is imported when the command runs
     import polars as pl
-    from sia.pipelines.evaluate import SweepResult
+    from sia.pipelines.studies.evaluate import SweepResult
 
 HELP = """Run a scheduler evaluation sweep described by an experiment config (YAML).
 
@@ -113,9 +113,9 @@ def register(app: typer.Typer) -> None:
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
-        from sia.pipelines.evaluate import BASELINE, run_sweep
         from sia.pipelines.executors import make_executor
-        from sia.pipelines.experiment import load_config
+        from sia.pipelines.studies.evaluate import BASELINE, run_sweep
+        from sia.pipelines.studies.experiment import load_config
 
         cfg = load_config(config, set_)
         out_dir = out or output_root() / "evaluations" / cfg.name
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
             executor.close()
         report(result, console, cfg.name)
         if cfg.regions is not None:
-            from sia.pipelines import regions_report
+            from sia.pipelines.studies import regions_report
 
             for f in regions_report.report(config, out_dir, cfg, sweep=result):
                 if f.suffix == ".md":

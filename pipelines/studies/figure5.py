@@ -48,7 +48,7 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.engine.sched import POLICIES
 from sia.pipelines.executors import Executor
-from sia.pipelines.study_schema import load_study
+from sia.pipelines.studies.study_schema import load_study
 
 METRICS = (
     ("mean_speedup", "mean speedup (x)"),

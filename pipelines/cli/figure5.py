@@ -12,7 +12,7 @@ from rich.table import Table
 from sia.data.paths import output_root
 
 #: The config shipped with the project (experiments/figure5.yaml beside the package folders).
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "experiments" / "figure5.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "experiments" / "figure5.yaml"
 
 HELP = """Reproduce SIA Figure 5: FCFS, SSF, gSSF, MaxMin, SIA_VC and the oracle MILP.
 
@@ -48,7 +48,12 @@ def register(app: typer.Typer) -> None:
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
     ) -> None:
-        from sia.pipelines.figure5 import METRICS, load_figure5_config, run_figure5, summarize
+        from sia.pipelines.studies.figure5 import (
+            METRICS,
+            load_figure5_config,
+            run_figure5,
+            summarize,
+        )
 
         cfg = load_figure5_config(config or DEFAULT_CONFIG, set_)
         out_dir = out or output_root() / "figure5"
