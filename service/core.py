@@ -131,7 +131,7 @@ class _LiveLoop(_EventLoop):
     Every start is recorded in ``starts`` (time, job index, lent).
     """
 
-    __slots__ = ("ends", "starts", "shadow")
+    __slots__ = ("ends", "starts", "shadow", "reveal")
 
     def __init__(self, *args: Any, ends: dict[int, tuple[float, float | None]], shadow: bool):
         super().__init__(*args)
@@ -140,6 +140,15 @@ class _LiveLoop(_EventLoop):
         self.ends = ends
         self.starts: list[tuple[float, int, bool]] = []
         self.shadow = shadow
+        #: (end, job, run time): run times the arrays show once the job has completed
+        self.reveal: list[tuple[float, int, float]] = []
+
+    def _complete(self, now: float) -> int:
+        reveal, duration = self.reveal, self.trace.duration
+        while reveal and reveal[0][0] <= now:
+            _, j, run_s = heapq.heappop(reveal)
+            duration[j] = run_s
+        return super()._complete(now)
 
     def _apply(self, items: list, now: float) -> None:
         super()._apply(items, now)
@@ -152,14 +161,14 @@ class _LiveLoop(_EventLoop):
                 self.learn_end(j)
 
     def learn_end(self, j: int) -> None:
-        """Schedule running job ``j``'s completion from its finish event, and make its run
-        time known (policies read it once the job completes, as in a replay)."""
+        """Schedule running job ``j``'s completion from its finish event; its run time shows
+        in the arrays from its completion on (realistic policies read no earlier)."""
         reported, run_s = self.ends[j]
         start = self.seg_start[j]
         end = reported if run_s is None else max(start + run_s, reported)
-        self.trace.duration[j] = reported - start if run_s is None else run_s
         self.end_at[j] = end
         heapq.heappush(self.heap, (end, j))
+        heapq.heappush(self.reveal, (end, j, reported - start if run_s is None else run_s))
 
     def running(self, j: int) -> bool:
         """True when job index ``j`` is running in this loop."""
@@ -205,6 +214,7 @@ class ServiceCore:
         fresh: list[Event] = []
         seen_jobs: dict[str, Event] = {}
         batch_ids: dict[str, tuple] = {}
+        batch_started: set[str] = set()
         clock = self.clock
         for i, ev in enumerate(events):
             name = f"event {i} (id {ev.id!r})"
@@ -235,10 +245,16 @@ class ServiceCore:
                 if ev.time < submit or (ev.kind == "finish" and ev.time <= submit):
                     raise EventError(f"{name}: {ev.kind} of job {ev.job!r} at {ev.time:g} is "
                                      f"before its submission at {submit:g}")
-                if not isinstance(job, _Job):
+                shadow_start = self.mode == "shadow" and ev.kind == "start"
+                if not isinstance(job, _Job) and not shadow_start:
                     raise EventError(f"{name}: job {ev.job!r} is submitted in the same request; "
                                      f"send its {ev.kind} after its instant is decided")
-                self._check_run_event(name, ev, job)
+                if shadow_start and ev.job in batch_started:
+                    raise EventError(f"{name}: job {ev.job!r} was already reported started")
+                if ev.kind == "start":
+                    batch_started.add(ev.job)
+                if isinstance(job, _Job):
+                    self._check_run_event(name, ev, job, ev.job in batch_started)
             elif ev.kind == "quota":
                 if self.clock > -math.inf or self.jobs or seen_jobs:
                     raise EventError(f"{name}: quota changes after the first job or clock are "
@@ -249,7 +265,7 @@ class ServiceCore:
             fresh.append(ev)
         return fresh
 
-    def _check_run_event(self, name: str, ev: Event, job: _Job) -> None:
+    def _check_run_event(self, name: str, ev: Event, job: _Job, started_now: bool) -> None:
         if ev.kind == "start":
             if job.real_start is not None or job.start_event is not None:
                 raise EventError(f"{name}: job {ev.job!r} was already reported started")
@@ -263,7 +279,7 @@ class ServiceCore:
             if self._started_at(ev.job) is None:
                 raise EventError(f"{name}: job {ev.job!r} is not running (drive mode: the "
                                  "service has not started it)")
-        elif job.real_start is None:
+        elif job.real_start is None and not started_now:
             raise EventError(f"{name}: job {ev.job!r} has no start event (shadow mode: report "
                              "the cluster's start before its finish)")
 
