@@ -7,11 +7,11 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from sia.data.schema import make_pools
+from sia.data.synthetic import generate_workload
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.forecaster import LearnedForecaster
 from sia.models.will_arrive import WillJobsArrive
-from sia.data.schema import make_pools
-from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import make_policy, policy_options
 from sia.service.api_models import to_core_events
@@ -71,7 +71,9 @@ def test_same_starts_as_the_replay(workload, name, lookahead):
         make = _learned_sia
     else:
         replay = _replay(jobs, pools, name)
-        make = (lambda: make_policy(name, **policy_options(name, seed=0)))
+
+        def make():
+            return make_policy(name, **policy_options(name, seed=0))
     core = ServiceCore(pools, make)
     got = drive_trace(jobs, core_sender(core), lookahead_s=lookahead)
     assert first_difference(got.starts, replay) is None
