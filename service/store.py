@@ -29,7 +29,8 @@ class StoreError(SiaError):
 class EventLog:
     """Append-only event log in ``state_dir/events.db``."""
 
-    def __init__(self, state_dir: Path, *, synchronous: str = "FULL"):
+    def __init__(self, state_dir: Path, *, synchronous: str = "FULL",
+                 max_mb: float | None = None):
         if synchronous.upper() not in SYNC_MODES:
             raise SiaError(f"--sync must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
         state_dir = Path(state_dir)
@@ -39,6 +40,9 @@ class EventLog:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            if max_mb is not None:  # a cap on the log: past it, writes fail as on a full disk
+                page = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+                self._db.execute(f"PRAGMA max_page_count={max(2, int(max_mb * 2**20 / page))}")
             self._db.execute("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, "
                              "id TEXT NOT NULL UNIQUE, body TEXT NOT NULL)")
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "

@@ -90,6 +90,9 @@ def register(app: typer.Typer) -> None:
         sync: Annotated[str, typer.Option(
             "--sync", help="SQLite synchronous mode: FULL (an acknowledged event survives a "
             "power loss) or NORMAL (a process crash only; faster).")] = "FULL",
+        max_log_mb: Annotated[float | None, typer.Option(
+            "--max-log-mb", help="Cap the event log's size (MB): past it, events are refused "
+            "with 503 as on a full disk.")] = None,
         windows: Annotated[str, typer.Option("--windows", help="Prediction windows (minutes).")
                            ] = ",".join(str(k) for k in DEFAULT_WINDOWS_MIN),
         replay_start_day: Annotated[float | None, typer.Option(
@@ -139,7 +142,9 @@ def register(app: typer.Typer) -> None:
         make()  # fail now on a policy that cannot be built
         record = setup_record(policy, got.pools, predictors, options, seed=seed, tick_s=tick,
                               mode=mode, prior=got.prior, source=got.source)
-        log = EventLog(state, synchronous=sync)
+        if max_log_mb is not None and not max_log_mb > 0:
+            raise ConfigError(f"--max-log-mb must be > 0, not {max_log_mb}")
+        log = EventLog(state, synchronous=sync, max_mb=max_log_mb)
         log.check_setup(record)
         core = ServiceCore(got.pools, make, tick_s=tick, mode=mode)
         service = Service(core, log, token=token, auth_reads=auth_reads)

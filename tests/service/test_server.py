@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,55 +16,18 @@ from sia.scheduler.registry import make_policy, policy_options
 from sia.service.api_models import MAX_BATCH
 from sia.service.client import Client
 from sia.service.drive import drive_trace, first_difference
+from sia.service.process import ServerProcess
 
 TOKEN = "test-token-0123456789abcdef"
 
 
-class Server:
-    """One `sia serve` process (a pool file, a policy, a state directory)."""
-
-    def __init__(self, tmp: Path, pools: pl.DataFrame, policy: str, port: int = 0):
-        self.tmp, self.policy = tmp, policy
-        self.pools_file = tmp / "pools.csv"
-        pools.write_csv(self.pools_file)
-        self.token_file = tmp / "token.txt"
-        self.token_file.write_text(TOKEN + "\n")
-        self.state = tmp / "state"
-        self.start(port)
-
-    def start(self, port: int) -> None:
-        address = self.state / "address"
-        if address.exists():
-            address.unlink()
-        cmd = [sys.executable, "-m", "sia.pipelines.cli", "serve", str(self.pools_file),
-               "--policy", self.policy, "--state", str(self.state), "--port", str(port),
-               "--token-file", str(self.token_file), "--log-level", "warning"]
-        self.log = open(self.tmp / "serve.log", "a")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while not address.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError((self.tmp / "serve.log").read_text()[-2000:])
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not start in 120 s")
-            time.sleep(0.05)
-        self.url = address.read_text().strip()
-        self.port = int(self.url.rsplit(":", 1)[1])
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+def Server(tmp: Path, pools: pl.DataFrame, policy: str) -> ServerProcess:
+    """`sia serve` on a pool file with ``policy`` and the test token."""
+    pools_file, token_file = tmp / "pools.csv", tmp / "token.txt"
+    pools.write_csv(pools_file)
+    token_file.write_text(TOKEN + "\n")
+    return ServerProcess(tmp / "state", [str(pools_file), "--policy", policy, "--token-file",
+                                         str(token_file), "--log-level", "warning"])
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +67,7 @@ def test_parity_over_http_through_a_kill_9_and_restart(tmp_path, workload):
         if steps["n"] == 60:
             before = client.get("/healthz")
             decisions = client.get("/decisions", since=0)["decisions"]
-            server.kill9()
-            server.start(server.port)
+            server.restart()
             after = client.get("/healthz")
             assert after["jobs"] == before["jobs"] and after["clock"] == before["clock"]
             assert client.get("/decisions", since=0)["decisions"] == decisions
