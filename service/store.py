@@ -106,6 +106,11 @@ class _Transaction:
                 self.db.execute("COMMIT")
                 return
             except sqlite3.Error:
-                self.db.execute("ROLLBACK")
+                self._rollback()
                 raise
-        self.db.execute("ROLLBACK")
+        self._rollback()
+
+    def _rollback(self) -> None:
+        # SQLite may have rolled back already (a full disk does): keep the first error
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
