@@ -216,6 +216,7 @@ class ServiceCore:
         batch_ids: dict[str, tuple] = {}
         batch_started: set[str] = set()
         clock = self.clock
+        total = sum(self.quota.values())
         for i, ev in enumerate(events):
             name = f"event {i} (id {ev.id!r})"
             known = self.ids.get(ev.id, batch_ids.get(ev.id))
@@ -234,9 +235,9 @@ class ServiceCore:
                     raise EventError(f"{name}: unknown pool {ev.pool!r} (the service knows "
                                      f"{len(self.quota)} pools; add it with a quota event first)",
                                      422)
-                if ev.gpus > sum(self.quota.values()):
+                if ev.gpus > total:
                     raise EventError(f"{name}: job {ev.job!r} needs {ev.gpus} GPUs but the "
-                                     f"cluster has {sum(self.quota.values())}", 422)
+                                     f"cluster has {total}", 422)
                 seen_jobs[ev.job] = ev
             elif ev.kind in ("start", "finish"):
                 if job is None:

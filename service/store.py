@@ -20,6 +20,7 @@ from sia.data.errors import SiaError
 #: The log's file in the state directory.
 LOG_NAME = "events.db"
 SYNC_MODES = ("FULL", "NORMAL")
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 class StoreError(SiaError):
@@ -74,9 +75,9 @@ class EventLog:
         nothing written) when the disk refuses."""
         try:
             with self._tx():
+                encode = _ENCODER.encode
                 self._db.executemany("INSERT INTO events (id, body) VALUES (?, ?)",
-                                     [(e["id"], json.dumps(e, separators=(",", ":")))
-                                      for e in events])
+                                     [(e["id"], encode(e)) for e in events])
         except sqlite3.Error as exc:
             raise StoreError(f"the event log could not be written ({exc}); nothing was "
                              "accepted") from None
