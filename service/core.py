@@ -214,7 +214,8 @@ class ServiceCore:
         fresh: list[Event] = []
         seen_jobs: dict[str, Event] = {}
         batch_ids: dict[str, tuple] = {}
-        batch_started: set[str] = set()
+        batch_started: dict[str, float] = {}
+        batch_finished: set[str] = set()
         clock = self.clock
         total = sum(self.quota.values())
         for i, ev in enumerate(events):
@@ -246,14 +247,24 @@ class ServiceCore:
                 if ev.time < submit or (ev.kind == "finish" and ev.time <= submit):
                     raise EventError(f"{name}: {ev.kind} of job {ev.job!r} at {ev.time:g} is "
                                      f"before its submission at {submit:g}")
-                shadow_start = self.mode == "shadow" and ev.kind == "start"
-                if not isinstance(job, _Job) and not shadow_start:
+                shadow_ok = self.mode == "shadow" and (ev.kind == "start"
+                                                       or ev.job in batch_started)
+                if not isinstance(job, _Job) and not shadow_ok:
                     raise EventError(f"{name}: job {ev.job!r} is submitted in the same request; "
                                      f"send its {ev.kind} after its instant is decided")
-                if shadow_start and ev.job in batch_started:
+                if self.mode == "shadow" and ev.kind == "start" and ev.job in batch_started:
                     raise EventError(f"{name}: job {ev.job!r} was already reported started")
                 if ev.kind == "start":
-                    batch_started.add(ev.job)
+                    batch_started[ev.job] = ev.time
+                elif ev.time <= batch_started.get(ev.job, -math.inf) or (
+                        isinstance(job, _Job) and job.real_start is not None
+                        and ev.time <= job.real_start):
+                    raise EventError(f"{name}: finish of job {ev.job!r} at {ev.time:g} is not "
+                                     "after its start")
+                elif ev.job in batch_finished:
+                    raise EventError(f"{name}: job {ev.job!r} was already reported finished")
+                else:
+                    batch_finished.add(ev.job)
                 if isinstance(job, _Job):
                     self._check_run_event(name, ev, job, ev.job in batch_started)
             elif ev.kind == "quota":

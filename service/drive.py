@@ -137,3 +137,51 @@ def first_difference(mine: dict[str, float], replay: dict[str, float]) -> str | 
 
 def _when(t: float | None) -> str:
     return "never" if t is None else f"at {t:.3f} s"
+
+
+def shadow_trace(jobs: pl.DataFrame, pools: pl.DataFrame, send: Send, *,
+                 cluster_policy: str = "fcfs", batch: int = 5000) -> DriveResult:
+    """Feed a shadow-mode service the schedule the cluster's own scheduler would run.
+
+    The cluster is ``cluster_policy`` (FCFS: the production baseline) replayed on ``jobs``;
+    its submissions, starts and ends are sent in time order, each instant closed by a clock
+    event, many instants per request. Returns the service's simulated starts.
+    """
+    from sia.scheduler.core.simulator import simulate
+    from sia.scheduler.registry import make_policy
+
+    ran = simulate(jobs, pools, make_policy(cluster_policy))
+    rows = jobs.join(ran.select("job_id", "start_time", "end_time"), on="job_id").to_dicts()
+    timeline: list[tuple[float, int, dict[str, Any]]] = []
+    for r in rows:
+        job = str(r["job_id"])
+        timeline.append((float(r["submit_time"]), 0, submit_event(r)))
+        timeline.append((float(r["start_time"]), 1, {"id": f"start:{job}", "type": "start",
+                                                      "time": float(r["start_time"]),
+                                                      "job": job}))
+        timeline.append((float(r["end_time"]), 2, {"id": f"finish:{job}", "type": "finish",
+                                                   "time": float(r["end_time"]), "job": job}))
+    timeline.sort(key=lambda x: (x[0], x[1], x[2]["id"]))
+    out = DriveResult()
+    events: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if events:
+            answer = send(events)
+            out.requests += 1
+            out.events += len(events)
+            for d in answer.get("decisions", []):
+                out.starts[str(d["job"])] = float(d["time"])
+                if d.get("lent"):
+                    out.lent.add(str(d["job"]))
+            events.clear()
+
+    for k, (t, _, ev) in enumerate(timeline):
+        events.append(ev)
+        last = k + 1 == len(timeline) or timeline[k + 1][0] != t
+        if last:
+            events.append({"id": f"clock:{t!r}", "type": "clock", "time": t})
+            if len(events) >= batch:
+                flush()
+    flush()
+    return out

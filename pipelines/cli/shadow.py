@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -12,7 +13,11 @@ from sia.data.errors import ConfigError
 from sia.pipelines import inputs
 from sia.pipelines.studies.experiment import DEFAULT_WINDOWS_MIN
 
-HELP = """Replay a trace against a running `sia serve` (drive mode).
+HELP = """Replay a trace against a running `sia serve`.
+
+A service in shadow mode is fed the schedule an FCFS cluster runs (its
+submissions, starts and ends); its report (GET /report) is printed.
+A service in drive mode is driven:
 
 Plays the cluster: sends the trace's submissions, moves the service's clock
 instant by instant, runs each start the service decides for the job's trace
@@ -72,7 +77,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from sia.pipelines.cli.serve import read_token
         from sia.service.client import Client
-        from sia.service.drive import drive_trace, first_difference
+        from sia.service.drive import drive_trace, first_difference, shadow_trace
         from sia.service.setup import serve_inputs
 
         if not lookahead >= 0:
@@ -86,9 +91,15 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"{trace}: a pool file has no jobs to replay; give a trace")
         client = Client(url, token)
         health = client.get("/healthz")
-        if health.get("mode") != "drive":
-            raise ConfigError(f"--url {url}: the service runs in {health.get('mode')} mode; "
-                              "sia shadow drives a service in drive mode")
+        if health.get("mode") == "shadow":
+            if compare:
+                raise ConfigError("--compare checks a service in drive mode; this one runs in "
+                                  "shadow mode (its report compares it with the cluster)")
+            result = shadow_trace(got.jobs, got.pools, client.post_events)
+            typer.echo(f"fed {got.jobs.height} jobs as an FCFS cluster ran them: "
+                       f"{result.events} events in {result.requests} requests")
+            typer.echo(json.dumps(client.get("/report"), indent=2))
+            return
         clock = time.perf_counter()
         result = drive_trace(got.jobs, client.post_events, lookahead_s=lookahead)
         wall = time.perf_counter() - clock

@@ -182,3 +182,22 @@ def test_shadow_mode_runs_simulated_jobs_as_long_as_the_real_ones():
     # simulated j2 ran 7 s from 10 s, but its run time was known only at 37 s
     assert core._loop.state.n_comp[0] == 2
     assert core._loop.trace.duration[core._index["j2"]] == 7.0
+
+
+def test_shadow_feed_reports_what_sia_would_have_changed(workload):
+    """Fed an FCFS cluster's schedule, a shadow-mode learned SIA lends and starts some jobs
+    earlier than the cluster did; its simulated schedule never starts a job before it is
+    submitted."""
+    from sia.service.app import report_of
+    from sia.service.drive import shadow_trace
+
+    jobs, pools = workload
+    core = ServiceCore(pools, _learned_sia, mode="shadow")
+    got = shadow_trace(jobs, pools, core_sender(core))
+    assert len(got.starts) == jobs.height and got.lent
+    report = report_of(core)
+    assert report["cluster"]["compared"] == jobs.height
+    assert report["cluster"]["sia_earlier"] > 0
+    assert report["mean_wait_s"] < report["cluster"]["mean_wait_s"]
+    submit = dict(zip(jobs["job_id"], jobs["submit_time"], strict=True))
+    assert all(t >= submit[j] for j, t in got.starts.items())
