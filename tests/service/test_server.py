@@ -160,3 +160,21 @@ def test_retries_are_idempotent_and_conflicts_change_nothing(fcfs_server):
     metrics = httpx.get(url + "/metrics").text
     assert 'sia_events_total{type="submit"} 1' in metrics
     assert "sia_events_duplicate_total 2" in metrics
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_auth_reads_asks_the_token_of_reads_but_not_of_healthz(tmp_path):
+    from fastapi.testclient import TestClient
+    from sia.data.schema import make_pools
+    from sia.service.app import Service, create_app
+    from sia.service.core import ServiceCore
+    from sia.service.store import EventLog
+
+    core = ServiceCore(make_pools({"a": 2}), lambda: make_policy("fcfs"))
+    service = Service(core, EventLog(tmp_path), token=TOKEN, auth_reads=True)
+    with TestClient(create_app(service)) as client:
+        for path in ("/decisions", "/forecast", "/report", "/metrics"):
+            assert client.get(path).status_code == 401
+            ok = client.get(path, headers={"Authorization": f"Bearer {TOKEN}"})
+            assert ok.status_code == 200, path
+        assert client.get("/healthz").status_code == 200
