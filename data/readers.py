@@ -498,20 +498,7 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     att = pl.DataFrame(att_rows, orient="row", schema={
         SOURCE_ROW: pl.Int64(), "start": pl.String(), "end": pl.String()})
     report = CleaningReport(source=str(path), rows_read=df.height)
-    # attempt times: unparsable ones make their job a bad row; run time per job
-    att = att.with_columns(
-        [pl.col(c).str.strip_chars().str.to_datetime(strict=False, time_unit="ms").alias(c + "_t")
-         for c in ("start", "end")])
-    for c in ("start", "end"):
-        broken = att.filter(pl.col(c).is_not_null() & pl.col(c + "_t").is_null())
-        first = broken.group_by(SOURCE_ROW, maintain_order=True).first()
-        df = df.join(first.select(SOURCE_ROW, pl.col(c).alias(f"attempts.{c}_time")),
-                     on=SOURCE_ROW, how="left")
-    ran = att.filter(pl.col("start_t").is_not_null() & pl.col("end_t").is_not_null())
-    run = ran.group_by(SOURCE_ROW).agg(
-        ((pl.col("end_t") - pl.col("start_t")).dt.total_milliseconds() / 1000.0).sum()
-        .alias("duration"))
-    df = df.join(run, on=SOURCE_ROW, how="left").with_columns(pl.lit(str(path)).alias(SOURCE_FILE))
+    df = _joblog_run_times(df, att, path)
     bad = BadRows(df, str(path), on_bad_rows, report)
     for c in ("attempts.start_time", "attempts.end_time"):
         bad.df = bad.flag(bad.df[c].is_not_null(), c, "unparsable_time",
@@ -525,6 +512,26 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     unit = _parse_submit_seconds(bad, "submit_time", "datetime")
     jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit)
     return jobs, report
+
+
+def _joblog_run_times(df: pl.DataFrame, att: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """:func:`read_philly_joblog`'s attempt times: each job's first unparsable start and end
+    (columns ``attempts.start_time`` / ``attempts.end_time``, for the bad-row check) and its
+    run time, the summed durations of its attempts that have both (``duration``)."""
+    att = att.with_columns(
+        [pl.col(c).str.strip_chars().str.to_datetime(strict=False, time_unit="ms").alias(c + "_t")
+         for c in ("start", "end")])
+    for c in ("start", "end"):
+        broken = att.filter(pl.col(c).is_not_null() & pl.col(c + "_t").is_null())
+        first = broken.group_by(SOURCE_ROW, maintain_order=True).first()
+        df = df.join(first.select(SOURCE_ROW, pl.col(c).alias(f"attempts.{c}_time")),
+                     on=SOURCE_ROW, how="left")
+    ran = att.filter(pl.col("start_t").is_not_null() & pl.col("end_t").is_not_null())
+    run = ran.group_by(SOURCE_ROW).agg(
+        ((pl.col("end_t") - pl.col("start_t")).dt.total_milliseconds() / 1000.0).sum()
+        .alias("duration"))
+    return df.join(run, on=SOURCE_ROW, how="left").with_columns(
+        pl.lit(str(path)).alias(SOURCE_FILE))
 
 
 def _text(value: object) -> str | None:
