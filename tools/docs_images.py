@@ -166,16 +166,28 @@ def _artifacts_of(run_id: str) -> Path | None:
 
 
 # ----------------------------------------------------------------------------- MLflow
-def _expand_parents(page: Any) -> None:
-    """MLflow's runs table: open the sweep's parent run to list its per-policy runs."""
-    page.locator('button[data-component-id*="runnamecellrenderer"]').first.click()
+def _expand_parents(page: Any, child: str) -> None:
+    """MLflow's runs table: open the sweep's parent run to list its per-policy runs, unless
+    they show already (the UI remembers an opened parent across pages). ``child``: the name
+    of one per-policy run."""
+    button = page.locator('button[data-component-id*="runnamecellrenderer"]').first
+    button.wait_for(state="visible", timeout=60_000)
+    if not page.get_by_text(child, exact=True).first.is_visible():
+        button.click()
 
 
-def _policy_charts(page: Any) -> None:
+def _close_dialog(page: Any) -> None:
+    """Close a dialog the UI opens on its own (the model registry announces its new UI)."""
+    dialog = page.get_by_role("dialog")
+    if dialog.count() and dialog.first.is_visible():
+        page.keyboard.press("Escape")
+
+
+def _policy_charts(page: Any, child: str) -> None:
     """MLflow's runs page: switch to the chart view, open the parent run, show the speedups."""
     page.locator('svg:has(path[d^="m15.03 5.03"])').first.click()  # the chart view's icon
     page.wait_for_timeout(3000)
-    _expand_parents(page)
+    _expand_parents(page, child)
     page.wait_for_timeout(3000)
     page.get_by_placeholder("Search metric charts").fill("speedup/")
 
@@ -188,7 +200,8 @@ def mlflow_pages(port: int) -> dict[str, str | tuple[str, Any]]:
     mlflow.set_tracking_uri(f"sqlite:///{OUT / 'mlflow.db'}")
     client = MlflowClient()
     base = f"http://127.0.0.1:{port}/#"
-    pages: dict[str, str | tuple[str, Any]] = {"mlflow_models.png": f"{base}/models"}
+    pages: dict[str, str | tuple[str, Any]] = {
+        "mlflow_models.png": (f"{base}/models", _close_dialog)}
     pred = client.get_experiment_by_name("sia-predictors")
     if pred is not None:
         pages["mlflow_predictor_runs.png"] = f"{base}/experiments/{pred.experiment_id}"
@@ -201,11 +214,12 @@ def mlflow_pages(port: int) -> dict[str, str | tuple[str, Any]]:
     if ev is not None:
         policies = f"{base}/experiments/{ev.experiment_id}/runs?searchFilter=" + \
             urllib.parse.quote_plus("params.policy LIKE '%'")
-        pages["mlflow_evaluation_runs.png"] = (policies, _expand_parents)
-        pages["mlflow_policy_charts.png"] = (policies, _policy_charts)
         policy_runs = client.search_runs([ev.experiment_id], "params.policy LIKE '%'",
                                          order_by=["attributes.start_time DESC"], max_results=5)
         if policy_runs:
+            child = policy_runs[0].info.run_name
+            pages["mlflow_evaluation_runs.png"] = (policies, lambda p: _expand_parents(p, child))
+            pages["mlflow_policy_charts.png"] = (policies, lambda p: _policy_charts(p, child))
             ids = json.dumps([r.info.run_id for r in policy_runs], separators=(",", ":"))
             pages["mlflow_compare_policies.png"] = (
                 f"{base}/compare-runs?runs={ids}&experiments=[\"{ev.experiment_id}\"]")
