@@ -200,7 +200,12 @@ from sia.scheduler.policies.sia.preempt import (
     FungiblePreemption,
     check_preempt_lend,
 )
-from sia.scheduler.policies.sia.ramp import DEFAULT_LOAN_RAMP, LoanRamp
+from sia.scheduler.policies.sia.ramp import (
+    DEFAULT_EVIDENCE,
+    DEFAULT_LOAN_RAMP,
+    DEFAULT_WARMUP,
+    LoanRamp,
+)
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
@@ -266,7 +271,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
-                 loan_ramp_memory: int = 0,
+                 loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
+                 loan_ramp_warmup: int = DEFAULT_WARMUP,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -330,7 +336,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                          else DEFAULT_LOAN_RAMP)
         self.loan_ramp = (None if loan_ramp is None
                           else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
-                                        memory=loan_ramp_memory, name=name))
+                                        memory=loan_ramp_memory, evidence=loan_ramp_evidence,
+                                        warmup=loan_ramp_warmup,
+                                        name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self.stats: dict[str, Any] = {}
