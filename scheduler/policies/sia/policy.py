@@ -354,6 +354,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._quota = trace.quota.tolist()
         self._seen = 0  # jobs admitted (arrived) so far
         self._binned = 0  # jobs whose duration bin was asked for
+        self._rebin: list[int] = []  # readmitted jobs below _binned that were never binned
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
         # per pool and window: jobs whose predicted bin fits the window, arrival order; under
@@ -400,11 +401,13 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def _bin_new(self, view: SimView) -> None:
         """Predict the duration bins of the jobs arrived since the last call (one batched call)."""
         lo, hi = self._binned, self._seen
-        if hi <= lo:
-            return
         started = self._started
-        jobs = [j for j in range(lo, hi) if not started[j]]
-        self._binned = hi
+        rebin = [j for j in self._rebin if not started[j] and j not in self._kmin_job]
+        self._rebin = []
+        if hi <= lo and not rebin:
+            return
+        jobs = rebin + [j for j in range(lo, hi) if not started[j]]
+        self._binned = max(lo, hi)
         if not jobs:
             return
         arr = np.array(jobs, dtype=np.int64)
@@ -622,6 +625,31 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             if not started[j]:
                 started[j] = 1
                 pend[pool[j]] -= gpus[j]
+
+    def readmit(self, jobs: list[int]) -> None:
+        """Take back pending jobs this policy withdrew (global reservations move a waiting job
+        between regions): each becomes pending here again with its pending load and, once its
+        duration bin is known, its lendable lists, as if never withdrawn. A job that was never
+        withdrawn is left as it is."""
+        started, pend, pool, gpus = self._started, self._pend_gpus, self._pool, self._gpus
+        for j in jobs:
+            if not started[j]:
+                continue
+            if j >= self._seen:  # withdrawn before its admission: undo the withdrawal only
+                started[j] = 0
+                pend[pool[j]] += gpus[j]
+            elif j in self._kmin_job or j >= self._binned:
+                self._requeue(j)  # binned already, or binned by the next _bin_new
+            else:  # admitted and withdrawn before it was binned: bin it at the next decision
+                self._requeue(j)
+                self._rebin.append(j)
+
+    def set_quota(self, quota: list[int]) -> None:
+        """Use ``quota`` (GPUs per pool) from the next decision on (global reservations move a
+        pool's share between regions; running jobs keep what they hold)."""
+        self._quota[:] = [int(q) for q in quota]
+        if self.risk_budget is not None:  # its loads are per GPU of quota
+            self.risk_budget._quota = np.maximum(np.asarray(quota, dtype=np.float64), 1.0)
 
     def _requeue(self, j: int) -> None:
         """Put a preempted (or refused) job back among the pending and lendable jobs."""
