@@ -4,11 +4,13 @@
   event-time clock, rebuilt from the event log when new jobs arrive);
 - :mod:`sia.service.app`: the FastAPI app; :mod:`sia.service.api_models`: its wire format;
   :mod:`sia.service.store`: the SQLite event log; :mod:`sia.service.metrics`: Prometheus text;
-- :mod:`sia.service.setup`: the pools, history, predictors and policy, built as `sia replay`
-  builds them; :mod:`sia.service.server`: uvicorn on a bound socket;
+- :mod:`sia.service.server`: uvicorn on a bound socket;
 - :mod:`sia.service.drive`: drive a service with a trace (`sia shadow`);
   :mod:`sia.service.client`: an HTTP client; :mod:`sia.service.slurm`: a Slurm poller sketch;
   :mod:`sia.service.process`: the server as a child process (tests, benchmarks).
 
-The CLI commands are :mod:`sia.pipelines.cli.serve` and :mod:`sia.pipelines.cli.shadow`.
+The service imports only the scheduler and the data layer; what it starts from (the pools,
+history, predictors and the policy built by the replay engine) is given to it by the
+pipelines (:mod:`sia.pipelines.service_inputs`), whose commands are
+:mod:`sia.pipelines.cli.serve` and :mod:`sia.pipelines.cli.shadow`.
 """

@@ -14,7 +14,10 @@ ALLOWED = {
     "features": {"data"},
     "scheduler": {"data"},
     "models": {"features", "data"},
-    "pipelines": {"models", "scheduler", "features", "data"},
+    "pipelines": {"models", "scheduler", "features", "data", "service"},
+    # `sia serve`: the live service runs the scheduler's loop and policies; the pipelines
+    # build what it starts from and hold its commands
+    "service": {"scheduler", "data"},
 }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Source folders installed as ``sia.<name>`` (pyproject.toml's package-dir).
-PACKAGES = ("data", "features", "models", "scheduler", "pipelines")
+PACKAGES = ("data", "features", "models", "scheduler", "pipelines", "service")
 API_DIR = ROOT / ".cache" / "api"
 
 

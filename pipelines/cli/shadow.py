@@ -76,9 +76,9 @@ def register(app: typer.Typer) -> None:
         days: inputs.DaysOpt = None,
     ) -> None:
         from sia.pipelines.cli.serve import read_token
+        from sia.pipelines.service_inputs import serve_inputs
         from sia.service.client import Client
         from sia.service.drive import drive_trace, first_difference, shadow_trace
-        from sia.service.setup import serve_inputs
 
         if not lookahead >= 0:
             raise ConfigError(f"--lookahead-s must be >= 0, not {lookahead}")
@@ -122,7 +122,7 @@ def replay_starts(got, policy: str, alias: str | None, windows: str, *, seed: in
     """The starts of `sia replay`'s engine on the same jobs, pools, history and predictors
     (job -> start time, s)."""
     from sia.pipelines.engine import FrameWorkload, ReplaySpec, run_replay
-    from sia.service.setup import resolve_predictors
+    from sia.pipelines.service_inputs import resolve_predictors
 
     predictors, options = resolve_predictors(policy, alias, windows)
     spec = ReplaySpec(FrameWorkload(got.jobs, got.pools, ("shadow", got.source), got.prior),

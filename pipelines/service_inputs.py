@@ -1,4 +1,5 @@
-"""What `sia serve` starts from, built exactly as `sia replay` builds it.
+"""What `sia serve` starts from, built exactly as `sia replay` builds it (the pipelines give
+it to the service, :mod:`sia.service`, which imports only the scheduler and the data layer).
 
 The pools (a pool file, or a trace's pools with their quotas as `sia replay` derives them,
 cut to the replay window's pools), the history the learned forecaster is primed with (the
@@ -125,7 +126,7 @@ def setup_record(policy: str, pools: pl.DataFrame, predictors: Any, options: dic
                  *, seed: int, tick_s: float, mode: str, prior: pl.DataFrame | None,
                  source: str) -> dict[str, Any]:
     """What decides the service's decisions, JSON-ready: a log is only replayed under the
-    same record (:meth:`sia.service.store.EventLog.check_setup`)."""
+    same record (``EventLog.check_setup`` in ``sia.service.store``)."""
     return {
         "policy": policy, "mode": mode, "seed": seed, "tick_s": tick_s,
         "pools": {str(p): int(q) for p, q in zip(pools["pool"], pools["quota_gpus"],
