@@ -32,10 +32,14 @@ $(BIN)/mkdocs: pyproject.toml | $(BIN)/sia
 	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	touch $(BIN)/mkdocs
 
+# The API sources' links (.cache/api) are laid out before MkDocs starts: mkdocstrings drops a
+# search path that does not exist yet when it reads the config, so a first build failed.
 docs: $(BIN)/mkdocs
+	$(BIN)/python tools/mkdocs_hooks.py
 	$(BIN)/python -m mkdocs build --strict
 
 docs-serve: $(BIN)/mkdocs
+	$(BIN)/python tools/mkdocs_hooks.py
 	$(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: venv

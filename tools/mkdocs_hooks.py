@@ -239,3 +239,7 @@ def on_files(files: Any, config: Any) -> Any:
             files.remove(existing)
         files.append(File.generated(config, path, content=make()))
     return files
+
+
+if __name__ == "__main__":  # `make docs`: lay out the API sources before MkDocs reads its config
+    print(f"API sources linked under {link_api_sources()}")
