@@ -508,6 +508,36 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     Python reads is a TraceError.
     """
     path = Path(path)
+    raw = _load_joblog(path)
+    df, att, notes = _joblog_tables(path, raw)
+    report = CleaningReport(source=str(path), rows_read=df.height, notes=notes)
+    df = _joblog_run_times(df, att, path)
+    bad = BadRows(df, str(path), on_bad_rows, report)
+    flag_exact_duplicates(bad, [_JSON])
+    for key in _JOBLOG_KEYS:  # records of the wrong shape (the first problem of each)
+        mask = bad.df[_SHAPE_KEY] == key
+        if mask.any():
+            problem = bad.df.filter(mask)[_SHAPE][0]
+            bad.flag(mask, key, "malformed", problem.replace("{", "{{").replace("}", "}}"))
+    bad.df = bad.df.drop(_SHAPE_KEY, _SHAPE, _JSON)
+    for c in ("attempts.start_time", "attempts.end_time"):
+        bad.df = bad.flag(bad.df[c].is_not_null(), c, "unparsable_time",
+                          "{value!r} is not a date-time (expected e.g. 2017-10-03 14:05:01)")
+    bad.df = bad.df.drop("attempts.start_time", "attempts.end_time")
+    never = bad.df["duration"].is_null()
+    report.leave_out("never_ran", int(never.sum()))
+    cpu = ~never & (bad.df["num_gpus"] == 0)
+    report.leave_out("cpu_only", int(cpu.sum()))
+    bad.df = bad.df.filter(~never & ~cpu)
+    unit = _parse_submit_seconds(bad, "submit_time", "datetime")
+    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit)
+    return jobs, report
+
+
+def _load_joblog(path: Path) -> list:
+    """:func:`read_philly_joblog`'s file: the JSON list of job records, or a one-line
+    TraceError (no such file, not a regular file, not JSON, not UTF-8, nested too deeply, not a
+    list)."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     check_regular(path)
@@ -525,6 +555,13 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     if not isinstance(raw, list):
         raise TraceError(f"{path}: expected a JSON list of jobs (the Philly cluster_job_log), "
                          f"got a JSON {type(raw).__name__}")
+    return raw
+
+
+def _joblog_tables(path: Path, raw: list) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """:func:`read_philly_joblog`'s records as tables: one row per job (its fields, gang size,
+    attempt count, and its shape problem and JSON text for the checks), one row per attempt
+    (start and end as text), and the report's notes."""
     jobs_rows, att_rows, shapes = [], [], []
     counts = [0, None]  # machine records giving a GPU count; the first one's row
     for row, job in enumerate(raw, start=1):
@@ -570,8 +607,13 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     df = df.with_columns(pl.Series(_SHAPE_KEY, [k for k, _, _ in shapes], dtype=pl.String),
                          pl.Series(_SHAPE, [d for _, d, _ in shapes], dtype=pl.String),
                          pl.Series(_JSON, [r for _, _, r in shapes], dtype=pl.String))
-    report = CleaningReport(source=str(path), rows_read=df.height, notes=notes)
-    # attempt times: unparsable ones make their job a bad row; run time per job
+    return df, att, notes
+
+
+def _joblog_run_times(df: pl.DataFrame, att: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """:func:`read_philly_joblog`'s attempt times: each job's first unparsable start and end
+    (columns ``attempts.start_time`` / ``attempts.end_time``, for the bad-row check) and its
+    run time, the summed durations of its attempts that have both (``duration``)."""
     att = att.with_columns(
         [pl.col(c).str.strip_chars().str.to_datetime(strict=False, time_unit="ms").alias(c + "_t")
          for c in ("start", "end")])
@@ -584,27 +626,8 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     run = ran.group_by(SOURCE_ROW).agg(
         ((pl.col("end_t") - pl.col("start_t")).dt.total_milliseconds() / 1000.0).sum()
         .alias("duration"))
-    df = df.join(run, on=SOURCE_ROW, how="left").with_columns(pl.lit(str(path)).alias(SOURCE_FILE))
-    bad = BadRows(df, str(path), on_bad_rows, report)
-    flag_exact_duplicates(bad, [_JSON])
-    for key in _JOBLOG_KEYS:  # records of the wrong shape (the first problem of each)
-        mask = bad.df[_SHAPE_KEY] == key
-        if mask.any():
-            problem = bad.df.filter(mask)[_SHAPE][0]
-            bad.flag(mask, key, "malformed", problem.replace("{", "{{").replace("}", "}}"))
-    bad.df = bad.df.drop(_SHAPE_KEY, _SHAPE, _JSON)
-    for c in ("attempts.start_time", "attempts.end_time"):
-        bad.df = bad.flag(bad.df[c].is_not_null(), c, "unparsable_time",
-                          "{value!r} is not a date-time (expected e.g. 2017-10-03 14:05:01)")
-    bad.df = bad.df.drop("attempts.start_time", "attempts.end_time")
-    never = bad.df["duration"].is_null()
-    report.leave_out("never_ran", int(never.sum()))
-    cpu = ~never & (bad.df["num_gpus"] == 0)
-    report.leave_out("cpu_only", int(cpu.sum()))
-    bad.df = bad.df.filter(~never & ~cpu)
-    unit = _parse_submit_seconds(bad, "submit_time", "datetime")
-    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit)
-    return jobs, report
+    return df.join(run, on=SOURCE_ROW, how="left").with_columns(
+        pl.lit(str(path)).alias(SOURCE_FILE))
 
 
 _SHAPE_KEY = INTERNAL_PREFIX + "shape_key"  # the key of a job log record of the wrong shape

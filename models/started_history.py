@@ -262,16 +262,28 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
     by start, then the jobs by submission, those of one instant by their start as the replay
     records it, then row).
     """
-    import polars as pl
-
     if recent < 1 or min_known < 1:
         raise ValueError(f"recent and min_known must be >= 1, not {recent}, {min_known}")
     order = np.argsort(jobs["submit_time"].to_numpy(), kind="stable")
-    s = jobs[order]
-    n = s.height
     edges = np.asarray(edges_s, dtype=np.float64)
-    if n == 0:
+    if jobs.height == 0:
         return np.full((0, edges.size), np.nan)
+    q = _coded_jobs(jobs[order], prior, use_tag)
+    e = _push_entries(q)
+    out = np.full((q.n, edges.size), np.nan)
+    for level in _levels(q, e, min_known):
+        _fill_level(out, level, q, e, edges, recent)
+    back = np.empty_like(out)
+    back[order] = out
+    return back
+
+
+def _coded_jobs(s: Any, prior: Any, use_tag: bool) -> Any:
+    """Step 1 of :func:`zero_queue_shares`: the jobs (sorted by submission) and the prior jobs
+    as integer-coded arrays (tag code -1: none; pools by sorted name)."""
+    import polars as pl
+
+    n = s.height
     names = tuple(sorted(set(s["pool"].cast(pl.String).to_list())))
     index = {nm: i for i, nm in enumerate(names)}
     tags = s["tag"].to_list() if "tag" in s.columns and use_tag else [None] * n
@@ -286,10 +298,6 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
         n_jobs=n, n_pools=len(names), pool_names=names,
         tag=np.array([None if c < 0 else t for t, c in zip(tags, tag_code, strict=True)],
                      dtype=object), tag_code=tag_code)
-    pool = np.array([index[p] for p in s["pool"].cast(pl.String).to_list()], dtype=np.int64)
-    gpus = s["num_gpus"].to_numpy().astype(np.int64)
-    submit = s["submit_time"].to_numpy().astype(np.float64)
-    dur = s["duration"].to_numpy().astype(np.float64)
     before = prior_jobs(prior, trace)
     m = len(before)
     p_tag, p_pool, p_gpus, p_submit, p_dur = (
@@ -297,57 +305,78 @@ def zero_queue_shares(jobs: Any, prior: Any = None, edges_s: Any = (300.0, 3600.
         for c in range(5))
     if not use_tag:
         p_tag = np.full(m, -1, dtype=np.int64)
+    return SimpleNamespace(
+        n=n, m=m, tag_code=tag_code,
+        pool=np.array([index[p] for p in s["pool"].cast(pl.String).to_list()], dtype=np.int64),
+        gpus=s["num_gpus"].to_numpy().astype(np.int64),
+        submit=s["submit_time"].to_numpy().astype(np.float64),
+        dur=s["duration"].to_numpy().astype(np.float64),
+        p_tag=p_tag, p_pool=p_pool, p_gpus=p_gpus, p_submit=p_submit, p_dur=p_dur)
+
+
+def _push_entries(q: Any) -> Any:
+    """Step 2: every entry (prior, then jobs) with its push rank, start, end, duration, the time
+    from which it is in its group's window, and integer time ranks for the searches."""
+    from types import SimpleNamespace
+
+    n, m, submit, dur = q.n, q.m, q.submit, q.dur
     # push order: prior jobs by start (stable), then the jobs of each instant when the replay
     # first sees them started: at the next instant, those ended by then with start end - d
     nxt = np.append(submit, np.inf)[np.searchsorted(submit, submit, side="right")]
     ended = submit + dur <= nxt
     seen_start = np.where(ended, (submit + dur) - dur, submit)
     trace_rank = np.lexsort((np.arange(n), seen_start, submit))
-    # every entry (prior, then jobs), with its push rank, start, end, duration
-    e_start = np.concatenate([p_submit, submit])
-    e_end = np.concatenate([p_submit + p_dur, submit + dur])
-    e_dur = np.concatenate([p_dur, dur])
     rank = np.empty(m + n, dtype=np.int64)
-    rank[:m][np.argsort(p_submit, kind="stable")] = np.arange(m)
+    rank[:m][np.argsort(q.p_submit, kind="stable")] = np.arange(m)
     rank[m + trace_rank] = m + np.arange(n)
     # the time from which an entry is in its group's window: prior ones always, jobs once past
     e_from = np.concatenate([np.full(m, -np.inf), submit])
-    e_pool, e_gpus = np.concatenate([p_pool, pool]), np.concatenate([p_gpus, gpus])
-    e_tag = np.concatenate([p_tag, tag_code])
-    span = int(max(e_gpus.max(initial=0), gpus.max(initial=0))) + 1
-    levels = [(e_tag, tag_code, e_tag >= 0, tag_code >= 0, min_known),
-              (e_pool * span + e_gpus, pool * span + gpus, np.ones(m + n, bool),
-               np.ones(n, bool), min_known),
-              (e_pool, pool, np.ones(m + n, bool), np.ones(n, bool), 1)]
     # integer time ranks so (group, time) compares exactly as one int64 key
     times, inv = np.unique(np.concatenate([e_from, submit]), return_inverse=True)
-    t_rank, q_rank = inv[:m + n], inv[m + n:]
-    width = np.int64(times.size + 1)
-    out = np.full((n, edges.size), np.nan)
-    slot = np.arange(recent)
-    for e_group, q_group, e_in, q_in, need in levels:
-        ent = np.flatnonzero(e_in)
-        ent = ent[np.lexsort((rank[ent], e_group[ent]))]  # by group, then push order
-        key = e_group[ent] * width + t_rank[ent]
-        qs = np.flatnonzero(q_in)
-        if ent.size == 0 or qs.size == 0:
-            continue
-        first = np.searchsorted(e_group[ent], q_group[qs], side="left")
-        stop = np.searchsorted(key, q_group[qs] * width + q_rank[qs], side="left")
-        pos = stop[:, None] - recent + slot[None, :]  # [queries, recent]
-        valid = pos >= first[:, None]
-        idx = ent[np.clip(pos, 0, ent.size - 1)]
-        now = submit[qs][:, None]
-        done = e_end[idx] <= now
-        ran = np.where(done, e_dur[idx], now - e_start[idx])[:, :, None]
-        fits = (valid & done)[:, :, None] & (ran <= edges)
-        known = fits | (valid[:, :, None] & (ran > edges))
-        n_known = known.sum(axis=1)
-        share = np.where(n_known >= need, fits.sum(axis=1) / np.maximum(n_known, 1), np.nan)
-        rows = out[qs]
-        gap = np.isnan(rows)
-        rows[gap] = share[gap]
-        out[qs] = rows
-    back = np.empty_like(out)
-    back[order] = out
-    return back
+    return SimpleNamespace(
+        rank=rank,
+        start=np.concatenate([q.p_submit, submit]),
+        end=np.concatenate([q.p_submit + q.p_dur, submit + dur]),
+        dur=np.concatenate([q.p_dur, dur]),
+        pool=np.concatenate([q.p_pool, q.pool]), gpus=np.concatenate([q.p_gpus, q.gpus]),
+        tag=np.concatenate([q.p_tag, q.tag_code]),
+        t_rank=inv[:m + n], q_rank=inv[m + n:], width=np.int64(times.size + 1))
+
+
+def _levels(q: Any, e: Any, min_known: int) -> list[tuple]:
+    """Step 3: the look-alike levels in the rule's order (tag, pool and GPUs, pool), each as
+    (entry group, query group, entries in it, queries in it, known jobs needed)."""
+    n_all = q.m + q.n
+    span = int(max(e.gpus.max(initial=0), q.gpus.max(initial=0))) + 1
+    return [(e.tag, q.tag_code, e.tag >= 0, q.tag_code >= 0, min_known),
+            (e.pool * span + e.gpus, q.pool * span + q.gpus, np.ones(n_all, bool),
+             np.ones(q.n, bool), min_known),
+            (e.pool, q.pool, np.ones(n_all, bool), np.ones(q.n, bool), 1)]
+
+
+def _fill_level(out: np.ndarray, level: tuple, q: Any, e: Any, edges: np.ndarray,
+                recent: int) -> None:
+    """Step 4: fill the rows of ``out`` still without a share with this level's shares."""
+    e_group, q_group, e_in, q_in, need = level
+    ent = np.flatnonzero(e_in)
+    ent = ent[np.lexsort((e.rank[ent], e_group[ent]))]  # by group, then push order
+    key = e_group[ent] * e.width + e.t_rank[ent]
+    qs = np.flatnonzero(q_in)
+    if ent.size == 0 or qs.size == 0:
+        return
+    first = np.searchsorted(e_group[ent], q_group[qs], side="left")
+    stop = np.searchsorted(key, q_group[qs] * e.width + e.q_rank[qs], side="left")
+    pos = stop[:, None] - recent + np.arange(recent)[None, :]  # [queries, recent]
+    valid = pos >= first[:, None]
+    idx = ent[np.clip(pos, 0, ent.size - 1)]
+    now = q.submit[qs][:, None]
+    done = e.end[idx] <= now
+    ran = np.where(done, e.dur[idx], now - e.start[idx])[:, :, None]
+    fits = (valid & done)[:, :, None] & (ran <= edges)
+    known = fits | (valid[:, :, None] & (ran > edges))
+    n_known = known.sum(axis=1)
+    share = np.where(n_known >= need, fits.sum(axis=1) / np.maximum(n_known, 1), np.nan)
+    rows = out[qs]
+    gap = np.isnan(rows)
+    rows[gap] = share[gap]
+    out[qs] = rows

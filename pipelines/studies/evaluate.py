@@ -555,27 +555,11 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
                          predictors=predictors_record(predictors, out_dir), config=cfg,
                          specs=specs)
     exp_by_id = {e.exp_id: e for e in experiments}
-    rows: list[dict] = []
-    served: list[dict] = []
-    per_job_by_group: dict[str, list[pl.DataFrame]] = {}
+    got = _Scored()
 
     def finish(exp_id: str) -> None:
-        exp = exp_by_id[exp_id]
-        results = {s.where[-1]: stored_outcome(s, out_dir, command="sia evaluate")
-                   for s in specs_by_exp[exp_id]}
-        per_job, summaries = score_experiment(cfg, exp, results)
-        exp_dir = out_dir / exp_id
-        per_job.write_parquet(exp_dir / "per_job.parquet")
-        atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
-        files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
-                 if make_plots else [])
-        rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
-        served.extend(r for label, s in summaries.items() for r in served_rows(exp, label, s))
-        per_job_by_group.setdefault(exp.group, []).append(per_job)
-        if tracker is not None:
-            run_key = result_key([s.key for s in specs_by_exp[exp_id]])
-            result.run_ids[exp_id] = tracker.log_experiment(exp, summaries, run_key, files,
-                                                            exp_dir / "per_job.parquet")
+        _finish_experiment(cfg, exp_by_id[exp_id], specs_by_exp[exp_id], out_dir, got,
+                           tracker, result, make_plots)
 
     try:
         if tracker is not None:
@@ -593,7 +577,8 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
 
         ran = execute(specs, out_dir, executor, progress=progress, label="replays", on_done=done)
         result.ran, result.reused = ran.ran, ran.reused
-        files = _sweep_tables(cfg, result, rows, per_job_by_group, make_plots, served)
+        files = _sweep_tables(cfg, result, got.rows, got.per_job_by_group, make_plots,
+                              got.served)
         if tracker is not None:
             tracker.finish(result.aggregate, files)
     finally:
@@ -603,6 +588,36 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     require_scored(int(result.aggregate["n_jobs"].fill_null(0).sum()) if result.aggregate.height
                    else 0, cfg.source, f"warmup_days {cfg.warmup_days:g}")
     return result
+
+
+@dataclass
+class _Scored:
+    """What :func:`run_sweep` collects from each finished experiment for the sweep's tables."""
+
+    rows: list[dict] = field(default_factory=list)
+    served: list[dict] = field(default_factory=list)
+    per_job_by_group: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+
+
+def _finish_experiment(cfg: ExperimentConfig, exp: Any, specs: list[ReplaySpec], out_dir: Path,
+                       got: _Scored, tracker: Any, result: SweepResult,
+                       make_plots: bool) -> None:
+    """Score one experiment whose replays are all done: write its per-job table, summary and
+    plots, add its rows to ``got`` and log its MLflow run (when ``tracker``)."""
+    results = {s.where[-1]: stored_outcome(s, out_dir, command="sia evaluate") for s in specs}
+    per_job, summaries = score_experiment(cfg, exp, results)
+    exp_dir = out_dir / exp.exp_id
+    per_job.write_parquet(exp_dir / "per_job.parquet")
+    atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
+    files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
+             if make_plots else [])
+    got.rows.extend(summary_row(exp, label, s) for label, s in summaries.items())
+    got.served.extend(r for label, s in summaries.items() for r in served_rows(exp, label, s))
+    got.per_job_by_group.setdefault(exp.group, []).append(per_job)
+    if tracker is not None:
+        run_key = result_key([s.key for s in specs])
+        result.run_ids[exp.exp_id] = tracker.log_experiment(exp, summaries, run_key, files,
+                                                            exp_dir / "per_job.parquet")
 
 
 def _by_experiment(specs: list[ReplaySpec], out_dir: Path

@@ -385,7 +385,8 @@ class _EventLoop:
 
     __slots__ = ("name", "trace", "cluster", "n", "state", "view", "decide", "wakeup_fn",
                  "uses_ticks", "tick_s", "refused", "place_batch", "holds", "check_invariants", "submit",
-                 "left", "seg_start", "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done")
+                 "left", "seg_start", "end_at", "preempted_any", "gpus", "pool_of", "quota", "status", "heap", "n_done",
+                 "next_arrival", "idle_calls", "next_wakeup_at", "next_tick_at")
 
     def __init__(self, trace: TraceArrays, cluster: Cluster, policy: Policy, tick_s: float,
                  check_invariants: bool):
@@ -417,15 +418,26 @@ class _EventLoop:
         self.quota = trace.quota.tolist()
         self.status = bytearray(n)  # _FUTURE
         self.heap: list[tuple[float, int]] = []
-        self.n_done = 0  # set when the replay ends
+        # where the loop stands between calls of advance() (a replay calls it once)
+        self.n_done = self.next_arrival = self.idle_calls = 0
+        self.next_wakeup_at = self.next_tick_at = math.inf
 
     def run(self, report: Callable[[int, int], None] | None, report_every: int) -> None:
         """Replay until every job is done (PolicyError if the policy stalls)."""
+        self.advance(math.inf, report, report_every)
+
+    def advance(self, horizon: float, report: Callable[[int, int], None] | None = None,
+                report_every: int = 1) -> None:
+        """Process every event instant up to ``horizon`` (s, inclusive), then return; the next
+        call goes on from there. A replay calls it once with an infinite horizon; the live
+        service (:mod:`sia.service.core`) calls it each time its event-time clock moves, with
+        completions it learns from finish events (heap entries it pushes), so both run this
+        one loop. PolicyError if the policy stalls."""
         n, heap, submit, end_at, running = self.n, self.heap, self.submit, self.end_at, self.state.running
         state, view, decide, pop, inf = self.state, self.view, self.decide, heapq.heappop, math.inf
         wakeup_fn, uses_ticks, tick_s, holds = self.wakeup_fn, self.uses_ticks, self.tick_s, self.holds
-        next_arrival = n_done = idle_calls = 0
-        wakeup = next_tick = inf
+        next_arrival, n_done, idle_calls = self.next_arrival, self.n_done, self.idle_calls
+        wakeup, next_tick = self.next_wakeup_at, self.next_tick_at
         while n_done < n:
             t_arr = submit[next_arrival] if next_arrival < n else inf
             if self.preempted_any:  # drop heap entries of preempted runs
@@ -433,6 +445,8 @@ class _EventLoop:
                     pop(heap)
             t_end = heap[0][0] if heap else inf
             now = min(t_arr, t_end, next_tick, wakeup)
+            if now > horizon:
+                break
             if now == inf:
                 raise self._stalled(f"policy {self.name} stalled", " but nothing runs, no job is "
                                     "left to arrive and it asked for no wake-up")
@@ -478,7 +492,8 @@ class _EventLoop:
                 next_tick = inf
             if self.check_invariants:
                 _check_state(state, self.cluster, self.status, self.trace)
-        self.n_done = n_done
+        self.next_arrival, self.n_done, self.idle_calls = next_arrival, n_done, idle_calls
+        self.next_wakeup_at, self.next_tick_at = wakeup, next_tick
 
     def _stalled(self, what: str, why: str) -> PolicyError:
         """Return the error for a policy that leaves jobs pending forever."""

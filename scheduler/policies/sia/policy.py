@@ -284,10 +284,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
-                 loan_ramp_warmup: int = DEFAULT_WARMUP,
-                 calibration: bool | str = False, calibration_alpha: float = 0.1,
-                 calibration_memory: int = 288, calibration_prior_days: float = 7.0,
-                 calibration_cold: str = "reserve",
+                 loan_ramp_warmup: int = DEFAULT_WARMUP, calibration: bool | str = False,
+                 calibration_alpha: float = 0.1, calibration_memory: int = 288,
+                 calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -309,8 +308,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.refresh_s = float(refresh_s)
         self.adaptation = bool(adaptation)
         self.nested_reservations = bool(nested_reservations)
-        self.seed = seed
-        self.name = name
+        self.seed, self.name = seed, name
         self.preempt = bool(preempt)
         self.preempt_lend = check_preempt_lend(preempt_lend, name)
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
@@ -318,9 +316,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         # duration prediction says (skipped when the durations are perfect: they know better,
         # e.g. of a job that ran past its limit)
         self.lend_on_limit = bool(lend_on_limit)
-        durations = getattr(forecaster, "durations", forecaster)
-        self._use_limits = self.lend_on_limit and not bool(
-            getattr(durations, "perfect_information", False))
+        perfect_d = bool(getattr(getattr(forecaster, "durations", forecaster),
+                                 "perfect_information", False))
+        self._use_limits = self.lend_on_limit and not perfect_d
         self.tracker = (ArrivalMissTracker(windows, lookback=lookback, max_misses=max_misses,
                                            count_load_misses=count_load_misses)
                         if self.adaptation else None)
@@ -329,15 +327,14 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         # built (and so its options checked) even when off
         duration_tracker = DurationMissTracker(windows, lookback=dlook, max_misses=dmax,
                                                earn_trust=duration_earn_trust)
-        self.duration_tracker = (duration_tracker if self.adaptation and adapt_durations
-                                 else None)
+        self.duration_tracker = duration_tracker if self.adaptation and adapt_durations else None
         # window k admits bin b iff the bin's upper edge <= w_k: kmin[b] = first such k
         upper = np.array((*DURATION_BIN_EDGES_S, math.inf))
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
         self._n_bins = len(upper)
         # the risk budget (risk.py) replaces the bin rule and lend_risk when set
         self.risk_budget = None if risk is None else RiskBudget(
-            windows, risk, perfect_durations=bool(getattr(durations, "perfect_information", False)),
+            windows, risk, perfect_durations=perfect_d,
             level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
             load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
         self.risk = None if risk is None else float(risk)
@@ -347,33 +344,34 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             if loan_ramp != "auto":
                 raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
                                   f"of loans >= 1 or null (off), not {loan_ramp!r}")
-            loan_ramp = (None if getattr(durations, "perfect_information", False)
-                         else DEFAULT_LOAN_RAMP)
+            loan_ramp = None if perfect_d else DEFAULT_LOAN_RAMP
         self.loan_ramp = (None if loan_ramp is None
                           else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
                                         memory=loan_ramp_memory, evidence=loan_ramp_evidence,
-                                        warmup=loan_ramp_warmup,
-                                        name=name))
+                                        warmup=loan_ramp_warmup, name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
-        # per-pool calibration of the arrival side (models/calibration.py), in the forecasters
-        # that offer it: the learned one, or the arrival / load source of a mixed one
+        self._calibrate(calibration, alpha=calibration_alpha, memory=calibration_memory,
+                        prior_days=calibration_prior_days, cold=calibration_cold)
+        self.stats: dict[str, Any] = {}
+
+    def _calibrate(self, calibration: bool | str, **options: Any) -> None:
+        """Turn on the per-pool calibration of the arrival side (models/calibration.py) in the
+        forecasters that offer it: the learned one, or the arrival / load source of a mixed one
+        (``options``: alpha, memory, prior_days, cold; checked there)."""
         if calibration not in (True, False, "both", "arrivals", "load"):
-            raise ConfigError(f"policy {name!r}: calibration must be true, false, 'arrivals' "
-                              f"or 'load', not {calibration!r}")
+            raise ConfigError(f"policy {self.name!r}: calibration must be true, false, "
+                              f"'arrivals' or 'load', not {calibration!r}")
         parts = "both" if calibration is True else calibration
         self.calibration = parts or False
         self._calibrated: list[Any] = []
         if self.calibration:
-            for src in (forecaster, getattr(forecaster, "arrivals", None),
-                        getattr(forecaster, "load", None)):
+            fc = self.forecaster
+            for src in (fc, getattr(fc, "arrivals", None), getattr(fc, "load", None)):
                 cal = getattr(src, "calibrate", None)
                 if callable(cal) and all(src is not s for s in self._calibrated):
-                    cal(windows, alpha=calibration_alpha, memory=calibration_memory,
-                        prior_days=calibration_prior_days, parts=parts,
-                        cold=calibration_cold, name=name)
+                    cal(self.windows_s, parts=parts, name=self.name, **options)
                     self._calibrated.append(src)
-        self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:

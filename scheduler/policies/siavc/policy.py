@@ -747,30 +747,8 @@ class SiaVCPolicy:
         """
         p, g, d = self._pool[j], self._gpus[j], self._dur[j]
         end = now + d
-        own_free = free_of[p]
-        if v <= now + _EPS and own_free >= g:
-            # on time, on its own quota: every virtual clock stays as it was
-            self._charges[p].append((end, g))
-            self._charge_np[p] = None
-            self._charged[j] = [(p, end, g)]
-            self._expiry = min(self._expiry, end)
-            self._cmin[p] = min(self._cmin[p], end)
-            if end > now:
-                self._held[p] += g
-            jobs, vs, rem = self._vc[p]
-            i = int(jobs.searchsorted(j))  # the clock lists jobs in arrival (index) order
-            self._set_clock(p, *(np.concatenate((x[:i], x[i + 1:])) for x in (jobs, vs, rem)))
-            cat = self._current_merge()
-            if cat is not None:  # the merge lost just that job
-                drop_job(cat[1], j)
-                self._ver[p] += 1
-                cat[2][p] = self._inbound(p, cat[3])
-                cat[4][p] = cat[2][p][0].shape[0]
-                self._cat = (tuple(self._ver), *cat[1:])
-            else:
-                self._ver[p] += 1
-            if v != now:  # within _EPS of now: later starts may move by that much
-                self._stale.add(p)
+        if v <= now + _EPS and free_of[p] >= g:
+            self._charge_on_time(j, v, now, end)
             return True
         self.stats["early_starts"] += 1
         lenders = [q for q in lenders_all if q != p]
@@ -786,46 +764,84 @@ class SiaVCPolicy:
             if any(end > self._lender_threshold(q, s) for q, s in shares.items() if q != p):
                 self.stats["checks_failed"] += 1
                 continue
-            # Re-run the affected virtual clocks with the charges added tentatively (handed to
-            # the re-runs; the pools' charges take them only if every re-run passes)
-            self._reruns += 1
-            new = {}
-            ok = True
-            # lenders first: their clocks are short, while the own pool's re-run walks its
-            # whole backlog; all must pass, so the order changes nothing but the cost
-            for q in sorted(set(shares) - {p}) + [p]:
-                n_q = len(pend[q]) - (q == p)  # the pool's pending jobs but j
-                k_future = bisect_left(self._pool_jobs[q], n_arr)
-                if q == p and p not in shares and p not in self._stale:
-                    jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
-                else:
-                    jobs, vs, rem = self._rerun(q, len(pend[q]), j if q == p else -1, k_future,
-                                                now, horizon, end, shares.get(q, 0))
-                if vs.size and (vs[-1] > self._deadline[jobs[-1]] or (
-                        self._late and (vs > self._deadline[jobs]).any())):
-                    # (a re-run stops at its first late job; one that met the cached clock
-                    # took its rest unchecked, which holds no late job unless a refused
-                    # start has made one late: then the whole re-run is checked)
-                    ok = False
-                    break
-                full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
-                new[q] = (*self._trim(jobs, vs, rem, n_q), full)
-            if ok:
-                for q, s in shares.items():
-                    self._charges[q].append((end, s))
-                    self._charge_np[q] = None
-                    self._expiry = min(self._expiry, end)
-                    self._cmin[q] = min(self._cmin[q], end)
-                    if end > now:
-                        self._held[q] += s
-                for q, (jobs, vs, rem, trimmed, full) in new.items():
-                    self._set_clock(q, jobs, vs, rem)
-                    self._ver[q] += 1
-                    self._vc_full[q] = full and not trimmed
-                self._charged[j] = [(q, end, s) for q, s in shares.items()]
+            new = self._rerun_charged(j, shares, now, pend, n_arr, horizon, end)
+            if new is not None:
+                self._commit_charges(j, shares, new, now, end)
                 return True
             self.stats["checks_failed"] += 1
         return False
+
+    def _charge_on_time(self, j: int, v: float, now: float, end: float) -> None:
+        """:meth:`_try_charge`'s first case: ``j`` is on time and fits its own pool's free
+        quota, so it is charged there and every virtual clock stays as it was but its own
+        pool's, which loses just that job."""
+        p, g = self._pool[j], self._gpus[j]
+        self._charges[p].append((end, g))
+        self._charge_np[p] = None
+        self._charged[j] = [(p, end, g)]
+        self._expiry = min(self._expiry, end)
+        self._cmin[p] = min(self._cmin[p], end)
+        if end > now:
+            self._held[p] += g
+        jobs, vs, rem = self._vc[p]
+        i = int(jobs.searchsorted(j))  # the clock lists jobs in arrival (index) order
+        self._set_clock(p, *(np.concatenate((x[:i], x[i + 1:])) for x in (jobs, vs, rem)))
+        cat = self._current_merge()
+        if cat is not None:  # the merge lost just that job
+            drop_job(cat[1], j)
+            self._ver[p] += 1
+            cat[2][p] = self._inbound(p, cat[3])
+            cat[4][p] = cat[2][p][0].shape[0]
+            self._cat = (tuple(self._ver), *cat[1:])
+        else:
+            self._ver[p] += 1
+        if v != now:  # within _EPS of now: later starts may move by that much
+            self._stale.add(p)
+
+    def _rerun_charged(self, j: int, shares: dict[int, int], now: float, pend: list[list[int]],
+                       n_arr: int, horizon: float, end: float) -> dict[int, tuple] | None:
+        """Re-run the virtual clocks that charging ``shares`` for ``j`` affects, with the
+        charges added tentatively (handed to the re-runs; the pools' charges take them only
+        if every re-run passes). Return each pool's trimmed clock and whether it is full, or
+        None when a job's VST passes its deadline."""
+        p = self._pool[j]
+        self._reruns += 1
+        new = {}
+        # lenders first: their clocks are short, while the own pool's re-run walks its
+        # whole backlog; all must pass, so the order changes nothing but the cost
+        for q in sorted(set(shares) - {p}) + [p]:
+            n_q = len(pend[q]) - (q == p)  # the pool's pending jobs but j
+            k_future = bisect_left(self._pool_jobs[q], n_arr)
+            if q == p and p not in shares and p not in self._stale:
+                jobs, vs, rem = self._resume_without(p, j, k_future, now, len(pend[p]))
+            else:
+                jobs, vs, rem = self._rerun(q, len(pend[q]), j if q == p else -1, k_future,
+                                            now, horizon, end, shares.get(q, 0))
+            if vs.size and (vs[-1] > self._deadline[jobs[-1]] or (
+                    self._late and (vs > self._deadline[jobs]).any())):
+                # (a re-run stops at its first late job; one that met the cached clock
+                # took its rest unchecked, which holds no late job unless a refused
+                # start has made one late: then the whole re-run is checked)
+                return None
+            full = jobs.size == n_q + len(self._pool_jobs[q]) - k_future
+            new[q] = (*self._trim(jobs, vs, rem, n_q), full)
+        return new
+
+    def _commit_charges(self, j: int, shares: dict[int, int], new: dict[int, tuple],
+                        now: float, end: float) -> None:
+        """Charge ``shares`` for ``j`` and install the re-run clocks that passed."""
+        for q, s in shares.items():
+            self._charges[q].append((end, s))
+            self._charge_np[q] = None
+            self._expiry = min(self._expiry, end)
+            self._cmin[q] = min(self._cmin[q], end)
+            if end > now:
+                self._held[q] += s
+        for q, (jobs, vs, rem, trimmed, full) in new.items():
+            self._set_clock(q, jobs, vs, rem)
+            self._ver[q] += 1
+            self._vc_full[q] = full and not trimmed
+        self._charged[j] = [(q, end, s) for q, s in shares.items()]
 
     def _trim(self, jobs: np.ndarray, vs: np.ndarray, rem: np.ndarray, n_pend: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:

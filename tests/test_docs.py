@@ -1,0 +1,161 @@
+"""The documentation's generated reference covers the code, and the code stays readable.
+
+- every ``sia`` command and every option of it appears in the generated command reference;
+- every key of every study config appears in the generated config reference;
+- every column and bad-row kind of the trace contract appears on its page;
+- no function of the package is longer than 80 lines (ast-based).
+
+The generators are the MkDocs hook's own functions (``tools/mkdocs_hooks.py``), so these
+tests check the pages the docs build writes.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("data", "features", "models", "scheduler", "pipelines")
+MAX_FUNCTION_LINES = 80
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("sia_mkdocs_hooks",
+                                                  ROOT / "tools" / "mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def hooks():
+    return _hooks()
+
+
+def test_every_command_and_option_is_in_the_cli_reference(hooks):
+    page = hooks.cli_reference()
+    commands, _ = hooks.cli_commands()
+    assert len(commands) >= 10
+    for name, cmd in commands.items():
+        assert f"## `sia {name}`" in page, name
+        for param in cmd.params:
+            for opt in [*param.opts, *param.secondary_opts]:
+                if opt.startswith("-"):
+                    assert f"`{opt}" in page or f", {opt}" in page or f"/ {opt}" in page, \
+                        f"sia {name} {opt}"
+
+
+def test_every_config_key_is_in_the_config_reference(hooks):
+    from sia.pipelines.studies.study_schema import MODELS
+
+    page = hooks.config_reference()
+    seen = 0
+    for study, model in MODELS.items():
+        assert f"## `{study}`" in page
+        for key, _info, _owner in hooks.config_keys(model):
+            assert f"| `{key}` |" in page, f"{study}: {key}"
+            seen += 1
+    # nested sections are walked: a few known deep keys
+    for key in ("trace.path", "policies[].options", "predictors.alias", "oracle.solver",
+                "grid.experiments", "regions.column"):
+        assert f"| `{key}` |" in page, key
+    assert seen > 60
+
+
+def test_config_keys_walk_every_field_of_every_model(hooks):
+    """The walk itself misses nothing: its top-level keys are the models' fields."""
+    from sia.pipelines.studies.study_schema import MODELS
+
+    for model in MODELS.values():
+        top = {k for k, _i, _o in hooks.config_keys(model) if "." not in k}
+        assert top == set(model.model_fields)
+
+
+def test_type_names_are_readable(hooks):
+    from typing import Annotated, Literal
+
+    from pydantic import Field
+
+    assert hooks.type_name(Annotated[float, Field(gt=0)] | None) == "float > 0"
+    assert hooks.type_name(list[str] | None) == "list[str]"
+    assert hooks.type_name(Literal["a", "b"]) == "`a` \\| `b`"
+
+
+def test_help_blocks_become_code(hooks):
+    text = "Do it.\n\n\b\nExamples:\n  sia x --y 1\n  sia x\n\nMore."
+    out = hooks._clean_help(text)
+    assert "**Examples:**" in out
+    assert "```text\n  sia x --y 1\n  sia x\n```" in out
+    assert "\b" not in out
+
+
+def test_the_trace_contract_page_names_every_column_and_bad_row_kind():
+    from sia.data.schema import (
+        BAD_ROW_KINDS,
+        JOB_SCHEMA,
+        NULLABLE_EXTRA_SCHEMA,
+        POOL_SCHEMA,
+    )
+
+    page = (ROOT / "docs" / "reference" / "trace-contract.md").read_text()
+    for name in [*JOB_SCHEMA, *NULLABLE_EXTRA_SCHEMA, *POOL_SCHEMA, *BAD_ROW_KINDS]:
+        assert f"| `{name}` |" in page, name
+
+
+def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Return ``path:line name (n lines)`` for every function longer than ``limit`` lines
+    (from ``def`` to its last line, docstring included; decorators not counted)."""
+    found = []
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} "
+                                     f"({n} lines)")
+    return found
+
+
+#: Functions over the limit when the limit was set (issue 37), each at most as long as it was
+#: then: a ceiling that only goes down. Split one and remove it here; add nothing new.
+KNOWN_LONG = {
+    ("data/sacct.py", "read_sacct"): 132,
+    ("features/duration_history.py", "point_in_time_history"): 81,
+    ("models/job_duration.py", "select_job_duration"): 88,
+    ("scheduler/policies/sia/policy.py", "__init__"): 83,
+    ("scheduler/policies/siavc/vc_pass.py", "_replace"): 84,  # numba kernel
+    ("scheduler/policies/siavc/vc_pass.py", "_bulk_search"): 112,  # numba kernel
+    ("scheduler/policies/siavc/vc_pass.py", "_bulk_verdicts"): 120,  # numba kernel
+    ("scheduler/policies/siavc/vst.py", "guard_clock"): 90,
+    ("scheduler/regions/reservations.py", "plan_reservations"): 116,  # merged with issue 35
+    ("pipelines/cli/features.py", "register"): 84,
+    ("pipelines/train.py", "fit_job_duration"): 128,
+}
+
+
+def test_no_function_is_over_80_lines_but_the_known_ones_which_only_shrink():
+    over = []
+    for entry in long_functions():
+        where, name, count = entry.split(" ", 2)
+        lines = int(count.strip("(").split(" ")[0])
+        if lines > KNOWN_LONG.get((where.split(":")[0], name), MAX_FUNCTION_LINES):
+            over.append(entry)
+    assert not over, f"functions over {MAX_FUNCTION_LINES} lines (split them along their " \
+        f"steps): {over}"
+
+
+def test_the_line_counter_counts_from_def_to_the_last_line(tmp_path):
+    def function(name: str, body_lines: int) -> str:
+        body = "".join(f"    x{i} = {i}\n" for i in range(body_lines - 1))
+        return f"def {name}():\n{body}    return 0\n"
+
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+    # 1 + 79 = 80 lines: at the limit; 1 + 81 = 82 lines: over it
+    (tmp_path / "data" / "m.py").write_text(function("short", 79) + "\n\n" + function("long", 81))
+    assert long_functions(tmp_path) == ["data/m.py:83 long (82 lines)"]
