@@ -524,7 +524,7 @@ class LoggedRun:
     versions: dict[str, str]
 
 
-def log_training(result: TrainResult, *, trace: str, alias: str = "champion",
+def log_training(result: TrainResult, *, trace: str, alias: str | None = "champion",
                  extra_params: dict[str, Any] | None = None, register: bool = True,
                  nested: bool = False) -> LoggedRun:
     """Log ``result`` as one MLflow run (params, metrics per window, tables, plots, models).
@@ -563,14 +563,14 @@ def run_name(trace: str, split: TimeSplit, tuned: bool = False) -> str:
             f"{_short_trace(trace)} | {when}")
 
 
-def run_tags(trace: str, split: TimeSplit, alias: str) -> dict[str, str]:
+def run_tags(trace: str, split: TimeSplit, alias: str | None) -> dict[str, str]:
     """Return the tags of a training run: trace (as given, and ``trace_id``: resolved, see
     :func:`sia.data.paths.trace_identity`), split, alias, package version, git commit."""
     from sia.data.paths import trace_identity
     from sia.pipelines.tracking import git_commit, package_version
 
     tags = {"trace": trace, "trace_id": trace_identity(trace), "split": split_text(split),
-            "alias": alias, "sia_version": package_version()}
+            "alias": alias or "(none)", "sia_version": package_version()}
     commit = git_commit()
     if commit:
         tags["git_commit"] = commit
@@ -625,7 +625,7 @@ def training_metrics(result: TrainResult) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if np.isfinite(v)}
 
 
-def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champion",
+def log_into_active_run(result: TrainResult, *, trace: str, alias: str | None = "champion",
                         extra_params: dict[str, Any] | None = None,
                         register: bool = True) -> dict[str, str]:
     """Log ``result`` into the active MLflow run; return the registered versions by name.
@@ -660,10 +660,14 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
     items += [registry.new_load_registration(lr.estimator) for lr in result.loads]
     items.append(registry.job_duration_registration(result.duration_config(),
                                                     result.duration_model))
+    from sia.pipelines.engine.predictors import trace_tags
+
+    for item in items:  # every version says which trace it learned from (issue 36)
+        item.tags = {**item.tags, **trace_tags(trace)}
     versions = registry.log_predictors(items, alias)
     mlflow.set_tag("mlflow.note.content",
                    f"Predictors trained on {trace} ({split_text(result.split)}); registered "
-                   f"under alias {alias!r}: "
+                   + (f"under alias {alias!r}: " if alias else "without an alias: ")
                    + ", ".join(f"{n} v{v}" for n, v in versions.items()))
     return versions
 
@@ -682,7 +686,7 @@ class TrainingOutcome:
 
 def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *, trace: str,
                  out_dir: Path, tune: int = 0, tune_objective: str = "f1",
-                 precision_floor: float = 0.5, alias: str = "champion",
+                 precision_floor: float = 0.5, alias: str | None = "champion",
                  study_prefix: str | None = None, experiment: str | None = None,
                  store: StoreSetup | None = None,
                  progress: Callable[[str], None] | None = None) -> TrainingOutcome:

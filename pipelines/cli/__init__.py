@@ -53,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     value of the wrong type) the same way, naming the option and the command
     whose ``--help`` lists them, instead of the parser's usage box.
     """
+    restore = _terminate_as_interrupt()
     try:
         code = app(args=argv, standalone_mode=False, prog_name="sia")
     except SiaError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the last resort: a file system error no check caught is one line
+        from sia.pipelines.output import describe_os_error
+
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{describe_os_error(exc)}", file=sys.stderr)
         return 2
     except typer.TyperException as exc:  # the parser's errors (click's, vendored by Typer)
         ctx = getattr(exc, "ctx", None)
@@ -73,11 +80,37 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    if code == 130:  # Ctrl-C (Typer's exit code for KeyboardInterrupt)
+    finally:
+        restore()
+    if code == 130:  # Ctrl-C or SIGTERM (Typer's exit code for KeyboardInterrupt)
         sweep = sys.modules.get("sia.pipelines.engine.execute")
         if not getattr(sweep, "INTERRUPT_REPORTED", False):
-            print("interrupted (Ctrl-C): the command stopped before it finished", file=sys.stderr)
+            print(f"interrupted ({_INTERRUPTED_BY[0]}): the command stopped before it finished",
+                  file=sys.stderr)
     return code if isinstance(code, int) else 0
+
+
+#: what interrupted the command: Ctrl-C unless SIGTERM arrived
+_INTERRUPTED_BY = ["Ctrl-C"]
+
+
+def _terminate_as_interrupt():
+    """Make SIGTERM behave as SIGINT (Ctrl-C) while the command runs: a sweep keeps its
+    finished replays and says how to resume, workers are ended, files are closed. Return the
+    function that restores the previous handler (nothing is changed outside the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_term(signum, frame):
+        _INTERRUPTED_BY[0] = "SIGTERM"
+        raise KeyboardInterrupt
+
+    _INTERRUPTED_BY[0] = "Ctrl-C"
+    previous = signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def run() -> None:

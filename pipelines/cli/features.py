@@ -64,6 +64,9 @@ def register(app: typer.Typer) -> None:
         out_path = Path(out) if out is not None else output_root() / "features.parquet"
         if out_path.suffix.lower() != ".parquet":
             raise ConfigError(f"--out {out_path}: expected a .parquet file name")
+        from sia.pipelines.output import prepare_file, write_parquet
+
+        prepare_file(out_path)  # an unusable --out fails before the work
         t0 = time.perf_counter()
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
@@ -80,8 +83,7 @@ def register(app: typer.Typer) -> None:
         table = build_features(sched, grid_s=grid_s, windows_min=wins,
                                pools=wl.pools["pool"].to_list())
         t_build = time.perf_counter() - t1
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        table.write_parquet(out_path)
+        write_parquet(table, out_path)  # through a temporary name: never a partial file
         n_grid = table["t"].n_unique() if table.height else 0
         typer.echo(
             f"features: {table.height:,} rows x {table.width} columns "

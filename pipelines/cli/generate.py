@@ -49,8 +49,10 @@ def register(app: typer.Typer) -> None:
             "also writes OUT/regions.yml for `sia replay OUT --regions OUT/regions.yml`.")
         ] = False,
     ) -> None:
+        from sia.pipelines.output import prepare_dir
         from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
+        prepare_dir(out)  # an unusable --out fails before the work
         if regions:
             _generate_regions(out, seed, days, variant)
             return

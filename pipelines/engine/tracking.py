@@ -10,6 +10,13 @@ SIA's predictions as it used them are under ``served/`` (``served/will_arrive/f1
 ``served/job_duration/lendable_overrun_5m`` ...; :mod:`sia.scheduler.core.served`); why
 its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
 :mod:`sia.pipelines.studies.slowdown_report`).
+
+The headline metrics, ``speedup/*`` and ``slowdown/*``, sort first in MLflow's compare
+view, which lists metrics by name: every other metric is logged under :data:`DETAIL_PREFIX`
+(``stats/served/will_arrive/f1_60m``, ``stats/baseline/utilization``,
+``stats/slowdown_cause/duration_min``; issue 36: the about 50 ``served/`` rows sorted before
+the headline). The headline names did not change, so runs logged before compare with new
+ones on them; :func:`detail_name` maps an older detail name to the current one.
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -48,10 +55,25 @@ def _finite(v: Any) -> float | None:
     return float(v) if math.isfinite(float(v)) else None
 
 
+#: the metrics a user compares policies on: their names sort first (and are never prefixed)
+HEADLINE_PREFIXES = ("speedup/", "slowdown/")
+#: the prefix of every other metric: it sorts after the headline groups
+DETAIL_PREFIX = "stats/"
+
+
+def detail_name(name: str) -> str:
+    """Return the logged name of metric ``name``: a headline one as it is, any other under
+    :data:`DETAIL_PREFIX` (idempotent)."""
+    if name.startswith(HEADLINE_PREFIXES) or name.startswith(DETAIL_PREFIX):
+        return name
+    return DETAIL_PREFIX + name
+
+
 def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None = None,
                    baseline_cells: Mapping[str, Any] | None = None) -> dict[str, float]:
     """Return the MLflow metrics of one policy's scored replay (names: :data:`METRIC_NAMES`;
-    ``cells``: its placement counters, ``baseline_cells``: the baseline's), finite values only."""
+    ``cells``: its placement counters, ``baseline_cells``: the baseline's), finite values only;
+    the headline ones first, every other under :data:`DETAIL_PREFIX` (:func:`detail_name`)."""
     out = {}
     for key, name in METRIC_NAMES.items():
         v = _finite(summary.get(key))
@@ -64,7 +86,8 @@ def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None =
                 out[prefix + m] = v
     out.update(flat_metrics(summary.get("served")))
     out.update(cause_metrics(summary.get("slowdown_causes")))
-    return out
+    renamed = {detail_name(k): v for k, v in out.items()}
+    return dict(sorted(renamed.items()))
 
 
 def model_params(versions: Mapping[str, str] | None) -> dict[str, str]:

@@ -309,11 +309,11 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
         mm = policy_runs["maxmin"]
         assert mm.data.metrics["speedup/mean"] == pytest.approx(row["mean_speedup"])
         assert mm.data.metrics["slowdown/pct_jobs"] == pytest.approx(row["pct_slowed"])
-        assert "baseline/utilization" in mm.data.metrics
+        assert "stats/baseline/utilization" in mm.data.metrics
         assert not any("maxmin" in m for m in mm.data.metrics)
         if "sia-perfect" in POLICIES:
-            assert "served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
-            assert not any(m.startswith("served/") for m in mm.data.metrics)
+            assert "stats/served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
+            assert not any(m.startswith("stats/served/") for m in mm.data.metrics)
         assert mm.data.params["exp.id"] == exp_id and mm.data.params["policy.name"] == "maxmin"
         assert child.data.params["exp.pools"] == ",".join(
             json.loads((out / exp_id / "experiment.json").read_text())["pools"])
@@ -508,7 +508,7 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
     assert first.aggregate.filter(pl.col("policy") == "maxmin")["migrations"].item() == \
         stats["migrations"]
     logged = policy_metrics(summary, summary["cells"]["policy"], summary["cells"]["baseline"])
-    assert logged["cells/migrations"] == stats["migrations"]
+    assert logged["stats/cells/migrations"] == stats["migrations"]
     # the same config reuses; another option value replays again in the same folder
     again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
     assert len(again.reused) == 2 and not again.ran

@@ -145,9 +145,9 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path, mlflow_uri):
         exp, label = r.data.tags["sia.exp"], r.data.params["policy"]
         if label == "coin":
             mine = table.filter((pl.col("exp_id") == exp) & (pl.col("cause") == "duration"))
-            assert r.data.metrics["slowdown_cause/duration_jobs"] == mine["jobs"].sum()
+            assert r.data.metrics["stats/slowdown_cause/duration_jobs"] == mine["jobs"].sum()
         else:
-            assert not any(m.startswith("slowdown_cause/") for m in r.data.metrics)
+            assert not any(m.startswith("stats/slowdown_cause/") for m in r.data.metrics)
     assert {r.data.params["policy"] for r in runs} == {"fcfs", "maxmin", "coin"}
     md = (out / "summary.md").read_text()
     assert md.count("## Why jobs were slowed") == 1 and "| coin |" in md
