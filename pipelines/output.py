@@ -87,6 +87,23 @@ def prepare_dir(path: Path | str, option: str = "--out") -> Path:
     return path
 
 
+def check_dir(path: Path | str, option: str = "--out") -> Path:
+    """Check, without creating anything, that the folder ``path`` could be created and written:
+    no name too long, no file on the way, and its nearest existing ancestor a writable folder.
+    Return it. For commands that must not leave an empty ``--out`` behind when a later check
+    fails; :func:`prepare_dir` creates it when the outputs are written."""
+    path = Path(path)
+    _check_names(path, option)
+    blocker = _first_existing_file(path)
+    if blocker is not None:
+        what = "exists and is not a folder" if blocker == path else f"is under a file ({_short(blocker)})"
+        raise OutputError(f"{option} {_short(path)}: {what}; give a folder path")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None:
+        _check_writable(existing, option)
+    return path
+
+
 def _check_writable(folder: Path, option: str) -> None:
     """Raise OutputError unless a file can be created in ``folder`` (tried, not guessed: a
     read-only mount passes ``os.access`` for root)."""
@@ -100,17 +117,17 @@ def _check_writable(folder: Path, option: str) -> None:
                           f"({describe_os_error(exc)}); choose another {option}") from None
 
 
-def prepare_file(path: Path | str, option: str = "--out") -> Path:
-    """Check that the file ``path`` can be written (its folder created): return it.
+def check_file(path: Path | str, option: str = "--out") -> Path:
+    """Check, without creating anything, that the file ``path`` could be written: return it.
 
     One-line OutputError when it names a folder, sits under a file, has a name too long, or its
-    folder cannot be created or written.
+    folder could not be created or written (:func:`check_dir`).
     """
     path = Path(path)
     _check_names(path, option)
     if path.is_dir():
         raise OutputError(f"{option} {_short(path)}: is a folder; give a file name")
-    prepare_dir(path.parent, option)
+    check_dir(path.parent, option)
     return path
 
 
@@ -153,7 +170,9 @@ def write_text(path: Path | str, text: str) -> Path:
 
 
 def write_parquet(frame: Any, path: Path | str) -> Path:
-    """Write the polars ``frame`` as Parquet to ``path`` atomically; return ``path``."""
+    """Write the polars ``frame`` as Parquet to ``path`` atomically (its folder created);
+    return ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         frame.write_parquet(tmp)
     return Path(path)

@@ -488,28 +488,46 @@ def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
-    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG)."""
+    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG).
+
+    Each window has one colour: its curve, its operating point (a filled circle at the chosen
+    threshold) and persistence's point (an x), the points named in the legend with their
+    precision and recall.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.metrics import precision_recall_curve
 
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for r in results:
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = 0
+    for i, r in enumerate(results):
         if r.val_true is None or r.val_true.sum() == 0:
             continue
+        colour = colours[i % len(colours)]
         p, rc, _ = precision_recall_curve(r.val_true, r.val_proba)
         method = getattr(r.model, "method_", "xgboost")
         # "either" scores persistence's yes rows 1: its curve is the registered predictor's
-        ax.plot(rc, p, label=f"{r.k_min} min" + ("" if method == "xgboost" else f" ({method})"))
-        ax.scatter([r.metrics["recall"]], [r.metrics["precision"]], marker="o")
+        ax.plot(rc, p, color=colour,
+                label=f"{r.k_min} min" + ("" if method == "xgboost" else f" ({method})"))
+        mp, mr = r.metrics["precision"], r.metrics["recall"]
+        ax.scatter([mr], [mp], marker="o", color=colour, edgecolors="black", zorder=3,
+                   label=f"{r.k_min} min operating point (P {mp:.2f}, R {mr:.2f})")
         per = r.baselines["persistence"]
-        ax.scatter([per["recall"]], [per["precision"]], marker="x", color="black")
+        ax.scatter([per["recall"]], [per["precision"]], marker="x", color=colour, s=60,
+                   linewidths=2, zorder=3,
+                   label=f"{r.k_min} min persistence (P {per['precision']:.2f}, "
+                         f"R {per['recall']:.2f})")
+        drawn += 1
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
-    ax.set_title("WillJobsArrive on validation (x = persistence)")
-    ax.legend()
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.set_title("WillJobsArrive on validation (o = operating point, x = persistence)")
+    if drawn:
+        ax.legend(fontsize="small", loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -730,8 +748,14 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         result = train_predictors(schedule, config, features=features)
     say("opening the MLflow store")
     uri = store.uri()
-    with mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
-                          tags=run_tags(trace, split, alias)) as run:
+    from contextlib import nullcontext
+
+    from sia.pipelines.tracking import deadline
+
+    # a server gets a total deadline for the logging (not for Optuna's trials)
+    limit = nullcontext() if tune else deadline("logging the training run", uri)
+    with limit, mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
+                                 tags=run_tags(trace, split, alias)) as run:
         if tune:
             best = _tune(features, split, config, windows, trace=trace, tune=tune,
                          objective=tune_objective, precision_floor=precision_floor,
@@ -743,6 +767,7 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         say("logging the run and registering the models")
         versions = log_into_active_run(result, trace=trace, alias=alias)
         report.save_report(result.tables, out_dir)
+        pr_curve_png(result.windows, out_dir / "precision_recall.png")  # beside the report
         reliability = result.tables.get("job_duration_reliability")
         if reliability is not None and reliability.height:
             from sia.pipelines.plots import reliability_png

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import Any
 
 import typer
 from sia.data.errors import SiaError
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     restore = _terminate_as_interrupt()
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="sia")
+        code = _command().main(args=argv, standalone_mode=False, prog_name="sia")
     except SiaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -78,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         return 1
+    except Exception as exc:
+        # the last resort for the MLflow store's own errors (a read-only SQLite file, a server
+        # answering garbage): one line naming the store, not a SQLAlchemy traceback
+        if not type(exc).__module__.startswith(("mlflow", "sqlalchemy", "requests", "urllib3")):
+            raise
+        from sia.pipelines.tracking import tracking_uri
+
+        text = " ".join(str(exc).split())[:300]
+        print(f"error: MLflow store {tracking_uri()}: {type(exc).__name__}: {text}",
+              file=sys.stderr)
+        return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
@@ -88,6 +100,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"interrupted ({_INTERRUPTED_BY[0]}): the command stopped before it finished",
                   file=sys.stderr)
     return code if isinstance(code, int) else 0
+
+
+def _command():
+    """Return the click command of :data:`app` with its flags' help rows fixed: Typer shows a
+    type after every option, ``--help <bool>`` and ``--redo <bool>``, though a flag takes no
+    value; a flag (and every command's ``--help``) gets an empty metavar instead."""
+    import click
+
+    command = typer.main.get_command(app)
+
+    def fix(cmd: Any) -> None:
+        # Typer's commands are its own (vendored) click classes: duck-typed here
+        for param in cmd.get_params(click.Context(cmd, info_name=cmd.name)):
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        for sub in getattr(cmd, "commands", {}).values():
+            fix(sub)
+
+    fix(command)
+    return command
 
 
 #: what interrupted the command: Ctrl-C unless SIGTERM arrived

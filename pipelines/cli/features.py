@@ -64,9 +64,9 @@ def register(app: typer.Typer) -> None:
         out_path = Path(out) if out is not None else output_root() / "features.parquet"
         if out_path.suffix.lower() != ".parquet":
             raise ConfigError(f"--out {out_path}: expected a .parquet file name")
-        from sia.pipelines.output import prepare_file, write_parquet
+        from sia.pipelines.output import check_file, write_parquet
 
-        prepare_file(out_path)  # an unusable --out fails before the work
+        check_file(out_path)  # an unusable --out fails before the work
         t0 = time.perf_counter()
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)

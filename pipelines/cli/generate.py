@@ -49,10 +49,10 @@ def register(app: typer.Typer) -> None:
             "also writes OUT/regions.yml for `sia replay OUT --regions OUT/regions.yml`.")
         ] = False,
     ) -> None:
-        from sia.pipelines.output import prepare_dir
+        from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
-        prepare_dir(out)  # an unusable --out fails before the work
+        check_dir(out)  # an unusable --out fails before the work
         if regions:
             _generate_regions(out, seed, days, variant)
             return
@@ -67,6 +67,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
+    from sia.pipelines.output import write_text
+
     """`sia generate --regions`: write the multi-region workload and its regions file."""
     from sia.data.errors import ConfigError
     from sia.data.schema import CleaningReport
@@ -90,7 +92,7 @@ def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
              "--regions);", "# every pool's data (size 1) starts at home, a copy takes 1 hour",
              "transfer_rate: 0.000277778", "period_h: 24", "pools:"]
     lines += [f"  {p}: {r}" for p, r in homes.items()]
-    (out / "regions.yml").write_text("\n".join(lines) + "\n")
+    write_text(out / "regions.yml", "\n".join(lines) + "\n")
     for line in summary_lines(wl):
         typer.echo(line)
     typer.echo(pools_table_text(wl.pools))

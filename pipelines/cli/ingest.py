@@ -88,10 +88,10 @@ def register(app: typer.Typer) -> None:
                                         "be more than this many times smaller without its "
                                         "largest job.")] = Thresholds.quota_factor,
     ) -> None:
-        from sia.pipelines.output import prepare_dir
+        from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import summary_lines, write_workload
 
-        prepare_dir(out)  # an unusable --out fails before the trace is read
+        check_dir(out)  # an unusable --out fails before the trace is read
         t0 = time.perf_counter()
         limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,

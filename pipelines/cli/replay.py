@@ -505,18 +505,17 @@ def register(app: typer.Typer) -> None:
 def run_command(a: ReplayArgs) -> None:
     """Run `sia replay` with the parsed command line ``a``: check it, read the workload, load
     (or train) the predictors, replay, write the files, print the table, log the MLflow run.
-    ``--out`` is checked before any work and locked while the command writes it."""
-    from sia.pipelines.output import FolderLock, prepare_dir
+    ``--out`` is checked before any work (and created only once the replay is done, so a
+    command that fails leaves none) and locked while the command writes it."""
+    from sia.pipelines.output import check_dir
 
-    prepare_dir(a.out)
-    with FolderLock(a.out):
-        _run_locked(a)
+    check_dir(a.out)
+    _run(a)
 
 
-def _run_locked(a: ReplayArgs) -> None:
-    """:func:`run_command`'s body, with ``a.out`` created and locked."""
+def _run(a: ReplayArgs) -> None:
+    """:func:`run_command`'s body, ``a.out`` checked."""
     import polars as pl
-    from sia.pipelines.engine.sched import RESULT_COLUMNS
 
     ks, locality, learned = _check_args(a)
     preemption = parse_preemption(a.preemption, locality)
@@ -573,7 +572,18 @@ def _run_locked(a: ReplayArgs) -> None:
                "replay_days": [replay_start_day, replay_end_day], **summary}
     if predictors is not None:
         summary["predictors"] = predictors
-    out = a.out
+    from sia.pipelines.output import FolderLock, prepare_dir
+
+    out = prepare_dir(a.out)
+    with FolderLock(out):  # a second command writing this --out stops at once
+        _write_outputs(a, out, outcome, pools, summary, regions_spec, uri)
+
+
+def _write_outputs(a: ReplayArgs, out: Path, outcome: Any, pools: Any, summary: dict[str, Any],
+                   regions_spec: Any, uri: str | None) -> None:
+    """Write the replay's files into ``out`` (each through a temporary name), print its table
+    and log its MLflow run."""
+    from sia.pipelines.engine.sched import RESULT_COLUMNS
     from sia.pipelines.output import write_parquet, write_text
     from sia.pipelines.studies.slowdown_report import ATTRIBUTION_COLUMNS
 
@@ -586,10 +596,11 @@ def _run_locked(a: ReplayArgs) -> None:
     write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_outcome(summary, a)
     if uri is not None:
-        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, deadline, setup_tracking
 
         setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
-        run_id = log_replay(summary, out, a.warmup_days)
+        with deadline("logging the replay's run", uri):
+            run_id = log_replay(summary, out, a.warmup_days)
         typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
 
 
@@ -704,8 +715,10 @@ def _learned_predictors(a: ReplayArgs, wl: Any, ks: tuple[int, ...]
         predictors["trained"] = trained
     else:
         from sia.models.registry import training_period
+        from sia.pipelines.tracking import deadline
 
-        period = training_period(ref.versions[0][0], name)
+        with deadline("reading the training run", ref.tracking_uri):
+            period = training_period(ref.versions[0][0], name)
         if period is not None:
             predictors["training_period"] = period
     return replay_start_day, predictors, ref

@@ -59,10 +59,13 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
     ref = RegistryPredictors(alias=alias, windows_min=tuple(int(k) for k in windows_min),
                              load_method=load_method, load_windows=int(load_windows),
                              tracking_uri=uri)
+    from sia.pipelines.tracking import deadline
+
     try:
-        fc = load_forecaster(ref)
-        versions = tuple((n, str(version_of(n, alias).version))
-                         for n in registry_names(ref.windows_min, load_method))
+        with deadline(f"loading the models of alias {alias}", uri):
+            fc = load_forecaster(ref)
+            versions = tuple((n, str(version_of(n, alias).version))
+                             for n in registry_names(ref.windows_min, load_method))
     except RegistryError as exc:
         first = str(exc).splitlines()[0]
         if not first.startswith("no "):  # there but unreadable: the message says what to do
@@ -173,20 +176,22 @@ def learned_from(ref: RegistryPredictors) -> dict[str, str] | None:
     run's tags); None when neither says (a model registered by hand)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
+    from sia.pipelines.tracking import deadline
 
     if not ref.versions:
         return None
     name, version = ref.versions[0]
     try:
-        client = MlflowClient(tracking_uri=ref.tracking_uri, registry_uri=ref.tracking_uri)
-        mv = client.get_model_version(name, version)
-        tags = dict(mv.tags or {})
-        if TRACE_HASH_TAG not in tags and mv.run_id:
-            run_tags = client.get_run(mv.run_id).data.tags
-            if TRACE_TAG in run_tags:
-                tags = {TRACE_TAG: run_tags[TRACE_TAG],
-                        TRACE_HASH_TAG: trace_hash(run_tags.get(TRACE_ID_TAG)
-                                                   or run_tags[TRACE_TAG])}
+        with deadline("reading a model version's tags", ref.tracking_uri):
+            client = MlflowClient(tracking_uri=ref.tracking_uri, registry_uri=ref.tracking_uri)
+            mv = client.get_model_version(name, version)
+            tags = dict(mv.tags or {})
+            if TRACE_HASH_TAG not in tags and mv.run_id:
+                run_tags = client.get_run(mv.run_id).data.tags
+                if TRACE_TAG in run_tags:
+                    tags = {TRACE_TAG: run_tags[TRACE_TAG],
+                            TRACE_HASH_TAG: trace_hash(run_tags.get(TRACE_ID_TAG)
+                                                       or run_tags[TRACE_TAG])}
     except MlflowException:
         return None
     if TRACE_HASH_TAG not in tags:

@@ -446,6 +446,14 @@ class SweepResult:
     specs: list[ReplaySpec] = field(default_factory=list)
 
 
+def training_days_text(train_start_day: float, train_days: float, val_days: float) -> str:
+    """Return the split as the demo and the sweeps print it: ``training on days 23-44, validating
+    on days 44-58`` (days since the trace start)."""
+    val_start = train_start_day + train_days
+    return (f"training on days {train_start_day:g}-{val_start:g}, validating on days "
+            f"{val_start:g}-{val_start + val_days:g}")
+
+
 def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
@@ -471,8 +479,8 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
                      start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows,
                      duration_quantile=p.duration_quantile,
                      duration_target_under=p.duration_target_under)
-    say(f"predictors: training on days {first + p.warmup_days:g}..{start:g} "
-        f"({p.train_days:g} train + {p.val_days:g} validation), alias {p.alias}")
+    say(f"predictors: {training_days_text(first + p.warmup_days, p.train_days, p.val_days)}, "
+        f"alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",
                            alias=p.alias)
     saved = {"key": key, "run_id": outcome.run_id, "alias": p.alias,
@@ -508,10 +516,13 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
     if p.train != "on_the_fly":
         from sia.models.registry import training_period
         from sia.pipelines.engine.predictors import in_sample_warning
+        from sia.pipelines.tracking import deadline
 
         for a, ref in resolved.items():
+            with deadline("reading the training run", uri):
+                period = training_period(ref.versions[0][0], a)
             warning = in_sample_warning(
-                training_period(ref.versions[0][0], a), wl.source, a, cfg.replay_start_day,
+                period, wl.source, a, cfg.replay_start_day,
                 f"set replay.start_day to {{day:g}} in {cfg.source} to replay after validation")
             if warning:
                 say(f"warning: {warning}")
@@ -927,6 +938,14 @@ class _Tracker:
                 **model_params(self.versions.get(label))}
 
     def start(self) -> str:
+        """:meth:`_start_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._start_body()
+
+    def _start_body(self) -> str:
         import mlflow
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
 
@@ -962,6 +981,15 @@ class _Tracker:
 
     def log_experiment(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
                        files: list[Path], per_job: Path) -> str:
+        """:meth:`_log_experiment_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._log_experiment_body(exp, summaries, run_key, files, per_job)
+
+    def _log_experiment_body(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
+                             files: list[Path], per_job: Path) -> str:
         import mlflow
 
         marker = self.out_dir / exp.exp_id / "mlflow.json"
@@ -999,6 +1027,14 @@ class _Tracker:
         return run_id
 
     def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
+        """:meth:`_finish_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._finish_body(aggregate, files)
+
+    def _finish_body(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
         import mlflow
 
         params = self._shared_params()
@@ -1017,6 +1053,14 @@ class _Tracker:
             mlflow.log_artifact(str(f), artifact_path="plots" if f.suffix == ".png" else "summary")
 
     def close(self) -> None:
+        """:meth:`_close_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._close_body()
+
+    def _close_body(self) -> None:
         import mlflow
 
         if self._parent is not None:

@@ -92,11 +92,18 @@ def test_a_replay_over_the_predictors_training_days_warns(mlflow_uri, tmp_path, 
     assert pred["warning"] in err
     run = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")[0]
     assert run.data.tags["sia.warning"] == pred["warning"]
-    # another workload (a different seed) is not the trace the alias learned from: no warning
+    # another workload (a different seed) is not the trace the alias learned from: no
+    # in-sample warning, but one line naming both traces (issue 36), also in summary.json
     other = ["--synthetic", "base", "--days", "5", "--seed", "2"]
     assert main(["replay", *other, "--policy", "sia", "--alias", "cand", "--warmup-days", "0",
                  "--no-mlflow", "--out", str(tmp_path / "other")]) == 0
-    assert "warning" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "was trained on days" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert "learned from synthetic:base seed=1" in line and "serves synthetic:base seed=2" in line
+    pred = json.loads((tmp_path / "other" / "summary.json").read_text())["predictors"]
+    assert pred["trace_mismatch"] == line.removeprefix("warning: ")
+    assert pred["learned_from"]["trace"] == "synthetic:base seed=1"
 
 
 def test_replay_train_on_the_fly_uses_the_period_before_the_replay(mlflow_uri, tmp_path, capsys):

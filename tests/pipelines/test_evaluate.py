@@ -295,10 +295,18 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
                 and r.data.tags.get("sia.kind") == "experiment"]
     assert len(children) == 2
     (sweep,) = [r for r in runs if r.info.run_id == parent]
-    # the sweep's name tells runs of one config apart by start time, and says its digest
-    assert re.fullmatch(rf"sweep \d\d-\d\d \d\d:\d\d:\d\d {cfg.name} cfg [0-9a-f]{{8}}",
+    # the sweep's name: the config's name and the short hash of the resolved config first
+    # (issue 36), then the start time
+    assert re.fullmatch(rf"{cfg.name} {cfg.digest()[:8]} sweep \d\d-\d\d \d\d:\d\d:\d\d",
                         sweep.info.run_name)
-    assert sweep.data.tags["sia.config_digest"].startswith(sweep.info.run_name[-8:])
+    assert all(r.info.run_name.startswith(f"{cfg.name} {cfg.digest()[:8]} ") for r in runs)
+    assert all(r.data.tags["sia.config_digest"] == cfg.digest() for r in runs)
+    # every run says the settings that differ from an evaluate config's defaults
+    from sia.pipelines.studies.evaluate import changed_settings
+
+    changed = changed_settings(cfg)
+    assert changed and all(r.data.tags[f"sia.set.{k}"] == v for r in runs
+                           for k, v in changed.items())
     for child in children:
         exp_id = child.data.params["exp.id"]
         row = summary.filter((pl.col("exp_id") == exp_id)
@@ -311,6 +319,10 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
         assert mm.data.metrics["slowdown/pct_jobs"] == pytest.approx(row["pct_slowed"])
         assert "stats/baseline/utilization" in mm.data.metrics
         assert not any("maxmin" in m for m in mm.data.metrics)
+        # the headline metrics sort first by name (MLflow's compare view lists them so)
+        names = sorted(mm.data.metrics)
+        headline = [m for m in names if m.startswith(("speedup/", "slowdown/"))]
+        assert len(headline) == 7 and names[:7] == headline
         if "sia-perfect" in POLICIES:
             assert "stats/served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
             assert not any(m.startswith("stats/served/") for m in mm.data.metrics)
