@@ -67,13 +67,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
-    from sia.pipelines.output import write_text
-
     """`sia generate --regions`: write the multi-region workload and its regions file."""
     from sia.data.errors import ConfigError
     from sia.data.schema import CleaningReport
     from sia.data.synthetic import REGIONS_LAYOUT, generate_regions_workload
     from sia.pipelines.inputs import Workload
+    from sia.pipelines.output import write_text
     from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
     if variant != "base":
