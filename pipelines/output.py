@@ -100,20 +100,22 @@ def check_dir(path: Path | str, option: str = "--out") -> Path:
         raise OutputError(f"{option} {_short(path)}: {what}; give a folder path")
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None:
-        _check_writable(existing, option)
+        _check_writable(existing, option, path)
     return path
 
 
-def _check_writable(folder: Path, option: str) -> None:
+def _check_writable(folder: Path, option: str, target: Path | None = None) -> None:
     """Raise OutputError unless a file can be created in ``folder`` (tried, not guessed: a
-    read-only mount passes ``os.access`` for root)."""
+    read-only mount passes ``os.access`` for root); the message names ``target`` (the option's
+    path, ``folder`` by default)."""
     probe = folder / f".sia-write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         with open(probe, "wb"):
             pass
         probe.unlink()
     except OSError as exc:
-        raise OutputError(f"{option} {_short(folder)}: cannot write in this folder "
+        where = "this folder" if target is None or target == folder else _short(folder)
+        raise OutputError(f"{option} {_short(target or folder)}: cannot write in {where} "
                           f"({describe_os_error(exc)}); choose another {option}") from None
 
 
