@@ -297,7 +297,7 @@ def mlflow_cases() -> list[Case]:
 
 def run_mlflow(case: Case, folder: Path, deadline_s: float | None = 4.0) -> Outcome:
     """Run an MLflow case against its misbehaving store, with MLflow steps limited to
-    ``deadline_s`` (None: the product's default, 15 s; the suite uses a shorter one to stay
+    ``deadline_s`` (None: the product's default, 10 s; the suite uses a shorter one to stay
     fast)."""
     kind = case.name.split(":")[1]
     if kind == "missing_folder":
