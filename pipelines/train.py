@@ -488,7 +488,18 @@ def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
-    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG).
+    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG):
+    :func:`pr_curve_figure`."""
+    import matplotlib.pyplot as plt
+
+    fig = pr_curve_figure(results)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def pr_curve_figure(results: list[WindowResult]) -> Any:
+    """Return the matplotlib figure of the validation precision-recall curve of each window.
 
     Each window has one colour: its curve, its operating point (a filled circle at the chosen
     threshold) and persistence's point (an x), the points named in the legend with their
@@ -500,7 +511,7 @@ def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
     import matplotlib.pyplot as plt
     from sklearn.metrics import precision_recall_curve
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    fig, ax = plt.subplots(figsize=(9.6, 4.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     drawn = 0
     for i, r in enumerate(results):
@@ -525,13 +536,11 @@ def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
     ax.set_ylabel("precision")
     ax.set_xlim(0, 1.02)
     ax.set_ylim(0, 1.02)
-    ax.set_title("WillJobsArrive on validation (o = operating point, x = persistence)")
-    if drawn:
-        ax.legend(fontsize="small", loc="lower left")
+    ax.set_title("WillJobsArrive on validation\n(o = operating point, x = persistence)")
+    if drawn:  # beside the axes: inside, it hid the points near (0, 0)
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 @dataclass
