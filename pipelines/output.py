@@ -235,3 +235,19 @@ class FolderLock:
             finally:
                 self._handle.close()
                 self._handle = None
+
+
+def write_csv(frame: Any, path: Path | str) -> Path:
+    """Write the polars ``frame`` as CSV to ``path`` atomically; return ``path``."""
+    with atomic_path(path) as tmp:
+        frame.write_csv(tmp)
+    return Path(path)
+
+
+def save_figure(fig: Any, path: Path | str, **kwargs: Any) -> Path:
+    """Save the matplotlib ``fig`` to ``path`` atomically (the format from its suffix);
+    return ``path``."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path

@@ -492,8 +492,10 @@ def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
     :func:`pr_curve_figure`."""
     import matplotlib.pyplot as plt
 
+    from sia.pipelines.output import save_figure
+
     fig = pr_curve_figure(results)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 

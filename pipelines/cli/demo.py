@@ -274,5 +274,9 @@ def register(app: typer.Typer) -> None:
         if days is not None and not synthetic:
             raise ConfigError("--days applies to --synthetic only (the Philly demo replays "
                               "days 58-72 of the trace)")
-        run_demo(out, synthetic=synthetic, days=DEMO_DAYS if days is None else days,
-                 small=small, workers=workers, seed=seed)
+        from sia.pipelines.output import FolderLock, prepare_dir
+
+        out = prepare_dir(out)
+        with FolderLock(out):  # a second command on this --out stops at once
+            run_demo(out, synthetic=synthetic, days=DEMO_DAYS if days is None else days,
+                     small=small, workers=workers, seed=seed)
