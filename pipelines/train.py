@@ -491,7 +491,6 @@ def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
     """Draw the validation precision-recall curve of each window's model to ``path`` (PNG):
     :func:`pr_curve_figure`."""
     import matplotlib.pyplot as plt
-
     from sia.pipelines.output import save_figure
 
     fig = pr_curve_figure(results)
