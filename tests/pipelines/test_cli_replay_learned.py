@@ -184,3 +184,28 @@ def test_in_sample_warning_knows_a_trace_by_its_resolved_path(tmp_path, monkeypa
     assert in_sample_warning(None, "t.csv", "x", 0.0, "{day}") is None
     assert in_sample_warning(period, "t.csv", "x", 2.0, "start on day {day:g}").endswith(
         "start on day 4")
+
+
+def test_evaluate_names_both_traces_when_the_predictors_learned_another(mlflow_uri, tmp_path,
+                                                                       capsys):
+    """Issue 36: synthetic models served on another trace said nothing; now one line names
+    both, in the output, each experiment's summary.json and the MLflow runs of the policy."""
+    import mlflow
+
+    _train("cand", tmp_path)
+    config = tmp_path / "mm.yaml"
+    config.write_text("study: evaluate\nname: mm\nseed: 0\n"
+                      "trace: {synthetic: base, days: 5, seed: 2}\nreplay: {start_day: 3.5}\n"
+                      "warmup_days: 0\ngrid: {experiments: 1, pools_per_experiment: 2}\n"
+                      "policies: [fcfs, sia]\npredictors: {alias: cand}\n")
+    capsys.readouterr()
+    assert main(["evaluate", str(config), "--workers", "1", "--out", str(tmp_path / "ev")]) == 0
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "warning: alias cand learned from synthetic:base seed=1" in out
+    summaries = json.loads((tmp_path / "ev" / "exp-000" / "summary.json").read_text())
+    line = summaries["sia"]["trace_mismatch"]
+    assert "serves synthetic:base seed=2" in line and "trace_mismatch" not in summaries["fcfs"]
+    runs = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
+    tagged = {r.data.tags.get("sia.policy") for r in runs if "sia.trace_mismatch" in r.data.tags
+              and r.data.tags.get("sia.kind") in ("policy", "aggregate")}
+    assert tagged == {"sia"}
