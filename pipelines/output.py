@@ -148,6 +148,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+        remove_stale_temporaries(path)
     except OSError as exc:
         _remove(tmp)
         raise OutputError(f"cannot write {_short(path)} ({describe_os_error(exc)}); nothing was "
@@ -155,6 +156,33 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     except BaseException:
         _remove(tmp)
         raise
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by writers that died mid-write (their
+    process is gone), and the single ``<name>.tmp`` older versions used."""
+    prefix = f".{path.name}."
+    try:
+        names = [p for p in path.parent.iterdir()
+                 if (p.name.startswith(prefix) and p.name.endswith(".tmp"))
+                 or p.name == f"{path.name}.tmp"]
+    except OSError:
+        return
+    for tmp in names:
+        pid = tmp.name[len(prefix):].split("-", 1)[0]
+        if tmp.name == f"{path.name}.tmp" or (pid.isdigit() and not _alive(int(pid))):
+            _remove(tmp)
+
+
+def _alive(pid: int) -> bool:
+    """Return True when a process ``pid`` exists (ours, or one we may not signal)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 def _remove(path: Path) -> None:

@@ -90,3 +90,14 @@ def test_a_locked_folder_is_in_use_until_released(tmp_path):
         _one_line(err, "in use", str(os.getpid()))
     with FolderLock(tmp_path):  # released: usable again
         pass
+
+
+def test_temporaries_of_dead_writers_are_removed_by_the_next_write(tmp_path):
+    folder = prepare_dir(tmp_path / "o")
+    dead = folder / ".s.json.999999999-abcd1234.tmp"  # no such process
+    alive = folder / f".s.json.{os.getpid()}-abcd1234.tmp"  # a writer still at work
+    old = folder / "s.json.tmp"  # the name older versions used
+    for p in (dead, alive, old):
+        p.write_text("partial")
+    write_text(folder / "s.json", "{}")
+    assert sorted(p.name for p in folder.iterdir()) == [alive.name, "s.json"]

@@ -72,9 +72,9 @@ def test_cause_metrics_for_mlflow(random_replay):
     m = policy_metrics(summary)
     causes = summary["slowdown_causes"]
     for c in CAUSES:
-        assert m[f"slowdown_cause/{c}_jobs"] == causes["by_cause"][c]["jobs"]
-        assert m[f"slowdown_cause/{c}_min"] == pytest.approx(causes["by_cause"][c]["slowdown_min"])
-    assert m["slowdown_cause/cascade_max_depth"] == causes["cascades"]["max_depth"]
+        assert m[f"stats/slowdown_cause/{c}_jobs"] == causes["by_cause"][c]["jobs"]
+        assert m[f"stats/slowdown_cause/{c}_min"] == pytest.approx(causes["by_cause"][c]["slowdown_min"])
+    assert m["stats/slowdown_cause/cascade_max_depth"] == causes["cascades"]["max_depth"]
     assert sr.cause_metrics(None) == {} and sr.cause_metrics({"error": "x"}) == {}
     rows = dict(sr.table_rows(causes))
     assert "slowed jobs by cause (min)" in rows
