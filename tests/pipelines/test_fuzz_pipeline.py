@@ -348,3 +348,39 @@ def test_the_families_have_enough_distinct_cases():
     assert len(out_cases()) >= 40 and len(config_cases()) >= 15 and len(mlflow_cases()) >= 12
     assert len({c.name for c in out_cases() + config_cases() + mlflow_cases()}) == \
         len(out_cases()) + len(config_cases()) + len(mlflow_cases())
+
+
+@contextlib.contextmanager
+def _read_only_mount(folder: Path) -> Iterator[Path]:
+    """Yield ``folder`` as a read-only tmpfs mount holding an MLflow store file; skip where this
+    process may not mount (it needs root with CAP_SYS_ADMIN). Unmounted after."""
+    import subprocess
+
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (folder / "mlflow.db").write_bytes(b"")
+        if subprocess.run(["mount", "-o", "remount,ro", str(folder)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_read_only_mount_is_one_line_for_out_and_for_the_store(tmp_path):
+    """Issue 36: --out on a read-only mount, and a SQLite store there (a SQLAlchemy traceback
+    before), are one line each (root passes os.access on read-only files, not mounts)."""
+    with _read_only_mount(tmp_path / "ro") as ro:
+        replay = ["replay", "--synthetic", "base", "--days", "1", "--policy", "fcfs"]
+        out = run_case(Case("out", "ro", lambda d: [*replay, "--no-mlflow", "--out",
+                                                    str(ro / "o")], ("--out", "Read-only")),
+                       tmp_path)
+        assert out.kind == "clean", out
+        store = run_case(Case("mlflow", "ro", lambda d: [*replay, "--out", str(d / "o")],
+                              ("read-only",),
+                              env={"MLFLOW_TRACKING_URI": f"sqlite:///{ro}/mlflow.db"}),
+                         tmp_path)
+        assert store.kind == "clean", store
