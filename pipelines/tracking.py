@@ -137,23 +137,33 @@ def is_remote(uri: str) -> bool:
     return urlparse(uri).scheme in ("http", "https")
 
 
+#: a step that uploads or downloads files (models, per-job tables, plots) gets this many times
+#: the deadline: a healthy server on a slow link needs more than for a few small requests
+UPLOAD_FACTOR = 6
+
+
 @contextmanager
-def deadline(what: str, uri: str | None = None, seconds: float | None = None) -> Iterator[None]:
+def deadline(what: str, uri: str | None = None, seconds: float | None = None, *,
+             uploads: bool = False) -> Iterator[None]:
     """Give the MLflow calls of the block a *total* deadline against a server: past
-    ``seconds`` (:func:`deadline_s`) they stop with a one-line TrackingError naming ``what``.
+    ``seconds`` (:func:`deadline_s`, times :data:`UPLOAD_FACTOR` for a step that moves
+    files) they stop with a one-line TrackingError naming ``what``.
 
     MLflow's own timeouts are per read, so a server that sends a byte a second holds a command
-    for ever. The deadline is an interval timer (SIGALRM), in force only for http(s) stores,
-    in the main thread, and not inside another deadline (the outer one holds). Local stores
-    are not limited.
+    for ever. The deadline is an interval timer (SIGALRM), in force only for http(s) stores
+    and in the main thread. Deadlines nest: an inner step gets at most what the outer one has
+    left, and the outer one's clock goes on after it. Local stores are not limited.
     """
     uri = uri or tracking_uri()
     if (not is_remote(uri) or not hasattr(signal, "setitimer")
-            or threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+            or threading.current_thread() is not threading.main_thread()):
         yield
         return
-    limit = deadline_s() if seconds is None else seconds
+    limit = (deadline_s() if seconds is None else seconds) * (UPLOAD_FACTOR if uploads else 1)
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if outer_left > 0:
+        limit = min(limit, outer_left)
+    started = time.monotonic()
 
     def on_alarm(signum, frame):
         raise _DeadlinePassed
@@ -164,11 +174,14 @@ def deadline(what: str, uri: str | None = None, seconds: float | None = None) ->
         yield
     except _DeadlinePassed:
         raise TrackingError(f"MLflow tracking server {uri} did not finish {what} within "
-                            f"{limit:g} s (it answers too slowly); fix or unset {TRACKING_ENV}, "
+                            f"{limit:.3g} s (it answers too slowly); fix or unset {TRACKING_ENV}, "
                             f"or raise {DEADLINE_ENV}") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_left > 0:  # the outer step's clock goes on
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(1e-3, outer_left - (time.monotonic() - started)), 1.0)
 
 
 def experiment_name(name: str | None = None, default: str = PREDICTOR_EXPERIMENT) -> str:
@@ -198,13 +211,15 @@ def check_store(uri: str) -> None:
     folder that does not exist (named by ``$MLFLOW_TRACKING_URI``: the default store's folder
     is created) or that cannot be written."""
     check_reachable(uri)
-    if not uri.startswith("sqlite:///") or uri == default_tracking_uri():
+    if not uri.startswith("sqlite:///"):
         return
     name = uri.removeprefix("sqlite:///").split("?", 1)[0]
     if not name or name == ":memory:" or name.startswith("file:"):
         return
     path = Path(name)
     if not path.parent.is_dir():
+        if os.environ.get(TRACKING_ENV) != uri:  # the default store: its folder is created
+            return
         raise TrackingError(f"{TRACKING_ENV}={uri}: the folder {path.parent} does not exist; "
                             "create it, or fix the path")
     if path.exists() and not os.access(path, os.W_OK):

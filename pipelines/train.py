@@ -763,7 +763,7 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
     from sia.pipelines.tracking import deadline
 
     # a server gets a total deadline for the logging (not for Optuna's trials)
-    limit = nullcontext() if tune else deadline("logging the training run", uri)
+    limit = nullcontext() if tune else deadline("logging the training run", uri, uploads=True)
     with limit, mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
                                  tags=run_tags(trace, split, alias)) as run:
         if tune:

@@ -599,7 +599,7 @@ def _write_outputs(a: ReplayArgs, out: Path, outcome: Any, pools: Any, summary: 
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, deadline, setup_tracking
 
         setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
-        with deadline("logging the replay's run", uri):
+        with deadline("logging the replay's run", uri, uploads=True):
             run_id = log_replay(summary, out, a.warmup_days)
         typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
 

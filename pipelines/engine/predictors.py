@@ -62,7 +62,7 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
     from sia.pipelines.tracking import deadline
 
     try:
-        with deadline(f"loading the models of alias {alias}", uri):
+        with deadline(f"loading the models of alias {alias}", uri, uploads=True):
             fc = load_forecaster(ref)
             versions = tuple((n, str(version_of(n, alias).version))
                              for n in registry_names(ref.windows_min, load_method))

@@ -101,11 +101,14 @@ def log_policy_run(run_name: str, params: Mapping[str, Any], metrics: Mapping[st
     """Log one run (nested under the active run when ``nested``); return its id.
 
     ``params`` values are cut to MLflow's 500 characters; ``artifacts`` maps a
-    folder in the run to a list of files.
+    folder in the run to a list of files. Against a server the run's logging has a total
+    deadline (:func:`sia.pipelines.tracking.deadline`).
     """
     import mlflow
+    from sia.pipelines.tracking import deadline
 
-    with mlflow.start_run(run_name=run_name, nested=nested, tags=dict(tags)) as run:
+    with deadline(f"logging the run {run_name!r}", uploads=bool(artifacts)), \
+            mlflow.start_run(run_name=run_name, nested=nested, tags=dict(tags)) as run:
         mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
         if metrics:
             mlflow.log_metrics(dict(metrics))

@@ -981,16 +981,12 @@ class _Tracker:
 
     def log_experiment(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
                        files: list[Path], per_job: Path) -> str:
-        """:meth:`_log_experiment_body` with a total deadline against a server
+        """Log experiment ``exp``'s run (its files) and its policies' runs, unless the same
+        replays were logged before; return the run's id. Against a server, the experiment's
+        logging and each policy run have a total deadline
         (:func:`sia.pipelines.tracking.deadline`)."""
-        from sia.pipelines.tracking import deadline
-
-        with deadline("logging the sweep's runs", self.uri):
-            return self._log_experiment_body(exp, summaries, run_key, files, per_job)
-
-    def _log_experiment_body(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
-                             files: list[Path], per_job: Path) -> str:
         import mlflow
+        from sia.pipelines.tracking import deadline
 
         marker = self.out_dir / exp.exp_id / "mlflow.json"
         if marker.exists():
@@ -1004,9 +1000,10 @@ class _Tracker:
                       "exp.target_load": ",".join("-" if x is None else f"{x:.3f}"
                                                   for x in d["target_load"])}
         params = {**self.cfg.to_params(), **exp_params}
-        with mlflow.start_run(run_name=self._run_name(exp.exp_id), nested=True,
-                              tags=self._child_tags(**{"sia.kind": "experiment",
-                                                       "sia.group": exp.group})) as run:
+        with deadline(f"logging {exp.exp_id}'s runs", self.uri, uploads=True), \
+                mlflow.start_run(run_name=self._run_name(exp.exp_id), nested=True,
+                                 tags=self._child_tags(**{"sia.kind": "experiment",
+                                                          "sia.group": exp.group})) as run:
             mlflow.log_params({k: v[:500] for k, v in params.items()})
             mlflow.log_dict(summaries, "summary.json")
             mlflow.log_dict(d, "experiment.json")
@@ -1027,15 +1024,10 @@ class _Tracker:
         return run_id
 
     def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
-        """:meth:`_finish_body` with a total deadline against a server
-        (:func:`sia.pipelines.tracking.deadline`)."""
-        from sia.pipelines.tracking import deadline
-
-        with deadline("logging the sweep's runs", self.uri):
-            return self._finish_body(aggregate, files)
-
-    def _finish_body(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
+        """Log one run per (group, policy) of the aggregate, and the sweep's files on the
+        sweep's run (each under a deadline against a server)."""
         import mlflow
+        from sia.pipelines.tracking import deadline
 
         params = self._shared_params()
         for row in aggregate.iter_rows(named=True):
@@ -1049,8 +1041,10 @@ class _Tracker:
                            dict(sorted(metrics.items())),
                            self._child_tags(**{"sia.kind": "aggregate", "sia.group": row["group"],
                                                "sia.policy": row["policy"]}))
-        for f in files:
-            mlflow.log_artifact(str(f), artifact_path="plots" if f.suffix == ".png" else "summary")
+        with deadline("uploading the sweep's files", self.uri, uploads=True):
+            for f in files:
+                mlflow.log_artifact(str(f),
+                                    artifact_path="plots" if f.suffix == ".png" else "summary")
 
     def close(self) -> None:
         """:meth:`_close_body` with a total deadline against a server
