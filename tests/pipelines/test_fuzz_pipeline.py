@@ -384,3 +384,33 @@ def test_a_read_only_mount_is_one_line_for_out_and_for_the_store(tmp_path):
                               env={"MLFLOW_TRACKING_URI": f"sqlite:///{ro}/mlflow.db"}),
                          tmp_path)
         assert store.kind == "clean", store
+
+
+def test_a_second_command_on_a_folder_in_use_stops_at_once(tmp_path):
+    """Issue 36: two `sia evaluate` on one --out crashed on a .tmp rename; the second now says
+    the folder is in use, before any work."""
+    from sia.pipelines.output import FolderLock
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with FolderLock(out):
+        for argv in (["evaluate", _write(tmp_path / "c.yaml", TINY), "--no-mlflow"],
+                     ["replay", "--synthetic", "base", "--days", "1", "--policy", "fcfs",
+                      "--no-mlflow"]):
+            case = Case("lock", argv[0], lambda d, argv=argv: [*argv, "--out", str(out)],
+                        ("in use", "--out"))
+            outcome = run_case(case, tmp_path)
+            assert outcome.kind == "clean", outcome
+    assert not list(out.glob("exp-*")) and not (out / "jobs.parquet").exists()
+
+
+def test_allow_large_lifts_the_size_limits_it_names():
+    from sia.data.errors import ConfigError
+    from sia.pipelines.studies.limits import MAX_REPLAYS, check_sizes
+
+    with pytest.raises(ConfigError, match="--allow-large"):
+        check_sizes("c.yaml", replays=MAX_REPLAYS + 1)
+    with pytest.raises(ConfigError, match="--allow-large"):
+        check_sizes("c.yaml", replays=1, synthetic_days=5000.0)
+    check_sizes("c.yaml", replays=MAX_REPLAYS + 1, synthetic_days=5000.0, allow_large=True)
+    check_sizes("c.yaml", replays=MAX_REPLAYS, synthetic_days=1000.0)  # at the limits: fine
