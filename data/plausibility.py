@@ -33,6 +33,13 @@ class Thresholds:
     #: a pool whose quota from load shrinks by more than this factor without its
     #: largest job (``--warn-quota-factor``)
     quota_factor: float = 4.0
+    #: submissions spanning more years than this are an error (issue 36): GPU clusters of
+    #: training jobs are younger than that, and a trace in milliseconds read as seconds
+    #: spans 1000 times its length (a week becomes 19 years, Philly's 80 days 219 years)
+    max_span_years: float = 20.0
+    #: a median job longer than this many days is an error (the same reason: clusters cap a
+    #: job at days or weeks; a median job of 10 minutes in ms reads as 7 days)
+    max_median_days: float = 60.0
 
 
 def _job(row: dict) -> str:
@@ -100,3 +107,78 @@ def quota_warnings(jobs: pl.DataFrame, pools: pl.DataFrame, span_s: float,
                            "job, or give quotas with --quotas")
                 break
     return out
+
+
+#: How a trace's times may be read, by factor to seconds, in the order a fitting one is offered.
+_UNITS = (("ms", 1e3),)
+#: With at least this many jobs, the span of the middle 98% of the submissions tells a few
+#: outlying jobs (a typo, a year 9999) from a wrong unit (every time too large).
+_ROBUST_MIN_JOBS = 10
+
+
+def _years(seconds: float) -> str:
+    years = seconds / _YEAR_S
+    if years >= 10:
+        return f"{years:,.0f} years"
+    return f"{years:.1f} years" if years >= 1 else f"{seconds / DAY_S:,.1f} days"
+
+
+def time_scale_problem(jobs: pl.DataFrame, limits: Thresholds, source: str,
+                       unit: str | None) -> tuple[str, str] | None:
+    """Return (what is implausible, a one-line error message) when ``jobs``' times cannot be
+    right, else None.
+
+    Cannot be right: the submissions span more than ``limits.max_span_years``
+    years, or the median job runs longer than ``limits.max_median_days`` days.
+    ``unit`` is the numeric unit the times were read in (``s`` / ``ms``, for a
+    format whose unit the user chooses), None when the format fixes it. The
+    message names what is implausible and what fits: the unit under which the
+    trace is plausible (``--time-unit ms``), or the jobs that alone stretch the
+    span; and ``--allow-implausible``, which keeps the times knowingly.
+    """
+    if jobs.height == 0:
+        return None
+    submit = jobs["submit_time"]
+    span = float(submit.max() - submit.min())
+    median = float(jobs["duration"].median())
+    max_span = limits.max_span_years * _YEAR_S
+    max_median = limits.max_median_days * DAY_S
+    if span <= max_span and median <= max_median:
+        return None
+    what = []
+    if span > max_span:
+        what.append(f"the submissions span {_years(span)} (more than {limits.max_span_years:g} "
+                    "years)")
+    if median > max_median:
+        what.append(f"the median job runs {_years(median)} (more than "
+                    f"{limits.max_median_days:g} days)")
+    what = " and ".join(what)
+    head = f"{source}: {what}"
+    keep = ("or keep them as they are with --allow-implausible (`sia ingest --allow-implausible` "
+            "writes a folder every command reads)")
+    robust = span
+    if jobs.height >= _ROBUST_MIN_JOBS:  # without the first and last 1% (at least one job each)
+        ordered = submit.sort()
+        cut = max(1, jobs.height // 100)
+        robust = float(ordered[-1 - cut] - ordered[cut])
+    if median <= max_median and robust <= max_span:  # a few jobs stretch the span
+        order = jobs.sort("submit_time")
+        lo, hi = order.row(0, named=True), order.row(-1, named=True)
+        mid = float(submit.median())
+        far = hi if hi["submit_time"] - mid >= mid - lo["submit_time"] else lo
+        return what, (f"{head}, because of a few jobs such as {far['job_id']!r} (pool "
+                f"{far['pool']!r}, submitted {_years(abs(far['submit_time'] - mid))} from the "
+                f"middle of the trace; the others span {_years(robust)}): check their "
+                f"submission times, {keep}")
+    if unit is not None:
+        now = 1e3 if unit == "ms" else 1.0
+        for name, factor in _UNITS:
+            if factor > now and robust * now / factor <= max_span and \
+                    median * now / factor <= max_median:
+                return what, (f"{head}: implausible in {unit}; the times look like {name} "
+                        f"(--time-unit {name}; time_unit: {name} in a config's trace section), "
+                        f"{keep}")
+        tried = "even in ms" if unit == "ms" else "in s, and in ms too"
+        return what, (f"{head}: implausible {tried}; convert the times to seconds or milliseconds, "
+                f"{keep}")
+    return what, f"{head}: check the trace's times, {keep}"

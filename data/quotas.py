@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from sia.data.errors import ConfigError, TraceError
+from sia.data.paths import check_regular
 from sia.data.schema import POOL_SCHEMA, check_pools
 
 _MAX_QUOTA = 2**31 - 1  # quota_gpus is Int32
@@ -83,10 +84,11 @@ def quotas_from_load(jobs: pl.DataFrame, load_range: tuple[float, float] = (0.6,
 def _read_table(path: Path) -> pl.DataFrame:
     if not path.exists():
         raise ConfigError(f"quota file {path} does not exist")
+    check_regular(path, "quota file")
     try:
         if path.suffix.lower() == ".parquet":
-            return pl.read_parquet(path)
-        return pl.read_csv(path, infer_schema=False)
+            return pl.read_parquet(path, glob=False)
+        return pl.read_csv(path, infer_schema=False, glob=False)
     except (pl.exceptions.PolarsError, OSError) as exc:
         kind = "Parquet" if path.suffix.lower() == ".parquet" else "CSV"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -41,7 +41,9 @@ import polars as pl
 from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
 from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
+from sia.data.paths import check_regular, is_glob
 from sia.data.schema import (
+    INTERNAL_PREFIX,
     JOB_SCHEMA,
     NULLABLE_EXTRA_SCHEMA,
     REGION_COLUMN,
@@ -52,6 +54,11 @@ from sia.data.schema import (
     OnBadRows,
     _cast_numeric,
     _file,
+    check_text_column,
+    flag_exact_duplicates,
+    is_internal,
+    refuse_internal_columns,
+    user_columns,
     validate,
 )
 
@@ -64,7 +71,13 @@ PAI_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time",
 PAI_GROUP_COLUMNS = ("inst_id", "user", "gpu_type_spec", "group", "workload")
 HELIOS_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
                   "submit_time", "start_time", "end_time", "duration", "queue")
-_ABS = "__abs_submit"  # absolute submission time (seconds) kept through validate
+_ABS = INTERNAL_PREFIX + "abs_submit"  # absolute submission time (seconds) kept through validate
+_DT = INTERNAL_PREFIX + "dt"
+_DERIVED_ID = INTERNAL_PREFIX + "derived_id"  # a generic file's <stem>-<row> job ids
+_JSON = INTERNAL_PREFIX + "json"  # a job log record as canonical JSON (duplicates)
+_PAI_GPUS = INTERNAL_PREFIX + "gpus"
+_PAI_FIRST_START = INTERNAL_PREFIX + "first_start"
+_PAI_LAST_END = INTERNAL_PREFIX + "last_end"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -79,12 +92,13 @@ def _read_csv_strings(path: Path) -> pl.DataFrame:
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     if path.is_file():
         with path.open("rb") as fh:
             if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):
                 raise TraceError(f"{path}: UTF-16 text; save the file as UTF-8")
     try:
-        df = pl.read_csv(path, infer_schema=False)
+        df = pl.read_csv(path, infer_schema=False, glob=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
     _check_header(df.columns, path)
@@ -117,7 +131,7 @@ def _rename(df: pl.DataFrame, renames: dict[str, str], path: Path | str, fmt: st
 
 def _drop_blank_rows(df: pl.DataFrame) -> pl.DataFrame:
     """Return ``df`` without the rows whose data cells are all null (blank CSV lines)."""
-    data_cols = [c for c in df.columns if not c.startswith("_source")]
+    data_cols = [c for c in df.columns if not is_internal(c)]
     if data_cols:
         blank = df.select(pl.all_horizontal([pl.col(c).is_null() for c in data_cols])).to_series()
         if blank.any():
@@ -158,8 +172,9 @@ def _blank_note(df: pl.DataFrame, report: CleaningReport) -> None:
 
 def _read_parquet(path: Path) -> pl.DataFrame:
     """Read a Parquet file; a file that is not Parquet is a TraceError naming it."""
+    check_regular(path)
     try:
-        return pl.read_parquet(path)
+        return pl.read_parquet(path, glob=False)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise TraceError(f"{path}: cannot read as Parquet: {_first_line(exc)}") from exc
 
@@ -174,6 +189,9 @@ def _read_any(path: Path) -> pl.DataFrame:
 
 
 def _add_source(df: pl.DataFrame, path: Path | str) -> pl.DataFrame:
+    """Return ``df`` with its file and 1-based row columns; a column of the file that uses the
+    readers' reserved prefix is a TraceError (see :func:`sia.data.schema.refuse_internal_columns`)."""
+    refuse_internal_columns(df.columns, path)
     return df.with_columns(
         pl.lit(str(path)).alias(SOURCE_FILE),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(SOURCE_ROW),
@@ -183,7 +201,7 @@ def _add_source(df: pl.DataFrame, path: Path | str) -> pl.DataFrame:
 def _require_columns(df: pl.DataFrame, columns, path: Path | str, what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
+        found = ", ".join(repr(c) for c in user_columns(df.columns))
         raise TraceError(
             f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} of the {what} "
             f"format; found {found}"
@@ -227,12 +245,12 @@ def _parse_submit_seconds(bad: BadRows, column: str, time_unit: str,
                 parsed = stripped.str.to_datetime(format=fmt, strict=False, time_unit="ms")
             except pl.exceptions.PolarsError:
                 parsed = pl.Series(column, [None] * col.len(), dtype=pl.Datetime("ms"))
-            bad.df = bad.df.with_columns(parsed.alias("__dt"))
+            bad.df = bad.df.with_columns(parsed.alias(_DT))
             expected = (f"in the format {fmt!r}".replace("{", "{{").replace("}", "}}") if fmt
                         else "(expected e.g. 2020-06-09 18:41:01)")
             bad.flag(parsed.is_null() & present, column, "unparsable_time",
                      "{value!r} is not a date-time " + expected)
-            bad.df = bad.df.with_columns(pl.col("__dt").alias(column)).drop("__dt")
+            bad.df = bad.df.with_columns(pl.col(_DT).alias(column)).drop(_DT)
             col = bad.df[column]
         elif col.dtype == pl.Date:
             col = col.cast(pl.Datetime("ms"))
@@ -375,8 +393,37 @@ def _file_of(bad: BadRows) -> str:
     return _file(bad.df, bad.source)
 
 
+def _unparsed_note(df: pl.DataFrame, column: str, parsed: pl.Series, report: CleaningReport,
+                   what: str) -> pl.DataFrame:
+    """Return ``df`` with ``column`` replaced by ``parsed``; the cells that held a value but
+    parse to nothing (null, or a number that is not finite) are noted in ``report`` (how many,
+    the first row and value): an extra column the reader does not need is kept, its bad cells
+    empty, never changed without a word."""
+    raw = df[column]
+    lost = ~_missing_mask(raw) & parsed.is_null()
+    if parsed.dtype.is_float():
+        lost = lost | (parsed.is_not_null() & ~parsed.is_finite())
+        parsed = parsed.set(lost.fill_null(False), None)
+    n = int(lost.fill_null(False).sum())
+    if n:
+        i = int(lost.fill_null(False).arg_true()[0])
+        row = df[SOURCE_ROW][i] if SOURCE_ROW in df.columns else i + 1
+        report.notes.append(f"{column}: {n} value(s) that are not {what} read as empty (first: "
+                            f"row {row}, {raw[i]!r}); the jobs are kept (the reader does not "
+                            "need this column)")
+    return df.with_columns(parsed.alias(column))
+
+
+def _extra_numbers(df: pl.DataFrame, column: str, report: CleaningReport) -> pl.DataFrame:
+    """Return ``df`` with the extra text column ``column`` as Float64 (see :func:`_unparsed_note`)."""
+    col = df[column]
+    parsed = (col.str.strip_chars().cast(pl.Float64, strict=False) if col.dtype == pl.String
+              else col.cast(pl.Float64, strict=False))
+    return _unparsed_note(df, column, parsed, report, "finite numbers")
+
+
 def _finish(raw: pl.DataFrame, source: str, on_bad_rows: OnBadRows, report: CleaningReport,
-            unit: str, duplicate_subset=None) -> tuple[pl.DataFrame, CleaningReport, float]:
+            unit: str) -> tuple[pl.DataFrame, CleaningReport, float]:
     """Validate ``raw`` (absolute submit seconds), rebase time to the first kept submission.
 
     Returns (jobs, report, origin): origin is the first kept submission in
@@ -384,7 +431,7 @@ def _finish(raw: pl.DataFrame, source: str, on_bad_rows: OnBadRows, report: Clea
     """
     raw = raw.with_columns(pl.col("submit_time").alias(_ABS))
     jobs, report = validate(raw, source=source, on_bad_rows=on_bad_rows, report=report,
-                            duplicate_subset=duplicate_subset, rebase_time=True)
+                            rebase_time=True)
     origin = 0.0
     if jobs.height:
         origin = float(jobs[_ABS].min())
@@ -427,17 +474,14 @@ def read_philly(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
         raise TraceError(f"{path}: column 'job_id' clashes with the job ids the Philly reader "
                          "gives (the data row numbers); rename or remove it, or read the file "
                          "with --format generic and --map")
-    df = _rename(df, {"timestamp": "submit_time", "cluster": "pool"}, path, "Philly")
-    if "gpu_time" in df.columns:
-        df = df.with_columns(pl.col("gpu_time").str.strip_chars().cast(pl.Float64, strict=False))
     bad = BadRows(df, str(path), on_bad_rows, report)
+    flag_exact_duplicates(bad)
+    df = _rename(bad.df, {"timestamp": "submit_time", "cluster": "pool"}, path, "Philly")
+    if "gpu_time" in df.columns:
+        df = _extra_numbers(df, "gpu_time", report)
+    bad.df = df
     unit = _parse_submit_seconds(bad, "submit_time", "datetime")
-    subset = [c for c in ("submit_time", "duration", "num_gpus", "gpu_time", "pool")
-              if c in bad.df.columns]
-    subset += [c for c in bad.df.columns
-               if c not in subset and not c.startswith("_") and c != _ABS]
-    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit,
-                              duplicate_subset=subset)
+    jobs, report, _ = _finish(bad.df, str(path), on_bad_rows, report, unit)
     return jobs, report
 
 
@@ -456,11 +500,17 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     ran (no attempt with a start and an end) are left out and counted as
     ``never_ran``; jobs whose attempts held no GPU as ``cpu_only``. An
     unparsable attempt time is a bad row naming ``attempts.start_time`` or
-    ``attempts.end_time``.
+    ``attempts.end_time``. A machine's ``gpus`` is the list of its GPUs; a whole
+    number is read as that many GPUs (noted in the report). A record of another
+    shape (a job that is not an object, a field that is a list or an object,
+    ``gpus`` given as text) is a bad row of kind ``malformed`` naming the key; a
+    record equal to an earlier one is an exact duplicate; JSON nested deeper than
+    Python reads is a TraceError.
     """
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     try:
         with path.open(encoding="utf-8") as fh:
             raw = json.load(fh)
@@ -469,35 +519,58 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
                          f"{exc.msg})") from None
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: JSON nested too deeply to read; a job log is a list of jobs, "
+                         "each with its attempts and their machines") from None
     if not isinstance(raw, list):
         raise TraceError(f"{path}: expected a JSON list of jobs (the Philly cluster_job_log), "
                          f"got a JSON {type(raw).__name__}")
-    jobs_rows, att_rows = [], []
+    jobs_rows, att_rows, shapes = [], [], []
+    counts = [0, None]  # machine records giving a GPU count; the first one's row
     for row, job in enumerate(raw, start=1):
-        if not isinstance(job, dict):
-            raise TraceError(f"{path}: row {row}: expected a job object, got "
-                             f"{type(job).__name__}")
-        attempts = job.get("attempts") or []
-        if not isinstance(attempts, list):
-            raise TraceError(f"{path}: row {row}, column 'attempts': expected a list")
-        gpus = 0
-        for a in attempts:
-            if not isinstance(a, dict):
-                raise TraceError(f"{path}: row {row}, column 'attempts': expected objects")
-            held = sum(len(m.get("gpus") or []) for m in (a.get("detail") or [])
-                       if isinstance(m, dict))
-            gpus = max(gpus, held)
-            att_rows.append((row, _text(a.get("start_time")), _text(a.get("end_time"))))
-        jobs_rows.append((row, _text(job.get("jobid")), _text(job.get("vc")),
-                          _text(job.get("user")), _text(job.get("status")),
-                          _text(job.get("submitted_time")), gpus, len(attempts)))
+        shape = _joblog_shape(job)
+        fields = {k: _text(job.get(k)) if shape is None else None
+                  for k in ("jobid", "vc", "user", "status", "submitted_time")}
+        gpus, n_attempts = 0, 0
+        if shape is None:
+            attempts = job.get("attempts") or []
+            n_attempts = len(attempts)
+            for a in attempts:
+                held = 0
+                for m in a.get("detail") or []:
+                    g = m.get("gpus")
+                    if isinstance(g, int) and not isinstance(g, bool):
+                        counts[0] += 1
+                        counts[1] = counts[1] or row
+                        held += g
+                    elif isinstance(g, list):
+                        held += len(g)
+                gpus = max(gpus, held)
+                att_rows.append((row, _text(a.get("start_time")), _text(a.get("end_time"))))
+        try:
+            record = json.dumps(job, sort_keys=True, default=str)
+        except RecursionError:
+            raise TraceError(f"{path}: row {row}: JSON nested too deeply; a job log record "
+                             "holds a job, its attempts and their machines") from None
+        shapes.append((shape or (None, None)) + (record,))
+        jobs_rows.append((row, fields["jobid"], fields["vc"], fields["user"], fields["status"],
+                          fields["submitted_time"], gpus, n_attempts))
+    if counts[0]:
+        notes = [f"attempts.detail.gpus: {counts[0]} machine record(s) give a number of GPUs "
+                 f"instead of the list of their GPUs (first: row {counts[1]}); read as that "
+                 "many GPUs"]
+    else:
+        notes = []
     df = pl.DataFrame(jobs_rows, orient="row", schema={
         SOURCE_ROW: pl.Int64(), "job_id": pl.String(), "pool": pl.String(),
         "user": pl.String(), "status": pl.String(), "submit_time": pl.String(),
         "num_gpus": pl.Int64(), "attempts": pl.Int64()})
     att = pl.DataFrame(att_rows, orient="row", schema={
         SOURCE_ROW: pl.Int64(), "start": pl.String(), "end": pl.String()})
-    report = CleaningReport(source=str(path), rows_read=df.height)
+    df = df.with_columns(pl.Series(_SHAPE_KEY, [k for k, _, _ in shapes], dtype=pl.String),
+                         pl.Series(_SHAPE, [d for _, d, _ in shapes], dtype=pl.String),
+                         pl.Series(_JSON, [r for _, _, r in shapes], dtype=pl.String))
+    report = CleaningReport(source=str(path), rows_read=df.height, notes=notes)
     # attempt times: unparsable ones make their job a bad row; run time per job
     att = att.with_columns(
         [pl.col(c).str.strip_chars().str.to_datetime(strict=False, time_unit="ms").alias(c + "_t")
@@ -513,6 +586,13 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
         .alias("duration"))
     df = df.join(run, on=SOURCE_ROW, how="left").with_columns(pl.lit(str(path)).alias(SOURCE_FILE))
     bad = BadRows(df, str(path), on_bad_rows, report)
+    flag_exact_duplicates(bad, [_JSON])
+    for key in _JOBLOG_KEYS:  # records of the wrong shape (the first problem of each)
+        mask = bad.df[_SHAPE_KEY] == key
+        if mask.any():
+            problem = bad.df.filter(mask)[_SHAPE][0]
+            bad.flag(mask, key, "malformed", problem.replace("{", "{{").replace("}", "}}"))
+    bad.df = bad.df.drop(_SHAPE_KEY, _SHAPE, _JSON)
     for c in ("attempts.start_time", "attempts.end_time"):
         bad.df = bad.flag(bad.df[c].is_not_null(), c, "unparsable_time",
                           "{value!r} is not a date-time (expected e.g. 2017-10-03 14:05:01)")
@@ -527,12 +607,66 @@ def read_philly_joblog(path: Path | str, on_bad_rows: OnBadRows = "raise"
     return jobs, report
 
 
+_SHAPE_KEY = INTERNAL_PREFIX + "shape_key"  # the key of a job log record of the wrong shape
+_SHAPE = INTERNAL_PREFIX + "shape"  # what is wrong with it
+#: The keys of a job log record whose shape is checked, in the order they are reported.
+_JOBLOG_KEYS = ("job", "jobid", "vc", "user", "status", "submitted_time", "attempts",
+                "attempts.start_time", "attempts.end_time", "attempts.detail",
+                "attempts.detail.gpus")
+_SCALARS = (str, int, float, bool)
+#: The most GPUs a machine record may give as a number (the contract's num_gpus is Int32).
+_MAX_GPUS = 2**31 - 1
+
+
+def _shown(value: object) -> str:
+    """A JSON value for a message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _joblog_shape(job: object) -> tuple[str, str] | None:
+    """Return (key, problem) for the first part of a job log record that has the wrong shape
+    (a job that is not an object, a field that is not a scalar, attempts or their machines that
+    are not lists of objects, GPUs that are neither a list nor a whole number); None when the
+    record reads."""
+    if not isinstance(job, dict):
+        return "job", f"expected a job object, got {type(job).__name__} {_shown(job)}"
+    for key in ("jobid", "vc", "user", "status", "submitted_time"):
+        value = job.get(key)
+        if value is not None and not isinstance(value, _SCALARS):
+            return key, f"expected a text or number, got {type(value).__name__} {_shown(value)}"
+    attempts = job.get("attempts") or []
+    if not isinstance(attempts, list):
+        return "attempts", f"expected a list of attempts, got {_shown(attempts)}"
+    for a in attempts:
+        if not isinstance(a, dict):
+            return "attempts", f"expected attempt objects, got {_shown(a)}"
+        for key in ("start_time", "end_time"):
+            value = a.get(key)
+            if value is not None and not isinstance(value, _SCALARS):
+                return f"attempts.{key}", f"expected a date-time, got {_shown(value)}"
+        detail = a.get("detail") or []
+        if not isinstance(detail, list) or not all(isinstance(m, dict) for m in detail):
+            return "attempts.detail", ("expected a list of machine objects (each with its "
+                                       f"gpus), got {_shown(detail)}")
+        for m in detail:
+            g = m.get("gpus")
+            if g is None or (isinstance(g, list) and all(isinstance(x, str | int) for x in g)):
+                continue
+            if isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= _MAX_GPUS:
+                continue
+            return "attempts.detail.gpus", (f"{_shown(g)} is not the list of a machine's GPUs "
+                                            "(e.g. [\"gpu0\", \"gpu1\"]) nor a whole number "
+                                            f"of GPUs from 0 to {_MAX_GPUS:,}")
+    return None
+
+
 def _text(value: object) -> str | None:
     """A JSON scalar as text; null, "" and the log's "None" as None."""
     if value is None:
         return None
-    text = str(value).strip()
-    return None if text in ("", "None") else text
+    text = str(value)  # white space is stripped (and noted) where the contract does it
+    return None if text.strip() in ("", "None") else text
 
 
 # --------------------------------------------------------------------------- Helios
@@ -552,20 +686,28 @@ def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
     _require_columns(df, ("job_id", "vc", "gpu_num", "submit_time", "duration"), path, "Helios")
     report = CleaningReport(source=str(path), rows_read=df.height)
     _blank_note(df, report)
+    bad = BadRows(df, str(path), on_bad_rows, report)
+    flag_exact_duplicates(bad)
+    df = bad.df
     gpus = df["gpu_num"].str.strip_chars().cast(pl.Float64, strict=False)
     cpu_only = (gpus == 0).fill_null(False)
     report.leave_out("cpu_only", int(cpu_only.sum()))
     df = _rename(df.filter(~cpu_only), {"vc": "pool", "gpu_num": "num_gpus"}, path, "Helios")
     for column in ("cpu_num", "node_num", "queue"):
         if column in df.columns:
-            df = df.with_columns(pl.col(column).str.strip_chars().cast(pl.Float64, strict=False))
+            df = _extra_numbers(df, column, report)
     for column in ("start_time", "end_time"):
         if column in df.columns:
-            df = df.with_columns(
-                (pl.col(column).str.strip_chars().str.to_datetime(strict=False, time_unit="ms")
-                 .dt.epoch("ms").cast(pl.Float64) / 1000.0).alias(column)
-            )
-    bad = BadRows(df, str(path), on_bad_rows, report)
+            text = df[column].str.strip_chars()
+            try:
+                parsed = text.str.to_datetime(strict=False, time_unit="ms")
+            except pl.exceptions.PolarsError:  # polars infers one format: none fits
+                parsed = pl.Series(column, [None] * df.height, dtype=pl.Datetime("ms"))
+            secs = parsed.dt.epoch("ms").cast(pl.Float64) / 1000.0
+            df = _unparsed_note(df, column, secs, report,
+                                "date-times (a job without both is replayed under FCFS by "
+                                "`sia features`)")
+    bad.df = df
     unit = _parse_submit_seconds(bad, "submit_time", "datetime")
     jobs, report, origin = _finish(bad.df, str(path), on_bad_rows, report, unit)
     if jobs.height:
@@ -580,15 +722,21 @@ def read_helios(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.
 def _resolve_files(spec: Path | str) -> list[Path]:
     """Return the files a path, folder or glob names (CSV and Parquet), sorted."""
     text = str(spec)
-    if any(ch in text for ch in "*?["):
-        files = [Path(p) for p in sorted(globmod.glob(text)) if Path(p).is_file()]
+    if is_glob(text):  # a file literally named like a pattern is read as that file
+        matches = [Path(p) for p in sorted(globmod.glob(text))]
+        for p in matches:
+            check_regular(p)
+        files = [p for p in matches if p.is_file()]
         if not files:
             raise TraceError(f"{text}: the pattern matches no files")
         return files
     path = Path(text)
+    check_regular(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir()
-                       if p.is_file() and p.suffix.lower() in (".csv", ".parquet"))
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".csv", ".parquet")
+                       and not p.is_dir())
+        for p in files:
+            check_regular(p)
         if not files:
             raise TraceError(f"{path}: the folder holds no .csv or .parquet files")
         return files
@@ -628,6 +776,12 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
         _blank_note(frame, report)
     report.notes.extend(notes)
     bad = BadRows(raw, source, on_bad_rows, report)
+    flag_exact_duplicates(bad)
+    if _DERIVED_ID in bad.df.columns:  # <stem>-<row> ids of the files without a job_id column
+        ids = pl.col(_DERIVED_ID)
+        if "job_id" in bad.df.columns:
+            ids = pl.coalesce(ids, pl.col("job_id").cast(pl.String))
+        bad.df = bad.df.with_columns(ids.alias("job_id")).drop(_DERIVED_ID)
     orders: dict[str, str] = {}
     unit = _parse_submit_seconds(bad, "submit_time", time_unit, typed_datetimes=True,
                                  orders=orders)
@@ -682,7 +836,7 @@ def _read_mapped(file: Path, mapping: dict[str, str], pool_from: str | None, sev
     df = _read_any(file)
     missing = [src for src in mapping.values() if src not in df.columns]
     if missing:
-        found = ", ".join(repr(c) for c in df.columns if not c.startswith("_"))
+        found = ", ".join(repr(c) for c in user_columns(df.columns))
         raise TraceError(
             f"{file}: --map names column(s) {', '.join(repr(c) for c in missing)} that the "
             f"file does not have; found {found}"
@@ -700,9 +854,9 @@ def _read_mapped(file: Path, mapping: dict[str, str], pool_from: str | None, sev
         notes.append(f"{file.name}: its 'pool' column is not used (--pool-from {pool_from})")
     if pool_from:
         df = _pool_from(df, file, pool_from)
-    if "job_id" not in df.columns and several:
+    if "job_id" not in df.columns and several:  # given after the duplicate check
         df = df.with_columns(
-            (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias("job_id")
+            (pl.lit(f"{file.stem}-") + pl.col(SOURCE_ROW).cast(pl.String)).alias(_DERIVED_ID)
         )
     _require_generic_columns(df, file)
     return df
@@ -722,6 +876,7 @@ def _pool_from(df: pl.DataFrame, file: Path, pool_from: str) -> pl.DataFrame:
             f"{file}: --pool-from column {pool_from!r} is not in the file; found "
             f"{', '.join(repr(c) for c in df.columns if not c.startswith('_'))}"
         )
+    check_text_column(df, pool_from, str(file), f"{pool_from!r} (--pool-from)")
     return df.with_columns(pl.col(pool_from).cast(pl.String).alias("pool"))
 
 
@@ -768,7 +923,7 @@ def _duration_from_span(bad: BadRows, time_unit: str, report: CleaningReport,
     in ``time_unit`` like the submissions (and kept, in seconds). A row with neither a
     duration nor both times, with an unparsable time, or ending before it starts is a bad
     row naming that column."""
-    need = "__no_duration"
+    need = INTERNAL_PREFIX + "no_duration"
     bad.df = bad.df.with_columns(pl.Series(need, _missing_mask(bad.df["duration"])))
     for column in SPAN_COLUMNS:
         bad.df = bad.flag(bad.df[need] & pl.Series(_missing_mask(bad.df[column])), column,
@@ -796,10 +951,11 @@ def _read_pai_table(path: Path, columns: tuple[str, ...]) -> pl.DataFrame:
     (its names are ``columns``), but a file that starts with that header is read too."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     try:
-        first = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+        first = pl.read_csv(path, n_rows=0, infer_schema=False, glob=False).columns
         has_header = [c.strip() for c in first][: len(columns)] == list(columns)
-        df = pl.read_csv(path, has_header=has_header, infer_schema=False)
+        df = pl.read_csv(path, has_header=has_header, infer_schema=False, glob=False)
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(path, exc)) from exc
     if df.width < len(columns):
@@ -832,14 +988,17 @@ def read_pai(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.Dat
     jobs = _read_pai_table(job_file, PAI_JOB_COLUMNS)
     tasks = _read_pai_table(folder / "pai_task_table.csv", PAI_TASK_COLUMNS)
     report = CleaningReport(source=str(job_file), rows_read=jobs.height)
+    rows = BadRows(jobs, str(job_file), on_bad_rows, report)
+    flag_exact_duplicates(rows)
+    jobs = rows.df
     num = {c: pl.col(c).str.strip_chars().cast(pl.Float64, strict=False)
            for c in ("inst_num", "plan_gpu", "start_time", "end_time")}
     tasks = tasks.with_columns(**num)
     per_job = tasks.group_by("job_name").agg(
         (pl.col("inst_num").fill_null(1.0) * pl.col("plan_gpu").fill_null(0.0) / 100.0).sum()
-        .alias("__gpus"),
-        pl.col("start_time").min().alias("__first_start"),
-        pl.col("end_time").max().alias("__last_end"),
+        .alias(_PAI_GPUS),
+        pl.col("start_time").min().alias(_PAI_FIRST_START),
+        pl.col("end_time").max().alias(_PAI_LAST_END),
         pl.col("gpu_type").drop_nulls().first().alias("pool"),
     )
     df = jobs.rename({"start_time": "submit_time", "end_time": "job_end_time"}).join(
@@ -851,13 +1010,13 @@ def read_pai(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[pl.Dat
         df = df.join(groups, on="inst_id", how="left")
         report.notes.append(f"group tags from {group_file.name}")
     df = df.rename({"job_name": "job_id"}).with_columns(
-        (pl.col("__last_end") - pl.col("__first_start")).alias("duration"),
-        pl.col("__gpus").ceil().cast(pl.Int64).alias("num_gpus"))
-    cpu = (df["__gpus"].fill_null(0.0) <= 0) & df["__first_start"].is_not_null()
+        (pl.col(_PAI_LAST_END) - pl.col(_PAI_FIRST_START)).alias("duration"),
+        pl.col(_PAI_GPUS).ceil().cast(pl.Int64).alias("num_gpus"))
+    cpu = (df[_PAI_GPUS].fill_null(0.0) <= 0) & df[_PAI_FIRST_START].is_not_null()
     report.leave_out("cpu_only", int(cpu.sum()))
-    unfinished = ~cpu & (df["__first_start"].is_null() | df["__last_end"].is_null())
+    unfinished = ~cpu & (df[_PAI_FIRST_START].is_null() | df[_PAI_LAST_END].is_null())
     report.leave_out("unfinished", int(unfinished.sum()))
-    df = df.filter(~cpu & ~unfinished).drop("__gpus", "__first_start", "__last_end")
+    df = df.filter(~cpu & ~unfinished).drop(_PAI_GPUS, _PAI_FIRST_START, _PAI_LAST_END)
     bad = BadRows(df, str(job_file), on_bad_rows, report)
     unit = _parse_submit_seconds(bad, "submit_time", "s")
     jobs_out, report, _ = _finish(bad.df, str(job_file), on_bad_rows, report, unit)
@@ -876,7 +1035,8 @@ def read_canonical(path: Path | str, on_bad_rows: OnBadRows = "raise") -> tuple[
     if not file.exists():
         raise TraceError(f"{path}: no jobs.parquet (write one with `sia ingest` or `sia generate`)")
     df = _add_source(_read_parquet(file), file)
-    return validate(df, source=str(file), on_bad_rows=on_bad_rows)
+    return validate(df, source=str(file), on_bad_rows=on_bad_rows,
+                    duplicate_subset=user_columns(df.columns))
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -897,9 +1057,10 @@ def detect_format(path: Path | str) -> str:
     text = str(path)
     if is_builtin(text):
         return builtin_format(text)
-    if any(ch in text for ch in "*?["):
+    if is_glob(text):
         return "generic"
     p = Path(text)
+    check_regular(p)
     if p.is_dir():
         if (p / "jobs.parquet").exists():
             return "canonical"
@@ -916,12 +1077,12 @@ def detect_format(path: Path | str) -> str:
         return "sacct"
     if p.suffix.lower() == ".parquet":
         try:
-            names = pl.read_parquet_schema(p)
+            names = pl.scan_parquet(p, glob=False).collect_schema()
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise TraceError(f"{p}: cannot read as Parquet: {_first_line(exc)}") from exc
         return "canonical" if all(c in names for c in JOB_SCHEMA) else "generic"
     try:
-        header = pl.read_csv(p, n_rows=0, infer_schema=False).columns
+        header = pl.read_csv(p, n_rows=0, infer_schema=False, glob=False).columns
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
         raise TraceError(_csv_problem(p, exc)) from exc
     cols = {c.strip() for c in header}

@@ -46,8 +46,20 @@ from pathlib import Path
 
 import polars as pl
 from sia.data.errors import ConfigError, TraceError
+from sia.data.paths import check_regular
 from sia.data.readers import _add_source, _check_header, _drop_blank_rows, _finish
-from sia.data.schema import SOURCE_FILE, SOURCE_ROW, BadRows, CleaningReport, OnBadRows
+from sia.data.schema import (
+    INTERNAL_PREFIX,
+    SOURCE_FILE,
+    SOURCE_ROW,
+    BadRows,
+    CleaningReport,
+    OnBadRows,
+    flag_exact_duplicates,
+    is_internal,
+    strip_note,
+    user_columns,
+)
 
 #: The sacct fields the reader uses, by their lower-case name.
 FIELDS = {name.lower(): name for name in (
@@ -63,7 +75,8 @@ DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 #: A Slurm time string: [D-]A[:B[:C]][.fraction]
 _SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
 _GZIP_MAGIC = b"\x1f\x8b"
-_DATA = "__"  # prefix of the reader's working columns
+_DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
+_RAW_POOL = _DATA + "raw_pool"  # the pool field's cells as written
 
 
 # --------------------------------------------------------------------------- detection
@@ -114,8 +127,8 @@ def is_sacct(path: Path | str) -> bool:
 # --------------------------------------------------------------------------- reading
 
 def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
-    """Return the export as strings, its known fields renamed to their sacct spelling, their
-    cells stripped (empty -> null), with source file and row columns (row N = line N + 1).
+    """Return the export as strings, its known fields renamed to their sacct spelling, with
+    source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
 
     A row whose field count differs from the header's (a ``|`` inside a job
     name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
@@ -124,6 +137,7 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     """
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    check_regular(path)
     if not path.is_file():
         raise TraceError(f"{path}: not a file (a sacct export is one file, gzip'd or not)")
     data = _read_bytes(path)
@@ -171,11 +185,15 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
             if known in renames.values():
                 raise TraceError(f"{path}: the header names field {known!r} twice; remove one")
             renames[column] = known
-        elif name == "" and not column.startswith("_source"):
+        elif name == "" and not is_internal(column):
             renames[column] = f"{_DATA}empty{len(renames)}"  # sacct -p: a trailing '|'
     df = df.rename(renames)
-    df = df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
-    data_cols = [c for c in df.columns if not c.startswith("_source")]
+    return df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
+
+
+def _strip_cells(df: pl.DataFrame) -> pl.DataFrame:
+    """Return ``df`` with its data cells stripped, empty ones null."""
+    data_cols = [c for c in df.columns if not is_internal(c)]
     return df.with_columns([
         pl.when(pl.col(c).str.strip_chars() == "").then(None)
         .otherwise(pl.col(c).str.strip_chars()).alias(c) for c in data_cols])
@@ -184,7 +202,7 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
 def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> None:
     """Raise TraceError naming the file and the fields a sacct export lacks."""
     have = set(columns)
-    found = ", ".join(c for c in columns if not c.startswith("_"))
+    found = ", ".join(c for c in user_columns(columns))
     needs = [("JobID or JobIDRaw", ("JobID", "JobIDRaw")), ("Submit", ("Submit",)),
              ("Start", ("Start",)), ("End", ("End",)), ("State", ("State",)),
              ("ReqTRES or AllocTRES", ("ReqTRES", "AllocTRES"))]
@@ -284,15 +302,19 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     report = CleaningReport(source=source)
     df = _read_export(path, on_bad_rows, report)
     _require_fields(df.columns, path, pool_from)
+    cols = set(df.columns)
+    user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
+    pool_source = _pool_source(df.columns, path, pool_from, user_field)
+    raw_pool = (df.select(SOURCE_ROW, pl.col(pool_source[1]).alias(_RAW_POOL))
+                if pool_source[0] == "field" else None)  # to note the white space stripped
+    df = _strip_cells(df)
     lines = df.height
     df = _drop_blank_rows(df)
     if df.height < lines:
         report.notes.append(f"{lines - df.height} blank line(s) skipped (not counted as rows)")
     report.rows_read = df.height + report.rows_dropped
-    cols = set(df.columns)
-    user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
-    pool_source = _pool_source(df.columns, path, pool_from, user_field)
     bad = BadRows(df, source, on_bad_rows, report)
+    flag_exact_duplicates(bad)
     notes = report.notes
 
     # job ids; steps fold into their job
@@ -370,6 +392,11 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
         (pl.col(user_field) if user_field else pl.lit(None, dtype=pl.String)).alias("user"),
         (pl.col("JobName") if "JobName" in cols else pl.lit(None, dtype=pl.String)).alias("tag"))
     _pools(bad, pool_source, pool_from, notes)
+    if raw_pool is not None:
+        kept = bad.df.select(SOURCE_ROW, "pool").join(raw_pool, on=SOURCE_ROW, how="left")
+        note = strip_note(kept[_RAW_POOL], kept["pool"], "pool")
+        if note:
+            notes.append(note)
 
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
@@ -498,7 +525,7 @@ def _pool_source(columns: list[str], path: Path, pool_from: str | None,
             raise TraceError(f"{path}: --pool-from user, but the export has neither a User nor "
                              "an Account field")
         return "field", user_field
-    fields = [c for c in columns if not c.startswith("_")]
+    fields = user_columns(columns)
     match = [c for c in fields if c.strip().lower() == choice.lower()]
     if not match:
         raise TraceError(f"{path}: --pool-from {choice}: the export has no {choice!r} field; "

@@ -2,7 +2,7 @@
 
 Every reader turns its format into a raw polars DataFrame that carries the
 contract's columns (possibly still as strings) plus two bookkeeping columns,
-``_source_file`` and ``_source_row``, and hands it to :func:`validate`, which
+``__sia_source_file`` and ``__sia_source_row``, and hands it to :func:`validate`, which
 casts, checks and sorts it. A bad row either stops the read with an error
 naming the file, the row and the column (``on_bad_rows="raise"``, the
 default) or is dropped and counted in a :class:`CleaningReport`
@@ -55,8 +55,30 @@ POOL_SCHEMA: dict[str, pl.DataType] = {
     "quota_gpus": pl.Int32(),
 }
 
-SOURCE_FILE = "_source_file"
-SOURCE_ROW = "_source_row"  # 1-based data row in the source file (header excluded)
+#: Prefix of every column the readers add for their own bookkeeping (source file and row,
+#: working columns). A trace's own column with this prefix is refused (it would clash), so a
+#: user's column never vanishes under a name the readers use (issue 36).
+INTERNAL_PREFIX = "__sia_"
+SOURCE_FILE = INTERNAL_PREFIX + "source_file"
+SOURCE_ROW = INTERNAL_PREFIX + "source_row"  # 1-based data row in the source file (header excluded)
+
+
+def is_internal(column: str) -> bool:
+    """Return whether ``column`` is a readers' bookkeeping column (:data:`INTERNAL_PREFIX`)."""
+    return column.startswith(INTERNAL_PREFIX)
+
+
+def user_columns(columns) -> list[str]:
+    """Return the names of ``columns`` that are not bookkeeping columns, in order."""
+    return [c for c in columns if not is_internal(c)]
+
+
+def refuse_internal_columns(columns, path) -> None:
+    """Raise TraceError when a trace's own column uses :data:`INTERNAL_PREFIX`."""
+    clash = [c for c in columns if is_internal(c)]
+    if clash:
+        raise TraceError(f"{path}: column {clash[0]!r} starts with {INTERNAL_PREFIX!r}, which the "
+                         "readers reserve for their own columns; rename it")
 
 OnBadRows = Literal["raise", "drop"]
 
@@ -71,6 +93,7 @@ BAD_ROW_KINDS = (
     "too_few_gpus",
     "exact_duplicate",
     "duplicate_job_id",
+    "malformed",  # a record of the wrong shape (a job log's JSON)
 )
 
 
@@ -213,22 +236,54 @@ def _cast_numeric(bad: BadRows, column: str, dtype: pl.DataType) -> None:
             f"{col.dtype}, not numbers")
     bad_mask = casted.is_null() & col.is_not_null()
     bad_mask = bad_mask | (casted.is_not_null() & ~casted.is_finite())
-    bad.df = df.with_columns(casted.alias("__cast"))
+    bad.df = df.with_columns(casted.alias(_CAST))
     bad.flag(bad_mask, column, "non_numeric", "{value!r} is not a valid finite number")
+    if dtype.is_float():  # times: beyond 2^53 a float no longer holds every whole number
+        cast = bad.df[_CAST]
+        # >=: a whole number just above 2^53 (in a string or an Int64) rounds to 2^53
+        bad.flag(cast.is_not_null() & (cast.abs() >= MAX_EXACT_SECONDS), column, "out_of_range",
+                 f"{{value!r}} is 2^53 ({MAX_EXACT_SECONDS:,.0f}) or more, too large to count "
+                 "time exactly (nearby values would become equal); check the unit, or subtract "
+                 "the trace's start from the times")
     if dtype.is_integer():
-        cast = bad.df["__cast"]
+        cast = bad.df[_CAST]
         bad.flag(cast.is_not_null() & (cast != cast.round(0)), column, "non_numeric",
                  "{value!r} is not a whole number")
-        cast = bad.df["__cast"]
+        cast = bad.df[_CAST]
         top = float(2 ** (8 * _INT_BYTES[dtype.__class__] - 1) - 1)
         bad.flag(cast.is_not_null() & (cast.abs() > top), column, "out_of_range",
                  f"{{value!r}} is out of range (at most {top:,.0f})")
-    bad.df = bad.df.with_columns(pl.col("__cast").alias(column)).drop("__cast")
+    bad.df = bad.df.with_columns(pl.col(_CAST).alias(column)).drop(_CAST)
     if dtype.is_integer():
         bad.df = bad.df.with_columns(pl.col(column).round(0).cast(dtype))
 
 
+_CAST = INTERNAL_PREFIX + "cast"
+#: The largest time (in the file's unit) a float64 holds with every whole number below it:
+#: 2^53. Int64 times near 2^62 would all become the same float (issue 36).
+MAX_EXACT_SECONDS = float(2**53)
 _INT_BYTES = {pl.Int8: 1, pl.Int16: 2, pl.Int32: 4, pl.Int64: 8}
+
+
+#: The contract's text columns (and preemptible, read from text): one scalar per cell.
+TEXT_COLUMNS = ("job_id", "pool", "tag", "user", "state", "preemptible")
+
+
+def check_text_column(df: pl.DataFrame, column: str, source: str, what: str | None = None) -> None:
+    """Raise TraceError when ``column`` of ``df`` holds lists, structs, arrays, objects or binary
+    values (a Parquet file's nested or byte columns): a pool, id, tag or user is one text
+    value per cell. ``what`` names the column in the message (default: its own name)."""
+    if column not in df.columns:
+        return
+    dtype = df.schema[column]
+    nested = isinstance(dtype, pl.List | pl.Array | pl.Struct | pl.Object)
+    if not (nested or dtype == pl.Binary):
+        return
+    kind = "binary (bytes)" if dtype == pl.Binary else f"nested ({dtype})"
+    raise TraceError(
+        f"{_file(df, source)}: column {what or repr(column)} holds {kind} values, not text; "
+        "store one text value per cell (e.g. cast it to a string column), or map another "
+        "column onto it with --map")
 
 
 def validate(
@@ -246,7 +301,8 @@ def validate(
     strings. Missing optional columns are filled (``job_id`` from the row
     number, ``tag``/``user`` null, ``preemptible`` false). Extra columns are
     kept. ``duplicate_subset`` names the columns on which two rows count as
-    exact duplicates (default: no such check). With ``rebase_time`` the
+    exact duplicates (default: no such check; readers check the rows as read with
+    :func:`flag_exact_duplicates` themselves). With ``rebase_time`` the
     submit times are shifted so the first submission is at 0.
 
     The result is sorted by (submit_time, job_id), has the contract's dtypes
@@ -257,9 +313,11 @@ def validate(
     if missing:
         raise TraceError(
             f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"found {', '.join(repr(c) for c in jobs.columns if not c.startswith('_'))}. "
+            f"found {', '.join(repr(c) for c in user_columns(jobs.columns))}. "
             "Map your columns onto the contract (e.g. --map submit_time=submitted)."
         )
+    for column in TEXT_COLUMNS:
+        check_text_column(jobs, column, source)
     if SOURCE_ROW not in jobs.columns:
         jobs = jobs.with_row_index(SOURCE_ROW, offset=1)
     if report.rows_read == 0:
@@ -267,7 +325,7 @@ def validate(
     bad = BadRows(jobs, source, on_bad_rows, report)
     _flag_values(bad, rebase_time)
     if duplicate_subset:
-        _flag_duplicates(bad, list(duplicate_subset), on_bad_rows, source)
+        flag_exact_duplicates(bad, list(duplicate_subset))
     _flag_job_ids(bad, on_bad_rows, source)
     df = _to_contract(bad, source, rebase_time)
     report.rows_kept = df.height
@@ -329,25 +387,33 @@ def _flag_time_limits(bad: BadRows) -> None:
             "kept as they ran (a loan made on such a limit overruns; the lending report counts it)")
 
 
-def _flag_duplicates(bad: BadRows, subset: list[str], on_bad_rows: OnBadRows,
-                     source: str) -> None:
-    """Flag rows that repeat an earlier row on ``subset`` (raise on the first with "raise")."""
-    dup = bad.df.select(pl.struct(subset).is_duplicated()).to_series()
-    first = bad.df.select(pl.struct(subset).is_first_distinct()).to_series()
-    later_dups = dup & ~first
-    if on_bad_rows == "raise" and later_dups.any():
-        idx = int(later_dups.arg_true()[0])
-        row = bad.df.row(idx, named=True)
-        first_idx = int(
-            bad.df.with_row_index("_i")
-            .filter(pl.all_horizontal([pl.col(c) == row[c] for c in subset]))["_i"][0]
-        )
+def flag_exact_duplicates(bad: BadRows, columns: Sequence[str] | None = None) -> None:
+    """Flag the rows equal to an earlier row in every one of ``columns`` (default: every column
+    of ``bad.df`` but the bookkeeping ones): exact duplicates.
+
+    The one duplicate rule of every reader (issue 36): readers call it on the
+    rows as read (the file's own text, before any parsing), so rows that differ
+    in any field, even one the reader does not use, are not duplicates. With
+    ``"raise"`` the first duplicate is a TraceError naming its row and the row it
+    repeats; with ``"drop"`` every later copy is dropped and counted as
+    ``exact_duplicate`` (the first copy is kept).
+    """
+    cols = list(columns) if columns is not None else user_columns(bad.df.columns)
+    if not cols or bad.df.height < 2:
+        return
+    idx = INTERNAL_PREFIX + "index"
+    first = bad.df.with_row_index(idx).select(pl.col(idx).min().over(cols)).to_series()
+    later = first != pl.int_range(0, bad.df.height, dtype=first.dtype, eager=True)
+    n_later = int(later.sum())
+    if not n_later:
+        return
+    if bad.on_bad_rows == "raise":
+        i = int(later.arg_true()[0])
+        repeated = _where(bad.df, int(first[i]), bad.source).split(": ", 1)[1]
         raise TraceError(
-            f"{_where(bad.df, idx, source)}: exact duplicate of "
-            f"{_where(bad.df, first_idx, source).split(': ', 1)[1]} "
-            f"({int(later_dups.sum())} duplicate rows in all); {bad.hint}"
-        )
-    bad.flag(later_dups, ",".join(subset), "exact_duplicate", "exact duplicate row")
+            f"{_where(bad.df, i, bad.source)}: exact duplicate of {repeated} ({n_later} duplicate "
+            f"rows in all); {bad.hint}")
+    bad.flag(later, cols[0], "exact_duplicate", "exact duplicate row")
 
 
 def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
@@ -357,7 +423,7 @@ def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
     if "job_id" not in df.columns or df["job_id"].null_count() == df.height:
         df = df.with_columns(pl.col(SOURCE_ROW).cast(pl.String).alias("job_id"))
     else:
-        df = df.with_columns(pl.col("job_id").cast(pl.String).str.strip_chars())
+        df = df.with_columns(stripped(df["job_id"].cast(pl.String), bad.report))
         bad.df = df
         bad.flag(df["job_id"].is_null() | (df["job_id"] == ""), "job_id", "missing_value",
                  "value is missing")
@@ -373,6 +439,41 @@ def _flag_job_ids(bad: BadRows, on_bad_rows: OnBadRows, source: str) -> None:
             f"(first at {_where(df, first_idx, source).split(': ', 1)[1]}); {bad.hint}"
         )
     bad.flag(dup_id, "job_id", "duplicate_job_id", "duplicate job id {value!r}")
+
+
+def strip_note(raw: pl.Series, stripped_values: pl.Series, name: str | None = None) -> str | None:
+    """Return the report's line on the white space stripped from a column's values (how many
+    changed, examples, and which names merged with another as a result); None when nothing
+    changed. ``raw`` and ``stripped_values`` are the column before and after, row by row."""
+    changed = (raw != stripped_values).fill_null(False)
+    n = int(changed.sum())
+    if not n:
+        return None
+    name = name or raw.name
+    pairs = pl.DataFrame({"raw": raw.filter(changed), "new": stripped_values.filter(changed)})
+    shown = ", ".join(f"{a!r} -> {b!r}" for a, b in pairs.unique(maintain_order=True)
+                      .head(3).iter_rows())
+    both = pl.DataFrame({"raw": raw, "new": stripped_values}).drop_nulls().unique()
+    merged = both.group_by("new").agg(pl.col("raw").sort()).filter(pl.col("raw").list.len() > 1)
+    merged = merged.sort("new")
+    line = (f"{name}: leading/trailing white space removed from {n} value(s) ({shown}"
+            f"{', ...' if pairs.unique().height > 3 else ''})")
+    if merged.height:
+        groups = "; ".join(f"{r['new']!r} from {', '.join(map(repr, r['raw']))}"
+                           for r in merged.head(3).iter_rows(named=True))
+        line += (f"; {merged.height} {name} name(s) now equal to another, read as one: {groups}"
+                 f"{'; ...' if merged.height > 3 else ''}")
+    return line
+
+
+def stripped(col: pl.Series, report: CleaningReport) -> pl.Series:
+    """Return the text column ``col`` with leading/trailing white space stripped, noting in
+    ``report`` what changed (:func:`strip_note`): names never merge without a word."""
+    out = col.str.strip_chars()
+    note = strip_note(col, out)
+    if note:
+        report.notes.append(note)
+    return out
 
 
 def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
@@ -393,8 +494,8 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
         fills.append(pl.lit(False).alias("preemptible"))
     else:
         fills.append(_to_bool(df["preemptible"], source, df).alias("preemptible"))
-    fills.append(pl.col("pool").cast(pl.String).str.strip_chars())
     df = df.with_columns(fills)
+    df = df.with_columns(stripped(df["pool"].cast(pl.String), bad.report))
     if rebase_time and df.height:
         df = df.with_columns(pl.col("submit_time") - pl.col("submit_time").min())
         bad.df = df
@@ -402,7 +503,8 @@ def _to_contract(bad: BadRows, source: str, rebase_time: bool) -> pl.DataFrame:
                       "{value} s after the first submission is too far to count in seconds")
 
     contract = {**JOB_SCHEMA, **NULLABLE_EXTRA_SCHEMA}
-    extra = [c for c in df.columns if c not in contract and not c.startswith("_source")]
+    # extra columns follow, and a reader's working columns (it drops them itself)
+    extra = [c for c in df.columns if c not in contract and c not in (SOURCE_FILE, SOURCE_ROW)]
     return df.select(
         [pl.col(c).cast(t) for c, t in contract.items()] + [pl.col(c) for c in extra]
     ).sort(["submit_time", "job_id"], maintain_order=True)

@@ -97,6 +97,35 @@ def burst_rate_per_s(spec: WorkloadSpec, pool_gpus: int, load: float) -> float:
     return load * pool_gpus / work_per_burst
 
 
+#: The most jobs a synthetic workload may be expected to hold unless told otherwise
+#: (``--max-jobs``): about 180 years of the base workload (150 jobs a day), some 2 GB of jobs.
+MAX_JOBS = 10_000_000
+
+
+def expected_jobs(variant: str = "base", days: float = 3.0, *, num_pools: int | None = None,
+                  pool_gpus: int = 8) -> float:
+    """Return an upper estimate of the jobs :func:`generate_workload` draws: every pool at the
+    top of its load range (jobs per second = load x GPUs / (mean duration x mean width), by
+    Wald's identity), over ``days``."""
+    spec = variant_spec(variant)
+    n_pools = spec.num_pools if num_pools is None else int(num_pools)
+    widths, probs = width_distribution(spec, pool_gpus)
+    mean_width = float((widths * probs).sum())
+    top = spec.load_range[1] * spec.load_factor
+    per_s = top * pool_gpus / (mean_duration_s(spec) * mean_width)
+    return n_pools * per_s * days * DAY
+
+
+def check_size(expected: float, days: float, what: str, max_jobs: int | None) -> None:
+    """Raise ConfigError when ``expected`` jobs exceed ``max_jobs`` (default :data:`MAX_JOBS`)."""
+    limit = MAX_JOBS if max_jobs is None else max_jobs
+    if expected > limit:
+        raise ConfigError(
+            f"--days {days:g}: the {what} workload would hold about {expected:,.3g} jobs, more "
+            f"than the limit of {limit:,} (--max-jobs); generate fewer days, or raise "
+            "--max-jobs knowingly (memory grows with the jobs: some 200 bytes each)")
+
+
 def _durations_s(rng: np.random.Generator, spec: WorkloadSpec, n: int) -> np.ndarray:
     probs = np.array([p for p, _, _ in spec.duration_modes], dtype=float)
     probs = probs / probs.sum()
@@ -149,8 +178,8 @@ def _pool_jobs(rng: np.random.Generator, spec: WorkloadSpec, pool_gpus: int, loa
 
 
 def generate_workload(variant: str = "base", seed: int = 0, *, days: float = 3.0,
-                      num_pools: int | None = None,
-                      pool_gpus: int = 8) -> tuple[pl.DataFrame, pl.DataFrame]:
+                      num_pools: int | None = None, pool_gpus: int = 8,
+                      max_jobs: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (jobs, pools) of a synthetic SIA workload.
 
     ``jobs`` is a canonical job table (validated; times in seconds from the
@@ -159,16 +188,20 @@ def generate_workload(variant: str = "base", seed: int = 0, *, days: float = 3.0
     and pools ``q0 .. q{N-1}``; ``tag`` and ``user`` are null. ``pools`` has
     ``pool``, ``quota_gpus`` (= ``pool_gpus``) and ``target_load`` (the pool's
     expected offered load, after the variant's load factor). ``num_pools``
-    overrides the variant's pool count. Same arguments, same tables.
+    overrides the variant's pool count. Same arguments, same tables. A workload
+    expected to hold more than ``max_jobs`` jobs (default :data:`MAX_JOBS`, see
+    :func:`expected_jobs`) is a ConfigError before anything is drawn.
     """
     spec = variant_spec(variant)
-    if days <= 0:
-        raise ConfigError(f"--days must be > 0, not {days}")
+    if not (math.isfinite(days) and days > 0):
+        raise ConfigError(f"--days must be a finite number > 0, not {days}")
     if pool_gpus < 1:
         raise ConfigError(f"pool size must be >= 1 GPU, not {pool_gpus}")
     n_pools = spec.num_pools if num_pools is None else int(num_pools)
     if n_pools < 1:
         raise ConfigError(f"number of pools must be >= 1, not {n_pools}")
+    check_size(expected_jobs(variant, days, num_pools=n_pools, pool_gpus=pool_gpus), days,
+               variant, max_jobs)
     horizon_s = days * DAY
     load_seq, *pool_seqs = np.random.SeedSequence(seed).spawn(n_pools + 1)
     lo, hi = spec.load_range
@@ -209,6 +242,7 @@ REGIONS_LAYOUT: tuple[tuple[str, str, int, int], ...] = (
 
 def generate_regions_workload(seed: int = 0, *, days: float = 3.0,
                               layout: tuple[tuple[str, str, int, int], ...] = REGIONS_LAYOUT,
+                              max_jobs: int | None = None,
                               ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, str]]:
     """Return (jobs, pools, pool -> home region) of a synthetic workload over several regions.
 
@@ -218,11 +252,16 @@ def generate_regions_workload(seed: int = 0, *, days: float = 3.0,
     """
     if not layout:
         raise ConfigError("regions layout: at least one region is needed")
+    if not (math.isfinite(days) and days > 0):
+        raise ConfigError(f"--days must be a finite number > 0, not {days}")
+    check_size(sum(expected_jobs(v, days, num_pools=n, pool_gpus=g) for _, v, n, g in layout),
+               days, "multi-region", max_jobs)
     streams = np.random.SeedSequence(seed).spawn(len(layout))
     jobs, pools, homes = [], [], {}
     for (region, variant, n_pools, gpus), stream in zip(layout, streams, strict=True):
         sub_seed = int(stream.generate_state(1)[0])
-        j, p = generate_workload(variant, sub_seed, days=days, num_pools=n_pools, pool_gpus=gpus)
+        j, p = generate_workload(variant, sub_seed, days=days, num_pools=n_pools, pool_gpus=gpus,
+                                 max_jobs=max_jobs)
         prefix = pl.lit(f"{region}-")
         jobs.append(j.with_columns((prefix + pl.col("job_id")).alias("job_id"),
                                    (prefix + pl.col("pool")).alias("pool")))

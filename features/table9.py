@@ -199,6 +199,57 @@ def make_grid(schedule: pl.DataFrame, grid_s: float = 300.0, start_s: float | No
     return grid[grid <= end_s]
 
 
+#: The most rows `sia features` builds unless told otherwise (``--max-rows``): about 2 GiB at
+#: the 111 bytes a row takes (issue 36: a trace reaching year 9999 or a grid of 1e-6 s asked
+#: for terabytes). Philly's whole trace at the default grid: about 1.4 million.
+MAX_ROWS = 20_000_000
+#: The most rows :func:`build_features` builds for any caller (training, backtests) unless
+#: told otherwise: some 20 GiB, more than a machine that runs this holds.
+MAX_ROWS_ANY = 200_000_000
+
+
+def grid_count(submit_times, grid_s: float, start_s: float | None = None,
+               end_s: float | None = None) -> int:
+    """Return how many times :func:`make_grid` gives for these submissions (seconds), without
+    making the grid (0 for none)."""
+    if not (grid_s > 0 and np.isfinite(grid_s)):
+        raise ConfigError(f"grid_s must be a positive number of seconds, not {grid_s}")
+    times = np.asarray(submit_times, dtype=np.float64)
+    if times.size == 0 and (start_s is None or end_s is None):
+        return 0
+    if start_s is None:
+        start_s = float(np.floor(float(times.min()) / grid_s) * grid_s)
+    if end_s is None:
+        end_s = float(times.max())
+    if end_s < start_s:
+        return 0
+    n = np.floor((end_s - start_s) / grid_s) + 1
+    return int(n) if np.isfinite(n) else 2**63
+
+
+def check_feature_rows(n_pools: int, n_grid: int, n_windows: int, grid_s: float,
+                       max_rows: int | None = None, option: str | None = "--max-rows") -> int:
+    """Return the rows a feature table of this shape has; ConfigError, naming the sizes and
+    what to change, when they exceed ``max_rows`` (default :data:`MAX_ROWS`). ``option`` is
+    the command-line option that raises the limit (None: the caller has none)."""
+    rows = n_pools * n_grid * n_windows
+    limit = MAX_ROWS if max_rows is None else max_rows
+    if rows > limit:
+        span_days = (n_grid - 1) * grid_s / DAY_S
+        limit_text = f"{option} {limit:,}" if option else f"the limit of {limit:,} rows"
+        raise ConfigError(
+            f"--grid-s {grid_s:g}: the feature table would have {rows:,.4g} rows ({n_pools} "
+            f"pools x {n_grid:,.4g} times over {span_days:,.4g} days x {n_windows} windows, "
+            f"some {rows * _ROW_BYTES / 2**30:,.4g} GiB), more than {limit_text}; use a "
+            "coarser --grid-s, fewer --days or windows"
+            + (f", or raise {option} knowingly" if option else ""))
+    return rows
+
+
+#: Bytes a feature table row takes in memory (polars' estimate on 14 synthetic days: 111).
+_ROW_BYTES = 111
+
+
 _SCHEDULE_COLUMNS = ("job_id", "pool", "submit_time", "num_gpus", "start_time", "end_time")
 
 
@@ -255,6 +306,7 @@ def build_features(
     end_s: float | None = None,
     expected_duration: pl.DataFrame | None = None,
     pools: Sequence[str] | None = None,
+    max_rows: int | None = None,
 ) -> pl.DataFrame:
     """Return the Table 9 feature table for every pool, grid time t and window k.
 
@@ -273,13 +325,17 @@ def build_features(
     Columns: KEY_COLUMNS, FEATURE_COLUMNS (int32 counts of jobs), LABEL_COLUMNS,
     EXTRA_COLUMNS (int32); sorted by (k_min, pool, t). A feature at t uses only
     submissions, completions and starts at or before t and the expected (never
-    the true) end of the jobs running at t.
+    the true) end of the jobs running at t. A table of more than ``max_rows``
+    rows (default :data:`MAX_ROWS_ANY`) is a ConfigError before anything is built.
     """
     check_schedule(schedule)
     windows = sorted({int(k) for k in windows_min})
     if not windows or windows[0] <= 0:
         raise ConfigError(f"windows_min must be positive minutes, not {windows_min}")
     pool_names = _pool_names(schedule, pools)
+    check_feature_rows(len(pool_names), grid_count(schedule["submit_time"].to_numpy(), grid_s,
+                                                   start_s, end_s), len(windows), grid_s,
+                       MAX_ROWS_ANY if max_rows is None else max_rows, option=None)
     grid = make_grid(schedule, grid_s, start_s, end_s)
     jobs = _GridJobs.of(schedule, pool_names, grid, expected_duration)
     n_pools, n_grid = len(pool_names), grid.size

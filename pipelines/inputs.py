@@ -61,9 +61,12 @@ def _pools_from_quota_path(path: Path) -> tuple[pl.DataFrame, str]:
 
     if not path.exists():
         raise ConfigError(f"--quotas {path}: no such file")
+    from sia.data.paths import check_regular
+
+    check_regular(path, "quota file")
     if path.suffix.lower() != ".parquet":
         try:
-            header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
+            header = pl.read_csv(path, n_rows=0, infer_schema=False, glob=False).columns
         except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
             raise TraceError(f"--quotas {path}: cannot read as CSV: "
                              f"{str(exc).strip().splitlines()[0]}") from exc
@@ -77,7 +80,8 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
                   load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
                   days: float | None = None, limits: Thresholds | None = None,
-                  ignore_columns: tuple[str, ...] = ()) -> Workload:
+                  ignore_columns: tuple[str, ...] = (), allow_implausible: bool = False,
+                  max_jobs: int | None = None) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
     ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
@@ -94,7 +98,12 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     a ``cluster_gpu_number.csv`` beside a Helios ``cluster_log.csv``, or
     quotas derived from load (SIA 6.1) with ``load_range`` and ``seed``.
     Implausible values (``limits``, :mod:`sia.data.plausibility`) are kept and
-    warned about in ``report.warnings``. ``ignore_columns`` (among
+    warned about in ``report.warnings``; times that cannot be right (a span of
+    centuries, a median job of years: a wrong unit) are a TraceError suggesting
+    the unit that fits, unless ``allow_implausible`` (then a warning) or the trace
+    is a canonical folder (``sia ingest`` checked it, or was told to allow it).
+    A synthetic workload of more than ``max_jobs`` expected jobs (default
+    :data:`sia.data.synthetic.MAX_JOBS`) is a ConfigError before it is generated. ``ignore_columns`` (among
     :data:`IGNORABLE_COLUMNS`) are read as absent: null for every job, as in a
     trace without them (noted in the report).
     """
@@ -110,13 +119,14 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                           "(omit it to keep every day)")
     check_seed(seed)
     if trace is None:
-        return _synthetic_workload(synthetic or "base", seed, days, quotas)
+        return _synthetic_workload(synthetic or "base", seed, days, quotas, max_jobs)
 
     trace = Path(trace)
     resolved = resolve_format(trace, fmt, mapping=mapping, pool_from=pool_from)
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
                               time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
     report.notes.insert(0, f"format: {resolved}")
+    _check_time_scale(jobs, report, trace, resolved, time_unit, limits, allow_implausible)
     if ignore_columns:
         jobs = without_columns(jobs, ignore_columns)
         report.notes.append(f"columns ignored: {', '.join(ignore_columns)} (read as absent)")
@@ -139,6 +149,25 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     return Workload(jobs, pools.sort("pool"), report, str(trace))
 
 
+def _check_time_scale(jobs: pl.DataFrame, report: CleaningReport, trace: Path, resolved: str,
+                      time_unit: str, limits: Thresholds, allow_implausible: bool) -> None:
+    """Raise TraceError when the trace's times cannot be right (see
+    :func:`sia.data.plausibility.time_scale_problem`); with ``allow_implausible``, or for a
+    canonical folder (written by `sia ingest`, which checked it), warn in ``report``."""
+    from sia.data.plausibility import time_scale_problem
+
+    unit = time_unit if resolved == "generic" and time_unit in ("s", "ms") else None
+    problem = time_scale_problem(jobs, limits, str(trace), unit)
+    if problem is None:
+        return
+    what, message = problem
+    if allow_implausible or (resolved == "canonical" and trace.is_dir()):
+        how = "--allow-implausible" if allow_implausible else "read from a canonical folder"
+        report.warnings.append(f"times: {what}; kept as they are ({how})")
+        return
+    raise TraceError(message)
+
+
 #: Optional contract columns a workload can be read without (``trace.ignore_columns``).
 IGNORABLE_COLUMNS = ("tag", "user", "time_limit", "state")
 
@@ -157,13 +186,14 @@ def without_columns(jobs: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFram
 
 
 def _synthetic_workload(variant: str, seed: int, days: float | None,
-                        quotas: Path | None) -> Workload:
+                        quotas: Path | None, max_jobs: int | None = None) -> Workload:
     """Return the synthetic workload ``variant`` (``days`` default 3), its own pools unless
     ``quotas`` names a file."""
     from sia.data.schema import CleaningReport, check_pools
     from sia.data.synthetic import generate_workload
 
-    jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days)
+    jobs, pools = generate_workload(variant, seed, days=3.0 if days is None else days,
+                                    max_jobs=max_jobs)
     source = f"synthetic:{variant} seed={seed}"
     report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
                             pools=pools.height)
@@ -191,7 +221,14 @@ def _trace_pools(trace: Path, resolved: str, jobs: pl.DataFrame, report: Cleanin
     if quotas is not None:
         return _pools_from_quota_path(Path(quotas))
     if canonical_pools is not None and resolved == "canonical" and canonical_pools.exists():
-        return pl.read_parquet(canonical_pools), f"quotas: {canonical_pools}"
+        from sia.data.paths import check_regular
+
+        check_regular(canonical_pools, "pools file")
+        try:
+            return pl.read_parquet(canonical_pools, glob=False), f"quotas: {canonical_pools}"
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TraceError(f"{canonical_pools}: cannot read as Parquet: {first}") from exc
     if helios_gpu is not None and helios_gpu.exists():
         return (read_helios_gpu_numbers(helios_gpu),
                 f"quotas: Helios GPU numbers in {helios_gpu} (max per VC)")
@@ -277,7 +314,9 @@ def parse_load_range(text: str | tuple[float, float]) -> tuple[float, float]:
 def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
                           map_: list[str] | None, pool_from: str | None, time_unit: str,
                           clean: bool, quotas: Path | None, load_range: str, seed: int,
-                          days: float | None, limits: Thresholds | None = None) -> Workload:
+                          days: float | None, limits: Thresholds | None = None, *,
+                          allow_implausible: bool = False,
+                          max_jobs: int | None = None) -> Workload:
     """Parse the shared options' raw values and return :func:`load_workload`'s result."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -287,7 +326,8 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
     return load_workload(trace, synthetic=synthetic, fmt=fmt, mapping=parse_mapping(map_),
                          pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
                          load_range=parse_load_range(load_range), seed=seed, days=days,
-                         limits=limits)
+                         limits=limits, allow_implausible=allow_implausible,
+                         max_jobs=check_max(max_jobs, "--max-jobs"))
 
 
 # --------------------------------------------------------------------------- shared options
@@ -344,6 +384,26 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for every random draw
 DaysOpt = Annotated[float | None, typer.Option(
     "--days", help="Synthetic: days to generate (default 3). Trace: keep only jobs submitted "
                    "in the first DAYS days.", show_default=False)]
+
+
+AllowImplausibleOpt = Annotated[bool, typer.Option(
+    "--allow-implausible", help="Keep times that cannot be right (submissions spanning "
+    "centuries, a median job of years: usually a trace in ms read as seconds) as they are, "
+    "with a warning in the report, instead of stopping with the unit that fits.")]
+MaxJobsOpt = Annotated[int | None, typer.Option(
+    "--max-jobs", help="Synthetic workloads: refuse to generate more than this many expected "
+    "jobs (default 10,000,000; memory grows with them).", show_default=False)]
+MaxRowsOpt = Annotated[int | None, typer.Option(
+    "--max-rows", help="Refuse to build a feature table of more than this many rows (pools x "
+    "times x windows; default 20,000,000, some 2 GiB; estimated before any work).",
+    show_default=False)]
+
+
+def check_max(value: int | None, option: str) -> int | None:
+    """Return a size limit option's value (None: the default) when it is a whole number >= 1."""
+    if value is not None and (isinstance(value, bool) or value < 1):
+        raise ConfigError(f"{option} must be a whole number >= 1, not {value}")
+    return value
 
 
 def parse_windows(text: str, option: str = "--windows") -> tuple[int, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -53,13 +54,22 @@ def register(app: typer.Typer) -> None:
         load_range: inputs.LoadRangeOpt = "0.6,1.1",
         seed: inputs.SeedOpt = 0,
         days: inputs.DaysOpt = None,
+        allow_implausible: inputs.AllowImplausibleOpt = False,
+        max_rows: inputs.MaxRowsOpt = None,
+        max_jobs: inputs.MaxJobsOpt = None,
     ) -> None:
         import polars as pl
         from sia.features.schedule import has_schedule, schedule_from_columns
-        from sia.features.table9 import FEATURE_COLUMNS, build_features
+        from sia.features.table9 import (
+            FEATURE_COLUMNS,
+            MAX_ROWS,
+            build_features,
+            check_feature_rows,
+            grid_count,
+        )
 
-        if not grid_s > 0:
-            raise ConfigError(f"--grid-s {grid_s}: must be a positive number of seconds")
+        if not (grid_s > 0 and math.isfinite(grid_s)):
+            raise ConfigError(f"--grid-s {grid_s}: must be a finite positive number of seconds")
         wins = inputs.parse_windows(windows)
         out_path = Path(out) if out is not None else output_root() / "features.parquet"
         if out_path.suffix.lower() != ".parquet":
@@ -68,9 +78,15 @@ def register(app: typer.Typer) -> None:
 
         check_file(out_path)  # an unusable --out fails before the work
         t0 = time.perf_counter()
+        max_rows = inputs.check_max(max_rows, "--max-rows")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
-                                          clean, quotas, load_range, seed, days)
+                                          clean, quotas, load_range, seed, days,
+                                          allow_implausible=allow_implausible, max_jobs=max_jobs)
         typer.echo(f"workload: {wl.source}: {wl.jobs.height:,} jobs, {wl.pools.height} pools")
+        # the table's size before any work (the FCFS replay included): the grid spans the
+        # submissions
+        check_feature_rows(wl.pools.height, grid_count(wl.jobs["submit_time"].to_numpy(), grid_s),
+                           len(set(wins)), grid_s, max_rows)
         if has_schedule(wl.jobs):
             sched = schedule_from_columns(wl.jobs, where=wl.source)
             how = "the trace's own start_time/end_time (seconds, same clock as submit_time)"
@@ -81,7 +97,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"schedule: {how}")
         t1 = time.perf_counter()
         table = build_features(sched, grid_s=grid_s, windows_min=wins,
-                               pools=wl.pools["pool"].to_list())
+                               pools=wl.pools["pool"].to_list(),
+                               max_rows=MAX_ROWS if max_rows is None else max_rows)
         t_build = time.perf_counter() - t1
         write_parquet(table, out_path)  # through a temporary name: never a partial file
         n_grid = table["t"].n_unique() if table.height else 0

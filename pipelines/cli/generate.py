@@ -48,17 +48,18 @@ def register(app: typer.Typer) -> None:
             "pools x 8 GPUs, higher load), mid (3 x 8, base) and cold (2 x 16, lower load); "
             "also writes OUT/regions.yml for `sia replay OUT --regions OUT/regions.yml`.")
         ] = False,
+        max_jobs: inputs.MaxJobsOpt = None,
     ) -> None:
         from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
         check_dir(out)  # an unusable --out fails before the work
         if regions:
-            _generate_regions(out, seed, days, variant)
+            _generate_regions(out, seed, days, variant, inputs.check_max(max_jobs, "--max-jobs"))
             return
 
         wl = inputs.workload_from_options(None, variant, "auto", None, None, "s", False, None,
-                                          "0.6,1.1", seed, days)
+                                          "0.6,1.1", seed, days, max_jobs=max_jobs)
         paths = write_workload(wl, out)
         for line in summary_lines(wl):
             typer.echo(line)
@@ -66,7 +67,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {paths['jobs']}, {paths['pools']}, {paths['report']}")
 
 
-def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
+def _generate_regions(out: Path, seed: int, days: float, variant: str,
+                      max_jobs: int | None = None) -> None:
     """`sia generate --regions`: write the multi-region workload and its regions file."""
     from sia.data.errors import ConfigError
     from sia.data.schema import CleaningReport
@@ -79,7 +81,8 @@ def _generate_regions(out: Path, seed: int, days: float, variant: str) -> None:
         raise ConfigError(f"--regions: the multi-region workload has its own variants per region "
                           f"({', '.join(f'{r}: {v}' for r, v, _, _ in REGIONS_LAYOUT)}); "
                           f"drop --variant {variant}")
-    jobs, pools, homes = generate_regions_workload(seed, days=days)
+    inputs.check_seed(seed)
+    jobs, pools, homes = generate_regions_workload(seed, days=days, max_jobs=max_jobs)
     source = f"synthetic:regions seed={seed}"
     report = CleaningReport(source=source, rows_read=jobs.height, rows_kept=jobs.height,
                             pools=pools.height)

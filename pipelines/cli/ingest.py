@@ -37,6 +37,9 @@ GPUs, duplicate id or row, unparsable time) stops the read with the file, row
 and column; --clean drops such rows and counts them in the report instead.
 Implausible values (a job wider than --warn-gpus, longer than --warn-days, a
 quota from load that rests on one job) are kept and warned about in the report.
+Times that cannot be right (submissions spanning centuries, a median job of
+years: a trace in ms read as seconds) stop the read with the unit that fits;
+--allow-implausible keeps them, with a warning.
 
 \b
 Examples:
@@ -87,6 +90,7 @@ def register(app: typer.Typer) -> None:
             "--warn-quota-factor", help="Quotas from load: warn about a pool whose quota would "
                                         "be more than this many times smaller without its "
                                         "largest job.")] = Thresholds.quota_factor,
+        allow_implausible: inputs.AllowImplausibleOpt = False,
     ) -> None:
         from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import summary_lines, write_workload
@@ -95,7 +99,8 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,
-                                          quotas, load_range, seed, days, limits=limits)
+                                          quotas, load_range, seed, days, limits=limits,
+                                          allow_implausible=allow_implausible)
         t_read = time.perf_counter() - t0
         paths = write_workload(wl, out)
         for line in summary_lines(wl):

@@ -408,7 +408,9 @@ RegionsModeOpt = Annotated[str, typer.Option(
     "(data placement re-planned every period_h from the last period's demand, the "
     "coming period's, or the region policies' forecasters); a global mode + '+idle' (e.g. "
     "history+idle) lets guests take any idle GPU instead of only the GPUs SIA's "
-    "reservations leave.")]
+    "reservations leave; reservations-history, reservations-perfect or "
+    "reservations-forecast: global reservations (each pool's quota split into per-region "
+    "shares planned with its data; jobs run as owners wherever their pool has a share).")]
 RiskOpt = Annotated[float | None, typer.Option(
     "--risk", help="SIA's risk budget (SIA policies only): the allowed expected number of "
     "owners' jobs one loan delays, hence also the allowed probability that a loan delays an "

@@ -159,8 +159,7 @@ def resume_command(argv: Sequence[str] | None = None) -> str:
     if not argv or not argv[0]:
         return "the same command"
     prog, args = argv[0], argv[1:]
-    if Path(prog).name == "cli.py" or Path(prog).parts[-2:] == ("cli", "__main__.py"):
-        # python -m sia.pipelines.cli (the package's __main__, or the module it was before)
+    if Path(prog).name == "__main__.py" and Path(prog).parent.name == "cli":
         head = ["python", "-m", "sia.pipelines.cli"]
     elif Path(prog).name == "sia" and (found := shutil.which("sia")) and \
             Path(found).resolve() == Path(prog).resolve():

@@ -16,6 +16,7 @@ from sia.pipelines.engine.predictors import load_forecaster
 from sia.pipelines.engine.sched import (
     RESULT_COLUMNS,
     GlobalRegionPolicy,
+    ReservationRegionPolicy,
     compare,
     config_for_policy,
     make_policy,
@@ -45,6 +46,15 @@ def regional_policy(spec: ReplaySpec) -> Any:
     cells = None if spec.locality is None else config_for_policy(spec.locality, spec.policy)
     _, pools = spec.workload.frames()
     layout = reg.regions.layout(dict(zip(pools["pool"], pools["quota_gpus"], strict=True)))
+    if reg.mode.startswith("reservations-"):
+        if cells is not None:
+            raise ConfigError(f"replay {spec.name}: global reservations ({reg.mode}) run on "
+                              "fungible GPUs only; drop the locality options")
+        return ReservationRegionPolicy(layout, lambda: _single_policy(spec),
+                                       inner_name=spec.policy,
+                                       placement=reg.mode.removeprefix("reservations-"),
+                                       period_s=reg.regions.period_s,
+                                       plan_time_s=reg.plan_time_s, neg_cache=reg.neg_cache)
     mode, _, guests = reg.mode.partition("+")
     routed = mode != "home"
     return GlobalRegionPolicy(layout, lambda: _single_policy(spec), inner_name=spec.policy,

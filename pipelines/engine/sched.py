@@ -18,6 +18,7 @@ from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.locality.replay import config_for_policy, replay_maybe_cells, simulate_cells
 from sia.scheduler.regions.config import RegionsFile, read_regions_file, regions_from_jobs
 from sia.scheduler.regions.global_policy import GlobalRegionPolicy
+from sia.scheduler.regions.reserved_policy import ReservationRegionPolicy
 from sia.scheduler.registry import (
     POLICIES,
     POLICY_NAMES,
@@ -31,7 +32,7 @@ from sia.scheduler.registry import (
 )
 
 __all__ = [
-    "GlobalRegionPolicy", "RegionsFile", "read_regions_file", "regions_from_jobs", "POLICIES", "POLICY_NAMES", "PreemptionConfig", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
+    "GlobalRegionPolicy", "ReservationRegionPolicy", "RegionsFile", "read_regions_file", "regions_from_jobs", "POLICIES", "POLICY_NAMES", "PreemptionConfig", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
     "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problems", "options_from_cli",
     "parse_cells_options", "parse_placement", "policies_with", "policy_class", "policy_needs",
     "policy_options", "replay_maybe_cells", "simulate", "simulate_cells",

@@ -160,8 +160,11 @@ Predictors = RegistryPredictors | SyntheticTrainedPredictors
 #: data placement planned from history, from the trace's future (perfect) or from the region
 #: policies' forecasters (the learned predictors for sia-learned).
 REGION_MODES = ("home", "static", "history", "perfect", "forecast")
+#: Global reservations (issue 35): each pool's quota split into per-region shares planned
+#: with its data from history, the trace's future or the forecasters; jobs run as owners.
+RESERVATION_MODES = ("reservations-history", "reservations-perfect", "reservations-forecast")
 #: The global modes may take ``+idle``: guests on any idle GPU (not only SIA's spare ones).
-REGION_CHOICES = REGION_MODES + tuple(f"{m}+idle" for m in REGION_MODES[1:])
+REGION_CHOICES = REGION_MODES + tuple(f"{m}+idle" for m in REGION_MODES[1:]) + RESERVATION_MODES
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from sia.data.errors import SiaError
 from sia.data.units import DAY_S
 
 SCALAR_FACTS = ("routed", "scan_passes", "scan_attempts", "scan_cache_hits", "scan_hit_rate",
-                "scan_s_mean", "data_plans", "data_moved", "replicas_final")
+                "scan_s_mean", "data_plans", "data_moved", "replicas_final", "share_moves",
+                "share_gpus_moved", "ran_outside_home")
 
 
 def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict[str, Any]:
@@ -42,8 +43,9 @@ def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict
     layout = regions_file.layout(quotas)
     supply = {r.name: int(r.gpus) for r in layout.regions}
     daily = ratio_summary(demand_to_supply(outcome.result, supply))
-    hourly = ratio_summary(demand_over_time(outcome.result, supply, dict(regions_file.homes)),
-                           period_s=3600.0)
+    reserved = "share_moves" in outcome.facts  # global reservations: jobs wait where they run
+    hourly = ratio_summary(demand_over_time(outcome.result, supply, dict(regions_file.homes),
+                                            queued_where_ran=reserved), period_s=3600.0)
     facts = {k: outcome.facts.get(k) for k in SCALAR_FACTS}
     return {"regions": {"supply_gpus": supply, "submitted_per_day": daily,
                         "queued_running_hourly": hourly, **facts}}
@@ -51,10 +53,12 @@ def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict
 
 def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes: dict[str, str],
                 names: dict[str, str], supply: dict[str, int], homes: dict[str, str],
-                warmup_s: float) -> pl.DataFrame:
+                warmup_s: float, fcfs: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per region policy: JCT and queueing (jobs after the warm-up), demand-to-supply,
     and against the same inner policy on home regions (``modes[label] == "home"``): mean
-    speedup of JCT and % of jobs slowed by more than a second."""
+    speedup of JCT, its change of mean JCT and % of jobs slowed by more than a second; with
+    ``fcfs`` (FCFS with home quotas: it shares nothing, so regions change nothing for it)
+    also % of jobs slowed against it."""
     from sia.scheduler.regions.metrics import demand_over_time, demand_to_supply, ratio_summary
 
     home = {names[k]: k for k, m in modes.items() if m == "home"}
@@ -65,10 +69,13 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
         jct = (scored["end_time"] - scored["submit_time"]).to_numpy()
         wait = (scored["start_time"] - scored["submit_time"]).to_numpy()
         daily = ratio_summary(demand_to_supply(res, supply))
-        hourly = ratio_summary(demand_over_time(res, supply, homes), period_s=3600.0)
+        hourly = ratio_summary(demand_over_time(res, supply, homes, queued_where_ran=(
+            modes[label].startswith("reservations-"))), period_s=3600.0)
         row = {"policy": label, "mode": modes[label], "jobs": scored.height,
                "mean_jct_h": float(jct.mean()) / 3600, "mean_wait_h": float(wait.mean()) / 3600,
                "qr_worst_over_avg": hourly["worst_over_avg_mean"],
+               "qr_worst_over_avg_queued_home": ratio_summary(
+                   demand_over_time(res, supply, homes), period_s=3600.0)["worst_over_avg_mean"],
                "qr_max_ratio": hourly["max_ratio"], "qr_spread": hourly["spread_mean"],
                "day_worst_over_avg": daily["worst_over_avg_mean"],
                "day_spread": daily["spread_mean"],
@@ -82,8 +89,15 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
             row["speedup_vs_home"] = float(np.mean(theirs / np.maximum(mine, 1e-9)))
             row["pct_slowed_vs_home"] = float(100 * np.mean(mine > theirs + 1.0))
             row["slowdown_vs_home_min"] = float(np.maximum(mine - theirs, 0).sum() / 60)
+            row["jct_change_vs_home_pct"] = float(100 * (mine.mean() / theirs.mean() - 1))
+        if fcfs is not None:
+            both = scored.join(fcfs.select("job_id", pl.col("end_time").alias("fcfs_end")),
+                               on="job_id")
+            row["pct_slowed_vs_fcfs"] = float(100 * np.mean(
+                both["end_time"].to_numpy() > both["fcfs_end"].to_numpy() + 1.0))
         f = facts.get(label) or {}
-        row.update({k: f.get(k) for k in ("routed", "data_moved", "replicas_final",
+        row.update({k: f.get(k) for k in ("routed", "share_gpus_moved", "ran_outside_home",
+                                            "data_moved", "replicas_final",
                                             "scan_attempts", "scan_cache_hits", "scan_hit_rate",
                                             "scan_s_mean")})
         rows.append(row)
@@ -91,9 +105,10 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
 
 
 def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: dict[str, str],
-               path: Path, title: str = "") -> Path:
+               path: Path, title: str = "", modes: dict[str, str] | None = None) -> Path:
     """Each region's queued-plus-running demand over its GPUs, hourly (and the balanced
-    ratio), one panel per policy; returns the PNG's path."""
+    ratio), one panel per policy; returns the PNG's path. Under global reservations
+    (``modes[label]``) a job waits in the region it ran in, else in its home region."""
     from sia.pipelines.plots import _plt, _save
     from sia.scheduler.regions.metrics import demand_over_time
 
@@ -103,7 +118,8 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
                              layout="constrained",  # the title sits just above the panels
                              squeeze=False)
     for ax, (label, res) in zip(axes[:, 0], results.items(), strict=True):
-        t = demand_over_time(res, supply, homes)
+        t = demand_over_time(res, supply, homes,
+                             queued_where_ran=(modes or {}).get(label, "").startswith("reservations-"))
         day = (t["t_start"] - t["t_start"].min()).to_numpy() / DAY_S
         for i, region in enumerate(sorted(supply)):
             m = (t["region"] == region).to_numpy()
@@ -147,17 +163,20 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
     names = {p.label: p.name for p in cfg.policies}
     for exp in experiments:
         specs = by_exp.get(exp.exp_id, [])
-        results, facts = {}, {}
+        results, facts, fcfs = {}, {}, None
         for spec in specs:
             if spec.where[-1] in modes:
                 outcome = stored_outcome(spec, out, command=f"sia evaluate {config}")
                 results[spec.where[-1]] = outcome.result
                 facts[spec.where[-1]] = outcome.facts
+            elif spec.policy == "fcfs" and spec.regions is None:
+                fcfs = stored_outcome(spec, out, command=f"sia evaluate {config}").result
         quotas = dict(zip(exp.pools["pool"], exp.pools["quota_gpus"], strict=True))
         layout = cfg.regions["file"].layout(quotas)
         supply = {r.name: int(r.gpus) for r in layout.regions}
         homes = {p: r for p, r in cfg.regions["file"].homes if p in quotas}
-        table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S)
+        table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S,
+                            fcfs)
         folder = out / exp.exp_id
         from sia.pipelines.output import write_csv, write_text
 
@@ -165,7 +184,8 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
         write_text(folder / "regions.md", ev.markdown_table(table) + "\n")
         written += [folder / "regions.csv", folder / "regions.md",
                     ratio_plot(results, supply, homes, folder / "plots" / "demand_to_supply.png",
-                               f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly")]
+                               f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly",
+                               modes)]
     return written
 
 

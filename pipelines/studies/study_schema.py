@@ -107,7 +107,8 @@ class PolicyEntry(_Strict):
     forecaster: Literal["learned", "none"] | None = None
     alias: Name | None = None
     regions: Literal["home", "static", "history", "perfect", "forecast", "static+idle",
-                     "history+idle", "perfect+idle", "forecast+idle"] | None = None
+                     "history+idle", "perfect+idle", "forecast+idle", "reservations-history",
+                     "reservations-perfect", "reservations-forecast"] | None = None
 
 
 class RegionsSection(_Strict):

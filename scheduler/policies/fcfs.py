@@ -31,6 +31,10 @@ class FCFSPolicy:
         self._quota = trace.quota.tolist()
         self._retry: set[int] = set()  # pools with a refused start, revisited next time
 
+    def set_quota(self, quota: list[int]) -> None:
+        """Use ``quota`` (GPUs per pool) from the next decision on (global reservations)."""
+        self._quota[:] = [int(q) for q in quota]
+
     def decide(self, view: SimView) -> list[Start]:
         """Return the heads of the touched pools that fit their pool's unused quota, in order."""
         starts: list[Start] = []

@@ -42,6 +42,10 @@ class MaxMinPolicy:
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
 
+    def set_quota(self, quota: list[int]) -> None:
+        """Use ``quota`` (GPUs per pool) from the next decision on (global reservations)."""
+        self._quota[:] = [int(q) for q in quota]
+
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated FCFS starts, then the max-min fair opportunistic ones."""
         free = view.free_gpus

@@ -86,11 +86,14 @@ def ratio_summary(table: pl.DataFrame, period_s: float = 86400.0
 
 
 def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Mapping[str, str],
-                     *, step_s: float = 3600.0) -> pl.DataFrame:
+                     *, step_s: float = 3600.0, queued_where_ran: bool = False) -> pl.DataFrame:
     """Queued-plus-running demand per region, sampled every ``step_s`` seconds (MAST's view).
 
     A job asks for its GPUs in its pool's home region (``homes``: pool -> region) from its
     submission until it starts, then in the region it ran in (``region``) until it ends.
+    ``queued_where_ran``: it waits in the region it ran in instead (global reservations
+    queue a job in a region its pool has a share in, and it starts there; a job that moved
+    between queues counts its whole wait in the last one).
     Samples run from the first to the last submission. Same columns as
     :func:`demand_to_supply` (``period`` is the sample's index, ``demand_gpu_s`` the GPUs
     asked for at the sample times ``step_s``), so :func:`ratio_summary` (with ``period_s =
@@ -105,7 +108,7 @@ def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Map
     t = np.arange(sub.min(), sub.max() + step_s, step_s)
     demand = np.zeros((t.size, len(regions)))
     # each interval [a, b) adds its GPUs to the samples a <= t < b of its region
-    for a, b, reg in ((sub, start, home), (start, end, ran)):
+    for a, b, reg in ((sub, start, ran if queued_where_ran else home), (start, end, ran)):
         for r in range(len(regions)):
             m = reg == r
             demand[:, r] += _active(a[m], b[m], gpus[m], t)

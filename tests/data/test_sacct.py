@@ -411,9 +411,16 @@ def test_bad_cell_names_file_row_and_column(tmp_path, field, value, message):
 
 
 def test_duplicate_job_ids(tmp_path):
-    p = export(tmp_path / "dup.txt", FULL_FIELDS, [full_row("1", "1"), full_row("1", "1")])
+    p = export(tmp_path / "dup.txt", FULL_FIELDS,
+               [full_row("1", "1"), full_row("1", "1", end="2024-03-01T11:06:00")])
     with pytest.raises(TraceError, match=r"dup.txt: row 2, column 'JobID': duplicate job id"):
         read_sacct(p)
+    # the same line twice is an exact duplicate, as in every reader (issue 36)
+    same = export(tmp_path / "same.txt", FULL_FIELDS, [full_row("1", "1"), full_row("1", "1")])
+    with pytest.raises(TraceError, match=r"same.txt: row 2: exact duplicate of row 1"):
+        read_sacct(same)
+    jobs, report = read_sacct(same, on_bad_rows="drop")
+    assert jobs.height == 1 and report.dropped == {"exact_duplicate": 1}
 
 
 def test_a_pipe_inside_a_job_name_names_the_row(tmp_path):

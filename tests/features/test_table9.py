@@ -259,3 +259,29 @@ def test_make_grid_floors_start_and_keeps_end(make_schedule):
                        {"submit": 1200, "start": 1200, "end": 1300}])
     assert make_grid(s, 300.0).tolist() == [300.0, 600.0, 900.0, 1200.0]
     assert make_grid(s, 300.0, start_s=0, end_s=1199).tolist() == [0.0, 300.0, 600.0, 900.0]
+
+
+def test_the_grid_size_is_known_before_the_grid_and_refused_past_the_limit():
+    from sia.data.errors import ConfigError
+    from sia.features.table9 import check_feature_rows, grid_count, make_grid
+
+    for times, grid_s in (([0.0, 1000.0], 300.0), ([5.0, 5.0], 60.0), ([301.0, 1200.0], 300.0)):
+        sched = pl.DataFrame({"submit_time": times})
+        assert grid_count(np.array(times), grid_s) == make_grid(sched, grid_s).size
+    assert grid_count(np.array([0.0, 1e300]), 1e-6) > 10**300  # counted, never allocated
+    assert check_feature_rows(2, 10, 3, 300.0) == 60
+    with pytest.raises(ConfigError, match=r"--grid-s 1e-06: the feature table would have 6e\+12 "
+                                          r"rows \(2 pools x 1e\+12 times .*more than --max-rows "
+                                          r"20,000,000"):
+        check_feature_rows(2, 10**12, 3, 1e-6)
+    with pytest.raises(ConfigError, match=r"--max-rows 50"):
+        check_feature_rows(2, 10, 3, 300.0, max_rows=50)
+
+
+def test_build_features_refuses_a_table_past_its_limit(make_schedule):
+    s = make_schedule([{"pool": "a", "submit": 0, "start": 0, "end": 600}])
+    # end_s 1200 on a 300 s grid: 5 times x 1 pool x 3 windows = 15 rows
+    assert build_features(s, end_s=1200, max_rows=15).height == 15
+    with pytest.raises(ConfigError, match=r"15 rows .*more than the limit of 14 rows; use a "
+                                          r"coarser --grid-s"):
+        build_features(s, end_s=1200, max_rows=14)

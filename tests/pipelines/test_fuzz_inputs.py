@@ -12,7 +12,9 @@ process and classifies the outcome:
   what was done (only for cases that expect it, e.g. absurd values);
 - ``same``: accepted, and the written jobs equal those of the uncorrupted
   trace (only for cases that are not corruptions of the data, e.g. a BOM);
+- ``kept``: accepted as a ``column:``, ``dropped:`` or ``rows:`` case expects;
 - ``traceback``: an exception escaped the CLI;
+- ``hang``: the command ran past :data:`HANG_S` seconds (a FIFO is unblocked then);
 - ``silent``: accepted without the expected error or report line, or with
   changed jobs;
 - ``unclear``: exit 2 without a one-line message naming the place.
@@ -27,8 +29,12 @@ import contextlib
 import gzip
 import io
 import json
+import os
+import random
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -56,6 +62,10 @@ _PHILLY_ROWS = [
     ["2017-10-03 11:00:00", "86400", "2", "172800", "vc2"],
 ]
 ROWS = (0, 2, N_ROWS - 1)  # first, middle, last data row (0-based)
+#: A case that runs longer than this many seconds hangs (a FIFO is unblocked after it).
+HANG_S = 10.0
+#: A file content that makes the file a FIFO (named pipe).
+FIFO = object()
 #: A sacct export of N_ROWS GPU jobs that ran (End last: a file cut short ends in a bad date).
 _SACCT_FIELDS = ["JobID", "User", "Account", "Partition", "JobName", "State", "ElapsedRaw",
                  "Elapsed", "TimelimitRaw", "Timelimit", "ReqTRES", "AllocTRES", "Submit",
@@ -90,12 +100,18 @@ class Case:
     files: dict[str, bytes | pl.DataFrame]  # relative path -> CSV bytes or a Parquet table
     trace: str  # the trace argument (relative to the case folder)
     args: list[str] = field(default_factory=list)  # may use {dir} for the case folder
-    #: "error", "note:TEXT" (accepted, the report says TEXT) or "same" (accepted, jobs unchanged)
+    #: "error", "note:TEXT" (accepted, the report says TEXT), "same" (accepted, jobs
+    #: unchanged), "column:NAME" (accepted, the file's column NAME kept whole), "dropped:KIND"
+    #: (accepted, rows dropped as KIND and said) or "rows:N" (accepted with N jobs)
     expect: str = "error"
     #: texts the one-line error must contain (the file, the column or the option)
     where: tuple[str, ...] = ()
     #: what "same" compares with: the jobs of the uncorrupted generic CSV or sacct export
     reference: str = "generic"
+    #: the whole command line instead of ``ingest TRACE --out OUT ARGS`` (may use {dir})
+    argv: list[str] | None = None
+    #: the family of causes the case belongs to (the benchmark's table groups by it)
+    suite: str = "issue-16"
 
 
 def _csv(header: list[str], rows: list[list[str]]) -> bytes:
@@ -491,6 +507,431 @@ def all_cases() -> list[Case]:
             + _structure_cases() + _option_cases())
 
 
+# --------------------------------------------------------------------------- issue 36: hostile
+
+_HELIOS_HEADER = ["job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state",
+                  "submit_time", "start_time", "end_time", "duration", "queue"]
+
+
+def helios_csv(column: str | None = None, row: int = 0, value: str = "") -> bytes:
+    """A Helios cluster_log.csv of N_ROWS GPU jobs, ``column`` of data row ``row`` set to
+    ``value``."""
+    rows = []
+    for i in range(N_ROWS):
+        start = f"2020-04-01 0{i}:01:00"
+        rows.append([f"h{i}", "u", "vc1" if i % 2 else "vc2", str(1 + i % 2), "8", "1",
+                     "COMPLETED", f"2020-04-01 0{i}:00:00", start, f"2020-04-01 0{i}:11:00",
+                     "600", "60"])
+    if column is not None:
+        rows[row][_HELIOS_HEADER.index(column)] = value
+    return _csv(_HELIOS_HEADER, rows)
+
+
+def joblog_records() -> list[dict]:
+    """A Philly job log (JSON records) of N_ROWS jobs that ran."""
+    return [{"jobid": f"app_{i}", "vc": "vc1" if i % 2 else "vc2", "user": "u",
+             "status": "Pass", "submitted_time": f"2017-10-03 1{i}:00:00",
+             "attempts": [{"start_time": f"2017-10-03 1{i}:01:00",
+                           "end_time": f"2017-10-03 1{i}:31:00",
+                           "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"][: 1 + i % 2]}]}]}
+            for i in range(N_ROWS)]
+
+
+def _joblog(records: list) -> bytes:
+    return json.dumps(records).encode()
+
+
+def _nested(depth: int, leaf: str = "1") -> str:
+    return "[" * depth + leaf + "]" * depth
+
+
+def _canonical_frame() -> pl.DataFrame:
+    return generic_frame().with_columns(pl.lit("t").alias("tag"), pl.lit("u").alias("user"),
+                                        pl.lit(False).alias("preemptible"))
+
+
+def _hostile_parquet_types() -> list[Case]:
+    """Parquet list, struct, array and binary values in the text and number columns."""
+    cases = []
+    values = {
+        "list[str]": lambda v: pl.Series([[str(x)] for x in v]),
+        "list[int]": lambda v: pl.Series([[i, i] for i in range(len(v))]),
+        "empty list": lambda v: pl.Series([[] for _ in v], dtype=pl.List(pl.String)),
+        "struct": lambda v: pl.Series([{"p": str(x)} for x in v]),
+        "array": lambda v: pl.Series([[1, 2]] * len(v), dtype=pl.Array(pl.Int64, 2)),
+        "binary utf-8": lambda v: pl.Series([str(x).encode() for x in v], dtype=pl.Binary),
+        "binary not utf-8": lambda v: pl.Series([b"\xff\xfe" + str(x).encode() for x in v],
+                                                dtype=pl.Binary),
+    }
+    base = generic_frame().with_columns(pl.lit("t").alias("tag"), pl.lit("u").alias("user"))
+    for kind, make in values.items():
+        for column in ("pool", "job_id", "tag", "user", "submit_time", "duration", "num_gpus"):
+            frame = base.with_columns(make(base[column]).alias(column))
+            cases.append(Case(f"parquet {column} as {kind}", {"t.parquet": frame}, "t.parquet",
+                              where=("t.parquet", column), suite="parquet types"))
+        for column in ("pool", "job_id"):  # a canonical-looking table (every contract column)
+            frame = _canonical_frame().with_columns(make(base[column]).alias(column))
+            cases.append(Case(f"canonical {column} as {kind}", {"c.parquet": frame}, "c.parquet",
+                              where=("c.parquet", column), suite="parquet types"))
+        frame = base.drop("pool").with_columns(make(base["pool"]).alias("queue"))
+        cases.append(Case(f"parquet --pool-from queue as {kind}", {"t.parquet": frame},
+                          "t.parquet", ["--pool-from", "queue"], where=("t.parquet", "queue"),
+                          suite="parquet types"))
+        frame = base.with_columns(make(base["pool"]).alias("extra"))
+        cases.append(Case(f"parquet extra column as {kind}", {"t.parquet": frame}, "t.parquet",
+                          expect="column:extra", suite="parquet types"))
+    return cases
+
+
+def _dup_rows(rows: list[list[str]], row: int) -> list[list[str]]:
+    out = [list(r) for r in rows]
+    out[row] = list(out[0])
+    return out
+
+
+def _hostile_duplicates() -> list[Case]:
+    """One duplicate rule for every reader: the same row twice is an error naming it, or with
+    --clean dropped and counted as exact_duplicate."""
+    cases = []
+    header, rows = _generic_csv_rows()
+    p_cols = _PHILLY_HEADER.split(",")
+    s_lines = sacct_text().decode().splitlines()
+    h_text = helios_csv().decode().splitlines()
+    for row in (1, 3, N_ROWS - 1):
+        variants = {
+            "csv": ("t.csv", _csv(header, _dup_rows(rows, row))),
+            "csv without ids": ("t.csv", _csv(header[1:], [r[1:] for r in _dup_rows(rows, row)])),
+            "parquet": ("t.parquet", pl.DataFrame([generic_frame().row(0 if i == row else i)
+                                                   for i in range(N_ROWS)],
+                                                  schema=generic_frame().schema, orient="row")),
+            "canonical": ("c.parquet", pl.concat([_canonical_frame()[:row],
+                                                  _canonical_frame()[:1],
+                                                  _canonical_frame()[row + 1:]])),
+            "philly": ("p.csv", _csv(p_cols, _dup_rows(_PHILLY_ROWS, row))),
+            "helios": ("cluster_log.csv", ("\n".join(h_text[: row + 1] + [h_text[1]]
+                                                     + h_text[row + 2:]) + "\n").encode()),
+            "sacct": ("s.txt", ("\n".join(s_lines[: row + 1] + [s_lines[1]] + s_lines[row + 2:])
+                                + "\n").encode()),
+            "joblog": ("l.json", _joblog([joblog_records()[0] if i == row else r
+                                          for i, r in enumerate(joblog_records())])),
+        }
+        for name, (rel, content) in variants.items():
+            cases.append(Case(f"{name} row {row + 1} repeats row 1", {rel: content}, rel,
+                              where=(rel, f"row {row + 1}", "exact duplicate"),
+                              suite="duplicates"))
+            cases.append(Case(f"{name} row {row + 1} repeats row 1, --clean", {rel: content},
+                              rel, ["--clean"], expect="dropped:exact_duplicate",
+                              suite="duplicates"))
+        # Philly rows that differ only in gpu_time are two jobs, not duplicates
+        for gpu_time in ("601", "abc", "", "600.0"):
+            dup = _dup_rows(_PHILLY_ROWS, row)
+            dup[row][p_cols.index("gpu_time")] = gpu_time
+            for args in ([], ["--clean"]):
+                cases.append(Case(f"philly row {row + 1} = row 1 but gpu_time {gpu_time!r} "
+                                  f"{' '.join(args)}", {"p.csv": _csv(p_cols, dup)}, "p.csv",
+                                  args, expect=f"rows:{N_ROWS}", suite="duplicates"))
+    return cases
+
+
+def _hostile_extra_columns() -> list[Case]:
+    """Extra columns a reader parses (Philly gpu_time, Helios cpu_num ... end_time): a value
+    that does not parse is kept empty with a report line."""
+    cases = []
+    garbage = ["abc", "nan", "inf", "1e400", "--", "\uff11\uff12", "1;5", "eight"]
+    for value in garbage:
+        for row in ROWS:
+            cases.append(Case(f"philly gpu_time[{row}]={value!r}",
+                              {"p.csv": philly_csv("gpu_time", row, value)}, "p.csv",
+                              expect="note:gpu_time", suite="extra columns"))
+            for column in ("cpu_num", "node_num", "queue"):
+                cases.append(Case(f"helios {column}[{row}]={value!r}",
+                                  {"cluster_log.csv": helios_csv(column, row, value)},
+                                  "cluster_log.csv", expect=f"note:{column}",
+                                  suite="extra columns"))
+    for value in ("garbage", "2020-13-45 00:00:00", "yesterday", "0"):
+        for column in ("start_time", "end_time"):
+            for row in ROWS:
+                cases.append(Case(f"helios {column}[{row}]={value!r}",
+                                  {"cluster_log.csv": helios_csv(column, row, value)},
+                                  "cluster_log.csv", expect=f"note:{column}",
+                                  suite="extra columns"))
+    return cases
+
+
+def _hostile_joblog() -> list[Case]:
+    """The Philly job log's record shapes."""
+    cases = []
+
+    def shaped(row: int, change: Callable[[dict], object]) -> bytes:
+        records = joblog_records()
+        result = change(records[row])
+        if result is not None:
+            records[row] = result
+        return _joblog(records)
+
+    def machine(value):
+        def change(rec):
+            rec["attempts"][0]["detail"][0]["gpus"] = value
+        return change
+
+    def key(name, value):
+        def change(rec):
+            rec[name] = value
+        return change
+
+    for row in ROWS:
+        for gpus in (4, 2, 16):
+            cases.append(Case(f"joblog[{row}] gpus={gpus} (a number)",
+                              {"l.json": shaped(row, machine(gpus))}, "l.json",
+                              expect="note:give a number of GPUs", suite="job log"))
+        for gpus in ("g0g1", "4", 1.5, True, {"g": 1}, -1, 2**40, [["gpu0"]][0][0]):
+            cases.append(Case(f"joblog[{row}] gpus={gpus!r}",
+                              {"l.json": shaped(row, machine(gpus))}, "l.json",
+                              where=("l.json", f"row {row + 1}", "attempts.detail.gpus"),
+                              suite="job log"))
+        for name, value in (("vc", {"a": 1}), ("vc", ["vc1"]), ("jobid", [1]),
+                            ("user", {"u": 1}), ("submitted_time", ["2017-10-03"]),
+                            ("status", [])):
+            cases.append(Case(f"joblog[{row}] {name}={value!r}",
+                              {"l.json": shaped(row, key(name, value))}, "l.json",
+                              where=("l.json", f"row {row + 1}", name), suite="job log"))
+        for name, value, where in (("attempts", "x", "attempts"), ("attempts", [3], "attempts"),
+                                   ("attempts", [{"detail": "m1"}], "attempts.detail"),
+                                   ("attempts", [{"detail": [5]}], "attempts.detail"),
+                                   ("attempts", [{"start_time": ["x"]}], "attempts.start_time")):
+            cases.append(Case(f"joblog[{row}] {name}={value!r}",
+                              {"l.json": shaped(row, key(name, value))}, "l.json",
+                              where=("l.json", f"row {row + 1}", where), suite="job log"))
+        cases.append(Case(f"joblog[{row}] is a list", {"l.json": shaped(row, lambda r: [r])},
+                          "l.json", where=("l.json", f"row {row + 1}"), suite="job log"))
+        cases.append(Case(f"joblog[{row}] is a list, --clean",
+                          {"l.json": shaped(row, lambda r: [r])}, "l.json", ["--clean"],
+                          expect="dropped:malformed", suite="job log"))
+    text = _joblog(joblog_records()).decode()
+    for depth in (200, 5_000, 100_000):
+        for where in ("vc", "gpus"):
+            pattern = '"vc1"' if where == "vc" else '["gpu0", "gpu1"]'
+            deep = text.replace(pattern, _nested(depth, pattern), 1).encode()
+            cases.append(Case(f"joblog {where} nested {depth} deep", {"l.json": deep}, "l.json",
+                              where=("l.json",), suite="job log"))
+        cases.append(Case(f"joblog a whole file nested {depth} deep",
+                          {"l.json": _nested(depth).encode()}, "l.json", where=("l.json",),
+                          suite="job log"))
+    return cases
+
+
+def _hostile_whitespace() -> list[Case]:
+    """Pool names with white space around them: kept apart or merged with a report line."""
+    cases = []
+    for pad in ("{} ", " {}", "{}\t", "{}\u00a0", "\u2003{}", "  {}  "):
+        for row in ROWS:
+            shown = pad.format("p")
+            cases.append(Case(f"csv pool[{row}]={shown!r}",
+                              {"t.csv": generic_csv("pool", row, pad.format(
+                                  _GENERIC_ROWS["pool"][row]))}, "t.csv",
+                              expect="note:pool:", suite="white space"))
+            frame = generic_frame("pool", row, pad.format(_GENERIC_ROWS["pool"][row]))
+            cases.append(Case(f"parquet pool[{row}]={shown!r}", {"t.parquet": frame},
+                              "t.parquet", expect="note:pool:", suite="white space"))
+            cases.append(Case(f"philly cluster[{row}]={shown!r}",
+                              {"p.csv": philly_csv("cluster", row,
+                                                   pad.format(_PHILLY_ROWS[row][4]))},
+                              "p.csv", expect="note:pool:", suite="white space"))
+            cases.append(Case(f"sacct Partition[{row}]={shown!r}",
+                              {"s.txt": sacct_text("Partition", row,
+                                                   pad.format(_SACCT_ROWS[row][3]))},
+                              "s.txt", expect="note:pool:", suite="white space"))
+            vc = "vc1" if row % 2 else "vc2"
+            cases.append(Case(f"helios vc[{row}]={shown!r}",
+                              {"cluster_log.csv": helios_csv("vc", row, pad.format(vc))},
+                              "cluster_log.csv", expect="note:pool:", suite="white space"))
+            records = joblog_records()
+            records[row]["vc"] = pad.format(records[row]["vc"])
+            cases.append(Case(f"joblog vc[{row}]={shown!r}", {"l.json": _joblog(records)},
+                              "l.json", expect="note:pool:", suite="white space"))
+    return cases
+
+
+def _hostile_column_names() -> list[Case]:
+    """A trace's own columns named like the readers' working columns."""
+    cases = []
+    header, rows = _generic_csv_rows()
+    for name in ("_source_row", "_source_file", "_source_system", "_source", "__cast",
+                 "__abs_submit", "__dt", "__no_duration", "__gpus", "_i", "__index"):
+        cases.append(Case(f"csv extra column {name!r}",
+                          {"t.csv": _csv(header + [name], [r + [f"v{i}"] for i, r in
+                                                          enumerate(rows)])},
+                          "t.csv", expect=f"column:{name}", suite="column names"))
+        cases.append(Case(f"parquet extra column {name!r}",
+                          {"t.parquet": generic_frame().with_columns(
+                              pl.int_range(pl.len()).alias(name))},
+                          "t.parquet", expect=f"column:{name}", suite="column names"))
+        cases.append(Case(f"philly extra column {name!r}",
+                          {"p.csv": philly_csv(extra=name)}, "p.csv",
+                          expect=f"column:{name}", suite="column names"))
+    for name in ("__sia_source_row", "__sia_cast", "__sia_x"):
+        cases.append(Case(f"csv column {name!r} (reserved)",
+                          {"t.csv": _csv(header + [name], [r + ["v"] for r in rows])}, "t.csv",
+                          where=("t.csv", name), suite="column names"))
+    return cases
+
+
+def _hostile_huge_numbers() -> list[Case]:
+    """Times an float64 cannot count exactly: refused, never collapsed to one value."""
+    cases = []
+    for column in ("submit_time", "duration"):
+        for base in (2**53 + 2, 2**62, 2**63 - 1):
+            for row in ROWS:
+                data = {c: list(v) for c, v in _GENERIC_ROWS.items()}
+                if column == "duration":  # one huge job
+                    data[column] = [int(v) for v in data[column]]
+                    data[column][row] = base
+                else:  # every submission near the huge value (they differ by 1 s)
+                    data[column] = [base - N_ROWS + i for i in range(N_ROWS)]
+                frame = pl.DataFrame(data, schema_overrides={column: pl.Int64})
+                cases.append(Case(f"parquet Int64 {column}[{row}]={base}", {"t.parquet": frame},
+                                  "t.parquet", where=("t.parquet", column), suite="huge numbers"))
+                cases.append(Case(f"csv {column}[{row}]={base}",
+                                  {"t.csv": generic_csv(column, row, str(base + row))}, "t.csv",
+                                  where=("t.csv", column), suite="huge numbers"))
+    return cases
+
+
+def _hostile_paths() -> list[Case]:
+    """Literal file names that look like globs, and FIFOs where a file is read."""
+    cases = []
+    other = generic_csv("pool", 0, "decoy")
+    for literal, decoy in (("t[1].csv", "t1.csv"), ("t[ab].csv", "ta.csv"),
+                           ("t?.csv", "tx.csv"), ("t*.csv", "tt.csv"), ("[t].csv", "t.csv")):
+        cases.append(Case(f"a file named {literal!r} beside {decoy!r}",
+                          {literal: generic_csv(), decoy: other}, literal, expect="same",
+                          suite="paths"))
+    for rel, args in (("t.csv", []), ("t.parquet", []), ("l.json", []), ("s.txt", []),
+                      ("cluster_log.csv", []), ("t.csv", ["--format", "generic"]),
+                      ("t.csv", ["--format", "philly"]), ("t.csv", ["--format", "sacct"]),
+                      ("l.json", ["--format", "philly-joblog"]),
+                      ("t.parquet", ["--format", "canonical"])):
+        cases.append(Case(f"a FIFO as {rel} {' '.join(args)}".strip(), {rel: FIFO}, rel, args,
+                          where=(rel, "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO inside a trace folder", {"d/a.csv": generic_csv(), "d/b.csv": FIFO},
+                      "d", where=("b.csv", "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO matched by a glob", {"d/a.csv": generic_csv(), "d/b.csv": FIFO},
+                      "d/*.csv", where=("b.csv", "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO as --quotas", {"t.csv": generic_csv(), "q.csv": FIFO}, "t.csv",
+                      ["--quotas", "{dir}/q.csv"], where=("q.csv", "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO as a canonical folder's jobs.parquet",
+                      {"c/jobs.parquet": FIFO, "c/pools.parquet": b"x"}, "c",
+                      where=("jobs.parquet", "FIFO"), suite="paths"))
+    cases.append(Case("a FIFO as a canonical folder's pools.parquet",
+                      {"c/jobs.parquet": _canonical_frame(), "c/pools.parquet": FIFO}, "c",
+                      where=("pools.parquet", "FIFO"), suite="paths"))
+    cases.append(Case("a canonical folder's pools.parquet not Parquet",
+                      {"c/jobs.parquet": _canonical_frame(), "c/pools.parquet": b"x"}, "c",
+                      where=("pools.parquet",), suite="paths"))
+    cases.append(Case("/dev/null as the trace", {}, "t.csv", argv=["ingest", "/dev/null", "--out",
+                                                                  "{dir}/out"],
+                      where=("/dev/null",), suite="paths"))
+    return cases
+
+
+def _hostile_time_scale() -> list[Case]:
+    """Times in the wrong unit: an error naming the unit that fits, or kept knowingly."""
+    cases = []
+    header = ["pool", "submit_time", "duration", "num_gpus"]
+    for n, gap_h, dur_min in ((60, 4, 10), (200, 6, 30), (30, 24, 120)):
+        rows = [[f"p{i % 3}", str(1_600_000_000_000 + i * gap_h * 3_600_000),
+                 str(dur_min * 60_000 + i), "1"] for i in range(n)]
+        ms = _csv(header, rows)
+        cases.append(Case(f"ms trace ({n} jobs every {gap_h} h) read as s", {"t.csv": ms},
+                          "t.csv", where=("t.csv", "--time-unit ms"), suite="time scale"))
+        cases.append(Case(f"ms trace ({n} jobs every {gap_h} h), --allow-implausible",
+                          {"t.csv": ms}, "t.csv", ["--allow-implausible"], expect="note:times:",
+                          suite="time scale"))
+        cases.append(Case(f"ms trace ({n} jobs every {gap_h} h) as Parquet",
+                          {"t.parquet": pl.read_csv(ms)}, "t.parquet",
+                          where=("t.parquet", "--time-unit ms"), suite="time scale"))
+        us = _csv(header, [[r[0], r[1] + "000", r[2] + "000", r[3]] for r in rows])
+        cases.append(Case(f"us trace ({n} jobs) read as ms", {"t.csv": us}, "t.csv",
+                          ["--time-unit", "ms"], where=("t.csv", "even in ms"),
+                          suite="time scale"))
+    for row in ROWS:
+        for stamp in ("9999-12-31 23:59:59", "2999-01-01 00:00:00", "1000-01-01 00:00:00"):
+            cases.append(Case(f"philly timestamp[{row}]={stamp}",
+                              {"p.csv": philly_csv("timestamp", row, stamp)}, "p.csv",
+                              where=("p.csv", "span"), suite="time scale"))
+        long = generic_csv().decode().splitlines()
+        rows_long = [line.rsplit(",", 2) for line in long[1:]]
+        text = "\n".join([long[0]] + [f"{a},{float(b) * 1e5},{c}" for a, b, c in rows_long])
+        cases.append(Case(f"csv median job of years (x1e5, row {row})", {"t.csv": text.encode()},
+                          "t.csv", where=("t.csv", "median job"), suite="time scale"))
+    return cases
+
+
+def _hostile_sizes() -> list[Case]:
+    """Commands whose output would not fit: refused up front, naming the option that raises
+    the limit."""
+    cases = []
+    trace = {"t.csv": generic_csv()}
+    for grid in ("1e-6", "1e-3", "1e-9", "5e-324"):
+        cases.append(Case(f"features --grid-s {grid}", trace, "t.csv",
+                          argv=["features", "{dir}/t.csv", "--grid-s", grid,
+                                "--out", "{dir}/f.parquet"],
+                          where=("--grid-s", "--max-rows"), suite="sizes"))
+    for stamp in ("9999-12-31 23:59:59", "2999-01-01 00:00:00"):
+        cases.append(Case(f"features on a Philly trace reaching {stamp[:4]}",
+                          {"p.csv": philly_csv("timestamp", N_ROWS - 1, stamp)}, "p.csv",
+                          argv=["features", "{dir}/p.csv", "--allow-implausible",
+                                "--out", "{dir}/f.parquet"],
+                          where=("--max-rows",), suite="sizes"))
+    for days in ("1e9", "1e7", "1e12", "1e300", "2e5"):
+        cases.append(Case(f"generate --days {days}", {}, "-",
+                          argv=["generate", "--days", days, "--out", "{dir}/g"],
+                          where=("--days", "--max-jobs"), suite="sizes"))
+        cases.append(Case(f"generate --regions --days {days}", {}, "-",
+                          argv=["generate", "--regions", "--days", days, "--out", "{dir}/g"],
+                          where=("--days", "--max-jobs"), suite="sizes"))
+        cases.append(Case(f"features --synthetic base --days {days}", {}, "-",
+                          argv=["features", "--synthetic", "base", "--days", days,
+                                "--out", "{dir}/f.parquet"],
+                          where=("--days", "--max-jobs"), suite="sizes"))
+    for value in ("0", "-5"):
+        cases.append(Case(f"generate --max-jobs {value}", {}, "-",
+                          argv=["generate", "--max-jobs", value, "--out", "{dir}/g"],
+                          where=("--max-jobs",), suite="sizes"))
+        cases.append(Case(f"features --max-rows {value}", trace, "t.csv",
+                          argv=["features", "{dir}/t.csv", "--max-rows", value,
+                                "--out", "{dir}/f.parquet"],
+                          where=("--max-rows",), suite="sizes"))
+    return cases
+
+
+def hostile_cases() -> list[Case]:
+    """Return the issue-36 cases (deterministic order): the causes of the adversarial
+    campaign that reach the data layer."""
+    return (_hostile_parquet_types() + _hostile_duplicates() + _hostile_extra_columns()
+            + _hostile_joblog() + _hostile_whitespace() + _hostile_column_names()
+            + _hostile_huge_numbers() + _hostile_paths() + _hostile_time_scale()
+            + _hostile_sizes())
+
+
+#: How many hostile cases a test run tries (drawn with :data:`HOSTILE_SEED`); the benchmark
+#: benchmarks/bench_fuzz_inputs.py runs them all.
+HOSTILE_SAMPLE = 90
+HOSTILE_SEED = 36
+
+
+def hostile_sample(cases: list[Case], n: int = HOSTILE_SAMPLE, seed: int = HOSTILE_SEED
+                   ) -> list[Case]:
+    """Return ``n`` of ``cases`` drawn with ``seed``, at least one of each suite."""
+    rng = random.Random(seed)
+    by_suite: dict[str, list[Case]] = {}
+    for case in cases:
+        by_suite.setdefault(case.suite, []).append(case)
+    picked = [rng.choice(group) for group in by_suite.values()]
+    rest = [c for c in cases if c not in picked]
+    return picked + rng.sample(rest, max(0, min(n - len(picked), len(rest))))
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -498,22 +939,44 @@ def _write(folder: Path, files: dict[str, bytes | pl.DataFrame]) -> None:
     for rel, content in files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, pl.DataFrame):
+        if content is FIFO:
+            os.mkfifo(path)
+        elif isinstance(content, pl.DataFrame):
             content.write_parquet(path)
         else:
             path.write_bytes(content)
 
 
-def _run(main: Callable[[list[str]], int], argv: list[str]) -> tuple[int | None, str, str]:
-    """Return (exit code or None after an escaped exception, stdout, stderr)."""
+def _unblock(fifos: list[Path], done: threading.Event) -> None:
+    """After :data:`HANG_S` seconds, open each FIFO for writing and close it, so that a reader
+    blocked on it sees an empty stream and the fuzz goes on (the case counts as a hang)."""
+    if done.wait(HANG_S):
+        return
+    while not done.is_set():
+        for fifo in fifos:
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader yet
+                pass
+        done.wait(0.1)
+
+
+def _run(main: Callable[[list[str]], int], argv: list[str],
+         fifos: list[Path] = ()) -> tuple[int | None, str, str, float]:
+    """Return (exit code or None after an escaped exception, stdout, stderr, seconds)."""
     out, err = io.StringIO(), io.StringIO()
+    done = threading.Event()
+    if fifos:
+        threading.Thread(target=_unblock, args=(list(fifos), done), daemon=True).start()
+    t0 = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(argv)
         except BaseException:  # noqa: BLE001 - an escaped exception is what the fuzz looks for
             traceback.print_exc(file=err)
             code = None
-    return code, out.getvalue(), err.getvalue()
+    done.set()
+    return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
 
 
 def _reference_jobs(main, folder: Path) -> dict[str, pl.DataFrame]:
@@ -523,7 +986,7 @@ def _reference_jobs(main, folder: Path) -> dict[str, pl.DataFrame]:
                                 ("sacct", "ref.txt", sacct_text())):
         _write(folder, {name: content})
         out = folder / f"ref-{kind}"
-        code, _, err = _run(main, ["ingest", str(folder / name), "--out", str(out)])
+        code, _, err, _ = _run(main, ["ingest", str(folder / name), "--out", str(out)])
         assert code == 0, err
         refs[kind] = pl.read_parquet(out / "jobs.parquet")
     return refs
@@ -534,9 +997,15 @@ def classify(case: Case, folder: Path, main,
     """Run ``case`` in ``folder``; return (outcome, what was printed on stderr)."""
     _write(folder, case.files)
     out_dir = folder / "out"
-    argv = ["ingest", str(folder / case.trace), "--out", str(out_dir)]
-    argv += [a.replace("{dir}", str(folder)) for a in case.args]
-    code, stdout, stderr = _run(main, argv)
+    if case.argv is not None:
+        argv = [a.replace("{dir}", str(folder)) for a in case.argv]
+    else:
+        argv = ["ingest", str(folder / case.trace), "--out", str(out_dir)]
+        argv += [a.replace("{dir}", str(folder)) for a in case.args]
+    fifos = [folder / rel for rel, content in case.files.items() if content is FIFO]
+    code, stdout, stderr, seconds = _run(main, argv, fifos)
+    if seconds > HANG_S:
+        return "hang", f"{seconds:.1f} s; {stderr}"
     if code is None or "Traceback" in stderr:
         return "traceback", stderr
     if code == 2:
@@ -554,6 +1023,14 @@ def classify(case: Case, folder: Path, main,
         want = case.expect.removeprefix("note:")
         return ("noted" if any(want in ln for ln in lines) and want in stdout
                 else "silent"), stdout
+    kind, _, what = case.expect.partition(":")
+    if kind in ("column", "dropped", "rows"):
+        jobs = pl.read_parquet(out_dir / "jobs.parquet")
+        report = json.loads((out_dir / "report.json").read_text())
+        ok = {"column": lambda: what in jobs.columns and jobs[what].null_count() == 0,
+              "dropped": lambda: report["dropped"].get(what, 0) >= 1 and what in stdout,
+              "rows": lambda: jobs.height == int(what)}[kind]()
+        return ("kept" if ok else "silent"), stdout
     if case.expect == "same":
         jobs = pl.read_parquet(out_dir / "jobs.parquet")
         reference = references[case.reference]
@@ -576,6 +1053,7 @@ def run_all(main, cases: list[Case]) -> dict[str, tuple[str, str]]:
 
 
 CASES = all_cases()
+HOSTILE = hostile_cases()
 
 
 def test_enough_distinct_cases():
@@ -603,6 +1081,29 @@ def test_the_fuzz_sees_what_it_should(outcomes):
     # the sacct reader gets its share: every sacct case is a clean error, noted or the same
     sacct = Counter(o for name, (o, _) in outcomes.items() if "sacct" in name)
     assert sacct["clean"] >= 100 and sacct["noted"] == len(ROWS) and sacct["same"] == 6
+
+
+def test_the_hostile_cases_cover_every_cause():
+    assert len(HOSTILE) >= 500
+    assert len({c.name for c in HOSTILE}) == len(HOSTILE)
+    suites = Counter(c.suite for c in HOSTILE)
+    assert set(suites) == {"parquet types", "duplicates", "extra columns", "job log",
+                           "white space", "column names", "huge numbers", "paths", "time scale",
+                           "sizes"}
+    sample = hostile_sample(HOSTILE)
+    assert len(sample) == HOSTILE_SAMPLE and {c.suite for c in sample} == set(suites)
+    assert [c.name for c in sample] == [c.name for c in hostile_sample(HOSTILE)]  # fixed seed
+
+
+def test_a_sample_of_hostile_inputs_is_a_clean_error_or_reported():
+    """Issue 36: a sample (fixed seed) of the hostile cases; benchmarks/bench_fuzz_inputs.py
+    runs them all."""
+    from sia.pipelines.cli import main
+
+    results = run_all(main, hostile_sample(HOSTILE))
+    bad = {name: r for name, r in results.items() if r[0] not in ("clean", "noted", "same", "kept")}
+    assert not bad, "\n".join(f"{name}: {outcome}: {msg.strip()[-300:]}"
+                              for name, (outcome, msg) in list(bad.items())[:20])
 
 
 if __name__ == "__main__":

@@ -324,3 +324,28 @@ def test_evaluate_on_regions_with_buddy_cells(tmp_path):
     assert report_main([str(path), "--out", str(out)]) == 0
     rows = pl.read_csv(out / "exp-000" / "regions.csv")
     assert rows["policy"].to_list() == ["home", "static"]
+
+
+def test_replay_with_global_reservations_reports_shares(tmp_path, capsys):
+    split = tmp_path / "split.yaml"
+    split.write_text(SPLIT)
+    out = tmp_path / "resv"
+    code = main(["replay", "--synthetic", "more-queues", "--days", "2", "--seed", "1",
+                 "--warmup-days", "0.5", "--policy", "fcfs", "--regions", str(split),
+                 "--regions-mode", "reservations-perfect", "--out", str(out), "--no-mlflow"])
+    assert code == 0
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert set(jobs["region"].unique().to_list()) <= {"A", "B", "C"}
+    reg = json.loads((out / "summary.json").read_text())["regions"]
+    assert reg["mode"] == "reservations-perfect" and reg["data_plans"] >= 3
+    homes = {"q0": "A", "q1": "B", "q2": "C", "q3": "A", "q4": "B", "q5": "C", "q6": "A",
+             "q7": "B"}
+    assert reg["ran_outside_home"] == int((jobs["region"] != jobs["pool"].replace_strict(homes)).sum())
+    assert reg["share_gpus_moved"] >= 0 and reg["share_moves"] >= 0
+    capsys.readouterr()
+    # reservations on buddy cells: a one-line error
+    assert main(["replay", "--synthetic", "more-queues", "--days", "1", "--policy", "fcfs",
+                 "--regions", str(split), "--regions-mode", "reservations-history",
+                 "--topology", "gpus=8", "--out", str(tmp_path / "cells"), "--no-mlflow"]) != 0
+    assert "global reservations (reservations-history) run on fungible GPUs only" in \
+        capsys.readouterr().err

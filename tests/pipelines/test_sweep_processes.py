@@ -150,7 +150,7 @@ def test_interrupted_execute_counts_reused_and_new_replays(tmp_path, capsys, mon
 
 
 def test_resume_command_names_the_program_as_it_was_run(tmp_path):
-    assert resume_command(["/x/pipelines/cli.py", "evaluate", "c.yaml"]) == \
+    assert resume_command(["/x/pipelines/cli/__main__.py", "evaluate", "c.yaml"]) == \
         "python -m sia.pipelines.cli evaluate c.yaml"
     assert resume_command(["./bin/other", "--out", "my dir"]) == "./bin/other --out 'my dir'"
     assert resume_command([]) == "the same command"

@@ -32,7 +32,9 @@ def table(rows) -> pl.DataFrame:
 
 
 def starts(rows, quotas, **options) -> tuple[dict[str, float], dict]:
-    # one window (5 min): each window has a cap of its own
+    # one window (5 min): each window has a cap of its own; only loans score the pool unless
+    # a test says otherwise (the witnesses have tests of their own below)
+    options.setdefault("loan_ramp_evidence", "loans")
     pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), **options)
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     return dict(zip(res["job_id"], res["start_time"], strict=True)), pol.facts()
@@ -73,13 +75,15 @@ def test_a_late_end_seen_after_the_fact_is_a_miss():
     ramp.reset(1, 1)
     ramp.lent(0, 0, 0, 0.0, 300.0)
     ramp.update(400.0, [1], lambda p: np.array([0]), np.array([400.0]))
-    assert ramp.stats == {"proven": 0, "missed": 1, "held_back": 0} and ramp.cap == [[1]]
+    assert ramp.stats == {"proven": 0, "missed": 1, "held_back": 0, "witnessed": 0,
+                          "witness_missed": 0} and ramp.cap == [[1]]
 
 
 def test_the_ramp_is_on_for_predicted_durations_only():
-    from sia.scheduler.policies.sia.ramp import DEFAULT_LOAN_RAMP
+    from sia.scheduler.policies.sia.ramp import DEFAULT_EVIDENCE, DEFAULT_LOAN_RAMP
 
     assert SiaPolicy(_ShortBins()).loan_ramp.initial == DEFAULT_LOAN_RAMP
+    assert SiaPolicy(_ShortBins()).loan_ramp.evidence == DEFAULT_EVIDENCE == "misses"
     assert make_policy("sia-perfect").loan_ramp is None
     assert SiaPolicy(_ShortBins(), loan_ramp=None).loan_ramp is None
 
@@ -94,7 +98,7 @@ def test_a_loan_its_time_limit_makes_certain_skips_the_ramp():
                        orient="row").with_columns(
         pl.Series("time_limit", [None, None, None, 200.0, None], dtype=pl.Float64))
     pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,),
-                    loan_ramp=1)
+                    loan_ramp=1, loan_ramp_evidence="loans")
     res = simulate(validate(raw)[0], make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert (got["b1"], got["b3"], got["b2"]) == (0.0, 0.0, 5000.0)
@@ -147,7 +151,8 @@ def test_a_ramp_that_never_binds_changes_nothing(trace):
 def test_each_window_has_a_cap_of_its_own():
     # with the three windows, B's first loan of the 5-min window (b1) and of the 1-h window
     # (b2) both start at 0; A's 2 GPUs are then full
-    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, loan_ramp=1)
+    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, loan_ramp=1,
+                    loan_ramp_evidence="loans")
     res = simulate(table(_rows(5000.0)), make_pools({"A": 2, "B": 1}), pol)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert (got["b1"], got["b2"]) == (0.0, 0.0) and got["b3"] > 0.0
@@ -193,3 +198,93 @@ def test_with_a_memory_misses_the_lending_rule_accepted_do_not_back_off():
     finish(0, 100.0)
     finish(1, 400.0)
     assert ramp.cap == [[1]]
+
+
+# Witnesses (loan_ramp_evidence): B's own jobs, started on its quota, score its predictions.
+# B (quota 1) runs b0 (predicted to fit 5 min, runs 20000 s); b1, b2 wait, also predicted to
+# fit 5 min and running 5000 s. A's 2 GPUs are idle until a0 arrives at 50000 s.
+def _witness_rows() -> list[tuple]:
+    return [("b0", "B", 0.0, 20000.0, 1), ("b1", "B", 10.0, 5000.0, 1),
+            ("b2", "B", 10.0, 5000.0, 1), ("a0", "A", 50000.0, 10.0, 1)]
+
+
+def test_with_loans_evidence_only_loans_score_the_pool():
+    # evidence "loans": b0's overrun on B's own quota is not seen; b1 is lent at 10 (cap 1),
+    # overruns at 310, and b2 waits for it (b1 ends at 5010)
+    got, facts = starts(_witness_rows(), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="loans")
+    assert (got["b1"], got["b2"]) == (10.0, 5010.0)
+    assert facts["loan_ramp"]["witnessed"] == 0
+
+
+def test_a_witnessed_overrun_holds_the_pool_back_until_it_ends():
+    # evidence "misses": b0 was predicted to fit 5 min; at 300 s it is still running, a miss
+    # that counts against B's cap of 1 until b0 ends at 20000. b1 is lent at 10 (before the
+    # miss is known), overruns too; b2 is not lent when b1 ends (b0 still holds the cap) and
+    # starts on B's own quota when b0 ends at 20000. Witnessed: b0, b2 (both overrun) and a0
+    got, facts = starts(_witness_rows(), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="misses")
+    assert got["b1"] == 10.0 and got["b2"] == 20000.0
+    assert facts["loan_ramp"]["witnessed"] == 3 and facts["loan_ramp"]["witness_missed"] == 2
+
+
+def test_a_witness_counts_only_from_its_miss_and_until_its_end():
+    ramp = LoanRamp(1, evidence="misses")
+    ramp.reset(1, 1)
+    ramp.witness(3, 0, 0, 0.0, 300.0)
+    assert not ramp.full(0, 0)  # it holds no lent GPU before its miss
+    ramp.update(301.0, [0], lambda p: np.array([], dtype=np.int64), np.array([0.0] * 4))
+    assert ramp.full(0, 0) and ramp.stats["witness_missed"] == 1
+    ramp.update(900.0, [1], lambda p: np.array([3]), np.array([0, 0, 0, 900.0]))
+    assert not ramp.full(0, 0) and ramp.count == [[0]] and ramp.stats["missed"] == 0
+
+
+@pytest.mark.parametrize("evidence,cap", [("misses", 1), ("all", 2)])
+def test_a_witnessed_fit_proves_the_pool_only_under_all(evidence, cap):
+    ramp = LoanRamp(1, evidence=evidence)
+    ramp.reset(1, 1)
+    ramp.witness(0, 0, 0, 0.0, 300.0)
+    ramp.update(200.0, [1], lambda p: np.array([0]), np.array([200.0]))
+    assert ramp.cap == [[cap]] and ramp.count == [[0]]
+
+
+def test_loans_evidence_witnesses_nothing_and_bad_evidence_is_an_error():
+    ramp = LoanRamp(1)
+    ramp.reset(1, 1)
+    ramp.witness(0, 0, 0, 0.0, 300.0)
+    assert ramp.open == [{}]
+    with pytest.raises(ConfigError, match="loan_ramp_evidence"):
+        LoanRamp(1, evidence="some")
+
+
+def test_a_cold_pool_lends_only_after_its_own_jobs_fit():
+    # warmup 1: B has no fit yet, so b1 is not lent at 10 although A is idle; b0 (witnessed,
+    # 20000 s) never fits, so B stays cold and b1, b2 run on B's own quota one after another
+    got, facts = starts(_witness_rows(), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="misses", loan_ramp_warmup=1)
+    assert (got["b1"], got["b2"]) == (20000.0, 25000.0)
+    assert facts["loan_ramp"]["held_back"] > 0
+    # a first job that fits warms it: b0 runs 100 s; at its end b1 takes B's quota and bx is
+    # lent on A's idle GPUs at once
+    rows = [("b0", "B", 0.0, 100.0, 1), ("b1", "B", 10.0, 5000.0, 1),
+            ("bx", "B", 10.0, 5000.0, 1), ("a0", "A", 50000.0, 10.0, 1)]
+    got, _ = starts(rows, {"A": 2, "B": 1}, loan_ramp=1, loan_ramp_evidence="misses",
+                    loan_ramp_warmup=1)
+    assert (got["b1"], got["bx"]) == (100.0, 100.0)
+
+
+def test_a_fit_warms_its_window_and_the_later_ones():
+    ramp = LoanRamp(1, evidence="misses", warmup=1)
+    ramp.reset(1, 3)
+    assert ramp.full(0, 0) and ramp.full(0, 2)
+    ramp.witness(0, 0, 1, 0.0, 3600.0)
+    ramp.update(100.0, [1], lambda p: np.array([0]), np.array([100.0]))
+    assert ramp.full(0, 0) and not ramp.full(0, 1) and not ramp.full(0, 2)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_the_warmup_is_a_whole_number_and_needs_witnesses(bad):
+    with pytest.raises(ConfigError, match="loan_ramp_warmup"):
+        LoanRamp(1, evidence="misses", warmup=bad)
+    with pytest.raises(ConfigError, match="needs loan_ramp_evidence"):
+        LoanRamp(1, warmup=1)

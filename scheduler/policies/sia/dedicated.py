@@ -29,6 +29,11 @@ class DedicatedPass:
         free, ded, alloc, starts = d.free, d.ded, d.alloc, d.starts
         cells = self._cells
         cfg = cells.config if cells is not None else None
+        ramp = self.loan_ramp
+        witness = ramp is not None and ramp.witnesses
+        if witness:  # the pool's own jobs score its predictions too (ramp.py): bin them first
+            self._bin_new(view)
+            kmin_job, sure, W = self._kmin_job, self._sure_job, self.windows_s
         streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
         while True:
             best = None
@@ -70,6 +75,10 @@ class DedicatedPass:
             best[2] = i + 1
             starts.append(Start(j, False, cell))
             started[j] = 1
+            if witness:
+                km = kmin_job.get(j, len(W))
+                if km < len(W) and sure.get(j, km + 1) > km:
+                    ramp.witness(j, p, km, view.now, view.now + W[km])
             free -= g
             ded[p] += g
             alloc[p] += g

@@ -200,7 +200,12 @@ from sia.scheduler.policies.sia.preempt import (
     FungiblePreemption,
     check_preempt_lend,
 )
-from sia.scheduler.policies.sia.ramp import DEFAULT_LOAN_RAMP, LoanRamp
+from sia.scheduler.policies.sia.ramp import (
+    DEFAULT_EVIDENCE,
+    DEFAULT_LOAN_RAMP,
+    DEFAULT_WARMUP,
+    LoanRamp,
+)
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import _EPS, SparePass
 
@@ -266,7 +271,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
-                 loan_ramp_memory: int = 0,
+                 loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
+                 loan_ramp_warmup: int = DEFAULT_WARMUP,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
         if forecaster is None:
@@ -330,7 +336,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                          else DEFAULT_LOAN_RAMP)
         self.loan_ramp = (None if loan_ramp is None
                           else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
-                                        memory=loan_ramp_memory, name=name))
+                                        memory=loan_ramp_memory, evidence=loan_ramp_evidence,
+                                        warmup=loan_ramp_warmup,
+                                        name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self.stats: dict[str, Any] = {}
@@ -346,6 +354,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._quota = trace.quota.tolist()
         self._seen = 0  # jobs admitted (arrived) so far
         self._binned = 0  # jobs whose duration bin was asked for
+        self._rebin: list[int] = []  # readmitted jobs below _binned that were never binned
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
         # per pool and window: jobs whose predicted bin fits the window, arrival order; under
@@ -392,11 +401,13 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def _bin_new(self, view: SimView) -> None:
         """Predict the duration bins of the jobs arrived since the last call (one batched call)."""
         lo, hi = self._binned, self._seen
-        if hi <= lo:
-            return
         started = self._started
-        jobs = [j for j in range(lo, hi) if not started[j]]
-        self._binned = hi
+        rebin = [j for j in self._rebin if not started[j] and j not in self._kmin_job]
+        self._rebin = []
+        if hi <= lo and not rebin:
+            return
+        jobs = rebin + [j for j in range(lo, hi) if not started[j]]
+        self._binned = max(lo, hi)
         if not jobs:
             return
         arr = np.array(jobs, dtype=np.int64)
@@ -614,6 +625,31 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             if not started[j]:
                 started[j] = 1
                 pend[pool[j]] -= gpus[j]
+
+    def readmit(self, jobs: list[int]) -> None:
+        """Take back pending jobs this policy withdrew (global reservations move a waiting job
+        between regions): each becomes pending here again with its pending load and, once its
+        duration bin is known, its lendable lists, as if never withdrawn. A job that was never
+        withdrawn is left as it is."""
+        started, pend, pool, gpus = self._started, self._pend_gpus, self._pool, self._gpus
+        for j in jobs:
+            if not started[j]:
+                continue
+            if j >= self._seen:  # withdrawn before its admission: undo the withdrawal only
+                started[j] = 0
+                pend[pool[j]] += gpus[j]
+            elif j in self._kmin_job or j >= self._binned:
+                self._requeue(j)  # binned already, or binned by the next _bin_new
+            else:  # admitted and withdrawn before it was binned: bin it at the next decision
+                self._requeue(j)
+                self._rebin.append(j)
+
+    def set_quota(self, quota: list[int]) -> None:
+        """Use ``quota`` (GPUs per pool) from the next decision on (global reservations move a
+        pool's share between regions; running jobs keep what they hold)."""
+        self._quota[:] = [int(q) for q in quota]
+        if self.risk_budget is not None:  # its loads are per GPU of quota
+            self.risk_budget._quota = np.maximum(np.asarray(quota, dtype=np.float64), 1.0)
 
     def _requeue(self, j: int) -> None:
         """Put a preempted (or refused) job back among the pending and lendable jobs."""

@@ -21,6 +21,23 @@ way TCP's slow start bounds a new connection's:
 overruns the risk-aware lending accepts) among the pool's last L scored loans;
 both lost to the plain reset on the training weeks (:data:`DEFAULT_LOAN_RAMP`).
 
+``loan_ramp_evidence`` says which outcomes score a pool's predictions: ``loans``
+(only its loans, as above), ``misses`` (also the jobs it runs on its own quota
+that the predictions said would fit a window: one that runs past it is a miss
+there and, like an overrunning loan, counts against the cap until it ends, so
+a pool whose jobs changed kind stops lending before a loan of its has to
+overrun), or ``all`` (those jobs' fits prove the pool as well). Such a job is
+*witnessed* in the first window its prediction fits; until it overruns it
+does not count against the cap (it holds no lent GPU).
+
+``loan_ramp_warmup=N`` makes a pool *cold* in a window until N of its jobs
+(loans or witnesses) have ended within it (or within an earlier window): a cold pool lends there only what
+a time limit makes certain. A pool whose first jobs all overrun their
+predictions so never lends on them, where the plain ramp lends it one loan
+at once (on Figure 13, one such first loan delayed 393 jobs of exp-071). It
+needs witnesses (``evidence`` ``misses`` or ``all``): a cold pool has no
+loans to prove it.
+
 Outcomes are read from the simulator's completions and the clock only (no
 peeking); with perfect durations no loan overruns and the ramp only delays
 loans, so SIA's ``loan_ramp="auto"`` (its default) leaves it off for them and
@@ -51,24 +68,55 @@ DEFAULT_LOAN_RAMP = 1
 #: What a miss does to the cap: ``reset`` to the initial cap, or ``halve`` it (TCP's
 #: multiplicative decrease: a pool with a long record of proven loans keeps more of it).
 BACKOFFS = ("reset", "halve")
+#: Which outcomes score a pool's predictions (module docstring).
+EVIDENCE = ("loans", "misses", "all")
+#: SIA's default ``loan_ramp_evidence``, chosen on training weeks only
+#: (``experiments/risk_training_weeks.yaml``: 20 experiments of 4 Philly pools replayed on days
+#: 35-56, predictors trained on days 14-35) by the rule of ``sia.scheduler.policies.sia.risk.DEFAULT_RISK``'s choice, fixed
+#: before the run: among the values whose slowed jobs are <= 0.5% pooled and <= 2% in every
+#: experiment, the highest mean speedup. Measured (2026-11-28, `sia evaluate
+#: experiments/risk_training_weeks.yaml --set policies=[fcfs,sia,{name: sia, options:
+#: {loan_ramp_evidence: ...}}, ...]`), % slowed / total slowdown min / worst experiment /
+#: mean speedup: loans 0.62% / 14,518 / 2.80% / 80.8; misses 0.11% / 339 / 1.15% / 65.6;
+#: all 0.47% / 19,274 / 2.81% / 77.4: ``misses``, the only one within both bounds (for 19% of
+#: the mean speedup).
+DEFAULT_EVIDENCE = "misses"
+#: SIA's default ``loan_ramp_warmup``: none. Measured with ``misses`` the same way: warmup 1
+#: 0.38% / 1,312 / 3.50% / 65.2 (with ``all``: 0.67% / 20,405 / 3.50% / 77.6), outside the
+#: bounds.
+DEFAULT_WARMUP = 0
 
 
 class LoanRamp:
     """Per pool and window: the running loans, their deadlines and the cap (module docstring)."""
 
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
-                 memory: int = 0, name: str = "sia"):
+                 memory: int = 0, evidence: str = "loans", warmup: int = 0,
+                 name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
         if backoff not in BACKOFFS:
             raise ConfigError(f"policy {name!r}: loan_ramp_backoff must be one of {BACKOFFS}, "
                               f"not {backoff!r}")
+        if evidence not in EVIDENCE:
+            raise ConfigError(f"policy {name!r}: loan_ramp_evidence must be one of {EVIDENCE}, "
+                              f"not {evidence!r}")
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ConfigError(f"policy {name!r}: loan_ramp_warmup must be a whole number of "
+                              f"jobs >= 0, not {warmup!r}")
+        if warmup and evidence == "loans":
+            raise ConfigError(f"policy {name!r}: loan_ramp_warmup needs loan_ramp_evidence "
+                              f"'misses' or 'all' (a cold pool makes no loan to prove it)")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
         self.initial = int(initial)
         self.backoff = backoff
+        self.evidence = evidence
+        self.warmup = int(warmup)
+        #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
+        self.witnesses = evidence != "loans"
         #: with ``memory`` L > 0, a miss backs the cap off only when more than ``tolerance[k]
         #: * L`` of the pool's last L scored loans in window k missed (the overruns the
         #: lending rule accepted, eps_k, do not count against the pool); 0: every miss does
@@ -85,14 +133,19 @@ class LoanRamp:
         self.tolerance = [0.0] * n_windows if tolerance is None else [float(t) for t in tolerance]
         self.recent = [[deque(maxlen=max(self.memory, 1)) for _ in range(n_windows)]
                        for _ in range(n_pools)]
-        #: per pool: running loan -> (window index, deadline s, missed already)
+        #: per pool: running loan or witnessed job -> [window index, deadline s, missed
+        #: already, started at s, witnessed (not a loan)]
         self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
         self.count = [[0] * n_windows for _ in range(n_pools)]
+        #: per pool and window: its jobs (loans or witnesses) that ended within the window (or
+        #: within an earlier one)
+        self.fits = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
         #: no running unscored loan has a deadline before this (s): the overrun scan skips
         #: until then (a loan scored or ended since may leave it early: only a wasted scan)
         self._next_deadline = math.inf
-        self.stats = {"proven": 0, "missed": 0, "held_back": 0}
+        self.stats = {"proven": 0, "missed": 0, "held_back": 0, "witnessed": 0,
+                      "witness_missed": 0}
 
     def update(self, now: float, completed_counts: list[int], completed_jobs,
                duration) -> None:
@@ -107,11 +160,18 @@ class LoanRamp:
                     for j in completed_jobs(p)[self._done[p]:n].tolist():
                         rec = opened.pop(j, None)
                         if rec is not None:
-                            k, deadline, missed, lent_at = rec
-                            self.count[p][k] -= 1
+                            k, deadline, missed, lent_at, seen = rec
+                            if not seen or missed:  # a loan, or a witness held since its miss
+                                self.count[p][k] -= 1
                             if missed or lent_at + float(duration[j]) > deadline:
                                 if not missed:
-                                    self._miss(p, k)
+                                    self._miss(p, k, seen)
+                                continue
+                            fits = self.fits[p]  # a fit of window k also fits every later one
+                            for kk in range(k, len(fits)):
+                                fits[kk] += 1
+                            if seen and self.evidence != "all":
+                                pass  # a witnessed fit proves nothing under "misses"
                             else:
                                 self.cap[p][k] = min(2 * self.cap[p][k], self.ceiling)
                                 self.stats["proven"] += 1
@@ -125,14 +185,16 @@ class LoanRamp:
                 if not rec[2]:
                     if now > rec[1]:
                         rec[2] = True
-                        self._miss(p, rec[0])
+                        self._miss(p, rec[0], rec[4])
+                        if rec[4]:  # a witness counts against the cap from its miss on
+                            self.count[p][rec[0]] += 1
                     elif rec[1] < nxt:
                         nxt = rec[1]
         self._next_deadline = nxt
 
-    def _miss(self, p: int, k: int) -> None:
-        """A loan of pool ``p`` overran window ``k``: back off the cap."""
-        self.stats["missed"] += 1
+    def _miss(self, p: int, k: int, witnessed: bool = False) -> None:
+        """A loan (or a witnessed job) of pool ``p`` overran window ``k``: back off the cap."""
+        self.stats["witness_missed" if witnessed else "missed"] += 1
         rec = self.recent[p][k]
         rec.append(1)
         if self.memory and sum(rec) <= self.tolerance[k] * self.memory:
@@ -142,7 +204,7 @@ class LoanRamp:
 
     def full(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now."""
-        if self.count[p][k] >= self.cap[p][k]:
+        if self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.warmup:
             self.stats["held_back"] += 1
             return True
         return False
@@ -151,12 +213,22 @@ class LoanRamp:
         """Drop loan ``j`` of pool ``p`` without scoring it (it was evicted or refused: it
         proved nothing, and must not hold its pool's cap until it runs again)."""
         rec = self.open[p].pop(j, None)
-        if rec is not None:
+        if rec is not None and (not rec[4] or rec[2]):
             self.count[p][rec[0]] -= 1
 
     def lent(self, j: int, p: int, k: int, now: float, deadline: float) -> None:
         """Record loan ``j`` of pool ``p`` lent ``now`` in window ``k`` that must end by
         ``deadline`` (s)."""
-        self.open[p][j] = [k, deadline, False, now]
+        self.open[p][j] = [k, deadline, False, now, False]
         self._next_deadline = min(self._next_deadline, deadline)
         self.count[p][k] += 1
+
+    def witness(self, j: int, p: int, k: int, now: float, deadline: float) -> None:
+        """Record job ``j`` of pool ``p`` started ``now`` on its own quota, predicted to fit
+        window ``k`` (it should end by ``deadline``, s): scored like a loan, never counted
+        against the cap (a no-op unless ``evidence`` is ``misses`` or ``all``)."""
+        if not self.witnesses:
+            return
+        self.open[p][j] = [k, deadline, False, now, True]
+        self._next_deadline = min(self._next_deadline, deadline)
+        self.stats["witnessed"] += 1

@@ -1,0 +1,493 @@
+"""Global reservations (MAST's capacity placement): a pool's quota split into per-region shares.
+
+A pool's quota ``Q_p`` (GPUs) is a global entitlement. A *share* ``s[p, r]``
+is the part of it placed in region ``r``: the pool's jobs run there as
+dedicated jobs within it. Two invariants hold at every instant:
+
+* each pool's shares sum to its quota: ``sum_r s[p, r] = Q_p``;
+* a region's supply, the sum of the shares placed in it, never exceeds its
+  GPUs: ``sum_p s[p, r] <= G_r``.
+
+Two parts:
+
+* :func:`plan_reservations`, the slow path: one MIP (OR-Tools, warm start,
+  time limit) choosing replicas *and* shares together from each pool's
+  predicted demand, MAST's soft balance (overload weighted above underload),
+  storage limits, data moved and share churn. An infeasible or timed-out
+  plan keeps the previous one and says so.
+* :class:`ShareLedger`, the shares in force: a plan only sets a *target*;
+  :meth:`ShareLedger.step` moves the shares towards it as fast as running
+  jobs free them (a pool never gives up GPUs its dedicated jobs hold: no plan
+  preempts) and only into regions whose copy of the pool's data is usable.
+  A move is a min-cost circulation (OR-Tools): a pool's GPUs leave one region
+  only as they arrive in another, and a region takes GPUs only as others
+  leave it or it has GPUs no share holds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ortools.graph.python import min_cost_flow
+from ortools.linear_solver import pywraplp
+from sia.scheduler.regions.data_placement import PlacementWeights, demand_vector
+from sia.scheduler.regions.model import RegionLayout, RegionsError
+
+
+@dataclass(frozen=True)
+class ReservationWeights(PlacementWeights):
+    """The data-placement weights plus ``churn_weight``: per GPU of share moved, over the
+    total quota (a plan that moves every share pays ``churn_weight``)."""
+
+    churn_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        v = self.churn_weight
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+            raise RegionsError(f"reservation weights: churn_weight must be a finite number >= 0, "
+                               f"got {v!r}")
+
+
+@dataclass(frozen=True)
+class ReservationPlan:
+    """One plan of replicas and shares.
+
+    ``status``: ``optimal``, ``feasible`` (time limit hit with a solution; used),
+    ``infeasible``, ``timeout`` or ``error`` (the previous plan is kept,
+    ``kept_previous`` is True and ``message`` says why). ``held`` [pool, region]
+    bool, ``shares`` [pool, region] int GPUs (rows sum to the quotas), ``objective``
+    (None when kept), ``moved`` data copied relative to the previous plan (size
+    units), ``churn`` GPUs of share moved relative to the previous shares,
+    ``solve_s`` wall seconds.
+    """
+
+    status: str
+    held: np.ndarray
+    shares: np.ndarray
+    objective: float | None
+    moved: float
+    churn: int
+    solve_s: float
+    kept_previous: bool
+    message: str
+
+    def region_load(self, demand: np.ndarray, quota: np.ndarray) -> np.ndarray:
+        """Planned GPU demand per region: each pool's demand split as its shares (GPUs)."""
+        frac = self.shares / np.maximum(np.asarray(quota, dtype=float), 1.0)[:, None]
+        return np.asarray(demand, dtype=float) @ frac
+
+
+def home_shares(layout: RegionLayout, quota: np.ndarray) -> np.ndarray:
+    """Every pool's whole quota in its home region (today's practice), int [pool, region]."""
+    s = np.zeros((layout.n_pools, layout.n_regions), dtype=np.int64)
+    s[np.arange(layout.n_pools), layout.home] = np.asarray(quota, dtype=np.int64)
+    return s
+
+
+def check_shares(layout: RegionLayout, quota: np.ndarray, shares: np.ndarray,
+                 what: str = "shares") -> np.ndarray:
+    """``shares`` as int [pool, region], or a one-line error: negative, a pool's shares not
+    summing to its quota, or a region's supply above its GPUs."""
+    s = np.asarray(shares)
+    if s.shape != (layout.n_pools, layout.n_regions):
+        raise RegionsError(f"{what}: shape {s.shape} is not (pools, regions) = "
+                           f"({layout.n_pools}, {layout.n_regions})")
+    s = s.astype(np.int64)
+    if (s < 0).any():
+        p, r = np.argwhere(s < 0)[0]
+        raise RegionsError(f"{what}: pool {layout.pools[p].name!r} has a negative share in "
+                           f"region {layout.regions[r].name!r}")
+    rows = np.flatnonzero(s.sum(axis=1) != quota)
+    if rows.size:
+        p = int(rows[0])
+        raise RegionsError(f"{what}: pool {layout.pools[p].name!r}'s shares sum to "
+                           f"{int(s[p].sum())}, not its quota {int(quota[p])}")
+    cols = np.flatnonzero(s.sum(axis=0) > layout.gpus)
+    if cols.size:
+        r = int(cols[0])
+        raise RegionsError(f"{what}: region {layout.regions[r].name!r} gets {int(s[:, r].sum())} "
+                           f"GPUs of shares but has {int(layout.gpus[r])}")
+    return s
+
+
+def _quota_vector(layout: RegionLayout, quota: Any) -> np.ndarray:
+    q = np.asarray(demand_vector(layout, quota)).astype(np.int64)
+    if (q < 1).any():
+        p = int(np.flatnonzero(q < 1)[0])
+        raise RegionsError(f"quota of pool {layout.pools[p].name!r} must be >= 1 GPU")
+    if q.sum() > layout.gpus.sum():
+        raise RegionsError(f"quotas sum to {int(q.sum())} GPUs, more than the regions' "
+                           f"{int(layout.gpus.sum())}")
+    return q
+
+
+def reservation_objective(layout: RegionLayout, demand: np.ndarray, quota: np.ndarray,
+                          held: np.ndarray, shares: np.ndarray, prev_held: np.ndarray,
+                          prev_shares: np.ndarray, weights: ReservationWeights) -> float:
+    """The MIP's objective of a given plan (for checks and warm starts)."""
+    load = demand @ (shares / quota[:, None])
+    ratio = load / layout.gpus
+    rho = demand.sum() / layout.gpus.sum()
+    total = max(layout.sizes.sum(), 1e-12)
+    moved = (layout.sizes[:, None] * (held & ~prev_held)).sum() / total
+    stored = (layout.sizes[:, None] * held).sum() / total
+    churn = np.abs(shares - prev_shares).sum() / (2.0 * quota.sum())
+    return float(weights.over_weight * np.maximum(0, ratio - rho).sum()
+                 + weights.under_weight * np.maximum(0, rho - ratio).sum()
+                 + weights.overflow_weight * np.maximum(0, ratio - 1).sum()
+                 + weights.move_weight * moved + weights.storage_weight * stored
+                 + weights.churn_weight * churn)
+
+
+def plan_reservations(
+    layout: RegionLayout,
+    quota: Any,
+    demand: Any,
+    prev_held: np.ndarray,
+    prev_shares: np.ndarray,
+    keep: np.ndarray | None = None,
+    *,
+    candidates: np.ndarray | None = None,
+    min_share: Any = None,
+    weights: ReservationWeights | None = None,
+    time_limit_s: float = 60.0,
+    mip_gap: float = 1e-4,
+    solver: str = "SCIP",
+    lp_warm_start: bool = True,
+) -> ReservationPlan:
+    """Solve the replicas-and-shares MIP; returns a :class:`ReservationPlan`.
+
+    Variables: ``x[p, r]`` bool (region r keeps a copy of pool p's data) and
+    ``s[p, r]`` in [0, Q_p] (GPUs of p's quota placed in r), with ``s <= Q_p x``,
+    ``sum_r s[p, r] = Q_p`` and ``sum_p s[p, r] <= G_r``. A pool's predicted
+    demand ``d_p`` (GPUs) is served where its shares are, in proportion:
+    ``L_r = sum_p d_p s[p, r] / Q_p``. The objective is
+    :mod:`~sia.scheduler.regions.data_placement`'s soft balance of ``L_r / G_r``
+    (over ``rho = sum d / sum G``, weighted above under), its data-moved and
+    storage terms, plus ``churn_weight * sum |s - prev_shares| / (2 sum Q)``.
+    Storage limits hold; with ``keep`` [pool, region] bool, every pool keeps one of those
+    copies (by default none is forced: the copies are where the shares are, and the
+    simulator keeps a copy while a share in force is still there, so the data stays
+    readable while shares move). ``candidates`` limits where copies may be (previous copies
+    always may). ``min_share`` [pool] GPUs (default 1): a region holding a copy holds at
+    least that much of the pool's share (``s >= min_share x``), so a pool's widest job fits
+    in every region its shares are in (pass the widest job seen so far; at most the
+    quota). The LP shares are rounded to whole GPUs keeping every row
+    sum and region limit (a flow rounding, so the rounding never breaks a
+    constraint). ``prev_held`` and ``prev_shares`` are the plan kept when the solve fails.
+
+    Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed where it
+    places a whole minimum share (each pool's largest share at least), the shares solved
+    again as an LP on those copies plus the previous shares' regions (there the minimum
+    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
+    hint, and it is used when the MIP ends at its time limit with a worse plan or none.
+    Without it (or when it fails) the hint is the previous plan.
+    """
+    weights = weights or ReservationWeights()
+    q = _quota_vector(layout, quota)
+    d = demand_vector(layout, demand)
+    prev = layout.check_plan(prev_held, "previous plan")
+    s0 = check_shares(layout, q, prev_shares, "previous shares")
+    if (s0 > 0).any() and not prev[s0 > 0].all():
+        p, r = np.argwhere((s0 > 0) & ~prev)[0]
+        raise RegionsError(f"previous shares: pool {layout.pools[p].name!r} has a share in "
+                           f"region {layout.regions[r].name!r}, which holds none of its data")
+    keep = None if keep is None else layout.check_plan(keep, "keep set")
+    low = np.ones(layout.n_pools) if min_share is None else \
+        np.minimum(np.maximum(demand_vector(layout, min_share), 1.0), q)
+    if not (np.isfinite(time_limit_s) and time_limit_s > 0):
+        raise RegionsError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+    t0 = time.perf_counter()
+    mip = pywraplp.Solver.CreateSolver(solver)
+    if mip is None:
+        raise RegionsError(f"solver {solver!r} is not available in this OR-Tools build (try SCIP or CBC)")
+    mip.SetNumThreads(1)
+    allowed = np.ones_like(prev) if candidates is None else \
+        layout.check_plan(candidates, "candidates") | prev
+    # each LP of the warm start may use a third of the time limit
+    warm = _lp_and_fix(layout, q, d, prev, s0, keep, allowed, low, weights,
+                       time_limit_s / 3) if lp_warm_start else None
+    x, s = _build(mip, layout, q, d, prev, s0, keep, allowed, low, weights)
+    hint_held, hint_shares = (prev & (s0 > 0), s0) if warm is None else warm
+    hint_vars, hint_vals = [], []
+    for p in range(layout.n_pools):
+        for r in x[p]:
+            hint_vars += [x[p][r], s[p][r]]
+            hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
+    mip.SetHint(hint_vars, hint_vals)
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
+    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
+    mip.SetTimeLimit(max(1, left_ms))
+    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+
+    def done(status: str, held: np.ndarray, frac: np.ndarray, msg: str) -> ReservationPlan:
+        shares = round_shares(frac, q, layout.gpus)
+        return ReservationPlan(
+            status, held, shares,
+            reservation_objective(layout, d, q.astype(float), held, shares, prev, s0, weights),
+            float((layout.sizes[:, None] * (held & ~prev)).sum()),
+            int(np.abs(shares - s0).sum() // 2), time.perf_counter() - t0, False, msg)
+
+    best = None
+    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        held = np.zeros_like(prev)
+        frac = np.zeros(prev.shape)
+        for p in range(layout.n_pools):
+            for r in x[p]:
+                held[p, r] = x[p][r].solution_value() > 0.5
+                frac[p, r] = s[p][r].solution_value() if held[p, r] else 0.0
+        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
+        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
+        best = done(status, held, frac, msg)
+    if warm is not None and (best is None or best.status != "optimal"):
+        lp = done("feasible", warm[0], warm[1], f"time limit {time_limit_s:g}s reached; the "
+                  "LP-and-fix plan (the warm start) is used")
+        if best is None or lp.objective < best.objective - 1e-9:
+            best = lp
+    if best is not None:
+        return best
+    if code == pywraplp.Solver.INFEASIBLE:
+        status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
+    elif code == pywraplp.Solver.NOT_SOLVED:
+        status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
+    else:
+        status, why = "error", f"solver {solver} returned status {code}"
+    return ReservationPlan(status, prev.copy(), s0.copy(), None, 0.0, 0, time.perf_counter() - t0,
+                           True, f"reservation plan {status}: {why}; the previous plan is kept")
+
+
+def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.ndarray,
+                     k: int = 3) -> np.ndarray:
+    """Where a pool's share may usefully go (bool [pool, region]): where it is now, plus, for a
+    pool busier than the balanced ratio (demand over quota above ``rho``), ``k`` regions
+    below ``rho`` under the current shares, and for a quieter pool ``k`` regions above it
+    (balance comes from swapping the two kinds). The pools of a kind are dealt over the
+    regions of the other side in turn, so every such region gets candidates. A size
+    reduction for large plans (:func:`plan_reservations`' ``candidates``), not an exact one."""
+    q = _quota_vector(layout, quota).astype(float)
+    d = demand_vector(layout, demand)
+    s = np.asarray(shares, dtype=float)
+    ratio = d @ (s / q[:, None]) / layout.gpus
+    rho = d.sum() / layout.gpus.sum()
+    out = s > 0
+    busy = d / q > rho
+    for kind, side in ((busy, np.flatnonzero(ratio < rho)), (~busy, np.flatnonzero(ratio > rho))):
+        if not side.size:
+            continue
+        pools = np.flatnonzero(kind)
+        n = min(int(k), side.size)
+        cols = (np.arange(pools.size)[:, None] * n + np.arange(n)[None, :]) % side.size
+        out[pools[:, None], side[cols]] = True
+    return out
+
+
+def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
+                s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
+                weights: ReservationWeights, limit_s: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The warm start of :func:`plan_reservations` (its docstring): (held, shares) or None."""
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    if lp is None:
+        return None
+    x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True)
+    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
+    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    frac = np.zeros(prev.shape)
+    for p in range(layout.n_pools):
+        for r in s[p]:
+            frac[p, r] = s[p][r].solution_value()
+    # copies fixed where the LP puts a whole minimum share (each pool's largest at least);
+    # the regions of the previous shares stay open as they were (fractional), so the
+    # second LP can always fall back towards the previous plan
+    fix = frac >= low[:, None] - 1e-6
+    fix[np.arange(layout.n_pools), np.argmax(frac, axis=1)] = True
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    x, s = _build(lp, layout, q, d, prev, s0, keep, fix | (s0 > 0), low, weights, relax=True)
+    for p in range(layout.n_pools):
+        for r in x[p]:
+            if fix[p, r]:
+                x[p][r].SetLb(1.0)
+    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
+    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    out = np.zeros(prev.shape)
+    for p in range(layout.n_pools):
+        for r in s[p]:
+            out[p, r] = s[p][r].solution_value()
+    held = fix | (out > 1e-6)
+    return held, np.where(held, out, 0.0)
+
+
+def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
+           s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
+           weights: ReservationWeights, relax: bool = False) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
+    """Variables, constraints and objective of :func:`plan_reservations`' MIP."""
+    n_p, n_r = layout.n_pools, layout.n_regions
+    supply = layout.gpus.astype(float)
+    rho = d.sum() / supply.sum()
+    total = max(layout.sizes.sum(), 1e-12)
+    churn_w = weights.churn_weight / (2.0 * q.sum())
+    x: list[dict[int, Any]] = []
+    s: list[dict[int, Any]] = []
+    in_region: list[list[int]] = [[] for _ in range(n_r)]
+    obj = mip.Objective()
+    for p in range(n_p):
+        cols = np.flatnonzero(allowed[p]).tolist()
+        qp = float(q[p])
+        xp = {r: (mip.NumVar(0.0, 1.0, f"x_{p}_{r}") if relax else mip.BoolVar(f"x_{p}_{r}"))
+              for r in cols}
+        sp = {r: mip.NumVar(0.0, qp, f"s_{p}_{r}") for r in cols}
+        x.append(xp)
+        s.append(sp)
+        mip.Add(sum(sp.values()) == qp)
+        if keep is not None:
+            mip.Add(sum(xp[r] for r in cols if keep[p, r]) >= 1)
+        size_w = layout.sizes[p] / total
+        for r in cols:
+            in_region[r].append(p)
+            mip.Add(sp[r] <= qp * xp[r])
+            mip.Add(sp[r] >= float(low[p]) * xp[r])
+            obj.SetCoefficient(xp[r], weights.storage_weight * size_w
+                               + (0.0 if prev[p, r] else weights.move_weight * size_w))
+            if churn_w > 0:  # |s - s0| <= c
+                c = mip.NumVar(0.0, qp, f"c_{p}_{r}")
+                mip.Add(sp[r] - c <= float(s0[p, r]))
+                mip.Add(sp[r] + c >= float(s0[p, r]))
+                obj.SetCoefficient(c, churn_w)
+    for r in range(n_r):
+        pools = in_region[r]
+        if pools:  # (an empty sum is a number, not a constraint)
+            mip.Add(sum(s[p][r] for p in pools) <= supply[r])
+        stored = [p for p in pools if layout.sizes[p] > 0]
+        if np.isfinite(layout.storage[r]) and stored:
+            mip.Add(sum(layout.sizes[p] * x[p][r] for p in stored) <= layout.storage[r])
+        load = sum((d[p] / q[p]) * s[p][r] for p in pools if d[p] > 0)
+        over, under, flow = (mip.NumVar(0, mip.infinity(), f"{k}_{r}") for k in ("over", "under", "flow"))
+        mip.Add(load - rho * supply[r] == supply[r] * (over - under))
+        mip.Add(load - supply[r] <= supply[r] * flow)
+        obj.SetCoefficient(over, weights.over_weight)
+        obj.SetCoefficient(under, weights.under_weight)
+        obj.SetCoefficient(flow, weights.overflow_weight)
+    obj.SetMinimization()
+    return x, s
+
+
+def round_shares(frac: np.ndarray, quota: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Whole-GPU shares from fractional ones: rows sum to ``quota``, columns stay within
+    ``gpus``, each entry the floor or the ceiling of its fraction (int [pool, region]).
+
+    The floors leave each pool a few GPUs to place and each region a few free; placing
+    them is an integral flow (pools -> regions over the entries with a fractional part,
+    capacity 1), which exists because the fractional shares are one; larger fractional
+    parts are preferred."""
+    frac = np.clip(np.asarray(frac, dtype=float), 0.0, None)
+    quota = np.asarray(quota, dtype=np.int64)
+    base = np.floor(frac + 1e-7).astype(np.int64)
+    over = base.sum(axis=1) - quota
+    for p in np.flatnonzero(over > 0):  # float noise above the quota: trim the largest entries
+        for r in np.argsort(-base[p], kind="stable")[: int(over[p])]:
+            base[p, r] -= 1
+    need = quota - base.sum(axis=1)
+    room = np.asarray(gpus, dtype=np.int64) - base.sum(axis=0)
+    if not need.any():
+        return base
+    part = frac - base
+    n_p, n_r = frac.shape
+    pp, rr = np.nonzero(part > 1e-7)
+    f = min_cost_flow.SimpleMinCostFlow()
+    sink = n_p + n_r
+    tails = np.concatenate([pp, n_p + np.arange(n_r)])
+    heads = np.concatenate([n_p + rr, np.full(n_r, sink)])
+    caps = np.concatenate([np.ones(pp.size, dtype=np.int64), np.maximum(room, 0)])
+    costs = np.concatenate([-np.round(part[pp, rr] * 1000).astype(np.int64),
+                            np.zeros(n_r, dtype=np.int64)])
+    arcs = f.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
+    supplies = np.concatenate([need, np.zeros(n_r, dtype=np.int64), [-need.sum()]])
+    f.set_nodes_supplies(np.arange(sink + 1), supplies)
+    if f.solve() != f.OPTIMAL:
+        raise RegionsError("round_shares: the fractional shares cannot be rounded (their rows "
+                           "do not sum to the quotas or a region is over its GPUs)")
+    flows = f.flows(arcs[: pp.size])
+    out = base.copy()
+    np.add.at(out, (pp, rr), flows)
+    return out
+
+
+class ShareLedger:
+    """The shares in force and the plan's target, moved without preemption (module doc).
+
+    ``quota`` int [pool], ``gpus`` int [region], ``shares`` the initial int [pool, region]
+    (default: each pool's whole quota at its ``home``). :attr:`shares` only changes in
+    :meth:`step` and always satisfies both invariants of the module doc.
+    """
+
+    def __init__(self, quota: np.ndarray, gpus: np.ndarray, shares: np.ndarray) -> None:
+        self.quota = np.asarray(quota, dtype=np.int64)
+        self.gpus = np.asarray(gpus, dtype=np.int64)
+        self.shares = np.array(shares, dtype=np.int64)
+        self._check(self.shares, "initial shares")
+        self.target = self.shares.copy()
+        self.moved_gpus = 0  # GPUs of share moved so far, summed over the pools that moved
+
+    def _check(self, s: np.ndarray, what: str) -> None:
+        if s.shape != (self.quota.size, self.gpus.size) or (s < 0).any() \
+                or (s.sum(axis=1) != self.quota).any() or (s.sum(axis=0) > self.gpus).any():
+            raise RegionsError(f"{what}: not shares (every pool's row must sum to its quota, "
+                               f"every region's column stay within its GPUs)")
+
+    def set_target(self, target: np.ndarray) -> None:
+        """The plan's shares (int [pool, region], checked as the shares are)."""
+        t = np.array(target, dtype=np.int64)
+        self._check(t, "target shares")
+        self.target = t
+
+    @property
+    def settled(self) -> bool:
+        """True when the shares in force are the target."""
+        return bool((self.shares == self.target).all())
+
+    def step(self, used: np.ndarray, usable: np.ndarray) -> np.ndarray:
+        """Move shares towards the target now; returns the regions whose shares changed (bool).
+
+        ``used`` int [pool, region]: GPUs the pool's dedicated jobs hold there (never given
+        up); ``usable`` bool [pool, region]: the pool's data is usable there (a share only
+        grows where it is). The most GPUs that can move do (a min-cost circulation)."""
+        s, t = self.shares, self.target
+        release = np.maximum(s - np.maximum(t, used), 0)
+        want = np.where(usable, np.maximum(t - s, 0), 0)
+        n_p, n_r = s.shape
+        if not release.any() or not want.any():
+            return np.zeros(n_r, dtype=bool)
+        free = self.gpus - s.sum(axis=0)
+        # nodes: pools 0..P-1, regions P..P+R-1, source P+R, sink P+R+1
+        src, sink = n_p + n_r, n_p + n_r + 1
+        rp, rr = np.nonzero(release)
+        wp, wr = np.nonzero(want)
+        big = int(self.quota.sum()) + 1
+        tails = np.concatenate([n_p + rr, wp, n_p + np.arange(n_r), np.full(n_r, src), [sink]])
+        heads = np.concatenate([rp, n_p + wr, np.full(n_r, sink), n_p + np.arange(n_r), [src]])
+        caps = np.concatenate([release[rp, rr], want[wp, wr], np.maximum(free, 0),
+                               np.full(n_r, big), [big]])
+        costs = np.concatenate([np.zeros(rp.size, dtype=np.int64), np.full(wp.size, -1),
+                                np.zeros(2 * n_r + 1, dtype=np.int64)])
+        f = min_cost_flow.SimpleMinCostFlow()
+        f.add_arcs_with_capacity_and_unit_cost(tails, heads, caps.astype(np.int64), costs)
+        if f.solve() != f.OPTIMAL:  # a circulation with zero supplies always exists
+            raise RegionsError("share ledger: the share moves could not be solved")
+        flows = f.flows(np.arange(rp.size + wp.size))
+        out = np.zeros_like(s)
+        out[rp, rr] = flows[: rp.size]
+        inc = np.zeros_like(s)
+        inc[wp, wr] = flows[rp.size:]
+        if not out.any():
+            return np.zeros(n_r, dtype=bool)
+        new = s - out + inc
+        self._check(new, "shares after a move")
+        self.shares = new
+        self.moved_gpus += int(inc.sum())
+        return (out.any(axis=0) | inc.any(axis=0))

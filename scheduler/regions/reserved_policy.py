@@ -1,0 +1,467 @@
+"""Global reservations in the simulator: pools run as owners in every region holding a share.
+
+:class:`ReservationRegionPolicy` is :class:`~sia.scheduler.regions.global_policy.GlobalRegionPolicy`'s
+third mode (DESIGN.md 6.4, round 3; MAST's capacity placement). A pool's
+quota is a global entitlement split into per-region *shares*
+(:mod:`~sia.scheduler.regions.reservations`); in a region, a pool's jobs run
+as **dedicated** jobs within its share there (FCFS order within the pool, and
+the region's policy lends its idle GPUs as it does on one cluster), never as
+guests.
+
+Every region's policy replays the *whole* trace (so a job may become pending
+in any region) with its region's shares as quotas; a job is pending in exactly
+one region at a time, its *queue*, and the other regions' policies have
+withdrawn it (``withdraw``; ``readmit`` takes a job back when it moves there;
+FCFS and MaxMin keep no per-job state). With one region the sub-trace is the
+trace, the share is the quota and the replay is today's, start for start.
+
+Each decision:
+
+1. *Arrivals* are queued where they would start soonest (below); completions
+   free their GPUs in the region they ran in.
+2. *Plan* (every ``period_s``): :func:`~sia.scheduler.regions.reservations.plan_reservations`
+   chooses replicas and target shares from each pool's predicted demand
+   (``history``, ``perfect`` or ``forecast``, as data placement does); new
+   copies become usable after their transfer. An infeasible or timed-out plan
+   keeps the last one (the plan record says so).
+3. *Shares move* (:class:`~sia.scheduler.regions.reservations.ShareLedger`)
+   towards the target as far as running dedicated jobs allow and only into
+   regions whose copy is usable; the region policies get their new quotas.
+4. *Routing* (the global scan): waiting jobs, oldest first, that cannot start
+   in their queue now (strict FCFS there: behind a blocked head, nothing
+   starts) move to the region where their pool has share and usable data and
+   where they can start now (exhaustive over regions with the per-pass
+   negative cache, per region and pool); best the pool's home, then the region
+   left with the most free GPUs. A job whose queue lost its pool's share moves
+   even when nowhere can start it now, to the region with the least queued
+   demand per GPU of share ("would start soonest", estimated without durations).
+5. Every region's policy decides on its view; its starts run there.
+
+Guests (:class:`GlobalRegionPolicy` with ``route=True``) stay as a mode to compare.
+Buddy cells are not supported here (a ConfigError).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import insort
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from sia.data.errors import ConfigError
+from sia.scheduler.core.cluster import Cluster
+from sia.scheduler.core.view import SimView, Start, TraceArrays
+from sia.scheduler.regions.global_policy import GlobalRegionPolicy, _index_in, _Region
+from sia.scheduler.regions.global_scan import NegativeCache
+from sia.scheduler.regions.model import RegionLayout, RegionsError
+from sia.scheduler.regions.reservations import (
+    ReservationWeights,
+    ShareLedger,
+    plan_reservations,
+    share_candidates,
+)
+
+#: Pools x regions above which a plan only considers :func:`share_candidates` (bench_regions).
+LARGE_PLAN = 5000
+#: Where a pool's predicted demand comes from when the reservations are planned.
+RESERVATION_PLACEMENTS = ("history", "perfect", "forecast")
+
+
+class ReservationRegionPolicy(GlobalRegionPolicy):
+    """Global reservations across regions over per-region inner policies (module doc).
+
+    Arguments as :class:`GlobalRegionPolicy` (``placement`` one of
+    :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP.
+    After a replay, :attr:`share_log` holds ``(time, shares [pool, region])``
+    at every change of the shares in force (trace pool order).
+    """
+
+    def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
+                 inner_name: str = "inner", placement: str = "history",
+                 period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
+                 weights: ReservationWeights | None = None, locality: Any = None):
+        if placement not in RESERVATION_PLACEMENTS:
+            raise ConfigError(f"regions: reservations plan from one of "
+                              f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
+        if locality is not None:
+            raise ConfigError("regions: global reservations run on fungible GPUs only (no "
+                              "buddy cells); drop the locality options or use a guests mode")
+        super().__init__(layout, make_inner, inner_name=inner_name, route=True,
+                         placement=placement, period_s=period_s, plan_time_s=plan_time_s,
+                         neg_cache=neg_cache)
+        self.name = f"{inner_name}@reservations+{placement}"
+        self.weights = weights or ReservationWeights()
+
+    # ------------------------------------------------------------------ life cycle
+    def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
+        """One region per layout region, each replaying the whole trace with its shares."""
+        lay = self.layout
+        missing = [p for p in trace.pool_names if p not in lay.pool_index]
+        if missing:
+            raise RegionsError(f"regions: pool {missing[0]!r} of the workload is not in the "
+                               "region layout")
+        self._trace = trace
+        P, R = trace.n_pools, lay.n_regions
+        self._home = np.array([lay.home[lay.pool_index[p]] for p in trace.pool_names], dtype=np.int64)
+        self._lrow = np.array([lay.pool_index[p] for p in trace.pool_names], dtype=np.int64)
+        supply = np.bincount(self._home, weights=trace.quota, minlength=R).astype(np.int64)
+        bad = np.flatnonzero(supply != lay.gpus)
+        if bad.size:
+            r = int(bad[0])
+            raise RegionsError(f"regions: region {lay.regions[r].name!r} has {lay.gpus[r]} GPUs in "
+                               f"the layout but its pools' quotas sum to {supply[r]}")
+        if (trace.quota < 1).any():
+            p = int(np.flatnonzero(trace.quota < 1)[0])
+            raise RegionsError(f"regions: pool {trace.pool_names[p]!r} has quota 0; global "
+                               "reservations split quotas of at least one GPU")
+        shares = np.zeros((P, R), dtype=np.int64)
+        shares[np.arange(P), self._home] = trace.quota
+        self._ledger = ShareLedger(trace.quota, lay.gpus, shares)
+        glob = np.arange(trace.n_jobs)
+        self._regions: list[_Region] = []
+        for r, reg in enumerate(lay.regions):
+            # the simulator's trace with the region's own quota array: its shares, kept current
+            sub = replace(trace, quota=shares[:, r].copy())
+            policy = self._probe if r == 0 else self.make_inner()
+            region = _Region(r, reg.name, sub, glob, policy, list(range(P)), None)
+            if region.cluster.total_gpus != int(lay.gpus[r]):  # shares start as the home quotas
+                raise RegionsError(f"regions: region {reg.name!r}: cluster of "
+                                   f"{region.cluster.total_gpus} GPUs, layout {lay.gpus[r]}")
+            self._regions.append(region)
+        self._offsets = []
+        self._gpus = trace.num_gpus.tolist()
+        self._pool = trace.pool.tolist()
+        self._seen_comp = [0] * P
+        self.ran_in = np.full(trace.n_jobs, -1, dtype=np.int64)
+        self._queue = np.full(trace.n_jobs, -1, dtype=np.int64)  # region a waiting job queues in
+        self._done = np.zeros(trace.n_jobs, dtype=bool)
+        self._n_arrived = 0
+        self._widest = np.ones(P, dtype=np.int64)  # widest job seen so far per pool (GPUs)
+        self._now = 0.0
+        self._replicas = lay.initial_replicas()
+        self._multi = lay.n_regions > 1
+        self._next_plan = 0.0 if self._multi else math.inf
+        self._dirty = False  # something that may let a share move happened
+        self._next_usable = math.inf
+        self._can_withdraw = [callable(reg.withdraw) for reg in self._regions]
+        self._can_readmit = [callable(getattr(reg.policy, "readmit", None)) for reg in self._regions]
+        stateful = [reg.name for reg, w, a in zip(self._regions, self._can_withdraw,
+                                                   self._can_readmit, strict=True)
+                    if self._multi and (w != a)]
+        if stateful or (self._multi and not all(self._can_withdraw)
+                        and self.inner_name not in ("fcfs", "maxmin")):
+            raise ConfigError(f"regions: policy {self.inner_name!r} cannot move a waiting job "
+                              "between regions (it needs withdraw and readmit); use fcfs, "
+                              "maxmin or a sia policy")
+        self.share_log: list[tuple[float, np.ndarray]] = [(0.0, shares.copy())]
+        self.stats: dict[str, Any] = dict(scan_passes=0, scan_attempts=0, scan_hits=0, scan_s=0.0,
+                                          routed=0, plans=[], share_moves=0)
+        self._routed_per_region = [0] * R
+
+    # ------------------------------------------------------------------ decision
+    def decide(self, view: SimView) -> list[Start]:
+        """Queue arrivals, plan, move shares, route waiting jobs, then every region decides."""
+        now = self._now = view.now
+        self._sync_reserved(view)
+        if self._multi:
+            if now >= self._next_plan:
+                self._plan(view)
+            if now >= self._next_usable:
+                self._dirty = True
+                later = self._replicas.usable_at[self._replicas.usable_at > now]
+                self._next_usable = float(later.min()) if later.size else math.inf
+            if self._dirty and not self._ledger.settled:
+                self._move_shares(now)
+            self._dirty = False
+            self._route_waiting(now)
+        starts: list[Start] = []
+        for reg in self._regions:
+            st = reg.state
+            st.now, st.reason = now, view.reason
+            reg.view._invalidate()
+            items = reg.policy.decide(reg.view)
+            if items:
+                self._apply_home(reg, items, starts, now)
+            st.touched.clear()
+            if reg.later_touched:
+                st.touched |= reg.later_touched
+                reg.later_touched = set()
+        return starts
+
+    def _sync_reserved(self, view: SimView) -> None:
+        """Arrivals join the queue where they would start soonest; completions free GPUs."""
+        hi = view.n_arrived
+        lo = self._n_arrived
+        if hi > lo:
+            gone: list[list[int]] = [[] for _ in self._regions]
+            for j in range(lo, hi):
+                p = self._pool[j]
+                if self._gpus[j] > self._widest[p]:  # plan again so that a share fits it
+                    self._widest[p] = self._gpus[j]
+                    if self._gpus[j] > self._ledger.target[p].max():
+                        self._next_plan = min(self._next_plan, view.now)
+                r = self._choose(p, self._gpus[j], exclude=-1)
+                if r < 0:  # cannot happen while shares sit only on usable copies
+                    r = int(np.argmax(self._ledger.shares[p]))
+                self._enqueue(j, p, r)
+                for k in range(len(self._regions)):
+                    if k != r:
+                        gone[k].append(j)
+            for reg in self._regions:
+                reg.n_arrived = reg.state.n_arrived = hi
+            for k, jobs in enumerate(gone):
+                if jobs and self._can_withdraw[k]:
+                    self._regions[k].withdraw(jobs)
+            self._n_arrived = hi
+        if not view.reason & 2:  # Reason.COMPLETION
+            return
+        for p in range(self._trace.n_pools):
+            k = view.n_completed(p)
+            if k == self._seen_comp[p]:
+                continue
+            done = view.completed_jobs(p)[self._seen_comp[p]:k]
+            ends = view.completions(p)[self._seen_comp[p]:k]
+            self._seen_comp[p] = k
+            for j, end in zip(done.tolist(), ends.tolist(), strict=True):
+                self._finish(j, p, end)
+            self._dirty = True
+
+    def _finish(self, j: int, p: int, end: float) -> None:
+        """Free job ``j``'s GPUs in the region it ran in and record its completion there."""
+        g = self._gpus[j]
+        self._done[j] = True
+        reg = self._regions[int(self.ran_in[j])]
+        st = reg.state
+        reg.cluster.release(j, g)
+        if st.opportunistic[j]:
+            st.used_opp[p] -= g
+        else:
+            st.used_ded[p] -= g
+        del st.running[j]
+        n = st.n_comp[p]
+        st.comp_end[p][n] = end
+        st.comp_job[p][n] = j
+        st.n_comp[p] = n + 1
+        st.touched.add(p)
+
+    def _enqueue(self, j: int, p: int, r: int) -> None:
+        """Make job ``j`` (pool ``p``) pending in region ``r``."""
+        st = self._regions[r].state
+        insort(st.pending[p], j)
+        st.touched.add(p)
+        self._queue[j] = r
+
+    # ------------------------------------------------------------------ where a job waits
+    def _used(self) -> np.ndarray:
+        """GPUs each pool's dedicated jobs hold per region, int [pool, region]."""
+        return np.array([reg.state.used_ded for reg in self._regions], dtype=np.int64).T
+
+    def _queued(self, p: int, r: int) -> int:
+        st = self._regions[r].state
+        return int(sum(self._gpus[j] for j in st.pending[p]))
+
+    def _eligible(self, p: int) -> np.ndarray:
+        """Regions where pool ``p`` has share and a usable copy of its data now (bool)."""
+        usable = self._replicas.usable(self._now)[self._lrow[p]]
+        return usable & (self._ledger.shares[p] > 0)
+
+    def _choose(self, p: int, g: int, exclude: int) -> int:
+        """The region a new (or displaced) job of pool ``p`` with ``g`` GPUs should queue in:
+        where it can start now (home first, then most free GPUs left), else the one with the
+        least queued-and-running demand of its pool per GPU of share (ties: home, then index)."""
+        if not self._multi:
+            return 0
+        elig = self._eligible(p)
+        if exclude >= 0:
+            elig[exclude] = False
+        cand = np.flatnonzero(elig).tolist()
+        if not cand:
+            return -1
+        share = self._ledger.shares[p]
+        best = best_key = None
+        for r in cand:
+            reg = self._regions[r]
+            st = reg.state
+            ahead = self._queued(p, r)
+            room = int(share[r]) - st.used_ded[p] - ahead
+            now_ok = room >= g and reg.cluster.free - ahead >= g
+            if now_ok:
+                key = (2, r == self._home[p], (reg.cluster.free - ahead - g) / reg.cluster.total_gpus, -r)
+            else:  # fits the share at all, then the least demand per GPU of share
+                key = (int(share[r] >= g), -(st.used_ded[p] + ahead + g) / share[r],
+                       r == self._home[p], -r)
+            if best is None or key > best_key:
+                best, best_key = r, key
+        return int(best)
+
+    def _route_waiting(self, now: float) -> None:
+        """Move waiting jobs that cannot start in their queue now (module doc, step 4)."""
+        P = self._trace.n_pools
+        share = self._ledger.shares
+        usable = self._replicas.usable(now)[self._lrow] & (share > 0)
+        free = [reg.cluster.free for reg in self._regions]
+        used = self._used()
+        waiting = [p for p in range(P) if any(reg.state.pending[p] for reg in self._regions)]
+        if not waiting:
+            return
+        # room[p][r]: GPUs pool p may still start as dedicated in r in this pass
+        room = (share - used).tolist()
+        elig = usable.tolist()
+        t0 = time.perf_counter()
+        cache = NegativeCache(len(self._regions), P)
+        attempts = moved = 0
+        gpus, home = self._gpus, self._home
+        for p in waiting:
+            # a pool with no room anywhere and every job in an eligible queue: nothing to do
+            lost = any(self._regions[r].state.pending[p]
+                       and (not elig[p][r] or share[p, r] < self._widest[p])
+                       for r in range(len(self._regions)))
+            if not lost and max(min(room[p][r], free[r]) if elig[p][r] else 0
+                                for r in range(len(self._regions))) < 1:
+                continue
+            jobs = sorted(j for reg in self._regions for j in reg.state.pending[p])
+            blocked = [not e for e in elig[p]]  # FCFS: behind a blocked head nothing starts
+            for j in jobs:
+                g, a = gpus[j], int(self._queue[j])
+                if not blocked[a] and room[p][a] >= g and free[a] >= g:
+                    room[p][a] -= g
+                    free[a] -= g
+                    continue
+                blocked[a] = True
+                best = best_key = None
+                for r in range(len(self._regions)):
+                    if r == a or not elig[p][r] or blocked[r]:
+                        continue
+                    if self.neg_cache and cache.blocked(r, p, g):
+                        continue
+                    attempts += 1
+                    if room[p][r] >= g and free[r] >= g:
+                        # placement quality on fungible GPUs: the pool's home, then most free left
+                        key = (r == home[p], (free[r] - g) / self._regions[r].cluster.total_gpus)
+                        if best is None or key > best_key:
+                            best, best_key = r, key
+                    elif self.neg_cache:
+                        cache.record(r, p, g)
+                if best is None and elig[p][a] and share[p, a] >= g:
+                    continue  # waits in its queue
+                if best is None:  # its queue lost the pool's share: the soonest estimate
+                    best = self._choose(p, g, exclude=a)
+                    if best < 0 or (elig[p][a] and share[p, best] < g):
+                        continue
+                else:
+                    room[p][best] -= g
+                    free[best] -= g
+                self._move(j, p, a, best)
+                moved += 1
+        self.stats["scan_passes"] += 1
+        self.stats["scan_attempts"] += attempts
+        self.stats["scan_hits"] += cache.hits
+        self.stats["scan_s"] += time.perf_counter() - t0
+        self.stats["routed"] += moved
+
+    def _move(self, j: int, p: int, a: int, b: int) -> None:
+        """Job ``j`` of pool ``p`` leaves region ``a``'s queue for region ``b``'s."""
+        src = self._regions[a]
+        plist = src.state.pending[p]
+        del plist[_index_in(plist, j)]
+        src.state.touched.add(p)
+        if self._can_withdraw[a]:
+            src.withdraw([j])
+        self._enqueue(j, p, b)
+        if self._can_readmit[b]:
+            self._regions[b].policy.readmit([j])
+        self._routed_per_region[b] += 1
+
+    # ------------------------------------------------------------------ shares
+    def _move_shares(self, now: float) -> None:
+        """Move the shares in force towards the target; give the region policies their quotas."""
+        usable = self._replicas.usable(now)[self._lrow]
+        changed = self._ledger.step(self._used(), usable)
+        if not changed.any():
+            return
+        self.stats["share_moves"] += 1
+        shares = self._ledger.shares
+        self.share_log.append((now, shares.copy()))
+        for r in np.flatnonzero(changed).tolist():
+            reg = self._regions[r]
+            col = shares[:, r]
+            diff = np.flatnonzero(reg.trace.quota != col)
+            reg.trace.quota[:] = col
+            reg.policy.set_quota(col.tolist())
+            reg.state.touched.update(diff.tolist())
+
+    def _plan(self, view: SimView) -> None:
+        """Plan replicas and target shares from the predicted demand (module doc, step 2)."""
+        now = view.now
+        self._next_plan = (math.floor(now / self.period_s) + 1) * self.period_s
+        lay = self.layout
+        demand = np.zeros(lay.n_pools)
+        demand[self._lrow] = self._predicted_demand(now)
+        quota = np.zeros(lay.n_pools, dtype=np.int64)
+        quota[self._lrow] = self._trace.quota
+        prev_shares = np.zeros((lay.n_pools, lay.n_regions), dtype=np.int64)
+        prev_shares[self._lrow] = self._ledger.target
+        held = self._replicas.held()
+        widest = np.ones(lay.n_pools)
+        widest[self._lrow] = self._widest
+        # large layouts plan over share_candidates (all candidates time out at 1,000 x 30)
+        cand = (share_candidates(lay, quota, demand, prev_shares)
+                if lay.n_pools * lay.n_regions > LARGE_PLAN else None)
+        plan = plan_reservations(lay, quota, demand, held, prev_shares, candidates=cand,
+                                 min_share=widest,
+                                 weights=self.weights,
+                                 time_limit_s=self.plan_time_s)
+        moved = 0.0
+        if not plan.kept_previous:
+            in_force = np.zeros_like(held)
+            in_force[self._lrow] = self._ledger.shares > 0
+            self._replicas, moved = self._replicas.apply(lay, plan.held | in_force, now)
+            self._ledger.set_target(plan.shares[self._lrow])
+            self._dirty = True
+            later = self._replicas.usable_at[self._replicas.usable_at > now]
+            self._next_usable = float(later.min()) if later.size else math.inf
+        ratio = plan.region_load(demand, np.maximum(quota, 1)) / lay.gpus
+        self.stats["plans"].append(dict(
+            t=now, status=plan.status, moved=moved, churn=plan.churn,
+            replicas=int(self._replicas.held().sum()), solve_s=plan.solve_s,
+            message=plan.message, demand=[float(x) for x in demand[self._lrow]],
+            planned_max_ratio=float(ratio.max()),
+            planned_avg_ratio=float(demand.sum() / lay.gpus.sum())))
+
+    def _forecast_demand(self, now: float) -> np.ndarray:
+        """Each pool's demand (GPUs) from its home region's forecaster (every region sees every
+        arrival): GPUs predicted to arrive within the largest window, per second, times the
+        mean duration (s) of the pool's jobs finished so far anywhere (0 before any finishes)."""
+        t = self._trace
+        done = np.flatnonzero(self._done)
+        mean = np.bincount(t.pool[done], weights=t.duration[done], minlength=t.n_pools) / \
+            np.maximum(np.bincount(t.pool[done], minlength=t.n_pools), 1)
+        demand = np.zeros(t.n_pools)
+        for r, reg in enumerate(self._regions):
+            pools = np.flatnonzero(self._home == r)
+            if not pools.size:
+                continue
+            pol, view = reg.policy, reg.view
+            windows = tuple(pol.windows_s)
+            view._invalidate()
+            arrive = np.asarray(pol.forecaster.will_jobs_arrive(view, windows), dtype=bool)[:, -1]
+            load = np.asarray(pol.forecaster.new_load_estimate(view, windows), dtype=float)[:, -1]
+            rate = np.where(arrive, np.maximum(load, 0.0), 0.0) / windows[-1]
+            demand[pools] = rate[pools] * mean[pools]
+        return demand
+
+    # ------------------------------------------------------------------ reports
+    def facts(self) -> dict[str, Any]:
+        """The guests' facts (routing counts jobs moved between queues) plus the shares."""
+        out = super().facts()
+        led = self._ledger
+        out.update(share_moves=self.stats["share_moves"], share_gpus_moved=led.moved_gpus,
+                   shares_final={n: led.shares[p].tolist()
+                                 for p, n in enumerate(self._trace.pool_names)},
+                   ran_outside_home=int(((self.ran_in >= 0)
+                                         & (self.ran_in != self._home[self._trace.pool])).sum()))
+        return out
+

@@ -1,0 +1,273 @@
+"""Global reservations (issue 35): the plan, the share ledger and the simulator mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sia.data.schema import make_pools, validate
+from sia.data.synthetic import generate_workload
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.regions import reserved_policy
+from sia.scheduler.regions.global_policy import layout_for_pools
+from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
+from sia.scheduler.regions.reservations import (
+    ReservationPlan,
+    ReservationWeights,
+    ShareLedger,
+    home_shares,
+    plan_reservations,
+    round_shares,
+)
+from sia.scheduler.regions.reserved_policy import ReservationRegionPolicy
+from sia.scheduler.registry import make_policy
+
+H = 3600.0
+ALL = np.ones((2, 2), dtype=bool)
+
+
+def table(rows: list[tuple]) -> pl.DataFrame:
+    raw = pl.DataFrame(rows, schema=["job_id", "pool", "submit_time", "duration", "num_gpus"],
+                       orient="row")
+    return validate(raw)[0]
+
+
+# ----------------------------------------------------------------------------- the ledger
+def test_a_share_moves_only_as_the_jobs_holding_it_end():
+    # pools a (home A) and b (home B), 4 GPUs each; the plan swaps 2 GPUs of share
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[4, 0], [0, 4]]))
+    led.set_target(np.array([[2, 2], [2, 2]]))
+    # b's jobs hold all of B: nothing can move (a could give 2 in A, but B has no room)
+    assert not led.step(np.array([[2, 0], [0, 4]]), ALL).any()
+    assert led.shares.tolist() == [[4, 0], [0, 4]]
+    # one of b's jobs (1 GPU) ends: one GPU of each share moves, no more
+    assert led.step(np.array([[2, 0], [0, 3]]), ALL).all()
+    assert led.shares.tolist() == [[3, 1], [1, 3]]
+    assert led.step(np.array([[2, 0], [0, 2]]), ALL).all()
+    assert led.shares.tolist() == [[2, 2], [2, 2]] and led.settled and led.moved_gpus == 4
+
+
+def test_a_share_never_moves_into_a_copy_not_yet_usable():
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[4, 0], [0, 4]]))
+    led.set_target(np.array([[2, 2], [2, 2]]))
+    usable = np.array([[True, False], [True, True]])  # a's copy in B is still transferring
+    assert not led.step(np.zeros((2, 2), dtype=np.int64), usable).any()
+    assert led.step(np.zeros((2, 2), dtype=np.int64), ALL).all()
+    assert led.settled
+
+
+def test_free_gpus_of_a_region_take_a_share_without_a_swap():
+    # region B has 2 GPUs no share holds: a moves 2 there without anyone leaving B
+    led = ShareLedger(np.array([4, 2]), np.array([4, 4]), np.array([[4, 0], [0, 2]]))
+    led.set_target(np.array([[2, 2], [0, 2]]))
+    led.step(np.zeros((2, 2), dtype=np.int64), ALL)
+    assert led.shares.tolist() == [[2, 2], [0, 2]]
+    with pytest.raises(RegionsError, match="target shares"):
+        led.set_target(np.array([[0, 4], [0, 2]]))  # B over its 4 GPUs
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n_p=st.integers(1, 5), n_r=st.integers(1, 4))
+def test_ledger_steps_keep_both_invariants_and_never_take_held_gpus(data, n_p, n_r):
+    quota = np.array(data.draw(st.lists(st.integers(1, 6), min_size=n_p, max_size=n_p)))
+
+    def random_shares():
+        s = np.zeros((n_p, n_r), dtype=np.int64)
+        for p in range(n_p):
+            cuts = sorted(data.draw(st.lists(st.integers(0, int(quota[p])), min_size=n_r - 1,
+                                             max_size=n_r - 1)))
+            s[p] = np.diff([0, *cuts, int(quota[p])])
+        return s
+
+    start, target = random_shares(), random_shares()
+    gpus = np.maximum(start.sum(axis=0), target.sum(axis=0))
+    led = ShareLedger(quota, gpus, start)
+    led.set_target(target)
+    for _ in range(4):
+        used = np.array([[data.draw(st.integers(0, int(v))) for v in row] for row in led.shares])
+        usable = np.array(data.draw(st.lists(st.booleans(), min_size=n_p * n_r,
+                                             max_size=n_p * n_r))).reshape(n_p, n_r)
+        before = led.shares.copy()
+        led.step(used, usable)
+        s = led.shares
+        assert (s.sum(axis=1) == quota).all() and (s.sum(axis=0) <= gpus).all()
+        assert (s >= np.minimum(before, used)).all()  # what running jobs hold stays
+        grew = s > before
+        assert (usable[grew]).all() and (s[grew] <= target[grew]).all()
+    led.step(np.zeros_like(start), np.ones_like(start, dtype=bool))
+    assert led.settled  # nothing held, every copy usable: the target is reached
+
+
+# ----------------------------------------------------------------------------- the plan
+def two_region_layout(sizes=None, storage=None):
+    return layout_for_pools({"a": "A", "b": "B", "c": "B"}, {"a": 4, "b": 2, "c": 2},
+                            sizes=sizes, storage=storage)
+
+
+def test_the_plan_balances_demand_with_shares_and_keeps_quotas():
+    lay = two_region_layout()
+    quota = np.array([4, 2, 2])
+    demand = np.array([4.0, 0.0, 0.0])  # a is busy, b and c idle: A at 1.0, B at 0
+    w = ReservationWeights(move_weight=0.05, churn_weight=0.05)
+    plan = plan_reservations(lay, quota, demand, lay.initial_replicas().held(),
+                             home_shares(lay, quota), weights=w, min_share=[2, 1, 1])
+    assert plan.status == "optimal" and not plan.kept_previous
+    assert (plan.shares.sum(axis=1) == quota).all() and (plan.shares.sum(axis=0) <= 4).all()
+    # balanced: half of a's demand in each region, idle b and c take A's rest
+    assert plan.shares[0].tolist() == [2, 2]
+    assert plan.region_load(demand, quota).tolist() == [2.0, 2.0]
+    # one idle pool moves its whole share to A (a split one would keep two copies)
+    assert plan.held[0].all() and plan.moved == 2.0 and plan.churn == 4
+    assert sorted(plan.shares[1:].tolist()) == [[0, 2], [2, 0]]
+
+
+def test_the_widest_job_fits_every_share_of_its_pool():
+    lay = two_region_layout()
+    quota = np.array([4, 2, 2])
+    w = ReservationWeights(move_weight=0.05, churn_weight=0.05)
+    plan = plan_reservations(lay, quota, [4.0, 0.0, 0.0], lay.initial_replicas().held(),
+                             home_shares(lay, quota), weights=w, min_share=[4, 1, 1])
+    assert plan.shares[0].tolist() == [4, 0]  # a's 4-GPU jobs cannot run on a split share
+
+
+def test_an_infeasible_plan_keeps_the_last_one_and_says_so():
+    lay = two_region_layout(storage={"A": 0.0, "B": 0.0})  # no room for any data
+    quota = np.array([4, 2, 2])
+    prev = home_shares(lay, quota)
+    plan = plan_reservations(lay, quota, [1.0, 1.0, 1.0], lay.initial_replicas().held(), prev)
+    assert plan.kept_previous and plan.status == "infeasible"
+    assert "previous plan is kept" in plan.message and (plan.shares == prev).all()
+
+
+def test_rounding_keeps_rows_and_region_limits():
+    frac = np.array([[1.5, 1.5, 1.0], [0.5, 0.5, 1.0]])
+    out = round_shares(frac, np.array([4, 2]), np.array([2, 2, 2]))
+    assert out.sum(axis=1).tolist() == [4, 2] and (out.sum(axis=0) <= 2).all()
+    assert (np.abs(out - frac) < 1).all()
+
+
+# ----------------------------------------------------------------------------- the simulator
+def fixed_plan(shares_by_call):
+    """A stand-in for plan_reservations returning the given target shares (layout order)."""
+    calls = []
+
+    def plan(layout, quota, demand, prev_held, prev_shares, keep=None, **kw):
+        s = np.array(shares_by_call[min(len(calls), len(shares_by_call) - 1)])
+        calls.append(kw)
+        return ReservationPlan("optimal", prev_held | (s > 0), s, 0.0, 0.0, 0, 0.0, False, "")
+    return plan
+
+
+def test_in_the_simulator_a_share_moves_when_the_job_holding_it_ends(monkeypatch):
+    # a and c (2 GPUs each) share region A, b has B (4). The plan at 30 min swaps c's share
+    # in A with half of b's in B; b1 holds all of B until 1 h, so the swap waits until then.
+    # At 2 h, c2 queues where c's share now is (B) and b2 beside it
+    home = [[2, 0], [0, 4], [2, 0]]
+    monkeypatch.setattr(reserved_policy, "plan_reservations",
+                        fixed_plan([home, [[2, 0], [2, 2], [0, 2]]]))
+    # (a1 arrives at 30 min so that a decision plans then; b and c have data in both regions)
+    rows = [("b1", "b", 0.0, H, 4), ("a1", "a", H / 2, 600.0, 1), ("b2", "b", 2 * H, H, 2),
+            ("c2", "c", 2 * H, H, 2)]
+    quotas = {"a": 2, "b": 4, "c": 2}
+    lay = layout_for_pools({"a": "A", "b": "B", "c": "A"}, quotas,
+                           replicas={"b": ["B", "A"], "c": ["A", "B"]})
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect"),
+                                  inner_name="sia-perfect", period_s=H / 2)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert got == {"b1": 0.0, "a1": H / 2, "b2": 2 * H, "c2": 2 * H}
+    assert [(t, s.tolist()) for t, s in pol.share_log] == [(0.0, home),
+                                                           (H, [[2, 0], [2, 2], [0, 2]])]
+    assert pol.stats["plans"][1]["t"] == H / 2  # planned at 30 min, moved at 1 h
+    assert pol.job_regions()["region"] == ["B", "A", "B", "B"]
+    assert not res["opportunistic"].any()  # c2 runs as an owner in B, not as a guest
+    facts = pol.facts()
+    assert facts["ran_outside_home"] == 1 and facts["share_gpus_moved"] == 4
+
+
+def test_in_the_simulator_a_share_waits_for_its_copy(monkeypatch):
+    # a (A, 2) and c (A, 2) share region A; b has B (4). The plan moves a's whole share to B,
+    # where a's data takes 2 h to copy (size 1 at 1/7200 per second): a's share stays in A
+    # until then, and a2 (arriving at 1 h, a1 still running) waits for it
+    monkeypatch.setattr(reserved_policy, "plan_reservations",
+                        fixed_plan([[[0, 2], [2, 2], [2, 0]]]))
+    rows = [("a1", "a", 0.0, 2 * H, 2), ("a2", "a", H, H, 2), ("b1", "b", 0.0, 60.0, 1)]
+    lay = layout_for_pools({"a": "A", "b": "B", "c": "A"}, {"a": 2, "b": 4, "c": 2},
+                           transfer_rate=1 / 7200)
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect"),
+                                  inner_name="sia-perfect", period_s=24 * H)
+    res = simulate(table(rows), make_pools({"a": 2, "b": 4, "c": 2}), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    times = [t for t, _ in pol.share_log]
+    assert times[1] == 2 * H  # the first move: when a's copy in B is usable (and a1 ends)
+    assert pol.share_log[-1][1].tolist() == [[0, 2], [2, 2], [2, 0]]
+    # a2 cannot start as an owner at 1 h (a1 holds a's share, the copy is not usable); SIA
+    # lends it c's idle GPUs in A (perfect predictions: c has no jobs)
+    assert got["a2"] == H and res.filter(pl.col("job_id") == "a2")["opportunistic"][0]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect", "sia-random"]))
+def test_one_region_with_reservations_is_todays_replay(seed, name):
+    jobs, pools = generate_workload("base", seed, days=1.5)
+    pools = pools.select("pool", "quota_gpus")
+    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
+    opts = {"seed": seed} if name == "sia-random" else {}
+    today = simulate(jobs, pools, make_policy(name, **opts))
+    pol = ReservationRegionPolicy(layout_for_pools({p: "only" for p in quotas}, quotas),
+                                  lambda: make_policy(name, **opts), inner_name=name)
+    ours = simulate(jobs, pools, pol, check_invariants=True)
+    assert today.height > 20
+    for col in ("start_time", "end_time", "opportunistic"):
+        assert ours[col].to_list() == today[col].to_list(), col
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
+       placement=st.sampled_from(["history", "perfect"]))
+def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement):
+    jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
+    pools = pools.select("pool", "quota_gpus")
+    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
+    homes = {p: "ABC"[i % 3] for i, p in enumerate(sorted(quotas))}
+    lay = layout_for_pools(homes, quotas, sizes={p: 0.01 for p in quotas})
+    cheap = ReservationWeights(move_weight=0.01, churn_weight=0.01)
+    pol = ReservationRegionPolicy(lay, lambda: make_policy(name), inner_name=name,
+                                  placement=placement, period_s=6 * H, weights=cheap)
+    res = simulate(jobs, pools, pol, check_invariants=True)
+    names = list(pol._trace.pool_names)
+    quota = np.array([quotas[p] for p in names])
+    # result rows -> region and pool index
+    region_of = dict(zip(*pol.job_regions().values(), strict=True))
+    reg = np.array([lay.region_index[region_of[j]] for j in res["job_id"]])
+    pool = np.array([names.index(p) for p in res["pool"]])
+    start, end = res["start_time"].to_numpy(), res["end_time"].to_numpy()
+    gpus, opp = res["num_gpus"].to_numpy(), res["opportunistic"].to_numpy()
+    assert np.allclose(end - start, res["duration"].to_numpy())  # ran once, to its end
+    times = np.unique(np.concatenate([start, [t for t, _ in pol.share_log]]))
+    log_t = np.array([t for t, _ in pol.share_log])
+    for t in times:
+        shares = pol.share_log[int(np.searchsorted(log_t, t, side="right")) - 1][1]
+        assert (shares.sum(axis=1) == quota).all()  # shares sum to the quota at every instant
+        run = (start <= t) & (t < end)
+        busy = np.bincount(reg[run], weights=gpus[run], minlength=lay.n_regions)
+        assert (busy <= lay.gpus).all()  # a region never runs more than its GPUs
+        assert (shares.sum(axis=0) <= lay.gpus).all()
+        ded = np.zeros_like(shares)
+        np.add.at(ded, (pool[run & ~opp], reg[run & ~opp]), gpus[run & ~opp])
+        assert (ded <= shares).all()  # no plan takes a share its dedicated jobs hold
+    assert len(pol.stats["plans"]) >= 7
+
+
+def test_a_region_no_pool_may_take_a_share_in_still_plans():
+    # region C holds no copy and no pool may go there: it gets no term in the model
+    lay = RegionLayout([Region("A", 6), Region("B", 2), Region("C", 2)],
+                       [PoolData("a", "A", 1.0), PoolData("b", "B", 1.0),
+                        PoolData("c", "C", 1.0, ("A",))], 1.0)
+    quota = np.array([4, 2, 2])
+    prev = np.array([[True, False, False], [False, True, False], [True, False, False]])
+    shares = np.array([[4, 0, 0], [0, 2, 0], [2, 0, 0]])
+    plan = plan_reservations(lay, quota, [1.0, 1.0, 1.0], prev, shares, candidates=prev)
+    assert plan.status == "optimal" and (plan.shares == shares).all()
