@@ -137,10 +137,10 @@ def job_duration_registration(config: dict[str, Any], model: Any = None) -> Regi
     return Registration(model, "job_duration", JOB_DURATION_NAME, example)
 
 
-def log_predictors(items: list[Registration], alias: str = DEFAULT_ALIAS,
+def log_predictors(items: list[Registration], alias: str | None = DEFAULT_ALIAS,
                    artifact_path: str = MODELS_ARTIFACT_PATH) -> dict[str, str]:
     """Log ``items`` in the active run (one of their own if none) and register each one,
-    moving ``alias`` to it.
+    moving ``alias`` to it (no alias moves when ``alias`` is None).
 
     Each predictor becomes a models-from-code pyfunc stored as data
     (:mod:`sia.models.serving`): saved locally, then uploaded in *one* call
@@ -189,7 +189,8 @@ def log_predictors(items: list[Registration], alias: str = DEFAULT_ALIAS,
         mv = client.create_model_version(
             item.name, f"{base}/{artifact_path}/{folder}", run_id=run.info.run_id,
             tags={"kind": kind, **item.tags}, description=item.description)
-        client.set_registered_model_alias(item.name, alias, mv.version)
+        if alias:  # None: a new version that no alias points at (synthetic training)
+            client.set_registered_model_alias(item.name, alias, mv.version)
         versions[item.name] = str(mv.version)
     return versions
 

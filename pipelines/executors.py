@@ -9,6 +9,7 @@ come in (any order). A failing item raises :class:`ExecutorError` naming it.
 from __future__ import annotations
 
 import multiprocessing
+import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -18,10 +19,11 @@ from sia.data.errors import ConfigError, SiaError
 
 
 def _watch_parent() -> None:
-    """Pool worker initializer: ignore SIGINT, and exit at once when the parent process dies.
+    """Pool worker initializer: ignore SIGINT and SIGTERM, and exit at once when the parent
+    process dies.
 
-    Ctrl-C reaches the whole process group; the parent alone handles it (it
-    stops the pool and says what was kept), so workers print no traceback.
+    Ctrl-C (or a SIGTERM to the process group) reaches every process; the parent alone
+    handles it (it stops the pool and says what was kept), so workers print no traceback.
     A parent killed outright (SIGKILL, OOM) cannot stop its pool: a daemon
     thread waits on the sentinel of ``multiprocessing.parent_process()``
     (a pipe that reaches EOF when the parent is gone) and ends the worker.
@@ -31,6 +33,7 @@ def _watch_parent() -> None:
     import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # born with SIGINT blocked (see _no_sigint)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     parent = multiprocessing.parent_process()
@@ -165,7 +168,7 @@ class LocalExecutor:
         procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
-            proc.terminate()
+            proc.kill()  # workers ignore SIGTERM (the parent handles it)
         for proc in procs:
             proc.join(timeout=5)
 
@@ -190,9 +193,10 @@ class DaskExecutor:
         if client is None:
             if not address:
                 raise ConfigError("--dask needs the scheduler address, e.g. tcp://127.0.0.1:8786")
+            check_dask_address(address)
             try:
                 client = Client(address, timeout=10)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError, TypeError) as exc:
                 raise ConfigError(f"--dask {address}: cannot connect to the Dask scheduler "
                                   f"({type(exc).__name__}: {exc})") from None
             self._own = True
@@ -223,6 +227,18 @@ class DaskExecutor:
         """Close the client if this executor opened it."""
         if self._own:
             self.client.close()
+
+
+_DASK_ADDRESS = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)"
+                           r"(?::[0-9]{1,5})?(?:/\S*)?$")
+
+
+def check_dask_address(address: str) -> None:
+    """Raise ConfigError unless ``address`` looks like a Dask scheduler address
+    (``tcp://host:port``, ``host:port``, ``inproc://...``)."""
+    if not _DASK_ADDRESS.match(address.strip()) or len(address) > 1000:
+        raise ConfigError(f"--dask {address[:100]!r}: not a scheduler address; give one like "
+                          "tcp://127.0.0.1:8786")
 
 
 def make_executor(workers: int | None = None, dask: str | None = None) -> Executor:

@@ -99,7 +99,9 @@ def log_ticks(axis, lo: float, hi: float, max_labels: int = 8) -> None:
 def _save(fig, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.08)
+    from sia.pipelines.output import save_figure
+
+    save_figure(fig, path, dpi=DPI, bbox_inches="tight", pad_inches=0.08)
     _plt().close(fig)
     return path
 

@@ -15,14 +15,18 @@ fresh SQLite store (MLflow's migrations) overlaps the caller's own work.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
+import signal
 import socket
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -37,8 +41,13 @@ EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
 PROBE_TIMEOUT_S = 3.0
 #: every MLflow HTTP request after the probe: seconds per request and retries (unless the
 #: user set MLflow's own variables)
-HTTP_TIMEOUT_S = 30
-HTTP_RETRIES = 2
+HTTP_TIMEOUT_S = 10
+HTTP_RETRIES = 1
+#: the total time an MLflow step may take against a server (seconds; ``$SIA_MLFLOW_DEADLINE_S``
+#: overrides): a server that answers one byte a second, which no per-read timeout catches,
+#: fails there, and the command ends within 15 s of its start of the step (issue 36)
+DEADLINE_S = 10.0
+DEADLINE_ENV = "SIA_MLFLOW_DEADLINE_S"
 
 
 class TrackingError(SiaError):
@@ -88,7 +97,8 @@ def check_reachable(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             pass
     except urllib.error.HTTPError:
         pass  # it answered
-    except (OSError, ValueError) as exc:  # timeouts, resets, TLS errors
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # timeouts, resets, TLS
+        # errors, bytes that are not HTTP (BadStatusLine)
         raise TrackingError(f"MLflow tracking server {uri} accepted the connection but did not "
                             f"answer an HTTP request within {timeout_s:g} s "
                             f"({exc.__class__.__name__}: {exc}); {fix}") from None
@@ -101,6 +111,77 @@ def apply_http_timeouts() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_TIMEOUT_S))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(HTTP_RETRIES))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+class _DeadlinePassed(BaseException):
+    """Raised by the alarm inside MLflow's code: a BaseException, so no ``except Exception``
+    on the way (MLflow's retries, requests') swallows it; :func:`deadline` turns it into a
+    TrackingError."""
+
+
+def deadline_s() -> float:
+    """Return the deadline of one MLflow step in seconds (``$SIA_MLFLOW_DEADLINE_S``, else
+    :data:`DEADLINE_S`)."""
+    text = os.environ.get(DEADLINE_ENV, "")
+    try:
+        value = float(text) if text.strip() else DEADLINE_S
+    except ValueError:
+        raise ConfigError(f"{DEADLINE_ENV}={text!r}: give a number of seconds") from None
+    if not value > 0:
+        raise ConfigError(f"{DEADLINE_ENV}={text!r}: give a positive number of seconds")
+    return value
+
+
+def is_remote(uri: str) -> bool:
+    """Return True for a tracking server (http/https), the stores that can be slow."""
+    return urlparse(uri).scheme in ("http", "https")
+
+
+#: a step that uploads or downloads files (models, per-job tables, plots) gets this many times
+#: the deadline: a healthy server on a slow link needs more than for a few small requests
+UPLOAD_FACTOR = 6
+
+
+@contextmanager
+def deadline(what: str, uri: str | None = None, seconds: float | None = None, *,
+             uploads: bool = False) -> Iterator[None]:
+    """Give the MLflow calls of the block a *total* deadline against a server: past
+    ``seconds`` (:func:`deadline_s`, times :data:`UPLOAD_FACTOR` for a step that moves
+    files) they stop with a one-line TrackingError naming ``what``.
+
+    MLflow's own timeouts are per read, so a server that sends a byte a second holds a command
+    for ever. The deadline is an interval timer (SIGALRM), in force only for http(s) stores
+    and in the main thread. Deadlines nest: an inner step gets at most what the outer one has
+    left, and the outer one's clock goes on after it. Local stores are not limited.
+    """
+    uri = uri or tracking_uri()
+    if (not is_remote(uri) or not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    limit = (deadline_s() if seconds is None else seconds) * (UPLOAD_FACTOR if uploads else 1)
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if outer_left > 0:
+        limit = min(limit, outer_left)
+    started = time.monotonic()
+
+    def on_alarm(signum, frame):
+        raise _DeadlinePassed
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit, 1.0)  # again each second if swallowed
+    try:
+        yield
+    except _DeadlinePassed:
+        raise TrackingError(f"MLflow tracking server {uri} did not finish {what} within "
+                            f"{limit:.3g} s (it answers too slowly); fix or unset {TRACKING_ENV}, "
+                            f"or raise {DEADLINE_ENV}") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_left > 0:  # the outer step's clock goes on
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(1e-3, outer_left - (time.monotonic() - started)), 1.0)
 
 
 def experiment_name(name: str | None = None, default: str = PREDICTOR_EXPERIMENT) -> str:
@@ -119,8 +200,34 @@ def setup_tracking(root: Path | None = None, experiment: str = PREDICTOR_EXPERIM
     output root.
     """
     uri = tracking_uri(root)
+    check_store(uri)
+    with deadline("opening the store", uri):
+        return _open_store(uri, root, experiment)
+
+
+def check_store(uri: str) -> None:
+    """Raise TrackingError before MLflow is touched when the store of ``uri`` cannot be used: a
+    server that does not answer HTTP (:func:`check_reachable`), a local SQLite store in a
+    folder that does not exist (named by ``$MLFLOW_TRACKING_URI``: the default store's folder
+    is created) or that cannot be written."""
     check_reachable(uri)
-    return _open_store(uri, root, experiment)
+    if not uri.startswith("sqlite:///"):
+        return
+    name = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    if not path.parent.is_dir():
+        if os.environ.get(TRACKING_ENV) != uri:  # the default store: its folder is created
+            return
+        raise TrackingError(f"{TRACKING_ENV}={uri}: the folder {path.parent} does not exist; "
+                            "create it, or fix the path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise TrackingError(f"{TRACKING_ENV}={uri}: the store {path} is read-only; give a "
+                            "writable store (or copy it)")
+    if not os.access(path.parent, os.W_OK):
+        raise TrackingError(f"{TRACKING_ENV}={uri}: the folder {path.parent} is not writable "
+                            "(SQLite writes its journal there); give a writable store")
 
 
 def _open_store(uri: str, root: Path | None, experiment: str) -> str:
@@ -141,7 +248,8 @@ def _open_store(uri: str, root: Path | None, experiment: str) -> str:
                 mlflow.create_experiment(experiment, artifact_location=location)
         mlflow.set_experiment(experiment)
     except Exception as exc:  # MLflow raises many kinds; the user needs one line
-        raise TrackingError(f"cannot use MLflow store {uri}: {exc}") from exc
+        text = " ".join(str(exc).split())
+        raise TrackingError(f"cannot use MLflow store {uri}: {text[:300]}") from exc
     return uri
 
 
@@ -195,20 +303,47 @@ class StoreSetup:
 
     The probe of a server runs at once (a silent server fails before any
     work); importing MLflow and creating a fresh SQLite store (its schema
-    migrations take seconds) run in the thread. :meth:`uri` waits for it and
+    migrations take seconds) run in the thread. A server's store is opened at once instead,
+    under :func:`deadline` (no migrations to overlap; a server that trickles fails before any
+    work). :meth:`uri` waits for it and
     re-raises its error. Use MLflow only after :meth:`uri` returned.
     """
 
     def __init__(self, root: Path | None = None, experiment: str = PREDICTOR_EXPERIMENT):
         uri = tracking_uri(root)
-        check_reachable(uri)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-store")
-        self._future: Future[str] = self._pool.submit(_open_store, uri, root, experiment)
-        self._pool.shutdown(wait=False)
+        check_store(uri)
+        self._uri = uri
+        self._future: Future[str] = Future()
+        self._started = time.monotonic()
+        if is_remote(uri):  # a server has no migrations to overlap: opened now, in the
+            # main thread under the deadline, so a server that trickles fails before any work
+            with deadline("opening the store", uri):
+                self._future.set_result(_open_store(uri, root, experiment))
+            return
+
+        def open_it() -> None:
+            try:
+                self._future.set_result(_open_store(uri, root, experiment))
+            except BaseException as exc:  # noqa: BLE001 - handed to uri()
+                self._future.set_exception(exc)
+
+        # a daemon thread: a server that never finishes answering cannot hold the exit
+        threading.Thread(target=open_it, name="mlflow-store", daemon=True).start()
 
     def uri(self) -> str:
-        """Return the tracking URI once the store is ready (TrackingError if it cannot be used)."""
-        return self._future.result()
+        """Return the tracking URI once the store is ready (TrackingError if it cannot be used,
+        or when a server has not finished opening it by the deadline)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        timeout = None
+        if is_remote(self._uri):
+            timeout = max(0.0, deadline_s() - (time.monotonic() - self._started))
+        try:
+            return self._future.result(timeout=timeout)
+        except FutureTimeout:
+            raise TrackingError(f"MLflow tracking server {self._uri} did not finish opening the "
+                                f"store within {deadline_s():g} s (it answers too slowly); fix "
+                                f"or unset {TRACKING_ENV}, or raise {DEADLINE_ENV}") from None
 
 
 def git_commit() -> str | None:

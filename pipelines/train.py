@@ -488,32 +488,60 @@ def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit
 
 
 def pr_curve_png(results: list[WindowResult], path: Path) -> Path:
-    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG)."""
+    """Draw the validation precision-recall curve of each window's model to ``path`` (PNG):
+    :func:`pr_curve_figure`."""
+    import matplotlib.pyplot as plt
+    from sia.pipelines.output import save_figure
+
+    fig = pr_curve_figure(results)
+    save_figure(fig, path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def pr_curve_figure(results: list[WindowResult]) -> Any:
+    """Return the matplotlib figure of the validation precision-recall curve of each window.
+
+    Each window has one colour: its curve, its operating point (a filled circle at the chosen
+    threshold) and persistence's point (an x), the points named in the legend with their
+    precision and recall.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.metrics import precision_recall_curve
 
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for r in results:
+    fig, ax = plt.subplots(figsize=(9.6, 4.8))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = 0
+    for i, r in enumerate(results):
         if r.val_true is None or r.val_true.sum() == 0:
             continue
+        colour = colours[i % len(colours)]
         p, rc, _ = precision_recall_curve(r.val_true, r.val_proba)
         method = getattr(r.model, "method_", "xgboost")
         # "either" scores persistence's yes rows 1: its curve is the registered predictor's
-        ax.plot(rc, p, label=f"{r.k_min} min" + ("" if method == "xgboost" else f" ({method})"))
-        ax.scatter([r.metrics["recall"]], [r.metrics["precision"]], marker="o")
+        ax.plot(rc, p, color=colour,
+                label=f"{r.k_min} min" + ("" if method == "xgboost" else f" ({method})"))
+        mp, mr = r.metrics["precision"], r.metrics["recall"]
+        ax.scatter([mr], [mp], marker="o", color=colour, edgecolors="black", zorder=3,
+                   label=f"{r.k_min} min operating point (P {mp:.2f}, R {mr:.2f})")
         per = r.baselines["persistence"]
-        ax.scatter([per["recall"]], [per["precision"]], marker="x", color="black")
+        ax.scatter([per["recall"]], [per["precision"]], marker="x", color=colour, s=60,
+                   linewidths=2, zorder=3,
+                   label=f"{r.k_min} min persistence (P {per['precision']:.2f}, "
+                         f"R {per['recall']:.2f})")
+        drawn += 1
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
-    ax.set_title("WillJobsArrive on validation (x = persistence)")
-    ax.legend()
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.set_title("WillJobsArrive on validation\n(o = operating point, x = persistence)")
+    if drawn:  # beside the axes: inside, it hid the points near (0, 0)
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 @dataclass
@@ -524,7 +552,7 @@ class LoggedRun:
     versions: dict[str, str]
 
 
-def log_training(result: TrainResult, *, trace: str, alias: str = "champion",
+def log_training(result: TrainResult, *, trace: str, alias: str | None = "champion",
                  extra_params: dict[str, Any] | None = None, register: bool = True,
                  nested: bool = False) -> LoggedRun:
     """Log ``result`` as one MLflow run (params, metrics per window, tables, plots, models).
@@ -563,14 +591,14 @@ def run_name(trace: str, split: TimeSplit, tuned: bool = False) -> str:
             f"{_short_trace(trace)} | {when}")
 
 
-def run_tags(trace: str, split: TimeSplit, alias: str) -> dict[str, str]:
+def run_tags(trace: str, split: TimeSplit, alias: str | None) -> dict[str, str]:
     """Return the tags of a training run: trace (as given, and ``trace_id``: resolved, see
     :func:`sia.data.paths.trace_identity`), split, alias, package version, git commit."""
     from sia.data.paths import trace_identity
     from sia.pipelines.tracking import git_commit, package_version
 
     tags = {"trace": trace, "trace_id": trace_identity(trace), "split": split_text(split),
-            "alias": alias, "sia_version": package_version()}
+            "alias": alias or "(none)", "sia_version": package_version()}
     commit = git_commit()
     if commit:
         tags["git_commit"] = commit
@@ -625,7 +653,7 @@ def training_metrics(result: TrainResult) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if np.isfinite(v)}
 
 
-def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champion",
+def log_into_active_run(result: TrainResult, *, trace: str, alias: str | None = "champion",
                         extra_params: dict[str, Any] | None = None,
                         register: bool = True) -> dict[str, str]:
     """Log ``result`` into the active MLflow run; return the registered versions by name.
@@ -660,10 +688,14 @@ def log_into_active_run(result: TrainResult, *, trace: str, alias: str = "champi
     items += [registry.new_load_registration(lr.estimator) for lr in result.loads]
     items.append(registry.job_duration_registration(result.duration_config(),
                                                     result.duration_model))
+    from sia.pipelines.engine.predictors import trace_tags
+
+    for item in items:  # every version says which trace it learned from (issue 36)
+        item.tags = {**item.tags, **trace_tags(trace)}
     versions = registry.log_predictors(items, alias)
     mlflow.set_tag("mlflow.note.content",
                    f"Predictors trained on {trace} ({split_text(result.split)}); registered "
-                   f"under alias {alias!r}: "
+                   + (f"under alias {alias!r}: " if alias else "without an alias: ")
                    + ", ".join(f"{n} v{v}" for n, v in versions.items()))
     return versions
 
@@ -682,7 +714,7 @@ class TrainingOutcome:
 
 def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *, trace: str,
                  out_dir: Path, tune: int = 0, tune_objective: str = "f1",
-                 precision_floor: float = 0.5, alias: str = "champion",
+                 precision_floor: float = 0.5, alias: str | None = "champion",
                  study_prefix: str | None = None, experiment: str | None = None,
                  store: StoreSetup | None = None,
                  progress: Callable[[str], None] | None = None) -> TrainingOutcome:
@@ -726,8 +758,14 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         result = train_predictors(schedule, config, features=features)
     say("opening the MLflow store")
     uri = store.uri()
-    with mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
-                          tags=run_tags(trace, split, alias)) as run:
+    from contextlib import nullcontext
+
+    from sia.pipelines.tracking import deadline
+
+    # a server gets a total deadline for the logging (not for Optuna's trials)
+    limit = nullcontext() if tune else deadline("logging the training run", uri, uploads=True)
+    with limit, mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
+                                 tags=run_tags(trace, split, alias)) as run:
         if tune:
             best = _tune(features, split, config, windows, trace=trace, tune=tune,
                          objective=tune_objective, precision_floor=precision_floor,
@@ -739,6 +777,7 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         say("logging the run and registering the models")
         versions = log_into_active_run(result, trace=trace, alias=alias)
         report.save_report(result.tables, out_dir)
+        pr_curve_png(result.windows, out_dir / "precision_recall.png")  # beside the report
         reliability = result.tables.get("job_duration_reliability")
         if reliability is not None and reliability.height:
             from sia.pipelines.plots import reliability_png

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-from sia.data.errors import ConfigError
 from sia.pipelines.inputs import Workload
+from sia.pipelines.output import FolderLock, prepare_dir, write_parquet, write_text
 
 JOBS_FILE = "jobs.parquet"
 POOLS_FILE = "pools.parquet"
@@ -15,14 +15,12 @@ REPORT_FILE = "report.json"
 
 def write_workload(workload: Workload, out: Path) -> dict[str, Path]:
     """Write ``out/jobs.parquet``, ``out/pools.parquet`` and ``out/report.json``; return their paths."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_dir(out)
     paths = {"jobs": out / JOBS_FILE, "pools": out / POOLS_FILE, "report": out / REPORT_FILE}
-    workload.jobs.write_parquet(paths["jobs"])
-    workload.pools.write_parquet(paths["pools"])
-    paths["report"].write_text(workload.report.to_json() + "\n")
+    with FolderLock(out):  # each file through a temporary name: never a partial one
+        write_parquet(workload.jobs, paths["jobs"])
+        write_parquet(workload.pools, paths["pools"])
+        write_text(paths["report"], workload.report.to_json() + "\n")
     return paths
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import Any
 
 import typer
 from sia.data.errors import SiaError
@@ -53,10 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     value of the wrong type) the same way, naming the option and the command
     whose ``--help`` lists them, instead of the parser's usage box.
     """
+    restore = _terminate_as_interrupt()
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="sia")
+        code = _command().main(args=argv, standalone_mode=False, prog_name="sia")
     except SiaError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the last resort: a file system error no check caught is one line
+        from sia.pipelines.output import describe_os_error
+
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{describe_os_error(exc)}", file=sys.stderr)
         return 2
     except typer.TyperException as exc:  # the parser's errors (click's, vendored by Typer)
         ctx = getattr(exc, "ctx", None)
@@ -71,13 +79,70 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("error: aborted", file=sys.stderr)
         return 1
+    except Exception as exc:
+        # the last resort for the MLflow store's own errors (a read-only SQLite file, a server
+        # answering garbage): one line naming the store, not a SQLAlchemy traceback
+        if not type(exc).__module__.startswith(("mlflow", "sqlalchemy", "requests", "urllib3")):
+            raise
+        from sia.pipelines.tracking import tracking_uri
+
+        text = " ".join(str(exc).split())[:300]
+        print(f"error: MLflow store {tracking_uri()}: {type(exc).__name__}: {text}",
+              file=sys.stderr)
+        return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    if code == 130:  # Ctrl-C (Typer's exit code for KeyboardInterrupt)
+    finally:
+        restore()
+    if code == 130:  # Ctrl-C or SIGTERM (Typer's exit code for KeyboardInterrupt)
         sweep = sys.modules.get("sia.pipelines.engine.execute")
         if not getattr(sweep, "INTERRUPT_REPORTED", False):
-            print("interrupted (Ctrl-C): the command stopped before it finished", file=sys.stderr)
+            print(f"interrupted ({_INTERRUPTED_BY[0]}): the command stopped before it finished",
+                  file=sys.stderr)
     return code if isinstance(code, int) else 0
+
+
+def _command():
+    """Return the click command of :data:`app` with its flags' help rows fixed: Typer shows a
+    type after every option, ``--help <bool>`` and ``--redo <bool>``, though a flag takes no
+    value; a flag (and every command's ``--help``) gets an empty metavar instead."""
+    import click
+
+    command = typer.main.get_command(app)
+
+    def fix(cmd: Any) -> None:
+        # Typer's commands are its own (vendored) click classes: duck-typed here
+        for param in cmd.get_params(click.Context(cmd, info_name=cmd.name)):
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        for sub in getattr(cmd, "commands", {}).values():
+            fix(sub)
+
+    fix(command)
+    return command
+
+
+#: what interrupted the command: Ctrl-C unless SIGTERM arrived
+_INTERRUPTED_BY = ["Ctrl-C"]
+
+
+def _terminate_as_interrupt():
+    """Make SIGTERM behave as SIGINT (Ctrl-C) while the command runs: a sweep keeps its
+    finished replays and says how to resume, workers are ended, files are closed. Return the
+    function that restores the previous handler (nothing is changed outside the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_term(signum, frame):
+        _INTERRUPTED_BY[0] = "SIGTERM"
+        raise KeyboardInterrupt
+
+    _INTERRUPTED_BY[0] = "Ctrl-C"
+    previous = signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def run() -> None:

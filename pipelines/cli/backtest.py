@@ -72,7 +72,10 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--to-day {to_day} must be after --from-day {from_day}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days)
+        from sia.pipelines.output import prepare_dir
+
         run_backtest(wl, windows_min=ks, every_days=retrain_every, train_days=train_days,
-                     from_day=from_day, to_day=to_day, out_dir=out or output_root() / "backtest",
+                     from_day=from_day, to_day=to_day,
+                     out_dir=prepare_dir(out or output_root() / "backtest"),
                      threshold=rule, select_features=select_features,
                      select=will_arrive_select, monotone=monotone, echo=typer.echo)

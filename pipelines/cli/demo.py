@@ -219,9 +219,8 @@ def run_demo(out: Path, *, synthetic: bool = False, days: float = DEMO_DAYS, sma
         stage.say(f"{rep.rows_read:,} rows, {rep.rows_kept:,} jobs kept in {rep.pools} pools; "
                   f"dropped and counted: {dropped}")
         val_start = cfg.replay_start_day - p.val_days
-        stage(f"training the predictors on days {val_start - p.train_days:g}-{val_start:g}, "
-              f"validating on days {val_start:g}-{cfg.replay_start_day:g} (MLflow, registered "
-              f"under the alias {p.alias})")
+        stage(f"{ev.training_days_text(val_start - p.train_days, p.train_days, p.val_days)} "
+              f"(the predictors; MLflow, registered under the alias {p.alias})")
         out.mkdir(parents=True, exist_ok=True)
         from sia.pipelines.tracking import PREDICTOR_EXPERIMENT, setup_tracking
 
@@ -244,8 +243,9 @@ def run_demo(out: Path, *, synthetic: bool = False, days: float = DEMO_DAYS, sma
     trained = (result.predictors or {}).get("trained_run")
     if trained:
         console.print(f"predictors: MLflow run {trained} (experiment sia-predictors, alias demo)")
-    console.print(f"plots: {out}/plots/ and {out}/exp-000/plots/", soft_wrap=True,
-                  highlight=False)
+    console.print(f"plots: {out}/plots/, {out}/exp-000/plots/ and the predictors' "
+                  f"{out}/predictors/precision_recall.png (WillJobsArrive's precision-recall "
+                  "curves with persistence)", soft_wrap=True, highlight=False)
     console.print(f"demo done in {time.perf_counter() - stage.t0:.0f} s", highlight=False)
     return result
 
@@ -274,5 +274,9 @@ def register(app: typer.Typer) -> None:
         if days is not None and not synthetic:
             raise ConfigError("--days applies to --synthetic only (the Philly demo replays "
                               "days 58-72 of the trace)")
-        run_demo(out, synthetic=synthetic, days=DEMO_DAYS if days is None else days,
-                 small=small, workers=workers, seed=seed)
+        from sia.pipelines.output import FolderLock, prepare_dir
+
+        out = prepare_dir(out)
+        with FolderLock(out):  # a second command on this --out stops at once
+            run_demo(out, synthetic=synthetic, days=DEMO_DAYS if days is None else days,
+                     small=small, workers=workers, seed=seed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -112,29 +112,43 @@ def register(app: typer.Typer) -> None:
             "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
+        allow_large: Annotated[bool, typer.Option(
+            "--allow-large", help="Run a study past the size limits (20,000 replays, "
+            "1,000 days of synthetic jobs) that are otherwise refused before any work.")] = False,
     ) -> None:
-        from sia.pipelines.executors import make_executor
-        from sia.pipelines.studies.evaluate import BASELINE, run_sweep
+        from sia.pipelines.output import FolderLock, prepare_dir
         from sia.pipelines.studies.experiment import load_config
+        from sia.pipelines.studies.limits import check_evaluate
 
         cfg = load_config(config, set_)
-        out_dir = out or output_root() / "evaluations" / cfg.name
-        console = wide_console()
-        executor = make_executor(workers, dask)
-        console.print(f"[bold]{cfg.name}[/]: {config} -> {out_dir} ({executor.description})",
-                      soft_wrap=True, highlight=False)
-        try:
-            result = run_sweep(cfg, out_dir, executor, progress=True, log_mlflow=not no_mlflow,
-                               say=console.print)
-        finally:
-            executor.close()
-        report(result, console, cfg.name)
-        if cfg.regions is not None:
-            from sia.pipelines.studies import regions_report
+        check_evaluate(cfg, allow_large)  # a study too large fails before any work
+        out_dir = prepare_dir(out or output_root() / "evaluations" / cfg.name)
+        with FolderLock(out_dir):  # a second command on this --out stops at once
+            _evaluate(cfg, config, out_dir, workers, dask, no_mlflow)
 
-            for f in regions_report.report(config, out_dir, cfg, sweep=result):
-                if f.suffix == ".md":
-                    console.print(f.read_text(), soft_wrap=True, highlight=False, markup=False)
-                console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)
-        if BASELINE not in {p.label for p in cfg.policies}:
-            console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")
+
+def _evaluate(cfg: Any, config: Path, out_dir: Path, workers: int | None, dask: str | None,
+              no_mlflow: bool) -> None:
+    """Run the sweep of ``cfg`` into ``out_dir`` (locked by the caller) and print its report."""
+    from sia.pipelines.executors import make_executor
+    from sia.pipelines.studies.evaluate import BASELINE, run_sweep
+
+    console = wide_console()
+    executor = make_executor(workers, dask)
+    console.print(f"[bold]{cfg.name}[/]: {config} -> {out_dir} ({executor.description})",
+                  soft_wrap=True, highlight=False)
+    try:
+        result = run_sweep(cfg, out_dir, executor, progress=True, log_mlflow=not no_mlflow,
+                           say=console.print)
+    finally:
+        executor.close()
+    report(result, console, cfg.name)
+    if cfg.regions is not None:
+        from sia.pipelines.studies import regions_report
+
+        for f in regions_report.report(config, out_dir, cfg, sweep=result):
+            if f.suffix == ".md":
+                console.print(f.read_text(), soft_wrap=True, highlight=False, markup=False)
+            console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)
+    if BASELINE not in {p.label for p in cfg.policies}:
+        console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")

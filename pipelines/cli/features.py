@@ -74,6 +74,9 @@ def register(app: typer.Typer) -> None:
         out_path = Path(out) if out is not None else output_root() / "features.parquet"
         if out_path.suffix.lower() != ".parquet":
             raise ConfigError(f"--out {out_path}: expected a .parquet file name")
+        from sia.pipelines.output import check_file, write_parquet
+
+        check_file(out_path)  # an unusable --out fails before the work
         t0 = time.perf_counter()
         max_rows = inputs.check_max(max_rows, "--max-rows")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
@@ -97,8 +100,7 @@ def register(app: typer.Typer) -> None:
                                pools=wl.pools["pool"].to_list(),
                                max_rows=MAX_ROWS if max_rows is None else max_rows)
         t_build = time.perf_counter() - t1
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        table.write_parquet(out_path)
+        write_parquet(table, out_path)  # through a temporary name: never a partial file
         n_grid = table["t"].n_unique() if table.height else 0
         typer.echo(
             f"features: {table.height:,} rows x {table.width} columns "

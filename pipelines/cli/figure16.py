@@ -52,24 +52,33 @@ def register(app: typer.Typer) -> None:
             "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
+        allow_large: Annotated[bool, typer.Option(
+            "--allow-large", help="Run a study past the size limits (20,000 replays, "
+            "1,000 days of synthetic jobs) that are otherwise refused before any work.")] = False,
     ) -> None:
         from sia.pipelines.studies.figure16 import load_figure16_config, run_causes, run_figure16
 
         if workers < 1:
             raise typer.BadParameter("must be >= 1", param_hint="--workers")
         cfg = load_figure16_config(config or DEFAULT_CONFIG, set_)
-        out_dir = out or output_root() / "figure16"
-        if causes:
-            run_causes(cfg, out_dir, workers=workers)
-            typer.echo((out_dir / "causes.md").read_text())
-            typer.echo(f"wrote {out_dir}/causes.csv, causes.md, causes_jobs.csv")
-            return
-        run = run_figure16(cfg, out_dir, workers=workers, progress=True, say=typer.echo,
-                           reuse=not redo)
-        typer.echo((out_dir / "figure16.md").read_text())
-        typer.echo((out_dir / "figure16_by_allocator.md").read_text())
-        typer.echo((out_dir / "chains.md").read_text())
-        typer.echo(f"{len(run.ran)} replay(s) run, {len(run.reused)} reused from "
-                   f"{out_dir}/replays ({run.wall_s:.1f} s)")
-        typer.echo(f"wrote {out_dir}/figure16.csv, figure16.md, figure16_by_allocator.md, "
-                   "chains.csv, chains.md, figure16_runs.csv, chain_runs.csv, figure16.png")
+        from sia.pipelines.studies.limits import check_figure16
+
+        check_figure16(cfg, str(config or DEFAULT_CONFIG), allow_large)
+        from sia.pipelines.output import FolderLock, prepare_dir
+
+        out_dir = prepare_dir(out or output_root() / "figure16")
+        with FolderLock(out_dir):  # a second command on this --out stops at once
+            if causes:
+                run_causes(cfg, out_dir, workers=workers)
+                typer.echo((out_dir / "causes.md").read_text())
+                typer.echo(f"wrote {out_dir}/causes.csv, causes.md, causes_jobs.csv")
+                return
+            run = run_figure16(cfg, out_dir, workers=workers, progress=True, say=typer.echo,
+                               reuse=not redo)
+            typer.echo((out_dir / "figure16.md").read_text())
+            typer.echo((out_dir / "figure16_by_allocator.md").read_text())
+            typer.echo((out_dir / "chains.md").read_text())
+            typer.echo(f"{len(run.ran)} replay(s) run, {len(run.reused)} reused from "
+                       f"{out_dir}/replays ({run.wall_s:.1f} s)")
+            typer.echo(f"wrote {out_dir}/figure16.csv, figure16.md, figure16_by_allocator.md, "
+                       "chains.csv, chains.md, figure16_runs.csv, chain_runs.csv, figure16.png")

@@ -47,6 +47,9 @@ def register(app: typer.Typer) -> None:
             "--set", help="Override a config key, KEY=VALUE (dotted KEY, VALUE read as YAML; "
             "repeatable), e.g. --set grid.experiments=3 --set predictors.alias=paper.",
             metavar="KEY=VALUE", show_default=False)] = None,
+        allow_large: Annotated[bool, typer.Option(
+            "--allow-large", help="Run a study past the size limits (20,000 replays, "
+            "1,000 days of synthetic jobs) that are otherwise refused before any work.")] = False,
     ) -> None:
         from sia.pipelines.studies.figure5 import (
             METRICS,
@@ -56,25 +59,31 @@ def register(app: typer.Typer) -> None:
         )
 
         cfg = load_figure5_config(config or DEFAULT_CONFIG, set_)
-        out_dir = out or output_root() / "figure5"
-        run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo, reuse=not redo)
-        table = run.table
-        summary = summarize(table)
-        t = Table(title=escape("Figure 5: median [min, max] over seeds, vs FCFS"))
-        t.add_column("workload")
-        t.add_column("policy")
-        for _, label in METRICS:
-            t.add_column(label, justify="right")
-        for r in summary.iter_rows(named=True):
-            t.add_row(r["workload"], r["policy"], *(
-                f"{r[k + '_median']:.2f} [{r[k + '_min']:.2f}, {r[k + '_max']:.2f}]"
-                for k, _ in METRICS))
-        Console().print(t)
-        gaps = table.filter(table["oracle_status"].is_not_null())
-        for r in gaps.iter_rows(named=True):
-            typer.echo(f"oracle {r['workload']}/seed {r['seed']}: {r['oracle_status']}, "
-                       f"gap {r['oracle_gap']:.4f}")
-        typer.echo(f"{len(run.ran)} replay(s) run, {len(run.reused)} reused from "
-                   f"{out_dir}/replays ({run.wall_s:.1f} s)")
-        typer.echo(f"wrote {out_dir}/figure5.csv, figure5_summary.csv, figure5.png and the "
-                   "per-job Parquet of every replay under replays/")
+        from sia.pipelines.studies.limits import check_figure5
+
+        check_figure5(cfg, str(config or DEFAULT_CONFIG), allow_large)
+        from sia.pipelines.output import FolderLock, prepare_dir
+
+        out_dir = prepare_dir(out or output_root() / "figure5")
+        with FolderLock(out_dir):  # a second command on this --out stops at once
+            run = run_figure5(cfg, out_dir, workers=workers, say=typer.echo, reuse=not redo)
+            table = run.table
+            summary = summarize(table)
+            t = Table(title=escape("Figure 5: median [min, max] over seeds, vs FCFS"))
+            t.add_column("workload")
+            t.add_column("policy")
+            for _, label in METRICS:
+                t.add_column(label, justify="right")
+            for r in summary.iter_rows(named=True):
+                t.add_row(r["workload"], r["policy"], *(
+                    f"{r[k + '_median']:.2f} [{r[k + '_min']:.2f}, {r[k + '_max']:.2f}]"
+                    for k, _ in METRICS))
+            Console().print(t)
+            gaps = table.filter(table["oracle_status"].is_not_null())
+            for r in gaps.iter_rows(named=True):
+                typer.echo(f"oracle {r['workload']}/seed {r['seed']}: {r['oracle_status']}, "
+                           f"gap {r['oracle_gap']:.4f}")
+            typer.echo(f"{len(run.ran)} replay(s) run, {len(run.reused)} reused from "
+                       f"{out_dir}/replays ({run.wall_s:.1f} s)")
+            typer.echo(f"wrote {out_dir}/figure5.csv, figure5_summary.csv, figure5.png and the "
+                       "per-job Parquet of every replay under replays/")

@@ -50,8 +50,10 @@ def register(app: typer.Typer) -> None:
         ] = False,
         max_jobs: inputs.MaxJobsOpt = None,
     ) -> None:
+        from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
+        check_dir(out)  # an unusable --out fails before the work
         if regions:
             _generate_regions(out, seed, days, variant, inputs.check_max(max_jobs, "--max-jobs"))
             return
@@ -72,6 +74,7 @@ def _generate_regions(out: Path, seed: int, days: float, variant: str,
     from sia.data.schema import CleaningReport
     from sia.data.synthetic import REGIONS_LAYOUT, generate_regions_workload
     from sia.pipelines.inputs import Workload
+    from sia.pipelines.output import write_text
     from sia.pipelines.workload_io import pools_table_text, summary_lines, write_workload
 
     if variant != "base":
@@ -91,7 +94,7 @@ def _generate_regions(out: Path, seed: int, days: float, variant: str,
              "--regions);", "# every pool's data (size 1) starts at home, a copy takes 1 hour",
              "transfer_rate: 0.000277778", "period_h: 24", "pools:"]
     lines += [f"  {p}: {r}" for p, r in homes.items()]
-    (out / "regions.yml").write_text("\n".join(lines) + "\n")
+    write_text(out / "regions.yml", "\n".join(lines) + "\n")
     for line in summary_lines(wl):
         typer.echo(line)
     typer.echo(pools_table_text(wl.pools))

@@ -92,8 +92,10 @@ def register(app: typer.Typer) -> None:
                                         "largest job.")] = Thresholds.quota_factor,
         allow_implausible: inputs.AllowImplausibleOpt = False,
     ) -> None:
+        from sia.pipelines.output import check_dir
         from sia.pipelines.workload_io import summary_lines, write_workload
 
+        check_dir(out)  # an unusable --out fails before the trace is read
         t0 = time.perf_counter()
         limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,

@@ -168,7 +168,9 @@ def log_replay(summary: dict[str, Any], out: Path, warmup_days: float) -> str:
               **model_params(pred.get("versions"))}
     tags = {"sia.kind": "replay", "sia.policy": summary["policy"],
             "sia.source": str(summary["source"]),
-            **({"sia.warning": pred["warning"]} if pred.get("warning") else {})}
+            **({"sia.warning": pred["warning"]} if pred.get("warning") else {}),
+            **({"sia.trace_mismatch": pred["trace_mismatch"]}
+               if pred.get("trace_mismatch") else {})}
     return log_policy_run(f"replay {summary['source']} {summary['policy']}", params,
                           policy_metrics(summary, cells.get("policy"), cells.get("baseline")),
                           tags, nested=False,
@@ -324,8 +326,12 @@ def regions_from_trace(jobs: Any, source: str, mode: str, mapped: bool = True) -
                               f"trace (--map {REGION_COLUMN}=YOUR_COLUMN)")
         return None
     from sia.pipelines.engine.sched import regions_from_jobs
+    from sia.scheduler.regions.model import RegionsError
 
-    return RegionsSpec(regions_from_jobs(jobs, source, REGION_COLUMN), mode)
+    try:
+        return RegionsSpec(regions_from_jobs(jobs, source, REGION_COLUMN), mode)
+    except RegionsError as exc:
+        raise ConfigError(f"--map {REGION_COLUMN}=...: {exc}") from None
 
 
 def _div(x: float | None, d: float) -> float | None:
@@ -502,9 +508,18 @@ def register(app: typer.Typer) -> None:
 
 def run_command(a: ReplayArgs) -> None:
     """Run `sia replay` with the parsed command line ``a``: check it, read the workload, load
-    (or train) the predictors, replay, write the files, print the table, log the MLflow run."""
+    (or train) the predictors, replay, write the files, print the table, log the MLflow run.
+    ``--out`` is checked before any work (and created only once the replay is done, so a
+    command that fails leaves none) and locked while the command writes it."""
+    from sia.pipelines.output import check_dir
+
+    check_dir(a.out)
+    _run(a)
+
+
+def _run(a: ReplayArgs) -> None:
+    """:func:`run_command`'s body, ``a.out`` checked."""
     import polars as pl
-    from sia.pipelines.engine.sched import RESULT_COLUMNS
 
     ks, locality, learned = _check_args(a)
     preemption = parse_preemption(a.preemption, locality)
@@ -537,6 +552,12 @@ def run_command(a: ReplayArgs) -> None:
         if warning:
             predictors["warning"] = warning
             typer.echo(f"warning: {warning}", err=True)
+        from sia.pipelines.engine.predictors import trace_mismatch
+
+        mismatch = trace_mismatch(predictors.get("learned_from"), wl.source, predictors["alias"])
+        if mismatch:  # in the output, summary.json and the MLflow run (tag sia.trace_mismatch)
+            predictors["trace_mismatch"] = mismatch
+            typer.echo(f"warning: {mismatch}", err=True)
     if a.risk is not None:
         options["risk"] = a.risk
     jobs = wl.jobs
@@ -555,21 +576,35 @@ def run_command(a: ReplayArgs) -> None:
                "replay_days": [replay_start_day, replay_end_day], **summary}
     if predictors is not None:
         summary["predictors"] = predictors
-    out = a.out
-    out.mkdir(parents=True, exist_ok=True)
+    from sia.pipelines.output import FolderLock, prepare_dir
+
+    out = prepare_dir(a.out)
+    with FolderLock(out):  # a second command writing this --out stops at once
+        _write_outputs(a, out, outcome, pools, summary, regions_spec, uri)
+
+
+def _write_outputs(a: ReplayArgs, out: Path, outcome: Any, pools: Any, summary: dict[str, Any],
+                   regions_spec: Any, uri: str | None) -> None:
+    """Write the replay's files into ``out`` (each through a temporary name), print its table
+    and log its MLflow run."""
+    from sia.pipelines.engine.sched import RESULT_COLUMNS
+    from sia.pipelines.output import write_parquet, write_text
     from sia.pipelines.studies.slowdown_report import ATTRIBUTION_COLUMNS
 
-    outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ()) + tuple(
-        c for c in ATTRIBUTION_COLUMNS if c in outcome.result.columns)
-                          ).write_parquet(out / "jobs.parquet")
-    pools.write_parquet(out / "pools.parquet")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    # each file through a temporary name: a full disk never leaves a partial one
+    write_parquet(outcome.result.select(RESULT_COLUMNS + (("region",) if regions_spec else ())
+                                        + tuple(c for c in ATTRIBUTION_COLUMNS
+                                                if c in outcome.result.columns)),
+                  out / "jobs.parquet")
+    write_parquet(pools, out / "pools.parquet")
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_outcome(summary, a)
     if uri is not None:
-        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
+        from sia.pipelines.tracking import EVALUATION_EXPERIMENT, deadline, setup_tracking
 
         setup_tracking(experiment=EVALUATION_EXPERIMENT)  # training may have switched it
-        run_id = log_replay(summary, out, a.warmup_days)
+        with deadline("logging the replay's run", uri, uploads=True):
+            run_id = log_replay(summary, out, a.warmup_days)
         typer.echo(f"MLflow run {run_id} (experiment {EVALUATION_EXPERIMENT}) in {uri}")
 
 
@@ -670,18 +705,24 @@ def _learned_predictors(a: ReplayArgs, wl: Any, ks: tuple[int, ...]
             f"{','.join(map(str, ks))}) or pass --train to train on the period "
             "before the replay")
     ref = resolve_registry(name, ks, load_method=a.load_method, hint=hint, where="--alias")
+    from sia.pipelines.engine.predictors import learned_from
     predictors = {"alias": name, "tracking_uri": ref.tracking_uri,
                   "load_method": a.load_method, "windows_min": list(ks),
                   "will_arrive_versions": {
                       n.removeprefix("sia-"): v for n, v in ref.versions
                       if n.startswith("sia-will-jobs-arrive-")},
                   "versions": dict(ref.versions)}
+    learned = learned_from(ref)
+    if learned is not None:
+        predictors["learned_from"] = learned
     if trained:
         predictors["trained"] = trained
     else:
         from sia.models.registry import training_period
+        from sia.pipelines.tracking import deadline
 
-        period = training_period(ref.versions[0][0], name)
+        with deadline("reading the training run", ref.tracking_uri):
+            period = training_period(ref.versions[0][0], name)
         if period is not None:
             predictors["training_period"] = period
     return replay_start_day, predictors, ref

@@ -11,6 +11,7 @@ import typer
 from sia.data.errors import ConfigError
 from sia.data.paths import output_root
 from sia.pipelines import inputs
+from sia.pipelines.output import FolderLock, prepare_dir
 
 # The `train` command's options that are its own (the workload's are shared: sia.pipelines.inputs).
 TrainDaysOpt = Annotated[float, typer.Option(
@@ -121,14 +122,17 @@ AblationOpt = Annotated[bool, typer.Option(
 ThreadsOpt = Annotated[int, typer.Option(
     "--threads", help="Threads that fit the models (0: one per CPU core). The models do not "
     "depend on it.")]
-AliasOpt = Annotated[str, typer.Option(
-    "--alias", help="Registry alias set on the new model versions.")]
+AliasOpt = Annotated[str | None, typer.Option(
+    "--alias", help="Registry alias set on the new model versions (default: champion when "
+                    "training on a trace; with --synthetic no alias moves unless named).",
+    show_default=False)]
 ExperimentOpt = Annotated[str | None, typer.Option(
     "--experiment", help="MLflow experiment to log the run into (default: "
                          "$MLFLOW_EXPERIMENT_NAME, else sia-predictors).",
     show_default=False)]
 OutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="Report folder (default: <output root>/train).",
+    "--out", help="Report folder (default: a new folder per run, <output root>/train/"
+                  "<UTC time>-<trace>).",
     show_default=False)]
 
 
@@ -174,7 +178,7 @@ class TrainArgs:
     select_features: bool
     ablation: bool
     threads: int
-    alias: str
+    alias: str | None
     experiment: str | None
     out: Path | None
 
@@ -222,7 +226,7 @@ def register(app: typer.Typer) -> None:
         select_features: SelectFeaturesOpt = False,
         ablation: AblationOpt = False,
         threads: ThreadsOpt = 0,
-        alias: AliasOpt = "champion",
+        alias: AliasOpt = None,
         experiment: ExperimentOpt = None,
         out: OutOpt = None,
     ) -> None:
@@ -243,29 +247,59 @@ def run_command(a: TrainArgs) -> None:
         typer.echo(f"[{time.perf_counter() - started:6.1f} s] {message}", err=True)
 
     ks = _check_args(a)
+    alias = training_alias(a)
     days = a.days
     if a.trace is None and days is None:
         days = a.warmup_days + a.train_days + a.val_days + 1.0  # enough synthetic days to split
-    # the store first: an unreachable or silent server fails before any work
-    store = StoreSetup(experiment=experiment_name(a.experiment))
-    say(f"reading {a.trace if a.trace is not None else 'the synthetic workload'}")
-    wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
-                                      a.time_unit, a.clean, a.quotas, a.load_range, a.seed, days)
-    config = _train_config(a, ks)
-    outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source,
-                           out_dir=a.out or output_root() / "train", tune=a.tune,
-                           tune_objective=a.tune_objective, precision_floor=a.precision_floor,
-                           alias=a.alias, store=store, progress=say)
+    out_dir = prepare_dir(a.out or run_folder(output_root() / "train", a.trace or a.synthetic))
+    with FolderLock(out_dir):
+        # the store first: an unreachable or silent server fails before any work
+        store = StoreSetup(experiment=experiment_name(a.experiment))
+        say(f"reading {a.trace if a.trace is not None else f'the synthetic workload {a.synthetic}'}")
+        wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
+                                          a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
+                                          days)
+        config = _train_config(a, ks)
+        outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source, out_dir=out_dir,
+                               tune=a.tune, tune_objective=a.tune_objective,
+                               precision_floor=a.precision_floor, alias=alias, store=store,
+                               progress=say)
     say("done")
     print_report(outcome.result.tables)
-    _print_outcome(outcome, a.alias)
+    _print_outcome(outcome, alias)
+
+
+def training_alias(a: TrainArgs) -> str | None:
+    """Return the alias the new versions get: ``--alias``; else ``champion`` for a trace, and
+    none for synthetic training (it never moves an alias the user did not name). ConfigError
+    when neither a trace nor ``--synthetic`` is given."""
+    if a.trace is None and a.synthetic is None:
+        raise ConfigError("sia train needs a TRACE (e.g. builtin:philly) or --synthetic VARIANT "
+                          "(e.g. --synthetic base); predictors learn the trace they serve")
+    if a.alias is not None:
+        return inputs.check_alias(a.alias)
+    return "champion" if a.trace is not None else None
+
+
+def run_folder(root: Path, source: str) -> Path:
+    """Return a new folder under ``root`` for one training's report, ``<UTC time>-<trace>``
+    (``-2``, ``-3`` ... when taken), so a training never overwrites an earlier one's."""
+    import re
+    from datetime import UTC, datetime
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", Path(str(source)).name)[:60].strip("_.") or "trace"
+    stem = f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{name}"
+    folder, n = root / stem, 1
+    while folder.exists():
+        n += 1
+        folder = root / f"{stem}-{n}"
+    return folder
 
 
 def _check_args(a: TrainArgs) -> tuple[int, ...]:
     """Check the command line before any work; return the windows in minutes."""
     ks = inputs.parse_windows(a.windows)
     inputs.check_seed(a.seed)
-    inputs.check_alias(a.alias)
     from sia.models.will_arrive import METHODS
 
     if a.will_arrive_select not in ("auto", *METHODS):
@@ -360,7 +394,7 @@ def _arrival_line(window: Any) -> str:
     return f"{window.k_min} min {f:.3f} ({window.model.method_}) vs {p:.3f}, {side}"
 
 
-def _print_outcome(outcome: Any, alias: str) -> None:
+def _print_outcome(outcome: Any, alias: str | None) -> None:
     """Print the split, JobDuration's calibration, where the report and the run are, what was
     registered and how to open the MLflow UI."""
     from sia.pipelines.tracking import ui_command
@@ -379,8 +413,12 @@ def _print_outcome(outcome: Any, alias: str) -> None:
                  f"{d['under_rate']:.3f}")
     typer.echo(f"report: {outcome.report_dir}")
     typer.echo(f"MLflow run id: {outcome.run_id}")
-    typer.echo(f"registered ({alias}): " + ", ".join(
-        f"{n} v{v}" for n, v in outcome.versions.items()))
+    versions = ", ".join(f"{n} v{v}" for n, v in outcome.versions.items())
+    if alias:
+        typer.echo(f"registered ({alias}): {versions}")
+    else:
+        typer.echo(f"registered without an alias (synthetic training moves none; pass "
+                   f"--alias NAME to set one): {versions}")
     typer.echo(f"open the MLflow UI: {ui_command(outcome.tracking_uri)}")
 
 

@@ -59,10 +59,13 @@ def resolve_registry(alias: str, windows_min: tuple[int, ...], *, load_method: s
     ref = RegistryPredictors(alias=alias, windows_min=tuple(int(k) for k in windows_min),
                              load_method=load_method, load_windows=int(load_windows),
                              tracking_uri=uri)
+    from sia.pipelines.tracking import deadline
+
     try:
-        fc = load_forecaster(ref)
-        versions = tuple((n, str(version_of(n, alias).version))
-                         for n in registry_names(ref.windows_min, load_method))
+        with deadline(f"loading the models of alias {alias}", uri, uploads=True):
+            fc = load_forecaster(ref)
+            versions = tuple((n, str(version_of(n, alias).version))
+                             for n in registry_names(ref.windows_min, load_method))
     except RegistryError as exc:
         first = str(exc).splitlines()[0]
         if not first.startswith("no "):  # there but unreadable: the message says what to do
@@ -141,3 +144,69 @@ def _train_on_synthetic(ref: SyntheticTrainedPredictors) -> Any:
                              load_windows=tc.load_windows,
                              duration_config={"fallback_bin": tc.duration_fallback_bin,
                                               "min_count": tc.history_min_count})
+
+
+#: the model-version tags that say which trace a predictor learned from (issue 36)
+TRACE_TAG, TRACE_ID_TAG, TRACE_HASH_TAG = "trace", "trace_id", "trace_hash"
+
+
+def trace_hash(source: str) -> str:
+    """Return a 12-hex-digit hash of the trace ``source`` names
+    (:func:`sia.data.paths.trace_identity`: a file by its resolved path, ``builtin:philly`` and
+    ``synthetic:base seed=0`` as written)."""
+    import hashlib
+
+    from sia.data.paths import trace_identity
+
+    return hashlib.sha256(trace_identity(source).encode()).hexdigest()[:12]
+
+
+def trace_tags(source: str) -> dict[str, str]:
+    """Return the tags that record the trace ``source`` on a run or a model version: its
+    readable name, its resolved identity and that identity's hash."""
+    from sia.data.paths import trace_identity
+
+    return {TRACE_TAG: source[:5000], TRACE_ID_TAG: trace_identity(source)[:5000],
+            TRACE_HASH_TAG: trace_hash(source)}
+
+
+def learned_from(ref: RegistryPredictors) -> dict[str, str] | None:
+    """Return the trace the models of ``ref`` learned from: ``{"trace", "trace_hash"}`` from the
+    first version's tags (or, for versions registered before they carried them, its training
+    run's tags); None when neither says (a model registered by hand)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+    from sia.pipelines.tracking import deadline
+
+    if not ref.versions:
+        return None
+    name, version = ref.versions[0]
+    try:
+        with deadline("reading a model version's tags", ref.tracking_uri):
+            client = MlflowClient(tracking_uri=ref.tracking_uri, registry_uri=ref.tracking_uri)
+            mv = client.get_model_version(name, version)
+            tags = dict(mv.tags or {})
+            if TRACE_HASH_TAG not in tags and mv.run_id:
+                run_tags = client.get_run(mv.run_id).data.tags
+                if TRACE_TAG in run_tags:
+                    tags = {TRACE_TAG: run_tags[TRACE_TAG],
+                            TRACE_HASH_TAG: trace_hash(run_tags.get(TRACE_ID_TAG)
+                                                       or run_tags[TRACE_TAG])}
+    except MlflowException:
+        return None
+    if TRACE_HASH_TAG not in tags:
+        return None
+    return {"trace": tags.get(TRACE_TAG, "?"), "trace_hash": tags[TRACE_HASH_TAG]}
+
+
+def trace_mismatch(learned: Mapping[str, str] | None, source: str, alias: str) -> str | None:
+    """Return one line naming both traces when predictors that ``learned`` from one trace serve
+    the replay of another (``source``); None when they match or nothing is recorded."""
+    if not learned:
+        return None
+    served = trace_hash(source)
+    if learned["trace_hash"] == served:
+        return None
+    return (f"alias {alias} learned from {learned['trace']} (trace {learned['trace_hash']}) "
+            f"but serves {source} (trace {served}): its predictions describe another trace's "
+            f"pools; train on this one (`sia train {source} --alias NAME`) and use that alias")

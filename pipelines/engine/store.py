@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
+from sia.pipelines.output import write_parquet, write_text
 
 #: What :func:`replay_status` finds: a reusable replay, one made with other settings, or none.
 Status = Literal["done", "stale", "missing"]
@@ -32,17 +32,15 @@ def result_key(*parts: Any) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` through a temporary file (unique to this writer) renamed into
+    place (:func:`sia.pipelines.output.write_text`)."""
+    write_text(path, text)
 
 
 def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
-    """Write ``frame`` as Parquet to ``path`` through a temporary file renamed into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
+    """Write ``frame`` as Parquet to ``path`` through a temporary file (unique to this writer)
+    renamed into place."""
+    write_parquet(frame, path)
 
 
 def replay_files(folder: Path, label: str) -> tuple[Path, Path]:

@@ -13,6 +13,13 @@ threshold_5m``, ``calib/<pool>/load_offset_gpus_60m``, ``calib/<pool>/precision_
 days it covered ``calib/from_day`` and ``calib/to_day``; :mod:`sia.models.calibration`); why
 its jobs were slowed under ``slowdown_cause/`` (``slowdown_cause/duration_min`` ...;
 :mod:`sia.pipelines.studies.slowdown_report`).
+
+The headline metrics, ``speedup/*`` and ``slowdown/*``, sort first in MLflow's compare
+view, which lists metrics by name: every other metric is logged under :data:`DETAIL_PREFIX`
+(``stats/served/will_arrive/f1_60m``, ``stats/baseline/utilization``,
+``stats/slowdown_cause/duration_min``; issue 36: the about 50 ``served/`` rows sorted before
+the headline). The headline names did not change, so runs logged before compare with new
+ones on them; :func:`detail_name` maps an older detail name to the current one.
 The store is set up by :mod:`sia.pipelines.tracking`.
 """
 
@@ -52,10 +59,25 @@ def _finite(v: Any) -> float | None:
     return float(v) if math.isfinite(float(v)) else None
 
 
+#: the metrics a user compares policies on: their names sort first (and are never prefixed)
+HEADLINE_PREFIXES = ("speedup/", "slowdown/")
+#: the prefix of every other metric: it sorts after the headline groups
+DETAIL_PREFIX = "stats/"
+
+
+def detail_name(name: str) -> str:
+    """Return the logged name of metric ``name``: a headline one as it is, any other under
+    :data:`DETAIL_PREFIX` (idempotent)."""
+    if name.startswith(HEADLINE_PREFIXES) or name.startswith(DETAIL_PREFIX):
+        return name
+    return DETAIL_PREFIX + name
+
+
 def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None = None,
                    baseline_cells: Mapping[str, Any] | None = None) -> dict[str, float]:
     """Return the MLflow metrics of one policy's scored replay (names: :data:`METRIC_NAMES`;
-    ``cells``: its placement counters, ``baseline_cells``: the baseline's), finite values only."""
+    ``cells``: its placement counters, ``baseline_cells``: the baseline's), finite values only;
+    the headline ones first, every other under :data:`DETAIL_PREFIX` (:func:`detail_name`)."""
     out = {}
     for key, name in METRIC_NAMES.items():
         v = _finite(summary.get(key))
@@ -69,7 +91,8 @@ def policy_metrics(summary: Mapping[str, Any], cells: Mapping[str, Any] | None =
     out.update(flat_metrics(summary.get("served")))
     out.update(cause_metrics(summary.get("slowdown_causes")))
     out.update(calibration_metrics(summary.get("calibration")))
-    return out
+    renamed = {detail_name(k): v for k, v in out.items()}
+    return dict(sorted(renamed.items()))
 
 
 #: what :func:`calibration_metrics` logs per pool and window
@@ -109,11 +132,14 @@ def log_policy_run(run_name: str, params: Mapping[str, Any], metrics: Mapping[st
     """Log one run (nested under the active run when ``nested``); return its id.
 
     ``params`` values are cut to MLflow's 500 characters; ``artifacts`` maps a
-    folder in the run to a list of files.
+    folder in the run to a list of files. Against a server the run's logging has a total
+    deadline (:func:`sia.pipelines.tracking.deadline`).
     """
     import mlflow
+    from sia.pipelines.tracking import deadline
 
-    with mlflow.start_run(run_name=run_name, nested=nested, tags=dict(tags)) as run:
+    with deadline(f"logging the run {run_name!r}", uploads=bool(artifacts)), \
+            mlflow.start_run(run_name=run_name, nested=nested, tags=dict(tags)) as run:
         mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
         if metrics:
             mlflow.log_metrics(dict(metrics))

@@ -49,9 +49,21 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.engine.sched import options_from_cli
 from sia.pipelines.engine.spec import RegionsSpec
-from sia.pipelines.engine.store import atomic_write_text, read_marker, replay_status, result_key
-from sia.pipelines.engine.tracking import log_policy_run, model_params, policy_metrics
+from sia.pipelines.engine.store import (
+    atomic_write_parquet,
+    atomic_write_text,
+    read_marker,
+    replay_status,
+    result_key,
+)
+from sia.pipelines.engine.tracking import (
+    detail_name,
+    log_policy_run,
+    model_params,
+    policy_metrics,
+)
 from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_window
+from sia.pipelines.output import atomic_path
 from sia.pipelines.studies import slowdown_report
 from sia.pipelines.studies.experiment import ExperimentConfig, PolicySpec, with_trace_regions
 
@@ -436,6 +448,14 @@ class SweepResult:
     specs: list[ReplaySpec] = field(default_factory=list)
 
 
+def training_days_text(train_start_day: float, train_days: float, val_days: float) -> str:
+    """Return the split as the demo and the sweeps print it: ``training on days 23-44, validating
+    on days 44-58`` (days since the trace start)."""
+    val_start = train_start_day + train_days
+    return (f"training on days {train_start_day:g}-{val_start:g}, validating on days "
+            f"{val_start:g}-{val_start + val_days:g}")
+
+
 def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
@@ -461,8 +481,8 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
                      start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows,
                      duration_quantile=p.duration_quantile,
                      duration_target_under=p.duration_target_under)
-    say(f"predictors: training on days {first + p.warmup_days:g}..{start:g} "
-        f"({p.train_days:g} train + {p.val_days:g} validation), alias {p.alias}")
+    say(f"predictors: {training_days_text(first + p.warmup_days, p.train_days, p.val_days)}, "
+        f"alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",
                            alias=p.alias)
     saved = {"key": key, "run_id": outcome.run_id, "alias": p.alias,
@@ -498,14 +518,36 @@ def prepare_predictors(cfg: ExperimentConfig, wl: Workload, out_dir: Path,
     if p.train != "on_the_fly":
         from sia.models.registry import training_period
         from sia.pipelines.engine.predictors import in_sample_warning
+        from sia.pipelines.tracking import deadline
 
         for a, ref in resolved.items():
+            with deadline("reading the training run", uri):
+                period = training_period(ref.versions[0][0], a)
             warning = in_sample_warning(
-                training_period(ref.versions[0][0], a), wl.source, a, cfg.replay_start_day,
+                period, wl.source, a, cfg.replay_start_day,
                 f"set replay.start_day to {{day:g}} in {cfg.source} to replay after validation")
             if warning:
                 say(f"warning: {warning}")
     return resolved
+
+
+def trace_mismatches(cfg: ExperimentConfig, predictors: dict[str, RegistryPredictors] | None,
+                     source: str) -> dict[str, str]:
+    """Return per learned policy label the line that says its predictors learned from another
+    trace than ``source`` (:func:`sia.pipelines.engine.predictors.trace_mismatch`); {} when
+    every alias learned from this trace or none says."""
+    if not predictors:
+        return {}
+    from sia.pipelines.engine.predictors import learned_from, trace_mismatch
+
+    by_alias = {a: trace_mismatch(learned_from(ref), source, a) for a, ref in predictors.items()}
+    out = {}
+    for p in cfg.policies:
+        if p.forecaster == "learned":
+            line = by_alias.get(p.alias or cfg.predictors.alias)
+            if line:
+                out[p.label] = line
+    return out
 
 
 def predictors_record(predictors: dict[str, RegistryPredictors] | None,
@@ -546,11 +588,14 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
     say(f"{wl.source}: {jobs.height} jobs in the replay window, {len(experiments)} experiment(s) "
         f"x {len({BASELINE, *(p.label for p in cfg.policies)})} replays")
     predictors = prepare_predictors(cfg, wl, out_dir, say)
+    mismatch = trace_mismatches(cfg, predictors, wl.source)
+    for line in dict.fromkeys(mismatch.values()):
+        say(f"warning: {line}")
     specs = plan(cfg, jobs, experiments, predictors, jobs_before(wl.jobs, cfg.replay_start_day))
     _write_experiments(out_dir, experiments)
     specs_by_exp, missing = _by_experiment(specs, out_dir)
 
-    tracker = _Tracker(cfg, out_dir, say, predictors) if log_mlflow else None
+    tracker = _Tracker(cfg, out_dir, say, predictors, mismatch) if log_mlflow else None
     result = SweepResult(out_dir, pl.DataFrame(), pl.DataFrame(), experiments,
                          predictors=predictors_record(predictors, out_dir), config=cfg,
                          specs=specs)
@@ -559,7 +604,7 @@ def run_sweep(cfg: ExperimentConfig, out_dir: Path, executor: Any = None, *,
 
     def finish(exp_id: str) -> None:
         _finish_experiment(cfg, exp_by_id[exp_id], specs_by_exp[exp_id], out_dir, got,
-                           tracker, result, make_plots)
+                           tracker, result, make_plots, mismatch)
 
     try:
         if tracker is not None:
@@ -601,13 +646,17 @@ class _Scored:
 
 def _finish_experiment(cfg: ExperimentConfig, exp: Any, specs: list[ReplaySpec], out_dir: Path,
                        got: _Scored, tracker: Any, result: SweepResult,
-                       make_plots: bool) -> None:
+                       make_plots: bool, mismatch: dict[str, str]) -> None:
     """Score one experiment whose replays are all done: write its per-job table, summary and
-    plots, add its rows to ``got`` and log its MLflow run (when ``tracker``)."""
+    plots, add its rows to ``got`` and log its MLflow run (when ``tracker``); ``mismatch``:
+    per policy label, the line saying its predictors learned another trace."""
     results = {s.where[-1]: stored_outcome(s, out_dir, command="sia evaluate") for s in specs}
     per_job, summaries = score_experiment(cfg, exp, results)
+    for label, line in mismatch.items():  # in summary.json beside the policy's metrics
+        if label in summaries:
+            summaries[label]["trace_mismatch"] = line
     exp_dir = out_dir / exp.exp_id
-    per_job.write_parquet(exp_dir / "per_job.parquet")
+    atomic_write_parquet(per_job, exp_dir / "per_job.parquet")
     atomic_write_text(exp_dir / "summary.json", json.dumps(summaries, indent=2))
     files = (_experiment_plots(exp, per_job, summaries, exp_dir / "plots")
              if make_plots else [])
@@ -650,7 +699,11 @@ def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
     ranked = (pl.col("exp_id").replace_strict(order, return_dtype=pl.Int64),
               pl.col("policy").replace_strict(pol_order, return_dtype=pl.Int64))
     summary = pl.DataFrame(rows).sort(*ranked)
-    per_job_all = {g: pl.concat(f, how="diagonal_relaxed") for g, f in per_job_by_group.items()}
+    # experiments finish in any order (and a resumed sweep in another): pooled in config
+    # order, so the aggregate's float sums are the same bytes however the sweep ran
+    per_job_all = {g: pl.concat(sorted(f, key=lambda d: order.get(_first_exp(d), -1)),
+                                how="diagonal_relaxed")
+                   for g, f in sorted(per_job_by_group.items())}
     aggregate = aggregate_rows(summary, per_job_all)
     result.summary, result.aggregate = summary, aggregate
     served_df = (pl.DataFrame(served, infer_schema_length=None).sort(*ranked, maintain_order=True)
@@ -663,19 +716,26 @@ def _sweep_tables(cfg: ExperimentConfig, result: SweepResult, rows: list[dict],
     return files
 
 
+def _first_exp(per_job: pl.DataFrame) -> str | None:
+    """Return the experiment of one experiment's per-job table (None when it has no rows)."""
+    return per_job["exp_id"][0] if per_job.height and "exp_id" in per_job.columns else None
+
+
 def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
                   aggregate: pl.DataFrame, served: pl.DataFrame | None = None) -> list[Path]:
     """Write ``summary.csv`` (per experiment and policy), ``aggregate.csv``, ``summary.md`` and,
     when a policy reported them, ``served.csv`` (its predictions as it used them, per window)."""
-    summary.write_csv(out_dir / "summary.csv")
-    aggregate.write_csv(out_dir / "aggregate.csv")
+    for frame, name in ((summary, "summary.csv"), (aggregate, "aggregate.csv")):
+        with atomic_path(out_dir / name) as tmp:
+            frame.write_csv(tmp)
     md = [f"# {cfg.name}: speedup over FCFS and slowdowns", "",
           f"Config: `{cfg.source}`; warm-up {cfg.warmup_days:g} days; slowdowns in minutes.", "",
           "## Aggregate over experiments (jobs pooled)", "", markdown_table(aggregate), "",
           "## Per experiment", "", markdown_table(summary), ""]
     files = [out_dir / "summary.csv", out_dir / "aggregate.csv", out_dir / "summary.md"]
     if served is not None and served.height:
-        served.write_csv(out_dir / "served.csv")
+        with atomic_path(out_dir / "served.csv") as tmp:
+            served.write_csv(tmp)
         files.append(out_dir / "served.csv")
         md += ["## Predictions as served (SIA policies)", "",
                "Per window: WillJobsArrive at the ticks SIA forecast (P / R / F, persistence's F "
@@ -694,7 +754,7 @@ def write_summary(out_dir: Path, cfg: ExperimentConfig, summary: pl.DataFrame,
                                 f"{c['mean_speedup']:.4g}, geomean {c['geomean_speedup']:.4g})")
                for base, c in choice.items()]
         md.append("")
-    (out_dir / "summary.md").write_text("\n".join(md))
+    atomic_write_text(out_dir / "summary.md", "\n".join(md))
     return files
 
 
@@ -830,6 +890,24 @@ POLICY_RUN_CONFIG_PARAMS = ("name", "seed", "warmup_days", "tick_s", "quotas", "
                             "trace.synthetic", "replay.start_day", "replay.end_day")
 
 
+#: hex digits of the config's hash in run names
+HASH_CHARS = 8
+#: keys of the config's params that are not settings (names, the policy list, the trace's
+#: location: its own tags and params say those)
+_NOT_SETTINGS = ("name", "description", "policies", "trace.path", "trace.synthetic")
+
+
+def changed_settings(cfg: ExperimentConfig) -> dict[str, str]:
+    """Return the config's settings that differ from an evaluate config's defaults, as flat
+    MLflow params (``{"load_range": "[0.5, 0.9]", "grid.experiments": "3"}`` ...; values cut to
+    500 characters): what tells two sweeps of one config apart on every run."""
+    from sia.pipelines.studies.experiment import parse_config
+
+    base = parse_config({"trace": {"synthetic": "base"}, "policies": ["fcfs"]}).to_params()
+    return {k: str(v)[:500] for k, v in cfg.to_params().items()
+            if k not in _NOT_SETTINGS and base.get(k) != v}
+
+
 class _Tracker:
     """The sweep's MLflow runs (resumable): a parent run for the sweep; under it one run per
     experiment (its plots and per-job table) holding one run per policy, and one run per
@@ -837,8 +915,13 @@ class _Tracker:
     metrics of :func:`sia.pipelines.engine.tracking.policy_metrics` (no policy in the names)."""
 
     def __init__(self, cfg: ExperimentConfig, out_dir: Path, say: Callable[[str], None],
-                 predictors: dict[str, RegistryPredictors] | None = None):
+                 predictors: dict[str, RegistryPredictors] | None = None,
+                 mismatch: dict[str, str] | None = None):
         self.cfg, self.out_dir, self.say = cfg, out_dir, say
+        #: per policy label: the line saying its predictors learned from another trace
+        self.mismatch = dict(mismatch or {})
+        #: the settings that differ from the defaults (tags of every run)
+        self.settings = changed_settings(cfg)
         self.uri: str | None = None
         self._parent = None
         default = cfg.predictors.alias
@@ -846,6 +929,23 @@ class _Tracker:
         self.versions = {p.label: dict(predictors[p.alias or default].versions)
                          for p in cfg.policies if p.forecaster == "learned" and predictors}
         self.names = {p.label: p.name for p in cfg.policies}
+
+    def _run_name(self, *parts: str) -> str:
+        """Return a child run's name: the config's name and the short hash of the resolved
+        config first (two sweeps of one config with other settings differ there), then
+        ``parts``."""
+        return " ".join((self.cfg.name, self.cfg.digest()[:HASH_CHARS], *parts))
+
+    def _child_tags(self, **tags: str) -> dict[str, str]:
+        """Return the tags of a child run: ``tags``, the config's name and hash, the settings
+        that differ from the config's defaults (``sia.set.<key>``; :func:`changed_settings`)
+        and, for a policy whose predictors learned from another trace, that line."""
+        out = {"sia.config": self.cfg.name, "sia.config_digest": self.cfg.digest(),
+               **{f"sia.set.{k}": v for k, v in self.settings.items()}, **tags}
+        line = self.mismatch.get(tags.get("sia.policy", ""))
+        if line:
+            out["sia.trace_mismatch"] = line
+        return out
 
     def _shared_params(self) -> dict[str, str]:
         """The config's parameters a policy run repeats (the sweep's run holds them all)."""
@@ -856,6 +956,14 @@ class _Tracker:
                 **model_params(self.versions.get(label))}
 
     def start(self) -> str:
+        """:meth:`_start_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._start_body()
+
+    def _start_body(self) -> str:
         import mlflow
         from sia.pipelines.tracking import EVALUATION_EXPERIMENT, setup_tracking
 
@@ -872,10 +980,12 @@ class _Tracker:
             # the UI's run table shows about 25 characters: the start time first tells two
             # sweeps of one config apart; the config's digest says whether they differ
             stamp = time.strftime("%m-%d %H:%M:%S")
+            tags = self._child_tags(**{"sia.kind": "sweep"})
+            if self.mismatch:
+                tags["sia.trace_mismatch"] = next(iter(self.mismatch.values()))
             run = mlflow.start_run(
-                run_name=f"sweep {stamp} {self.cfg.name} cfg {self.cfg.digest()[:8]}",
-                tags={"sia.kind": "sweep", "sia.config": self.cfg.name,
-                      "sia.config_digest": self.cfg.digest()})
+                run_name=f"{self.cfg.name} {self.cfg.digest()[:HASH_CHARS]} sweep {stamp}",
+                tags=tags)
             mlflow.log_params(self.cfg.to_params())
             used = {k: v for versions in self.versions.values() for k, v in versions.items()}
             mlflow.log_params(model_params(used))  # the model versions used (default alias)
@@ -889,7 +999,12 @@ class _Tracker:
 
     def log_experiment(self, exp: Experiment, summaries: dict[str, dict], run_key: str,
                        files: list[Path], per_job: Path) -> str:
+        """Log experiment ``exp``'s run (its files) and its policies' runs, unless the same
+        replays were logged before; return the run's id. Against a server, the experiment's
+        logging and each policy run have a total deadline
+        (:func:`sia.pipelines.tracking.deadline`)."""
         import mlflow
+        from sia.pipelines.tracking import deadline
 
         marker = self.out_dir / exp.exp_id / "mlflow.json"
         if marker.exists():
@@ -903,9 +1018,10 @@ class _Tracker:
                       "exp.target_load": ",".join("-" if x is None else f"{x:.3f}"
                                                   for x in d["target_load"])}
         params = {**self.cfg.to_params(), **exp_params}
-        with mlflow.start_run(run_name=f"{self.cfg.name} {exp.exp_id}", nested=True,
-                              tags={"sia.kind": "experiment", "sia.config": self.cfg.name,
-                                    "sia.group": exp.group}) as run:
+        with deadline(f"logging {exp.exp_id}'s runs", self.uri, uploads=True), \
+                mlflow.start_run(run_name=self._run_name(exp.exp_id), nested=True,
+                                 tags=self._child_tags(**{"sia.kind": "experiment",
+                                                          "sia.group": exp.group})) as run:
             mlflow.log_params({k: v[:500] for k, v in params.items()})
             mlflow.log_dict(summaries, "summary.json")
             mlflow.log_dict(d, "experiment.json")
@@ -914,37 +1030,49 @@ class _Tracker:
             mlflow.log_artifact(str(per_job), artifact_path="results")
             for label, s in summaries.items():
                 cells = s.get("cells") or {}
-                log_policy_run(f"{self.cfg.name} {exp.exp_id} {label}",
+                log_policy_run(self._run_name(exp.exp_id, label),
                                {**self._shared_params(), **exp_params,
                                 **self._policy_params(label)},
                                policy_metrics(s, cells.get("policy"), cells.get("baseline")),
-                               {"sia.kind": "policy", "sia.config": self.cfg.name,
-                                "sia.group": exp.group, "sia.exp": exp.exp_id,
-                                "sia.policy": label})
+                               self._child_tags(**{"sia.kind": "policy", "sia.group": exp.group,
+                                                   "sia.exp": exp.exp_id, "sia.policy": label}))
             run_id = run.info.run_id
         atomic_write_text(marker, json.dumps({"run_id": run_id, "key": run_key,
                                                "tracking_uri": self.uri}))
         return run_id
 
     def finish(self, aggregate: pl.DataFrame, files: list[Path]) -> None:
+        """Log one run per (group, policy) of the aggregate, and the sweep's files on the
+        sweep's run (each under a deadline against a server)."""
         import mlflow
+        from sia.pipelines.tracking import deadline
 
         params = self._shared_params()
         for row in aggregate.iter_rows(named=True):
             metrics = policy_metrics(row)
             for m in ("capture_mean", "capture_geomean"):
                 if row.get(m) is not None and math.isfinite(float(row[m])):
-                    metrics["capture/" + m.removeprefix("capture_")] = float(row[m])
-            log_policy_run(f"{self.cfg.name} {row['group']} {row['policy']} (all experiments)",
+                    metrics[detail_name("capture/" + m.removeprefix("capture_"))] = float(row[m])
+            log_policy_run(self._run_name(row["group"], row["policy"], "(all experiments)"),
                            {**params, **self._policy_params(row["policy"]),
                             "exp.group": row["group"], "experiments": str(row["experiments"])},
-                           metrics,
-                           {"sia.kind": "aggregate", "sia.config": self.cfg.name,
-                            "sia.group": row["group"], "sia.policy": row["policy"]})
-        for f in files:
-            mlflow.log_artifact(str(f), artifact_path="plots" if f.suffix == ".png" else "summary")
+                           dict(sorted(metrics.items())),
+                           self._child_tags(**{"sia.kind": "aggregate", "sia.group": row["group"],
+                                               "sia.policy": row["policy"]}))
+        with deadline("uploading the sweep's files", self.uri, uploads=True):
+            for f in files:
+                mlflow.log_artifact(str(f),
+                                    artifact_path="plots" if f.suffix == ".png" else "summary")
 
     def close(self) -> None:
+        """:meth:`_close_body` with a total deadline against a server
+        (:func:`sia.pipelines.tracking.deadline`)."""
+        from sia.pipelines.tracking import deadline
+
+        with deadline("logging the sweep's runs", self.uri):
+            return self._close_body()
+
+    def _close_body(self) -> None:
         import mlflow
 
         if self._parent is not None:

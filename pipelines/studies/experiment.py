@@ -438,8 +438,12 @@ def with_trace_regions(cfg: ExperimentConfig, jobs: Any, source: str) -> Experim
     if regions is None or regions.get("column") is None or regions.get("file") is not None:
         return cfg
     from sia.scheduler.regions.config import regions_from_jobs
+    from sia.scheduler.regions.model import RegionsError
 
-    file = regions_from_jobs(jobs, source, regions["column"])
+    try:
+        file = regions_from_jobs(jobs, source, regions["column"])
+    except RegionsError as exc:  # a column the trace lacks, a pool in two regions: the config's
+        raise ConfigError(f"{cfg.source}: regions.column: {exc}") from None
     return replace(cfg, regions={**regions, "file": file})
 
 

@@ -81,6 +81,7 @@ from sia.pipelines.engine import (
     score,
     stored_outcome,
 )
+from sia.pipelines.output import save_figure, write_csv, write_text
 from sia.pipelines.studies.study_schema import load_study
 
 #: The allocator settings Figure 16 compares by default: HiveD's buddy allocator with and
@@ -503,22 +504,22 @@ def run_figure16(cfg: Figure16Config, out_dir: Path | str, *, workers: int | Non
     run = Figure16Run(pl.DataFrame(), pl.DataFrame(), ran=done.ran, reused=done.reused,
                       stale=done.stale)
     runs = read_runs(cfg, main_rows, out)
-    runs.write_csv(out / "figure16_runs.csv")
+    write_csv(runs, out / "figure16_runs.csv")
     main = summarize(runs, ["variant", "policy", "locality", "allocator"],
                      ("preemptions", "adoptions", "migrations"))
-    main.write_csv(out / "figure16.csv")
-    (out / "figure16.md").write_text(to_markdown(main))
-    (out / "figure16_by_allocator.md").write_text(to_markdown(by_allocator(main)))
+    write_csv(main, out / "figure16.csv")
+    write_text(out / "figure16.md", to_markdown(main))
+    write_text(out / "figure16_by_allocator.md", to_markdown(by_allocator(main)))
     if chain_rows:
         chain_runs = read_runs(cfg, chain_rows, out)
-        chain_runs.write_csv(out / "chain_runs.csv")
+        write_csv(chain_runs, out / "chain_runs.csv")
         chains = summarize(chain_runs, ["variant", "policy", "chain"],
                            ("fragmentation", "placed_fallback", "frag_refused", "solver_calls",
                             "solver_total_s", "solver_p99_s", "replay_wall_s"))
     else:
         chains = pl.DataFrame()
-    chains.write_csv(out / "chains.csv")
-    (out / "chains.md").write_text(to_markdown(chains) if chains.height else "no chains\n")
+    write_csv(chains, out / "chains.csv")
+    write_text(out / "chains.md", to_markdown(chains) if chains.height else "no chains\n")
     plot_figure16(main, out / "figure16.png")
     run.main, run.chains = main, chains
     run.wall_s = time.perf_counter() - clock
@@ -571,7 +572,7 @@ def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
     fig.suptitle("Figure 16: locality (8-GPU servers, gangs of 1/2/4/8 in one server), "
                  "per allocator setting")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -751,11 +752,11 @@ def run_causes(cfg: Figure16Config, out_dir: Path | str, *, workers: int | None 
     finally:
         executor.close()
     per_job = pl.concat([parts[item[1:]] for item in items])
-    per_job.write_csv(out / "causes_jobs.csv")
+    write_csv(per_job, out / "causes_jobs.csv")
     keys = ["variant", "allocator", "policy"]
     counts = (per_job.group_by([*keys, "cause", "root"], maintain_order=True)
               .agg(pl.len().alias("jobs"), pl.col("slowdown_min").sum().alias("slowdown_min"))
               .sort([*keys, "root", "jobs"], descending=[False, False, False, True, True]))
-    counts.write_csv(out / "causes.csv")
-    (out / "causes.md").write_text(to_markdown(counts))
+    write_csv(counts, out / "causes.csv")
+    write_text(out / "causes.md", to_markdown(counts))
     return counts

@@ -48,6 +48,7 @@ from sia.pipelines.engine import (
 )
 from sia.pipelines.engine.sched import POLICIES
 from sia.pipelines.executors import Executor
+from sia.pipelines.output import save_figure, write_csv
 from sia.pipelines.studies.study_schema import load_study
 
 METRICS = (
@@ -203,9 +204,9 @@ def run_figure5(cfg: Figure5Config, out_dir: Path | str, *, workers: int | None 
             executor.close()
     run = Figure5Run(pl.DataFrame(), ran=done.ran, reused=done.reused, stale=done.stale)
     run.table = read_table(cfg, out)
-    run.table.write_csv(out / "figure5.csv")
+    write_csv(run.table, out / "figure5.csv")
     summary = summarize(run.table)
-    summary.write_csv(out / "figure5_summary.csv")
+    write_csv(summary, out / "figure5_summary.csv")
     plot_figure5(summary, out / "figure5.png", cfg.workloads, cfg.policies)
     run.wall_s = time.perf_counter() - clock
     require_scored(int(run.table["n_jobs"].sum()) if run.table.height else 0, str(out_dir),
@@ -276,6 +277,6 @@ def plot_figure5(summary: pl.DataFrame, path: Path, workloads, policies) -> Path
     fig.suptitle("SIA Figure 5: speedup and slowdowns vs FCFS (bar = median over seeds, "
                  "whisker = range)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -178,8 +178,10 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
         table = policy_rows(results, facts, modes, names, supply, homes, cfg.warmup_days * DAY_S,
                             fcfs)
         folder = out / exp.exp_id
-        table.write_csv(folder / "regions.csv")
-        (folder / "regions.md").write_text(ev.markdown_table(table) + "\n")
+        from sia.pipelines.output import write_csv, write_text
+
+        write_csv(table, folder / "regions.csv")
+        write_text(folder / "regions.md", ev.markdown_table(table) + "\n")
         written += [folder / "regions.csv", folder / "regions.md",
                     ratio_plot(results, supply, homes, folder / "plots" / "demand_to_supply.png",
                                f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly",

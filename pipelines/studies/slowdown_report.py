@@ -262,13 +262,14 @@ def write_sweep(out_dir: Path, per_job: dict[str, pl.DataFrame]) -> list[Path]:
     """Write ``slowdown_causes.csv`` (:func:`sweep_causes`) and append the causes summed per
     (group, policy) and per (group, policy, pool) to ``summary.md``; return the files written
     ([] when no policy was attributed)."""
+    from sia.pipelines.output import write_csv, write_text
     from sia.pipelines.studies.evaluate import markdown_table
 
     rows = sweep_causes(per_job)
     if not rows.height:
         return []
     path = Path(out_dir) / "slowdown_causes.csv"
-    rows.write_csv(path)
+    write_csv(rows, path)
     sums = [pl.col("jobs").sum(), pl.col("slowdown_min").sum(), pl.col("cascade_jobs").sum(),
             pl.col("cascade_min").sum(), pl.col("max_depth").max()]
     by_cause = (rows.group_by("group", "policy", "cause")
@@ -292,5 +293,6 @@ def write_sweep(out_dir: Path, per_job: dict[str, pl.DataFrame]) -> list[Path]:
           markdown_table(by_loan_pool), ""]
     summary = Path(out_dir) / "summary.md"
     text = summary.read_text() if summary.exists() else ""
-    summary.write_text(text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(md))
+    write_text(summary, text + ("\n" if text and not text.endswith("\n") else "")
+               + "\n".join(md))
     return [path]

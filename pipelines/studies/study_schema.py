@@ -35,6 +35,24 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+#: hard limits on sizes no study can use (issue 36): a seed CP-SAT and numpy both take, a name
+#: that fits in a file name, a number of days of a calendar (a year 9999 trace spans 2.9 M days,
+#: none of the studies replays one), a quota scale below a million
+MAX_SEED = 2**31 - 1
+MAX_NAME = 200
+MAX_TEXT = 10_000
+MAX_DAYS = 100_000.0
+MAX_QUOTA_SCALE = 1e6
+MAX_COUNT = 10**7
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Name = Annotated[str, Field(max_length=MAX_NAME)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Days = Annotated[float, Field(gt=0, le=MAX_DAYS)]
+NonNegDays = Annotated[float, Field(ge=0, le=MAX_DAYS)]
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+QuotaScale = Annotated[float, Field(gt=0, le=MAX_QUOTA_SCALE)]
+#: the scheduler's tick: at least a second (a tick of 1e-9 s is billions of events a day)
+Tick = Annotated[float, Field(ge=1, le=86_400)]
 #: A policy, locality or preemption option's value: a scalar or a list of scalars (the options
 #: are constructor arguments; a mapping there is a mistake, e.g. a mis-indented YAML block)
 Scalar = bool | int | float | str | None
@@ -60,16 +78,16 @@ class TraceSection(_Strict):
     pool_from: str | None = None
     time_unit: str | None = None
     quotas: str | None = None
-    days: PosFloat | None = None
-    seed: NonNegInt | None = None
+    days: Days | None = None
+    seed: Seed | None = None
     ignore_columns: list[str] | None = None
 
 
 class ReplaySection(_Strict):
     """The replayed window, days since the trace start."""
 
-    start_day: NonNegFloat | None = None
-    end_day: PosFloat | None = None
+    start_day: NonNegDays | None = None
+    end_day: Days | None = None
 
 
 class LocalitySection(_Strict):
@@ -83,11 +101,11 @@ class LocalitySection(_Strict):
 class PolicyEntry(_Strict):
     """A policy with its registry ``name``, display ``label``, options and predictors."""
 
-    name: str
-    label: str | None = None
+    name: Name
+    label: Name | None = None
     options: Options | None = None
     forecaster: Literal["learned", "none"] | None = None
-    alias: str | None = None
+    alias: Name | None = None
     regions: Literal["home", "static", "history", "perfect", "forecast", "static+idle",
                      "history+idle", "perfect+idle", "forecast+idle", "reservations-history",
                      "reservations-perfect", "reservations-forecast"] | None = None
@@ -106,13 +124,13 @@ class PredictorsSection(_Strict):
     """Where learned predictors come from: the registry (by alias) or trained before the replay."""
 
     train: Literal["registry", "on_the_fly"] | None = None
-    alias: str | None = None
+    alias: Name | None = None
     windows_min: list[PosInt] | None = None
     load_method: Literal["sliding_max", "calibrated"] | None = None
     load_windows: PosInt | None = None
-    train_days: PosFloat | None = None
-    val_days: PosFloat | None = None
-    warmup_days: NonNegFloat | None = None
+    train_days: Days | None = None
+    val_days: Days | None = None
+    warmup_days: NonNegDays | None = None
     duration_quantile: Annotated[float, Field(ge=0, le=1)] | None = None
     duration_target_under: Annotated[float, Field(ge=0, le=1)] | None = None
 
@@ -123,26 +141,26 @@ PoolsPerExperiment = PosInt | Literal["all"]
 class EvaluateGrid(_Strict):
     """What `sia evaluate` sweeps: experiments per group, and groups of pool count x quota scale."""
 
-    experiments: PosInt | None = None
+    experiments: Count | None = None
     pools_per_experiment: PoolsPerExperiment | list[PoolsPerExperiment] | None = None
-    quota_scale: PosFloat | list[PosFloat] | None = None
+    quota_scale: QuotaScale | list[QuotaScale] | None = None
 
 
 class EvaluateStudy(EvaluateGrid):
     """`sia evaluate`: experiments sharing pools of a trace, every policy against FCFS."""
 
     study: Literal["evaluate"] | None = None
-    name: str | None = None
-    description: str | None = None
-    seed: NonNegInt | None = None
+    name: Name | None = None
+    description: Text | None = None
+    seed: Seed | None = None
     trace: TraceSection
     replay: ReplaySection | None = None
-    warmup_days: NonNegFloat | None = None
+    warmup_days: NonNegDays | None = None
     min_jobs_per_pool: PosInt | None = None
     quotas: Literal["from_load", "recorded"] | None = None
     load_range: tuple[PosFloat, PosFloat] | None = None
     locality: bool | LocalitySection | None = None
-    tick_s: PosFloat | None = None
+    tick_s: Tick | None = None
     policies: list[str | PolicyEntry] = Field(min_length=1)
     predictors: PredictorsSection | None = None
     grid: EvaluateGrid | None = None
@@ -168,18 +186,18 @@ class Figure5Grid(_Strict):
     """What `sia figure5` sweeps: synthetic workload variants x seeds."""
 
     workloads: list[str] | None = Field(default=None, min_length=1)
-    seeds: list[NonNegInt] | None = Field(default=None, min_length=1)
+    seeds: list[Seed] | None = Field(default=None, min_length=1)
 
 
 class Figure5Study(Figure5Grid):
     """`sia figure5`: FCFS, SSF, gSSF, MaxMin, SIA_VC and the oracle on synthetic workloads."""
 
     study: Literal["figure5"] | None = None
-    description: str | None = None
+    description: Text | None = None
     policies: list[str] | None = Field(default=None, min_length=1)
-    days: PosFloat | None = None
+    days: Days | None = None
     warmup_s: NonNegFloat | None = None
-    tick_s: PosFloat | None = None
+    tick_s: Tick | None = None
     oracle: OracleSection | None = None
     grid: Figure5Grid | None = None
 
@@ -189,7 +207,7 @@ class Figure16Grid(_Strict):
     """What `sia figure16` sweeps: variants x seeds, allocator settings, chains and their variants."""
 
     variants: list[str] | None = None
-    seeds: list[NonNegInt] | None = None
+    seeds: list[Seed] | None = None
     chain_variants: list[str] | None = None
     chains: list[str] | None = None
     allocators: dict[str, Options | None] | None = None
@@ -199,20 +217,20 @@ class Figure16Study(Figure16Grid):
     """`sia figure16`: SIA and HiveD* on buddy cells, allocators, placement chains."""
 
     study: Literal["figure16"] | None = None
-    description: str | None = None
+    description: Text | None = None
     policies: list[str] | None = None
     no_locality_policies: list[str] | None = None
-    days: PosFloat | None = None
+    days: Days | None = None
     warmup_s: NonNegFloat | None = None
-    tick_s: PosFloat | None = None
+    tick_s: Tick | None = None
     chain_policy: str | None = None
     budget_s: PosFloat | None = None
     locality: Options | None = None
     chain_locality: Options | None = None
     preemption: Options | None = None
     migration: bool | None = None
-    learned_train_days: PosFloat | None = None
-    learned_seed_offset: NonNegInt | None = None
+    learned_train_days: Days | None = None
+    learned_seed_offset: Seed | None = None
     learned_options: Options | None = None
     pool_gpus: PosInt | None = None
     grid: Figure16Grid | None = None
@@ -232,6 +250,9 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
+        if not isinstance(key, str | int | float | bool) and key is not None:
+            raise ConfigError(f"{loader.source}: line {line}: a key must be a name, not a "
+                              f"{type(key).__name__} ({_snippet(key)}); write key: value")
         if key in seen:
             raise ConfigError(f"{loader.source}: line {line}: duplicate key {key!r} "
                               f"(first on line {seen[key]}); keep one")
@@ -242,6 +263,59 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.construct_mapping_plain = yaml.SafeLoader.construct_mapping
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _construct_mapping)
+
+
+def _snippet(value: Any, limit: int = 40) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = "..."
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+#: how deep a config may nest (mappings and lists); far beyond any real one
+MAX_DEPTH = 50
+
+
+def _check_structure(data: Any, source: str) -> None:
+    """Raise ConfigError when ``data`` holds itself (a recursive YAML alias) or nests deeper
+    than :data:`MAX_DEPTH`."""
+    stack: list[tuple[Any, int, tuple[int, ...]]] = [(data, 0, ())]
+    while stack:
+        node, depth, ancestors = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if id(node) in ancestors:
+            raise ConfigError(f"{source}: a YAML alias refers to a mapping or list that holds it "
+                              "(a recursive alias); write the value out")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{source}: the config nests deeper than {MAX_DEPTH} levels")
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            stack.append((child, depth + 1, (*ancestors, id(node))))
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """Return the parsed YAML ``text`` (for ``source`` in messages): one-line ConfigError for
+    invalid YAML, a key given twice or that is not a name, a recursive alias, or a number too
+    long to read."""
+    loader = _UniqueKeyLoader(text)
+    loader.source = source
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}{where}") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a 5,000-digit number, a bad key
+        raise ConfigError(f"{source}: a value cannot be read "
+                          f"({' '.join(str(exc).split())[:160]})") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML nests too deeply to read") from None
+    finally:
+        loader.dispose()
+    _check_structure(data, source)
+    return data
 
 
 def read_yaml(path: Path | str) -> Any:
@@ -259,16 +333,7 @@ def read_yaml(path: Path | str) -> Any:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                           f"{exc.start}); save the file as UTF-8") from None
-    loader = _UniqueKeyLoader(text)
-    loader.source = str(path)
-    try:
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}{where}") from None
-    finally:
-        loader.dispose()
+    return load_yaml_text(text, str(path))
 
 
 def apply_overrides(raw: Any, overrides: list[str] | None, source: str) -> Any:
@@ -290,10 +355,10 @@ def apply_overrides(raw: Any, overrides: list[str] | None, source: str) -> Any:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY, e.g. "
                               "--set grid.experiments=3")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: value {text!r} is not a YAML value "
-                              f"({str(exc).splitlines()[0]})") from None
+            value = load_yaml_text(text, f"--set {key}") if text.strip() else None
+        except ConfigError as exc:
+            raise ConfigError(f"--set {key}: value {text[:100]!r} is not a YAML value "
+                              f"({str(exc).removeprefix(f'--set {key}: ')})") from None
         node = out
         for i, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})

@@ -463,7 +463,7 @@ def _solve_cpsat(m: _Model, beta: float, quotas: np.ndarray, *, time_limit_s: fl
         s.parameters.max_deterministic_time = float(work_limit)
     s.parameters.num_workers = int(threads)
     s.parameters.interleave_search = int(threads) > 1  # deterministic for any worker count
-    s.parameters.random_seed = int(seed)
+    s.parameters.random_seed = int(seed) % 2**31  # CP-SAT takes an int32; seeds reach 2^32
     st = s.solve(md)
     reproducible = st == cp_model.OPTIMAL or (
         work_limit is not None and s.wall_time < 0.98 * float(time_limit_s))

@@ -67,7 +67,12 @@ def test_two_predictor_sets_side_by_side_with_capture(mlflow_uri, tmp_path, caps
     cfg = parse_config(spec)
     said: list[str] = []
     out = run_sweep(cfg, tmp_path / "sweep", progress=False, make_plots=False, say=said.append)
-    assert not any("warning" in line for line in said), said  # another seed: another trace
+    # another seed: another trace, so not in-sample, but one line per alias names both traces
+    warned = [line for line in said if line.startswith("warning: ")]
+    assert not any("was trained on days" in line for line in warned), said
+    assert [line.split(" learned from ")[0] for line in warned] == [
+        "warning: alias champion", "warning: alias paper"], said
+    said.clear()
     agg = out.aggregate
     # a sweep replaying the days an alias learned from (trained on days 0.5-2.5 and validated
     # on 2.5-3.5 of this seed's workload) says so, and from which day to replay

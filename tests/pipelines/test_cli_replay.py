@@ -108,9 +108,9 @@ def test_replay_logs_an_mlflow_run_comparable_with_evaluations(tmp_path, mlflow_
     assert run.data.tags["sia.kind"] == "replay"
     metrics = run.data.metrics
     assert metrics["speedup/mean"] == summary["mean_speedup"]
-    assert metrics["baseline/utilization"] == summary["utilization_baseline"]
-    assert metrics["cells/preemptions"] == summary["cells"]["policy"]["preemptions"]
-    assert "baseline/cells/migrations" in metrics and not any("maxmin" in m for m in metrics)
+    assert metrics["stats/baseline/utilization"] == summary["utilization_baseline"]
+    assert metrics["stats/cells/preemptions"] == summary["cells"]["policy"]["preemptions"]
+    assert "stats/baseline/cells/migrations" in metrics and not any("maxmin" in m for m in metrics)
     arts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "results")}
     assert arts == {"results/summary.json", "results/jobs.parquet"}
     # --no-mlflow: files only

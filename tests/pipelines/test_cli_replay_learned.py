@@ -92,11 +92,18 @@ def test_a_replay_over_the_predictors_training_days_warns(mlflow_uri, tmp_path, 
     assert pred["warning"] in err
     run = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")[0]
     assert run.data.tags["sia.warning"] == pred["warning"]
-    # another workload (a different seed) is not the trace the alias learned from: no warning
+    # another workload (a different seed) is not the trace the alias learned from: no
+    # in-sample warning, but one line naming both traces (issue 36), also in summary.json
     other = ["--synthetic", "base", "--days", "5", "--seed", "2"]
     assert main(["replay", *other, "--policy", "sia", "--alias", "cand", "--warmup-days", "0",
                  "--no-mlflow", "--out", str(tmp_path / "other")]) == 0
-    assert "warning" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "was trained on days" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert "learned from synthetic:base seed=1" in line and "serves synthetic:base seed=2" in line
+    pred = json.loads((tmp_path / "other" / "summary.json").read_text())["predictors"]
+    assert pred["trace_mismatch"] == line.removeprefix("warning: ")
+    assert pred["learned_from"]["trace"] == "synthetic:base seed=1"
 
 
 def test_replay_train_on_the_fly_uses_the_period_before_the_replay(mlflow_uri, tmp_path, capsys):
@@ -177,3 +184,28 @@ def test_in_sample_warning_knows_a_trace_by_its_resolved_path(tmp_path, monkeypa
     assert in_sample_warning(None, "t.csv", "x", 0.0, "{day}") is None
     assert in_sample_warning(period, "t.csv", "x", 2.0, "start on day {day:g}").endswith(
         "start on day 4")
+
+
+def test_evaluate_names_both_traces_when_the_predictors_learned_another(mlflow_uri, tmp_path,
+                                                                       capsys):
+    """Issue 36: synthetic models served on another trace said nothing; now one line names
+    both, in the output, each experiment's summary.json and the MLflow runs of the policy."""
+    import mlflow
+
+    _train("cand", tmp_path)
+    config = tmp_path / "mm.yaml"
+    config.write_text("study: evaluate\nname: mm\nseed: 0\n"
+                      "trace: {synthetic: base, days: 5, seed: 2}\nreplay: {start_day: 3.5}\n"
+                      "warmup_days: 0\ngrid: {experiments: 1, pools_per_experiment: 2}\n"
+                      "policies: [fcfs, sia]\npredictors: {alias: cand}\n")
+    capsys.readouterr()
+    assert main(["evaluate", str(config), "--workers", "1", "--out", str(tmp_path / "ev")]) == 0
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "warning: alias cand learned from synthetic:base seed=1" in out
+    summaries = json.loads((tmp_path / "ev" / "exp-000" / "summary.json").read_text())
+    line = summaries["sia"]["trace_mismatch"]
+    assert "serves synthetic:base seed=2" in line and "trace_mismatch" not in summaries["fcfs"]
+    runs = mlflow.search_runs(experiment_names=["sia-evaluations"], output_format="list")
+    tagged = {r.data.tags.get("sia.policy") for r in runs if "sia.trace_mismatch" in r.data.tags
+              and r.data.tags.get("sia.kind") in ("policy", "aggregate")}
+    assert tagged == {"sia"}

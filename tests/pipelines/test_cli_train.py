@@ -518,3 +518,43 @@ def test_job_duration_drops_a_tag_that_says_nothing_and_keeps_one_that_names_the
     # without tags the chains with and without the tag read the same: the first of each pair
     assert chosen == {"none": (True, False), "noise": (False, False), "names": (True, False),
                       "users": (False, True), "noisy users": (True, False)}
+
+
+def test_versions_record_the_trace_they_learned_from(trained):
+    """Issue 36: every registered version carries the trace's readable name and identity hash,
+    and the precision-recall plot is written beside the report."""
+    from mlflow import MlflowClient
+    from sia.pipelines.engine.predictors import trace_hash
+
+    outcome, root = trained
+    for name, version in outcome.versions.items():
+        tags = MlflowClient().get_model_version(name, version).tags
+        assert tags["trace"] == "synthetic-test"
+        assert tags["trace_hash"] == trace_hash("synthetic-test") and len(tags["trace_hash"]) == 12
+    assert trace_hash("synthetic-test") != trace_hash("synthetic-test2")
+    assert (root / "train" / "precision_recall.png").stat().st_size > 1000
+
+
+def test_train_needs_a_trace_or_synthetic_and_synthetic_moves_no_alias(trained, tmp_path,
+                                                                       monkeypatch, capsys):
+    from mlflow import MlflowClient
+
+    _, root = trained
+    monkeypatch.setenv("SIA_OUTPUT", str(root))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert main(["train"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: sia train needs a TRACE") and err.count("\n") == 1
+    client = MlflowClient()
+    before = client.get_model_version_by_alias("sia-job-duration", "champion").version
+    args = ["train", "--synthetic", "base", "--days", "4", "--train-days", "2", "--val-days",
+            "1", "--warmup-days", "0.5", "--windows", "5", "--n-estimators", "3",
+            "--no-ablation"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "registered without an alias" in out
+    assert client.get_model_version_by_alias("sia-job-duration", "champion").version == before
+    # no --out: a new report folder per run under <output root>/train, none overwritten
+    assert main(args) == 0
+    folders = [p for p in (root / "train").iterdir() if p.is_dir() and "base" in p.name]
+    assert len(folders) == 2 and all((p / "report.md").exists() for p in folders)

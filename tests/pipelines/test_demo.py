@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -105,6 +106,13 @@ def test_demo_end_to_end_small_synthetic(tmp_path, mlflow_uri, capsys):
     assert main(["demo", "--synthetic", "--small", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "synthetic SIA base workload" in text
+    # issue 36: the split is printed one way ("days 23..58" stood beside "days 23-44"), and the
+    # list of plots names the predictors' precision-recall plot, which is there
+    splits = set(re.findall(r"training on days [\d.]+-[\d.]+, validating on days [\d.]+-[\d.]+",
+                            text))
+    assert len(splits) == 1 and ".." not in text.replace("...", ""), text
+    assert "precision_recall.png" in text
+    assert (out / "predictors" / "precision_recall.png").exists()
     summary = pl.read_csv(out / "summary.csv")
     assert summary["policy"].to_list() == list(SYNTHETIC_POLICIES)
     trained = json.loads((out / "predictors.json").read_text())

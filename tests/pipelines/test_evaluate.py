@@ -295,10 +295,18 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
                 and r.data.tags.get("sia.kind") == "experiment"]
     assert len(children) == 2
     (sweep,) = [r for r in runs if r.info.run_id == parent]
-    # the sweep's name tells runs of one config apart by start time, and says its digest
-    assert re.fullmatch(rf"sweep \d\d-\d\d \d\d:\d\d:\d\d {cfg.name} cfg [0-9a-f]{{8}}",
+    # the sweep's name: the config's name and the short hash of the resolved config first
+    # (issue 36), then the start time
+    assert re.fullmatch(rf"{cfg.name} {cfg.digest()[:8]} sweep \d\d-\d\d \d\d:\d\d:\d\d",
                         sweep.info.run_name)
-    assert sweep.data.tags["sia.config_digest"].startswith(sweep.info.run_name[-8:])
+    assert all(r.info.run_name.startswith(f"{cfg.name} {cfg.digest()[:8]} ") for r in runs)
+    assert all(r.data.tags["sia.config_digest"] == cfg.digest() for r in runs)
+    # every run says the settings that differ from an evaluate config's defaults
+    from sia.pipelines.studies.evaluate import changed_settings
+
+    changed = changed_settings(cfg)
+    assert changed and all(r.data.tags[f"sia.set.{k}"] == v for r in runs
+                           for k, v in changed.items())
     for child in children:
         exp_id = child.data.params["exp.id"]
         row = summary.filter((pl.col("exp_id") == exp_id)
@@ -309,11 +317,15 @@ def test_tiny_sweep_end_to_end(tmp_path, env, capsys):
         mm = policy_runs["maxmin"]
         assert mm.data.metrics["speedup/mean"] == pytest.approx(row["mean_speedup"])
         assert mm.data.metrics["slowdown/pct_jobs"] == pytest.approx(row["pct_slowed"])
-        assert "baseline/utilization" in mm.data.metrics
+        assert "stats/baseline/utilization" in mm.data.metrics
         assert not any("maxmin" in m for m in mm.data.metrics)
+        # the headline metrics sort first by name (MLflow's compare view lists them so)
+        names = sorted(mm.data.metrics)
+        headline = [m for m in names if m.startswith(("speedup/", "slowdown/"))]
+        assert len(headline) == 7 and names[:7] == headline
         if "sia-perfect" in POLICIES:
-            assert "served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
-            assert not any(m.startswith("served/") for m in mm.data.metrics)
+            assert "stats/served/will_arrive/records_60m" in policy_runs["sia-perfect"].data.metrics
+            assert not any(m.startswith("stats/served/") for m in mm.data.metrics)
         assert mm.data.params["exp.id"] == exp_id and mm.data.params["policy.name"] == "maxmin"
         assert child.data.params["exp.pools"] == ",".join(
             json.loads((out / exp_id / "experiment.json").read_text())["pools"])
@@ -508,7 +520,7 @@ def test_locality_options_round_trip_into_the_replay_and_its_key(tmp_path):
     assert first.aggregate.filter(pl.col("policy") == "maxmin")["migrations"].item() == \
         stats["migrations"]
     logged = policy_metrics(summary, summary["cells"]["policy"], summary["cells"]["baseline"])
-    assert logged["cells/migrations"] == stats["migrations"]
+    assert logged["stats/cells/migrations"] == stats["migrations"]
     # the same config reuses; another option value replays again in the same folder
     again = ev.run_sweep(cfg, out, progress=False, log_mlflow=False, make_plots=False)
     assert len(again.reused) == 2 and not again.ran

@@ -118,3 +118,33 @@ def test_reliability_png_draws_one_curve_per_window_and_the_diagonal(tmp_path, m
     assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
     # the diagonal, then the windows in increasing order, each by increasing predicted P
     assert drawn["lines"] == [("calibrated", [0, 1]), ("5 min", [0.1, 0.9]), ("60 min", [0.5])]
+
+
+def test_precision_recall_plot_colours_each_window_and_names_its_points():
+    """Issue 36: persistence's markers were all black and the operating points unnamed."""
+    from types import SimpleNamespace as N
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import to_rgba
+    from sia.pipelines.train import pr_curve_figure
+
+    rng = np.random.default_rng(0)
+    results = []
+    for k, method in ((5, "xgboost"), (60, "either")):
+        y = (rng.random(200) < 0.4).astype(int)
+        results.append(N(k_min=k, val_true=y, val_proba=rng.random(200), model=N(method_=method),
+                         metrics={"precision": 0.6, "recall": 0.7},
+                         baselines={"persistence": {"precision": 0.5, "recall": 0.4}}))
+    fig = pr_curve_figure(results)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "5 min operating point (P 0.60, R 0.70)" in labels
+    assert "60 min persistence (P 0.50, R 0.40)" in labels
+    lines = {ln.get_label(): to_rgba(ln.get_color()) for ln in ax.get_lines()}
+    points = {c.get_label(): to_rgba(c.get_facecolor()[0]) for c in ax.collections}
+    for k, curve in (("5", "5 min"), ("60", "60 min (either)")):
+        assert points[f"{k} min persistence (P 0.50, R 0.40)"] == lines[curve]
+        assert points[f"{k} min operating point (P 0.60, R 0.70)"] == lines[curve]
+    assert lines["5 min"] != lines["60 min (either)"]
+    plt.close(fig)

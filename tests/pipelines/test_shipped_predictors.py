@@ -32,7 +32,8 @@ from sia.pipelines.engine.spec import ModelPayload
 from sia.scheduler.core.simulator import simulate
 
 TRAIN = ["train", "--synthetic", "base", "--days", "5", "--train-days", "2", "--val-days", "1",
-         "--warmup-days", "0.5", "--windows", "5,60", "--no-ablation", "--n-estimators", "5"]
+         "--warmup-days", "0.5", "--windows", "5,60", "--no-ablation", "--n-estimators", "5",
+         "--alias", "champion"]  # synthetic training moves only an alias it is given
 #: a synthetic cluster sees an arrival in every 12 hours: 5 and 60 min windows only
 SIA = {"name": "sia", "options": {"windows_s": [300, 3600]}}
 CONFIG = {

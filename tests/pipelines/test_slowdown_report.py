@@ -72,9 +72,9 @@ def test_cause_metrics_for_mlflow(random_replay):
     m = policy_metrics(summary)
     causes = summary["slowdown_causes"]
     for c in CAUSES:
-        assert m[f"slowdown_cause/{c}_jobs"] == causes["by_cause"][c]["jobs"]
-        assert m[f"slowdown_cause/{c}_min"] == pytest.approx(causes["by_cause"][c]["slowdown_min"])
-    assert m["slowdown_cause/cascade_max_depth"] == causes["cascades"]["max_depth"]
+        assert m[f"stats/slowdown_cause/{c}_jobs"] == causes["by_cause"][c]["jobs"]
+        assert m[f"stats/slowdown_cause/{c}_min"] == pytest.approx(causes["by_cause"][c]["slowdown_min"])
+    assert m["stats/slowdown_cause/cascade_max_depth"] == causes["cascades"]["max_depth"]
     assert sr.cause_metrics(None) == {} and sr.cause_metrics({"error": "x"}) == {}
     rows = dict(sr.table_rows(causes))
     assert "slowed jobs by cause (min)" in rows
@@ -145,9 +145,9 @@ def test_sweep_writes_causes_per_pool_and_the_markdown(tmp_path, mlflow_uri):
         exp, label = r.data.tags["sia.exp"], r.data.params["policy"]
         if label == "coin":
             mine = table.filter((pl.col("exp_id") == exp) & (pl.col("cause") == "duration"))
-            assert r.data.metrics["slowdown_cause/duration_jobs"] == mine["jobs"].sum()
+            assert r.data.metrics["stats/slowdown_cause/duration_jobs"] == mine["jobs"].sum()
         else:
-            assert not any(m.startswith("slowdown_cause/") for m in r.data.metrics)
+            assert not any(m.startswith("stats/slowdown_cause/") for m in r.data.metrics)
     assert {r.data.params["policy"] for r in runs} == {"fcfs", "maxmin", "coin"}
     md = (out / "summary.md").read_text()
     assert md.count("## Why jobs were slowed") == 1 and "| coin |" in md

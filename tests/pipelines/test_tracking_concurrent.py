@@ -34,6 +34,7 @@ def _open(uri: str, root: str, barrier, out) -> None:
 def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path):
     ctx = mp.get_context("spawn")
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    (tmp_path / "store").mkdir()  # a store named in a missing folder is an error (issue 36)
     barrier, out = ctx.Barrier(N_PROCS), ctx.Queue()
     procs = [ctx.Process(target=_open, args=(uri, str(tmp_path), barrier, out))
              for _ in range(N_PROCS)]

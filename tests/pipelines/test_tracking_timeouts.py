@@ -77,3 +77,33 @@ def test_later_mlflow_calls_get_a_timeout(monkeypatch):
 
     assert MLFLOW_HTTP_REQUEST_TIMEOUT.get() == HTTP_TIMEOUT_S
     assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 5
+
+
+def test_a_deadline_stops_a_step_that_takes_too_long_and_nests():
+    """Issue 36: MLflow's timeouts are per read; the deadline is the step's total time."""
+    from sia.pipelines.tracking import TrackingError, deadline
+
+    server = "http://tracking.invalid:5000"
+    clock = time.monotonic()
+    with pytest.raises(TrackingError, match="did not finish the outer step within 0.4 s"):
+        with deadline("the outer step", server, seconds=0.4):
+            time.sleep(3)
+    assert time.monotonic() - clock < 2
+    # an inner step gets at most what the outer has left; the outer's clock goes on after it
+    clock = time.monotonic()
+    with pytest.raises(TrackingError, match="the outer step within 0.6 s"):
+        with deadline("the outer step", server, seconds=0.6):
+            with deadline("an inner step", server, seconds=5.0):
+                time.sleep(0.1)
+            time.sleep(3)
+    assert time.monotonic() - clock < 2
+    with pytest.raises(TrackingError, match="an inner step within 0.3 s"):
+        with deadline("the outer step", server, seconds=0.3):
+            with deadline("an inner step", server, seconds=5.0):
+                time.sleep(3)
+    # no deadline for a local store, and none left armed after a step
+    with deadline("a local step", "sqlite:///x.db", seconds=0.1):
+        time.sleep(0.3)
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0

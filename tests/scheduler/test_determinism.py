@@ -53,3 +53,14 @@ def test_oracle_stopped_by_the_wall_clock_says_it_is_not_reproducible():
     assert r.reproducible == (r.status == "optimal")
     h = solve_oracle(*_instance(1.0), solver="highs", time_limit_s=0.3)
     assert h.reproducible == (h.status == "optimal")
+
+
+def test_oracle_takes_any_experiment_seed():
+    """A sweep's experiment seeds reach 2^32 (SeedSequence words); CP-SAT takes an int32 and
+    raised a TypeError past 2^31 (issue 36). Seeds 2^31 apart solve the same."""
+    args = _instance(0.1)
+    big = solve_oracle(*args, solver="cp-sat", work_limit=0.2, time_limit_s=60.0,
+                       seed=2**32 - 1)
+    small = solve_oracle(*args, solver="cp-sat", work_limit=0.2, time_limit_s=60.0,
+                         seed=2**31 - 1)
+    assert np.array_equal(big.start_s, small.start_s)
