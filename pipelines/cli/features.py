@@ -58,10 +58,7 @@ def register(app: typer.Typer) -> None:
         max_rows: inputs.MaxRowsOpt = None,
         max_jobs: inputs.MaxJobsOpt = None,
     ) -> None:
-        import polars as pl
-        from sia.features.schedule import has_schedule, schedule_from_columns
         from sia.features.table9 import (
-            FEATURE_COLUMNS,
             MAX_ROWS,
             build_features,
             check_feature_rows,
@@ -87,33 +84,50 @@ def register(app: typer.Typer) -> None:
         # submissions
         check_feature_rows(wl.pools.height, grid_count(wl.jobs["submit_time"].to_numpy(), grid_s),
                            len(set(wins)), grid_s, max_rows)
-        if has_schedule(wl.jobs):
-            sched = schedule_from_columns(wl.jobs, where=wl.source)
-            how = "the trace's own start_time/end_time (seconds, same clock as submit_time)"
-        else:
-            t1 = time.perf_counter()
-            sched = inputs.fcfs_schedule(wl.jobs, wl.pools)
-            how = f"FCFS replay ({time.perf_counter() - t1:.2f} s)"
-        typer.echo(f"schedule: {how}")
+        sched = _schedule(wl)
         t1 = time.perf_counter()
         table = build_features(sched, grid_s=grid_s, windows_min=wins,
                                pools=wl.pools["pool"].to_list(),
                                max_rows=MAX_ROWS if max_rows is None else max_rows)
         t_build = time.perf_counter() - t1
         write_parquet(table, out_path)  # through a temporary name: never a partial file
-        n_grid = table["t"].n_unique() if table.height else 0
-        typer.echo(
-            f"features: {table.height:,} rows x {table.width} columns "
-            f"({table['pool'].n_unique() if table.height else 0} pools x {n_grid:,} times x "
-            f"{len(set(wins))} windows; {len(FEATURE_COLUMNS)} features), "
-            f"{table.estimated_size() / 2**20:.1f} MB in memory, built in {t_build:.2f} s"
-        )
-        if table.height:
-            rates = (table.group_by("k_min")
-                     .agg(pl.col("label_arrival").mean().alias("rate"),
-                          pl.col("label_load_gpus").mean().alias("load"))
-                     .sort("k_min"))
-            for r in rates.iter_rows(named=True):
-                typer.echo(f"  k = {r['k_min']:>4} min: positive rate (a job arrives in the "
-                           f"next k) {r['rate']:.3f}, mean GPUs arriving {r['load']:.2f}")
+        _report(table, wins, t_build)
         typer.echo(f"wrote {out_path} (total {time.perf_counter() - t0:.2f} s)")
+
+
+def _schedule(wl):
+    """Return the schedule the features are built from: the trace's own start and end times
+    when it has them, else an FCFS replay of it (printed)."""
+    from sia.features.schedule import has_schedule, schedule_from_columns
+
+    if has_schedule(wl.jobs):
+        sched = schedule_from_columns(wl.jobs, where=wl.source)
+        how = "the trace's own start_time/end_time (seconds, same clock as submit_time)"
+    else:
+        t1 = time.perf_counter()
+        sched = inputs.fcfs_schedule(wl.jobs, wl.pools)
+        how = f"FCFS replay ({time.perf_counter() - t1:.2f} s)"
+    typer.echo(f"schedule: {how}")
+    return sched
+
+
+def _report(table, wins: list[int], t_build: float) -> None:
+    """Print the feature table's shape and, per window, its positive rate and mean load."""
+    import polars as pl
+    from sia.features.table9 import FEATURE_COLUMNS
+
+    n_grid = table["t"].n_unique() if table.height else 0
+    typer.echo(
+        f"features: {table.height:,} rows x {table.width} columns "
+        f"({table['pool'].n_unique() if table.height else 0} pools x {n_grid:,} times x "
+        f"{len(set(wins))} windows; {len(FEATURE_COLUMNS)} features), "
+        f"{table.estimated_size() / 2**20:.1f} MB in memory, built in {t_build:.2f} s"
+    )
+    if table.height:
+        rates = (table.group_by("k_min")
+                 .agg(pl.col("label_arrival").mean().alias("rate"),
+                      pl.col("label_load_gpus").mean().alias("load"))
+                 .sort("k_min"))
+        for r in rates.iter_rows(named=True):
+            typer.echo(f"  k = {r['k_min']:>4} min: positive rate (a job arrives in the "
+                       f"next k) {r['rate']:.3f}, mean GPUs arriving {r['load']:.2f}")
