@@ -758,35 +758,65 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         result = train_predictors(schedule, config, features=features)
     say("opening the MLflow store")
     uri = store.uri()
+    step, limit = _deadlines(uri, tune)
+    with limit:
+        with step("starting the training run"):
+            run = mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
+                                   tags=run_tags(trace, split, alias))
+        status = "FAILED"
+        try:
+            if tune:
+                best = _tune(features, split, config, windows, trace=trace, tune=tune,
+                             objective=tune_objective, precision_floor=precision_floor,
+                             out_dir=out_dir, study_prefix=study_prefix, say=say,
+                             step=step)
+                say(f"fitting the predictors with the tuned parameters ({split_text(split)})")
+                result = train_predictors(schedule, config, features=features,
+                                          xgb_by_window=best)
+            result.timings_s["replay_s"] = replay_s
+            result.timings_s["features_s"] = features_s
+            say("logging the run and registering the models")
+            with step("logging the training run", uploads=True):
+                versions = _log_training_files(result, trace, alias, out_dir)
+            run_id = run.info.run_id
+            status = "FINISHED"
+        finally:
+            with step("closing the training run"):
+                mlflow.end_run(status)
+    return TrainingOutcome(result, run_id, versions, out_dir, uri,
+                           {k: asdict(p) for k, p in best.items()})
+
+
+def _deadlines(uri: str, tune: int) -> tuple[Callable[..., Any], Any]:
+    """Return (step, whole): a server gets a total deadline for every MLflow step of a
+    training, ``whole`` for the whole run without tuning; with it, ``step(what)`` for each step
+    apart (Optuna's trials, in a local store, may take as long as they need)."""
     from contextlib import nullcontext
 
     from sia.pipelines.tracking import deadline
 
-    # a server gets a total deadline for the logging (not for Optuna's trials)
-    limit = nullcontext() if tune else deadline("logging the training run", uri, uploads=True)
-    with limit, mlflow.start_run(run_name=run_name(trace, split, tuned=bool(tune)),
-                                 tags=run_tags(trace, split, alias)) as run:
-        if tune:
-            best = _tune(features, split, config, windows, trace=trace, tune=tune,
-                         objective=tune_objective, precision_floor=precision_floor,
-                         out_dir=out_dir, study_prefix=study_prefix, say=say)
-            say(f"fitting the predictors with the tuned parameters ({split_text(split)})")
-            result = train_predictors(schedule, config, features=features, xgb_by_window=best)
-        result.timings_s["replay_s"] = replay_s
-        result.timings_s["features_s"] = features_s
-        say("logging the run and registering the models")
-        versions = log_into_active_run(result, trace=trace, alias=alias)
-        report.save_report(result.tables, out_dir)
-        pr_curve_png(result.windows, out_dir / "precision_recall.png")  # beside the report
-        reliability = result.tables.get("job_duration_reliability")
-        if reliability is not None and reliability.height:
-            from sia.pipelines.plots import reliability_png
+    def step(what: str, uploads: bool = False):
+        return deadline(what, uri, uploads=uploads) if tune else nullcontext()
 
-            mlflow.log_artifact(str(reliability_png(
-                reliability, out_dir / "job_duration_reliability.png")))
-        run_id = run.info.run_id
-    return TrainingOutcome(result, run_id, versions, out_dir, uri,
-                           {k: asdict(p) for k, p in best.items()})
+    whole = nullcontext() if tune else deadline("logging the training run", uri, uploads=True)
+    return step, whole
+
+
+def _log_training_files(result, trace: str, alias: str | None, out_dir: Path) -> dict:
+    """Log ``result`` into the active run and register its models; write the report and the
+    plots beside it (the reliability plot logged too); return the registered versions."""
+    import mlflow
+
+    versions = log_into_active_run(result, trace=trace, alias=alias)
+    report.save_report(result.tables, out_dir)
+    pr_curve_png(result.windows, out_dir / "precision_recall.png")  # beside the report
+    reliability = result.tables.get("job_duration_reliability")
+    if reliability is not None and reliability.height:
+        from sia.pipelines.plots import reliability_png
+
+        mlflow.log_artifact(str(reliability_png(
+            reliability, out_dir / "job_duration_reliability.png")))
+    return versions
 
 
 def study_digest(split: TimeSplit, features: list[str], windows: tuple[int, ...], seed: int,
@@ -801,12 +831,16 @@ def study_digest(split: TimeSplit, features: list[str], windows: tuple[int, ...]
 def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
           windows: tuple[int, ...], *, trace: str, tune: int, objective: str,
           precision_floor: float, out_dir: Path, study_prefix: str | None,
-          say: Callable[[str], None]) -> dict[int, XGBParams]:
+          say: Callable[[str], None], step: Callable[[str], Any] | None = None
+          ) -> dict[int, XGBParams]:
     """Run (or resume) one Optuna study per window in the active run; return the best params.
 
     The best trial's parameters and objective are logged on the run
-    (``tune/<k>m/<param>``, metric ``tune/<k>m/best_objective``).
+    (``tune/<k>m/<param>``, metric ``tune/<k>m/best_objective``), under ``step`` (the MLflow
+    step's deadline; the trials themselves use a local Optuna store).
     """
+    from contextlib import nullcontext
+
     import mlflow
     from sia.models.tuning import tune_window
 
@@ -827,6 +861,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
         params.update({f"tune/{k}m/{name}": v for name, v in study.best_params.items()})
         metrics[f"tune/{k}m/best_objective"] = float(study.best_value)
         metrics[f"tune/{k}m/best_trial"] = float(study.best_trial.number)
-    mlflow.log_params(params)
-    mlflow.log_metrics(metrics)
+    with (step or (lambda what: nullcontext()))("logging the tuning results"):
+        mlflow.log_params(params)
+        mlflow.log_metrics(metrics)
     return best

@@ -107,3 +107,27 @@ def test_a_deadline_stops_a_step_that_takes_too_long_and_nests():
     import signal
 
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_tuned_training_gets_a_deadline_per_mlflow_step(monkeypatch):
+    """With --tune the whole run cannot have one deadline (Optuna's trials take as long as
+    they need), so each MLflow step has its own; without it the whole run has one."""
+    from contextlib import nullcontext
+
+    from sia.pipelines.tracking import TrackingError
+    from sia.pipelines.train import _deadlines
+
+    monkeypatch.setenv("SIA_MLFLOW_DEADLINE_S", "0.3")
+    server = "http://tracking.invalid:5000"
+    step, whole = _deadlines(server, tune=5)
+    assert isinstance(whole, nullcontext)
+    with whole:
+        time.sleep(0.5)  # the trials: no deadline
+        with pytest.raises(TrackingError, match="did not finish logging the tuning results"):
+            with step("logging the tuning results"):
+                time.sleep(3)
+    step, whole = _deadlines(server, tune=0)
+    assert isinstance(step("a step"), nullcontext)
+    with pytest.raises(TrackingError, match="did not finish logging the training run"):
+        with whole:
+            time.sleep(3)
