@@ -77,6 +77,7 @@ _SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
 _GZIP_MAGIC = b"\x1f\x8b"
 _DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
 _RAW_POOL = _DATA + "raw_pool"  # the pool field's cells as written
+_RAW_ID = _DATA + "raw_id"  # the job id field's cells as written
 
 
 # --------------------------------------------------------------------------- detection
@@ -307,6 +308,8 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     pool_source = _pool_source(df.columns, path, pool_from, user_field)
     raw_pool = (df.select(SOURCE_ROW, pl.col(pool_source[1]).alias(_RAW_POOL))
                 if pool_source[0] == "field" else None)  # to note the white space stripped
+    raw_id_field = "JobID" if "JobID" in df.columns else "JobIDRaw"
+    raw_ids = df.select(SOURCE_ROW, pl.col(raw_id_field).alias(_RAW_ID))  # the same for ids
     df = _strip_cells(df)
     lines = df.height
     df = _drop_blank_rows(df)
@@ -397,6 +400,10 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
         note = strip_note(kept[_RAW_POOL], kept["pool"], "pool")
         if note:
             notes.append(note)
+    kept = bad.df.select(SOURCE_ROW, id_field).join(raw_ids, on=SOURCE_ROW, how="left")
+    note = strip_note(kept[_RAW_ID], kept[id_field], id_field)
+    if note:
+        notes.append(note)
 
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",

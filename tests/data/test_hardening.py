@@ -220,6 +220,20 @@ def test_sacct_partitions_stripped_are_noted(tmp_path):
     assert any(n.startswith("pool:") and "'gpu' from 'gpu', 'gpu '" in n for n in report.notes)
 
 
+def test_sacct_job_ids_stripped_are_noted(tmp_path):
+    from sia.data.sacct import read_sacct
+
+    p = write(tmp_path / "s.txt", "JobID|Partition|Submit|Start|End|State|ReqTRES\n"
+              " 1|gpu|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:10:00|COMPLETED|gres/gpu=1\n"
+              "2|gpu|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:10:00|COMPLETED|gres/gpu=1\n")
+    jobs, report = read_sacct(p)
+    assert jobs["job_id"].to_list() == ["1", "2"]
+    assert any(n.startswith("JobID:") and "' 1' -> '1'" in n for n in report.notes), report.notes
+    clean = write(tmp_path / "c.txt", "JobID|Partition|Submit|Start|End|State|ReqTRES\n"
+                  "1|gpu|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:10:00|COMPLETED|gres/gpu=1\n")
+    assert not any(n.startswith("JobID:") for n in read_sacct(clean)[1].notes)
+
+
 # --------------------------------------------------------------------------- huge integers
 
 def test_int64_times_beyond_2_53_are_refused_not_collapsed(tmp_path):
