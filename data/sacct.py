@@ -192,6 +192,26 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     return df.drop([c for c in df.columns if c.startswith(f"{_DATA}empty")])
 
 
+def _raw_names(df: pl.DataFrame, pool_source: tuple) -> pl.DataFrame:
+    """Return the source row, the pool field's cells (when the pool is a field) and the job
+    id's, as written (before :func:`_strip_cells`)."""
+    id_field = "JobID" if "JobID" in df.columns else "JobIDRaw"
+    cols = [pl.col(id_field).alias(_RAW_ID)]
+    if pool_source[0] == "field":
+        cols.append(pl.col(pool_source[1]).alias(_RAW_POOL))
+    return df.select(SOURCE_ROW, *cols)
+
+
+def _strip_notes(df: pl.DataFrame, raw: pl.DataFrame, id_field: str) -> list[str]:
+    """Return the report's lines on the white space stripped from the pools and job ids of the
+    jobs kept (``raw``: :func:`_raw_names`)."""
+    kept = df.select(SOURCE_ROW, "pool", id_field).join(raw, on=SOURCE_ROW, how="left")
+    notes = [strip_note(kept[_RAW_ID], kept[id_field], id_field)]
+    if _RAW_POOL in raw.columns:
+        notes.append(strip_note(kept[_RAW_POOL], kept["pool"], "pool"))
+    return [n for n in notes if n]
+
+
 def _strip_cells(df: pl.DataFrame) -> pl.DataFrame:
     """Return ``df`` with its data cells stripped, empty ones null."""
     data_cols = [c for c in df.columns if not is_internal(c)]
@@ -306,10 +326,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     cols = set(df.columns)
     user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
     pool_source = _pool_source(df.columns, path, pool_from, user_field)
-    raw_pool = (df.select(SOURCE_ROW, pl.col(pool_source[1]).alias(_RAW_POOL))
-                if pool_source[0] == "field" else None)  # to note the white space stripped
-    raw_id_field = "JobID" if "JobID" in df.columns else "JobIDRaw"
-    raw_ids = df.select(SOURCE_ROW, pl.col(raw_id_field).alias(_RAW_ID))  # the same for ids
+    raw = _raw_names(df, pool_source)  # to note the white space stripped
     df = _strip_cells(df)
     lines = df.height
     df = _drop_blank_rows(df)
@@ -395,15 +412,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
         (pl.col(user_field) if user_field else pl.lit(None, dtype=pl.String)).alias("user"),
         (pl.col("JobName") if "JobName" in cols else pl.lit(None, dtype=pl.String)).alias("tag"))
     _pools(bad, pool_source, pool_from, notes)
-    if raw_pool is not None:
-        kept = bad.df.select(SOURCE_ROW, "pool").join(raw_pool, on=SOURCE_ROW, how="left")
-        note = strip_note(kept[_RAW_POOL], kept["pool"], "pool")
-        if note:
-            notes.append(note)
-    kept = bad.df.select(SOURCE_ROW, id_field).join(raw_ids, on=SOURCE_ROW, how="left")
-    note = strip_note(kept[_RAW_ID], kept[id_field], id_field)
-    if note:
-        notes.append(note)
+    notes.extend(_strip_notes(bad.df, raw, id_field))
 
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
