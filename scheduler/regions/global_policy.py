@@ -338,18 +338,24 @@ class GlobalRegionPolicy:
                     st.pending[p].append(local)
                     st.touched.add(p)
                 reg.n_arrived = st.n_arrived = hi
+        for p, done, ends in self._new_completions(view):
+            home = self._regions[int(self._home[p])]
+            for j, end in zip(done, ends, strict=True):
+                self._complete(j, p, end, home)
+
+    def _new_completions(self, view: SimView) -> list[tuple[int, list[int], list[float]]]:
+        """Return, per pool with jobs completed since the last call, (pool, jobs, end times),
+        in completion order; none when the decision is not for a completion."""
         if not view.reason & 2:  # Reason.COMPLETION
-            return
+            return []
+        out = []
         for p in range(self._trace.n_pools):
             k = view.n_completed(p)
-            if k == self._seen_comp[p]:
-                continue
-            done = view.completed_jobs(p)[self._seen_comp[p]:k]
-            ends = view.completions(p)[self._seen_comp[p]:k]
-            self._seen_comp[p] = k
-            home = self._regions[int(self._home[p])]
-            for j, end in zip(done.tolist(), ends.tolist(), strict=True):
-                self._complete(j, p, end, home)
+            if k != self._seen_comp[p]:
+                lo, self._seen_comp[p] = self._seen_comp[p], k
+                out.append((p, view.completed_jobs(p)[lo:k].tolist(),
+                            view.completions(p)[lo:k].tolist()))
+        return out
 
     def _complete(self, j: int, p: int, end: float, home: _Region) -> None:
         """Free job ``j``'s GPUs in the region it ran in; record its completion at home."""

@@ -216,16 +216,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                 if jobs and self._can_withdraw[k]:
                     self._regions[k].withdraw(jobs)
             self._n_arrived = hi
-        if not view.reason & 2:  # Reason.COMPLETION
-            return
-        for p in range(self._trace.n_pools):
-            k = view.n_completed(p)
-            if k == self._seen_comp[p]:
-                continue
-            done = view.completed_jobs(p)[self._seen_comp[p]:k]
-            ends = view.completions(p)[self._seen_comp[p]:k]
-            self._seen_comp[p] = k
-            for j, end in zip(done.tolist(), ends.tolist(), strict=True):
+        for p, done, ends in self._new_completions(view):
+            for j, end in zip(done, ends, strict=True):
                 self._finish(j, p, end)
             self._dirty = True
 

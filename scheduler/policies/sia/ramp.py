@@ -138,7 +138,7 @@ class LoanRamp:
         self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
         self.count = [[0] * n_windows for _ in range(n_pools)]
         #: per pool and window: its jobs (loans or witnesses) that ended within the window (or
-        #: within an earlier one)
+        #: within an earlier one); counted only when a warmup needs them
         self.fits = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
         #: no running unscored loan has a deadline before this (s): the overrun scan skips
@@ -167,9 +167,10 @@ class LoanRamp:
                                 if not missed:
                                     self._miss(p, k, seen)
                                 continue
-                            fits = self.fits[p]  # a fit of window k also fits every later one
-                            for kk in range(k, len(fits)):
-                                fits[kk] += 1
+                            if self.warmup:  # a fit of window k also fits every later one
+                                fits = self.fits[p]
+                                for kk in range(k, len(fits)):
+                                    fits[kk] += 1
                             if seen and self.evidence != "all":
                                 pass  # a witnessed fit proves nothing under "misses"
                             else:
