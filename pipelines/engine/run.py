@@ -53,7 +53,7 @@ def regional_policy(spec: ReplaySpec) -> Any:
         return ReservationRegionPolicy(layout, lambda: _single_policy(spec),
                                        inner_name=spec.policy,
                                        placement=reg.mode.removeprefix("reservations-"),
-                                       period_s=reg.regions.period_s,
+                                       period_s=reg.regions.reservations_period_s,
                                        plan_time_s=reg.plan_time_s, neg_cache=reg.neg_cache)
     mode, _, guests = reg.mode.partition("+")
     routed = mode != "home"

@@ -5,6 +5,7 @@ pools homed there, so the file never repeats them::
 
     transfer_rate: 0.001      # data size units per second (default 1)
     period_h: 24              # hours between data-placement plans (default 24)
+    reservations_period_h: 6  # hours between global-reservation plans (default 6)
     regions:                  # optional: storage limits (data size units)
       east: {storage: 40}
     pools:
@@ -27,14 +28,20 @@ import yaml
 from sia.scheduler.regions.global_policy import layout_for_pools
 from sia.scheduler.regions.model import RegionLayout, RegionsError
 
-_TOP = {"transfer_rate", "period_h", "regions", "pools"}
+_TOP = {"transfer_rate", "period_h", "reservations_period_h", "regions", "pools"}
+#: Hours between global-reservation plans when the file does not say: chosen on Philly's
+#: training days 35-56 (perfect plans: hourly worst/balanced 1.216 daily, 1.153 every 6 h;
+#: docs/results/regions.md), never on the replay's.
+RESERVATIONS_PERIOD_H = 6.0
 
 
 @dataclass(frozen=True)
 class RegionsFile:
     """What a regions file says: ``homes`` (pool, region), ``sizes`` (pool, size), ``replicas``
-    (pool, regions), ``storage`` (region, limit), ``transfer_rate``, ``period_s`` (seconds),
-    and ``source`` (the file, for errors). Plain tuples: hashable, picklable."""
+    (pool, regions), ``storage`` (region, limit), ``transfer_rate``, ``period_s`` (seconds
+    between data-placement plans), ``reservations_period_s`` (seconds between
+    global-reservation plans) and ``source`` (the file, for errors). Plain tuples: hashable,
+    picklable."""
 
     homes: tuple[tuple[str, str], ...]
     sizes: tuple[tuple[str, float], ...] = ()
@@ -43,12 +50,13 @@ class RegionsFile:
     transfer_rate: float = 1.0
     period_s: float = 86400.0
     source: str = "regions"
+    reservations_period_s: float = 3600.0 * RESERVATIONS_PERIOD_H
 
     @property
     def key(self) -> tuple:
         """What a replay's result depends on (not where the file was)."""
         return (self.homes, self.sizes, self.replicas, self.storage, self.transfer_rate,
-                self.period_s)
+                self.period_s, self.reservations_period_s)
 
     def layout(self, quotas: Mapping[str, int]) -> RegionLayout:
         """The layout for the workload's pools (``quotas``: pool -> GPUs): pools of the file
@@ -96,6 +104,9 @@ def regions_from_mapping(raw: Any, source: str) -> RegionsFile:
         fail("pools", "is required: a mapping of pool -> region (or {home, size, replicas})")
     rate = number("transfer_rate", raw.get("transfer_rate", 1.0), 0.0, strict=True)
     period_s = 3600.0 * number("period_h", raw.get("period_h", 24.0), 0.0, strict=True)
+    resv_s = 3600.0 * number("reservations_period_h",
+                             raw.get("reservations_period_h", RESERVATIONS_PERIOD_H), 0.0,
+                             strict=True)
     storage = []
     regions = raw.get("regions") or {}
     if not isinstance(regions, Mapping):
@@ -140,7 +151,7 @@ def regions_from_mapping(raw: Any, source: str) -> RegionsFile:
         if r not in known:
             fail(f"regions.{r}", f"no pool is homed in region {r!r}")
     return RegionsFile(tuple(homes), tuple(sizes), tuple(replicas), tuple(storage), rate,
-                       period_s, source)
+                       period_s, source, resv_s)
 
 
 def regions_from_jobs(jobs: Any, source: str, column: str = "region") -> RegionsFile:

@@ -20,8 +20,15 @@ Each decision:
 1. *Arrivals* are queued where they would start soonest (below); completions
    free their GPUs in the region they ran in.
 2. *Plan* (every ``period_s``): :func:`~sia.scheduler.regions.reservations.plan_reservations`
-   chooses replicas and target shares from each pool's predicted demand
-   (``history``, ``perfect`` or ``forecast``, as data placement does); new
+   chooses replicas and target shares from each pool's predicted *outstanding*
+   demand over the period (``plan_demand="outstanding"``, the default): the
+   backlog known now (GPUs of its running and waiting jobs, for the part of the
+   period they will still be there) plus what the period's arrivals will hold
+   (``history``, ``perfect`` or ``forecast``: :meth:`ReservationRegionPolicy._outstanding_demand`).
+   That is what the hourly demand-to-supply counts; on Philly, where most work
+   is in jobs longer than a day, the period's arrivals alone
+   (``plan_demand="arrivals"``, data placement's demand) were a third to a half of
+   it, so the plans balanced the wrong load (docs/results/regions.md). New
    copies become usable after their transfer. An infeasible or timed-out plan
    keeps the last one (the plan record says so).
 3. *Shares move* (:class:`~sia.scheduler.regions.reservations.ShareLedger`)
@@ -68,6 +75,9 @@ from sia.scheduler.regions.reservations import (
 LARGE_PLAN = 5000
 #: Where a pool's predicted demand comes from when the reservations are planned.
 RESERVATION_PLACEMENTS = ("history", "perfect", "forecast")
+#: What a plan balances: ``outstanding`` demand (backlog plus arrivals, what the hourly
+#: demand-to-supply counts) or the period's ``arrivals`` only (data placement's demand).
+PLAN_DEMANDS = ("outstanding", "arrivals")
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -82,10 +92,14 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", placement: str = "history",
                  period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
-                 weights: ReservationWeights | None = None, locality: Any = None):
+                 weights: ReservationWeights | None = None, locality: Any = None,
+                 plan_demand: str = "outstanding"):
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
+        if plan_demand not in PLAN_DEMANDS:
+            raise ConfigError(f"regions: plan_demand must be one of {', '.join(PLAN_DEMANDS)}, "
+                              f"got {plan_demand!r}")
         if locality is not None:
             raise ConfigError("regions: global reservations run on fungible GPUs only (no "
                               "buddy cells); drop the locality options or use a guests mode")
@@ -94,6 +108,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                          neg_cache=neg_cache)
         self.name = f"{inner_name}@reservations+{placement}"
         self.weights = weights or ReservationWeights()
+        self.plan_demand = plan_demand
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -391,7 +406,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self._next_plan = (math.floor(now / self.period_s) + 1) * self.period_s
         lay = self.layout
         demand = np.zeros(lay.n_pools)
-        demand[self._lrow] = self._predicted_demand(now)
+        demand[self._lrow] = (self._outstanding_demand(now) if self.plan_demand == "outstanding"
+                              else self._predicted_demand(now))
         quota = np.zeros(lay.n_pools, dtype=np.int64)
         quota[self._lrow] = self._trace.quota
         prev_shares = np.zeros((lay.n_pools, lay.n_regions), dtype=np.int64)
@@ -422,6 +438,47 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             message=plan.message, demand=[float(x) for x in demand[self._lrow]],
             planned_max_ratio=float(ratio.max()),
             planned_avg_ratio=float(demand.sum() / lay.gpus.sum())))
+
+    def _outstanding_demand(self, now: float) -> np.ndarray:
+        """Each trace pool's predicted *outstanding* demand over the next period (GPUs, its
+        mean): what the hourly demand-to-supply counts (queued plus running GPUs), not only
+        the work the period's arrivals bring (module doc, step 2).
+
+        * Backlog, known now in every mode: a running job counts its GPUs for the part of
+          the period it still runs (``perfect``: its true end; otherwise the whole period,
+          its end being unknown); a waiting job counts its GPUs for the whole period.
+        * Arrivals: ``perfect``: each job submitted in the period, its GPUs for the part of
+          the period from its submission to its submission plus its duration; ``history``:
+          the same of the last period's jobs within the last period (a job's duration as
+          known now); ``forecast``: the forecasters' rate times mean duration
+          (:meth:`_forecast_demand`).
+        """
+        t, D = self._trace, self.period_s
+        hi = self._n_arrived
+        idx = np.arange(hi)
+        waiting = idx[self._queue[:hi] >= 0]
+        waiting = waiting[(self.ran_in[waiting] < 0) & ~self._done[waiting]]
+        running = idx[(self.ran_in[:hi] >= 0) & ~self._done[:hi]]
+        occ = np.ones(running.size)
+        if self.placement == "perfect" and running.size:
+            start = np.array([self._regions[int(self.ran_in[j])].state.start_time[j]
+                              for j in running.tolist()])
+            occ = np.clip((start + t.duration[running] - now) / D, 0.0, 1.0)
+        jobs = np.concatenate([running, waiting])
+        weight = np.concatenate([occ, np.ones(waiting.size)]) * t.num_gpus[jobs]
+        demand = np.bincount(t.pool[jobs], weights=weight, minlength=t.n_pools)
+        if self.placement == "forecast":
+            return demand + self._forecast_demand(now)
+        if self.placement == "perfect":  # the jobs still to arrive (the rest are backlog)
+            lo, up = hi, max(hi, int(np.searchsorted(t.submit, now + D, side="left")))
+        else:
+            lo, up = np.searchsorted(t.submit, [now - D, now], side="left")
+        end = np.full(up - lo, now + D if self.placement == "perfect" else now)
+        known = t.duration[lo:up] if self.placement == "perfect" else \
+            np.where(self._done[lo:up], t.duration[lo:up], now - t.submit[lo:up])
+        occ = np.clip(np.minimum(known, end - t.submit[lo:up]), 0.0, None) / D
+        return demand + np.bincount(t.pool[lo:up], weights=t.num_gpus[lo:up] * occ,
+                                    minlength=t.n_pools)
 
     def _forecast_demand(self, now: float) -> np.ndarray:
         """Each pool's demand (GPUs) from its home region's forecaster (every region sees every

@@ -74,6 +74,8 @@ def test_bad_regions_files_name_the_file_and_key(tmp_path):
                       ("pools: {q0: A}\nspeed: 3", "speed: unknown key"),
                       ("pools: {q0: {home: A, replicas: [Z]}}", "pools.q0.replicas[0]: 'Z' is not"),
                       ("transfer_rate: 0\npools: {q0: A}", "transfer_rate: must be a number > 0"),
+                      ("reservations_period_h: 0\npools: {q0: A}",
+                       "reservations_period_h: must be a number > 0"),
                       ("regions: {A: {gpus: 8}}\npools: {q0: A}", "regions.A: must be {storage")]:
         f.write_text(text)
         with pytest.raises(RegionsError, match="^" + re.escape(f"{f}: {key}")):
@@ -83,6 +85,12 @@ def test_bad_regions_files_name_the_file_and_key(tmp_path):
         read_regions_file(f).layout({"q0": 8, "q1": 8})
     lay = read_regions_file(f).layout({"q0": 8})
     assert lay.gpus.tolist() == [8]
+    # reservations plan every 6 h unless the file says (data placement: daily)
+    assert (read_regions_file(f).period_s, read_regions_file(f).reservations_period_s) == \
+        (86400.0, 21600.0)
+    f.write_text("period_h: 12\nreservations_period_h: 2\npools: {q0: A}")
+    assert (read_regions_file(f).period_s, read_regions_file(f).reservations_period_s) == \
+        (43200.0, 7200.0)
 
 
 def test_regions_mode_errors(tmp_path):

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
@@ -271,3 +272,51 @@ def test_a_region_no_pool_may_take_a_share_in_still_plans():
     shares = np.array([[4, 0, 0], [0, 2, 0], [2, 0, 0]])
     plan = plan_reservations(lay, quota, [1.0, 1.0, 1.0], prev, shares, candidates=prev)
     assert plan.status == "optimal" and (plan.shares == shares).all()
+
+
+def recording_plan(seen):
+    """A stand-in for plan_reservations that keeps the shares and records each demand."""
+    def plan(layout, quota, demand, prev_held, prev_shares, keep=None, **kw):
+        seen.append(np.asarray(demand, dtype=float).tolist())
+        return ReservationPlan("optimal", prev_held.copy(), np.array(prev_shares), 0.0, 0.0, 0,
+                               0.0, False, "")
+    return plan
+
+
+@pytest.mark.parametrize("placement, at_h", [
+    # at 1 h: b1 (4 GPUs) runs to 2 h, b2 (4) and a1 (1, arriving now) wait: backlog a 1, b 8.
+    # perfect: a2 (2 GPUs, from 1.5 h for 15 min) is 1/4 of the hour -> a 1 + 0.5
+    ("perfect", [1.5, 8.0]),
+    # history: the last hour's jobs as they ran within it: b1 the whole hour (4), b2 the
+    # half hour since it arrived (2) -> b 8 + 6
+    ("history", [1.0, 14.0]),
+])
+def test_the_plan_balances_outstanding_demand_backlog_and_arrivals(monkeypatch, placement, at_h):
+    seen: list[list[float]] = []
+    monkeypatch.setattr(reserved_policy, "plan_reservations", recording_plan(seen))
+    rows = [("b1", "b", 0.0, 2 * H, 4), ("b2", "b", H / 2, H, 4), ("a1", "a", H, 60.0, 1),
+            ("a2", "a", 1.5 * H, H / 4, 2)]
+    quotas = {"a": 2, "b": 4}
+    lay = layout_for_pools({"a": "A", "b": "B"}, quotas)
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                  placement=placement, period_s=H)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    assert dict(zip(res["job_id"], res["start_time"], strict=True))["b2"] == 2 * H
+    times = [p["t"] for p in pol.stats["plans"]]
+    assert times[:2] == [0.0, H]
+    assert seen[1] == pytest.approx(at_h)
+    if placement == "perfect":  # at 0: b1 waits (4); b2 arrives at 30 min, half the hour (2)
+        assert seen[0] == pytest.approx([0.0, 6.0])
+    # the period's arrivals alone (data placement's demand): b1 and b2's work in the last hour
+    arrivals = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                       placement=placement, period_s=H, plan_demand="arrivals")
+    seen.clear()
+    simulate(table(rows), make_pools(quotas), arrivals)
+    if placement == "history":
+        assert seen[1] == pytest.approx([0.0, 6.0])
+
+
+def test_an_unknown_plan_demand_is_refused():
+    lay = layout_for_pools({"a": "A"}, {"a": 2})
+    with pytest.raises(ConfigError, match="plan_demand must be one of outstanding, arrivals"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), plan_demand="backlog")
