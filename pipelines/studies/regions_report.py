@@ -5,7 +5,9 @@ summary (``regions``: demand-to-supply, routing, negative cache, data
 plans). :func:`report` reads a finished sweep back (the replays in its
 store) and writes, per experiment, ``regions.csv`` / ``regions.md`` (one row
 per policy: mean JCT, queueing delay, demand-to-supply (``qr_``: queued plus
-running GPUs over supply, hourly; ``day_``: work submitted per day; ``all_``:
+running GPUs over supply, hourly, a job waiting where it waited, in each queue
+of a reservations replay for its time there, and with its whole wait at home or
+where it ran beside it; ``day_``: work submitted per day; ``all_``:
 over the whole replay), speedup and slowed jobs against the same policy on
 home regions only, data moved, replicas, cache) and
 ``plots/demand_to_supply.png`` (each region's queued-plus-running demand
@@ -45,7 +47,9 @@ def region_summary(outcome: Any, regions_file: Any, pools: pl.DataFrame) -> dict
     daily = ratio_summary(demand_to_supply(outcome.result, supply))
     reserved = "share_moves" in outcome.facts  # global reservations: jobs wait where they run
     hourly = ratio_summary(demand_over_time(outcome.result, supply, dict(regions_file.homes),
-                                            queued_where_ran=reserved), period_s=3600.0)
+                                            queued_where_ran=reserved,
+                                            moves=outcome.facts.get("queue_moves")),
+                           period_s=3600.0)
     facts = {k: outcome.facts.get(k) for k in SCALAR_FACTS}
     return {"regions": {"supply_gpus": supply, "submitted_per_day": daily,
                         "queued_running_hourly": hourly, **facts}}
@@ -70,12 +74,16 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
         wait = (scored["start_time"] - scored["submit_time"]).to_numpy()
         daily = ratio_summary(demand_to_supply(res, supply))
         hourly = ratio_summary(demand_over_time(res, supply, homes, queued_where_ran=(
-            modes[label].startswith("reservations-"))), period_s=3600.0)
+            modes[label].startswith("reservations-")),
+            moves=(facts.get(label) or {}).get("queue_moves")), period_s=3600.0)
         row = {"policy": label, "mode": modes[label], "jobs": scored.height,
                "mean_jct_h": float(jct.mean()) / 3600, "mean_wait_h": float(wait.mean()) / 3600,
                "qr_worst_over_avg": hourly["worst_over_avg_mean"],
                "qr_worst_over_avg_queued_home": ratio_summary(
                    demand_over_time(res, supply, homes), period_s=3600.0)["worst_over_avg_mean"],
+               "qr_worst_over_avg_queued_where_ran": ratio_summary(
+                   demand_over_time(res, supply, homes, queued_where_ran=True),
+                   period_s=3600.0)["worst_over_avg_mean"],
                "qr_max_ratio": hourly["max_ratio"], "qr_spread": hourly["spread_mean"],
                "day_worst_over_avg": daily["worst_over_avg_mean"],
                "day_spread": daily["spread_mean"],
@@ -105,10 +113,12 @@ def policy_rows(results: dict[str, pl.DataFrame], facts: dict[str, dict], modes:
 
 
 def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: dict[str, str],
-               path: Path, title: str = "", modes: dict[str, str] | None = None) -> Path:
+               path: Path, title: str = "", modes: dict[str, str] | None = None,
+               facts: dict[str, dict] | None = None) -> Path:
     """Each region's queued-plus-running demand over its GPUs, hourly (and the balanced
     ratio), one panel per policy; returns the PNG's path. Under global reservations
-    (``modes[label]``) a job waits in the region it ran in, else in its home region."""
+    (``modes[label]``) a job waits in each queue it was in (``facts[label]["queue_moves"]``),
+    else in its home region."""
     from sia.pipelines.plots import _plt, _save
     from sia.scheduler.regions.metrics import demand_over_time
 
@@ -119,7 +129,8 @@ def ratio_plot(results: dict[str, pl.DataFrame], supply: dict[str, int], homes: 
                              squeeze=False)
     for ax, (label, res) in zip(axes[:, 0], results.items(), strict=True):
         t = demand_over_time(res, supply, homes,
-                             queued_where_ran=(modes or {}).get(label, "").startswith("reservations-"))
+                             queued_where_ran=(modes or {}).get(label, "").startswith("reservations-"),
+                             moves=((facts or {}).get(label) or {}).get("queue_moves"))
         day = (t["t_start"] - t["t_start"].min()).to_numpy() / DAY_S
         for i, region in enumerate(sorted(supply)):
             m = (t["region"] == region).to_numpy()
@@ -185,7 +196,7 @@ def report(config: Path, out: Path, cfg: Any = None, sweep: Any = None) -> list[
         written += [folder / "regions.csv", folder / "regions.md",
                     ratio_plot(results, supply, homes, folder / "plots" / "demand_to_supply.png",
                                f"{cfg.name} {exp.exp_id}: (queued + running) demand over supply per region, hourly",
-                               modes)]
+                               modes, facts)]
     return written
 
 

@@ -15,7 +15,8 @@ is the largest region ratio over it (1 = perfectly balanced; MAST reports
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -86,14 +87,18 @@ def ratio_summary(table: pl.DataFrame, period_s: float = 86400.0
 
 
 def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Mapping[str, str],
-                     *, step_s: float = 3600.0, queued_where_ran: bool = False) -> pl.DataFrame:
+                     *, step_s: float = 3600.0, queued_where_ran: bool = False,
+                     moves: Sequence[Sequence[Any]] | None = None) -> pl.DataFrame:
     """Queued-plus-running demand per region, sampled every ``step_s`` seconds (MAST's view).
 
     A job asks for its GPUs in its pool's home region (``homes``: pool -> region) from its
     submission until it starts, then in the region it ran in (``region``) until it ends.
     ``queued_where_ran``: it waits in the region it ran in instead (global reservations
-    queue a job in a region its pool has a share in, and it starts there; a job that moved
-    between queues counts its whole wait in the last one).
+    queue a job in a region its pool has a share in, and it starts there). ``moves``
+    (``[job id, time, from region, to region]``, a reservations replay's ``queue_moves``):
+    a job that moved between queues waits in each queue for the time it was there (its
+    first queue from its submission to its first move, and so on; the last one until it
+    starts); without them it counts its whole wait in the region it ran in.
     Samples run from the first to the last submission. Same columns as
     :func:`demand_to_supply` (``period`` is the sample's index, ``demand_gpu_s`` the GPUs
     asked for at the sample times ``step_s``), so :func:`ratio_summary` (with ``period_s =
@@ -107,11 +112,14 @@ def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Map
     gpus = result["num_gpus"].to_numpy().astype(float)
     t = np.arange(sub.min(), sub.max() + step_s, step_s)
     demand = np.zeros((t.size, len(regions)))
+    waits = (sub, start, ran if queued_where_ran else home, gpus)
+    if moves:
+        waits = _queue_spans(result["job_id"].cast(pl.String).to_list(), waits, moves, idx)
     # each interval [a, b) adds its GPUs to the samples a <= t < b of its region
-    for a, b, reg in ((sub, start, ran if queued_where_ran else home), (start, end, ran)):
+    for a, b, reg, w in (waits, (start, end, ran, gpus)):
         for r in range(len(regions)):
             m = reg == r
-            demand[:, r] += _active(a[m], b[m], gpus[m], t)
+            demand[:, r] += _active(a[m], b[m], w[m], t)
     sup = np.array([supply[r] for r in regions], dtype=float)
     bal = demand.sum(axis=1) / sup.sum()
     n = t.size
@@ -120,6 +128,30 @@ def demand_over_time(result: pl.DataFrame, supply: Mapping[str, int], homes: Map
         "region": regions * n, "demand_gpu_s": (demand * step_s).ravel(),
         "supply_gpus": np.tile(sup.astype(np.int64), n), "ratio": (demand / sup).ravel(),
         "balanced": np.repeat(bal, len(regions))})
+
+
+def _queue_spans(ids: list[str], waits: tuple[np.ndarray, ...], moves: Sequence[Sequence[Any]],
+                 idx: Mapping[str, int]) -> tuple[np.ndarray, ...]:
+    """``waits`` (submit, start, region, GPUs per job) with each moved job's wait split at its
+    moves (:func:`demand_over_time`); a move of a job not in ``ids`` is an error naming it."""
+    sub, start, reg, gpus = waits
+    row = {j: i for i, j in enumerate(ids)}
+    by_job: dict[int, list[tuple[float, int, int]]] = {}
+    for job, when, a, b in moves:
+        if str(job) not in row:
+            raise ValueError(f"demand_over_time: moved job {job!r} is not in the result")
+        by_job.setdefault(row[str(job)], []).append((float(when), idx[a], idx[b]))
+    keep = np.ones(sub.size, dtype=bool)
+    keep[list(by_job)] = False
+    parts = [(sub[keep], start[keep], reg[keep], gpus[keep])]
+    for i, hops in by_job.items():
+        hops.sort()
+        times = [t for t, _, _ in hops]
+        a = np.array([sub[i], *times])
+        b = np.array([*times, start[i]])
+        where = np.array([hops[0][1], *[to for _, _, to in hops]])
+        parts.append((a, b, where, np.full(a.size, gpus[i])))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
 
 
 def _active(a: np.ndarray, b: np.ndarray, w: np.ndarray, t: np.ndarray) -> np.ndarray:

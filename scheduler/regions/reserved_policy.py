@@ -175,6 +175,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.stats: dict[str, Any] = dict(scan_passes=0, scan_attempts=0, scan_hits=0, scan_s=0.0,
                                           routed=0, plans=[], share_moves=0)
         self._routed_per_region = [0] * R
+        self.queue_moves: list[tuple[int, float, int, int]] = []  # (job, time, from, to)
 
     # ------------------------------------------------------------------ decision
     def decide(self, view: SimView) -> list[Start]:
@@ -378,6 +379,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         if self._can_withdraw[a]:
             src.withdraw([j])
         self._enqueue(j, p, b)
+        self.queue_moves.append((j, self._now, a, b))
         if self._can_readmit[b]:
             self._regions[b].policy.readmit([j])
         self._routed_per_region[b] += 1
@@ -504,10 +506,16 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     # ------------------------------------------------------------------ reports
     def facts(self) -> dict[str, Any]:
-        """The guests' facts (routing counts jobs moved between queues) plus the shares."""
+        """The guests' facts (routing counts jobs moved between queues) plus the shares and
+        ``queue_moves``: every move of a waiting job, ``[job id, time, from, to]`` (regions by
+        name; where each job waited when, for the hourly demand-to-supply)."""
         out = super().facts()
         led = self._ledger
+        names = [r.name for r in self.layout.regions]
+        ids = self._trace.job_ids
         out.update(share_moves=self.stats["share_moves"], share_gpus_moved=led.moved_gpus,
+                   queue_moves=[[str(ids[j]), float(t), names[a], names[b]]
+                                for j, t, a, b in self.queue_moves],
                    shares_final={n: led.shares[p].tolist()
                                  for p, n in enumerate(self._trace.pool_names)},
                    ran_outside_home=int(((self.ran_in >= 0)

@@ -357,3 +357,25 @@ def test_replay_with_global_reservations_reports_shares(tmp_path, capsys):
                  "--topology", "gpus=8", "--out", str(tmp_path / "cells"), "--no-mlflow"]) != 0
     assert "global reservations (reservations-history) run on fungible GPUs only" in \
         capsys.readouterr().err
+
+
+def test_a_moved_job_waits_in_each_queue_for_the_time_it_was_there():
+    from sia.scheduler.regions.metrics import demand_over_time
+
+    h = 3600.0
+    # j1 (pool a, home A, 2 GPUs) waits in A, moves to B's queue at 2 h, runs in B 3-4 h;
+    # j2 (1 GPU) runs in A 4-5 h
+    res = pl.DataFrame({"job_id": ["j1", "j2"], "pool": ["a", "a"],
+                        "submit_time": [0.0, 4 * h], "start_time": [3 * h, 4 * h],
+                        "end_time": [4 * h, 5 * h], "num_gpus": [2, 1], "region": ["B", "A"]})
+
+    def ratio(**kw):
+        t = demand_over_time(res, {"A": 2, "B": 2}, {"a": "A"}, queued_where_ran=True, **kw)
+        return {r: t.filter(pl.col("region") == r)["ratio"].to_list() for r in ("A", "B")}
+
+    assert ratio(moves=[["j1", 2 * h, "A", "B"]]) == {"A": [1.0, 1.0, 0.0, 0.0, 0.5],
+                                                       "B": [0.0, 0.0, 1.0, 1.0, 0.0]}
+    # without the moves the whole wait counts where it ran
+    assert ratio() == {"A": [0.0, 0.0, 0.0, 0.0, 0.5], "B": [1.0, 1.0, 1.0, 1.0, 0.0]}
+    with pytest.raises(ValueError, match="moved job 'j9' is not in the result"):
+        ratio(moves=[["j9", h, "A", "B"]])

@@ -260,6 +260,17 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
         np.add.at(ded, (pool[run & ~opp], reg[run & ~opp]), gpus[run & ~opp])
         assert (ded <= shares).all()  # no plan takes a share its dedicated jobs hold
     assert len(pol.stats["plans"]) >= 7
+    # every queue move is logged, of a waiting job, between two regions, the last into the
+    # region it ran in
+    assert len(pol.queue_moves) == pol.stats["routed"]
+    row = {j: i for i, j in enumerate(res["job_id"].to_list())}
+    ids = pol._trace.job_ids
+    last = {}
+    for j, t, a, b in pol.queue_moves:
+        i = row[str(ids[j])]
+        assert a != b and res["submit_time"][i] <= t <= start[i]
+        last[i] = b
+    assert all(reg[i] == b for i, b in last.items())
 
 
 def test_a_region_no_pool_may_take_a_share_in_still_plans():
