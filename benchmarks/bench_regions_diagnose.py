@@ -7,7 +7,9 @@ Replays one reservations policy of a `sia evaluate` config with regions (default
 ``experiments/regions_philly.yaml``, ``reservations-perfect``; a learned label needs the
 predictors its sweep ``DIR`` trained) and prints, hour by hour averaged over the replay,
 the worst region's queued-plus-running demand over its GPUs against the balanced value
-(the region report's ``qr_worst_over_avg``), and the same when each pool's outstanding
+(``actual``: the region report's ``qr_worst_over_avg``, a job waiting in each queue for its
+time there; ``wait where ran``: its whole wait in the region it ran in), and the same when
+each pool's outstanding
 demand (queued plus running GPUs, wherever it is) is spread over the regions
 
 - ``in force``: in proportion to the shares in force at that hour (what routing could
@@ -33,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 
 def _spec(args: argparse.Namespace):  # noqa: ANN202 - a ReplaySpec
@@ -161,7 +164,17 @@ def main() -> None:
 
     force = _steps(policy.share_log, t).astype(float)
     target = _steps(targets, t).astype(float)
-    cols = {"actual": worst(o.sum(axis=1)),
+    from sia.scheduler.regions.metrics import demand_over_time
+
+    ran_df = pl.DataFrame(policy.job_regions(), schema={"job_id": pl.String, "region": pl.String})
+    moved = demand_over_time(result.join(ran_df, on="job_id", how="left"),
+                             {r.name: int(r.gpus) for r in lay.regions},
+                             {p: lay.regions[lay.home[lay.pool_index[p]]].name for p in names},
+                             queued_where_ran=True, moves=policy.facts()["queue_moves"])
+    ratio = moved.pivot(on="region", index="period", values="ratio").sort("period")
+    cols = {"actual": ratio.select([r.name for r in lay.regions]).to_numpy().max(axis=1)[busy]
+            / bal[busy],
+            "wait where ran": worst(o.sum(axis=1)),
             "in force": worst(np.einsum("tp,tpr->tr", op / q, force)),
             "target": worst(np.einsum("tp,tpr->tr", op / q, target))}
     if not args.no_best:
