@@ -193,6 +193,7 @@ class ServiceCore:
         self.tick_s = float(tick_s)
         self.mode: Mode = mode
         self.gpus_per_server = gpus_per_server
+        self._pools = pools
         self.jobs: dict[str, _Job] = {}
         self.ids: dict[str, tuple] = {}  # event id -> content
         self.clock = -math.inf
@@ -206,6 +207,11 @@ class ServiceCore:
         self._loans_seen = 0
         self._unbuilt = math.inf  # earliest submission of a job the arrays do not hold
         self.last_forecast: dict[str, Any] | None = None
+
+    def fresh(self) -> ServiceCore:
+        """A new core with this one's setup and none of its events (to replay a log into)."""
+        return ServiceCore(self._pools, self.make_policy, tick_s=self.tick_s, mode=self.mode,
+                           gpus_per_server=self.gpus_per_server)
 
     # ------------------------------------------------------------------ events
     def check(self, events: Iterable[Event]) -> list[Event]:
