@@ -69,6 +69,8 @@ class Service:
                 except StoreError as exc:
                     self._roll_back()
                     return [exc] * len(requests)
+                self.metrics.commits += 1
+                self.metrics.committed_requests += len(requests)
             out = []
             for result in done:
                 if isinstance(result, _Applied):
