@@ -61,7 +61,7 @@ class Service:
             if self.failed:
                 return [StoreError(f"the service stopped taking events: {self.failed}")
                         ] * len(requests)
-            rows: list[dict[str, Any]] = []
+            rows: list[tuple[str, str]] = []
             done = [self._apply(events, rows) for events in requests]
             if rows:
                 try:
@@ -83,7 +83,7 @@ class Service:
                 out.append(result)
             return out
 
-    def _apply(self, events: list[EventIn], rows: list[dict[str, Any]]) -> Any:
+    def _apply(self, events: list[EventIn], rows: list[tuple[str, str]]) -> Any:
         """Check and apply one request (its new events go to ``rows``, for the log): an
         :class:`_Applied`, or the exception that refuses it."""
         if self.failed:
@@ -95,7 +95,7 @@ class Service:
             return exc
         if fresh:
             wire = {e.id: e for e in events}
-            rows.extend(wire[e.id].model_dump(exclude_none=True) for e in fresh)
+            rows.extend((e.id, wire[e.id].model_dump_json(exclude_none=True)) for e in fresh)
         clock = time.perf_counter()
         try:
             decided = core.apply(fresh)
