@@ -44,12 +44,14 @@ class GroupCommit:
         """Queue one request's events; return its result once its group is committed (or
         raise the exception it was refused with)."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future = loop.create_future()
         self._queue.append((events, future))
         if not self._draining:
             self._draining = True
             loop.create_task(self._drain(loop))
-        result = await asyncio.shield(future)  # a client that hangs up cancels nothing
+        # a client that hangs up cancels the future, not its events: they are in the group
+        # already, and _drain skips answering a cancelled future
+        result = await future
         if isinstance(result, BaseException):
             raise result
         return result

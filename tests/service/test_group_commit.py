@@ -159,3 +159,27 @@ def test_the_writer_answers_every_request_when_the_commit_raises():
         return out
 
     assert [str(r) for r in asyncio.run(run())] == ["disk gone", "disk gone"]
+
+
+def test_a_request_cancelled_while_waiting_is_still_committed():
+    """A client that hangs up does not take its events out of the group (nothing half-done):
+    they are committed, and the other requests are answered."""
+    seen: list[list] = []
+
+    def commit(requests):
+        seen.append([r[0] for r in requests])
+        return [r[0] for r in requests]
+
+    async def run():
+        writer = GroupCommit(commit)
+        first = asyncio.ensure_future(writer.submit([1]))
+        second = asyncio.ensure_future(writer.submit([2]))
+        await asyncio.sleep(0)  # both are queued
+        second.cancel()
+        got = await first
+        await asyncio.sleep(0.05)
+        writer.close()
+        return got, second.cancelled()
+
+    assert asyncio.run(run()) == (1, True)
+    assert [x for group in seen for x in group] == [1, 2]
