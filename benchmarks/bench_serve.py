@@ -19,13 +19,17 @@ runs, each on a new server.
 
     .venv/bin/python benchmarks/bench_serve.py [--pools 1000] [--connections 32] [--sync FULL]
 
-Measured (2 shared cores, FCFS, 1,000 pools, 10,000 pending; median of 3; load average 8-10
-from other jobs during the runs):
+Measured (2 shared cores, FCFS, 1,000 pools, 10,000 pending; median of 3 runs; load average
+5-7 from other jobs; "before" is the code before group commit, run with this script):
 
 | version | sync | single events, 32 conn. | 1 conn. | batches | GET /decisions p50 / p99 |
 |---|---|---|---|---|---|
-| before (one commit per request) | FULL | 348 events/s | 147 events/s | 14,620 ev/s | 2.3 / 14.4 ms |
-| group commit, plain ASGI POST | FULL | see docs/guide/serve.md |  |  |  |
+| before | FULL | 616 events/s | 140 events/s | 11,953 events/s | 3.6 / 12.2 ms |
+| before | NORMAL | 630 events/s | 304 events/s | 11,043 events/s | 4.0 / 12.7 ms |
+| group commit, plain ASGI POST | FULL | 1,882 events/s | 290 events/s | 14,442 events/s | 2.3 / 11.6 ms |
+| group commit, plain ASGI POST | NORMAL | 1,834 events/s | 673 events/s | 15,438 events/s | 1.5 / 9.6 ms |
+
+The machine's load moves these a lot (docs/guide/serve.md, "Measured").
 """
 
 from __future__ import annotations
