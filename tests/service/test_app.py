@@ -66,3 +66,19 @@ def test_metrics_count_log_commits_and_the_requests_they_answered(client):
     text = client.get("/metrics").text
     assert "sia_log_commits_total 3" in text
     assert "sia_log_committed_requests_total 3" in text
+
+
+def test_a_single_event_that_names_events_in_a_value_is_one_event():
+    """The body is read as a batch only when it has an ``events`` key, not when the word is
+    one of its values."""
+    from sia.service.ingest import parse_events
+
+    one = json.dumps({"id": "events", "type": "submit", "time": 1.0, "job": "events",
+                      "pool": "a", "gpus": 1}).encode()
+    assert [e.job for e in parse_events(one)] == ["events"]
+    batch = json.dumps({"events": [{"id": "c", "type": "clock", "time": 1.0}]}).encode()
+    assert [e.id for e in parse_events(batch)] == ["c"]
+    assert parse_events(b'{"events": [], "id": "x"}') == (422, "id: Extra inputs are not "
+                                                                "permitted")
+    assert parse_events(b'{"id": "x", "type": "clock", "time": 1e999}') == (
+        422, "time: Input should be a finite number")
