@@ -13,23 +13,24 @@ and measures:
    requests, p50 / p99 (ms).
 
 Every submit is committed to the SQLite log before its answer (``--sync`` FULL or NORMAL).
-The generator writes HTTP/1.1 by hand on asyncio streams (about 70 us of CPU per request,
-where httpx took about 1 ms of the same 2 cores). Each figure is the median of ``--repeat``
-runs, each on a new server.
+The generator writes HTTP/1.1 by hand on asyncio streams (about 50 us of CPU per request,
+where httpx took about 1 ms of the same 2 cores); the CPU per request of the server and of
+the generator come from /proc (Linux). Each figure is the median of ``--repeat`` runs, each
+on a new server.
 
     .venv/bin/python benchmarks/bench_serve.py [--pools 1000] [--connections 32] [--sync FULL]
 
 Measured (2 shared cores, FCFS, 1,000 pools, 10,000 pending; median of 3 runs; load average
-5-7 from other jobs; "before" is the code before group commit, run with this script):
+6-7 from other jobs; "before" is the code before group commit, run with this script):
 
-| version | sync | single events, 32 conn. | 1 conn. | batches | GET /decisions p50 / p99 |
+| version | sync | single events, 32 conn. | server / generator CPU per request | 1 conn. | batches |
 |---|---|---|---|---|---|
-| before | FULL | 616 events/s | 140 events/s | 11,953 events/s | 3.6 / 12.2 ms |
-| before | NORMAL | 630 events/s | 304 events/s | 11,043 events/s | 4.0 / 12.7 ms |
-| group commit, plain ASGI POST | FULL | 1,882 events/s | 290 events/s | 14,442 events/s | 2.3 / 11.6 ms |
-| group commit, plain ASGI POST | NORMAL | 1,834 events/s | 673 events/s | 15,438 events/s | 1.5 / 9.6 ms |
+| before | FULL | 605 events/s | 1,108 / 119 us | 206 events/s | 17,605 events/s |
+| after | FULL | 1,571 events/s | 230 / 53 us | 274 events/s | 18,745 events/s |
+| before | NORMAL | 986 events/s | 1,022 / 107 us | 912 events/s | 22,967 events/s |
+| after | NORMAL | 2,631 events/s | 183 / 43 us | 818 events/s | 20,440 events/s |
 
-The machine's load moves these a lot (docs/guide/serve.md, "Measured").
+The load moves the rates a lot; the CPU per request less (docs/guide/serve.md, "Measured").
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import os
 import statistics
 import tempfile
 import time
@@ -77,9 +80,21 @@ async def _connection(host: str, port: int, todo: list[bytes], lat: list[float])
         writer.close()
 
 
-def single_events(url: str, events: list[dict], connections: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, s) process ``pid`` used so far (Linux /proc; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def single_events(url: str, events: list[dict], connections: int, pid: int
+                  ) -> dict[str, float]:
     """POST ``events`` one per request over ``connections`` connections (closed loop):
-    events/s and latency p50 / p99 (ms)."""
+    events/s, latency p50 / p99 (ms), and the CPU (us) per request of the server (process
+    ``pid``) and of this generator."""
     parts = urlsplit(url)
     todo = [_request(parts.netloc, json.dumps(e).encode()) for e in reversed(events)]
     lat: list[float] = []
@@ -88,12 +103,15 @@ def single_events(url: str, events: list[dict], connections: int) -> dict[str, f
         await asyncio.gather(*(_connection(parts.hostname, parts.port, todo, lat)
                                for _ in range(connections)))
 
-    t0 = time.perf_counter()
+    t0, server0, own0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
     asyncio.run(run())
     dt = time.perf_counter() - t0
+    n = len(events)
     lat.sort()
-    return {"rate": len(events) / dt, "p50": statistics.median(lat) * 1e3,
-            "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1e3}
+    return {"rate": n / dt, "p50": statistics.median(lat) * 1e3,
+            "p99": lat[min(n - 1, int(0.99 * n))] * 1e3,
+            "server_us": (cpu_seconds(pid) - server0) / n * 1e6,
+            "client_us": (time.process_time() - own0) / n * 1e6}
 
 
 class Load:
@@ -124,16 +142,22 @@ def one_run(args: argparse.Namespace, tmp: Path, pools_file: Path, names: list[s
     load, out = Load(names), {}
     try:
         # 1. one event per request (times spread so that nothing is decided yet)
-        many = single_events(server.url, load.submits(args.singles, 1000.0), args.connections)
+        pid = server.proc.pid
+        many = single_events(server.url, load.submits(args.singles, 1000.0), args.connections,
+                             pid)
         out.update({f"singles_{k}": v for k, v in many.items()})
-        one = single_events(server.url, load.submits(args.singles // 4, 1500.0), 1)
+        one = single_events(server.url, load.submits(args.singles // 4, 1500.0), 1, pid)
         out.update({f"single1_{k}": v for k, v in one.items()})
-        # 2. batches
-        t0 = time.perf_counter()
-        for lo in range(0, args.batched, args.batch):
-            evs = load.submits(min(args.batch, args.batched - lo), 2000.0 + lo * 1e-3)
-            http.post("/events", json={"events": evs}).raise_for_status()
+        # 2. batches (bodies encoded first: the generator's JSON is not the service's cost)
+        bodies = [json.dumps({"events": load.submits(min(args.batch, args.batched - lo),
+                                                     2000.0 + lo * 1e-3)}).encode()
+                  for lo in range(0, args.batched, args.batch)]
+        t0, server0 = time.perf_counter(), cpu_seconds(pid)
+        for body in bodies:
+            http.post("/events", content=body,
+                      headers={"Content-Type": "application/json"}).raise_for_status()
         out["batches"] = args.batched / (time.perf_counter() - t0)
+        out["batch_server_us"] = (cpu_seconds(pid) - server0) / args.batched * 1e6
         # 3. decide with every queue full: top up to --pending pending jobs first
         want = args.pending + args.pools - load.n
         for lo in range(0, max(0, want), args.batch):
@@ -165,15 +189,17 @@ def table(args: argparse.Namespace, runs: list[dict[str, float]]) -> list[tuple[
         return statistics.median(r[key] for r in runs)
 
     each = ", ".join(f"{r['singles_rate']:,.0f}" for r in runs)
+    cpu = (f"CPU/request: server {med('singles_server_us'):.0f} us, generator "
+           f"{med('singles_client_us'):.0f} us")
     return [
         (f"single-event POSTs, {args.connections} connections", f"{args.singles} events",
          f"{med('singles_rate'):,.0f} events/s ({each})",
-         f"p50 {med('singles_p50'):.1f} / p99 {med('singles_p99'):.1f} ms"),
+         f"p50 {med('singles_p50'):.1f} / p99 {med('singles_p99'):.1f} ms; {cpu}"),
         ("single-event POSTs, 1 connection", f"{args.singles // 4} events",
          f"{med('single1_rate'):,.0f} events/s",
          f"p50 {med('single1_p50'):.2f} / p99 {med('single1_p99'):.1f} ms"),
         (f"batches of {args.batch}", f"{args.batched} events", f"{med('batches'):,.0f} events/s",
-         ""),
+         f"server CPU {med('batch_server_us'):.1f} us/event"),
         ("clock: decide every instant", f"{med('starts'):.0f} starts", f"{med('decide_s'):.2f} s",
          ""),
         (f"GET /decisions ({args.pools} pools)", f"{args.reads} requests",
