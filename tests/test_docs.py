@@ -133,7 +133,6 @@ KNOWN_LONG = {
     ("scheduler/policies/siavc/vst.py", "guard_clock"): 90,
     ("scheduler/regions/reservations.py", "plan_reservations"): 116,  # merged with issue 35
     ("pipelines/cli/features.py", "register"): 84,
-    ("pipelines/train.py", "fit_job_duration"): 128,
 }
 
 
