@@ -128,7 +128,6 @@ KNOWN_LONG = {
     ("scheduler/policies/siavc/vc_pass.py", "_replace"): 84,  # numba kernel
     ("scheduler/policies/siavc/vc_pass.py", "_bulk_search"): 112,  # numba kernel
     ("scheduler/policies/siavc/vc_pass.py", "_bulk_verdicts"): 120,  # numba kernel
-    ("scheduler/policies/siavc/vst.py", "guard_clock"): 90,
 }
 
 
