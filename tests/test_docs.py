@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,33 @@ def test_every_config_key_is_in_the_config_reference(hooks):
                 "grid.experiments", "regions.column"):
         assert f"| `{key}` |" in page, key
     assert seen > 60
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` inside a cell does not split it)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_every_config_key_says_what_it_does_and_its_default(hooks):
+    """Every key has its own description (not a section's docstring), which names its default
+    (or that it is required or has none), and the reference's "what" cell shows it."""
+    from sia.pipelines.studies.study_schema import MODELS
+
+    vague = []
+    for study, model in MODELS.items():
+        for key, info, _owner in hooks.config_keys(model):
+            what = (info.description or "").strip()
+            if not re.search(r"default|required|optional", what, re.IGNORECASE):
+                vague.append(f"{study}: {key}: {what!r}")
+    assert not vague, f"config keys without a description naming their default: {vague}"
+    rows = [line for line in hooks.config_reference().splitlines() if line.startswith("| `")]
+    assert len(rows) > 60
+    empty = [row for row in rows if len(_cells(row)) != 4 or not _cells(row)[3]]
+    assert not empty, f"rows of the config reference with an empty 'what': {empty}"
+
+
+def test_the_row_reader_keeps_escaped_bars_in_their_cell():
+    assert _cells("| `a` | `x` \\| `y` |  | does b |") == ["`a`", "`x` \\| `y`", "", "does b"]
 
 
 def test_config_keys_walk_every_field_of_every_model(hooks):

@@ -182,7 +182,7 @@ def config_reference() -> str:
         "`--set KEY=VALUE` overrides any key below (dotted, value read as YAML), and",
         "`sia schema --out sia-study.schema.json` writes the same schema as JSON Schema for an",
         "editor. Every key is optional unless marked required; an unset key takes the",
-        "study's default (the commented configs in `experiments/` show them).",
+        "default its row names (the commented configs in `experiments/` show them in use).",
     ]
     for study, model in MODELS.items():
         lines += ["", f"## `{study}`: {_cell((model.__doc__ or '').strip())}", "",
