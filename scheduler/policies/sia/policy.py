@@ -237,6 +237,27 @@ class Decision:
         self.starts: list = []
 
 
+def _checked_inputs(forecaster: Any, windows_s: Sequence[float], refresh_s: float,
+                    name: str) -> tuple[float, ...]:
+    """Return SIA's windows (seconds) once ``forecaster`` has the three predictors, the windows
+    increase and ``refresh_s`` >= 0; else a ConfigError naming the policy and the option."""
+    if forecaster is None:
+        raise ConfigError(
+            "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
+            "predictors; use 'sia-perfect' for perfect coarse predictions")
+    for method in ("will_jobs_arrive", "new_load_estimate", "duration_bins"):
+        if not callable(getattr(forecaster, method, None)):
+            raise ConfigError(f"policy {name!r}: forecaster {forecaster!r} has no {method}()")
+    windows = tuple(float(w) for w in windows_s)
+    if not windows or any(w <= 0 for w in windows) or any(
+            b <= a for a, b in zip(windows, windows[1:], strict=False)):
+        raise ConfigError(
+            f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
+    if not refresh_s >= 0:
+        raise ConfigError(f"policy {name!r}: refresh_s must be >= 0 seconds, not {refresh_s}")
+    return windows
+
+
 class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     """SIA's scheduler (Figures 7 and 8) with online adaptation; see the module docstring.
 
@@ -289,20 +310,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
-        if forecaster is None:
-            raise ConfigError(
-                "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
-                "predictors; use 'sia-perfect' for perfect coarse predictions")
-        for method in ("will_jobs_arrive", "new_load_estimate", "duration_bins"):
-            if not callable(getattr(forecaster, method, None)):
-                raise ConfigError(f"policy {name!r}: forecaster {forecaster!r} has no {method}()")
-        windows = tuple(float(w) for w in windows_s)
-        if not windows or any(w <= 0 for w in windows) or any(
-                b <= a for a, b in zip(windows, windows[1:], strict=False)):
-            raise ConfigError(
-                f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
-        if not refresh_s >= 0:
-            raise ConfigError(f"policy {name!r}: refresh_s must be >= 0 seconds, not {refresh_s}")
+        windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
         self.forecaster = forecaster
         self.windows_s = windows
         self.refresh_s = float(refresh_s)
