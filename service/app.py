@@ -100,29 +100,13 @@ def create_app(service: Service) -> Guard:
     app = FastAPI(title="sia serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     metrics = service.metrics
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(422, first_problem(exc.errors()))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+    _install_error_handlers(app)
 
     @app.get("/decisions")
     def decisions(since: int | None = None) -> dict[str, Any]:
         start = time.perf_counter()
         with service.lock:
-            core = service.core
-            all_ = core.decisions
-            if since is None:
-                k = len(all_)
-                while k and all_[k - 1].time == core.clock:
-                    k -= 1
-            else:
-                k = max(0, since)
-            out = {"clock": _num(core.clock), "next_time": core.next_time(),
-                   "decisions": [decision_dict(d) for d in all_[k:]], "next": len(all_)}
+            out = decisions_of(service.core, since)
         metrics.decisions_seconds.observe(time.perf_counter() - start)
         return out
 
@@ -150,6 +134,33 @@ def create_app(service: Service) -> Guard:
                 "decisions": len(core.decisions)}
 
     return Guard(app, service)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Answer a bad field with a 422 naming it and any HTTP error with its status, as JSON
+    ``{"error": ...}`` (never a stack trace)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, first_problem(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+
+def decisions_of(core: ServiceCore, since: int | None) -> dict[str, Any]:
+    """The decisions from index ``since`` on (None: those made at the current clock), with the
+    clock, the next event time and the index to ask from next."""
+    all_ = core.decisions
+    if since is None:
+        k = len(all_)
+        while k and all_[k - 1].time == core.clock:
+            k -= 1
+    else:
+        k = max(0, since)
+    return {"clock": _num(core.clock), "next_time": core.next_time(),
+            "decisions": [decision_dict(d) for d in all_[k:]], "next": len(all_)}
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("data", "features", "models", "scheduler", "pipelines")
+PACKAGES = ("data", "features", "models", "scheduler", "pipelines", "service")
 MAX_FUNCTION_LINES = 80
 
 
