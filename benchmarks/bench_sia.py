@@ -49,7 +49,9 @@ a budget; the replay's extra time is SIA's forecasts at decisions where it now l
 from __future__ import annotations
 
 import argparse
+import pickle
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -129,15 +131,23 @@ class TimedBudget:
         return call
 
 
-def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 0.01):
-    """Return the policy of a case name (see the module doc)."""
+def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 0.01,
+              fc_path: str | None = None):
+    """Return the policy of a case name (see the module doc); ``fc_path``: a pickled learned
+    forecaster to reuse (trained and pickled there when the file is absent)."""
     if case == "sia-perfect/refresh0":
         return SiaPerfectPolicy(refresh_s=0.0, name=case)
     if case in ("sia-learned", "sia-learned/risk", "sia-learned/noramp"):
+        if "fc" not in _TRAINED and fc_path and Path(fc_path).exists():
+            with open(fc_path, "rb") as f:
+                _TRAINED["fc"] = pickle.load(f)
         if "fc" not in _TRAINED:
             fc, secs = learned_forecaster(jobs, pools)
             print(f"  (trained the learned predictors in {secs:.1f} s)")
             _TRAINED["fc"] = fc
+            if fc_path:
+                with open(fc_path, "wb") as f:
+                    pickle.dump(fc, f)
         if case == "sia-learned":  # its loan ramp's CPU time is timed like the budget's
             pol = SiaPolicy(_TRAINED["fc"], name=case)
             pol.budget_clock = TimedBudget(pol.loan_ramp, TimedBudget.RAMP_METHODS)
@@ -157,6 +167,8 @@ def main() -> None:
     ap.add_argument("--cases", default=DEFAULT_CASES)
     ap.add_argument("--learned", action="store_true", help="add the sia-learned case")
     ap.add_argument("--risk", type=float, default=0.01, help="sia-learned/risk's budget")
+    ap.add_argument("--fc", default=None, help="pickled learned predictors to reuse (written "
+                    "there after training when absent): runs compare on the same predictors")
     args = ap.parse_args()
     jobs, report = read_philly(args.trace, on_bad_rows="drop")
     pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
@@ -170,7 +182,7 @@ def main() -> None:
         cases.append("sia-learned")
     rows = []
     for case in cases:
-        pol = Clocked(make_case(case, jobs, pools, args.risk))
+        pol = Clocked(make_case(case, jobs, pools, args.risk, args.fc))
         clock = time.perf_counter()
         res = simulate(jobs, pools, pol)
         wall = time.perf_counter() - clock
