@@ -3,6 +3,8 @@
 1. kill -9 in the middle of a drive run, then a restart on the same state and port: the
    events acknowledged before the kill are all in the log, and the starts of the whole run
    equal an uninterrupted replay's (MaxMin on a synthetic workload of ``--days`` days).
+   And kill -9 while ``--connections`` clients post single events at once (their requests
+   share log commits): every acknowledged event is in the log after the restart.
 2. a full disk (the log capped with ``--max-log-mb``, which fails as a full disk does): 503
    with a one-line reason, nothing of the refused batch logged, the log intact after a restart.
 3. a bad token: 401.
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import sqlite3
@@ -66,6 +69,50 @@ def kill9_run(tmp: Path, days: float, pools_file: Path, jobs, pools) -> tuple[st
             f"{'ok' if ok else 'FAILED'}: {acked['at_kill']} events acked before the kill, "
             f"{acked['logged_after']} in the log after it; {len(got.starts)} starts, "
             + ("identical to the replay" if diff is None else diff))
+
+
+def concurrent_kill9_run(tmp: Path, pools_file: Path, pool: str, connections: int
+                        ) -> tuple[str, str]:
+    """``connections`` clients post single submits at once; kill -9 after 300 answers."""
+    server = _server(tmp, "kill9-concurrent", pools_file, "fcfs")
+    acked: list[str] = []
+    sent = iter(range(10**9))
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while server.proc.poll() is None:
+            i = next(sent)
+            ev = {"id": f"c{i}", "type": "submit", "time": 1.0 + i * 1e-3, "job": f"cj{i}",
+                  "pool": pool, "gpus": 1}
+            try:
+                r = await http.post("/events", json=ev)
+            except httpx.TransportError:
+                return
+            if r.status_code == 200:
+                acked.append(ev["id"])
+            if len(acked) >= 300 and server.proc.poll() is None:
+                server.kill9()
+
+    async def run() -> None:
+        limits = httpx.Limits(max_connections=connections)
+        async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=30,
+                                     headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+            await asyncio.gather(*(client(http) for _ in range(connections)))
+
+    try:
+        asyncio.run(run())
+        server.start(server.port)
+        health = httpx.get(server.url + "/healthz").json()
+        db = sqlite3.connect(server.state / "events.db")
+        logged = {i for (i,) in db.execute("SELECT id FROM events")}
+        db.close()
+    finally:
+        server.stop()
+    lost = [i for i in acked if i not in logged]
+    ok = not lost and health["jobs"] == len(logged)
+    return (f"kill -9 amid {connections} concurrent clients",
+            f"{'ok' if ok else 'FAILED'}: {len(acked)} single events acked before the kill, "
+            f"{len(lost)} of them missing from the log after it ({len(logged)} logged, "
+            f"{health['jobs']} jobs after the restart)")
 
 
 def _logged(state: Path) -> int:
@@ -154,6 +201,7 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=2.0)
     ap.add_argument("--fuzz", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--connections", type=int, default=32)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -163,6 +211,7 @@ def main() -> None:
         pools.write_csv(pools_file)
         pool = str(pools["pool"][0])
         rows = [kill9_run(tmp, args.days, pools_file, jobs, pools),
+                concurrent_kill9_run(tmp, pools_file, pool, args.connections),
                 full_disk_run(tmp, pools_file, pool)]
         rows += list(fuzz_run(tmp, pools_file, pool, args.fuzz, args.seed))
     print(f"sia serve fault runs ({jobs.height} jobs in the kill -9 run)")

@@ -327,6 +327,33 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
     pool_source = _pool_source(df.columns, path, pool_from, user_field)
     raw = _raw_names(df, pool_source)  # to note the white space stripped
+    bad = _bad_rows(df, source, on_bad_rows, report)
+    id_field = "JobID" if "JobID" in cols else "JobIDRaw"
+    _fold_steps(bad, id_field)
+    _gpu_counts(bad, cols)
+    _leave_out_unstarted(bad)
+    _times(bad, cols)
+    _users_and_tags(bad, cols, user_field)
+    _pools(bad, pool_source, pool_from, report.notes)
+    report.notes.extend(_strip_notes(bad.df, raw, id_field))
+    _flag_duplicate_ids(bad, id_field)
+    if bad.df.height:  # where the kept jobs' values came from
+        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
+        report.notes.extend([_duration_note(bad.df), _limit_note(bad.df),
+                             f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
+                             f"{bad.df.height - n_alloc:,}"])
+    keep_extra = [c for c, used in (("Account", user_field == "Account"),
+                                    ("Partition", pool_source == ("field", "Partition")))
+                  if c in cols and not used]
+    jobs, report, _ = _finish(_contract_columns(bad.df, id_field, keep_extra), source,
+                              on_bad_rows, report, "datetime")
+    return jobs, report
+
+
+def _bad_rows(df: pl.DataFrame, source: str, on_bad_rows: OnBadRows,
+              report: CleaningReport) -> BadRows:
+    """Return the rows of ``df`` stripped, without blank lines (noted) and with exact duplicates
+    flagged, in the :class:`BadRows` that the later steps flag and filter."""
     df = _strip_cells(df)
     lines = df.height
     df = _drop_blank_rows(df)
@@ -335,10 +362,13 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     report.rows_read = df.height + report.rows_dropped
     bad = BadRows(df, source, on_bad_rows, report)
     flag_exact_duplicates(bad)
-    notes = report.notes
+    return bad
 
-    # job ids; steps fold into their job
-    id_field = "JobID" if "JobID" in cols else "JobIDRaw"
+
+def _fold_steps(bad: BadRows, id_field: str) -> None:
+    """Flag missing job ids and leave out the step lines (``123.batch``): as ``job_steps``
+    when their job's line is in the file, else as ``step_without_job``; both noted."""
+    notes = bad.report.notes
     bad.flag(_mask(bad, ~_present(id_field)), id_field, "missing_value", "value is missing")
     is_step = _mask(bad, pl.col(id_field).str.contains(".", literal=True))
     parents = bad.df[id_field].str.replace(r"\..*$", "")
@@ -357,10 +387,20 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
                      "their jobs (left out as job_steps: the job line carries the fields)")
     _leave_out(bad, is_step, "job_steps")
 
-    # state, start: which TRES gives the GPUs
+
+def _started() -> pl.Expr:
+    """True where a job started: it has a Start and its ``state`` is not PENDING."""
+    return _present("Start") & (pl.col("state").fill_null("") != "PENDING")
+
+
+def _gpu_counts(bad: BadRows, cols: set[str]) -> None:
+    """Give ``bad.df`` its ``state`` and ``num_gpus``: from AllocTRES for a job that started
+    (when the export has it), else from ReqTRES; a GPU count that is not a whole number is a
+    bad row naming its field; jobs without TRES (``no_tres``) or GPUs (``cpu_only``) are left
+    out."""
     bad.df = bad.df.with_columns(
         pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("state"))
-    started = _present("Start") & (pl.col("state").fill_null("") != "PENDING")
+    started = _started()
     tres_fields = [c for c in ("AllocTRES", "ReqTRES") if c in cols]
     for column in tres_fields:
         gpus, wrong = _gpus(column)
@@ -381,13 +421,20 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     _leave_out(bad, bad.df["num_gpus"].is_null(), "no_tres")
     _leave_out(bad, bad.df["num_gpus"] == 0, "cpu_only")
 
-    # jobs that never started (cancelled while pending, or not)
-    never = _mask(bad, ~started)
+
+def _leave_out_unstarted(bad: BadRows) -> None:
+    """Leave out the jobs that never started: ``cancelled_pending`` when CANCELLED, else
+    ``never_started``."""
+    never = _mask(bad, ~_started())
     cancelled = _mask(bad, pl.col("state") == "CANCELLED")
     _leave_out(bad, never & cancelled, "cancelled_pending")
-    _leave_out(bad, _mask(bad, ~started), "never_started")
+    _leave_out(bad, _mask(bad, ~_started()), "never_started")
 
-    # times
+
+def _times(bad: BadRows, cols: set[str]) -> None:
+    """Parse Submit / Start / End (a cell that is not a date-time, or a missing Submit, is a bad
+    row), leave out unfinished jobs, give ``bad.df`` its ``duration`` and ``time_limit``, and
+    leave out zero-second runs (``cancelled_pending`` when CANCELLED)."""
     for column in ("Submit", "Start", "End"):
         bad.df = bad.df.with_columns(_to_datetime(column).alias(f"{_DATA}{column}"))
         bad.flag(_mask(bad, _present(column) & pl.col(f"{_DATA}{column}").is_null()), column,
@@ -395,46 +442,43 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
                  "2021-05-01T00:02:52)")
     bad.flag(_mask(bad, ~_present("Submit")), "Submit", "missing_value", "value is missing")
     _leave_out(bad, _mask(bad, ~_present("End")), "unfinished")
-
     _durations(bad, cols)
     zero = _mask(bad, pl.col("duration") == 0)
     _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
     _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
     _time_limits(bad, cols)
 
-    # user, tag, pool
+
+def _users_and_tags(bad: BadRows, cols: set[str], user_field: str | None) -> None:
+    """Give ``bad.df`` its ``user`` (``user_field``, noted) and ``tag`` (JobName) columns."""
     if user_field == "Account":
-        notes.append("user: the Account field (the export has no User field; on Graham the "
-                     "account is documented as the user's identity)")
+        bad.report.notes.append("user: the Account field (the export has no User field; on "
+                                "Graham the account is documented as the user's identity)")
     elif user_field == "User":
-        notes.append("user: the User field")
+        bad.report.notes.append("user: the User field")
     bad.df = bad.df.with_columns(
         (pl.col(user_field) if user_field else pl.lit(None, dtype=pl.String)).alias("user"),
         (pl.col("JobName") if "JobName" in cols else pl.lit(None, dtype=pl.String)).alias("tag"))
-    _pools(bad, pool_source, pool_from, notes)
-    notes.extend(_strip_notes(bad.df, raw, id_field))
 
+
+def _flag_duplicate_ids(bad: BadRows, id_field: str) -> None:
+    """Flag every run of a job id after its first as a ``duplicate_job_id`` bad row."""
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
              "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
              "without -D)")
-    if bad.df.height:  # where the kept jobs' values came from
-        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
-        notes.extend([_duration_note(bad.df), _limit_note(bad.df),
-                      f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
-                      f"{bad.df.height - n_alloc:,}"])
-    bad.df = bad.df.with_columns(
+
+
+def _contract_columns(df: pl.DataFrame, id_field: str, keep_extra: list[str]) -> pl.DataFrame:
+    """Return the kept jobs' contract columns (submit time as epoch seconds), the ``keep_extra``
+    fields in lower case, and the source columns."""
+    df = df.with_columns(
         pl.col(id_field).alias("job_id"),
         (pl.col(f"{_DATA}Submit").dt.epoch("ms").cast(pl.Float64) / 1000.0).alias("submit_time"))
-    keep_extra = [c for c, used in (("Account", user_field == "Account"),
-                                    ("Partition", pool_source == ("field", "Partition")))
-                  if c in cols and not used]
-    raw = bad.df.select(
+    return df.select(
         "job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user", "time_limit",
         "state", *[pl.col(c).alias(c.lower()) for c in keep_extra], pl.col(SOURCE_FILE),
         pl.col(SOURCE_ROW))
-    jobs, report, _ = _finish(raw, source, on_bad_rows, report, "datetime")
-    return jobs, report
 
 
 def _durations(bad: BadRows, cols: set[str]) -> None:

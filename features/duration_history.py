@@ -131,6 +131,43 @@ def _level_history(gid: np.ndarray, end: np.ndarray, duration: np.ndarray, start
     return stats, count
 
 
+def _level_columns(base: pl.DataFrame, quantile: float | None) -> dict[str, np.ndarray]:
+    """Return, per level of :data:`HIST_LEVELS`, each job's ``{level}_median``,
+    ``{level}_quantile`` (the median again when ``quantile`` is None or 0.5) and
+    ``{level}_count`` over the similar jobs finished by its start (``base``: the typed
+    columns of :func:`point_in_time_history`)."""
+    end = base["end_time"].fill_null(np.nan).to_numpy()
+    start = base["start_time"].fill_null(np.nan).to_numpy()
+    duration = base["duration"].to_numpy()
+    # Exact ranks of all end and start times on one scale: end <= start iff rank <= rank.
+    # (NaN, for a missing time, ranks last and is never used.)
+    _, inverse = np.unique(np.concatenate([end, start]), return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.int64)
+    time_rank = (inverse[: end.size], inverse[end.size:])
+    cols = {}
+    for name, keys in HIST_LEVELS.items():
+        gid = base.select(
+            pl.when(pl.all_horizontal(pl.col(k).is_not_null() for k in keys))
+            .then(pl.struct(keys).rank("dense").cast(pl.Int64)).otherwise(0) - 1
+        ).to_series().to_numpy()
+        quantiles = (0.5,) if quantile is None or quantile == 0.5 else (0.5, quantile)
+        stats, count = _level_history(gid, end, duration, start, time_rank, quantiles)
+        cols[f"{name}_median"] = stats[0]
+        cols[f"{name}_quantile"] = stats[-1]
+        cols[f"{name}_count"] = count
+    return cols
+
+
+def _pick_level(suffix: str, default: pl.Expr) -> pl.Expr:
+    """The ``{level}_{suffix}`` column of each row's ``hist_source`` level, else ``default``."""
+    return (
+        pl.when(pl.col("hist_source") == "tag").then(pl.col(f"tag_{suffix}"))
+        .when(pl.col("hist_source") == "pool_gpus").then(pl.col(f"pool_gpus_{suffix}"))
+        .when(pl.col("hist_source") == "pool").then(pl.col(f"pool_{suffix}"))
+        .otherwise(default)
+    )
+
+
 def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3,
                           quantile: float | None = None) -> pl.DataFrame:
     """Return one row per job: job_id, hist_median_s, hist_count, hist_source.
@@ -167,25 +204,7 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3,
         pl.col("start_time").cast(pl.Float64),
         pl.col("end_time").cast(pl.Float64),
     )
-    end = base["end_time"].fill_null(np.nan).to_numpy()
-    start = base["start_time"].fill_null(np.nan).to_numpy()
-    duration = base["duration"].to_numpy()
-    # Exact ranks of all end and start times on one scale: end <= start iff rank <= rank.
-    # (NaN, for a missing time, ranks last and is never used.)
-    _, inverse = np.unique(np.concatenate([end, start]), return_inverse=True)
-    inverse = inverse.reshape(-1).astype(np.int64)
-    time_rank = (inverse[: end.size], inverse[end.size:])
-    cols = {}
-    for name, keys in HIST_LEVELS.items():
-        gid = base.select(
-            pl.when(pl.all_horizontal(pl.col(k).is_not_null() for k in keys))
-            .then(pl.struct(keys).rank("dense").cast(pl.Int64)).otherwise(0) - 1
-        ).to_series().to_numpy()
-        quantiles = (0.5,) if quantile is None or quantile == 0.5 else (0.5, quantile)
-        stats, count = _level_history(gid, end, duration, start, time_rank, quantiles)
-        cols[f"{name}_median"] = stats[0]
-        cols[f"{name}_quantile"] = stats[-1]
-        cols[f"{name}_count"] = count
+    cols = _level_columns(base, quantile)
     out = pl.DataFrame({"job_id": base["job_id"], **cols}).with_columns(
         pl.col(f"{name}_{stat}").fill_nan(None) for name in HIST_LEVELS
         for stat in ("median", "quantile"))
@@ -197,18 +216,12 @@ def point_in_time_history(schedule: pl.DataFrame, *, min_count: int = 3,
         .otherwise(pl.lit("none"))
     )
     out = out.with_columns(source.alias("hist_source"))
-    pick = lambda suffix, default: (  # noqa: E731
-        pl.when(pl.col("hist_source") == "tag").then(pl.col(f"tag_{suffix}"))
-        .when(pl.col("hist_source") == "pool_gpus").then(pl.col(f"pool_gpus_{suffix}"))
-        .when(pl.col("hist_source") == "pool").then(pl.col(f"pool_{suffix}"))
-        .otherwise(default)
-    )
     none = pl.lit(None, dtype=pl.Float64)
     return out.select(
         "job_id",
-        pick("median", none).cast(pl.Float64).alias("hist_median_s"),
-        *([pick("quantile", none).cast(pl.Float64).alias("hist_quantile_s")]
+        _pick_level("median", none).cast(pl.Float64).alias("hist_median_s"),
+        *([_pick_level("quantile", none).cast(pl.Float64).alias("hist_quantile_s")]
           if quantile is not None else []),
-        pick("count", pl.lit(0, dtype=pl.Int32)).cast(pl.Int32).alias("hist_count"),
+        _pick_level("count", pl.lit(0, dtype=pl.Int32)).cast(pl.Int32).alias("hist_count"),
         "hist_source",
     )

@@ -1141,9 +1141,6 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     fit, hold = t < cut, t >= cut
     fits = (y[hold][:, None] <= np.arange(_N_EDGES)[None, :]).astype(np.float64)
 
-    def brier(cdf: np.ndarray) -> np.ndarray:
-        return np.mean((cdf - fits) ** 2, axis=0) if fits.size else np.full(_N_EDGES, np.nan)
-
     if baseline is None:
         rule = JobDuration(method="history", **params).fit(x, y)
         rule_name, rule_eps = "history rule", 0.5
@@ -1155,28 +1152,14 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     rule_x = x if rule.n_features_in_ == x.shape[1] else x[:, :rule.n_features_in_]
     rule_cdf = rule.predict_cdf(rule_x[hold])
     rule_rows = lending_table(rule_cdf, y[hold], rule_eps)
-    rule_brier = brier(rule_cdf)
+    rule_brier = _brier(rule_cdf, fits)
     table += [{"candidate": rule_name, **r, "brier": float(b)}
               for r, b in zip(rule_rows, rule_brier, strict=True)]
-    best, best_lend = None, (-1.0 if baseline is None
-                             else sum(r["lendable"] for r in rule_rows))
+    best = None
     if fit.sum() >= 200 and hold.sum() >= 50 and np.unique(y[fit]).size > 1:
         learned = JobDuration(method="xgboost", **params).fit(x[fit], y[fit], time=t[fit])
-        cdf = learned.predict_cdf(x[hold])
-        learned_brier = brier(cdf)
-        for eps in grid:
-            rows = lending_table(cdf, y[hold], eps)
-            table += [{"candidate": "learned", **r, "brier": float(b)}
-                      for r, b in zip(rows, learned_brier, strict=True)]
-            # where a baseline lends nothing, its promise (its eps) is the bar
-            safe = all(r["lendable"] == 0.0 or not (r["overrun"] > (
-                rr["eps"] if baseline is not None and rr["lendable"] == 0.0 else rr["overrun"]))
-                for r, rr in zip(rows, rule_rows, strict=True))
-            if baseline is not None:
-                safe = safe and not np.any(learned_brier > rule_brier)
-            lend = sum(r["lendable"] for r in rows)
-            if safe and lend > best_lend:
-                best, best_lend = eps, lend
+        best = _best_learned_eps(learned.predict_cdf(x[hold]), y[hold], fits, grid,
+                                 (rule_rows, rule_brier), baseline is not None, table)
     if best is None:
         if baseline is not None:
             return baseline, table
@@ -1186,6 +1169,42 @@ def select_job_duration(X: Any, y: np.ndarray, time: np.ndarray, *,
     model.lend_risk_ = (float(best) if np.ndim(best) == 0
                         else lend_risk_at_edges(best).tolist())
     return model, table
+
+
+def _brier(cdf: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """Per window, the Brier score of P(duration <= w) against whether the job fit it (NaN
+    when there are no jobs)."""
+    return np.mean((cdf - fits) ** 2, axis=0) if fits.size else np.full(_N_EDGES, np.nan)
+
+
+def _best_learned_eps(cdf: np.ndarray, y_hold: np.ndarray, fits: np.ndarray,
+                      grid: tuple[Any, ...], rule: tuple[list[dict[str, Any]], np.ndarray],
+                      against_baseline: bool, table: list[dict[str, Any]]) -> Any:
+    """Return the eps of ``grid`` at which the learned model (held-out ``cdf``) lends the most
+    while staying as safe as the rule (its lending rows and Brier scores), or None; append the
+    learned model's rows at each eps to ``table``.
+
+    Safe: in every window it lends nothing or overruns no more often than the rule (where a
+    baseline lends nothing, than the baseline's eps); against a baseline it must also lend
+    more than it in total and score no worse (Brier) in any window."""
+    rule_rows, rule_brier = rule
+    learned_brier = _brier(cdf, fits)
+    best, best_lend = None, (sum(r["lendable"] for r in rule_rows) if against_baseline
+                             else -1.0)
+    for eps in grid:
+        rows = lending_table(cdf, y_hold, eps)
+        table += [{"candidate": "learned", **r, "brier": float(b)}
+                  for r, b in zip(rows, learned_brier, strict=True)]
+        # where a baseline lends nothing, its promise (its eps) is the bar
+        safe = all(r["lendable"] == 0.0 or not (r["overrun"] > (
+            rr["eps"] if against_baseline and rr["lendable"] == 0.0 else rr["overrun"]))
+            for r, rr in zip(rows, rule_rows, strict=True))
+        if against_baseline:
+            safe = safe and not np.any(learned_brier > rule_brier)
+        lend = sum(r["lendable"] for r in rows)
+        if safe and lend > best_lend:
+            best, best_lend = eps, lend
+    return best
 
 
 #: The look-alike chains :func:`choose_history_levels` compares, (history_tag, history_user), the

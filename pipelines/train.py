@@ -353,102 +353,28 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     :func:`~sia.models.job_duration.choose_history_levels`).
     """
     from sia.data.windows import duration_bin_of
-    from sia.features.duration_features import (
-        DURATION_FEATURES,
-        feature_names,
-        has_limits,
-        submission_features,
-    )
+    from sia.features.duration_features import feature_names
 
-    if config.duration_method not in ("auto", "xgboost", "history", "history_cdf"):
-        raise ConfigError(f"--duration-method must be auto, xgboost, history or history_cdf, "
-                          f"not {config.duration_method!r}")
-    if config.duration_learned not in ("limits", "always", "never"):
-        raise ConfigError(f"--duration-learned must be limits, always or never, not "
-                          f"{config.duration_learned!r}")
-    zq = schedule.with_columns(end_time=pl.col("submit_time") + pl.col("duration"))
-    # the time-limit columns only when the trace has limits: without them nothing changes
-    limits = has_limits(zq)
-    feats = submission_features(zq, limits=limits).join(
-        zq.select("job_id", "submit_time", "duration",
-                  *(["time_limit"] if limits else [])), on="job_id")
-    tr = feats.filter(pl.col("submit_time").is_between(split.train_start, split.train_end,
-                                                       closed="left"))
-    va = feats.filter(pl.col("submit_time").is_between(split.train_end, split.val_end,
-                                                       closed="left"))
+    _check_duration_options(config)
+    zq, tr, va, limits = _duration_periods(schedule, split)
     params = {"history_min_count": config.history_min_count,
               "fallback_bin": config.duration_fallback_bin,
               "history_quantile": quantile}
     if limits:
         params["limits"] = True
-    recent = {"history_recent": float(config.duration_recent)}
-    cap = {"started_cap": bool(config.duration_started_cap)}
     columns = feature_names(limits)
     x_tr = tr.select(columns).to_numpy()
     y_tr = duration_bin_of(tr["duration"].to_numpy())
     t_tr = tr["submit_time"].to_numpy()
-    if config.duration_method == "auto":
-        model, sel = job_duration.select_job_duration(x_tr, y_tr, t_tr, **params, **cap)
-    elif config.duration_method == "xgboost":
-        # forced: SIA lends by the learned median bin (lend_risk "auto" finds no eps)
-        model, sel = job_duration.JobDuration("xgboost", **params, **cap).fit(
-            x_tr, y_tr, time=t_tr), []
-    elif config.duration_method == "history_cdf":
-        chain, levels = job_duration.choose_history_levels(x_tr, y_tr, **params, **recent)
-        model = job_duration.JobDuration("history_cdf", **params, **recent, **cap,
-                                         **chain).fit(x_tr, y_tr)
-        model.lend_risk_ = job_duration.lend_risk_at_edges(config.duration_lend_risk).tolist()
-        sel = []
-    else:
-        model, sel = job_duration.JobDuration.rule(
-            min_count=config.history_min_count, fallback_bin=config.duration_fallback_bin,
-            quantile=quantile), []
-        if limits:  # the same rule, bounded by the limits
-            model = job_duration.JobDuration("history", **params).fit(x_tr, y_tr)
-    learned = None  # the learned model over the submission features, when it competes
-    if config.duration_method in ("history_cdf", "history") and (
-            config.duration_learned == "always" or (config.duration_learned == "limits"
-                                                    and limits)):
-        baseline = model
-        model, sel = job_duration.select_job_duration(x_tr, y_tr, t_tr, baseline=baseline,
-                                                      **params, **cap)
-        learned = model
-        if model is baseline:  # not chosen: reported all the same, at the baseline's eps
-            learned = job_duration.JobDuration("xgboost", **params, **cap).fit(
-                x_tr, y_tr, time=t_tr)
-            learned.lend_risk_ = (baseline.lend_risk_ if baseline.lend_risk_ is not None
-                                  else 0.5)
+    model, sel, levels = _fit_duration_method(config, x_tr, y_tr, t_tr, params, quantile)
+    model, sel, learned = _compete_with_learned(config, model, sel, x_tr, y_tr, t_tr, params)
     x_va = va.select(columns).to_numpy()
     y_va = duration_bin_of(va["duration"].to_numpy())
-    rows = []
+    rows, served = [], None
     if va.height:
-        base = x_va[:, :len(DURATION_FEATURES)]  # what the baselines read: no limits
-        rule = job_duration.JobDuration.rule(min_count=config.history_min_count,
-                                             fallback_bin=config.duration_fallback_bin)
-        perfect = (y_va[:, None] <= np.arange(job_duration.N_BINS - 1)[None, :]).astype(float)
-        eps = model.lend_risk_ if model.lend_risk_ is not None else 0.5
         served = _served_cdf(model, x_va, zq, split)
-        # the pool-and-width baseline: the rule at the pool + GPU-count level (no tag, no user),
-        # as the share of those look-alikes that fit each window (all their history): at eps
-        # 0.5 it lends what their median lends (the paper's rule), at the registered eps
-        # it lends as cautiously as the registered model
-        pool_width = job_duration.JobDuration(
-            "history_cdf", history_tag=False, history_user=False, history_recent=0.0,
-            history_min_count=config.history_min_count,
-            fallback_bin=config.duration_fallback_bin).fit(
-                x_tr[:, :len(DURATION_FEATURES)], y_tr).predict_cdf(base)
-        candidates = [("registered", served, eps)]
-        if learned is not None:
-            candidates.append(("learned+limits", _served_cdf(learned, x_va, zq, split),
-                               learned.lend_risk_))
-        candidates += [("history rule", rule.predict_cdf(base), 0.5),
-                       ("pool+width", pool_width, 0.5),
-                       ("pool+width@eps", pool_width, eps)]
-        if limits:  # lendable iff the limit guarantees the window
-            limit_s = va["time_limit"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-            candidates.append(("limit only", limit_certain(
-                limit_s, job_duration.DURATION_BIN_EDGES_S).astype(float), 0.5))
-        candidates.append(("perfect", perfect, 0.5))
+        candidates = _lending_candidates(config, model, learned, served, (x_tr, y_tr),
+                                         (va, x_va, y_va), zq, split, limits=limits)
         for name, cdf, e in candidates:
             m = job_duration.duration_metrics(y_va, np.sum(cdf < 0.5, axis=1))
             for r in job_duration.lending_table(cdf, y_va, e):
@@ -462,6 +388,134 @@ def fit_job_duration(schedule: pl.DataFrame, split: TimeSplit, config: TrainConf
     if config.duration_method == "history_cdf":
         tables["job_duration_levels"] = pl.DataFrame(levels)
     return model, tables
+
+
+def _check_duration_options(config: TrainConfig) -> None:
+    """Raise ConfigError naming the option when ``duration_method`` or ``duration_learned``
+    is not one of its values."""
+    if config.duration_method not in ("auto", "xgboost", "history", "history_cdf"):
+        raise ConfigError(f"--duration-method must be auto, xgboost, history or history_cdf, "
+                          f"not {config.duration_method!r}")
+    if config.duration_learned not in ("limits", "always", "never"):
+        raise ConfigError(f"--duration-learned must be limits, always or never, not "
+                          f"{config.duration_learned!r}")
+
+
+def _duration_periods(schedule: pl.DataFrame, split: TimeSplit
+                      ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, bool]:
+    """Return (the zero-queue schedule, its training jobs' submission features, its validation
+    jobs', whether the trace has time limits); the features carry the submit time, duration
+    and, with limits, the time limit."""
+    from sia.features.duration_features import has_limits, submission_features
+
+    zq = schedule.with_columns(end_time=pl.col("submit_time") + pl.col("duration"))
+    # the time-limit columns only when the trace has limits: without them nothing changes
+    limits = has_limits(zq)
+    feats = submission_features(zq, limits=limits).join(
+        zq.select("job_id", "submit_time", "duration",
+                  *(["time_limit"] if limits else [])), on="job_id")
+    tr = feats.filter(pl.col("submit_time").is_between(split.train_start, split.train_end,
+                                                       closed="left"))
+    va = feats.filter(pl.col("submit_time").is_between(split.train_end, split.val_end,
+                                                       closed="left"))
+    return zq, tr, va, limits
+
+
+def _fit_duration_method(config: TrainConfig, x_tr: np.ndarray, y_tr: np.ndarray,
+                         t_tr: np.ndarray, params: dict[str, Any], quantile: float
+                         ) -> tuple[Any, list[dict], list[dict] | None]:
+    """Return (the model ``config.duration_method`` fits on the training rows, its selection
+    rows, the look-alike levels' rows for ``history_cdf`` else None)."""
+    recent = {"history_recent": float(config.duration_recent)}
+    cap = {"started_cap": bool(config.duration_started_cap)}
+    method = config.duration_method
+    if method == "auto":
+        model, sel = job_duration.select_job_duration(x_tr, y_tr, t_tr, **params, **cap)
+        return model, sel, None
+    if method == "xgboost":
+        # forced: SIA lends by the learned median bin (lend_risk "auto" finds no eps)
+        return job_duration.JobDuration("xgboost", **params, **cap).fit(
+            x_tr, y_tr, time=t_tr), [], None
+    if method == "history_cdf":
+        chain, levels = job_duration.choose_history_levels(x_tr, y_tr, **params, **recent)
+        model = job_duration.JobDuration("history_cdf", **params, **recent, **cap,
+                                         **chain).fit(x_tr, y_tr)
+        model.lend_risk_ = job_duration.lend_risk_at_edges(config.duration_lend_risk).tolist()
+        return model, [], levels
+    model = job_duration.JobDuration.rule(
+        min_count=config.history_min_count, fallback_bin=config.duration_fallback_bin,
+        quantile=quantile)
+    if params.get("limits"):  # the same rule, bounded by the limits
+        model = job_duration.JobDuration("history", **params).fit(x_tr, y_tr)
+    return model, [], None
+
+
+def _compete_with_learned(config: TrainConfig, model: Any, sel: list[dict], x_tr: np.ndarray,
+                          y_tr: np.ndarray, t_tr: np.ndarray, params: dict[str, Any]
+                          ) -> tuple[Any, list[dict], Any]:
+    """Return (the model to register, its selection rows, the learned model or None).
+
+    For the history methods, when ``duration_learned`` asks (``always``, or ``limits`` on a
+    trace with limits), the learned model over the submission features competes with the
+    history model on the training tail; when not chosen it is fitted all the same, at the
+    baseline's eps, to be reported."""
+    cap = {"started_cap": bool(config.duration_started_cap)}
+    if config.duration_method not in ("history_cdf", "history") or not (
+            config.duration_learned == "always" or (config.duration_learned == "limits"
+                                                    and params.get("limits"))):
+        return model, sel, None
+    baseline = model
+    model, sel = job_duration.select_job_duration(x_tr, y_tr, t_tr, baseline=baseline,
+                                                  **params, **cap)
+    learned = model
+    if model is baseline:  # not chosen: reported all the same, at the baseline's eps
+        learned = job_duration.JobDuration("xgboost", **params, **cap).fit(
+            x_tr, y_tr, time=t_tr)
+        learned.lend_risk_ = (baseline.lend_risk_ if baseline.lend_risk_ is not None
+                              else 0.5)
+    return model, sel, learned
+
+
+def _lending_candidates(config: TrainConfig, model: Any, learned: Any, served: np.ndarray,
+                        train: tuple[np.ndarray, np.ndarray],
+                        val: tuple[pl.DataFrame, np.ndarray, np.ndarray],
+                        zq: pl.DataFrame, split: TimeSplit, *, limits: bool
+                        ) -> list[tuple[str, np.ndarray, Any]]:
+    """Return the validation lending table's predictors as (name, P(duration <= window) per
+    job, eps): the registered model as served, the learned one, the history rule, the
+    pool-and-width rule (at 0.5 and the registered eps), the limit alone and perfect
+    durations."""
+    from sia.features.duration_features import DURATION_FEATURES
+
+    x_tr, y_tr = train
+    va, x_va, y_va = val
+    base = x_va[:, :len(DURATION_FEATURES)]  # what the baselines read: no limits
+    rule = job_duration.JobDuration.rule(min_count=config.history_min_count,
+                                         fallback_bin=config.duration_fallback_bin)
+    perfect = (y_va[:, None] <= np.arange(job_duration.N_BINS - 1)[None, :]).astype(float)
+    eps = model.lend_risk_ if model.lend_risk_ is not None else 0.5
+    # the pool-and-width baseline: the rule at the pool + GPU-count level (no tag, no user),
+    # as the share of those look-alikes that fit each window (all their history): at eps
+    # 0.5 it lends what their median lends (the paper's rule), at the registered eps
+    # it lends as cautiously as the registered model
+    pool_width = job_duration.JobDuration(
+        "history_cdf", history_tag=False, history_user=False, history_recent=0.0,
+        history_min_count=config.history_min_count,
+        fallback_bin=config.duration_fallback_bin).fit(
+            x_tr[:, :len(DURATION_FEATURES)], y_tr).predict_cdf(base)
+    candidates = [("registered", served, eps)]
+    if learned is not None:
+        candidates.append(("learned+limits", _served_cdf(learned, x_va, zq, split),
+                           learned.lend_risk_))
+    candidates += [("history rule", rule.predict_cdf(base), 0.5),
+                   ("pool+width", pool_width, 0.5),
+                   ("pool+width@eps", pool_width, eps)]
+    if limits:  # lendable iff the limit guarantees the window
+        limit_s = va["time_limit"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        candidates.append(("limit only", limit_certain(
+            limit_s, job_duration.DURATION_BIN_EDGES_S).astype(float), 0.5))
+    candidates.append(("perfect", perfect, 0.5))
+    return candidates
 
 
 def _served_cdf(model: Any, x_va: np.ndarray, zq: pl.DataFrame, split: TimeSplit) -> np.ndarray:

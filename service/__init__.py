@@ -2,8 +2,11 @@
 
 - :mod:`sia.service.core`: the steppable scheduling core (the replay's event loop on an
   event-time clock, rebuilt from the event log when new jobs arrive);
-- :mod:`sia.service.app`: the FastAPI app; :mod:`sia.service.api_models`: its wire format;
-  :mod:`sia.service.store`: the SQLite event log; :mod:`sia.service.metrics`: Prometheus text;
+- :mod:`sia.service.app`: the ASGI app (the guard, and FastAPI for the reads);
+  :mod:`sia.service.ingest`: ``POST /events``, the hot path; :mod:`sia.service.api_models`:
+  the wire format; :mod:`sia.service.service`: what the endpoints share (core, log, lock);
+  :mod:`sia.service.writer`: the group commit; :mod:`sia.service.store`: the SQLite event
+  log; :mod:`sia.service.metrics`: Prometheus text;
 - :mod:`sia.service.server`: uvicorn on a bound socket;
 - :mod:`sia.service.drive`: drive a service with a trace (`sia shadow`);
   :mod:`sia.service.client`: an HTTP client; :mod:`sia.service.slurm`: a Slurm poller sketch;

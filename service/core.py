@@ -193,6 +193,7 @@ class ServiceCore:
         self.tick_s = float(tick_s)
         self.mode: Mode = mode
         self.gpus_per_server = gpus_per_server
+        self._pools = pools
         self.jobs: dict[str, _Job] = {}
         self.ids: dict[str, tuple] = {}  # event id -> content
         self.clock = -math.inf
@@ -206,6 +207,18 @@ class ServiceCore:
         self._loans_seen = 0
         self._unbuilt = math.inf  # earliest submission of a job the arrays do not hold
         self.last_forecast: dict[str, Any] | None = None
+        #: quota events after the first job or clock: (time, pool, GPUs), in time order; the
+        #: loop applies them as its clock passes them (:meth:`_advance_loop`)
+        self.quota_changes: list[tuple[float, str, int]] = []
+        self._quota_now = dict(self.quota)  # the quotas after every change received
+        self._applied_changes = 0  # changes the current loop has applied
+        self._began = False  # a job or a clock was received: quotas change in time from now
+        self._settable: bool | None = None  # the policy takes quota changes (set_quota)
+
+    def fresh(self) -> ServiceCore:
+        """A new core with this one's setup and none of its events (to replay a log into)."""
+        return ServiceCore(self._pools, self.make_policy, tick_s=self.tick_s, mode=self.mode,
+                           gpus_per_server=self.gpus_per_server)
 
     # ------------------------------------------------------------------ events
     def check(self, events: Iterable[Event]) -> list[Event]:
@@ -218,6 +231,7 @@ class ServiceCore:
         batch_finished: set[str] = set()
         clock = self.clock
         total = sum(self.quota.values())
+        quota_now = dict(self._quota_now)  # with this batch's changes so far
         for i, ev in enumerate(events):
             name = f"event {i} (id {ev.id!r})"
             known = self.ids.get(ev.id, batch_ids.get(ev.id))
@@ -268,14 +282,36 @@ class ServiceCore:
                 if isinstance(job, _Job):
                     self._check_run_event(name, ev, job, ev.job in batch_started)
             elif ev.kind == "quota":
-                if self.clock > -math.inf or self.jobs or seen_jobs:
-                    raise EventError(f"{name}: quota changes after the first job or clock are "
-                                     "not supported yet; restart the service with a new pool file")
+                if self._began or seen_jobs or clock > -math.inf:
+                    self._check_quota_change(name, ev, quota_now)
             elif ev.kind == "clock":
                 clock = max(clock, ev.time)
             batch_ids[ev.id] = ev.content()
             fresh.append(ev)
         return fresh
+
+    def _check_quota_change(self, name: str, ev: Event, quota_now: dict[str, int]) -> None:
+        """A quota event after the first job or clock: a known pool, in time order, the
+        cluster's size (fixed at its first job) not exceeded; ``quota_now`` takes it."""
+        if ev.pool not in quota_now:
+            raise EventError(f"{name}: unknown pool {ev.pool!r} (pools are added only before "
+                             "the first job or clock)", 422)
+        if self.quota_changes and ev.time < self.quota_changes[-1][0]:
+            raise EventError(f"{name}: quota change at {ev.time:g} is before the last one "
+                             f"received ({self.quota_changes[-1][0]:g}); send them in time order")
+        if self._settable is None:
+            self._settable = callable(getattr(self.policy or self.make_policy(), "set_quota",
+                                              None))
+        if not self._settable:
+            raise EventError(f"{name}: this policy does not take quota changes while it runs; "
+                             "restart the service with a new pool file", 422)
+        cluster = sum(self.quota.values())
+        after = sum(quota_now.values()) - quota_now[ev.pool] + int(ev.gpus)
+        if after > cluster:
+            raise EventError(f"{name}: quota {ev.gpus} for pool {ev.pool!r} makes the quotas "
+                             f"sum to {after} GPUs, over the cluster's {cluster} (its size is "
+                             "fixed at the first job: lower another pool's quota first)", 422)
+        quota_now[ev.pool] = int(ev.gpus)
 
     def _check_run_event(self, name: str, ev: Event, job: _Job, started_now: bool) -> None:
         if ev.kind == "start":
@@ -308,11 +344,16 @@ class ServiceCore:
         for ev in events:
             self.ids[ev.id] = ev.content()
             if ev.kind == "submit":
+                self._began = True
                 self.jobs[ev.job] = _Job(ev.time, ev.pool, int(ev.gpus), ev.tag, ev.user,
                                          ev.time_limit, bool(ev.preemptible))
                 self._unbuilt = min(self._unbuilt, ev.time)
             elif ev.kind == "quota":
-                self.quota[ev.pool] = int(ev.gpus)
+                self._quota_now[ev.pool] = int(ev.gpus)
+                if self._began:
+                    self.quota_changes.append((ev.time, ev.pool, int(ev.gpus)))
+                else:
+                    self.quota[ev.pool] = int(ev.gpus)
             elif ev.kind == "start":
                 job = self.jobs[ev.job]
                 if self.mode == "shadow":
@@ -322,6 +363,7 @@ class ServiceCore:
             elif ev.kind == "finish":
                 self._finish(ev.job, ev.time)
             elif ev.kind == "clock":
+                self._began = True
                 self.advance(ev.time)
         return self.decisions[first:]
 
@@ -348,11 +390,28 @@ class ServiceCore:
             return
         if self._unbuilt <= t:
             self._rebuild()
-        loop = self._loop
-        if loop is not None:
-            loop.advance(t)
+        if self._loop is not None:
+            self._advance_loop(t)
             self._collect()
         self.clock = t
+
+    def _advance_loop(self, t: float) -> None:
+        """Advance the loop to ``t``, applying each quota change as the loop reaches its time:
+        the instants before it decide with the old quota; the change's time is an instant
+        (a wake-up) that decides with the new one (running jobs keep their GPUs)."""
+        loop, changes = self._loop, self.quota_changes
+        while self._applied_changes < len(changes) and changes[self._applied_changes][0] <= t:
+            when, pool, gpus = changes[self._applied_changes]
+            loop.advance(math.nextafter(when, -math.inf))
+            p = loop.trace.pool_names.index(pool)
+            loop.trace.quota[p] = gpus  # the view's and (same array) the cluster's quotas
+            loop.quota[p] = gpus
+            self.policy.set_quota(loop.trace.quota.tolist())
+            loop.state.touched.add(p)
+            # an instant at the change (as a wake-up): its pool is decided again right then
+            loop.next_wakeup_at = min(loop.next_wakeup_at, when)
+            self._applied_changes += 1
+        loop.advance(t)
 
     def restore(self, events: Iterable[Event]) -> None:
         """Recover from the durable log: apply its events (checked when they were accepted)
@@ -362,6 +421,7 @@ class ServiceCore:
             if ev.kind == "clock":
                 last = max(last, ev.time)
                 self.ids[ev.id] = ev.content()
+                self._began = True
             else:
                 self.apply([ev])
         if last > -math.inf:
@@ -380,7 +440,8 @@ class ServiceCore:
         pools = pl.DataFrame({"pool": list(self.quota), "quota_gpus": list(self.quota.values())},
                              schema=POOL_SCHEMA)
         trace, order = build_trace(jobs, pools)
-        trace = replace(trace, duration=np.full(trace.n_jobs, np.nan))  # unknown until finished
+        # durations are unknown until finished; quotas change with quota events (writable)
+        trace = replace(trace, duration=np.full(trace.n_jobs, np.nan), quota=trace.quota.copy())
         cluster = Cluster(trace.quota, gpus_per_server=self.gpus_per_server)
         preemption = PreemptionConfig()
         cluster.preemptible = preemption.mask(jobs, order)
@@ -396,9 +457,10 @@ class ServiceCore:
         self._loop = loop
         self.decisions, self._loans_seen = [], 0
         self._unbuilt = math.inf
+        self._applied_changes = 0
         self.rebuilds += 1
         if self.clock > -math.inf:
-            loop.advance(self.clock)
+            self._advance_loop(self.clock)
             self._collect()
         if old is not None and self.decisions != old:
             diff = next((i for i, (a, b) in enumerate(zip(self.decisions, old, strict=False))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,30 @@ class DriveResult:
     rebuilds: int | None = None
 
 
+class Pacer:
+    """Hold a driver to a time scale: ``scale`` seconds of the events' clock per wall-clock
+    second (60: an hour of trace in a minute; 1: real time). :meth:`wait` before sending the
+    events of an instant sleeps until that instant is due; a driver that falls behind (a slow
+    answer) sends at once and does not sleep to catch up."""
+
+    def __init__(self, scale: float, *, sleep: Callable[[float], None] = time.sleep,
+                 now: Callable[[], float] = time.monotonic):
+        if not scale > 0 or math.isinf(scale):
+            raise ValueError(f"time scale must be a finite number > 0, not {scale}")
+        self.scale, self._sleep, self._now = float(scale), sleep, now
+        self._t0: float | None = None
+        self._wall0 = 0.0
+
+    def wait(self, t: float) -> None:
+        """Sleep until event time ``t`` (s) is due (the first call sets the origin)."""
+        if self._t0 is None:
+            self._t0, self._wall0 = t, self._now()
+            return
+        delay = self._wall0 + (t - self._t0) / self.scale - self._now()
+        if delay > 0:
+            self._sleep(delay)
+
+
 def submit_event(row: dict[str, Any]) -> dict[str, Any]:
     """The submit event of one canonical job row (optional contract fields when present)."""
     ev: dict[str, Any] = {"id": f"submit:{row['job_id']}", "type": "submit",
@@ -50,12 +75,14 @@ def submit_event(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def drive_trace(jobs: pl.DataFrame, send: Send, *, lookahead_s: float = math.inf,
-                batch: int = 5000, on_step: Callable[[float], None] | None = None) -> DriveResult:
+                batch: int = 5000, on_step: Callable[[float], None] | None = None,
+                pace: Pacer | None = None) -> DriveResult:
     """Drive the service with ``jobs`` (canonical job table) in drive mode; return its starts.
 
     ``lookahead_s``: how far past the clock submissions are sent (inf: all at once, as a
     replay's arrays hold them; 0: each at its own instant, as a live cluster would);
-    ``batch``: most events per request.
+    ``batch``: most events per request; ``pace``: send each instant when it is due (None: as
+    fast as the service answers).
     """
     jobs = jobs.sort(["submit_time", "job_id"], maintain_order=True)
     rows = jobs.to_dicts()
@@ -89,6 +116,8 @@ def drive_trace(jobs: pl.DataFrame, send: Send, *, lookahead_s: float = math.inf
             _, job = heapq.heappop(ends)
             events.append({"id": f"finish:{job}", "type": "finish", "time": now, "job": job})
         events.append({"id": f"clock:{now!r}", "type": "clock", "time": now})
+        if pace is not None:
+            pace.wait(now)
         answer = post(events)
         clock = now
         for d in answer.get("decisions", []):
@@ -140,12 +169,14 @@ def _when(t: float | None) -> str:
 
 
 def shadow_trace(jobs: pl.DataFrame, pools: pl.DataFrame, send: Send, *,
-                 cluster_policy: str = "fcfs", batch: int = 5000) -> DriveResult:
+                 cluster_policy: str = "fcfs", batch: int = 5000,
+                 pace: Pacer | None = None) -> DriveResult:
     """Feed a shadow-mode service the schedule the cluster's own scheduler would run.
 
     The cluster is ``cluster_policy`` (FCFS: the production baseline) replayed on ``jobs``;
     its submissions, starts and ends are sent in time order, each instant closed by a clock
-    event, many instants per request. Returns the service's simulated starts.
+    event, many instants per request (with ``pace``, one request per instant, each when it
+    is due). Returns the service's simulated starts.
     """
     from sia.scheduler.core.simulator import simulate
     from sia.scheduler.registry import make_policy
@@ -181,7 +212,10 @@ def shadow_trace(jobs: pl.DataFrame, pools: pl.DataFrame, send: Send, *,
         last = k + 1 == len(timeline) or timeline[k + 1][0] != t
         if last:
             events.append({"id": f"clock:{t!r}", "type": "clock", "time": t})
-            if len(events) >= batch:
+            if pace is not None:
+                pace.wait(t)
+                flush()
+            elif len(events) >= batch:
                 flush()
     flush()
     return out

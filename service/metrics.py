@@ -48,6 +48,8 @@ class Metrics:
         self.request_seconds = Histogram()
         self.decide_seconds = Histogram()  # applying a clock event: the policy's decisions
         self.decisions_seconds = Histogram()  # answering GET /decisions
+        self.commits = 0  # log transactions (one per group of write requests)
+        self.committed_requests = 0  # write requests those transactions answered
 
     def count_events(self, events: list[Any], duplicates: int, decided: list[Any]) -> None:
         for e in events:
@@ -89,6 +91,12 @@ class Metrics:
         out += ["# HELP sia_decisions_read_seconds Time to answer GET /decisions.",
                 "# TYPE sia_decisions_read_seconds histogram"]
         out += self.decisions_seconds.lines("sia_decisions_read_seconds")
+        out += ["# HELP sia_log_commits_total Event log transactions (group commits).",
+                "# TYPE sia_log_commits_total counter", f"sia_log_commits_total {self.commits}",
+                "# HELP sia_log_committed_requests_total Write requests answered by those "
+                "transactions (their ratio: requests per fsync).",
+                "# TYPE sia_log_committed_requests_total counter",
+                f"sia_log_committed_requests_total {self.committed_requests}"]
         state = core.state()
         clock = state["clock"]
         out += ["# HELP sia_clock_seconds The service's event-time clock.",

@@ -44,6 +44,8 @@ def serve(app: Any, sock: socket.socket, state_dir: Path, log_level: str = "info
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     print(f"sia serve: listening on {url}", flush=True)
+    # proxy_headers off: the service reads no client address, and the middleware that would
+    # rewrite it from X-Forwarded-For costs every request
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                            timeout_keep_alive=30)
+                            timeout_keep_alive=30, proxy_headers=False)
     uvicorn.Server(config).run(sockets=[sock])

@@ -20,7 +20,6 @@ from sia.data.errors import SiaError
 #: The log's file in the state directory.
 LOG_NAME = "events.db"
 SYNC_MODES = ("FULL", "NORMAL")
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 class StoreError(SiaError):
@@ -70,14 +69,12 @@ class EventLog:
     def _tx(self) -> Any:
         return _Transaction(self._db)
 
-    def append(self, events: list[dict[str, Any]]) -> None:
-        """Commit ``events`` (wire dicts with an ``id``) in one transaction; StoreError (and
+    def append(self, rows: list[tuple[str, str]]) -> None:
+        """Commit events, given as (id, JSON text) rows, in one transaction; StoreError (and
         nothing written) when the disk refuses."""
         try:
             with self._tx():
-                encode = _ENCODER.encode
-                self._db.executemany("INSERT INTO events (id, body) VALUES (?, ?)",
-                                     [(e["id"], encode(e)) for e in events])
+                self._db.executemany("INSERT INTO events (id, body) VALUES (?, ?)", rows)
         except sqlite3.Error as exc:
             raise StoreError(f"the event log could not be written ({exc}); nothing was "
                              "accepted") from None

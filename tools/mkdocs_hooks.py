@@ -181,17 +181,17 @@ def config_reference() -> str:
         "duplicate keys and NaN / infinite numbers are errors naming the file and the key.",
         "`--set KEY=VALUE` overrides any key below (dotted, value read as YAML), and",
         "`sia schema --out sia-study.schema.json` writes the same schema as JSON Schema for an",
-        "editor. Every key is optional unless marked required; an unset key takes the",
-        "study's default (the commented configs in `experiments/` show them).",
+        "editor. Every key is optional unless its type says **required**; an unset key",
+        "takes the default its row names (the configs in `experiments/` show them in use).",
     ]
     for study, model in MODELS.items():
         lines += ["", f"## `{study}`: {_cell((model.__doc__ or '').strip())}", "",
-                  "| key | type | required | what |", "|---|---|---|---|"]
+                  "| key | type | what |", "|---|---|---|"]
         for key, info, _owner in config_keys(model):
             sections = [m for m in _models_in(info.annotation) if m is not model]
             what = info.description or (sections[0].__doc__ or "" if sections else "")
-            required = "yes" if info.is_required() else ""
-            lines.append(f"| `{key}` | {type_name(info.annotation)} | {required} "
+            required = ", **required**" if info.is_required() else ""
+            lines.append(f"| `{key}` | {type_name(info.annotation)}{required} "
                          f"| {_cell(what.strip())} |")
     return "\n".join(lines) + "\n"
 

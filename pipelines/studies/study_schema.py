@@ -60,6 +60,12 @@ OptionValue = Scalar | list[Scalar]
 Options = dict[str, OptionValue]
 
 
+def _key(what: str, **constraints: Any) -> Any:
+    """An optional config key (unset: the study's default, which ``what`` names) described by
+    ``what`` in the config reference and the JSON schema."""
+    return Field(None, description=what, **constraints)
+
+
 class _Strict(BaseModel):
     """Unknown keys are errors; numbers must be finite; ints are not silently made of bools."""
 
@@ -70,69 +76,144 @@ class _Strict(BaseModel):
 class TraceSection(_Strict):
     """Where the jobs come from: exactly one of ``path`` (with reader options) or ``synthetic``."""
 
-    path: str | None = None
-    synthetic: str | None = None
-    format: str | None = None
-    clean: bool | None = None
-    map: dict[str, str] | None = None
-    pool_from: str | None = None
-    time_unit: str | None = None
-    quotas: str | None = None
-    days: Days | None = None
-    seed: Seed | None = None
-    ignore_columns: list[str] | None = None
+    path: str | None = _key(
+        "The trace to read: a file, folder or glob (relative to the config file, else to the "
+        "current folder), or `builtin:philly` for the Philly trace shipped in the package. "
+        "No default: give this or `synthetic`.")
+    synthetic: str | None = _key(
+        "Instead of `path`: a synthetic workload variant (`base`, `higher-load`, "
+        "`more-queues`, `fewer-queues`, `more-wide-jobs` ...; `sia generate --help` lists "
+        "them), generated over `days` days with `seed`. No default: give this or `path`.")
+    format: str | None = _key(
+        "The trace's format, as `sia ingest --format`: `auto` (default: from the header), "
+        "`philly`, `philly-joblog`, `helios`, `pai`, `sacct`, `generic` or `canonical`.")
+    clean: bool | None = _key(
+        "true: drop bad rows (missing or non-numeric values, duration <= 0, zero GPUs, "
+        "duplicates ...) and count them in the report; false (default): stop at the first.")
+    map: dict[str, str] | None = _key(
+        "Generic traces: contract column -> your column, e.g. `{submit_time: submitted, "
+        "num_gpus: gpus}` (as `--map`). Default: none (the contract's names).")
+    pool_from: str | None = _key(
+        "Where the pool comes from: a column name, `const:NAME` (one pool) or `file-stem` "
+        "(each file of a folder is a pool); for a Slurm export `account`, `user` or a field. "
+        "Default: the `pool` column (a Slurm export's Partition).")
+    time_unit: str | None = _key(
+        "Generic traces: submission times, durations and limits as numbers in `s` (default) "
+        "or `ms`, or `datetime` / `datetime:FORMAT` for date-time submissions.")
+    quotas: str | None = _key(
+        "A CSV/Parquet of `pool,quota_gpus` (or a Helios cluster_gpu_number.csv): the "
+        "recorded quotas that `quotas: recorded` uses. Default: the trace's own, if any.")
+    days: Days | None = _key(
+        "Days of a synthetic workload (default 3), or of a trace: keep only its first `days` "
+        "days (default: all).")
+    seed: Seed | None = _key(
+        "The synthetic workload's seed. Default: the config's `seed`.")
+    ignore_columns: list[str] | None = _key(
+        "Optional contract columns read as absent (`tag`, `user`, `time_limit`, `state`): "
+        "an ablation of what they are worth to the predictors and to SIA. Default: none.")
 
 
 class ReplaySection(_Strict):
     """The replayed window, days since the trace start."""
 
-    start_day: NonNegDays | None = None
-    end_day: Days | None = None
+    start_day: NonNegDays | None = _key(
+        "First day of the replayed window (days since the trace's first submission). "
+        "Default: the trace's start. Needed by `predictors.train: on_the_fly`.")
+    end_day: Days | None = _key(
+        "End of the replayed window (days since the trace start, exclusive); after "
+        "`start_day`. Default: the trace's last submission.")
 
 
 class LocalitySection(_Strict):
     """Buddy cells: server/rack shape, placement chain, LocalityConfig options."""
 
-    topology: str | None = None
-    placement: str | None = None
-    options: Options | None = None
+    topology: str | None = _key(
+        "The cluster's shape, as `sia replay --topology`: GPUs per server and servers per "
+        "rack. Default: `gpus=8,rack=4`.")
+    placement: str | None = _key(
+        "The placement chain, as `--placement`: `buddy`, then fallback solvers tried in order "
+        "(`mcf`, `hungarian`, `milp`), e.g. `buddy,mcf`. Default: `buddy`.")
+    options: Options | None = _key(
+        "LocalityConfig options, as `sia replay --cells-option`: preemption (`preempt`, "
+        "`preemptible_fraction`, `lost_work_s`, `restart_delay_s`, `seed`), migration "
+        "(`migrate`) and allocator switches (`adopt_loans`, `strict_buddies` ...). "
+        "Default: none (LocalityConfig's defaults).")
 
 
 class PolicyEntry(_Strict):
     """A policy with its registry ``name``, display ``label``, options and predictors."""
 
-    name: Name
-    label: Name | None = None
-    options: Options | None = None
-    forecaster: Literal["learned", "none"] | None = None
-    alias: Name | None = None
+    name: Name = Field(description=(
+        "The policy's registry name (`fcfs`, `sia`, `sia-perfect`, `maxmin`, `hived`, "
+        "`kueue` ...; `sia replay --help` lists them). Required."))
+    label: Name | None = _key(
+        "Its name in tables, plots, runs and file names (letters, digits, `-_.+`; `fcfs` is "
+        "kept for the baseline). Default: `name`.")
+    options: Options | None = _key(
+        "The policy's constructor options, e.g. `{risk: 0.01}`; a list as `risk` sweeps it "
+        "(one policy per value, labelled `LABEL+riskVALUE`). Default: none.")
+    forecaster: Literal["learned", "none"] | None = _key(
+        "`learned`: the policy gets the learned predictors of `predictors:`; `none`: it gets "
+        "none. Default: `learned` for a policy that takes a forecaster (SIA), else `none`.")
+    alias: Name | None = _key(
+        "The MLflow registry alias of this policy's learned predictors (letters, digits, "
+        "`-`, `_`), to compare predictor versions. Default: `predictors.alias`.")
     regions: Literal["home", "static", "history", "perfect", "forecast", "static+idle",
                      "history+idle", "perfect+idle", "forecast+idle", "reservations-history",
-                     "reservations-perfect", "reservations-forecast"] | None = None
+                     "reservations-perfect", "reservations-forecast"] | None = _key(
+        "With a `regions:` section, how this policy schedules across regions: `home` (each "
+        "job in its home region), `static` (global, data where the file puts it), "
+        "`history` / `perfect` / `forecast` (global, data placed from last period's demand, "
+        "the trace's future or the forecasters; `+idle`: guests on any idle GPU) or "
+        "`reservations-*` (quotas split into per-region shares). Default: one cluster.")
 
 
 class RegionsSection(_Strict):
     """Global scheduling across regions: a pool -> region ``file`` or the trace's ``column``
     naming each job's region (exactly one), the placement MIP's limit."""
 
-    file: str | None = None
-    column: str | None = None
-    plan_time_s: PosFloat | None = None
+    file: str | None = _key(
+        "A regions file (YAML): each pool's home region, data size and replicas, and the "
+        "regions' GPUs. No default: give this or `column`.")
+    column: str | None = _key(
+        "Instead of `file`: the trace's column naming each job's region (each pool's home is "
+        "the one region its jobs name). No default: give this or `file`.")
+    plan_time_s: PosFloat | None = _key(
+        "Time limit of each data-placement or reservation plan (the MIP), in seconds. "
+        "Default: 10.")
 
 
 class PredictorsSection(_Strict):
     """Where learned predictors come from: the registry (by alias) or trained before the replay."""
 
-    train: Literal["registry", "on_the_fly"] | None = None
-    alias: Name | None = None
-    windows_min: list[PosInt] | None = None
-    load_method: Literal["sliding_max", "calibrated"] | None = None
-    load_windows: PosInt | None = None
-    train_days: Days | None = None
-    val_days: Days | None = None
-    warmup_days: NonNegDays | None = None
-    duration_quantile: Annotated[float, Field(ge=0, le=1)] | None = None
-    duration_target_under: Annotated[float, Field(ge=0, le=1)] | None = None
+    train: Literal["registry", "on_the_fly"] | None = _key(
+        "`registry` (default): load the registered predictors by `alias` (trained with "
+        "`sia train`); `on_the_fly`: train them on the days before `replay.start_day`.")
+    alias: Name | None = _key(
+        "The MLflow registry alias to load (or, on the fly, to register as). Default: "
+        "`champion` from the registry, `eval-NAME` on the fly.")
+    windows_min: list[PosInt] | None = _key(
+        "The predictors' look-ahead windows, in minutes (a model per window is loaded or "
+        "trained). Default: `[5, 60, 720]`.")
+    load_method: Literal["sliding_max", "calibrated"] | None = _key(
+        "How the policies estimate each pool's new load: `sliding_max` (default, the "
+        "paper's: the largest load of the last `load_windows` windows) or `calibrated` (the "
+        "registered NewLoadEstimate models).")
+    load_windows: PosInt | None = _key(
+        "How many past windows the sliding max of the new load reads. Default: 3.")
+    train_days: Days | None = _key(
+        "On the fly: days of training data before the validation days. Default: 14.")
+    val_days: Days | None = _key(
+        "On the fly: days of validation data just before `replay.start_day`. Default: 7.")
+    warmup_days: NonNegDays | None = _key(
+        "On the fly: days before the training days that are not trained on (the features' "
+        "history builds up in them). Default: 1.")
+    duration_quantile: Annotated[float, Field(ge=0, le=1)] | None = _key(
+        "On the fly: the quantile of similar jobs' durations JobDuration bins, in [0, 1]. "
+        "Default: 0.5 (the paper's median).")
+    duration_target_under: Annotated[float, Field(ge=0, le=1)] | None = _key(
+        "On the fly: instead of `duration_quantile`, calibrate the quantile on the training "
+        "days to this share of under-predicted durations, in [0, 1]. Default: none.")
 
 
 PoolsPerExperiment = PosInt | Literal["all"]
@@ -141,99 +222,194 @@ PoolsPerExperiment = PosInt | Literal["all"]
 class EvaluateGrid(_Strict):
     """What `sia evaluate` sweeps: experiments per group, and groups of pool count x quota scale."""
 
-    experiments: Count | None = None
-    pools_per_experiment: PoolsPerExperiment | list[PoolsPerExperiment] | None = None
-    quota_scale: QuotaScale | list[QuotaScale] | None = None
+    experiments: Count | None = _key(
+        "Experiments per group (each draws its own pools and loads from `seed`). Default: 1.")
+    pools_per_experiment: PoolsPerExperiment | list[PoolsPerExperiment] | None = _key(
+        "Pools drawn per experiment: a number, `all` (default), or a list of them (one "
+        "group each, as Figure 14).")
+    quota_scale: QuotaScale | list[QuotaScale] | None = _key(
+        "Every quota multiplied by this (at least the pool's widest job): a number (default "
+        "1) or a list (one group each, as Figure 18).")
 
 
 class EvaluateStudy(EvaluateGrid):
     """`sia evaluate`: experiments sharing pools of a trace, every policy against FCFS."""
 
-    study: Literal["evaluate"] | None = None
-    name: Name | None = None
-    description: Text | None = None
-    seed: Seed | None = None
-    trace: TraceSection
-    replay: ReplaySection | None = None
-    warmup_days: NonNegDays | None = None
-    min_jobs_per_pool: PosInt | None = None
-    quotas: Literal["from_load", "recorded"] | None = None
-    load_range: tuple[PosFloat, PosFloat] | None = None
-    locality: bool | LocalitySection | None = None
-    tick_s: Tick | None = None
-    policies: list[str | PolicyEntry] = Field(min_length=1)
-    predictors: PredictorsSection | None = None
-    grid: EvaluateGrid | None = None
-    regions: RegionsSection | None = None
-    preemption: Options | None = None  # fungible GPUs: PreemptionConfig's options
+    study: Literal["evaluate"] | None = _key(
+        "Which study the config is for; an error when it names another. Optional.")
+    name: Name | None = _key(
+        "The sweep's name: run names, the output folder `out/NAME` (letters, digits, `-_.`). "
+        "Default: the config file's name without its extension.")
+    description: Text | None = _key(
+        "Free text about the sweep, for the reader; not used by the run. Default: none.")
+    seed: Seed | None = _key(
+        "Every random draw of the sweep (pools, loads, synthetic workloads) derives from it. "
+        "Default: 0.")
+    trace: TraceSection = Field(description=(
+        "Where the jobs come from: a trace file or a synthetic workload. Required."))
+    replay: ReplaySection | None = _key(
+        "The replayed window of the trace, in days. Default: the whole trace.")
+    warmup_days: NonNegDays | None = _key(
+        "Days at the start of the replay window whose jobs run but are not scored (only jobs "
+        "submitted after it count). Default: 2.")
+    min_jobs_per_pool: PosInt | None = _key(
+        "Pools with fewer jobs in the replay window are never drawn. Default: 1.")
+    quotas: Literal["from_load", "recorded"] | None = _key(
+        "`from_load` (default, SIA 6.1): per experiment, each pool's quota from a target "
+        "load drawn in `load_range`; `recorded`: the trace's quotas (`trace.quotas`).")
+    load_range: tuple[PosFloat, PosFloat] | None = _key(
+        "`[LOW, HIGH]`: with `quotas: from_load`, each pool's target load is drawn uniformly "
+        "in it and quota = GPU-seconds / (span x load). Default: `[0.6, 1.1]`.")
+    locality: bool | LocalitySection | None = _key(
+        "false (default): fungible GPUs; true: 8-GPU servers in racks of 4 with buddy "
+        "placement; or a mapping of `topology`, `placement` and `options`.")
+    tick_s: Tick | None = _key(
+        "The scheduler's tick: how often policies decide, in seconds. Default: 300.")
+    policies: list[str | PolicyEntry] = Field(min_length=1, description=(
+        "The policies replayed in every experiment, each a registry name or a mapping "
+        "(`name`, `label`, `options` ...); FCFS is always replayed as the baseline. Required."))
+    predictors: PredictorsSection | None = _key(
+        "Where the learned predictors come from, for the policies that take them. Default: "
+        "the registry's `champion`.")
+    grid: EvaluateGrid | None = _key(
+        "What the sweep runs over: `experiments`, `pools_per_experiment`, `quota_scale` "
+        "(also read at the top level). Default: each key's own default.")
+    regions: RegionsSection | None = _key(
+        "Global scheduling across regions, for the policies that set `regions`. Default: "
+        "none (one cluster).")
+    preemption: Options | None = _key(
+        "Fungible GPUs only: which jobs may be preempted and the cost. Options "
+        "`preemptible_fraction` (share of jobs drawn, default 0), `seed` (0), `checkpoint_s` "
+        "(seconds between checkpoints, 1800; null: none) and `restart_delay_s` (120). "
+        "Default: the simulator's (no preemptible jobs but the trace's).")
 
 
 # ----------------------------------------------------------------------------- figure 5
 class OracleSection(_Strict):
     """The oracle MILP's options."""
 
-    step_s: PosFloat | None = None
-    slots_per_duration: PosInt | None = None
-    time_limit_s: PosFloat | None = None
-    work_limit: PosFloat | None = None
-    solver: str | None = None
-    threads: PosInt | None = None
-    beta: NonNegFloat | None = None
-    warm_start: bool | str | None = None
+    step_s: PosFloat | None = _key(
+        "The grid of candidate start times, in seconds (coarsened by powers of two for long "
+        "jobs). Default: 300.")
+    slots_per_duration: PosInt | None = _key(
+        "About how many candidate starts per job duration (a job's step is at most its "
+        "duration over this). Default: 4.")
+    time_limit_s: PosFloat | None = _key(
+        "Wall-clock limit of the solve, in seconds (a safety bound; a plan it stops is not "
+        "reproducible). Default: 600.")
+    work_limit: PosFloat | None = _key(
+        "CP-SAT's limit in deterministic seconds (its own work count, reproducible whatever "
+        "the machine's load). Default: 20.")
+    solver: str | None = _key(
+        "The MILP solver: `cp-sat` (default), `highs` or `scip`.")
+    threads: PosInt | None = _key("The solver's threads. Default: 1.")
+    beta: NonNegFloat | None = _key(
+        "Weight of the fairness term (SIA's constraint 13) in the objective; 0 (default): "
+        "total queueing delay only.")
+    warm_start: bool | str | None = _key(
+        "The solver's starting plan: `sia-vc` (default: SIA_VC's replay), `fcfs`, or null "
+        "(none).")
 
 
 class Figure5Grid(_Strict):
     """What `sia figure5` sweeps: synthetic workload variants x seeds."""
 
-    workloads: list[str] | None = Field(default=None, min_length=1)
-    seeds: list[Seed] | None = Field(default=None, min_length=1)
+    workloads: list[str] | None = _key(
+        "Synthetic workload variants. Default: `[base, more-queues, higher-load]`.",
+        min_length=1)
+    seeds: list[Seed] | None = _key(
+        "Seeds of each workload. Default: `[0, 1, 2]`.", min_length=1)
 
 
 class Figure5Study(Figure5Grid):
     """`sia figure5`: FCFS, SSF, gSSF, MaxMin, SIA_VC and the oracle on synthetic workloads."""
 
-    study: Literal["figure5"] | None = None
-    description: Text | None = None
-    policies: list[str] | None = Field(default=None, min_length=1)
-    days: Days | None = None
-    warmup_s: NonNegFloat | None = None
-    tick_s: Tick | None = None
-    oracle: OracleSection | None = None
-    grid: Figure5Grid | None = None
+    study: Literal["figure5"] | None = _key(
+        "Which study the config is for; an error when it names another. Optional.")
+    description: Text | None = _key(
+        "Free text about the study, for the reader; not used by the run. Default: none.")
+    policies: list[str] | None = _key(
+        "Registry policies replayed on every workload. Default: `[fcfs, ssf, gssf, maxmin, "
+        "sia-vc, oracle]`.", min_length=1)
+    days: Days | None = _key("Length of each synthetic workload, in days. Default: 3.")
+    warmup_s: NonNegFloat | None = _key(
+        "Seconds at the start whose jobs are not scored. Default: 0 (every job counts).")
+    tick_s: Tick | None = _key(
+        "The scheduler's tick: how often policies decide, in seconds. Default: 300.")
+    oracle: OracleSection | None = _key(
+        "The oracle MILP's options (SIA Figure 19). Default: the oracle's defaults.")
+    grid: Figure5Grid | None = _key(
+        "What the study sweeps: `workloads` and `seeds` (also read at the top level). "
+        "Default: each key's own default.")
 
 
 # ----------------------------------------------------------------------------- figure 16
 class Figure16Grid(_Strict):
     """What `sia figure16` sweeps: variants x seeds, allocator settings, chains and their variants."""
 
-    variants: list[str] | None = None
-    seeds: list[Seed] | None = None
-    chain_variants: list[str] | None = None
-    chains: list[str] | None = None
-    allocators: dict[str, Options | None] | None = None
+    variants: list[str] | None = _key(
+        "Synthetic workload variants (2 / 4 / 8 pools). Default: `[fewer-queues, base, "
+        "more-queues]`.")
+    seeds: list[Seed] | None = _key("Seeds of each variant. Default: `[0, 1, 2]`.")
+    chain_variants: list[str] | None = _key(
+        "Variants the placement chains are compared on. Default: `[base]`.")
+    chains: list[str] | None = _key(
+        "Placement chains compared on `chain_policy`, each as `--placement`. Default: "
+        "`[buddy, \"buddy,mcf\", \"buddy,hungarian\", \"buddy,milp\"]`.")
+    allocators: dict[str, Options | None] | None = _key(
+        "Named allocator settings (LocalityConfig options over `locality`); every locality "
+        "policy is replayed under each. Default: `adopt-loans` (`adopt_loans: true`) and "
+        "`no-adopt` (`adopt_loans: false`).")
 
 
 class Figure16Study(Figure16Grid):
     """`sia figure16`: SIA and HiveD* on buddy cells, allocators, placement chains."""
 
-    study: Literal["figure16"] | None = None
-    description: Text | None = None
-    policies: list[str] | None = None
-    no_locality_policies: list[str] | None = None
-    days: Days | None = None
-    warmup_s: NonNegFloat | None = None
-    tick_s: Tick | None = None
-    chain_policy: str | None = None
-    budget_s: PosFloat | None = None
-    locality: Options | None = None
-    chain_locality: Options | None = None
-    preemption: Options | None = None
-    migration: bool | None = None
-    learned_train_days: Days | None = None
-    learned_seed_offset: Seed | None = None
-    learned_options: Options | None = None
-    pool_gpus: PosInt | None = None
-    grid: Figure16Grid | None = None
+    study: Literal["figure16"] | None = _key(
+        "Which study the config is for; an error when it names another. Optional.")
+    description: Text | None = _key(
+        "Free text about the study, for the reader; not used by the run. Default: none.")
+    policies: list[str] | None = _key(
+        "Registry policies replayed on buddy cells. Default: `[sia-perfect, hived]`.")
+    no_locality_policies: list[str] | None = _key(
+        "Policies also replayed on fungible GPUs, to show what the cells cost. Default: "
+        "`[sia-perfect]`.")
+    days: Days | None = _key("Length of each synthetic workload, in days. Default: 6.")
+    warmup_s: NonNegFloat | None = _key(
+        "Seconds at the start whose jobs are not scored. Default: 172800 (2 days).")
+    tick_s: Tick | None = _key(
+        "The scheduler's tick: how often policies decide, in seconds. Default: 300.")
+    chain_policy: str | None = _key(
+        "The policy the placement chains are compared on. Default: `sia-perfect`.")
+    budget_s: PosFloat | None = _key(
+        "Time budget of each fallback solver call of a chain, in seconds. Default: 0.5.")
+    locality: Options | None = _key(
+        "LocalityConfig options of every locality replay (`adopt_loans`, `pack`, "
+        "`strict_buddies` ...). Default: none (LocalityConfig's defaults).")
+    chain_locality: Options | None = _key(
+        "LocalityConfig options over `locality` for the chain comparison only, e.g. "
+        "`{spare_full_pools: false}`. Default: none.")
+    preemption: Options | None = _key(
+        "Adds `POLICY+preempt` rows with partial preemption: `policy` (default "
+        "`sia-perfect`), `preemptible_fraction` (share of jobs), `lost_work_s` and "
+        "`restart_delay_s` (seconds each preemption costs). Default: none (no such rows).")
+    migration: bool | None = _key(
+        "true: also `POLICY+preempt+migrate` rows (needs `preemption`): a gang blocked by "
+        "fragmentation moves running preemptible jobs. Default: false.")
+    learned_train_days: Days | None = _key(
+        "Days of the independent workload the learned predictors (`sia-learned`) train on. "
+        "Default: 40.")
+    learned_seed_offset: Seed | None = _key(
+        "That workload's seed is the replay's seed plus this. Default: 1000.")
+    learned_options: Options | None = _key(
+        "SiaPolicy options of the policies that take learned predictors, e.g. "
+        "`{adapt_durations: true}`. Default: none.")
+    pool_gpus: PosInt | None = _key(
+        "GPUs per pool of the synthetic workloads (8: each pool's quota is one 8-GPU "
+        "server). Default: 8.")
+    grid: Figure16Grid | None = _key(
+        "What the study sweeps: `variants`, `seeds`, `chain_variants`, `chains`, "
+        "`allocators` (also read at the top level). Default: each key's own default.")
 
 
 MODELS: dict[str, type[BaseModel]] = {

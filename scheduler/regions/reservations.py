@@ -188,6 +188,72 @@ def plan_reservations(
     Without it (or when it fails) the hint is the previous plan.
     """
     weights = weights or ReservationWeights()
+    pb, mip = _problem(layout, quota, demand, prev_held, prev_shares, keep, candidates,
+                       min_share, weights, time_limit_s, solver)
+    # each LP of the warm start may use a third of the time limit
+    warm = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights,
+                       time_limit_s / 3) if lp_warm_start else None
+    x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights)
+    hint = (pb.prev & (pb.s0 > 0), pb.s0) if warm is None else warm
+    code = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0)
+    best = None
+    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
+        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
+        best = pb.plan(status, *_solution(x, s, pb.prev), msg)
+    if warm is not None and (best is None or best.status != "optimal"):
+        lp = pb.plan("feasible", warm[0], warm[1], f"time limit {time_limit_s:g}s reached; the "
+                     "LP-and-fix plan (the warm start) is used")
+        if best is None or lp.objective < best.objective - 1e-9:
+            best = lp
+    return best if best is not None else pb.kept(code, time_limit_s, solver)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The checked inputs of one :func:`plan_reservations` solve, and its start time."""
+
+    layout: RegionLayout
+    q: np.ndarray  # quotas, int [pool]
+    d: np.ndarray  # predicted demand [pool]
+    prev: np.ndarray  # previous copies, bool [pool, region]
+    s0: np.ndarray  # previous shares, int [pool, region]
+    keep: np.ndarray | None
+    allowed: np.ndarray  # where copies may be, bool [pool, region]
+    low: np.ndarray  # minimum share of a region holding a copy [pool]
+    weights: ReservationWeights
+    t0: float
+
+    def plan(self, status: str, held: np.ndarray, frac: np.ndarray, msg: str) -> ReservationPlan:
+        """The plan of copies ``held`` and fractional shares ``frac`` (rounded to GPUs)."""
+        shares = round_shares(frac, self.q, self.layout.gpus)
+        return ReservationPlan(
+            status, held, shares,
+            reservation_objective(self.layout, self.d, self.q.astype(float), held, shares,
+                                  self.prev, self.s0, self.weights),
+            float((self.layout.sizes[:, None] * (held & ~self.prev)).sum()),
+            int(np.abs(shares - self.s0).sum() // 2), time.perf_counter() - self.t0, False, msg)
+
+    def kept(self, code: int, time_limit_s: float, solver: str) -> ReservationPlan:
+        """The previous plan, kept because the solve ended with ``code`` and no plan."""
+        if code == pywraplp.Solver.INFEASIBLE:
+            status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
+        elif code == pywraplp.Solver.NOT_SOLVED:
+            status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
+        else:
+            status, why = "error", f"solver {solver} returned status {code}"
+        return ReservationPlan(status, self.prev.copy(), self.s0.copy(), None, 0.0, 0,
+                               time.perf_counter() - self.t0, True,
+                               f"reservation plan {status}: {why}; the previous plan is kept")
+
+
+def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarray,
+             prev_shares: np.ndarray, keep: np.ndarray | None, candidates: np.ndarray | None,
+             min_share: Any, weights: ReservationWeights, time_limit_s: float, solver: str
+             ) -> tuple[_Problem, Any]:
+    """Return (the checked inputs of :func:`plan_reservations`, its MIP solver); a one-line
+    RegionsError names what is wrong (a previous share where no copy is, the time limit, an
+    unavailable solver, ...)."""
     q = _quota_vector(layout, quota)
     d = demand_vector(layout, demand)
     prev = layout.check_plan(prev_held, "previous plan")
@@ -208,14 +274,19 @@ def plan_reservations(
     mip.SetNumThreads(1)
     allowed = np.ones_like(prev) if candidates is None else \
         layout.check_plan(candidates, "candidates") | prev
-    # each LP of the warm start may use a third of the time limit
-    warm = _lp_and_fix(layout, q, d, prev, s0, keep, allowed, low, weights,
-                       time_limit_s / 3) if lp_warm_start else None
-    x, s = _build(mip, layout, q, d, prev, s0, keep, allowed, low, weights)
-    hint_held, hint_shares = (prev & (s0 > 0), s0) if warm is None else warm
+    return _Problem(layout, q, d, prev, s0, keep, allowed, low, weights, t0), mip
+
+
+def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
+                     hint: tuple[np.ndarray, np.ndarray], mip_gap: float, time_limit_s: float,
+                     t0: float) -> int:
+    """Solve ``mip`` from the hint (held, shares) within what is left at its start of
+    ``time_limit_s`` seconds from ``t0``; return its status code (NOT_SOLVED when no time is
+    left)."""
+    hint_held, hint_shares = hint
     hint_vars, hint_vals = [], []
-    for p in range(layout.n_pools):
-        for r in x[p]:
+    for p, row in enumerate(x):
+        for r in row:
             hint_vars += [x[p][r], s[p][r]]
             hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
@@ -223,42 +294,18 @@ def plan_reservations(
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
     left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
     mip.SetTimeLimit(max(1, left_ms))
-    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+    return mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
 
-    def done(status: str, held: np.ndarray, frac: np.ndarray, msg: str) -> ReservationPlan:
-        shares = round_shares(frac, q, layout.gpus)
-        return ReservationPlan(
-            status, held, shares,
-            reservation_objective(layout, d, q.astype(float), held, shares, prev, s0, weights),
-            float((layout.sizes[:, None] * (held & ~prev)).sum()),
-            int(np.abs(shares - s0).sum() // 2), time.perf_counter() - t0, False, msg)
 
-    best = None
-    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        held = np.zeros_like(prev)
-        frac = np.zeros(prev.shape)
-        for p in range(layout.n_pools):
-            for r in x[p]:
-                held[p, r] = x[p][r].solution_value() > 0.5
-                frac[p, r] = s[p][r].solution_value() if held[p, r] else 0.0
-        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
-        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
-        best = done(status, held, frac, msg)
-    if warm is not None and (best is None or best.status != "optimal"):
-        lp = done("feasible", warm[0], warm[1], f"time limit {time_limit_s:g}s reached; the "
-                  "LP-and-fix plan (the warm start) is used")
-        if best is None or lp.objective < best.objective - 1e-9:
-            best = lp
-    if best is not None:
-        return best
-    if code == pywraplp.Solver.INFEASIBLE:
-        status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
-    elif code == pywraplp.Solver.NOT_SOLVED:
-        status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
-    else:
-        status, why = "error", f"solver {solver} returned status {code}"
-    return ReservationPlan(status, prev.copy(), s0.copy(), None, 0.0, 0, time.perf_counter() - t0,
-                           True, f"reservation plan {status}: {why}; the previous plan is kept")
+def _solution(x: list[dict], s: list[dict], prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (copies held, fractional shares) of the solved MIP (no share without a copy)."""
+    held = np.zeros_like(prev)
+    frac = np.zeros(prev.shape)
+    for p, row in enumerate(x):
+        for r in row:
+            held[p, r] = x[p][r].solution_value() > 0.5
+            frac[p, r] = s[p][r].solution_value() if held[p, r] else 0.0
+    return held, frac
 
 
 def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.ndarray,

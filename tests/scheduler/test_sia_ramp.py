@@ -288,3 +288,90 @@ def test_the_warmup_is_a_whole_number_and_needs_witnesses(bad):
         LoanRamp(1, evidence="misses", warmup=bad)
     with pytest.raises(ConfigError, match="needs loan_ramp_evidence"):
         LoanRamp(1, warmup=1)
+
+
+# loan_ramp_witness: what a witnessed job's miss does. One pool, one window of 300 s; job 0 is
+# witnessed at 0 (deadline 300) and still running at 301: a miss.
+def _witness_miss(rule: str, tolerance=None, fits: int = 0) -> LoanRamp:
+    ramp = LoanRamp(1, evidence="misses", witness=rule)
+    ramp.reset(1, 1, tolerance)
+    ramp.cap = [[8]]  # a pool with proven loans
+    done = np.arange(fits + 1, fits + 1 + fits)  # earlier witnesses that fit
+    for i, j in enumerate(done.tolist()):
+        ramp.witness(j, 0, 0, float(i), float(i) + 300.0)
+    dur = np.full(2 * fits + 2, 100.0)
+    ramp.update(150.0, [fits], lambda p: done, dur)  # each ended after 100 s: fits
+    ramp.witness(0, 0, 0, 0.0, 300.0)
+    ramp.update(301.0, [fits], lambda p: done, dur)
+    return ramp
+
+
+def test_hold_a_witnessed_miss_resets_the_cap_and_holds_it():
+    ramp = _witness_miss("hold")
+    assert ramp.cap == [[1]] and ramp.count == [[1]] and ramp.full(0, 0)
+
+
+def test_reset_a_witnessed_miss_resets_the_cap_and_holds_nothing():
+    ramp = _witness_miss("reset")
+    assert ramp.cap == [[1]] and ramp.count == [[0]] and not ramp.full(0, 0)
+    # when the witness ends, nothing is released twice
+    ramp.update(900.0, [1], lambda p: np.array([0]), np.array([900.0]))
+    assert ramp.count == [[0]]
+
+
+def test_tolerate_a_miss_within_eps_of_the_last_witnesses_changes_nothing():
+    # eps 0.2 of 20 witnessed outcomes: up to 4 misses are what the lending rule accepted
+    ramp = _witness_miss("tolerate", tolerance=[0.2], fits=5)
+    assert ramp.cap == [[8]] and ramp.count == [[0]]
+    assert list(ramp.witnessed[0][0]) == [0] * 5 + [1]
+
+
+def test_tolerate_misses_beyond_eps_hold_the_pool_like_hold():
+    # eps 0: every miss is beyond what the lending rule accepted
+    ramp = _witness_miss("tolerate", tolerance=[0.0])
+    assert ramp.cap == [[1]] and ramp.count == [[1]] and ramp.full(0, 0)
+    ramp.update(900.0, [1], lambda p: np.array([0]), np.array([900.0]))  # it ends: released
+    assert ramp.count == [[0]] and not ramp.full(0, 0)
+
+
+def test_a_burst_of_witnessed_misses_stops_a_tolerant_pool():
+    # eps 0.2: the 5th miss among 20 is beyond 4, so the pool is held from then on
+    ramp = LoanRamp(1, evidence="misses", witness="tolerate")
+    ramp.reset(1, 1, [0.2])
+    ramp.cap = [[8]]
+    for j in range(6):
+        ramp.witness(j, 0, 0, 0.0, 300.0)
+    ramp.update(301.0, [0], lambda p: np.array([], dtype=np.int64), np.zeros(6))
+    assert ramp.stats["witness_missed"] == 6
+    assert ramp.cap == [[1]] and ramp.count == [[2]]  # the 5th and 6th misses hold
+
+
+def test_the_witness_rule_is_checked():
+    with pytest.raises(ConfigError, match="loan_ramp_witness"):
+        LoanRamp(1, evidence="misses", witness="forgive")
+    with pytest.raises(ConfigError, match="loan_ramp_witness"):
+        SiaPolicy(_ShortBins(), loan_ramp_witness="forgive")
+
+
+@settings(max_examples=60, deadline=None)
+@given(durs=st.lists(st.floats(10.0, 2000.0), min_size=1, max_size=30),
+       eps=st.sampled_from([0.0, 0.05, 0.2, 0.5]))
+def test_tolerate_never_holds_a_pool_more_than_hold(durs, eps):
+    # the same witnessed jobs (one started every 100 s, deadline 300 s after it) under both
+    # rules: tolerate's cap is never lower and its count never higher, at every step
+    rules = {r: LoanRamp(1, evidence="misses", witness=r) for r in ("hold", "tolerate")}
+    for ramp in rules.values():
+        ramp.reset(1, 1, [eps])
+        ramp.cap = [[8]]
+    dur = np.asarray(durs)
+    ends = [(100.0 * j + d, j) for j, d in enumerate(durs)]
+    for step in range(len(durs) + 25):
+        now = 100.0 * step
+        done = np.asarray([j for e, j in sorted(ends) if e <= now], dtype=np.int64)
+        for ramp in rules.values():
+            if step < len(durs):
+                ramp.witness(step, 0, 0, now, now + 300.0)
+            ramp.update(now + 1.0, [len(done)], lambda p, done=done: done, dur)
+        hold, tol = rules["hold"], rules["tolerate"]
+        assert tol.cap[0][0] >= hold.cap[0][0] and tol.count[0][0] <= hold.count[0][0]
+    assert all(r.count == [[0]] for r in rules.values())  # every witness ended: none held

@@ -201,3 +201,64 @@ def test_shadow_feed_reports_what_sia_would_have_changed(workload):
     assert report["mean_wait_s"] < report["cluster"]["mean_wait_s"]
     submit = dict(zip(jobs["job_id"], jobs["submit_time"], strict=True))
     assert all(t >= submit[j] for j, t in got.starts.items())
+
+
+def _send(core: ServiceCore, *evs: dict) -> list:
+    return core.apply(core.check(_events(*evs)))
+
+
+def _sub(i: int, t: float, pool: str, gpus: int = 1) -> dict:
+    return {"id": f"s{i}", "type": "submit", "time": t, "job": f"j{i}", "pool": pool,
+            "gpus": gpus}
+
+
+def _quota(t: float, pool: str, gpus: int) -> dict:
+    return {"id": f"q{t}{pool}", "type": "quota", "time": t, "pool": pool, "gpus": gpus}
+
+
+def test_a_quota_change_after_the_first_job_holds_from_its_time_on():
+    """FCFS on pools a and b of 1 GPU: j2 waits behind j1 in a; b gives its GPU to a at t=2,
+    so j2 starts then (the change's instant) instead of at j1's end. The change is kept in
+    time: a re-run for a late job and a restore decide the same."""
+    core = _core(a=1, b=1)
+    _send(core, _sub(1, 1.0, "a"), _sub(2, 1.0, "a"), {"id": "c1", "type": "clock", "time": 1.0})
+    assert [d.job for d in core.decisions] == ["j1"]
+    assert _send(core, _quota(2.0, "b", 0), {"id": "c2", "type": "clock", "time": 1.5}) == []
+    decided = _send(core, _quota(2.0, "a", 2), {"id": "c3", "type": "clock", "time": 300.0},
+                    _sub(3, 400.0, "a"))
+    assert [(d.job, d.time, d.lent) for d in decided] == [("j2", 2.0, False)]
+    assert core.quota == {"a": 1, "b": 1}  # the cluster's layout is the first one
+    assert core.state()["pools"]["a"]["quota"] == 2
+    rebuilds = core.rebuilds
+    _send(core, {"id": "c4", "type": "clock", "time": 400.0})  # j3 is not in the arrays yet
+    assert core.rebuilds == rebuilds + 1 and [d.job for d in core.decisions] == ["j1", "j2"]
+    restored = _core(a=1, b=1)
+    restored.restore(_events(
+        _sub(1, 1.0, "a"), _sub(2, 1.0, "a"), {"id": "c1", "type": "clock", "time": 1.0},
+        _quota(2.0, "b", 0), {"id": "c2", "type": "clock", "time": 1.5}, _quota(2.0, "a", 2),
+        {"id": "c3", "type": "clock", "time": 300.0}, _sub(3, 400.0, "a"),
+        {"id": "c4", "type": "clock", "time": 400.0}))
+    assert restored.decisions == core.decisions
+
+
+def test_quota_changes_that_cannot_hold_are_refused():
+    core = _core(a=1, b=1)
+    _send(core, _sub(1, 1.0, "a"), {"id": "c1", "type": "clock", "time": 1.0})
+    with pytest.raises(EventError, match="over the cluster's 2") as info:
+        core.check(_events(_quota(2.0, "a", 2)))
+    assert info.value.status == 422
+    with pytest.raises(EventError, match="unknown pool 'c'"):
+        core.check(_events(_quota(2.0, "c", 1)))
+    _send(core, _quota(5.0, "b", 0))
+    with pytest.raises(EventError, match="before the last one"):
+        core.check(_events(_quota(4.0, "a", 1)))
+    with pytest.raises(EventError, match="not after the service's clock"):
+        core.check(_events(_quota(1.0, "a", 1)))
+    assert core.check(_events(_quota(6.0, "a", 2)))  # b's GPU is free from t=5 on
+
+
+def test_a_policy_without_set_quota_refuses_quota_changes():
+    core = ServiceCore(make_pools({"a": 2}), lambda: make_policy("themis"))
+    _send(core, _sub(1, 1.0, "a"))
+    with pytest.raises(EventError, match="does not take quota changes"):
+        core.check(_events(_quota(2.0, "a", 1)))

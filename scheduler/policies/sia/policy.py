@@ -216,6 +216,7 @@ from sia.scheduler.policies.sia.ramp import (
     DEFAULT_EVIDENCE,
     DEFAULT_LOAN_RAMP,
     DEFAULT_WARMUP,
+    DEFAULT_WITNESS,
     LoanRamp,
 )
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
@@ -235,6 +236,27 @@ class Decision:
         self.ded = ded
         self.alloc = alloc
         self.starts: list = []
+
+
+def _checked_inputs(forecaster: Any, windows_s: Sequence[float], refresh_s: float,
+                    name: str) -> tuple[float, ...]:
+    """Return SIA's windows (seconds) once ``forecaster`` has the three predictors, the windows
+    increase and ``refresh_s`` >= 0; else a ConfigError naming the policy and the option."""
+    if forecaster is None:
+        raise ConfigError(
+            "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
+            "predictors; use 'sia-perfect' for perfect coarse predictions")
+    for method in ("will_jobs_arrive", "new_load_estimate", "duration_bins"):
+        if not callable(getattr(forecaster, method, None)):
+            raise ConfigError(f"policy {name!r}: forecaster {forecaster!r} has no {method}()")
+    windows = tuple(float(w) for w in windows_s)
+    if not windows or any(w <= 0 for w in windows) or any(
+            b <= a for a, b in zip(windows, windows[1:], strict=False)):
+        raise ConfigError(
+            f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
+    if not refresh_s >= 0:
+        raise ConfigError(f"policy {name!r}: refresh_s must be >= 0 seconds, not {refresh_s}")
+    return windows
 
 
 class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
@@ -257,6 +279,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`),
+    ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
+    ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
+    ``loan_ramp_warmup`` and ``loan_ramp_witness``
+    (:class:`~sia.scheduler.policies.sia.ramp.LoanRamp`),
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``preempt`` (fungible GPUs: lend preemptible jobs beyond the predictions and
@@ -284,25 +310,13 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
-                 loan_ramp_warmup: int = DEFAULT_WARMUP, calibration: bool | str = False,
+                 loan_ramp_warmup: int = DEFAULT_WARMUP,
+                 loan_ramp_witness: str = DEFAULT_WITNESS, calibration: bool | str = False,
                  calibration_alpha: float = 0.1, calibration_memory: int = 288,
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
-        if forecaster is None:
-            raise ConfigError(
-                "policy 'sia' needs a forecaster (forecaster=...): the pipeline passes the learned "
-                "predictors; use 'sia-perfect' for perfect coarse predictions")
-        for method in ("will_jobs_arrive", "new_load_estimate", "duration_bins"):
-            if not callable(getattr(forecaster, method, None)):
-                raise ConfigError(f"policy {name!r}: forecaster {forecaster!r} has no {method}()")
-        windows = tuple(float(w) for w in windows_s)
-        if not windows or any(w <= 0 for w in windows) or any(
-                b <= a for a, b in zip(windows, windows[1:], strict=False)):
-            raise ConfigError(
-                f"policy {name!r}: windows_s must be increasing positive seconds, not {windows_s}")
-        if not refresh_s >= 0:
-            raise ConfigError(f"policy {name!r}: refresh_s must be >= 0 seconds, not {refresh_s}")
+        windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
         self.forecaster = forecaster
         self.windows_s = windows
         self.refresh_s = float(refresh_s)
@@ -348,7 +362,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.loan_ramp = (None if loan_ramp is None
                           else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
                                         memory=loan_ramp_memory, evidence=loan_ramp_evidence,
-                                        warmup=loan_ramp_warmup, name=name))
+                                        warmup=loan_ramp_warmup, witness=loan_ramp_witness,
+                                        name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self._calibrate(calibration, alpha=calibration_alpha, memory=calibration_memory,

@@ -151,6 +151,19 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, bV, bJ, bG, bD, b
     # one sweep in (VST, job) order writes the kept old entries and the new ones where they
     # go (recording the old and new entries' output positions), then one sweep in end
     # order merges the kept entries' end order with the new ones'
+    mV, mJ, mG, mD, mP, mR, pos_a, pos_b, n = _replace_by_vst(
+        aV, aJ, aG, aD, aP, aA, aR, lo, hi, bV, bJ, bG, bD, bP, bR)
+    eo, ends, er, o = _replace_end_order(aEO, aE, aER, pos_a, bEO, bE, bER, pos_b, n)
+    return (mV[:n], mJ[:n], mG[:n], mD[:n], mP[:n], eo[:o], np.ones(n, dtype=np.bool_),
+            ends[:o], mR[:n], er[:o])
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace_by_vst(aV, aJ, aG, aD, aP, aA, aR, lo, hi, bV, bJ, bG, bD, bP,
+                    bR):  # pragma: no cover - compiled
+    # _replace's first sweep: the kept old entries (alive, job outside their pool's
+    # [lo, hi]) and the new ones merged in (VST, job) order, with each old and new entry's
+    # output position (-1: an old entry dropped) and the count written
     na = aV.shape[0]
     nb = bV.shape[0]
     cap = na + nb
@@ -199,8 +212,15 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, bV, bJ, bG, bD, b
         pos_b[k] = o
         o += 1
         k += 1
-    n = o
-    # the end order: the kept entries' (in their old order) merged with the new ones'
+    return mV, mJ, mG, mD, mP, mR, pos_a, pos_b, o
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace_end_order(aEO, aE, aER, pos_a, bEO, bE, bER, pos_b,
+                       n):  # pragma: no cover - compiled
+    # _replace's second sweep: the kept entries' end order (in their old order) merged with
+    # the new ones', as output positions (pos_a / pos_b), ends and reserved GPUs, and the
+    # count written
     eo = np.empty(n, dtype=np.int64)
     ends = np.empty(n, dtype=np.float64)
     er = np.empty(n, dtype=np.int64)
@@ -228,8 +248,7 @@ def _replace(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, lo, hi, bV, bJ, bG, bD, b
         er[o] = bER[k]
         o += 1
         k += 1
-    return (mV[:n], mJ[:n], mG[:n], mD[:n], mP[:n], eo[:o], np.ones(n, dtype=np.bool_),
-            ends[:o], mR[:n], er[:o])
+    return eo, ends, er, o
 
 
 def replace_pools(
@@ -384,6 +403,89 @@ def _gallop(a, lo, hi, x):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _running_level(run_e, run_g, now):  # pragma: no cover - compiled
+    # the GPUs of the running jobs that end after ``now``
+    level = np.int64(0)
+    for r in range(run_e.shape[0]):
+        if run_e[r] > now:
+            level += run_g[r]
+    return level
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_full(aV, aJ, aG, aA, horizon, n_arr, C, free, lev, cand, lnb, nc, seen, p0, h,
+               n_end):  # pragma: no cover - compiled
+    # _bulk_search with the cluster full at ``now`` before any entry fills it: the visit
+    # ends with the first visited entry from p0 (a pending one may still be a candidate):
+    # (candidates, pending met, n_end, stopped)
+    for i in range(p0, h):
+        if not aA[i]:
+            continue
+        if aJ[i] < n_arr:
+            seen += 1
+            if aG[i] <= free and lev + aG[i] <= C:
+                cand[nc] = i
+                lnb[nc] = lev
+                nc += 1
+        elif not aV[i] < horizon:
+            continue  # not visited
+        return nc, seen, i + 1, True  # no room left at ``now``: the visit ends with this job
+    return nc, seen, n_end, False
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_to_cut(aV, aJ, aG, aP, aA, n_arr, C, free, lev, cand, lnb, nc, seen, p0, h, n_pend,
+                 use_sure, sure_free, sure_by):  # pragma: no cover - compiled
+    # _bulk_search from p0 up to ``cut`` (h), the level at ``now`` fixed below the cluster:
+    # the pending entries that are candidates, until the first sure one or every pending
+    # job met: (candidates, pending met, the sure candidate or -1)
+    for i in range(p0, h):
+        if aJ[i] < n_arr and aA[i]:
+            seen += 1
+            if aG[i] <= free and lev + aG[i] <= C:
+                cand[nc] = i
+                lnb[nc] = lev
+                nc += 1
+                if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
+                    return nc, seen, nc - 1
+            if seen >= n_pend:  # every pending job met
+                break
+    return nc, seen, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_past_cut(aJ, aG, aA, n_arr, C, free, lev, cand, lnb, nc, seen, h, n_pend,
+                   n_end):  # pragma: no cover - compiled
+    # _bulk_search past ``cut`` (from h): the pending entries that are candidates, until
+    # every pending job is met: (candidates, pending met, n_end, stopped)
+    for i in range(h, aJ.shape[0]):
+        if seen >= n_pend:  # every pending job met: the rest are future jobs
+            break
+        if aJ[i] < n_arr and aA[i]:
+            seen += 1
+            if aG[i] <= free and lev + aG[i] <= C:
+                cand[nc] = i
+                lnb[nc] = lev
+                nc += 1
+            if lev >= C:  # the cluster full at ``now`` (only with zero-wide candidates:
+                return nc, seen, i + 1, True  # the policy's jobs are wider): the visit ends
+    return nc, seen, n_end, False
+
+
+@numba.njit(cache=True, nogil=True)
+def _candidate_entries(aV, aJ, aG, aD, cand, nc):  # pragma: no cover - compiled
+    # the job, VST, duration and width of the merged entries cand[:nc]
+    oJ = np.empty(nc, dtype=np.int64)
+    oV = np.empty(nc, dtype=np.float64)
+    oD = np.empty(nc, dtype=np.float64)
+    oG = np.empty(nc, dtype=np.int64)
+    for c in range(nc):
+        i = cand[c]
+        oJ[c], oV[c], oD[c], oG[c] = aJ[i], aV[i], aD[i], aG[i]
+    return oJ, oV, oD, oG
+
+
+@numba.njit(cache=True, nogil=True)
 def _bulk_search(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, C, free, run_e,
                  run_g, wi, wf, cut, n_pend, sure_free,
                  sure_by):  # pragma: no cover - compiled
@@ -395,11 +497,7 @@ def _bulk_search(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, 
     # have a VST before the horizon. Work on the merged arrays in place: an entry that is
     # not visited reserves nothing, so it only has to be skipped.
     N = aV.shape[0]
-    level0 = np.int64(0)
-    for r in range(run_e.shape[0]):
-        if run_e[r] > now:
-            level0 += run_g[r]
-    lev = level0  # the level reserved at ``now`` before entry i
+    lev = _running_level(run_e, run_g, now)  # the level reserved at ``now`` before entry i
     # scratch from the caller (wi: 5 int64 rows, wf: 1 float64 row, each at least N + 1 long)
     cg = wi[0]  # exclusive prefix sums of reserved GPUs
     cg[0] = 0
@@ -444,56 +542,17 @@ def _bulk_search(aV, aJ, aG, aD, aP, aEO, aA, aE, aR, aER, horizon, n_arr, now, 
             stopped = True
             break
     if not stopped and lev >= C:  # the cluster full at ``now`` before any entry fills it
-        for i in range(p0, h):
-            if not aA[i]:
-                continue
-            if aJ[i] < n_arr:
-                seen += 1
-                if aG[i] <= free and lev + aG[i] <= C:
-                    cand[nc] = i
-                    lnb[nc] = lev
-                    nc += 1
-            elif not aV[i] < horizon:
-                continue  # not visited
-            n_end = i + 1  # no room left at ``now``: the visit ends with this job
-            stopped = True
-            break
+        nc, seen, n_end, stopped = _scan_full(aV, aJ, aG, aA, horizon, n_arr, C, free, lev,
+                                              cand, lnb, nc, seen, p0, h, n_end)
     if not stopped and sure < 0:  # the rest of the visit up to ``cut``, the level at ``now``
         # fixed below the cluster: only the pending entries (the candidates) are looked for
-        for i in range(p0, h):
-            if aJ[i] < n_arr and aA[i]:
-                seen += 1
-                if aG[i] <= free and lev + aG[i] <= C:
-                    cand[nc] = i
-                    lnb[nc] = lev
-                    nc += 1
-                    if use_sure and aV[i] <= sure_by and sure_free[aP[i]] >= aG[i]:
-                        sure = nc - 1
-                        break
-                if seen >= n_pend:  # every pending job met
-                    break
+        nc, seen, sure = _scan_to_cut(aV, aJ, aG, aP, aA, n_arr, C, free, lev, cand, lnb, nc,
+                                      seen, p0, h, n_pend, use_sure, sure_free, sure_by)
     if not stopped and sure < 0:
-        for i in range(h, N):
-            if seen >= n_pend:  # every pending job met: the rest are future jobs
-                break
-            if aJ[i] < n_arr and aA[i]:
-                seen += 1
-                if aG[i] <= free and lev + aG[i] <= C:
-                    cand[nc] = i
-                    lnb[nc] = lev
-                    nc += 1
-                if lev >= C:  # the cluster full at ``now`` (only with zero-wide candidates:
-                    n_end = i + 1  # the policy's jobs are wider): the visit ends here
-                    stopped = True
-                    break
+        nc, seen, n_end, stopped = _scan_past_cut(aJ, aG, aA, n_arr, C, free, lev, cand, lnb,
+                                                  nc, seen, h, n_pend, n_end)
     # the candidates' job, VST, duration and width
-    oJ = np.empty(nc, dtype=np.int64)
-    oV = np.empty(nc, dtype=np.float64)
-    oD = np.empty(nc, dtype=np.float64)
-    oG = np.empty(nc, dtype=np.int64)
-    for c in range(nc):
-        i = cand[c]
-        oJ[c], oV[c], oD[c], oG[c] = aJ[i], aV[i], aD[i], aG[i]
+    oJ, oV, oD, oG = _candidate_entries(aV, aJ, aG, aD, cand, nc)
     # whether the visit goes on to the pending jobs past the merge (see _tail_candidates)
     return oJ, oV, oD, oG, sure, n_end, p0, lev, not stopped and sure < 0
 
@@ -529,40 +588,12 @@ _ST_DONE, _ST_WRITTEN, _ST_I, _ST_NU, _ST_PR, _ST_RUN_DONE, _ST_PE, _ST_ENDED, _
 
 
 @numba.njit(cache=True, nogil=True)
-def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, run_g, wi, wf,
-                   oV, oD, oG, fails, st, xs, c_to):  # pragma: no cover - compiled
-    # The visit's second part: whether each candidate from st[_ST_DONE] up to c_to fails
-    # MaxReservation (written into ``fails``), reading the plan only as far as those
-    # candidates do, and going on from where the previous call stopped (the prefix sums,
-    # the levels at the distinct starts, their running maximum and the candidates'
-    # pointers only move forward; ``st`` / ``xs[0]`` keep their positions and the plan's
-    # reach). So calls up to c_1 < c_2 < ... give what one call up to the last gives.
-    c0 = st[_ST_DONE]
-    if c_to <= c0:
-        return
-    n_end = st[_ST_NEND]
-    cg = wi[0]
-    cand = wi[1]
-    lnb = wi[2]
-    lv = wi[3]
-    pm = wi[4]
-    u = wf[0]
-    # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
-    x_max = xs[0]
-    for c in range(c0, c_to):
-        x = min(oV[c], now + oD[c])
-        if x > x_max:
-            x_max = x
-    xs[0] = x_max
-    Vn = aV[:n_end]
-    n_plan = np.searchsorted(Vn, x_max, side="right")
-    # the prefix sums the plan reads (n_plan <= h): every entry before the horizon is
-    # visited, one at it only if pending
-    n_hz = np.searchsorted(aV, horizon, side="left")
-    for i in range(st[_ST_WRITTEN], n_plan):
-        cg[i + 1] = cg[i] + (aR[i] if i < n_hz or aJ[i] < n_arr else 0)
-    if n_plan > st[_ST_WRITTEN]:
-        st[_ST_WRITTEN] = n_plan
+def _plan_levels(aV, aG, aEO, aE, aER, cg, n_plan, n_end, run_e, run_g, direct, u, lv, pm,
+                 st):  # pragma: no cover - compiled
+    # _bulk_verdicts' plan: its level at each distinct reservation start u[k] (lv[k]) and
+    # their running maximum (pm[k]), for the entries before n_plan, from where the last
+    # call stopped (``st``); ``direct`` (x_max <= horizon): the ended entries' reserved
+    # GPUs are read in end order (see below)
     total_run = run_g.sum()  # (the running jobs come sorted by end: see lazy_pass)
     # An entry ending by a start x <= x_max began by then, so it lies in the plan's prefix
     # (or ends where it begins, reserving nothing); with x_max <= horizon it is visited iff
@@ -570,7 +601,6 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
     # GPUs are read in end order directly, not through its position (scattered reads).
     # Both ways count the same for ends up to x_max <= horizon, so a call may read them
     # directly while an earlier or a later one does not.
-    direct = x_max <= horizon
     n_e = aEO.shape[0]
     # the plan's level at each distinct reservation start u (running jobs + reservations),
     # from where the last call stopped (always at a new distinct start: a call takes every
@@ -611,6 +641,13 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
         i, nu, pr, run_done, pe, ended
     for k in range(nu0, nu):  # the levels' running maximum
         pm[k] = lv[k] if k == 0 or pm[k - 1] < lv[k] else pm[k - 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _max_reservation_verdicts(Vn, n_end, cand, lnb, cg, u, lv, pm, nu, oV, oD, oG, now, C,
+                              fails, st, c0, c_to):  # pragma: no cover - compiled
+    # _bulk_verdicts' check: whether candidates c0 to c_to fail MaxReservation over the plan
+    # (``u``, ``lv``, ``pm`` up to ``nu``: :func:`_plan_levels`), into ``fails``
     # each candidate's MaxReservation(now, d) over the plan of the jobs before it
     # (candidates come in VST order: the first distinct start and the first entry at or
     # after a candidate's VST are found by galloping on from the previous candidate's, the
@@ -649,6 +686,47 @@ def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, 
                 top = partial
         fails[c] = top + oG[c] > C
     st[_ST_IU], st[_ST_GS], st[_ST_GE], st[_ST_DONE] = iu, gs, ge, c_to
+
+
+@numba.njit(cache=True, nogil=True)
+def _bulk_verdicts(aV, aJ, aG, aEO, aE, aR, aER, horizon, n_arr, now, C, run_e, run_g, wi, wf,
+                   oV, oD, oG, fails, st, xs, c_to):  # pragma: no cover - compiled
+    # The visit's second part: whether each candidate from st[_ST_DONE] up to c_to fails
+    # MaxReservation (written into ``fails``), reading the plan only as far as those
+    # candidates do, and going on from where the previous call stopped (the prefix sums,
+    # the levels at the distinct starts, their running maximum and the candidates'
+    # pointers only move forward; ``st`` / ``xs[0]`` keep their positions and the plan's
+    # reach). So calls up to c_1 < c_2 < ... give what one call up to the last gives.
+    c0 = st[_ST_DONE]
+    if c_to <= c0:
+        return
+    n_end = st[_ST_NEND]
+    cg = wi[0]
+    cand = wi[1]
+    lnb = wi[2]
+    lv = wi[3]
+    pm = wi[4]
+    u = wf[0]
+    # the candidates ask for the plan only on [now, x_max]; later reservations cannot matter
+    x_max = xs[0]
+    for c in range(c0, c_to):
+        x = min(oV[c], now + oD[c])
+        if x > x_max:
+            x_max = x
+    xs[0] = x_max
+    Vn = aV[:n_end]
+    n_plan = np.searchsorted(Vn, x_max, side="right")
+    # the prefix sums the plan reads (n_plan <= h): every entry before the horizon is
+    # visited, one at it only if pending
+    n_hz = np.searchsorted(aV, horizon, side="left")
+    for i in range(st[_ST_WRITTEN], n_plan):
+        cg[i + 1] = cg[i] + (aR[i] if i < n_hz or aJ[i] < n_arr else 0)
+    if n_plan > st[_ST_WRITTEN]:
+        st[_ST_WRITTEN] = n_plan
+    _plan_levels(aV, aG, aEO, aE, aER, cg, n_plan, n_end, run_e, run_g, x_max <= horizon,
+                 u, lv, pm, st)
+    _max_reservation_verdicts(Vn, n_end, cand, lnb, cg, u, lv, pm, st[_ST_NU], oV, oD, oG,
+                              now, C, fails, st, c0, c_to)
 
 
 @numba.njit(cache=True, nogil=True)

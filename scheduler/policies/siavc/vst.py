@@ -279,54 +279,22 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
     were numpy calls from Python per re-run before)."""
     m_c = jobs.shape[0]
     n_fut = pool_jobs.shape[0] - k_future
-    busy_end, busy_gpus, b = charges_after(charge_end, charge_gpus, now,
-                                           1 if extra_end > now else 0)
-    if extra_end > now:
-        busy_end[b] = extra_end
-        busy_gpus[b] = extra_gpus
-    if without >= 0:  # the pending jobs but ``without``
-        w = np.searchsorted(jobs[:n_pend], without)
-        pending = np.empty(n_pend - 1, dtype=np.int64)
-        pending[:w] = jobs[:w]
-        pending[w:] = jobs[w + 1:n_pend]
-    else:
-        pending = jobs[:n_pend]
+    busy_end, busy_gpus = _busy_with(charge_end, charge_gpus, now, extra_end, extra_gpus)
+    pending = _pending_but(jobs, n_pend, without)
     n_p = pending.shape[0]
     # the future jobs handed at first: as many as the cached clock holds, plus ``ahead``
     held = m_c - n_p - (1 if without >= 0 else 0)
     handed = (held if held > 0 else 0) + ahead
     whole = False
     retries = 0
-    nothing = np.empty(0, dtype=np.float64)
     while True:
         stop = pool_jobs.shape[0] if whole else min(k_future + handed, pool_jobs.shape[0])
         n_f = stop - k_future if stop > k_future else 0
         order = np.empty(n_p + n_f, dtype=np.int64)
         order[:n_p] = pending
         order[n_p:] = pool_jobs[k_future:k_future + n_f]
-        # the reference: the cached clock (a lender's) or the clock without ``without``
-        has_ref = False
-        rp, rv, cu = nothing, nothing, -np.inf
-        rj, rr = jobs, free
-        if use_ref:
-            if without < 0:
-                if starts_with(order, jobs):
-                    has_ref = True
-                    rp = np.empty(m_c, dtype=np.float64)
-                    if m_c > 0:
-                        rp[0] = np.nan
-                        rp[1:] = vsts[:m_c - 1]
-                    rv, cu = vsts, changed_until
-            else:
-                i = np.searchsorted(jobs, without)
-                if i < m_c and jobs[i] == without:
-                    cu = max(changed_until, vsts[i] + duration[without])
-                    same, prev, cj2, cv2, cr2 = clock_reference(order, jobs, vsts, free, i)
-                    if same:
-                        has_ref = True
-                        rp, rv, rj, rr = prev, cv2, cj2, cr2
-            if not has_ref:
-                rp, rv, cu = nothing, nothing, -np.inf
+        rp, rv, rj, rr, cu = _guard_reference(order, jobs, vsts, free, without, use_ref,
+                                              duration, changed_until)
         vst, rem, met = _fcfs_kernel(order, submit, duration, gpus, deadline, True, capacity,
                                      now, busy_end, busy_gpus, np.inf, True, idle_after, np.inf,
                                      n_p, rp, rv, cu)
@@ -337,7 +305,68 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
         whole = True
     if met < 0:
         return order[:vst.shape[0]], vst, rem, retries
-    n_out = rv.shape[0]  # the run up to ``met``, then the reference's rest
+    oj, ov, orr = _run_then_reference(order, vst, rem, met, rj, rv, rr)
+    return oj, ov, orr, retries
+
+
+@numba.njit(cache=True, nogil=True)
+def _busy_with(charge_end, charge_gpus, now, extra_end, extra_gpus):  # pragma: no cover
+    """The charges that end after ``now`` (:func:`charges_after`), plus ``extra_gpus`` until
+    ``extra_end`` if that is after ``now``: (ends, GPUs)."""
+    busy_end, busy_gpus, b = charges_after(charge_end, charge_gpus, now,
+                                           1 if extra_end > now else 0)
+    if extra_end > now:
+        busy_end[b] = extra_end
+        busy_gpus[b] = extra_gpus
+    return busy_end, busy_gpus
+
+
+@numba.njit(cache=True, nogil=True)
+def _pending_but(jobs, n_pend, without):  # pragma: no cover - compiled
+    """The cached clock's ``n_pend`` pending jobs (its first entries) but ``without`` (if >= 0;
+    it is one of them)."""
+    if without < 0:
+        return jobs[:n_pend]
+    w = np.searchsorted(jobs[:n_pend], without)
+    pending = np.empty(n_pend - 1, dtype=np.int64)
+    pending[:w] = jobs[:w]
+    pending[w:] = jobs[w + 1:n_pend]
+    return pending
+
+
+@numba.njit(cache=True, nogil=True)
+def _guard_reference(order, jobs, vsts, free, without, use_ref, duration,
+                     changed_until):  # pragma: no cover - compiled
+    """The reference a guard's run over ``order`` may meet (:func:`guard_clock`): (previous
+    starts, VSTs, jobs, free GPUs, changed-until). With ``use_ref``, the cached clock itself
+    (``without`` < 0: a lender's) or the clock without ``without`` (the own pool's, whose end
+    then counts in changed-until), if ``order`` starts with its jobs; else none (empty
+    starts and VSTs, changed-until -inf)."""
+    m_c = jobs.shape[0]
+    nothing = np.empty(0, dtype=np.float64)
+    if use_ref:
+        if without < 0:
+            if starts_with(order, jobs):
+                rp = np.empty(m_c, dtype=np.float64)
+                if m_c > 0:
+                    rp[0] = np.nan
+                    rp[1:] = vsts[:m_c - 1]
+                return rp, vsts, jobs, free, changed_until
+        else:
+            i = np.searchsorted(jobs, without)
+            if i < m_c and jobs[i] == without:
+                cu = max(changed_until, vsts[i] + duration[without])
+                same, prev, cj2, cv2, cr2 = clock_reference(order, jobs, vsts, free, i)
+                if same:
+                    return prev, cv2, cj2, cr2, cu
+    return nothing, nothing, jobs, free, -np.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def _run_then_reference(order, vst, rem, met, rj, rv, rr):  # pragma: no cover - compiled
+    """A run that met its reference at ``met``: its own (jobs, VSTs, free GPUs) up to ``met``,
+    then the reference's rest."""
+    n_out = rv.shape[0]
     oj = np.empty(n_out, dtype=np.int64)
     ov = np.empty(n_out, dtype=np.float64)
     orr = np.empty(n_out, dtype=np.int64)
@@ -347,7 +376,7 @@ def guard_clock(jobs, vsts, free, n_pend, without, use_ref, pool_jobs, k_future,
     oj[met:] = rj[met:]
     ov[met:] = rv[met:]
     orr[met:] = rr[met:]
-    return oj, ov, orr, retries
+    return oj, ov, orr
 
 
 @numba.njit(cache=True, nogil=True)
