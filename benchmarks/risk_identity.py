@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import polars as pl
-from bench_sia import PHILLY, learned_forecaster
+from bench_sia import PHILLY, Clocked, TimedBudget, learned_forecaster
 from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
 from sia.scheduler.core.simulator import simulate
@@ -69,9 +69,13 @@ def main() -> None:
     pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
     fc = load_forecaster(args.fc, jobs, pools)
     pol = SiaPolicy(fc, name="sia-learned/risk", risk=args.risk)
+    budget = TimedBudget(pol.risk_budget)  # timed as bench_sia.py times it
+    clocked = Clocked(pol)
     clock = time.perf_counter()
-    res = simulate(jobs, pools, pol)
-    print(f"replay: {time.perf_counter() - clock:.1f} s")
+    res = simulate(jobs, pools, clocked)
+    cpu = sum(clocked.cpu)
+    print(f"replay: {time.perf_counter() - clock:.1f} s; in policy {cpu:.1f} s CPU, of which the "
+          f"budget's bookkeeping {budget.cpu:.2f} s ({100 * budget.cpu / max(cpu, 1e-9):.1f}%)")
     args.out.mkdir(parents=True, exist_ok=True)
     res.write_parquet(args.out / "result.parquet")
     summary = {k: v for k, v in pol.summary().items()}
