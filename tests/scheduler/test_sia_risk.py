@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.special import betaincinv
 from scipy.stats import beta
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
@@ -323,3 +324,61 @@ def test_lazy_decay_equals_decaying_every_count_at_each_outcome(monkeypatch, ren
         n, m = n * lam + 1.0, m * lam + float(d[i] > 300.0)
     got_n, got_m = rb._decayed(np.array([0]))
     assert got_n[0, 0, 0] == pytest.approx(n) and got_m[0, 0, 0] == pytest.approx(m)
+
+
+# ----------------------------------------------------------------------------- lazy bounds
+
+
+def test_q_bins_puts_nan_and_infinities_where_clipping_them_would():
+    q = np.array([np.nan, np.inf, -np.inf, -0.0, 1.0 + 1e-12])
+    assert q_bins(q).tolist() == [NEVER, NEVER, 1, 1, NEVER]
+
+
+def eager_bounds(rb: RiskBudget, pools: list[int]) -> np.ndarray:
+    """The bounds [pools, K, B] computed at once from the counts (numpy), as the bookkeeping did
+    before its quantiles were computed on first read."""
+    n, m = rb._decayed(np.asarray(pools))
+    g = rb._g[None]
+    a = m + rb.prior_n * g
+    b = np.maximum(n - m, 0.0) + rb.prior_n * (1.0 - g)
+    return np.maximum.accumulate(betaincinv(a, np.maximum(b, 1e-9), rb.level), axis=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=budget_states(), r=st.sampled_from([0.001, 0.01, 0.1, 1.0, 5.0]),
+       memory=st.sampled_from([10.0, 100.0]))
+def test_lazy_bounds_equal_the_eager_bounds_bit_for_bit(state, r, memory):
+    # the quantiles a lazy allowed() reads come from the counts kept at the refresh: the same
+    # floats as the vectorised computation of every bin at that moment
+    P, pools, d, q, unused = state
+    rb = RiskBudget(W, r, cold_n=0.0, memory=memory)
+    rb.reset(fake_trace(pools, d, [3] * P))
+    for j, qj in enumerate(q):
+        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+    rb.started(0.0, list(range(len(q))))
+    rb.resolve(5000.0)
+    got = rb.allowed(5000.0, unused)  # refreshes every pool, reads only the bins it needs
+    want = eager_bounds(rb, list(range(P)))
+    c = rb.cost(5000.0, unused)
+    assert got == (want * c <= r).sum(axis=2).tolist()
+    assert np.array_equal(rb.bounds(5000.0), want)  # no refresh: the same snapshot, all bins
+
+
+def test_a_refresh_keeps_the_counts_of_its_time_until_the_next():
+    # two fits resolved after a refresh (no overrun: not dirty, < 300 s later) do not change
+    # the bounds read later from that refresh; a second budget stopped at the refresh agrees
+    d = [100.0] * 30
+    runs, later = [], None
+    for extra in (True, False):
+        rb = RiskBudget(W, 0.1, cold_n=0.0, memory=50.0)
+        rb.reset(fake_trace([0] * 30, d, [2]))
+        rb.resolve(feed(rb, list(range(28)), 0.0005, 0.0))  # bin 1: its bound is not masked
+        rb.allowed(4000.0, [0])  # the refresh; reads the first bins only
+        if extra:
+            feed(rb, [28, 29], 0.0005, 4000.0)
+            rb.resolve(4200.0)
+            assert rb.stats["outcomes"] == 2 * 28 + 4  # both jobs ended (100 s): both windows
+            later = eager_bounds(rb, [0])  # what today's counts would give
+        runs.append(rb.bounds(4250.0, [0]))
+    assert np.array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], later)

@@ -74,10 +74,15 @@ CERTAIN = 0
 NEVER = len(Q_EDGES) + 1
 
 
+_EDGES = np.asarray(Q_EDGES)
+
+
 def q_bins(q: np.ndarray) -> np.ndarray:
-    """Return the bin (1..len(Q_EDGES), NEVER for q >= 1) of each overrun probability q."""
-    q = np.nan_to_num(np.asarray(q, dtype=np.float64), nan=1.0)
-    return (np.searchsorted(np.asarray(Q_EDGES), q, side="right") + 1).astype(np.int64)
+    """Return the bin (1..len(Q_EDGES), NEVER for q >= 1 or NaN) of each overrun probability q.
+
+    ``searchsorted`` orders NaN after every edge, so a NaN lands in NEVER as q = 1 does."""
+    q = np.asarray(q, dtype=np.float64)
+    return (np.searchsorted(_EDGES, q, side="right") + 1).astype(np.int64)
 
 
 class RiskBudget:
@@ -113,6 +118,7 @@ class RiskBudget:
             raise bad("risk_memory", f"> risk_cold_n={cold_n} (decayed counts never exceed it)",
                       memory)
         self.windows_s = tuple(float(w) for w in windows_s)
+        self._k_range = np.arange(len(self.windows_s))
         self.risk = float(risk)
         self.perfect_durations = bool(perfect_durations)
         self.level = float(level)
@@ -146,21 +152,29 @@ class RiskBudget:
         self._gm = np.zeros((K, B))
         self._gs = np.zeros((K, B))
         self._gt = np.zeros(K, dtype=np.int64)
-        self._warm = np.full((P, K), self.cold_n <= 0.0)  # cold_n outcomes seen (decayed)
+        self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
+        # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
+        # (None until read); quantiles by parameters (pools without outcomes share them)
+        self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
+        self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
+                                                     for _ in range(P)]
+        self._qcache: dict[tuple[float, float], float] = {}
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty_pools: set[int] = set()
         self._bound_time = [-math.inf] * P
+        self._oldest_bound = -math.inf
         self._prior_time = -math.inf
         self._g = np.zeros((K, NEVER - 1))
-        self._ub = np.ones((P, K, NEVER - 1))
+        self._prior_ab = ([[0.0] * (NEVER - 1)] * K,) * 2  # prior_n x (g, 1 - g) [K, B]
         self._started_jobs: list[int] = []  # started since the last load update
         self._start_t: list[float] = []
         self._run_jobs = np.zeros(0, dtype=np.int64)  # started jobs that may still count
         self._run_start = np.zeros(0)
         self._load = np.zeros(P)
+        self._load_list = [0.0] * P
         self._load_time = -math.inf
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
                       "cost_sum": 0.0, "cost_n": 0}
@@ -171,20 +185,22 @@ class RiskBudget:
         ``cdf`` [jobs, windows] and the first window each time limit guarantees (``sure``, K:
         none; None: no limits)."""
         jobs = np.asarray(jobs, dtype=np.int64)
-        K = len(self.windows_s)
-        q = 1.0 - np.clip(np.asarray(cdf, dtype=np.float64), 0.0, 1.0)
-        bins = q_bins(q)
+        # np.clip's values (NaN stays NaN) without its dispatch overhead: batches are small
+        q = 1.0 - np.minimum(np.maximum(np.asarray(cdf, dtype=np.float64), 0.0), 1.0)
         if self.perfect_durations:  # perfect information: a fit is certain, an overrun never lent
             bins = np.where(q <= 0.0, CERTAIN, NEVER)
+        else:
+            bins = q_bins(q)
         if sure is not None:
-            bins = np.where(np.arange(K)[None, :] >= np.asarray(sure)[:, None], CERTAIN, bins)
+            bins = np.where(self._k_range[None, :] >= np.asarray(sure)[:, None], CERTAIN, bins)
         self._q[jobs] = q
-        for k in range(K):
-            col = self.job_bin[k]
-            for j, b in zip(jobs.tolist(), bins[:, k].tolist(), strict=True):
+        js = jobs.tolist()
+        for col, row in zip(self.job_bin, bins.T.tolist(), strict=True):
+            for j, b in zip(js, row, strict=True):
                 col[j] = b
-        for j in jobs.tolist():
-            self._predicted[j] = 1
+        pred = self._predicted
+        for j in js:
+            pred[j] = 1
         return bins
 
     # ------------------------------------------------------------------ outcomes
@@ -234,8 +250,8 @@ class RiskBudget:
             w = lam ** -tk
             n[p, k, b] += w
             # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest
-            if not warm[p, k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
-                warm[p, k] = True
+            if not warm[p][k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
+                warm[p][k] = True
                 self._version += 1
             g = int(gt[k]) + 1
             if g >= _RENORM:
@@ -259,38 +275,80 @@ class RiskBudget:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
         (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins).
 
-        Only ``pools`` (default: all) are brought up to date: a pool's bound is recomputed
-        when it is 300 s old (``now``, s) and as soon as one of its jobs overran (a miss
-        tightens at once, fits widen at the next refresh); the prior over all pools, which
-        moves slowly, every 300 s."""
+        Only ``pools`` (default: all) are brought up to date (see :meth:`_refresh`); every
+        quantile not computed yet is computed here (:meth:`allowed` computes only those it
+        reads)."""
+        self._refresh(now, pools)
+        P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
+        self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
+                         if self._raw[p][k][b] is None])
+        return np.maximum.accumulate(np.asarray(self._raw, dtype=np.float64), axis=2)
+
+    def _refresh(self, now: float, pools: list[int] | None) -> None:
+        """Bring the Beta posteriors of ``pools`` (default: all) up to date at ``now`` (s).
+
+        A pool's posterior is taken anew when it is 300 s old and as soon as one of its jobs
+        overran (a miss tightens at once, fits widen at the next refresh); the prior over all
+        pools, which moves slowly, every 300 s. Only the counts are kept (a copy, cheap):
+        its quantiles are computed when first read (:meth:`_quantiles`)."""
         n0 = self.prior_n
         if now - self._prior_time >= 300.0:
-            edges = np.asarray(Q_EDGES)
             f = (self._glam ** self._gt.astype(np.float64))[:, None]
             gn, gm, gs = (f * self._gn[:, 1:NEVER], f * self._gm[:, 1:NEVER],
                           f * self._gs[:, 1:NEVER])
-            qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), edges[None, :])
+            qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), _EDGES[None, :])
             # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
             # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
-            self._g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
+            self._g = g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
+            self._prior_ab = ((n0 * g).tolist(), (n0 * (1.0 - g)).tolist())
             self._prior_time = now
-        want = range(self._n.shape[0]) if pools is None else pools
         bt, dirty = self._bound_time, self._dirty_pools
+        if not dirty and now - self._oldest_bound < 300.0:
+            return  # no pool is due
+        want = range(len(bt)) if pools is None else pools
         rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
         if not rows:
-            return self._ub
+            return
         for p in rows:
             bt[p] = now
             dirty.discard(p)
+        self._oldest_bound = min(bt)
+        # the counts as of now are kept (a copy: later outcomes change them); a posterior's
+        # parameters are computed from them only when one of its quantiles is first read
         idx = np.asarray(rows, dtype=np.int64)
-        g = self._g[None]
-        n, m = self._decayed(idx)
+        nl, ml, tl = (self._n[idx, :, 1:NEVER].tolist(), self._m[idx, :, 1:NEVER].tolist(),
+                      self._t[idx].tolist())
         self._version += 1
-        a = m + n0 * g
-        b = np.maximum(n - m, 0.0) + n0 * (1.0 - g)
-        ub = betaincinv(a, np.maximum(b, 1e-9), self.level)
-        self._ub[idx] = np.maximum.accumulate(ub, axis=2)
-        return self._ub
+        K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior_ab
+        for i, p in enumerate(rows):
+            snap[p] = (nl[i], ml[i], tl[i], prior)
+            self._raw[p] = [[None] * B for _ in range(K)]
+
+    def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
+        """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
+        bin - 1) into ``_raw`` (one vectorised call; a pool with no outcome in a bin has the
+        prior's parameters, shared by every such pool: those come from a cache)."""
+        if not cells:
+            return
+        av, bv = [], []
+        snap, lam = self._snap, self.decay
+        for p, k, b in cells:  # the arithmetic of _decayed and the prior's, in the same order
+            n, m, t, (pa, pb) = snap[p]
+            f = lam ** float(t[k])
+            nd, md = f * n[k][b], f * m[k][b]
+            av.append(md + pa[k][b])
+            bv.append(max(max(nd - md, 0.0) + pb[k][b], 1e-9))
+        cache, raw = self._qcache, self._raw
+        if len(cache) > 100_000:  # bounded: parameters drift with the decay
+            cache.clear()
+        miss = [i for i, key in enumerate(zip(av, bv, strict=True)) if key not in cache]
+        if miss:
+            got = betaincinv(np.asarray([av[i] for i in miss]), np.asarray([bv[i] for i in miss]),
+                             self.level).tolist()
+            for i, x in zip(miss, got, strict=True):
+                cache[(av[i], bv[i])] = x
+        for (p, k, b), key in zip(cells, zip(av, bv, strict=True), strict=True):
+            raw[p][k][b] = cache[key]
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -317,6 +375,7 @@ class RiskBudget:
         span = max(min(self.load_s, now - self._t0), 3600.0)
         used = np.bincount(self._pool[jobs], weights=ran, minlength=self._quota.size)
         self._load = used / (self._quota * span)
+        self._load_list = self._load.tolist()
         self._load_time = now
         keep = end > lo  # jobs that ended before the period never count again
         if not keep.all():
@@ -326,8 +385,10 @@ class RiskBudget:
     def cost(self, now: float, unused: list[int]) -> float:
         """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
         rho the largest recent load among the pools with unused quota (``unused``, GPUs)."""
-        load = self.loads(now)
-        rho = max((float(load[p]) for p, u in enumerate(unused) if u > 0), default=0.0)
+        if now - self._load_time >= 300.0:
+            self.loads(now)
+        load = self._load_list
+        rho = max([load[p] for p, u in enumerate(unused) if u > 0], default=0.0)
         return 1.0 / max(1.0 - rho, 1.0 / self.cost_cap)
 
     def allowed(self, now: float, unused: list[int], pools: list[int] | None = None
@@ -335,24 +396,41 @@ class RiskBudget:
         """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
         pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN."""
-        P, K = self._n.shape[0], len(self.windows_s)
+        P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
         c = self.cost(now, unused)
         self.stats["cost_sum"] += c
         self.stats["cost_n"] += 1
-        ub = self.bounds(now, pools)
+        self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
-        ok = ub * c <= self.risk  # [P, K, B], a prefix over bins
-        out = np.where(self._warm, ok.sum(axis=2), CERTAIN)
-        if pools is not None:
-            keep = np.zeros(P, dtype=bool)
-            keep[pools] = True
-            out[~keep] = CERTAIN
-        self._allowed_key, self._allowed = key, out.tolist()
-        return self._allowed
+        out = [[CERTAIN] * K for _ in range(P)]
+        self._lendable(out, range(P) if pools is None else pools, c)
+        self._allowed_key, self._allowed = key, out
+        return out
+
+    def _lendable(self, out: list[list[int]], pools: Any, c: float) -> None:
+        """Set ``out[p][k]`` for the warm windows of ``pools``: the number of leading bins whose
+        bound times ``c`` is within the budget.
+
+        The bounds are the running maximum of the quantiles over the bins, so a bin passes
+        exactly when every bin before it passed and its own quantile does: the scan stops at
+        the first bin that fails, and only the quantiles it reads are computed."""
+        raw, warm, risk, B = self._raw, self._warm, self.risk, NEVER - 1
+        todo = [(p, k, 0) for p in pools for k, w in enumerate(warm[p]) if w]
+        while todo:
+            self._quantiles([cell for cell in todo if raw[cell[0]][cell[1]][cell[2]] is None])
+            nxt = []
+            for p, k, b in todo:
+                r = raw[p][k]
+                while b < B and r[b] is not None and r[b] * c <= risk:
+                    b += 1
+                out[p][k] = b
+                if b < B and r[b] is None:
+                    nxt.append((p, k, b))
+            todo = nxt
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on

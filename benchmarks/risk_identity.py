@@ -1,0 +1,89 @@
+"""Check that a change to the risk budget's bookkeeping keeps every SIA decision identical.
+
+Replays the whole Philly trace (as ``bench_sia.py`` does: quotas from load,
+seed 0) under learned SIA with the risk budget and writes the replay's result
+table (each job's start and end time, whether it ran on loan) and the policy's
+counters. Run it once with the reference checkout's interpreter and once with
+the changed one, on the same trained predictors (``--fc``: a pickle, written
+on the first run), then compare:
+
+    /work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/main
+    .venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/new --compare /tmp/main
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import time
+from pathlib import Path
+
+import polars as pl
+from bench_sia import PHILLY, Clocked, TimedBudget, learned_forecaster
+from sia.data.quotas import quotas_from_load
+from sia.data.readers import read_philly
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPolicy
+
+
+def load_forecaster(path: Path, jobs: pl.DataFrame, pools: pl.DataFrame):
+    """Return the learned forecaster pickled at ``path``, training and pickling it if absent."""
+    if path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    fc, secs = learned_forecaster(jobs, pools)
+    print(f"trained the learned predictors in {secs:.1f} s; pickled to {path}")
+    with path.open("wb") as f:
+        pickle.dump(fc, f)
+    return fc
+
+
+def compare(new: Path, ref: Path) -> bool:
+    """Print and return whether the two outputs' result tables and counters are identical."""
+    a, b = pl.read_parquet(new / "result.parquet"), pl.read_parquet(ref / "result.parquet")
+    same = a.equals(b)
+    print(f"result tables ({a.height} rows): {'identical' if same else 'DIFFERENT'}")
+    if not same and a.shape == b.shape:
+        for c in a.columns:
+            diff = int((a[c] != b[c]).sum())
+            if diff:
+                print(f"  column {c}: {diff} rows differ")
+    sa = json.loads((new / "summary.json").read_text())
+    sb = json.loads((ref / "summary.json").read_text())
+    keys = sorted(set(sa) | set(sb))
+    diff_keys = [k for k in keys if sa.get(k) != sb.get(k)]
+    print(f"policy counters: {'identical' if not diff_keys else 'DIFFERENT: ' + str(diff_keys)}")
+    return same and not diff_keys
+
+
+def main() -> None:
+    """Replay, write the outputs and optionally compare them with a reference run's."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fc", type=Path, required=True, help="pickled learned forecaster")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the outputs")
+    ap.add_argument("--risk", type=float, default=0.1)
+    ap.add_argument("--compare", type=Path, default=None, help="a reference run's --out")
+    args = ap.parse_args()
+    jobs, _ = read_philly(PHILLY, on_bad_rows="drop")
+    pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
+    fc = load_forecaster(args.fc, jobs, pools)
+    pol = SiaPolicy(fc, name="sia-learned/risk", risk=args.risk)
+    budget = TimedBudget(pol.risk_budget)  # timed as bench_sia.py times it
+    clocked = Clocked(pol)
+    clock = time.perf_counter()
+    res = simulate(jobs, pools, clocked)
+    cpu = sum(clocked.cpu)
+    print(f"replay: {time.perf_counter() - clock:.1f} s; in policy {cpu:.1f} s CPU, of which the "
+          f"budget's bookkeeping {budget.cpu:.2f} s ({100 * budget.cpu / max(cpu, 1e-9):.1f}%)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    res.write_parquet(args.out / "result.parquet")
+    summary = {k: v for k, v in pol.summary().items()}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    print(json.dumps(summary, sort_keys=True))
+    if args.compare is not None and not compare(args.out, args.compare):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
