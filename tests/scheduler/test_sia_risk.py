@@ -382,3 +382,54 @@ def test_a_refresh_keeps_the_counts_of_its_time_until_the_next():
         runs.append(rb.bounds(4250.0, [0]))
     assert np.array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], later)
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=budget_states(), renorm=st.sampled_from([3, 2000]), split=st.floats(0.0, 1.0))
+def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, renorm, split):
+    # copy on write: a refresh's snapshot refers to the live counts; outcomes resolved after it
+    # (renormalisation included) must leave the snapshot as a deep copy taken at the refresh
+    # would be, while the live counts do move
+    import copy
+
+    import sia.scheduler.policies.sia.risk as risk_mod
+
+    P, pools, d, q, unused = state
+    cut = int(split * len(q))
+    old = risk_mod._RENORM
+    risk_mod._RENORM = renorm
+    try:
+        rb = RiskBudget(W, 0.1, cold_n=0.0, memory=10.0)
+        rb.reset(fake_trace(pools, d, [3] * P))
+        for j, qj in enumerate(q):
+            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+        rb.started(0.0, list(range(cut)))
+        rb.resolve(5000.0)
+        rb.allowed(5000.0, unused)  # refreshes every pool: its snapshot is taken here
+        taken = copy.deepcopy(rb._snap)
+        live = copy.deepcopy(rb._n)
+        rb.started(5000.0, list(range(cut, len(q))))
+        rb.resolve(10_000.0)  # no refresh in between: no allowed() call
+    finally:
+        risk_mod._RENORM = old
+    assert rb._snap == taken
+    assert (rb._n != live) == (cut < len(q))  # every later job is scored (q = 0 is bin 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(0, 3), st.floats(0.0, 86400.0),
+                               st.floats(1.0, 2 * 86400.0), st.integers(1, 4)), max_size=12),
+       unused=st.lists(st.integers(0, 2), min_size=4, max_size=4))
+def test_cost_reads_the_busiest_pool_with_unused_quota_whatever_the_order(runs, unused):
+    # the pools kept by load (busiest first) give the largest load among those with unused
+    # quota, ties and all-idle included
+    day = 86400.0
+    tr = fake_trace([r[0] for r in runs], [r[2] for r in runs], [2, 1, 3, 1],
+                    [r[3] for r in runs])
+    rb = RiskBudget(W, 0.1, load_days=1.0)
+    rb.reset(tr)
+    for j, r in enumerate(runs):
+        rb.started(r[1], [j])
+    load = rb.loads(day).tolist()
+    rho = max([load[p] for p, u in enumerate(unused) if u > 0], default=0.0)
+    assert rb.cost(day + 1.0, unused) == 1.0 / max(1.0 - rho, 1.0 / 100.0)

@@ -145,13 +145,15 @@ class RiskBudget:
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
         # outcomes of its pool and window so far) and the counts are read times decay^t, which
         # is the same as decaying every older count at each new outcome (see _decayed)
-        self._n = np.zeros((P, K, B))  # per pool: outcomes [P, K, B] ...
-        self._m = np.zeros((P, K, B))  # ... and overruns
-        self._t = np.zeros((P, K), dtype=np.int64)
-        self._gn = np.zeros((K, B))  # over all pools: outcomes, overruns, sum of predicted q
-        self._gm = np.zeros((K, B))
-        self._gs = np.zeros((K, B))
-        self._gt = np.zeros(K, dtype=np.int64)
+        # (Python lists, [P][K][B] and [K][B]: resolve updates one count at a time, and Python
+        # floats do the same IEEE arithmetic as numpy's float64 scalars, without their overhead)
+        self._n = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # per pool: outcomes ...
+        self._m = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # ... and overruns
+        self._t = [[0] * K for _ in range(P)]
+        self._gn = [[0.0] * B for _ in range(K)]  # over all pools: outcomes, overruns, sum of q
+        self._gm = [[0.0] * B for _ in range(K)]
+        self._gs = [[0.0] * B for _ in range(K)]
+        self._gt = [0] * K
         self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
@@ -159,6 +161,9 @@ class RiskBudget:
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
+        # a pool's snapshot shares the live counts until its next outcome copies them (copy on
+        # write: most snapshots are taken anew before their pool sees another outcome)
+        self._shared = [False] * P
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
@@ -175,6 +180,7 @@ class RiskBudget:
         self._run_start = np.zeros(0)
         self._load = np.zeros(P)
         self._load_list = [0.0] * P
+        self._by_load = list(range(P))  # pools by recent load, busiest first
         self._load_time = -math.inf
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
                       "cost_sum": 0.0, "cost_n": 0}
@@ -233,6 +239,7 @@ class RiskBudget:
         n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
                                    self._gt)
         stats, warm, cold_n = self.stats, self._warm, self.cold_n
+        shared, snap = self._shared, self._snap
         while ev and ev[0][0] <= now:
             _, j, k = heapq.heappop(ev)
             b = self.job_bin[k][j]
@@ -240,34 +247,40 @@ class RiskBudget:
                 continue
             over = self._dur[j] > W[k]
             p = int(pool[j])
-            tk = int(t[p, k]) + 1
+            if shared[p]:  # the snapshot keeps the counts as of its refresh
+                snap[p] = ([r[:] for r in n[p]], [r[:] for r in m[p]], t[p][:], snap[p][3])
+                shared[p] = False
+            np_, mp, tp = n[p][k], m[p][k], t[p]
+            tk = tp[k] + 1
             if tk >= _RENORM:  # fold the decay into the counts before the weights overflow
                 f = lam ** (tk - 1)
-                n[p, k] *= f
-                m[p, k] *= f
+                np_[:] = [x * f for x in np_]
+                mp[:] = [x * f for x in mp]
                 tk = 1
-            t[p, k] = tk
+            tp[k] = tk
             w = lam ** -tk
-            n[p, k, b] += w
-            # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest
-            if not warm[p][k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
+            np_[b] += w
+            # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest (summed
+            # by numpy as before: its order of additions; only until the window is warm)
+            if not warm[p][k] and np.asarray(np_[1:]).sum() * lam ** tk >= cold_n:
                 warm[p][k] = True
                 self._version += 1
-            g = int(gt[k]) + 1
+            g = gt[k] + 1
+            gnk, gmk, gsk = gn[k], gm[k], gs[k]
             if g >= _RENORM:
                 f = glam ** (g - 1)
-                gn[k] *= f
-                gm[k] *= f
-                gs[k] *= f
+                gnk[:] = [x * f for x in gnk]
+                gmk[:] = [x * f for x in gmk]
+                gsk[:] = [x * f for x in gsk]
                 g = 1
             gt[k] = g
             gw = glam ** -g
-            gn[k, b] += gw
-            gs[k, b] += gw * q[j, k]
+            gnk[b] += gw
+            gsk[b] += gw * float(q[j, k])
             stats["outcomes"] += 1
             if over:  # a miss tightens the pool at once; fits widen it at the next refresh
-                m[p, k, b] += w
-                gm[k, b] += gw
+                mp[b] += w
+                gmk[b] += gw
                 stats["overruns"] += 1
                 self._dirty_pools.add(p)
 
@@ -293,9 +306,9 @@ class RiskBudget:
         its quantiles are computed when first read (:meth:`_quantiles`)."""
         n0 = self.prior_n
         if now - self._prior_time >= 300.0:
-            f = (self._glam ** self._gt.astype(np.float64))[:, None]
-            gn, gm, gs = (f * self._gn[:, 1:NEVER], f * self._gm[:, 1:NEVER],
-                          f * self._gs[:, 1:NEVER])
+            f = (self._glam ** np.asarray(self._gt, dtype=np.float64))[:, None]
+            gn, gm, gs = (f * np.asarray(self._gn)[:, 1:NEVER], f * np.asarray(self._gm)[:, 1:NEVER],
+                          f * np.asarray(self._gs)[:, 1:NEVER])
             qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), _EDGES[None, :])
             # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
             # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
@@ -313,15 +326,15 @@ class RiskBudget:
             bt[p] = now
             dirty.discard(p)
         self._oldest_bound = min(bt)
-        # the counts as of now are kept (a copy: later outcomes change them); a posterior's
-        # parameters are computed from them only when one of its quantiles is first read
-        idx = np.asarray(rows, dtype=np.int64)
-        nl, ml, tl = (self._n[idx, :, 1:NEVER].tolist(), self._m[idx, :, 1:NEVER].tolist(),
-                      self._t[idx].tolist())
+        # the counts as of now are kept (shared with the live counts until the pool's next
+        # outcome copies them, see resolve); a posterior's parameters are computed from them
+        # only when one of its quantiles is first read
         self._version += 1
         K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior_ab
-        for i, p in enumerate(rows):
-            snap[p] = (nl[i], ml[i], tl[i], prior)
+        n, m, t, shared = self._n, self._m, self._t, self._shared
+        for p in rows:
+            snap[p] = (n[p], m[p], t[p], prior)
+            shared[p] = True
             self._raw[p] = [[None] * B for _ in range(K)]
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
@@ -335,7 +348,7 @@ class RiskBudget:
         for p, k, b in cells:  # the arithmetic of _decayed and the prior's, in the same order
             n, m, t, (pa, pb) = snap[p]
             f = lam ** float(t[k])
-            nd, md = f * n[k][b], f * m[k][b]
+            nd, md = f * n[k][b + 1], f * m[k][b + 1]  # the counts have every bin, from CERTAIN
             av.append(md + pa[k][b])
             bv.append(max(max(nd - md, 0.0) + pb[k][b], 1e-9))
         cache, raw = self._qcache, self._raw
@@ -353,8 +366,11 @@ class RiskBudget:
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B]."""
-        f = (self.decay ** self._t[idx].astype(np.float64))[:, :, None]
-        return f * self._n[idx, :, lo:hi], f * self._m[idx, :, lo:hi]
+        rows = np.asarray(idx, dtype=np.int64).tolist()
+        f = (self.decay ** np.asarray([self._t[p] for p in rows], dtype=np.float64))[:, :, None]
+        n = np.asarray([self._n[p] for p in rows]).reshape(len(rows), len(self.windows_s), -1)
+        m = np.asarray([self._m[p] for p in rows]).reshape(n.shape)
+        return f * n[:, :, lo:hi], f * m[:, :, lo:hi]
 
     # ------------------------------------------------------------------ the budget
     def loads(self, now: float) -> np.ndarray:
@@ -375,7 +391,8 @@ class RiskBudget:
         span = max(min(self.load_s, now - self._t0), 3600.0)
         used = np.bincount(self._pool[jobs], weights=ran, minlength=self._quota.size)
         self._load = used / (self._quota * span)
-        self._load_list = self._load.tolist()
+        self._load_list = ll = self._load.tolist()
+        self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
         keep = end > lo  # jobs that ended before the period never count again
         if not keep.all():
@@ -387,8 +404,11 @@ class RiskBudget:
         rho the largest recent load among the pools with unused quota (``unused``, GPUs)."""
         if now - self._load_time >= 300.0:
             self.loads(now)
-        load = self._load_list
-        rho = max([load[p] for p, u in enumerate(unused) if u > 0], default=0.0)
+        rho = 0.0  # the largest load among the pools with unused quota: the first such pool
+        for p in self._by_load:
+            if unused[p] > 0:
+                rho = self._load_list[p]
+                break
         return 1.0 / max(1.0 - rho, 1.0 / self.cost_cap)
 
     def allowed(self, now: float, unused: list[int], pools: list[int] | None = None
