@@ -72,6 +72,27 @@ the forecasts of decisions where the budget lends less, not the bookkeeping. Nei
 meets the issue's < 10% yet: what is left is the refresh's copy of the counts (one per due pool
 at each ``allowed``), the loads' refresh every 300 s, ``resolve``'s per-outcome numpy scalar
 updates, and the policy's scan of one lendable list per risk bin (not counted above).
+
+Measured (2026-11-29, second cut, every decision kept: the counts as Python lists, resolve
+without numpy scalars, a refresh's snapshot shared with the live counts until the pool's next
+outcome copies it, cost() reading the busiest pool with unused quota from a list sorted at each
+loads refresh). 2 cores shared, load average 4-6; same pickled predictors; share as above.
+
+| run | main b93e431: bookkeeping / in policy (CPU s) | share | branch budget2 | share |
+|---|---|---|---|---|
+| 1 | 28.53 / 128.9 | 22.1% | 19.87 / 105.2 | 18.9% |
+| 2 | 23.75 / 111.7 | 21.3% | 18.97 / 100.1 | 18.9% |
+| 3 | 20.69 / 97.5 | 21.2% | 19.22 / 101.3 | 19.0% |
+| median | 23.75 / 111.7 | **21.3%** | 18.97 / 100.1 | **18.9%** |
+
+Commands: main ``/work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/budget2/fc.pkl
+--out /tmp/budget2/main`` (run 1, the reference; runs 2-3 with ``--out /tmp/budget2/mainN
+--compare /tmp/budget2/main``); this branch ``.venv/bin/python benchmarks/risk_identity.py --fc
+/tmp/budget2/fc.pkl --out /tmp/budget2/newN --compare /tmp/budget2/main``: each run's result
+table (82,182 rows) and policy counters identical to the reference. Still above the issue's
+< 10%; left, not built: the loads' refresh every 300 s (an incremental update must keep
+bincount's order of additions to stay identical), the per-cell Python loop of the quantiles
+after each refresh, classify's per-job writes, and the policy's scan of the lendable lists.
 """
 
 from __future__ import annotations
