@@ -178,7 +178,8 @@ def bench_reservations(n_pools: int, n_regions: int, limit_s: float, seed: int =
         obj = f"{plan.objective:.4f}" if plan.objective is not None else "-"
         n_cand = n_pools * n_regions if cand is None else int(cand.sum())
         print(f"{name:<9} {n_pools:>6} {n_regions:>7} {n_cand:>6} {wall:>7.1f} {plan.status:<10} "
-              f"{obj:>8} {before:>10.2f} {after:>9.2f} {plan.churn:>7} {plan.moved:>8.1f}")
+              f"{obj:>8} {before:>10.2f} {after:>9.2f} {plan.churn:>7} {plan.moved:>8.1f} "
+              f"{plan.stopped_by or '-':>7}")
 
 
 def main() -> None:
@@ -204,7 +205,7 @@ def main() -> None:
           f"{'gap':>7} {'max_d/s':>6} {'after':>6} {'+copies':>6} {'moved':>8}")
     bench_placement(n_pools, n_regions, args.mip_limit)
     print(f"\n{'plan':<9} {'pools':>6} {'regions':>7} {'x_vars':>6} {'wall_s':>7} {'status':<10} "
-          f"{'obj':>8} {'worst/bal':>10} {'after':>9} {'churn':>7} {'moved':>8}")
+          f"{'obj':>8} {'worst/bal':>10} {'after':>9} {'churn':>7} {'moved':>8} {'stop':>7}")
     bench_reservations(n_pools, n_regions, args.mip_limit)
 
 
