@@ -36,12 +36,17 @@ from typing import Any
 import numpy as np
 from ortools.graph.python import min_cost_flow
 from ortools.linear_solver import pywraplp
-from sia.scheduler.regions.data_placement import PlacementWeights, demand_vector
+from sia.scheduler.regions.data_placement import (
+    NODE_LIMIT,
+    PlacementWeights,
+    demand_vector,
+    limit_text,
+    solve_within,
+)
 from sia.scheduler.regions.model import RegionLayout, RegionsError
 
-#: default solver work per plan (module doc): SCIP branch-and-bound nodes, and simplex
-#: iterations per warm-start LP (GLOP)
-NODE_LIMIT = 1000
+#: default solver work per warm-start LP (module doc): GLOP simplex iterations (the MIP's
+#: node limit is data placement's ``NODE_LIMIT``)
 LP_ITERATION_LIMIT = 200_000
 
 
@@ -198,7 +203,7 @@ def plan_reservations(
     places a whole minimum share (each pool's largest share at least), the shares solved
     again as an LP on those copies plus the previous shares' regions (there the minimum
     share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
-    hint, and it is used when the MIP ends at its time limit with a worse plan or none.
+    hint, and it is used when the MIP ends at a limit with a worse plan or none.
     Without it (or when it fails) the hint is the previous plan.
 
     Limits: the solve stops on a fixed amount of work, so the same inputs give the same
@@ -219,7 +224,7 @@ def plan_reservations(
     hint = (pb.prev & (pb.s0 > 0), pb.s0) if warm is None else warm
     code, by = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0, node_limit, solver)
     by = "time" if lp_timed_out else by
-    why = _limit_text(by, time_limit_s, node_limit)
+    why = limit_text(by, time_limit_s, node_limit)
     best = None
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
@@ -238,13 +243,6 @@ def _check_work_limits(node_limit: int, lp_iteration_limit: int) -> None:
     for name, v in (("node_limit", node_limit), ("lp_iteration_limit", lp_iteration_limit)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise RegionsError(f"plan_reservations: {name} must be a whole number >= 1, got {v!r}")
-
-
-def _limit_text(by: str, time_limit_s: float, node_limit: int) -> str:
-    """The limit that ended a solve, in words (for a plan's message)."""
-    if by == "time":
-        return f"wall-clock safety net {time_limit_s:g}s (the plan may depend on the machine's load)"
-    return f"work limit {node_limit} nodes"
 
 
 @dataclass(frozen=True)
@@ -334,20 +332,7 @@ def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
             hint_vars += [x[p][r], s[p][r]]
             hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
-    if solver.upper() == "SCIP" and not mip.SetSolverSpecificParametersAsString(
-            f"limits/totalnodes = {int(node_limit)}\n"):
-        raise RegionsError(f"SCIP refused the node limit {node_limit!r}")
-    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
-    if left_ms <= 0:
-        return pywraplp.Solver.NOT_SOLVED, "time"
-    mip.SetTimeLimit(max(1, left_ms))
-    code = mip.Solve(params)
-    if code not in (pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):
-        return code, ""
-    # a limit stopped it: the node count says whether the work limit did
-    return code, "work" if solver.upper() == "SCIP" and mip.nodes() >= node_limit else "time"
+    return solve_within(mip, mip_gap, time_limit_s, t0, node_limit, solver)
 
 
 def _solution(x: list[dict], s: list[dict], prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
