@@ -17,10 +17,15 @@ home pools by demand, at least 8 each) planned as replicas and shares together
 GPUs); the table gives the worst region's demand-to-supply over the balanced one before
 (home shares) and after, the GPUs of share moved and the data copied; with every region a
 candidate and with :func:`~sia.scheduler.regions.reservations.share_candidates` (k=3).
-``--only-plans`` skips the scan pass. Measured (``--only-plans --mip-limit 55``, shared 2-core
-machine): with every region a candidate the warm start's LP does not finish and the plan
-times out (65.5 s, the previous plan kept); with share_candidates (3,957 columns) it
-returns a feasible plan in 55.8 s, worst region 4.36 -> 1.02 of the balanced ratio.
+``--only-plans`` skips the scan pass. The plans stop on solver work (1,000 SCIP nodes,
+200,000 GLOP iterations per warm-start LP) with ``--mip-limit`` as the wall-clock safety
+net; the ``stop`` column says which limit ended each (``time``: the plan may depend on the
+machine's load). Measured (``--only-plans --mip-limit 55``, shared 2-core machine, another
+job running): with every region a candidate the warm start's LP does not finish, and SCIP
+keeps its hint, the previous shares (57.6 s, feasible, worst region 4.36 -> 4.36, stop
+``time``); with share_candidates (3,957 columns) a feasible plan in 55.6 s, worst region
+4.36 -> 1.02 of the balanced ratio, stop ``time``. So at 1,000 x 30 the safety net, not the
+work limit, still ends the solve: these plans are not yet load-independent.
 
 Data placement: 1,000 pools over 30 regions (``--quick``: 200 over 10) with
 uneven supply and demand (homes drawn with weights falling 3:1 across the
