@@ -17,10 +17,15 @@ home pools by demand, at least 8 each) planned as replicas and shares together
 GPUs); the table gives the worst region's demand-to-supply over the balanced one before
 (home shares) and after, the GPUs of share moved and the data copied; with every region a
 candidate and with :func:`~sia.scheduler.regions.reservations.share_candidates` (k=3).
-``--only-plans`` skips the scan pass. Measured (``--only-plans --mip-limit 55``, shared 2-core
-machine): with every region a candidate the warm start's LP does not finish and the plan
-times out (65.5 s, the previous plan kept); with share_candidates (3,957 columns) it
-returns a feasible plan in 55.8 s, worst region 4.36 -> 1.02 of the balanced ratio.
+``--only-plans`` skips the scan pass. The plans stop on solver work (1,000 SCIP nodes,
+200,000 GLOP iterations per warm-start LP) with ``--mip-limit`` as the wall-clock safety
+net; the ``stop`` column says which limit ended each (``time``: the plan may depend on the
+machine's load). Measured (``--only-plans --mip-limit 55``, shared 2-core machine, another
+job running): with every region a candidate the warm start's LP does not finish, and SCIP
+keeps its hint, the previous shares (57.6 s, feasible, worst region 4.36 -> 4.36, stop
+``time``); with share_candidates (3,957 columns) a feasible plan in 55.6 s, worst region
+4.36 -> 1.02 of the balanced ratio, stop ``time``. So at 1,000 x 30 the safety net, not the
+work limit, still ends the solve: these plans are not yet load-independent.
 
 Data placement: 1,000 pools over 30 regions (``--quick``: 200 over 10) with
 uneven supply and demand (homes drawn with weights falling 3:1 across the
@@ -178,7 +183,8 @@ def bench_reservations(n_pools: int, n_regions: int, limit_s: float, seed: int =
         obj = f"{plan.objective:.4f}" if plan.objective is not None else "-"
         n_cand = n_pools * n_regions if cand is None else int(cand.sum())
         print(f"{name:<9} {n_pools:>6} {n_regions:>7} {n_cand:>6} {wall:>7.1f} {plan.status:<10} "
-              f"{obj:>8} {before:>10.2f} {after:>9.2f} {plan.churn:>7} {plan.moved:>8.1f}")
+              f"{obj:>8} {before:>10.2f} {after:>9.2f} {plan.churn:>7} {plan.moved:>8.1f} "
+              f"{plan.stopped_by or '-':>7}")
 
 
 def main() -> None:
@@ -204,7 +210,7 @@ def main() -> None:
           f"{'gap':>7} {'max_d/s':>6} {'after':>6} {'+copies':>6} {'moved':>8}")
     bench_placement(n_pools, n_regions, args.mip_limit)
     print(f"\n{'plan':<9} {'pools':>6} {'regions':>7} {'x_vars':>6} {'wall_s':>7} {'status':<10} "
-          f"{'obj':>8} {'worst/bal':>10} {'after':>9} {'churn':>7} {'moved':>8}")
+          f"{'obj':>8} {'worst/bal':>10} {'after':>9} {'churn':>7} {'moved':>8} {'stop':>7}")
     bench_reservations(n_pools, n_regions, args.mip_limit)
 
 

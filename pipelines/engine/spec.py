@@ -176,7 +176,7 @@ class RegionsSpec:
     regions: Any
     mode: str = "static"
     neg_cache: bool = True
-    plan_time_s: float = 10.0
+    plan_time_s: float = 60.0
 
     @property
     def key(self) -> tuple:

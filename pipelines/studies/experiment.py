@@ -411,7 +411,7 @@ def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
     if not isinstance(raw, dict):
         raise w.error("regions", f"expected a mapping with file (and plan_time_s), got {raw!r}")
     w.unknown(raw, {"file", "column", "plan_time_s"}, "regions.")
-    plan_s = w.number(raw.get("plan_time_s", 10.0), "regions.plan_time_s", lo=0, lo_open=True)
+    plan_s = w.number(raw.get("plan_time_s", 60.0), "regions.plan_time_s", lo=0, lo_open=True)
     if ("file" in raw) == ("column" in raw):
         raise w.error("regions", "give exactly one of file (a pool -> region file) and column "
                                  "(the trace's column naming each job's region)")

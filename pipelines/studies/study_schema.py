@@ -179,8 +179,9 @@ class RegionsSection(_Strict):
         "Instead of `file`: the trace's column naming each job's region (each pool's home is "
         "the one region its jobs name). No default: give this or `file`.")
     plan_time_s: PosFloat | None = _key(
-        "Time limit of each data-placement or reservation plan (the MIP), in seconds. "
-        "Default: 10.")
+        "Wall-clock safety net of each data-placement or reservation plan (the MIP), in "
+        "seconds; plans stop on a fixed amount of solver work first, so they do not depend on "
+        "the machine's load unless this net stops them (the plan then says so). Default: 60.")
 
 
 class PredictorsSection(_Strict):

@@ -25,7 +25,10 @@ every pool keeping at least one of its ``keep`` copies (by default its current
 usable ones), so no pool's data is ever unreadable while new copies transfer.
 
 Solved with OR-Tools' linear solver (SCIP by default, one thread:
-deterministic) under a time limit, warm-started from the previous plan or,
+deterministic) within a fixed amount of work (``node_limit`` branch-and-bound
+nodes), so the same inputs give the same plan however loaded the machine is;
+the time limit is only a wall-clock safety net, and :attr:`DataPlan.stopped_by`
+says which limit stopped a solve. Warm-started from the previous plan or,
 when it scores better, from :func:`greedy_plan`'s quick rebalancing of it.
 A solve that proves the problem infeasible, or finds no solution in time,
 keeps the previous plan and says so in :class:`DataPlan`.
@@ -60,17 +63,23 @@ class PlacementWeights:
                 raise RegionsError(f"placement weights: {name} must be a finite number >= 0, got {v!r}")
 
 
+#: default branch-and-bound nodes per plan (SCIP): the solver work a plan may use
+NODE_LIMIT = 1000
+
+
 @dataclass(frozen=True)
 class DataPlan:
     """One data-placement decision.
 
-    ``status``: ``optimal``, ``feasible`` (time limit hit with a solution; used),
+    ``status``: ``optimal``, ``feasible`` (a limit hit with a solution; used),
     ``infeasible`` or ``timeout`` (no solution; the previous plan is kept,
     ``kept_previous`` is True and ``message`` says why). ``held`` [pool, region]
     bool, ``shares`` [pool, region] the demand split (rows sum to 1),
     ``objective`` of the returned plan (None when kept) and the solver's
     lower ``bound`` on it, ``moved`` data copied relative to the previous plan
-    (size units), ``solve_s`` wall seconds.
+    (size units), ``solve_s`` wall seconds. ``stopped_by``: ``""`` (solved to the gap or
+    proved infeasible), ``"work"`` (the node limit: the same plan on any load) or
+    ``"time"`` (the wall-clock safety net: the plan may depend on the load).
     """
 
     status: str
@@ -82,6 +91,7 @@ class DataPlan:
     solve_s: float
     kept_previous: bool
     message: str
+    stopped_by: str = ""
 
     @property
     def replicas(self) -> int:
@@ -212,6 +222,7 @@ def plan_data_placement(
     mip_gap: float = 1e-4,
     solver: str = "SCIP",
     verbose: bool = False,
+    node_limit: int = NODE_LIMIT,
 ) -> DataPlan:
     """Solve the data-placement MIP; returns a :class:`DataPlan` (see the module docstring).
 
@@ -223,8 +234,9 @@ def plan_data_placement(
     ``previous``). ``candidates`` [pool, region] bool limits where a copy may
     be kept (default: anywhere; :func:`balance_candidates` keeps the model
     small at scale); the previous copies are always candidates.
+    ``node_limit`` (SCIP's ``limits/totalnodes``; SCIP only) is the work the solve may do;
     ``time_limit_s`` bounds the whole call, model building included
-    (seconds); ``mip_gap`` is the relative optimality gap at which the solver
+    (seconds; a safety net); ``mip_gap`` is the relative optimality gap at which the solver
     may stop; ``verbose`` prints the solver's log.
     """
     weights = weights or PlacementWeights()
@@ -233,6 +245,8 @@ def plan_data_placement(
     keep = prev if keep is None else layout.check_plan(keep, "keep set")
     if not (np.isfinite(time_limit_s) and time_limit_s > 0):
         raise RegionsError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+    if isinstance(node_limit, bool) or not isinstance(node_limit, (int, np.integer)) or node_limit < 1:
+        raise RegionsError(f"plan_data_placement: node_limit must be a whole number >= 1, got {node_limit!r}")
     t0 = time.perf_counter()
     mip = pywraplp.Solver.CreateSolver(solver)
     if mip is None:
@@ -244,28 +258,55 @@ def plan_data_placement(
         layout.check_plan(candidates, "candidates") | prev
     x, y = _build_model(mip, layout, d, prev, keep, allowed, weights)
     _warm_start(mip, layout, d, prev, allowed, weights, x, y)
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
-    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
-    mip.SetTimeLimit(max(1, left_ms))
-    code = mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+    code, by = solve_within(mip, mip_gap, time_limit_s, t0, node_limit, solver)
     solve_s = time.perf_counter() - t0
+    limit = limit_text(by, time_limit_s, node_limit)
 
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         held, shares = _solution(layout, x, y)
         status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
-        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
+        msg = "" if status == "optimal" else f"{limit} reached; best plan found is used"
         return DataPlan(status, held, shares, plan_objective(layout, d, held, shares, prev, weights),
                         float(mip.Objective().BestBound()),
-                        float((layout.sizes[:, None] * (held & ~prev)).sum()), solve_s, False, msg)
+                        float((layout.sizes[:, None] * (held & ~prev)).sum()), solve_s, False, msg,
+                        by)
     if code == pywraplp.Solver.INFEASIBLE:
         status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
     elif code == pywraplp.Solver.NOT_SOLVED:
-        status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
+        status, why = "timeout", f"no plan found within the {limit}"
     else:
         status, why = "error", f"solver {solver} returned status {code}"
     return DataPlan(status, prev.copy(), supply_shares(layout, prev), None, None, 0.0, solve_s, True,
-                    f"data placement {status}: {why}; the previous plan is kept")
+                    f"data placement {status}: {why}; the previous plan is kept", by)
+
+
+def solve_within(mip: Any, mip_gap: float, time_limit_s: float, t0: float, node_limit: int,
+                 solver: str) -> tuple[int, str]:
+    """Solve ``mip`` within ``node_limit`` nodes (SCIP's ``limits/totalnodes``; other
+    solvers take none) and, as a safety net, what is left at its start of ``time_limit_s``
+    seconds from ``t0``. Return (its status code, NOT_SOLVED when no time is left; the
+    limit that stopped it: ``""`` none, ``"work"`` the node limit, ``"time"`` the clock)."""
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
+    scip = solver.upper() == "SCIP"
+    if scip and not mip.SetSolverSpecificParametersAsString(f"limits/totalnodes = {int(node_limit)}\n"):
+        raise RegionsError(f"SCIP refused the node limit {node_limit!r}")
+    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
+    if left_ms <= 0:
+        return pywraplp.Solver.NOT_SOLVED, "time"
+    mip.SetTimeLimit(max(1, left_ms))
+    code = mip.Solve(params)
+    if code not in (pywraplp.Solver.FEASIBLE, pywraplp.Solver.NOT_SOLVED):
+        return code, ""
+    # a limit stopped it: the node count says whether the work limit did
+    return code, "work" if scip and mip.nodes() >= node_limit else "time"
+
+
+def limit_text(by: str, time_limit_s: float, node_limit: int) -> str:
+    """The limit that ended a solve, in words (for a plan's message)."""
+    if by == "time":
+        return f"wall-clock safety net {time_limit_s:g}s (the plan may depend on the machine's load)"
+    return f"work limit {node_limit} nodes"
 
 
 def _build_model(mip: Any, layout: RegionLayout, d: np.ndarray, prev: np.ndarray,

@@ -200,7 +200,7 @@ class GlobalRegionPolicy:
     names it in reports. ``route``: run the global scan (False: home region
     only, today's practice). ``placement``: one of :data:`PLACEMENT_MODES`;
     ``period_s``: seconds between data-placement plans; ``plan_time_s``: the
-    MIP's time limit; ``neg_cache``: the scan's negative cache on or off.
+    MIP's wall-clock safety net (it stops on solver work first); ``neg_cache``: the scan's negative cache on or off.
     ``locality``: every region on its own buddy cells with these options (the config
     the inner policy replays with, :func:`~sia.scheduler.locality.replay.config_for_policy`;
     each region's GPUs a whole number of machines); None: fungible GPUs.
@@ -210,7 +210,7 @@ class GlobalRegionPolicy:
 
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", route: bool = True, placement: str = "static",
-                 period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
+                 period_s: float = 86400.0, plan_time_s: float = 60.0, neg_cache: bool = True,
                  guests: str = "sia", locality: LocalityConfig | None = None):
         if placement not in PLACEMENT_MODES:
             raise ConfigError(f"regions: placement must be one of {', '.join(PLACEMENT_MODES)}, "

@@ -11,10 +11,13 @@ dedicated jobs within it. Two invariants hold at every instant:
 Two parts:
 
 * :func:`plan_reservations`, the slow path: one MIP (OR-Tools, warm start,
-  time limit) choosing replicas *and* shares together from each pool's
+  a fixed amount of solver work) choosing replicas *and* shares together from each pool's
   predicted demand, MAST's soft balance (overload weighted above underload),
-  storage limits, data moved and share churn. An infeasible or timed-out
-  plan keeps the previous one and says so.
+  storage limits, data moved and share churn. The solve stops on a count of
+  solver work (SCIP branch-and-bound nodes, GLOP iterations), never on the
+  machine's load, so the same inputs give the same plan; the wall-clock limit
+  is only a safety net, and a plan says which limit stopped it. An infeasible
+  or timed-out plan keeps the previous one and says so.
 * :class:`ShareLedger`, the shares in force: a plan only sets a *target*;
   :meth:`ShareLedger.step` moves the shares towards it as fast as running
   jobs free them (a pool never gives up GPUs its dedicated jobs hold: no plan
@@ -33,8 +36,18 @@ from typing import Any
 import numpy as np
 from ortools.graph.python import min_cost_flow
 from ortools.linear_solver import pywraplp
-from sia.scheduler.regions.data_placement import PlacementWeights, demand_vector
+from sia.scheduler.regions.data_placement import (
+    NODE_LIMIT,
+    PlacementWeights,
+    demand_vector,
+    limit_text,
+    solve_within,
+)
 from sia.scheduler.regions.model import RegionLayout, RegionsError
+
+#: default solver work per warm-start LP (module doc): GLOP simplex iterations (the MIP's
+#: node limit is data placement's ``NODE_LIMIT``)
+LP_ITERATION_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -56,13 +69,16 @@ class ReservationWeights(PlacementWeights):
 class ReservationPlan:
     """One plan of replicas and shares.
 
-    ``status``: ``optimal``, ``feasible`` (time limit hit with a solution; used),
+    ``status``: ``optimal``, ``feasible`` (a limit hit with a solution; used),
     ``infeasible``, ``timeout`` or ``error`` (the previous plan is kept,
     ``kept_previous`` is True and ``message`` says why). ``held`` [pool, region]
     bool, ``shares`` [pool, region] int GPUs (rows sum to the quotas), ``objective``
     (None when kept), ``moved`` data copied relative to the previous plan (size
     units), ``churn`` GPUs of share moved relative to the previous shares,
-    ``solve_s`` wall seconds.
+    ``solve_s`` wall seconds. ``stopped_by``: which limit ended the solve, ``""`` (none:
+    solved to the gap, or proved infeasible), ``"work"`` (the node limit: the plan is the
+    same on any machine load) or ``"time"`` (the wall-clock safety net: the plan may
+    depend on the load).
     """
 
     status: str
@@ -74,6 +90,7 @@ class ReservationPlan:
     solve_s: float
     kept_previous: bool
     message: str
+    stopped_by: str = ""
 
     def region_load(self, demand: np.ndarray, quota: np.ndarray) -> np.ndarray:
         """Planned GPU demand per region: each pool's demand split as its shares (GPUs)."""
@@ -158,6 +175,8 @@ def plan_reservations(
     mip_gap: float = 1e-4,
     solver: str = "SCIP",
     lp_warm_start: bool = True,
+    node_limit: int = NODE_LIMIT,
+    lp_iteration_limit: int = LP_ITERATION_LIMIT,
 ) -> ReservationPlan:
     """Solve the replicas-and-shares MIP; returns a :class:`ReservationPlan`.
 
@@ -184,29 +203,46 @@ def plan_reservations(
     places a whole minimum share (each pool's largest share at least), the shares solved
     again as an LP on those copies plus the previous shares' regions (there the minimum
     share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
-    hint, and it is used when the MIP ends at its time limit with a worse plan or none.
+    hint, and it is used when the MIP ends at a limit with a worse plan or none.
     Without it (or when it fails) the hint is the previous plan.
+
+    Limits: the solve stops on a fixed amount of work, so the same inputs give the same
+    plan however loaded the machine is: ``node_limit`` branch-and-bound nodes (SCIP's
+    ``limits/totalnodes``; only SCIP takes it) and ``lp_iteration_limit`` simplex
+    iterations per warm-start LP. ``time_limit_s`` (wall clock, the whole call) is only a
+    safety net; the plan's ``stopped_by`` and ``message`` say which limit ended the solve.
     """
     weights = weights or ReservationWeights()
     pb, mip = _problem(layout, quota, demand, prev_held, prev_shares, keep, candidates,
                        min_share, weights, time_limit_s, solver)
-    # each LP of the warm start may use a third of the time limit
-    warm = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights,
-                       time_limit_s / 3) if lp_warm_start else None
+    _check_work_limits(node_limit, lp_iteration_limit)
+    # each LP of the warm start may use a third of the time limit (the safety net)
+    warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed,
+                                     pb.low, weights, time_limit_s / 3, lp_iteration_limit) \
+        if lp_warm_start else (None, False)
     x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights)
     hint = (pb.prev & (pb.s0 > 0), pb.s0) if warm is None else warm
-    code = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0)
+    code, by = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0, node_limit, solver)
+    by = "time" if lp_timed_out else by
+    why = limit_text(by, time_limit_s, node_limit)
     best = None
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
-        msg = "" if status == "optimal" else f"time limit {time_limit_s:g}s reached; best plan found is used"
-        best = pb.plan(status, *_solution(x, s, pb.prev), msg)
+        msg = "" if status == "optimal" else f"{why} reached; best plan found is used"
+        best = pb.plan(status, *_solution(x, s, pb.prev), msg, by)
     if warm is not None and (best is None or best.status != "optimal"):
-        lp = pb.plan("feasible", warm[0], warm[1], f"time limit {time_limit_s:g}s reached; the "
-                     "LP-and-fix plan (the warm start) is used")
+        lp = pb.plan("feasible", warm[0], warm[1], f"{why} reached; the "
+                     "LP-and-fix plan (the warm start) is used", by)
         if best is None or lp.objective < best.objective - 1e-9:
             best = lp
-    return best if best is not None else pb.kept(code, time_limit_s, solver)
+    return best if best is not None else pb.kept(code, why, by, solver)
+
+
+def _check_work_limits(node_limit: int, lp_iteration_limit: int) -> None:
+    """A one-line RegionsError when a work limit is not a whole number >= 1."""
+    for name, v in (("node_limit", node_limit), ("lp_iteration_limit", lp_iteration_limit)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise RegionsError(f"plan_reservations: {name} must be a whole number >= 1, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -224,7 +260,8 @@ class _Problem:
     weights: ReservationWeights
     t0: float
 
-    def plan(self, status: str, held: np.ndarray, frac: np.ndarray, msg: str) -> ReservationPlan:
+    def plan(self, status: str, held: np.ndarray, frac: np.ndarray, msg: str,
+             stopped_by: str = "") -> ReservationPlan:
         """The plan of copies ``held`` and fractional shares ``frac`` (rounded to GPUs)."""
         shares = round_shares(frac, self.q, self.layout.gpus)
         return ReservationPlan(
@@ -232,19 +269,23 @@ class _Problem:
             reservation_objective(self.layout, self.d, self.q.astype(float), held, shares,
                                   self.prev, self.s0, self.weights),
             float((self.layout.sizes[:, None] * (held & ~self.prev)).sum()),
-            int(np.abs(shares - self.s0).sum() // 2), time.perf_counter() - self.t0, False, msg)
+            int(np.abs(shares - self.s0).sum() // 2), time.perf_counter() - self.t0, False, msg,
+            stopped_by if status != "optimal" else "")
 
-    def kept(self, code: int, time_limit_s: float, solver: str) -> ReservationPlan:
-        """The previous plan, kept because the solve ended with ``code`` and no plan."""
+    def kept(self, code: int, limit: str, stopped_by: str, solver: str) -> ReservationPlan:
+        """The previous plan, kept because the solve ended with ``code`` and no plan
+        (``limit``: the limit that stopped it, in words)."""
         if code == pywraplp.Solver.INFEASIBLE:
             status, why = "infeasible", "no plan meets the storage limits while keeping a copy of every pool"
+            stopped_by = ""
         elif code == pywraplp.Solver.NOT_SOLVED:
-            status, why = "timeout", f"no plan found within the time limit of {time_limit_s:g}s"
+            status, why = "timeout", f"no plan found within the {limit}"
         else:
             status, why = "error", f"solver {solver} returned status {code}"
         return ReservationPlan(status, self.prev.copy(), self.s0.copy(), None, 0.0, 0,
                                time.perf_counter() - self.t0, True,
-                               f"reservation plan {status}: {why}; the previous plan is kept")
+                               f"reservation plan {status}: {why}; the previous plan is kept",
+                               stopped_by)
 
 
 def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarray,
@@ -279,10 +320,11 @@ def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarra
 
 def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
                      hint: tuple[np.ndarray, np.ndarray], mip_gap: float, time_limit_s: float,
-                     t0: float) -> int:
-    """Solve ``mip`` from the hint (held, shares) within what is left at its start of
-    ``time_limit_s`` seconds from ``t0``; return its status code (NOT_SOLVED when no time is
-    left)."""
+                     t0: float, node_limit: int, solver: str) -> tuple[int, str]:
+    """Solve ``mip`` from the hint (held, shares) within ``node_limit`` nodes (SCIP) and,
+    as a safety net, what is left at its start of ``time_limit_s`` seconds from ``t0``;
+    return (its status code, NOT_SOLVED when no time is left; the limit that stopped it:
+    ``""``, ``"work"`` or ``"time"``)."""
     hint_held, hint_shares = hint
     hint_vars, hint_vals = [], []
     for p, row in enumerate(x):
@@ -290,11 +332,7 @@ def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
             hint_vars += [x[p][r], s[p][r]]
             hint_vals += [float(hint_held[p, r]), float(hint_shares[p, r])]
     mip.SetHint(hint_vars, hint_vals)
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
-    left_ms = int((time_limit_s - (time.perf_counter() - t0)) * 1000)
-    mip.SetTimeLimit(max(1, left_ms))
-    return mip.Solve(params) if left_ms > 0 else pywraplp.Solver.NOT_SOLVED
+    return solve_within(mip, mip_gap, time_limit_s, t0, node_limit, solver)
 
 
 def _solution(x: list[dict], s: list[dict], prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -335,15 +373,17 @@ def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.n
 
 def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
                 s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
-                weights: ReservationWeights, limit_s: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """The warm start of :func:`plan_reservations` (its docstring): (held, shares) or None."""
+                weights: ReservationWeights, limit_s: float, iterations: int
+                ) -> tuple[tuple[np.ndarray, np.ndarray] | None, bool]:
+    """The warm start of :func:`plan_reservations` (its docstring): ((held, shares) or None,
+    whether an LP hit the wall-clock safety net ``limit_s``)."""
     lp = pywraplp.Solver.CreateSolver("GLOP")
     if lp is None:
-        return None
+        return None, False
     x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True)
-    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
-    if lp.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
+    code, timed_out = _solve_lp(lp, limit_s, iterations)
+    if code != pywraplp.Solver.OPTIMAL:
+        return None, timed_out
     frac = np.zeros(prev.shape)
     for p in range(layout.n_pools):
         for r in s[p]:
@@ -359,15 +399,27 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
         for r in x[p]:
             if fix[p, r]:
                 x[p][r].SetLb(1.0)
-    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
-    if lp.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
+    code, timed_out = _solve_lp(lp, limit_s, iterations)
+    if code != pywraplp.Solver.OPTIMAL:
+        return None, timed_out
     out = np.zeros(prev.shape)
     for p in range(layout.n_pools):
         for r in s[p]:
             out[p, r] = s[p][r].solution_value()
     held = fix | (out > 1e-6)
-    return held, np.where(held, out, 0.0)
+    return (held, np.where(held, out, 0.0)), False
+
+
+def _solve_lp(lp: Any, limit_s: float, iterations: int) -> tuple[int, bool]:
+    """Solve the GLOP model ``lp`` within ``iterations`` simplex iterations (the work
+    limit) and ``limit_s`` wall seconds (the safety net); return (its status code, whether
+    the safety net stopped it)."""
+    if not lp.SetSolverSpecificParametersAsString(f"max_number_of_iterations: {int(iterations)}"):
+        raise RegionsError(f"GLOP refused the iteration limit {iterations!r}")
+    t0 = time.perf_counter()
+    lp.SetTimeLimit(max(1, int(limit_s * 1000)))
+    code = lp.Solve()
+    return code, code != pywraplp.Solver.OPTIMAL and time.perf_counter() - t0 >= 0.95 * limit_s
 
 
 def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,

@@ -91,7 +91,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", placement: str = "history",
-                 period_s: float = 86400.0, plan_time_s: float = 10.0, neg_cache: bool = True,
+                 period_s: float = 86400.0, plan_time_s: float = 60.0, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
                  plan_demand: str = "outstanding"):
         if placement not in RESERVATION_PLACEMENTS:

@@ -81,7 +81,7 @@ def test_no_time_left_keeps_the_previous_plan_and_says_so():
     plan = plan_data_placement(two_regions(), DEMAND, weights=W, time_limit_s=1e-6)
     assert plan.status == "timeout" and plan.kept_previous
     assert plan.held.tolist() == [[True, False], [True, False], [False, True]]
-    assert "within the time limit" in plan.message
+    assert "within the wall-clock safety net" in plan.message and plan.stopped_by == "time"
 
 
 @pytest.mark.parametrize("demand, match", [
@@ -174,3 +174,39 @@ def test_plan_respects_storage_keeps_a_copy_and_beats_standing_still(case):
     assert g_shares.sum(axis=1) == pytest.approx(np.ones(lay.n_pools))
     assert np.all(g_shares[~g_held] == 0)
     assert plan.objective <= plan_objective(lay, demand, g_held, g_shares, prev, W) + 1e-6
+
+
+def _uneven_placement(seed: int, n_pools: int = 40, n_regions: int = 4):
+    """Pools with lognormal sizes and demand, homes crowded into the first region."""
+    rng = np.random.default_rng(seed)
+    gpus = rng.integers(20, 80, n_regions)
+    home = rng.choice(n_regions, n_pools, p=np.linspace(3, 1, n_regions) / np.linspace(3, 1, n_regions).sum())
+    sizes = rng.lognormal(0.0, 1.0, n_pools)
+    storage = 1.5 * np.maximum(np.bincount(home, weights=sizes, minlength=n_regions), sizes.sum() / n_regions)
+    regions = [Region(f"r{r}", int(gpus[r]), float(storage[r])) for r in range(n_regions)]
+    pools = [PoolData(f"p{p}", f"r{home[p]}", float(sizes[p])) for p in range(n_pools)]
+    demand = rng.lognormal(0.0, 1.0, n_pools)
+    return RegionLayout(regions, pools, transfer_rate=1.0), demand * 0.8 * gpus.sum() / demand.sum()
+
+
+def test_the_node_limit_reaches_scip_and_the_plan_names_the_limit(monkeypatch):
+    from ortools.linear_solver import pywraplp
+
+    sent: list[str] = []
+    orig = pywraplp.Solver.SetSolverSpecificParametersAsString
+
+    def spy(self, text):
+        sent.append(text)
+        return orig(self, text)
+
+    monkeypatch.setattr(pywraplp.Solver, "SetSolverSpecificParametersAsString", spy)
+    lay, demand = _uneven_placement(seed=1)  # SCIP needs more than the root node here
+    plan = plan_data_placement(lay, demand, node_limit=1, time_limit_s=120)
+    assert sent == ["limits/totalnodes = 1\n"]
+    assert plan.status == "feasible" and not plan.kept_previous
+    assert plan.stopped_by == "work" and "work limit 1 nodes" in plan.message
+    full = plan_data_placement(lay, demand, time_limit_s=120)
+    assert full.status == "optimal" and full.stopped_by == "" and full.message == ""
+    assert full.objective <= plan.objective + 1e-9
+    with pytest.raises(RegionsError, match="node_limit must be a whole number"):
+        plan_data_placement(lay, demand, node_limit=0)

@@ -331,3 +331,86 @@ def test_an_unknown_plan_demand_is_refused():
     lay = layout_for_pools({"a": "A"}, {"a": 2})
     with pytest.raises(ConfigError, match="plan_demand must be one of outstanding, arrivals"):
         ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), plan_demand="backlog")
+
+
+# ----------------------------------------------------------------------------- work limits
+def uneven_layout(seed: int = 0, n_pools: int = 13, n_regions: int = 3):
+    """13 pools over 3 regions (Philly's size) with uneven demand: SCIP needs branching."""
+    rng = np.random.default_rng(seed)
+    homes = {f"p{i}": f"R{int(rng.integers(n_regions))}" for i in range(n_pools)}
+    qd = {p: int(q) for p, q in zip(homes, rng.integers(2, 40, n_pools), strict=True)}
+    lay = layout_for_pools(homes, qd)
+    quota = np.array([qd[p.name] for p in lay.pools])
+    demand = quota * rng.lognormal(0.0, 0.8, n_pools)
+    widest = np.minimum(rng.integers(1, 9, n_pools), quota)
+    return lay, quota, demand, widest
+
+
+def test_the_node_limit_reaches_scip_and_the_plan_says_it_stopped_there(monkeypatch):
+    from ortools.linear_solver import pywraplp
+
+    sent: list[str] = []
+    orig = pywraplp.Solver.SetSolverSpecificParametersAsString
+
+    def spy(self, text):
+        sent.append(text)
+        return orig(self, text)
+
+    monkeypatch.setattr(pywraplp.Solver, "SetSolverSpecificParametersAsString", spy)
+    lay, quota, demand, widest = uneven_layout()
+    plan = plan_reservations(lay, quota, demand, lay.initial_replicas().held(),
+                             home_shares(lay, quota), min_share=widest, node_limit=3,
+                             lp_iteration_limit=5000, time_limit_s=120)
+    assert "limits/totalnodes = 3\n" in sent
+    assert sent.count("max_number_of_iterations: 5000") == 2  # both warm-start LPs
+    # seed 0 needs more than 3 nodes (238 to optimality): the work limit stopped it
+    assert plan.status == "feasible" and plan.stopped_by == "work"
+    assert "work limit 3 nodes" in plan.message
+    assert (plan.shares.sum(axis=1) == quota).all()
+
+
+def test_a_plan_solved_to_the_gap_names_no_limit():
+    lay = two_region_layout()
+    quota = np.array([4, 2, 2])
+    plan = plan_reservations(lay, quota, [4.0, 0.0, 0.0], lay.initial_replicas().held(),
+                             home_shares(lay, quota), min_share=[2, 1, 1])
+    assert plan.status == "optimal" and plan.stopped_by == "" and plan.message == ""
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, None])
+def test_a_bad_work_limit_is_refused(bad):
+    lay = two_region_layout()
+    quota = np.array([4, 2, 2])
+    with pytest.raises(RegionsError, match="node_limit must be a whole number"):
+        plan_reservations(lay, quota, [1.0, 1.0, 1.0], lay.initial_replicas().held(),
+                          home_shares(lay, quota), node_limit=bad)
+
+
+def _busy(stop) -> None:
+    """Spin until ``stop`` is set (a CPU hog for the determinism test)."""
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+def test_the_same_inputs_give_the_same_plan_under_cpu_load():
+    import multiprocessing as mp
+
+    lay, quota, demand, widest = uneven_layout()
+    args = (lay, quota, demand, lay.initial_replicas().held(), home_shares(lay, quota))
+    kw = dict(min_share=widest, node_limit=20, time_limit_s=300)
+    quiet = plan_reservations(*args, **kw)
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    hogs = [ctx.Process(target=_busy, args=(stop,), daemon=True) for _ in range(2)]
+    for h in hogs:
+        h.start()
+    try:
+        loaded = plan_reservations(*args, **kw)
+    finally:
+        stop.set()
+        for h in hogs:
+            h.join(10)
+    assert quiet.stopped_by == loaded.stopped_by == "work"
+    assert (quiet.shares == loaded.shares).all() and (quiet.held == loaded.held).all()
+    assert quiet.objective == loaded.objective
