@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 from sia.pipelines.engine.store import replay_files, result_key
+from sia.scheduler.regions.model import PLAN_TIME_S
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -176,7 +177,7 @@ class RegionsSpec:
     regions: Any
     mode: str = "static"
     neg_cache: bool = True
-    plan_time_s: float = 60.0
+    plan_time_s: float = PLAN_TIME_S
 
     @property
     def key(self) -> tuple:

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from sia.data.errors import ConfigError
+from sia.scheduler.regions.model import PLAN_TIME_S
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)
@@ -411,7 +412,7 @@ def _parse_regions(raw: Any, policies: tuple[PolicySpec, ...], w: _Where,
     if not isinstance(raw, dict):
         raise w.error("regions", f"expected a mapping with file (and plan_time_s), got {raw!r}")
     w.unknown(raw, {"file", "column", "plan_time_s"}, "regions.")
-    plan_s = w.number(raw.get("plan_time_s", 60.0), "regions.plan_time_s", lo=0, lo_open=True)
+    plan_s = w.number(raw.get("plan_time_s", PLAN_TIME_S), "regions.plan_time_s", lo=0, lo_open=True)
     if ("file" in raw) == ("column" in raw):
         raise w.error("regions", "give exactly one of file (a pool -> region file) and column "
                                  "(the trace's column naming each job's region)")

@@ -245,8 +245,7 @@ def plan_data_placement(
     keep = prev if keep is None else layout.check_plan(keep, "keep set")
     if not (np.isfinite(time_limit_s) and time_limit_s > 0):
         raise RegionsError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
-    if isinstance(node_limit, bool) or not isinstance(node_limit, (int, np.integer)) or node_limit < 1:
-        raise RegionsError(f"plan_data_placement: node_limit must be a whole number >= 1, got {node_limit!r}")
+    check_work_limits("plan_data_placement", node_limit=node_limit)
     t0 = time.perf_counter()
     mip = pywraplp.Solver.CreateSolver(solver)
     if mip is None:
@@ -300,6 +299,14 @@ def solve_within(mip: Any, mip_gap: float, time_limit_s: float, t0: float, node_
         return code, ""
     # a limit stopped it: the node count says whether the work limit did
     return code, "work" if scip and mip.nodes() >= node_limit else "time"
+
+
+def check_work_limits(where: str, **limits: Any) -> None:
+    """A one-line RegionsError naming ``where`` and the limit when a work limit (keyword:
+    value) is not a whole number >= 1."""
+    for name, v in limits.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise RegionsError(f"{where}: {name} must be a whole number >= 1, got {v!r}")
 
 
 def limit_text(by: str, time_limit_s: float, node_limit: int) -> str:

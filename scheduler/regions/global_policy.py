@@ -107,7 +107,13 @@ from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.regions.data_placement import keep_set, plan_data_placement
 from sia.scheduler.regions.global_scan import JobRequest, scan_pass
 from sia.scheduler.regions.guests import CellGuestSlots, GuestSlots
-from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
+from sia.scheduler.regions.model import (
+    PLAN_TIME_S,
+    PoolData,
+    Region,
+    RegionLayout,
+    RegionsError,
+)
 from sia.scheduler.regions.region_cells import (
     RegionPlacer,
     check_region_cells,
@@ -210,7 +216,8 @@ class GlobalRegionPolicy:
 
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", route: bool = True, placement: str = "static",
-                 period_s: float = 86400.0, plan_time_s: float = 60.0, neg_cache: bool = True,
+                 period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S,
+                 neg_cache: bool = True,
                  guests: str = "sia", locality: LocalityConfig | None = None):
         if placement not in PLACEMENT_MODES:
             raise ConfigError(f"regions: placement must be one of {', '.join(PLACEMENT_MODES)}, "

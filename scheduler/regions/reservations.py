@@ -39,6 +39,7 @@ from ortools.linear_solver import pywraplp
 from sia.scheduler.regions.data_placement import (
     NODE_LIMIT,
     PlacementWeights,
+    check_work_limits,
     demand_vector,
     limit_text,
     solve_within,
@@ -215,7 +216,8 @@ def plan_reservations(
     weights = weights or ReservationWeights()
     pb, mip = _problem(layout, quota, demand, prev_held, prev_shares, keep, candidates,
                        min_share, weights, time_limit_s, solver)
-    _check_work_limits(node_limit, lp_iteration_limit)
+    check_work_limits("plan_reservations", node_limit=node_limit,
+                      lp_iteration_limit=lp_iteration_limit)
     # each LP of the warm start may use a third of the time limit (the safety net)
     warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed,
                                      pb.low, weights, time_limit_s / 3, lp_iteration_limit) \
@@ -236,13 +238,6 @@ def plan_reservations(
         if best is None or lp.objective < best.objective - 1e-9:
             best = lp
     return best if best is not None else pb.kept(code, why, by, solver)
-
-
-def _check_work_limits(node_limit: int, lp_iteration_limit: int) -> None:
-    """A one-line RegionsError when a work limit is not a whole number >= 1."""
-    for name, v in (("node_limit", node_limit), ("lp_iteration_limit", lp_iteration_limit)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise RegionsError(f"plan_reservations: {name} must be a whole number >= 1, got {v!r}")
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,13 @@ import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.view import SimView, Start, TraceArrays
-from sia.scheduler.regions.global_policy import GlobalRegionPolicy, _index_in, _Region
+from sia.scheduler.regions.global_policy import (
+    GlobalRegionPolicy,
+    _index_in,
+    _Region,
+)
 from sia.scheduler.regions.global_scan import NegativeCache
-from sia.scheduler.regions.model import RegionLayout, RegionsError
+from sia.scheduler.regions.model import PLAN_TIME_S, RegionLayout, RegionsError
 from sia.scheduler.regions.reservations import (
     ReservationWeights,
     ShareLedger,
@@ -91,7 +95,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     def __init__(self, layout: RegionLayout, make_inner: Callable[[], Any], *,
                  inner_name: str = "inner", placement: str = "history",
-                 period_s: float = 86400.0, plan_time_s: float = 60.0, neg_cache: bool = True,
+                 period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
                  plan_demand: str = "outstanding"):
         if placement not in RESERVATION_PLACEMENTS:

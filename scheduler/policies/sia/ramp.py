@@ -237,16 +237,18 @@ class LoanRamp:
                 rec.append(1)
                 if sum(rec) <= self.tolerance[k] * WITNESS_MEMORY:
                     return False  # within the overruns the lending rule accepted
-            self.cap[p][k] = self.initial if self.backoff == "reset" else max(
-                self.initial, self.cap[p][k] // 2)
+            self._back_off(p, k)
             return self.witness_rule == "tolerate"
         rec = self.recent[p][k]
         rec.append(1)
-        if self.memory and sum(rec) <= self.tolerance[k] * self.memory:
-            return True  # within the overruns the lending rule accepted
+        if not (self.memory and sum(rec) <= self.tolerance[k] * self.memory):
+            self._back_off(p, k)  # else within the overruns the lending rule accepted
+        return True
+
+    def _back_off(self, p: int, k: int) -> None:
+        """Lower pool ``p``'s cap in window ``k`` after a miss (``backoff``: reset or halve)."""
         self.cap[p][k] = (self.initial if self.backoff == "reset"
                           else max(self.initial, self.cap[p][k] // 2))
-        return True
 
     def full(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now."""
