@@ -101,8 +101,8 @@ WITNESS_RULES = ("hold", "reset", "tolerate")
 #: :data:`DEFAULT_EVIDENCE`'s choice, fixed before the run (among the values whose slowed jobs
 #: are <= 0.5% pooled and <= 2% in every experiment, the highest mean speedup), on
 #: ``experiments/risk_training_weeks.yaml`` (Philly days 35-56) and
-#: ``experiments/graham_training_weeks.yaml`` (Graham days 16-24, predictors trained on days
-#: 3-16). Measured (2026-11-29, `sia evaluate ... --set policies=[fcfs,maxmin,sia,{name: sia,
+#: ``experiments/graham_training_weeks.yaml`` (Graham days 16-24, predictors trained on days 3-12
+#: and validated on days 12-16). Measured (2026-11-29, `sia evaluate ... --set policies=[fcfs,maxmin,sia,{name: sia,
 #: options: {loan_ramp_witness: ...}}]`), % slowed / total slowdown min / worst experiment /
 #: mean speedup on Philly's training weeks: hold 0.109% / 339 / 1.15% / 65.6; reset 0.580% /
 #: 10,250 / 2.64% / 78.6 (out); tolerate 0.141% / 642 / 0.97% / 70.9; on Graham's training
