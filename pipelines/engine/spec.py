@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 from sia.pipelines.engine.store import replay_files, result_key
-from sia.scheduler.regions.model import PLAN_TIME_S
+from sia.scheduler.regions.defaults import PLAN_TIME_S
 
 
 # ----------------------------------------------------------------------------- workloads

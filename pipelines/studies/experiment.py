@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from sia.data.errors import ConfigError
-from sia.scheduler.regions.model import PLAN_TIME_S
+from sia.scheduler.regions.defaults import PLAN_TIME_S
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_WINDOWS_MIN = (5, 60, 720)

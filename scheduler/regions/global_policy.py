@@ -105,15 +105,10 @@ from sia.scheduler.core.forecast import DURATION_BIN_EDGES_S
 from sia.scheduler.core.view import SimState, SimView, Start, TraceArrays
 from sia.scheduler.locality.config import LocalityConfig
 from sia.scheduler.regions.data_placement import keep_set, plan_data_placement
+from sia.scheduler.regions.defaults import PLAN_TIME_S
 from sia.scheduler.regions.global_scan import JobRequest, scan_pass
 from sia.scheduler.regions.guests import CellGuestSlots, GuestSlots
-from sia.scheduler.regions.model import (
-    PLAN_TIME_S,
-    PoolData,
-    Region,
-    RegionLayout,
-    RegionsError,
-)
+from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
 from sia.scheduler.regions.region_cells import (
     RegionPlacer,
     check_region_cells,

@@ -22,10 +22,6 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-#: Default wall-clock safety net of each region plan (s): plans stop on solver work first
-#: (:func:`~sia.scheduler.regions.data_placement.solve_within`).
-PLAN_TIME_S = 60.0
-
 
 class RegionsError(ValueError):
     """Invalid region layout, replica set or plan (the message names what and where)."""

@@ -61,13 +61,14 @@ import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.view import SimView, Start, TraceArrays
+from sia.scheduler.regions.defaults import PLAN_TIME_S
 from sia.scheduler.regions.global_policy import (
     GlobalRegionPolicy,
     _index_in,
     _Region,
 )
 from sia.scheduler.regions.global_scan import NegativeCache
-from sia.scheduler.regions.model import PLAN_TIME_S, RegionLayout, RegionsError
+from sia.scheduler.regions.model import RegionLayout, RegionsError
 from sia.scheduler.regions.reservations import (
     ReservationWeights,
     ShareLedger,
