@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -83,6 +85,57 @@ def q_bins(q: np.ndarray) -> np.ndarray:
     ``searchsorted`` orders NaN after every edge, so a NaN lands in NEVER as q = 1 does."""
     q = np.asarray(q, dtype=np.float64)
     return (np.searchsorted(_EDGES, q, side="right") + 1).astype(np.int64)
+
+
+class RecentUse:
+    """Each pool's GPU-seconds run in a trailing period, kept incrementally.
+
+    ``used(now, lo)`` is, per pool, the sum over the started jobs of GPUs x the time each ran in
+    ``[lo, now]`` (a running job counts up to ``now``). It is ``A(now) - A(lo)``, where ``A(t)``
+    is the pool's cumulative GPU-seconds up to ``t``: piecewise linear, its slope the GPUs the
+    pool runs. Two sweeps over the starts and ends, in time order, keep ``A`` at the front
+    (``now``) and at the back (``lo``); each event is taken in twice in all, so a query costs
+    O(pools) plus the events passed since the last one, instead of a pass over every job of the
+    period. With whole-second times and GPU counts (every shipped trace) all the sums are
+    integers below 2**53, hence exact: the same floats as summing the jobs one by one in any
+    order; otherwise they agree up to rounding.
+
+    Queries must not go back in time (``now`` and ``lo`` non-decreasing), and a start must not
+    precede an earlier query's ``now``: a replay's clock.
+    """
+
+    def __init__(self, n_pools: int):
+        P = n_pools
+        self._events: list[tuple[float, int, int, float]] = []  # heap: (time, seq, pool, +-GPUs)
+        self._seq = 0  # ties in time: in the order they were recorded
+        self._passed: deque[tuple[float, int, float]] = deque()  # taken in by the front, in order
+        self._front = ([0.0] * P, [0.0] * P, [0.0] * P)  # per pool: A at last, slope, last time
+        self._back = ([0.0] * P, [0.0] * P, [0.0] * P)
+
+    def start(self, t: float, pool: int, gpus: float, end: float) -> None:
+        """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
+        heapq.heappush(self._events, (t, self._seq, pool, gpus))
+        heapq.heappush(self._events, (end, self._seq + 1, pool, -gpus))
+        self._seq += 2
+
+    def used(self, now: float, lo: float) -> list[float]:
+        """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
+        ev, passed = self._events, self._passed
+        a, s, last = self._front
+        while ev and ev[0][0] <= now:
+            t, _, p, g = heapq.heappop(ev)
+            a[p] += s[p] * (t - last[p])
+            s[p] += g
+            last[p] = t
+            passed.append((t, p, g))
+        ab, sb, lastb = self._back
+        while passed and passed[0][0] <= lo:
+            t, p, g = passed.popleft()
+            ab[p] += sb[p] * (t - lastb[p])
+            sb[p] += g
+            lastb[p] = t
+        return [(a[p] + s[p] * (now - last[p])) - (ab[p] + sb[p] * (lo - lastb[p]))
+                for p in range(len(a))]
 
 
 class RiskBudget:
@@ -133,15 +186,15 @@ class RiskBudget:
     def reset(self, trace: Any) -> None:
         """Forget everything; prepare for a replay of ``trace`` (a TraceArrays)."""
         P, K, B = trace.n_pools, len(self.windows_s), NEVER + 1
-        self._dur = trace.duration
-        self._gpus_f = trace.num_gpus.astype(np.float64)
-        self._pool = trace.pool
+        self._dur = trace.duration.tolist()  # Python floats and ints: read one at a time
+        self._gpus_f = trace.num_gpus.astype(np.float64).tolist()
+        self._pool = trace.pool.tolist()
         self._quota = np.maximum(trace.quota.astype(np.float64), 1.0)
         self._t0 = float(trace.submit[0]) if trace.n_jobs else 0.0
         # per job and window: its bin (bytearrays: fast reads in the lending loop)
         self.job_bin = [bytearray([NEVER]) * trace.n_jobs for _ in range(K)]
         self._predicted = bytearray(trace.n_jobs)  # has a prediction to score
-        self._q = np.full((trace.n_jobs, K), np.nan)
+        self._q = [[math.nan] * trace.n_jobs for _ in range(K)]  # per window: each job's q
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
         # outcomes of its pool and window so far) and the counts are read times decay^t, which
         # is the same as decaying every older count at each new outcome (see _decayed)
@@ -150,6 +203,8 @@ class RiskBudget:
         self._n = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # per pool: outcomes ...
         self._m = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # ... and overruns
         self._t = [[0] * K for _ in range(P)]
+        self._seen = [[0] * K for _ in range(P)]  # outcomes taken in, per pool and window
+        self._gseen = [0] * K  # ... and per window over all pools
         self._gn = [[0.0] * B for _ in range(K)]  # over all pools: outcomes, overruns, sum of q
         self._gm = [[0.0] * B for _ in range(K)]
         self._gs = [[0.0] * B for _ in range(K)]
@@ -167,6 +222,13 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
+        # what a pool's quantiles were computed from: its outcomes seen per window and the
+        # prior's version per window at its last refresh (None: never refreshed); a refresh
+        # keeps a window's quantiles when neither moved (the same parameters, the same floats)
+        self._snap_seen: list[list[int] | None] = [None] * P
+        self._snap_prior: list[list[int] | None] = [None] * P
+        self._prior_ver = [0] * K  # bumped when the prior of a window changes value
+        self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty_pools: set[int] = set()
         self._bound_time = [-math.inf] * P
@@ -174,10 +236,7 @@ class RiskBudget:
         self._prior_time = -math.inf
         self._g = np.zeros((K, NEVER - 1))
         self._prior_ab = ([[0.0] * (NEVER - 1)] * K,) * 2  # prior_n x (g, 1 - g) [K, B]
-        self._started_jobs: list[int] = []  # started since the last load update
-        self._start_t: list[float] = []
-        self._run_jobs = np.zeros(0, dtype=np.int64)  # started jobs that may still count
-        self._run_start = np.zeros(0)
+        self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load = np.zeros(P)
         self._load_list = [0.0] * P
         self._by_load = list(range(P))  # pools by recent load, busiest first
@@ -190,38 +249,46 @@ class RiskBudget:
         """Record and return the bins [jobs, windows] of ``jobs`` given P(duration <= w)
         ``cdf`` [jobs, windows] and the first window each time limit guarantees (``sure``, K:
         none; None: no limits)."""
-        jobs = np.asarray(jobs, dtype=np.int64)
-        # np.clip's values (NaN stays NaN) without its dispatch overhead: batches are small
-        q = 1.0 - np.minimum(np.maximum(np.asarray(cdf, dtype=np.float64), 0.0), 1.0)
-        if self.perfect_durations:  # perfect information: a fit is certain, an overrun never lent
-            bins = np.where(q <= 0.0, CERTAIN, NEVER)
-        else:
-            bins = q_bins(q)
-        if sure is not None:
-            bins = np.where(self._k_range[None, :] >= np.asarray(sure)[:, None], CERTAIN, bins)
-        self._q[jobs] = q
-        js = jobs.tolist()
-        for col, row in zip(self.job_bin, bins.T.tolist(), strict=True):
-            for j, b in zip(js, row, strict=True):
-                col[j] = b
-        pred = self._predicted
-        for j in js:
+        # one job at a time in Python floats (batches hold one or two jobs): the values of
+        # q = 1 - clip(cdf, 0, 1) and of q_bins, NaN included (min/max keep a leading NaN as
+        # np.minimum/np.maximum do; bisect_right puts it after every edge as searchsorted does)
+        js = np.asarray(jobs, dtype=np.int64).tolist()
+        rows = np.asarray(cdf, dtype=np.float64).tolist()
+        K = len(self.windows_s)
+        sl = [K] * len(js) if sure is None else np.asarray(sure).tolist()
+        perfect, jb, qk, pred = self.perfect_durations, self.job_bin, self._q, self._predicted
+        out = []
+        for j, row, s in zip(js, rows, sl, strict=True):
+            brow = []
+            for k, c in enumerate(row):
+                q = 1.0 - min(max(c, 0.0), 1.0)
+                if k >= s:
+                    b = CERTAIN
+                elif perfect:  # perfect information: a fit is certain, an overrun never lent
+                    b = CERTAIN if q <= 0.0 else NEVER
+                else:
+                    b = bisect_right(Q_EDGES, q) + 1
+                qk[k][j] = q
+                jb[k][j] = b
+                brow.append(b)
             pred[j] = 1
-        return bins
+            out.append(brow)
+        return np.asarray(out, dtype=np.int64).reshape(len(js), K)
 
     # ------------------------------------------------------------------ outcomes
     def started(self, now: float, jobs: list[int]) -> None:
         """Record the jobs started by a decision at ``now`` (s). A predicted job's outcome in
         window w becomes known at ``now + min(duration, w)``: when it ends, or when it has run
         w and is still running (the time is queued now, the outcome is read only then)."""
-        W = self.windows_s
+        W, dur, pred, ev, pool, gpus = (self.windows_s, self._dur, self._predicted, self._events,
+                                        self._pool, self._gpus_f)
+        use = self._use
         for j in jobs:
-            self._started_jobs.append(j)
-            self._start_t.append(now)
-            if self._predicted[j]:
-                d = float(self._dur[j])
+            d = dur[j]
+            use.start(now, pool[j], gpus[j], now + d)
+            if pred[j]:
                 for k, w in enumerate(W):
-                    heapq.heappush(self._events, (now + min(d, w), j, k))
+                    heapq.heappush(ev, (now + min(d, w), j, k))
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
@@ -234,19 +301,21 @@ class RiskBudget:
         ev = self._events
         if not ev or ev[0][0] > now:
             return
-        W, pool, q = self.windows_s, self._pool, self._q
+        W, pool, q, dur, jb = self.windows_s, self._pool, self._q, self._dur, self.job_bin
         lam, glam = self.decay, self._glam
         n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
                                    self._gt)
         stats, warm, cold_n = self.stats, self._warm, self.cold_n
-        shared, snap = self._shared, self._snap
+        shared, snap, seen, gseen = self._shared, self._snap, self._seen, self._gseen
         while ev and ev[0][0] <= now:
             _, j, k = heapq.heappop(ev)
-            b = self.job_bin[k][j]
+            b = jb[k][j]
             if b == CERTAIN:
                 continue
-            over = self._dur[j] > W[k]
-            p = int(pool[j])
+            over = dur[j] > W[k]
+            p = pool[j]
+            seen[p][k] += 1
+            gseen[k] += 1
             if shared[p]:  # the snapshot keeps the counts as of its refresh
                 snap[p] = ([r[:] for r in n[p]], [r[:] for r in m[p]], t[p][:], snap[p][3])
                 shared[p] = False
@@ -276,7 +345,7 @@ class RiskBudget:
             gt[k] = g
             gw = glam ** -g
             gnk[b] += gw
-            gsk[b] += gw * float(q[j, k])
+            gsk[b] += gw * q[k][j]
             stats["outcomes"] += 1
             if over:  # a miss tightens the pool at once; fits widen it at the next refresh
                 mp[b] += w
@@ -303,18 +372,11 @@ class RiskBudget:
         A pool's posterior is taken anew when it is 300 s old and as soon as one of its jobs
         overran (a miss tightens at once, fits widen at the next refresh); the prior over all
         pools, which moves slowly, every 300 s. Only the counts are kept (a copy, cheap):
-        its quantiles are computed when first read (:meth:`_quantiles`)."""
-        n0 = self.prior_n
+        its quantiles are computed when first read (:meth:`_quantiles`). A window whose
+        outcomes and prior did not change since the pool's last refresh keeps its quantiles:
+        their parameters, hence their floats, are the same."""
         if now - self._prior_time >= 300.0:
-            f = (self._glam ** np.asarray(self._gt, dtype=np.float64))[:, None]
-            gn, gm, gs = (f * np.asarray(self._gn)[:, 1:NEVER], f * np.asarray(self._gm)[:, 1:NEVER],
-                          f * np.asarray(self._gs)[:, 1:NEVER])
-            qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), _EDGES[None, :])
-            # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
-            # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
-            self._g = g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
-            self._prior_ab = ((n0 * g).tolist(), (n0 * (1.0 - g)).tolist())
-            self._prior_time = now
+            self._update_prior(now)
         bt, dirty = self._bound_time, self._dirty_pools
         if not dirty and now - self._oldest_bound < 300.0:
             return  # no pool is due
@@ -329,13 +391,43 @@ class RiskBudget:
         # the counts as of now are kept (shared with the live counts until the pool's next
         # outcome copies them, see resolve); a posterior's parameters are computed from them
         # only when one of its quantiles is first read
-        self._version += 1
         K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior_ab
-        n, m, t, shared = self._n, self._m, self._t, self._shared
+        n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
+        seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
+                                             self._snap_prior)
+        changed = False
         for p in rows:
             snap[p] = (n[p], m[p], t[p], prior)
             shared[p] = True
-            self._raw[p] = [[None] * B for _ in range(K)]
+            old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
+            for k in range(K):
+                if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
+                    rp[k] = [None] * B
+                    changed = True
+            snap_seen[p], snap_prior[p] = sp[:], pver[:]
+        if changed:  # the bounds moved: allowed() must scan again
+            self._version += 1
+
+    def _update_prior(self, now: float) -> None:
+        """Take the prior (each bin's rate over all pools) anew from the global counts at
+        ``now``; skipped when no outcome came since the last time (the same floats)."""
+        self._prior_time = now
+        if self._prior_seen == self._gseen:
+            return
+        self._prior_seen = self._gseen[:]
+        n0 = self.prior_n
+        f = (self._glam ** np.asarray(self._gt, dtype=np.float64))[:, None]
+        gn, gm, gs = (f * np.asarray(self._gn)[:, 1:NEVER], f * np.asarray(self._gm)[:, 1:NEVER],
+                      f * np.asarray(self._gs)[:, 1:NEVER])
+        qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), _EDGES[None, :])
+        # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
+        # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
+        self._g = g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
+        old = self._prior_ab
+        self._prior_ab = new = ((n0 * g).tolist(), (n0 * (1.0 - g)).tolist())
+        for k in range(len(self._prior_ver)):
+            if new[0][k] != old[0][k] or new[1][k] != old[1][k]:
+                self._prior_ver[k] += 1
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -376,27 +468,15 @@ class RiskBudget:
     def loads(self, now: float) -> np.ndarray:
         """Return each pool's recent load: GPU-seconds its jobs ran in the last ``load_days``
         (up to ``now``) over quota x that period (shorter at the replay's start); refreshed at
-        most every 300 s."""
+        most every 300 s. The GPU-seconds are kept incrementally (:class:`RecentUse`)."""
         if now - self._load_time < 300.0:
             return self._load
-        if self._started_jobs:  # the starts since the last call join the arrays
-            self._run_jobs = np.concatenate((self._run_jobs,
-                                             np.asarray(self._started_jobs, dtype=np.int64)))
-            self._run_start = np.concatenate((self._run_start, np.asarray(self._start_t)))
-            self._started_jobs, self._start_t = [], []
-        jobs, st = self._run_jobs, self._run_start
-        lo = now - self.load_s
-        end = np.minimum(st + self._dur[jobs], now)  # a running job: up to now (no peek)
-        ran = np.clip(end - np.maximum(st, lo), 0.0, None) * self._gpus_f[jobs]
+        used = self._use.used(now, now - self.load_s)  # a running job: up to now (no peek)
         span = max(min(self.load_s, now - self._t0), 3600.0)
-        used = np.bincount(self._pool[jobs], weights=ran, minlength=self._quota.size)
-        self._load = used / (self._quota * span)
+        self._load = np.asarray(used) / (self._quota * span)
         self._load_list = ll = self._load.tolist()
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
-        keep = end > lo  # jobs that ended before the period never count again
-        if not keep.all():
-            self._run_jobs, self._run_start = jobs[keep], st[keep]
         return self._load
 
     def cost(self, now: float, unused: list[int]) -> float:
