@@ -435,25 +435,26 @@ class RiskBudget:
         prior's parameters, shared by every such pool: those come from a cache)."""
         if not cells:
             return
-        av, bv = [], []
-        snap, lam = self._snap, self.decay
+        snap, lam, cache, raw = self._snap, self.decay, self._qcache, self._raw
+        if len(cache) > 100_000:  # bounded: parameters drift with the decay
+            cache.clear()
+        miss: list[tuple[int, int, int, tuple[float, float]]] = []
         for p, k, b in cells:  # the arithmetic of _decayed and the prior's, in the same order
             n, m, t, (pa, pb) = snap[p]
             f = lam ** float(t[k])
             nd, md = f * n[k][b + 1], f * m[k][b + 1]  # the counts have every bin, from CERTAIN
-            av.append(md + pa[k][b])
-            bv.append(max(max(nd - md, 0.0) + pb[k][b], 1e-9))
-        cache, raw = self._qcache, self._raw
-        if len(cache) > 100_000:  # bounded: parameters drift with the decay
-            cache.clear()
-        miss = [i for i, key in enumerate(zip(av, bv, strict=True)) if key not in cache]
+            key = (md + pa[k][b], max(max(nd - md, 0.0) + pb[k][b], 1e-9))
+            x = cache.get(key)
+            if x is None:
+                miss.append((p, k, b, key))
+            else:
+                raw[p][k][b] = x
         if miss:
-            got = betaincinv(np.asarray([av[i] for i in miss]), np.asarray([bv[i] for i in miss]),
-                             self.level).tolist()
-            for i, x in zip(miss, got, strict=True):
-                cache[(av[i], bv[i])] = x
-        for (p, k, b), key in zip(cells, zip(av, bv, strict=True), strict=True):
-            raw[p][k][b] = cache[key]
+            got = betaincinv(np.asarray([c[3][0] for c in miss]),
+                             np.asarray([c[3][1] for c in miss]), self.level).tolist()
+            for (p, k, b, key), x in zip(miss, got, strict=True):
+                cache[key] = x
+                raw[p][k][b] = x
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
