@@ -397,13 +397,15 @@ class RiskBudget:
                                              self._snap_prior)
         changed = False
         for p in rows:
-            snap[p] = (n[p], m[p], t[p], prior)
-            shared[p] = True
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
+            if sp == old_seen and pver == old_prior:
+                continue  # the snapshot's counts and prior have the same values as now
             for k in range(K):
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
                     changed = True
+            snap[p] = (n[p], m[p], t[p], prior)
+            shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
         if changed:  # the bounds moved: allowed() must scan again
             self._version += 1
@@ -415,16 +417,24 @@ class RiskBudget:
         if self._prior_seen == self._gseen:
             return
         self._prior_seen = self._gseen[:]
-        n0 = self.prior_n
-        f = (self._glam ** np.asarray(self._gt, dtype=np.float64))[:, None]
-        gn, gm, gs = (f * np.asarray(self._gn)[:, 1:NEVER], f * np.asarray(self._gm)[:, 1:NEVER],
-                      f * np.asarray(self._gs)[:, 1:NEVER])
-        qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), _EDGES[None, :])
-        # [K, B]: the bin's rate over all pools; never below G_FLOOR (a model that says
-        # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
-        self._g = g = np.maximum((gm + n0 * qbar) / (gn + n0), G_FLOOR)
+        n0, edges = self.prior_n, Q_EDGES
+        # the decay of each window's counts (numpy's power, as before); then per window and bin,
+        # in Python floats (the same IEEE operations as the arrays [K, B] were computed with)
+        fk = (self._glam ** np.asarray(self._gt, dtype=np.float64)).tolist()
+        g = []
+        for f, gnk, gmk, gsk in zip(fk, self._gn, self._gm, self._gs, strict=True):
+            row = []
+            for b in range(1, NEVER):
+                gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
+                qbar = gs / max(gn, 1e-12) if gn > 0 else edges[b - 1]
+                # the bin's rate over all pools; never below G_FLOOR (a model that says
+                # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
+                row.append(max((gm + n0 * qbar) / (gn + n0), G_FLOOR))
+            g.append(row)
+        self._g = np.asarray(g)
         old = self._prior_ab
-        self._prior_ab = new = ((n0 * g).tolist(), (n0 * (1.0 - g)).tolist())
+        self._prior_ab = new = ([[n0 * x for x in r] for r in g],
+                                [[n0 * (1.0 - x) for x in r] for r in g])
         for k in range(len(self._prior_ver)):
             if new[0][k] != old[0][k] or new[1][k] != old[1][k]:
                 self._prior_ver[k] += 1
@@ -474,8 +484,9 @@ class RiskBudget:
             return self._load
         used = self._use.used(now, now - self.load_s)  # a running job: up to now (no peek)
         span = max(min(self.load_s, now - self._t0), 3600.0)
-        self._load = np.asarray(used) / (self._quota * span)
-        self._load_list = ll = self._load.tolist()
+        self._load_list = ll = [u / (q * span) for u, q in zip(used, self._quota.tolist(),
+                                                                 strict=True)]
+        self._load = np.asarray(ll)
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
         return self._load
