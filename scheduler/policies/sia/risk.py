@@ -106,36 +106,50 @@ class RecentUse:
 
     def __init__(self, n_pools: int):
         P = n_pools
-        self._events: list[tuple[float, int, int, float]] = []  # heap: (time, seq, pool, +-GPUs)
-        self._seq = 0  # ties in time: in the order they were recorded
+        self._starts: list[tuple[float, int, float]] = []  # (time, pool, GPUs), not yet taken in
+        self._ends: list[tuple[float, int, float]] = []  # heap: (end, pool, GPUs) of running jobs
         self._passed: deque[tuple[float, int, float]] = deque()  # taken in by the front, in order
         self._front = ([0.0] * P, [0.0] * P, [0.0] * P)  # per pool: A at last, slope, last time
         self._back = ([0.0] * P, [0.0] * P, [0.0] * P)
+        self._now = -math.inf  # the last query's now
 
     def start(self, t: float, pool: int, gpus: float, end: float) -> None:
         """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
-        heapq.heappush(self._events, (t, self._seq, pool, gpus))
-        heapq.heappush(self._events, (end, self._seq + 1, pool, -gpus))
-        self._seq += 2
+        if t < self._now:
+            raise ValueError(f"a start at {t} precedes the last query at {self._now}")
+        self._starts.append((t, pool, gpus))
+        heapq.heappush(self._ends, (end, pool, -gpus))
 
     def used(self, now: float, lo: float) -> list[float]:
         """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
-        ev, passed = self._events, self._passed
+        ends, passed, starts = self._ends, self._passed, self._starts
         a, s, last = self._front
-        while ev and ev[0][0] <= now:
-            t, _, p, g = heapq.heappop(ev)
+        if starts:
+            starts.sort()  # in time order already in a replay (a no-op pass)
+        i, n_st = 0, len(starts)
+        while True:  # the starts and ends up to now, merged in time order
+            if i < n_st and starts[i][0] <= now and not (ends and ends[0][0] < starts[i][0]):
+                e = starts[i]
+                i += 1
+            elif ends and ends[0][0] <= now:
+                e = heapq.heappop(ends)
+            else:
+                break
+            t, p, g = e
             a[p] += s[p] * (t - last[p])
             s[p] += g
             last[p] = t
-            passed.append((t, p, g))
+            passed.append(e)
+        del starts[:i]
         ab, sb, lastb = self._back
         while passed and passed[0][0] <= lo:
             t, p, g = passed.popleft()
             ab[p] += sb[p] * (t - lastb[p])
             sb[p] += g
             lastb[p] = t
-        return [(a[p] + s[p] * (now - last[p])) - (ab[p] + sb[p] * (lo - lastb[p]))
-                for p in range(len(a))]
+        self._now = now
+        return [(x + y * (now - z)) - (xb + yb * (lo - zb))
+                for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
 
 
 class RiskBudget:
@@ -222,6 +236,12 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
+        # per pool: a version bumped when its quantiles are reset or a window warms, and its
+        # last scan in _lendable (the row, the version and the cost it was made with)
+        self._pool_ver = [0] * P
+        self._rows: list[list[int]] = [[CERTAIN] * K for _ in range(P)]
+        self._row_ver = [-1] * P
+        self._row_c = [math.nan] * P
         # what a pool's quantiles were computed from: its outcomes seen per window and the
         # prior's version per window at its last refresh (None: never refreshed); a refresh
         # keeps a window's quantiles when neither moved (the same parameters, the same floats)
@@ -334,6 +354,7 @@ class RiskBudget:
             if not warm[p][k] and np.asarray(np_[1:]).sum() * lam ** tk >= cold_n:
                 warm[p][k] = True
                 self._version += 1
+                self._pool_ver[p] += 1
             g = gt[k] + 1
             gnk, gmk, gsk = gn[k], gm[k], gs[k]
             if g >= _RENORM:
@@ -395,6 +416,7 @@ class RiskBudget:
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
+        pool_ver = self._pool_ver
         changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
@@ -404,6 +426,7 @@ class RiskBudget:
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
                     changed = True
+                    pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
             shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
@@ -524,14 +547,24 @@ class RiskBudget:
         return out
 
     def _lendable(self, out: list[list[int]], pools: Any, c: float) -> None:
-        """Set ``out[p][k]`` for the warm windows of ``pools``: the number of leading bins whose
-        bound times ``c`` is within the budget.
+        """Set ``out[p]`` for ``pools``: per window, the number of leading bins whose bound
+        times ``c`` is within the budget (0 in a cold window).
 
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
         exactly when every bin before it passed and its own quantile does: the scan stops at
-        the first bin that fails, and only the quantiles it reads are computed."""
-        raw, warm, risk, B = self._raw, self._warm, self.risk, NEVER - 1
-        todo = [(p, k, 0) for p in pools for k, w in enumerate(warm[p]) if w]
+        the first bin that fails, and only the quantiles it reads are computed. A pool whose
+        quantiles and warmth did not change since it was last scanned at the same ``c`` gets
+        that scan's row (the same bins: rows are shared, never written after the scan)."""
+        raw, warm, risk, B, K = self._raw, self._warm, self.risk, NEVER - 1, len(self.windows_s)
+        rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
+        todo = []
+        for p in pools:
+            if row_v[p] == pver[p] and row_c[p] == c:
+                out[p] = rows[p]
+                continue
+            out[p] = rows[p] = [CERTAIN] * K
+            row_v[p], row_c[p] = pver[p], c
+            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
         while todo:
             self._quantiles([cell for cell in todo if raw[cell[0]][cell[1]][cell[2]] is None])
             nxt = []
