@@ -16,7 +16,14 @@ from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
-from sia.scheduler.policies.sia.risk import CERTAIN, NEVER, Q_EDGES, RiskBudget, q_bins
+from sia.scheduler.policies.sia.risk import (
+    CERTAIN,
+    NEVER,
+    Q_EDGES,
+    RecentUse,
+    RiskBudget,
+    q_bins,
+)
 from sia.scheduler.registry import make_policy
 
 W = (300.0, 3600.0)
@@ -433,3 +440,140 @@ def test_cost_reads_the_busiest_pool_with_unused_quota_whatever_the_order(runs, 
     load = rb.loads(day).tolist()
     rho = max([load[p] for p, u in enumerate(unused) if u > 0], default=0.0)
     assert rb.cost(day + 1.0, unused) == 1.0 / max(1.0 - rho, 1.0 / 100.0)
+
+
+# ----------------------------------------------------------------------------- incremental state
+
+
+def used_from_scratch(starts: list[tuple[float, int, float, float]], n_pools: int, now: float,
+                      lo: float) -> np.ndarray:
+    """Each pool's GPU-seconds in [lo, now], summed job by job as loads() did before it was kept
+    incrementally (a running job counts up to now)."""
+    if not starts:
+        return np.zeros(n_pools)
+    t, p, g, d = (np.asarray(x) for x in zip(*starts, strict=True))
+    end = np.minimum(t + d, now)
+    ran = np.clip(end - np.maximum(t, lo), 0.0, None) * g
+    return np.bincount(p.astype(np.int64), weights=ran, minlength=n_pools)
+
+
+@st.composite
+def use_histories(draw, whole: bool):
+    """Chronological starts (time, pool, GPUs, duration) with queries (now, period) between."""
+    P = draw(st.integers(1, 4))
+    t, events = 0.0, []
+    for _ in range(draw(st.integers(0, 40))):
+        t += draw(st.integers(0, 5000)) if whole else draw(st.floats(0.0, 5000.0))
+        if draw(st.booleans()):
+            d = draw(st.integers(1, 20000)) if whole else draw(st.floats(0.5, 20000.0))
+            events.append(("start", t, draw(st.integers(0, P - 1)),
+                           float(draw(st.integers(1, 8))), float(d)))
+        else:
+            events.append(("query", t, draw(st.sampled_from([600.0, 3600.0, 86400.0]))))
+    return P, events
+
+
+@settings(max_examples=150, deadline=None)
+@given(hist=use_histories(whole=True))
+def test_recent_use_equals_the_job_by_job_sum_exactly_on_whole_seconds(hist):
+    # whole-second times and GPU counts: every sum is an integer, so the incremental sweeps give
+    # the same floats as the job-by-job sum (the identity check of the Philly replay needs it)
+    P, events = hist
+    use, starts, last_lo = RecentUse(P), [], -np.inf
+    for ev in events:
+        if ev[0] == "start":
+            _, t, p, g, d = ev
+            use.start(t, p, g, t + d)
+            starts.append((t, p, g, d))
+        else:
+            _, now, period = ev
+            lo = max(now - period, last_lo)  # the period's start never goes back
+            last_lo = lo
+            assert use.used(now, lo) == used_from_scratch(starts, P, now, lo).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(hist=use_histories(whole=False))
+def test_recent_use_equals_the_job_by_job_sum_up_to_rounding(hist):
+    P, events = hist
+    use, starts, last_lo = RecentUse(P), [], -np.inf
+    for ev in events:
+        if ev[0] == "start":
+            _, t, p, g, d = ev
+            use.start(t, p, g, t + d)
+            starts.append((t, p, g, d))
+        else:
+            _, now, period = ev
+            lo = max(now - period, last_lo)
+            last_lo = lo
+            want = used_from_scratch(starts, P, now, lo)
+            assert use.used(now, lo) == pytest.approx(want.tolist(), rel=1e-9, abs=1e-6)
+
+
+def test_recent_use_hand_values_and_clock():
+    use = RecentUse(2)
+    use.start(0.0, 0, 2.0, 100.0)  # 2 GPUs over [0, 100]
+    use.start(50.0, 1, 1.0, 1000.0)  # 1 GPU from 50, still running at 200
+    assert use.used(200.0, 20.0) == [160.0, 150.0]
+    assert use.used(300.0, 90.0) == [20.0, 210.0]  # [90, 100] x 2 GPUs; [90, 300] x 1
+    with pytest.raises(ValueError, match="precedes"):
+        use.start(250.0, 0, 1.0, 400.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cdf=st.lists(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                                       st.sampled_from([0.0, 1.0, -0.0, 0.999, 0.99, 0.97])),
+                             min_size=2, max_size=2), min_size=1, max_size=4),
+       sure=st.one_of(st.none(), st.lists(st.integers(0, 2), min_size=4, max_size=4)),
+       perfect=st.booleans())
+def test_classify_gives_the_bins_and_q_of_the_array_formula(cdf, sure, perfect):
+    # classify works job by job in Python floats; the array formula it replaced is the spec
+    n = len(cdf)
+    rb = RiskBudget(W, 0.1, perfect_durations=perfect)
+    rb.reset(fake_trace([0] * n, [100.0] * n, [1]))
+    s = None if sure is None else np.asarray(sure[:n])
+    got = rb.classify(np.arange(n), np.asarray(cdf), s)
+    q = 1.0 - np.clip(np.asarray(cdf, dtype=np.float64), 0.0, 1.0)
+    want = np.where(q <= 0.0, CERTAIN, NEVER) if perfect else q_bins(q)
+    if s is not None:
+        want = np.where(np.arange(2)[None, :] >= s[:, None], CERTAIN, want)
+    assert got.tolist() == want.tolist() and got.dtype == np.int64
+    assert [[rb.job_bin[k][j] for k in range(2)] for j in range(n)] == want.tolist()
+    np.testing.assert_array_equal(np.asarray(rb._q).T, q)  # NaN where q is NaN
+
+
+def forget_reuse(rb: RiskBudget) -> None:
+    """Make ``rb`` take every pool's quantiles, prior and scans anew at its next refresh."""
+    P = len(rb._raw)
+    rb._snap_seen, rb._snap_prior, rb._prior_seen = [None] * P, [None] * P, None
+    rb._row_ver = [-1] * P
+    rb._qcache.clear()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=1, max_size=8),
+       r=st.sampled_from([0.01, 0.1, 1.0]))
+def test_kept_quantiles_and_scans_equal_recomputing_them(state, times, r):
+    # a refresh keeps a window's quantiles (and allowed a pool's scan) only when nothing they
+    # depend on moved: over a random history, the answers and bounds equal those of a budget
+    # that recomputes everything at each refresh
+    P, pools, d, q, unused = state
+    rbs = [RiskBudget(W, r, cold_n=1.0, memory=20.0) for _ in range(2)]
+    for rb in rbs:
+        rb.reset(fake_trace(pools, d, [3] * P))
+    now, nxt = 0.0, 0
+    for step in times:
+        now += 150.0 * step
+        batch = list(range(nxt, min(len(q), nxt + 5)))
+        nxt += len(batch)
+        outs = []
+        for i, rb in enumerate(rbs):
+            rb.resolve(now)
+            if i == 1:
+                forget_reuse(rb)
+            outs.append((rb.allowed(now, unused), rb.bounds(now).tolist()))
+            if batch:
+                rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
+                            None)
+                rb.started(now, batch)
+        assert outs[0] == outs[1]
