@@ -93,6 +93,38 @@ table (82,182 rows) and policy counters identical to the reference. Still above 
 < 10%; left, not built: the loads' refresh every 300 s (an incremental update must keep
 bincount's order of additions to stay identical), the per-cell Python loop of the quantiles
 after each refresh, classify's per-job writes, and the policy's scan of the lendable lists.
+
+Measured (2026-11-29, third cut, every decision kept: the loads kept incrementally
+(``RecentUse``: two sweeps over the starts and ends, exact integer sums on whole-second traces,
+so the same floats as bincount's), a refresh that keeps the quantiles of the windows whose
+outcomes and prior did not move, the prior skipped when no outcome came and computed in Python
+floats, a pool's last scan reused while its quantiles, warmth and the cost are unchanged,
+classify/started/resolve on Python lists). main 12174bf and this branch run *concurrently*,
+pairwise, on the 2 shared cores (load average 4-8, 20% steal): same conditions for both, CPU
+times inflated against an idle machine; same pickled predictors; share as above.
+
+| run | main 12174bf: bookkeeping / in policy (CPU s) | share | branch risk-fast | share |
+|---|---|---|---|---|
+| 1 | 21.23 / 105.8 | 20.1% | 16.71 / 101.9 | 16.4% |
+| 2 | 23.72 / 117.1 | 20.3% | 18.49 / 113.1 | 16.3% |
+| 3 | 22.07 / 111.0 | 19.9% | 16.89 / 104.3 | 16.2% |
+| median | 21.23 / 105.8 | **20.1%** | 18.49 / 113.1 | **16.3%** |
+
+Commands (``N`` = 1, 2, 3, the two lines at once): ``cd /work/main && /work/main/.venv/bin/python
+benchmarks/risk_identity.py --fc /tmp/risk-fast/fc.pkl --out /tmp/risk-fast/mainN`` and
+``.venv/bin/python benchmarks/risk_identity.py --fc /tmp/risk-fast/fc.pkl --out
+/tmp/risk-fast/branchN``, then ``risk_identity.compare`` of each output against main's run 1:
+result tables (82,182 rows) and policy counters identical, every run. main measured 20.1% here
+where the second cut's 18.9% was measured: load moves the share by a few points, so only pairs
+run together compare. Still above the issue's < 10%. Where the rest goes (nested timers, same
+runs' conditions): ``allowed`` about three quarters, of it the Beta quantiles (about 475,000
+``betaincinv`` evaluations, each needed: the prior over all pools moves at almost every 300 s
+refresh, so a refreshed pool's first bins change) and their per-cell Python, the refresh, the
+cost; then ``resolve`` (246,546 outcomes), ``classify``, ``started``. The timer itself adds about
+1.3 us to each of the ~530,000 timed calls (~0.7 s; measured on a no-op method). Left: fewer
+quantiles (a bound that decides a bin without its exact quantile would have to be proven to
+give the same comparison), a cheaper fast path in ``allowed`` for the calls where nothing is
+due, and ``resolve``'s per-outcome work.
 """
 
 from __future__ import annotations
