@@ -752,6 +752,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             out["risk"] = self.risk_budget.summary()
         if self.loan_ramp is not None:
             out["loan_ramp"] = dict(self.loan_ramp.stats)
+        if getattr(self, "_fp_on", False):  # fungible preemption: loans and evictions by reason
+            out["preemption"] = {k: self.stats[k] for k in
+                                 ("preemptible_loans", "preemptions", "preemptions_for_owners")}
         for src in self._calibrated:  # what was calibrated per pool (the last state)
             rep = src.calibration_report()
             if rep is not None:
