@@ -401,11 +401,12 @@ class ServiceCore:
 
     # ------------------------------------------------------------------ the clock
     def advance(self, t: float) -> None:
-        """Decide every instant up to ``t`` (s): rebuild first when jobs due by then are not in
-        the arrays."""
+        """Decide every instant up to ``t`` (s): first grow the arrays with every job submitted
+        since (all of them, the ones due after ``t`` too, as a replay's arrays hold the future),
+        or rebuild them when they cannot grow and jobs due by ``t`` are not in them."""
         if t < self.clock:
             return
-        if self._unbuilt <= t and not self._grow():
+        if not self._grow() and self._unbuilt <= t:
             self._rebuild()
         if self._loop is not None:
             self._advance_loop(t)
