@@ -39,12 +39,27 @@ from sia.service.drive import core_sender, drive_trace, first_difference
 TOKEN = "bench-token-0123456789abcdef"
 
 
-def _make(policy: str, alias: str | None, pools: pl.DataFrame):
+def _make(policy: str, alias: str | None, pools: pl.DataFrame, prior: pl.DataFrame | None):
     """``make_policy()`` as `sia serve` builds it (the replay engine's build_policy)."""
     from sia.pipelines.service_inputs import policy_factory, resolve_predictors
 
     predictors, options = resolve_predictors(policy, alias, "5,60,720")
-    return policy_factory(policy, pools, None, predictors=predictors, options=options)
+    return policy_factory(policy, pools, prior, predictors=predictors, options=options)
+
+
+def _workload(args) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None, str]:
+    """(jobs, pools, prior history, label): a synthetic workload, or with ``--trace`` a trace's
+    replay window cut as `sia serve` / `sia replay` cut it."""
+    if args.trace is None:
+        jobs, pools = generate_workload(args.workload, seed=args.seed, days=args.days)
+        return jobs, pools, None, f"{args.workload} seed {args.seed}, {args.days:g} days"
+    from sia.pipelines.service_inputs import serve_inputs
+
+    got = serve_inputs(Path(args.trace), clean=args.clean,
+                       replay_start_day=args.replay_start_day,
+                       replay_end_day=args.replay_end_day)
+    return (got.jobs, got.pools, got.prior,
+            f"{args.trace} days {args.replay_start_day:g}-{args.replay_end_day:g}")
 
 
 def _in_process(jobs, pools, make, lookahead: float, path: str, replay: dict) -> dict:
@@ -76,14 +91,10 @@ def _over_http(jobs, args, lookahead: float, replay: dict) -> dict:
             t0 = time.perf_counter()
             got = drive_trace(jobs, client.post_events, lookahead_s=lookahead)
             wall = time.perf_counter() - t0
-            metrics = client.http.get("/metrics").text
         finally:
             client.close()
             server.stop()
-    grows = None  # not in the answer: count from the rebuild counter only
-    rebuilds = next(int(float(line.split()[-1])) for line in metrics.splitlines()
-                    if line.startswith("sia_log_rebuilds_total"))
-    return {"wall": wall, "rebuilds": rebuilds, "grows": grows, "requests": got.requests,
+    return {"wall": wall, "rebuilds": got.rebuilds, "grows": got.grows, "requests": got.requests,
             "same": first_difference(got.starts, replay) is None, "lent": len(got.lent)}
 
 
@@ -92,6 +103,10 @@ def main() -> None:
     ap.add_argument("--workload", default="base")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--days", type=float, default=16.0)
+    ap.add_argument("--trace", default=None, help="a trace instead (e.g. builtin:philly)")
+    ap.add_argument("--clean", action="store_true")
+    ap.add_argument("--replay-start-day", type=float, default=None)
+    ap.add_argument("--replay-end-day", type=float, default=None)
     ap.add_argument("--policy", default="maxmin")
     ap.add_argument("--alias", default=None)
     ap.add_argument("--lookahead", default="inf,3600,0",
@@ -100,13 +115,13 @@ def main() -> None:
     ap.add_argument("--http", action="store_true", help="also over HTTP (grow path)")
     ap.add_argument("--sync", default="NORMAL")
     args = ap.parse_args()
-    jobs, pools = generate_workload(args.workload, seed=args.seed, days=args.days)
-    make = _make(args.policy, args.alias, pools)
+    jobs, pools, prior, label = _workload(args)
+    make = _make(args.policy, args.alias, pools, prior)
     t0 = time.perf_counter()
     res = simulate(jobs, pools, make())
     replay_s = time.perf_counter() - t0
     replay = dict(zip(res["job_id"], res["start_time"], strict=True))
-    print(f"{args.policy} on {args.workload} seed {args.seed}, {args.days:g} days: "
+    print(f"{args.policy} on {label}: "
           f"{jobs.height} jobs, {jobs['submit_time'].n_unique()} submission instants; "
           f"sia replay {replay_s:.2f} s")
     print("| where | path | submissions sent | rebuilds | grows | requests | wall time | "
@@ -117,7 +132,7 @@ def main() -> None:
         runs = [("in-process", p,
                  lambda p=p, la=la: _in_process(jobs, pools, make, la, p, replay))
                 for p in args.paths.split(",")]
-        if args.http:
+        if args.http and args.trace is None:
             runs.append(("HTTP", "grow", lambda la=la: _over_http(jobs, args, la, replay)))
         for where, path, run in runs:
             r = run()

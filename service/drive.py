@@ -33,6 +33,7 @@ class DriveResult:
     requests: int = 0
     events: int = 0
     rebuilds: int | None = None
+    grows: int | None = None
 
 
 class Pacer:
@@ -136,6 +137,7 @@ def drive_trace(jobs: pl.DataFrame, send: Send, *, lookahead_s: float = math.inf
         if on_step is not None:
             on_step(clock)
     out.rebuilds = answer.get("rebuilds") if n else 0
+    out.grows = answer.get("grows") if n else 0
     return out
 
 
