@@ -201,3 +201,33 @@ def test_property_jobs_one_at_a_time_decide_as_the_replay(data, name):
     core, got = _one_at_a_time(jobs, pools, make)
     assert first_difference(got.starts, replay) is None
     assert core.rebuilds == 1
+
+
+def test_restart_after_growing_reruns_once_and_grows_on(workload):
+    """A core restored from the log of a run that grew at every arrival re-runs the log once
+    to the same decisions, then grows on new jobs as the uninterrupted core does."""
+    from sia.service.api_models import to_core_events
+
+    jobs, pools = workload
+    jobs = jobs.head(60)
+    core = ServiceCore(pools, _learned_sia)
+    logged: list[dict] = []
+    send = core_sender(core)
+
+    def logging_send(events):
+        logged.extend(events)
+        return send(events)
+
+    drive_trace(jobs, logging_send, lookahead_s=0.0)
+    assert core.rebuilds == 1 and core.grows > 0
+    restored = ServiceCore(pools, _learned_sia)
+    restored.restore(to_core_events(logged))
+    assert restored.decisions == core.decisions
+    assert (restored.rebuilds, restored.grows) == (1, 0)
+    t = core.clock + 10.0
+    late = [{"id": "late-s", "type": "submit", "time": t, "job": "late", "pool":
+             str(pools["pool"][0]), "gpus": 1}, {"id": "late-c", "type": "clock", "time": t}]
+    for c in (core, restored):
+        c.apply(c.check(to_core_events(late)))
+    assert restored.decisions == core.decisions and restored.grows == 1
+    assert restored.decisions[-1].job == "late"
