@@ -231,3 +231,21 @@ def test_restart_after_growing_reruns_once_and_grows_on(workload):
         c.apply(c.check(to_core_events(late)))
     assert restored.decisions == core.decisions and restored.grows == 1
     assert restored.decisions[-1].job == "late"
+
+
+def test_shadow_mode_grows_to_the_decisions_of_the_rebuild_path(workload):
+    """In shadow mode (the cluster reports its own starts and ends, some of them before the
+    service's clock reaches the job), growing decides what the rebuild path (growing off:
+    the code before) decides, with one build."""
+    from sia.service.drive import shadow_trace
+
+    jobs, pools = workload
+    jobs = jobs.head(80)
+    grown = ServiceCore(pools, _learned_sia, mode="shadow")
+    rebuilt = ServiceCore(pools, _learned_sia, mode="shadow")
+    rebuilt._grow = lambda: False
+    a = shadow_trace(jobs, pools, core_sender(grown), batch=25)
+    b = shadow_trace(jobs, pools, core_sender(rebuilt), batch=25)
+    assert a.starts == b.starts and a.lent == b.lent and len(a.starts) == jobs.height
+    assert grown.decisions == rebuilt.decisions
+    assert grown.rebuilds == 1 and rebuilt.rebuilds > 1
