@@ -33,6 +33,7 @@ from pathlib import Path
 import polars as pl
 from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
+from sia.service.api_models import answer_of  # noqa: F401 -- imported before any timing
 from sia.service.core import ServiceCore
 from sia.service.drive import core_sender, drive_trace, first_difference
 
