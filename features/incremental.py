@@ -155,6 +155,25 @@ class SegmentedEvents(SortedEvents):
                        + (ev.times - origin))
         return ev
 
+    def reserve(self, capacity: np.ndarray) -> None:
+        """Make room for at least ``capacity[p]`` events of each pool ``p`` (a segment that
+        must grow at least doubles, so growing one event at a time costs O(events) in all);
+        the events held and every count a query gives stay the same."""
+        need = np.asarray(capacity, dtype=np.int64)
+        if (need <= self.capacity).all():
+            return
+        cap = np.where(need > self.capacity, np.maximum(need, 2 * self.capacity), self.capacity)
+        keys = np.repeat(np.arange(cap.size, dtype=np.float64), cap) * self.span + (self.span
+                                                                                   - 0.5)
+        times = np.full(keys.size, np.inf)
+        offset = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
+        for p, c in enumerate(self.count.tolist()):
+            if c:
+                src, dst = int(self.offset[p]), int(offset[p])
+                keys[dst:dst + c] = self.keys[src:src + c]
+                times[dst:dst + c] = self.times[src:src + c]
+        self.keys, self.times, self.offset, self.capacity = keys, times, offset, cap
+
     def add_pool(self, pool: int, times: np.ndarray) -> None:
         """Append events of one pool (times in s), keeping its segment sorted."""
         n = times.size

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sia.data.errors import ConfigError
 from sia.data.forecast_view import ForecastView, TraceView
+from sia.data.growth import reserve
 from sia.data.schema import TIME_LIMIT_GRACE_S
 from sia.data.windows import (
     DURATION_BIN_EDGES_S,
@@ -351,6 +352,8 @@ class LearnedForecaster:
         lo = float(trace.submit.min()) - 1.0 if trace.n_jobs else -1.0
         hi = float(trace.submit.max()) if trace.n_jobs else 0.0
         span = hi - lo + 2.0 + 1e9  # room for completions long after the last submission
+        # jobs the live service appends later (grow) keep half that room for their completions
+        self._room_until = hi + 5e8
         self._table9 = IncrementalTable9(trace.n_pools, lo, span,
                                          np.bincount(trace.pool, minlength=trace.n_pools))
         self._table9.add_arrivals(trace.pool, trace.submit)
@@ -359,6 +362,24 @@ class LearnedForecaster:
         self._expected_end = np.full(trace.n_jobs, np.nan)
         self._pool_index = np.arange(trace.n_pools)
         self._state_key: tuple[int, int, int] | None = None
+
+    def grow(self, trace: TraceView, n_old: int) -> bool:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old`` (none has
+        arrived; `sia serve`'s growing arrays): their submissions join the Table 9 arrivals
+        (counted only once they are past, as every submission is), and the per-job state of
+        JobDuration's features, its look-alikes and the expected ends makes room for them, as
+        a replay that held them from the start would have. False (the service then rebuilds)
+        when their times fall past the room the feature keys were laid out with."""
+        if self._trace_id == id(trace):
+            if float(trace.submit[-1]) > self._room_until:
+                return False
+            new_pool, new_submit = trace.pool[n_old:], trace.submit[n_old:]
+            self._table9.add_arrivals(new_pool, new_submit)
+            self._table9.completions.reserve(np.bincount(trace.pool, minlength=trace.n_pools))
+            self._expected_end = reserve(self._expected_end, trace.n_jobs, np.nan)
+        self._submissions.grow(trace, n_old)
+        self._started.grow(trace, n_old)
+        return True
 
     def _sync(self, view: ForecastView) -> None:
         """Absorb completions and newly running jobs since the last call.

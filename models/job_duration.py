@@ -948,6 +948,25 @@ class OnlineSubmissionFeatures:
         self._pool = trace.pool.tolist()
         self._gpus = trace.num_gpus.tolist()
 
+    def grow(self, trace: TraceView, n_old: int) -> None:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old`` (not yet
+        arrived): their tags, users, pools, widths and limits, and room for their rows."""
+        if self._trace_id != id(trace):
+            return  # not started on this trace: its start reads the trace as it is then
+        from sia.data.growth import reserve
+
+        n = trace.n_jobs
+        self._rows = reserve(self._rows, n, np.nan)
+        limits = getattr(trace, "time_limit", None) if self.limits else None
+        self._limit.extend(limits[n_old:].tolist() if limits is not None
+                           else [float("nan")] * (n - n_old))
+        self._tag.extend(t if t >= 0 else None for t in trace.tag_code[n_old:].tolist())
+        users = getattr(trace, "user_code", None)
+        self._user.extend([u if u >= 0 else None for u in users[n_old:].tolist()]
+                          if users is not None else [None] * (n - n_old))
+        self._pool.extend(trace.pool[n_old:].tolist())
+        self._gpus.extend(trace.num_gpus[n_old:].tolist())
+
     def update(self, view: ForecastView) -> None:
         """Absorb the completions and arrivals since the last call."""
         trace = view.trace

@@ -91,6 +91,23 @@ class StartedLookAlikes:
         pools, gpus = trace.pool.tolist(), trace.num_gpus.tolist()
         self._keys = [_group_keys(t, p, g) for t, p, g in zip(tags, pools, gpus, strict=True)]
 
+    def grow(self, trace: TraceView, n_old: int) -> None:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old`` (not yet
+        started): room for their start, end and run time, and their look-alike groups."""
+        if self._trace_id != id(trace):
+            return  # not started on this trace: its reset reads the trace as it is then
+        from sia.data.growth import reserve
+
+        size = self._n_prior + trace.n_jobs
+        self._start = reserve(self._start, size, np.nan)
+        self._end = reserve(self._end, size, np.inf)
+        self._dur = reserve(self._dur, size, np.nan)
+        tags = (trace.tag_code[n_old:].tolist() if self.use_tag
+                else [-1] * (trace.n_jobs - n_old))
+        pools, gpus = trace.pool[n_old:].tolist(), trace.num_gpus[n_old:].tolist()
+        self._keys.extend(_group_keys(t, p, g) for t, p, g in zip(tags, pools, gpus,
+                                                                  strict=True))
+
     def _prior_entries(self, trace: TraceView) -> tuple[list, list, list, list]:
         """Return (start, end, duration, group keys) of the prior jobs of the replay's pools."""
         from sia.models.job_duration import prior_jobs

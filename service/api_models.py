@@ -92,5 +92,5 @@ def answer_of(core: Any, decided: list[Any], accepted: int, duplicates: int) -> 
     clock = core.clock
     return {"accepted": accepted, "duplicates": duplicates,
             "clock": None if clock == -math.inf else clock,
-            "next_time": core.next_time(), "rebuilds": core.rebuilds,
+            "next_time": core.next_time(), "rebuilds": core.rebuilds, "grows": core.grows,
             "decisions": [decision_dict(d) for d in decided]}

@@ -202,7 +202,7 @@ def report_of(core: ServiceCore) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": core.mode, "clock": _num(core.clock), "jobs": len(core.jobs),
                            "starts": len(ds), "lent": sum(d.lent for d in ds),
                            "mean_wait_s": (sum(waits) / len(waits)) if waits else None,
-                           "rebuilds": core.rebuilds}
+                           "rebuilds": core.rebuilds, "grows": core.grows}
     if core.mode == "shadow":
         both = [(d, core.jobs[d.job]) for d in ds if core.jobs[d.job].real_start is not None]
         earlier = [j.real_start - d.time for d, j in both if d.time < j.real_start]

@@ -16,12 +16,18 @@ construction. What differs is where events come from:
 * the clock moves only on ``clock`` events (a watermark: every event at or before its time
   has been sent), so an instant is decided once, with everything that happens at it.
 
-The trace arrays cannot grow in place (the policies size their per-job state at ``reset``), so
-when jobs arrive that the arrays do not hold, the core rebuilds them with every job it knows and
-re-runs the event log from the start on a fresh policy; the decisions of the re-run must be the
-ones already made (checked: :class:`NonDeterminism` otherwise). Restart recovery is the same
-re-run from the durable log (:mod:`sia.service.store`). A driver that sends submissions ahead
-(``sia shadow``'s ``--lookahead-s``) makes the rebuilds rare.
+When jobs arrive that the arrays do not hold, the core *grows* them in place: it appends the
+new jobs to the trace arrays (:meth:`~sia.scheduler.core.view.TraceArrays.grow`, buffers that
+double when full), to the loop's and the cluster's per-job state
+(:meth:`~sia.scheduler.core.simulator._EventLoop.grow`) and to the policy's (its ``grow``
+hook: FCFS, MaxMin, SIA with its forecaster), and the loop goes on from where it stood, as a
+loop built on the grown arrays would: none of the new jobs has arrived (they are submitted
+after the clock), so nothing decided so far could have read them. Growing needs the new jobs to
+come after every job the arrays hold in ``(submit, job_id)`` order and a policy (and
+forecaster) with a ``grow`` hook that accepts them; otherwise the core *rebuilds*: new arrays
+with every job it knows, and the event log re-run from the start on a fresh policy, whose
+decisions must be the ones already made (checked: :class:`NonDeterminism` otherwise). Restart
+recovery is one such re-run from the durable log (:mod:`sia.service.store`).
 
 Times are seconds on the events' clock (for a replayed trace, the trace's own seconds; for a
 live cluster, e.g. Unix time). Durations of unfinished jobs are unknown (NaN in the arrays).
@@ -38,6 +44,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import polars as pl
 from sia.data.errors import SiaError
+from sia.data.growth import extend
 from sia.data.schema import JOB_SCHEMA, POOL_SCHEMA
 from sia.scheduler.core.cluster import Cluster
 from sia.scheduler.core.simulator import (
@@ -143,6 +150,13 @@ class _LiveLoop(_EventLoop):
         #: (end, job, run time): run times the arrays show once the job has completed
         self.reveal: list[tuple[float, int, float]] = []
 
+    def grow(self) -> int:
+        """The replay loop's grow, the new jobs' durations unknown (run for ever until their
+        finish events)."""
+        n_old = super().grow()
+        self.left[n_old:] = [math.inf] * (self.n - n_old)
+        return n_old
+
     def _complete(self, now: float) -> int:
         reveal, duration = self.reveal, self.trace.duration
         while reveal and reveal[0][0] <= now:
@@ -198,7 +212,9 @@ class ServiceCore:
         self.ids: dict[str, tuple] = {}  # event id -> content
         self.clock = -math.inf
         self.decisions: list[Decision] = []
-        self.rebuilds = 0
+        self.rebuilds = 0  # full rebuilds (a re-run of the event log)
+        self.grows = 0  # arrivals of new jobs taken in place
+        self._new: list[str] = []  # jobs submitted since the arrays were built or grown
         self.policy: Any = None
         self._loop: _LiveLoop | None = None
         self._index: dict[str, int] = {}
@@ -348,6 +364,7 @@ class ServiceCore:
                 self.jobs[ev.job] = _Job(ev.time, ev.pool, int(ev.gpus), ev.tag, ev.user,
                                          ev.time_limit, bool(ev.preemptible))
                 self._unbuilt = min(self._unbuilt, ev.time)
+                self._new.append(ev.job)
             elif ev.kind == "quota":
                 self._quota_now[ev.pool] = int(ev.gpus)
                 if self._began:
@@ -384,11 +401,12 @@ class ServiceCore:
 
     # ------------------------------------------------------------------ the clock
     def advance(self, t: float) -> None:
-        """Decide every instant up to ``t`` (s): rebuild first when jobs due by then are not in
-        the arrays."""
+        """Decide every instant up to ``t`` (s): first grow the arrays with every job submitted
+        since (all of them, the ones due after ``t`` too, as a replay's arrays hold the future),
+        or rebuild them when they cannot grow and jobs due by ``t`` are not in them."""
         if t < self.clock:
             return
-        if self._unbuilt <= t:
+        if not self._grow() and self._unbuilt <= t:
             self._rebuild()
         if self._loop is not None:
             self._advance_loop(t)
@@ -429,6 +447,48 @@ class ServiceCore:
                 self._rebuild(check=False, until=last)
             self.clock = last
 
+    def _grow(self) -> bool:
+        """Append the jobs submitted since the arrays were built or grown to the trace, the
+        loop, the cluster and the policy, without re-running anything; False (nothing changed)
+        when they cannot be appended: no arrays yet, a new job that sorts before one the arrays
+        hold, seeded preemptible draws (they depend on the number of jobs), or a policy that
+        cannot grow."""
+        loop, policy = self._loop, self.policy
+        grow = getattr(policy, "grow", None)
+        if loop is None or not self._new or not callable(grow):
+            return False
+        trace, cluster = loop.trace, loop.cluster
+        new = sorted(self._new, key=lambda i: (self.jobs[i].submit, i))
+        first = self.jobs[new[0]]
+        if trace.n_jobs and (first.submit, new[0]) <= (float(trace.submit[-1]),
+                                                        str(trace.job_ids[-1])):
+            return False
+        preemption = getattr(cluster, "preemption", None)
+        if preemption is not None and preemption.preemptible_fraction > 0:
+            return False
+        js = [self.jobs[i] for i in new]
+        pools = {name: p for p, name in enumerate(trace.pool_names)}
+        if not getattr(policy, "growable", True):
+            return False
+        n_old = trace.grow(new, [j.submit for j in js], np.full(len(js), np.nan),
+                           [j.gpus for j in js], [pools[j.pool] for j in js],
+                           [j.tag for j in js], [j.user for j in js],
+                           [j.time_limit for j in js])
+        loop.grow()
+        cluster.preemptible = extend(cluster.preemptible,
+                                     np.array([j.preemptible for j in js], dtype=bool))
+        if not grow(trace, cluster, n_old):
+            self._rebuild(check=True)
+            return True
+        self._job_ids = trace.job_ids
+        for i, job_id in enumerate(new, start=n_old):
+            self._index[job_id] = i
+            if self.jobs[job_id].finish is not None:
+                loop.ends[i] = self._end_of(self.jobs[job_id])
+        self._new, self._unbuilt = [], math.inf
+        self.grows += 1
+        return True
+
     def _rebuild(self, check: bool = True, until: float | None = None) -> None:
         """Rebuild the arrays with every known job and re-run the log up to the clock (or
         ``until``); with ``check``, the re-run must decide what the first run did."""
@@ -456,7 +516,7 @@ class ServiceCore:
                          shadow=self.mode == "shadow")
         self._loop = loop
         self.decisions, self._loans_seen = [], 0
-        self._unbuilt = math.inf
+        self._unbuilt, self._new = math.inf, []
         self._applied_changes = 0
         self.rebuilds += 1
         if self.clock > -math.inf:

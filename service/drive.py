@@ -1,8 +1,8 @@
 """Drive a service with a trace: play the cluster that runs what the service starts.
 
 :func:`drive_trace` is `sia shadow`'s loop (and the tests'): it sends the trace's submissions
-(``lookahead_s`` ahead of the clock: a replay's arrays hold every job, and the fewer rebuilds
-the faster), then moves the clock one instant at a time: the earliest of the next submission,
+(``lookahead_s`` ahead of the clock: 0 is a live cluster, whose jobs the service grows into
+its arrays one instant at a time; a replay's arrays hold every job), then moves the clock one instant at a time: the earliest of the next submission,
 the next end of a job it runs, and the next instant the service announced (``next_time``:
 its ticks and wake-ups). At each instant it reports the ends that fall on it and a ``clock``
 event, and starts what the service decided, each running its trace duration, so its ends are
@@ -33,6 +33,7 @@ class DriveResult:
     requests: int = 0
     events: int = 0
     rebuilds: int | None = None
+    grows: int | None = None
 
 
 class Pacer:
@@ -136,6 +137,7 @@ def drive_trace(jobs: pl.DataFrame, send: Send, *, lookahead_s: float = math.inf
         if on_step is not None:
             on_step(clock)
     out.rebuilds = answer.get("rebuilds") if n else 0
+    out.grows = answer.get("grows") if n else 0
     return out
 
 

@@ -102,7 +102,9 @@ class Metrics:
         out += ["# HELP sia_clock_seconds The service's event-time clock.",
                 "# TYPE sia_clock_seconds gauge", f"sia_clock_seconds {clock or 0}",
                 "# HELP sia_log_rebuilds_total Re-runs of the event log (new jobs, restarts).",
-                "# TYPE sia_log_rebuilds_total counter", f"sia_log_rebuilds_total {core.rebuilds}"]
+                "# TYPE sia_log_rebuilds_total counter", f"sia_log_rebuilds_total {core.rebuilds}",
+                "# HELP sia_grows_total Arrivals of new jobs taken into the arrays in place.",
+                "# TYPE sia_grows_total counter", f"sia_grows_total {core.grows}"]
         pools = state["pools"]
         for name, help_, key in (("sia_pool_lent_gpus", "GPUs a pool's jobs use beyond its "
                                   "quota (lent to it).", "used_lent"),

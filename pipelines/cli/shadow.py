@@ -114,7 +114,8 @@ def run_shadow(a: dict) -> None:
     wall = time.perf_counter() - clock
     typer.echo(f"drove {got.jobs.height} jobs: {len(result.starts)} starts "
                f"({len(result.lent)} lent), {result.events} events in {result.requests} "
-               f"requests, {wall:.1f} s; service rebuilds: {result.rebuilds}")
+               f"requests, {wall:.1f} s; service rebuilds: {result.rebuilds}, grows: "
+               f"{result.grows}")
     if not a["compare"]:
         return
     replay = replay_starts(got, a["policy"], a["alias"], a["windows"], seed=a["seed"],

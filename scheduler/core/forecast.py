@@ -99,6 +99,11 @@ class PerfectForecaster:
                                         minlength=trace.n_pools)
         return out
 
+    def grow(self, trace: Any, n_old: int) -> bool:
+        """Nothing to extend when the live service's trace grows: every answer reads the
+        trace as it is (True)."""
+        return True
+
     def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows]: does a job truly arrive in (now, now + w]?"""
         return self._future_load(view, windows_s) > 0

@@ -136,6 +136,21 @@ class ServedPredictions:
         self._fc_ref: Any = None
         self._loan_all: list[list[int]] = []  # [loan, pool]: the pool reserved all it had
 
+    def grow(self, trace: Any, n_old: int) -> None:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old``: the
+        arrivals that later scores count, and no guarantee recorded for them. (Forecasts are
+        scored in chunks against the arrivals known then: live, a chunk scored before its
+        windows' arrivals were submitted counts fewer of them than a replay's.)"""
+        from sia.data.growth import reserve
+
+        new_pools = set(trace.pool[n_old:].tolist())
+        for p in new_pools:
+            idx = trace.pool_jobs[p]
+            self._sub[p] = trace.submit[idx]
+            self._gcum[p] = np.concatenate(([0.0], np.cumsum(trace.num_gpus[idx],
+                                                             dtype=np.float64)))
+        self._sure = reserve(self._sure, trace.n_jobs, len(self.windows_s))
+
     # ------------------------------------------------------------------ recording
     def forecast(self, now: float, arrive: np.ndarray, total_new_load: np.ndarray) -> None:
         """Record a tick's forecast: WillJobsArrive and TotalNewLoad, both [pools, windows]."""

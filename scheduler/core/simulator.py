@@ -207,6 +207,16 @@ class _State(SimState):
         #: seconds of work lost plus restart delays charged by preemptions
         self.wasted_s = np.zeros(trace.n_jobs)
 
+    def grow(self, n_old: int) -> None:
+        """SimState.grow, and the end times, preemption counts and waste of the new jobs."""
+        from sia.data.growth import extend
+
+        super().grow(n_old)
+        k = self.trace.n_jobs - n_old
+        self.end_time = extend(self.end_time, np.full(k, np.nan))
+        self.n_preempted = extend(self.n_preempted, np.zeros(k, dtype=np.int64))
+        self.wasted_s = extend(self.wasted_s, np.zeros(k))
+
 
 class PolicyError(SiaError):
     """A policy asked for something the simulator cannot do (bad start, stall, bad wake-up)."""
@@ -421,6 +431,24 @@ class _EventLoop:
         # where the loop stands between calls of advance() (a replay calls it once)
         self.n_done = self.next_arrival = self.idle_calls = 0
         self.next_wakeup_at = self.next_tick_at = math.inf
+
+    def grow(self) -> int:
+        """Take the jobs appended to the trace (:meth:`TraceArrays.grow`) since the loop was
+        built or last grown, none of which has arrived; return the old number of jobs. The
+        loop then goes on as a loop built on the grown trace would (the live service, which
+        also grows the policy: :mod:`sia.service.core`)."""
+        trace, n_old = self.trace, self.n
+        k = trace.n_jobs - n_old
+        self.state.grow(n_old)
+        self.submit.extend(trace.submit[n_old:].tolist())
+        self.left.extend(trace.duration[n_old:].tolist())
+        self.seg_start.extend([0.0] * k)
+        self.end_at.extend([math.inf] * k)
+        self.gpus.extend(trace.num_gpus[n_old:].tolist())
+        self.pool_of.extend(trace.pool[n_old:].tolist())
+        self.status.extend(bytes(k))  # _FUTURE
+        self.n = trace.n_jobs
+        return n_old
 
     def run(self, report: Callable[[int, int], None] | None, report_every: int) -> None:
         """Replay until every job is done (PolicyError if the policy stalls)."""

@@ -175,6 +175,88 @@ class TraceArrays:
             **users,
         )
 
+    def grow(self, job_ids: Any, submit: Any, duration: Any, num_gpus: Any, pool: Any,
+             tag: Any, user: Any = None, time_limit: Any = None) -> int:
+        """Append jobs *in place* (the live service's arrays, :mod:`sia.service.core`); return
+        the old number of jobs.
+
+        The new jobs come in arrival order after every job here (``(submit, job_id)`` order),
+        so every index keeps its job; ``duration`` and ``time_limit`` are already divided by
+        ``speedup``. The result equals :meth:`build` on all the jobs: tag and user codes go on
+        from the codes given so far, ``pool_jobs`` gains the new indices, ``time_limit``
+        appears when a first job has one. Each field becomes a longer view of a buffer that
+        doubles when full (:func:`sia.data.growth.extend`), so holders of this object see the
+        new jobs; arrays taken from its fields before are stale.
+        """
+        from sia.data.growth import extend
+
+        n_old = self.n_jobs
+        new_pool = np.asarray(pool, dtype=np.int64)
+        k = new_pool.size
+        if k == 0:
+            return n_old
+        codes = self.__dict__.get("_codes")
+        if codes is None:  # the codes given so far, by first appearance (as build numbers them)
+            codes = {"tag": _code_book(self.tag, self.tag_code),
+                     "user": (None if self.user is None
+                              else _code_book(self.user, self.user_code))}
+            object.__setattr__(self, "_codes", codes)
+        tag = np.asarray(tag, dtype=object)
+        fields: dict[str, np.ndarray] = {
+            "job_ids": extend(self.job_ids, np.asarray(job_ids, dtype=object)),
+            "submit": extend(self.submit, submit),
+            "duration": extend(self.duration, duration),
+            "num_gpus": extend(self.num_gpus, num_gpus),
+            "pool": extend(self.pool, new_pool),
+            "tag": extend(self.tag, tag),
+            "tag_code": extend(self.tag_code, _codes_of(tag, codes["tag"])),
+        }
+        if user is not None:
+            user = np.asarray([None if u is None or u == "" else u for u in user], dtype=object)
+            if self.user is None:  # no user column so far: none of the old jobs has one
+                codes["user"] = {}
+                old_user = np.full(n_old, None, dtype=object)
+                old_code = np.full(n_old, -1, dtype=np.int64)
+            else:
+                old_user, old_code = self.user, self.user_code
+            fields["user"] = extend(old_user, user)
+            fields["user_code"] = extend(old_code, _codes_of(user, codes["user"]))
+        elif self.user is not None:
+            fields["user"] = extend(self.user, np.full(k, None, dtype=object))
+            fields["user_code"] = extend(self.user_code, np.full(k, -1, dtype=np.int64))
+        limit = (np.full(k, np.nan) if time_limit is None else
+                 np.array([np.nan if v is None else v for v in time_limit], dtype=np.float64))
+        if self.time_limit is not None:
+            fields["time_limit"] = extend(self.time_limit, limit)
+        elif np.isfinite(limit).any():
+            fields["time_limit"] = extend(np.full(n_old, np.nan), limit)
+        new_idx = np.arange(n_old, n_old + k, dtype=np.int64)
+        fields["pool_jobs"] = tuple(
+            extend(jobs, new_idx[new_pool == p]) if (new_pool == p).any() else jobs
+            for p, jobs in enumerate(self.pool_jobs))
+        for name, value in fields.items():
+            for a in (value if name == "pool_jobs" else (value,)):
+                if name != "duration" and a.flags.writeable:
+                    a.setflags(write=False)
+            object.__setattr__(self, name, value)
+        return n_old
+
+
+def _code_book(values: np.ndarray, codes: np.ndarray) -> dict[Any, int]:
+    """Return {value: code} of the dense codes given so far (None has no code)."""
+    book: dict[Any, int] = {}
+    for v, c in zip(values.tolist(), codes.tolist(), strict=True):
+        if c >= 0:
+            book.setdefault(v, c)
+    return book
+
+
+def _codes_of(values: np.ndarray, book: dict[Any, int]) -> np.ndarray:
+    """Return the dense codes of ``values`` (-1 for None), numbering new values on from
+    ``book`` (which takes them) in order of first appearance, as :meth:`TraceArrays.build`."""
+    return np.fromiter((-1 if v is None else book.setdefault(v, len(book)) for v in values),
+                       dtype=np.int64, count=len(values))
+
 
 # ----------------------------------------------------------------------------- decisions
 
@@ -248,6 +330,12 @@ class Policy(Protocol):
       seed=True, locality=True)``. The registry reads it and checks a replay
       against it before the replay starts; without it a policy takes no
       forecaster or seed and runs on fungible GPUs only.
+    - ``grow(trace, cluster, n_old) -> bool`` -- the live service
+      (:mod:`sia.service.core`) appended jobs to ``trace`` after index ``n_old``
+      (:meth:`TraceArrays.grow`; none has arrived): extend the per-job state as ``reset``
+      would have made it for them, so the replay goes on as if the trace had held them
+      from the start. False when the policy cannot (the service then rebuilds its arrays
+      and re-runs its log on a fresh policy); without it, the service always rebuilds.
     - ``facts() -> dict`` -- what the policy reports about its finished replay
       (JSON-ready values, e.g. the oracle's solver status and gap); the replay
       engine stores it with the outcome. Without it a policy reports nothing.
@@ -310,6 +398,18 @@ class SimState:
         self.n_comp = [0] * P
         #: pools with an arrival or a completion at the current instant
         self.touched: set[int] = set()
+
+    def grow(self, n_old: int) -> None:
+        """Make room for the jobs :meth:`TraceArrays.grow` appended after index ``n_old``
+        (none of them has arrived): the state a replay of the grown trace has for them."""
+        from sia.data.growth import extend, reserve
+
+        k = self.trace.n_jobs - n_old
+        self.start_time = extend(self.start_time, np.full(k, np.nan))
+        self.opportunistic = extend(self.opportunistic, np.zeros(k, dtype=bool))
+        for p, jobs in enumerate(self.trace.pool_jobs):  # completion logs: read up to n_comp
+            self.comp_end[p] = reserve(self.comp_end[p], len(jobs), np.nan)
+            self.comp_job[p] = reserve(self.comp_job[p], len(jobs), -1)
 
 
 class RunningJobs(NamedTuple):

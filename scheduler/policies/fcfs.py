@@ -31,6 +31,13 @@ class FCFSPolicy:
         self._quota = trace.quota.tolist()
         self._retry: set[int] = set()  # pools with a refused start, revisited next time
 
+    def grow(self, trace: TraceArrays, cluster: Cluster, n_old: int) -> bool:
+        """Take the jobs appended to ``trace`` after index ``n_old`` (not yet arrived; the live
+        service's growing arrays): their widths and pools. Returns True (it can grow)."""
+        self._gpus.extend(trace.num_gpus[n_old:].tolist())
+        self._pool.extend(trace.pool[n_old:].tolist())
+        return True
+
     def set_quota(self, quota: list[int]) -> None:
         """Use ``quota`` (GPUs per pool) from the next decision on (global reservations)."""
         self._quota[:] = [int(q) for q in quota]

@@ -67,6 +67,13 @@ class HiveDPolicy:
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
 
+    def grow(self, trace: TraceArrays, cluster: Cluster, n_old: int) -> bool:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old`` (not yet
+        arrived): their widths. Returns True (it can grow)."""
+        self._gpus.extend(trace.num_gpus[n_old:].tolist())
+        self._gpus_arr = trace.num_gpus
+        return True
+
     def decide(self, view: SimView) -> list[Start]:
         """Return the guaranteed FCFS starts, then low-priority starts in global arrival order."""
         free = view.free_gpus

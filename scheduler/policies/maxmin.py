@@ -42,6 +42,12 @@ class MaxMinPolicy:
         self._quota = trace.quota.tolist()
         self._P = trace.n_pools
 
+    def grow(self, trace: TraceArrays, cluster: Cluster, n_old: int) -> bool:
+        """Take the jobs appended to ``trace`` after index ``n_old`` (not yet arrived; the live
+        service's growing arrays): their widths. Returns True (it can grow)."""
+        self._gpus.extend(trace.num_gpus[n_old:].tolist())
+        return True
+
     def set_quota(self, quota: list[int]) -> None:
         """Use ``quota`` (GPUs per pool) from the next decision on (global reservations)."""
         self._quota[:] = [int(q) for q in quota]

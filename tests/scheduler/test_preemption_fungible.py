@@ -151,6 +151,7 @@ def test_sia_preempt_lends_beyond_predictions_and_evicts_for_the_owner():
     assert res["a2"]["start_time"] == 0.0 and res["a2"]["end_time"] == 10620.0
     assert res["a2"]["preemptions"] == 1 and res["a2"]["wasted_gpu_s"] == 2 * 520.0
     assert pol.stats["preemptions"] == 1 and pol.stats["preemptible_loans"] == 1
+    assert pol.stats["preemptions_for_owners"] == 1  # b1's head, not a loan, evicted a2
     # without preemption SIA lends a2 only once b's arrival is behind it: at the tick of 4200
     # (at b1's end, 4100, its forecast of the 3900 tick is 200 s old: too old for 12 h jobs)
     plain = by_id(simulate(jobs, pools, make_policy("sia-perfect"), preemption=cfg))

@@ -233,6 +233,19 @@ class DurationMissTracker:
         self.n_outcomes = 0
         self._misses = np.zeros((P, K), dtype=np.int64)
 
+    def grow(self, trace: TraceArrays, n_old: int, preemptible: np.ndarray | None = None
+             ) -> None:
+        """Take the jobs appended to ``trace`` after index ``n_old`` (not yet arrived;
+        ``preemptible``: bool per new job, None: none): nothing predicted for them yet, as
+        :meth:`reset` leaves them (arrays read at job indices only: room to spare)."""
+        from sia.data.growth import reserve
+
+        n = trace.n_jobs
+        self._next = reserve(self._next, n, self._K)
+        self._early = reserve(self._early, n, True)
+        if preemptible is not None:
+            self._early[n_old:n] = ~np.asarray(preemptible, dtype=bool)
+
     def predicted(self, jobs: np.ndarray, first_window: np.ndarray) -> None:
         """Note the predictions of ``jobs``: the first window index their bin fits (K: none)."""
         jobs = np.asarray(jobs, dtype=np.int64)

@@ -60,6 +60,19 @@ class MixedForecaster:
             return src.duration_cdf(view, job_indices, windows_s)
         return cdf_from_bins(src.duration_bins(view, job_indices), windows_s)
 
+    def parts(self) -> tuple[Forecaster, ...]:
+        """The distinct sources (arrivals, load, durations; each once)."""
+        out: list[Any] = []
+        for f in (self.arrivals, self.load, self.durations):
+            if all(f is not g for g in out):
+                out.append(f)
+        return tuple(out)
+
+    def grow(self, trace: Any, n_old: int) -> bool:
+        """Grow every source (the live service's growing arrays); False when one cannot."""
+        return all(callable(getattr(f, "grow", None)) and f.grow(trace, n_old)
+                   for f in self.parts())
+
     def last_submit_s(self, pool_names: Any) -> Any:
         """Per pool, its last submission before the replay, from the ``durations`` source (the
         history its predictions come from); NaN when that source has none."""

@@ -439,6 +439,35 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             self.stats["preemptions"] = 0
         self._preempt = self._fp_reset(trace, cluster) or self._preempt  # fungible: preempt.py
 
+    @property
+    def growable(self) -> bool:
+        """True when :meth:`grow` can take new jobs: fungible GPUs, and a forecaster whose
+        every part has a ``grow`` hook (the learned one, the perfect one; not the random
+        strawmen, whose draws follow the arrays)."""
+        return getattr(self, "_cells", None) is None and _forecaster_grows(self.forecaster)
+
+    def grow(self, trace: TraceArrays, cluster: Cluster, n_old: int) -> bool:
+        """Take the jobs the live service appended to ``trace`` after index ``n_old`` (none has
+        arrived; :meth:`TraceArrays.grow`): extend every per-job list and array as
+        :meth:`reset` would have made them for these jobs, in the policy, its trackers, its
+        risk budget, its record of predictions and its forecaster. False (the service then
+        rebuilds) when it cannot: see :attr:`growable`."""
+        if not self.growable or not self.forecaster.grow(trace, n_old):
+            return False
+        k = trace.n_jobs - n_old
+        self._gpus.extend(trace.num_gpus[n_old:].tolist())
+        self._pool.extend(trace.pool[n_old:].tolist())
+        self._started.extend(bytes(k))
+        mask = getattr(cluster, "preemptible", None)
+        if self.duration_tracker is not None:
+            self.duration_tracker.grow(trace, n_old, None if mask is None else mask[n_old:])
+        if self.risk_budget is not None:
+            self.risk_budget.grow(trace)
+        self.served.grow(trace, n_old)
+        if self._fp_on:
+            self._fp_mask.extend([False] * k if mask is None else mask[n_old:].tolist())
+        return True
+
     # ------------------------------------------------------------------ helpers
     def _prior_last_submit(self, trace: TraceArrays) -> list[float] | None:
         """Per pool, its last submission before the replay (s on the replay's clock; NaN when
@@ -752,11 +781,22 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             out["risk"] = self.risk_budget.summary()
         if self.loan_ramp is not None:
             out["loan_ramp"] = dict(self.loan_ramp.stats)
+        if getattr(self, "_fp_on", False):  # fungible preemption: loans and evictions by reason
+            out["preemption"] = {k: self.stats[k] for k in
+                                 ("preemptible_loans", "preemptions", "preemptions_for_owners")}
         for src in self._calibrated:  # what was calibrated per pool (the last state)
             rep = src.calibration_report()
             if rep is not None:
                 out["calibration"] = rep
         return out
+
+
+def _forecaster_grows(forecaster: Any) -> bool:
+    """True when ``forecaster`` (and each part of a mixed one) has a ``grow`` hook."""
+    if not callable(getattr(forecaster, "grow", None)):
+        return False
+    parts = getattr(forecaster, "parts", None)
+    return all(_forecaster_grows(p) for p in parts()) if callable(parts) else True
 
 
 # ---------------------------------------------------------------------- registered variants

@@ -118,6 +118,8 @@ class FungiblePreemption:
         self._fp_head = [0] * trace.n_pools
         self._fp_seen = 0
         self.stats["preemptions"] = 0
+        #: of them, the evictions for an owner's head (the rest made room for Figure 8's loans)
+        self.stats["preemptions_for_owners"] = 0
         self.stats["preemptible_loans"] = 0
         self._fp_on = True
         return True
@@ -174,6 +176,7 @@ class FungiblePreemption:
         victims = newest_victims(list(self._fp_loans), self._gpus, need)
         if victims is None:
             return None
+        self.stats["preemptions_for_owners"] += len(victims)
         return self._fp_evict_these(view, victims, d)
 
     def _fp_evict_these(self, view: SimView, victims: list[int], d: Decision) -> int:

@@ -264,6 +264,20 @@ class RiskBudget:
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
                       "cost_sum": 0.0, "cost_n": 0}
 
+    def grow(self, trace: Any) -> None:
+        """Take the jobs the live service appended to ``trace`` (not yet arrived): no bin and
+        no prediction yet, as :meth:`reset` leaves them; the trace's grown columns."""
+        from sia.data.growth import reserve
+
+        n, n_old = trace.n_jobs, len(self._predicted)
+        self._dur, self._pool = trace.duration, trace.pool
+        self._gpus_f = reserve(self._gpus_f, n, 0.0)
+        self._gpus_f[n_old:n] = trace.num_gpus[n_old:]
+        for col in self.job_bin:
+            col.extend(bytearray([NEVER]) * (n - n_old))
+        self._predicted.extend(bytes(n - n_old))
+        self._q = reserve(self._q, n, np.nan)
+
     # ------------------------------------------------------------------ predictions
     def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
         """Record and return the bins [jobs, windows] of ``jobs`` given P(duration <= w)
