@@ -577,3 +577,16 @@ def test_kept_quantiles_and_scans_equal_recomputing_them(state, times, r):
                             None)
                 rb.started(now, batch)
         assert outs[0] == outs[1]
+
+
+def test_live_durations_learned_later_are_read_from_the_trace():
+    # the live service's durations are inf until a job ends, then written into the trace: the
+    # loads then sum job by job from the array as it is now (no incremental end times)
+    day = 86400.0
+    tr = fake_trace([0], [np.inf], [2])
+    rb = RiskBudget(W, 0.1, load_days=1.0)
+    rb.reset(tr)
+    rb.started(0.0, [0])
+    assert rb.loads(day).tolist() == [0.5]  # running all day: up to now
+    tr.duration[0] = day / 2  # learned at its end
+    assert rb.loads(day + 300.0).tolist() == [pytest.approx((day / 2 - 300.0) / (2 * day))]

@@ -200,9 +200,18 @@ class RiskBudget:
     def reset(self, trace: Any) -> None:
         """Forget everything; prepare for a replay of ``trace`` (a TraceArrays)."""
         P, K, B = trace.n_pools, len(self.windows_s), NEVER + 1
-        self._dur = trace.duration.tolist()  # Python floats and ints: read one at a time
+        # durations are read from the trace's array: the live service writes a job's run time
+        # there once it finished (unknown ones are inf until then); GPUs and pools as lists
+        self._dur = trace.duration
         self._gpus_f = trace.num_gpus.astype(np.float64).tolist()
         self._pool = trace.pool.tolist()
+        # recent loads kept incrementally while every duration is known up front (a replay);
+        # else (the live service) summed job by job from the array at each refresh
+        self._live = not bool(np.isfinite(trace.duration[:trace.n_jobs]).all())
+        self._started_jobs: list[int] = []  # started since the last job-by-job load update
+        self._start_t: list[float] = []
+        self._run_jobs = np.zeros(0, dtype=np.int64)  # started jobs that may still count
+        self._run_start = np.zeros(0)
         self._quota = np.maximum(trace.quota.astype(np.float64), 1.0)
         self._t0 = float(trace.submit[0]) if trace.n_jobs else 0.0
         # per job and window: its bin (bytearrays: fast reads in the lending loop)
@@ -267,16 +276,16 @@ class RiskBudget:
     def grow(self, trace: Any) -> None:
         """Take the jobs the live service appended to ``trace`` (not yet arrived): no bin and
         no prediction yet, as :meth:`reset` leaves them; the trace's grown columns."""
-        from sia.data.growth import reserve
-
         n, n_old = trace.n_jobs, len(self._predicted)
-        self._dur, self._pool = trace.duration, trace.pool
-        self._gpus_f = reserve(self._gpus_f, n, 0.0)
-        self._gpus_f[n_old:n] = trace.num_gpus[n_old:]
+        self._dur = trace.duration
+        self._live = self._live or not bool(np.isfinite(trace.duration[n_old:n]).all())
+        self._pool.extend(trace.pool[n_old:n].tolist())
+        self._gpus_f.extend(trace.num_gpus[n_old:n].astype(np.float64).tolist())
         for col in self.job_bin:
             col.extend(bytearray([NEVER]) * (n - n_old))
         self._predicted.extend(bytes(n - n_old))
-        self._q = reserve(self._q, n, np.nan)
+        for col in self._q:
+            col.extend([math.nan] * (n - n_old))
 
     # ------------------------------------------------------------------ predictions
     def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
@@ -317,9 +326,13 @@ class RiskBudget:
         W, dur, pred, ev, pool, gpus = (self.windows_s, self._dur, self._predicted, self._events,
                                         self._pool, self._gpus_f)
         use = self._use
+        live = self._live
         for j in jobs:
-            d = dur[j]
-            use.start(now, pool[j], gpus[j], now + d)
+            d = float(dur[j])
+            self._started_jobs.append(j)
+            self._start_t.append(now)
+            if not live:
+                use.start(now, pool[j], gpus[j], now + d)
             if pred[j]:
                 for k, w in enumerate(W):
                     heapq.heappush(ev, (now + min(d, w), j, k))
@@ -346,7 +359,7 @@ class RiskBudget:
             b = jb[k][j]
             if b == CERTAIN:
                 continue
-            over = dur[j] > W[k]
+            over = float(dur[j]) > W[k]
             p = pool[j]
             seen[p][k] += 1
             gseen[k] += 1
@@ -519,7 +532,8 @@ class RiskBudget:
         most every 300 s. The GPU-seconds are kept incrementally (:class:`RecentUse`)."""
         if now - self._load_time < 300.0:
             return self._load
-        used = self._use.used(now, now - self.load_s)  # a running job: up to now (no peek)
+        used = (self._used_job_by_job(now) if self._live  # a running job: up to now (no peek)
+                else self._use.used(now, now - self.load_s))
         span = max(min(self.load_s, now - self._t0), 3600.0)
         self._load_list = ll = [u / (q * span) for u, q in zip(used, self._quota.tolist(),
                                                                  strict=True)]
@@ -527,6 +541,24 @@ class RiskBudget:
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
         return self._load
+
+    def _used_job_by_job(self, now: float) -> list[float]:
+        """Each pool's GPU-seconds in the last ``load_days``, summed job by job from the
+        durations as the trace shows them now (the live service's, learned at the jobs' ends)."""
+        if self._started_jobs:  # the starts since the last call join the arrays
+            self._run_jobs = np.concatenate((self._run_jobs,
+                                             np.asarray(self._started_jobs, dtype=np.int64)))
+            self._run_start = np.concatenate((self._run_start, np.asarray(self._start_t)))
+            self._started_jobs, self._start_t = [], []
+        jobs, st = self._run_jobs, self._run_start
+        lo = now - self.load_s
+        end = np.minimum(st + self._dur[jobs], now)
+        ran = np.clip(end - np.maximum(st, lo), 0.0, None) * np.asarray(self._gpus_f)[jobs]
+        used = np.bincount(np.asarray(self._pool)[jobs], weights=ran, minlength=self._quota.size)
+        keep = end > lo  # jobs that ended before the period never count again
+        if not keep.all():
+            self._run_jobs, self._run_start = jobs[keep], st[keep]
+        return used.tolist()
 
     def cost(self, now: float, unused: list[int]) -> float:
         """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
