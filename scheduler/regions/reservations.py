@@ -226,9 +226,8 @@ def plan_reservations(
     check_work_limits("plan_reservations", node_limit=node_limit,
                       lp_iteration_limit=lp_iteration_limit)
     # each LP of the warm start may use a third of the time limit (the safety net)
-    warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed,
-                                     pb.low, weights, time_limit_s / 3, lp_iteration_limit,
-                                     pb.fixed) \
+    warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low,
+                                     weights, time_limit_s / 3, lp_iteration_limit, pb.fixed) \
         if lp_warm_start else (None, False)
     x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights,
                   fixed=pb.fixed)

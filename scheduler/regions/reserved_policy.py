@@ -21,10 +21,13 @@ Each decision:
    free their GPUs in the region they ran in.
 2. *Plan* (every ``period_s``): :func:`~sia.scheduler.regions.reservations.plan_reservations`
    chooses replicas and target shares from each pool's predicted *outstanding*
-   demand over the period (``plan_demand="outstanding"``, the default): the
+   demand over the period: the
    backlog known now (GPUs of its running and waiting jobs, for the part of the
    period they will still be there) plus what the period's arrivals will hold
    (``history``, ``perfect`` or ``forecast``: :meth:`ReservationRegionPolicy._outstanding_demand`).
+   With ``plan_demand="placed"`` (the default, :data:`PLAN_DEMAND`) the running jobs'
+   part is load fixed in the region they run in, since no share moves a running job;
+   with ``"outstanding"`` it is split over the regions as the pool's shares.
    That is what the hourly demand-to-supply counts; on Philly, where most work
    is in jobs longer than a day, the period's arrivals alone
    (``plan_demand="arrivals"``, data placement's demand) were a third to a half of
@@ -88,9 +91,19 @@ from sia.scheduler.regions.reservations import (
 LARGE_PLAN = 5000
 #: Where a pool's predicted demand comes from when the reservations are planned.
 RESERVATION_PLACEMENTS = ("history", "perfect", "forecast")
-#: What a plan balances: ``outstanding`` demand (backlog plus arrivals, what the hourly
-#: demand-to-supply counts) or the period's ``arrivals`` only (data placement's demand).
+#: What a plan balances: ``placed`` (the default): the outstanding demand with the running
+#: jobs' part as load fixed in the region they run in (no share moves them; the pools' part
+#: is the waiting jobs plus the period's arrivals); ``outstanding`` demand (backlog plus
+#: arrivals, what the hourly demand-to-supply counts, the running jobs split over the
+#: regions as their pool's shares, as if they moved with them); or the period's ``arrivals``
+#: only (data placement's demand).
 PLAN_DEMANDS = ("outstanding", "arrivals", "placed")
+#: The default of :data:`PLAN_DEMANDS`, chosen on the training days only (days 35-56 of
+#: Philly, never the replay of days 56-84) by a rule fixed before the runs: ``placed`` if
+#: its mean JCT under ``reservations-perfect`` there, with the arrivals split and the lending
+#: route on, is below ``outstanding``'s. It was: 3.742 h against 3.759 h (home 4.260 h;
+#: docs/results/regions.md, session 18).
+PLAN_DEMAND = "placed"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -106,7 +119,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  inner_name: str = "inner", placement: str = "history",
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
-                 plan_demand: str = "outstanding"):
+                 plan_demand: str = PLAN_DEMAND):
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")

@@ -310,7 +310,7 @@ def test_the_plan_balances_outstanding_demand_backlog_and_arrivals(monkeypatch, 
     quotas = {"a": 2, "b": 4}
     lay = layout_for_pools({"a": "A", "b": "B"}, quotas)
     pol = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
-                                  placement=placement, period_s=H)
+                                  placement=placement, period_s=H, plan_demand="outstanding")
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     assert dict(zip(res["job_id"], res["start_time"], strict=True))["b2"] == 2 * H
     times = [p["t"] for p in pol.stats["plans"]]
