@@ -190,6 +190,12 @@ class LearnedForecaster:
         self._trace_id = None
         return self
 
+    def last_submit_s(self, pool_names: Sequence[str]) -> np.ndarray:
+        """Return float [n_pools]: each pool's last submission in the prior history
+        (:meth:`prime`; s on the replay's clock), NaN for a pool it does not hold or with no
+        prior at all (:func:`last_submissions`)."""
+        return last_submissions(self._prior_jobs, pool_names)
+
     def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
                   memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
                   parts: str = "both", cold: str = "reserve",
@@ -565,6 +571,23 @@ class LearnedForecaster:
         self._sync(view)
         stat = self.history.quantile_s(view, jobs, self.duration_quantile)
         return predict_bins(stat, self.fallback_bin)
+
+
+def last_submissions(prior: pl.DataFrame | None, pool_names: Sequence[str]) -> np.ndarray:
+    """Return float [n_pools]: each named pool's last ``submit_time`` in ``prior`` (NaN for a
+    pool with no job there, or when ``prior`` is None)."""
+    out = np.full(len(pool_names), np.nan)
+    if prior is None or not prior.height:
+        return out
+    import polars as pl
+
+    last = prior.group_by("pool").agg(pl.col("submit_time").max())
+    at = dict(zip(last["pool"].cast(pl.String).to_list(), last["submit_time"].to_list(),
+                  strict=True))
+    for i, name in enumerate(pool_names):
+        if at.get(str(name)) is not None:
+            out[i] = float(at[str(name)])
+    return out
 
 
 def _decode(doc: dict[str, Any], boosters: dict[str, dict[str, bytes]]) -> tuple:

@@ -180,3 +180,15 @@ def test_the_one_call_completion_counts_change_no_feature(workload, Probe):
     for _, a, b in probe.records:
         for k in (5, 60, 720):
             np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_last_submissions_reads_each_pools_last_prior_job():
+    import math
+
+    from sia.models.forecaster import last_submissions
+
+    prior = pl.DataFrame({"pool": ["a", "b", "a"], "submit_time": [5.0, 7.0, 30.0]})
+    got = last_submissions(prior, ["a", "b", "c"])
+    assert got[:2].tolist() == [30.0, 7.0] and math.isnan(got[2])
+    assert np.isnan(last_submissions(None, ["a"])).all()
+    assert np.isnan(last_submissions(prior.head(0), ["a"])).all()

@@ -375,3 +375,94 @@ def test_tolerate_never_holds_a_pool_more_than_hold(durs, eps):
         hold, tol = rules["hold"], rules["tolerate"]
         assert tol.cap[0][0] >= hold.cap[0][0] and tol.count[0][0] <= hold.count[0][0]
     assert all(r.count == [[0]] for r in rules.values())  # every witness ended: none held
+
+
+# loan_ramp_wake_days: a job after a silence of D days makes its pool cold again.
+DAY = 86400.0
+
+
+def _wake_rows(gap_days: float) -> list[tuple]:
+    # B's first jobs (t = 0) fit; after a silence, b0 holds B's quota for 20000 s and b1, b2
+    # (predicted 5 minutes) run 5000 s; A (2 GPUs) idle until long after
+    t = gap_days * DAY
+    return [("e0", "B", 0.0, 100.0, 1), ("b0", "B", t, 20000.0, 1),
+            ("b1", "B", t + 10.0, 5000.0, 1), ("b2", "B", t + 10.0, 5000.0, 1),
+            ("a0", "A", t + 50000.0, 10.0, 1)]
+
+
+def test_a_pool_waking_from_a_long_silence_lends_only_after_its_own_jobs_fit():
+    t = 2.0 * DAY
+    # off: b1 is the ramp's probe loan at once, and overruns
+    got, facts = starts(_wake_rows(2.0), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="misses")
+    assert got["b1"] == t + 10.0 and "woke" not in facts["loan_ramp"]
+    # 1 day: b0 arrives after 2 days of silence, B is cold; b0 never fits 5 minutes, so b1
+    # and b2 wait for B's own GPU (after b0, then after b1)
+    got, facts = starts(_wake_rows(2.0), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="misses", loan_ramp_wake_days=1.0)
+    assert (got["b1"], got["b2"]) == (t + 20000.0, t + 25000.0)
+    assert facts["loan_ramp"]["woke"] == 1
+    # a silence shorter than D changes nothing: the same probe loan as off
+    got, facts = starts(_wake_rows(2.0), {"A": 2, "B": 1}, loan_ramp=1,
+                        loan_ramp_evidence="misses", loan_ramp_wake_days=3.0)
+    assert got["b1"] == t + 10.0 and facts["loan_ramp"]["woke"] == 0
+
+
+def test_a_woken_pool_warms_again_with_its_first_fit():
+    # after the silence b0 fits (100 s): B is warm again and bx is lent at b0's end
+    t = 2.0 * DAY
+    rows = [("e0", "B", 0.0, 100.0, 1), ("b0", "B", t, 100.0, 1),
+            ("b1", "B", t + 10.0, 5000.0, 1), ("bx", "B", t + 10.0, 5000.0, 1),
+            ("a0", "A", t + 50000.0, 10.0, 1)]
+    got, _ = starts(rows, {"A": 2, "B": 1}, loan_ramp=1, loan_ramp_evidence="misses",
+                    loan_ramp_wake_days=1.0)
+    assert (got["b1"], got["bx"]) == (t + 100.0, t + 100.0)
+
+
+def test_the_prior_history_counts_and_an_unknown_past_wakes_nothing():
+    ramp = LoanRamp(2, evidence="misses", wake_days=1.0)
+    ramp.reset(2, 2, last_submit=[0.0, float("nan")])
+    ramp.cap = [[8, 8], [8, 8]]
+    ramp.arrived(1, 5.0 * DAY)  # pool 1: no known past, its first job wakes nothing
+    assert not ramp.full(1, 0) and ramp.cap[1] == [8, 8]
+    ramp.arrived(0, 0.5 * DAY)  # pool 0: half a day after its prior's last job: warm
+    assert not ramp.full(0, 1)
+    ramp.arrived(0, 1.5 * DAY)  # exactly one day of silence: cold in every window, cap reset
+    assert ramp.full(0, 0) and ramp.full(0, 1) and ramp.cap[0] == [2, 2]
+    assert ramp.stats["woke"] == 1
+    ramp.witness(7, 0, 1, 1.5 * DAY, 1.5 * DAY + 3600.0)  # a witness that fits window 1
+    ramp.update(1.5 * DAY + 60.0, [1, 0], lambda p: np.array([7]), np.zeros(8) + 60.0)
+    assert ramp.full(0, 0) and not ramp.full(0, 1)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), "1", True])
+def test_the_wake_is_a_positive_number_of_days_and_needs_witnesses(bad):
+    with pytest.raises(ConfigError, match="loan_ramp_wake_days"):
+        LoanRamp(1, evidence="misses", wake_days=bad)
+    with pytest.raises(ConfigError, match="needs loan_ramp_evidence"):
+        LoanRamp(1, wake_days=1.0)
+
+
+def _wake_replay(rows, **options):
+    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), loan_ramp=1,
+                    loan_ramp_evidence="misses", **options)
+    res = simulate(table(rows), make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
+    return dict(zip(res["job_id"], res["start_time"], strict=True)), pol.stats
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=8),
+       durs=st.lists(st.floats(10.0, 20000.0), min_size=8, max_size=8))
+def test_wake_ups_only_withhold_loans(gaps, durs):
+    # B's jobs come after random silences: wake-ups never add a loan, and a wake longer than
+    # every silence changes no start
+    t, rows = 0.0, []
+    for i, g in enumerate(gaps):
+        t += g * DAY
+        rows.append((f"b{i}", "B", t, durs[i], 1))
+    rows.append(("a0", "A", t + 30000.0, 10.0, 1))
+    off, off_stats = _wake_replay(rows)
+    _, on_stats = _wake_replay(rows, loan_ramp_wake_days=1.0)
+    assert on_stats["opportunistic"] <= off_stats["opportunistic"]
+    never, _ = _wake_replay(rows, loan_ramp_wake_days=4.0)
+    assert never == off

@@ -60,6 +60,12 @@ class MixedForecaster:
             return src.duration_cdf(view, job_indices, windows_s)
         return cdf_from_bins(src.duration_bins(view, job_indices), windows_s)
 
+    def last_submit_s(self, pool_names: Any) -> Any:
+        """Per pool, its last submission before the replay, from the ``durations`` source (the
+        history its predictions come from); NaN when that source has none."""
+        last = getattr(self.durations, "last_submit_s", None)
+        return last(pool_names) if callable(last) else np.full(len(pool_names), np.nan)
+
     def lend_risk_at(self, windows_s: Any) -> Any:
         """The ``durations`` source's eps per window for risk-aware lending (None: bin rule)."""
         at = getattr(self.durations, "lend_risk_at", None)

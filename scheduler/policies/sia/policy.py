@@ -215,6 +215,7 @@ from sia.scheduler.policies.sia.preempt import (
 from sia.scheduler.policies.sia.ramp import (
     DEFAULT_EVIDENCE,
     DEFAULT_LOAN_RAMP,
+    DEFAULT_WAKE_DAYS,
     DEFAULT_WARMUP,
     DEFAULT_WITNESS,
     LoanRamp,
@@ -281,7 +282,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
-    ``loan_ramp_warmup`` and ``loan_ramp_witness``
+    ``loan_ramp_warmup``, ``loan_ramp_witness`` and ``loan_ramp_wake_days``
     (:class:`~sia.scheduler.policies.sia.ramp.LoanRamp`),
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
@@ -311,7 +312,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
                  loan_ramp_warmup: int = DEFAULT_WARMUP,
-                 loan_ramp_witness: str = DEFAULT_WITNESS, calibration: bool | str = False,
+                 loan_ramp_witness: str = DEFAULT_WITNESS,
+                 loan_ramp_wake_days: float | None = DEFAULT_WAKE_DAYS,
+                 calibration: bool | str = False,
                  calibration_alpha: float = 0.1, calibration_memory: int = 288,
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
@@ -363,7 +366,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                           else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
                                         memory=loan_ramp_memory, evidence=loan_ramp_evidence,
                                         warmup=loan_ramp_warmup, witness=loan_ramp_witness,
-                                        name=name))
+                                        wake_days=loan_ramp_wake_days, name=name))
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self._calibrate(calibration, alpha=calibration_alpha, memory=calibration_memory,
@@ -421,7 +424,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if self.risk_budget is not None:
             self.risk_budget.reset(trace)
         if self.loan_ramp is not None:
-            self.loan_ramp.reset(P, K, None if self.lend_risk is None else self.lend_risk.tolist())
+            self.loan_ramp.reset(P, K, None if self.lend_risk is None else self.lend_risk.tolist(),
+                                 last_submit=self._prior_last_submit(trace))
+            self._wakes = self.loan_ramp.wake_days is not None
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
@@ -436,12 +441,22 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._preempt = self._fp_reset(trace, cluster) or self._preempt  # fungible: preempt.py
 
     # ------------------------------------------------------------------ helpers
+    def _prior_last_submit(self, trace: TraceArrays) -> list[float] | None:
+        """Per pool, its last submission before the replay (s on the replay's clock; NaN when
+        unknown), from the forecaster's prior history when it has one."""
+        last = getattr(self.forecaster, "last_submit_s", None)
+        return None if not callable(last) else [float(x) for x in last(trace.pool_names)]
+
     def _admit(self, view: SimView) -> None:
         hi = view.n_arrived
         if hi > self._seen:
             pend, gpus, pool = self._pend_gpus, self._gpus, self._pool
             for j in range(self._seen, hi):
                 pend[pool[j]] += gpus[j]
+            if self.loan_ramp is not None and self._wakes:
+                submit, ramp = self._trace.submit, self.loan_ramp
+                for j in range(self._seen, hi):
+                    ramp.arrived(pool[j], float(submit[j]))
             self._seen = hi
 
     def _bin_new(self, view: SimView) -> None:

@@ -48,6 +48,14 @@ at once (on Figure 13, one such first loan delayed 393 jobs of exp-071). It
 needs witnesses (``evidence`` ``misses`` or ``all``): a cold pool has no
 loans to prove it.
 
+``loan_ramp_wake_days=D`` makes a pool cold again, in every window, when a job of
+its arrives after the pool submitted nothing for D days (the jobs before the replay, from the
+forecaster's prior history, count): a pool that wakes from a long silence is treated as a new
+one, its predictions unproven until its own jobs fit (at least one per window, or ``warmup``).
+Its cap falls back to ``initial`` as well. A silence of days often ends with a new project (on
+Philly's Figure 13 config, pool ``0e4a51`` submitted nothing for four days, then 124 jobs of
+three to five days each, where its training weeks' jobs ran an hour or less).
+
 Outcomes are read from the simulator's completions and the clock only (no
 peeking); with perfect durations no loan overruns and the ramp only delays
 loans, so SIA's ``loan_ramp="auto"`` (its default) leaves it off for them and
@@ -95,6 +103,17 @@ DEFAULT_EVIDENCE = "misses"
 #: 0.38% / 1,312 / 3.50% / 65.2 (with ``all``: 0.67% / 20,405 / 3.50% / 77.6), outside the
 #: bounds.
 DEFAULT_WARMUP = 0
+#: SIA's default ``loan_ramp_wake_days`` (module docstring): None, off. Chosen on training data
+#: only by a rule fixed before the runs (2026-11-29): among off, 0.5, 1 and 2 days, those within
+#: 0.5% slowed pooled and 2% in every experiment on ``experiments/risk_training_weeks.yaml``
+#: and keeping 90% of off's mean speedup there and on ``experiments/graham_training_weeks.yaml``,
+#: the fewest slowed jobs summed over the two. Measured (`sia evaluate ... --set
+#: policies=[fcfs,sia,{name: sia, options: {loan_ramp_wake_days: ...}}]`): Philly's training
+#: weeks off 0.141% / 642 min / worst 0.97% / mean 70.9, every D 0.422% / 1,618 / 3.50% /
+#: 69.2-70.6 (out: the same loans' delays pass to a woken pool's queue, whose jobs can no longer
+#: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
+#: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
+DEFAULT_WAKE_DAYS: float | None = None
 #: What a witnessed job's miss does (module docstring).
 WITNESS_RULES = ("hold", "reset", "tolerate")
 #: SIA's default ``loan_ramp_witness``, chosen on training data only by the rule of
@@ -117,7 +136,8 @@ class LoanRamp:
 
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
                  memory: int = 0, evidence: str = "loans", warmup: int = 0,
-                 witness: str = DEFAULT_WITNESS, name: str = "sia"):
+                 witness: str = DEFAULT_WITNESS, wake_days: float | None = DEFAULT_WAKE_DAYS,
+                 name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
@@ -136,6 +156,15 @@ class LoanRamp:
         if warmup and evidence == "loans":
             raise ConfigError(f"policy {name!r}: loan_ramp_warmup needs loan_ramp_evidence "
                               f"'misses' or 'all' (a cold pool makes no loan to prove it)")
+        if wake_days is not None:
+            if (isinstance(wake_days, bool) or not isinstance(wake_days, int | float)
+                    or not math.isfinite(wake_days) or wake_days <= 0):
+                raise ConfigError(f"policy {name!r}: loan_ramp_wake_days must be a number of "
+                                  f"days > 0 (or unset), not {wake_days!r}")
+            if evidence == "loans":
+                raise ConfigError(f"policy {name!r}: loan_ramp_wake_days needs "
+                                  f"loan_ramp_evidence 'misses' or 'all' (a cold pool makes no "
+                                  f"loan to prove it)")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
@@ -143,6 +172,8 @@ class LoanRamp:
         self.backoff = backoff
         self.evidence = evidence
         self.warmup = int(warmup)
+        #: silence (days) after which a pool's next job makes it cold again; None: never
+        self.wake_days = None if wake_days is None else float(wake_days)
         self.witness_rule = witness
         #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
         self.witnesses = evidence != "loans"
@@ -153,9 +184,11 @@ class LoanRamp:
         self.tolerance: list[float] | None = None
         self.ceiling = max(int(ceiling), self.initial)
 
-    def reset(self, n_pools: int, n_windows: int, tolerance=None) -> None:
+    def reset(self, n_pools: int, n_windows: int, tolerance=None, last_submit=None) -> None:
         """Forget everything (a new replay); ``tolerance``: per window, the overrun rate the
-        lending rule accepts (eps; None: 0)."""
+        lending rule accepts (eps; None: 0); ``last_submit``: per pool, its last submission
+        before the replay (s, the trace's submission clock, which a replay's speed-up leaves
+        alone; NaN or None: unknown, no wake-up at its first job)."""
         from collections import deque
 
         self.cap = [[self.initial] * n_windows for _ in range(n_pools)]
@@ -173,11 +206,35 @@ class LoanRamp:
         #: within an earlier one); counted only when a warmup needs them
         self.fits = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
+        #: per pool: the jobs (loans or witnesses) that must fit a window before it lends
+        #: there: ``warmup``, or at least 1 since the pool woke from a silence
+        self.need = [self.warmup] * n_pools
+        self._last = [math.nan] * n_pools if last_submit is None else [
+            float(x) for x in last_submit]
+        self._wake_s = None if self.wake_days is None else self.wake_days * 86400.0
+        #: per pool: when it last woke (s); only its jobs started since then warm it
+        self._woke_at = [-math.inf] * n_pools
         #: no running unscored loan has a deadline before this (s): the overrun scan skips
         #: until then (a loan scored or ended since may leave it early: only a wasted scan)
         self._next_deadline = math.inf
         self.stats = {"proven": 0, "missed": 0, "held_back": 0, "witnessed": 0,
                       "witness_missed": 0}
+        if self._wake_s is not None:
+            self.stats["woke"] = 0  # pools made cold again by a job after a silence
+
+    def arrived(self, p: int, t: float) -> None:
+        """A job of pool ``p`` was submitted at ``t`` (s): after a silence of ``wake_days`` or
+        more the pool is cold again in every window (its fits forgotten, its cap reset)."""
+        last = self._last[p]
+        self._last[p] = t
+        if self._wake_s is not None and t - last >= self._wake_s:  # False for NaN
+            fits, cap = self.fits[p], self.cap[p]
+            for k in range(len(fits)):
+                fits[k] = 0
+                cap[k] = self.initial
+            self.need[p] = max(self.warmup, 1)
+            self._woke_at[p] = t
+            self.stats["woke"] += 1
 
     def update(self, now: float, completed_counts: list[int], completed_jobs,
                duration) -> None:
@@ -201,7 +258,8 @@ class LoanRamp:
                                 continue
                             if seen and self.witness_rule == "tolerate":
                                 self.witnessed[p][k].append(0)
-                            if self.warmup:  # a fit of window k also fits every later one
+                            if self.need[p] and lent_at >= self._woke_at[p]:
+                                # a fit of window k also fits every later one
                                 fits = self.fits[p]
                                 for kk in range(k, len(fits)):
                                     fits[kk] += 1
@@ -252,7 +310,7 @@ class LoanRamp:
 
     def full(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now."""
-        if self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.warmup:
+        if self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]:
             self.stats["held_back"] += 1
             return True
         return False
