@@ -93,10 +93,13 @@ class ReservationPlan:
     message: str
     stopped_by: str = ""
 
-    def region_load(self, demand: np.ndarray, quota: np.ndarray) -> np.ndarray:
-        """Planned GPU demand per region: each pool's demand split as its shares (GPUs)."""
+    def region_load(self, demand: np.ndarray, quota: np.ndarray,
+                    fixed: np.ndarray | None = None) -> np.ndarray:
+        """Planned GPU demand per region: each pool's demand split as its shares (GPUs), plus
+        the ``fixed`` load per region (GPUs that stay where they are, default none)."""
         frac = self.shares / np.maximum(np.asarray(quota, dtype=float), 1.0)[:, None]
-        return np.asarray(demand, dtype=float) @ frac
+        load = np.asarray(demand, dtype=float) @ frac
+        return load if fixed is None else load + np.asarray(fixed, dtype=float)
 
 
 def home_shares(layout: RegionLayout, quota: np.ndarray) -> np.ndarray:
@@ -145,11 +148,13 @@ def _quota_vector(layout: RegionLayout, quota: Any) -> np.ndarray:
 
 def reservation_objective(layout: RegionLayout, demand: np.ndarray, quota: np.ndarray,
                           held: np.ndarray, shares: np.ndarray, prev_held: np.ndarray,
-                          prev_shares: np.ndarray, weights: ReservationWeights) -> float:
+                          prev_shares: np.ndarray, weights: ReservationWeights,
+                          fixed: np.ndarray | None = None) -> float:
     """The MIP's objective of a given plan (for checks and warm starts)."""
-    load = demand @ (shares / quota[:, None])
+    fixed = np.zeros(layout.n_regions) if fixed is None else np.asarray(fixed, dtype=float)
+    load = demand @ (shares / quota[:, None]) + fixed
     ratio = load / layout.gpus
-    rho = demand.sum() / layout.gpus.sum()
+    rho = (demand.sum() + fixed.sum()) / layout.gpus.sum()
     total = max(layout.sizes.sum(), 1e-12)
     moved = (layout.sizes[:, None] * (held & ~prev_held)).sum() / total
     stored = (layout.sizes[:, None] * held).sum() / total
@@ -171,6 +176,7 @@ def plan_reservations(
     *,
     candidates: np.ndarray | None = None,
     min_share: Any = None,
+    fixed_load: Any = None,
     weights: ReservationWeights | None = None,
     time_limit_s: float = 60.0,
     mip_gap: float = 1e-4,
@@ -185,9 +191,10 @@ def plan_reservations(
     ``s[p, r]`` in [0, Q_p] (GPUs of p's quota placed in r), with ``s <= Q_p x``,
     ``sum_r s[p, r] = Q_p`` and ``sum_p s[p, r] <= G_r``. A pool's predicted
     demand ``d_p`` (GPUs) is served where its shares are, in proportion:
-    ``L_r = sum_p d_p s[p, r] / Q_p``. The objective is
+    ``L_r = F_r + sum_p d_p s[p, r] / Q_p``, where ``fixed_load`` ``F`` [region] (GPUs,
+    default 0) is load that no share moves (jobs already running there). The objective is
     :mod:`~sia.scheduler.regions.data_placement`'s soft balance of ``L_r / G_r``
-    (over ``rho = sum d / sum G``, weighted above under), its data-moved and
+    (over ``rho = (sum d + sum F) / sum G``, weighted above under), its data-moved and
     storage terms, plus ``churn_weight * sum |s - prev_shares| / (2 sum Q)``.
     Storage limits hold; with ``keep`` [pool, region] bool, every pool keeps one of those
     copies (by default none is forced: the copies are where the shares are, and the
@@ -215,14 +222,15 @@ def plan_reservations(
     """
     weights = weights or ReservationWeights()
     pb, mip = _problem(layout, quota, demand, prev_held, prev_shares, keep, candidates,
-                       min_share, weights, time_limit_s, solver)
+                       min_share, weights, time_limit_s, solver, fixed_load)
     check_work_limits("plan_reservations", node_limit=node_limit,
                       lp_iteration_limit=lp_iteration_limit)
     # each LP of the warm start may use a third of the time limit (the safety net)
-    warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed,
-                                     pb.low, weights, time_limit_s / 3, lp_iteration_limit) \
+    warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low,
+                                     weights, time_limit_s / 3, lp_iteration_limit, pb.fixed) \
         if lp_warm_start else (None, False)
-    x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights)
+    x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights,
+                  fixed=pb.fixed)
     hint = (pb.prev & (pb.s0 > 0), pb.s0) if warm is None else warm
     code, by = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0, node_limit, solver)
     by = "time" if lp_timed_out else by
@@ -254,6 +262,7 @@ class _Problem:
     low: np.ndarray  # minimum share of a region holding a copy [pool]
     weights: ReservationWeights
     t0: float
+    fixed: np.ndarray  # load per region that no share moves (GPUs)
 
     def plan(self, status: str, held: np.ndarray, frac: np.ndarray, msg: str,
              stopped_by: str = "") -> ReservationPlan:
@@ -262,7 +271,7 @@ class _Problem:
         return ReservationPlan(
             status, held, shares,
             reservation_objective(self.layout, self.d, self.q.astype(float), held, shares,
-                                  self.prev, self.s0, self.weights),
+                                  self.prev, self.s0, self.weights, self.fixed),
             float((self.layout.sizes[:, None] * (held & ~self.prev)).sum()),
             int(np.abs(shares - self.s0).sum() // 2), time.perf_counter() - self.t0, False, msg,
             stopped_by if status != "optimal" else "")
@@ -285,8 +294,8 @@ class _Problem:
 
 def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarray,
              prev_shares: np.ndarray, keep: np.ndarray | None, candidates: np.ndarray | None,
-             min_share: Any, weights: ReservationWeights, time_limit_s: float, solver: str
-             ) -> tuple[_Problem, Any]:
+             min_share: Any, weights: ReservationWeights, time_limit_s: float, solver: str,
+             fixed_load: Any = None) -> tuple[_Problem, Any]:
     """Return (the checked inputs of :func:`plan_reservations`, its MIP solver); a one-line
     RegionsError names what is wrong (a previous share where no copy is, the time limit, an
     unavailable solver, ...)."""
@@ -310,7 +319,11 @@ def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarra
     mip.SetNumThreads(1)
     allowed = np.ones_like(prev) if candidates is None else \
         layout.check_plan(candidates, "candidates") | prev
-    return _Problem(layout, q, d, prev, s0, keep, allowed, low, weights, t0), mip
+    fixed = np.zeros(layout.n_regions) if fixed_load is None else \
+        np.asarray(fixed_load, dtype=float).reshape(layout.n_regions)
+    if not (np.isfinite(fixed).all() and (fixed >= 0).all()):
+        raise RegionsError("fixed_load must be finite GPUs >= 0 per region")
+    return _Problem(layout, q, d, prev, s0, keep, allowed, low, weights, t0, fixed), mip
 
 
 def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
@@ -368,14 +381,16 @@ def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.n
 
 def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
                 s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
-                weights: ReservationWeights, limit_s: float, iterations: int
+                weights: ReservationWeights, limit_s: float, iterations: int,
+                fixed: np.ndarray | None = None
                 ) -> tuple[tuple[np.ndarray, np.ndarray] | None, bool]:
     """The warm start of :func:`plan_reservations` (its docstring): ((held, shares) or None,
     whether an LP hit the wall-clock safety net ``limit_s``)."""
     lp = pywraplp.Solver.CreateSolver("GLOP")
     if lp is None:
         return None, False
-    x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True)
+    x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True,
+                  fixed=fixed)
     code, timed_out = _solve_lp(lp, limit_s, iterations)
     if code != pywraplp.Solver.OPTIMAL:
         return None, timed_out
@@ -389,7 +404,8 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
     fix = frac >= low[:, None] - 1e-6
     fix[np.arange(layout.n_pools), np.argmax(frac, axis=1)] = True
     lp = pywraplp.Solver.CreateSolver("GLOP")
-    x, s = _build(lp, layout, q, d, prev, s0, keep, fix | (s0 > 0), low, weights, relax=True)
+    x, s = _build(lp, layout, q, d, prev, s0, keep, fix | (s0 > 0), low, weights, relax=True,
+                  fixed=fixed)
     for p in range(layout.n_pools):
         for r in x[p]:
             if fix[p, r]:
@@ -419,11 +435,13 @@ def _solve_lp(lp: Any, limit_s: float, iterations: int) -> tuple[int, bool]:
 
 def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
            s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
-           weights: ReservationWeights, relax: bool = False) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
+           weights: ReservationWeights, relax: bool = False, fixed: np.ndarray | None = None
+           ) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
     """Variables, constraints and objective of :func:`plan_reservations`' MIP."""
     n_p, n_r = layout.n_pools, layout.n_regions
     supply = layout.gpus.astype(float)
-    rho = d.sum() / supply.sum()
+    fixed = np.zeros(n_r) if fixed is None else fixed
+    rho = (d.sum() + fixed.sum()) / supply.sum()
     total = max(layout.sizes.sum(), 1e-12)
     churn_w = weights.churn_weight / (2.0 * q.sum())
     x: list[dict[int, Any]] = []
@@ -460,7 +478,7 @@ def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: n
         stored = [p for p in pools if layout.sizes[p] > 0]
         if np.isfinite(layout.storage[r]) and stored:
             mip.Add(sum(layout.sizes[p] * x[p][r] for p in stored) <= layout.storage[r])
-        load = sum((d[p] / q[p]) * s[p][r] for p in pools if d[p] > 0)
+        load = sum((d[p] / q[p]) * s[p][r] for p in pools if d[p] > 0) + float(fixed[r])
         over, under, flow = (mip.NumVar(0, mip.infinity(), f"{k}_{r}") for k in ("over", "under", "flow"))
         mip.Add(load - rho * supply[r] == supply[r] * (over - under))
         mip.Add(load - supply[r] <= supply[r] * flow)

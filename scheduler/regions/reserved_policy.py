@@ -21,10 +21,13 @@ Each decision:
    free their GPUs in the region they ran in.
 2. *Plan* (every ``period_s``): :func:`~sia.scheduler.regions.reservations.plan_reservations`
    chooses replicas and target shares from each pool's predicted *outstanding*
-   demand over the period (``plan_demand="outstanding"``, the default): the
+   demand over the period: the
    backlog known now (GPUs of its running and waiting jobs, for the part of the
    period they will still be there) plus what the period's arrivals will hold
    (``history``, ``perfect`` or ``forecast``: :meth:`ReservationRegionPolicy._outstanding_demand`).
+   With ``plan_demand="placed"`` (the default, :data:`PLAN_DEMAND`) the running jobs'
+   part is load fixed in the region they run in, since no share moves a running job;
+   with ``"outstanding"`` it is split over the regions as the pool's shares.
    That is what the hourly demand-to-supply counts; on Philly, where most work
    is in jobs longer than a day, the period's arrivals alone
    (``plan_demand="arrivals"``, data placement's demand) were a third to a half of
@@ -39,10 +42,18 @@ Each decision:
    starts) move to the region where their pool has share and usable data and
    where they can start now (exhaustive over regions with the per-pass
    negative cache, per region and pool); best the pool's home, then the region
-   left with the most free GPUs. A job whose queue lost its pool's share moves
+   left with the most free GPUs. A job no region can start as dedicated now moves, under SIA,
+   to an eligible region whose SIA would lend it now when its queue would not
+   (:meth:`ReservationRegionPolicy._lend_target`: the GPUs lent in the job's predicted
+   window, less its pool's older waiting jobs there): the region where it starts soonest.
+   A job whose queue lost its pool's share moves
    even when nowhere can start it now, to the region with the least queued
    demand per GPU of share ("would start soonest", estimated without durations).
-5. Every region's policy decides on its view; its starts run there.
+5. Every region's policy decides on its view; its starts run there. A SIA policy reserves
+   for each pool only its part of the pool's predicted arrivals
+   (:meth:`ReservationRegionPolicy._split_arrivals`): every region's forecaster predicts
+   the pool's *global* arrivals, and reserving them in full in each region holding unused
+   share of the pool kept that share idle in every region at once (docs/results/regions.md).
 
 Guests (:class:`GlobalRegionPolicy` with ``route=True``) stay as a mode to compare.
 Buddy cells are not supported here (a ConfigError).
@@ -52,7 +63,7 @@ from __future__ import annotations
 
 import math
 import time
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -80,9 +91,19 @@ from sia.scheduler.regions.reservations import (
 LARGE_PLAN = 5000
 #: Where a pool's predicted demand comes from when the reservations are planned.
 RESERVATION_PLACEMENTS = ("history", "perfect", "forecast")
-#: What a plan balances: ``outstanding`` demand (backlog plus arrivals, what the hourly
-#: demand-to-supply counts) or the period's ``arrivals`` only (data placement's demand).
-PLAN_DEMANDS = ("outstanding", "arrivals")
+#: What a plan balances: ``placed`` (the default): the outstanding demand with the running
+#: jobs' part as load fixed in the region they run in (no share moves them; the pools' part
+#: is the waiting jobs plus the period's arrivals); ``outstanding`` demand (backlog plus
+#: arrivals, what the hourly demand-to-supply counts, the running jobs split over the
+#: regions as their pool's shares, as if they moved with them); or the period's ``arrivals``
+#: only (data placement's demand).
+PLAN_DEMANDS = ("outstanding", "arrivals", "placed")
+#: The default of :data:`PLAN_DEMANDS`, chosen on the training days only (days 35-56 of
+#: Philly, never the replay of days 56-84) by a rule fixed before the runs: ``placed`` if
+#: its mean JCT under ``reservations-perfect`` there, with the arrivals split and the lending
+#: route on, is below ``outstanding``'s. It was: 3.742 h against 3.759 h (home 4.260 h;
+#: docs/results/regions.md, session 18).
+PLAN_DEMAND = "placed"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -98,7 +119,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  inner_name: str = "inner", placement: str = "history",
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
-                 plan_demand: str = "outstanding"):
+                 plan_demand: str = PLAN_DEMAND):
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -176,6 +197,10 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             raise ConfigError(f"regions: policy {self.inner_name!r} cannot move a waiting job "
                               "between regions (it needs withdraw and readmit); use fcfs, "
                               "maxmin or a sia policy")
+        self._window_of: dict[int, int] = {}  # job -> lending window (_lend_target)
+        self._lend_route = self._multi and all(reg.sia for reg in self._regions)
+        self._can_split = self._multi and all(
+            callable(getattr(reg.policy, "set_arrival_share", None)) for reg in self._regions)
         self.share_log: list[tuple[float, np.ndarray]] = [(0.0, shares.copy())]
         self.stats: dict[str, Any] = dict(scan_passes=0, scan_attempts=0, scan_hits=0, scan_s=0.0,
                                           routed=0, plans=[], share_moves=0)
@@ -198,6 +223,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                 self._move_shares(now)
             self._dirty = False
             self._route_waiting(now)
+            self._split_arrivals()
         starts: list[Start] = []
         for reg in self._regions:
             st = reg.state
@@ -325,6 +351,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         elig = usable.tolist()
         t0 = time.perf_counter()
         cache = NegativeCache(len(self._regions), P)
+        lend: dict[int, list[float]] = {}  # region -> GPUs it lends per window (this pass)
         attempts = moved = 0
         gpus, home = self._gpus, self._home
         for p in waiting:
@@ -333,7 +360,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                        and (not elig[p][r] or share[p, r] < self._widest[p])
                        for r in range(len(self._regions)))
             if not lost and max(min(room[p][r], free[r]) if elig[p][r] else 0
-                                for r in range(len(self._regions))) < 1:
+                                for r in range(len(self._regions))) < 1 \
+                    and not self._may_lend(p, elig[p], lend):
                 continue
             jobs = sorted(j for reg in self._regions for j in reg.state.pending[p])
             blocked = [not e for e in elig[p]]  # FCFS: behind a blocked head nothing starts
@@ -358,6 +386,13 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                             best, best_key = r, key
                     elif self.neg_cache:
                         cache.record(r, p, g)
+                if best is None and self._lend_route:  # where SIA would lend it now
+                    r = self._lend_target(j, p, g, a, elig[p], lend)
+                    if r >= 0:
+                        free[r] -= g
+                        self._move(j, p, a, r)
+                        moved += 1
+                        continue
                 if best is None and elig[p][a] and share[p, a] >= g:
                     continue  # waits in its queue
                 if best is None:  # its queue lost the pool's share: the soonest estimate
@@ -375,6 +410,66 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.stats["scan_s"] += time.perf_counter() - t0
         self.stats["routed"] += moved
 
+    def _lend_target(self, j: int, p: int, g: int, a: int, elig: list[bool],
+                     lend: dict[int, list[float]]) -> int:
+        """The region where SIA would lend waiting job ``j`` (pool ``p``, ``g`` GPUs) now when
+        its queue ``a`` would not, or -1 (module doc, step 4): an eligible region whose GPUs
+        lent in the job's window (:meth:`_lendable`), less its pool's older waiting jobs
+        there, hold it; the most such GPUs first. Counts the job's GPUs as taken there."""
+        reg = self._regions[a]
+        if not reg.sia:
+            return -1
+        k = self._windows(reg, [j])[0]
+        if k < 0 or self._lendable(a, lend)[k] >= g:
+            return -1
+        best, most = -1, 0.0
+        for r in range(len(self._regions)):
+            if r == a or not elig[r]:
+                continue
+            older = self._regions[r].state.pending[p]  # sorted: the pool's queue there
+            left = self._lendable(r, lend)[k] - sum(self._gpus[i] for i in older[:bisect_left(older, j)])
+            if left >= g and left > most:
+                best, most = r, left
+        if best >= 0:
+            lend[best] = [x - g for x in lend[best]]
+        return best
+
+    def _may_lend(self, p: int, elig: list[bool], lend: dict[int, list[float]]) -> bool:
+        """Whether some region could lend a job of pool ``p`` (an eligible one lending a GPU in
+        its smallest window, and the pool waiting in two regions or more, or in one that is
+        not the only eligible one): else the lending route has nothing to do for ``p``."""
+        if not self._lend_route or sum(elig) < 2:
+            return False
+        return any(e and self._lendable(r, lend)[0] >= 1 for r, e in enumerate(elig))
+
+    def _lendable(self, r: int, lend: dict[int, list[float]]) -> list[float]:
+        """GPUs region ``r``'s SIA lends now per window (cached in ``lend`` for the pass): its
+        free GPUs less every pool's reservation, ``min(pending + part * TotalNewLoad, unused
+        share)``, the part as :meth:`_split_arrivals` sets it."""
+        if r in lend:
+            return lend[r]
+        reg = self._regions[r]
+        st, pol, free = reg.state, reg.policy, reg.cluster.free
+        windows = tuple(pol.windows_s)
+        if free < 1:
+            lend[r] = [0.0] * len(windows)
+            return lend[r]
+        gpus = self._gpus
+        pend = np.array([sum(gpus[i] for i in st.pending[q]) for q in range(len(st.pending))],
+                        dtype=float)
+        unused = (reg.trace.quota - np.asarray(st.used_ded)).astype(float)
+        st.now = self._now  # (the region's decision sets it again) forecasts from now
+        reg.view._invalidate()
+        arrive = np.asarray(pol.forecaster.will_jobs_arrive(reg.view, windows), dtype=bool)
+        load = np.asarray(pol.forecaster.new_load_estimate(reg.view, windows), dtype=float)
+        tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
+        if getattr(pol, "nested_reservations", True):
+            tnl = np.maximum.accumulate(tnl, axis=1)
+        tnl = tnl * self._arrival_parts()[:, r][:, None]
+        res = np.minimum(pend[:, None] + tnl, unused[:, None])
+        lend[r] = (free - res.sum(axis=0)).tolist()
+        return lend[r]
+
     def _move(self, j: int, p: int, a: int, b: int) -> None:
         """Job ``j`` of pool ``p`` leaves region ``a``'s queue for region ``b``'s."""
         src = self._regions[a]
@@ -390,6 +485,27 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self._routed_per_region[b] += 1
 
     # ------------------------------------------------------------------ shares
+    def _split_arrivals(self) -> None:
+        """Tell each region's policy which part of each pool's predicted arrivals to reserve
+        there (module doc, step 5): its unused share there over its unused share everywhere
+        (no unused share anywhere: its share there over its quota). The pool's reservations
+        over all regions then add up to what one region holding its whole quota would reserve,
+        placed where its arrivals can start as dedicated."""
+        if not self._can_split:
+            return
+        frac = self._arrival_parts()
+        for r, reg in enumerate(self._regions):
+            reg.policy.set_arrival_share(frac[:, r].tolist())
+
+    def _arrival_parts(self) -> np.ndarray:
+        """Each pool's part of its predicted arrivals per region, float [pool, region] (rows
+        sum to 1; :meth:`_split_arrivals`)."""
+        share = self._ledger.shares
+        unused = np.maximum(share - self._used(), 0).astype(float)
+        total = unused.sum(axis=1, keepdims=True)
+        return np.where(total > 0, unused / np.maximum(total, 1.0),
+                        share / self._trace.quota[:, None].astype(float))
+
     def _move_shares(self, now: float) -> None:
         """Move the shares in force towards the target; give the region policies their quotas."""
         usable = self._replicas.usable(now)[self._lrow]
@@ -413,8 +529,12 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self._next_plan = (math.floor(now / self.period_s) + 1) * self.period_s
         lay = self.layout
         demand = np.zeros(lay.n_pools)
-        demand[self._lrow] = (self._outstanding_demand(now) if self.plan_demand == "outstanding"
-                              else self._predicted_demand(now))
+        fixed = None
+        if self.plan_demand == "arrivals":
+            demand[self._lrow] = self._predicted_demand(now)
+        else:
+            pools, fixed = self._outstanding_demand(now, placed=self.plan_demand == "placed")
+            demand[self._lrow] = pools
         quota = np.zeros(lay.n_pools, dtype=np.int64)
         quota[self._lrow] = self._trace.quota
         prev_shares = np.zeros((lay.n_pools, lay.n_regions), dtype=np.int64)
@@ -426,7 +546,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         cand = (share_candidates(lay, quota, demand, prev_shares)
                 if lay.n_pools * lay.n_regions > LARGE_PLAN else None)
         plan = plan_reservations(lay, quota, demand, held, prev_shares, candidates=cand,
-                                 min_share=widest,
+                                 min_share=widest, fixed_load=fixed,
                                  weights=self.weights,
                                  time_limit_s=self.plan_time_s)
         moved = 0.0
@@ -438,15 +558,18 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             self._dirty = True
             later = self._replicas.usable_at[self._replicas.usable_at > now]
             self._next_usable = float(later.min()) if later.size else math.inf
-        ratio = plan.region_load(demand, np.maximum(quota, 1)) / lay.gpus
+        ratio = plan.region_load(demand, np.maximum(quota, 1), fixed) / lay.gpus
+        total = demand.sum() + (0.0 if fixed is None else fixed.sum())
         self.stats["plans"].append(dict(
             t=now, status=plan.status, moved=moved, churn=plan.churn,
             replicas=int(self._replicas.held().sum()), solve_s=plan.solve_s,
             message=plan.message, demand=[float(x) for x in demand[self._lrow]],
             planned_max_ratio=float(ratio.max()),
-            planned_avg_ratio=float(demand.sum() / lay.gpus.sum())))
+            planned_avg_ratio=float(total / lay.gpus.sum()),
+            fixed=None if fixed is None else [float(x) for x in fixed]))
 
-    def _outstanding_demand(self, now: float) -> np.ndarray:
+    def _outstanding_demand(self, now: float, placed: bool = False
+                            ) -> tuple[np.ndarray, np.ndarray | None]:
         """Each trace pool's predicted *outstanding* demand over the next period (GPUs, its
         mean): what the hourly demand-to-supply counts (queued plus running GPUs), not only
         the work the period's arrivals bring (module doc, step 2).
@@ -471,11 +594,16 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             start = np.array([self._regions[int(self.ran_in[j])].state.start_time[j]
                               for j in running.tolist()])
             occ = np.clip((start + t.duration[running] - now) / D, 0.0, 1.0)
+        fixed = None
+        if placed:  # running jobs stay where they run: their load is no pool's to move
+            fixed = np.bincount(self.ran_in[running], weights=occ * t.num_gpus[running],
+                                minlength=self.layout.n_regions)
+            running, occ = running[:0], occ[:0]
         jobs = np.concatenate([running, waiting])
         weight = np.concatenate([occ, np.ones(waiting.size)]) * t.num_gpus[jobs]
         demand = np.bincount(t.pool[jobs], weights=weight, minlength=t.n_pools)
         if self.placement == "forecast":
-            return demand + self._forecast_demand(now)
+            return demand + self._forecast_demand(now), fixed
         if self.placement == "perfect":  # the jobs still to arrive (the rest are backlog)
             lo, up = hi, max(hi, int(np.searchsorted(t.submit, now + D, side="left")))
         else:
@@ -485,7 +613,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             np.where(self._done[lo:up], t.duration[lo:up], now - t.submit[lo:up])
         occ = np.clip(np.minimum(known, end - t.submit[lo:up]), 0.0, None) / D
         return demand + np.bincount(t.pool[lo:up], weights=t.num_gpus[lo:up] * occ,
-                                    minlength=t.n_pools)
+                                    minlength=t.n_pools), fixed
 
     def _forecast_demand(self, now: float) -> np.ndarray:
         """Each pool's demand (GPUs) from its home region's forecaster (every region sees every

@@ -310,7 +310,7 @@ def test_the_plan_balances_outstanding_demand_backlog_and_arrivals(monkeypatch, 
     quotas = {"a": 2, "b": 4}
     lay = layout_for_pools({"a": "A", "b": "B"}, quotas)
     pol = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
-                                  placement=placement, period_s=H)
+                                  placement=placement, period_s=H, plan_demand="outstanding")
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     assert dict(zip(res["job_id"], res["start_time"], strict=True))["b2"] == 2 * H
     times = [p["t"] for p in pol.stats["plans"]]
@@ -329,7 +329,7 @@ def test_the_plan_balances_outstanding_demand_backlog_and_arrivals(monkeypatch, 
 
 def test_an_unknown_plan_demand_is_refused():
     lay = layout_for_pools({"a": "A"}, {"a": 2})
-    with pytest.raises(ConfigError, match="plan_demand must be one of outstanding, arrivals"):
+    with pytest.raises(ConfigError, match="plan_demand must be one of outstanding, arrivals, placed"):
         ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), plan_demand="backlog")
 
 
@@ -414,3 +414,134 @@ def test_the_same_inputs_give_the_same_plan_under_cpu_load():
     assert quiet.stopped_by == loaded.stopped_by == "work"
     assert (quiet.shares == loaded.shares).all() and (quiet.held == loaded.held).all()
     assert quiet.objective == loaded.objective
+
+
+# ----------------------------------------------------------------------------- session 18
+def test_running_load_that_no_share_moves_steers_the_plan():
+    # a (busy, 4 GPUs of demand still to start) and b (idle) have 4 GPUs each; region A
+    # already runs 4 GPUs of jobs that stay there (fixed load). Balance puts a's whole share
+    # in B: A at (4 + 0) / 4, B at 4 / 4, both at rho = 8 / 8. Without the fixed load the
+    # plan splits a's share 2 / 2 (the previous test's reasoning)
+    lay = layout_for_pools({"a": "A", "b": "B"}, {"a": 4, "b": 4}, sizes={"a": 0.0, "b": 0.0})
+    quota = np.array([4, 4])
+    w = ReservationWeights(move_weight=0.0, storage_weight=0.0, churn_weight=0.0)
+    args = (lay, quota, [4.0, 0.0], lay.initial_replicas().held(), home_shares(lay, quota))
+    plan = plan_reservations(*args, weights=w, fixed_load=[4.0, 0.0])
+    assert plan.shares.tolist() == [[0, 4], [4, 0]]
+    assert plan.region_load([4.0, 0.0], quota, [4.0, 0.0]).tolist() == [4.0, 4.0]
+    free = plan_reservations(*args, weights=w)
+    assert free.shares[0].tolist() == [2, 2]
+    with pytest.raises(RegionsError, match="fixed_load"):
+        plan_reservations(*args, weights=w, fixed_load=[-1.0, 0.0])
+
+
+def test_placed_demand_leaves_running_jobs_where_they_run(monkeypatch):
+    # b1 (3 GPUs) runs in B from 0 to 10 h; the second plan comes at a1's arrival (1.5 h,
+    # the first decision after 1 h), a1 waiting (1 GPU for the whole period). A "placed"
+    # plan gets B's 3 GPUs as fixed load (perfect: b1 runs the whole 1 h period) and b's pool
+    # demand 0; an "outstanding" one counts b1 in b's demand
+    seen = []
+
+    def plan(layout, quota, demand, prev_held, prev_shares, keep=None, **kw):
+        seen.append((np.asarray(demand).tolist(), kw.get("fixed_load")))
+        return ReservationPlan("optimal", prev_held, prev_shares, 0.0, 0.0, 0, 0.0, True, "")
+
+    monkeypatch.setattr(reserved_policy, "plan_reservations", plan)
+    rows = [("b1", "b", 0.0, 10 * H, 3), ("a1", "a", 1.5 * H, H, 1)]
+    lay = layout_for_pools({"a": "A", "b": "B"}, {"a": 2, "b": 4})
+    for how in ("placed", "outstanding"):
+        seen.clear()
+        pol = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                      placement="perfect", period_s=H, plan_demand=how)
+        simulate(table(rows), make_pools({"a": 2, "b": 4}), pol, check_invariants=True)
+        demand, fixed = seen[1]
+        assert pol.stats["plans"][1]["t"] == 1.5 * H
+        if how == "placed":
+            assert demand == [1.0, 0.0] and fixed.tolist() == [0.0, 3.0]
+        else:
+            assert demand == [1.0, 3.0] and fixed is None
+
+
+def test_a_region_reserves_only_its_part_of_a_pools_arrivals():
+    # one cluster of 3 GPUs: a (quota 1) runs a1 for 10 h; a2 (1 GPU, 30 min) arrives at
+    # 1 h and can only be lent; b (quota 2, idle) gets b1 (2 GPUs) at 1.5 h, which perfect
+    # predictions see. Reserving all of b's arrivals (min(0 + 2, 2) = 2) lends nothing until
+    # b1 ends at 2.5 h; reserving half of them here (the rest in another region holding b's
+    # unused share) leaves 1 GPU: a2 is lent at 1 h and ends before b1 arrives
+    rows = [("a1", "a", 0.0, 10 * H, 1), ("a2", "a", H, H / 2, 1), ("b1", "b", 1.5 * H, H, 2)]
+    starts = {}
+    for frac in (None, [1.0, 0.5]):
+        pol = make_policy("sia-perfect", refresh_s=0)
+        reset = pol.reset
+
+        def split_reset(trace, cluster, pol=pol, reset=reset, frac=frac):
+            reset(trace, cluster)
+            pol.set_arrival_share(frac)
+
+        pol.reset = split_reset
+        res = simulate(table(rows), make_pools({"a": 1, "b": 2}), pol, check_invariants=True)
+        starts[frac is None] = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert starts[True] == {"a1": 0.0, "a2": 2.5 * H, "b1": 1.5 * H}
+    assert starts[False] == {"a1": 0.0, "a2": H, "b1": 1.5 * H}
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_a_pools_arrivals_are_reserved_once_over_all_regions(seed):
+    # after a three-region replay under sia-perfect, the parts of each pool's arrivals the
+    # regions reserve sum to one, each region's part its unused share there over the pool's
+    # unused share everywhere (no unused share: its share over its quota)
+    jobs, pools = generate_workload("base", seed, days=1, pool_gpus=8)
+    pools = pools.select("pool", "quota_gpus")
+    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
+    homes = {p: "ABC"[i % 3] for i, p in enumerate(sorted(quotas))}
+    lay = layout_for_pools(homes, quotas, sizes={p: 0.01 for p in quotas})
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect"), inner_name="sia-perfect",
+                                  placement="perfect", period_s=3 * H,
+                                  weights=ReservationWeights(move_weight=0.01, churn_weight=0.01))
+    simulate(jobs, pools, pol, check_invariants=True)
+    share, used = pol._ledger.shares, pol._used()
+    assert pol._ledger.moved_gpus > 0
+    for when in ("end", "mid"):
+        if when == "mid":  # a state with unused shares: pretend half the GPUs are in use
+            used = np.minimum(used, share // 2)
+            pol._used = lambda used=used: used
+        pol._split_arrivals()
+        frac = np.array([reg.policy._arrival_frac for reg in pol._regions]).T
+        assert np.allclose(frac.sum(axis=1), 1.0)
+        unused = np.maximum(share - used, 0)
+        has = unused.sum(axis=1) > 0
+        assert np.allclose(frac[has], unused[has] / unused[has].sum(axis=1, keepdims=True))
+        assert np.allclose(frac[~has], share[~has] / pol._trace.quota[~has, None])
+
+
+@pytest.mark.parametrize("lend_route", [True, False])
+def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route):
+    # A (3 GPUs) and B (3): the plan at 0 gives a 1 + 1, b 1 + 2, c 1 + 0. a1 and a2 hold a's
+    # shares; short a3 (1 GPU, 30 min) arrives at 1 h and queues in A. b1 and c1 (1 GPU
+    # each) arrive at 1.25 h, which perfect predictions see. A lends 2 - c's 1 - b's
+    # 1/3 (b's unused share: 1 of 3 in A) < 1 GPU; B lends 2 - b's 2/3 >= 1: a3 moves to B
+    # and is lent there at 1 h. Without that move it waits in A until c1 and b1 start
+    # (b1 at home in B) and A lends it b's idle GPU at 1.25 h
+    monkeypatch.setattr(reserved_policy, "plan_reservations",
+                        fixed_plan([[[1, 1], [1, 2], [1, 0]]]))
+    if not lend_route:
+        monkeypatch.setattr(ReservationRegionPolicy, "_lend_target", lambda self, *a: -1)
+    rows = [("a1", "a", 0.0, 10 * H, 1), ("a2", "a", 0.0, 10 * H, 1), ("a3", "a", H, H / 2, 1),
+            ("b1", "b", 1.25 * H, H, 1), ("c1", "c", 1.25 * H, H, 1)]
+    quotas = {"a": 2, "b": 3, "c": 1}
+    lay = layout_for_pools({"a": "A", "b": "B", "c": "A"}, quotas,
+                           replicas={"a": ["A", "B"], "b": ["B", "A"]})
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect", refresh_s=0),
+                                  inner_name="sia-perfect", period_s=100 * H)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    where = dict(zip(res["job_id"], pol.job_regions()["region"], strict=True))
+    assert pol.share_log[-1][1].tolist() == [[1, 1], [1, 2], [1, 0]]
+    assert (got["a1"], got["a2"], where["a1"], where["a2"]) == (0.0, 0.0, "A", "B")
+    assert (got["b1"], got["c1"], where["b1"], where["c1"]) == (1.25 * H, 1.25 * H, "B", "A")
+    assert res.filter(pl.col("job_id") == "a3")["opportunistic"][0]
+    if lend_route:
+        assert (got["a3"], where["a3"]) == (H, "B")
+    else:
+        assert (got["a3"], where["a3"]) == (1.25 * H, "A")

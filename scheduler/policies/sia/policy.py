@@ -416,6 +416,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._kmin_job: dict[int, int] = {}  # job -> first window its predicted bin fits
         self._tnl: list[list[float]] = []
         self._tnl_time = -math.inf
+        self._arrival_frac: list[float] | None = None  # set_arrival_share; None: all here
         if self.tracker is not None:
             self.tracker.reset(trace)
         if self.duration_tracker is not None:  # preemptible jobs: scored at their end only
@@ -741,6 +742,15 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._quota[:] = [int(q) for q in quota]
         if self.risk_budget is not None:  # its loads are per GPU of quota
             self.risk_budget._quota = np.maximum(np.asarray(quota, dtype=np.float64), 1.0)
+
+    def set_arrival_share(self, frac: list[float] | None) -> None:
+        """The part of each pool's predicted new arrivals (TotalNewLoad) to reserve here, from
+        the next decision on (None: all of it, as on one cluster). Global reservations split a
+        pool's quota over regions and every region's forecaster predicts the pool's global
+        arrivals; reserving them in full in each region holding unused share of the pool
+        reserved the same arrivals once per region (docs/results/regions.md). The reservation
+        becomes ``min(pending + frac * TotalNewLoad, unused quota)``."""
+        self._arrival_frac = None if frac is None else [float(f) for f in frac]
 
     def _requeue(self, j: int) -> None:
         """Put a preempted (or refused) job back among the pending and lendable jobs."""

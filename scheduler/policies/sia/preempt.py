@@ -269,6 +269,8 @@ class FungiblePreemption:
         does not reserve."""
         P, pend = self._P, self._pend_gpus
         col = self._tnl[0]
+        if self._arrival_frac is not None:  # global reservations: this region's part
+            col = [c * f for c, f in zip(col, self._arrival_frac, strict=True)]
         res = [min(pend[p] + col[p], unused[p]) for p in range(P)]
         if distrust is not None:
             for p in range(P):

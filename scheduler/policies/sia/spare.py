@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from operator import add
+from operator import add, mul
 from typing import TYPE_CHECKING
 
 from sia.scheduler.core.view import Reason, SimView, Start
@@ -108,6 +108,8 @@ class SparePass:
         free, alloc, starts, cells = d.free, d.alloc, d.starts, self._cells
         ramp, sure = self.loan_ramp, self._sure_job
         col = self._tnl[k]
+        if self._arrival_frac is not None:  # global reservations: this region's part
+            col = list(map(mul, col, self._arrival_frac))
         res = list(map(min, map(add, pend, col), unused))
         if distrust is not None:
             for p in range(P):
