@@ -126,8 +126,8 @@ quantiles (a bound that decides a bin without its exact quantile would have to b
 give the same comparison), a cheaper fast path in ``allowed`` for the calls where nothing is
 due, and ``resolve``'s per-outcome work. After the table, durations are read from the trace's
 array again (the live service writes a job's run time there at its end; loads fall back to the
-job-by-job sum when durations are not all known up front): one more pair on main 12174bf's
-successor c590edd, 19.0% (20.76 / 109.5) against 15.7% (16.72 / 106.3), identical outputs.
+job-by-job sum when durations are not all known up front): one more pair, main at 0669cd7:
+19.0% (20.76 / 109.5) against 15.7% (16.72 / 106.3), identical outputs.
 """
 
 from __future__ import annotations
