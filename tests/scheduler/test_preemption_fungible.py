@@ -200,6 +200,32 @@ def test_sia_preempt_idle_lends_on_reserved_gpus_too():
 def test_sia_preempt_options_are_checked():
     with pytest.raises(ConfigError, match="preempt_lend"):
         make_policy("sia-perfect", preempt=True, preempt_lend="everywhere")
+    with pytest.raises(ConfigError, match="preempt_yield"):
+        make_policy("sia-perfect", preempt=True, preempt_yield="nobody")
+
+
+def test_preempt_yield_says_who_may_evict_a_loan_made_beyond_the_predictions():
+    # a2 (50000 s, preemptible) fits no window: lent beyond the predictions at 0 on b's idle
+    # GPUs. a3 (100 s, not preemptible) arrives at 100 while a1 holds a's quota.
+    rows = [("a1", "a", 0.0, 20000.0, 2, False), ("a2", "a", 0.0, 50000.0, 2, True),
+            ("a3", "a", 100.0, 100.0, 2, False)]
+    jobs, pools = table(rows), make_pools({"a": 2, "b": 2})
+    cfg = PreemptionConfig(checkpoint_s=1800.0, restart_delay_s=120.0)
+    runs = {}
+    for y in ("loans", "owners"):
+        pol = make_policy("sia-perfect", preempt=True, preempt_yield=y)
+        runs[y] = (by_id(simulate(jobs, pools, pol, preemption=cfg, check_invariants=True)),
+                   pol.facts()["preemption"])
+    # "loans": Figure 8 lends a3 at 100 on a2's GPUs, evicting it (not for an owner); a2 runs
+    # again at a3's end, 200, for 50000 s plus the 120 s restart delay
+    res, facts = runs["loans"]
+    assert res["a3"]["start_time"] == 100.0 and res["a3"]["opportunistic"]
+    assert res["a2"]["preemptions"] == 1 and res["a2"]["end_time"] == 200.0 + 120.0 + 50000.0
+    assert facts["preemptions"] == 1 and facts["preemptions_for_owners"] == 0
+    # "owners": a2 keeps its GPUs; a3 waits for a's own quota (a1 ends at 20000)
+    res, facts = runs["owners"]
+    assert res["a2"]["preemptions"] == 0 and res["a2"]["end_time"] == 50000.0
+    assert res["a3"]["start_time"] == 20000.0 and facts["preemptions"] == 0
 
 
 # ----------------------------------------------------------------------------- properties
@@ -273,15 +299,17 @@ def test_an_evicted_job_keeps_its_place_in_its_pools_queue(trace, policy, lend):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces(), lend=st.sampled_from(["unreserved", "idle"]))
-def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(trace, lend):
+@given(trace=small_traces(), lend=st.sampled_from(["unreserved", "idle"]),
+       yld=st.sampled_from(["loans", "owners"]))
+def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(trace, lend, yld):
     # evictions that cost nothing (a checkpoint every second, no restart delay): every owner's
     # head takes its GPUs back at once, so no job that cannot be preempted ends later than
     # under FCFS
     rows, quotas = trace
     jobs, pools = table(rows), make_pools(quotas)
     cfg = PreemptionConfig(checkpoint_s=1.0, restart_delay_s=0.0)
-    res = simulate(jobs, pools, make_policy("sia-perfect", preempt=True, preempt_lend=lend),
+    res = simulate(jobs, pools, make_policy("sia-perfect", preempt=True, preempt_lend=lend,
+                                            preempt_yield=yld),
                    preemption=cfg, check_invariants=True)
     base = simulate(jobs, pools, make_policy("fcfs"), preemption=cfg)
     per_job, _ = compare(res, base, warmup_s=0.0)

@@ -209,8 +209,10 @@ from sia.scheduler.policies.sia.forecast_mix import (
 )
 from sia.scheduler.policies.sia.preempt import (
     DEFAULT_PREEMPT_LEND,
+    DEFAULT_PREEMPT_YIELD,
     FungiblePreemption,
     check_preempt_lend,
+    check_preempt_yield,
 )
 from sia.scheduler.policies.sia.ramp import (
     DEFAULT_EVIDENCE,
@@ -289,7 +291,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     ``preempt`` (fungible GPUs: lend preemptible jobs beyond the predictions and
     evict them, newest loan first, for an owner's head; off by default) and
     ``preempt_lend`` (``"idle"``, the default, or ``"unreserved"``: where those loans go; see
-    :mod:`sia.scheduler.policies.sia.preempt`), ``name``.
+    :mod:`sia.scheduler.policies.sia.preempt`), ``preempt_yield`` (``"loans"``, the default:
+    Figure 8's loans may evict the loans made beyond the predictions; ``"owners"``: only an
+    owner's head evicts them), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -318,7 +322,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  calibration_alpha: float = 0.1, calibration_memory: int = 288,
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
-                 preempt_lend: str = DEFAULT_PREEMPT_LEND, name: str = "sia"):
+                 preempt_lend: str = DEFAULT_PREEMPT_LEND,
+                 preempt_yield: str = DEFAULT_PREEMPT_YIELD, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
         self.forecaster = forecaster
         self.windows_s = windows
@@ -328,6 +333,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.seed, self.name = seed, name
         self.preempt = bool(preempt)
         self.preempt_lend = check_preempt_lend(preempt_lend, name)
+        self.preempt_yield = check_preempt_yield(preempt_yield, name)
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
         # certainty first: a job whose time limit fits a window is lendable there whatever the
         # duration prediction says (skipped when the durations are perfect: they know better,

@@ -82,6 +82,26 @@ PREEMPT_LEND = ("unreserved", "idle")
 DEFAULT_PREEMPT_LEND = "idle"
 
 
+#: values of SIA's ``preempt_yield`` option: who may evict a loan made beyond the predictions
+#: (``"loans"``: Figure 8's prediction-based loans and owners' heads; ``"owners"``: owners' heads
+#: only, Figure 8 lends on the GPUs that are really free)
+PREEMPT_YIELD = ("loans", "owners")
+#: The default ``preempt_yield``: ``"loans"`` (the rule before the option existed), kept by
+#: :data:`DEFAULT_PREEMPT_LEND`'s rule, fixed before the run, on
+#: ``experiments/preemption_philly_select.yaml`` (days 35-56; 2026-11-29): neither meets the
+#: goal; geomean / evictions / wasted GPU-h "loans" 4.05 / 567 / 55.6, "owners" 3.69 / 1 / 0.0
+#: (MaxMin 5.95; kueue 5.94 / 170 / 14.9): "loans".
+DEFAULT_PREEMPT_YIELD = "loans"
+
+
+def check_preempt_yield(value: str, name: str) -> str:
+    """Return ``value`` checked as a ``preempt_yield`` option (ConfigError naming the policy)."""
+    if value not in PREEMPT_YIELD:
+        raise ConfigError(f"policy {name!r}: preempt_yield must be one of {PREEMPT_YIELD}, "
+                          f"not {value!r}")
+    return value
+
+
 def check_preempt_lend(value: str, name: str) -> str:
     """Return ``value`` checked as a ``preempt_lend`` option (ConfigError naming the policy)."""
     if value not in PREEMPT_LEND:
@@ -228,7 +248,8 @@ class FungiblePreemption:
         gpus = self._gpus
         extra = list(self._fp_extra)  # loan order (the dedicated pass popped its victims)
         real = d.free
-        virtual = real + sum(gpus[j] for j in extra)
+        # preempt_yield "owners": Figure 8 lends only on the GPUs that are really free
+        virtual = real + (sum(gpus[j] for j in extra) if self.preempt_yield == "loans" else 0)
         self._fp_context = None
         n0 = len(d.starts)
         d.free = virtual
