@@ -212,7 +212,7 @@ def test_preempt_yield_says_who_may_evict_a_loan_made_beyond_the_predictions():
     jobs, pools = table(rows), make_pools({"a": 2, "b": 2})
     cfg = PreemptionConfig(checkpoint_s=1800.0, restart_delay_s=120.0)
     runs = {}
-    for y in ("loans", "owners"):
+    for y in ("loans", "once", "owners"):
         pol = make_policy("sia-perfect", preempt=True, preempt_yield=y)
         runs[y] = (by_id(simulate(jobs, pools, pol, preemption=cfg, check_invariants=True)),
                    pol.facts()["preemption"])
@@ -222,6 +222,12 @@ def test_preempt_yield_says_who_may_evict_a_loan_made_beyond_the_predictions():
     assert res["a3"]["start_time"] == 100.0 and res["a3"]["opportunistic"]
     assert res["a2"]["preemptions"] == 1 and res["a2"]["end_time"] == 200.0 + 120.0 + 50000.0
     assert facts["preemptions"] == 1 and facts["preemptions_for_owners"] == 0
+    # "once": the same eviction, but a2 is not lent beyond the predictions again: it waits for
+    # a's own quota (a1 ends at 20000) and runs 120 + 50000 s from there
+    res, facts = runs["once"]
+    assert res["a3"]["start_time"] == 100.0 and res["a2"]["preemptions"] == 1
+    assert res["a2"]["start_time"] == 0.0 and res["a2"]["end_time"] == 20000.0 + 120.0 + 50000.0
+    assert not res["a2"]["opportunistic"]  # its last run was on its own quota
     # "owners": a2 keeps its GPUs; a3 waits for a's own quota (a1 ends at 20000)
     res, facts = runs["owners"]
     assert res["a2"]["preemptions"] == 0 and res["a2"]["end_time"] == 50000.0
@@ -300,7 +306,7 @@ def test_an_evicted_job_keeps_its_place_in_its_pools_queue(trace, policy, lend):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=small_traces(), lend=st.sampled_from(["unreserved", "idle"]),
-       yld=st.sampled_from(["loans", "owners"]))
+       yld=st.sampled_from(["loans", "once", "owners"]))
 def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(trace, lend, yld):
     # evictions that cost nothing (a checkpoint every second, no restart delay): every owner's
     # head takes its GPUs back at once, so no job that cannot be preempted ends later than

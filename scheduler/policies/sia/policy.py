@@ -292,7 +292,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     evict them, newest loan first, for an owner's head; off by default) and
     ``preempt_lend`` (``"idle"``, the default, or ``"unreserved"``: where those loans go; see
     :mod:`sia.scheduler.policies.sia.preempt`), ``preempt_yield`` (``"loans"``, the default:
-    Figure 8's loans may evict the loans made beyond the predictions; ``"owners"``: only an
+    Figure 8's loans may evict the loans made beyond the predictions; ``"once"``: the same,
+    but a job they evicted is not lent beyond the predictions again; ``"owners"``: only an
     owner's head evicts them), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
