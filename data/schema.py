@@ -576,7 +576,9 @@ def check_pools(pools: pl.DataFrame, jobs: pl.DataFrame | None = None,
         bad = pools.filter(pl.col("quota_gpus") < 1)["pool"][0]
         raise TraceError(f"{where}: pool {bad!r} has a quota below 1 GPU")
     if jobs is not None and jobs.height:
-        widest = jobs.group_by("pool").agg(pl.col("num_gpus").max().alias("widest"))
+        # in job order: the error names the same pool every time (group_by alone does not keep
+        # an order, so two identical checks could name different pools)
+        widest = jobs.group_by("pool", maintain_order=True).agg(pl.col("num_gpus").max().alias("widest"))
         joined = widest.join(pools, on="pool", how="left")
         missing = joined.filter(pl.col("quota_gpus").is_null())
         if missing.height:
