@@ -122,3 +122,20 @@ def fungible_only(monkeypatch) -> str:
     monkeypatch.setitem(sys.modules, mod.__name__, mod)
     monkeypatch.setitem(POLICIES, "fungible-only", f"{mod.__name__}:FungibleOnlyPolicy")
     return "fungible-only"
+
+
+@pytest.fixture
+def scip_parameters(monkeypatch) -> list[str]:
+    """The solver-specific parameter strings OR-Tools is handed during the test (the real
+    call still runs)."""
+    from ortools.linear_solver import pywraplp
+
+    sent: list[str] = []
+    orig = pywraplp.Solver.SetSolverSpecificParametersAsString
+
+    def spy(self, text):
+        sent.append(text)
+        return orig(self, text)
+
+    monkeypatch.setattr(pywraplp.Solver, "SetSolverSpecificParametersAsString", spy)
+    return sent

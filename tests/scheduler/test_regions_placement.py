@@ -189,17 +189,8 @@ def _uneven_placement(seed: int, n_pools: int = 40, n_regions: int = 4):
     return RegionLayout(regions, pools, transfer_rate=1.0), demand * 0.8 * gpus.sum() / demand.sum()
 
 
-def test_the_node_limit_reaches_scip_and_the_plan_names_the_limit(monkeypatch):
-    from ortools.linear_solver import pywraplp
-
-    sent: list[str] = []
-    orig = pywraplp.Solver.SetSolverSpecificParametersAsString
-
-    def spy(self, text):
-        sent.append(text)
-        return orig(self, text)
-
-    monkeypatch.setattr(pywraplp.Solver, "SetSolverSpecificParametersAsString", spy)
+def test_the_node_limit_reaches_scip_and_the_plan_names_the_limit(scip_parameters):
+    sent = scip_parameters
     lay, demand = _uneven_placement(seed=1)  # SCIP needs more than the root node here
     plan = plan_data_placement(lay, demand, node_limit=1, time_limit_s=120)
     assert sent == ["limits/totalnodes = 1\n"]

@@ -346,17 +346,8 @@ def uneven_layout(seed: int = 0, n_pools: int = 13, n_regions: int = 3):
     return lay, quota, demand, widest
 
 
-def test_the_node_limit_reaches_scip_and_the_plan_says_it_stopped_there(monkeypatch):
-    from ortools.linear_solver import pywraplp
-
-    sent: list[str] = []
-    orig = pywraplp.Solver.SetSolverSpecificParametersAsString
-
-    def spy(self, text):
-        sent.append(text)
-        return orig(self, text)
-
-    monkeypatch.setattr(pywraplp.Solver, "SetSolverSpecificParametersAsString", spy)
+def test_the_node_limit_reaches_scip_and_the_plan_says_it_stopped_there(scip_parameters):
+    sent = scip_parameters
     lay, quota, demand, widest = uneven_layout()
     plan = plan_reservations(lay, quota, demand, lay.initial_replicas().held(),
                              home_shares(lay, quota), min_share=widest, node_limit=3,

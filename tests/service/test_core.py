@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import polars as pl
 import pytest
 from sia.data.schema import make_pools
 from sia.data.synthetic import generate_workload
-from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.forecaster import LearnedForecaster
-from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.registry import make_policy, policy_options
 from sia.service.api_models import to_core_events
 from sia.service.core import EventError, ServiceCore
 from sia.service.drive import core_sender, drive_trace, first_difference
+
+from .conftest import small_forecaster
 
 
 @pytest.fixture(scope="module")
@@ -27,21 +26,6 @@ def workload() -> tuple[pl.DataFrame, pl.DataFrame]:
 def _replay(jobs: pl.DataFrame, pools: pl.DataFrame, name: str) -> dict[str, float]:
     res = simulate(jobs, pools, make_policy(name, **policy_options(name, seed=0)))
     return dict(zip(res["job_id"], res["start_time"], strict=True))
-
-
-def small_forecaster() -> LearnedForecaster:
-    """A learned forecaster fitted in a second on random rows (XGBoost WillJobsArrive for 5
-    and 60 minutes, persistence for 12 hours, the paper's duration rule)."""
-    rng = np.random.default_rng(5)
-    n = 400
-    rows = pl.DataFrame({"t": np.arange(n) * 300.0,
-                         **{c: rng.integers(0, 4, n).astype(np.float32) for c in FEATURE_COLUMNS}})
-    y = (rows["arrivals_x10"].to_numpy() + rows["since_arrival_s"].to_numpy() % 3) > 3
-    will = {5: WillJobsArrive(5, select="xgboost", n_estimators=8, max_depth=3).fit(rows, y),
-            60: WillJobsArrive(60, select="xgboost", n_estimators=8, max_depth=3).fit(rows, y),
-            720: WillJobsArrive(720, select="persistence").fit(rows, y)}
-    return LearnedForecaster(will, load_windows=3,
-                             duration_config={"min_count": 1, "fallback_bin": 1})
 
 
 _BYTES: list = []

@@ -12,32 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import JOB_SCHEMA, make_pools
 from sia.data.synthetic import generate_workload
-from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.forecaster import LearnedForecaster
 from sia.models.job_duration import JobDuration
-from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.core.view import TraceArrays
 from sia.scheduler.registry import make_policy, policy_options
 from sia.service.core import ServiceCore
 from sia.service.drive import core_sender, drive_trace, first_difference
 
-
-def small_forecaster(duration_model=None) -> LearnedForecaster:
-    """A learned forecaster fitted in a second on random rows (XGBoost WillJobsArrive for 5
-    and 60 minutes, persistence for 12 hours; the paper's duration rule, or
-    ``duration_model``)."""
-    rng = np.random.default_rng(5)
-    n = 400
-    rows = pl.DataFrame({"t": np.arange(n) * 300.0,
-                         **{c: rng.integers(0, 4, n).astype(np.float32) for c in FEATURE_COLUMNS}})
-    y = (rows["arrivals_x10"].to_numpy() + rows["since_arrival_s"].to_numpy() % 3) > 3
-    will = {5: WillJobsArrive(5, select="xgboost", n_estimators=8, max_depth=3).fit(rows, y),
-            60: WillJobsArrive(60, select="xgboost", n_estimators=8, max_depth=3).fit(rows, y),
-            720: WillJobsArrive(720, select="persistence").fit(rows, y)}
-    return LearnedForecaster(will, load_windows=3, duration_model=duration_model,
-                             duration_config={"min_count": 1, "fallback_bin": 1})
-
+from .conftest import small_forecaster
 
 _BYTES: dict[str, tuple] = {}
 

@@ -221,7 +221,8 @@ class FungiblePreemption:
         return freed
 
     # ------------------------------------------------------------------ lending
-    def _fp_first(self, p: int, usable: float, skip: set[int]) -> int:
+    def _fp_first(self, p: int, usable: float, skip: set[int], barred: set[int] = frozenset()
+                  ) -> int:
         """Return pool ``p``'s first pending preemptible job with GPUs <= ``usable`` (not in
         ``skip``), else -1."""
         lst, started, gpus = self._fp_lists[p], self._started, self._gpus
@@ -235,7 +236,7 @@ class FungiblePreemption:
         self._fp_head[p] = h
         for i in range(h, n):
             j = lst[i]
-            if not started[j] and gpus[j] <= usable and j not in skip:
+            if not started[j] and gpus[j] <= usable and j not in skip and j not in barred:
                 return j
         return -1
 
@@ -316,8 +317,7 @@ class FungiblePreemption:
         free, alloc, starts = d.free, d.alloc, d.starts
         total = 0 if res is None else sum(res)
         evicted = {s.job for s in starts if type(s) is Preempt}  # no restart in the same instant
-        if self._fp_barred:
-            evicted |= self._fp_barred
+        barred = self._fp_barred  # preempt_yield "once": never lent beyond the predictions again
         cands = [p for p in range(P) if pend[p] and self._fp_lists[p]]
         n0 = len(starts)
         while cands:
@@ -327,7 +327,7 @@ class FungiblePreemption:
             cands.sort(key=lambda p: (alloc[p] / quota[p], p))
             pick = j = -1
             for q in cands:
-                j = self._fp_first(q, usable, evicted)
+                j = self._fp_first(q, usable, evicted, barred)
                 if j >= 0:
                     pick = q
                     break
