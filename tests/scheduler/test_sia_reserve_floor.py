@@ -9,30 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
-from sia.scheduler.core.forecast import PerfectForecaster
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.policies.sia.spare import reservations
 from sia.scheduler.registry import make_policy
 
-
-class SilentForecaster:
-    """Never expects an arrival (every burst is a surprise); true duration bins."""
-
-    name = "silent"
-    perfect_information = True  # the durations: the loan ramp stays off
-
-    def __init__(self):
-        self._perfect = PerfectForecaster()
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return self._perfect.duration_bins(view, job_indices)
+from .conftest import BlindForecaster
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -54,14 +36,14 @@ def _rows(a0_gpus: int) -> list[tuple]:
 
 
 def test_without_the_floor_a_surprise_burst_waits_for_the_loan():
-    got = starts(_rows(2), {"A": 2, "B": 1}, SiaPolicy(SilentForecaster()))
+    got = starts(_rows(2), {"A": 2, "B": 1}, SiaPolicy(BlindForecaster()))
     assert got["b1"] == (100.0, True)  # lent one of A's idle GPUs
     assert got["a1"] == (300.0, False)  # 1 GPU free at 150: waits for b1's end
 
 
 def test_the_floor_keeps_room_for_the_last_jobs_width():
     got = starts(_rows(2), {"A": 2, "B": 1},
-                 SiaPolicy(SilentForecaster(), reserve_floor="last_width"))
+                 SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
     # A's last job took 2 GPUs: both stay reserved, b1 waits for B's own GPU, a1 is on time
     assert got["a1"] == (150.0, False)
     assert got["b1"] == (1100.0, False)
@@ -70,7 +52,7 @@ def test_the_floor_keeps_room_for_the_last_jobs_width():
 def test_the_floor_is_the_last_jobs_width_not_the_quota():
     # a0 took 1 GPU: A reserves 1, the other is lent, and the 2-GPU a1 waits as without a floor
     got = starts(_rows(1), {"A": 2, "B": 1},
-                 SiaPolicy(SilentForecaster(), reserve_floor="last_width"))
+                 SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
     assert got["b1"] == (100.0, True)
     assert got["a1"] == (300.0, False)
 
@@ -84,7 +66,7 @@ def test_reservations_by_hand():
 @pytest.mark.parametrize("bad", ["last", "quota", True, 2])
 def test_the_floor_option_is_checked(bad):
     with pytest.raises(ConfigError, match="reserve_floor"):
-        SiaPolicy(SilentForecaster(), reserve_floor=bad)
+        SiaPolicy(BlindForecaster(), reserve_floor=bad)
 
 
 @st.composite
@@ -122,7 +104,7 @@ def test_the_floor_only_adds_reservations_within_the_unused_quota(rows):
         assert on[p] >= min(floor[p], unused[p])
 
 
-class PrimedSilentForecaster(SilentForecaster):
+class PrimedBlindForecaster(BlindForecaster):
     """Silent, with a prior history whose last job of A took 2 GPUs (B's is unknown)."""
 
     def last_width(self, pool_names):
@@ -132,9 +114,9 @@ class PrimedSilentForecaster(SilentForecaster):
 def test_the_floor_starts_from_the_prior_historys_last_job():
     # A submits nothing in the replay before a1: without a prior its floor is 0 and b1 is lent
     rows = _rows(2)[1:]
-    got = starts(rows, {"A": 2, "B": 1}, SiaPolicy(SilentForecaster(), reserve_floor="last_width"))
+    got = starts(rows, {"A": 2, "B": 1}, SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
     assert got["b1"] == (100.0, True) and got["a1"] == (300.0, False)
     # with the prior's last job of A (2 GPUs), both of A's GPUs stay reserved
     got = starts(rows, {"A": 2, "B": 1},
-                 SiaPolicy(PrimedSilentForecaster(), reserve_floor="last_width"))
+                 SiaPolicy(PrimedBlindForecaster(), reserve_floor="last_width"))
     assert got["a1"] == (150.0, False) and got["b1"] == (1100.0, False)
