@@ -108,6 +108,7 @@ _N_EDGES = len(_EDGES)
 _DAY_S = 86400.0
 _NAN = float("nan")
 _EMPTY = (0.0, *([_NAN] * (len(_STATS) - 1)))
+_N_HISTORY = len(HISTORY_COLUMNS)
 #: log2 of each GPU count met so far (``submit``'s ``log2_gpus``, one numpy call per count)
 _LOG2: dict[int, float] = {}
 
@@ -254,12 +255,8 @@ class SubmissionFeatures:
 
         ``time_limit_s``: the job's limit (s, NaN for none), read only with ``limits``.
         """
-        g_tag, g_user, g_pg, g_pool = self._groups
         gpus = int(gpus)
-        row: list[float] = []
-        for groups, key in ((g_tag, tag), (g_user, user), (g_pg, (pool, gpus)), (g_pool, pool)):
-            grp = groups.get(key) if key is not None else None
-            row.extend(grp.stats() if grp is not None else _EMPTY)
+        row = self._history(tag, user, pool, gpus)
         subs = self._subs[pool]
         width = self._subs_width[(pool, gpus)]
         n = len(subs)
@@ -278,6 +275,28 @@ class SubmissionFeatures:
         if self.limits:
             row.extend(self._limit_row(float(time_limit_s), user, (pool, gpus)))
         return np.asarray(row, dtype=np.float64)
+
+    def _history(self, tag: Hashable, user: Hashable, pool: Hashable, gpus: int) -> list[float]:
+        """Return the :data:`HISTORY_COLUMNS` of a job of these keys: its groups' finished jobs
+        as of now."""
+        row: list[float] = []
+        for groups, key in zip(self._groups, (tag, user, (pool, gpus), pool), strict=True):
+            grp = groups.get(key) if key is not None else None
+            row.extend(grp.stats() if grp is not None else _EMPTY)
+        return row
+
+    def refresh(self, row: np.ndarray, tag: Hashable, user: Hashable, pool: Hashable,
+                gpus: int, time_limit_s: float = _NAN) -> np.ndarray:
+        """Return a copy of a submitted job's ``row`` whose look-alike history is as of now: the
+        :data:`HISTORY_COLUMNS` (and, with ``limits``, the :data:`LIMIT_COLUMNS`) read from the
+        jobs finished so far; its burst and calendar columns stay those of its submission.
+        Records nothing (a pending job predicted again after its look-alikes ended)."""
+        out = np.array(row, dtype=np.float64)
+        out[:_N_HISTORY] = self._history(tag, user, pool, int(gpus))
+        if self.limits:
+            out[len(DURATION_FEATURES):] = self._limit_row(float(time_limit_s), user,
+                                                           (pool, int(gpus)))
+        return out
 
     def _limit_row(self, limit: float, user: Hashable, pool_gpus: tuple) -> list[float]:
         """Return the :data:`LIMIT_COLUMNS` of a job with limit ``limit`` (s, NaN: none)."""

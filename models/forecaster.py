@@ -546,12 +546,25 @@ class LearnedForecaster:
         model, a job whose time limit (``view.trace.time_limit``) plus Slurm's
         grace fits w gets 1 there (:func:`limit_certain`): it is certain to fit.
         """
+        return self._duration_cdf(view, job_indices, windows_s, now=False)
+
+    def duration_cdf_now(self, view: ForecastView, job_indices: np.ndarray,
+                         windows_s: Sequence[float]) -> np.ndarray:
+        """:meth:`duration_cdf` of arrived jobs predicted again now: a learned JobDuration
+        reads each job's look-alike history as of now instead of at its submission (its
+        burst and calendar features stay those of its submission); the history rule is the
+        same either way."""
+        return self._duration_cdf(view, job_indices, windows_s, now=True)
+
+    def _duration_cdf(self, view: ForecastView, job_indices: np.ndarray,
+                      windows_s: Sequence[float], now: bool) -> np.ndarray:
         jobs = np.asarray(job_indices, dtype=np.int64)
         if self.duration_model is None:
             cdf = cdf_from_bins(self._rule_bins(view, jobs), windows_s)
         else:
             self._submissions.update(view)
-            cdf = self.duration_model.predict_cdf(self._submissions.rows(jobs))
+            sub = self._submissions
+            cdf = self.duration_model.predict_cdf(sub.rows_now(jobs) if now else sub.rows(jobs))
             if self.censor_cap:
                 cdf = cap_cdf(cdf, self._started.share_within(view, jobs, DURATION_BIN_EDGES_S))
             cdf = cdf_at_windows(cdf, windows_s)

@@ -967,6 +967,16 @@ class OnlineSubmissionFeatures:
         self._pool.extend(trace.pool[n_old:].tolist())
         self._gpus.extend(trace.num_gpus[n_old:].tolist())
 
+    def rows_now(self, jobs: np.ndarray) -> np.ndarray:
+        """Return the rows of arrived ``jobs`` (after :meth:`update`) with their look-alike
+        history as of now (:meth:`SubmissionFeatures.refresh`): for a pending job predicted
+        again once jobs like it have ended."""
+        b, tag, user, pool, gpus, limit = (self._builder, self._tag, self._user, self._pool,
+                                           self._gpus, self._limit)
+        return np.array([b.refresh(self._rows[j], tag[j], user[j], pool[j], gpus[j], limit[j])
+                         for j in np.asarray(jobs, dtype=np.int64).tolist()],
+                        dtype=np.float64).reshape(-1, self._rows.shape[1])
+
     def update(self, view: ForecastView) -> None:
         """Absorb the completions and arrivals since the last call."""
         trace = view.trace

@@ -309,3 +309,30 @@ def test_a_groups_recent_shares_are_counted_over_its_last_durations(durations, r
             assert list(group.stats()[-len(df._EDGES):]) == want, (durations[:i + 1], recent)
     finally:
         df.RECENT_JOBS = old
+
+
+def test_refresh_reads_the_look_alikes_finished_since_and_records_nothing():
+    import sia.features.duration_features as df
+
+    names = df.feature_names(limits=True)
+    col = {n: i for i, n in enumerate(names)}
+    b, twin = df.SubmissionFeatures(limits=True), df.SubmissionFeatures(limits=True)
+    row = b.submit(100.0, None, "u", "P", 2, 3600.0)
+    twin.submit(100.0, None, "u", "P", 2, 3600.0)
+    assert row[col["pool_gpus_count"]] == 0 and np.isnan(row[col["user_use_median"]])
+    # a look-alike (same user, pool and width) ends after 30 s, having used 30 / 3600 of its limit
+    b.complete(None, "u", "P", 2, 30.0, 3600.0)
+    now = b.refresh(row, None, "u", "P", 2, 3600.0)
+    assert now[col["pool_gpus_count"]] == 1 and now[col["pool_gpus_median_s"]] == 30.0
+    assert now[col["user_recent_le5m"]] == 1.0 and now[col["pool_le5m"]] == 1.0
+    assert now[col["user_use_median"]] == 30.0 / 3600.0
+    assert now[col["limit_x_user_use_median_s"]] == 30.0
+    # the submission's own columns stay: burst, calendar, the limit itself
+    keep = [col[c] for c in (*df.BURST_COLUMNS, *df.CALENDAR_COLUMNS, "limit_log_s",
+                             "limit_fits_60m")]
+    np.testing.assert_array_equal(now[keep], row[keep])
+    assert row[col["pool_gpus_count"]] == 0  # the submitted row is not changed
+    # nothing recorded: the next submission sees what it would have without the refresh
+    twin.complete(None, "u", "P", 2, 30.0, 3600.0)
+    np.testing.assert_array_equal(b.submit(200.0, None, "u", "P", 2, 3600.0),
+                                  twin.submit(200.0, None, "u", "P", 2, 3600.0))

@@ -3,7 +3,31 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
+from hypothesis import strategies as st
+from sia.data.schema import validate
 from sia.scheduler.core.forecast import PerfectForecaster
+
+
+def job_table(rows: list[tuple]) -> pl.DataFrame:
+    """Jobs from (job_id, pool, submit_time, duration, num_gpus) tuples, via the contract."""
+    raw = pl.DataFrame(rows, schema=["job_id", "pool", "submit_time", "duration", "num_gpus"],
+                       orient="row")
+    return validate(raw)[0]
+
+
+@st.composite
+def small_traces(draw):
+    """(rows, quotas): 2-3 pools of 1-4 GPUs, up to 25 jobs on a 150 s grid, durations on
+    both sides of SIA's windows."""
+    quotas = {f"p{i}": draw(st.integers(1, 4)) for i in range(draw(st.integers(2, 3)))}
+    rows = []
+    for i in range(draw(st.integers(1, 25))):
+        pool = draw(st.sampled_from(sorted(quotas)))
+        rows.append((f"j{i:03d}", pool, float(draw(st.integers(0, 40)) * 150),
+                     draw(st.sampled_from([30.0, 299.0, 301.0, 3601.0, 20000.0, 50000.0])),
+                     draw(st.integers(1, quotas[pool]))))
+    return rows, quotas
 
 
 class BlindForecaster:

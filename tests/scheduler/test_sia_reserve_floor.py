@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
-from sia.data.schema import make_pools, validate
+from sia.data.schema import make_pools
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.policies.sia.spare import reservations
 from sia.scheduler.registry import make_policy
 
-from .conftest import BlindForecaster
+from .conftest import BlindForecaster, job_table, small_traces
 
-
-def table(rows: list[tuple]) -> pl.DataFrame:
-    raw = pl.DataFrame(rows, schema=["job_id", "pool", "submit_time", "duration", "num_gpus"],
-                       orient="row")
-    return validate(raw)[0]
+table = job_table
 
 
 def starts(rows, quotas, policy) -> dict[str, tuple[float, bool]]:
@@ -67,18 +62,6 @@ def test_reservations_by_hand():
 def test_the_floor_option_is_checked(bad):
     with pytest.raises(ConfigError, match="reserve_floor"):
         SiaPolicy(BlindForecaster(), reserve_floor=bad)
-
-
-@st.composite
-def small_traces(draw):
-    quotas = {f"p{i}": draw(st.integers(1, 4)) for i in range(draw(st.integers(2, 3)))}
-    rows = []
-    for i in range(draw(st.integers(1, 20))):
-        pool = draw(st.sampled_from(sorted(quotas)))
-        rows.append((f"j{i:03d}", pool, float(draw(st.integers(0, 40)) * 150),
-                     draw(st.sampled_from([30.0, 299.0, 301.0, 3601.0, 20000.0, 50000.0])),
-                     draw(st.integers(1, quotas[pool]))))
-    return rows, quotas
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -60,6 +60,15 @@ class MixedForecaster:
             return src.duration_cdf(view, job_indices, windows_s)
         return cdf_from_bins(src.duration_bins(view, job_indices), windows_s)
 
+    def duration_cdf_now(self, view: ForecastView, job_indices: np.ndarray,
+                         windows_s: Any) -> np.ndarray:
+        """:meth:`duration_cdf` predicted again now, from the ``durations`` source (its
+        ``duration_cdf_now`` when it has one, else its ``duration_cdf``)."""
+        now = getattr(self.durations, "duration_cdf_now", None)
+        if callable(now):
+            return now(view, job_indices, windows_s)
+        return self.duration_cdf(view, job_indices, windows_s)
+
     def parts(self) -> tuple[Forecaster, ...]:
         """The distinct sources (arrivals, load, durations; each once)."""
         out: list[Any] = []

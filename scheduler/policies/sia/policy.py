@@ -174,7 +174,7 @@ tests/scheduler/test_sia.py for the property test).
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -225,8 +225,11 @@ from sia.scheduler.policies.sia.ramp import (
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import (
     _EPS,
+    DEFAULT_REBIN_PENDING,
     DEFAULT_RESERVE_FLOOR,
+    REBIN_MAX,
     SparePass,
+    check_rebin_pending,
     check_reserve_floor,
 )
 
@@ -301,7 +304,11 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     but a job they evicted is not lent beyond the predictions again; ``"owners"``: only an
     owner's head evicts them), ``reserve_floor`` (None, the default: a pool predicted to
     submit nothing reserves only its pending jobs; ``"last_width"``: every pool reserves at
-    least the GPUs of its last submitted job, within its unused quota), ``name``.
+    least the GPUs of its last submitted job, within its unused quota), ``rebin_pending``
+    (False, the default: a job's duration is predicted once, when SIA first considers it;
+    True: the pending jobs of a pool that completed jobs are predicted again, at most once per
+    ``refresh_s``, with their look-alikes' history as of now, and become lendable in any
+    smaller window the new prediction fits; not with ``risk``), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -332,7 +339,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND,
                  preempt_yield: str = DEFAULT_PREEMPT_YIELD,
-                 reserve_floor: str | None = DEFAULT_RESERVE_FLOOR, name: str = "sia"):
+                 reserve_floor: str | None = DEFAULT_RESERVE_FLOOR,
+                 rebin_pending: bool = DEFAULT_REBIN_PENDING, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
         self.forecaster = forecaster
         self.windows_s = windows
@@ -344,6 +352,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.preempt_lend = check_preempt_lend(preempt_lend, name)
         self.preempt_yield = check_preempt_yield(preempt_yield, name)
         self.reserve_floor = check_reserve_floor(reserve_floor, name)
+        self.rebin_pending = check_rebin_pending(rebin_pending, risk, name)
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
         # certainty first: a job whose time limit fits a window is lendable there whatever the
         # duration prediction says (skipped when the durations are perfect: they know better,
@@ -433,6 +442,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._fail = [[_NO_FAIL] * L for _ in range(P)]  # (usable, length) of the last miss
         self._checked_shape = False
         self._kmin_job: dict[int, int] = {}  # job -> first window its predicted bin fits
+        # rebin_pending: per pool, its completions and the time at its last re-prediction
+        self._rb_done, self._rb_time = [0] * P, [-math.inf] * P
         self._tnl: list[list[float]] = []
         self._tnl_time = -math.inf
         self._arrival_frac: list[float] | None = None  # set_arrival_share; None: all here
@@ -539,17 +550,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             bins = self.risk_budget.classify(arr, cdf, sure)
             ok = bins < NEVER  # lendable at some budget; decided per decision by the budget
             kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
-        elif self.lend_risk is not None:
-            cdf = self._cdf(view, arr)
-            if sure is not None:  # a limit that fits w makes P(duration <= w) = 1
-                cdf = np.where(np.arange(K)[None, :] >= sure[:, None], 1.0, cdf)
-            # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
-            ok = cdf >= 1.0 - self.lend_risk[None, :]
-            kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
         else:
-            kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
-            if sure is not None:
-                kmins = np.minimum(kmins, sure)
+            kmins, cdf = self._kmins(view, arr, sure)
         pool, elig = self._pool, self._elig
         fail = self._fail
         kmin_job = self._kmin_job
@@ -578,15 +580,69 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                 lists[k].append(j)
                 fail[p][k] = _NO_FAIL
 
+    def _kmins(self, view: SimView, arr: np.ndarray, sure: np.ndarray | None,
+               now: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """Without the risk budget: each job's first window by its prediction (K: none) and
+        the P(duration <= w) it came from (None under the bin rule); ``now``: predicted again
+        with the forecaster's ``duration_cdf_now`` when it has one."""
+        K = len(self.windows_s)
+        if self.lend_risk is None:
+            kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
+            return (kmins if sure is None else np.minimum(kmins, sure)), None
+        again = getattr(self.forecaster, "duration_cdf_now", None) if now else None
+        cdf = (self._cdf(view, arr) if not callable(again) else
+               self._checked_cdf(np.asarray(again(view, arr, self.windows_s), dtype=np.float64),
+                                 arr))
+        if sure is not None:  # a limit that fits w makes P(duration <= w) = 1
+            cdf = np.where(np.arange(K)[None, :] >= sure[:, None], 1.0, cdf)
+        # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
+        ok = cdf >= 1.0 - self.lend_risk[None, :]
+        return np.where(ok.any(axis=1), np.argmax(ok, axis=1), K), cdf
+
+    def _rebin_pending(self, view: SimView) -> None:
+        """``rebin_pending``: predict again the pending jobs (the first :data:`REBIN_MAX` of
+        each pool) of the pools that completed a job since their last re-prediction, at most
+        once per ``refresh_s`` per pool, and make each lendable in the windows its new
+        prediction fits (never in fewer: a job's first prediction still counts)."""
+        now, counts = view.now, view.completed_counts()
+        done, when, kmin_job = self._rb_done, self._rb_time, self._kmin_job
+        jobs: list[int] = []
+        for p in range(self._P):
+            if self._pend_gpus[p] and counts[p] > done[p] and now - when[p] >= self.refresh_s:
+                done[p], when[p] = counts[p], now
+                jobs.extend(j for j in view.pending(p)[:REBIN_MAX] if kmin_job.get(j, 0) > 0)
+        if not jobs:
+            return
+        arr = np.array(jobs, dtype=np.int64)
+        kmins, _ = self._kmins(view, arr, self._kmin_guaranteed(arr), now=True)
+        pool, elig, head, fail = self._pool, self._elig, self._head, self._fail
+        moved = 0
+        for j, km in zip(jobs, kmins.tolist(), strict=True):
+            old = kmin_job[j]
+            if km >= old:
+                continue
+            p = pool[j]
+            kmin_job[j] = km
+            moved += 1
+            for k in range(km, old):  # arrival order, after the list's started prefix
+                lst = elig[p][k]
+                lst.insert(max(bisect_left(lst, j), head[p][k]), j)
+                fail[p][k] = _NO_FAIL
+        self.stats["rebinned"] = self.stats.get("rebinned", 0) + moved
+
     def _cdf(self, view: SimView, arr: np.ndarray) -> np.ndarray:
         """Return P(duration <= w) [jobs, windows] of ``arr``, checked (0/1 from the predicted
         bins when the forecaster gives no probabilities)."""
-        K = len(self.windows_s)
         if callable(getattr(self.forecaster, "duration_cdf", None)):
             cdf = np.asarray(self.forecaster.duration_cdf(view, arr, self.windows_s),
                              dtype=np.float64)
         else:
             cdf = cdf_from_bins(self._bins(view, arr), self.windows_s)
+        return self._checked_cdf(cdf, arr)
+
+    def _checked_cdf(self, cdf: np.ndarray, arr: np.ndarray) -> np.ndarray:
+        """Return ``cdf`` after checking its shape [jobs, windows] (SiaError naming it)."""
+        K = len(self.windows_s)
         if cdf.shape != (arr.size, K):
             raise SiaError(f"policy {self.name}: forecaster returned duration_cdf of shape "
                            f"{cdf.shape}, expected [jobs, windows] = {(arr.size, K)}")

@@ -47,6 +47,30 @@ def check_reserve_floor(value, name: str) -> str | None:
     return value
 
 
+#: SIA's default ``rebin_pending`` (predict pending jobs again as their pools' jobs end): off.
+#: Chosen on training data only by a rule fixed before the runs (2026-11-29): on only if, on
+#: ``experiments/risk_training_weeks.yaml`` and ``experiments/graham_training_weeks.yaml``, it
+#: slows no more jobs than off (within 0.5% pooled and 2% per experiment on the first) and
+#: its geometric-mean speedup is not lower on either and higher on one. Measured (`sia evaluate
+#: ... --set policies=[fcfs,sia,{name: sia, options: {rebin_pending: true}}]`), slowed jobs /
+#: geomean: Philly's weeks off 275 / 1.87, on 593 / 1.86; Graham's days off 1 / 2.02, on
+#: 5 / 2.25: off.
+DEFAULT_REBIN_PENDING = False
+#: The pending jobs per pool (the oldest) that one re-prediction covers.
+REBIN_MAX = 512
+
+
+def check_rebin_pending(value, risk, name: str) -> bool:
+    """Return ``rebin_pending`` ``value`` checked: a boolean, and not with the risk budget
+    (whose per-bin lists are filled once per job)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"policy {name!r}: rebin_pending must be true or false, not {value!r}")
+    if value and risk is not None:
+        raise ConfigError(f"policy {name!r}: rebin_pending does not work with the risk budget "
+                          f"(risk={risk!r}); unset one of them")
+    return value
+
+
 def reservations(pend: list, col: list, unused: list, floor: list | None) -> list:
     """Each pool's reserved GPUs in a window: its pending GPUs plus its predicted new load
     (``col``), at least ``floor`` (None: no floor), at most its unused quota."""
@@ -69,6 +93,8 @@ class SparePass:
         if bound < 1:
             return
         self._bin_new(view)
+        if self.rebin_pending:
+            self._rebin_pending(view)
         if self.loan_ramp is not None:
             self.loan_ramp.update(view.now, view.completed_counts(), view.completed_jobs,
                                   self._trace.duration)
