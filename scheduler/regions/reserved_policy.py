@@ -46,6 +46,9 @@ Each decision:
    to an eligible region whose SIA would lend it now when its queue would not
    (:meth:`ReservationRegionPolicy._lend_target`: the GPUs lent in the job's predicted
    window, less its pool's older waiting jobs there): the region where it starts soonest.
+   A job makes at most ``lend_moves`` such moves (:data:`LEND_MOVES`); after them it waits
+   where it was lent (no move back), unless a region can start it as an owner now or its
+   queue loses its pool's share or copy.
    A job whose queue lost its pool's share moves
    even when nowhere can start it now, to the region with the least queued
    demand per GPU of share ("would start soonest", estimated without durations).
