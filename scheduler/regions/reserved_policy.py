@@ -46,6 +46,9 @@ Each decision:
    to an eligible region whose SIA would lend it now when its queue would not
    (:meth:`ReservationRegionPolicy._lend_target`: the GPUs lent in the job's predicted
    window, less its pool's older waiting jobs there): the region where it starts soonest.
+   A job makes at most ``lend_moves`` such moves (:data:`LEND_MOVES`); after them it waits
+   where it was lent (no move back), unless a region can start it as an owner now or its
+   queue loses its pool's share or copy.
    A job whose queue lost its pool's share moves
    even when nowhere can start it now, to the region with the least queued
    demand per GPU of share ("would start soonest", estimated without durations).
@@ -104,13 +107,26 @@ PLAN_DEMANDS = ("outstanding", "arrivals", "placed")
 #: route on, is below ``outstanding``'s. It was: 3.742 h against 3.759 h (home 4.260 h;
 #: docs/results/regions.md, session 18).
 PLAN_DEMAND = "placed"
+#: Lending-route moves a waiting job may make (``None``: no limit). A job that has made them
+#: stays in its queue until it starts there, unless another region can start it as an owner
+#: now or its queue loses its pool's share or usable copy: so a lent job never moves back to
+#: wait elsewhere. Under learned SIA the route's estimate of what a region lends is often
+#: optimistic, and without a limit jobs bounced between regions (one job 4,570 times on
+#: Philly's replay, docs/results/regions.md), every move a restart of its wait. Chosen on the
+#: training days only (days 35-56 of Philly, never the replay of days 56-84) by a rule fixed
+#: before the runs (docs/results/regions.md, "Damping the lending route"): of the limits 1
+#: and 2, the one with the fewer jobs slowed against FCFS under ``learned-reservations``
+#: (within 0.05 points: the lower mean JCT; then the smaller limit). Both slowed 0.31%; mean
+#: JCT 4.996 h with 2 against 5.511 h with 1 (no limit: 4.996 h, 0.31%; learned-home 8.184 h).
+LEND_MOVES: int | None = 2
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
     """Global reservations across regions over per-region inner policies (module doc).
 
     Arguments as :class:`GlobalRegionPolicy` (``placement`` one of
-    :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP.
+    :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP, ``plan_demand``
+    (:data:`PLAN_DEMANDS`) and ``lend_moves`` (:data:`LEND_MOVES`).
     After a replay, :attr:`share_log` holds ``(time, shares [pool, region])``
     at every change of the shares in force (trace pool order).
     """
@@ -119,7 +135,11 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  inner_name: str = "inner", placement: str = "history",
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
-                 plan_demand: str = PLAN_DEMAND):
+                 plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES):
+        if lend_moves is not None and (isinstance(lend_moves, bool) or not isinstance(
+                lend_moves, int) or lend_moves < 0):
+            raise ConfigError(f"regions: lend_moves must be an int >= 0 or None, got "
+                              f"{lend_moves!r}")
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -135,6 +155,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.name = f"{inner_name}@reservations+{placement}"
         self.weights = weights or ReservationWeights()
         self.plan_demand = plan_demand
+        self.lend_moves = lend_moves
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -206,6 +227,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                                           routed=0, plans=[], share_moves=0)
         self._routed_per_region = [0] * R
         self.queue_moves: list[tuple[int, float, int, int]] = []  # (job, time, from, to)
+        self.lent_moves = np.zeros(trace.n_jobs, dtype=np.int64)  # lending-route moves per job
 
     # ------------------------------------------------------------------ decision
     def decide(self, view: SimView) -> list[Start]:
@@ -386,15 +408,18 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                             best, best_key = r, key
                     elif self.neg_cache:
                         cache.record(r, p, g)
-                if best is None and self._lend_route:  # where SIA would lend it now
+                spent = self.lend_moves is not None and self.lent_moves[j] >= self.lend_moves
+                if best is None and self._lend_route and not spent:  # where SIA lends it now
                     r = self._lend_target(j, p, g, a, elig[p], lend)
                     if r >= 0:
                         free[r] -= g
                         self._move(j, p, a, r)
+                        self.lent_moves[j] += 1
                         moved += 1
                         continue
-                if best is None and elig[p][a] and share[p, a] >= g:
-                    continue  # waits in its queue
+                if best is None and elig[p][a] and (share[p, a] >= g
+                                                    or (spent and self.lent_moves[j] > 0)):
+                    continue  # waits in its queue (a lent job: to be lent there)
                 if best is None:  # its queue lost the pool's share: the soonest estimate
                     best = self._choose(p, g, exclude=a)
                     if best < 0 or (elig[p][a] and share[p, best] < g):

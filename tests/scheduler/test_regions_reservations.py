@@ -536,3 +536,84 @@ def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route):
         assert (got["a3"], where["a3"]) == (H, "B")
     else:
         assert (got["a3"], where["a3"]) == (1.25 * H, "A")
+
+
+def optimistic_lendable(self, r, lend):
+    """A stand-in for ``_lendable`` as optimistic as learned SIA's estimates can be: a region
+    with no job waiting lends a GPU in every window, one with a waiting job lends none."""
+    busy = any(self._regions[r].state.pending)
+    return lend.setdefault(r, [0.0 if busy else 1.0] * len(self._regions[r].policy.windows_s))
+
+
+@pytest.mark.parametrize("lend_moves", [None, 1])
+def test_a_job_the_route_would_bounce_moves_once(monkeypatch, lend_moves):
+    # A (2 GPUs) and B (2): the plan at 0 gives a 1 + 1 and b 1 + 1; a1, a2 (10 h) and b1,
+    # b2 (5 h) fill both regions. Short a3 (1 GPU, 30 min) arrives at 1 h and queues at home
+    # (A). The route's estimate says B lends it a GPU now (no job waits there): it moves to
+    # B, where nothing is free. Without a limit the estimate then says A lends and B does
+    # not: a3 moves back to A at the next decision (every 5 min), then to B again, 49 moves
+    # until b1 and b2 end at 5 h (a GPU free in each region) and B, where the 49th move
+    # left it, lends it the GPU b1 freed. With one lending move it stays in B from 1 h on,
+    # and starts there at 5 h all the same
+    monkeypatch.setattr(reserved_policy, "plan_reservations", fixed_plan([[[1, 1], [1, 1]]]))
+    monkeypatch.setattr(ReservationRegionPolicy, "_lendable", optimistic_lendable)
+    rows = [("a1", "a", 0.0, 10 * H, 1), ("a2", "a", 0.0, 10 * H, 1), ("b1", "b", 0.0, 5 * H, 1),
+            ("b2", "b", 0.0, 5 * H, 1), ("a3", "a", H, H / 2, 1)]
+    quotas = {"a": 2, "b": 2}
+    lay = layout_for_pools({"a": "A", "b": "B"}, quotas,
+                           replicas={"a": ["A", "B"], "b": ["B", "A"]})
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect", refresh_s=0),
+                                  inner_name="sia-perfect", period_s=100 * H,
+                                  lend_moves=lend_moves)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    where = dict(zip(res["job_id"], pol.job_regions()["region"], strict=True))
+    assert [where[j] for j in ("a1", "a2", "b1", "b2")] == ["A", "B", "B", "A"]
+    j3 = list(pol._trace.job_ids).index("a3")
+    a3_moves = [(t, a, b) for j, t, a, b in pol.queue_moves if j == j3]
+    assert res.filter(pl.col("job_id") == "a3")["opportunistic"][0] and got["a3"] == 5 * H
+    if lend_moves is None:
+        assert a3_moves == [(H + 300.0 * i, i % 2, 1 - i % 2) for i in range(49)]
+        assert pol.lent_moves[j3] == 49
+    else:
+        assert a3_moves == [(H, 0, 1)] and pol.lent_moves[j3] == 1
+    assert where["a3"] == "B"
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])
+def test_a_bad_lend_moves_is_refused(bad):
+    lay = layout_for_pools({"a": "A"}, {"a": 1})
+    with pytest.raises(ConfigError, match="lend_moves"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                lend_moves=bad)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), limit=st.sampled_from([0, 1, 2]))
+def test_no_job_makes_more_lending_moves_than_the_limit(seed, limit):
+    # three regions under SIA whose lending estimate is as optimistic as learned SIA's can
+    # be: the route would move jobs at every decision; the limit holds, no region runs more
+    # than its GPUs and every job runs once, to its end
+    class Optimistic(ReservationRegionPolicy):
+        _lendable = optimistic_lendable
+
+    jobs, pools = generate_workload("base", seed, days=1.5, pool_gpus=8)
+    pools = pools.select("pool", "quota_gpus")
+    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
+    homes = {p: "ABC"[i % 3] for i, p in enumerate(sorted(quotas))}
+    lay = layout_for_pools(homes, quotas, sizes={p: 0.01 for p in quotas})
+    pol = Optimistic(lay, lambda: make_policy("sia-perfect"), inner_name="sia-perfect",
+                     placement="perfect", period_s=3 * H, lend_moves=limit,
+                     weights=ReservationWeights(move_weight=0.01, churn_weight=0.01))
+    res = simulate(jobs, pools, pol, check_invariants=True)
+    assert pol.lent_moves.max() <= limit
+    assert pol.lent_moves.sum() <= pol.stats["routed"] == len(pol.queue_moves)
+    region_of = dict(zip(*pol.job_regions().values(), strict=True))
+    reg = np.array([lay.region_index[region_of[j]] for j in res["job_id"]])
+    start, end = res["start_time"].to_numpy(), res["end_time"].to_numpy()
+    gpus = res["num_gpus"].to_numpy()
+    assert np.allclose(end - start, res["duration"].to_numpy())
+    for t in np.unique(start):
+        run = (start <= t) & (t < end)
+        busy = np.bincount(reg[run], weights=gpus[run], minlength=lay.n_regions)
+        assert (busy <= lay.gpus).all()
