@@ -51,7 +51,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from scipy.special import betaincinv
+from scipy.special import betainc, betaincinv
 from sia.data.errors import ConfigError
 
 #: The budget chosen on training weeks (issue 32, item 3), by the rule of
@@ -77,6 +77,42 @@ NEVER = len(Q_EDGES) + 1
 
 
 _EDGES = np.asarray(Q_EDGES)
+#: Relative half-width of the bracket around a threshold t inside which :func:`quantile_within`
+#: leaves the comparison "quantile <= t" to the exact quantile. scipy's ``betaincinv`` is
+#: accurate to a few ulps (~1e-15 relative) where the bounds are compared; 1e-6 is a wide margin.
+_BRACKET = 1e-6
+#: Slack on the value of the Beta cdf (scipy's ``betainc``: ~1e-15 absolute), same purpose.
+_CDF_SLACK = 1e-9
+
+
+def largest_within(risk: float, c: float) -> float:
+    """Return the largest float x with ``x * c <= risk`` in floating point (``c > 0``).
+
+    Rounding is monotone, so for x >= 0 the product ``x * c`` (rounded) is within ``risk``
+    exactly when x <= this threshold: a bound passes the budget iff it is <= the threshold."""
+    t = risk / c
+    while t * c > risk:
+        t = math.nextafter(t, -math.inf)
+    while (u := math.nextafter(t, math.inf)) * c <= risk:
+        t = u
+    return t
+
+
+def quantile_within(a: np.ndarray, b: np.ndarray, level: float, t: float) -> np.ndarray:
+    """Decide ``betaincinv(a, b, level) <= t`` from the cdf where it is safe: 1 (yes), 0 (no),
+    -1 (left to the exact quantile), elementwise.
+
+    The cdf is monotone: the ``level`` quantile is <= x exactly when ``betainc(a, b, x) >=
+    level``. Both functions are computed with small errors, so the cdf is read at the edges
+    of a bracket ``t (1 -+ _BRACKET)`` with a slack of ``_CDF_SLACK``: a quantile within the
+    bracket (or a cdf too close to ``level`` there, or a NaN) is undecided."""
+    if t >= 1.0:  # every quantile is in [0, 1]
+        return np.ones(np.shape(a), dtype=np.int8)
+    x = np.asarray([t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)])
+    f = betainc(np.asarray(a)[..., None], np.asarray(b)[..., None], x)
+    yes = f[..., 0] >= level + _CDF_SLACK  # the true quantile is below the bracket
+    no = f[..., 1] <= level - _CDF_SLACK  # ... above it
+    return np.where(yes, 1, np.where(no, 0, -1)).astype(np.int8)
 
 
 def q_bins(q: np.ndarray) -> np.ndarray:
@@ -245,6 +281,12 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
+        # per pool, window and bin - 1: the Beta posterior's parameters (a, b) as of the last
+        # refresh, computed when first read (stale: not yet; NaN before any refresh, which
+        # leaves every comparison to the quantiles above, 1.0 then)
+        self._pa = np.full((P, K, NEVER - 1), np.nan)
+        self._pb = np.full((P, K, NEVER - 1), np.nan)
+        self._stale = [[False] * K for _ in range(P)]
         # per pool: a version bumped when its quantiles are reset or a window warms, and its
         # last scan in _lendable (the row, the version and the cost it was made with)
         self._pool_ver = [0] * P
@@ -443,7 +485,7 @@ class RiskBudget:
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
-        pool_ver = self._pool_ver
+        pool_ver, stale = self._pool_ver, self._stale
         changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
@@ -452,6 +494,7 @@ class RiskBudget:
             for k in range(K):
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
+                    stale[p][k] = True
                     changed = True
                     pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
@@ -515,6 +558,23 @@ class RiskBudget:
             for (p, k, b, key), x in zip(miss, got, strict=True):
                 cache[key] = x
                 raw[p][k][b] = x
+
+    def _params(self, cells: list[tuple[int, int]]) -> None:
+        """Compute the Beta posteriors' parameters of ``cells`` (pool, window) into ``_pa`` and
+        ``_pb``, every bin: the arithmetic of :meth:`_quantiles`, in the same order."""
+        snap, lam, B = self._snap, self.decay, NEVER - 1
+        for p, k in cells:
+            n, m, t, (pa, pb) = snap[p]
+            f = lam ** float(t[k])
+            nk, mk, pak, pbk = n[k], m[k], pa[k], pb[k]
+            a, b = [], []
+            for i in range(B):
+                nd, md = f * nk[i + 1], f * mk[i + 1]
+                a.append(md + pak[i])
+                b.append(max(max(nd - md, 0.0) + pbk[i], 1e-9))
+            self._pa[p, k] = a
+            self._pb[p, k] = b
+            self._stale[p][k] = False
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -597,31 +657,42 @@ class RiskBudget:
         times ``c`` is within the budget (0 in a cold window).
 
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
-        exactly when every bin before it passed and its own quantile does: the scan stops at
-        the first bin that fails, and only the quantiles it reads are computed. A pool whose
-        quantiles and warmth did not change since it was last scanned at the same ``c`` gets
-        that scan's row (the same bins: rows are shared, never written after the scan)."""
-        raw, warm, risk, B, K = self._raw, self._warm, self.risk, NEVER - 1, len(self.windows_s)
-        rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
+        exactly when every bin before it passed and its own quantile ``x`` does: ``x * c <=
+        risk``, i.e. ``x <=`` :func:`largest_within`. That comparison is decided for every bin
+        of the scanned pools at once from the Beta cdf (:func:`quantile_within`); the few
+        comparisons too close to call there read the exact quantile (:meth:`_quantiles`). A
+        pool whose quantiles and warmth did not change since it was last scanned at the same
+        ``c`` gets that scan's row (the same bins: rows are shared, never written after)."""
+        warm, K = self._warm, len(self.windows_s)
+        rows, row_v, row_c, pver, stale = (self._rows, self._row_ver, self._row_c,
+                                           self._pool_ver, self._stale)
         todo = []
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
                 out[p] = rows[p]
                 continue
-            out[p] = rows[p] = [CERTAIN] * K
             row_v[p], row_c[p] = pver[p], c
-            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
-        while todo:
-            self._quantiles([cell for cell in todo if raw[cell[0]][cell[1]][cell[2]] is None])
-            nxt = []
-            for p, k, b in todo:
-                r = raw[p][k]
-                while b < B and r[b] is not None and r[b] * c <= risk:
-                    b += 1
-                out[p][k] = b
-                if b < B and r[b] is None:
-                    nxt.append((p, k, b))
-            todo = nxt
+            if True in warm[p]:
+                todo.append(p)
+            else:
+                out[p] = rows[p] = [CERTAIN] * K
+        if not todo:
+            return
+        self._params([(p, k) for p in todo for k in range(K) if warm[p][k] and stale[p][k]])
+        ok = quantile_within(self._pa[todo], self._pb[todo], self.level,
+                             largest_within(self.risk, c))
+        unsure = [(i, k, b) for i, k, b in zip(*np.nonzero(ok < 0), strict=True)
+                  if warm[todo[i]][k]]
+        if unsure:  # the exact quantiles, compared as the bins' bounds are
+            raw, risk = self._raw, self.risk
+            cells = [(todo[i], int(k), int(b)) for i, k, b in unsure]
+            self._quantiles([x for x in cells if raw[x[0]][x[1]][x[2]] is None])
+            for (i, k, b), (p, _, _) in zip(unsure, cells, strict=True):
+                ok[i, k, b] = raw[p][k][b] * c <= risk
+        passed = ok == 1
+        lead = np.where(passed.all(axis=2), NEVER - 1, passed.argmin(axis=2)).tolist()
+        for p, row in zip(todo, lead, strict=True):
+            out[p] = rows[p] = [b if w else CERTAIN for b, w in zip(row, warm[p], strict=True)]
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
