@@ -83,6 +83,10 @@ _EDGES = np.asarray(Q_EDGES)
 _BRACKET = 1e-6
 #: Slack on the value of the Beta cdf (scipy's ``betainc``: ~1e-15 absolute), same purpose.
 _CDF_SLACK = 1e-9
+#: Thresholds below this leave every comparison to the exact quantile: a quantile that small
+#: may have underflowed (to 0 or a subnormal), where no relative accuracy holds. The budget's
+#: thresholds are risk / cost: 1e-5 and more for risk >= 0.001 and cost_cap = 100.
+_TINY_T = 1e-12
 
 
 def largest_within(risk: float, c: float) -> float:
@@ -105,9 +109,12 @@ def quantile_within(a: np.ndarray, b: np.ndarray, level: float, t: float) -> np.
     The cdf is monotone: the ``level`` quantile is <= x exactly when ``betainc(a, b, x) >=
     level``. Both functions are computed with small errors, so the cdf is read at the edges
     of a bracket ``t (1 -+ _BRACKET)`` with a slack of ``_CDF_SLACK``: a quantile within the
-    bracket (or a cdf too close to ``level`` there, or a NaN) is undecided."""
+    bracket (or a cdf too close to ``level`` there, or a NaN) is undecided, and so is every
+    comparison with a threshold below ``_TINY_T``."""
     if t >= 1.0:  # every quantile is in [0, 1]
         return np.ones(np.shape(a), dtype=np.int8)
+    if t < _TINY_T:
+        return np.full(np.shape(a), -1, dtype=np.int8)
     x = np.asarray([t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)])
     f = betainc(np.asarray(a)[..., None], np.asarray(b)[..., None], x)
     yes = f[..., 0] >= level + _CDF_SLACK  # the true quantile is below the bracket
@@ -281,12 +288,10 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
-        # per pool, window and bin - 1: the Beta posterior's parameters (a, b) as of the last
-        # refresh, computed when first read (stale: not yet; NaN before any refresh, which
-        # leaves every comparison to the quantiles above, 1.0 then)
-        self._pa = np.full((P, K, NEVER - 1), np.nan)
-        self._pb = np.full((P, K, NEVER - 1), np.nan)
-        self._stale = [[False] * K for _ in range(P)]
+        # per window: the first bin's floor quantile of the prior (see _update_prior), and the
+        # floors of the prior each pool's snapshot took (NaN: none, nothing is skipped)
+        self._prior_floor = [math.nan] * K
+        self._snap_floor = [self._prior_floor] * P
         # per pool: a version bumped when its quantiles are reset or a window warms, and its
         # last scan in _lendable (the row, the version and the cost it was made with)
         self._pool_ver = [0] * P
@@ -485,7 +490,7 @@ class RiskBudget:
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
-        pool_ver, stale = self._pool_ver, self._stale
+        pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
         changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
@@ -494,10 +499,10 @@ class RiskBudget:
             for k in range(K):
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
-                    stale[p][k] = True
                     changed = True
                     pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
+            snap_floor[p] = floor
             shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
         if changed:  # the bounds moved: allowed() must scan again
@@ -531,6 +536,17 @@ class RiskBudget:
         for k in range(len(self._prior_ver)):
             if new[0][k] != old[0][k] or new[1][k] != old[1][k]:
                 self._prior_ver[k] += 1
+        # the first bin's floor: the quantile of Beta(pa, memory + 1 + pb). Every pool's
+        # posterior in that bin is Beta(m + pa, max(n - m, 0) + pb) with m >= 0 and n <= memory
+        # (decayed counts: a sum of decay^i over distinct i >= 0), and the Beta quantile grows
+        # with the first parameter and falls with the second: no pool's quantile is below it.
+        # So a threshold t below the floor / (1 + 2 _BRACKET) fails the bin in every pool whose
+        # snapshot has this prior (betaincinv's error is far below _BRACKET), without its own
+        # quantile; _lendable skips those windows (98% of them on Philly at risk 0.1).
+        cap = 1.0 / (1.0 - self.decay) + 1.0
+        self._prior_floor = betaincinv(np.asarray([r[0] for r in new[0]]),
+                                       np.asarray([cap + r[0] for r in new[1]]),
+                                       self.level).tolist()
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -558,23 +574,6 @@ class RiskBudget:
             for (p, k, b, key), x in zip(miss, got, strict=True):
                 cache[key] = x
                 raw[p][k][b] = x
-
-    def _params(self, cells: list[tuple[int, int]]) -> None:
-        """Compute the Beta posteriors' parameters of ``cells`` (pool, window) into ``_pa`` and
-        ``_pb``, every bin: the arithmetic of :meth:`_quantiles`, in the same order."""
-        snap, lam, B = self._snap, self.decay, NEVER - 1
-        for p, k in cells:
-            n, m, t, (pa, pb) = snap[p]
-            f = lam ** float(t[k])
-            nk, mk, pak, pbk = n[k], m[k], pa[k], pb[k]
-            a, b = [], []
-            for i in range(B):
-                nd, md = f * nk[i + 1], f * mk[i + 1]
-                a.append(md + pak[i])
-                b.append(max(max(nd - md, 0.0) + pbk[i], 1e-9))
-            self._pa[p, k] = a
-            self._pb[p, k] = b
-            self._stale[p][k] = False
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -657,42 +656,63 @@ class RiskBudget:
         times ``c`` is within the budget (0 in a cold window).
 
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
-        exactly when every bin before it passed and its own quantile ``x`` does: ``x * c <=
-        risk``, i.e. ``x <=`` :func:`largest_within`. That comparison is decided for every bin
-        of the scanned pools at once from the Beta cdf (:func:`quantile_within`); the few
-        comparisons too close to call there read the exact quantile (:meth:`_quantiles`). A
-        pool whose quantiles and warmth did not change since it was last scanned at the same
-        ``c`` gets that scan's row (the same bins: rows are shared, never written after)."""
-        warm, K = self._warm, len(self.windows_s)
-        rows, row_v, row_c, pver, stale = (self._rows, self._row_ver, self._row_c,
-                                           self._pool_ver, self._stale)
+        exactly when every bin before it passed and its own quantile does: the scan stops at
+        the first bin that fails, and only the bins it reaches are compared (:meth:`_within`,
+        all those of a round at once). A pool whose quantiles and warmth did not change since
+        it was last scanned at the same ``c`` gets that scan's row (the same bins: rows are
+        shared, never written after the scan)."""
+        warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
+        rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
+        snap, snap_floor, t = self._snap, self._snap_floor, largest_within(self.risk, c)
+        t_hi = t * (1.0 + 2.0 * _BRACKET)
         todo = []
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
                 out[p] = rows[p]
                 continue
+            out[p] = rows[p] = [CERTAIN] * K
             row_v[p], row_c[p] = pver[p], c
-            if True in warm[p]:
-                todo.append(p)
-            else:
-                out[p] = rows[p] = [CERTAIN] * K
-        if not todo:
-            return
-        self._params([(p, k) for p in todo for k in range(K) if warm[p][k] and stale[p][k]])
-        ok = quantile_within(self._pa[todo], self._pb[todo], self.level,
-                             largest_within(self.risk, c))
-        unsure = [(i, k, b) for i, k, b in zip(*np.nonzero(ok < 0), strict=True)
-                  if warm[todo[i]][k]]
-        if unsure:  # the exact quantiles, compared as the bins' bounds are
-            raw, risk = self._raw, self.risk
-            cells = [(todo[i], int(k), int(b)) for i, k, b in unsure]
-            self._quantiles([x for x in cells if raw[x[0]][x[1]][x[2]] is None])
-            for (i, k, b), (p, _, _) in zip(unsure, cells, strict=True):
-                ok[i, k, b] = raw[p][k][b] * c <= risk
-        passed = ok == 1
-        lead = np.where(passed.all(axis=2), NEVER - 1, passed.argmin(axis=2)).tolist()
-        for p, row in zip(todo, lead, strict=True):
-            out[p] = rows[p] = [b if w else CERTAIN for b, w in zip(row, warm[p], strict=True)]
+            if len(snap[p]) < 4:  # never refreshed: its quantiles are 1.0
+                todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
+                continue
+            floor = snap_floor[p]  # the first bin fails in a window whose floor exceeds t
+            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w and not floor[k] > t_hi]
+        while todo:
+            nxt = []
+            for (p, k, b), ok in zip(todo, self._within(todo, t, c), strict=True):
+                if ok:
+                    out[p][k] = b + 1
+                    if b + 1 < B:
+                        nxt.append((p, k, b + 1))
+            todo = nxt
+
+    def _within(self, cells: list[tuple[int, int, int]], t: float, c: float) -> list[bool]:
+        """Return, per cell (pool, window, bin - 1), whether its quantile times ``c`` is within
+        the budget, i.e. is <= ``t`` (:func:`largest_within`): from the Beta cdf, computed for
+        every cell at once (:func:`quantile_within`; the posteriors' parameters by the arithmetic
+        of :meth:`_quantiles`); the exact quantile where the cdf cannot decide or is known."""
+        snap, lam, raw, risk = self._snap, self.decay, self._raw, self.risk
+        known = [raw[p][k][i] for p, k, i in cells]
+        if None not in known:
+            return [x * c <= risk for x in known]
+        a, b = [], []
+        for (p, k, i), x in zip(cells, known, strict=True):
+            if x is not None:  # its quantile (1.0: a pool never refreshed)
+                a.append(math.nan)
+                b.append(math.nan)
+                continue
+            n, m, tp, (pa, pb) = snap[p]
+            f = lam ** float(tp[k])
+            nd, md = f * n[k][i + 1], f * m[k][i + 1]
+            a.append(md + pa[k][i])
+            b.append(max(max(nd - md, 0.0) + pb[k][i], 1e-9))
+        dec = quantile_within(np.asarray(a), np.asarray(b), self.level, t).tolist()
+        if -1 in dec:  # NaN (a known quantile) is undecided too
+            self._quantiles([cell for cell, d, x in zip(cells, dec, known, strict=True)
+                             if d < 0 and x is None])
+            dec = [d if d >= 0 else raw[p][k][i] * c <= risk
+                   for (p, k, i), d in zip(cells, dec, strict=True)]
+        return dec
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
