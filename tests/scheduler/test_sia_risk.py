@@ -657,3 +657,47 @@ def test_allowed_at_a_budget_equal_to_a_bound_times_the_cost(state, pick, below)
         return
     rb = resolved_budget(state, edge)
     assert rb.allowed(5000.0, unused) == (want * c <= edge).sum(axis=2).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=budget_states(), memory=st.sampled_from([5.0, 20.0, 100.0]),
+       times=st.lists(st.integers(1, 30), min_size=1, max_size=5))
+def test_the_first_bins_floor_is_below_every_pools_quantile(state, memory, times):
+    # the floor (Beta(pa, memory + 1 + pb)'s quantile) that lets allowed() skip a window's
+    # scan is below the first bin's quantile of every pool refreshed with that prior
+    P, pools, d, q, unused = state
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=memory)
+    rb.reset(fake_trace(pools, d, [3] * P))
+    for j, qj in enumerate(q):
+        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+    rb.started(0.0, list(range(len(q))))
+    now = 0.0
+    for step in times:
+        now += 300.0 * step
+        rb.resolve(now)
+        first = rb.bounds(now)[:, :, 0]  # refreshes every pool, computes every quantile
+        floor = np.asarray(rb._snap_floor)
+        assert np.all(first >= floor * (1.0 - 1e-9))
+
+
+def test_the_first_bins_floor_hand_checked():
+    # one job predicted certain to fit (q = 0: the first bin) overran the 300 s window: the
+    # first bin's rate over all pools is (1 + 10 x 0) / (1 + 10) = 1/11, so pa = 10/11 and
+    # pb = 100/11; the floor is the 0.9 quantile of Beta(10/11, 100 + 1 + 100/11) (memory
+    # 100), found here by bisection on the cdf
+    from scipy.special import betainc
+
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=100.0)
+    rb.reset(fake_trace([0], [400.0], [1]))
+    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
+    rb.started(0.0, [0])
+    rb.resolve(400.0)
+    rb.allowed(400.0, [1])
+    assert rb._prior_ab[0][0][0] == pytest.approx(10 / 11)
+    assert rb._prior_ab[1][0][0] == pytest.approx(100 / 11)
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if betainc(10 / 11, 101.0 + 100 / 11, mid) >= 0.9 else (mid, hi)
+    assert 0.01 < hi < 0.05 and rb._prior_floor[0] == pytest.approx(hi, rel=1e-9)
+    assert rb._snap_floor[0] is rb._prior_floor  # the pool's refresh took this prior

@@ -476,7 +476,10 @@ class RiskBudget:
         if not dirty and now - self._oldest_bound < 300.0:
             return  # no pool is due
         want = range(len(bt)) if pools is None else pools
-        rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
+        if now - self._oldest_bound < 300.0:  # no pool is 300 s old: only dirty ones are due
+            rows = [p for p in dirty if p in want]  # (the order of rows changes nothing below)
+        else:
+            rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
         if not rows:
             return
         for p in rows:
