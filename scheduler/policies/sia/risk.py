@@ -453,8 +453,9 @@ class RiskBudget:
         (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins).
 
         Only ``pools`` (default: all) are brought up to date (see :meth:`_refresh`); every
-        quantile not computed yet is computed here (:meth:`allowed` computes only those it
-        reads)."""
+        quantile not computed yet is computed here (:meth:`allowed` compares the bounds with
+        its threshold through the Beta cdf and computes a quantile only where that cannot
+        decide, see :meth:`_lendable`)."""
         self._refresh(now, pools)
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
@@ -467,7 +468,7 @@ class RiskBudget:
         A pool's posterior is taken anew when it is 300 s old and as soon as one of its jobs
         overran (a miss tightens at once, fits widen at the next refresh); the prior over all
         pools, which moves slowly, every 300 s. Only the counts are kept (a copy, cheap):
-        its quantiles are computed when first read (:meth:`_quantiles`). A window whose
+        its quantiles (or their comparisons) are computed when first read. A window whose
         outcomes and prior did not change since the pool's last refresh keeps its quantiles:
         their parameters, hence their floats, are the same."""
         if now - self._prior_time >= 300.0:
@@ -661,7 +662,8 @@ class RiskBudget:
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
         exactly when every bin before it passed and its own quantile does: the scan stops at
         the first bin that fails, and only the bins it reaches are compared (:meth:`_within`,
-        all those of a round at once). A pool whose quantiles and warmth did not change since
+        all those of a round at once). A window whose first bin fails by the prior's floor
+        (see :meth:`_update_prior`) is not scanned at all. A pool whose quantiles and warmth did not change since
         it was last scanned at the same ``c`` gets that scan's row (the same bins: rows are
         shared, never written after the scan)."""
         warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
