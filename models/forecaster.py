@@ -197,6 +197,11 @@ class LearnedForecaster:
         prior at all (:func:`last_submissions`)."""
         return last_submissions(self._prior_jobs, pool_names)
 
+    def last_width(self, pool_names: Sequence[str]) -> np.ndarray:
+        """Return float [n_pools]: the GPUs of each pool's last submitted job in the prior
+        history (:meth:`prime`), NaN for a pool it does not hold or with no prior at all."""
+        return last_submissions(self._prior_jobs, pool_names, "num_gpus")
+
     def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
                   memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
                   parts: str = "both", cold: str = "reserve",
@@ -594,16 +599,18 @@ class LearnedForecaster:
         return predict_bins(stat, self.fallback_bin)
 
 
-def last_submissions(prior: pl.DataFrame | None, pool_names: Sequence[str]) -> np.ndarray:
-    """Return float [n_pools]: each named pool's last ``submit_time`` in ``prior`` (NaN for a
-    pool with no job there, or when ``prior`` is None)."""
+def last_submissions(prior: pl.DataFrame | None, pool_names: Sequence[str],
+                     column: str = "submit_time") -> np.ndarray:
+    """Return float [n_pools]: ``column`` of each named pool's last submitted job in ``prior``
+    (its ``submit_time`` by default; ``num_gpus``: its width; the job submitted last, the last
+    row among equal times); NaN for a pool with no job there, or when ``prior`` is None."""
     out = np.full(len(pool_names), np.nan)
     if prior is None or not prior.height:
         return out
     import polars as pl
 
-    last = prior.group_by("pool").agg(pl.col("submit_time").max())
-    at = dict(zip(last["pool"].cast(pl.String).to_list(), last["submit_time"].to_list(),
+    last = prior.group_by("pool").agg(pl.col(column).sort_by("submit_time").last())
+    at = dict(zip(last["pool"].cast(pl.String).to_list(), last[column].to_list(),
                   strict=True))
     for i, name in enumerate(pool_names):
         if at.get(str(name)) is not None:

@@ -192,3 +192,15 @@ def test_last_submissions_reads_each_pools_last_prior_job():
     assert got[:2].tolist() == [30.0, 7.0] and math.isnan(got[2])
     assert np.isnan(last_submissions(None, ["a"])).all()
     assert np.isnan(last_submissions(prior.head(0), ["a"])).all()
+
+
+def test_last_width_is_the_gpus_of_each_pools_last_submitted_prior_job():
+    import math
+
+    from sia.models.forecaster import last_submissions
+
+    # rows out of submission order: a's last job is the one at 30 (2 GPUs), not the last row
+    prior = pl.DataFrame({"pool": ["a", "b", "a", "a"], "submit_time": [5.0, 7.0, 30.0, 9.0],
+                          "num_gpus": [8, 4, 2, 1]})
+    got = last_submissions(prior, ["a", "b", "c"], "num_gpus")
+    assert got[:2].tolist() == [2.0, 4.0] and math.isnan(got[2])

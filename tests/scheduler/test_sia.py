@@ -17,6 +17,8 @@ from sia.scheduler.policies.sia.forecast_mix import MixedForecaster, random_arri
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.registry import make_policy
 
+from .conftest import BlindForecaster
+
 
 def table(rows: list[tuple]) -> pl.DataFrame:
     """Jobs from (job_id, pool, submit_time, duration, num_gpus) tuples, via the contract."""
@@ -215,25 +217,6 @@ def test_random_predictions_do_slow_jobs():
 
 
 # ----------------------------------------------------------------------------- adaptation
-
-
-class BlindForecaster:
-    """Never expects an arrival; true duration bins. Every arrival is a miss."""
-
-    name = "blind"
-    perfect_information = True
-
-    def __init__(self):
-        self._perfect = PerfectForecaster()
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return self._perfect.duration_bins(view, job_indices)
 
 
 # B (quota 1) has 100 jobs of 100 s at 0 and borrows A's 4 idle GPUs; its loans end on the

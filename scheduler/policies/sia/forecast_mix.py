@@ -79,6 +79,16 @@ class MixedForecaster:
         last = getattr(self.durations, "last_submit_s", None)
         return last(pool_names) if callable(last) else np.full(len(pool_names), np.nan)
 
+    def last_width(self, pool_names: Any) -> Any:
+        """Per pool, the GPUs of its last job before the replay, from the first source with a
+        prior history (arrivals, load, durations: the floor is on the arrival side); NaN
+        when none has one."""
+        for src in (self.arrivals, self.load, self.durations):
+            last = getattr(src, "last_width", None)
+            if callable(last):
+                return last(pool_names)
+        return np.full(len(pool_names), np.nan)
+
     def lend_risk_at(self, windows_s: Any) -> Any:
         """The ``durations`` source's eps per window for risk-aware lending (None: bin rule)."""
         at = getattr(self.durations, "lend_risk_at", None)

@@ -223,7 +223,12 @@ from sia.scheduler.policies.sia.ramp import (
     LoanRamp,
 )
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
-from sia.scheduler.policies.sia.spare import _EPS, SparePass
+from sia.scheduler.policies.sia.spare import (
+    _EPS,
+    DEFAULT_RESERVE_FLOOR,
+    SparePass,
+    check_reserve_floor,
+)
 
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
@@ -294,7 +299,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     :mod:`sia.scheduler.policies.sia.preempt`), ``preempt_yield`` (``"loans"``, the default:
     Figure 8's loans may evict the loans made beyond the predictions; ``"once"``: the same,
     but a job they evicted is not lent beyond the predictions again; ``"owners"``: only an
-    owner's head evicts them), ``name``.
+    owner's head evicts them), ``reserve_floor`` (None, the default: a pool predicted to
+    submit nothing reserves only its pending jobs; ``"last_width"``: every pool reserves at
+    least the GPUs of its last submitted job, within its unused quota), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -324,7 +331,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND,
-                 preempt_yield: str = DEFAULT_PREEMPT_YIELD, name: str = "sia"):
+                 preempt_yield: str = DEFAULT_PREEMPT_YIELD,
+                 reserve_floor: str | None = DEFAULT_RESERVE_FLOOR, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
         self.forecaster = forecaster
         self.windows_s = windows
@@ -335,6 +343,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.preempt = bool(preempt)
         self.preempt_lend = check_preempt_lend(preempt_lend, name)
         self.preempt_yield = check_preempt_yield(preempt_yield, name)
+        self.reserve_floor = check_reserve_floor(reserve_floor, name)
         self.perfect_information = bool(getattr(forecaster, "perfect_information", False))
         # certainty first: a job whose time limit fits a window is lendable there whatever the
         # duration prediction says (skipped when the durations are perfect: they know better,
@@ -412,6 +421,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._rebin: list[int] = []  # readmitted jobs below _binned that were never binned
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
+        # reserve_floor "last_width": per pool, the GPUs of its last submitted job (the prior
+        # history's before the replay's first; 0: none known)
+        self._floor: list[int] | None = self._prior_width(trace) if self.reserve_floor else None
         # per pool and window: jobs whose predicted bin fits the window, arrival order; under
         # the risk budget one list per window and risk bin (index k * NEVER + bin), so a scan
         # never walks the jobs that the budget does not allow
@@ -483,12 +495,23 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         last = getattr(self.forecaster, "last_submit_s", None)
         return None if not callable(last) else [float(x) for x in last(trace.pool_names)]
 
+    def _prior_width(self, trace: TraceArrays) -> list[int]:
+        """Per pool, the GPUs of its last job before the replay, from the forecaster's prior
+        history when it has one (0 when unknown)."""
+        last = getattr(self.forecaster, "last_width", None)
+        if not callable(last):
+            return [0] * trace.n_pools
+        return [0 if not math.isfinite(w) else int(w) for w in last(trace.pool_names)]
+
     def _admit(self, view: SimView) -> None:
         hi = view.n_arrived
         if hi > self._seen:
             pend, gpus, pool = self._pend_gpus, self._gpus, self._pool
             for j in range(self._seen, hi):
                 pend[pool[j]] += gpus[j]
+            if self._floor is not None:
+                for j in range(self._seen, hi):
+                    self._floor[pool[j]] = gpus[j]
             if self.loan_ramp is not None and self._wakes:
                 submit, ramp = self._trace.submit, self.loan_ramp
                 for j in range(self._seen, hi):

@@ -65,6 +65,7 @@ import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.simulator import Preempt, PreemptionConfig, newest_victims
 from sia.scheduler.core.view import SimView, Start
+from sia.scheduler.policies.sia.spare import reservations
 
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.core.cluster import Cluster
@@ -301,7 +302,7 @@ class FungiblePreemption:
         col = self._tnl[0]
         if self._arrival_frac is not None:  # global reservations: this region's part
             col = [c * f for c, f in zip(col, self._arrival_frac, strict=True)]
-        res = [min(pend[p] + col[p], unused[p]) for p in range(P)]
+        res = reservations(pend, col, unused, self._floor)
         if distrust is not None:
             for p in range(P):
                 if distrust[p][0]:

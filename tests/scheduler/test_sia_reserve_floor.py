@@ -1,0 +1,122 @@
+"""SIA's ``reserve_floor``: every pool keeps room for a job as wide as its last one."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sia.data.errors import ConfigError
+from sia.data.schema import make_pools, validate
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPolicy
+from sia.scheduler.policies.sia.spare import reservations
+from sia.scheduler.registry import make_policy
+
+from .conftest import BlindForecaster
+
+
+def table(rows: list[tuple]) -> pl.DataFrame:
+    raw = pl.DataFrame(rows, schema=["job_id", "pool", "submit_time", "duration", "num_gpus"],
+                       orient="row")
+    return validate(raw)[0]
+
+
+def starts(rows, quotas, policy) -> dict[str, tuple[float, bool]]:
+    res = simulate(table(rows), make_pools(quotas), policy, check_invariants=True)
+    return {r["job_id"]: (r["start_time"], r["opportunistic"]) for r in res.iter_rows(named=True)}
+
+
+def _rows(a0_gpus: int) -> list[tuple]:
+    # A (quota 2) ran a0 (a0_gpus GPUs, 10 s) and is idle when B's b1 (200 s, fits 5 minutes)
+    # waits behind b0 on B's one GPU at 100; A's 2-GPU a1 comes at 150, unpredicted
+    return [("a0", "A", 0.0, 10.0, a0_gpus), ("b0", "B", 100.0, 1000.0, 1),
+            ("b1", "B", 100.0, 200.0, 1), ("a1", "A", 150.0, 100.0, 2)]
+
+
+def test_without_the_floor_a_surprise_burst_waits_for_the_loan():
+    got = starts(_rows(2), {"A": 2, "B": 1}, SiaPolicy(BlindForecaster()))
+    assert got["b1"] == (100.0, True)  # lent one of A's idle GPUs
+    assert got["a1"] == (300.0, False)  # 1 GPU free at 150: waits for b1's end
+
+
+def test_the_floor_keeps_room_for_the_last_jobs_width():
+    got = starts(_rows(2), {"A": 2, "B": 1},
+                 SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
+    # A's last job took 2 GPUs: both stay reserved, b1 waits for B's own GPU, a1 is on time
+    assert got["a1"] == (150.0, False)
+    assert got["b1"] == (1100.0, False)
+
+
+def test_the_floor_is_the_last_jobs_width_not_the_quota():
+    # a0 took 1 GPU: A reserves 1, the other is lent, and the 2-GPU a1 waits as without a floor
+    got = starts(_rows(1), {"A": 2, "B": 1},
+                 SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
+    assert got["b1"] == (100.0, True)
+    assert got["a1"] == (300.0, False)
+
+
+def test_reservations_by_hand():
+    # pending + predicted, at least the floor, at most the unused quota
+    assert reservations([0, 2, 0], [0.0, 1.0, 0.0], [4, 4, 1], None) == [0.0, 3.0, 0.0]
+    assert reservations([0, 2, 0], [0.0, 1.0, 0.0], [4, 4, 1], [2, 1, 4]) == [2, 3.0, 1]
+
+
+@pytest.mark.parametrize("bad", ["last", "quota", True, 2])
+def test_the_floor_option_is_checked(bad):
+    with pytest.raises(ConfigError, match="reserve_floor"):
+        SiaPolicy(BlindForecaster(), reserve_floor=bad)
+
+
+@st.composite
+def small_traces(draw):
+    quotas = {f"p{i}": draw(st.integers(1, 4)) for i in range(draw(st.integers(2, 3)))}
+    rows = []
+    for i in range(draw(st.integers(1, 20))):
+        pool = draw(st.sampled_from(sorted(quotas)))
+        rows.append((f"j{i:03d}", pool, float(draw(st.integers(0, 40)) * 150),
+                     draw(st.sampled_from([30.0, 299.0, 301.0, 3601.0, 20000.0, 50000.0])),
+                     draw(st.integers(1, quotas[pool]))))
+    return rows, quotas
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=small_traces())
+def test_with_perfect_predictions_the_floor_slows_no_job(trace):
+    rows, quotas = trace
+    jobs, pools = table(rows), make_pools(quotas)
+    base = simulate(jobs, pools, make_policy("fcfs"))
+    res = simulate(jobs, pools, make_policy("sia-perfect", reserve_floor="last_width"),
+                   check_invariants=True)
+    late = res["end_time"].to_numpy() > base["end_time"].to_numpy() + 1e-6
+    assert not late.any()
+
+
+@given(rows=st.lists(st.tuples(st.integers(0, 8), st.floats(0, 8), st.integers(0, 8),
+                                st.integers(0, 8)), min_size=1, max_size=6))
+def test_the_floor_only_adds_reservations_within_the_unused_quota(rows):
+    pend, col, unused, floor = (list(c) for c in zip(*rows, strict=True))
+    off = reservations(pend, col, unused, None)
+    on = reservations(pend, col, unused, floor)
+    for p in range(len(rows)):
+        assert off[p] <= on[p] <= unused[p]
+        assert on[p] >= min(floor[p], unused[p])
+
+
+class PrimedBlindForecaster(BlindForecaster):
+    """Silent, with a prior history whose last job of A took 2 GPUs (B's is unknown)."""
+
+    def last_width(self, pool_names):
+        return np.array([2.0 if p == "A" else np.nan for p in pool_names])
+
+
+def test_the_floor_starts_from_the_prior_historys_last_job():
+    # A submits nothing in the replay before a1: without a prior its floor is 0 and b1 is lent
+    rows = _rows(2)[1:]
+    got = starts(rows, {"A": 2, "B": 1}, SiaPolicy(BlindForecaster(), reserve_floor="last_width"))
+    assert got["b1"] == (100.0, True) and got["a1"] == (300.0, False)
+    # with the prior's last job of A (2 GPUs), both of A's GPUs stay reserved
+    got = starts(rows, {"A": 2, "B": 1},
+                 SiaPolicy(PrimedBlindForecaster(), reserve_floor="last_width"))
+    assert got["a1"] == (150.0, False) and got["b1"] == (1100.0, False)
