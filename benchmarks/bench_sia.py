@@ -137,9 +137,9 @@ slack on the cdf and leaves only what falls in between to the exact quantile. An
 whose first bin fails in every pool by the prior alone is not scanned: the floor, the quantile
 of Beta(pa, memory + 1 + pb), is below every pool's posterior quantile in that bin (decayed
 counts never exceed ``memory``; the quantile grows with a and falls with b), computed once per
-prior. On the first 20,000 jobs the floor skips 98% of the windows scanned (10,419 comparisons
-left of about 166,000 quantile reads), and ``_lendable`` takes 0.31 s CPU against main's 1.15 s
-there.) main and branch riskfast2 run concurrently, pairwise, as in the third cut (2 shared
+prior. On the first 20,000 jobs the floor skips 98% of the windows scanned (10,419 bins left
+to compare of 165,947 windows), and ``_lendable`` took 0.31 s CPU against main's 1.15 s there
+(nested timers, separate runs, ``/tmp/riskfast2/ab.py``). main and branch riskfast2 run concurrently, pairwise, as in the third cut (2 shared
 cores, load average 5-8); same pickled predictors; share as above.
 
 | run | main: bookkeeping / in policy (CPU s) | share | branch riskfast2 | share |
