@@ -701,3 +701,14 @@ def test_the_first_bins_floor_hand_checked():
         lo, hi = (lo, mid) if betainc(10 / 11, 101.0 + 100 / 11, mid) >= 0.9 else (mid, hi)
     assert 0.01 < hi < 0.05 and rb._prior_floor[0] == pytest.approx(hi, rel=1e-9)
     assert rb._snap_floor[0] is rb._prior_floor  # the pool's refresh took this prior
+
+
+def test_no_floor_when_the_memory_leaves_the_counts_unbounded():
+    # memory 0.5: decay -1, the decayed counts are no sums of decay^i >= 0: nothing is skipped
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=0.5)
+    rb.reset(fake_trace([0], [400.0], [1]))
+    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
+    rb.started(0.0, [0])
+    rb.resolve(400.0)
+    rb.allowed(400.0, [1])
+    assert all(math.isnan(x) for x in rb._prior_floor)

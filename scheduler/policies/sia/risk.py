@@ -547,7 +547,8 @@ class RiskBudget:
         # So a threshold t below the floor / (1 + 2 _BRACKET) fails the bin in every pool whose
         # snapshot has this prior (betaincinv's error is far below _BRACKET), without its own
         # quantile; _lendable skips those windows (98% of them on Philly at risk 0.1).
-        cap = 1.0 / (1.0 - self.decay) + 1.0
+        # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
+        cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
         self._prior_floor = betaincinv(np.asarray([r[0] for r in new[0]]),
                                        np.asarray([cap + r[0] for r in new[1]]),
                                        self.level).tolist()
