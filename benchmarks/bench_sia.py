@@ -18,7 +18,8 @@ pending). Cases:
 - ``sia-learned/risk``: the same learned predictors under SIA's risk budget
   (``--risk``, default 0.01; :mod:`sia.scheduler.policies.sia.risk`); the
   column "budget/ramp s" is the CPU time spent in the budget's bookkeeping (its
-  methods, timed), and "budget/ramp %" its share of the time in the policy;
+  methods, timed, less the timer's own measured cost per call: ``TimedBudget.net``,
+  since the fifth cut), and "budget/ramp %" its share of the time in the policy;
   ``sia-learned`` (its default loan ramp timed the same way) and
   ``sia-learned/noramp`` (``loan_ramp=None``);
 - ``hived``, ``themis`` and ``maxmin`` for reference.
@@ -229,13 +230,19 @@ _TRAINED: dict = {}
 
 
 class TimedBudget:
-    """Times the CPU spent in a RiskBudget's (or a LoanRamp's) methods (seconds, in ``cpu``)."""
+    """Times the CPU spent in a RiskBudget's (or a LoanRamp's) methods (seconds, in ``cpu``;
+    ``calls`` timed calls).
+
+    Each timed call also counts part of the timer's own cost (the clock reads and the extra
+    call level, about 1 us): :meth:`net` subtracts ``calls`` times the per-call overhead that
+    :func:`timer_overhead` measures on a no-op method timed the same way."""
 
     METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
     RAMP_METHODS = ("reset", "update", "full", "lent", "forget")
 
     def __init__(self, budget, methods: tuple[str, ...] = METHODS):
         self.cpu = 0.0
+        self.calls = 0
         for name in methods:
             setattr(budget, name, self._timed(getattr(budget, name)))
 
@@ -246,7 +253,37 @@ class TimedBudget:
                 return fn(*a, **k)
             finally:
                 self.cpu += time.thread_time() - t
+                self.calls += 1  # (after the clock: not timed)
         return call
+
+    def net(self, per_call: float) -> float:
+        """Return ``cpu`` less ``calls`` x ``per_call`` (s; the timer's share, see above)."""
+        return max(self.cpu - self.calls * per_call, 0.0)
+
+
+class _Noop:
+    def method(self, now, unused, pools):  # the arguments of the budget's busiest method
+        return None
+
+
+def timer_overhead(calls: int = 20_000, rounds: int = 15) -> float:
+    """Return the CPU (s) a :class:`TimedBudget` adds to the ``cpu`` of each timed call: the
+    median over ``rounds`` of (a timed no-op's ``cpu`` - the CPU of as many direct calls of the
+    no-op) / ``calls``. The direct call is left in: the method's call costs that much untimed."""
+    per = []
+    for _ in range(rounds):
+        obj = _Noop()
+        clock = TimedBudget(obj, ("method",))
+        timed = obj.method
+        for _ in range(calls):
+            timed(1.0, None, None)
+        direct = _Noop().method
+        t = time.thread_time()
+        for _ in range(calls):
+            direct(1.0, None, None)
+        loop = time.thread_time() - t
+        per.append((clock.cpu - loop) / calls)
+    return max(float(np.median(per)), 0.0)
 
 
 def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 0.01,
@@ -310,8 +347,10 @@ def main() -> None:
         extra = getattr(pol.policy, "summary", None)
         fc = extra()["forecasts"] if extra else "-"
         clock_b = getattr(pol.policy, "budget_clock", None)
-        risk_s = "-" if clock_b is None else f"{clock_b.cpu:.2f}"
-        risk_pct = "-" if clock_b is None else f"{100 * clock_b.cpu / max(c.sum() / 1e6, 1e-9):.1f}"
+        # the budget's CPU less the timer's own share (TimedBudget.net, timer_overhead)
+        net = None if clock_b is None else clock_b.net(timer_overhead())
+        risk_s = "-" if clock_b is None else f"{net:.2f}"
+        risk_pct = "-" if clock_b is None else f"{100 * net / max(c.sum() / 1e6, 1e-9):.1f}"
         lent = int(res["opportunistic"].sum())
         rows.append((case, f"{wall:.1f}", len(t), f"{np.percentile(t, 50):.0f}",
                      f"{np.percentile(t, 99):.0f}", f"{np.percentile(c, 50):.0f}",

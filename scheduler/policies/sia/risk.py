@@ -195,6 +195,25 @@ class RecentUse:
                 for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
 
 
+class _NegPowers:
+    """``x ** -i`` for ``i`` in 0.._RENORM - 1 by index: a table, or when some power raises
+    (x = 0, or an overflow: memory <= 2), computed at each read (raising where it does)."""
+
+    def __init__(self, x: float):
+        self._x = x
+        try:
+            self._table: list[float] | None = [x ** -i for i in range(_RENORM)]
+        except (ZeroDivisionError, OverflowError):
+            self._table = None
+
+    def __getitem__(self, i: int) -> float:
+        return self._x ** -i
+
+    def table(self) -> Any:
+        """The list of powers, or this object (its reads compute them)."""
+        return self if self._table is None else self._table
+
+
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -237,7 +256,12 @@ class RiskBudget:
         self.decay = 1.0 - 1.0 / float(memory)
         self.load_s = float(load_days) * 86400.0
         self.cost_cap = float(cost_cap)
+        self._inv_cap = 1.0 / self.cost_cap
         self._glam = 1.0 - (1.0 - self.decay) / 10.0  # the rate over all pools: 10x the memory
+        # the outcomes' weights decay^-t and glam^-t for t < _RENORM, computed once (the same
+        # floats as the power at each outcome); a zero base has none (the power raises there)
+        self._wpow = _NegPowers(self.decay)
+        self._gwpow = _NegPowers(self._glam)
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: Any) -> None:
@@ -305,6 +329,7 @@ class RiskBudget:
         self._snap_prior: list[list[int] | None] = [None] * P
         self._prior_ver = [0] * K  # bumped when the prior of a window changes value
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
+        self._prior_due: tuple | None = None  # global counts of a prior not computed yet
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty_pools: set[int] = set()
         self._bound_time = [-math.inf] * P
@@ -313,7 +338,9 @@ class RiskBudget:
         self._g = np.zeros((K, NEVER - 1))
         self._prior_ab = ([[0.0] * (NEVER - 1)] * K,) * 2  # prior_n x (g, 1 - g) [K, B]
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
-        self._load = np.zeros(P)
+        self._load: np.ndarray | None = np.zeros(P)
+        self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
+        self._quota_list: list[float] = []
         self._load_list = [0.0] * P
         self._by_load = list(range(P))  # pools by recent load, busiest first
         self._load_time = -math.inf
@@ -401,8 +428,10 @@ class RiskBudget:
                                    self._gt)
         stats, warm, cold_n = self.stats, self._warm, self.cold_n
         shared, snap, seen, gseen = self._shared, self._snap, self._seen, self._gseen
+        wpow, gwpow, pop = self._wpow.table(), self._gwpow.table(), heapq.heappop
+        outcomes = overruns = 0
         while ev and ev[0][0] <= now:
-            _, j, k = heapq.heappop(ev)
+            _, j, k = pop(ev)
             b = jb[k][j]
             if b == CERTAIN:
                 continue
@@ -421,7 +450,7 @@ class RiskBudget:
                 mp[:] = [x * f for x in mp]
                 tk = 1
             tp[k] = tk
-            w = lam ** -tk
+            w = wpow[tk]
             np_[b] += w
             # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest (summed
             # by numpy as before: its order of additions; only until the window is warm)
@@ -438,15 +467,17 @@ class RiskBudget:
                 gsk[:] = [x * f for x in gsk]
                 g = 1
             gt[k] = g
-            gw = glam ** -g
+            gw = gwpow[g]
             gnk[b] += gw
             gsk[b] += gw * q[k][j]
-            stats["outcomes"] += 1
+            outcomes += 1
             if over:  # a miss tightens the pool at once; fits widen it at the next refresh
                 mp[b] += w
                 gmk[b] += gw
-                stats["overruns"] += 1
+                overruns += 1
                 self._dirty_pools.add(p)
+        stats["outcomes"] += outcomes
+        stats["overruns"] += overruns
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
@@ -457,6 +488,8 @@ class RiskBudget:
         its threshold through the Beta cdf and computes a quantile only where that cannot
         decide, see :meth:`_lendable`)."""
         self._refresh(now, pools)
+        if self._prior_due is not None:  # (the prior of now, as the bounds' snapshots took it)
+            self._take_prior()
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
                          if self._raw[p][k][b] is None])
@@ -483,6 +516,8 @@ class RiskBudget:
             rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
         if not rows:
             return
+        if self._prior_due is not None:
+            self._take_prior()
         for p in rows:
             bt[p] = now
             dirty.discard(p)
@@ -519,12 +554,23 @@ class RiskBudget:
         if self._prior_seen == self._gseen:
             return
         self._prior_seen = self._gseen[:]
+        # the global counts as of now; the prior is computed from them when a refresh first
+        # reads it (_take_prior): a prior no refresh read before the next one is never computed
+        # (about ... of them on Philly at risk 0.1). Its values are those of now either way; only
+        # the version of a window's prior may move less often, and a version is only compared
+        # for equality, to keep quantiles whose parameters did not change (the same floats)
+        self._prior_due = ([r[:] for r in self._gn], [r[:] for r in self._gm],
+                           [r[:] for r in self._gs], self._gt[:])
+
+    def _take_prior(self) -> None:
+        """Compute the prior from the global counts :meth:`_update_prior` kept."""
+        (gn_, gm_, gs_, gt_), self._prior_due = self._prior_due, None
         n0, edges = self.prior_n, Q_EDGES
         # the decay of each window's counts (numpy's power, as before); then per window and bin,
         # in Python floats (the same IEEE operations as the arrays [K, B] were computed with)
-        fk = (self._glam ** np.asarray(self._gt, dtype=np.float64)).tolist()
+        fk = (self._glam ** np.asarray(gt_, dtype=np.float64)).tolist()
         g = []
-        for f, gnk, gmk, gsk in zip(fk, self._gn, self._gm, self._gs, strict=True):
+        for f, gnk, gmk, gsk in zip(fk, gn_, gm_, gs_, strict=True):
             row = []
             for b in range(1, NEVER):
                 gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
@@ -594,17 +640,24 @@ class RiskBudget:
         """Return each pool's recent load: GPU-seconds its jobs ran in the last ``load_days``
         (up to ``now``) over quota x that period (shorter at the replay's start); refreshed at
         most every 300 s. The GPU-seconds are kept incrementally (:class:`RecentUse`)."""
-        if now - self._load_time < 300.0:
-            return self._load
+        if now - self._load_time >= 300.0:
+            self._take_loads(now)
+        if self._load is None:  # (the array only when asked for: cost() reads the list)
+            self._load = np.asarray(self._load_list)
+        return self._load
+
+    def _take_loads(self, now: float) -> None:
+        """Refresh the loads' list (see :meth:`loads`) and the pools by load, busiest first."""
         used = (self._used_job_by_job(now) if self._live  # a running job: up to now (no peek)
                 else self._use.used(now, now - self.load_s))
         span = max(min(self.load_s, now - self._t0), 3600.0)
-        self._load_list = ll = [u / (q * span) for u, q in zip(used, self._quota.tolist(),
+        if self._quota is not self._quota_of:  # the quotas' list, anew when they are replaced
+            self._quota_of, self._quota_list = self._quota, self._quota.tolist()
+        self._load_list = ll = [u / (q * span) for u, q in zip(used, self._quota_list,
                                                                  strict=True)]
-        self._load = np.asarray(ll)
+        self._load = None
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
-        return self._load
 
     def _used_job_by_job(self, now: float) -> list[float]:
         """Each pool's GPU-seconds in the last ``load_days``, summed job by job from the
@@ -628,13 +681,13 @@ class RiskBudget:
         """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
         rho the largest recent load among the pools with unused quota (``unused``, GPUs)."""
         if now - self._load_time >= 300.0:
-            self.loads(now)
+            self._take_loads(now)
         rho = 0.0  # the largest load among the pools with unused quota: the first such pool
         for p in self._by_load:
             if unused[p] > 0:
                 rho = self._load_list[p]
                 break
-        return 1.0 / max(1.0 - rho, 1.0 / self.cost_cap)
+        return 1.0 / max(1.0 - rho, self._inv_cap)
 
     def allowed(self, now: float, unused: list[int], pools: list[int] | None = None
                 ) -> list[list[int]]:
@@ -645,9 +698,12 @@ class RiskBudget:
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
         c = self.cost(now, unused)
-        self.stats["cost_sum"] += c
-        self.stats["cost_n"] += 1
-        self._refresh(now, pools)
+        stats = self.stats
+        stats["cost_sum"] += c
+        stats["cost_n"] += 1
+        if (self._dirty_pools or now - self._oldest_bound >= 300.0
+                or now - self._prior_time >= 300.0):  # else _refresh has nothing to do
+            self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
