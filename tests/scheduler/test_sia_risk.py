@@ -676,8 +676,11 @@ def test_the_first_bins_floor_is_below_every_pools_quantile(state, memory, times
         now += 300.0 * step
         rb.resolve(now)
         first = rb.bounds(now)[:, :, 0]  # refreshes every pool, computes every quantile
-        floor = np.asarray(rb._snap_floor)
+        floor = np.asarray([f.quantiles() for f in rb._snap_floor])
         assert np.all(first >= floor * (1.0 - 1e-9))
+        for f, row in zip(rb._snap_floor, first, strict=True):  # a failing window fails in every pool
+            for x in (1e-4, 1e-3, 0.01, 0.03, 0.1):
+                assert all(r > x for r, no in zip(row, f.fails(x), strict=True) if no)
 
 
 def test_the_first_bins_floor_hand_checked():
@@ -699,8 +702,12 @@ def test_the_first_bins_floor_hand_checked():
     for _ in range(100):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if betainc(10 / 11, 101.0 + 100 / 11, mid) >= 0.9 else (mid, hi)
-    assert 0.01 < hi < 0.05 and rb._prior_floor[0] == pytest.approx(hi, rel=1e-9)
+    assert 0.01 < hi < 0.05 and rb._prior_floor.quantiles()[0] == pytest.approx(hi, rel=1e-9)
     assert rb._snap_floor[0] is rb._prior_floor  # the pool's refresh took this prior
+    # read from the cdf: a threshold just below the floor fails by it, one just above does not
+    assert rb._prior_floor.fails(hi * (1 - 1e-6))[0] is True
+    assert rb._prior_floor.fails(hi * (1 + 1e-6))[0] is False
+    assert rb._prior_floor.fails(hi)[0] is False  # within the cdf's slack: left to the scan
 
 
 def test_no_floor_when_the_memory_leaves_the_counts_unbounded():
@@ -711,7 +718,8 @@ def test_no_floor_when_the_memory_leaves_the_counts_unbounded():
     rb.started(0.0, [0])
     rb.resolve(400.0)
     rb.allowed(400.0, [1])
-    assert all(math.isnan(x) for x in rb._prior_floor)
+    assert all(math.isnan(x) for x in rb._prior_floor.quantiles())
+    assert rb._prior_floor.fails(1e-9) == [False, False]  # nothing is skipped
 
 
 # ----------------------------------------------------------------------------- fifth cut
@@ -759,8 +767,27 @@ def test_the_prior_is_that_of_the_counts_when_it_fell_due():
         assert rb.stats["overruns"] == 10
         rb.allowed(4200.0, [1])  # a dirty pool: the refresh reads the prior (not due again)
         assert rb._prior_due is None and rb._prior_time == 4000.0
-        out.append((rb._prior_ab, rb._prior_floor, rb.bounds(4200.0, [0]).tolist()))
+        floor = rb._prior_floor
+        out.append((rb._prior_ab, floor.a, floor.b, rb.bounds(4200.0, [0]).tolist()))
     assert out[0] == out[1]
     rb._update_prior(4300.0)  # 300 s later, with the ten overruns: another prior
     rb._take_prior()
     assert rb._prior_ab != out[1][0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.floats(1e-4, 20.0), b=st.floats(1.0, 500.0), level=st.sampled_from([0.5, 0.9, 0.99]),
+       t=st.floats(1e-6, 0.999), near=st.booleans(), s=st.floats(-1e-5, 1e-5))
+def test_the_floor_fails_a_threshold_only_below_its_exact_quantile(a, b, level, t, near, s):
+    # the fast comparison (the cdf) agrees with the exact quantile's: a threshold fails by the
+    # floor only when the quantile is above it; and one well below the quantile fails
+    from sia.scheduler.policies.sia.risk import _Floor
+
+    x = float(betaincinv(a, b, level))
+    if near:  # thresholds at the quantile, within 1e-5 relative
+        t = min(max(x * (1.0 + s), 1e-12), 1.0)
+    floor = _Floor([a], [b], level)
+    if floor.fails(t)[0]:
+        assert x > t
+    if x > t * (1.0 + 1e-3):
+        assert floor.fails(t)[0]

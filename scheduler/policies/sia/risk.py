@@ -195,6 +195,32 @@ class RecentUse:
                 for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
 
 
+class _Floor:
+    """The first bin's floor of one prior: per window, Beta(pa, memory + 1 + pb) (see
+    :meth:`RiskBudget._take_prior`), whose ``level`` quantile is below every pool's quantile
+    of that bin under the prior. :meth:`fails` reads it through the cdf (one ``betainc`` per
+    window and threshold, kept), not its quantile: a window fails when the cdf at the
+    threshold is below ``level`` by more than ``_CDF_SLACK``, i.e. the floor is above it."""
+
+    __slots__ = ("a", "b", "level", "_memo")
+
+    def __init__(self, a: list[float], b: list[float], level: float):
+        self.a, self.b, self.level = a, b, level  # b NaN: no floor (nothing fails by it)
+        self._memo: dict[float, list[bool]] = {}
+
+    def fails(self, t: float) -> list[bool]:
+        """Return, per window, whether the floor quantile is surely above ``t``."""
+        got = self._memo.get(t)
+        if got is None:
+            cdf = betainc(np.asarray(self.a), np.asarray(self.b), t).tolist()
+            got = self._memo[t] = [x < self.level - _CDF_SLACK for x in cdf]  # NaN: False
+        return got
+
+    def quantiles(self) -> list[float]:
+        """Return the floor quantiles themselves (NaN: none)."""
+        return betaincinv(np.asarray(self.a), np.asarray(self.b), self.level).tolist()
+
+
 class _NegPowers:
     """``x ** -i`` for ``i`` in 0.._RENORM - 1 by index: a table, or when some power raises
     (x = 0, or an overflow: memory <= 2), computed at each read (raising where it does)."""
@@ -303,6 +329,8 @@ class RiskBudget:
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
+        self._certain_row = [CERTAIN] * K
+        self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
@@ -314,7 +342,7 @@ class RiskBudget:
         self._qcache: dict[tuple[float, float], float] = {}
         # per window: the first bin's floor quantile of the prior (see _update_prior), and the
         # floors of the prior each pool's snapshot took (NaN: none, nothing is skipped)
-        self._prior_floor = [math.nan] * K
+        self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
         self._snap_floor = [self._prior_floor] * P
         # per pool: a version bumped when its quantiles are reset or a window warms, and its
         # last scan in _lendable (the row, the version and the cost it was made with)
@@ -555,10 +583,11 @@ class RiskBudget:
             return
         self._prior_seen = self._gseen[:]
         # the global counts as of now; the prior is computed from them when a refresh first
-        # reads it (_take_prior): a prior no refresh read before the next one is never computed
-        # (about ... of them on Philly at risk 0.1). Its values are those of now either way; only
-        # the version of a window's prior may move less often, and a version is only compared
-        # for equality, to keep quantiles whose parameters did not change (the same floats)
+        # reads it (_take_prior): a prior that no refresh reads before the next one falls due is
+        # never computed (NNN on Philly's first 30,000 jobs at risk 0.1). Its values are those
+        # of now either way; only the version of a window's prior may move less often, and a
+        # version is only compared for equality, to keep quantiles whose parameters did not
+        # change (the same floats)
         self._prior_due = ([r[:] for r in self._gn], [r[:] for r in self._gm],
                            [r[:] for r in self._gs], self._gt[:])
 
@@ -590,14 +619,17 @@ class RiskBudget:
         # posterior in that bin is Beta(m + pa, max(n - m, 0) + pb) with m >= 0 and n <= memory
         # (decayed counts: a sum of decay^i over distinct i >= 0), and the Beta quantile grows
         # with the first parameter and falls with the second: no pool's quantile is below it.
-        # So a threshold t below the floor / (1 + 2 _BRACKET) fails the bin in every pool whose
-        # snapshot has this prior (betaincinv's error is far below _BRACKET), without its own
-        # quantile; _lendable skips those windows (98% of them on Philly at risk 0.1).
+        # So a threshold t whose t_hi = t (1 + 2 _BRACKET) is below the floor fails the bin in
+        # every pool whose snapshot has this prior (betaincinv's error is far below _BRACKET),
+        # without its own quantile; _lendable skips those windows (98% of them on Philly at
+        # risk 0.1): a skipped window's scan would have stopped at its first bin, so skipping
+        # changes no answer. "Below the floor" is read from the cdf (_Floor.fails: the cdf at
+        # t_hi below level - _CDF_SLACK), only for the thresholds _lendable asks about, not from
+        # the floor's quantile: betaincinv at each prior cost a tenth of allowed() on Philly.
         # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
         cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
-        self._prior_floor = betaincinv(np.asarray([r[0] for r in new[0]]),
-                                       np.asarray([cap + r[0] for r in new[1]]),
-                                       self.level).tolist()
+        self._prior_floor = _Floor([r[0] for r in new[0]], [cap + r[0] for r in new[1]],
+                                   self.level)
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -707,7 +739,8 @@ class RiskBudget:
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
-        out = [[CERTAIN] * K for _ in range(P)]
+        # one row shared by the pools not evaluated (rows are never written after the scan)
+        out = [self._certain_row] * P
         self._lendable(out, range(P) if pools is None else pools, c)
         self._allowed_key, self._allowed = key, out
         return out
@@ -725,7 +758,12 @@ class RiskBudget:
         shared, never written after the scan)."""
         warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
         rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
-        snap, snap_floor, t = self._snap, self._snap_floor, largest_within(self.risk, c)
+        snap, snap_floor, memo = self._snap, self._snap_floor, self._within_t
+        t = memo.get(c)
+        if t is None:
+            if len(memo) > 10_000:  # bounded: the costs follow the loads
+                memo.clear()
+            t = memo[c] = largest_within(self.risk, c)
         t_hi = t * (1.0 + 2.0 * _BRACKET)
         todo = []
         for p in pools:
@@ -737,8 +775,8 @@ class RiskBudget:
             if len(snap[p]) < 4:  # never refreshed: its quantiles are 1.0
                 todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
                 continue
-            floor = snap_floor[p]  # the first bin fails in a window whose floor exceeds t
-            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w and not floor[k] > t_hi]
+            fails = snap_floor[p].fails(t_hi)  # the first bin fails where the floor exceeds t
+            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w and not fails[k]]
         while todo:
             nxt = []
             for (p, k, b), ok in zip(todo, self._within(todo, t, c), strict=True):
