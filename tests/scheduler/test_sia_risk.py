@@ -750,31 +750,6 @@ def test_a_zero_base_keeps_raising_as_the_power_does():
         table[3]
 
 
-def test_the_prior_is_that_of_the_counts_when_it_fell_due():
-    # the prior due at t = 4000 is computed only when a refresh reads it (here after outcomes
-    # that came later): the same floats as computing it at once
-    out = []
-    for at_once in (True, False):
-        rb = RiskBudget(W, 0.1, cold_n=0.0, memory=50.0)
-        rb.reset(fake_trace([0] * 30, [100.0] * 20 + [5000.0] * 10, [2]))
-        rb.resolve(feed(rb, list(range(20)), 0.05, 0.0))
-        rb._update_prior(4000.0)
-        assert rb._prior_due is not None
-        if at_once:
-            rb._take_prior()
-        feed(rb, list(range(20, 30)), 0.05, 3850.0)  # ten overruns of 300 s, known at 4150
-        rb.resolve(4200.0)
-        assert rb.stats["overruns"] == 10
-        rb.allowed(4200.0, [1])  # a dirty pool: the refresh reads the prior (not due again)
-        assert rb._prior_due is None and rb._prior_time == 4000.0
-        floor = rb._prior_floor
-        out.append((rb._prior_ab, floor.a, floor.b, rb.bounds(4200.0, [0]).tolist()))
-    assert out[0] == out[1]
-    rb._update_prior(4300.0)  # 300 s later, with the ten overruns: another prior
-    rb._take_prior()
-    assert rb._prior_ab != out[1][0]
-
-
 @settings(max_examples=300, deadline=None)
 @given(a=st.floats(1e-4, 20.0), b=st.floats(1.0, 500.0), level=st.sampled_from([0.5, 0.9, 0.99]),
        t=st.floats(1e-6, 0.999), near=st.booleans(), s=st.floats(-1e-5, 1e-5))

@@ -197,7 +197,7 @@ class RecentUse:
 
 class _Floor:
     """The first bin's floor of one prior: per window, Beta(pa, memory + 1 + pb) (see
-    :meth:`RiskBudget._take_prior`), whose ``level`` quantile is below every pool's quantile
+    :meth:`RiskBudget._update_prior`), whose ``level`` quantile is below every pool's quantile
     of that bin under the prior. :meth:`fails` reads it through the cdf (one ``betainc`` per
     window and threshold, kept), not its quantile: a window fails when the cdf at the
     threshold is below ``level`` by more than ``_CDF_SLACK``, i.e. the floor is above it."""
@@ -340,8 +340,8 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
-        # per window: the first bin's floor quantile of the prior (see _update_prior), and the
-        # floors of the prior each pool's snapshot took (NaN: none, nothing is skipped)
+        # the first bin's floor of the prior (a _Floor, see _update_prior), and the
+        # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
         self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
         self._snap_floor = [self._prior_floor] * P
         # per pool: a version bumped when its quantiles are reset or a window warms, and its
@@ -357,7 +357,6 @@ class RiskBudget:
         self._snap_prior: list[list[int] | None] = [None] * P
         self._prior_ver = [0] * K  # bumped when the prior of a window changes value
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
-        self._prior_due: tuple | None = None  # global counts of a prior not computed yet
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         self._dirty_pools: set[int] = set()
         self._bound_time = [-math.inf] * P
@@ -516,8 +515,6 @@ class RiskBudget:
         its threshold through the Beta cdf and computes a quantile only where that cannot
         decide, see :meth:`_lendable`)."""
         self._refresh(now, pools)
-        if self._prior_due is not None:  # (the prior of now, as the bounds' snapshots took it)
-            self._take_prior()
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
                          if self._raw[p][k][b] is None])
@@ -544,8 +541,6 @@ class RiskBudget:
             rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
         if not rows:
             return
-        if self._prior_due is not None:
-            self._take_prior()
         for p in rows:
             bt[p] = now
             dirty.discard(p)
@@ -582,24 +577,12 @@ class RiskBudget:
         if self._prior_seen == self._gseen:
             return
         self._prior_seen = self._gseen[:]
-        # the global counts as of now; the prior is computed from them when a refresh first
-        # reads it (_take_prior): a prior that no refresh reads before the next one falls due is
-        # never computed (NNN on Philly's first 30,000 jobs at risk 0.1). Its values are those
-        # of now either way; only the version of a window's prior may move less often, and a
-        # version is only compared for equality, to keep quantiles whose parameters did not
-        # change (the same floats)
-        self._prior_due = ([r[:] for r in self._gn], [r[:] for r in self._gm],
-                           [r[:] for r in self._gs], self._gt[:])
-
-    def _take_prior(self) -> None:
-        """Compute the prior from the global counts :meth:`_update_prior` kept."""
-        (gn_, gm_, gs_, gt_), self._prior_due = self._prior_due, None
         n0, edges = self.prior_n, Q_EDGES
         # the decay of each window's counts (numpy's power, as before); then per window and bin,
         # in Python floats (the same IEEE operations as the arrays [K, B] were computed with)
-        fk = (self._glam ** np.asarray(gt_, dtype=np.float64)).tolist()
+        fk = (self._glam ** np.asarray(self._gt, dtype=np.float64)).tolist()
         g = []
-        for f, gnk, gmk, gsk in zip(fk, gn_, gm_, gs_, strict=True):
+        for f, gnk, gmk, gsk in zip(fk, self._gn, self._gm, self._gs, strict=True):
             row = []
             for b in range(1, NEVER):
                 gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
