@@ -288,6 +288,10 @@ class RiskBudget:
         # floats as the power at each outcome); a zero base has none (the power raises there)
         self._wpow = _NegPowers(self.decay)
         self._gwpow = _NegPowers(self._glam)
+        self._certain_row = [CERTAIN] * len(self.windows_s)  # (shared, never written)
+        self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
+        self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
+        self._quota_list: list[float] = []
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: Any) -> None:
@@ -329,8 +333,6 @@ class RiskBudget:
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
-        self._certain_row = [CERTAIN] * K
-        self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
@@ -366,8 +368,6 @@ class RiskBudget:
         self._prior_ab = ([[0.0] * (NEVER - 1)] * K,) * 2  # prior_n x (g, 1 - g) [K, B]
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load: np.ndarray | None = np.zeros(P)
-        self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
-        self._quota_list: list[float] = []
         self._load_list = [0.0] * P
         self._by_load = list(range(P))  # pools by recent load, busiest first
         self._load_time = -math.inf
