@@ -228,8 +228,8 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
-       placement=st.sampled_from(["history", "perfect"]))
-def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement):
+       placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]))
+def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe):
     jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
     pools = pools.select("pool", "quota_gpus")
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
@@ -237,7 +237,8 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
     lay = layout_for_pools(homes, quotas, sizes={p: 0.01 for p in quotas})
     cheap = ReservationWeights(move_weight=0.01, churn_weight=0.01)
     pol = ReservationRegionPolicy(lay, lambda: make_policy(name), inner_name=name,
-                                  placement=placement, period_s=6 * H, weights=cheap)
+                                  placement=placement, period_s=6 * H, weights=cheap,
+                                  lend_probe=probe)
     res = simulate(jobs, pools, pol, check_invariants=True)
     names = list(pol._trace.pool_names)
     quota = np.array([quotas[p] for p in names])
