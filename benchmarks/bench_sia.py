@@ -128,6 +128,40 @@ due, and ``resolve``'s per-outcome work. After the table, durations are read fro
 array again (the live service writes a job's run time there at its end; loads fall back to the
 job-by-job sum when durations are not all known up front): one more pair, main at 0669cd7:
 19.0% (20.76 / 109.5) against 15.7% (16.72 / 106.3), identical outputs.
+
+Measured (2026-11-29, fourth cut, every decision kept: ``allowed`` no longer computes the Beta
+quantiles it compares. A bound x passes when ``x * cost <= risk`` in floating point, i.e.
+``x <= t`` with ``t`` the largest such float (``largest_within``), i.e. when the Beta cdf at
+``t`` is >= the level; ``quantile_within`` reads ``betainc`` at ``t (1 -+ 1e-6)`` with a 1e-9
+slack on the cdf and leaves only what falls in between to the exact quantile. And a window
+whose first bin fails in every pool by the prior alone is not scanned: the floor, the quantile
+of Beta(pa, memory + 1 + pb), is below every pool's posterior quantile in that bin (decayed
+counts never exceed ``memory``; the quantile grows with a and falls with b), computed once per
+prior. On the first 20,000 jobs the floor skips 98% of the windows scanned (10,419 bins left
+to compare of 165,947 windows), and ``_lendable`` took 0.31 s CPU against main's 1.15 s there
+(nested timers, separate runs, ``/tmp/riskfast2/ab.py``). main and branch riskfast2 run concurrently, pairwise, as in the third cut (2 shared
+cores, load average 5-8); same pickled predictors; share as above.
+
+| run | main: bookkeeping / in policy (CPU s) | share | branch riskfast2 | share |
+|---|---|---|---|---|
+| 1 | 16.61 / 98.9 | 16.8% | 13.34 / 96.5 | 13.8% |
+| 2 | 17.52 / 104.4 | 16.8% | 13.76 / 99.6 | 13.8% |
+| 3 | 17.50 / 103.1 | 17.0% | 13.73 / 98.7 | 13.9% |
+| median | 17.50 / 103.1 | **16.8%** | 13.73 / 98.7 | **13.8%** |
+
+Commands (``N`` = 1, 2, 3, the two lines at once): ``cd /work/main &&
+/work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/riskfast2/fc.pkl --out
+/tmp/riskfast2/mainN --compare /tmp/riskfast2/ref`` and ``.venv/bin/python
+benchmarks/risk_identity.py --fc /tmp/riskfast2/fc.pkl --out /tmp/riskfast2/branchN --compare
+/tmp/riskfast2/ref``; the reference ``ref`` written first by main at 5cd7aff (main was at
+f87fe75 during the pairs, the branch at 198d5f5 before its merge of main): every run's result
+table (82,182 rows) and policy counters identical to it. Still above the issue's < 10%. Left
+(nested timers on a full run of the third cut, CPU s, before this cut's ~3.7 s): ``resolve``
+1.9 (246,546 outcomes), the loads' refresh 1.6 (``RecentUse.used``, every 300 s), the prior's
+refresh 1.1 (now with the floor's three quantiles), ``classify`` 1.15, ``started`` 0.65, the
+rest of ``_refresh`` and ``cost``, and the timer itself (~0.7 s). After the branch's merge of
+main at 2893580, one run alone (``--out /tmp/riskfast2/merged``): 13.4% (11.34 / 84.8),
+identical to the reference.
 """
 
 from __future__ import annotations

@@ -171,6 +171,12 @@ class LocalExecutor:
             proc.kill()  # workers ignore SIGTERM (the parent handles it)
         for proc in procs:
             proc.join(timeout=5)
+        # let the pool's manager thread see the dead workers and close its wake-up pipe now:
+        # else, at exit, concurrent.futures' hook may write to that pipe while the thread
+        # closes it (a race in CPython 3.11: "OSError: Bad file descriptor" on stderr)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=10)
 
     def close(self) -> None:
         """Shut the process pool down (after the items in flight finish)."""

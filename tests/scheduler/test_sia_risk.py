@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,7 +23,9 @@ from sia.scheduler.policies.sia.risk import (
     Q_EDGES,
     RecentUse,
     RiskBudget,
+    largest_within,
     q_bins,
+    quantile_within,
 )
 from sia.scheduler.registry import make_policy
 
@@ -584,3 +587,128 @@ def test_live_durations_learned_later_are_read_from_the_trace():
     assert rb.loads(day).tolist() == [0.5]  # running all day: up to now
     tr.duration[0] = day / 2  # learned at its end
     assert rb.loads(day + 300.0).tolist() == [pytest.approx((day / 2 - 300.0) / (2 * day))]
+
+
+# ----------------------------------------------------------------------------- cdf comparisons
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(0.0, 1.0), c=st.floats(1.0, 1000.0), risk=st.floats(1e-6, 100.0))
+def test_largest_within_is_the_threshold_of_the_rounded_product(x, c, risk):
+    t = largest_within(risk, c)
+    assert t * c <= risk and math.nextafter(t, math.inf) * c > risk
+    assert (x * c <= risk) == (x <= t)
+
+
+def test_quantile_within_hand_checked_betas():
+    # Beta(1, 9): cdf 1 - (1 - x)^9, 0.9 quantile 1 - 0.1^(1/9) = 0.2257363...;
+    # Beta(2, 1): cdf x^2, 0.9 quantile sqrt(0.9) = 0.9486833...
+    q19, q21 = 1.0 - 0.1 ** (1.0 / 9.0), math.sqrt(0.9)
+    assert 0.22573 < q19 < 0.22574 and 0.94868 < q21 < 0.94869
+    a, b = np.array([1.0, 2.0]), np.array([9.0, 1.0])
+    assert quantile_within(a, b, 0.9, 0.2258).tolist() == [1, 0]
+    assert quantile_within(a, b, 0.9, 0.2257).tolist() == [0, 0]
+    assert quantile_within(a, b, 0.9, 0.9487).tolist() == [1, 1]
+    assert quantile_within(a, b, 0.9, 0.9486).tolist() == [1, 0]
+    assert quantile_within(a, b, 0.9, 1.0).tolist() == [1, 1]  # every quantile is <= 1
+    # at the quantile itself (within the bracket) the cdf does not decide: the exact one does
+    assert quantile_within(a[:1], b[:1], 0.9, q19).tolist() == [-1]
+    assert quantile_within(a[1:], b[1:], 0.9, q21).tolist() == [-1]
+    assert quantile_within(np.array([np.nan]), np.array([1.0]), 0.9, 0.5).tolist() == [-1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=st.floats(1e-4, 300.0), b=st.floats(1e-9, 300.0), level=st.floats(0.5, 0.999),
+       t=st.floats(1e-6, 1.2), near=st.booleans(), s=st.floats(-1e-5, 1e-5))
+def test_quantile_within_agrees_with_the_exact_quantile(a, b, level, t, near, s):
+    # where the cdf decides, it decides as comparing betaincinv's quantile would; near the
+    # quantile (t at a relative distance |s| <= 1e-5, down to 0) as well as anywhere
+    q = float(betaincinv(a, b, level))
+    if near:
+        t = q * (1.0 + s)
+    got = int(quantile_within(np.array([a]), np.array([b]), level, t)[0])
+    assert got in (-1, int(q <= t))
+
+
+def resolved_budget(state, risk: float) -> RiskBudget:
+    """A warm budget of ``risk`` that took in every outcome of ``state`` by t = 5000 s."""
+    P, pools, d, q, _ = state
+    rb = RiskBudget(W, risk, cold_n=0.0)
+    rb.reset(fake_trace(pools, d, [3] * P))
+    for j, qj in enumerate(q):
+        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+    rb.started(0.0, list(range(len(q))))
+    rb.resolve(5000.0)
+    return rb
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=budget_states(), pick=st.integers(0, 10_000), below=st.booleans())
+def test_allowed_at_a_budget_equal_to_a_bound_times_the_cost(state, pick, below):
+    # the budget set to exactly a bound x the cost (or the float below): the cdf cannot decide
+    # that bin, the exact quantile does, and allowed() counts the bins as the bounds say
+    unused = state[4]
+    ref = resolved_budget(state, 0.1)
+    ref.allowed(5000.0, unused)
+    want, c = ref.bounds(5000.0), ref.cost(5000.0, unused)
+    edge = float(want.flat[pick % want.size]) * c
+    edge = math.nextafter(edge, 0.0) if below else edge
+    if not 0.0 < edge <= 100.0:
+        return
+    rb = resolved_budget(state, edge)
+    assert rb.allowed(5000.0, unused) == (want * c <= edge).sum(axis=2).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=budget_states(), memory=st.sampled_from([5.0, 20.0, 100.0]),
+       times=st.lists(st.integers(1, 30), min_size=1, max_size=5))
+def test_the_first_bins_floor_is_below_every_pools_quantile(state, memory, times):
+    # the floor (Beta(pa, memory + 1 + pb)'s quantile) that lets allowed() skip a window's
+    # scan is below the first bin's quantile of every pool refreshed with that prior
+    P, pools, d, q, unused = state
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=memory)
+    rb.reset(fake_trace(pools, d, [3] * P))
+    for j, qj in enumerate(q):
+        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+    rb.started(0.0, list(range(len(q))))
+    now = 0.0
+    for step in times:
+        now += 300.0 * step
+        rb.resolve(now)
+        first = rb.bounds(now)[:, :, 0]  # refreshes every pool, computes every quantile
+        floor = np.asarray(rb._snap_floor)
+        assert np.all(first >= floor * (1.0 - 1e-9))
+
+
+def test_the_first_bins_floor_hand_checked():
+    # one job predicted certain to fit (q = 0: the first bin) overran the 300 s window: the
+    # first bin's rate over all pools is (1 + 10 x 0) / (1 + 10) = 1/11, so pa = 10/11 and
+    # pb = 100/11; the floor is the 0.9 quantile of Beta(10/11, 100 + 1 + 100/11) (memory
+    # 100), found here by bisection on the cdf
+    from scipy.special import betainc
+
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=100.0)
+    rb.reset(fake_trace([0], [400.0], [1]))
+    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
+    rb.started(0.0, [0])
+    rb.resolve(400.0)
+    rb.allowed(400.0, [1])
+    assert rb._prior_ab[0][0][0] == pytest.approx(10 / 11)
+    assert rb._prior_ab[1][0][0] == pytest.approx(100 / 11)
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if betainc(10 / 11, 101.0 + 100 / 11, mid) >= 0.9 else (mid, hi)
+    assert 0.01 < hi < 0.05 and rb._prior_floor[0] == pytest.approx(hi, rel=1e-9)
+    assert rb._snap_floor[0] is rb._prior_floor  # the pool's refresh took this prior
+
+
+def test_no_floor_when_the_memory_leaves_the_counts_unbounded():
+    # memory 0.5: decay -1, the decayed counts are no sums of decay^i >= 0: nothing is skipped
+    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=0.5)
+    rb.reset(fake_trace([0], [400.0], [1]))
+    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
+    rb.started(0.0, [0])
+    rb.resolve(400.0)
+    rb.allowed(400.0, [1])
+    assert all(math.isnan(x) for x in rb._prior_floor)

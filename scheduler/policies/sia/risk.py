@@ -51,7 +51,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from scipy.special import betaincinv
+from scipy.special import betainc, betaincinv
 from sia.data.errors import ConfigError
 
 #: The budget chosen on training weeks (issue 32, item 3), by the rule of
@@ -77,6 +77,49 @@ NEVER = len(Q_EDGES) + 1
 
 
 _EDGES = np.asarray(Q_EDGES)
+#: Relative half-width of the bracket around a threshold t inside which :func:`quantile_within`
+#: leaves the comparison "quantile <= t" to the exact quantile. scipy's ``betaincinv`` is
+#: accurate to a few ulps (~1e-15 relative) where the bounds are compared; 1e-6 is a wide margin.
+_BRACKET = 1e-6
+#: Slack on the value of the Beta cdf (scipy's ``betainc``: ~1e-15 absolute), same purpose.
+_CDF_SLACK = 1e-9
+#: Thresholds below this leave every comparison to the exact quantile: a quantile that small
+#: may have underflowed (to 0 or a subnormal), where no relative accuracy holds. The budget's
+#: thresholds are risk / cost: 1e-5 and more for risk >= 0.001 and cost_cap = 100.
+_TINY_T = 1e-12
+
+
+def largest_within(risk: float, c: float) -> float:
+    """Return the largest float x with ``x * c <= risk`` in floating point (``c > 0``).
+
+    Rounding is monotone, so for x >= 0 the product ``x * c`` (rounded) is within ``risk``
+    exactly when x <= this threshold: a bound passes the budget iff it is <= the threshold."""
+    t = risk / c
+    while t * c > risk:
+        t = math.nextafter(t, -math.inf)
+    while (u := math.nextafter(t, math.inf)) * c <= risk:
+        t = u
+    return t
+
+
+def quantile_within(a: np.ndarray, b: np.ndarray, level: float, t: float) -> np.ndarray:
+    """Decide ``betaincinv(a, b, level) <= t`` from the cdf where it is safe: 1 (yes), 0 (no),
+    -1 (left to the exact quantile), elementwise.
+
+    The cdf is monotone: the ``level`` quantile is <= x exactly when ``betainc(a, b, x) >=
+    level``. Both functions are computed with small errors, so the cdf is read at the edges
+    of a bracket ``t (1 -+ _BRACKET)`` with a slack of ``_CDF_SLACK``: a quantile within the
+    bracket (or a cdf too close to ``level`` there, or a NaN) is undecided, and so is every
+    comparison with a threshold below ``_TINY_T``."""
+    if t >= 1.0:  # every quantile is in [0, 1]
+        return np.ones(np.shape(a), dtype=np.int8)
+    if t < _TINY_T:
+        return np.full(np.shape(a), -1, dtype=np.int8)
+    x = np.asarray([t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)])
+    f = betainc(np.asarray(a)[..., None], np.asarray(b)[..., None], x)
+    yes = f[..., 0] >= level + _CDF_SLACK  # the true quantile is below the bracket
+    no = f[..., 1] <= level - _CDF_SLACK  # ... above it
+    return np.where(yes, 1, np.where(no, 0, -1)).astype(np.int8)
 
 
 def q_bins(q: np.ndarray) -> np.ndarray:
@@ -245,6 +288,10 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
+        # per window: the first bin's floor quantile of the prior (see _update_prior), and the
+        # floors of the prior each pool's snapshot took (NaN: none, nothing is skipped)
+        self._prior_floor = [math.nan] * K
+        self._snap_floor = [self._prior_floor] * P
         # per pool: a version bumped when its quantiles are reset or a window warms, and its
         # last scan in _lendable (the row, the version and the cost it was made with)
         self._pool_ver = [0] * P
@@ -406,8 +453,9 @@ class RiskBudget:
         (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins).
 
         Only ``pools`` (default: all) are brought up to date (see :meth:`_refresh`); every
-        quantile not computed yet is computed here (:meth:`allowed` computes only those it
-        reads)."""
+        quantile not computed yet is computed here (:meth:`allowed` compares the bounds with
+        its threshold through the Beta cdf and computes a quantile only where that cannot
+        decide, see :meth:`_lendable`)."""
         self._refresh(now, pools)
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
@@ -420,7 +468,7 @@ class RiskBudget:
         A pool's posterior is taken anew when it is 300 s old and as soon as one of its jobs
         overran (a miss tightens at once, fits widen at the next refresh); the prior over all
         pools, which moves slowly, every 300 s. Only the counts are kept (a copy, cheap):
-        its quantiles are computed when first read (:meth:`_quantiles`). A window whose
+        its quantiles (or their comparisons) are computed when first read. A window whose
         outcomes and prior did not change since the pool's last refresh keeps its quantiles:
         their parameters, hence their floats, are the same."""
         if now - self._prior_time >= 300.0:
@@ -429,7 +477,10 @@ class RiskBudget:
         if not dirty and now - self._oldest_bound < 300.0:
             return  # no pool is due
         want = range(len(bt)) if pools is None else pools
-        rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
+        if now - self._oldest_bound < 300.0:  # no pool is 300 s old: only dirty ones are due
+            rows = [p for p in dirty if p in want]  # (the order of rows changes nothing below)
+        else:
+            rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
         if not rows:
             return
         for p in rows:
@@ -443,7 +494,7 @@ class RiskBudget:
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
-        pool_ver = self._pool_ver
+        pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
         changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
@@ -455,6 +506,7 @@ class RiskBudget:
                     changed = True
                     pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
+            snap_floor[p] = floor
             shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
         if changed:  # the bounds moved: allowed() must scan again
@@ -488,6 +540,18 @@ class RiskBudget:
         for k in range(len(self._prior_ver)):
             if new[0][k] != old[0][k] or new[1][k] != old[1][k]:
                 self._prior_ver[k] += 1
+        # the first bin's floor: the quantile of Beta(pa, memory + 1 + pb). Every pool's
+        # posterior in that bin is Beta(m + pa, max(n - m, 0) + pb) with m >= 0 and n <= memory
+        # (decayed counts: a sum of decay^i over distinct i >= 0), and the Beta quantile grows
+        # with the first parameter and falls with the second: no pool's quantile is below it.
+        # So a threshold t below the floor / (1 + 2 _BRACKET) fails the bin in every pool whose
+        # snapshot has this prior (betaincinv's error is far below _BRACKET), without its own
+        # quantile; _lendable skips those windows (98% of them on Philly at risk 0.1).
+        # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
+        cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
+        self._prior_floor = betaincinv(np.asarray([r[0] for r in new[0]]),
+                                       np.asarray([cap + r[0] for r in new[1]]),
+                                       self.level).tolist()
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -598,11 +662,15 @@ class RiskBudget:
 
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
         exactly when every bin before it passed and its own quantile does: the scan stops at
-        the first bin that fails, and only the quantiles it reads are computed. A pool whose
-        quantiles and warmth did not change since it was last scanned at the same ``c`` gets
-        that scan's row (the same bins: rows are shared, never written after the scan)."""
-        raw, warm, risk, B, K = self._raw, self._warm, self.risk, NEVER - 1, len(self.windows_s)
+        the first bin that fails, and only the bins it reaches are compared (:meth:`_within`,
+        all those of a round at once). A window whose first bin fails by the prior's floor
+        (see :meth:`_update_prior`) is not scanned at all. A pool whose quantiles and warmth did not change since
+        it was last scanned at the same ``c`` gets that scan's row (the same bins: rows are
+        shared, never written after the scan)."""
+        warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
         rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
+        snap, snap_floor, t = self._snap, self._snap_floor, largest_within(self.risk, c)
+        t_hi = t * (1.0 + 2.0 * _BRACKET)
         todo = []
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
@@ -610,18 +678,47 @@ class RiskBudget:
                 continue
             out[p] = rows[p] = [CERTAIN] * K
             row_v[p], row_c[p] = pver[p], c
-            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
+            if len(snap[p]) < 4:  # never refreshed: its quantiles are 1.0
+                todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
+                continue
+            floor = snap_floor[p]  # the first bin fails in a window whose floor exceeds t
+            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w and not floor[k] > t_hi]
         while todo:
-            self._quantiles([cell for cell in todo if raw[cell[0]][cell[1]][cell[2]] is None])
             nxt = []
-            for p, k, b in todo:
-                r = raw[p][k]
-                while b < B and r[b] is not None and r[b] * c <= risk:
-                    b += 1
-                out[p][k] = b
-                if b < B and r[b] is None:
-                    nxt.append((p, k, b))
+            for (p, k, b), ok in zip(todo, self._within(todo, t, c), strict=True):
+                if ok:
+                    out[p][k] = b + 1
+                    if b + 1 < B:
+                        nxt.append((p, k, b + 1))
             todo = nxt
+
+    def _within(self, cells: list[tuple[int, int, int]], t: float, c: float) -> list[bool]:
+        """Return, per cell (pool, window, bin - 1), whether its quantile times ``c`` is within
+        the budget, i.e. is <= ``t`` (:func:`largest_within`): from the Beta cdf, computed for
+        every cell at once (:func:`quantile_within`; the posteriors' parameters by the arithmetic
+        of :meth:`_quantiles`); the exact quantile where the cdf cannot decide or is known."""
+        snap, lam, raw, risk = self._snap, self.decay, self._raw, self.risk
+        known = [raw[p][k][i] for p, k, i in cells]
+        if None not in known:
+            return [x * c <= risk for x in known]
+        a, b = [], []
+        for (p, k, i), x in zip(cells, known, strict=True):
+            if x is not None:  # its quantile (1.0: a pool never refreshed)
+                a.append(math.nan)
+                b.append(math.nan)
+                continue
+            n, m, tp, (pa, pb) = snap[p]
+            f = lam ** float(tp[k])
+            nd, md = f * n[k][i + 1], f * m[k][i + 1]
+            a.append(md + pa[k][i])
+            b.append(max(max(nd - md, 0.0) + pb[k][i], 1e-9))
+        dec = quantile_within(np.asarray(a), np.asarray(b), self.level, t).tolist()
+        if -1 in dec:  # NaN (a known quantile) is undecided too
+            self._quantiles([cell for cell, d, x in zip(cells, dec, known, strict=True)
+                             if d < 0 and x is None])
+            dec = [d if d >= 0 else raw[p][k][i] * c <= risk
+                   for (p, k, i), d in zip(cells, dec, strict=True)]
+        return dec
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
