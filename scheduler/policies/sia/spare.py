@@ -248,7 +248,9 @@ class SparePass:
         makes certain). The job must fit after ``ahead`` GPUs (e.g. older jobs lent first).
         It ignores what the decision starts before the job (dedicated jobs, other loans:
         each can only lower the unreserved GPUs) and the risk budget's bins, so a job the
-        decision lends in window ``k`` was answered ``k`` or an earlier window. Like the
+        decision lends in window ``k`` was answered ``k`` or an earlier window, except at a
+        tick under the online adaptation: the decision first records the new forecast, which
+        may lift a distrust the answer still sees (the answer is then more cautious). Like the
         decision, it first admits the arrivals and brings the loan ramp and the adaptation
         up to ``view.now``; it changes no other state. Fungible GPUs without preemption."""
         self._admit(view)
