@@ -5,9 +5,10 @@ Run, on a finished sweep (counts its replays' ``queue_moves``):
 
 or, replaying one reservations label with several limits on the lending route's moves
 (``lend_moves`` of :class:`~sia.scheduler.regions.reserved_policy.ReservationRegionPolicy`;
-``none``: no limit), against FCFS with home quotas:
+``none``: no limit) and, with ``--probes estimate,sia``, both ways for the route to learn
+what a region lends (``lend_probe``), against FCFS with home quotas:
 ``.venv/bin/python benchmarks/bench_regions_bounce.py [CONFIG] --label L [--sweep DIR]
-[--limits none,1,2] [--set KEY=VALUE ...]``
+[--limits none,1,2] [--probes estimate] [--set KEY=VALUE ...]``
 (a learned label needs the predictors its sweep ``DIR`` trained, as in
 ``bench_regions_diagnose.py``).
 
@@ -78,11 +79,13 @@ def _replays(args: argparse.Namespace) -> None:
     fcfs_end = dict(zip(fcfs["job_id"].to_list(), fcfs["end_time"].to_numpy(), strict=True))
     _, spec = _spec(argparse.Namespace(config=args.config, label=args.label, sweep=args.sweep,
                                        set=args.set))
-    print(f"{args.label}: lend_moves   mean JCT h  slowed vs FCFS  lending moves  ...")
-    for raw in args.limits.split(","):
+    print(f"{args.label}: lend_moves/probe   mean JCT h  slowed vs FCFS  lending moves  ...")
+    for raw, probe in [(r, p.strip()) for r in args.limits.split(",")
+                       for p in args.probes.split(",")]:
         limit = None if raw.strip() == "none" else int(raw)
         policy = build_policy(spec)
         policy.lend_moves = limit
+        policy.lend_probe = probe
         t0 = time.perf_counter()
         res = simulate(jobs, pools, policy, tick_s=spec.tick_s)
         sub = res["submit_time"].to_numpy()
@@ -93,7 +96,7 @@ def _replays(args: argparse.Namespace) -> None:
         slowed = 100 * np.mean(end[warm] > base_end[warm] + 1.0)
         ids = policy._trace.job_ids
         per_job = move_counts([(ids[j],) for j, *_ in policy.queue_moves])
-        print(f"  {raw.strip():>10}  {jct:10.3f}  {slowed:13.2f}%  "
+        print(f"  {raw.strip():>4}/{probe:<8}  {jct:10.3f}  {slowed:13.2f}%  "
               f"{int(policy.lent_moves.sum()):>13,}  {_summary(per_job)}  "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -106,6 +109,7 @@ def main() -> None:
     ap.add_argument("--label", default="learned-reservations")
     ap.add_argument("--sweep", type=Path, default=None)
     ap.add_argument("--limits", default="none,1,2")
+    ap.add_argument("--probes", default="estimate", help="lend_probe values, comma-separated")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
     if args.moves is not None:

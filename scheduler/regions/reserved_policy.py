@@ -119,6 +119,20 @@ PLAN_DEMAND = "placed"
 #: (within 0.05 points: the lower mean JCT; then the smaller limit). Both slowed 0.31%; mean
 #: JCT 4.996 h with 2 against 5.511 h with 1 (no limit: 4.996 h, 0.31%; learned-home 8.184 h).
 LEND_MOVES: int | None = 2
+#: How the lending route learns what a region's SIA would lend a waiting job now:
+#: ``estimate`` (:meth:`ReservationRegionPolicy._lendable`: its free GPUs less every pool's
+#: reservation, recomputed here) or ``sia`` (ask the region's policy,
+#: :meth:`~sia.scheduler.policies.sia.spare.SparePass.lend_window`: Figure 8's own checks,
+#: with the online adaptation's distrust, the loan ramp's caps and cold pools and the
+#: forecast's age, which the estimate ignores).
+LEND_PROBES = ("estimate", "sia")
+#: The default of :data:`LEND_PROBES`, chosen on the training days only (days 35-56 of
+#: Philly, never the replay of days 56-84) by the rule fixed before the runs
+#: (docs/results/regions.md, "Asking SIA what it would lend"): the one with the fewer jobs
+#: slowed against FCFS under ``learned-reservations`` (within 0.05 points: the lower mean
+#: JCT; then ``estimate``). ``estimate`` slowed 0.31%, ``sia`` 0.37% (mean JCT 4.996 h and
+#: 4.723 h; ``lend_moves`` 2; learned-home 8.184 h): ``estimate``.
+LEND_PROBE = "estimate"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -126,7 +140,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     Arguments as :class:`GlobalRegionPolicy` (``placement`` one of
     :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP, ``plan_demand``
-    (:data:`PLAN_DEMANDS`) and ``lend_moves`` (:data:`LEND_MOVES`).
+    (:data:`PLAN_DEMANDS`), ``lend_moves`` (:data:`LEND_MOVES`) and ``lend_probe``
+    (:data:`LEND_PROBES`).
     After a replay, :attr:`share_log` holds ``(time, shares [pool, region])``
     at every change of the shares in force (trace pool order).
     """
@@ -135,11 +150,15 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  inner_name: str = "inner", placement: str = "history",
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
-                 plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES):
+                 plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES,
+                 lend_probe: str = LEND_PROBE):
         if lend_moves is not None and (isinstance(lend_moves, bool) or not isinstance(
                 lend_moves, int) or lend_moves < 0):
             raise ConfigError(f"regions: lend_moves must be an int >= 0 or None, got "
                               f"{lend_moves!r}")
+        if lend_probe not in LEND_PROBES:
+            raise ConfigError(f"regions: lend_probe must be one of {', '.join(LEND_PROBES)}, "
+                              f"got {lend_probe!r}")
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -156,6 +175,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.weights = weights or ReservationWeights()
         self.plan_demand = plan_demand
         self.lend_moves = lend_moves
+        self.lend_probe = lend_probe
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -233,6 +253,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
     def decide(self, view: SimView) -> list[Start]:
         """Queue arrivals, plan, move shares, route waiting jobs, then every region decides."""
         now = self._now = view.now
+        self._reason = view.reason
         self._sync_reserved(view)
         if self._multi:
             if now >= self._next_plan:
@@ -444,6 +465,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         reg = self._regions[a]
         if not reg.sia:
             return -1
+        if self.lend_probe == "sia":
+            return self._ask_target(j, p, g, a, elig, lend)
         k = self._windows(reg, [j])[0]
         if k < 0 or self._lendable(a, lend)[k] >= g:
             return -1
@@ -465,7 +488,40 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         not the only eligible one): else the lending route has nothing to do for ``p``."""
         if not self._lend_route or sum(elig) < 2:
             return False
+        if self.lend_probe == "sia":  # a region with a free GPU may lend it (lend_window says)
+            return any(e and self._regions[r].cluster.free >= 1 for r, e in enumerate(elig))
         return any(e and self._lendable(r, lend)[0] >= 1 for r, e in enumerate(elig))
+
+    def _ask_target(self, j: int, p: int, g: int, a: int, elig: list[bool],
+                    lend: dict[int, list[float]]) -> int:
+        """:meth:`_lend_target` with ``lend_probe="sia"``: each region's SIA says in which
+        window its next decision would lend job ``j`` now (``lend_window``), after the GPUs
+        the route already sent there in this pass (``lend[r][0]``) and, elsewhere than its
+        queue, its pool's older waiting jobs there. None if its queue ``a`` would; else the
+        eligible region lending it in the smallest window (ties: the most free GPUs)."""
+        if self._ask(a, j, lend.get(a, [0.0])[0]) >= 0:
+            return -1
+        best, key = -1, None
+        for r in range(len(self._regions)):
+            if r == a or not elig[r] or self._regions[r].cluster.free < g:
+                continue
+            older = self._regions[r].state.pending[p]  # sorted: the pool's queue there
+            ahead = lend.get(r, [0.0])[0] + sum(self._gpus[i]
+                                                 for i in older[:bisect_left(older, j)])
+            k = self._ask(r, j, ahead)
+            if k >= 0 and (key is None or (-k, self._regions[r].cluster.free) > key):
+                best, key = r, (-k, self._regions[r].cluster.free)
+        if best >= 0:
+            lend[best] = [lend.get(best, [0.0])[0] + g]
+        return best
+
+    def _ask(self, r: int, j: int, ahead: float) -> int:
+        """Region ``r``'s SIA: the window in which it would lend job ``j`` now, or -1."""
+        reg = self._regions[r]
+        st = reg.state
+        st.now, st.reason = self._now, self._reason  # (the region's decision sets them again)
+        reg.view._invalidate()
+        return reg.policy.lend_window(reg.view, j, ahead)
 
     def _lendable(self, r: int, lend: dict[int, list[float]]) -> list[float]:
         """GPUs region ``r``'s SIA lends now per window (cached in ``lend`` for the pass): its

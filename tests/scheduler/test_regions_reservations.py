@@ -11,6 +11,7 @@ from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import DEFAULT_WINDOWS_S
 from sia.scheduler.regions import reserved_policy
 from sia.scheduler.regions.global_policy import layout_for_pools
 from sia.scheduler.regions.model import PoolData, Region, RegionLayout, RegionsError
@@ -227,8 +228,8 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
-       placement=st.sampled_from(["history", "perfect"]))
-def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement):
+       placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]))
+def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe):
     jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
     pools = pools.select("pool", "quota_gpus")
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
@@ -236,7 +237,8 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
     lay = layout_for_pools(homes, quotas, sizes={p: 0.01 for p in quotas})
     cheap = ReservationWeights(move_weight=0.01, churn_weight=0.01)
     pol = ReservationRegionPolicy(lay, lambda: make_policy(name), inner_name=name,
-                                  placement=placement, period_s=6 * H, weights=cheap)
+                                  placement=placement, period_s=6 * H, weights=cheap,
+                                  lend_probe=probe)
     res = simulate(jobs, pools, pol, check_invariants=True)
     names = list(pol._trace.pool_names)
     quota = np.array([quotas[p] for p in names])
@@ -506,8 +508,9 @@ def test_a_pools_arrivals_are_reserved_once_over_all_regions(seed):
         assert np.allclose(frac[~has], share[~has] / pol._trace.quota[~has, None])
 
 
+@pytest.mark.parametrize("probe", ["estimate", "sia"])
 @pytest.mark.parametrize("lend_route", [True, False])
-def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route):
+def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route, probe):
     # A (3 GPUs) and B (3): the plan at 0 gives a 1 + 1, b 1 + 2, c 1 + 0. a1 and a2 hold a's
     # shares; short a3 (1 GPU, 30 min) arrives at 1 h and queues in A. b1 and c1 (1 GPU
     # each) arrive at 1.25 h, which perfect predictions see. A lends 2 - c's 1 - b's
@@ -524,7 +527,7 @@ def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route):
     lay = layout_for_pools({"a": "A", "b": "B", "c": "A"}, quotas,
                            replicas={"a": ["A", "B"], "b": ["B", "A"]})
     pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect", refresh_s=0),
-                                  inner_name="sia-perfect", period_s=100 * H)
+                                  inner_name="sia-perfect", period_s=100 * H, lend_probe=probe)
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     where = dict(zip(res["job_id"], pol.job_regions()["region"], strict=True))
@@ -536,6 +539,63 @@ def test_a_job_moves_to_the_region_that_lends_it_now(monkeypatch, lend_route):
         assert (got["a3"], where["a3"]) == (H, "B")
     else:
         assert (got["a3"], where["a3"]) == (1.25 * H, "A")
+
+
+class _DistrustB:
+    """An online adaptation distrusting pool b's (trace index 1) arrival predictions in every
+    window, recording nothing."""
+
+    n_records = 0
+
+    def reset(self, trace):
+        self.n = trace.n_pools
+
+    def record(self, view, tnl):
+        pass
+
+    def distrusted(self, view):
+        out = np.zeros((self.n, len(DEFAULT_WINDOWS_S)), dtype=bool)
+        out[1] = True
+        return out
+
+    def miss_counts(self):
+        return np.zeros((self.n, len(DEFAULT_WINDOWS_S)), dtype=np.int64)
+
+
+@pytest.mark.parametrize("probe", ["estimate", "sia"])
+def test_the_route_asks_sia_and_a_distrusted_share_is_not_offered(monkeypatch, probe):
+    # the case above, every region's SIA distrusting b's arrival predictions: b reserves its
+    # whole unused share, 2 in B, so B lends a3 nothing at 1 h (3 - a2 - 2 = 0 GPUs). The
+    # estimate ignores the distrust (2 - b's 2/3 >= 1) and moves a3 to B at 1 h, where it is
+    # not lent; asked, B's SIA says no and a3 stays in A
+    monkeypatch.setattr(reserved_policy, "plan_reservations",
+                        fixed_plan([[[1, 1], [1, 2], [1, 0]]]))
+
+    def inner():
+        pol = make_policy("sia-perfect", refresh_s=0)
+        pol.tracker = _DistrustB()
+        return pol
+
+    rows = [("a1", "a", 0.0, 10 * H, 1), ("a2", "a", 0.0, 10 * H, 1), ("a3", "a", H, H / 2, 1),
+            ("b1", "b", 1.25 * H, H, 1), ("c1", "c", 1.25 * H, H, 1)]
+    quotas = {"a": 2, "b": 3, "c": 1}
+    lay = layout_for_pools({"a": "A", "b": "B", "c": "A"}, quotas,
+                           replicas={"a": ["A", "B"], "b": ["B", "A"]})
+    pol = ReservationRegionPolicy(lay, inner, inner_name="sia-perfect", period_s=100 * H,
+                                  lend_probe=probe)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    j3 = list(pol._trace.job_ids).index("a3")
+    at_1h = [(a, b) for j, t, a, b in pol.queue_moves if j == j3 and t == H]
+    assert got["a3"] > H
+    assert at_1h == ([(0, 1)] if probe == "estimate" else [])
+
+
+def test_a_bad_lend_probe_is_refused():
+    lay = layout_for_pools({"a": "A"}, {"a": 1})
+    with pytest.raises(ConfigError, match="lend_probe"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                lend_probe="guess")
 
 
 def optimistic_lendable(self, r, lend):

@@ -12,6 +12,7 @@ from bisect import bisect_right
 from operator import add, mul
 from typing import TYPE_CHECKING
 
+import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.view import Reason, SimView, Start
 
@@ -232,6 +233,102 @@ class SparePass:
         d.free = free
         if cells is not None:
             cells.clear_reservations()
+
+    def lend_window(self, view: SimView, j: int, ahead: float = 0.0) -> int:
+        """The first window in which this policy's next decision would lend job ``j`` now, or
+        -1 (global reservations ask each region this instead of estimating it).
+
+        ``j`` counts as pending here: a job waiting in another region's queue is added to
+        its pool's pending GPUs, as if it moved here. The checks are Figure 8's
+        (:meth:`_lend_in_window`) on the state of ``view``: the reservations (this region's
+        part of the arrivals, the reserve floor, a pool the online adaptation distrusts
+        reserving its whole unused quota), the forecast a decision now would lend against
+        (a cached one, with its age), the job's predicted window, its pool's duration
+        distrust, and the loan ramp (a capped or cold pool lends only a job its time limit
+        makes certain). The job must fit after ``ahead`` GPUs (e.g. older jobs lent first).
+        It ignores what the decision starts before the job (dedicated jobs, other loans:
+        each can only lower the unreserved GPUs) and the risk budget's bins, so a job the
+        decision lends in window ``k`` was answered ``k`` or an earlier window, except at a
+        tick under the online adaptation: the decision first records the new forecast, which
+        may lift a distrust the answer still sees (the answer is then more cautious). Like the
+        decision, it first admits the arrivals and brings the loan ramp and the adaptation
+        up to ``view.now``; it changes no other state. Fungible GPUs without preemption."""
+        self._admit(view)
+        p, g = self._pool[j], self._gpus[j]
+        here = j < self._seen and not self._started[j]
+        pend = list(self._pend_gpus)
+        if not here:
+            pend[p] += g
+        ded = view.used_dedicated.tolist()
+        unused = [q - u for q, u in zip(self._quota, ded, strict=True)]
+        free = view.free_gpus - ahead
+        if free - sum(map(min, pend, unused)) < g - _EPS:
+            return -1  # no forecast can leave room for it
+        kmin, sure = self._probe_bin(view, j, here)
+        K = len(self.windows_s)
+        if kmin >= K:
+            return -1
+        ramp = self.loan_ramp
+        if ramp is not None:
+            ramp.update(view.now, view.completed_counts(), view.completed_jobs,
+                        self._trace.duration)
+        tnl, age = self._probe_forecast(view)
+        distrust = None if self.tracker is None else self.tracker.distrusted(view)
+        dur = None if self.duration_tracker is None else self.duration_tracker.distrusted(view)
+        W = self.windows_s
+        for k in range(K):
+            lk = k if age <= 0 else bisect_right(W, W[k] - age) - 1
+            if lk < kmin or (dur is not None and dur[p][lk]):
+                continue
+            if ramp is not None and (ramp.count[p][lk] >= ramp.cap[p][lk]
+                                     or ramp.fits[p][lk] < ramp.need[p]):
+                if sure > lk or self.risk_budget is not None:
+                    continue  # held back: only a loan its time limit makes certain
+            col = tnl[k]
+            if self._arrival_frac is not None:
+                col = list(map(mul, col, self._arrival_frac))
+            res = reservations(pend, col, unused, self._floor)
+            if distrust is not None:
+                res = [u if distrust[q][k] else r for q, (r, u) in enumerate(zip(res, unused, strict=True))]
+            usable = free - sum(res)
+            if usable >= 1 - _EPS and g <= usable + _EPS:
+                return k
+        return -1
+
+    def _probe_bin(self, view: SimView, j: int, here: bool) -> tuple[int, int]:
+        """Job ``j``'s first lendable window (K: none) and first window its time limit makes
+        certain (K: none) for :meth:`lend_window`: the decision's own when it binned ``j``,
+        else predicted now (once per job; a job readmitted here is binned again by the
+        decision, which may differ as the pool's history grows)."""
+        K = len(self.windows_s)
+        if here and j in self._kmin_job:
+            return self._kmin_job[j], self._sure_job.get(j, K)
+        held = self.__dict__.get("_probe_bins")
+        if held is None or held[0] is not self._trace:  # a new replay
+            held = self._probe_bins = (self._trace, {})
+        cache = held[1]
+        if j not in cache:
+            arr = np.array([j], dtype=np.int64)
+            sure = self._kmin_guaranteed(arr)
+            kmins, _ = self._kmins(view, arr, sure)
+            cache[j] = (int(kmins[0]), K if sure is None else int(sure[0]))
+        return cache[j]
+
+    def _probe_forecast(self, view: SimView) -> tuple[list, float]:
+        """The TotalNewLoad [window][pool] a decision now would lend against and its age (s):
+        the cached forecast while it is younger than ``refresh_s`` outside a tick, else one
+        made now (kept for the other questions at this instant, not for the decision)."""
+        now = view.now
+        age = now - self._tnl_time
+        if not (view.reason & Reason.TICK) and age < self.refresh_s:
+            return self._tnl, age
+        probe = self.__dict__.get("_probe_tnl")
+        if probe is None or probe[0] != now or probe[1] is not self._trace:
+            arrive, n = self._arrive, self.stats["forecasts"]
+            tnl = self._forecast(view).T.tolist()
+            self._arrive, self.stats["forecasts"] = arrive, n  # the decision's, untouched
+            probe = self._probe_tnl = (now, self._trace, tnl)
+        return probe[2], 0.0
 
     def _credit(self, recoverable: int, k: int, res: list) -> list[int]:
         """Lower ``res`` in place by the preemption credit of window ``k`` (SIA 5.5, see the
