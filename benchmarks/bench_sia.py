@@ -198,11 +198,11 @@ e7b15b8, first); then ``N`` = 1, 2, 3, the two at once (``/tmp/riskfast3/pairs.s
 /tmp/riskfast3/pbN --compare /tmp/riskfast3/ref``: every run's result table (82,182 rows)
 and counters identical to the reference. An earlier set of three pairs under load average
 ~12 (all six at once, branch before the prior's revert) gave main 15.7-15.8% and the branch
-15.5% (15.0-15.1% net), identical outputs too. What is left (py-spy, no timers, first
-20,000 jobs, share of the budget's samples): ``allowed`` ~70% (the prior's computation every
-300 s ~15%, the loads' refresh with ``RecentUse.used`` ~15%, ``_refresh``'s per-pool
-snapshot ~15%, ``_lendable``/``_within`` ~15%), ``resolve`` ~12%, ``classify`` ~9%,
-``started`` ~5%. Cutting the rest by a third needs fewer refreshes or fewer priors, which
+15.5% (15.0-15.1% net), identical outputs too. What is left (py-spy taken before the floor's change, no timers, first
+20,000 jobs, share of the budget's 1,199 samples): ``allowed`` 73% (the prior's computation
+every 300 s 16%, of which the floor's ``betaincinv`` 7%, now gone; the loads' refresh with
+``RecentUse.used`` 15%; ``_refresh``'s per-pool snapshots 18%; ``_lendable``/``_within``
+12%), ``resolve`` 12%, ``classify`` 9%, ``started`` 6%. Cutting the rest by a third needs fewer refreshes or fewer priors, which
 are not bookkeeping-only changes (they move the bounds' timing), or moving the per-outcome
 and per-refresh Python into compiled code.
 """
