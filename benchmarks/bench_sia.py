@@ -204,7 +204,9 @@ every 300 s 16%, of which the floor's ``betaincinv`` 7%, now gone; the loads' re
 ``RecentUse.used`` 15%; ``_refresh``'s per-pool snapshots 18%; ``_lendable``/``_within``
 12%), ``resolve`` 12%, ``classify`` 9%, ``started`` 6%. Cutting the rest by a third needs fewer refreshes or fewer priors, which
 are not bookkeeping-only changes (they move the bounds' timing), or moving the per-outcome
-and per-refresh Python into compiled code.
+and per-refresh Python into compiled code. After the branch's merge of main at 6550777, one
+run (``--out /tmp/riskfast3/merged``, while the test suite started): 12.1% (8.54 / 70.4), net
+11.4%, identical to the reference.
 """
 
 from __future__ import annotations
