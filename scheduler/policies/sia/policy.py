@@ -446,6 +446,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._rb_done, self._rb_time = [0] * P, [-math.inf] * P
         self._tnl: list[list[float]] = []
         self._tnl_time = -math.inf
+        # lend_window (spare.py): bins of jobs asked about before SIA binned them; a forecast
+        # made for the questions at one instant, (now, TotalNewLoad [window][pool])
+        self._probe_bins: dict[int, tuple[int, int]] = {}
+        self._probe_tnl: tuple[float, list] | None = None
         self._arrival_frac: list[float] | None = None  # set_arrival_share; None: all here
         if self.tracker is not None:
             self.tracker.reset(trace)

@@ -65,7 +65,6 @@ import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.simulator import Preempt, PreemptionConfig, newest_victims
 from sia.scheduler.core.view import SimView, Start
-from sia.scheduler.policies.sia.spare import reservations
 
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.core.cluster import Cluster
@@ -298,15 +297,7 @@ class FungiblePreemption:
                             distrust: list | None) -> None:
         """``"unreserved"``: lend pending preemptible jobs on the free GPUs the smallest window
         does not reserve."""
-        P, pend = self._P, self._pend_gpus
-        col = self._tnl[0]
-        if self._arrival_frac is not None:  # global reservations: this region's part
-            col = [c * f for c, f in zip(col, self._arrival_frac, strict=True)]
-        res = reservations(pend, col, unused, self._floor)
-        if distrust is not None:
-            for p in range(P):
-                if distrust[p][0]:
-                    res[p] = unused[p]
+        col, res = self._reserved(self._tnl[0], 0, self._pend_gpus, unused, distrust)
         self._fp_lend(view, d, res, col, unused, distrust)
 
     def _fp_lend(self, view: SimView, d: Decision, res: list | None, col: list | None,

@@ -308,9 +308,14 @@ class LoanRamp:
         self.cap[p][k] = (self.initial if self.backoff == "reset"
                           else max(self.initial, self.cap[p][k] // 2))
 
+    def holds(self, p: int, k: int) -> bool:
+        """True when pool ``p`` may not have another loan running in window ``k`` now (at its
+        cap, or cold there); counts nothing."""
+        return self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]
+
     def full(self, p: int, k: int) -> bool:
-        """True when pool ``p`` may not have another loan running in window ``k`` now."""
-        if self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]:
+        """:meth:`holds`, counting each time a pool is held back (``stats["held_back"]``)."""
+        if self.holds(p, k):
             self.stats["held_back"] += 1
             return True
         return False

@@ -162,6 +162,19 @@ class SparePass:
                 dur_distrust = dd.tolist()
         return distrust, dur_distrust
 
+    def _reserved(self, tnl_k: list, k: int, pend: list, unused: list,
+                  distrust: list | None) -> tuple[list, list]:
+        """Window ``k``'s predicted new load per pool (``tnl_k``, this region's part of it under
+        global reservations) and each pool's reservation: :func:`reservations`, or the whole
+        unused quota of a pool the online adaptation distrusts in ``k``."""
+        col = tnl_k if self._arrival_frac is None else list(map(mul, tnl_k, self._arrival_frac))
+        res = reservations(pend, col, unused, self._floor)
+        if distrust is not None:
+            for p in range(self._P):
+                if distrust[p][k]:
+                    res[p] = unused[p]
+        return col, res
+
     def _lend_in_window(self, view: SimView, d: Decision, k: int, lk: int, unused: list,
                         cands: list[int], distrust: list | None, dur_distrust: list | None,
                         recoverable: int, maxbin: list | None = None) -> None:
@@ -170,14 +183,7 @@ class SparePass:
         P, quota, gpus, started, pend = self._P, self._quota, self._gpus, self._started, self._pend_gpus
         free, alloc, starts, cells = d.free, d.alloc, d.starts, self._cells
         ramp, sure = self.loan_ramp, self._sure_job
-        col = self._tnl[k]
-        if self._arrival_frac is not None:  # global reservations: this region's part
-            col = list(map(mul, col, self._arrival_frac))
-        res = reservations(pend, col, unused, self._floor)
-        if distrust is not None:
-            for p in range(P):
-                if distrust[p][k]:
-                    res[p] = unused[p]
+        col, res = self._reserved(self._tnl[k], k, pend, unused, distrust)
         cred = self._credit(recoverable, k, res) if recoverable else None
         total = sum(res)
         skip: set[int] = (set() if dur_distrust is None
@@ -273,23 +279,17 @@ class SparePass:
             ramp.update(view.now, view.completed_counts(), view.completed_jobs,
                         self._trace.duration)
         tnl, age = self._probe_forecast(view)
-        distrust = None if self.tracker is None else self.tracker.distrusted(view)
+        distrust = None if self.tracker is None else self.tracker.distrusted(view).tolist()
         dur = None if self.duration_tracker is None else self.duration_tracker.distrusted(view)
         W = self.windows_s
         for k in range(K):
             lk = k if age <= 0 else bisect_right(W, W[k] - age) - 1
             if lk < kmin or (dur is not None and dur[p][lk]):
                 continue
-            if ramp is not None and (ramp.count[p][lk] >= ramp.cap[p][lk]
-                                     or ramp.fits[p][lk] < ramp.need[p]):
+            if ramp is not None and ramp.holds(p, lk):
                 if sure > lk or self.risk_budget is not None:
                     continue  # held back: only a loan its time limit makes certain
-            col = tnl[k]
-            if self._arrival_frac is not None:
-                col = list(map(mul, col, self._arrival_frac))
-            res = reservations(pend, col, unused, self._floor)
-            if distrust is not None:
-                res = [u if distrust[q][k] else r for q, (r, u) in enumerate(zip(res, unused, strict=True))]
+            _, res = self._reserved(tnl[k], k, pend, unused, distrust)
             usable = free - sum(res)
             if usable >= 1 - _EPS and g <= usable + _EPS:
                 return k
@@ -303,10 +303,7 @@ class SparePass:
         K = len(self.windows_s)
         if here and j in self._kmin_job:
             return self._kmin_job[j], self._sure_job.get(j, K)
-        held = self.__dict__.get("_probe_bins")
-        if held is None or held[0] is not self._trace:  # a new replay
-            held = self._probe_bins = (self._trace, {})
-        cache = held[1]
+        cache = self._probe_bins
         if j not in cache:
             arr = np.array([j], dtype=np.int64)
             sure = self._kmin_guaranteed(arr)
@@ -322,13 +319,13 @@ class SparePass:
         age = now - self._tnl_time
         if not (view.reason & Reason.TICK) and age < self.refresh_s:
             return self._tnl, age
-        probe = self.__dict__.get("_probe_tnl")
-        if probe is None or probe[0] != now or probe[1] is not self._trace:
+        probe = self._probe_tnl
+        if probe is None or probe[0] != now:
             arrive, n = self._arrive, self.stats["forecasts"]
             tnl = self._forecast(view).T.tolist()
             self._arrive, self.stats["forecasts"] = arrive, n  # the decision's, untouched
-            probe = self._probe_tnl = (now, self._trace, tnl)
-        return probe[2], 0.0
+            probe = self._probe_tnl = (now, tnl)
+        return probe[1], 0.0
 
     def _credit(self, recoverable: int, k: int, res: list) -> list[int]:
         """Lower ``res`` in place by the preemption credit of window ``k`` (SIA 5.5, see the
