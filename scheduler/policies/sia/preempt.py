@@ -333,7 +333,7 @@ class FungiblePreemption:
             alloc[pick] += g
             pend[pick] -= g
             if res is not None and (distrust is None or not distrust[pick][0]):
-                new = min(pend[pick] + col[pick], unused[pick])
+                new = self._reservation(pick, pend[pick], col[pick], unused[pick])
                 total += new - res[pick]
                 res[pick] = new
         d.free = free

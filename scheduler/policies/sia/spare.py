@@ -175,6 +175,14 @@ class SparePass:
                     res[p] = unused[p]
         return col, res
 
+    def _reservation(self, p: int, pend_p: float, col_p: float, unused_p: float) -> float:
+        """Pool ``p``'s reservation as :func:`reservations` makes it (after a loan of its job
+        changed its pending GPUs)."""
+        need = pend_p + col_p
+        if self._floor is not None and self._floor[p] > need:
+            need = self._floor[p]
+        return min(need, unused_p)
+
     def _lend_in_window(self, view: SimView, d: Decision, k: int, lk: int, unused: list,
                         cands: list[int], distrust: list | None, dur_distrust: list | None,
                         recoverable: int, maxbin: list | None = None) -> None:
@@ -229,7 +237,7 @@ class SparePass:
             alloc[pick] += g
             pend[pick] -= g
             if distrust is None or not distrust[pick][k]:
-                new = min(pend[pick] + col[pick], unused[pick])
+                new = self._reservation(pick, pend[pick], col[pick], unused[pick])
                 if cred is not None:
                     new = max(0, new - cred[pick])
                 total += new - res[pick]
