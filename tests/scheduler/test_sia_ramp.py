@@ -466,3 +466,79 @@ def test_wake_ups_only_withhold_loans(gaps, durs):
     assert on_stats["opportunistic"] <= off_stats["opportunistic"]
     never, _ = _wake_replay(rows, loan_ramp_wake_days=4.0)
     assert never == off
+
+
+# loan_ramp_escape: a cold pool whose queue loans made late lends as a warm one.
+def _late_rows() -> list[tuple]:
+    # B woke after 2 days (cold). a0 fills A's quota; A's 3-GPU loan a1 (predicted 5 minutes,
+    # runs 3000 s) holds the GPUs B's 2-GPU head b0 needs at t + 1000, so b0 starts late at t + 3000 and fills B's
+    # quota until t + 7000; b1 (100 s) waits behind it. C's 2 GPUs stay idle until t + 50000.
+    t = 2.0 * DAY
+    return [("e0", "B", 0.0, 100.0, 1), ("a0", "A", t, 20000.0, 3), ("a1", "A", t, 3000.0, 3),
+            ("b0", "B", t + 1000.0, 4000.0, 2), ("b1", "B", t + 1000.0, 100.0, 1),
+            ("c0", "C", t + 50000.0, 10.0, 1)]
+
+
+def _late_starts(**options):
+    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), loan_ramp=1,
+                    loan_ramp_evidence="misses", loan_ramp_wake_days=1.0, **options)
+    res = simulate(table(_late_rows()), make_pools({"A": 3, "B": 2, "C": 2}), pol,
+                   check_invariants=True)
+    return dict(zip(res["job_id"], res["start_time"], strict=True)), pol.loan_ramp.stats
+
+
+def test_a_cold_pool_whose_queue_a_loan_made_late_lends_its_jobs_out_of_it():
+    t = 2.0 * DAY
+    # cold and no escape: b1 waits for B's own quota, behind the late b0 (FCFS: t + 5000)
+    got, stats = _late_starts()
+    assert (got["a1"], got["b0"], got["b1"]) == (t, t + 3000.0, t + 7000.0)
+    assert stats["woke"] == 1 and "escapes" not in stats
+    # escape: b0 was blocked by the loan at t + 1000, so at t + 3000 b1 is lent on C's idle
+    # GPUs (B's unused quota is 0 then, C reserves nothing) and ends before FCFS would start it
+    got, stats = _late_starts(loan_ramp_escape=True)
+    assert (got["a1"], got["b0"], got["b1"]) == (t, t + 3000.0, t + 3000.0)
+    assert stats["escapes"] == 1
+
+
+def test_a_late_queue_lifts_only_coldness_and_ends_when_the_queue_empties():
+    ramp = LoanRamp(1, evidence="misses", warmup=1, escape=True)
+    ramp.reset(2, 2)
+    assert ramp.full(0, 0) and ramp.full(0, 1)  # cold
+    ramp.late(0)
+    ramp.late(0)  # counted once while late
+    assert not ramp.holds(0, 0) and ramp.holds(1, 0) and ramp.stats["escapes"] == 1
+    ramp.lent(5, 0, 0, 0.0, 300.0)
+    assert ramp.holds(0, 0)  # the cap still applies: one unproven loan at once
+    ramp.caught_up(0)
+    ramp.forget(5, 0)
+    assert ramp.holds(0, 0)  # cold again
+
+
+def test_the_escape_needs_a_cold_state_and_a_boolean():
+    with pytest.raises(ConfigError, match="loan_ramp_escape needs"):
+        LoanRamp(1, evidence="misses", escape=True)
+    with pytest.raises(ConfigError, match="loan_ramp_escape must be"):
+        LoanRamp(1, evidence="misses", warmup=1, escape="yes")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=6),
+       durs=st.lists(st.floats(10.0, 20000.0), min_size=6, max_size=6),
+       widths=st.lists(st.integers(1, 2), min_size=6, max_size=6))
+def test_the_escape_changes_nothing_where_no_pool_is_cold(gaps, durs, widths):
+    # a wake longer than every silence makes no pool cold: the escape has nothing to lift
+    t, rows = 0.0, []
+    for i, g in enumerate(gaps):
+        t += g * DAY
+        rows.append((f"b{i}", "B", t, durs[i], widths[i]))
+        rows.append((f"a{i}", "A", t + 5.0, durs[-1 - i], widths[-1 - i]))
+    rows.append(("c0", "C", t + 30000.0, 10.0, 1))
+    quotas = make_pools({"A": 2, "B": 2, "C": 1})
+    got = []
+    for escape in (False, True):
+        pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,),
+                        loan_ramp=1, loan_ramp_evidence="misses", loan_ramp_wake_days=4.0,
+                        loan_ramp_escape=escape)
+        res = simulate(table(rows), quotas, pol, check_invariants=True)
+        got.append(dict(zip(res["job_id"], res["start_time"], strict=True)))
+    assert got[0] == got[1]
