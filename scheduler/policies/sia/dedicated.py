@@ -6,7 +6,7 @@ uses; see that module's docstring for the rule (step 1) and for preemption on ce
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sia.scheduler.core.simulator import Preempt
 from sia.scheduler.core.view import SimView, Start
@@ -84,22 +84,5 @@ class DedicatedPass:
             alloc[p] += g
             pend[p] -= g
         d.free = free
-        if ramp is not None and ramp.escape:
-            self._mark_late(streams, ramp, free, ded)
         n_preempts = sum(1 for s in starts if type(s) is Preempt)
         self.stats["dedicated"] += len(starts) - n_preempts
-
-    def _mark_late(self, streams: list, ramp: Any, free: int, ded: list[int]) -> None:
-        """Tell the loan ramp which pools' queues loans make late now (``loan_ramp_escape``): a
-        pool whose head fits its unused quota but not the free GPUs (only loans can hold the
-        GPUs of its quota when the quotas add up to the cluster); a pool with nothing pending
-        has caught up."""
-        quota, gpus, pend = self._quota, self._gpus, self._pend_gpus
-        for p in range(self._P):
-            if not pend[p] and ramp.behind[p]:
-                ramp.caught_up(p)
-        for p, plist, i in streams:
-            if i < len(plist):
-                g = gpus[plist[i]]
-                if g > free and ded[p] + g <= quota[p]:
-                    ramp.late(p)

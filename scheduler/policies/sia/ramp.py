@@ -56,14 +56,6 @@ Its cap falls back to ``initial`` as well. A silence of days often ends with a n
 Philly's Figure 13 config, pool ``0e4a51`` submitted nothing for four days, then 124 jobs of
 three to five days each, where its training weeks' jobs ran an hour or less).
 
-``loan_ramp_escape`` (with ``warmup`` or ``wake_days``) lets a cold pool lend again while its
-own queue is late because of loans: from a decision where its dedicated head fits its unused quota
-but not the free GPUs (on a cluster whose GPUs are the pools' quotas, only other pools' loans can
-hold them) until its queue is empty, the pool lends on its predictions as a warm one would (the
-cap still applies, from ``initial``). Without it, a cold pool's queue that a loan delayed cannot
-shed jobs onto idle GPUs, and the delay passes to every job behind the head (on Philly's training
-weeks the wake-up made 336 and 296 jobs late behind loans that delayed 54 and 39 without it).
-
 Outcomes are read from the simulator's completions and the clock only (no
 peeking); with perfect durations no loan overruns and the ramp only delays
 loans, so SIA's ``loan_ramp="auto"`` (its default) leaves it off for them and
@@ -122,8 +114,6 @@ DEFAULT_WARMUP = 0
 #: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
 #: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
 DEFAULT_WAKE_DAYS: float | None = None
-#: SIA's default ``loan_ramp_escape`` (module docstring): off, as the cold states it acts on.
-DEFAULT_ESCAPE = False
 #: What a witnessed job's miss does (module docstring).
 WITNESS_RULES = ("hold", "reset", "tolerate")
 #: SIA's default ``loan_ramp_witness``, chosen on training data only by the rule of
@@ -147,7 +137,7 @@ class LoanRamp:
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
                  memory: int = 0, evidence: str = "loans", warmup: int = 0,
                  witness: str = DEFAULT_WITNESS, wake_days: float | None = DEFAULT_WAKE_DAYS,
-                 escape: bool = DEFAULT_ESCAPE, name: str = "sia"):
+                 name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
@@ -175,12 +165,6 @@ class LoanRamp:
                 raise ConfigError(f"policy {name!r}: loan_ramp_wake_days needs "
                                   f"loan_ramp_evidence 'misses' or 'all' (a cold pool makes no "
                                   f"loan to prove it)")
-        if not isinstance(escape, bool):
-            raise ConfigError(f"policy {name!r}: loan_ramp_escape must be true or false, "
-                              f"not {escape!r}")
-        if escape and not warmup and wake_days is None:
-            raise ConfigError(f"policy {name!r}: loan_ramp_escape needs loan_ramp_warmup or "
-                              f"loan_ramp_wake_days (it lets a cold pool lend; no pool is cold)")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
@@ -191,8 +175,6 @@ class LoanRamp:
         #: silence (days) after which a pool's next job makes it cold again; None: never
         self.wake_days = None if wake_days is None else float(wake_days)
         self.witness_rule = witness
-        #: a cold pool whose queue loans made late lends as a warm one (module docstring)
-        self.escape = escape
         #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
         self.witnesses = evidence != "loans"
         #: with ``memory`` L > 0, a miss backs the cap off only when more than ``tolerance[k]
@@ -237,10 +219,6 @@ class LoanRamp:
         self._next_deadline = math.inf
         self.stats = {"proven": 0, "missed": 0, "held_back": 0, "witnessed": 0,
                       "witness_missed": 0}
-        #: per pool: its queue is late because of loans (``escape``: coldness does not hold it)
-        self.behind = [False] * n_pools
-        if self.escape:
-            self.stats["escapes"] = 0  # times a pool's queue became late because of loans
         if self._wake_s is not None:
             self.stats["woke"] = 0  # pools made cold again by a job after a silence
 
@@ -333,19 +311,7 @@ class LoanRamp:
     def holds(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now (at its
         cap, or cold there); counts nothing."""
-        return self.count[p][k] >= self.cap[p][k] or (
-            self.fits[p][k] < self.need[p] and not self.behind[p])
-
-    def late(self, p: int) -> None:
-        """Pool ``p``'s dedicated head fits its unused quota but not the free GPUs: loans hold
-        them, and its queue is late (``escape``: it may lend while cold until :meth:`caught_up`)."""
-        if not self.behind[p]:
-            self.behind[p] = True
-            self.stats["escapes"] += 1
-
-    def caught_up(self, p: int) -> None:
-        """Pool ``p`` has nothing pending: its queue is no longer late."""
-        self.behind[p] = False
+        return self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]
 
     def full(self, p: int, k: int) -> bool:
         """:meth:`holds`, counting each time a pool is held back (``stats["held_back"]``)."""
