@@ -486,3 +486,28 @@ def test_a_wake_up_resets_the_earned_cap_or_keeps_it(wake_cap, after):
 def test_the_wake_cap_is_reset_or_keep():
     with pytest.raises(ConfigError, match="loan_ramp_wake_cap must be one of"):
         LoanRamp(1, evidence="misses", wake_days=1.0, wake_cap="halve")
+
+
+def test_a_job_that_ran_past_its_window_warms_the_first_later_window_it_fit():
+    # windows 5 min, 1 h, 12 h; a woken pool's witness predicted to fit 5 minutes runs 30
+    # minutes: a miss of 5 minutes, a fit of 1 h and 12 h; one running 13 h warms nothing
+    ramp = LoanRamp(1, evidence="misses", wake_days=1.0)
+    ramp.reset(2, 3, last_submit=[0.0, 0.0], windows=(300.0, 3600.0, 43200.0))
+    t = 2.0 * DAY
+    ramp.arrived(0, t)
+    ramp.arrived(1, t)
+    assert all(ramp.full(p, k) for p in (0, 1) for k in range(3))
+    ramp.witness(3, 0, 0, t, t + 300.0)
+    ramp.witness(4, 1, 0, t, t + 300.0)
+    dur = np.zeros(5)
+    dur[3], dur[4] = 1800.0, 13 * 3600.0
+    ramp.update(t + 1800.0, [1, 0], lambda p: np.array([3]), dur)
+    assert ramp.full(0, 0) and not ramp.full(0, 1) and not ramp.full(0, 2)
+    ramp.update(t + 13 * 3600.0, [1, 1], lambda p: np.array([3] if p == 0 else [4]), dur)
+    assert all(ramp.full(1, k) for k in range(3))
+    # without the windows (reset's default) an overrun warms nothing, as before
+    ramp.reset(1, 3, last_submit=[0.0])
+    ramp.arrived(0, t)
+    ramp.witness(3, 0, 0, t, t + 300.0)
+    ramp.update(t + 1800.0, [1], lambda p: np.array([3]), dur)
+    assert all(ramp.full(0, k) for k in range(3))

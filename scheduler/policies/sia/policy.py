@@ -458,7 +458,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             self.risk_budget.reset(trace)
         if self.loan_ramp is not None:
             self.loan_ramp.reset(P, K, None if self.lend_risk is None else self.lend_risk.tolist(),
-                                 last_submit=self._prior_last_submit(trace))
+                                 last_submit=self._prior_last_submit(trace),
+                                 windows=self.windows_s)
             self._wakes = self.loan_ramp.wake_days is not None
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)

@@ -41,9 +41,12 @@ predictions are as calibrated as the rule assumes keeps lending, a pool whose
 jobs changed kind stops).
 
 ``loan_ramp_warmup=N`` makes a pool *cold* in a window until N of its jobs
-(loans or witnesses) have ended within it (or within an earlier window): a cold pool lends there only what
-a time limit makes certain. A pool whose first jobs all overrun their
-predictions so never lends on them, where the plain ramp lends it one loan
+(loans or witnesses) predicted to fit it have ended within it: a job predicted to fit an earlier
+window counts in the first window it ended within and in every later one (since 2026-11-29, later
+the same day as the wake-up's measurements: before, a job that ran past its predicted window
+warmed no window, so a pool whose jobs are predicted to fit an hour and run three stayed cold in
+the 12-hour window too). A cold pool lends there only what a time limit makes certain. A pool
+whose first jobs all run past every window never lends on them, where the plain ramp lends it one loan
 at once (on Figure 13, one such first loan delayed 393 jobs of exp-071). It
 needs witnesses (``evidence`` ``misses`` or ``all``): a cold pool has no
 loans to prove it.
@@ -194,12 +197,16 @@ class LoanRamp:
         self.tolerance: list[float] | None = None
         self.ceiling = max(int(ceiling), self.initial)
 
-    def reset(self, n_pools: int, n_windows: int, tolerance=None, last_submit=None) -> None:
+    def reset(self, n_pools: int, n_windows: int, tolerance=None, last_submit=None,
+              windows=None) -> None:
         """Forget everything (a new replay); ``tolerance``: per window, the overrun rate the
         lending rule accepts (eps; None: 0); ``last_submit``: per pool, its last submission
         before the replay (s, the trace's submission clock, which a replay's speed-up leaves
-        alone; NaN or None: unknown, no wake-up at its first job)."""
+        alone; NaN or None: unknown, no wake-up at its first job); ``windows``: the windows'
+        lengths (s; None: a job that overruns its window warms no later one)."""
         from collections import deque
+
+        self.windows = () if windows is None else tuple(float(w) for w in windows)
 
         self.cap = [[self.initial] * n_windows for _ in range(n_pools)]
         self.tolerance = [0.0] * n_windows if tolerance is None else [float(t) for t in tolerance]
@@ -213,7 +220,8 @@ class LoanRamp:
         self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
         self.count = [[0] * n_windows for _ in range(n_pools)]
         #: per pool and window: its jobs (loans or witnesses) that ended within the window (or
-        #: within an earlier one); counted only when a warmup needs them
+        #: within an earlier one), also when predicted to fit an earlier one that they ran past;
+        #: counted only when a warmup needs them
         self.fits = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
         #: per pool: the jobs (loans or witnesses) that must fit a window before it lends
@@ -267,6 +275,8 @@ class LoanRamp:
                             if missed or lent_at + float(duration[j]) > deadline:
                                 if not missed:
                                     self._miss(p, k, seen)
+                                if self.need[p] and lent_at >= self._woke_at[p]:
+                                    self._fit_later(p, k, float(duration[j]))
                                 continue
                             if seen and self.witness_rule == "tolerate":
                                 self.witnessed[p][k].append(0)
@@ -296,6 +306,18 @@ class LoanRamp:
                     elif rec[1] < nxt:
                         nxt = rec[1]
         self._next_deadline = nxt
+
+    def _fit_later(self, p: int, k: int, d: float) -> None:
+        """A job of pool ``p`` predicted to fit window ``k`` ran ``d`` s, past it: for the
+        warm-up it fits the first later window it ended within, and every one after (its
+        prediction said it fits those too)."""
+        w = self.windows
+        for kk in range(k + 1, len(w)):
+            if d <= w[kk]:
+                fits = self.fits[p]
+                for k2 in range(kk, len(w)):
+                    fits[k2] += 1
+                return
 
     def _miss(self, p: int, k: int, witnessed: bool = False) -> bool:
         """A loan (or a witnessed job) of pool ``p`` overran window ``k``: back off the cap.
