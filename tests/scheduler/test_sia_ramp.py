@@ -468,25 +468,6 @@ def test_wake_ups_only_withhold_loans(gaps, durs):
     assert never == off
 
 
-@pytest.mark.parametrize("wake_cap, after", [("reset", 1), ("keep", 8)])
-def test_a_wake_up_resets_the_earned_cap_or_keeps_it(wake_cap, after):
-    ramp = LoanRamp(1, evidence="misses", wake_days=1.0, wake_cap=wake_cap)
-    ramp.reset(1, 1, last_submit=[0.0])
-    ramp.cap = [[8]]  # earned by proven loans
-    ramp.arrived(0, 2.0 * DAY)  # after two days of silence: cold either way
-    assert ramp.full(0, 0) and ramp.cap == [[after]]
-    ramp.witness(3, 0, 0, 2.0 * DAY, 2.0 * DAY + 300.0)  # its first new job fits: warm again
-    ramp.update(2.0 * DAY + 60.0, [1], lambda p: np.array([3]), np.zeros(4) + 60.0)
-    for j in range(after):  # as many unproven loans at once as the cap allows, no more
-        assert not ramp.full(0, 0)
-        ramp.lent(10 + j, 0, 0, 2.0 * DAY + 60.0, 2.0 * DAY + 360.0)
-    assert ramp.full(0, 0)
-
-
-def test_the_wake_cap_is_reset_or_keep():
-    with pytest.raises(ConfigError, match="loan_ramp_wake_cap must be one of"):
-        LoanRamp(1, evidence="misses", wake_days=1.0, wake_cap="halve")
-
 
 def test_a_job_that_ran_past_its_window_warms_the_first_later_window_it_fit():
     # windows 5 min, 1 h, 12 h; a woken pool's witness predicted to fit 5 minutes runs 30

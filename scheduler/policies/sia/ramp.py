@@ -55,10 +55,7 @@ loans to prove it.
 its arrives after the pool submitted nothing for D days (the jobs before the replay, from the
 forecaster's prior history, count): a pool that wakes from a long silence is treated as a new
 one, its predictions unproven until its own jobs fit (at least one per window, or ``warmup``).
-Its cap falls back to ``initial`` as well (``loan_ramp_wake_cap="reset"``, the default), or
-keeps what the pool had earned (``"keep"``: once one of its new jobs fits, it lends as much at once
-as before the silence; on Philly's training weeks the reset was what kept a woken pool from lending
-a delayed queue of minute-long jobs out). A silence of days often ends with a new project (on
+Its cap falls back to ``initial`` as well. A silence of days often ends with a new project (on
 Philly's Figure 13 config, pool ``0e4a51`` submitted nothing for four days, then 124 jobs of
 three to five days each, where its training weeks' jobs ran an hour or less).
 
@@ -120,8 +117,6 @@ DEFAULT_WARMUP = 0
 #: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
 #: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
 DEFAULT_WAKE_DAYS: float | None = None
-#: What a wake-up does to the pool's caps (module docstring).
-WAKE_CAPS = ("reset", "keep")
 #: What a witnessed job's miss does (module docstring).
 WITNESS_RULES = ("hold", "reset", "tolerate")
 #: SIA's default ``loan_ramp_witness``, chosen on training data only by the rule of
@@ -145,7 +140,7 @@ class LoanRamp:
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
                  memory: int = 0, evidence: str = "loans", warmup: int = 0,
                  witness: str = DEFAULT_WITNESS, wake_days: float | None = DEFAULT_WAKE_DAYS,
-                 wake_cap: str = "reset", name: str = "sia"):
+                 name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
@@ -173,9 +168,6 @@ class LoanRamp:
                 raise ConfigError(f"policy {name!r}: loan_ramp_wake_days needs "
                                   f"loan_ramp_evidence 'misses' or 'all' (a cold pool makes no "
                                   f"loan to prove it)")
-        if wake_cap not in WAKE_CAPS:
-            raise ConfigError(f"policy {name!r}: loan_ramp_wake_cap must be one of {WAKE_CAPS}, "
-                              f"not {wake_cap!r}")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
@@ -185,8 +177,6 @@ class LoanRamp:
         self.warmup = int(warmup)
         #: silence (days) after which a pool's next job makes it cold again; None: never
         self.wake_days = None if wake_days is None else float(wake_days)
-        #: True: a wake-up resets the pool's caps to ``initial`` (``wake_cap="reset"``)
-        self.wake_resets = wake_cap == "reset"
         self.witness_rule = witness
         #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
         self.witnesses = evidence != "loans"
@@ -242,16 +232,14 @@ class LoanRamp:
 
     def arrived(self, p: int, t: float) -> None:
         """A job of pool ``p`` was submitted at ``t`` (s): after a silence of ``wake_days`` or
-        more the pool is cold again in every window (its fits forgotten, its cap reset unless
-        ``wake_cap`` is ``"keep"``)."""
+        more the pool is cold again in every window (its fits forgotten, its cap reset)."""
         last = self._last[p]
         self._last[p] = t
         if self._wake_s is not None and t - last >= self._wake_s:  # False for NaN
             fits, cap = self.fits[p], self.cap[p]
             for k in range(len(fits)):
                 fits[k] = 0
-                if self.wake_resets:
-                    cap[k] = self.initial
+                cap[k] = self.initial
             self.need[p] = max(self.warmup, 1)
             self._woke_at[p] = t
             self.stats["woke"] += 1
