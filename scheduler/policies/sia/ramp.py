@@ -59,6 +59,13 @@ Its cap falls back to ``initial`` as well. A silence of days often ends with a n
 Philly's Figure 13 config, pool ``0e4a51`` submitted nothing for four days, then 124 jobs of
 three to five days each, where its training weeks' jobs ran an hour or less).
 
+``loan_ramp_wake_until`` says when a woken pool is warm again: ``fit`` (the default) once one of
+its new jobs has fit a window, as above; ``quiet`` also once the largest window has passed since
+the wake with none of the jobs the pool started since then having run past a window it was predicted
+to fit (no evidence either way: a pool whose quota is held by day-long jobs cannot start a new job
+to prove itself, and stays cold for days under ``fit``). A burst of changed jobs keeps the pool cold:
+its witnesses run past their windows.
+
 Outcomes are read from the simulator's completions and the clock only (no
 peeking); with perfect durations no loan overruns and the ramp only delays
 loans, so SIA's ``loan_ramp="auto"`` (its default) leaves it off for them and
@@ -117,6 +124,8 @@ DEFAULT_WARMUP = 0
 #: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
 #: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
 DEFAULT_WAKE_DAYS: float | None = None
+#: When a woken pool is warm again (module docstring).
+WAKE_UNTIL = ("fit", "quiet")
 #: What a witnessed job's miss does (module docstring).
 WITNESS_RULES = ("hold", "reset", "tolerate")
 #: SIA's default ``loan_ramp_witness``, chosen on training data only by the rule of
@@ -140,7 +149,7 @@ class LoanRamp:
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
                  memory: int = 0, evidence: str = "loans", warmup: int = 0,
                  witness: str = DEFAULT_WITNESS, wake_days: float | None = DEFAULT_WAKE_DAYS,
-                 name: str = "sia"):
+                 wake_until: str = "fit", name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
@@ -168,6 +177,9 @@ class LoanRamp:
                 raise ConfigError(f"policy {name!r}: loan_ramp_wake_days needs "
                                   f"loan_ramp_evidence 'misses' or 'all' (a cold pool makes no "
                                   f"loan to prove it)")
+        if wake_until not in WAKE_UNTIL:
+            raise ConfigError(f"policy {name!r}: loan_ramp_wake_until must be one of "
+                              f"{WAKE_UNTIL}, not {wake_until!r}")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
@@ -177,6 +189,8 @@ class LoanRamp:
         self.warmup = int(warmup)
         #: silence (days) after which a pool's next job makes it cold again; None: never
         self.wake_days = None if wake_days is None else float(wake_days)
+        #: a woken pool is also warm after a quiet largest window (``wake_until="quiet"``)
+        self.quiet = wake_until == "quiet"
         self.witness_rule = witness
         #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
         self.witnesses = evidence != "loans"
@@ -222,6 +236,10 @@ class LoanRamp:
         self._wake_s = None if self.wake_days is None else self.wake_days * 86400.0
         #: per pool: when it last woke (s); only its jobs started since then warm it
         self._woke_at = [-math.inf] * n_pools
+        #: per pool: one of its jobs started since it woke ran past its window (``quiet``)
+        self._woke_missed = [False] * n_pools
+        self._quiet_s = self.windows[-1] if self.windows else math.inf
+        self._now = -math.inf
         #: no running unscored loan has a deadline before this (s): the overrun scan skips
         #: until then (a loan scored or ended since may leave it early: only a wasted scan)
         self._next_deadline = math.inf
@@ -242,6 +260,7 @@ class LoanRamp:
                 cap[k] = self.initial
             self.need[p] = max(self.warmup, 1)
             self._woke_at[p] = t
+            self._woke_missed[p] = False
             self.stats["woke"] += 1
 
     def update(self, now: float, completed_counts: list[int], completed_jobs,
@@ -250,6 +269,7 @@ class LoanRamp:
         deadline) and the ones running past their windows (missed); ``completed_jobs(p)``
         returns pool p's completed job indices in completion order, ``duration`` the jobs'
         run times (s; read only for jobs that have finished)."""
+        self._now = now
         for p, n in enumerate(completed_counts):
             if n > self._done[p]:
                 opened = self.open[p]
@@ -263,6 +283,8 @@ class LoanRamp:
                             if missed or lent_at + float(duration[j]) > deadline:
                                 if not missed:
                                     self._miss(p, k, seen)
+                                    if lent_at >= self._woke_at[p]:
+                                        self._woke_missed[p] = True
                                 if self.need[p] and lent_at >= self._woke_at[p]:
                                     self._fit_later(p, k, float(duration[j]))
                                 continue
@@ -288,6 +310,8 @@ class LoanRamp:
                 if not rec[2]:
                     if now > rec[1]:
                         rec[2] = True
+                        if rec[3] >= self._woke_at[p]:
+                            self._woke_missed[p] = True
                         if self._miss(p, rec[0], rec[4]) and rec[4]:
                             rec[5] = True  # a witness counts against the cap from its miss on
                             self.count[p][rec[0]] += 1
@@ -333,7 +357,15 @@ class LoanRamp:
     def holds(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now (at its
         cap, or cold there); counts nothing."""
-        return self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]
+        if self.count[p][k] >= self.cap[p][k]:
+            return True
+        if self.fits[p][k] < self.need[p]:
+            if (self.quiet and not self._woke_missed[p]
+                    and self._now >= self._woke_at[p] + self._quiet_s > -math.inf):
+                self.need[p] = 0  # a quiet largest window since the wake: warm again
+                return False
+            return True
+        return False
 
     def full(self, p: int, k: int) -> bool:
         """:meth:`holds`, counting each time a pool is held back (``stats["held_back"]``)."""
