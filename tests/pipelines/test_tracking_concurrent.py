@@ -11,6 +11,7 @@ all run.
 from __future__ import annotations
 
 import multiprocessing as mp
+from pathlib import Path
 
 N_PROCS = 4  # without the lock, 4 processes failed in each of 2 tries out of 2
 
@@ -31,7 +32,11 @@ def _open(uri: str, root: str, barrier, out) -> None:
         out.put(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
 
 
-def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path):
+def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path, monkeypatch):
+    # the spawned children import this module by its name under --import-mode=importlib
+    # (tests.pipelines....): its root must be on their path also when pytest is started as
+    # a script (`python -m pytest` adds the working folder; `pytest` does not)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     ctx = mp.get_context("spawn")
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     (tmp_path / "store").mkdir()  # a store named in a missing folder is an error (issue 36)
