@@ -1,7 +1,8 @@
 """Which mechanism slows jobs under global reservations, against FCFS with home quotas.
 
 Run: ``.venv/bin/python benchmarks/bench_regions_slowed.py [CONFIG] [--label L] [--sweep DIR]
-[--lend-moves N|none] [--lend-probe estimate|sia] [--jobs-out FILE.csv] [--set KEY=VALUE ...]``
+[--lend-moves N|none] [--lend-probe estimate|sia] [--consolidate on|off] [--jobs-out FILE.csv]
+[--set KEY=VALUE ...]``
 
 Replays FCFS (the baseline: every pool's jobs in arrival order on its whole quota, as on
 home regions) and one reservations label of a ``sia evaluate`` config with regions (default
@@ -78,6 +79,8 @@ def main() -> None:
     ap.add_argument("--sweep", type=Path, default=None)
     ap.add_argument("--lend-moves", default=None, help="override lend_moves (none: no limit)")
     ap.add_argument("--lend-probe", default=None, help="override lend_probe")
+    ap.add_argument("--consolidate", choices=["on", "off"], default=None,
+                    help="override consolidate (ReservationRegionPolicy)")
     ap.add_argument("--jobs-out", type=Path, default=None, help="per slowed job CSV")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
@@ -95,6 +98,8 @@ def main() -> None:
         policy.lend_moves = None if args.lend_moves == "none" else int(args.lend_moves)
     if args.lend_probe is not None:
         policy.lend_probe = args.lend_probe
+    if args.consolidate is not None:
+        policy.consolidate = args.consolidate == "on"
     probe = SlowedProbe(policy, base_start)
     t0 = time.perf_counter()
     res = simulate(jobs, pools, policy, tick_s=spec.tick_s)
@@ -112,7 +117,8 @@ def main() -> None:
     n_all = int(warm.sum())
     print(f"{args.label}: mean JCT {(end - sub)[warm].mean() / 3600:.3f} h, slowed vs FCFS "
           f"{len(rows)} of {n_all} jobs ({100 * len(rows) / n_all:.2f}%), replay {secs:.0f} s, "
-          f"lend_moves {policy.lend_moves}, lend_probe {policy.lend_probe}, lending moves "
+          f"lend_moves {policy.lend_moves}, lend_probe {policy.lend_probe}, consolidate "
+          f"{policy.consolidate} ({policy.stats['consolidations']}), lending moves "
           f"{int(policy.lent_moves.sum())}")
     _table(rows, late_h, n_all)
     if args.jobs_out is not None:
