@@ -1,7 +1,7 @@
 """Which mechanism slows jobs under global reservations, against FCFS with home quotas.
 
 Run: ``.venv/bin/python benchmarks/bench_regions_slowed.py [CONFIG] [--label L] [--sweep DIR]
-[--lend-moves N|none] [--lend-probe estimate|sia] [--consolidate on|off] [--jobs-out FILE.csv]
+[--lend-moves N|none] [--lend-probe estimate|sia] [--consolidate off|swap|free] [--jobs-out FILE.csv]
 [--set KEY=VALUE ...]``
 
 Replays FCFS (the baseline: every pool's jobs in arrival order on its whole quota, as on
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--sweep", type=Path, default=None)
     ap.add_argument("--lend-moves", default=None, help="override lend_moves (none: no limit)")
     ap.add_argument("--lend-probe", default=None, help="override lend_probe")
-    ap.add_argument("--consolidate", choices=["on", "off"], default=None,
+    ap.add_argument("--consolidate", choices=["off", "swap", "free"], default=None,
                     help="override consolidate (ReservationRegionPolicy)")
     ap.add_argument("--jobs-out", type=Path, default=None, help="per slowed job CSV")
     ap.add_argument("--set", action="append", default=[])
@@ -99,7 +99,7 @@ def main() -> None:
     if args.lend_probe is not None:
         policy.lend_probe = args.lend_probe
     if args.consolidate is not None:
-        policy.consolidate = args.consolidate == "on"
+        policy.consolidate = args.consolidate
     probe = SlowedProbe(policy, base_start)
     t0 = time.perf_counter()
     res = simulate(jobs, pools, policy, tick_s=spec.tick_s)

@@ -133,7 +133,7 @@ LEND_PROBES = ("estimate", "sia")
 #: JCT; then ``estimate``). ``estimate`` slowed 0.31%, ``sia`` 0.37% (mean JCT 4.996 h and
 #: 4.723 h; ``lend_moves`` 2; learned-home 8.184 h): ``estimate``.
 LEND_PROBE = "estimate"
-#: Whether a pool's oldest waiting job that fits the pool's unused quota summed over the
+#: How a pool's oldest waiting job that fits the pool's unused quota summed over the
 #: regions, but no region's unused share of it, gets the pool's unused share moved into one
 #: region now (:meth:`ReservationRegionPolicy._consolidate`, a swap of unused shares:
 #: :meth:`~sia.scheduler.regions.reservations.ShareLedger.consolidate`). Under home FCFS
@@ -141,8 +141,12 @@ LEND_PROBE = "estimate"
 #: waits, and the younger jobs of its pool behind it: on Philly's replay this *split* of the
 #: quota was the root of 186 of the 215 jobs that ``learned-reservations`` slowed against
 #: home FCFS (``bench_regions_slowed.py``, docs/results/regions.md, "Which mechanism slows
-#: jobs"). Default chosen on the training days only (the rule in the same section).
-CONSOLIDATE = False
+#: jobs"). ``off``: no such move; ``swap``: the swap takes any idle share of another pool;
+#: ``free``: only as many GPUs as the other region has free enter the other pool's share
+#: there (not GPUs that loans hold). Default chosen on the training days only (the rules in
+#: the same section): ``swap`` slowed 1.09% of the jobs against 0.31% with ``off``.
+CONSOLIDATES = ("off", "swap", "free")
+CONSOLIDATE = "off"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -161,7 +165,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
                  plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES,
-                 lend_probe: str = LEND_PROBE, consolidate: bool = CONSOLIDATE):
+                 lend_probe: str = LEND_PROBE, consolidate: str = CONSOLIDATE):
         if lend_moves is not None and (isinstance(lend_moves, bool) or not isinstance(
                 lend_moves, int) or lend_moves < 0):
             raise ConfigError(f"regions: lend_moves must be an int >= 0 or None, got "
@@ -169,6 +173,9 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         if lend_probe not in LEND_PROBES:
             raise ConfigError(f"regions: lend_probe must be one of {', '.join(LEND_PROBES)}, "
                               f"got {lend_probe!r}")
+        if consolidate not in CONSOLIDATES:
+            raise ConfigError(f"regions: consolidate must be one of {', '.join(CONSOLIDATES)}, "
+                              f"got {consolidate!r}")
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -186,7 +193,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.plan_demand = plan_demand
         self.lend_moves = lend_moves
         self.lend_probe = lend_probe
-        self.consolidate = bool(consolidate)
+        self.consolidate = consolidate
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -277,7 +284,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             if self._dirty and not self._ledger.settled:
                 self._move_shares(now)
             self._dirty = False
-            if self.consolidate:  # before routing: a queue that lost its share moves there
+            if self.consolidate != "off":  # before routing: a queue that lost its share moves there
                 self._consolidate()
             self._route_waiting(now)
             self._split_arrivals()
@@ -647,7 +654,9 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                     continue
                 # pools waiting in r keep their share there (the swap takes only idle share)
                 idle = np.array([not q for q in self._regions[r].state.pending], dtype=bool)
-                got = self._ledger.consolidate(p, r, g, used, usable, partners=idle)
+                got = self._ledger.consolidate(
+                    p, r, g, used, usable, partners=idle,
+                    idle=np.array(free) if self.consolidate == "free" else None)
                 if got is None:
                     continue
                 if r != a:

@@ -229,7 +229,7 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
        placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]),
-       consolidate=st.booleans())
+       consolidate=st.sampled_from(["off", "swap", "free"]))
 def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe,
                                                                 consolidate):
     jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
@@ -707,9 +707,20 @@ def test_consolidation_without_a_partner_changes_nothing():
     led = ShareLedger(np.array([4, 2]), np.array([5, 3]), np.array([[3, 1], [1, 1]]))
     assert led.consolidate(0, 0, 2, used, usable).tolist() == [True, True]
     assert led.shares.tolist() == [[4, 0], [1, 1]]
+    # with no free GPU in B, q may not take p's share there (loans might hold it)
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[3, 1], [1, 3]]))
+    assert led.consolidate(0, 0, 2, used, ALL, idle=np.array([4, 0])) is None
+    assert led.consolidate(0, 0, 2, used, ALL, idle=np.array([0, 1])).tolist() == [True, True]
 
 
-@pytest.mark.parametrize("consolidate", [False, True])
+def test_a_bad_consolidate_is_refused():
+    lay = layout_for_pools({"a": "A"}, {"a": 1})
+    with pytest.raises(ConfigError, match="consolidate"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                consolidate=True)
+
+
+@pytest.mark.parametrize("consolidate", ["off", "swap", "free"])
 def test_a_job_split_across_shares_starts_when_they_are_consolidated(monkeypatch, consolidate):
     # A and B have 4 GPUs each; the plan splits a's and b's quotas 3 + 1. a1 (2 GPUs, 2 h)
     # starts in A at 0, leaving 1 GPU of a's share in A and 1 in B (inner FCFS: no loans).
@@ -725,7 +736,7 @@ def test_a_job_split_across_shares_starts_when_they_are_consolidated(monkeypatch
                                   period_s=100 * H, consolidate=consolidate)
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
-    if consolidate:
+    if consolidate != "off":  # (B's GPU that a gives up is free: "free" swaps it too)
         assert got == {"a1": 0.0, "a2": H / 2, "a3": 1.5 * H}
         # at 30 min for a2; at 1.5 h a2 ends, the ledger moves the shares back to the plan,
         # and a3 needs them consolidated again
