@@ -107,12 +107,15 @@ def main() -> None:
     ap.add_argument("--sweep", type=Path, default=None)
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--no-best", action="store_true", help="skip the hourly MIPs")
+    ap.add_argument("--consolidate", default=None, help="override consolidate (off|swap|free)")
     ap.add_argument("--plan-demand", default=None,
                     help="what the plans balance: outstanding (default) or arrivals")
     args = ap.parse_args()
     cfg, spec = _spec(args)
     jobs, pools = spec.workload.frames()
     policy = build_policy(spec)
+    if args.consolidate is not None:
+        policy.consolidate = args.consolidate
     if args.plan_demand:
         policy.plan_demand = args.plan_demand
     targets: list[tuple[float, np.ndarray]] = []

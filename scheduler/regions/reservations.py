@@ -603,3 +603,57 @@ class ShareLedger:
         self.shares = new
         self.moved_gpus += int(inc.sum())
         return (out.any(axis=0) | inc.any(axis=0))
+
+    def consolidate(self, p: int, a: int, g: int, used: np.ndarray, usable: np.ndarray,
+                    partners: np.ndarray | None = None, idle: np.ndarray | None = None
+                    ) -> np.ndarray | None:
+        """Give pool ``p`` ``g`` GPUs of unused share in region ``a`` from its unused share in
+        the other regions, now; returns the regions whose shares changed (bool), or None
+        (nothing changed) when it cannot be done in full.
+
+        The GPUs come, in each other region ``b`` (most unused share of ``p`` first), from
+        GPUs of ``a`` outside every share, else by a swap: another pool ``q`` with unused share
+        in ``a`` and a usable copy in ``b`` gives it up in ``a`` and gets as much in ``b``
+        (``partners``: bool [pool], the pools that may; default all; ``idle``: int [region],
+        the most GPUs partners may get in each region, e.g. its free GPUs, so that their new
+        share is not on GPUs loans hold; default no limit).
+        Only unused share moves (``used``: int [pool, region], never given up), so no job is
+        preempted; rows keep their quotas and columns stay within the GPUs. The target is
+        unchanged: :meth:`step` moves the shares back towards it as jobs free them."""
+        s = self.shares.copy()
+        unused = np.maximum(s - used, 0)
+        need = g - int(unused[p, a])
+        if need <= 0 or not usable[p, a]:
+            return None
+        spare = int(self.gpus[a] - s[:, a].sum())
+        left = None if idle is None else np.array(idle, dtype=np.int64)
+        for b in sorted((b for b in range(s.shape[1]) if b != a), key=lambda b: -unused[p, b]):
+            while need > 0 and unused[p, b] > 0:
+                x = min(need, int(unused[p, b]))
+                if spare > 0:
+                    y = min(x, spare)
+                    spare -= y
+                else:
+                    cand = [(int(unused[q, a]), -q) for q in range(s.shape[0])
+                            if q != p and unused[q, a] > 0 and usable[q, b]
+                            and (partners is None or partners[q])]
+                    if not cand or (left is not None and left[b] < 1):
+                        break
+                    q = -max(cand)[1]
+                    y = min(x, int(unused[q, a]), int(left[b]) if left is not None else x)
+                    if left is not None:
+                        left[b] -= y
+                    s[q, a] -= y
+                    s[q, b] += y
+                    unused[q, a] -= y
+                s[p, b] -= y
+                s[p, a] += y
+                unused[p, b] -= y
+                need -= y
+        if need > 0:
+            return None
+        self._check(s, "shares after consolidating")
+        changed = (s != self.shares).any(axis=0)
+        self.moved_gpus += int(np.maximum(s - self.shares, 0).sum())
+        self.shares = s
+        return changed

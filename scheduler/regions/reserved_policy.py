@@ -133,6 +133,20 @@ LEND_PROBES = ("estimate", "sia")
 #: JCT; then ``estimate``). ``estimate`` slowed 0.31%, ``sia`` 0.37% (mean JCT 4.996 h and
 #: 4.723 h; ``lend_moves`` 2; learned-home 8.184 h): ``estimate``.
 LEND_PROBE = "estimate"
+#: How a pool's oldest waiting job that fits the pool's unused quota summed over the
+#: regions, but no region's unused share of it, gets the pool's unused share moved into one
+#: region now (:meth:`ReservationRegionPolicy._consolidate`, a swap of unused shares:
+#: :meth:`~sia.scheduler.regions.reservations.ShareLedger.consolidate`). Under home FCFS
+#: such a job starts at once (its pool's whole quota is in one place); without the swap it
+#: waits, and the younger jobs of its pool behind it: on Philly's replay this *split* of the
+#: quota was the root of 186 of the 215 jobs that ``learned-reservations`` slowed against
+#: home FCFS (``bench_regions_slowed.py``, docs/results/regions.md, "Which mechanism slows
+#: jobs"). ``off``: no such move; ``swap``: the swap takes any idle share of another pool;
+#: ``free``: only as many GPUs as the other region has free enter the other pool's share
+#: there (not GPUs that loans hold). Default chosen on the training days only (the rules in
+#: the same section): ``swap`` slowed 1.09% of the jobs against 0.31% with ``off``.
+CONSOLIDATES = ("off", "swap", "free")
+CONSOLIDATE = "off"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -140,8 +154,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     Arguments as :class:`GlobalRegionPolicy` (``placement`` one of
     :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP, ``plan_demand``
-    (:data:`PLAN_DEMANDS`), ``lend_moves`` (:data:`LEND_MOVES`) and ``lend_probe``
-    (:data:`LEND_PROBES`).
+    (:data:`PLAN_DEMANDS`), ``lend_moves`` (:data:`LEND_MOVES`), ``lend_probe``
+    (:data:`LEND_PROBES`) and ``consolidate`` (:data:`CONSOLIDATE`).
     After a replay, :attr:`share_log` holds ``(time, shares [pool, region])``
     at every change of the shares in force (trace pool order).
     """
@@ -151,7 +165,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
                  plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES,
-                 lend_probe: str = LEND_PROBE):
+                 lend_probe: str = LEND_PROBE, consolidate: str = CONSOLIDATE):
         if lend_moves is not None and (isinstance(lend_moves, bool) or not isinstance(
                 lend_moves, int) or lend_moves < 0):
             raise ConfigError(f"regions: lend_moves must be an int >= 0 or None, got "
@@ -159,6 +173,9 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         if lend_probe not in LEND_PROBES:
             raise ConfigError(f"regions: lend_probe must be one of {', '.join(LEND_PROBES)}, "
                               f"got {lend_probe!r}")
+        if consolidate not in CONSOLIDATES:
+            raise ConfigError(f"regions: consolidate must be one of {', '.join(CONSOLIDATES)}, "
+                              f"got {consolidate!r}")
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -176,6 +193,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.plan_demand = plan_demand
         self.lend_moves = lend_moves
         self.lend_probe = lend_probe
+        self.consolidate = consolidate
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -244,7 +262,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             callable(getattr(reg.policy, "set_arrival_share", None)) for reg in self._regions)
         self.share_log: list[tuple[float, np.ndarray]] = [(0.0, shares.copy())]
         self.stats: dict[str, Any] = dict(scan_passes=0, scan_attempts=0, scan_hits=0, scan_s=0.0,
-                                          routed=0, plans=[], share_moves=0)
+                                          routed=0, plans=[], share_moves=0,
+                                          consolidations=0)
         self._routed_per_region = [0] * R
         self.queue_moves: list[tuple[int, float, int, int]] = []  # (job, time, from, to)
         self.lent_moves = np.zeros(trace.n_jobs, dtype=np.int64)  # lending-route moves per job
@@ -265,6 +284,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             if self._dirty and not self._ledger.settled:
                 self._move_shares(now)
             self._dirty = False
+            if self.consolidate != "off":  # before routing: a queue that lost its share moves there
+                self._consolidate()
             self._route_waiting(now)
             self._split_arrivals()
         starts: list[Start] = []
@@ -591,6 +612,10 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         """Move the shares in force towards the target; give the region policies their quotas."""
         usable = self._replicas.usable(now)[self._lrow]
         changed = self._ledger.step(self._used(), usable)
+        self._apply_shares(changed, now)
+
+    def _apply_shares(self, changed: np.ndarray, now: float) -> None:
+        """Log the shares in force and give the regions whose shares ``changed`` their quotas."""
         if not changed.any():
             return
         self.stats["share_moves"] += 1
@@ -603,6 +628,45 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             reg.trace.quota[:] = col
             reg.policy.set_quota(col.tolist())
             reg.state.touched.update(diff.tolist())
+
+    def _consolidate(self) -> None:
+        """Give each pool's oldest waiting job one region's unused share of its pool when the
+        pool's unused quota over all regions fits it and no region's does (:data:`CONSOLIDATE`):
+        the job's queue region first, else the eligible region with the most free GPUs; the
+        region needs the job's GPUs free now. The job moves there if it is not its queue."""
+        used = self._used()
+        usable = self._replicas.usable(self._now)[self._lrow]
+        free = [reg.cluster.free for reg in self._regions]
+        changed = np.zeros(len(self._regions), dtype=bool)
+        for p in range(self._trace.n_pools):
+            heads = [reg.state.pending[p][0] for reg in self._regions if reg.state.pending[p]]
+            if not heads:
+                continue
+            h = min(heads)
+            g, a = self._gpus[h], int(self._queue[h])
+            room = self._ledger.shares[p] - used[p]
+            if room.max() >= g or int(self._trace.quota[p]) - int(used[p].sum()) < g:
+                continue
+            order = [a] + sorted((r for r in range(len(self._regions)) if r != a),
+                                 key=lambda r: -free[r])
+            for r in order:
+                if free[r] < g or not usable[p, r]:
+                    continue
+                # pools waiting in r keep their share there (the swap takes only idle share)
+                idle = np.array([not q for q in self._regions[r].state.pending], dtype=bool)
+                got = self._ledger.consolidate(
+                    p, r, g, used, usable, partners=idle,
+                    idle=np.array(free) if self.consolidate == "free" else None)
+                if got is None:
+                    continue
+                if r != a:
+                    self._move(h, p, a, r)
+                    self.stats["routed"] += 1
+                free[r] -= g
+                changed |= got
+                self.stats["consolidations"] += 1
+                break
+        self._apply_shares(changed, self._now)
 
     def _plan(self, view: SimView) -> None:
         """Plan replicas and target shares from the predicted demand (module doc, step 2)."""

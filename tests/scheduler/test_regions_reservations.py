@@ -228,8 +228,10 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
-       placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]))
-def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe):
+       placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]),
+       consolidate=st.sampled_from(["off", "swap", "free"]))
+def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe,
+                                                                consolidate):
     jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
     pools = pools.select("pool", "quota_gpus")
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
@@ -238,7 +240,7 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
     cheap = ReservationWeights(move_weight=0.01, churn_weight=0.01)
     pol = ReservationRegionPolicy(lay, lambda: make_policy(name), inner_name=name,
                                   placement=placement, period_s=6 * H, weights=cheap,
-                                  lend_probe=probe)
+                                  lend_probe=probe, consolidate=consolidate)
     res = simulate(jobs, pools, pol, check_invariants=True)
     names = list(pol._trace.pool_names)
     quota = np.array([quotas[p] for p in names])
@@ -677,3 +679,71 @@ def test_no_job_makes_more_lending_moves_than_the_limit(seed, limit):
         run = (start <= t) & (t < end)
         busy = np.bincount(reg[run], weights=gpus[run], minlength=lay.n_regions)
         assert (busy <= lay.gpus).all()
+
+
+# ----------------------------------------------------------------------------- consolidation
+def test_consolidation_swaps_unused_shares_into_one_region():
+    # p holds 3 in A (2 used) and 1 in B; q holds 1 in A and 3 in B, nothing used. A 2-GPU
+    # job of p fits p's unused 1 + 1 but neither region: q's unused GPU in A swaps with p's
+    # in B, so p has 4 in A (2 unused) and q 4 in B
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[3, 1], [1, 3]]))
+    used = np.array([[2, 0], [0, 0]])
+    changed = led.consolidate(0, 0, 2, used, ALL)
+    assert changed.tolist() == [True, True]
+    assert led.shares.tolist() == [[4, 0], [0, 4]] and led.moved_gpus == 2
+    assert led.target.tolist() == [[3, 1], [1, 3]]  # the plan's target stays
+
+
+def test_consolidation_without_a_partner_changes_nothing():
+    # q has no usable copy in B, and A has no GPU outside the shares: no swap, no change;
+    # a job needing more than p's unused quota cannot be helped either
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[3, 1], [1, 3]]))
+    used = np.array([[2, 0], [0, 0]])
+    usable = np.array([[True, True], [True, False]])
+    assert led.consolidate(0, 0, 2, used, usable) is None
+    assert led.consolidate(0, 0, 3, used, ALL) is None
+    assert led.shares.tolist() == [[3, 1], [1, 3]] and led.moved_gpus == 0
+    # GPUs of A outside every share take p's share from B without a swap
+    led = ShareLedger(np.array([4, 2]), np.array([5, 3]), np.array([[3, 1], [1, 1]]))
+    assert led.consolidate(0, 0, 2, used, usable).tolist() == [True, True]
+    assert led.shares.tolist() == [[4, 0], [1, 1]]
+    # with no free GPU in B, q may not take p's share there (loans might hold it)
+    led = ShareLedger(np.array([4, 4]), np.array([4, 4]), np.array([[3, 1], [1, 3]]))
+    assert led.consolidate(0, 0, 2, used, ALL, idle=np.array([4, 0])) is None
+    assert led.consolidate(0, 0, 2, used, ALL, idle=np.array([0, 1])).tolist() == [True, True]
+
+
+def test_a_bad_consolidate_is_refused():
+    lay = layout_for_pools({"a": "A"}, {"a": 1})
+    with pytest.raises(ConfigError, match="consolidate"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                consolidate=True)
+
+
+@pytest.mark.parametrize("consolidate", ["off", "swap", "free"])
+def test_a_job_split_across_shares_starts_when_they_are_consolidated(monkeypatch, consolidate):
+    # A and B have 4 GPUs each; the plan splits a's and b's quotas 3 + 1. a1 (2 GPUs, 2 h)
+    # starts in A at 0, leaving 1 GPU of a's share in A and 1 in B (inner FCFS: no loans).
+    # a2 (2 GPUs, 1 h) arrives at 30 min. Without consolidation it waits for a1 (2 h) and
+    # a3 (2 GPUs, 45 min) behind it until 3 h; home FCFS starts them at 30 min and 1.5 h.
+    # Consolidation swaps b's unused GPU in A with a's in B: a2 starts at 30 min, a3 at 1.5 h
+    monkeypatch.setattr(reserved_policy, "plan_reservations", fixed_plan([[[3, 1], [1, 3]]]))
+    rows = [("a1", "a", 0.0, 2 * H, 2), ("a2", "a", H / 2, H, 2), ("a3", "a", 0.75 * H, H, 2)]
+    quotas = {"a": 4, "b": 4}
+    lay = layout_for_pools({"a": "A", "b": "B"}, quotas,
+                           replicas={"a": ["A", "B"], "b": ["B", "A"]})
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                  period_s=100 * H, consolidate=consolidate)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    if consolidate != "off":  # (B's GPU that a gives up is free: "free" swaps it too)
+        assert got == {"a1": 0.0, "a2": H / 2, "a3": 1.5 * H}
+        # at 30 min for a2; at 1.5 h a2 ends, the ledger moves the shares back to the plan,
+        # and a3 needs them consolidated again
+        assert pol.stats["consolidations"] == 2
+        assert [(t, x.tolist()) for t, x in pol.share_log if t == H / 2] == \
+            [(H / 2, [[4, 0], [0, 4]])]
+        assert pol.share_log[-1][1].tolist() == [[3, 1], [1, 3]]  # back to the plan later
+    else:
+        assert got == {"a1": 0.0, "a2": 2 * H, "a3": 3 * H}
+        assert pol.stats["consolidations"] == 0
