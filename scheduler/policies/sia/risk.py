@@ -483,21 +483,18 @@ class RiskBudget:
         perfect, jb, qk, pred = self.perfect_durations, self.job_bin, self._q, self._predicted
         out = []
         for j, row, s in zip(js, rows, sl, strict=True):
-            brow = []
-            for k, c in enumerate(row):
-                q = 1.0 - min(max(c, 0.0), 1.0)
-                if k >= s:
-                    b = CERTAIN
-                elif perfect:  # perfect information: a fit is certain, an overrun never lent
-                    b = CERTAIN if q <= 0.0 else NEVER
-                else:
-                    b = bisect_right(Q_EDGES, q) + 1
-                qk[k][j] = q
-                jb[k][j] = b
-                brow.append(b)
+            qs = [1.0 - min(max(c, 0.0), 1.0) for c in row]
+            if s >= K and not perfect:  # (the common case: no time limit that fits)
+                brow = [bisect_right(Q_EDGES, q) + 1 for q in qs]
+            else:  # perfect information: a fit is certain, an overrun never lent
+                brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
+                        else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
+            for k in range(K):
+                qk[k][j] = qs[k]
+                jb[k][j] = brow[k]
             pred[j] = 1
-            out.append(brow)
-        return np.asarray(out, dtype=np.int64).reshape(len(js), K)
+            out += brow
+        return np.array(out, dtype=np.int64).reshape(len(js), K)
 
     # ------------------------------------------------------------------ outcomes
     def started(self, now: float, jobs: list[int]) -> None:
@@ -634,34 +631,40 @@ class RiskBudget:
         """Refresh the posteriors of the due pools ``rows`` at ``now`` (see :meth:`_refresh`;
         the order of ``rows`` changes nothing)."""
         bt, fresh, push = self._bound_time, self._fresh, heapq.heappush
+        seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
+                                             self._snap_prior)
         self._due -= rows
+        moved = []
         for p in rows:
             bt[p] = now
             push(fresh, (now, p))
-        # the counts as of now are kept (shared with the live counts until the pool's next
-        # outcome copies them, see resolve); a posterior's parameters are computed from them
-        # only when one of its quantiles is first read
+            if seen[p] != snap_seen[p] or pver != snap_prior[p]:
+                moved.append(p)  # (else the snapshot's counts and prior are the same as now)
+        if moved:
+            self._retake(moved)
+
+    def _retake(self, rows: list[int]) -> None:
+        """Take the snapshots of ``rows`` anew (pools whose outcomes or prior moved since).
+
+        The counts as of now are kept (shared with the live counts until the pool's next
+        outcome copies them, see resolve); a posterior's parameters are computed from them
+        only when one of its quantiles is first read."""
         K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
         pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
-        changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
-            if sp == old_seen and pver == old_prior:
-                continue  # the snapshot's counts and prior have the same values as now
             for k in range(K):
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
-                    changed = True
                     pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
             snap_floor[p] = floor
             shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
-        if changed:  # the bounds moved: allowed() must scan again
-            self._version += 1
+        self._version += 1  # the bounds moved: allowed() must scan again
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
@@ -808,7 +811,15 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        c = self.cost(now, unused)
+        # the cost of a miss (cost(), inlined: one call per decision that may lend)
+        if now - self._load_time >= 300.0:
+            self._take_loads(now)
+        rho = 0.0  # the largest load among the pools with unused quota: the first such pool
+        for p in self._by_load:
+            if unused[p] > 0:
+                rho = self._load_list[p]
+                break
+        c = 1.0 / max(1.0 - rho, self._inv_cap)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
