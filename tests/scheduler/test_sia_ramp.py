@@ -466,3 +466,63 @@ def test_wake_ups_only_withhold_loans(gaps, durs):
     assert on_stats["opportunistic"] <= off_stats["opportunistic"]
     never, _ = _wake_replay(rows, loan_ramp_wake_days=4.0)
     assert never == off
+
+
+
+def test_a_job_that_ran_past_its_window_warms_the_first_later_window_it_fit():
+    # windows 5 min, 1 h, 12 h; a woken pool's witness predicted to fit 5 minutes runs 30
+    # minutes: a miss of 5 minutes, a fit of 1 h and 12 h; one running 13 h warms nothing
+    ramp = LoanRamp(1, evidence="misses", wake_days=1.0)
+    ramp.reset(2, 3, last_submit=[0.0, 0.0], windows=(300.0, 3600.0, 43200.0))
+    t = 2.0 * DAY
+    ramp.arrived(0, t)
+    ramp.arrived(1, t)
+    assert all(ramp.full(p, k) for p in (0, 1) for k in range(3))
+    ramp.witness(3, 0, 0, t, t + 300.0)
+    ramp.witness(4, 1, 0, t, t + 300.0)
+    dur = np.zeros(5)
+    dur[3], dur[4] = 1800.0, 13 * 3600.0
+    ramp.update(t + 1800.0, [1, 0], lambda p: np.array([3]), dur)
+    assert ramp.full(0, 0) and not ramp.full(0, 1) and not ramp.full(0, 2)
+    ramp.update(t + 13 * 3600.0, [1, 1], lambda p: np.array([3] if p == 0 else [4]), dur)
+    assert all(ramp.full(1, k) for k in range(3))
+    # without the windows (reset's default) an overrun warms nothing, as before
+    ramp.reset(1, 3, last_submit=[0.0])
+    ramp.arrived(0, t)
+    ramp.witness(3, 0, 0, t, t + 300.0)
+    ramp.update(t + 1800.0, [1], lambda p: np.array([3]), dur)
+    assert all(ramp.full(0, k) for k in range(3))
+
+
+@pytest.mark.parametrize("until", ["fit", "quiet"])
+def test_a_woken_pool_with_no_evidence_is_warm_after_a_quiet_largest_window(until):
+    W = (300.0, 3600.0, 43200.0)
+    ramp = LoanRamp(1, evidence="misses", wake_days=1.0, wake_until=until)
+    ramp.reset(2, 3, last_submit=[0.0, 0.0], windows=W)
+    t = 2.0 * DAY
+    ramp.arrived(0, t)
+    ramp.arrived(1, t)
+    # pool 1's new job was predicted to fit 5 minutes and is still running at 5 min + 1 s
+    ramp.witness(4, 1, 0, t, t + 300.0)
+    ramp.update(t + 301.0, [0, 0], lambda p: np.array([], dtype=int), np.zeros(5))
+    ramp.update(t + 43199.0, [0, 0], lambda p: np.array([], dtype=int), np.zeros(5))
+    assert all(ramp.full(p, k) for p in (0, 1) for k in range(3))  # cold before 12 h
+    ramp.update(t + 43200.0, [0, 0], lambda p: np.array([], dtype=int), np.zeros(5))
+    # after 12 h: pool 0 gave no evidence either way, pool 1's job ran past its window
+    assert [ramp.full(0, k) for k in range(3)] == [until == "fit"] * 3
+    assert all(ramp.full(1, k) for k in range(3))
+    ramp.arrived(0, t + 5.0 * DAY)  # a new silence: cold again, the quiet counted anew
+    ramp.update(t + 5.0 * DAY + 60.0, [0, 0], lambda p: np.array([], dtype=int), np.zeros(5))
+    assert all(ramp.full(0, k) for k in range(3))
+
+
+def test_the_wake_until_is_fit_or_quiet():
+    with pytest.raises(ConfigError, match="loan_ramp_wake_until must be one of"):
+        LoanRamp(1, evidence="misses", wake_days=1.0, wake_until="never")
+
+
+def test_quiet_warms_only_woken_pools_not_the_warmup():
+    ramp = LoanRamp(1, evidence="misses", warmup=1, wake_until="quiet")
+    ramp.reset(1, 1, windows=(300.0,))
+    ramp.update(10 * DAY, [0], lambda p: np.array([], dtype=int), np.zeros(1))
+    assert ramp.full(0, 0)  # never woke: the cold start still needs a fit

@@ -292,8 +292,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
-    ``loan_ramp_warmup``, ``loan_ramp_witness`` and ``loan_ramp_wake_days``
-    (:class:`~sia.scheduler.policies.sia.ramp.LoanRamp`),
+    ``loan_ramp_warmup``, ``loan_ramp_witness``, ``loan_ramp_wake_days`` and
+    ``loan_ramp_wake_until`` (:class:`~sia.scheduler.policies.sia.ramp.LoanRamp`),
     ``refresh_s`` (seconds between forecasts outside ticks; 0 = every
     decision), ``seed`` (kept for the record; SIA itself draws nothing),
     ``preempt`` (fungible GPUs: lend preemptible jobs beyond the predictions and
@@ -332,7 +332,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
                  loan_ramp_warmup: int = DEFAULT_WARMUP,
                  loan_ramp_witness: str = DEFAULT_WITNESS,
-                 loan_ramp_wake_days: float | None = DEFAULT_WAKE_DAYS,
+                 loan_ramp_wake_days: float | None = DEFAULT_WAKE_DAYS, loan_ramp_wake_until="fit",
                  calibration: bool | str = False,
                  calibration_alpha: float = 0.1, calibration_memory: int = 288,
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
@@ -387,11 +387,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                 raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
                                   f"of loans >= 1 or null (off), not {loan_ramp!r}")
             loan_ramp = None if perfect_d else DEFAULT_LOAN_RAMP
-        self.loan_ramp = (None if loan_ramp is None
-                          else LoanRamp(loan_ramp, backoff=loan_ramp_backoff,
-                                        memory=loan_ramp_memory, evidence=loan_ramp_evidence,
-                                        warmup=loan_ramp_warmup, witness=loan_ramp_witness,
-                                        wake_days=loan_ramp_wake_days, name=name))
+        self.loan_ramp = None if loan_ramp is None else LoanRamp(
+            loan_ramp, backoff=loan_ramp_backoff, memory=loan_ramp_memory,
+            evidence=loan_ramp_evidence, warmup=loan_ramp_warmup, witness=loan_ramp_witness,
+            wake_days=loan_ramp_wake_days, wake_until=loan_ramp_wake_until, name=name)
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self._calibrate(calibration, alpha=calibration_alpha, memory=calibration_memory,
@@ -459,7 +458,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             self.risk_budget.reset(trace)
         if self.loan_ramp is not None:
             self.loan_ramp.reset(P, K, None if self.lend_risk is None else self.lend_risk.tolist(),
-                                 last_submit=self._prior_last_submit(trace))
+                                 last_submit=self._prior_last_submit(trace),
+                                 windows=self.windows_s)
             self._wakes = self.loan_ramp.wake_days is not None
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)

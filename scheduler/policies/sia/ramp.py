@@ -41,9 +41,12 @@ predictions are as calibrated as the rule assumes keeps lending, a pool whose
 jobs changed kind stops).
 
 ``loan_ramp_warmup=N`` makes a pool *cold* in a window until N of its jobs
-(loans or witnesses) have ended within it (or within an earlier window): a cold pool lends there only what
-a time limit makes certain. A pool whose first jobs all overrun their
-predictions so never lends on them, where the plain ramp lends it one loan
+(loans or witnesses) predicted to fit it have ended within it: a job predicted to fit an earlier
+window counts in the first window it ended within and in every later one (since 2026-11-29, later
+the same day as the wake-up's measurements: before, a job that ran past its predicted window
+warmed no window, so a pool whose jobs are predicted to fit an hour and run three stayed cold in
+the 12-hour window too). A cold pool lends there only what a time limit makes certain. A pool
+whose first jobs all run past every window never lends on them, where the plain ramp lends it one loan
 at once (on Figure 13, one such first loan delayed 393 jobs of exp-071). It
 needs witnesses (``evidence`` ``misses`` or ``all``): a cold pool has no
 loans to prove it.
@@ -55,6 +58,13 @@ one, its predictions unproven until its own jobs fit (at least one per window, o
 Its cap falls back to ``initial`` as well. A silence of days often ends with a new project (on
 Philly's Figure 13 config, pool ``0e4a51`` submitted nothing for four days, then 124 jobs of
 three to five days each, where its training weeks' jobs ran an hour or less).
+
+``loan_ramp_wake_until`` says when a woken pool is warm again: ``fit`` (the default) once one of
+its new jobs has fit a window, as above; ``quiet`` also once the largest window has passed since
+the wake with none of the jobs the pool started since then having run past a window it was predicted
+to fit (no evidence either way: a pool whose quota is held by day-long jobs cannot start a new job
+to prove itself, and stays cold for days under ``fit``). A burst of changed jobs keeps the pool cold:
+its witnesses run past their windows.
 
 Outcomes are read from the simulator's completions and the clock only (no
 peeking); with perfect durations no loan overruns and the ramp only delays
@@ -114,6 +124,8 @@ DEFAULT_WARMUP = 0
 #: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
 #: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
 DEFAULT_WAKE_DAYS: float | None = None
+#: When a woken pool is warm again (module docstring).
+WAKE_UNTIL = ("fit", "quiet")
 #: What a witnessed job's miss does (module docstring).
 WITNESS_RULES = ("hold", "reset", "tolerate")
 #: SIA's default ``loan_ramp_witness``, chosen on training data only by the rule of
@@ -137,7 +149,7 @@ class LoanRamp:
     def __init__(self, initial: int, ceiling: int = 1 << 20, backoff: str = "reset",
                  memory: int = 0, evidence: str = "loans", warmup: int = 0,
                  witness: str = DEFAULT_WITNESS, wake_days: float | None = DEFAULT_WAKE_DAYS,
-                 name: str = "sia"):
+                 wake_until: str = "fit", name: str = "sia"):
         if isinstance(initial, bool) or not isinstance(initial, int) or initial < 1:
             raise ConfigError(f"policy {name!r}: loan_ramp must be a whole number of loans >= 1 "
                               f"(or unset), not {initial!r}")
@@ -165,6 +177,9 @@ class LoanRamp:
                 raise ConfigError(f"policy {name!r}: loan_ramp_wake_days needs "
                                   f"loan_ramp_evidence 'misses' or 'all' (a cold pool makes no "
                                   f"loan to prove it)")
+        if wake_until not in WAKE_UNTIL:
+            raise ConfigError(f"policy {name!r}: loan_ramp_wake_until must be one of "
+                              f"{WAKE_UNTIL}, not {wake_until!r}")
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ConfigError(f"policy {name!r}: loan_ramp_memory must be a whole number of "
                               f"loans >= 0, not {memory!r}")
@@ -174,6 +189,8 @@ class LoanRamp:
         self.warmup = int(warmup)
         #: silence (days) after which a pool's next job makes it cold again; None: never
         self.wake_days = None if wake_days is None else float(wake_days)
+        #: a woken pool is also warm after a quiet largest window (``wake_until="quiet"``)
+        self.quiet = wake_until == "quiet"
         self.witness_rule = witness
         #: True when the pool's own (dedicated) jobs are witnessed (:meth:`witness`)
         self.witnesses = evidence != "loans"
@@ -184,12 +201,16 @@ class LoanRamp:
         self.tolerance: list[float] | None = None
         self.ceiling = max(int(ceiling), self.initial)
 
-    def reset(self, n_pools: int, n_windows: int, tolerance=None, last_submit=None) -> None:
+    def reset(self, n_pools: int, n_windows: int, tolerance=None, last_submit=None,
+              windows=None) -> None:
         """Forget everything (a new replay); ``tolerance``: per window, the overrun rate the
         lending rule accepts (eps; None: 0); ``last_submit``: per pool, its last submission
         before the replay (s, the trace's submission clock, which a replay's speed-up leaves
-        alone; NaN or None: unknown, no wake-up at its first job)."""
+        alone; NaN or None: unknown, no wake-up at its first job); ``windows``: the windows'
+        lengths (s; None: a job that overruns its window warms no later one)."""
         from collections import deque
+
+        self.windows = () if windows is None else tuple(float(w) for w in windows)
 
         self.cap = [[self.initial] * n_windows for _ in range(n_pools)]
         self.tolerance = [0.0] * n_windows if tolerance is None else [float(t) for t in tolerance]
@@ -203,7 +224,8 @@ class LoanRamp:
         self.open: list[dict[int, list[Any]]] = [{} for _ in range(n_pools)]
         self.count = [[0] * n_windows for _ in range(n_pools)]
         #: per pool and window: its jobs (loans or witnesses) that ended within the window (or
-        #: within an earlier one); counted only when a warmup needs them
+        #: within an earlier one), also when predicted to fit an earlier one that they ran past;
+        #: counted only when a warmup needs them
         self.fits = [[0] * n_windows for _ in range(n_pools)]
         self._done = [0] * n_pools
         #: per pool: the jobs (loans or witnesses) that must fit a window before it lends
@@ -214,6 +236,10 @@ class LoanRamp:
         self._wake_s = None if self.wake_days is None else self.wake_days * 86400.0
         #: per pool: when it last woke (s); only its jobs started since then warm it
         self._woke_at = [-math.inf] * n_pools
+        #: per pool: one of its jobs started since it woke ran past its window (``quiet``)
+        self._woke_missed = [False] * n_pools
+        self._quiet_s = self.windows[-1] if self.windows else math.inf
+        self._now = -math.inf
         #: no running unscored loan has a deadline before this (s): the overrun scan skips
         #: until then (a loan scored or ended since may leave it early: only a wasted scan)
         self._next_deadline = math.inf
@@ -234,6 +260,7 @@ class LoanRamp:
                 cap[k] = self.initial
             self.need[p] = max(self.warmup, 1)
             self._woke_at[p] = t
+            self._woke_missed[p] = False
             self.stats["woke"] += 1
 
     def update(self, now: float, completed_counts: list[int], completed_jobs,
@@ -242,6 +269,7 @@ class LoanRamp:
         deadline) and the ones running past their windows (missed); ``completed_jobs(p)``
         returns pool p's completed job indices in completion order, ``duration`` the jobs'
         run times (s; read only for jobs that have finished)."""
+        self._now = now
         for p, n in enumerate(completed_counts):
             if n > self._done[p]:
                 opened = self.open[p]
@@ -255,6 +283,10 @@ class LoanRamp:
                             if missed or lent_at + float(duration[j]) > deadline:
                                 if not missed:
                                     self._miss(p, k, seen)
+                                    if lent_at >= self._woke_at[p]:
+                                        self._woke_missed[p] = True
+                                if self.need[p] and lent_at >= self._woke_at[p]:
+                                    self._fit_later(p, k, float(duration[j]))
                                 continue
                             if seen and self.witness_rule == "tolerate":
                                 self.witnessed[p][k].append(0)
@@ -278,12 +310,26 @@ class LoanRamp:
                 if not rec[2]:
                     if now > rec[1]:
                         rec[2] = True
+                        if rec[3] >= self._woke_at[p]:
+                            self._woke_missed[p] = True
                         if self._miss(p, rec[0], rec[4]) and rec[4]:
                             rec[5] = True  # a witness counts against the cap from its miss on
                             self.count[p][rec[0]] += 1
                     elif rec[1] < nxt:
                         nxt = rec[1]
         self._next_deadline = nxt
+
+    def _fit_later(self, p: int, k: int, d: float) -> None:
+        """A job of pool ``p`` predicted to fit window ``k`` ran ``d`` s, past it: for the
+        warm-up it fits the first later window it ended within, and every one after (its
+        prediction said it fits those too)."""
+        w = self.windows
+        for kk in range(k + 1, len(w)):
+            if d <= w[kk]:
+                fits = self.fits[p]
+                for k2 in range(kk, len(w)):
+                    fits[k2] += 1
+                return
 
     def _miss(self, p: int, k: int, witnessed: bool = False) -> bool:
         """A loan (or a witnessed job) of pool ``p`` overran window ``k``: back off the cap.
@@ -311,7 +357,15 @@ class LoanRamp:
     def holds(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now (at its
         cap, or cold there); counts nothing."""
-        return self.count[p][k] >= self.cap[p][k] or self.fits[p][k] < self.need[p]
+        if self.count[p][k] >= self.cap[p][k]:
+            return True
+        if self.fits[p][k] < self.need[p]:
+            if (self.quiet and not self._woke_missed[p]
+                    and self._now >= self._woke_at[p] + self._quiet_s > -math.inf):
+                self.need[p] = 0  # a quiet largest window since the wake: warm again
+                return False
+            return True
+        return False
 
     def full(self, p: int, k: int) -> bool:
         """:meth:`holds`, counting each time a pool is held back (``stats["held_back"]``)."""
