@@ -436,7 +436,7 @@ class RiskBudget:
         # keeps a window's quantiles when neither moved (the same parameters, the same floats)
         self._snap_seen: list[list[int] | None] = [None] * P
         self._snap_prior: list[list[int] | None] = [None] * P
-        self._prior_ver = [0] * K  # bumped when the prior of a window changes value
+        self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
         # the pools due for a refresh: an overrun since their last one (resolve adds them) or
@@ -668,7 +668,9 @@ class RiskBudget:
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
-        ``now``; skipped when no outcome came since the last time (the same floats)."""
+        ``now``: a :class:`_Prior` keeping the counts of the windows with a new outcome since
+        the last update (their rates are computed when first read) and sharing the others';
+        skipped when no outcome came at all (the same floats)."""
         self._prior_time = now
         seen, old_seen = self._gseen, self._prior_seen
         if old_seen == seen:
