@@ -247,7 +247,7 @@ c68d6be) gave main 12.7%, 12.2%, 12.2% net against 12.0%, 11.6%, 11.6%, identica
 The timer's own cost is under-subtracted: a timed no-op called just before each budget call
 in the replay (first 20,000 jobs, ``/tmp/riskfast4/ctx.py``) cost 2.64 us per call against
 ``timer_overhead``'s 0.87 us measured in a warm loop. Taking 2.64 us as the timer's cost (an
-upper bound: it includes the no-op's own cold call) would take about 0.9 s (1.2 points) more
+upper bound: it includes the no-op's own cold call) would take about 0.95 s (1.3 points) more
 off both main and the branch; the shares above keep the fifth cut's method. What is left
 (py-spy of the isolated replay of the whole trace's calls, share of the budget's samples):
 ``allowed`` 65% (the refresh 25%, of it the retaken snapshots 10% and the prior 5%;
