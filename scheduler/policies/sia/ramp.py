@@ -123,6 +123,12 @@ DEFAULT_WARMUP = 0
 #: 69.2-70.6 (out: the same loans' delays pass to a woken pool's queue, whose jobs can no longer
 #: be lent out of it); Graham's training days off 1 job / mean 222, every D 0 / 21.9-22.3
 #: (out): off. On Figure 13 (measured after the choice) D = 1 or 2 slows 0.079% against 0.91%.
+#: Again (2026-11-29, later) with ``loan_ramp_wake_until: quiet`` and the later-window fits, by the
+#: same kind of rule fixed before the runs (within the Philly bounds and 90% of off's geometric
+#: mean on both training sets, then the fewest slowed jobs summed, a tie to the higher geometric
+#: mean on Philly's weeks): Philly's weeks off 275 slowed / geomean 1.870644, D = 1 276 / 1.86632,
+#: D = 2 275 / 1.870642; Graham's days off 1 / 2.018, D = 1 or 2 1 / 1.873: D = 2 ties off on
+#: slowed jobs and loses the tie by 2e-6 of geometric mean, so off.
 DEFAULT_WAKE_DAYS: float | None = None
 #: When a woken pool is warm again (module docstring).
 WAKE_UNTIL = ("fit", "quiet")
