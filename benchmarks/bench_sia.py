@@ -207,6 +207,59 @@ are not bookkeeping-only changes (they move the bounds' timing), or moving the p
 and per-refresh Python into compiled code. After the branch's merge of main at 6550777, one
 run (``--out /tmp/riskfast3/merged``, while the test suite started): 12.1% (8.54 / 70.4), net
 11.4%, identical to the reference.
+
+Measured (2026-11-29, sixth cut, every decision kept; small: the issue's < 10% is NOT met).
+Cut: the due pools kept as a set fed by a heap of refresh times (no scan of the candidates at
+each ``allowed``); a refresh retakes only the pools whose outcomes or prior moved (the others
+only get their time); the prior's rates computed per window when first read, from copies of
+the global counts kept at the update (its version bumped on any new outcome of the window:
+where the rates did not move, the quantiles recomputed are the same floats), and the floor
+kept when its parameters are; ``_lendable`` reads each floor's open windows once and gives a
+pool with none the shared row; the loads in one pass; ``cost`` inlined in ``allowed``;
+``classify`` by list comprehensions. Isolated, the cut is larger than in the replay: the
+budget's 530,923 calls of the whole replay, recorded once and replayed on main's and this
+branch's ``risk.py`` in one process (``/tmp/riskfast4/record.py``, ``replay.py``; identical
+``allowed`` answers and counters): main 4.95 s, branch 4.45 s (min of 3, -10%). In the replay
+the same calls cost about twice as much (each call comes cold, after the policy's own work),
+and the cut there is about 6% (net, medians below). Tried and dropped (no gain in the
+isolated replay): closed-form bounds on the floor's cdf in place of ``betainc``, and a FIFO per
+window for the outcomes that come in time order instead of the heap. main (at c68d6be) and
+branch riskfast4 after its merge of main (11433ce) run concurrently, pairwise (2 cores shared
+with other engineers' jobs).
+
+| run | main: bookkeeping / in policy (CPU s) | share | net | branch riskfast4 | share | net |
+|---|---|---|---|---|---|---|
+| 1 | 10.13 / 75.2 | 13.5% | 12.9% | 9.55 / 75.0 | 12.7% | 12.1% |
+| 2 | 9.46 / 72.8 | 13.0% | 12.4% | 8.73 / 71.4 | 12.2% | 11.6% |
+| 3 | 9.83 / 75.0 | 13.1% | 12.5% | 9.25 / 74.7 | 12.4% | 11.8% |
+| median | 9.83 / 75.0 | **13.1%** | 12.5% | 9.25 / 74.7 | **12.4%** | **11.8%** |
+
+Commands: the reference ``cd /work/main && /work/main/.venv/bin/python
+benchmarks/risk_identity.py --fc /tmp/riskfast4/fc.pkl --out /tmp/riskfast4/ref`` (main at
+e552d1c, first); then ``N`` = 4, 5, 6, the two at once (``/tmp/riskfast4/pair.sh N``): ``cd
+/work/main && /work/main/.venv/bin/python benchmarks/risk_identity.py --fc
+/tmp/riskfast4/fc.pkl --out /tmp/riskfast4/pmN --compare /tmp/riskfast4/ref`` and
+``.venv/bin/python benchmarks/risk_identity.py --fc /tmp/riskfast4/fc.pkl --out
+/tmp/riskfast4/pbN --compare /tmp/riskfast4/ref``: every run's result table (82,182 rows) and
+counters identical to the reference (main's ramp commits since e552d1c do not move this
+replay). An earlier set before the merge (branch 3fbdb39, main moving from cd8d140 to
+c68d6be) gave main 12.7%, 12.2%, 12.2% net against 12.0%, 11.6%, 11.6%, identical outputs too.
+The timer's own cost is under-subtracted: a timed no-op called just before each budget call
+in the replay (first 20,000 jobs, ``/tmp/riskfast4/ctx.py``) cost 2.64 us per call against
+``timer_overhead``'s 0.87 us measured in a warm loop. Taking 2.64 us as the timer's cost (an
+upper bound: it includes the no-op's own cold call) would take about 0.95 s (1.3 points) more
+off both main and the branch; the shares above keep the fifth cut's method. What is left
+(py-spy of the isolated replay of the whole trace's calls, share of the budget's samples):
+``allowed`` 65% (the refresh 25%, of it the retaken snapshots 10% and the prior 5%;
+``_lendable`` 19%, of it the floor's ``betainc`` 5% and ``_within`` 7%; the loads' refresh
+12%), ``resolve`` 17% (the outcome heap's pops 3.5%; its pushes in ``started`` 2.4%), ``classify``
+12%, ``started`` 6%; within each, no line above 5%. Below 10% needs fewer calls (``resolve`` runs at each of the 189,222
+decisions, ``allowed`` at 187,885: the policy's, not the budget's) or the per-outcome and
+per-refresh Python in compiled code (numba would add its compile time to the measured CPU
+of a fresh machine). After the branch's merge of main at 00eb36c (050e982): one run alone
+(``--out /tmp/riskfast4/merged``) 11.3% (7.35 / 64.9), net 10.6%, and one more pair with main
+at 00eb36c (``pair.sh 7``): main 12.8% (8.94 / 70.0), net 12.0%, against 12.2% (8.35 / 68.7),
+net 11.4%; every output identical to the reference.
 """
 
 from __future__ import annotations

@@ -422,7 +422,11 @@ def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, r
         rb.resolve(10_000.0)  # no refresh in between: no allowed() call
     finally:
         risk_mod._RENORM = old
-    assert rb._snap == taken
+    # (the prior is kept as its counts at the update; its rates are computed from them when read)
+    def counts(snaps):
+        return [x if len(x) < 4 else (*x[:3], x[3].counts) for x in snaps]
+
+    assert counts(rb._snap) == counts(taken)
     assert (rb._n != live) == (cut < len(q))  # every later job is scored (q = 0 is bin 1)
 
 
@@ -766,3 +770,71 @@ def test_the_floor_fails_a_threshold_only_below_its_exact_quantile(a, b, level, 
         assert x > t
     if x > t * (1.0 + 1e-3):
         assert floor.fails(t)[0]
+
+
+# ----------------------------------------------------------------------------- due pools, lazy prior
+
+
+@settings(max_examples=200, deadline=None)
+@given(P=st.integers(1, 6), calls=st.lists(
+    st.tuples(st.integers(0, 400), st.lists(st.integers(0, 5), max_size=6),
+              st.lists(st.integers(0, 5), max_size=3)), max_size=40))
+def test_due_pools_are_the_overrun_or_300_s_old_ones(P, calls):
+    # the due set fed by a heap of refresh times refreshes, at each call, exactly the asked
+    # pools that the rescan rule picks: an overrun since their last refresh, or 300 s old
+    rb = RiskBudget(W, 0.1)
+    rb.reset(fake_trace([0], [100.0], [1] * P))
+    bt, dirty, now = [-math.inf] * P, set(), 0.0
+    for step, asked, overran in calls:
+        now += float(step)
+        for p in overran:  # as resolve marks a pool that overran
+            if p < P:
+                rb._due.add(p)
+                dirty.add(p)
+        pools = sorted({p for p in asked if p < P})
+        want = [p for p in pools if p in dirty or now - bt[p] >= 300.0]
+        for p in want:
+            bt[p] = now
+            dirty.discard(p)
+        rb._refresh(now, pools)
+        assert rb._bound_time == bt
+
+
+def eager_prior(rb: RiskBudget) -> np.ndarray:
+    """The prior's rates [K, B] computed at once from today's global counts (numpy arrays)."""
+    f = (rb._glam ** np.asarray(rb._gt, dtype=np.float64))[:, None]
+    gn, gm, gs = (f * np.asarray(x)[:, 1:NEVER] for x in (rb._gn, rb._gm, rb._gs))
+    qbar = np.where(gn > 0, gs / np.maximum(gn, 1e-12), np.asarray(Q_EDGES)[None])
+    return np.maximum((gm + rb.prior_n * qbar) / (gn + rb.prior_n), 1e-4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=budget_states(), split=st.floats(0.0, 1.0), renorm=st.sampled_from([3, 2000]))
+def test_the_lazy_prior_equals_the_eager_one_at_its_update(state, split, renorm):
+    # the prior's rates are computed when first read, from the counts kept at its update: the
+    # same floats as computing every window and bin at the update, however many outcomes were
+    # taken in after it
+    import sia.scheduler.policies.sia.risk as risk_mod
+
+    P, pools, d, q, unused = state
+    cut = int(split * len(q))
+    old = risk_mod._RENORM
+    risk_mod._RENORM = renorm
+    try:
+        rb = RiskBudget(W, 0.1, cold_n=0.0, memory=10.0)
+        rb.reset(fake_trace(pools, d, [3] * P))
+        for j, qj in enumerate(q):
+            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+        rb.started(0.0, list(range(cut)))
+        rb.resolve(5000.0)
+        rb.allowed(5000.0, unused)  # the prior's update
+        want = eager_prior(rb)
+        prior = rb._prior
+        rb.started(5000.0, list(range(cut, len(q))))
+        rb.resolve(10_000.0)  # later outcomes: no update (no allowed() call)
+        assert np.array_equal(np.asarray([prior.row(k)[0] for k in range(2)]), want)
+        assert rb._prior_ab[0] == [[rb.prior_n * x for x in r] for r in want.tolist()]
+        rb.allowed(10_000.0, unused)  # the next update takes the counts of its time
+        assert np.array_equal(rb._g, eager_prior(rb))
+    finally:
+        risk_mod._RENORM = old

@@ -165,6 +165,23 @@ class RecentUse:
 
     def used(self, now: float, lo: float) -> list[float]:
         """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
+        self._advance(now, lo)
+        a, s, last = self._front
+        ab, sb, lastb = self._back
+        return [(x + y * (now - z)) - (xb + yb * (lo - zb))
+                for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
+
+    def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
+        """Return each pool's ``used(now, lo) / (quota * span)`` (the same floats: the same
+        operations, in one pass)."""
+        self._advance(now, lo)
+        a, s, last = self._front
+        ab, sb, lastb = self._back
+        return [((x + y * (now - z)) - (xb + yb * (lo - zb))) / (q * span)
+                for x, y, z, xb, yb, zb, q in zip(a, s, last, ab, sb, lastb, quota, strict=True)]
+
+    def _advance(self, now: float, lo: float) -> None:
+        """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
         ends, passed, starts = self._ends, self._passed, self._starts
         a, s, last = self._front
         if starts:
@@ -191,8 +208,6 @@ class RecentUse:
             sb[p] += g
             lastb[p] = t
         self._now = now
-        return [(x + y * (now - z)) - (xb + yb * (lo - zb))
-                for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
 
 
 class _Floor:
@@ -202,11 +217,12 @@ class _Floor:
     window and threshold, kept), not its quantile: a window fails when the cdf at the
     threshold is below ``level`` by more than ``_CDF_SLACK``, i.e. the floor is above it."""
 
-    __slots__ = ("a", "b", "level", "_memo")
+    __slots__ = ("a", "b", "level", "_memo", "_open")
 
     def __init__(self, a: list[float], b: list[float], level: float):
         self.a, self.b, self.level = a, b, level  # b NaN: no floor (nothing fails by it)
         self._memo: dict[float, list[bool]] = {}
+        self._open: dict[float, tuple[int, ...]] = {}
 
     def fails(self, t: float) -> list[bool]:
         """Return, per window, whether the floor quantile is surely above ``t``."""
@@ -216,9 +232,58 @@ class _Floor:
             got = self._memo[t] = [x < self.level - _CDF_SLACK for x in cdf]  # NaN: False
         return got
 
+    def opened(self, t: float) -> tuple[int, ...]:
+        """Return the windows that :meth:`fails` does not fail at ``t``, in order."""
+        got = self._open.get(t)
+        if got is None:
+            got = self._open[t] = tuple(k for k, f in enumerate(self.fails(t)) if not f)
+        return got
+
     def quantiles(self) -> list[float]:
         """Return the floor quantiles themselves (NaN: none)."""
         return betaincinv(np.asarray(self.a), np.asarray(self.b), self.level).tolist()
+
+
+class _Prior:
+    """The prior of one update (each window and bin's rate over all pools, see
+    :meth:`RiskBudget._update_prior`), computed per window when first read: the decayed global
+    counts are kept as of the update (``counts[k]``: the decay factor and copies of the
+    window's outcomes, overruns and sum of q per bin; None: a window never updated, its rates
+    0) and :meth:`row` computes the rates from them with the arithmetic the update made them
+    with, hence the same floats. A window without a new outcome shares the previous prior's
+    counts and rows."""
+
+    __slots__ = ("counts", "rows", "n0")
+
+    def __init__(self, counts: list[tuple[float, list[float], list[float], list[float]] | None],
+                 rows: list[tuple[list[float], list[float], list[float]] | None], n0: float):
+        self.counts, self.rows, self.n0 = counts, rows, n0
+
+    def row(self, k: int) -> tuple[list[float], list[float], list[float]]:
+        """Return window ``k``'s (rates g, prior_n g, prior_n (1 - g)) over bins 1..NEVER-1."""
+        got = self.rows[k]
+        if got is None:
+            c = self.counts[k]
+            if c is None:
+                zero = [0.0] * (NEVER - 1)
+                got = (zero, zero, zero)
+            else:
+                n0 = self.n0
+                g = [_prior_rate(c, b, n0) for b in range(1, NEVER)]
+                got = (g, [n0 * x for x in g], [n0 * (1.0 - x) for x in g])
+            self.rows[k] = got
+        return got
+
+
+def _prior_rate(c: tuple[float, list[float], list[float], list[float]], b: int, n0: float
+                ) -> float:
+    """The rate over all pools of bin ``b`` from a window's kept counts ``c`` (see _Prior)."""
+    f, gnk, gmk, gsk = c
+    gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
+    qbar = gs / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
+    # never below G_FLOOR (a model that says "certain" (q = 0) is not taken at its word, and
+    # Beta(0, b) has no quantile)
+    return max((gm + n0 * qbar) / (gn + n0), G_FLOOR)
 
 
 class _NegPowers:
@@ -288,10 +353,24 @@ class RiskBudget:
         # floats as the power at each outcome); a zero base has none (the power raises there)
         self._wpow = _NegPowers(self.decay)
         self._gwpow = _NegPowers(self._glam)
+        # glam^t for t < _RENORM (the global counts' decay at the prior), by numpy's power as
+        # the array of the windows' t was raised before: the same floats
+        self._gpos = (self._glam ** np.arange(_RENORM, dtype=np.float64)).tolist()
         self._certain_row = [CERTAIN] * len(self.windows_s)  # (shared, never written)
         self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
         self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
         self._quota_list: list[float] = []
+
+    @property
+    def _g(self) -> np.ndarray:
+        """The prior's rate per window and bin 1..NEVER-1 [K, B] (over all pools)."""
+        return np.asarray([self._prior.row(k)[0] for k in range(len(self.windows_s))])
+
+    @property
+    def _prior_ab(self) -> tuple[list[list[float]], list[list[float]]]:
+        """The prior's Beta parameters prior_n x (g, 1 - g), each [K, B]."""
+        rows = [self._prior.row(k) for k in range(len(self.windows_s))]
+        return [r[1] for r in rows], [r[2] for r in rows]
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: Any) -> None:
@@ -357,15 +436,16 @@ class RiskBudget:
         # keeps a window's quantiles when neither moved (the same parameters, the same floats)
         self._snap_seen: list[list[int] | None] = [None] * P
         self._snap_prior: list[list[int] | None] = [None] * P
-        self._prior_ver = [0] * K  # bumped when the prior of a window changes value
+        self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
-        self._dirty_pools: set[int] = set()
+        # the pools due for a refresh: an overrun since their last one (resolve adds them) or
+        # their last one 300 s old (moved here from _fresh); every pool at the start
+        self._due: set[int] = set(range(P))
         self._bound_time = [-math.inf] * P
-        self._oldest_bound = -math.inf
+        self._fresh: list[tuple[float, int]] = []  # heap: (time, pool) of the refreshes
         self._prior_time = -math.inf
-        self._g = np.zeros((K, NEVER - 1))
-        self._prior_ab = ([[0.0] * (NEVER - 1)] * K,) * 2  # prior_n x (g, 1 - g) [K, B]
+        self._prior = _Prior([None] * K, [None] * K, self.prior_n)  # rates 0 until updated
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load: np.ndarray | None = np.zeros(P)
         self._load_list = [0.0] * P
@@ -403,21 +483,18 @@ class RiskBudget:
         perfect, jb, qk, pred = self.perfect_durations, self.job_bin, self._q, self._predicted
         out = []
         for j, row, s in zip(js, rows, sl, strict=True):
-            brow = []
-            for k, c in enumerate(row):
-                q = 1.0 - min(max(c, 0.0), 1.0)
-                if k >= s:
-                    b = CERTAIN
-                elif perfect:  # perfect information: a fit is certain, an overrun never lent
-                    b = CERTAIN if q <= 0.0 else NEVER
-                else:
-                    b = bisect_right(Q_EDGES, q) + 1
-                qk[k][j] = q
-                jb[k][j] = b
-                brow.append(b)
+            qs = [1.0 - min(max(c, 0.0), 1.0) for c in row]
+            if s >= K and not perfect:  # (the common case: no time limit that fits)
+                brow = [bisect_right(Q_EDGES, q) + 1 for q in qs]
+            else:  # perfect information: a fit is certain, an overrun never lent
+                brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
+                        else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
+            for k in range(K):
+                qk[k][j] = qs[k]
+                jb[k][j] = brow[k]
             pred[j] = 1
-            out.append(brow)
-        return np.asarray(out, dtype=np.int64).reshape(len(js), K)
+            out += brow
+        return np.array(out, dtype=np.int64).reshape(len(js), K)
 
     # ------------------------------------------------------------------ outcomes
     def started(self, now: float, jobs: list[int]) -> None:
@@ -502,7 +579,7 @@ class RiskBudget:
                 mp[b] += w
                 gmk[b] += gw
                 overruns += 1
-                self._dirty_pools.add(p)
+                self._due.add(p)
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
 
@@ -531,73 +608,88 @@ class RiskBudget:
         their parameters, hence their floats, are the same."""
         if now - self._prior_time >= 300.0:
             self._update_prior(now)
-        bt, dirty = self._bound_time, self._dirty_pools
-        if not dirty and now - self._oldest_bound < 300.0:
-            return  # no pool is due
-        want = range(len(bt)) if pools is None else pools
-        if now - self._oldest_bound < 300.0:  # no pool is 300 s old: only dirty ones are due
-            rows = [p for p in dirty if p in want]  # (the order of rows changes nothing below)
-        else:
-            rows = [p for p in want if p in dirty or now - bt[p] >= 300.0]
-        if not rows:
-            return
+        fresh = self._fresh
+        if fresh and now - fresh[0][0] >= 300.0:
+            self._stale(now)
+        if self._due:
+            rows = self._due.intersection(range(len(self._bound_time)) if pools is None else pools)
+            if rows:
+                self._snapshot(now, rows)
+
+    def _stale(self, now: float) -> None:
+        """Move the pools whose last refresh is 300 s old at ``now`` into the due set.
+
+        ``now - t >= 300`` is monotone in ``t`` (rounding is), so the heap's oldest refresh
+        not 300 s old ends the pass; an entry of a pool refreshed since is skipped."""
+        fresh, bt, due, pop = self._fresh, self._bound_time, self._due, heapq.heappop
+        while fresh and now - fresh[0][0] >= 300.0:
+            t, p = pop(fresh)
+            if bt[p] == t:
+                due.add(p)
+
+    def _snapshot(self, now: float, rows: set[int]) -> None:
+        """Refresh the posteriors of the due pools ``rows`` at ``now`` (see :meth:`_refresh`;
+        the order of ``rows`` changes nothing)."""
+        bt, fresh, push = self._bound_time, self._fresh, heapq.heappush
+        seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
+                                             self._snap_prior)
+        self._due -= rows
+        moved = []
         for p in rows:
             bt[p] = now
-            dirty.discard(p)
-        self._oldest_bound = min(bt)
-        # the counts as of now are kept (shared with the live counts until the pool's next
-        # outcome copies them, see resolve); a posterior's parameters are computed from them
-        # only when one of its quantiles is first read
-        K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior_ab
+            push(fresh, (now, p))
+            if seen[p] != snap_seen[p] or pver != snap_prior[p]:
+                moved.append(p)  # (else the snapshot's counts and prior are the same as now)
+        if moved:
+            self._retake(moved)
+
+    def _retake(self, rows: list[int]) -> None:
+        """Take the snapshots of ``rows`` anew (pools whose outcomes or prior moved since).
+
+        The counts as of now are kept (shared with the live counts until the pool's next
+        outcome copies them, see resolve); a posterior's parameters are computed from them
+        only when one of its quantiles is first read."""
+        K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior
         n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
         pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
-        changed = False
         for p in rows:
             old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
-            if sp == old_seen and pver == old_prior:
-                continue  # the snapshot's counts and prior have the same values as now
             for k in range(K):
                 if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
                     rp[k] = [None] * B
-                    changed = True
                     pool_ver[p] += 1
             snap[p] = (n[p], m[p], t[p], prior)
             snap_floor[p] = floor
             shared[p] = True
             snap_seen[p], snap_prior[p] = sp[:], pver[:]
-        if changed:  # the bounds moved: allowed() must scan again
-            self._version += 1
+        self._version += 1  # the bounds moved: allowed() must scan again
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
-        ``now``; skipped when no outcome came since the last time (the same floats)."""
+        ``now``: a :class:`_Prior` keeping the counts of the windows with a new outcome since
+        the last update (their rates are computed when first read) and sharing the others';
+        skipped when no outcome came at all (the same floats)."""
         self._prior_time = now
-        if self._prior_seen == self._gseen:
+        seen, old_seen = self._gseen, self._prior_seen
+        if old_seen == seen:
             return
-        self._prior_seen = self._gseen[:]
-        n0, edges = self.prior_n, Q_EDGES
-        # the decay of each window's counts (numpy's power, as before); then per window and bin,
-        # in Python floats (the same IEEE operations as the arrays [K, B] were computed with)
-        fk = (self._glam ** np.asarray(self._gt, dtype=np.float64)).tolist()
-        g = []
-        for f, gnk, gmk, gsk in zip(fk, self._gn, self._gm, self._gs, strict=True):
-            row = []
-            for b in range(1, NEVER):
-                gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
-                qbar = gs / max(gn, 1e-12) if gn > 0 else edges[b - 1]
-                # the bin's rate over all pools; never below G_FLOOR (a model that says
-                # "certain" (q = 0) is not taken at its word, and Beta(0, b) has no quantile)
-                row.append(max((gm + n0 * qbar) / (gn + n0), G_FLOOR))
-            g.append(row)
-        self._g = np.asarray(g)
-        old = self._prior_ab
-        self._prior_ab = new = ([[n0 * x for x in r] for r in g],
-                                [[n0 * (1.0 - x) for x in r] for r in g])
-        for k in range(len(self._prior_ver)):
-            if new[0][k] != old[0][k] or new[1][k] != old[1][k]:
-                self._prior_ver[k] += 1
+        self._prior_seen = seen[:]
+        n0, gpow, ver, old = self.prior_n, self._gpos, self._prior_ver, self._prior
+        counts, rows = old.counts[:], old.rows[:]  # a new prior: snapshots keep theirs
+        for k, (gnk, gmk, gsk) in enumerate(zip(self._gn, self._gm, self._gs, strict=True)):
+            if old_seen is not None and old_seen[k] == seen[k]:
+                continue  # no outcome in this window since: the same counts, the same rates
+            # the decay of the window's counts (numpy's power, as before, from a table); the
+            # rates are computed from these copies when first read (_Prior.row), in Python
+            # floats (the same IEEE operations as the arrays [K, B] were computed with)
+            counts[k] = (gpow[self._gt[k]], gnk[:], gmk[:], gsk[:])
+            rows[k] = None
+            # the window's rates moved (a new outcome changes the decay of every count; where
+            # none did, as in a bin without outcomes, the quantiles recomputed are the same)
+            ver[k] += 1
+        self._prior = _Prior(counts, rows, n0)
         # the first bin's floor: the quantile of Beta(pa, memory + 1 + pb). Every pool's
         # posterior in that bin is Beta(m + pa, max(n - m, 0) + pb) with m >= 0 and n <= memory
         # (decayed counts: a sum of decay^i over distinct i >= 0), and the Beta quantile grows
@@ -611,8 +703,14 @@ class RiskBudget:
         # the floor's quantile: betaincinv at each prior cost a tenth of allowed() on Philly.
         # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
         cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
-        self._prior_floor = _Floor([r[0] for r in new[0]], [cap + r[0] for r in new[1]],
-                                   self.level)
+        a, b = [], []  # the first bin's prior parameters (0 in a window never updated)
+        for c in counts:
+            x = None if c is None else _prior_rate(c, 1, n0)
+            a.append(0.0 if x is None else n0 * x)
+            b.append(cap + (0.0 if x is None else n0 * (1.0 - x)))
+        floor = self._prior_floor
+        if a != floor.a or b != floor.b:  # (else the same floor: its cdf reads are kept)
+            self._prior_floor = _Floor(a, b, self.level)
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -625,10 +723,11 @@ class RiskBudget:
             cache.clear()
         miss: list[tuple[int, int, int, tuple[float, float]]] = []
         for p, k, b in cells:  # the arithmetic of _decayed and the prior's, in the same order
-            n, m, t, (pa, pb) = snap[p]
+            n, m, t, prior = snap[p]
+            _, pa, pb = prior.row(k)
             f = lam ** float(t[k])
             nd, md = f * n[k][b + 1], f * m[k][b + 1]  # the counts have every bin, from CERTAIN
-            key = (md + pa[k][b], max(max(nd - md, 0.0) + pb[k][b], 1e-9))
+            key = (md + pa[b], max(max(nd - md, 0.0) + pb[b], 1e-9))
             x = cache.get(key)
             if x is None:
                 miss.append((p, k, b, key))
@@ -663,13 +762,15 @@ class RiskBudget:
 
     def _take_loads(self, now: float) -> None:
         """Refresh the loads' list (see :meth:`loads`) and the pools by load, busiest first."""
-        used = (self._used_job_by_job(now) if self._live  # a running job: up to now (no peek)
-                else self._use.used(now, now - self.load_s))
         span = max(min(self.load_s, now - self._t0), 3600.0)
         if self._quota is not self._quota_of:  # the quotas' list, anew when they are replaced
             self._quota_of, self._quota_list = self._quota, self._quota.tolist()
-        self._load_list = ll = [u / (q * span) for u, q in zip(used, self._quota_list,
-                                                                 strict=True)]
+        if self._live:  # a running job counts up to now (no peek at its end)
+            ll = [u / (q * span) for u, q in zip(self._used_job_by_job(now), self._quota_list,
+                                                  strict=True)]
+        else:
+            ll = self._use.per_quota(now, now - self.load_s, self._quota_list, span)
+        self._load_list = ll
         self._load = None
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
@@ -712,13 +813,19 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        c = self.cost(now, unused)
+        # the cost of a miss (cost(), inlined: one call per decision that may lend)
+        if now - self._load_time >= 300.0:
+            self._take_loads(now)
+        rho = 0.0  # the largest load among the pools with unused quota: the first such pool
+        for p in self._by_load:
+            if unused[p] > 0:
+                rho = self._load_list[p]
+                break
+        c = 1.0 / max(1.0 - rho, self._inv_cap)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        if (self._dirty_pools or now - self._oldest_bound >= 300.0
-                or now - self._prior_time >= 300.0):  # else _refresh has nothing to do
-            self._refresh(now, pools)
+        self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
@@ -741,25 +848,33 @@ class RiskBudget:
         shared, never written after the scan)."""
         warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
         rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
-        snap, snap_floor, memo = self._snap, self._snap_floor, self._within_t
+        snap_floor, memo = self._snap_floor, self._within_t
         t = memo.get(c)
         if t is None:
             if len(memo) > 10_000:  # bounded: the costs follow the loads
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
         t_hi = t * (1.0 + 2.0 * _BRACKET)
-        todo = []
+        todo: list[tuple[int, int, int]] = []
+        last, opened, certain = None, (), self._certain_row
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
                 out[p] = rows[p]
                 continue
-            out[p] = rows[p] = [CERTAIN] * K
             row_v[p], row_c[p] = pver[p], c
-            if len(snap[p]) < 4:  # never refreshed: its quantiles are 1.0
-                todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w]
-                continue
-            fails = snap_floor[p].fails(t_hi)  # the first bin fails where the floor exceeds t
-            todo += [(p, k, 0) for k, w in enumerate(warm[p]) if w and not fails[k]]
+            # the windows whose first bin the floor does not fail (all of them in a pool never
+            # refreshed: its floor is the NaN one, and its quantiles are 1.0); most pools
+            # share the prior's floor
+            floor = snap_floor[p]
+            if floor is not last:
+                last, opened = floor, floor.opened(t_hi)
+            wp = warm[p]
+            ks = [k for k in opened if wp[k]] if opened else opened
+            if ks:
+                out[p] = rows[p] = [CERTAIN] * K
+                todo += [(p, k, 0) for k in ks]
+            else:  # no bin to scan: the shared row (never written)
+                out[p] = rows[p] = certain
         while todo:
             nxt = []
             for (p, k, b), ok in zip(todo, self._within(todo, t, c), strict=True):
@@ -784,11 +899,12 @@ class RiskBudget:
                 a.append(math.nan)
                 b.append(math.nan)
                 continue
-            n, m, tp, (pa, pb) = snap[p]
+            n, m, tp, prior = snap[p]
+            _, pa, pb = prior.row(k)
             f = lam ** float(tp[k])
             nd, md = f * n[k][i + 1], f * m[k][i + 1]
-            a.append(md + pa[k][i])
-            b.append(max(max(nd - md, 0.0) + pb[k][i], 1e-9))
+            a.append(md + pa[i])
+            b.append(max(max(nd - md, 0.0) + pb[i], 1e-9))
         dec = quantile_within(np.asarray(a), np.asarray(b), self.level, t).tolist()
         if -1 in dec:  # NaN (a known quantile) is undecided too
             self._quantiles([cell for cell, d, x in zip(cells, dec, known, strict=True)
