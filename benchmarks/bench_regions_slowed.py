@@ -67,6 +67,12 @@ def _table(rows: list[dict], late_h: dict[str, float], n_all: int) -> None:
     miss = Counter((r["mechanism"], r["loan_miss"]) for r in rows if r["mechanism"].startswith("loan"))
     print("loans by miss: " + ", ".join(f"{m} {k} {c}" for (m, k), c in sorted(
         miss.items(), key=lambda x: str(x[0]))))
+    roots = {r["root"]: (r["loans"], r["loan_gpus"]) for r in rows
+             if r["mechanism"].startswith("loan")}
+    if roots:  # a wait on loans is on all those running, not only the one classify names
+        print(f"loan roots: {len(roots)}; loans running in their region at their baseline "
+              f"start: max {max(n for n, _ in roots.values())}, holding at most "
+              f"{max(g for _, g in roots.values())} GPUs")
     kinds = Counter(r["kind"] for r in rows)
     print("direct kinds: " + ", ".join(f"{k} {c}" for k, c in kinds.most_common()))
 

@@ -102,6 +102,15 @@ def classify(w: WaitState) -> tuple[str, int]:
     return "unexplained", -1
 
 
+def held_by_loans(running: Any, opportunistic: Any, gpus: list[int]) -> tuple[int, int]:
+    """The loans running in a region and the GPUs they hold: ``running`` the region's running
+    jobs (iterable of job indices), ``opportunistic`` per job whether it runs as a loan,
+    ``gpus`` per job its GPUs. A late job's wait on loans is a wait on all of them, not only
+    on the last one lent (which :func:`classify` names)."""
+    loans = [i for i in running if opportunistic[i]]
+    return len(loans), int(sum(gpus[i] for i in loans))
+
+
 def resolve(kind: dict[int, str], ref: dict[int, int]) -> dict[int, tuple[str, int, int]]:
     """For every classified job: (root mechanism, cascade depth, root job), following
     ``cascade`` and ``own-late`` links through ``ref`` (a link to a job never classified, or
@@ -138,6 +147,7 @@ class SlowedProbe:
         self.kind: dict[int, str] = {}
         self.ref: dict[int, int] = {}
         self.when: dict[int, float] = {}
+        self.held: dict[int, tuple[int, int]] = {}  # job -> (loans, their GPUs) in its queue
         self.last_lend = False  # the move being made is the lending route's
         self.moved_by_route: set[int] = set()  # jobs whose last move was a lending move
         self.lend_moved: set[int] = set()  # jobs the route ever moved
@@ -192,6 +202,7 @@ class SlowedProbe:
                if pol._pool[i] == p and not reg.state.opportunistic[i]]
         loans = [i for i in st.running if st.opportunistic[i]]
         loan = max(loans, key=lambda i: (st.start_time[i], i), default=-1)
+        self.held[j] = held_by_loans(loans, st.opportunistic, pol._gpus)
         w = WaitState(job=j, g=g, share=int(share[a]), used=int(st.used_ded[p]),
                       eligible=bool(usable[a] and share[a] > 0), quota=int(pol._trace.quota[p]),
                       used_all=int(used_all), free=int(regions[a].cluster.free),
@@ -235,7 +246,9 @@ class SlowedProbe:
         kind, cascade depth, the root job and, for a loan, the loan's job and ``loan_miss``:
         ``duration`` when the loan still ran at or after the end of the window it was lent in
         at the root's baseline start (its duration was mispredicted), ``in-window`` when not
-        (a pool's arrivals beyond the forecast), None when its window is unknown."""
+        (a pool's arrivals beyond the forecast), None when its window is unknown; and, for a
+        loan, ``loans`` and ``loan_gpus``: all the loans running in the root's queue region
+        then and the GPUs they held (:func:`held_by_loans`; None for other mechanisms)."""
         roots = resolve(self.kind, self.ref)
         ends = self._window_ends()
         ids = self.policy._trace.job_ids
@@ -244,15 +257,17 @@ class SlowedProbe:
             if j not in roots:
                 rows.append(dict(job=str(ids[j]), mechanism="not-seen", group="?",
                                  kind="not-seen", depth=0, root=str(ids[j]), loan=None,
-                                 loan_miss=None))
+                                 loan_miss=None, loans=None, loan_gpus=None))
                 continue
             mech, depth, root = roots[j]
             loan = self.ref.get(root, -1) if mech.startswith("loan") else -1
             miss = None
             if loan in ends:
                 miss = "duration" if self.when[root] >= ends[loan] else "in-window"
+            n, held = self.held.get(root, (0, 0)) if loan >= 0 else (None, None)
             rows.append(dict(job=str(ids[j]), mechanism=mech, group=GROUP[mech],
                              kind=self.kind[j], depth=depth,
                              root=str(ids[root]) if root >= 0 else None,
-                             loan=str(ids[loan]) if loan >= 0 else None, loan_miss=miss))
+                             loan=str(ids[loan]) if loan >= 0 else None, loan_miss=miss,
+                             loans=n, loan_gpus=held))
         return rows

@@ -19,6 +19,7 @@ from sia.scheduler.regions.slowed import (
     SlowedProbe,
     WaitState,
     classify,
+    held_by_loans,
     resolve,
 )
 from sia.scheduler.registry import make_policy
@@ -98,3 +99,13 @@ def test_a_job_late_behind_a_split_share_and_its_cascade(monkeypatch):
             rows_out["a3"]["root"]) == ("split", "cascade", 1, "a2")
     assert rows_out["a3"]["group"] == "c"
     assert ids.index("a1") not in probe.kind  # a1 started at its baseline start: not looked at
+    assert rows_out["a2"]["loans"] is None and rows_out["a2"]["loan_gpus"] is None  # no loan
+
+
+def test_a_wait_on_loans_counts_every_loan_running_not_only_the_last():
+    # jobs 0-4 run in the region: 1 (2 GPUs), 3 (1 GPU) and 4 (3 GPUs) are loans
+    running = {0: None, 1: None, 3: None, 4: None}
+    opportunistic = [False, True, False, True, True]
+    gpus = [4, 2, 8, 1, 3]
+    assert held_by_loans(running, opportunistic, gpus) == (3, 6)
+    assert held_by_loans({0: None}, opportunistic, gpus) == (0, 0)
