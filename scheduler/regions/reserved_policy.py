@@ -144,7 +144,10 @@ LEND_PROBE = "estimate"
 #: jobs"). ``off``: no such move; ``swap``: the swap takes any idle share of another pool;
 #: ``free``: only as many GPUs as the other region has free enter the other pool's share
 #: there (not GPUs that loans hold). Default chosen on the training days only (the rules in
-#: the same section): ``swap`` slowed 1.09% of the jobs against 0.31% with ``off``.
+#: the same section): ``swap`` slowed 1.09% of the jobs against 0.31% with ``off``. Traced
+#: (``bench_regions_swaptrace.py``, "How the swap led to the burst's wait"): its extra slowed
+#: jobs are one burst that waited for learned SIA's own loans on a missed forecast, with no
+#: swap near it; a different trajectory, not a fault of the swap.
 CONSOLIDATES = ("off", "swap", "free")
 CONSOLIDATE = "off"
 
