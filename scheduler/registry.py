@@ -194,6 +194,41 @@ def _init_annotations(cls: type) -> dict[str, str]:
     return out
 
 
+def unknown_options(name: str, options: dict[str, Any]) -> dict[str, str]:
+    """Return {option: what is wrong} for the options that policy ``name``'s constructor does
+    not take (a typo names the closest option it does take; {} when all are known)."""
+    import difflib
+
+    known = _init_parameters(policy_class(name))
+    out = {}
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            out[key] = f"is not an option of policy {name!r}{hint}"
+    return out
+
+
+@functools.cache
+def _init_parameters(cls: type) -> frozenset[str]:
+    """Return the names of the constructor parameters of ``cls`` and its bases (a subclass that
+    takes ``**options`` passes them to its base)."""
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if klass is object or init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            continue
+        names.update(k for k, p in params.items() if k != "self" and p.kind not in (
+            inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL))
+    return frozenset(names)
+
+
 def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     """Return a new policy instance for ``name`` built with ``options`` (e.g. ``seed=0``).
 
@@ -207,6 +242,8 @@ def make_policy(name: str, *, locality: Any = None, **options: Any) -> Policy:
     cls = policy_class(name)
     for key, problem in option_type_problems(name, options).items():
         raise ConfigError(f"policy {name!r}: option {key} {problem}")
+    for key, problem in unknown_options(name, options).items():
+        raise ConfigError(f"policy {name!r}: option {key!r} {problem}")
     try:
         return cls(**options)
     except TypeError as exc:

@@ -29,11 +29,12 @@ from sia.scheduler.registry import (
     policy_class,
     policy_needs,
     policy_options,
+    unknown_options,
 )
 
 __all__ = [
     "GlobalRegionPolicy", "ReservationRegionPolicy", "RegionsFile", "read_regions_file", "regions_from_jobs", "POLICIES", "POLICY_NAMES", "PreemptionConfig", "RESULT_COLUMNS", "SLOWED_AFTER_S", "LocalityConfig",
-    "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problems", "options_from_cli",
+    "check_policy", "compare", "config_for_policy", "make_policy", "option_type_problems", "unknown_options", "options_from_cli",
     "parse_cells_options", "parse_placement", "policies_with", "policy_class", "policy_needs",
     "policy_options", "replay_maybe_cells", "simulate", "simulate_cells",
 ]

@@ -589,6 +589,7 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
         POLICY_NAMES,
         check_policy,
         option_type_problems,
+        unknown_options,
     )
 
     if not isinstance(raw, list) or not raw:
@@ -622,7 +623,8 @@ def _parse_policies(raw: Any, w: _Where, locality: dict[str, Any] | None = None,
             if opt in options:
                 raise w.error(f"{key}.options.{opt}", "the forecaster is built by the pipeline; "
                                                       "use predictors: and forecaster: learned")
-        for opt, problem in option_type_problems(name, options).items():
+        for opt, problem in {**option_type_problems(name, options),
+                             **unknown_options(name, options)}.items():
             raise w.error(f"{key}.options.{opt}", problem)
         forecaster = w.string(item.get("forecaster", "learned" if needs.forecaster else "none"),
                               f"{key}.forecaster", ("learned", "none"))

@@ -415,8 +415,11 @@ def test_dask_and_process_pool_match_the_inline_run(tmp_path):
 
 
 def test_worker_failure_names_the_replay(tmp_path):
-    cfg = parse_config(tiny(policies=["fcfs", {"name": "maxmin", "options": {"bogus": 1}}]))
-    with pytest.raises(ConfigError, match=r"exp-000/maxmin: policy 'maxmin': bad options"):
+    # windows that do not increase pass the config's checks and fail in the worker
+    cfg = parse_config(tiny(policies=["fcfs", {"name": "sia-perfect",
+                                               "options": {"windows_s": [600, 300]}}]))
+    with pytest.raises(ConfigError, match=r"exp-000/sia-perfect: policy 'sia-perfect': "
+                                          r"windows_s must be increasing"):
         ev.run_sweep(cfg, tmp_path / "res", progress=False, log_mlflow=False,
                         make_plots=False)
 

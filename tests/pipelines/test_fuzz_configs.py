@@ -118,6 +118,22 @@ def test_an_option_of_the_wrong_type_is_refused_naming_it(tmp_path, value, words
     _expect_one_line_error(load_config, out, "policies[1].options.adaptation", words)
 
 
+def test_an_unknown_option_is_refused_before_any_work_naming_the_closest_one(tmp_path):
+    """A typo in an option name was only found by the replay, after the predictors trained."""
+    cfg = {"name": "t", "trace": {"synthetic": "base", "days": 2},
+           "policies": ["fcfs", {"name": "sia-perfect",
+                                 "options": {"loan_ramp_wake_unti": "quiet"}}]}
+    out = tmp_path / "t.yaml"
+    out.write_text(yaml.safe_dump(cfg))
+    _expect_one_line_error(load_config, out, "policies[1].options.loan_ramp_wake_unti",
+                           "is not an option of policy 'sia-perfect' (did you mean "
+                           "'loan_ramp_wake_until'?)")
+    # an option of the base class, taken through the subclass's **options, is known
+    cfg["policies"][1]["options"] = {"loan_ramp_wake_until": "quiet", "seed": 3}
+    out.write_text(yaml.safe_dump(cfg))
+    load_config(out)
+
+
 def test_make_policy_checks_simple_option_types():
     from sia.scheduler.registry import make_policy
 

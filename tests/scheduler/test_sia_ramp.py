@@ -526,3 +526,27 @@ def test_quiet_warms_only_woken_pools_not_the_warmup():
     ramp.reset(1, 1, windows=(300.0,))
     ramp.update(10 * DAY, [0], lambda p: np.array([], dtype=int), np.zeros(1))
     assert ramp.full(0, 0)  # never woke: the cold start still needs a fit
+
+
+class _TrueBins(PerfectForecaster):
+    """Perfect arrivals, load and duration bins, taken as predictions (the ramp is on)."""
+
+    perfect_information = False
+
+
+@pytest.mark.parametrize("options, start", [
+    ({}, 10.0),  # no wake-up: b1 is lent at once
+    ({"loan_ramp_wake_days": 1.0}, 20000.0),  # fit: cold until b0 frees B's quota for b1
+    ({"loan_ramp_wake_days": 1.0, "loan_ramp_wake_until": "quiet"}, 300.0),  # one quiet window
+])
+def test_a_woken_pool_whose_quota_a_long_job_holds_lends_after_a_quiet_window(options, start):
+    # B wakes at t with b0 (20000 s, predicted long: no evidence either way) on its only GPU;
+    # b1 (100 s, predicted to fit 5 minutes) waits; A's 2 GPUs are idle until t + 50000
+    t = 2.0 * DAY
+    rows = [("e0", "B", 0.0, 100.0, 1), ("b0", "B", t, 20000.0, 1), ("b1", "B", t + 10.0, 100.0, 1),
+            ("a0", "A", t + 50000.0, 10.0, 1)]
+    pol = SiaPolicy(_TrueBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), loan_ramp=1,
+                    loan_ramp_evidence="misses", **options)
+    res = simulate(table(rows), make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert got["b1"] == t + start

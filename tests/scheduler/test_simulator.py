@@ -343,7 +343,7 @@ def test_registry_lists_names_and_rejects_unknown_ones():
     assert {"fcfs", "ssf", "gssf", "maxmin", "sia-vc", "oracle"} <= set(POLICY_NAMES)
     with pytest.raises(ConfigError, match="unknown policy 'nope'; known policies: fcfs"):
         make_policy("nope")
-    with pytest.raises(ConfigError, match="bad options"):
+    with pytest.raises(ConfigError, match="option 'colour' is not an option of policy 'fcfs'"):
         make_policy("fcfs", colour="red")
 
 
