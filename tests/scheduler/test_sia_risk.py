@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from types import SimpleNamespace
 
@@ -394,14 +395,11 @@ def test_a_refresh_keeps_the_counts_of_its_time_until_the_next():
     assert not np.array_equal(runs[0], later)
 
 
-@settings(max_examples=60, deadline=None)
-@given(state=budget_states(), renorm=st.sampled_from([3, 2000]), split=st.floats(0.0, 1.0))
-def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, renorm, split):
-    # copy on write: a refresh's snapshot refers to the live counts; outcomes resolved after it
-    # (renormalisation included) must leave the snapshot as a deep copy taken at the refresh
-    # would be, while the live counts do move
-    import copy
-
+@contextlib.contextmanager
+def _half_resolved(state, split: float, renorm: int):
+    """Yield (budget, q, cut, unused): a budget (``_RENORM`` set to ``renorm`` meanwhile) whose
+    first ``cut`` jobs of ``state`` started at 0 and were resolved at 5000 s, then ``allowed``
+    at 5000 s (every pool refreshed, the prior updated)."""
     import sia.scheduler.policies.sia.risk as risk_mod
 
     P, pools, d, q, unused = state
@@ -415,13 +413,25 @@ def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, r
             rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
         rb.started(0.0, list(range(cut)))
         rb.resolve(5000.0)
-        rb.allowed(5000.0, unused)  # refreshes every pool: its snapshot is taken here
-        taken = copy.deepcopy(rb._snap)
+        rb.allowed(5000.0, unused)
+        yield rb, q, cut, unused
+    finally:
+        risk_mod._RENORM = old
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=budget_states(), renorm=st.sampled_from([3, 2000]), split=st.floats(0.0, 1.0))
+def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, renorm, split):
+    # copy on write: a refresh's snapshot refers to the live counts; outcomes resolved after it
+    # (renormalisation included) must leave the snapshot as a deep copy taken at the refresh
+    # would be, while the live counts do move
+    import copy
+
+    with _half_resolved(state, split, renorm) as (rb, q, cut, unused):
+        taken = copy.deepcopy(rb._snap)  # allowed() refreshed every pool: snapshots taken there
         live = copy.deepcopy(rb._n)
         rb.started(5000.0, list(range(cut, len(q))))
         rb.resolve(10_000.0)  # no refresh in between: no allowed() call
-    finally:
-        risk_mod._RENORM = old
     # (the prior is kept as its counts at the update; its rates are computed from them when read)
     def counts(snaps):
         return [x if len(x) < 4 else (*x[:3], x[3].counts) for x in snaps]
@@ -814,21 +824,8 @@ def test_the_lazy_prior_equals_the_eager_one_at_its_update(state, split, renorm)
     # the prior's rates are computed when first read, from the counts kept at its update: the
     # same floats as computing every window and bin at the update, however many outcomes were
     # taken in after it
-    import sia.scheduler.policies.sia.risk as risk_mod
-
-    P, pools, d, q, unused = state
-    cut = int(split * len(q))
-    old = risk_mod._RENORM
-    risk_mod._RENORM = renorm
-    try:
-        rb = RiskBudget(W, 0.1, cold_n=0.0, memory=10.0)
-        rb.reset(fake_trace(pools, d, [3] * P))
-        for j, qj in enumerate(q):
-            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-        rb.started(0.0, list(range(cut)))
-        rb.resolve(5000.0)
-        rb.allowed(5000.0, unused)  # the prior's update
-        want = eager_prior(rb)
+    with _half_resolved(state, split, renorm) as (rb, q, cut, unused):
+        want = eager_prior(rb)  # allowed() made the prior's update
         prior = rb._prior
         rb.started(5000.0, list(range(cut, len(q))))
         rb.resolve(10_000.0)  # later outcomes: no update (no allowed() call)
@@ -836,5 +833,3 @@ def test_the_lazy_prior_equals_the_eager_one_at_its_update(state, split, renorm)
         assert rb._prior_ab[0] == [[rb.prior_n * x for x in r] for r in want.tolist()]
         rb.allowed(10_000.0, unused)  # the next update takes the counts of its time
         assert np.array_equal(rb._g, eager_prior(rb))
-    finally:
-        risk_mod._RENORM = old

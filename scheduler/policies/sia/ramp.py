@@ -362,7 +362,8 @@ class LoanRamp:
 
     def holds(self, p: int, k: int) -> bool:
         """True when pool ``p`` may not have another loan running in window ``k`` now (at its
-        cap, or cold there); counts nothing."""
+        cap, or cold there); counts nothing (a woken pool whose quiet window has passed,
+        ``wake_until="quiet"``, is marked warm here, where that is first asked)."""
         if self.count[p][k] >= self.cap[p][k]:
             return True
         if self.fits[p][k] < self.need[p]:

@@ -813,15 +813,7 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        # the cost of a miss (cost(), inlined: one call per decision that may lend)
-        if now - self._load_time >= 300.0:
-            self._take_loads(now)
-        rho = 0.0  # the largest load among the pools with unused quota: the first such pool
-        for p in self._by_load:
-            if unused[p] > 0:
-                rho = self._load_list[p]
-                break
-        c = 1.0 / max(1.0 - rho, self._inv_cap)
+        c = self.cost(now, unused)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
