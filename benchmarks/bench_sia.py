@@ -330,32 +330,63 @@ class TimedBudget:
     """Times the CPU spent in a RiskBudget's (or a LoanRamp's) methods (seconds, in ``cpu``;
     ``calls`` timed calls).
 
-    Each timed call also counts part of the timer's own cost (the clock reads and the extra
-    call level, about 1 us): :meth:`net` subtracts ``calls`` times the per-call overhead that
-    :func:`timer_overhead` measures on a no-op method timed the same way."""
+    Each timed call also counts part of the timer's own cost (the end of one clock read, the
+    extra call level, the start of the next read): :meth:`net` subtracts ``calls`` times a
+    per-call overhead. ``empty=True`` measures that overhead where it is paid: each call times
+    an empty body instead (a no-op method taking the same arguments, at the same call site, in
+    the same cold context after the policy's own work) and then calls the real method untimed,
+    so a replay in that mode (the same decisions: nothing else changes) gives the timer's
+    in-context cost per call, ``cpu / calls`` (:func:`in_context_overhead`)."""
 
     METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
     RAMP_METHODS = ("reset", "update", "full", "lent", "forget")
 
-    def __init__(self, budget, methods: tuple[str, ...] = METHODS):
+    def __init__(self, budget, methods: tuple[str, ...] = METHODS, empty: bool = False):
         self.cpu = 0.0
         self.calls = 0
+        self.per_method: dict[str, list[float]] = {}  # name: [cpu, calls]
         for name in methods:
-            setattr(budget, name, self._timed(getattr(budget, name)))
+            wrap = self._empty if empty else self._timed
+            setattr(budget, name, wrap(getattr(budget, name), self.per_method.setdefault(
+                name, [0.0, 0])))
 
-    def _timed(self, fn):
+    def _timed(self, fn, acc):
         def call(*a, **k):
             t = time.thread_time()
             try:
                 return fn(*a, **k)
             finally:
-                self.cpu += time.thread_time() - t
-                self.calls += 1  # (after the clock: not timed)
+                dt = time.thread_time() - t
+                self.cpu += dt  # (after the clock: not timed)
+                self.calls += 1
+                acc[0] += dt
+                acc[1] += 1
+        return call
+
+    def _empty(self, fn, acc):
+        empty = _Empty().method
+
+        def call(*a, **k):
+            t = time.thread_time()
+            try:
+                empty(*a, **k)
+            finally:
+                dt = time.thread_time() - t
+                self.cpu += dt
+                self.calls += 1
+                acc[0] += dt
+                acc[1] += 1
+            return fn(*a, **k)  # untimed
         return call
 
     def net(self, per_call: float) -> float:
         """Return ``cpu`` less ``calls`` x ``per_call`` (s; the timer's share, see above)."""
         return max(self.cpu - self.calls * per_call, 0.0)
+
+
+class _Empty:
+    def method(self, *a, **k):  # the empty body the in-context calibration times
+        return None
 
 
 class _Noop:

@@ -57,6 +57,40 @@ def compare(new: Path, ref: Path) -> bool:
     return same and not diff_keys
 
 
+def replay(jobs: pl.DataFrame, pools: pl.DataFrame, fc, risk: float, empty: bool = False):
+    """Replay under learned SIA with the risk budget, its methods timed (``empty``: the timer
+    around an empty body, see :class:`TimedBudget`); return (result, policy, budget timer,
+    policy CPU s, wall s)."""
+    pol = SiaPolicy(fc, name="sia-learned/risk", risk=risk)
+    budget = TimedBudget(pol.risk_budget, empty=empty)  # timed as bench_sia.py times it
+    clocked = Clocked(pol)
+    clock = time.perf_counter()
+    res = simulate(jobs, pools, clocked)
+    return res, pol, budget, sum(clocked.cpu), time.perf_counter() - clock
+
+
+def report(budget: TimedBudget, cpu: float, empty: TimedBudget | None, warm: float) -> None:
+    """Print the bookkeeping's share of the policy's CPU, raw and net of the timer's cost."""
+    print(f"in policy {cpu:.2f} s CPU, of which the budget's bookkeeping {budget.cpu:.2f} s "
+          f"({100 * budget.cpu / max(cpu, 1e-9):.1f}%) in {budget.calls} timed calls")
+    net = budget.net(warm)
+    print(f"  less the timer's warm-loop cost ({warm * 1e6:.2f} us x {budget.calls} calls, "
+          f"the fifth cut's method): {net:.2f} s ({100 * net / max(cpu, 1e-9):.1f}%)")
+    if empty is None:
+        return
+    per = empty.cpu / max(empty.calls, 1)
+    net = budget.cpu - empty.cpu  # the same calls (identical replays): checked below
+    den = cpu - empty.cpu
+    print(f"  less the timer's in-context cost ({per * 1e6:.2f} us x {empty.calls} calls, "
+          f"measured on an empty body at the same call sites): {net:.2f} s of "
+          f"{den:.2f} s in policy: NET {100 * net / max(den, 1e-9):.1f}%")
+    for name, (c, n) in budget.per_method.items():
+        ce, ne = empty.per_method[name]
+        if n:
+            print(f"    {name:9s} {n:8d} calls  raw {c:6.2f} s  net {c - ce:6.2f} s "
+                  f"({1e6 * (c - ce) / n:6.2f} us/call; timer {1e6 * ce / max(ne, 1):.2f} us)")
+
+
 def main() -> None:
     """Replay, write the outputs and optionally compare them with a reference run's."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,23 +98,23 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for the outputs")
     ap.add_argument("--risk", type=float, default=0.1)
     ap.add_argument("--compare", type=Path, default=None, help="a reference run's --out")
+    ap.add_argument("--no-calibrate", action="store_true", help="skip the second replay that "
+                    "measures the timer's in-context cost (the net figure is then the warm loop's)")
     args = ap.parse_args()
     jobs, _ = read_philly(PHILLY, on_bad_rows="drop")
     pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
     fc = load_forecaster(args.fc, jobs, pools)
-    pol = SiaPolicy(fc, name="sia-learned/risk", risk=args.risk)
-    budget = TimedBudget(pol.risk_budget)  # timed as bench_sia.py times it
-    clocked = Clocked(pol)
-    clock = time.perf_counter()
-    res = simulate(jobs, pools, clocked)
-    wall = time.perf_counter() - clock
-    cpu = sum(clocked.cpu)
-    per = timer_overhead()  # measured after the replay, in the same conditions
-    net = budget.net(per)
-    print(f"replay: {wall:.1f} s; in policy {cpu:.1f} s CPU, of which the "
-          f"budget's bookkeeping {budget.cpu:.2f} s ({100 * budget.cpu / max(cpu, 1e-9):.1f}%); "
-          f"less the timer's own {per * 1e6:.2f} us x {budget.calls} calls: {net:.2f} s "
-          f"({100 * net / max(cpu, 1e-9):.1f}%)")
+    res, pol, budget, cpu, wall = replay(jobs, pools, fc, args.risk)
+    print(f"replay: {wall:.1f} s")
+    empty = None
+    if not args.no_calibrate:  # the same replay, the timer around an empty body
+        res_e, pol_e, empty, cpu_e, wall_e = replay(jobs, pools, fc, args.risk, empty=True)
+        same = res_e.equals(res) and pol_e.summary() == pol.summary()
+        print(f"calibration replay: {wall_e:.1f} s, in policy {cpu_e:.2f} s CPU; "
+              f"{'identical' if same else 'DIFFERENT'} decisions, {empty.calls} calls")
+        if not same or empty.calls != budget.calls:
+            raise SystemExit("the calibration replay differs from the timed one")
+    report(budget, cpu, empty, timer_overhead())
     args.out.mkdir(parents=True, exist_ok=True)
     res.write_parquet(args.out / "result.parquet")
     summary = {k: v for k, v in pol.summary().items()}
