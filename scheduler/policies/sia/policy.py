@@ -756,8 +756,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
         self._admit(view)
-        if self.risk_budget is not None:
-            self.risk_budget.resolve(view.now)
+        rb = self.risk_budget
+        if rb is not None and view.now >= rb.next_due:  # (before it: nothing to take in)
+            rb.resolve(view.now)
         free = view.free_gpus
         if not any(self._pend_gpus) or (free <= 0 and not (self._preempt and (
                 self._fp_can_reclaim() if self._fp_on else self._cells.preemptible_running()))):

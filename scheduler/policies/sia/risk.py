@@ -305,6 +305,26 @@ class _NegPowers:
         return self if self._table is None else self._table
 
 
+class _Rows(dict):
+    """:meth:`RiskBudget.rows`'s answer: pool -> its row, scanned (:meth:`RiskBudget._lendable`,
+    for that pool alone) when first read; CERTAIN's shared row for a pool not evaluated. The
+    scan of one pool is the scan of many restricted to it (each pool's bins are compared on
+    their own), so the rows are the same whichever pools are read and in which order."""
+
+    __slots__ = ("_budget", "_pools", "_c", "_certain")
+
+    def __init__(self, budget: RiskBudget | None, pools: Any, c: float, certain: list[int]):
+        super().__init__()
+        self._budget, self._pools, self._c, self._certain = budget, pools, c, certain
+
+    def __missing__(self, p: int) -> list[int]:
+        if p in self._pools:
+            self._budget._lendable(self, (p,), self._c)  # sets self[p]
+            return dict.__getitem__(self, p)
+        self[p] = self._certain
+        return self._certain
+
+
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -411,7 +431,7 @@ class RiskBudget:
         self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
-        self._allowed: list[list[int]] = []
+        self._allowed: _Rows | None = None
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
@@ -439,6 +459,7 @@ class RiskBudget:
         self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
+        self.next_due = math.inf  # the first of them (inf: none): resolve() before it is a no-op
         # the pools due for a refresh: an overrun since their last one (resolve adds them) or
         # their last one 300 s old (moved here from _fresh); every pool at the start
         self._due: set[int] = set(range(P))
@@ -514,6 +535,8 @@ class RiskBudget:
             if pred[j]:
                 for k, w in enumerate(W):
                     heapq.heappush(ev, (now + min(d, w), j, k))
+        if ev:
+            self.next_due = ev[0][0]
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
@@ -522,7 +545,9 @@ class RiskBudget:
 
     def resolve(self, now: float) -> None:
         """Take in the outcomes known by ``now``: count each job's overrun (or fit) of each window
-        in its pool's and the global counts of its bin, after decaying the pool's counts."""
+        in its pool's and the global counts of its bin, after decaying the pool's counts.
+        Nothing is known before ``next_due`` (the first outcome's time): a call with ``now <
+        next_due`` does nothing, and a caller may skip it."""
         ev = self._events
         if not ev or ev[0][0] > now:
             return
@@ -582,6 +607,7 @@ class RiskBudget:
                 self._due.add(p)
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
+        self.next_due = ev[0][0] if ev else math.inf
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
@@ -810,9 +836,23 @@ class RiskBudget:
         """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
         pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN."""
+        rows = self.rows(now, unused, pools)
+        return [rows[p] for p in range(len(self._raw))]
+
+    def rows(self, now: float, unused: list[int], pools: list[int] | None = None
+             ) -> dict[int, list[int]]:
+        """:meth:`allowed`, each pool's row scanned only when first read (``rows[p]``).
+
+        The call does at once everything that moves the budget's state (the cost and its
+        counters, the refresh), so the state evolves as with :meth:`allowed`; a row is then a
+        function of the snapshots, the warmth and the cost, which only a later call can
+        change: read it before the next call of this method (or of :meth:`allowed`,
+        :meth:`bounds`; :meth:`resolve`, :meth:`started` and :meth:`lent` do not move it). The
+        policy reads the rows of the pools it may lend from, so a decision that lends nothing
+        scans nothing."""
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
-            return [[CERTAIN] * K for _ in range(P)]
+            return _Rows(None, (), 0.0, [CERTAIN] * K)
         c = self.cost(now, unused)
         stats = self.stats
         stats["cost_sum"] += c
@@ -821,13 +861,11 @@ class RiskBudget:
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
-        # one row shared by the pools not evaluated (rows are never written after the scan)
-        out = [self._certain_row] * P
-        self._lendable(out, range(P) if pools is None else pools, c)
+        out = _Rows(self, range(P) if pools is None else frozenset(pools), c, self._certain_row)
         self._allowed_key, self._allowed = key, out
         return out
 
-    def _lendable(self, out: list[list[int]], pools: Any, c: float) -> None:
+    def _lendable(self, out: Any, pools: Any, c: float) -> None:
         """Set ``out[p]`` for ``pools``: per window, the number of leading bins whose bound
         times ``c`` is within the budget (0 in a cold window).
 
