@@ -338,14 +338,17 @@ class TimedBudget:
     so a replay in that mode (the same decisions: nothing else changes) gives the timer's
     in-context cost per call, ``cpu / calls`` (:func:`in_context_overhead`)."""
 
-    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
+    #: the budget's methods the policy calls (``rows``, and ``_row``: the scan of a row the
+    #: policy reads from ``rows``' answer, since the seventh cut; ``allowed`` before it); a
+    #: method the budget does not have is skipped (an older checkout)
+    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed", "rows", "_row")
     RAMP_METHODS = ("reset", "update", "full", "lent", "forget")
 
     def __init__(self, budget, methods: tuple[str, ...] = METHODS, empty: bool = False):
         self.cpu = 0.0
         self.calls = 0
         self.per_method: dict[str, list[float]] = {}  # name: [cpu, calls]
-        for name in methods:
+        for name in (m for m in methods if hasattr(budget, m)):
             wrap = self._empty if empty else self._timed
             setattr(budget, name, wrap(getattr(budget, name), self.per_method.setdefault(
                 name, [0.0, 0])))

@@ -318,11 +318,10 @@ class _Rows(dict):
         self._budget, self._pools, self._c, self._certain = budget, pools, c, certain
 
     def __missing__(self, p: int) -> list[int]:
-        if p in self._pools:
-            self._budget._lendable(self, (p,), self._c)  # sets self[p]
-            return dict.__getitem__(self, p)
-        self[p] = self._certain
-        return self._certain
+        if self._budget is None:
+            self[p] = self._certain
+            return self._certain
+        return self._budget._row(self, p)
 
 
 class RiskBudget:
@@ -864,6 +863,14 @@ class RiskBudget:
         out = _Rows(self, range(P) if pools is None else frozenset(pools), c, self._certain_row)
         self._allowed_key, self._allowed = key, out
         return out
+
+    def _row(self, rows: _Rows, p: int) -> list[int]:
+        """Scan pool ``p``'s row of ``rows`` (first read, see :meth:`rows`), keep and return it."""
+        if p in rows._pools:
+            self._lendable(rows, (p,), rows._c)  # sets rows[p]
+            return rows[p]
+        rows[p] = rows._certain
+        return rows._certain
 
     def _lendable(self, out: Any, pools: Any, c: float) -> None:
         """Set ``out[p]`` for ``pools``: per window, the number of leading bins whose bound
