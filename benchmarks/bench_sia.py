@@ -338,10 +338,8 @@ class TimedBudget:
     so a replay in that mode (the same decisions: nothing else changes) gives the timer's
     in-context cost per call, ``cpu / calls`` (:func:`in_context_overhead`)."""
 
-    #: the budget's methods the policy calls (``rows``, and ``_row``: the scan of a row the
-    #: policy reads from ``rows``' answer, since the seventh cut; ``allowed`` before it); a
-    #: method the budget does not have is skipped (an older checkout)
-    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed", "rows", "_row")
+    #: the budget's methods the policy calls (a method the budget does not have is skipped)
+    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
     RAMP_METHODS = ("reset", "update", "full", "lent", "forget")
 
     def __init__(self, budget, methods: tuple[str, ...] = METHODS, empty: bool = False):

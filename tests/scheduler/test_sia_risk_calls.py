@@ -1,5 +1,5 @@
-"""The risk budget's calls from the policy: rows scanned only when read, resolve skipped before
-its first outcome (scheduler/policies/sia/risk.py ``rows``, ``next_due``)."""
+"""The risk budget's calls from the policy: resolve skipped before its first outcome
+(scheduler/policies/sia/risk.py ``next_due``), the same answers and state as calling it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
-from sia.scheduler.policies.sia.risk import CERTAIN, RiskBudget
+from sia.scheduler.policies.sia.risk import RiskBudget
 
 from tests.scheduler.test_sia_risk import W, budget_states, fake_trace
 
@@ -34,61 +34,26 @@ def test_next_due_is_the_first_outcome_time_hand_values():
     assert rb.next_due == math.inf and rb.stats["outcomes"] == 4
 
 
-def test_rows_scans_a_pool_only_when_read_and_once():
-    rb = RiskBudget(W, 0.5, cold_n=0.0)
-    rb.reset(fake_trace([0, 1, 1], [30.0, 30.0, 30.0], [3, 3]))
-    rb.classify(np.array([0, 1, 2]), np.full((3, 2), 0.999), None)
-    rb.started(0.0, [0, 1, 2])
-    rb.resolve(5000.0)
-    scanned = []
-    real = rb._lendable
-    rb._lendable = lambda out, pools, c: (scanned.append(tuple(pools)), real(out, pools, c))
-    rows = rb.rows(5000.0, [3, 3], [0, 1])
-    assert scanned == []  # nothing read: nothing scanned
-    assert rows[1] == rows[1] and scanned == [(1,)]
-    assert rows[0] is not None and scanned == [(1,), (0,)]
-    rb2 = RiskBudget(W, 0.5, cold_n=0.0)  # the same history, read through allowed()
-    rb2.reset(fake_trace([0, 1, 1], [30.0, 30.0, 30.0], [3, 3]))
-    rb2.classify(np.array([0, 1, 2]), np.full((3, 2), 0.999), None)
-    rb2.started(0.0, [0, 1, 2])
-    rb2.resolve(5000.0)
-    assert rb2.allowed(5000.0, [3, 3], [0, 1]) == [rows[0], rows[1]]
-    assert rows[0][0] > CERTAIN  # warm, sure fits: lendable on prediction
-
-
-def reference_rows(rb: RiskBudget, now: float, unused: list[int], pools: list[int]) -> list:
-    """allowed()'s rows from scratch: the eager bounds (every quantile) against the cost."""
-    ub = rb.bounds(now, pools)  # (pools were refreshed at now: no refresh here)
-    c = rb.cost(now, unused)
-    K = len(rb.windows_s)
-    return [[int((ub[p, k] * c <= rb.risk).sum()) if rb._warm[p][k] else CERTAIN
-             for k in range(K)] if p in pools else [CERTAIN] * K for p in range(len(unused))]
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=budget_states(), data=st.data(), r=st.sampled_from([0.01, 0.1, 1.0]))
-def test_lazy_rows_and_skipped_resolves_agree_with_the_eager_calls(state, data, r):
-    # on a random history, a budget that skips resolve() before next_due and reads a random
-    # subset of rows (in random order, possibly none) answers what a twin that resolves at
-    # every step and reads every row answers, and its state (counters, bounds) stays the same
+def test_skipped_resolves_agree_with_resolving_at_every_step(state, data, r):
+    # on a random history, a budget that skips resolve() before next_due answers what a twin
+    # that resolves at every step answers, and its state (counters, bounds) stays the same;
+    # next_due is the first pending outcome's time
     P, pools, d, q, unused = state
     lazy, eager = (RiskBudget(W, r, cold_n=1.0, memory=20.0) for _ in range(2))
     for rb in (lazy, eager):
         rb.reset(fake_trace(pools, d, [3] * P))
-    steps = data.draw(st.lists(st.integers(1, 40), min_size=1, max_size=10))
+    steps = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=10))
     now, nxt = 0.0, 0
     for step in steps:
-        now += 150.0 * step
+        now += 30.0 * step
         cands = data.draw(st.lists(st.integers(0, P - 1), unique=True, min_size=1))
         use = data.draw(st.lists(st.integers(0, 3), min_size=P, max_size=P))
         if now >= lazy.next_due:
             lazy.resolve(now)
         eager.resolve(now)
-        rows = lazy.rows(now, use, cands)
-        want = eager.allowed(now, use, cands)
-        assert want == reference_rows(eager, now, use, cands)
-        for p in data.draw(st.lists(st.integers(0, P - 1))):
-            assert rows[p] == want[p]
+        assert lazy.allowed(now, use, cands) == eager.allowed(now, use, cands)
         batch = list(range(nxt, min(len(q), nxt + 5)))
         nxt += len(batch)
         for rb in (lazy, eager):
@@ -96,13 +61,13 @@ def test_lazy_rows_and_skipped_resolves_agree_with_the_eager_calls(state, data, 
                 rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
                             None)
                 rb.started(now, batch)
-        assert lazy.next_due == (lazy._events[0][0] if lazy._events else math.inf)
+        assert lazy.next_due == min((e[0] for e in lazy._events), default=math.inf)
         assert lazy.summary() == eager.summary()
     assert lazy.bounds(now).tolist() == eager.bounds(now).tolist()
 
 
 class EagerCalls(RiskBudget):
-    """The budget as the policy called it before: resolve at every decision, every row read."""
+    """The budget as the policy called it before: resolve at every decision."""
 
     @property
     def next_due(self) -> float:
@@ -111,10 +76,6 @@ class EagerCalls(RiskBudget):
     @next_due.setter
     def next_due(self, value: float) -> None:
         pass
-
-    def rows(self, now, unused, pools=None):
-        got = RiskBudget.rows(self, now, unused, pools)
-        return {p: got[p] for p in range(len(self._raw))}
 
 
 class TableForecaster:

@@ -305,25 +305,6 @@ class _NegPowers:
         return self if self._table is None else self._table
 
 
-class _Rows(dict):
-    """:meth:`RiskBudget.rows`'s answer: pool -> its row, scanned (:meth:`RiskBudget._lendable`,
-    for that pool alone) when first read; CERTAIN's shared row for a pool not evaluated. The
-    scan of one pool is the scan of many restricted to it (each pool's bins are compared on
-    their own), so the rows are the same whichever pools are read and in which order."""
-
-    __slots__ = ("_budget", "_pools", "_c", "_certain")
-
-    def __init__(self, budget: RiskBudget | None, pools: Any, c: float, certain: list[int]):
-        super().__init__()
-        self._budget, self._pools, self._c, self._certain = budget, pools, c, certain
-
-    def __missing__(self, p: int) -> list[int]:
-        if self._budget is None:
-            self[p] = self._certain
-            return self._certain
-        return self._budget._row(self, p)
-
-
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -430,7 +411,7 @@ class RiskBudget:
         self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
-        self._allowed: _Rows | None = None
+        self._allowed: list[list[int]] = []
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
@@ -835,23 +816,9 @@ class RiskBudget:
         """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
         pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN."""
-        rows = self.rows(now, unused, pools)
-        return [rows[p] for p in range(len(self._raw))]
-
-    def rows(self, now: float, unused: list[int], pools: list[int] | None = None
-             ) -> dict[int, list[int]]:
-        """:meth:`allowed`, each pool's row scanned only when first read (``rows[p]``).
-
-        The call does at once everything that moves the budget's state (the cost and its
-        counters, the refresh), so the state evolves as with :meth:`allowed`; a row is then a
-        function of the snapshots, the warmth and the cost, which only a later call can
-        change: read it before the next call of this method (or of :meth:`allowed`,
-        :meth:`bounds`; :meth:`resolve`, :meth:`started` and :meth:`lent` do not move it). The
-        policy reads the rows of the pools it may lend from, so a decision that lends nothing
-        scans nothing."""
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
-            return _Rows(None, (), 0.0, [CERTAIN] * K)
+            return [[CERTAIN] * K for _ in range(P)]
         c = self.cost(now, unused)
         stats = self.stats
         stats["cost_sum"] += c
@@ -860,19 +827,13 @@ class RiskBudget:
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
-        out = _Rows(self, range(P) if pools is None else frozenset(pools), c, self._certain_row)
+        # one row shared by the pools not evaluated (rows are never written after the scan)
+        out = [self._certain_row] * P
+        self._lendable(out, range(P) if pools is None else pools, c)
         self._allowed_key, self._allowed = key, out
         return out
 
-    def _row(self, rows: _Rows, p: int) -> list[int]:
-        """Scan pool ``p``'s row of ``rows`` (first read, see :meth:`rows`), keep and return it."""
-        if p in rows._pools:
-            self._lendable(rows, (p,), rows._c)  # sets rows[p]
-            return rows[p]
-        rows[p] = rows._certain
-        return rows._certain
-
-    def _lendable(self, out: Any, pools: Any, c: float) -> None:
+    def _lendable(self, out: list[list[int]], pools: Any, c: float) -> None:
         """Set ``out[p]`` for ``pools``: per window, the number of leading bins whose bound
         times ``c`` is within the budget (0 in a cold window).
 

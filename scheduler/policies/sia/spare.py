@@ -112,9 +112,8 @@ class SparePass:
         recoverable = (self._recoverable(d.starts)  # the credit: cells only (preempt.py)
                        if self._preempt and self._cells is not None else 0)
         # the risk budget (risk.py): per pool and window, the largest job bin within budget
-        # (rows() scans a pool's row when _lend_in_window first reads it: the same rows)
         maxbin = (None if self.risk_budget is None
-                  else self.risk_budget.rows(view.now, unused, cands))
+                  else self.risk_budget.allowed(view.now, unused, cands))
         for k, lk in enumerate(lists):
             if lk >= 0:
                 self._lend_in_window(view, d, k, lk, unused, cands, distrust, dur_distrust,
