@@ -9,6 +9,18 @@ on the first run), then compare:
 
     /work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/main
     .venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/new --compare /tmp/main
+
+It also prints the budget's bookkeeping (its methods' CPU, timed as ``bench_sia.py`` times
+them) as a share of the CPU in the policy, raw and net of the timer's own cost. The net
+figure replays the trace a second time with each timer around an empty body (the two clock
+reads alone) at the same call sites, which must make the same decisions and calls: the
+timer's cost as the replay pays it (cold, after the policy's own work), subtracted from the
+bookkeeping and from the policy's CPU, per method too. The warm loop's figure
+(``timer_overhead``, the fifth cut's method) is printed beside it: it under-subtracts.
+``--no-calibrate`` skips the second replay. Run this checkout's script with another
+checkout's interpreter to measure that checkout the same way (``bench_sia`` is imported from
+this script's folder, ``sia`` from the interpreter's install; a budget method the other
+checkout lacks is not timed).
 """
 
 from __future__ import annotations
