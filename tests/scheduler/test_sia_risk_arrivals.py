@@ -97,6 +97,10 @@ def test_calibrated_mode_asks_for_both_sides_at_the_budgets_miss_rate():
     assert pol._arrival_side == "calibrate"
     assert fc.asked and fc.asked[0]["parts"] == "both"
     assert fc.asked[0]["alpha"] == pytest.approx(0.2)  # 0.25 / 1.25, not calibration_alpha
+    # the default mode is "calibrated"
+    fc3 = Calibratable()
+    SiaPolicy(fc3, risk=1.0)
+    assert fc3.asked[0]["alpha"] == pytest.approx(0.5)
     # "predicted" leaves the forecaster alone; without a budget the mode is not read
     for kw in (dict(risk=0.25, risk_arrivals="predicted"), dict(risk_arrivals="calibrated")):
         fc2 = Calibratable()

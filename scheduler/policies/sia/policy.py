@@ -74,10 +74,10 @@ within ``risk``. ``risk=0`` lends only on certainty, of the owners' arrivals
 too: unless the forecaster's arrival and load predictions are perfect
 information, every pool then reserves its whole unused quota, so nothing is
 lent (:func:`arrival_side`). For ``risk > 0`` the arrival side is
-``risk_arrivals``: ``"predicted"`` (the default) keeps SIA's reservations and
-online adaptation, so the bound covers the duration side only;
-``"calibrated"`` also bounds the arrivals, by per-pool calibration of both
-predictions (as ``calibration: true``) at miss rate ``risk / (1 + risk)``.
+``risk_arrivals``: ``"calibrated"`` (the default) bounds the arrivals too, by
+per-pool calibration of both predictions (as ``calibration: true``) at miss
+rate ``risk / (1 + risk)``; ``"predicted"`` keeps SIA's reservations and
+online adaptation, so the bound covers the duration side only.
 
 Per-pool calibration (``calibration``: true, ``"arrivals"`` or ``"load"``, off by default;
 :mod:`sia.models.calibration` in the learned forecaster): WillJobsArrive is
@@ -241,10 +241,15 @@ from sia.scheduler.policies.sia.spare import (
 
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
-#: The risk budget's arrival side when ``risk`` is set (``risk_arrivals``): ``"predicted"``,
-#: SIA's reservations and online adaptation as without the budget; chosen by the rule of
-#: docs/concepts/lending.md ("The budget's arrival side"), fixed before its runs.
-DEFAULT_RISK_ARRIVALS = "predicted"
+#: The risk budget's arrival side when ``risk`` is set (``risk_arrivals``): ``"calibrated"``,
+#: per-pool calibrated arrivals at miss rate risk / (1 + risk). Chosen on the training data
+#: (Philly's training weeks, experiments/risk_training_weeks.yaml, and Graham's training days,
+#: experiments/graham_training_weeks.yaml) by a rule fixed before the runs: the mode whose harm
+#: per loan (slowed jobs / loans) stays within the budget at 0.1 and 1 on both. "predicted"
+#: slowed 297 of Graham's 1,542 jobs at budget 0.1 with 399 loans (0.74 per loan, partition
+#: 48's arrivals behind loans of 47); "calibrated" 0 there, and 0.012 / 0.033 per loan on
+#: Philly's weeks (docs/concepts/lending.md, "The budget's arrival side").
+DEFAULT_RISK_ARRIVALS = "calibrated"
 RISK_ARRIVALS = ("predicted", "calibrated")
 
 
@@ -302,8 +307,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_arrivals`` (the
-    budget's arrival side, :func:`arrival_side`: ``"predicted"``, the default, or
-    ``"calibrated"``; at ``risk=0`` every pool whose arrivals are not known for certain
+    budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
+    ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
     reserves its whole unused quota),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
