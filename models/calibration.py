@@ -100,6 +100,7 @@ class _Arrivals:
         self.sub = [np.empty(64) for _ in range(n_pools)]
         self.cum = [np.empty(64) for _ in range(n_pools)]
         self.n = [0] * n_pools
+        self.latest = [-math.inf] * n_pools  # each pool's latest submission so far
 
     def add(self, pool: int, t: float, gpus: float) -> None:
         n = self.n[pool]
@@ -109,6 +110,7 @@ class _Arrivals:
         self.sub[pool][n] = t
         self.cum[pool][n] = gpus + (self.cum[pool][n - 1] if n else 0.0)
         self.n[pool] = n + 1
+        self.latest[pool] = t
 
     def cum_at(self, pool: int, x: np.ndarray) -> np.ndarray:
         """Return the GPUs of the pool's arrivals with submit <= x, per x."""
@@ -230,8 +232,8 @@ class PoolCalibration:
             ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
             self._next_t[k] = float(ts[-1]) + GRID_S
             for p in range(self.n_pools):
-                if arr.n[p] == 0:
-                    continue
+                if arr.latest[p] <= ts[0]:
+                    continue  # nothing arrived in any (t, t + w]: no record saw an arrival
                 edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
                 # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
                 loads = np.diff(edges, axis=1)
@@ -264,8 +266,11 @@ class PoolCalibration:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
                 for p in range(self.n_pools):
-                    c = arr.cum_at(p, np.array([t, t + w]))
-                    label = bool(c[1] > c[0])
+                    if arr.latest[p] <= t:
+                        label = False  # nothing arrived after t
+                    else:
+                        c = arr.cum_at(p, np.array([t, t + w]))
+                        label = bool(c[1] > c[0])
                     if label:
                         self._pos[p][k].append(float(probs[p]))
                         self._thr_dirty[p, k] = True

@@ -415,11 +415,15 @@ RegionsModeOpt = Annotated[str, typer.Option(
     "shares planned with its data; jobs run as owners wherever their pool has a share).")]
 RiskOpt = Annotated[float | None, typer.Option(
     "--risk", help="SIA's risk budget (SIA policies only): the allowed expected number of "
-    "owners' jobs one loan delays, hence also the allowed probability that a loan delays an "
-    "owner's job. A job is lent in a window only while its pool's calibrated bound on "
-    "overrunning the window, times the jobs one delay reaches (1/(1 - recent load) of the "
-    "busiest pool with unused quota), is within it; jobs whose time limit fits are lent at any "
-    "budget; a pool with too few scored jobs lends only those. 0: lend only on certainty. "
+    "owners' jobs one loan delays. A job is lent in a window only "
+    "while its pool's calibrated bound on overrunning the window, times the jobs one delay "
+    "reaches (1/(1 - recent load) of the busiest pool with unused quota), is within it; jobs "
+    "whose time limit fits are lent at any budget; a pool with too few scored jobs lends only "
+    "those. Each pool's reservation covers its arrivals in the window except with probability "
+    "at most risk/(1+risk), calibrated per pool online (a pool with too little history "
+    "reserves its whole unused quota; policy option risk_arrivals: predicted uses SIA's "
+    "reservations instead). 0: lend only on certainty, of the arrivals too: with learned "
+    "arrival predictions nothing is lent. "
     "Default: unset, SIA's earlier rule (predicted bin, or its lend_risk).")]
 NoMlflowOpt = Annotated[bool, typer.Option(
     "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]

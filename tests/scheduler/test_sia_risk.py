@@ -294,7 +294,7 @@ def test_cold_pool_lends_only_on_certainty(trace, limits, risk):
     rows, quotas = trace
     rows = [r + (limits[i],) for i, r in enumerate(rows)]
     pol = SiaPolicy(ShortForecaster(), risk=risk, risk_cold_n=50.0, risk_memory=100.0,
-                    adaptation=False)
+                    adaptation=False, risk_arrivals="predicted")  # the duration side alone
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     assert pol.summary()["risk_lent_predicted"] == 0
     lent = res.filter(pl.col("opportunistic"))
@@ -310,7 +310,8 @@ def test_warm_pool_lends_on_prediction_and_risk_zero_does_not():
     pools = make_pools({"A": 3, "B": 1})
     lent = {}
     for risk in (0.0, 0.1):
-        pol = SiaPolicy(ShortForecaster(), windows_s=(300.0,), risk=risk, adaptation=False)
+        pol = SiaPolicy(ShortForecaster(), windows_s=(300.0,), risk=risk, adaptation=False,
+                        risk_arrivals="predicted")  # the duration side alone
         res = simulate(table(rows), pools, pol, check_invariants=True)
         lent[risk] = res.filter(pl.col("opportunistic"))
     assert lent[0.0].height == 0

@@ -70,8 +70,14 @@ predicted like it (the ``risk_level`` quantile, learned online from the
 outcomes of the pool's considered jobs, a miss tightening it at once), times
 the cost of a miss (``1 / (1 - load)`` of the busiest pool with unused quota,
 its recent load over ``risk_load_days``; at most ``risk_cost_cap`` jobs), is
-within ``risk``. ``risk=0`` lends only on certainty. Reservations and the
-online arrival adaptation are unchanged: the bound covers the duration side.
+within ``risk``. ``risk=0`` lends only on certainty, of the owners' arrivals
+too: unless the forecaster's arrival and load predictions are perfect
+information, every pool then reserves its whole unused quota, so nothing is
+lent (:func:`arrival_side`). For ``risk > 0`` the arrival side is
+``risk_arrivals``: ``"calibrated"`` (the default) bounds the arrivals too, by
+per-pool calibration of both predictions (as ``calibration: true``) at miss
+rate ``risk / (1 + risk)``; ``"predicted"`` keeps SIA's reservations and
+online adaptation, so the bound covers the duration side only.
 
 Per-pool calibration (``calibration``: true, ``"arrivals"`` or ``"load"``, off by default;
 :mod:`sia.models.calibration` in the learned forecaster): WillJobsArrive is
@@ -235,6 +241,17 @@ from sia.scheduler.policies.sia.spare import (
 
 _NO_FAIL = (-1.0, -1)  # no failed scan remembered
 
+#: The risk budget's arrival side when ``risk`` is set (``risk_arrivals``): ``"calibrated"``,
+#: per-pool calibrated arrivals at miss rate risk / (1 + risk). Chosen on the training data
+#: (Philly's training weeks, experiments/risk_training_weeks.yaml, and Graham's training days,
+#: experiments/graham_training_weeks.yaml) by a rule fixed before the runs: the mode whose harm
+#: per loan (slowed jobs / loans) stays within the budget at 0.1 and 1 on both. "predicted"
+#: slowed 297 of Graham's 1,542 jobs at budget 0.1 with 399 loans (0.74 per loan, partition
+#: 48's arrivals behind loans of 47); "calibrated" 0 there, and 0.012 / 0.033 per loan on
+#: Philly's weeks (docs/concepts/lending.md, "The budget's arrival side").
+DEFAULT_RISK_ARRIVALS = "calibrated"
+RISK_ARRIVALS = ("predicted", "calibrated")
+
 
 class Decision:
     """One decision's running totals, shared by the two passes: free GPUs, each pool's
@@ -289,7 +306,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     ``risk`` (the risk budget: allowed expected owners' jobs delayed per loan;
     None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
-    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`),
+    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_arrivals`` (the
+    budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
+    ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
+    reserves its whole unused quota),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
     ``loan_ramp_warmup``, ``loan_ramp_witness``, ``loan_ramp_wake_days`` and
@@ -328,6 +348,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
+                 risk_arrivals: str = DEFAULT_RISK_ARRIVALS,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
                  loan_ramp_warmup: int = DEFAULT_WARMUP,
@@ -342,9 +363,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  reserve_floor: str | None = DEFAULT_RESERVE_FLOOR,
                  rebin_pending: bool = DEFAULT_REBIN_PENDING, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
-        self.forecaster = forecaster
-        self.windows_s = windows
-        self.refresh_s = float(refresh_s)
+        self.forecaster, self.windows_s, self.refresh_s = forecaster, windows, float(refresh_s)
         self.adaptation = bool(adaptation)
         self.nested_reservations = bool(nested_reservations)
         self.seed, self.name = seed, name
@@ -393,17 +412,25 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             wake_days=loan_ramp_wake_days, wake_until=loan_ramp_wake_until, name=name)
         self.lend_risk = (None if risk is not None
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
-        self._calibrate(calibration, alpha=calibration_alpha, memory=calibration_memory,
-                        prior_days=calibration_prior_days, cold=calibration_cold)
+        self._calibrate(calibration, risk_arrivals, alpha=calibration_alpha,
+                        memory=calibration_memory, prior_days=calibration_prior_days,
+                        cold=calibration_cold)
         self.stats: dict[str, Any] = {}
 
-    def _calibrate(self, calibration: bool | str, **options: Any) -> None:
+    def _calibrate(self, calibration: bool | str, risk_arrivals: str, **options: Any) -> None:
         """Turn on the per-pool calibration of the arrival side (models/calibration.py) in the
         forecasters that offer it: the learned one, or the arrival / load source of a mixed one
-        (``options``: alpha, memory, prior_days, cold; checked there)."""
+        (``options``: alpha, memory, prior_days, cold; checked there); and set the risk
+        budget's arrival side (:func:`arrival_side`), which may turn the calibration on."""
         if calibration not in (True, False, "both", "arrivals", "load"):
             raise ConfigError(f"policy {self.name!r}: calibration must be true, false, "
                               f"'arrivals' or 'load', not {calibration!r}")
+        side = arrival_side(self.forecaster, self.risk, risk_arrivals, self.name)
+        self.risk_arrivals, self._arrival_side = risk_arrivals, side
+        self._arrivals_unbounded = side == "reserve"
+        if side == "calibrate":  # the budget sets the miss rate (calibration_alpha unused)
+            calibration = calibration or True
+            options["alpha"] = self.risk / (1.0 + self.risk)
         parts = "both" if calibration is True else calibration
         self.calibration = parts or False
         self._calibrated: list[Any] = []
@@ -879,7 +906,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         them, scored against the trace after the fact (:mod:`sia.scheduler.core.served`)."""
         out = {"served": self.served.report()}
         if self.risk_budget is not None:
-            out["risk"] = self.risk_budget.summary()
+            out["risk"] = {**self.risk_budget.summary(), "arrival_side": self._arrival_side}
         if self.loan_ramp is not None:
             out["loan_ramp"] = dict(self.loan_ramp.stats)
         if getattr(self, "_fp_on", False):  # fungible preemption: loans and evictions by reason
@@ -898,6 +925,34 @@ def _forecaster_grows(forecaster: Any) -> bool:
         return False
     parts = getattr(forecaster, "parts", None)
     return all(_forecaster_grows(p) for p in parts()) if callable(parts) else True
+
+
+def arrival_side(forecaster: Any, risk: float | None, mode: str, name: str) -> str:
+    """What the risk budget does with the arrival side (WillJobsArrive, NewLoadEstimate).
+
+    ``"as_is"``: SIA's reservations and online adaptation as without the budget: ``risk``
+    unset, or the arrival and load sources are perfect information (nothing to bound), or
+    ``mode`` ``"predicted"`` with ``risk > 0``. ``"reserve"``: every pool reserves its whole
+    unused quota in every window (so Figure 8 lends nothing): ``risk = 0`` with sources that
+    are not certain (``risk=0`` lends only on certainty, of the owners' arrivals too), or
+    ``mode`` ``"calibrated"`` with a source that cannot calibrate (a random strawman: no
+    bound). ``"calibrate"``: ``mode`` ``"calibrated"`` with ``risk > 0``: per-pool
+    calibration of both predictions (:mod:`sia.models.calibration`) at miss rate
+    ``risk / (1 + risk)`` (<= ``risk``): each pool's reservation covers its arrivals in the
+    window except with at most that probability."""
+    if mode not in RISK_ARRIVALS:
+        raise ConfigError(f"policy {name!r}: risk_arrivals must be one of "
+                          f"{', '.join(RISK_ARRIVALS)}, not {mode!r}")
+    if risk is None:
+        return "as_is"
+    srcs = (getattr(forecaster, "arrivals", forecaster), getattr(forecaster, "load", forecaster))
+    if all(getattr(s, "perfect_information", False) for s in srcs):
+        return "as_is"
+    if risk == 0:
+        return "reserve"
+    if mode == "predicted":
+        return "as_is"
+    return "calibrate" if all(callable(getattr(s, "calibrate", None)) for s in srcs) else "reserve"
 
 
 # ---------------------------------------------------------------------- registered variants
