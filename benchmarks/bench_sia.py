@@ -394,7 +394,7 @@ class TimedBudget:
     in the budget's cost, as :func:`timer_overhead` leaves it (the policy pays it untimed)."""
 
     #: the budget's methods the policy calls (a method the budget does not have is skipped)
-    METHODS = ("reset", "classify", "started", "lent", "resolve", "allowed")
+    METHODS = ("reset", "classify", "classify_rows", "started", "lent", "resolve", "allowed")
     RAMP_METHODS = ("reset", "update", "full", "lent", "forget")
 
     def __init__(self, budget, methods: tuple[str, ...] = METHODS, empty: bool = False):

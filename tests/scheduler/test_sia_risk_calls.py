@@ -1,5 +1,6 @@
 """The risk budget's calls from the policy: resolve skipped before its first outcome
-(scheduler/policies/sia/risk.py ``next_due``), the same answers and state as calling it."""
+(scheduler/policies/sia/risk.py ``next_due``), jobs classified into lists (``classify_rows``):
+the same answers and state as before."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
-from sia.scheduler.policies.sia.risk import RiskBudget
+from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 
 from tests.scheduler.test_sia_risk import W, budget_states, fake_trace
 
@@ -120,3 +121,28 @@ def test_replay_with_fewer_budget_calls_is_identical(n_pools, seed, risk, jobs):
         out.append((simulate(table, pools, pol, check_invariants=True), pol.summary()))
     assert out[0][0].equals(out[1][0])
     assert out[0][1] == out[1][1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(cdf=st.lists(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                                       st.sampled_from([0.0, 0.999, 0.9995, 1.0])),
+                             min_size=2, max_size=2), min_size=1, max_size=4),
+       sure=st.one_of(st.none(), st.lists(st.integers(0, 2), min_size=4, max_size=4)),
+       perfect=st.booleans())
+def test_classify_rows_equals_classify_and_records_the_same(cdf, sure, perfect):
+    jobs = list(range(len(cdf)))[::-1]  # any order of job indices
+    s = None if sure is None else np.asarray(sure[:len(cdf)])
+    budgets = [RiskBudget(W, 0.1, perfect_durations=perfect) for _ in range(2)]
+    for rb in budgets:
+        rb.reset(fake_trace([0] * 4, [100.0] * 4, [2]))
+    arr = np.asarray(cdf, dtype=np.float64)
+    rows = budgets[0].classify_rows(jobs, arr, s)
+    bins = budgets[1].classify(np.asarray(jobs), arr, s)
+    assert isinstance(rows, list) and rows == bins.tolist()
+    assert [bytes(c) for c in budgets[0].job_bin] == [bytes(c) for c in budgets[1].job_bin]
+    assert str(budgets[0]._q) == str(budgets[1]._q)  # NaN-aware
+    # the policy's first lendable window per job (its call site): the array formula's
+    K = len(W)
+    got = [next((k for k, b in enumerate(r) if b < NEVER), K) for r in rows]
+    ok = bins < NEVER
+    assert got == np.where(ok.any(axis=1), np.argmax(ok, axis=1), K).tolist()

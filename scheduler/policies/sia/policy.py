@@ -578,9 +578,11 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         cdf = None
         if self.risk_budget is not None:
             cdf = self._cdf(view, arr)
-            bins = self.risk_budget.classify(arr, cdf, sure)
-            ok = bins < NEVER  # lendable at some budget; decided per decision by the budget
-            kmins = np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
+            bins = self.risk_budget.classify_rows(jobs, cdf, sure)  # (lists: no numpy per job)
+            # the first window with a bin lendable at some budget (K: none); the budget decides
+            # per decision
+            kmins = np.array([next((k for k, b in enumerate(r) if b < NEVER), K) for r in bins],
+                             dtype=np.int64)
         else:
             kmins, cdf = self._kmins(view, arr, sure)
         pool, elig = self._pool, self._elig
@@ -598,7 +600,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                 kmin_job[j] = km
                 lists = elig[p]
                 for k in range(km, K):
-                    b = int(bins[i, k])
+                    b = bins[i][k]
                     if b < NEVER:
                         lists[k * NEVER + b].append(j)
                         fail[p][k * NEVER + b] = _NO_FAIL

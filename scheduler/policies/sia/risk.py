@@ -473,17 +473,23 @@ class RiskBudget:
     def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
         """Record and return the bins [jobs, windows] of ``jobs`` given P(duration <= w)
         ``cdf`` [jobs, windows] and the first window each time limit guarantees (``sure``, K:
-        none; None: no limits)."""
-        # one job at a time in Python floats (batches hold one or two jobs): the values of
-        # q = 1 - clip(cdf, 0, 1) and of q_bins, NaN included (min/max keep a leading NaN as
-        # np.minimum/np.maximum do; bisect_right puts it after every edge as searchsorted does)
-        js = np.asarray(jobs, dtype=np.int64).tolist()
+        none; None: no limits): :meth:`classify_rows` as an array."""
+        rows = self.classify_rows(np.asarray(jobs, dtype=np.int64).tolist(), cdf, sure)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), len(self.windows_s))
+
+    def classify_rows(self, jobs: list[int], cdf: np.ndarray, sure: np.ndarray | None
+                      ) -> list[list[int]]:
+        """:meth:`classify` for a list of job indices, answered as one list of bins per job
+        (no array on the way: the policy's batches hold one or two jobs)."""
+        # one job at a time in Python floats: the values of q = 1 - clip(cdf, 0, 1) and of
+        # q_bins, NaN included (min/max keep a leading NaN as np.minimum/np.maximum do;
+        # bisect_right puts it after every edge as searchsorted does)
         rows = np.asarray(cdf, dtype=np.float64).tolist()
         K = len(self.windows_s)
-        sl = [K] * len(js) if sure is None else np.asarray(sure).tolist()
+        sl = [K] * len(jobs) if sure is None else np.asarray(sure).tolist()
         perfect, jb, qk, pred = self.perfect_durations, self.job_bin, self._q, self._predicted
         out = []
-        for j, row, s in zip(js, rows, sl, strict=True):
+        for j, row, s in zip(jobs, rows, sl, strict=True):
             qs = [1.0 - min(max(c, 0.0), 1.0) for c in row]
             if s >= K and not perfect:  # (the common case: no time limit that fits)
                 brow = [bisect_right(Q_EDGES, q) + 1 for q in qs]
@@ -494,8 +500,8 @@ class RiskBudget:
                 qk[k][j] = qs[k]
                 jb[k][j] = brow[k]
             pred[j] = 1
-            out += brow
-        return np.array(out, dtype=np.int64).reshape(len(js), K)
+            out.append(brow)
+        return out
 
     # ------------------------------------------------------------------ outcomes
     def started(self, now: float, jobs: list[int]) -> None:
