@@ -310,10 +310,37 @@ timed one. Where the honest 7.2 s goes (net per method, the same runs): ``allowe
 (187,885 calls, ~25 us each: cost, refresh, loads, prior, scan), ``resolve`` 1.1 s (246,546
 outcomes), ``classify`` 1.04 s (75,583 calls, 13.8 us each in context against 4.7 us alone:
 most of it the cold entry and its numpy conversions), ``started`` 0.4 s. Every call left is
-needed at its time (above), so < 10% needs each call cheaper in context: e.g. ``classify``
-without numpy on its path (a list answer; the policy's call site would build its kmins in
-Python), the snapshots copied per window rather than per pool on a pool's first outcome after
-a refresh, or the per-outcome and per-refresh Python compiled.
+needed at its time (above), so < 10% needs each call cheaper in context.
+
+Then (same session) main moved to 2f0fd82 (``risk_arrivals`` calibrated by default: a
+different replay, 3,167 loans instead of 8,243, and ~28 s more CPU in the policy outside the
+budget), merged here; and one more cut, every decision kept: ``classify_rows``, the policy's
+job list classified into lists (no array built per call), the call site finding each job's
+first lendable window in Python instead of four numpy operations (one-job calls alone, with
+the call site's numpy: 13.2 -> 5.7 us). New reference ``qm1`` written by main at 2f0fd82
+(``/tmp/riskfast5/pair2.sh 1``, the merged branch before this cut beside it: identical); then
+three concurrent pairs (``/tmp/riskfast5/pair3.sh N``, as above, ``--compare
+/tmp/riskfast5/qm1``), main 2f0fd82 against branch riskfast5 f2d13ae; machine shared with
+other engineers' jobs (load 3-4).
+
+| run | main: raw / in policy (CPU s) | raw | warm | net s / in policy | **net** | branch: raw | raw | warm | net s | **net** |
+|---|---|---|---|---|---|---|---|---|---|---|
+| 1 | 8.08 / 94.3 | 8.6% | 8.1% | 7.33 / 93.5 | 7.8% | 7.73 / 93.1 | 8.3% | 7.9% | 7.05 / 92.4 | 7.6% |
+| 2 | 8.55 / 96.2 | 8.9% | 8.4% | 7.62 / 95.3 | 8.0% | 8.11 / 94.8 | 8.6% | 8.1% | 7.27 / 94.0 | 7.7% |
+| 3 | 8.59 / 96.6 | 8.9% | 8.4% | 7.68 / 95.7 | 8.0% | 8.18 / 95.5 | 8.6% | 8.1% | 7.34 / 94.6 | 7.8% |
+| median | | 8.9% | 8.4% | 7.62 | **8.0%** | | 8.6% | 8.1% | 7.27 | **7.7%** |
+
+Every output identical to the reference, every calibration replay identical to its timed
+one. On this replay the issue's < 10% holds, main included, but NOT because the bookkeeping
+got cheaper: its net CPU is about what it was (7.3-7.7 s), the policy's other work grew. The
+cuts of this session take 0.28-0.35 s (4-5%) off it: ``classify_rows`` 0.80-0.81 s against
+``classify``'s 1.03-1.04 s, ``resolve`` 1.12-1.13 s against 1.18-1.20 s (98,946 calls instead
+of 190,322), ``allowed`` unchanged (4.7-5.0 s, 189,277 calls). Against 4346981's policy (~66 s
+in policy, 7.2 s of bookkeeping in the first table) the same saving would give about 10.4%: an
+estimate, not measured. Left: ``allowed``'s 25 us per call in context (cost, the refresh and
+its snapshots, the loads and the prior every 300 s, the scan), the snapshots copied per pool
+rather than per window on a pool's first outcome after a refresh, or the per-outcome and
+per-refresh Python compiled.
 """
 
 from __future__ import annotations
