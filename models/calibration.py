@@ -42,6 +42,7 @@ is scored only once ``t + w`` has passed (never earlier: no peeking).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -57,6 +58,8 @@ DEFAULT_ALPHA = 0.1
 DEFAULT_MEMORY = 288
 #: Default days of the trace before the replay whose arrivals calibrate the load bounds at start.
 DEFAULT_PRIOR_DAYS = 7.0
+#: Records per window and call up to which the load scores are computed point by point.
+_FEW = 8
 
 
 def conformal_upper(scores: Sequence[float] | np.ndarray, alpha: float) -> float:
@@ -88,6 +91,43 @@ def recall_threshold(positive_probs: Sequence[float] | np.ndarray, alpha: float)
     return float(np.partition(p, rank - 1)[rank - 1])
 
 
+class SortedRing:
+    """The last ``maxlen`` values in arrival order, also kept sorted: :func:`conformal_upper`
+    and :func:`recall_threshold` read one order statistic of them at every forecast, which
+    the sorted copy answers without converting and partitioning the ring each time."""
+
+    __slots__ = ("ring", "sorted")
+
+    def __init__(self, maxlen: int):
+        self.ring: deque = deque(maxlen=maxlen)
+        self.sorted: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.ring)
+
+    def extend(self, values: Sequence[float]) -> None:
+        ring, srt = self.ring, self.sorted
+        for v in values:
+            if len(ring) == ring.maxlen:
+                del srt[bisect_left(srt, ring[0])]  # the value the ring drops next
+            ring.append(v)
+            insort(srt, v)
+
+    def append(self, value: float) -> None:
+        self.extend((value,))
+
+    def upper(self, alpha: float) -> float:
+        """:func:`conformal_upper` of the values."""
+        n = len(self.sorted)
+        rank = math.ceil((n + 1) * (1.0 - alpha) - 1e-12)
+        return math.inf if rank > n else self.sorted[rank - 1]
+
+    def lower(self, alpha: float) -> float:
+        """:func:`recall_threshold` of the values."""
+        rank = math.floor(alpha * (len(self.sorted) + 1) + 1e-12)
+        return 0.0 if rank < 1 else self.sorted[rank - 1]
+
+
 def cold_reserve(cold: str) -> bool:
     """Return True when a cold pool reserves its unused quota (``cold="reserve"``)."""
     return cold == "reserve"
@@ -101,16 +141,27 @@ class _Arrivals:
         self.cum = [np.empty(64) for _ in range(n_pools)]
         self.n = [0] * n_pools
         self.latest = [-math.inf] * n_pools  # each pool's latest submission so far
+        # the same as Python lists: a few points at a time are read faster by bisect
+        self.subl: list[list[float]] = [[] for _ in range(n_pools)]
+        self.cuml: list[list[float]] = [[] for _ in range(n_pools)]
 
     def add(self, pool: int, t: float, gpus: float) -> None:
         n = self.n[pool]
         if n == self.sub[pool].size:
             self.sub[pool] = np.resize(self.sub[pool], 2 * n)
             self.cum[pool] = np.resize(self.cum[pool], 2 * n)
+        c = gpus + (self.cuml[pool][-1] if n else 0.0)
         self.sub[pool][n] = t
-        self.cum[pool][n] = gpus + (self.cum[pool][n - 1] if n else 0.0)
+        self.cum[pool][n] = c
         self.n[pool] = n + 1
         self.latest[pool] = t
+        self.subl[pool].append(t)
+        self.cuml[pool].append(c)
+
+    def cum_one(self, pool: int, x: float) -> float:
+        """:meth:`cum_at` of one point."""
+        i = bisect_right(self.subl[pool], x)
+        return self.cuml[pool][i - 1] if i else 0.0
 
     def cum_at(self, pool: int, x: np.ndarray) -> np.ndarray:
         """Return the GPUs of the pool's arrivals with submit <= x, per x."""
@@ -192,13 +243,13 @@ class PoolCalibration:
         # the load side: next grid time to score per window, scores per pool and window
         t0 = math.ceil(first / GRID_S) * GRID_S
         self._next_t = [t0] * K
-        self._scores = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self._scores = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
         self._q_dirty = np.zeros((P, K), dtype=bool)
         # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
         self._slot = -math.inf
         self._open: list[deque] = [deque() for _ in range(K)]
-        self._pos = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        self._pos = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._thr = np.zeros((P, K))
         self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
         self._thr_dirty = np.zeros((P, K), dtype=bool)
@@ -231,9 +282,13 @@ class PoolCalibration:
                 continue
             ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
             self._next_t[k] = float(ts[-1]) + GRID_S
+            few = ts.size <= _FEW and ts.tolist()
             for p in range(self.n_pools):
                 if arr.latest[p] <= ts[0]:
                     continue  # nothing arrived in any (t, t + w]: no record saw an arrival
+                if few:  # one record per tick: the same values point by point
+                    self._score_few(p, k, few, w)
+                    continue
                 edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
                 # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
                 loads = np.diff(edges, axis=1)
@@ -245,6 +300,21 @@ class PoolCalibration:
                     self._q_dirty[p, k] = True
                     self.stats["load_scores"] += int(got.sum())
 
+    def _score_few(self, p: int, k: int, ts: list[float], w: float) -> None:
+        """:meth:`_score_load`'s scores of pool ``p`` and window ``k`` at the grid times ``ts``,
+        in Python floats (the same operations as the arrays')."""
+        one, nw = self._arr.cum_one, self.n_windows
+        new = []
+        for t in ts:
+            c = [one(p, t + w * i) for i in range(-nw, 2)]
+            realized = c[-1] - c[-2]
+            if realized > 0:
+                new.append(realized - max(c[i + 1] - c[i] for i in range(nw)))
+        if new:
+            self._scores[p][k].extend(new)
+            self._q_dirty[p, k] = True
+            self.stats["load_scores"] += len(new)
+
     def load_bound(self, view: Any, base: np.ndarray) -> np.ndarray:
         """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
@@ -252,7 +322,7 @@ class PoolCalibration:
         self._score_load(now)
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
         for p, k in zip(*np.nonzero(self._q_dirty), strict=True):
-            q = conformal_upper(self._scores[p][k], self.alpha)
+            q = self._scores[p][k].upper(self.alpha)
             self._q[p, k] = q if math.isfinite(q) else cold_q
         self._q_dirty[:] = False
         return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
@@ -269,8 +339,7 @@ class PoolCalibration:
                     if arr.latest[p] <= t:
                         label = False  # nothing arrived after t
                     else:
-                        c = arr.cum_at(p, np.array([t, t + w]))
-                        label = bool(c[1] > c[0])
+                        label = arr.cum_one(p, t + w) > arr.cum_one(p, t)
                     if label:
                         self._pos[p][k].append(float(probs[p]))
                         self._thr_dirty[p, k] = True
@@ -287,7 +356,7 @@ class PoolCalibration:
         now = self._absorb(view)
         self._resolve_arrivals(now)
         for p, k in zip(*np.nonzero(self._thr_dirty), strict=True):
-            self._thr[p, k] = recall_threshold(self._pos[p][k], self.alpha)
+            self._thr[p, k] = self._pos[p][k].lower(self.alpha)
             self._cold[p, k] = math.floor(self.alpha * (len(self._pos[p][k]) + 1) + 1e-12) < 1
         self._thr_dirty[:] = False
         proba = np.asarray(proba, dtype=np.float64)

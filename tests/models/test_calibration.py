@@ -8,12 +8,17 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
 from sia.data.schema import make_pools, validate
 from sia.features.table9 import FEATURE_COLUMNS
-from sia.models.calibration import PoolCalibration, conformal_upper, recall_threshold
+from sia.models.calibration import (
+    PoolCalibration,
+    SortedRing,
+    conformal_upper,
+    recall_threshold,
+)
 from sia.models.forecaster import LearnedForecaster
 from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.core.simulator import simulate
@@ -269,3 +274,41 @@ def test_a_cold_pool_may_keep_the_uncalibrated_answers_instead():
     assert bound[0, 0] == 1.0  # a is warm: calibrated (score 0 over its sliding max)
     with pytest.raises(ConfigError, match="calibration_cold"):
         PoolCalibration((300.0,), cold="never")
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(-1e3, 1e3, allow_nan=False), max_size=60),
+       maxlen=st.integers(2, 12), alpha=st.floats(0.01, 0.99))
+def test_the_sorted_ring_answers_as_the_conformal_functions_on_its_last_values(values, maxlen,
+                                                                               alpha):
+    ring = SortedRing(maxlen)
+    for i, v in enumerate(values):
+        ring.extend([v]) if i % 2 else ring.append(v)
+        last = values[max(0, i + 1 - maxlen):i + 1]
+        assert list(ring.ring) == last and ring.sorted == sorted(last)
+        assert ring.upper(alpha) == conformal_upper(last, alpha)
+        assert ring.lower(alpha) == recall_threshold(last, alpha)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # set before each use
+@given(events=st.lists(st.tuples(st.integers(0, 2000).map(lambda x: x * 37.0),
+                                 st.integers(0, 1), st.integers(1, 8)), min_size=1, max_size=40),
+       steps=st.lists(st.integers(1, 40).map(lambda x: x * 300.0), min_size=1, max_size=12))
+def test_scoring_point_by_point_gives_the_arrays_scores(monkeypatch, events, steps):
+    # _score_load computes a call's few records in Python floats, many with arrays: the same
+    # scores either way, whatever the calls' spacing (one record or dozens per window)
+    import sia.models.calibration as calibration
+
+    trace = _trace(events)
+    rings = []
+    for few in (0, 10_000):
+        monkeypatch.setattr(calibration, "_FEW", few)
+        cal = PoolCalibration((300.0, 3600.0), alpha=0.2, memory=30)
+        cal.reset(trace.pool_names, 0.0)
+        now = 0.0
+        for dt in steps:
+            now += dt
+            cal.load_bound(_View(trace, now), np.zeros((2, 2)))
+        rings.append([[list(r.ring) for r in row] for row in cal._scores])
+    assert rings[0] == rings[1]
