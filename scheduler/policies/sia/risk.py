@@ -412,6 +412,30 @@ class RiskBudget:
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
+        self._reset_snapshots(P, K)
+        self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
+        self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
+        # (time the outcome is known, job, k), a heap, and the first of those times (inf: none;
+        # resolve() before it is a no-op)
+        self._events: list[tuple[float, int, int]] = []
+        self.next_due = math.inf
+        # the pools due for a refresh: an overrun since their last one (resolve adds them) or
+        # their last one 300 s old (moved here from _fresh); every pool at the start
+        self._due: set[int] = set(range(P))
+        self._bound_time = [-math.inf] * P
+        self._fresh: list[tuple[float, int]] = []  # heap: (time, pool) of the refreshes
+        self._prior_time = -math.inf
+        self._prior = _Prior([None] * K, [None] * K, self.prior_n)  # rates 0 until updated
+        self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
+        self._load: np.ndarray | None = np.zeros(P)
+        self._load_list = [0.0] * P
+        self._by_load = list(range(P))  # pools by recent load, busiest first
+        self._load_time = -math.inf
+        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
+                      "cost_sum": 0.0, "cost_n": 0}
+
+    def _reset_snapshots(self, P: int, K: int) -> None:
+        """Forget the snapshots, their quantiles and floors and the last scans (see reset)."""
         # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
         # (None until read); quantiles by parameters (pools without outcomes share them)
         self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
@@ -436,24 +460,6 @@ class RiskBudget:
         # keeps a window's quantiles when neither moved (the same parameters, the same floats)
         self._snap_seen: list[list[int] | None] = [None] * P
         self._snap_prior: list[list[int] | None] = [None] * P
-        self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
-        self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
-        self._events: list[tuple[float, int, int]] = []  # (time the outcome is known, job, k)
-        self.next_due = math.inf  # the first of them (inf: none): resolve() before it is a no-op
-        # the pools due for a refresh: an overrun since their last one (resolve adds them) or
-        # their last one 300 s old (moved here from _fresh); every pool at the start
-        self._due: set[int] = set(range(P))
-        self._bound_time = [-math.inf] * P
-        self._fresh: list[tuple[float, int]] = []  # heap: (time, pool) of the refreshes
-        self._prior_time = -math.inf
-        self._prior = _Prior([None] * K, [None] * K, self.prior_n)  # rates 0 until updated
-        self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
-        self._load: np.ndarray | None = np.zeros(P)
-        self._load_list = [0.0] * P
-        self._by_load = list(range(P))  # pools by recent load, busiest first
-        self._load_time = -math.inf
-        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
-                      "cost_sum": 0.0, "cost_n": 0}
 
     def grow(self, trace: Any) -> None:
         """Take the jobs the live service appended to ``trace`` (not yet arrived): no bin and
