@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from sia.scheduler.core.simulator import Preempt
 from sia.scheduler.core.view import SimView, Start
 
+#: A scan's remembered miss when there is none (the policy's per-pool, per-list cache).
+NO_FAIL = (-1.0, -1)
+
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.policies.sia.policy import Decision
 
@@ -27,6 +30,8 @@ class DedicatedPass:
         """
         quota, gpus, started, pend = self._quota, self._gpus, self._started, self._pend_gpus
         free, ded, alloc, starts = d.free, d.ded, d.alloc, d.starts
+        if self._held:  # the victims of the last eviction: pending in the simulator by now
+            self._release_held()
         cells = self._cells
         cfg = cells.config if cells is not None else None
         ramp = self.loan_ramp
@@ -63,6 +68,10 @@ class DedicatedPass:
                 for v in victims:
                     starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
                     self._requeue(v)
+                    # still running until the simulator applies the Preempt: not lent again
+                    # in this decision (can_place would refuse a running job)
+                    started[v] = 1
+                    self._held.append(v)
                     free += gpus[v]
                     alloc[self._pool[v]] -= gpus[v]
                 self.stats["preemptions"] += len(victims)
@@ -86,3 +95,13 @@ class DedicatedPass:
         d.free = free
         n_preempts = sum(1 for s in starts if type(s) is Preempt)
         self.stats["dedicated"] += len(starts) - n_preempts
+
+    def _release_held(self) -> None:
+        """Make the jobs evicted by an earlier decision on cells lendable: pending, and every
+        scan of their pools starts again from the first entry (as :meth:`_requeue` left it)."""
+        for v in self._held:
+            self._started[v] = 0
+            p = self._pool[v]
+            self._head[p][:] = [0] * len(self._head[p])
+            self._fail[p][:] = [NO_FAIL] * len(self._fail[p])
+        self._held.clear()

@@ -206,7 +206,7 @@ from sia.scheduler.policies.sia.adaptation import (
     ArrivalMissTracker,
     DurationMissTracker,
 )
-from sia.scheduler.policies.sia.dedicated import DedicatedPass
+from sia.scheduler.policies.sia.dedicated import NO_FAIL, DedicatedPass
 from sia.scheduler.policies.sia.forecast_mix import (
     perfect_arrivals,
     perfect_durations,
@@ -239,7 +239,7 @@ from sia.scheduler.policies.sia.spare import (
     check_reserve_floor,
 )
 
-_NO_FAIL = (-1.0, -1)  # no failed scan remembered
+_NO_FAIL = NO_FAIL  # no failed scan remembered
 
 #: The risk budget's arrival side when ``risk`` is set (``risk_arrivals``): ``"calibrated"``,
 #: per-pool calibrated arrivals at miss rate risk / (1 + risk). Chosen on the training data
@@ -489,6 +489,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                                  windows=self.windows_s)
             self._wakes = self.loan_ramp.wake_days is not None
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
+        self._held: list[int] = []  # evicted on cells by the last decision (dedicated.py)
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
         self.served.reset(trace)
