@@ -340,7 +340,11 @@ in policy, 7.2 s of bookkeeping in the first table) the same saving would give a
 estimate, not measured. Left: ``allowed``'s 25 us per call in context (cost, the refresh and
 its snapshots, the loads and the prior every 300 s, the scan), the snapshots copied per pool
 rather than per window on a pool's first outcome after a refresh, or the per-outcome and
-per-refresh Python compiled.
+per-refresh Python compiled. After the branch's merge of main at c6a7cbd (main's arrival
+calibration about half as costly since ba66f2c: ~70 s in the policy), one run alone (``--out
+/tmp/riskfast5/final2``): 9.2% net (6.40 / 69.6), 9.9% raw; and one more pair on a quiet
+machine (``pair3.sh 4``): main c6a7cbd 9.3% net (6.60 / 70.6; raw 10.2%) against the branch
+9.1% (6.40 / 70.2; raw 9.8%); every output identical to ``qm1``.
 """
 
 from __future__ import annotations
