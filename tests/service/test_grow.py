@@ -25,7 +25,7 @@ from .conftest import small_forecaster
 _BYTES: dict[str, tuple] = {}
 
 
-def _learned_sia(with_model: bool = False):
+def _learned_sia(with_model: bool = False, **options):
     """Learned SIA on :func:`small_forecaster` (with a JobDuration model: the history CDF
     with the started-jobs cap, whose per-job features and look-alikes grow with the
     arrays), decoded from its bytes (fitted once)."""
@@ -40,12 +40,16 @@ def _learned_sia(with_model: bool = False):
         _BYTES[key] = small_forecaster(model).to_bytes()
     document, boosters = _BYTES[key]
     fc = LearnedForecaster.from_bytes(document, boosters, cache_key=("test-grow", key))
-    return make_policy("sia", forecaster=fc)
+    return make_policy("sia", forecaster=fc, **options)
 
 
 def _maker(name: str):
     if name == "sia":
         return _learned_sia
+    if name == "sia-risk":  # the risk budget: run times learned at the jobs' ends
+        return lambda: _learned_sia(risk=1.0)  # its arrivals calibrated online per pool
+    if name == "sia-risk-predicted":
+        return lambda: _learned_sia(risk=1.0, risk_arrivals="predicted")
     if name == "sia-duration-model":
         return lambda: _learned_sia(with_model=True)
     return lambda: make_policy(name, **policy_options(name, seed=0))
@@ -67,7 +71,8 @@ def workload() -> tuple[pl.DataFrame, pl.DataFrame]:
     return generate_workload("base", seed=2, days=1.5)
 
 
-@pytest.mark.parametrize("name", ["fcfs", "maxmin", "hived", "sia", "sia-duration-model"])
+@pytest.mark.parametrize("name", ["fcfs", "maxmin", "hived", "sia", "sia-duration-model",
+                                  "sia-risk", "sia-risk-predicted"])
 def test_jobs_one_at_a_time_decide_as_the_replay_with_one_build(workload, name):
     """Each submission at its own instant (clock events between): every start equals the
     replay's, the arrays were built once and grown at every other arrival instant."""

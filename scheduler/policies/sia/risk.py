@@ -38,8 +38,15 @@ at any budget (``risk=0`` lends only those). A *cold* pool (fewer than
 ``cold_n`` outcomes in the window, counted with the decay) lends only on
 certainty: its rate is not known yet.
 
-The arrival side (WillJobsArrive, NewLoadEstimate) is not part of the bound:
-the reservations and the online arrival adaptation are SIA's as before.
+The arrival side (WillJobsArrive, NewLoadEstimate) is the policy's
+(``risk_arrivals``, :func:`sia.scheduler.policies.sia.policy.arrival_side`): by
+default each pool's reservation is its per-pool calibrated bound at miss rate
+``risk / (1 + risk)``; ``risk=0`` reserves every pool's unused quota unless the
+arrivals are perfect information.
+
+Live (the service: a job's run time is unknown until it ends), an outcome is
+taken at the job's end (a fit) or once it has run ``w`` (an overrun), the same
+instants as a replay that knows the run times, so the same decisions.
 """
 
 from __future__ import annotations
@@ -59,11 +66,14 @@ from sia.data.errors import ConfigError
 #: 10 whose share of slowed jobs, pooled over the experiments, is <= 0.5% and <= 2% in every
 #: experiment, on experiments/risk_training_weeks.yaml (20 experiments of 4 Philly pools
 #: replayed on days 35-56, predictors trained on days 14-35; never on the replay periods that
-#: figure13.yaml and table17 report). Measured (2026-11-28): 0.1 slowed 0.22% (worst
-#: experiment 1.0%); 0.3 already slowed 1.7% (worst 15%). Not SiaPolicy's default: ``risk``
-#: stays unset (today's rule) because this budget costs most of the speedup (see the report in
-#: the commit that set it); pass ``risk: 0.1`` to use it.
-DEFAULT_RISK = 0.1
+#: figure13.yaml and table17 report). Measured (2026-11-28, arrivals as predicted, no loan
+#: ramp): 0.1 slowed 0.22% (worst experiment 1.0%); 0.3 already slowed 1.7% (worst 15%).
+#: Re-applied 2026-11-29 with the arrivals calibrated (the budget's arrival side since then)
+#: and the loan ramp: 0.1 0.094% (worst 1.21%), 0.3 0.122% (worst 1.21%), 1 0.48% (worst
+#: 3.7%), 3 0.78%, 10 1.70%: 0.3. Not SiaPolicy's default: ``risk`` stays unset (today's rule)
+#: because every budget costs most of the speedup there (0.3: mean 40.1 against 70.9); pass
+#: ``risk: 0.3`` to use it.
+DEFAULT_RISK = 0.3
 #: Upper edges of the bins of q = P(duration > w) (the last bin is [0.3, 1)); q = 1 is "never".
 Q_EDGES = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0)
 #: Outcomes of a pool and window after which the lazy decay is folded into the counts.
@@ -419,6 +429,10 @@ class RiskBudget:
         # resolve() before it is a no-op)
         self._events: list[tuple[float, int, int]] = []
         self.next_due = math.inf
+        # live (run times unknown until the end): the predicted jobs running, (job, start), and
+        # the (job, window) outcomes taken at a completion, whose deadline event is then moot
+        self._running_live: list[tuple[int, float]] = []
+        self._taken_live: set[tuple[int, int]] = set()
         # the pools due for a refresh: an overrun since their last one (resolve adds them) or
         # their last one 300 s old (moved here from _fresh); every pool at the start
         self._due: set[int] = set(range(P))
@@ -525,9 +539,14 @@ class RiskBudget:
             if not live:
                 use.start(now, pool[j], gpus[j], now + d)
             if pred[j]:
+                if live:  # run time unknown: the outcome at its end (_completions) or at now + w
+                    self._running_live.append((j, now))
+                    d = math.inf
                 for k, w in enumerate(W):
                     heapq.heappush(ev, (now + min(d, w), j, k))
-        if ev:
+        if live and self._running_live:
+            self.next_due = -math.inf  # a completion can come at any time
+        elif ev:
             self.next_due = ev[0][0]
 
     def lent(self, job: int, k: int) -> None:
@@ -541,9 +560,12 @@ class RiskBudget:
         Nothing is known before ``next_due`` (the first outcome's time): a call with ``now <
         next_due`` does nothing, and a caller may skip it."""
         ev = self._events
+        if self._running_live:
+            self._completions()
         if not ev or ev[0][0] > now:
             return
         W, pool, q, dur, jb = self.windows_s, self._pool, self._q, self._dur, self.job_bin
+        taken, live = self._taken_live, self._live
         lam, glam = self.decay, self._glam
         n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
                                    self._gt)
@@ -556,7 +578,13 @@ class RiskBudget:
             b = jb[k][j]
             if b == CERTAIN:
                 continue
-            over = float(dur[j]) > W[k]
+            d = float(dur[j])
+            over = not d <= W[k]  # live: a job still running at its deadline (NaN) overran
+            if live and d <= W[k]:  # live: its fit comes once, at its end or its deadline
+                if (j, k) in taken:
+                    taken.discard((j, k))
+                    continue
+                taken.add((j, k))
             p = pool[j]
             seen[p][k] += 1
             gseen[k] += 1
@@ -599,7 +627,21 @@ class RiskBudget:
                 self._due.add(p)
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
-        self.next_due = ev[0][0] if ev else math.inf
+        self.next_due = (-math.inf if self._running_live else ev[0][0] if ev else math.inf)
+
+    def _completions(self) -> None:
+        """Live: queue the fits of the running predicted jobs whose run time became known (they
+        ended), at their end, as a replay with the run times known queues them at the start."""
+        W, dur, ev, keep = self.windows_s, self._dur, self._events, []
+        for j, s in self._running_live:
+            d = float(dur[j])
+            if d != d:  # still running
+                keep.append((j, s))
+                continue
+            for k, w in enumerate(W):
+                if d <= w:
+                    heapq.heappush(ev, (s + d, j, k))
+        self._running_live = keep
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
@@ -803,7 +845,7 @@ class RiskBudget:
             self._started_jobs, self._start_t = [], []
         jobs, st = self._run_jobs, self._run_start
         lo = now - self.load_s
-        end = np.minimum(st + self._dur[jobs], now)
+        end = np.fmin(st + self._dur[jobs], now)  # a running job's NaN end: it runs up to now
         ran = np.clip(end - np.maximum(st, lo), 0.0, None) * np.asarray(self._gpus_f)[jobs]
         used = np.bincount(np.asarray(self._pool)[jobs], weights=ran, minlength=self._quota.size)
         keep = end > lo  # jobs that ended before the period never count again
