@@ -21,6 +21,15 @@ bookkeeping and from the policy's CPU, per method too. The warm loop's figure
 checkout's interpreter to measure that checkout the same way (``bench_sia`` is imported from
 this script's folder, ``sia`` from the interpreter's install; a budget method the other
 checkout lacks is not timed).
+
+Since the budget bounds the owners' arrivals too (``risk_arrivals: calibrated``, the default),
+its arrival side, the per-pool calibration inside the forecaster (``load_bound``,
+``arrivals``), is timed the same way and reported beside the duration side. Measured
+2026-11-29 (session 23, one run on a quiet machine, risk 0.1): duration side 6.32 s net,
+arrival side 6.96 s net, of 69.8 s in policy: **19.0%** for the budget's two sides (9.1% for
+the duration side alone, the figure the earlier cuts were measured by); the issue's < 10% is
+met by neither the whole budget nor, before the calibration grew the denominator, by the
+duration side (10.8% at 4346981).
 """
 
 from __future__ import annotations
@@ -75,10 +84,30 @@ def replay(jobs: pl.DataFrame, pools: pl.DataFrame, fc, risk: float, empty: bool
     policy CPU s, wall s)."""
     pol = SiaPolicy(fc, name="sia-learned/risk", risk=risk)
     budget = TimedBudget(pol.risk_budget, empty=empty)  # timed as bench_sia.py times it
+    # the budget's arrival side (risk_arrivals "calibrated", the default): the per-pool
+    # calibration inside the forecaster, timed the same way
+    cal = getattr(fc, "calibration", None) if pol._arrival_side == "calibrate" else None
+    pol.arrival_clock = (None if cal is None
+                         else TimedBudget(cal, ("load_bound", "arrivals"), empty=empty))
     clocked = Clocked(pol)
     clock = time.perf_counter()
     res = simulate(jobs, pools, clocked)
     return res, pol, budget, sum(clocked.cpu), time.perf_counter() - clock
+
+
+def report_arrivals(pol, empty_pol, budget: TimedBudget, empty: TimedBudget, cpu: float) -> None:
+    """Print the arrival side's calibration CPU, net of the timer (measured on the empty-body
+    replay), and the whole budget's share of the policy's CPU."""
+    arr, arr_e = pol.arrival_clock, empty_pol.arrival_clock
+    if arr is None or arr_e is None:
+        return
+    net_a = arr.cpu - arr_e.cpu
+    net_b = budget.cpu - empty.cpu
+    den = cpu - empty.cpu - arr_e.cpu
+    print(f"  the arrival side's calibration: {net_a:.2f} s net in {arr.calls} calls; the "
+          f"budget's two sides together: {net_a + net_b:.2f} s of {den:.2f} s in policy: "
+          f"NET {100 * (net_a + net_b) / max(den, 1e-9):.1f}% (durations alone "
+          f"{100 * net_b / max(den, 1e-9):.1f}%)")
 
 
 def report(budget: TimedBudget, cpu: float, empty: TimedBudget | None, warm: float) -> None:
@@ -127,6 +156,8 @@ def main() -> None:
         if not same or empty.calls != budget.calls:
             raise SystemExit("the calibration replay differs from the timed one")
     report(budget, cpu, empty, timer_overhead())
+    if empty is not None:
+        report_arrivals(pol, pol_e, budget, empty, cpu)
     args.out.mkdir(parents=True, exist_ok=True)
     res.write_parquet(args.out / "result.parquet")
     summary = {k: v for k, v in pol.summary().items()}
