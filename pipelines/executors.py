@@ -166,6 +166,8 @@ class LocalExecutor:
         if pool is None:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
+        # taken before shutdown(), which drops the pool's reference to it
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             proc.kill()  # workers ignore SIGTERM (the parent handles it)
@@ -174,7 +176,6 @@ class LocalExecutor:
         # let the pool's manager thread see the dead workers and close its wake-up pipe now:
         # else, at exit, concurrent.futures' hook may write to that pipe while the thread
         # closes it (a race in CPython 3.11: "OSError: Bad file descriptor" on stderr)
-        manager = getattr(pool, "_executor_manager_thread", None)
         if manager is not None:
             manager.join(timeout=10)
 
