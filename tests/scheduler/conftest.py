@@ -30,6 +30,23 @@ def small_traces(draw):
     return rows, quotas
 
 
+class UnderForecaster:
+    """Never expects an arrival and predicts every job <= 5 min (bin 0): long jobs overrun.
+    A base for the tests' forecasters that add ``duration_cdf``."""
+
+    name = "under"
+    perfect_information = False
+
+    def will_jobs_arrive(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
+
+    def new_load_estimate(self, view, windows_s):
+        return np.zeros((view.trace.n_pools, len(windows_s)))
+
+    def duration_bins(self, view, job_indices):
+        return np.zeros(len(job_indices), dtype=np.int64)
+
+
 class BlindForecaster:
     """Never expects an arrival (every arrival is a miss, every burst a surprise); true
     duration bins (perfect information on durations: SIA's loan ramp stays off)."""

@@ -17,7 +17,7 @@ from sia.scheduler.policies.sia.forecast_mix import MixedForecaster, random_arri
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.registry import make_policy
 
-from .conftest import BlindForecaster
+from .conftest import BlindForecaster, UnderForecaster
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:
@@ -307,22 +307,6 @@ def test_tracker_without_load_misses_only_counts_missed_arrivals():
     strict.reset(trace)
     strict.record(_View(trace, 0.0, 0), np.array([[1.0], [0.0]]))
     assert strict.distrusted(_View(trace, 100.0, 1)).tolist() == [[True], [False]]
-
-
-class UnderForecaster:
-    """Never expects an arrival and predicts every job <= 5 min (bin 0): long jobs overrun."""
-
-    name = "under"
-    perfect_information = False
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return np.zeros(len(job_indices), dtype=np.int64)
 
 
 # A (quota 2) is idle until 10000 s; B (quota 1) gets six 1-GPU jobs of 1000 s at 0, all

@@ -30,6 +30,8 @@ from sia.scheduler.policies.sia.risk import (
 )
 from sia.scheduler.registry import make_policy
 
+from .conftest import UnderForecaster
+
 W = (300.0, 3600.0)
 
 
@@ -265,20 +267,10 @@ def test_risk_zero_with_perfect_durations_slows_no_job_synthetic(seed, variant):
     assert slowed(jobs, pools.select("pool", "quota_gpus"), pol).height == 0
 
 
-class ShortForecaster:
+class ShortForecaster(UnderForecaster):
     """Never expects an arrival; says every job surely fits 5 minutes (P = 0.9999)."""
 
     name = "short"
-    perfect_information = False
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return np.zeros(len(job_indices), dtype=np.int64)
 
     def duration_cdf(self, view, job_indices, windows_s):
         return np.full((len(job_indices), len(windows_s)), 0.9999)

@@ -3,13 +3,12 @@ arrivals too; ``risk_arrivals: calibrated`` bounds them per pool at miss rate ri
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
-from sia.data.schema import make_pools, validate
+from sia.data.schema import make_pools
 from sia.data.synthetic import generate_workload
 from sia.models.calibration import conformal_upper, recall_threshold
 from sia.scheduler.core.forecast import PerfectForecaster
@@ -18,22 +17,11 @@ from sia.scheduler.policies.sia.forecast_mix import MixedForecaster
 from sia.scheduler.policies.sia.policy import SiaPolicy, arrival_side
 from sia.scheduler.registry import make_policy
 
+from .conftest import UnderForecaster, job_table
 
-class NeverArrives:
-    """WillJobsArrive always 0, NewLoadEstimate 0: a forecaster that never expects owners.
-    Durations: every job fits the smallest window (bin 0)."""
-
-    name = "never"
-    perfect_information = False
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return np.zeros(len(job_indices), dtype=np.int64)
+#: WillJobsArrive always 0, NewLoadEstimate 0: a forecaster that never expects owners; every
+#: job predicted to fit the smallest window (bin 0)
+NeverArrives = UnderForecaster
 
 
 class Calibratable(NeverArrives):
@@ -50,11 +38,6 @@ class Calibratable(NeverArrives):
 def never_with_perfect_durations() -> MixedForecaster:
     never = NeverArrives()
     return MixedForecaster(never, never, PerfectForecaster())
-
-
-def table(rows: list[tuple]) -> pl.DataFrame:
-    cols = ["job_id", "pool", "submit_time", "duration", "num_gpus"]
-    return validate(pl.DataFrame(rows, schema=cols, orient="row"))[0]
 
 
 def n_slowed(jobs: pl.DataFrame, pools: pl.DataFrame, policy) -> tuple[int, int]:
@@ -114,7 +97,7 @@ def test_risk_zero_keeps_an_owner_that_the_forecast_missed_from_waiting():
     # minutes) lends A's GPU to B's second job; A's job then waits. At risk 0 nothing is
     # lent: A's arrivals are not certain.
     rows = [("b1", "B", 0.0, 1000.0, 1), ("b2", "B", 0.0, 1000.0, 1), ("a1", "A", 10.0, 100.0, 1)]
-    jobs, pools = table(rows), make_pools({"A": 1, "B": 1})
+    jobs, pools = job_table(rows), make_pools({"A": 1, "B": 1})
     free = SiaPolicy(NeverArrives(), windows_s=(3600.0,), adaptation=False, loan_ramp=None,
                      lend_on_limit=False)
     assert n_slowed(jobs, pools, free) == (1, 1)  # the case can fail: the loan slows a1

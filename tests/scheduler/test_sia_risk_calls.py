@@ -15,6 +15,7 @@ from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
 
+from tests.scheduler.conftest import UnderForecaster
 from tests.scheduler.test_sia_risk import W, budget_states, fake_trace
 
 
@@ -79,23 +80,13 @@ class EagerCalls(RiskBudget):
         pass
 
 
-class TableForecaster:
+class TableForecaster(UnderForecaster):
     """Never expects an arrival; each job's P(duration <= w) from a seeded table."""
 
     name = "table"
-    perfect_information = False
 
     def __init__(self, seed: int):
         self.cdf = np.random.default_rng(seed).choice([0.5, 0.9, 0.99, 0.9995, 1.0], size=(64, 2))
-
-    def will_jobs_arrive(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)), dtype=bool)
-
-    def new_load_estimate(self, view, windows_s):
-        return np.zeros((view.trace.n_pools, len(windows_s)))
-
-    def duration_bins(self, view, job_indices):
-        return np.zeros(len(job_indices), dtype=np.int64)
 
     def duration_cdf(self, view, job_indices, windows_s):
         return self.cdf[np.asarray(job_indices) % 64][:, :len(windows_s)]

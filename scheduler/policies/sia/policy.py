@@ -490,6 +490,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             self._wakes = self.loan_ramp.wake_days is not None
         self._sure_job: dict[int, int] = {}  # job -> first window its time limit guarantees
         self._held: list[int] = []  # evicted on cells by the last decision (dedicated.py)
+        # every pool distrusted in every window (reserving its unused quota) when the risk
+        # budget has no bound on the arrivals (arrival_side "reserve"), else None (spare.py)
+        self._all_distrusted = ([[True] * K for _ in range(P)] if self._arrivals_unbounded
+                                else None)
         self.stats = dict(decisions=0, forecasts=0, dedicated=0, opportunistic=0)
         self.served = ServedPredictions(self.windows_s)  # written only: never read by a decision
         self.served.reset(trace)

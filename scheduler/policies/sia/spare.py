@@ -146,7 +146,7 @@ class SparePass:
     def _distrust(self, view: SimView) -> tuple[list | None, list | None]:
         """Return the online adaptation's [pool][window] distrust of arrivals and of durations
         (None when nothing is distrusted)."""
-        distrust = self._reserve_all()
+        distrust = self._all_distrusted  # risk without a bound on the arrivals (or None)
         if self.tracker is not None and distrust is None:
             dm = self.tracker.distrusted(view)
             if dm.any():
@@ -161,13 +161,6 @@ class SparePass:
                 self._duration_distrusted += 1
                 dur_distrust = dd.tolist()
         return distrust, dur_distrust
-
-    def _reserve_all(self) -> list | None:
-        """Every pool distrusted in every window (each reserves its whole unused quota) when the
-        risk budget has no bound on the arrivals (``policy.arrival_side`` "reserve"), else None."""
-        if not self._arrivals_unbounded:
-            return None
-        return [[True] * len(self.windows_s) for _ in range(self._P)]
 
     def _reserved(self, tnl_k: list, k: int, pend: list, unused: list,
                   distrust: list | None) -> tuple[list, list]:
@@ -294,7 +287,7 @@ class SparePass:
             ramp.update(view.now, view.completed_counts(), view.completed_jobs,
                         self._trace.duration)
         tnl, age = self._probe_forecast(view)
-        distrust = self._reserve_all()
+        distrust = self._all_distrusted  # risk without a bound on the arrivals (or None)
         if distrust is None and self.tracker is not None:
             distrust = self.tracker.distrusted(view).tolist()
         dur = None if self.duration_tracker is None else self.duration_tracker.distrusted(view)
