@@ -39,6 +39,9 @@ RESERVE_FLOORS = (None, "last_width", "margin")
 #: 1.70 against 2.02): out. (A first version that started every pool's floor at 0 instead of
 #: its last job before the replay slowed 266 and 1 at 69.6 and 221; it was replaced because it
 #: was not what the option says, and the rule was run again on the corrected one.)
+#: ``"margin"`` (session 24), by the same rule with the geometric mean as the guard, fixed
+#: before its runs: Graham's days 1 slowed / geomean 1.89 (off: 1 / 2.02, 94%: in); Philly's
+#: weeks 533 slowed (0.27%), one experiment at 2.23% (off: 275, 0.14%, worst 0.97%): out.
 DEFAULT_RESERVE_FLOOR: str | None = None
 
 
