@@ -382,7 +382,7 @@ def promise_overview(studies: Sequence[Study], path: Path, title: str = "") -> P
     order = sorted(drawn, key=lambda k: (styles.get(k.removesuffix(" (risk budget)"), 0),
                                          k.endswith(" (risk budget)")))
     fig.legend([drawn[k] for k in order], order, loc="lower center",
-               ncol=min(4, max(1, len(drawn))), fontsize=9, frameon=False,
+               ncol=min(5, max(1, len(drawn))), fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, -0.01))
     fig.suptitle(title or "speedup against jobs slowed (up and left is better)", fontsize=11)
     fig.tight_layout(rect=(0, 0.08, 1, 0.96))
