@@ -64,13 +64,14 @@ def test_the_floor_option_is_checked(bad):
         SiaPolicy(BlindForecaster(), reserve_floor=bad)
 
 
+@pytest.mark.parametrize("floor", ["last_width", "margin"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=small_traces())
-def test_with_perfect_predictions_the_floor_slows_no_job(trace):
+def test_with_perfect_predictions_the_floor_slows_no_job(floor, trace):
     rows, quotas = trace
     jobs, pools = table(rows), make_pools(quotas)
     base = simulate(jobs, pools, make_policy("fcfs"))
-    res = simulate(jobs, pools, make_policy("sia-perfect", reserve_floor="last_width"),
+    res = simulate(jobs, pools, make_policy("sia-perfect", reserve_floor=floor),
                    check_invariants=True)
     late = res["end_time"].to_numpy() > base["end_time"].to_numpy() + 1e-6
     assert not late.any()
@@ -160,18 +161,6 @@ def test_margin_is_the_widest_last_job_that_fits_a_pools_room():
     rows = [r if r[0] != "a1" else ("a1", "A", 150.0, 100.0, 2) for r in _two_silent(1)]
     got = starts(rows, quotas, SiaPolicy(BlindForecaster(), reserve_floor="margin"))
     assert got["a1"] == (150.0, False)
-
-
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces())
-def test_with_perfect_predictions_the_margin_slows_no_job(trace):
-    rows, quotas = trace
-    jobs, pools = table(rows), make_pools(quotas)
-    base = simulate(jobs, pools, make_policy("fcfs"))
-    res = simulate(jobs, pools, make_policy("sia-perfect", reserve_floor="margin"),
-                   check_invariants=True)
-    late = res["end_time"].to_numpy() > base["end_time"].to_numpy() + 1e-6
-    assert not late.any()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
