@@ -297,6 +297,8 @@ def parse_config(raw: Any, *, source: str = "<dict>", base_dir: Path | None = No
     preemption = _parse_preemption(raw.get("preemption"), w, locality)
     regions = _parse_regions(raw.get("regions"), policies, w, base_dir)
     predictors = _parse_predictors(raw.get("predictors", {}) or {}, w, name)
+    if start == AFTER_TRAINING:
+        start = _after_training(predictors, end, warmup, w)
     if predictors.train == "on_the_fly" and any(p.forecaster == "learned" for p in policies):
         need = predictors.train_days + predictors.val_days + predictors.warmup_days
         if start is None:
@@ -335,23 +337,49 @@ def _parse_preemption(raw: Any, w: _Where, locality: dict[str, Any] | None
     return dict(raw)
 
 
-def _parse_replay_window(raw: dict, w: _Where) -> tuple[float | None, float | None, float]:
-    """Return (replay.start_day, replay.end_day, warmup_days) of a config mapping."""
+#: ``replay.start_day``'s keyword: the replay starts the day after on-the-fly training's days.
+AFTER_TRAINING = "after_training"
+
+
+def _parse_replay_window(raw: dict, w: _Where) -> tuple[float | str | None, float | None, float]:
+    """Return (replay.start_day, replay.end_day, warmup_days) of a config mapping
+    (``start_day`` may be :data:`AFTER_TRAINING`, resolved by :func:`_after_training`)."""
     replay = raw.get("replay", {}) or {}
     if not isinstance(replay, dict):
         raise w.error("replay", "expected a mapping with start_day / end_day")
     w.unknown(replay, {"start_day", "end_day"}, "replay.")
     start = replay.get("start_day")
     end = replay.get("end_day")
-    start = None if start is None else w.number(start, "replay.start_day", lo=0)
+    if isinstance(start, str) and start != AFTER_TRAINING:
+        raise w.error("replay.start_day", f"expected a number of days or {AFTER_TRAINING}, "
+                                          f"got {start!r}")
+    if start != AFTER_TRAINING:
+        start = None if start is None else w.number(start, "replay.start_day", lo=0)
     end = None if end is None else w.number(end, "replay.end_day", lo=0, lo_open=True)
+    warmup = w.number(raw.get("warmup_days", 2.0), "warmup_days", lo=0)
+    if start != AFTER_TRAINING:
+        _check_window(start, end, warmup, w)
+    return start, end, warmup
+
+
+def _check_window(start: float | None, end: float | None, warmup: float, w: _Where) -> None:
+    """The replayed window's end after its start, with days left after the warm-up."""
     if start is not None and end is not None and end <= start:
         raise w.error("replay.end_day", f"must be after replay.start_day ({start:g}), got {end:g}")
-    warmup = w.number(raw.get("warmup_days", 2.0), "warmup_days", lo=0)
     if start is not None and end is not None and warmup >= end - start:
         raise w.error("warmup_days", f"{warmup:g} days leaves nothing of the {end - start:g}-day "
                                      "replay window to evaluate")
-    return start, end, warmup
+
+
+def _after_training(predictors: Any, end: float | None, warmup: float, w: _Where) -> float:
+    """``replay.start_day: after_training`` as a day: on-the-fly training's warm-up, training
+    and validation days, counted from the trace's first submission."""
+    if predictors.train != "on_the_fly":
+        raise w.error("replay.start_day", f"{AFTER_TRAINING} needs predictors.train: on_the_fly "
+                                          "(the days it trains on set the replay's start)")
+    start = float(predictors.warmup_days + predictors.train_days + predictors.val_days)
+    _check_window(start, end, warmup, w)
+    return start
 
 
 def _parse_pools_per_experiment(ppe_raw: Any, w: _Where) -> tuple[int | str, ...]:

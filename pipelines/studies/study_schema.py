@@ -116,8 +116,10 @@ class TraceSection(_Strict):
 class ReplaySection(_Strict):
     """The replayed window, days since the trace start."""
 
-    start_day: NonNegDays | None = _key(
-        "First day of the replayed window (days since the trace's first submission). "
+    start_day: NonNegDays | Literal["after_training"] | None = _key(
+        "First day of the replayed window (days since the trace's first submission), or "
+        "`after_training`: the first day after `predictors.train: on_the_fly`'s warm-up, "
+        "training and validation days (any trace, no day to work out). "
         "Default: the trace's start. Needed by `predictors.train: on_the_fly`.")
     end_day: Days | None = _key(
         "End of the replayed window (days since the trace start, exclusive); after "

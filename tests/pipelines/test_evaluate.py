@@ -86,6 +86,12 @@ def env(mlflow_uri):
     ({"policies": [{"name": "maxmin", "colour": 1}]}, "policies[0].colour", "unknown key"),
     ({"replay": {"start_day": 5, "end_day": 4}}, "replay.end_day", "after replay.start_day"),
     ({"replay": {"start_day": 0, "end_day": 1}, "warmup_days": 2}, "warmup_days", "nothing"),
+    ({"replay": {"start_day": "after_training"}, "predictors": {"train": "registry"}},
+     "replay.start_day", "needs predictors.train: on_the_fly"),
+    ({"replay": {"start_day": "after_validation"}}, "replay.start_day", "after_training"),
+    ({"replay": {"start_day": "after_training", "end_day": 10},
+      "predictors": {"train": "on_the_fly", "train_days": 7, "val_days": 3, "warmup_days": 1}},
+     "replay.end_day", "after replay.start_day (11)"),
     ({"predictors": {"train": "sometimes"}}, "predictors.train", "registry, on_the_fly"),
     ({"predictors": {"alias": "bad alias"}}, "predictors.alias", "alias"),
     ({"tick_s": 0}, "tick_s", "> 0"),
@@ -130,6 +136,17 @@ def test_on_the_fly_needs_room_before_the_replay(tmp_path):
                predictors={"train": "on_the_fly", "train_days": 7, "val_days": 3})
     with pytest.raises(ConfigError, match=r"predictors: on_the_fly training needs .* = 11 days"):
         load_config(write(tmp_path, cfg))
+
+
+def test_after_training_starts_the_replay_after_the_training_days(tmp_path):
+    cfg = tiny(replay={"start_day": "after_training", "end_day": 30},
+               predictors={"train": "on_the_fly", "train_days": 7, "val_days": 3,
+                           "warmup_days": 1})
+    got = load_config(write(tmp_path, cfg))
+    assert got.replay_start_day == 11.0 and got.replay_end_day == 30.0
+    # the same as writing the day out
+    cfg["replay"]["start_day"] = 11
+    assert load_config(write(tmp_path, cfg)).replay_start_day == 11.0
 
 
 def test_relative_trace_path_resolves_against_the_config_folder(tmp_path):
