@@ -114,7 +114,11 @@ class SortedRing:
             insort(srt, v)
 
     def append(self, value: float) -> None:
-        self.extend((value,))
+        ring, srt = self.ring, self.sorted
+        if len(ring) == ring.maxlen:
+            del srt[bisect_left(srt, ring[0])]
+        ring.append(value)
+        insort(srt, value)
 
     def upper(self, alpha: float) -> float:
         """:func:`conformal_upper` of the values."""
@@ -172,6 +176,108 @@ class _Arrivals:
         return np.where(idx > 0, self.cum[pool][:n][np.maximum(idx - 1, 0)], 0.0)
 
 
+def _sliding_max(edges: list[list[float]], p: int, nw: int) -> float:
+    """The largest of pool ``p``'s loads ``edges[i + 1][p] - edges[i][p]``, i < ``nw``, as
+    :meth:`PoolCalibration._score_few` computes it (the same floats)."""
+    if nw == 3:
+        a, b, c, d = edges[0][p], edges[1][p], edges[2][p], edges[3][p]
+        return max(b - a, c - b, d - c)
+    return max(edges[i + 1][p] - edges[i][p] for i in range(nw))
+
+
+class _Timeline:
+    """Every arrival of the replay's pools in one list, in arrival order, and the pools'
+    cumulative GPUs at the points of the 5-minute grid: row ``j`` holds, per pool, the GPUs of
+    the arrivals with submit <= ``origin + j GRID_S``, the same floats as :class:`_Arrivals`'
+    (each pool's GPUs added one by one in arrival order). What the calibration reads at a grid
+    time is then one row for all pools, and the pools with an arrival in ``(t, t + w]`` one
+    slice of the list, as long as the submissions come in order (``sorted``; otherwise the
+    calibration falls back to :class:`_Arrivals`). A row is built when first read, from the
+    arrivals absorbed by then; an arrival absorbed later with a submission at or before a built
+    row's time drops the rows from there on (they are built again), so every read sees exactly
+    the arrivals absorbed before it, as a search in :class:`_Arrivals` would."""
+
+    def __init__(self, n_pools: int, origin: float):
+        self.sub: list[float] = []
+        self.pool: list[int] = []
+        self.gpus: list[float] = []
+        self.pool_np = np.empty(1024, dtype=np.int64)
+        self.sorted = True
+        self.n_pools = n_pools
+        self.origin = origin
+        self.rows: list[list[float]] = []
+        self.base = 0  # the grid index of rows[0] (rows never read again are dropped)
+        self.n_rows = 0  # grid rows built: indices base .. n_rows - 1
+        self.running = [0.0] * n_pools  # cumulative GPUs at the last built row
+        self.ptr = 0  # arrivals counted in ``running``
+
+    def add(self, sub: list[float], pool: list[int], gpus: list[float]) -> bool:
+        """Append a batch of arrivals (in arrival order); return whether all came in order."""
+        if not sub:
+            return self.sorted
+        if self.sorted:
+            if (self.sub and sub[0] < self.sub[-1]) or any(
+                    b < a for a, b in zip(sub, sub[1:], strict=False)):
+                self.sorted = False
+            elif self.n_rows and sub[0] <= self.origin + (self.n_rows - 1) * GRID_S:
+                self._rewind(sub[0])
+        n, m = len(self.sub), len(sub)
+        if n + m > self.pool_np.size:
+            self.pool_np = np.resize(self.pool_np, 2 * (n + m))
+        self.pool_np[n:n + m] = pool
+        self.sub.extend(sub)
+        self.pool.extend(pool)
+        self.gpus.extend(gpus)
+        return self.sorted
+
+    def _rewind(self, s: float) -> None:
+        """Drop the built rows at grid times >= ``s`` (an arrival submitted then came late)."""
+        n = self.n_rows
+        while n and self.origin + (n - 1) * GRID_S >= s:
+            n -= 1
+        self.n_rows = n
+        if n > self.base:
+            x = self.origin + (n - 1) * GRID_S
+            self.running = self.rows[n - 1 - self.base].copy()
+            self.ptr = bisect_right(self.sub, x)
+            return
+        self.base = n  # before the rows kept: count again from the first arrival, in order
+        running, g = [0.0] * self.n_pools, 0
+        x = self.origin + (n - 1) * GRID_S
+        while n and g < len(self.sub) and self.sub[g] <= x:
+            running[self.pool[g]] += self.gpus[g]
+            g += 1
+        self.running, self.ptr = running, g
+
+    def fill(self, j_hi: int, keep_from: int) -> None:
+        """Build the grid rows up to index ``j_hi``; rows before ``keep_from`` may be dropped."""
+        if j_hi < self.n_rows:
+            return
+        rows, running, sub, pool, gpus = self.rows, self.running, self.sub, self.pool, self.gpus
+        drop = min(keep_from, self.n_rows) - self.base
+        if drop > 4096:  # rows no window reads again
+            del rows[:drop]
+            self.base += drop
+        del rows[self.n_rows - self.base:]  # rows dropped by a rewind
+        g, n, origin = self.ptr, len(sub), self.origin
+        for j in range(self.n_rows, j_hi + 1):
+            x = origin + j * GRID_S
+            while g < n and sub[g] <= x:
+                running[pool[g]] += gpus[g]  # the same sums, in the same order, as _Arrivals
+                g += 1
+            rows.append(running.copy())
+        self.n_rows, self.ptr = j_hi + 1, g
+
+    def pools_in(self, lo: float, hi: float) -> list[int]:
+        """Return the pools with an arrival submitted in ``(lo, hi]``."""
+        a, b = bisect_right(self.sub, lo), bisect_right(self.sub, hi)
+        if b - a <= 16:
+            return list(set(self.pool[a:b]))
+        mark = np.zeros(self.n_pools, dtype=bool)
+        mark[self.pool_np[a:b]] = True
+        return np.flatnonzero(mark).tolist()
+
+
 class PoolCalibration:
     """Online per-pool calibration of arrivals and load for one replay (see the module doc).
 
@@ -226,83 +332,162 @@ class PoolCalibration:
         P, K = len(pool_names), len(self.windows_s)
         self.n_pools = P
         self.pool_names = tuple(pool_names)
-        self._arr = _Arrivals(P)
         first = start
+        if self._prior is not None and self.prior_days > 0:
+            first = start - self.prior_days * 86400.0
+        # the load side: next grid time to score per window, scores per pool and window
+        t0 = math.ceil(first / GRID_S) * GRID_S
+        self._grid_setup(t0)
+        self._arr: _Arrivals | None = None if all(self._steps) else _Arrivals(P)
         if self._prior is not None and self.prior_days > 0:
             sub, g, names = self._prior
             index = {name: i for i, name in enumerate(pool_names)}
-            lo = start - self.prior_days * 86400.0
-            keep = (sub >= lo) & (sub < start)
-            for t, gp, name in zip(sub[keep].tolist(), g[keep].tolist(), names[keep].tolist(),
-                                   strict=True):
-                p = index.get(name)
-                if p is not None:
-                    self._arr.add(p, t, gp)
-            first = lo
+            keep = (sub >= first) & (sub < start)
+            rows = [(t, index.get(name), gp) for t, gp, name in
+                    zip(sub[keep].tolist(), g[keep].tolist(), names[keep].tolist(), strict=True)]
+            rows = [r for r in rows if r[1] is not None]
+            self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        # the load side: next grid time to score per window, scores per pool and window
-        t0 = math.ceil(first / GRID_S) * GRID_S
         self._next_t = [t0] * K
         self._scores = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
-        self._q_dirty = np.zeros((P, K), dtype=bool)
         # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
         self._slot = -math.inf
         self._open: list[deque] = [deque() for _ in range(K)]
         self._pos = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._thr = np.zeros((P, K))
         self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
-        self._thr_dirty = np.zeros((P, K), dtype=bool)
         self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        # resolved records not yet in _yes / _hit, per window: (yes [P], the positive pools)
+        self._pending: list[list[tuple[np.ndarray, list[int]]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
         self._calib_start = first
         self._last_now = first
 
+    def _grid_setup(self, t0: float) -> None:
+        """The grid's rows (:class:`_Timeline`) start early enough for the sliding max's windows
+        of the first record; a window that is not a whole number of grid steps (or a grid too
+        far from 0 for exact integer times) is scored by :class:`_Arrivals` instead."""
+        steps = [int(w // GRID_S) if w > 0 and w % GRID_S == 0 else 0 for w in self.windows_s]
+        reach = self.n_windows * max(steps, default=0)
+        origin = t0 - reach * GRID_S
+        if not (math.isfinite(origin) and abs(origin) < 2.0**50 and abs(t0) < 2.0**50
+                and max(self.windows_s, default=0.0) < 2.0**40):
+            steps = [0] * len(steps)
+        self._steps = steps
+        self._offsets = np.arange(-self.n_windows, 2)
+        self._tl = _Timeline(self.n_pools, origin)
+
+    def _add(self, sub: list[float], pool: list[int], gpus: list[float]) -> None:
+        """Add a batch of arrivals, in arrival order, to the timeline (and :class:`_Arrivals`
+        when a window or the arrivals' order needs it)."""
+        sorted_ = self._tl.add(sub, pool, gpus)
+        if self._arr is None and not sorted_:  # out of order: searches per pool from now on
+            self._arr = _Arrivals(self.n_pools)
+            tl = self._tl
+            sub, pool, gpus = tl.sub, tl.pool, tl.gpus
+        if self._arr is not None:
+            for t, p, g in zip(sub, pool, gpus, strict=True):
+                self._arr.add(p, t, g)
+
     def _absorb(self, view: Any) -> float:
         """Add the replay's arrivals up to now; return now (s)."""
-        trace = view.trace
         hi = int(view.n_arrived)
         if hi > self._seen:
-            sub, gp, pool = trace.submit, trace.num_gpus, trace.pool
-            for j in range(self._seen, hi):
-                self._arr.add(int(pool[j]), float(sub[j]), float(gp[j]))
+            trace, lo = view.trace, self._seen
+            self._add(np.asarray(trace.submit[lo:hi], dtype=np.float64).tolist(),
+                      np.asarray(trace.pool[lo:hi]).tolist(),
+                      np.asarray(trace.num_gpus[lo:hi], dtype=np.float64).tolist())
             self._seen = hi
         now = float(view.now)
-        self._last_now = max(self._last_now, now)
+        if now > self._last_now:
+            self._last_now = now
         return now
 
     # ------------------------------------------------------------------ load
-    def _score_load(self, now: float) -> None:
-        """Score every grid record whose window has passed by ``now`` (vectorized per window)."""
-        arr, nw = self._arr, self.n_windows
+    def _score_load(self, now: float) -> set[tuple[int, int]]:
+        """Score every grid record whose window has passed by ``now``; return the (pool, window)
+        pairs given new scores."""
+        dirty: set[tuple[int, int]] = set()
+        due = []
         for k, w in enumerate(self.windows_s):
             t_end = now - w
             if self._next_t[k] > t_end:
                 continue
             ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
+            if not ts.size:
+                continue
             self._next_t[k] = float(ts[-1]) + GRID_S
-            few = ts.size <= _FEW and ts.tolist()
-            for p in range(self.n_pools):
-                if arr.latest[p] <= ts[0]:
-                    continue  # nothing arrived in any (t, t + w]: no record saw an arrival
-                if few:  # one record per tick: the same values point by point
-                    self._score_few(p, k, few, w)
-                    continue
-                edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
-                # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
-                loads = np.diff(edges, axis=1)
-                realized = loads[:, -1]
-                base = loads[:, :-1].max(axis=1)
-                got = realized > 0
-                if got.any():
-                    self._scores[p][k].extend((realized[got] - base[got]).tolist())
-                    self._q_dirty[p, k] = True
-                    self.stats["load_scores"] += int(got.sum())
+            if self._steps[k] and self._tl.sorted:
+                due.append((k, int((ts[0] - self._tl.origin) // GRID_S), ts.size))
+            else:
+                self._score_window(k, w, ts, dirty)
+        if due:
+            self._score_grid(due, dirty)
+        return dirty
 
-    def _score_few(self, p: int, k: int, ts: list[float], w: float) -> None:
-        """:meth:`_score_load`'s scores of pool ``p`` and window ``k`` at the grid times ``ts``,
-        in Python floats (the same operations as the arrays')."""
+    def _score_grid(self, due: list[tuple[int, int, int]], dirty: set[tuple[int, int]]) -> None:
+        """Score the grid records ``due`` ((window, first record's row, records)) from the
+        timeline: only the pools with an arrival in a record's window ``(t, t + w]`` can score,
+        each from its cumulative GPUs in the rows at ``t + i w`` (the same differences and
+        maxima as :meth:`_score_window`'s, so the same floats)."""
+        tl, steps, nw, scores = self._tl, self._steps, self.n_windows, self._scores
+        tl.fill(max(j + n - 1 + steps[k] for k, j, n in due),
+                min(min(j - nw * steps[k] for k, j, _ in due),
+                    min(self._row(k) - nw * steps[k] for k in range(len(steps)))))
+        rows, base, origin, pools_in = tl.rows, tl.base, tl.origin, tl.pools_in
+        new = 0
+        for k, j0, n in due:
+            m = steps[k]
+            w = m * GRID_S
+            rings = [row[k] for row in scores]
+            for j in range(j0 - base, j0 - base + n):
+                t = origin + (j + base) * GRID_S
+                pos = pools_in(t, t + w)
+                if not pos:
+                    continue
+                edges = [rows[j + m * i] for i in range(-nw, 2)]  # cum at t + i w, i = -nw .. 1
+                last, prev = edges[-1], edges[-2]
+                for p in pos:
+                    realized = last[p] - prev[p]
+                    if realized > 0:
+                        rings[p].append(realized - _sliding_max(edges, p, nw))
+                        dirty.add((p, k))
+                        new += 1
+        self.stats["load_scores"] += new
+
+    def _row(self, k: int) -> int:
+        """The grid row of window ``k``'s next record (0: a window scored without the grid)."""
+        if not self._steps[k]:
+            return 1 << 62
+        return int((self._next_t[k] - self._tl.origin) // GRID_S)
+
+    def _score_window(self, k: int, w: float, ts: np.ndarray, dirty: set[tuple[int, int]]) -> None:
+        """Score window ``k``'s grid records at ``ts`` pool by pool from :class:`_Arrivals`."""
+        arr, nw = self._arr, self.n_windows
+        few = ts.size <= _FEW and ts.tolist()
+        for p in range(self.n_pools):
+            if arr.latest[p] <= ts[0]:
+                continue  # nothing arrived in any (t, t + w]: no record saw an arrival
+            if few:  # one record per tick: the same values point by point
+                self._score_few(p, k, few, w, dirty)
+                continue
+            edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
+            # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
+            loads = np.diff(edges, axis=1)
+            realized = loads[:, -1]
+            base = loads[:, :-1].max(axis=1)
+            got = realized > 0
+            if got.any():
+                self._scores[p][k].extend((realized[got] - base[got]).tolist())
+                dirty.add((p, k))
+                self.stats["load_scores"] += int(got.sum())
+
+    def _score_few(self, p: int, k: int, ts: list[float], w: float,
+                   dirty: set[tuple[int, int]]) -> None:
+        """:meth:`_score_window`'s scores of pool ``p`` and window ``k`` at the grid times
+        ``ts``, in Python floats (the same operations as the arrays')."""
         one, nw = self._arr.cum_one, self.n_windows
         new = []
         for t in ts:
@@ -312,40 +497,64 @@ class PoolCalibration:
                 new.append(realized - max(c[i + 1] - c[i] for i in range(nw)))
         if new:
             self._scores[p][k].extend(new)
-            self._q_dirty[p, k] = True
+            dirty.add((p, k))
             self.stats["load_scores"] += len(new)
 
     def load_bound(self, view: Any, base: np.ndarray) -> np.ndarray:
         """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
         now = self._absorb(view)
-        self._score_load(now)
-        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
-        for p, k in zip(*np.nonzero(self._q_dirty), strict=True):
-            q = self._scores[p][k].upper(self.alpha)
-            self._q[p, k] = q if math.isfinite(q) else cold_q
-        self._q_dirty[:] = False
+        dirty = self._score_load(now)
+        if dirty:
+            cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
+            q_of, alpha = self._q, self.alpha
+            for p, k in dirty:
+                q = self._scores[p][k].upper(alpha)
+                q_of[p, k] = q if math.isfinite(q) else cold_q
         return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
 
     # ------------------------------------------------------------------ arrivals
-    def _resolve_arrivals(self, now: float) -> None:
-        arr = self._arr
+    def _resolve_arrivals(self, now: float) -> set[tuple[int, int]]:
+        """Resolve the records whose window has passed by ``now``; return the (pool, window)
+        pairs given new positives."""
+        dirty: set[tuple[int, int]] = set()
+        tl = self._tl
         for k, w in enumerate(self.windows_s):
             q = self._open[k]
             while q and q[0][0] + w <= now:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
-                for p in range(self.n_pools):
-                    if arr.latest[p] <= t:
-                        label = False  # nothing arrived after t
-                    else:
-                        label = arr.cum_one(p, t + w) > arr.cum_one(p, t)
-                    if label:
-                        self._pos[p][k].append(float(probs[p]))
-                        self._thr_dirty[p, k] = True
-                        self._hit[p][k].append(bool(yes[p]))
-                    if yes[p]:
-                        self._yes[p][k].append(label)
+                # label: something arrived in (t, t + w]
+                pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)
+                for p in pos:
+                    self._pos[p][k].append(probs[p])
+                    dirty.add((p, k))
+                pend = self._pending[k]
+                pend.append((yes, pos))
+                if len(pend) >= self.memory:
+                    self._fold(k)
+        return dirty
+
+    def _positives(self, lo: float, hi: float) -> list[int]:
+        """The pools with an arrival in ``(lo, hi]``, searched pool by pool (:class:`_Arrivals`)."""
+        arr = self._arr
+        return [p for p in range(self.n_pools)
+                if arr.latest[p] > lo and arr.cum_one(p, hi) > arr.cum_one(p, lo)]
+
+    def _fold(self, k: int) -> None:
+        """Move window ``k``'s resolved records into the precision and recall rings."""
+        pend = self._pending[k]
+        if not pend:
+            return
+        yes = np.array([y for y, _ in pend], dtype=bool)
+        label = np.zeros_like(yes)
+        for i, (_, pos) in enumerate(pend):
+            label[i, pos] = True
+        for p in range(self.n_pools):
+            y, lab = yes[:, p], label[:, p]
+            self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
+            self._yes[p][k].extend(lab[y].tolist())  # of the "yes", the share that saw one
+        pend.clear()
 
     def arrivals(self, view: Any, proba: np.ndarray,
                  registered: np.ndarray | None = None) -> np.ndarray:
@@ -354,11 +563,13 @@ class PoolCalibration:
         ``registered`` [windows]: the model's thresholds, which a cold pool keeps with
         ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
-        self._resolve_arrivals(now)
-        for p, k in zip(*np.nonzero(self._thr_dirty), strict=True):
-            self._thr[p, k] = self._pos[p][k].lower(self.alpha)
-            self._cold[p, k] = math.floor(self.alpha * (len(self._pos[p][k]) + 1) + 1e-12) < 1
-        self._thr_dirty[:] = False
+        dirty = self._resolve_arrivals(now)
+        if dirty:
+            alpha, thr, cold = self.alpha, self._thr, self._cold
+            for p, k in dirty:
+                ring = self._pos[p][k]
+                thr[p, k] = ring.lower(alpha)
+                cold[p, k] = math.floor(alpha * (len(ring) + 1) + 1e-12) < 1
         proba = np.asarray(proba, dtype=np.float64)
         thr = self._thr
         if not cold_reserve(self.cold):
@@ -368,8 +579,9 @@ class PoolCalibration:
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
+            probs, yes_t = proba.T.tolist(), yes.T.copy()
             for k in range(len(self.windows_s)):
-                self._open[k].append((now, proba[:, k].copy(), yes[:, k].copy()))
+                self._open[k].append((now, probs[k], yes_t[k]))
             self.stats["arrival_records"] += 1
         return yes
 
@@ -387,6 +599,8 @@ class PoolCalibration:
         return self._share(self._hit)
 
     def _share(self, rings: list[list[deque]]) -> np.ndarray:
+        for k in range(len(self.windows_s)):
+            self._fold(k)
         out = np.full((self.n_pools, len(self.windows_s)), np.nan)
         for p, row in enumerate(rings):
             for k, r in enumerate(row):
