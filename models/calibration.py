@@ -382,13 +382,21 @@ class PoolCalibration:
     def _add(self, sub: list[float], pool: list[int], gpus: list[float]) -> None:
         """Add a batch of arrivals, in arrival order, to the timeline (and :class:`_Arrivals`
         when a window or the arrivals' order needs it)."""
-        sorted_ = self._tl.add(sub, pool, gpus)
-        if self._arr is None and not sorted_:  # out of order: searches per pool from now on
-            self._arr = _Arrivals(self.n_pools)
-            tl = self._tl
-            sub, pool, gpus = tl.sub, tl.pool, tl.gpus
-        if self._arr is not None:
+        if not self._tl.add(sub, pool, gpus) and self._arr is None:
+            self.per_pool_searches()  # out of order: searches per pool from now on
+        elif self._arr is not None:
             for t, p, g in zip(sub, pool, gpus, strict=True):
+                self._arr.add(p, t, g)
+
+    def per_pool_searches(self) -> None:
+        """Answer from searches pool by pool in :class:`_Arrivals` from now on, not from the
+        timeline (the reference the timeline is tested against; also what arrivals out of
+        submission order fall back to)."""
+        tl = self._tl
+        tl.sorted = False
+        if self._arr is None:
+            self._arr = _Arrivals(self.n_pools)
+            for t, p, g in zip(tl.sub, tl.pool, tl.gpus, strict=True):
                 self._arr.add(p, t, g)
 
     def _absorb(self, view: Any) -> float:
