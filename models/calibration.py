@@ -45,6 +45,7 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,8 @@ DEFAULT_MEMORY = 288
 DEFAULT_PRIOR_DAYS = 7.0
 #: Records per window and call up to which the load scores are computed point by point.
 _FEW = 8
+#: Grid rows kept before the timeline drops those no window reads again.
+_KEEP_ROWS = 8192
 
 
 def conformal_upper(scores: Sequence[float] | np.ndarray, alpha: float) -> float:
@@ -249,15 +252,18 @@ class _Timeline:
             g += 1
         self.running, self.ptr = running, g
 
-    def fill(self, j_hi: int, keep_from: int) -> None:
-        """Build the grid rows up to index ``j_hi``; rows before ``keep_from`` may be dropped."""
+    def compact(self, keep_from: int) -> None:
+        """Drop the built rows before index ``keep_from`` (no window reads them again)."""
+        drop = min(keep_from, self.n_rows) - self.base
+        if drop > 0:
+            del self.rows[:drop]
+            self.base += drop
+
+    def fill(self, j_hi: int) -> None:
+        """Build the grid rows up to index ``j_hi``."""
         if j_hi < self.n_rows:
             return
         rows, running, sub, pool, gpus = self.rows, self.running, self.sub, self.pool, self.gpus
-        drop = min(keep_from, self.n_rows) - self.base
-        if drop > 4096:  # rows no window reads again
-            del rows[:drop]
-            self.base += drop
         del rows[self.n_rows - self.base:]  # rows dropped by a rewind
         g, n, origin = self.ptr, len(sub), self.origin
         for j in range(self.n_rows, j_hi + 1):
@@ -362,6 +368,10 @@ class PoolCalibration:
         # resolved records not yet in _yes / _hit, per window: (yes [P], the positive pools)
         self._pending: list[list[tuple[np.ndarray, list[int]]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
+        # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
+        a = self.alpha
+        self._rank_up = [math.ceil((n + 1) * (1.0 - a) - 1e-12) for n in range(self.memory + 1)]
+        self._rank_lo = [math.floor(a * (n + 1) + 1e-12) for n in range(self.memory + 1)]
         self._calib_start = first
         self._last_now = first
 
@@ -414,55 +424,60 @@ class PoolCalibration:
         return now
 
     # ------------------------------------------------------------------ load
-    def _score_load(self, now: float) -> set[tuple[int, int]]:
-        """Score every grid record whose window has passed by ``now``; return the (pool, window)
-        pairs given new scores."""
+    def _score_load(self, now: float) -> bool:
+        """Score every grid record whose window has passed by ``now`` and update the bounds of
+        the rings given new scores; return whether any did."""
         dirty: set[tuple[int, int]] = set()
-        due = []
         for k, w in enumerate(self.windows_s):
             t_end = now - w
-            if self._next_t[k] > t_end:
+            nt = self._next_t[k]
+            if nt > t_end:
                 continue
-            ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
-            if not ts.size:
+            # the records np.arange(nt, t_end + 1e-9, GRID_S) (the same count: numpy's)
+            n = math.ceil((t_end + 1e-9 - nt) / GRID_S)
+            if n <= 0:
                 continue
-            self._next_t[k] = float(ts[-1]) + GRID_S
+            self._next_t[k] = nt + n * GRID_S
             if self._steps[k] and self._tl.sorted:
-                due.append((k, int((ts[0] - self._tl.origin) // GRID_S), ts.size))
+                self._score_grid(k, int((nt - self._tl.origin) // GRID_S), n)
             else:
-                self._score_window(k, w, ts, dirty)
-        if due:
-            self._score_grid(due, dirty)
-        return dirty
+                self._score_window(k, w, nt + GRID_S * np.arange(n), dirty)
+        if not dirty:
+            return False
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
+        q_of, rank = self._q, self._rank_up
+        for p, k in dirty:
+            srt = self._scores[p][k].sorted
+            r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
+            q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+        return True
 
-    def _score_grid(self, due: list[tuple[int, int, int]], dirty: set[tuple[int, int]]) -> None:
-        """Score the grid records ``due`` ((window, first record's row, records)) from the
-        timeline: only the pools with an arrival in a record's window ``(t, t + w]`` can score,
-        each from its cumulative GPUs in the rows at ``t + i w`` (the same differences and
-        maxima as :meth:`_score_window`'s, so the same floats)."""
-        tl, steps, nw, scores = self._tl, self._steps, self.n_windows, self._scores
-        tl.fill(max(j + n - 1 + steps[k] for k, j, n in due),
-                min(min(j - nw * steps[k] for k, j, _ in due),
-                    min(self._row(k) - nw * steps[k] for k in range(len(steps)))))
-        rows, base, origin, pools_in = tl.rows, tl.base, tl.origin, tl.pools_in
-        new = 0
-        for k, j0, n in due:
-            m = steps[k]
-            w = m * GRID_S
-            rings = [row[k] for row in scores]
-            for j in range(j0 - base, j0 - base + n):
-                t = origin + (j + base) * GRID_S
-                pos = pools_in(t, t + w)
-                if not pos:
-                    continue
-                edges = [rows[j + m * i] for i in range(-nw, 2)]  # cum at t + i w, i = -nw .. 1
-                last, prev = edges[-1], edges[-2]
-                for p in pos:
-                    realized = last[p] - prev[p]
-                    if realized > 0:
-                        rings[p].append(realized - _sliding_max(edges, p, nw))
-                        dirty.add((p, k))
-                        new += 1
+    def _score_grid(self, k: int, j0: int, n: int) -> None:
+        """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows:
+        a pool scores where its cumulative GPUs grew over ``(t, t + w]``, with the same
+        differences and maxima as :meth:`_score_window`'s (the same floats); its bound is
+        updated at once."""
+        tl, m, nw = self._tl, self._steps[k], self.n_windows
+        if tl.n_rows - tl.base > _KEEP_ROWS:  # drop the rows no window reads again
+            tl.compact(min(min(self._row(i) - nw * self._steps[i]
+                               for i in range(len(self._steps))), j0 - nw * m))
+        tl.fill(j0 + n - 1 + m)
+        rows, offs, rings = tl.rows, [m * i for i in range(-nw, 2)], [row[k] for row in self._scores]
+        q_of, rank, new = self._q, self._rank_up, 0
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
+        for j in range(j0 - tl.base, j0 - tl.base + n):
+            edges = [rows[j + o] for o in offs]  # cum at t + i w, i = -nw .. 1
+            last, prev = edges[-1], edges[-2]
+            e0, e1, e2 = edges[:3] if nw == 3 else (None, None, None)
+            for p, (a, b) in enumerate(zip(prev, last, strict=True)):
+                if b > a:  # realized = b - a > 0; minus the sliding max of the nw windows before
+                    ring = rings[p]
+                    ring.append(b - a - (max(e1[p] - e0[p], e2[p] - e1[p], a - e2[p]) if nw == 3
+                                         else _sliding_max(edges, p, nw)))
+                    srt = ring.sorted
+                    r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
+                    q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+                    new += 1
         self.stats["load_scores"] += new
 
     def _row(self, k: int) -> int:
@@ -511,22 +526,14 @@ class PoolCalibration:
     def load_bound(self, view: Any, base: np.ndarray) -> np.ndarray:
         """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
-        now = self._absorb(view)
-        dirty = self._score_load(now)
-        if dirty:
-            cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
-            q_of, alpha = self._q, self.alpha
-            for p, k in dirty:
-                q = self._scores[p][k].upper(alpha)
-                q_of[p, k] = q if math.isfinite(q) else cold_q
+        self._score_load(self._absorb(view))
         return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
 
     # ------------------------------------------------------------------ arrivals
-    def _resolve_arrivals(self, now: float) -> set[tuple[int, int]]:
-        """Resolve the records whose window has passed by ``now``; return the (pool, window)
-        pairs given new positives."""
-        dirty: set[tuple[int, int]] = set()
-        tl = self._tl
+    def _resolve_arrivals(self, now: float) -> None:
+        """Resolve the records whose window has passed by ``now``; update the thresholds of the
+        pools given new positives."""
+        tl, thr, cold, rank = self._tl, self._thr, self._cold, self._rank_lo
         for k, w in enumerate(self.windows_s):
             q = self._open[k]
             while q and q[0][0] + w <= now:
@@ -535,13 +542,16 @@ class PoolCalibration:
                 # label: something arrived in (t, t + w]
                 pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)
                 for p in pos:
-                    self._pos[p][k].append(probs[p])
-                    dirty.add((p, k))
+                    ring = self._pos[p][k]
+                    ring.append(probs[p])
+                    srt = ring.sorted
+                    r = rank[len(srt)]  # recall_threshold: 0 (cold) below the first
+                    thr[p, k] = srt[r - 1] if r >= 1 else 0.0
+                    cold[p, k] = r < 1
                 pend = self._pending[k]
                 pend.append((yes, pos))
                 if len(pend) >= self.memory:
                     self._fold(k)
-        return dirty
 
     def _positives(self, lo: float, hi: float) -> list[int]:
         """The pools with an arrival in ``(lo, hi]``, searched pool by pool (:class:`_Arrivals`)."""
@@ -556,8 +566,8 @@ class PoolCalibration:
             return
         yes = np.array([y for y, _ in pend], dtype=bool)
         label = np.zeros_like(yes)
-        for i, (_, pos) in enumerate(pend):
-            label[i, pos] = True
+        label[np.repeat(np.arange(len(pend)), [len(pos) for _, pos in pend]),
+              np.fromiter(chain.from_iterable(pos for _, pos in pend), dtype=np.int64)] = True
         for p in range(self.n_pools):
             y, lab = yes[:, p], label[:, p]
             self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
@@ -571,13 +581,7 @@ class PoolCalibration:
         ``registered`` [windows]: the model's thresholds, which a cold pool keeps with
         ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
-        dirty = self._resolve_arrivals(now)
-        if dirty:
-            alpha, thr, cold = self.alpha, self._thr, self._cold
-            for p, k in dirty:
-                ring = self._pos[p][k]
-                thr[p, k] = ring.lower(alpha)
-                cold[p, k] = math.floor(alpha * (len(ring) + 1) + 1e-12) < 1
+        self._resolve_arrivals(now)
         proba = np.asarray(proba, dtype=np.float64)
         thr = self._thr
         if not cold_reserve(self.cold):

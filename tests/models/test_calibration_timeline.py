@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.models.calibration import GRID_S, PoolCalibration
 
@@ -71,13 +71,19 @@ def _run(cal: PoolCalibration, trace: _Trace, steps, start: float, lag_s: float)
     return out, rings, cal.report(trace.pool_names)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # set before each use
 @given(events=_events, steps=_steps, nw=st.integers(1, 3), memory=st.integers(2, 30),
        windows=st.sampled_from([(300.0,), (300.0, 3600.0), (600.0, 1500.0, 3600.0)]),
-       lag=st.sampled_from([0.0, 100.0, 700.0, 2500.0]), prior=st.booleans())
-def test_the_timeline_answers_as_the_per_pool_searches(events, steps, nw, memory, windows, lag,
-                                                       prior):
-    # prior: the first third of the events before the replay, primed
+       lag=st.sampled_from([0.0, 100.0, 700.0, 2500.0]), prior=st.booleans(),
+       keep=st.sampled_from([0, 3, 40, 8192]))
+def test_the_timeline_answers_as_the_per_pool_searches(monkeypatch, events, steps, nw, memory,
+                                                       windows, lag, prior, keep):
+    # prior: the first third of the events before the replay, primed; keep: grid rows kept
+    # before the old ones are dropped
+    import sia.models.calibration as calibration
+
+    monkeypatch.setattr(calibration, "_KEEP_ROWS", keep)
     events = sorted(events)
     cut = len(events) // 3 if prior else 0
     start = events[cut][0] if cut < len(events) else 0.0
