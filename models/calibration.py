@@ -45,7 +45,8 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, compress
+from operator import gt
 from typing import Any
 
 import numpy as np
@@ -99,10 +100,11 @@ class SortedRing:
     and :func:`recall_threshold` read one order statistic of them at every forecast, which
     the sorted copy answers without converting and partitioning the ring each time."""
 
-    __slots__ = ("ring", "sorted")
+    __slots__ = ("ring", "size", "sorted")
 
     def __init__(self, maxlen: int):
         self.ring: deque = deque(maxlen=maxlen)
+        self.size = maxlen
         self.sorted: list[float] = []
 
     def __len__(self) -> int:
@@ -118,7 +120,7 @@ class SortedRing:
 
     def append(self, value: float) -> None:
         ring, srt = self.ring, self.sorted
-        if len(ring) == ring.maxlen:
+        if len(srt) == self.size:
             del srt[bisect_left(srt, ring[0])]
         ring.append(value)
         insort(srt, value)
@@ -177,6 +179,12 @@ class _Arrivals:
             return np.zeros(np.shape(x))
         idx = np.searchsorted(self.sub[pool][:n], x, side="right")
         return np.where(idx > 0, self.cum[pool][:n][np.maximum(idx - 1, 0)], 0.0)
+
+
+def _grid_count(t: float, t_end: float) -> int:
+    """The number of grid records from ``t`` to ``t_end``: ``np.arange(t, t_end + 1e-9,
+    GRID_S).size``, computed as numpy does (the ceiling of the span over the step)."""
+    return math.ceil((t_end + 1e-9 - t) / GRID_S)
 
 
 def _sliding_max(edges: list[list[float]], p: int, nw: int) -> float:
@@ -368,6 +376,10 @@ class PoolCalibration:
         # resolved records not yet in _yes / _hit, per window: (yes [P], the positive pools)
         self._pending: list[list[tuple[np.ndarray, list[int]]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
+        # the same rings by window (scores, then positives), and the rows each grid record reads
+        self._by_window = [[row[k] for row in self._scores] for k in range(K)]
+        self._pos_by_window = [[row[k] for row in self._pos] for k in range(K)]
+        self._offs = [[m * i for i in range(-self.n_windows, 2)] for m in self._steps]
         # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
         a = self.alpha
         self._rank_up = [math.ceil((n + 1) * (1.0 - a) - 1e-12) for n in range(self.memory + 1)]
@@ -414,9 +426,11 @@ class PoolCalibration:
         hi = int(view.n_arrived)
         if hi > self._seen:
             trace, lo = view.trace, self._seen
+            # Python floats and ints: a pool's sums are the same floats as _Arrivals' (an int
+            # GPU count is added as the float it equals)
             self._add(np.asarray(trace.submit[lo:hi], dtype=np.float64).tolist(),
                       np.asarray(trace.pool[lo:hi]).tolist(),
-                      np.asarray(trace.num_gpus[lo:hi], dtype=np.float64).tolist())
+                      np.asarray(trace.num_gpus[lo:hi]).tolist())
             self._seen = hi
         now = float(view.now)
         if now > self._last_now:
@@ -433,8 +447,7 @@ class PoolCalibration:
             nt = self._next_t[k]
             if nt > t_end:
                 continue
-            # the records np.arange(nt, t_end + 1e-9, GRID_S) (the same count: numpy's)
-            n = math.ceil((t_end + 1e-9 - nt) / GRID_S)
+            n = _grid_count(nt, t_end)
             if n <= 0:
                 continue
             self._next_t[k] = nt + n * GRID_S
@@ -462,22 +475,27 @@ class PoolCalibration:
             tl.compact(min(min(self._row(i) - nw * self._steps[i]
                                for i in range(len(self._steps))), j0 - nw * m))
         tl.fill(j0 + n - 1 + m)
-        rows, offs, rings = tl.rows, [m * i for i in range(-nw, 2)], [row[k] for row in self._scores]
-        q_of, rank, new = self._q, self._rank_up, 0
+        rows, offs, rings = tl.rows, self._offs[k], self._by_window[k]
+        q_of, rank, new, pools = self._q, self._rank_up, 0, range(self.n_pools)
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
         for j in range(j0 - tl.base, j0 - tl.base + n):
             edges = [rows[j + o] for o in offs]  # cum at t + i w, i = -nw .. 1
             last, prev = edges[-1], edges[-2]
             e0, e1, e2 = edges[:3] if nw == 3 else (None, None, None)
-            for p, (a, b) in enumerate(zip(prev, last, strict=True)):
-                if b > a:  # realized = b - a > 0; minus the sliding max of the nw windows before
-                    ring = rings[p]
-                    ring.append(b - a - (max(e1[p] - e0[p], e2[p] - e1[p], a - e2[p]) if nw == 3
-                                         else _sliding_max(edges, p, nw)))
-                    srt = ring.sorted
-                    r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
-                    q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
-                    new += 1
+            for p in compress(pools, map(gt, last, prev)):  # realized = b - a > 0
+                a = prev[p]
+                # the score: realized minus the sliding max of the nw windows before
+                v = last[p] - a - (max(e1[p] - e0[p], e2[p] - e1[p], a - e2[p]) if nw == 3
+                                   else _sliding_max(edges, p, nw))
+                ring = rings[p]
+                srt = ring.sorted
+                if len(srt) == ring.size:  # SortedRing.append, inline
+                    del srt[bisect_left(srt, ring.ring[0])]
+                ring.ring.append(v)
+                insort(srt, v)
+                r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
+                q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+                new += 1
         self.stats["load_scores"] += new
 
     def _row(self, k: int) -> int:
@@ -536,15 +554,21 @@ class PoolCalibration:
         tl, thr, cold, rank = self._tl, self._thr, self._cold, self._rank_lo
         for k, w in enumerate(self.windows_s):
             q = self._open[k]
+            if not q or q[0][0] + w > now:
+                continue
+            rings = self._pos_by_window[k]
             while q and q[0][0] + w <= now:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
                 # label: something arrived in (t, t + w]
                 pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)
                 for p in pos:
-                    ring = self._pos[p][k]
-                    ring.append(probs[p])
+                    ring, v = rings[p], probs[p]
                     srt = ring.sorted
+                    if len(srt) == ring.size:  # SortedRing.append, inline
+                        del srt[bisect_left(srt, ring.ring[0])]
+                    ring.ring.append(v)
+                    insort(srt, v)
                     r = rank[len(srt)]  # recall_threshold: 0 (cold) below the first
                     thr[p, k] = srt[r - 1] if r >= 1 else 0.0
                     cold[p, k] = r < 1

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sia.models.calibration import GRID_S, PoolCalibration
+from sia.models.calibration import GRID_S, PoolCalibration, _grid_count
 
 
 @dataclass
@@ -160,3 +160,12 @@ def test_arrivals_out_of_submission_order_fall_back_to_the_per_pool_searches():
         answers.append((got, cal.report(trace.pool_names)))
         assert not cal._tl.sorted
     assert answers[0] == answers[1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(start=st.integers(-10**6, 10**8).map(lambda x: x * GRID_S),
+       span=st.one_of(st.floats(-1e3, 1e6), st.integers(-5, 5000).map(lambda x: x * GRID_S)))
+def test_the_grid_count_is_numpys(start, span):
+    t_end = start + span
+    want = np.arange(start, t_end + 1e-9, GRID_S).size
+    assert max(_grid_count(start, t_end), 0) == want
