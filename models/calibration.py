@@ -561,7 +561,7 @@ class PoolCalibration:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
                 # label: something arrived in (t, t + w]
-                pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)
+                pos = self._labels(k, t, w) if tl.sorted else self._positives(t, t + w)
                 for p in pos:
                     ring, v = rings[p], probs[p]
                     srt = ring.sorted
@@ -576,6 +576,18 @@ class PoolCalibration:
                 pend.append((yes, pos))
                 if len(pend) >= self.memory:
                     self._fold(k)
+
+    def _labels(self, k: int, t: float, w: float) -> list[int]:
+        """The pools with an arrival in ``(t, t + w]``: where the cumulative GPUs grew between
+        the timeline's rows at ``t`` and ``t + w`` when ``t`` is a grid time (SIA's forecasts
+        come at its ticks), else from the timeline's list."""
+        tl, m = self._tl, self._steps[k]
+        j = round((t - tl.origin) / GRID_S) if m else -1
+        if j < tl.base or tl.origin + j * GRID_S != t:
+            return tl.pools_in(t, t + w)
+        tl.fill(j + m)
+        rows, base = tl.rows, tl.base
+        return list(compress(range(self.n_pools), map(gt, rows[j + m - base], rows[j - base])))
 
     def _positives(self, lo: float, hi: float) -> list[int]:
         """The pools with an arrival in ``(lo, hi]``, searched pool by pool (:class:`_Arrivals`)."""
