@@ -37,6 +37,16 @@ is scored only once ``t + w`` has passed (never earlier: no peeking).
   threshold 0 (every window is predicted to see an arrival); with
   ``cold="registered"`` it keeps the uncalibrated answers (the sliding max,
   the model's registered threshold) until it is warm.
+
+Bookkeeping. The arrivals of all pools are kept in one list in submission order
+(:class:`_Timeline`), with each pool's cumulative GPUs at every point of the grid as one row
+(built when first read). A grid record's load score reads its ``n_windows + 2`` rows, and only
+the pools whose cumulative GPUs grew over its window score; a forecast's labels (made at a
+grid time, as SIA's ticks are) compare two rows, or else take one slice of the list. Every
+read sees exactly the arrivals absorbed before it, so the floats are those of the per-pool
+searches the calibration made before (:class:`_Arrivals`, still used for a window that is not a
+whole number of grid steps and when arrivals come out of submission order, and the reference
+of the tests). Each ring's order statistic is read from a rank table as the ring moves.
 """
 
 from __future__ import annotations
