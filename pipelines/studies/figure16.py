@@ -568,10 +568,14 @@ def plot_figure16(main: pl.DataFrame, path: Path) -> Path:
             ax.set_title(f"{title} (allocator: {alloc})", fontsize=10)
             ax.grid(axis="y", alpha=0.3)
         row[0].axhline(1.0, color="grey", lw=0.8)
-        row[0].legend(fontsize=7)
+    # one legend for every panel, below them, so that it hides no bar
+    handles, names = axes[0][0].get_legend_handles_labels()
+    ncol = 4
+    fig.legend(handles, names, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     fig.suptitle("Figure 16: locality (8-GPU servers, gangs of 1/2/4/8 in one server), "
                  "per allocator setting")
-    fig.tight_layout()
+    legend_in = 0.25 * -(-len(names) // ncol) + 0.1  # inches the legend's rows take
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
     save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
