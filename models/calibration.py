@@ -199,10 +199,8 @@ def _grid_count(t: float, t_end: float) -> int:
 
 def _sliding_max(edges: list[list[float]], p: int, nw: int) -> float:
     """The largest of pool ``p``'s loads ``edges[i + 1][p] - edges[i][p]``, i < ``nw``, as
-    :meth:`PoolCalibration._score_few` computes it (the same floats)."""
-    if nw == 3:
-        a, b, c, d = edges[0][p], edges[1][p], edges[2][p], edges[3][p]
-        return max(b - a, c - b, d - c)
+    :meth:`PoolCalibration._score_few` computes it (the same floats; ``_score_grid`` inlines
+    the three windows' case)."""
     return max(edges[i + 1][p] - edges[i][p] for i in range(nw))
 
 
@@ -408,7 +406,6 @@ class PoolCalibration:
                 and max(self.windows_s, default=0.0) < 2.0**40):
             steps = [0] * len(steps)
         self._steps = steps
-        self._offsets = np.arange(-self.n_windows, 2)
         self._tl = _Timeline(self.n_pools, origin)
 
     def _add(self, sub: list[float], pool: list[int], gpus: list[float]) -> None:
@@ -457,14 +454,17 @@ class PoolCalibration:
             nt = self._next_t[k]
             if nt > t_end:
                 continue
-            n = _grid_count(nt, t_end)
-            if n <= 0:
-                continue
-            self._next_t[k] = nt + n * GRID_S
-            if self._steps[k] and self._tl.sorted:
+            if self._steps[k] and self._tl.sorted:  # integer grid times: exact arithmetic
+                n = _grid_count(nt, t_end)
+                if n <= 0:
+                    continue
+                self._next_t[k] = nt + n * GRID_S
                 self._score_grid(k, int((nt - self._tl.origin) // GRID_S), n)
-            else:
-                self._score_window(k, w, nt + GRID_S * np.arange(n), dirty)
+                continue
+            ts = np.arange(nt, t_end + 1e-9, GRID_S)
+            if ts.size:
+                self._next_t[k] = float(ts[-1]) + GRID_S
+                self._score_window(k, w, ts, dirty)
         if not dirty:
             return False
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
@@ -509,7 +509,8 @@ class PoolCalibration:
         self.stats["load_scores"] += new
 
     def _row(self, k: int) -> int:
-        """The grid row of window ``k``'s next record (0: a window scored without the grid)."""
+        """The grid row of window ``k``'s next record (a huge index for a window scored
+        without the grid: it keeps no row)."""
         if not self._steps[k]:
             return 1 << 62
         return int((self._next_t[k] - self._tl.origin) // GRID_S)

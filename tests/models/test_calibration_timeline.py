@@ -74,7 +74,8 @@ def _run(cal: PoolCalibration, trace: _Trace, steps, start: float, lag_s: float)
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # set before each use
 @given(events=_events, steps=_steps, nw=st.integers(1, 3), memory=st.integers(2, 30),
-       windows=st.sampled_from([(300.0,), (300.0, 3600.0), (600.0, 1500.0, 3600.0)]),
+       windows=st.sampled_from([(300.0,), (300.0, 3600.0), (600.0, 1500.0, 3600.0),
+                                (450.0, 3600.0)]),  # the last: one window off the grid
        lag=st.sampled_from([0.0, 100.0, 700.0, 2500.0]), prior=st.booleans(),
        keep=st.sampled_from([0, 3, 40, 8192]))
 def test_the_timeline_answers_as_the_per_pool_searches(monkeypatch, events, steps, nw, memory,
@@ -98,7 +99,7 @@ def test_the_timeline_answers_as_the_per_pool_searches(monkeypatch, events, step
         if reference:
             cal.per_pool_searches()
         else:
-            assert cal._tl.sorted and all(cal._steps)  # the timeline answers
+            assert cal._tl.sorted and any(cal._steps)  # the timeline answers (on the grid)
         results.append(_run(cal, trace, steps, start, lag))
     assert results[0] == results[1]
 
