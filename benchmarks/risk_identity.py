@@ -56,8 +56,8 @@ whole replay and replayed alone on the calibration (``/tmp/riskfast6/record.py``
 (min of 3). The issue's < 10% is NOT met: the two sides are 16.9%, and the duration side alone
 is 9.4-9.8% (unchanged code). What is left on the arrival side is its per-record work: about
 290,000 load scores and 289,000 positives over the replay, each moving a sorted ring of 288
-values (about a third of the isolated time), and two calls per tick that cost about twice as
-much in the replay as alone (cold caches after the policy's own work).
+values and its bound or threshold, and two calls per tick that cost about twice as much in the
+replay as alone (cold caches after the policy's own work).
 """
 
 from __future__ import annotations
