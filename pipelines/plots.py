@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -318,6 +319,82 @@ FRONTIER_X = (("pct_slowed", "% of jobs slowed", "symlog"),
               ("total_slowdown_min", "total slowdown (minutes)", "symlog"))
 
 
+#: One study of :func:`promise_overview`: (title, curves, points) as :func:`frontier` takes them.
+Study = tuple[str, Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
+              Mapping[str, Mapping[str, float]]]
+
+
+def promise_overview(studies: Sequence[Study], path: Path, title: str = "") -> Path:
+    """Plot several studies' speedup against their share of jobs slowed, one column each.
+
+    Rows: mean and geometric-mean speedup over FCFS (log); x: % of jobs slowed
+    (symlog: 0, the promise, is drawn at the left). Each policy keeps one color
+    and marker in every column (risk-budget curves as lines labelled by their
+    budgets, the rest as points), with one legend for the figure, so the
+    studies read side by side at a glance.
+    """
+    plt = _plt()
+    n = max(1, len(studies))
+    fig, axes = plt.subplots(2, n, figsize=(4.2 * n, 7.2), squeeze=False)
+    styles: dict[str, int] = {}
+    for _, curves, points in studies:  # points first: the legend lists them first
+        for name in [*points, *curves]:
+            styles.setdefault(name, len(styles))
+    drawn: dict[str, Any] = {}
+    for c, (stitle, curves, points) in enumerate(studies):
+        for r, (ym, ylab) in enumerate(FRONTIER_Y):
+            ax = axes[r][c]
+            ys_all: list[float] = []
+            for name, pts in curves.items():
+                pts = sorted(pts, key=lambda t: t[0])
+                i = styles[name]
+                xs = [_metric(m, "pct_slowed") for _, m in pts]
+                ys = [_metric(m, ym) for _, m in pts]
+                ys_all += ys
+                (h,) = ax.plot(xs, ys, color=f"C{i % 10}", marker="o", ms=4, lw=1.4)
+                drawn.setdefault(f"{name} (risk budget)", h)
+                for (rk, _), x, y in zip(pts, xs, ys, strict=True):
+                    if math.isfinite(x) and math.isfinite(y):
+                        ax.annotate(f"{rk:g}", (x, y), textcoords="offset points",
+                                    xytext=(4, 2), fontsize=7, color=f"C{i % 10}")
+            for name, m in points.items():
+                i = styles[name]
+                x, y = _metric(m, "pct_slowed"), _metric(m, ym)
+                ys_all.append(y)
+                (h,) = ax.plot([x], [y], ls="none", marker=MARKERS[i % len(MARKERS)], ms=9,
+                               color=f"C{i % 10}", markeredgecolor="black")
+                drawn.setdefault(name, h)
+            ax.set_xscale("symlog", linthresh=0.01)
+            ax.set_xlim(left=-0.002)
+            ax.grid(True, which="major", alpha=0.3)
+            rng = _positive_range([np.asarray(ys_all, dtype=np.float64)])
+            if rng is not None:
+                ax.set_yscale("log")
+                lo, hi = _pad_log(*rng, frac=0.15)
+                ax.set_ylim(lo, hi)
+                log_ticks(ax.yaxis, lo, hi)
+            if r == 0:
+                ax.set_title(stitle, fontsize=10)
+            if r == len(FRONTIER_Y) - 1:
+                ax.set_xlabel("% of jobs slowed (symlog: 0 at the left)")
+            if c == 0:
+                ax.set_ylabel(ylab)
+    order = sorted(drawn, key=lambda k: (styles.get(k.removesuffix(" (risk budget)"), 0),
+                                         k.endswith(" (risk budget)")))
+    fig.legend([drawn[k] for k in order], order, loc="lower center",
+               ncol=min(5, max(1, len(drawn))), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle(title or "speedup against jobs slowed (up and left is better)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+    return _save(fig, path)
+
+
+def _metric(m: Mapping[str, float], k: str) -> float:
+    """``m[k]`` as a float (NaN when missing or None)."""
+    v = m.get(k)
+    return float("nan") if v is None else float(v)
+
+
 def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
              points: Mapping[str, Mapping[str, float]], path: Path, title: str = "") -> Path:
     """Plot the speedup / slowdown frontier over SIA's risk budget (2 x 2 panels).
@@ -331,11 +408,7 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
     """
     plt = _plt()
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
-
-    def val(m: Mapping[str, float], k: str) -> float:
-        v = m.get(k)
-        return float("nan") if v is None else float(v)
-
+    val = _metric
     for r, (ym, ylab) in enumerate(FRONTIER_Y):
         ys_all = []
         for c, (xm, xlab, xscale) in enumerate(FRONTIER_X):

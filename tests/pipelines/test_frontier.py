@@ -88,3 +88,53 @@ def test_choose_budget_takes_the_largest_budget_within_the_rule():
                           "mean_speedup": 2.0, "geomean_speedup": 1.2}
     assert got["x"] == {"risk": None}
     assert ev.choose_budget(summ, agg, max_exp_pct=3.0)["sia"]["risk"] == 10.0
+
+
+def test_promise_overview_png_keeps_one_style_per_policy(tmp_path, monkeypatch):
+    import matplotlib.figure
+    from sia.pipelines.plots import promise_overview
+
+    m = {"mean_speedup": 3.0, "geomean_speedup": 1.5, "pct_slowed": 0.0, "total_slowdown_min": 0}
+    a = ("A", {"sia": [(0.0, m), (1.0, {**m, "mean_speedup": 6.0, "pct_slowed": 0.5})]},
+         {"maxmin": {**m, "pct_slowed": 10.0}, "sia": {**m, "pct_slowed": 0.1}})
+    b = ("B", {}, {"sia": {**m, "pct_slowed": 0.2}, "maxmin": {**m, "pct_slowed": 3.0},
+                   "hived": {**m, "pct_slowed": 4.0}})
+    seen: list = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **k: seen.append(fig) or open(a[0], "wb").write(b"png"))
+    out = promise_overview([a, b], tmp_path / "o.png", "t")
+    assert out.exists()
+    fig = seen[0]
+    colors: dict[float, set] = {}  # a single point's x -> the colors drawn there
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if len(line.get_xdata()) == 1:
+                colors.setdefault(float(line.get_xdata()[0]), set()).add(line.get_color())
+    # each policy's marker has one color in both studies and both rows, policies differ
+    assert colors[10.0] == colors[3.0] and len(colors[10.0]) == 1  # maxmin in A and B
+    assert colors[0.1] == colors[0.2] and colors[0.1] != colors[10.0]  # sia, not maxmin
+    legend = fig.legends[0]
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names == ["maxmin", "sia", "sia (risk budget)", "hived"]  # a curve after its point
+    assert len(fig.axes) == 4
+
+
+def test_overview_study_reads_sweeps_and_names_the_policies(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "readme_frontier.py"
+    mod_spec = importlib.util.spec_from_file_location("readme_frontier", path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    cols = {"group": ["g"] * 4, "policy": ["fcfs", "maxmin", "sia", "sia+risk1"],
+            "mean_speedup": [1.0, 9.0, 5.0, 3.0], "geomean_speedup": [1.0, 3.0, 2.0, 1.5],
+            "pct_slowed": [0.0, 9.0, 0.1, 0.0], "total_slowdown_min": [0.0, 9e4, 10.0, 0.0]}
+    (tmp_path / "s").mkdir()
+    pl.DataFrame(cols).write_csv(tmp_path / "s" / "aggregate.csv")
+    title, curves, points = mod.overview_study(f"Study X={tmp_path / 's'}")
+    assert title == "Study X"
+    assert list(points) == ["MaxMin", "learned SIA (defaults)"]
+    assert curves["learned SIA"][0][0] == 1.0 and curves["learned SIA"][0][1]["pct_slowed"] == 0
+    with pytest.raises(SystemExit, match="STUDY=DIR"):
+        mod.overview_study("no-equals-sign")

@@ -324,7 +324,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     but a job they evicted is not lent beyond the predictions again; ``"owners"``: only an
     owner's head evicts them), ``reserve_floor`` (None, the default: a pool predicted to
     submit nothing reserves only its pending jobs; ``"last_width"``: every pool reserves at
-    least the GPUs of its last submitted job, within its unused quota), ``rebin_pending``
+    least the GPUs of its last submitted job, within its unused quota; ``"margin"``: each
+    window keeps room for one job as wide as some pool's last, :func:`~sia.scheduler.policies.sia.spare.margin`), ``rebin_pending``
     (False, the default: a job's duration is predicted once, when SIA first considers it;
     True: the pending jobs of a pool that completed jobs are predicted again, at most once per
     ``refresh_s``, with their look-alikes' history as of now, and become lendable in any
@@ -456,9 +457,12 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._rebin: list[int] = []  # readmitted jobs below _binned that were never binned
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
-        # reserve_floor "last_width": per pool, the GPUs of its last submitted job (the prior
-        # history's before the replay's first; 0: none known)
-        self._floor: list[int] | None = self._prior_width(trace) if self.reserve_floor else None
+        # reserve_floor: per pool, the GPUs of its last submitted job (the prior history's
+        # before the replay's first; 0: none known), each pool's floor ("last_width") or the
+        # widths one margin covers ("margin")
+        self._widths: list[int] | None = self._prior_width(trace) if self.reserve_floor else None
+        self._floor = self._widths if self.reserve_floor == "last_width" else None
+        self._margin_widths = self._widths if self.reserve_floor == "margin" else None
         # per pool and window: jobs whose predicted bin fits the window, arrival order; under
         # the risk budget one list per window and risk bin (index k * NEVER + bin), so a scan
         # never walks the jobs that the budget does not allow
@@ -556,9 +560,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             pend, gpus, pool = self._pend_gpus, self._gpus, self._pool
             for j in range(self._seen, hi):
                 pend[pool[j]] += gpus[j]
-            if self._floor is not None:
+            if self._widths is not None:
                 for j in range(self._seen, hi):
-                    self._floor[pool[j]] = gpus[j]
+                    self._widths[pool[j]] = gpus[j]
             if self.loan_ramp is not None and self._wakes:
                 submit, ramp = self._trace.submit, self.loan_ramp
                 for j in range(self._seen, hi):

@@ -22,10 +22,12 @@ if TYPE_CHECKING:  # pragma: no cover
 _EPS = 1e-9
 
 #: ``reserve_floor`` values: None (a pool predicted to submit nothing reserves only its pending
-#: jobs) or ``"last_width"`` (every pool reserves at least the GPUs of its last submitted job,
+#: jobs), ``"last_width"`` (every pool reserves at least the GPUs of its last submitted job,
 #: within its unused quota, whatever WillJobsArrive says: room for its next job when a silent
-#: pool's burst comes unpredicted).
-RESERVE_FLOORS = (None, "last_width")
+#: pool's burst comes unpredicted) or ``"margin"`` (room for one such job of any pool: each
+#: window keeps :func:`margin` GPUs unlent beyond the reservations, the largest of the pools'
+#: last job widths that their unreserved quota can still take).
+RESERVE_FLOORS = (None, "last_width", "margin")
 #: SIA's default ``reserve_floor``: None, off. Chosen on training data only by the rule of
 #: ``loan_ramp_wake_days``'s choice, fixed before the runs (2026-11-29): keep the values within
 #: 0.5% slowed pooled and 2% in every experiment on ``experiments/risk_training_weeks.yaml``
@@ -37,6 +39,9 @@ RESERVE_FLOORS = (None, "last_width")
 #: 1.70 against 2.02): out. (A first version that started every pool's floor at 0 instead of
 #: its last job before the replay slowed 266 and 1 at 69.6 and 221; it was replaced because it
 #: was not what the option says, and the rule was run again on the corrected one.)
+#: ``"margin"`` (session 24), by the same rule with the geometric mean as the guard, fixed
+#: before its runs: Graham's days 1 slowed / geomean 1.89 (off: 1 / 2.02, 94%: in); Philly's
+#: weeks 533 slowed (0.27%), one experiment at 2.23% (off: 275, 0.14%, worst 0.97%): out.
 DEFAULT_RESERVE_FLOOR: str | None = None
 
 
@@ -79,6 +84,18 @@ def reservations(pend: list, col: list, unused: list, floor: list | None) -> lis
     if floor is not None:
         need = map(max, need, floor)
     return list(map(min, need, unused))
+
+
+def margin(widths: list, res: list, unused: list) -> float:
+    """``reserve_floor: margin``'s GPUs: the largest ``min(width, unused - res)`` over the pools
+    (0 when none has room), so that one unpredicted job as wide as its pool's last one fits
+    beside the reservations ``res`` in any pool with unused quota ``unused``."""
+    m = 0.0
+    for w, u, r in zip(widths, unused, res, strict=True):
+        room = u - r
+        if w > m and room > m:
+            m = w if w < room else room
+    return m
 
 
 class SparePass:
@@ -193,7 +210,8 @@ class SparePass:
         ramp, sure = self.loan_ramp, self._sure_job
         col, res = self._reserved(self._tnl[k], k, pend, unused, distrust)
         cred = self._credit(recoverable, k, res) if recoverable else None
-        total = sum(res)
+        widths = self._margin_widths  # reserve_floor "margin" (None: off)
+        total = sum(res) if widths is None else sum(res) + margin(widths, res, unused)
         skip: set[int] = (set() if dur_distrust is None
                           else {q for q in range(P) if dur_distrust[q][lk]})
         if cells is not None and not self._reserve_cells(view, res, range(P)):
@@ -242,6 +260,8 @@ class SparePass:
                     new = max(0, new - cred[pick])
                 total += new - res[pick]
                 res[pick] = new
+                if widths is not None:
+                    total = sum(res) + margin(widths, res, unused)
                 if cells is not None and not self._reserve_cells(view, res, (pick,)):
                     break
         d.free = free
@@ -301,6 +321,8 @@ class SparePass:
                     continue  # held back: only a loan its time limit makes certain
             _, res = self._reserved(tnl[k], k, pend, unused, distrust)
             usable = free - sum(res)
+            if self._margin_widths is not None:
+                usable -= margin(self._margin_widths, res, unused)
             if usable >= 1 - _EPS and g <= usable + _EPS:
                 return k
         return -1
