@@ -37,6 +37,16 @@ is scored only once ``t + w`` has passed (never earlier: no peeking).
   threshold 0 (every window is predicted to see an arrival); with
   ``cold="registered"`` it keeps the uncalibrated answers (the sliding max,
   the model's registered threshold) until it is warm.
+
+Bookkeeping. The arrivals of all pools are kept in one list in submission order
+(:class:`_Timeline`), with each pool's cumulative GPUs at every point of the grid as one row
+(built when first read). A grid record's load score reads its ``n_windows + 2`` rows, and only
+the pools whose cumulative GPUs grew over its window score; a forecast's labels (made at a
+grid time, as SIA's ticks are) compare two rows, or else take one slice of the list. Every
+read sees exactly the arrivals absorbed before it, so the floats are those of the per-pool
+searches the calibration made before (:class:`_Arrivals`, still used for a window that is not a
+whole number of grid steps and when arrivals come out of submission order, and the reference
+of the tests). Each ring's order statistic is read from a rank table as the ring moves.
 """
 
 from __future__ import annotations
@@ -45,6 +55,8 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
+from itertools import chain, compress
+from operator import gt
 from typing import Any
 
 import numpy as np
@@ -60,6 +72,8 @@ DEFAULT_MEMORY = 288
 DEFAULT_PRIOR_DAYS = 7.0
 #: Records per window and call up to which the load scores are computed point by point.
 _FEW = 8
+#: Grid rows kept before the timeline drops those no window reads again.
+_KEEP_ROWS = 8192
 
 
 def conformal_upper(scores: Sequence[float] | np.ndarray, alpha: float) -> float:
@@ -96,10 +110,11 @@ class SortedRing:
     and :func:`recall_threshold` read one order statistic of them at every forecast, which
     the sorted copy answers without converting and partitioning the ring each time."""
 
-    __slots__ = ("ring", "sorted")
+    __slots__ = ("ring", "size", "sorted")
 
     def __init__(self, maxlen: int):
         self.ring: deque = deque(maxlen=maxlen)
+        self.size = maxlen
         self.sorted: list[float] = []
 
     def __len__(self) -> int:
@@ -114,7 +129,11 @@ class SortedRing:
             insort(srt, v)
 
     def append(self, value: float) -> None:
-        self.extend((value,))
+        ring, srt = self.ring, self.sorted
+        if len(srt) == self.size:
+            del srt[bisect_left(srt, ring[0])]
+        ring.append(value)
+        insort(srt, value)
 
     def upper(self, alpha: float) -> float:
         """:func:`conformal_upper` of the values."""
@@ -172,6 +191,115 @@ class _Arrivals:
         return np.where(idx > 0, self.cum[pool][:n][np.maximum(idx - 1, 0)], 0.0)
 
 
+def _grid_count(t: float, t_end: float) -> int:
+    """The number of grid records from ``t`` to ``t_end``: ``np.arange(t, t_end + 1e-9,
+    GRID_S).size``, computed as numpy does (the ceiling of the span over the step)."""
+    return math.ceil((t_end + 1e-9 - t) / GRID_S)
+
+
+def _sliding_max(edges: list[list[float]], p: int, nw: int) -> float:
+    """The largest of pool ``p``'s loads ``edges[i + 1][p] - edges[i][p]``, i < ``nw``, as
+    :meth:`PoolCalibration._score_few` computes it (the same floats; ``_score_grid`` inlines
+    the three windows' case)."""
+    return max(edges[i + 1][p] - edges[i][p] for i in range(nw))
+
+
+class _Timeline:
+    """Every arrival of the replay's pools in one list, in arrival order, and the pools'
+    cumulative GPUs at the points of the 5-minute grid: row ``j`` holds, per pool, the GPUs of
+    the arrivals with submit <= ``origin + j GRID_S``, the same floats as :class:`_Arrivals`'
+    (each pool's GPUs added one by one in arrival order). What the calibration reads at a grid
+    time is then one row for all pools, and the pools with an arrival in ``(t, t + w]`` one
+    slice of the list, as long as the submissions come in order (``sorted``; otherwise the
+    calibration falls back to :class:`_Arrivals`). A row is built when first read, from the
+    arrivals absorbed by then; an arrival absorbed later with a submission at or before a built
+    row's time drops the rows from there on (they are built again), so every read sees exactly
+    the arrivals absorbed before it, as a search in :class:`_Arrivals` would."""
+
+    def __init__(self, n_pools: int, origin: float):
+        self.sub: list[float] = []
+        self.pool: list[int] = []
+        self.gpus: list[float] = []
+        self.pool_np = np.empty(1024, dtype=np.int64)
+        self.sorted = True
+        self.n_pools = n_pools
+        self.origin = origin
+        self.rows: list[list[float]] = []
+        self.base = 0  # the grid index of rows[0] (rows never read again are dropped)
+        self.n_rows = 0  # grid rows built: indices base .. n_rows - 1
+        self.running = [0.0] * n_pools  # cumulative GPUs at the last built row
+        self.ptr = 0  # arrivals counted in ``running``
+
+    def add(self, sub: list[float], pool: list[int], gpus: list[float]) -> bool:
+        """Append a batch of arrivals (in arrival order); return whether all came in order."""
+        if not sub:
+            return self.sorted
+        if self.sorted:
+            if (self.sub and sub[0] < self.sub[-1]) or any(
+                    b < a for a, b in zip(sub, sub[1:], strict=False)):
+                self.sorted = False
+            elif self.n_rows and sub[0] <= self.origin + (self.n_rows - 1) * GRID_S:
+                self._rewind(sub[0])
+        n, m = len(self.sub), len(sub)
+        if n + m > self.pool_np.size:
+            self.pool_np = np.resize(self.pool_np, 2 * (n + m))
+        self.pool_np[n:n + m] = pool
+        self.sub.extend(sub)
+        self.pool.extend(pool)
+        self.gpus.extend(gpus)
+        return self.sorted
+
+    def _rewind(self, s: float) -> None:
+        """Drop the built rows at grid times >= ``s`` (an arrival submitted then came late)."""
+        n = self.n_rows
+        while n and self.origin + (n - 1) * GRID_S >= s:
+            n -= 1
+        self.n_rows = n
+        if n > self.base:
+            x = self.origin + (n - 1) * GRID_S
+            self.running = self.rows[n - 1 - self.base].copy()
+            self.ptr = bisect_right(self.sub, x)
+            return
+        self.base = n  # before the rows kept: count again from the first arrival, in order
+        running, g = [0.0] * self.n_pools, 0
+        x = self.origin + (n - 1) * GRID_S
+        while n and g < len(self.sub) and self.sub[g] <= x:
+            running[self.pool[g]] += self.gpus[g]
+            g += 1
+        self.running, self.ptr = running, g
+
+    def compact(self, keep_from: int) -> None:
+        """Drop the built rows before index ``keep_from`` (no window reads them again)."""
+        drop = min(keep_from, self.n_rows) - self.base
+        if drop > 0:
+            del self.rows[:drop]
+            self.base += drop
+
+    def fill(self, j_hi: int) -> None:
+        """Build the grid rows up to index ``j_hi``."""
+        if j_hi < self.n_rows:
+            return
+        rows, running, sub, pool, gpus = self.rows, self.running, self.sub, self.pool, self.gpus
+        del rows[self.n_rows - self.base:]  # rows dropped by a rewind
+        g, n, origin = self.ptr, len(sub), self.origin
+        for j in range(self.n_rows, j_hi + 1):
+            x = origin + j * GRID_S
+            while g < n and sub[g] <= x:
+                running[pool[g]] += gpus[g]  # the same sums, in the same order, as _Arrivals
+                g += 1
+            rows.append(running.copy())
+        self.n_rows, self.ptr = j_hi + 1, g
+
+    def pools_in(self, lo: float, hi: float) -> list[int]:
+        """Return the pools with an arrival submitted in ``(lo, hi]``."""
+        a, b = bisect_right(self.sub, lo), bisect_right(self.sub, hi)
+        if b - a <= 16:
+            return list(set(self.pool[a:b]))
+        mark = np.zeros(self.n_pools, dtype=bool)
+        mark[self.pool_np[a:b]] = True
+        return np.flatnonzero(mark).tolist()
+
+
 class PoolCalibration:
     """Online per-pool calibration of arrivals and load for one replay (see the module doc).
 
@@ -226,83 +354,192 @@ class PoolCalibration:
         P, K = len(pool_names), len(self.windows_s)
         self.n_pools = P
         self.pool_names = tuple(pool_names)
-        self._arr = _Arrivals(P)
         first = start
+        if self._prior is not None and self.prior_days > 0:
+            first = start - self.prior_days * 86400.0
+        # the load side: next grid time to score per window, scores per pool and window
+        t0 = math.ceil(first / GRID_S) * GRID_S
+        self._grid_setup(t0)
+        self._arr: _Arrivals | None = None if all(self._steps) else _Arrivals(P)
         if self._prior is not None and self.prior_days > 0:
             sub, g, names = self._prior
             index = {name: i for i, name in enumerate(pool_names)}
-            lo = start - self.prior_days * 86400.0
-            keep = (sub >= lo) & (sub < start)
-            for t, gp, name in zip(sub[keep].tolist(), g[keep].tolist(), names[keep].tolist(),
-                                   strict=True):
-                p = index.get(name)
-                if p is not None:
-                    self._arr.add(p, t, gp)
-            first = lo
+            keep = (sub >= first) & (sub < start)
+            rows = [(t, index.get(name), gp) for t, gp, name in
+                    zip(sub[keep].tolist(), g[keep].tolist(), names[keep].tolist(), strict=True)]
+            rows = [r for r in rows if r[1] is not None]
+            self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        # the load side: next grid time to score per window, scores per pool and window
-        t0 = math.ceil(first / GRID_S) * GRID_S
         self._next_t = [t0] * K
         self._scores = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
-        self._q_dirty = np.zeros((P, K), dtype=bool)
         # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
         self._slot = -math.inf
         self._open: list[deque] = [deque() for _ in range(K)]
         self._pos = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
         self._thr = np.zeros((P, K))
         self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
-        self._thr_dirty = np.zeros((P, K), dtype=bool)
         self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
+        # resolved records not yet in _yes / _hit, per window: (yes [P], the positive pools)
+        self._pending: list[list[tuple[np.ndarray, list[int]]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
+        # the same rings by window (scores, then positives), and the rows each grid record reads
+        self._by_window = [[row[k] for row in self._scores] for k in range(K)]
+        self._pos_by_window = [[row[k] for row in self._pos] for k in range(K)]
+        self._offs = [[m * i for i in range(-self.n_windows, 2)] for m in self._steps]
+        # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
+        a = self.alpha
+        self._rank_up = [math.ceil((n + 1) * (1.0 - a) - 1e-12) for n in range(self.memory + 1)]
+        self._rank_lo = [math.floor(a * (n + 1) + 1e-12) for n in range(self.memory + 1)]
         self._calib_start = first
         self._last_now = first
 
+    def _grid_setup(self, t0: float) -> None:
+        """The grid's rows (:class:`_Timeline`) start early enough for the sliding max's windows
+        of the first record; a window that is not a whole number of grid steps (or a grid too
+        far from 0 for exact integer times) is scored by :class:`_Arrivals` instead."""
+        steps = [int(w // GRID_S) if w > 0 and w % GRID_S == 0 else 0 for w in self.windows_s]
+        reach = self.n_windows * max(steps, default=0)
+        origin = t0 - reach * GRID_S
+        if not (math.isfinite(origin) and abs(origin) < 2.0**50 and abs(t0) < 2.0**50
+                and max(self.windows_s, default=0.0) < 2.0**40):
+            steps = [0] * len(steps)
+        self._steps = steps
+        self._tl = _Timeline(self.n_pools, origin)
+
+    def _add(self, sub: list[float], pool: list[int], gpus: list[float]) -> None:
+        """Add a batch of arrivals, in arrival order, to the timeline (and :class:`_Arrivals`
+        when a window or the arrivals' order needs it)."""
+        if not self._tl.add(sub, pool, gpus) and self._arr is None:
+            self.per_pool_searches()  # out of order: searches per pool from now on
+        elif self._arr is not None:
+            for t, p, g in zip(sub, pool, gpus, strict=True):
+                self._arr.add(p, t, g)
+
+    def per_pool_searches(self) -> None:
+        """Answer from searches pool by pool in :class:`_Arrivals` from now on, not from the
+        timeline (the reference the timeline is tested against; also what arrivals out of
+        submission order fall back to)."""
+        tl = self._tl
+        tl.sorted = False
+        if self._arr is None:
+            self._arr = _Arrivals(self.n_pools)
+            for t, p, g in zip(tl.sub, tl.pool, tl.gpus, strict=True):
+                self._arr.add(p, t, g)
+
     def _absorb(self, view: Any) -> float:
         """Add the replay's arrivals up to now; return now (s)."""
-        trace = view.trace
         hi = int(view.n_arrived)
         if hi > self._seen:
-            sub, gp, pool = trace.submit, trace.num_gpus, trace.pool
-            for j in range(self._seen, hi):
-                self._arr.add(int(pool[j]), float(sub[j]), float(gp[j]))
+            trace, lo = view.trace, self._seen
+            # Python floats and ints: a pool's sums are the same floats as _Arrivals' (an int
+            # GPU count is added as the float it equals)
+            self._add(np.asarray(trace.submit[lo:hi], dtype=np.float64).tolist(),
+                      np.asarray(trace.pool[lo:hi]).tolist(),
+                      np.asarray(trace.num_gpus[lo:hi]).tolist())
             self._seen = hi
         now = float(view.now)
-        self._last_now = max(self._last_now, now)
+        if now > self._last_now:
+            self._last_now = now
         return now
 
     # ------------------------------------------------------------------ load
-    def _score_load(self, now: float) -> None:
-        """Score every grid record whose window has passed by ``now`` (vectorized per window)."""
-        arr, nw = self._arr, self.n_windows
+    def _score_load(self, now: float) -> bool:
+        """Score every grid record whose window has passed by ``now`` and update the bounds of
+        the rings given new scores; return whether any did."""
+        dirty: set[tuple[int, int]] = set()
         for k, w in enumerate(self.windows_s):
             t_end = now - w
-            if self._next_t[k] > t_end:
+            nt = self._next_t[k]
+            if nt > t_end:
                 continue
-            ts = np.arange(self._next_t[k], t_end + 1e-9, GRID_S)
-            self._next_t[k] = float(ts[-1]) + GRID_S
-            few = ts.size <= _FEW and ts.tolist()
-            for p in range(self.n_pools):
-                if arr.latest[p] <= ts[0]:
-                    continue  # nothing arrived in any (t, t + w]: no record saw an arrival
-                if few:  # one record per tick: the same values point by point
-                    self._score_few(p, k, few, w)
+            if self._steps[k] and self._tl.sorted:  # integer grid times: exact arithmetic
+                n = _grid_count(nt, t_end)
+                if n <= 0:
                     continue
-                edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
-                # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
-                loads = np.diff(edges, axis=1)
-                realized = loads[:, -1]
-                base = loads[:, :-1].max(axis=1)
-                got = realized > 0
-                if got.any():
-                    self._scores[p][k].extend((realized[got] - base[got]).tolist())
-                    self._q_dirty[p, k] = True
-                    self.stats["load_scores"] += int(got.sum())
+                self._next_t[k] = nt + n * GRID_S
+                self._score_grid(k, int((nt - self._tl.origin) // GRID_S), n)
+                continue
+            ts = np.arange(nt, t_end + 1e-9, GRID_S)
+            if ts.size:
+                self._next_t[k] = float(ts[-1]) + GRID_S
+                self._score_window(k, w, ts, dirty)
+        if not dirty:
+            return False
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
+        q_of, rank = self._q, self._rank_up
+        for p, k in dirty:
+            srt = self._scores[p][k].sorted
+            r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
+            q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+        return True
 
-    def _score_few(self, p: int, k: int, ts: list[float], w: float) -> None:
-        """:meth:`_score_load`'s scores of pool ``p`` and window ``k`` at the grid times ``ts``,
-        in Python floats (the same operations as the arrays')."""
+    def _score_grid(self, k: int, j0: int, n: int) -> None:
+        """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows:
+        a pool scores where its cumulative GPUs grew over ``(t, t + w]``, with the same
+        differences and maxima as :meth:`_score_window`'s (the same floats); its bound is
+        updated at once."""
+        tl, m, nw = self._tl, self._steps[k], self.n_windows
+        if tl.n_rows - tl.base > _KEEP_ROWS:  # drop the rows no window reads again
+            tl.compact(min(min(self._row(i) - nw * self._steps[i]
+                               for i in range(len(self._steps))), j0 - nw * m))
+        tl.fill(j0 + n - 1 + m)
+        rows, offs, rings = tl.rows, self._offs[k], self._by_window[k]
+        q_of, rank, new, pools = self._q, self._rank_up, 0, range(self.n_pools)
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
+        for j in range(j0 - tl.base, j0 - tl.base + n):
+            edges = [rows[j + o] for o in offs]  # cum at t + i w, i = -nw .. 1
+            last, prev = edges[-1], edges[-2]
+            e0, e1, e2 = edges[:3] if nw == 3 else (None, None, None)
+            for p in compress(pools, map(gt, last, prev)):  # realized = b - a > 0
+                a = prev[p]
+                # the score: realized minus the sliding max of the nw windows before
+                v = last[p] - a - (max(e1[p] - e0[p], e2[p] - e1[p], a - e2[p]) if nw == 3
+                                   else _sliding_max(edges, p, nw))
+                ring = rings[p]
+                srt = ring.sorted
+                if len(srt) == ring.size:  # SortedRing.append, inline
+                    del srt[bisect_left(srt, ring.ring[0])]
+                ring.ring.append(v)
+                insort(srt, v)
+                r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
+                q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+                new += 1
+        self.stats["load_scores"] += new
+
+    def _row(self, k: int) -> int:
+        """The grid row of window ``k``'s next record (a huge index for a window scored
+        without the grid: it keeps no row)."""
+        if not self._steps[k]:
+            return 1 << 62
+        return int((self._next_t[k] - self._tl.origin) // GRID_S)
+
+    def _score_window(self, k: int, w: float, ts: np.ndarray, dirty: set[tuple[int, int]]) -> None:
+        """Score window ``k``'s grid records at ``ts`` pool by pool from :class:`_Arrivals`."""
+        arr, nw = self._arr, self.n_windows
+        few = ts.size <= _FEW and ts.tolist()
+        for p in range(self.n_pools):
+            if arr.latest[p] <= ts[0]:
+                continue  # nothing arrived in any (t, t + w]: no record saw an arrival
+            if few:  # one record per tick: the same values point by point
+                self._score_few(p, k, few, w, dirty)
+                continue
+            edges = arr.cum_at(p, ts[:, None] + w * np.arange(-nw, 2)[None, :])
+            # edges[:, i] = cum(t + (i - nw) w): the sliding max's windows, then (t, t + w]
+            loads = np.diff(edges, axis=1)
+            realized = loads[:, -1]
+            base = loads[:, :-1].max(axis=1)
+            got = realized > 0
+            if got.any():
+                self._scores[p][k].extend((realized[got] - base[got]).tolist())
+                dirty.add((p, k))
+                self.stats["load_scores"] += int(got.sum())
+
+    def _score_few(self, p: int, k: int, ts: list[float], w: float,
+                   dirty: set[tuple[int, int]]) -> None:
+        """:meth:`_score_window`'s scores of pool ``p`` and window ``k`` at the grid times
+        ``ts``, in Python floats (the same operations as the arrays')."""
         one, nw = self._arr.cum_one, self.n_windows
         new = []
         for t in ts:
@@ -312,40 +549,77 @@ class PoolCalibration:
                 new.append(realized - max(c[i + 1] - c[i] for i in range(nw)))
         if new:
             self._scores[p][k].extend(new)
-            self._q_dirty[p, k] = True
+            dirty.add((p, k))
             self.stats["load_scores"] += len(new)
 
     def load_bound(self, view: Any, base: np.ndarray) -> np.ndarray:
         """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
-        now = self._absorb(view)
-        self._score_load(now)
-        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
-        for p, k in zip(*np.nonzero(self._q_dirty), strict=True):
-            q = self._scores[p][k].upper(self.alpha)
-            self._q[p, k] = q if math.isfinite(q) else cold_q
-        self._q_dirty[:] = False
+        self._score_load(self._absorb(view))
         return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
 
     # ------------------------------------------------------------------ arrivals
     def _resolve_arrivals(self, now: float) -> None:
-        arr = self._arr
+        """Resolve the records whose window has passed by ``now``; update the thresholds of the
+        pools given new positives."""
+        tl, thr, cold, rank = self._tl, self._thr, self._cold, self._rank_lo
         for k, w in enumerate(self.windows_s):
             q = self._open[k]
+            if not q or q[0][0] + w > now:
+                continue
+            rings = self._pos_by_window[k]
             while q and q[0][0] + w <= now:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
-                for p in range(self.n_pools):
-                    if arr.latest[p] <= t:
-                        label = False  # nothing arrived after t
-                    else:
-                        label = arr.cum_one(p, t + w) > arr.cum_one(p, t)
-                    if label:
-                        self._pos[p][k].append(float(probs[p]))
-                        self._thr_dirty[p, k] = True
-                        self._hit[p][k].append(bool(yes[p]))
-                    if yes[p]:
-                        self._yes[p][k].append(label)
+                # label: something arrived in (t, t + w]
+                pos = self._labels(k, t, w) if tl.sorted else self._positives(t, t + w)
+                for p in pos:
+                    ring, v = rings[p], probs[p]
+                    srt = ring.sorted
+                    if len(srt) == ring.size:  # SortedRing.append, inline
+                        del srt[bisect_left(srt, ring.ring[0])]
+                    ring.ring.append(v)
+                    insort(srt, v)
+                    r = rank[len(srt)]  # recall_threshold: 0 (cold) below the first
+                    thr[p, k] = srt[r - 1] if r >= 1 else 0.0
+                    cold[p, k] = r < 1
+                pend = self._pending[k]
+                pend.append((yes, pos))
+                if len(pend) >= self.memory:
+                    self._fold(k)
+
+    def _labels(self, k: int, t: float, w: float) -> list[int]:
+        """The pools with an arrival in ``(t, t + w]``: where the cumulative GPUs grew between
+        the timeline's rows at ``t`` and ``t + w`` when ``t`` is a grid time (SIA's forecasts
+        come at its ticks), else from the timeline's list."""
+        tl, m = self._tl, self._steps[k]
+        j = round((t - tl.origin) / GRID_S) if m else -1
+        if j < tl.base or tl.origin + j * GRID_S != t:
+            return tl.pools_in(t, t + w)
+        tl.fill(j + m)
+        rows, base = tl.rows, tl.base
+        return list(compress(range(self.n_pools), map(gt, rows[j + m - base], rows[j - base])))
+
+    def _positives(self, lo: float, hi: float) -> list[int]:
+        """The pools with an arrival in ``(lo, hi]``, searched pool by pool (:class:`_Arrivals`)."""
+        arr = self._arr
+        return [p for p in range(self.n_pools)
+                if arr.latest[p] > lo and arr.cum_one(p, hi) > arr.cum_one(p, lo)]
+
+    def _fold(self, k: int) -> None:
+        """Move window ``k``'s resolved records into the precision and recall rings."""
+        pend = self._pending[k]
+        if not pend:
+            return
+        yes = np.array([y for y, _ in pend], dtype=bool)
+        label = np.zeros_like(yes)
+        label[np.repeat(np.arange(len(pend)), [len(pos) for _, pos in pend]),
+              np.fromiter(chain.from_iterable(pos for _, pos in pend), dtype=np.int64)] = True
+        for p in range(self.n_pools):
+            y, lab = yes[:, p], label[:, p]
+            self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
+            self._yes[p][k].extend(lab[y].tolist())  # of the "yes", the share that saw one
+        pend.clear()
 
     def arrivals(self, view: Any, proba: np.ndarray,
                  registered: np.ndarray | None = None) -> np.ndarray:
@@ -355,10 +629,6 @@ class PoolCalibration:
         ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
         self._resolve_arrivals(now)
-        for p, k in zip(*np.nonzero(self._thr_dirty), strict=True):
-            self._thr[p, k] = self._pos[p][k].lower(self.alpha)
-            self._cold[p, k] = math.floor(self.alpha * (len(self._pos[p][k]) + 1) + 1e-12) < 1
-        self._thr_dirty[:] = False
         proba = np.asarray(proba, dtype=np.float64)
         thr = self._thr
         if not cold_reserve(self.cold):
@@ -368,8 +638,9 @@ class PoolCalibration:
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
+            probs, yes_t = proba.T.tolist(), yes.T.copy()
             for k in range(len(self.windows_s)):
-                self._open[k].append((now, proba[:, k].copy(), yes[:, k].copy()))
+                self._open[k].append((now, probs[k], yes_t[k]))
             self.stats["arrival_records"] += 1
         return yes
 
@@ -387,6 +658,8 @@ class PoolCalibration:
         return self._share(self._hit)
 
     def _share(self, rings: list[list[deque]]) -> np.ndarray:
+        for k in range(len(self.windows_s)):
+            self._fold(k)
         out = np.full((self.n_pools, len(self.windows_s)), np.nan)
         for p, row in enumerate(rings):
             for k, r in enumerate(row):
