@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -23,6 +22,8 @@ from sia.models.forecaster import LearnedForecaster
 from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
+
+from .conftest import CalView, cal_trace
 
 H = 3600.0
 
@@ -88,72 +89,40 @@ def test_coverage_on_exchangeable_data_is_near_its_level():
 
 
 # ---------------------------------------------------------------------------- hand-built pools
-@dataclass
-class _Trace:
-    submit: np.ndarray
-    num_gpus: np.ndarray
-    pool: np.ndarray
-    pool_names: tuple
-
-    @property
-    def n_jobs(self):
-        return len(self.submit)
-
-    @property
-    def n_pools(self):
-        return len(self.pool_names)
-
-
-@dataclass
-class _View:
-    trace: _Trace
-    now: float
-
-    @property
-    def n_arrived(self):
-        return int(np.searchsorted(self.trace.submit, self.now, side="right"))
-
-
-def _trace(events: list[tuple[float, int, int]], names=("a", "b")) -> _Trace:
-    ev = sorted(events)
-    return _Trace(np.array([e[0] for e in ev], dtype=float), np.array([e[2] for e in ev]),
-                  np.array([e[1] for e in ev], dtype=np.int64), tuple(names))
-
-
 def test_a_pool_whose_arrivals_turn_bursty_widens_its_load_bound():
     # pool a: one 1-GPU job every 5 minutes for a day (the sliding max always equals the next
     # window's load: score 0), then one 10-GPU job every 30 minutes for a day (a 5-minute window
     # that sees one follows three empty ones: score 10 - 0 = 10)
     steady = [(300.0 * i + 1.0, 0, 1) for i in range(288)]
     bursty = [(86400.0 + 1800.0 * i + 1.0, 0, 10) for i in range(48)]
-    trace = _trace(steady + bursty)
+    trace = cal_trace(steady + bursty)
     cal = PoolCalibration((300.0,), alpha=0.1, memory=40)
     cal.reset(trace.pool_names, 0.0)
     zero = np.zeros((2, 1))
-    before = cal.load_bound(_View(trace, 86400.0), zero)
+    before = cal.load_bound(CalView(trace, 86400.0), zero)
     assert before[0, 0] == 0.0  # calibrated: the sliding max was never exceeded
     assert before[1, 0] == math.inf  # pool b never saw a job: cold
-    after = cal.load_bound(_View(trace, 2 * 86400.0), zero)
+    after = cal.load_bound(CalView(trace, 2 * 86400.0), zero)
     assert after[0, 0] == 10.0  # the bursts' scores pushed the steady ones out: widened
     # point in time: at 1 day + 20 min only the burst at 1 day + 1 s was scored
     cal.reset(trace.pool_names, 0.0)
-    early = cal.load_bound(_View(trace, 86400.0 + 1200.0), zero)
+    early = cal.load_bound(CalView(trace, 86400.0 + 1200.0), zero)
     assert early[0, 0] == 0.0
 
 
 def test_the_precision_tracker_sees_a_pool_go_quiet():
     # pool a: a job every 5 minutes for 10 hours, then nothing; the model says 0.9 throughout
-    trace = _trace([(300.0 * i + 1.0, 0, 1) for i in range(120)])
+    trace = cal_trace([(300.0 * i + 1.0, 0, 1) for i in range(120)])
     cal = PoolCalibration((300.0,), alpha=0.1, memory=50)
     cal.reset(trace.pool_names, 0.0)
     proba = np.array([[0.9], [0.9]])
     for t in np.arange(0.0, 10 * H, 300.0):
-        yes = cal.arrivals(_View(trace, t), proba)
+        yes = cal.arrivals(CalView(trace, t), proba)
     assert yes[0, 0]
     assert cal.precision()[0, 0] == 1.0
     assert cal.thresholds()[0, 0] == 0.9  # warm: its positives all had 0.9
     for t in np.arange(10 * H, 20 * H, 300.0):
-        cal.arrivals(_View(trace, t), proba)
+        cal.arrivals(CalView(trace, t), proba)
     assert cal.precision()[0, 0] < 0.1  # the last 50 "yes" windows saw (almost) nothing
     assert cal.recall()[0, 0] == 1.0
 
@@ -161,13 +130,13 @@ def test_the_precision_tracker_sees_a_pool_go_quiet():
 def test_a_pool_with_two_events_stays_cold():
     # pool b: two jobs in two days; pool a: busy
     busy = [(300.0 * i + 1.0, 0, 1) for i in range(576)]
-    trace = _trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
+    trace = cal_trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
     cal = PoolCalibration((300.0, 3600.0), alpha=0.1, memory=288)
     cal.reset(trace.pool_names, 0.0)
     proba = np.array([[0.9, 0.9], [0.0, 0.0]])  # the model never expects pool b's jobs
     for t in np.arange(0.0, 2 * 86400.0, 300.0):
-        yes = cal.arrivals(_View(trace, t), proba)
-    bound = cal.load_bound(_View(trace, 2 * 86400.0), np.zeros((2, 2)))
+        yes = cal.arrivals(CalView(trace, t), proba)
+    bound = cal.load_bound(CalView(trace, 2 * 86400.0), np.zeros((2, 2)))
     # two positives: no threshold can be trusted -> every window "yes"; two 5-minute scores:
     # no finite bound -> the pool's whole unused quota stays reserved
     assert yes[1].tolist() == [True, True]
@@ -181,16 +150,16 @@ def test_prior_jobs_calibrate_the_load_before_the_replay_starts():
     prior_sub = np.array([300.0 * i + 1.0 for i in range(288)])
     cal = PoolCalibration((300.0,), alpha=0.1, memory=288, prior_days=1.0)
     cal.prime(prior_sub, np.ones(288), ["a"] * 288)
-    trace = _trace([(86400.0 + 1.0, 0, 1)])
+    trace = cal_trace([(86400.0 + 1.0, 0, 1)])
     cal.reset(trace.pool_names, 86400.0 + 1.0)
-    bound = cal.load_bound(_View(trace, 86400.0 + 1.0), np.zeros((2, 1)))
+    bound = cal.load_bound(CalView(trace, 86400.0 + 1.0), np.zeros((2, 1)))
     assert bound[0, 0] == 0.0  # warm from the day before
     assert bound[1, 0] == math.inf
     # only the days asked for: none
     cal = PoolCalibration((300.0,), prior_days=0.0)
     cal.prime(prior_sub, np.ones(288), ["a"] * 288)
     cal.reset(trace.pool_names, 86400.0 + 1.0)
-    assert cal.load_bound(_View(trace, 86400.0 + 1.0), np.zeros((2, 1)))[0, 0] == math.inf
+    assert cal.load_bound(CalView(trace, 86400.0 + 1.0), np.zeros((2, 1)))[0, 0] == math.inf
 
 
 @pytest.mark.parametrize("opts", [dict(alpha=0.0), dict(alpha=1.0), dict(memory=1),
@@ -244,11 +213,11 @@ def test_the_policy_checks_the_calibration_option():
 def test_the_report_becomes_finite_mlflow_metrics_per_pool():
     from sia.pipelines.engine.tracking import calibration_metrics
 
-    trace = _trace([(300.0 * i + 1.0, 0, 1) for i in range(288)])
+    trace = cal_trace([(300.0 * i + 1.0, 0, 1) for i in range(288)])
     cal = PoolCalibration((300.0,), alpha=0.1, memory=50)
     cal.reset(trace.pool_names, 0.0)
-    cal.arrivals(_View(trace, 0.0), np.array([[0.5], [0.5]]))
-    cal.load_bound(_View(trace, 86400.0), np.zeros((2, 1)))
+    cal.arrivals(CalView(trace, 0.0), np.array([[0.5], [0.5]]))
+    cal.load_bound(CalView(trace, 86400.0), np.zeros((2, 1)))
     report = cal.report(trace.pool_names)
     assert (report["from_day"], report["to_day"]) == (0.0, 1.0)
     m = calibration_metrics(report)
@@ -261,14 +230,14 @@ def test_the_report_becomes_finite_mlflow_metrics_per_pool():
 
 def test_a_cold_pool_may_keep_the_uncalibrated_answers_instead():
     busy = [(300.0 * i + 1.0, 0, 1) for i in range(576)]
-    trace = _trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
+    trace = cal_trace(busy + [(1000.0, 1, 2), (90000.0, 1, 2)])
     cal = PoolCalibration((300.0,), alpha=0.1, memory=288, cold="registered")
     cal.reset(trace.pool_names, 0.0)
     proba = np.array([[0.9], [0.3]])
     for t in np.arange(0.0, 2 * 86400.0, 300.0):
-        yes = cal.arrivals(_View(trace, t), proba, np.array([0.5]))
+        yes = cal.arrivals(CalView(trace, t), proba, np.array([0.5]))
     base = np.array([[1.0], [0.0]])
-    bound = cal.load_bound(_View(trace, 2 * 86400.0), base)
+    bound = cal.load_bound(CalView(trace, 2 * 86400.0), base)
     assert yes[:, 0].tolist() == [True, False]  # b is cold: the registered 0.5 says "no" to 0.3
     assert bound[1, 0] == 0.0  # b is cold: its sliding max, not +inf
     assert bound[0, 0] == 1.0  # a is warm: calibrated (score 0 over its sliding max)
@@ -300,7 +269,7 @@ def test_scoring_point_by_point_gives_the_arrays_scores(monkeypatch, events, ste
     # scores either way, whatever the calls' spacing (one record or dozens per window)
     import sia.models.calibration as calibration
 
-    trace = _trace(events)
+    trace = cal_trace(events)
     rings = []
     for few in (0, 10_000):
         monkeypatch.setattr(calibration, "_FEW", few)
@@ -309,6 +278,6 @@ def test_scoring_point_by_point_gives_the_arrays_scores(monkeypatch, events, ste
         now = 0.0
         for dt in steps:
             now += dt
-            cal.load_bound(_View(trace, now), np.zeros((2, 2)))
+            cal.load_bound(CalView(trace, now), np.zeros((2, 2)))
         rings.append([[list(r.ring) for r in row] for row in cal._scores])
     assert rings[0] == rings[1]

@@ -4,42 +4,17 @@ grid) answers exactly as the per-pool searches it replaced, and as the definitio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.models.calibration import GRID_S, PoolCalibration, _grid_count
 
-
-@dataclass
-class _Trace:
-    submit: np.ndarray
-    num_gpus: np.ndarray
-    pool: np.ndarray
-    pool_names: tuple
-
-    @property
-    def n_jobs(self):
-        return len(self.submit)
-
-    @property
-    def n_pools(self):
-        return len(self.pool_names)
+from .conftest import CalTrace, CalView, cal_trace
 
 
-@dataclass
-class _View:
-    trace: _Trace
-    now: float
-    n_arrived: int
-
-
-def _trace(events, names=("a", "b", "c")) -> _Trace:
-    ev = sorted(events)
-    return _Trace(np.array([e[0] for e in ev], dtype=float),
-                  np.array([e[2] for e in ev], dtype=np.int32),
-                  np.array([e[1] for e in ev], dtype=np.int64), tuple(names))
+def _trace(events, names=("a", "b", "c")):
+    return cal_trace(events, names)
 
 
 # submissions on a 50 s lattice (many on the grid itself, several at the same time) and
@@ -50,7 +25,7 @@ _steps = st.lists(st.tuples(st.integers(1, 60).map(lambda x: x * 25.0), st.integ
                             st.floats(0.0, 1.0)), min_size=1, max_size=60)
 
 
-def _run(cal: PoolCalibration, trace: _Trace, steps, start: float, lag_s: float):
+def _run(cal: PoolCalibration, trace: CalTrace, steps, start: float, lag_s: float):
     """Feed the calibration forecasts at the steps' times; arrivals reach it ``lag_s`` late
     when the step's flag says so (their grid rows were built before them). Return every
     answer, the rings and the report."""
@@ -60,7 +35,7 @@ def _run(cal: PoolCalibration, trace: _Trace, steps, start: float, lag_s: float)
         now += dt
         seen_to = now - lag_s if late < 2 else now
         n = int(np.searchsorted(trace.submit, seen_to, side="right"))
-        view = _View(trace, now, n)
+        view = CalView(trace, now, n)
         base = np.full((trace.n_pools, len(cal.windows_s)), 1.0)
         out.append(cal.load_bound(view, base).tolist())
         proba = np.full((trace.n_pools, len(cal.windows_s)), pr)
@@ -122,7 +97,7 @@ def test_the_load_scores_and_labels_follow_their_definitions(events, steps, nw):
     now, times, slots = 0.0, [], set()
     for dt, _, _ in steps:
         now += dt
-        view = _View(trace, now, int(np.searchsorted(trace.submit, now, side="right")))
+        view = CalView(trace, now, int(np.searchsorted(trace.submit, now, side="right")))
         cal.load_bound(view, np.zeros((3, 2)))
         cal.arrivals(view, np.full((3, 2), 0.5))
         if math.floor(now / GRID_S) not in slots:
@@ -145,7 +120,7 @@ def test_arrivals_out_of_submission_order_fall_back_to_the_per_pool_searches():
     # pool a's jobs reach the calibration out of order (as a live service might record them):
     # the timeline gives up, the searches answer, the same as a reference that never used it
     sub = np.array([3000.0, 1000.0, 5000.0, 4000.0])
-    trace = _Trace(sub, np.array([2, 1, 3, 1], dtype=np.int32), np.array([0, 0, 1, 0]),
+    trace = CalTrace(sub, np.array([2, 1, 3, 1], dtype=np.int32), np.array([0, 0, 1, 0]),
                    ("a", "b"))
     answers = []
     for reference in (False, True):
@@ -155,7 +130,7 @@ def test_arrivals_out_of_submission_order_fall_back_to_the_per_pool_searches():
             cal.per_pool_searches()
         got = []
         for i, now in enumerate(np.arange(300.0, 20000.0, 300.0)):
-            view = _View(trace, float(now), min(4, i // 4))
+            view = CalView(trace, float(now), min(4, i // 4))
             got.append(cal.load_bound(view, np.zeros((2, 2))).tolist())
             got.append(cal.arrivals(view, np.full((2, 2), 0.7)).tolist())
         answers.append((got, cal.report(trace.pool_names)))
