@@ -142,7 +142,7 @@ def test_figure16_plans_learned_predictors_on_an_independent_workload():
 
 def test_evaluate_plans_the_baseline_first_and_feeds_learned_policies_their_alias():
     cfg = parse_config({"trace": {"synthetic": "base", "days": 2}, "experiments": 1,
-                        "pools_per_experiment": 2, "seed": 1,
+                        "pools_per_experiment": 2, "seed": 1, "warmup_days": 0.5,
                         "policies": ["maxmin", "sia", {"name": "sia", "label": "p",
                                                        "alias": "paper"}]})
     jobs, (exp,) = ev.sweep_experiments(cfg, ev.load_trace(cfg))

@@ -149,6 +149,17 @@ def test_after_training_starts_the_replay_after_the_training_days(tmp_path):
     assert load_config(write(tmp_path, cfg)).replay_start_day == 11.0
 
 
+def test_a_window_inside_its_warm_up_stops_before_any_replay(tmp_path):
+    # the synthetic trace spans 3 days: a replay from day 2 with a 1.5-day warm-up scores nothing
+    cfg = load_config(write(tmp_path, tiny(replay={"start_day": 2}, warmup_days=1.5,
+                                           policies=["fcfs", "maxmin"])))
+    with pytest.raises(ConfigError, match=r"warmup_days: the replay window's jobs are submitted "
+                                          r"on days 2\.\d-[23]\.\d, all within the 1\.5-day"):
+        ev.run_sweep(cfg, tmp_path / "sw", progress=False, make_plots=False, log_mlflow=False,
+                     say=lambda _: None)
+    assert not (tmp_path / "sw" / "summary.csv").exists()
+
+
 def test_relative_trace_path_resolves_against_the_config_folder(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "t.csv").write_text("job_id,pool,submit_time,duration,num_gpus\n")

@@ -178,7 +178,10 @@ def test_a_sweep_that_scores_no_job_exits_2(tmp_path, capsys):
     assert main(["evaluate", str(path), "--out", str(tmp_path / "o"), "--workers", "1",
                  "--no-mlflow"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no job was scored" in err and "warmup_days 5" in err
+    # found before any training or replay, from the replay window's submissions
+    assert len(err.splitlines()) == 1 and "no job would be scored" in err
+    assert "warmup_days:" in err and "5-day warm-up" in err
+    assert not (tmp_path / "o" / "summary.csv").exists()
 
 
 def test_every_unknown_name_is_reported_not_only_the_first(tmp_path):
