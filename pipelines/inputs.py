@@ -456,6 +456,23 @@ def jobs_before(jobs: pl.DataFrame, start_day: float | None) -> pl.DataFrame | N
                         and (c != "time_limit" or prior[c].is_not_null().any()))
 
 
+def warmup_covers_all(jobs: pl.DataFrame, warmup_days: float, where: str) -> str | None:
+    """The problem (a message starting with ``where``, the option or key of the warm-up) when
+    every job of ``jobs`` is submitted within ``warmup_days`` of the first, else None: a replay
+    scores only the jobs submitted after its warm-up (an experiment's first submission is no
+    earlier than the window's), so none would be scored. Asked before any training or replay
+    (`sia evaluate` stops on it, `sia replay` warns)."""
+    if jobs.height == 0:
+        return None
+    first, last = (float(x) / DAY_S for x in (jobs["submit_time"].min(), jobs["submit_time"].max()))
+    if last >= first + warmup_days:
+        return None
+    return (f"{where}: the replay window's jobs are submitted on days {first:.1f}-{last:.1f}, "
+            f"all within the {warmup_days:g}-day warm-up, so no job would be scored; shorten "
+            "the warm-up or replay more days (an earlier replay start; with on-the-fly training, "
+            "fewer training or validation days before it)")
+
+
 def replay_window(jobs: pl.DataFrame, start_day: float | None, end_day: float | None, *,
                   where: str = "--replay-start-day / --replay-end-day",
                   ) -> tuple[pl.DataFrame, float]:

@@ -570,6 +570,9 @@ def _run(a: ReplayArgs) -> None:
     if replay_start_day is not None or replay_end_day is not None:
         jobs, _ = inputs.replay_window(jobs, replay_start_day, replay_end_day)
         pools = pools.filter(pl.col("pool").is_in(jobs["pool"].unique().implode()))
+    problem = inputs.warmup_covers_all(jobs, a.warmup_days, "--warmup-days")
+    if problem:  # the schedule is still written; its scores are empty
+        typer.echo(f"warning: {problem}", err=True)
     specs = plan(jobs, pools, a.policy, speedup=a.speedup, tick_s=a.tick, seed=a.seed,
                  progress=jobs.height >= PROGRESS_FROM_JOBS, options=options,
                  predictors=ref, locality=locality,

@@ -62,7 +62,13 @@ from sia.pipelines.engine.tracking import (
     model_params,
     policy_metrics,
 )
-from sia.pipelines.inputs import Workload, jobs_before, load_workload, replay_window
+from sia.pipelines.inputs import (
+    Workload,
+    jobs_before,
+    load_workload,
+    replay_window,
+    warmup_covers_all,
+)
 from sia.pipelines.output import atomic_path
 from sia.pipelines.studies import slowdown_report
 from sia.pipelines.studies.experiment import ExperimentConfig, PolicySpec, with_trace_regions
@@ -188,22 +194,11 @@ def sweep_experiments(cfg: ExperimentConfig, wl: Workload
     """Return (the replay window's jobs, the sweep's experiments) of ``cfg`` on ``wl``."""
     jobs, span_s = replay_window(wl.jobs, cfg.replay_start_day, cfg.replay_end_day,
                                  where=f"{cfg.source}: replay")
-    _require_jobs_after_warmup(cfg, jobs)
+    problem = warmup_covers_all(jobs, cfg.warmup_days, f"{cfg.source}: warmup_days")
+    if problem:  # stop before any training or replay
+        raise ConfigError(problem)
     jobs = jobs.select(c for c in JOB_COLUMNS if c in jobs.columns)
     return jobs, build_experiments(cfg, jobs, span_s, wl.pools)
-
-
-def _require_jobs_after_warmup(cfg: ExperimentConfig, jobs: pl.DataFrame) -> None:
-    """Stop before any training or replay when every job of the replay window is submitted
-    during the warm-up (each experiment scores only jobs submitted ``warmup_days`` after its
-    first, which is no earlier than the window's first: none would be scored)."""
-    first, last = (float(x) / DAY_S for x in (jobs["submit_time"].min(), jobs["submit_time"].max()))
-    if last < first + cfg.warmup_days:
-        raise ConfigError(f"{cfg.source}: warmup_days: the replay window's jobs are submitted on "
-                          f"days {first:.1f}-{last:.1f}, all within the {cfg.warmup_days:g}-day "
-                          f"warm-up, so no job would be scored; shorten warmup_days or replay "
-                          f"more days (an earlier replay.start_day; with on-the-fly training, "
-                          f"fewer predictors.train_days / val_days before it)")
 
 
 def plan(cfg: ExperimentConfig, jobs: pl.DataFrame, experiments: list[Experiment],

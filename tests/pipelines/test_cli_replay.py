@@ -118,3 +118,21 @@ def test_replay_logs_an_mlflow_run_comparable_with_evaluations(tmp_path, mlflow_
                  "--no-mlflow", "--out", str(tmp_path / "f")]) == 0
     assert len(mlflow.search_runs(experiment_names=["sia-evaluations"],
                                   output_format="list")) == 1
+
+
+def test_a_window_inside_its_warm_up_is_said_before_the_replay(tmp_path, capsys):
+    # the synthetic trace spans 3 days: from day 2 with a 1.5-day warm-up nothing is scored; the
+    # schedule is still written, and the warning says why its scores are empty
+    out = tmp_path / "o"
+    assert main(["replay", "--synthetic", "base", "--days", "3", "--policy", "maxmin",
+                 "--replay-start-day", "2", "--warmup-days", "1.5", "--out", str(out),
+                 "--no-mlflow"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --warmup-days: the replay window's jobs are submitted on days" in err
+    assert "1.5-day warm-up" in err
+    assert (out / "jobs.parquet").exists()
+    # with a shorter warm-up some jobs are scored: no warning
+    assert main(["replay", "--synthetic", "base", "--days", "3", "--policy", "maxmin",
+                 "--replay-start-day", "2", "--warmup-days", "0.5", "--out", str(out),
+                 "--no-mlflow"]) == 0
+    assert "warm-up" not in capsys.readouterr().err
