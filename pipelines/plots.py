@@ -124,6 +124,16 @@ def _pad_log(lo: float, hi: float, frac: float = 0.04) -> tuple[float, float]:
     return lo / 10 ** (frac * span), hi * 10 ** (frac * span)
 
 
+def _log_y(ax, rng: tuple[float, float] | None, frac: float) -> None:
+    """A log y axis over the positive range ``rng`` padded by ``frac`` (left linear: None)."""
+    if rng is None:
+        return
+    ax.set_yscale("log")
+    lo, hi = _pad_log(*rng, frac=frac)
+    ax.set_ylim(lo, hi)
+    log_ticks(ax.yaxis, lo, hi)
+
+
 def speedup_cdf(speedups: Mapping[str, np.ndarray], path: Path, title: str = "",
                 slowed_pct: Mapping[str, float] | None = None) -> Path:
     """Draw the CDF of per-job speedup (log x axis) for each policy to ``path``; return it.
@@ -367,12 +377,7 @@ def promise_overview(studies: Sequence[Study], path: Path, title: str = "") -> P
             ax.set_xscale("symlog", linthresh=0.01)
             ax.set_xlim(left=-0.002)
             ax.grid(True, which="major", alpha=0.3)
-            rng = _positive_range([np.asarray(ys_all, dtype=np.float64)])
-            if rng is not None:
-                ax.set_yscale("log")
-                lo, hi = _pad_log(*rng, frac=0.15)
-                ax.set_ylim(lo, hi)
-                log_ticks(ax.yaxis, lo, hi)
+            _log_y(ax, _positive_range([np.asarray(ys_all, dtype=np.float64)]), 0.15)
             if r == 0:
                 ax.set_title(stitle, fontsize=10)
             if r == len(FRONTIER_Y) - 1:
@@ -408,7 +413,6 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
     """
     plt = _plt()
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
-    val = _metric
     for r, (ym, ylab) in enumerate(FRONTIER_Y):
         ys_all = []
         for c, (xm, xlab, xscale) in enumerate(FRONTIER_X):
@@ -416,8 +420,8 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
             i = 0
             for name, pts in curves.items():
                 pts = sorted(pts, key=lambda t: t[0])
-                xs = [val(m, xm) for _, m in pts]
-                ys = [val(m, ym) for _, m in pts]
+                xs = [_metric(m, xm) for _, m in pts]
+                ys = [_metric(m, ym) for _, m in pts]
                 ys_all += ys
                 st = _style(i)
                 ax.plot(xs, ys, color=st["color"], ls=st["ls"], marker=st["marker"], ms=5,
@@ -434,7 +438,7 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
                 i += 1
             for name, m in points.items():
                 st = _style(i)
-                x, y = val(m, xm), val(m, ym)
+                x, y = _metric(m, xm), _metric(m, ym)
                 ys_all.append(y)
                 ax.plot([x], [y], ls="none", marker=MARKERS[i % len(MARKERS)], ms=9,
                         color=st["color"], markeredgecolor="black",
@@ -450,11 +454,7 @@ def frontier(curves: Mapping[str, Sequence[tuple[float, Mapping[str, float]]]],
         rng = _positive_range([np.asarray(ys_all, dtype=np.float64)])
         for c in range(len(FRONTIER_X)):
             ax = axes[r][c]
-            if rng is not None:
-                ax.set_yscale("log")
-                lo, hi = _pad_log(*rng, frac=0.1)
-                ax.set_ylim(lo, hi)
-                log_ticks(ax.yaxis, lo, hi)
+            _log_y(ax, rng, 0.1)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
                fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.01))

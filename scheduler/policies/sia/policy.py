@@ -239,8 +239,6 @@ from sia.scheduler.policies.sia.spare import (
     check_reserve_floor,
 )
 
-_NO_FAIL = NO_FAIL  # no failed scan remembered
-
 #: The risk budget's arrival side when ``risk`` is set (``risk_arrivals``): ``"calibrated"``,
 #: per-pool calibrated arrivals at miss rate risk / (1 + risk). Chosen on the training data
 #: (Philly's training weeks, experiments/risk_training_weeks.yaml, and Graham's training days,
@@ -469,7 +467,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         L = K * NEVER if self.risk_budget is not None else K
         self._elig: list[list[list[int]]] = [[[] for _ in range(L)] for _ in range(P)]
         self._head = [[0] * L for _ in range(P)]  # first possibly-pending entry
-        self._fail = [[_NO_FAIL] * L for _ in range(P)]  # (usable, length) of the last miss
+        self._fail = [[NO_FAIL] * L for _ in range(P)]  # (usable, length) of the last miss
         self._checked_shape = False
         self._kmin_job: dict[int, int] = {}  # job -> first window its predicted bin fits
         # rebin_pending: per pool, its completions and the time at its last re-prediction
@@ -612,7 +610,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                     b = bins[i][k]
                     if b < NEVER:
                         lists[k * NEVER + b].append(j)
-                        fail[p][k * NEVER + b] = _NO_FAIL
+                        fail[p][k * NEVER + b] = NO_FAIL
             return
         for j, km in zip(jobs, kmins.tolist(), strict=True):
             p = pool[j]
@@ -620,7 +618,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             lists = elig[p]
             for k in range(km, K):
                 lists[k].append(j)
-                fail[p][k] = _NO_FAIL
+                fail[p][k] = NO_FAIL
 
     def _kmins(self, view: SimView, arr: np.ndarray, sure: np.ndarray | None,
                now: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
@@ -669,7 +667,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             for k in range(km, old):  # arrival order, after the list's started prefix
                 lst = elig[p][k]
                 lst.insert(max(bisect_left(lst, j), head[p][k]), j)
-                fail[p][k] = _NO_FAIL
+                fail[p][k] = NO_FAIL
         self.stats["rebinned"] = self.stats.get("rebinned", 0) + moved
 
     def _cdf(self, view: SimView, arr: np.ndarray) -> np.ndarray:
@@ -752,7 +750,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             del lst[:h]
             n -= h
             h = 0
-            self._fail[q][k] = _NO_FAIL
+            self._fail[q][k] = NO_FAIL
         self._head[q][k] = h
         gpus = self._gpus
         dead = 0
@@ -895,7 +893,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             if k >= kmin and (rb is None or rb.job_bin[k][j] == b) and j not in lst:
                 lst.insert(bisect_right(lst, j), j)  # keep arrival order
             self._head[p][i] = 0
-            self._fail[p][i] = _NO_FAIL
+            self._fail[p][i] = NO_FAIL
 
     def summary(self) -> dict[str, Any]:
         """Return the replay's counters: decisions, forecasts, starts, adaptation records/misses."""

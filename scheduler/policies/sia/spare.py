@@ -258,9 +258,11 @@ class SparePass:
                 new = self._reservation(pick, pend[pick], col[pick], unused[pick])
                 if cred is not None:
                     new = max(0, new - cred[pick])
-                total += new - res[pick]
-                res[pick] = new
-                if widths is not None:
+                if widths is None:
+                    total += new - res[pick]
+                    res[pick] = new
+                else:  # the margin depends on every pool's room: taken again
+                    res[pick] = new
                     total = sum(res) + margin(widths, res, unused)
                 if cells is not None and not self._reserve_cells(view, res, (pick,)):
                     break
