@@ -11,6 +11,7 @@ printed as one line on stderr with exit code 2, never as a traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Any
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     whose ``--help`` lists them, instead of the parser's usage box.
     """
     restore = _terminate_as_interrupt()
+    sweep = sys.modules.get("sia.pipelines.engine.execute")
+    if sweep is not None:  # each command reports its own interrupt (one process, many mains)
+        sweep.INTERRUPT_REPORTED = False
     try:
         code = _command().main(args=argv, standalone_mode=False, prog_name="sia")
     except SiaError as exc:
@@ -154,7 +158,30 @@ def run() -> None:
     still run and open files are still flushed; only the collector's walks are skipped.
     """
     code = main()
+    if code == 130:
+        exit_if_threads_stuck(code)
     import gc
 
     gc.freeze()
     sys.exit(code)
+
+
+def exit_if_threads_stuck(code: int) -> None:
+    """After an interrupt, end the process now (``os._exit``, streams flushed) if a thread
+    that the interpreter's exit would wait for without a limit is still alive: a process
+    pool's manager thread that did not see its killed workers (``LocalExecutor`` gives it 10 s)
+    would otherwise hang Ctrl-C forever in concurrent.futures' exit hook. Returns when no
+    such thread is left, so the usual exit (and its handlers) runs."""
+    import threading
+
+    main_thread = threading.main_thread()
+    stuck = [t for t in threading.enumerate()
+             if t is not main_thread and t.is_alive() and not t.daemon]
+    if not stuck:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

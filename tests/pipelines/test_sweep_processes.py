@@ -154,3 +154,24 @@ def test_resume_command_names_the_program_as_it_was_run(tmp_path):
         "python -m sia.pipelines.cli evaluate c.yaml"
     assert resume_command(["./bin/other", "--out", "my dir"]) == "./bin/other --out 'my dir'"
     assert resume_command([]) == "the same command"
+
+
+@pytest.mark.parametrize("stuck", [True, False])
+def test_an_interrupted_command_does_not_wait_forever_for_a_stuck_thread(stuck):
+    # a non-daemon thread that never ends (as a process pool's manager thread that missed its
+    # killed workers): the interpreter's exit would join it forever; after an interrupt the
+    # CLI ends the process with 130 instead, and leaves a clean process to its usual exit
+    code = ("import sys, threading\n"
+            "from sia.pipelines.cli import exit_if_threads_stuck\n"
+            f"if {stuck}:\n"
+            "    threading.Thread(target=threading.Event().wait).start()\n"
+            "print('before', flush=True)\n"
+            "exit_if_threads_stuck(130)\n"
+            "print('returned')\n"
+            "sys.exit(0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    if stuck:
+        assert proc.returncode == 130 and proc.stdout == "before\n", proc
+    else:
+        assert proc.returncode == 0 and proc.stdout == "before\nreturned\n", proc
