@@ -550,6 +550,7 @@ def forget_reuse(rb: RiskBudget) -> None:
     """Make ``rb`` take every pool's quantiles, prior and scans anew at its next refresh."""
     P = len(rb._raw)
     rb._snap_seen, rb._snap_prior, rb._prior_seen = [None] * P, [None] * P, None
+    rb._raw_key = [[None] * len(rb.windows_s) for _ in range(P)]
     rb._row_ver = [-1] * P
     rb._qcache.clear()
 
@@ -780,22 +781,28 @@ def test_the_floor_fails_a_threshold_only_below_its_exact_quantile(a, b, level, 
 
 @settings(max_examples=200, deadline=None)
 @given(P=st.integers(1, 6), calls=st.lists(
-    st.tuples(st.integers(0, 400), st.lists(st.integers(0, 5), max_size=6),
+    st.tuples(st.one_of(st.integers(0, 400), st.none()), st.lists(st.integers(0, 5), max_size=6),
               st.lists(st.integers(0, 5), max_size=3)), max_size=40))
 def test_due_pools_are_the_overrun_or_300_s_old_ones(P, calls):
-    # the due set fed by a heap of refresh times refreshes, at each call, exactly the asked
-    # pools that the rescan rule picks: an overrun since their last refresh, or 300 s old
+    # the due set fed by a FIFO of refresh times refreshes, at each call, exactly the asked
+    # pools that the rescan rule picks: an overrun since their last refresh, or 300 s old;
+    # also when a refresh at +inf (bounds()' default) comes before later ones (step None)
     rb = RiskBudget(W, 0.1)
     rb.reset(fake_trace([0], [100.0], [1] * P))
-    bt, dirty, now = [-math.inf] * P, set(), 0.0
+    bt, dirty, clock = [-math.inf] * P, set(), 0.0
     for step, asked, overran in calls:
-        now += float(step)
+        if step is not None:
+            clock += float(step)
+        now = math.inf if step is None else clock
         for p in overran:  # as resolve marks a pool that overran
             if p < P:
                 rb._due.add(p)
                 dirty.add(p)
         pools = sorted({p for p in asked if p < P})
-        want = [p for p in pools if p in dirty or now - bt[p] >= 300.0]
+        # a pool 300 s old at a call is due from then on, asked or not (after a call at +inf,
+        # until it is refreshed)
+        dirty.update(p for p in range(P) if now - bt[p] >= 300.0)
+        want = [p for p in pools if p in dirty]
         for p in want:
             bt[p] = now
             dirty.discard(p)

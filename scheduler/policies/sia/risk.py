@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections import deque
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -437,7 +438,10 @@ class RiskBudget:
         # their last one 300 s old (moved here from _fresh); every pool at the start
         self._due: set[int] = set(range(P))
         self._bound_time = [-math.inf] * P
-        self._fresh: list[tuple[float, int]] = []  # heap: (time, pool) of the refreshes
+        # (time, pool) of the refreshes in time order: a FIFO, since a replay's clock never goes
+        # back (a refresh at an earlier time than the last one, as after bounds() at +inf, is
+        # inserted in order)
+        self._fresh: deque[tuple[float, int]] = deque()
         self._prior_time = -math.inf
         self._prior = _Prior([None] * K, [None] * K, self.prior_n)  # rates 0 until updated
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
@@ -459,6 +463,9 @@ class RiskBudget:
         self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
                                                      for _ in range(P)]
         self._qcache: dict[tuple[float, float], float] = {}
+        # per pool and window: the (outcomes seen, prior version) its quantiles in _raw were
+        # computed for (None: not yet; see _valid_raw)
+        self._raw_key: list[list[tuple[int, int] | None]] = [[None] * K for _ in range(P)]
         # the first bin's floor of the prior (a _Floor, see _update_prior), and the
         # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
         self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
@@ -653,6 +660,8 @@ class RiskBudget:
         decide, see :meth:`_lendable`)."""
         self._refresh(now, pools)
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
+        for p in range(P):
+            self._valid_raw(p, range(K))
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
                          if self._raw[p][k][b] is None])
         return np.maximum.accumulate(np.asarray(self._raw, dtype=np.float64), axis=2)
@@ -671,33 +680,35 @@ class RiskBudget:
         fresh = self._fresh
         if fresh and now - fresh[0][0] >= 300.0:
             self._stale(now)
-        if self._due:
-            rows = self._due.intersection(range(len(self._bound_time)) if pools is None else pools)
+        due = self._due
+        if due and (pools is None or not due.isdisjoint(pools)):
+            rows = due.intersection(range(len(self._bound_time)) if pools is None else pools)
             if rows:
                 self._snapshot(now, rows)
 
     def _stale(self, now: float) -> None:
         """Move the pools whose last refresh is 300 s old at ``now`` into the due set.
 
-        ``now - t >= 300`` is monotone in ``t`` (rounding is), so the heap's oldest refresh
-        not 300 s old ends the pass; an entry of a pool refreshed since is skipped."""
-        fresh, bt, due, pop = self._fresh, self._bound_time, self._due, heapq.heappop
+        ``now - t >= 300`` is monotone in ``t`` (rounding is), so the oldest refresh not
+        300 s old ends the pass; an entry of a pool refreshed since is skipped."""
+        fresh, bt, due, pop = self._fresh, self._bound_time, self._due, self._fresh.popleft
         while fresh and now - fresh[0][0] >= 300.0:
-            t, p = pop(fresh)
+            t, p = pop()
             if bt[p] == t:
                 due.add(p)
 
     def _snapshot(self, now: float, rows: set[int]) -> None:
         """Refresh the posteriors of the due pools ``rows`` at ``now`` (see :meth:`_refresh`;
         the order of ``rows`` changes nothing)."""
-        bt, fresh, push = self._bound_time, self._fresh, heapq.heappush
+        bt, fresh = self._bound_time, self._fresh
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
         self._due -= rows
         moved = []
+        push = fresh.append if not fresh or fresh[-1][0] <= now else partial(insort, fresh)
         for p in rows:
             bt[p] = now
-            push(fresh, (now, p))
+            push((now, p))
             if seen[p] != snap_seen[p] or pver != snap_prior[p]:
                 moved.append(p)  # (else the snapshot's counts and prior are the same as now)
         if moved:
@@ -708,23 +719,37 @@ class RiskBudget:
 
         The counts as of now are kept (shared with the live counts until the pool's next
         outcome copies them, see resolve); a posterior's parameters are computed from them
-        only when one of its quantiles is first read."""
-        K, B, snap, prior = len(self.windows_s), NEVER - 1, self._snap, self._prior
-        n, m, t, shared, raw = self._n, self._m, self._t, self._shared, self._raw
+        only when one of its quantiles is first read; its quantiles are forgotten when
+        first read (:meth:`_valid_raw`), in the windows that moved."""
+        snap, prior = self._snap, self._prior
+        n, m, t, shared = self._n, self._m, self._t, self._shared
         seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
                                              self._snap_prior)
         pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
-        for p in rows:
-            old_seen, old_prior, rp, sp = snap_seen[p], snap_prior[p], raw[p], seen[p]
-            for k in range(K):
-                if old_seen is None or old_seen[k] != sp[k] or old_prior[k] != pver[k]:
-                    rp[k] = [None] * B
-                    pool_ver[p] += 1
+        pv = pver[:]  # (one copy for all: the snapshots' lists are never written)
+        for p in rows:  # (a retaken pool has a window that moved: its version moves)
             snap[p] = (n[p], m[p], t[p], prior)
             snap_floor[p] = floor
             shared[p] = True
-            snap_seen[p], snap_prior[p] = sp[:], pver[:]
+            snap_seen[p], snap_prior[p] = seen[p][:], pv
+            pool_ver[p] += 1
         self._version += 1  # the bounds moved: allowed() must scan again
+
+    def _valid_raw(self, p: int, ks: Any) -> None:
+        """Forget pool ``p``'s quantiles of the windows ``ks`` that were computed for other
+        parameters than its snapshot's (see :meth:`_retake`): a window's quantiles are kept
+        while its outcomes seen and its prior's version are those they were computed with
+        (``_raw_key``); both only grow, so equal stamps mean the same parameters, the same
+        floats. A pool never refreshed keeps its quantiles of 1.0."""
+        ss = self._snap_seen[p]
+        if ss is None:
+            return
+        sp, rk, rp, B = self._snap_prior[p], self._raw_key[p], self._raw[p], NEVER - 1
+        for k in ks:
+            key = (ss[k], sp[k])
+            if rk[k] != key:
+                rk[k] = key
+                rp[k] = [None] * B
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
@@ -924,6 +949,7 @@ class RiskBudget:
             ks = [k for k in opened if wp[k]] if opened else opened
             if ks:
                 out[p] = rows[p] = [CERTAIN] * K
+                self._valid_raw(p, ks)
                 todo += [(p, k, 0) for k in ks]
             else:  # no bin to scan: the shared row (never written)
                 out[p] = rows[p] = certain
