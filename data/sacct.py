@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 import polars as pl
@@ -74,6 +75,13 @@ NO_LIMIT = ("UNLIMITED", "PARTITION_LIMIT", "4294967295", "4294967294")
 DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 #: A Slurm time string: [D-]A[:B[:C]][.fraction]
 _SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
+#: Delimiters other than ``|`` that ``sacct --delimiter`` may have used, tried in this order on
+#: the header line (``,`` is left to the generic CSV reader: it also separates the entries of a
+#: TRES string, so only a quoted CSV can hold them).
+OTHER_DELIMITERS = (";", "\t")
+#: A job id as sacct prints it: ``123``, ``123_4``, ``123_[1-3%2]``, ``123+0``, ``123.batch``.
+_JOB_ID = re.compile(r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.\S+)?$")
+_DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d$")
 _GZIP_MAGIC = b"\x1f\x8b"
 _DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
 _RAW_POOL = _DATA + "raw_pool"  # the pool field's cells as written
@@ -93,49 +101,82 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def header_fields(path: Path | str) -> list[str] | None:
-    """Return the ``|``-separated names of a file's first line (gzip or not); None when the file
-    cannot be read as text or its first line has no ``|``."""
-    path = Path(path)
+def _first_line(path: Path) -> str | None:
+    """Return a file's first line (gzip or not) without its BOM and line end; None when it
+    cannot be read as UTF-8 text."""
     try:
         with path.open("rb") as fh:
             magic = fh.read(2)
         opener = gzip.open if magic == _GZIP_MAGIC else open
         with opener(path, "rb") as fh:
             line = fh.readline(1 << 16)
-        text = line.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
+        return line.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
     except (OSError, EOFError, UnicodeDecodeError):
         return None
-    if "|" not in text:
-        return None
-    return [name.strip() for name in text.split("|")]
+
+
+def _known(names: list[str]) -> set[str]:
+    """Return the sacct fields (lower case) among ``names``."""
+    return {n.strip().lower() for n in names} & set(FIELDS)
+
+
+def _is_header(names: list[str]) -> bool:
+    """Whether ``names`` read as a sacct header: JobID or JobIDRaw and one more field the reader
+    uses, or without an id three of them (so that a missing JobID is named by the reader)."""
+    known = _known(names)
+    return len(known) >= (2 if known & {"jobid", "jobidraw"} else 3)
+
+
+def split_header(line: str) -> tuple[str, list[str]] | None:
+    """Return (delimiter, names) of a first line: ``|`` (``-p`` / ``-P``) when it holds one;
+    else one of :data:`OTHER_DELIMITERS` (``--delimiter``) or white space (sacct's fixed-width
+    table, ``" "``) when the names it gives hold JobID or JobIDRaw and two more sacct fields
+    (a generic CSV keeps its own reader); None otherwise."""
+    if "|" in line:
+        return "|", [name.strip() for name in line.split("|")]
+    for delim in (*OTHER_DELIMITERS, None):
+        if delim is not None and delim not in line:
+            continue
+        names = [n.strip() for n in line.split(delim)]
+        known = _known(names)
+        if known & {"jobid", "jobidraw"} and len(known) >= 3:
+            return delim or " ", names
+    return None
+
+
+def _looks_like_job_line(cells: list[str]) -> bool:
+    """Whether ``cells`` (a ``|``-separated line) read as a sacct job line, not a header: a job
+    id first or anywhere (``123``, ``123_4``, ``123+0``, ``123.batch``) and a date-time."""
+    has_id = any(_JOB_ID.match(c.strip()) for c in cells)
+    has_time = any(_DATE_TIME.match(c.strip()) for c in cells)
+    return has_id and has_time
 
 
 def is_sacct(path: Path | str) -> bool:
-    """Return whether ``path`` is a file that starts with a sacct header: ``|``-separated names
-    (case-insensitive) holding JobID or JobIDRaw and one more field the reader uses, or
-    without an id three of them (so that a missing JobID is named by the sacct reader)."""
-    if not Path(path).is_file():
+    """Return whether ``path`` is a file that starts with a sacct header: names (case-insensitive,
+    see :func:`split_header`) holding JobID or JobIDRaw and one more field the reader uses, or
+    without an id three of them (so that a missing JobID is named by the sacct reader); or a
+    ``|``-separated job line (an export without its header, which the reader refuses by name)."""
+    path = Path(path)
+    if not path.is_file():
         return False
-    names = header_fields(path)
-    if names is None:
+    line = _first_line(path)
+    if line is None:
         return False
-    known = {n.lower() for n in names} & set(FIELDS)
-    has_id = bool(known & {"jobid", "jobidraw"})
-    return len(known) >= (2 if has_id else 3)
+    split = split_header(line)
+    if split is None:
+        return False
+    delim, names = split
+    if _is_header(names):
+        return True
+    return delim == "|" and _looks_like_job_line(names)
 
 
 # --------------------------------------------------------------------------- reading
 
-def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
-    """Return the export as strings, its known fields renamed to their sacct spelling, with
-    source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
-
-    A row whose field count differs from the header's (a ``|`` inside a job
-    name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
-    dropped and counted as ``wrong_field_count``. Blank lines stay (all null)
-    for the caller to skip.
-    """
+def _decode(path: Path) -> tuple[bytes, str]:
+    """Return a sacct export's bytes (decompressed) and its text without a BOM; a missing file,
+    a folder or text that is not UTF-8 is a TraceError naming the file."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     check_regular(path)
@@ -147,12 +188,68 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                          "convert it, e.g. with iconv -f latin1 -t utf-8") from None
-    lines = pl.Series(text.lstrip("\ufeff").split("\n")).str.strip_suffix("\r")
-    if not lines[0].strip():
+    return data, text.lstrip("\ufeff")
+
+
+def _delimiter(first: str, path: Path) -> str:
+    """Return the delimiter of an export's first line (:func:`split_header`; ``|`` when it has
+    none); a first line that is a job (an export without its header) or sacct's fixed-width
+    table is a TraceError naming the file and saying how to export."""
+    if not first.strip():
         raise TraceError(f"{path}: empty first line; expected a sacct header such as "
                          "JobID|Submit|Start|End|State|...")
+    split = split_header(first)
+    if split is None:
+        return "|"
+    delim, names = split
+    if delim == " ":
+        raise TraceError(
+            f"{path}: sacct's fixed-width table (columns cut to their width, e.g. "
+            "'CANCELLED+'), not a parsable export; export with sacct --parsable2 (-P)")
+    if delim == "|" and not _is_header(names) and _looks_like_job_line(names):
+        raise TraceError(
+            f"{path}: the first line is a job ({first[:60]!r}), not a header: the export has "
+            "no header (sacct -n / --noheader), so its fields cannot be named; export again "
+            "without -n, with --parsable2 and --format=JobID,Submit,Start,End,... (see "
+            "the docs, 'Slurm (sacct)')")
+    return delim
+
+
+def _header_lines(body: pl.Series, first: str, delim: str, path: Path) -> pl.Series:
+    """Return the mask of the body lines that repeat the header (exports concatenated, each
+    with its header); a header line that differs from the first line is a TraceError naming
+    its row (exports of different fields, which cannot be read as one table)."""
+    cells = body.str.split(delim).list.eval(pl.element().str.strip_chars().str.to_lowercase())
+    known = cells.list.eval(pl.element().is_in(list(FIELDS))).list.sum()
+    has_id = cells.list.eval(pl.element().is_in(["jobid", "jobidraw"])).list.any()
+    mask = ((known >= 2) & has_id).fill_null(False)
+    if mask.any():
+        norm = [c.strip().lower() for c in first.split(delim)]
+        differs = mask & (cells.list.join("\x1f") != "\x1f".join(norm)).fill_null(True)
+        if differs.any():
+            idx = int(differs.arg_true()[0])
+            raise TraceError(
+                f"{path}: row {idx + 1}: a header line that differs from the first line's "
+                "(exports with different fields or field order, concatenated?); export "
+                "once with one --format, or read each export on its own")
+    return mask
+
+
+def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
+    """Return the export as strings, its known fields renamed to their sacct spelling, with
+    source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
+
+    A row whose field count differs from the header's (a ``|`` inside a job
+    name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
+    dropped and counted as ``wrong_field_count``. Lines that repeat the header
+    (concatenated exports) are skipped and noted, like blank lines, which
+    stay (all null) for the caller to skip.
+    """
+    data, text = _decode(path)
+    lines = pl.Series(text.split("\n")).str.strip_suffix("\r")
+    delim = _delimiter(lines[0], path)
     try:
-        df = pl.read_csv(io.BytesIO(data), separator="|", quote_char=None, infer_schema=False,
+        df = pl.read_csv(io.BytesIO(data), separator=delim, quote_char=None, infer_schema=False,
                          truncate_ragged_lines=True)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise TraceError(f"{path}: cannot read as a sacct export: "
@@ -164,9 +261,13 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
         raise TraceError(f"{path}: cannot line up its rows with its lines (a line break inside "
                          "a field?); export with sacct --parsable2")
     body = body.head(df.height)
-    n_fields = lines[0].count("|") + 1
-    counts = body.str.count_matches("|", literal=True) + 1
-    ragged = (counts != n_fields) & (body.str.strip_chars() != "")
+    headers = _header_lines(body, lines[0], delim, path)
+    if headers.any():
+        report.notes.append(f"{int(headers.sum())} line(s) repeating the header skipped "
+                            "(concatenated exports; not counted as rows)")
+    n_fields = lines[0].count(delim) + 1
+    counts = body.str.count_matches(delim, literal=True) + 1
+    ragged = (counts != n_fields) & (body.str.strip_chars() != "") & ~headers
     if ragged.any():
         idx = int(ragged.arg_true()[0])
         if on_bad_rows == "raise":
@@ -174,10 +275,16 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
             raise TraceError(
                 f"{path}: row {idx + 1}: {counts[idx]} fields, but the header has {n_fields}"
                 + (f" ({more} more such rows)" if more else "")
-                + "; a '|' inside a field (a job name?) or a cut line; fix the row, or pass "
-                "--clean to drop such rows (they are counted in the report)")
+                + f"; a {delim!r} inside a field (a job name?) or a cut line; fix the row, or "
+                "pass --clean to drop such rows (they are counted in the report)")
         report.drop("wrong_field_count", int(ragged.sum()))
-        df = df.filter(~ragged)
+    df = df.filter(~ragged & ~headers)
+    return _rename_fields(df, path)
+
+
+def _rename_fields(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """Return ``df`` with its known fields renamed to their sacct spelling and the empty field
+    of ``-p``'s trailing ``|`` dropped; a field named twice is a TraceError."""
     renames: dict[str, str] = {}
     for column in df.columns:
         name = column.lstrip("\ufeff").strip()
