@@ -65,7 +65,8 @@ from sia.data.schema import (
 #: The sacct fields the reader uses, by their lower-case name.
 FIELDS = {name.lower(): name for name in (
     "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Start", "End",
-    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "State")}
+    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "ReqGRES",
+    "AllocGRES", "State")}
 #: Cell values that mean "not recorded" (upper case).
 MISSING = ("", "UNKNOWN", "NONE")
 #: Time-limit values that mean "no limit" (upper case); the raw forms are Slurm's INFINITE and
@@ -333,7 +334,8 @@ def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> No
     found = ", ".join(c for c in user_columns(columns))
     needs = [("JobID or JobIDRaw", ("JobID", "JobIDRaw")), ("Submit", ("Submit",)),
              ("Start", ("Start",)), ("End", ("End",)), ("State", ("State",)),
-             ("ReqTRES or AllocTRES", ("ReqTRES", "AllocTRES"))]
+             ("ReqTRES or AllocTRES (or, before Slurm 19.05, AllocGRES or ReqGRES)",
+              ("ReqTRES", "AllocTRES", "ReqGRES", "AllocGRES"))]
     if pool_from is None or pool_from.lower() == "partition":
         needs.append(("Partition", ("Partition",)))
     missing = [what for what, options in needs if not have & set(options)]
@@ -445,10 +447,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     report.notes.extend(_strip_notes(bad.df, raw, id_field))
     _flag_duplicate_ids(bad, id_field)
     if bad.df.height:  # where the kept jobs' values came from
-        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
-        report.notes.extend([_duration_note(bad.df), _limit_note(bad.df),
-                             f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
-                             f"{bad.df.height - n_alloc:,}"])
+        report.notes.extend([_duration_note(bad.df), _limit_note(bad.df), _gpu_note(bad.df)])
     keep_extra = [c for c, used in (("Account", user_field == "Account"),
                                     ("Partition", pool_source == ("field", "Partition")))
                   if c in cols and not used]
@@ -500,33 +499,81 @@ def _started() -> pl.Expr:
     return _present("Start") & (pl.col("state").fill_null("") != "PENDING")
 
 
+def _gres_gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
+    """Return (GPUs as Int64 from a GRES string, a mask of cells whose GPU entries are not
+    ``gpu[:TYPE][:N]``): Slurm < 19.05's ``AllocGRES`` / ``ReqGRES`` (``gpu:2``,
+    ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``, ``gres:gpu:2``), the untyped entries when any,
+    else the sum of the typed ones; an entry without a count is one GPU (``--gres`` syntax)."""
+    items = (pl.col(column).str.replace_all(r"(\d)\([^)]*\)", "${1}").str.split(",")
+             .list.eval(pl.element().str.strip_chars().str.replace(r"^gres[:/]", "")))
+    e = pl.element()
+    untyped = (pl.when(e == "gpu").then(pl.lit(1, dtype=pl.Int64))
+               .otherwise(e.str.extract(r"^gpu:(\d+)$", 1).cast(pl.Int64, strict=False)))
+    typed = (pl.when(e.str.contains(r"^gpu:[^:\d][^:]*$")).then(pl.lit(1, dtype=pl.Int64))
+             .otherwise(e.str.extract(r"^gpu:[^:]+:(\d+)$", 1).cast(pl.Int64, strict=False)))
+    bad = items.list.eval(e.str.contains(r"^gpu(?::|$)") & untyped.is_null()
+                          & typed.is_null()).list.any()
+    untyped_n = items.list.eval(untyped.drop_nulls())
+    gpus = (pl.when(pl.col(column).is_null()).then(None)
+            .when(untyped_n.list.len() > 0).then(untyped_n.list.sum())
+            .otherwise(items.list.eval(typed.drop_nulls()).list.sum().fill_null(0)))
+    return gpus, bad.fill_null(False)
+
+
+#: The fields that give the GPUs, as (allocated, requested) pairs in order of trust: TRES
+#: (Slurm >= 15.08), then GRES (Slurm < 19.05; totals over the job's nodes, as slurmctld's
+#: node_scheduler.c writes them).
+GPU_FIELDS = (("AllocTRES", "ReqTRES", _gpus), ("AllocGRES", "ReqGRES", _gres_gpus))
+
+
+def _pair_gpus(bad: BadRows, cols: set[str], alloc: str, req: str, parse) -> tuple[pl.Expr,
+                                                                                   pl.Expr]:
+    """Return (GPUs, the field they came from) of one :data:`GPU_FIELDS` pair: the allocated
+    field for a job that started (when its cell has a value), else the requested one; a GPU
+    count that is not a whole number is a bad row naming its field."""
+    started = _started()
+    alloc_used = (started & pl.col(alloc).is_not_null()) if alloc in cols else pl.lit(False)
+    gpus, source = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.String)
+    for column, use in ((req, ~alloc_used), (alloc, alloc_used)):
+        if column not in cols:
+            continue
+        count, wrong = parse(column)
+        bad.df = bad.df.with_columns(count.alias(f"{_DATA}gpus_{column}"))
+        bad.flag(_mask(bad, use & wrong), column, "non_numeric",
+                 "{value!r} has a GPU count that is not a whole number >= 0")
+        gpus = pl.when(use).then(pl.col(f"{_DATA}gpus_{column}")).otherwise(gpus)
+        source = pl.when(use).then(pl.lit(column)).otherwise(source)
+    return gpus, source
+
+
 def _gpu_counts(bad: BadRows, cols: set[str]) -> None:
-    """Give ``bad.df`` its ``state`` and ``num_gpus``: from AllocTRES for a job that started
-    (when the export has it), else from ReqTRES; a GPU count that is not a whole number is a
-    bad row naming its field; jobs without TRES (``no_tres``) or GPUs (``cpu_only``) are left
+    """Give ``bad.df`` its ``state`` and ``num_gpus``: from TRES (:func:`_pair_gpus`), else,
+    when the TRES name no GPU (a cluster whose accounting does not track ``gres/gpu``) or are
+    missing, from GRES; jobs without any (``no_tres``) or with no GPU (``cpu_only``) are left
     out."""
     bad.df = bad.df.with_columns(
         pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("state"))
-    started = _started()
-    tres_fields = [c for c in ("AllocTRES", "ReqTRES") if c in cols]
-    for column in tres_fields:
-        gpus, wrong = _gpus(column)
-        bad.df = bad.df.with_columns(gpus.alias(f"{_DATA}gpus_{column}"))
-        use = started if column == "AllocTRES" else pl.lit(True)
-        if column == "ReqTRES" and "AllocTRES" in cols:
-            use = ~(started & pl.col("AllocTRES").is_not_null())
-        bad.flag(_mask(bad, use & wrong), column, "non_numeric",
-                 "{value!r} has a GPU count that is not a whole number >= 0")
-    alloc_used = started & pl.col("AllocTRES").is_not_null() if "AllocTRES" in cols else pl.lit(False)
-    choices = []
-    if "AllocTRES" in cols:
-        choices.append(pl.when(alloc_used).then(pl.col(f"{_DATA}gpus_AllocTRES")))
-    if "ReqTRES" in cols:
-        choices.append(pl.col(f"{_DATA}gpus_ReqTRES"))
-    bad.df = bad.df.with_columns(pl.coalesce(choices).alias("num_gpus"),
-                                 alloc_used.alias(f"{_DATA}alloc"))
+    (tres, tres_from), (gres, gres_from) = (_pair_gpus(bad, cols, *pair) for pair in GPU_FIELDS)
+    bad.df = bad.df.with_columns(tres.alias(f"{_DATA}tres"), gres.alias(f"{_DATA}gres"),
+                                 tres_from.alias(f"{_DATA}tres_from"),
+                                 gres_from.alias(f"{_DATA}gres_from"))
+    t, g = pl.col(f"{_DATA}tres"), pl.col(f"{_DATA}gres")
+    take_gres = ~(t > 0).fill_null(False) & g.is_not_null()
+    bad.df = bad.df.with_columns(
+        pl.when(take_gres).then(g).otherwise(t).alias("num_gpus"),
+        pl.when(take_gres).then(pl.col(f"{_DATA}gres_from")).otherwise(pl.col(f"{_DATA}tres_from"))
+        .alias(f"{_DATA}gpus_from"))
     _leave_out(bad, bad.df["num_gpus"].is_null(), "no_tres")
     _leave_out(bad, bad.df["num_gpus"] == 0, "cpu_only")
+
+
+def _gpu_note(df: pl.DataFrame) -> str:
+    """Return the report's note on the fields the kept jobs' GPUs came from."""
+    counts = df[f"{_DATA}gpus_from"].value_counts()
+    n = dict(zip(counts[f"{_DATA}gpus_from"], counts["count"], strict=True))
+    gres = "".join(f", {name} for {n[name]:,}" for name in ("AllocGRES", "ReqGRES") if n.get(name))
+    return (f"GPUs: AllocTRES for {n.get('AllocTRES', 0):,} job(s), ReqTRES for "
+            f"{n.get('ReqTRES', 0):,}{gres}")
 
 
 def _leave_out_unstarted(bad: BadRows) -> None:

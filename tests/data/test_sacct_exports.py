@@ -107,3 +107,70 @@ def test_bom_crlf_and_trailing_pipe_together_read_the_same(tmp_path):
     gz = tmp_path / "win.txt.gz"
     gz.write_bytes(gzip.compress(p.read_bytes()))
     assert read_trace(gz)[0].equals(ref)
+
+
+# --------------------------------------------------------------------------- GPUs
+
+OLD = ["JobID", "User", "Partition", "Submit", "Start", "End", "ElapsedRaw", "Timelimit",
+       "NNodes", "ReqGRES", "AllocGRES", "State"]
+
+
+def old_row(jid: str, req: str, alloc: str, *, start="2024-03-01T10:05:00", nnodes="1",
+            state="COMPLETED") -> list[str]:
+    return [jid, "alice", "gpu", "2024-03-01T10:00:00", start, "2024-03-01T11:05:00",
+            "3600", "02:00:00", nnodes, req, alloc, state]
+
+
+def test_gres_fields_of_slurm_before_19_05(tmp_path):
+    rows = [
+        old_row("1", "gpu:2", "gpu:2"),
+        old_row("2", "gpu:tesla:2", "gpu:tesla:2(IDX:0-1)"),
+        old_row("3", "gpu:4", "gpu:4(IDX:0,2-3)"),  # a ',' inside the index list
+        old_row("4", "gpu:tesla:1,gpu:k80:2", "gpu:tesla:1,gpu:k80:2"),  # typed: summed
+        old_row("5", "gpu:2,gpu:tesla:2", "gpu:2,gpu:tesla:2"),  # the untyped total wins
+        old_row("6", "gres:gpu:3", ""),  # did not run... (no start: left out below)
+        old_row("7", "gpu:8", "gpu:8", nnodes="2"),  # a total over the job's nodes
+        old_row("8", "gpu:(null):2", "gpu:(null):2"),
+        old_row("9", "mic:1", "mic:1"),  # no GPU
+        old_row("10", "", ""),  # nothing recorded
+        old_row("11", "gpu", "gpu"),  # --gres=gpu: one
+        old_row("12", "gpu:3", "", state="FAILED"),  # ran, no AllocGRES: ReqGRES
+    ]
+    rows[5][4] = "Unknown"
+    jobs, report = read_sacct(write(tmp_path / "old.txt", rows, fields=OLD))
+    got = dict(zip(jobs["job_id"], jobs["num_gpus"], strict=True))
+    assert got == {"1": 2, "2": 2, "3": 4, "4": 3, "5": 2, "7": 8, "8": 2, "11": 1, "12": 3}
+    assert report.left_out["cpu_only"] == 1 and report.left_out["no_tres"] == 1
+    assert report.left_out["never_started"] == 1
+    assert "GPUs: AllocTRES for 0 job(s), ReqTRES for 0, AllocGRES for 8, ReqGRES for 1" \
+        in report.notes
+
+
+def test_gres_count_that_is_not_whole_names_the_cell(tmp_path):
+    p = write(tmp_path / "bad.txt", [old_row("1", "gpu:2", "gpu:2"),
+                                     old_row("2", "gpu:1.5", "gpu:tesla:x")], fields=OLD)
+    with pytest.raises(TraceError, match=r"bad.txt: row 2, column 'AllocGRES': 'gpu:tesla:x' "
+                                         r"has a GPU count that is not a whole number"):
+        read_sacct(p)
+
+
+def test_gres_when_tres_do_not_track_gpus(tmp_path):
+    # a cluster with TRES but no gres/gpu in AccountingStorageTRES: GPUs only in the GRES
+    fields = ["JobID", "Partition", "Submit", "Start", "End", "ElapsedRaw", "ReqTRES",
+              "AllocTRES", "AllocGRES", "State"]
+    base = ["gpu", "2024-03-01T10:00:00", "2024-03-01T10:05:00", "2024-03-01T11:05:00", "3600"]
+    rows = [["1", *base, "cpu=4,mem=8G,node=1", "cpu=4,mem=8G,node=1", "gpu:2", "COMPLETED"],
+            ["2", *base, "cpu=4,gres/gpu=1", "cpu=4,gres/gpu=1", "gpu:1", "COMPLETED"],
+            ["3", *base, "cpu=4,node=1", "cpu=4,node=1", "", "COMPLETED"]]
+    jobs, report = read_sacct(write(tmp_path / "t.txt", rows, fields=fields))
+    assert dict(zip(jobs["job_id"], jobs["num_gpus"], strict=True)) == {"1": 2, "2": 1}
+    assert report.left_out["cpu_only"] == 1
+    assert "GPUs: AllocTRES for 1 job(s), ReqTRES for 0, AllocGRES for 1" in report.notes
+
+
+def test_tres_typed_only_and_multi_node_totals(tmp_path):
+    rows = [row("1", alloc="cpu=8,gres/gpu:tesla=2,node=1"),  # typed only: no untyped total
+            row("2", alloc="cpu=16,gres/gpu=8,gres/gpu:v100=8,node=2"),  # a job's total
+            row("3", alloc="cpu=4,gres/gpu:a100=1,gres/gpu:v100=1,gres/gpumem=80G")]
+    jobs, _ = read_sacct(write(tmp_path / "t.txt", rows))
+    assert jobs["num_gpus"].to_list() == [2, 8, 2]
