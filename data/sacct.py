@@ -439,6 +439,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     bad = _bad_rows(df, source, on_bad_rows, report)
     id_field = "JobID" if "JobID" in cols else "JobIDRaw"
     _fold_steps(bad, id_field)
+    _requeued_runs(bad, id_field)
     _gpu_counts(bad, cols)
     _leave_out_unstarted(bad)
     _times(bad, cols)
@@ -492,6 +493,41 @@ def _fold_steps(bad: BadRows, id_field: str) -> None:
         notes.append(f"{int(is_step.sum())} job step line(s) (123.batch, 123.0, ...) folded into "
                      "their jobs (left out as job_steps: the job line carries the fields)")
     _leave_out(bad, is_step, "job_steps")
+
+
+#: States of a run that Slurm requeued (or resized): ``sacct -D`` lists it before the job's
+#: later runs, under the same job id.
+REQUEUE_STATES = ("REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "NODE_FAIL",
+                  "BOOT_FAIL", "RESIZING")
+
+
+def _requeued_runs(bad: BadRows, id_field: str) -> None:
+    """Leave out the earlier runs of requeued jobs (``requeued_runs``, noted): when lines share
+    a job id (``sacct -D``) and every one but the last (latest Submit, then file order) ended
+    REQUEUED, PREEMPTED, NODE_FAIL... (:data:`REQUEUE_STATES`), the job is its last run, as
+    sacct shows it without -D. Other repeated ids stay for :func:`_flag_duplicate_ids`."""
+    runs = bad.df.select(
+        pl.int_range(pl.len()).alias("i"), pl.col(id_field).alias("id"),
+        _to_datetime("Submit").alias("t"),
+        pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("s"),
+    ).filter(pl.col("id").is_duplicated())
+    if not runs.height:
+        return
+    runs = runs.sort(["id", "t", "i"]).with_columns(
+        (pl.col("i") != pl.col("i").last().over("id")).alias("earlier"))
+    groups = runs.group_by("id").agg(
+        (~pl.col("earlier") | pl.col("s").is_in(REQUEUE_STATES)).all().alias("requeued"),
+        pl.col("t").is_not_null().all().alias("timed"))
+    ok = groups.filter(pl.col("requeued") & pl.col("timed"))["id"]
+    earlier = runs.filter(pl.col("earlier") & pl.col("id").is_in(ok.implode()))["i"]
+    if earlier.len():
+        first = bad.df[id_field][int(earlier.min())]
+        bad.report.notes.append(
+            f"{earlier.len()} earlier run(s) of {ok.len()} requeued job(s) (sacct -D lists "
+            f"each run; first: {first!r}) left out as requeued_runs: a job is its last run, "
+            "as sacct shows it without -D")
+    mask = pl.Series(range(bad.df.height)).is_in(earlier.implode())
+    _leave_out(bad, mask, "requeued_runs")
 
 
 def _started() -> pl.Expr:
@@ -619,8 +655,9 @@ def _flag_duplicate_ids(bad: BadRows, id_field: str) -> None:
     """Flag every run of a job id after its first as a ``duplicate_job_id`` bad row."""
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
-             "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
-             "without -D)")
+             "duplicate job id {value!r}, whose other line is not a requeued run (REQUEUED, "
+             "PREEMPTED, NODE_FAIL...): overlapping exports concatenated, or an id Slurm "
+             "reused (a reset id counter); remove one, or pass --clean to keep the first")
 
 
 def _contract_columns(df: pl.DataFrame, id_field: str, keep_extra: list[str]) -> pl.DataFrame:

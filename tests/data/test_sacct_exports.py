@@ -174,3 +174,52 @@ def test_tres_typed_only_and_multi_node_totals(tmp_path):
             row("3", alloc="cpu=4,gres/gpu:a100=1,gres/gpu:v100=1,gres/gpumem=80G")]
     jobs, _ = read_sacct(write(tmp_path / "t.txt", rows))
     assert jobs["num_gpus"].to_list() == [2, 8, 2]
+
+
+# --------------------------------------------------------------------------- requeued jobs
+
+def test_duplicates_export_keeps_the_last_run_of_a_requeued_job(tmp_path):
+    rows = [
+        # job 5: requeued once (its submit time reset on requeue, as Slurm does)
+        row("5", submit="2024-03-01T10:00:00", start="2024-03-01T10:05:00",
+            end="2024-03-01T10:30:00", elapsed_raw="1500", state="REQUEUED"),
+        row("5", submit="2024-03-01T10:30:00", start="2024-03-01T10:40:00",
+            end="2024-03-01T11:40:00", elapsed_raw="3600", state="COMPLETED"),
+        # job 6: preempted, then a node failed, then it timed out; its last run listed first
+        row("6", submit="2024-03-01T12:00:00", start="2024-03-01T12:00:00",
+            end="2024-03-01T14:00:00", elapsed_raw="7200", state="TIMEOUT"),
+        row("6", submit="2024-03-01T10:00:00", start="2024-03-01T10:01:00",
+            end="2024-03-01T10:02:00", elapsed_raw="60", state="PREEMPTED"),
+        row("6", submit="2024-03-01T11:00:00", start="2024-03-01T11:01:00",
+            end="2024-03-01T11:31:00", elapsed_raw="1800", state="NODE_FAIL"),
+        # job 7: requeued, then cancelled while pending: the job never ran its last run
+        row("7", submit="2024-03-01T10:00:00", start="2024-03-01T10:01:00",
+            end="2024-03-01T10:11:00", elapsed_raw="600", state="REQUEUED"),
+        row("7", submit="2024-03-01T10:11:00", start="None", end="2024-03-01T12:00:00",
+            elapsed_raw="0", alloc="", state="CANCELLED by 0"),
+        row("8"),
+    ]
+    jobs, report = read_sacct(write(tmp_path / "d.txt", rows))
+    got = {j: (d, s) for j, d, s in jobs.select("job_id", "duration", "state").iter_rows()}
+    assert got == {"5": (3600.0, "COMPLETED"), "6": (7200.0, "TIMEOUT"),
+                   "8": (3600.0, "COMPLETED")}
+    assert report.left_out["requeued_runs"] == 4
+    # job 7's last run: never allocated, and this export has no ReqTRES
+    assert report.left_out["no_tres"] == 1
+    assert sum(report.left_out.values()) + report.rows_kept == report.rows_read == len(rows)
+    assert any("4 earlier run(s) of 3 requeued job(s)" in n and "'5'" in n for n in report.notes)
+    # the submit times are the last runs' (rebased to the first kept, 10:00 of job 8)
+    sub = dict(zip(jobs["job_id"], jobs["submit_time"], strict=True))
+    assert sub == {"5": 1800.0, "6": 7200.0, "8": 0.0}
+
+
+def test_a_repeated_id_that_is_not_a_requeue_is_still_an_error(tmp_path):
+    rows = [row("9", state="COMPLETED"),
+            row("9", submit="2024-06-01T10:00:00", start="2024-06-01T10:05:00",
+                end="2024-06-01T11:05:00")]  # an id Slurm reused, or overlapping exports
+    p = write(tmp_path / "r.txt", rows)
+    with pytest.raises(TraceError, match=r"r.txt: row 2, column 'JobID': duplicate job id '9', "
+                                         r"whose other line is not a requeued run"):
+        read_sacct(p)
+    jobs, report = read_sacct(p, on_bad_rows="drop")
+    assert jobs.height == 1 and report.dropped == {"duplicate_job_id": 1}
