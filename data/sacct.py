@@ -391,11 +391,22 @@ def _gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
     return pl.when(tres.is_null()).then(None).otherwise(gpus), bad
 
 
+def _recorded(column: str) -> pl.Expr:
+    """True where a duration or limit ``column`` holds a value: :func:`_present` and not
+    ``INVALID`` (what Slurm prints for a time it cannot show, e.g. a negative one)."""
+    return _present(column) & (pl.col(column).str.to_uppercase() != "INVALID")
+
+
 def _to_datetime(column: str) -> pl.Expr:
-    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), null where missing or not."""
+    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), or as Unix seconds when it
+    is a whole number of 9 to 11 digits (``SLURM_TIME_FORMAT=%s``); null where missing or
+    neither."""
     text = pl.when(_present(column)).then(pl.col(column)).otherwise(None)
-    return pl.coalesce([text.str.to_datetime(fmt, strict=False, time_unit="ms")
-                        for fmt in DATETIME_FORMATS])
+    epoch = (pl.when(text.str.contains(r"^\d{9,11}$"))
+             .then(pl.from_epoch(text.cast(pl.Int64, strict=False), time_unit="s")
+                   .cast(pl.Datetime("ms"))))
+    return pl.coalesce([*(text.str.to_datetime(fmt, strict=False, time_unit="ms")
+                          for fmt in DATETIME_FORMATS), epoch])
 
 
 #: Exclusions the report always lists, with 0 when no job had them (so that a reader of the
@@ -629,7 +640,7 @@ def _times(bad: BadRows, cols: set[str]) -> None:
         bad.df = bad.df.with_columns(_to_datetime(column).alias(f"{_DATA}{column}"))
         bad.flag(_mask(bad, _present(column) & pl.col(f"{_DATA}{column}").is_null()), column,
                  "unparsable_time", "{value!r} is not a date-time (expected e.g. "
-                 "2021-05-01T00:02:52)")
+                 "2021-05-01T00:02:52: export with SLURM_TIME_FORMAT=standard)")
     bad.flag(_mask(bad, ~_present("Submit")), "Submit", "missing_value", "value is missing")
     _leave_out(bad, _mask(bad, ~_present("End")), "unfinished")
     _durations(bad, cols)
@@ -686,10 +697,10 @@ def _durations(bad: BadRows, cols: set[str]) -> None:
             "{value!r} is not a number of seconds >= 0")
         sources.append(("ElapsedRaw", pl.col(f"{_DATA}elapsed_raw")))
     if "Elapsed" in cols:
-        bad.df = bad.df.with_columns(pl.when(_present("Elapsed"))
+        bad.df = bad.df.with_columns(pl.when(_recorded("Elapsed"))
                                      .then(slurm_seconds(pl.col("Elapsed")))
                                      .alias(f"{_DATA}elapsed"))
-        bad.flag(_mask(bad, _present("Elapsed") & pl.col(f"{_DATA}elapsed").is_null()), "Elapsed",
+        bad.flag(_mask(bad, _recorded("Elapsed") & pl.col(f"{_DATA}elapsed").is_null()), "Elapsed",
                  "unparsable_time", "{value!r} is not a Slurm duration (D-HH:MM:SS, HH:MM:SS, "
                  "MM:SS or MM:SS.mmm)")
         sources.append(("Elapsed", pl.col(f"{_DATA}elapsed")))
@@ -728,7 +739,7 @@ def _time_limits(bad: BadRows, cols: set[str]) -> None:
     limit, unlimited, decided = pl.lit(None, dtype=pl.Float64), pl.lit(False), pl.lit(False)
     for column in fields:
         no_limit = pl.col(column).str.to_uppercase().is_in(NO_LIMIT).fill_null(False)
-        given = _present(column) & ~no_limit
+        given = _recorded(column) & ~no_limit
         value = (pl.col(column).cast(pl.Float64, strict=False) * 60.0 if column == "TimelimitRaw"
                  else slurm_seconds(pl.col(column)))
         bad.df = bad.df.with_columns(pl.when(given).then(value).alias(f"{_DATA}{column}"))
@@ -740,10 +751,10 @@ def _time_limits(bad: BadRows, cols: set[str]) -> None:
                  + ", UNLIMITED or Partition_Limit")
         bad.flag(_mask(bad, given & (v <= 0)), column, "out_of_range",
                  "time limit {value!r} is not > 0")
-        take = ~decided & _present(column)
+        take = ~decided & _recorded(column)
         limit = pl.when(take & ~no_limit).then(v).otherwise(limit)
         unlimited = unlimited | (take & no_limit)
-        decided = decided | _present(column)
+        decided = decided | _recorded(column)
     bad.df = bad.df.with_columns(limit.alias("time_limit"), unlimited.alias(f"{_DATA}unlimited"))
 
 

@@ -223,3 +223,80 @@ def test_a_repeated_id_that_is_not_a_requeue_is_still_an_error(tmp_path):
         read_sacct(p)
     jobs, report = read_sacct(p, on_bad_rows="drop")
     assert jobs.height == 1 and report.dropped == {"duplicate_job_id": 1}
+
+
+# --------------------------------------------------------------------------- times and states
+
+def test_invalid_and_none_times_are_not_recorded(tmp_path):
+    fields = [*FIELDS, "Elapsed", "TimelimitRaw"]
+    rows = [
+        [*row("1", limit="INVALID"), "01:00:00", ""],  # no limit recorded
+        [*row("2", limit="NONE"), "01:00:00", ""],
+        [*row("3", limit="INVALID"), "01:00:00", "90"],  # TimelimitRaw decides
+        [*row("4", limit="1-00:00:00", elapsed_raw=""), "INVALID", "4294967295"],  # INFINITE
+        [*row("5", limit="Partition_Limit"), "01:00:00", "4294967294"],  # NO_VAL
+    ]
+    jobs, report = read_sacct(write(tmp_path / "t.txt", rows, fields=fields))
+    limits = dict(zip(jobs["job_id"], jobs["time_limit"], strict=True))
+    assert limits == {"1": None, "2": None, "3": 5400.0, "4": None, "5": None}
+    # job 4: Elapsed INVALID and no ElapsedRaw: End - Start
+    assert jobs["duration"].to_list() == [3600.0] * 5
+    assert any("1 job(s) with a limit, 2 UNLIMITED or Partition_Limit (no limit), 2 not "
+               "recorded" in n for n in report.notes)
+    assert any("End - Start for 1" in n for n in report.notes)
+
+
+def test_epoch_seconds_and_a_space_between_date_and_time(tmp_path):
+    # SLURM_TIME_FORMAT=%s prints Unix seconds; "%F %T" a space
+    rows = [row("1", submit="1709287200", start="1709287500", end="1709291100"),
+            row("2", submit="2024-03-01 10:00:30", start="2024-03-01 10:05:00",
+                end="2024-03-01 11:05:00")]
+    jobs, report = read_sacct(write(tmp_path / "e.txt", rows))
+    assert jobs["submit_time"].to_list() == [0.0, 30.0]  # 1709287200 is 2024-03-01T10:00:00
+    assert report.first_submit == "2024-03-01 10:00:00"
+
+
+def test_relative_time_format_names_the_cell_and_the_fix(tmp_path):
+    p = write(tmp_path / "rel.txt", [row("1", submit="Tomorr 10:00")])
+    with pytest.raises(TraceError, match=r"rel.txt: row 1, column 'Submit': 'Tomorr 10:00' is "
+                                         r"not a date-time.*SLURM_TIME_FORMAT=standard"):
+        read_sacct(p)
+
+
+def test_wall_clock_end_before_start_across_a_dst_change_uses_elapsed_raw(tmp_path):
+    # 2024-11-03 01:50 EDT to 01:10 EST: 20 minutes ran, the wall clock went back 40
+    rows = [row("1", submit="2024-11-03T01:40:00", start="2024-11-03T01:50:00",
+                end="2024-11-03T01:10:00", elapsed_raw="1200"),
+            # submitted after it started by the clock (skew between hosts): kept as written
+            row("2", submit="2024-11-03T01:51:00", start="2024-11-03T01:50:58",
+                end="2024-11-03T02:00:00", elapsed_raw="542")]
+    jobs, report = read_sacct(write(tmp_path / "dst.txt", rows))
+    assert jobs["duration"].to_list() == [1200.0, 542.0]
+    assert jobs["submit_time"].to_list() == [0.0, 660.0]
+    # without ElapsedRaw, End - Start is the only duration: a clear error on the row
+    fields = [f for f in FIELDS if f != "ElapsedRaw"]
+    cut = [[c for f, c in zip(FIELDS, r, strict=True) if f != "ElapsedRaw"] for r in rows]
+    p = write(tmp_path / "nodur.txt", cut, fields=fields)
+    with pytest.raises(TraceError, match=r"nodur.txt: row 1, column 'End': .* before the job"):
+        read_sacct(p)
+
+
+def test_end_states_of_other_sites(tmp_path):
+    states = ["PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "DEADLINE", "FAILED",
+              "CANCELLED by 0", "CANCELLED by 51234", "completed"]
+    rows = [row(str(i), state=s) for i, s in enumerate(states)]
+    rows += [
+        row("90", state="BOOT_FAIL", end="2024-03-01T10:05:00", elapsed_raw="0"),  # ran 0 s
+        row("91", state="RUNNING", end="Unknown"),
+        row("92", state="REQUEUED", start="None", end="Unknown", alloc=""),  # pending again
+        row("93", state="SUSPENDED", end="Unknown"),
+        row("94", state="PENDING", start="Unknown", end="Unknown", alloc=""),
+    ]
+    jobs, report = read_sacct(write(tmp_path / "s.txt", rows))
+    assert jobs["state"].to_list() == ["PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT",
+                                       "DEADLINE", "FAILED", "CANCELLED", "CANCELLED",
+                                       "COMPLETED"]
+    assert report.left_out["zero_second_run"] == 1
+    assert report.left_out["unfinished"] == 2
+    assert report.left_out["no_tres"] == 2  # never allocated, and no ReqTRES in the export
+    assert sum(report.left_out.values()) + report.rows_kept == report.rows_read == len(rows)
