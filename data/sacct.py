@@ -454,6 +454,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     _gpu_counts(bad, cols)
     _leave_out_unstarted(bad)
     _times(bad, cols)
+    _fold_het_components(bad, id_field)
     _users_and_tags(bad, cols, user_field)
     _pools(bad, pool_source, pool_from, report.notes)
     report.notes.extend(_strip_notes(bad.df, raw, id_field))
@@ -648,6 +649,30 @@ def _times(bad: BadRows, cols: set[str]) -> None:
     _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
     _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
     _time_limits(bad, cols)
+
+
+def _fold_het_components(bad: BadRows, id_field: str) -> None:
+    """Fold the components of each heterogeneous job (``123+0``, ``123+1``: started together,
+    one gang) into its first kept component: the GPUs summed, the earliest submission, the
+    longest run and limit; the other components are left out as ``het_components`` (noted).
+    The job keeps its first component's id, pool, user, tag and state."""
+    leader = bad.df[id_field].str.extract(r"^(\d+)\+\d+$", 1)
+    if leader.is_null().all():
+        return
+    key = pl.coalesce(pl.col(id_field).str.extract(r"^(\d+)\+\d+$", 1), pl.col(id_field))
+    bad.df = bad.df.with_columns(
+        pl.col("num_gpus").sum().over(key).cast(bad.df["num_gpus"].dtype),
+        pl.col("duration").max().over(key),
+        pl.col("time_limit").max().over(key),
+        pl.col(f"{_DATA}Submit").min().over(key))
+    later = leader.is_not_null() & leader.is_duplicated() & ~leader.is_first_distinct()
+    n_jobs = leader.filter(later).n_unique() if later.any() else 0
+    if n_jobs:
+        bad.report.notes.append(
+            f"{int(later.sum())} component line(s) of {n_jobs} heterogeneous job(s) (123+1, "
+            "...) folded into the job's first component (left out as het_components): its "
+            "GPUs summed, its longest run")
+    _leave_out(bad, later, "het_components")
 
 
 def _users_and_tags(bad: BadRows, cols: set[str], user_field: str | None) -> None:

@@ -300,3 +300,36 @@ def test_end_states_of_other_sites(tmp_path):
     assert report.left_out["unfinished"] == 2
     assert report.left_out["no_tres"] == 2  # never allocated, and no ReqTRES in the export
     assert sum(report.left_out.values()) + report.rows_kept == report.rows_read == len(rows)
+
+
+# --------------------------------------------------------------------------- job ids
+
+def test_heterogeneous_job_components_are_one_gang(tmp_path):
+    rows = [
+        row("40+0", alloc="cpu=4,gres/gpu=2", elapsed_raw="3600", limit="02:00:00"),
+        row("40+0.batch", alloc="cpu=4,gres/gpu=2", name="batch"),
+        row("40+1", submit="2024-03-01T10:00:02", alloc="cpu=8,gres/gpu:a100=4",
+            elapsed_raw="3500", limit="03:00:00", partition="gpu-big"),
+        row("40+1.0", alloc="cpu=8,gres/gpu:a100=4", name="python"),
+        row("40+2", alloc="cpu=32,mem=100G"),  # a CPU component
+        row("41", submit="2024-03-01T10:00:05"),
+    ]
+    jobs, report = read_sacct(write(tmp_path / "het.txt", rows))
+    assert jobs["job_id"].to_list() == ["40+0", "41"]
+    het = jobs.row(0, named=True)
+    assert (het["num_gpus"], het["duration"], het["time_limit"], het["pool"]) == \
+        (6, 3600.0, 3 * 3600.0, "gpu")
+    assert report.left_out["het_components"] == 1 and report.left_out["cpu_only"] == 1
+    assert report.left_out["job_steps"] == 2
+    assert sum(report.left_out.values()) + report.rows_kept == report.rows_read == len(rows)
+    assert any("1 component line(s) of 1 heterogeneous job(s)" in n for n in report.notes)
+
+
+def test_array_ids_and_their_steps(tmp_path):
+    rows = [row("20_1"), row("20_1.batch", name="batch"), row("20_1.extern", name="extern"),
+            row("20_2", submit="2024-03-01T10:00:01"),
+            row("20_[3-5%2]", start="Unknown", end="Unknown", elapsed_raw="0",
+                state="PENDING")]
+    jobs, report = read_sacct(write(tmp_path / "a.txt", rows))
+    assert jobs["job_id"].to_list() == ["20_1", "20_2"]
+    assert report.left_out["job_steps"] == 2 and report.left_out["never_started"] == 1
