@@ -236,6 +236,41 @@ def _header_lines(body: pl.Series, first: str, delim: str, path: Path) -> pl.Ser
     return mask
 
 
+#: The sacct fields of free text, which may hold the delimiter (sacct does not escape it).
+FREE_TEXT = ("jobname", "comment", "admincomment", "systemcomment", "submitline", "workdir",
+             "constraints", "wckey", "reason", "stdout", "stderr", "stdin", "extra",
+             "container")
+
+
+def _rejoin_free_text(df: pl.DataFrame, body: pl.Series, ragged: pl.Series, header: str,
+                      delim: str, report: CleaningReport) -> tuple[pl.DataFrame, pl.Series]:
+    """Return ``df`` with the rows that have more fields than the header rebuilt, and the
+    mask of the rows still ragged: when the header has one free-text field
+    (:data:`FREE_TEXT`, e.g. JobName), a row's extra fields are delimiters inside it, so the
+    fields before it are read from the left and those after it from the right (noted). A
+    row whose rejoined text holds a date-time (two lines run together?) stays ragged."""
+    names = [n.strip().lower() for n in header.split(delim)]
+    free = [i for i, n in enumerate(names) if n in FREE_TEXT]
+    if len(free) != 1:
+        return df, ragged
+    k, n_fields, fixed = free[0], len(names), {}
+    for idx in ragged.arg_true().to_list():
+        cells = body[idx].split(delim)
+        extra = len(cells) - n_fields
+        inner = cells[k:k + extra + 1]
+        if extra <= 0 or any(_DATE_TIME.match(c.strip()) for c in inner):
+            continue
+        fixed[idx] = [*cells[:k], delim.join(inner), *cells[k + extra + 1:]]
+    if not fixed:
+        return df, ragged
+    rows = list(fixed)
+    df = df.with_columns([
+        df[c].scatter(rows, [fixed[i][j] for i in rows]) for j, c in enumerate(df.columns[:n_fields])])
+    report.notes.append(f"{len(rows)} row(s) with {delim!r} inside their {header.split(delim)[k].strip()} "
+                        f"read whole (first: row {rows[0] + 1})")
+    return df, ragged & ~pl.Series(range(len(ragged))).is_in(rows)
+
+
 def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
     """Return the export as strings, its known fields renamed to their sacct spelling, with
     source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
@@ -270,14 +305,17 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     counts = body.str.count_matches(delim, literal=True) + 1
     ragged = (counts != n_fields) & (body.str.strip_chars() != "") & ~headers
     if ragged.any():
+        df, ragged = _rejoin_free_text(df, body, ragged, lines[0], delim, report)
+    if ragged.any():
         idx = int(ragged.arg_true()[0])
         if on_bad_rows == "raise":
             more = int(ragged.sum()) - 1
             raise TraceError(
                 f"{path}: row {idx + 1}: {counts[idx]} fields, but the header has {n_fields}"
                 + (f" ({more} more such rows)" if more else "")
-                + f"; a {delim!r} inside a field (a job name?) or a cut line; fix the row, or "
-                "pass --clean to drop such rows (they are counted in the report)")
+                + f"; a {delim!r} inside a field (a job name, and the export has more than one "
+                "free-text field to put it in?) or a cut line; fix the row, or pass --clean to "
+                "drop such rows (they are counted in the report)")
         report.drop("wrong_field_count", int(ragged.sum()))
     df = df.filter(~ragged & ~headers)
     return _rename_fields(df, path)
