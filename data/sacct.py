@@ -66,7 +66,7 @@ from sia.data.schema import (
 FIELDS = {name.lower(): name for name in (
     "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Start", "End",
     "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "ReqGRES",
-    "AllocGRES", "State")}
+    "AllocGRES", "State", "Cluster")}
 #: Cell values that mean "not recorded" (upper case).
 MISSING = ("", "UNKNOWN", "NONE")
 #: Time-limit values that mean "no limit" (upper case); the raw forms are Slurm's INFINITE and
@@ -385,6 +385,20 @@ def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> No
                if "Partition" in missing else ""))
 
 
+def _one_cluster(df: pl.DataFrame, path: Path) -> None:
+    """Raise TraceError naming the file when its Cluster field holds more than one cluster
+    (``sacct -M a,b`` / ``-L``): their job ids and partitions overlap, and each cluster is a
+    trace of its own."""
+    if "Cluster" not in df.columns:
+        return
+    clusters = sorted({c for c in df["Cluster"].str.strip_chars().drop_nulls().to_list() if c})
+    if len(clusters) > 1:
+        shown = ", ".join(repr(c) for c in clusters[:5]) + (", ..." if len(clusters) > 5 else "")
+        raise TraceError(
+            f"{path}: jobs of {len(clusters)} clusters ({shown}; sacct -M / -L): their job ids "
+            "and partitions overlap; export one cluster per file (sacct -M NAME) and read each")
+
+
 def _present(column: str) -> pl.Expr:
     """True where ``column`` holds a value (not null, Unknown or None)."""
     return pl.col(column).is_not_null() & ~pl.col(column).str.to_uppercase().is_in(MISSING)
@@ -481,6 +495,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     report = CleaningReport(source=source)
     df = _read_export(path, on_bad_rows, report)
     _require_fields(df.columns, path, pool_from)
+    _one_cluster(df, path)
     cols = set(df.columns)
     user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
     pool_source = _pool_source(df.columns, path, pool_from, user_field)

@@ -334,3 +334,15 @@ def test_array_ids_and_their_steps(tmp_path):
     assert jobs["job_id"].to_list() == ["20_1", "20_2"]
     # the pending record was never allocated, and this export has no ReqTRES
     assert report.left_out["job_steps"] == 2 and report.left_out["no_tres"] == 1
+
+
+def test_an_export_of_several_clusters_is_refused_by_name(tmp_path):
+    fields = [*FIELDS, "Cluster"]
+    one = write(tmp_path / "one.txt", [[*row("1"), "alpha"], [*row("2"), "alpha"]],
+                fields=fields)
+    assert read_sacct(one)[0].height == 2
+    two = write(tmp_path / "two.txt", [[*row("1"), "alpha"], [*row("1"), "beta"]],
+                fields=fields)
+    with pytest.raises(TraceError, match=r"two.txt: jobs of 2 clusters \('alpha', 'beta'; "
+                                         r"sacct -M / -L\).*sacct -M NAME"):
+        read_sacct(two)
