@@ -666,6 +666,13 @@ def _gpu_counts(bad: BadRows, cols: set[str]) -> None:
         .alias(f"{_DATA}gpus_from"))
     _leave_out(bad, bad.df["num_gpus"].is_null(), "no_tres")
     _leave_out(bad, bad.df["num_gpus"] == 0, "cpu_only")
+    if not bad.df.height and bad.report.left_out["cpu_only"]:
+        fields = ", ".join(c for c in ("AllocTRES", "ReqTRES", "AllocGRES", "ReqGRES")
+                           if c in cols)
+        bad.report.warnings.append(
+            f"no job names a GPU in {fields} ({bad.report.left_out['cpu_only']:,} CPU-only): "
+            "if the cluster has GPUs, its accounting may not track gres/gpu "
+            "(AccountingStorageTRES); export AllocGRES and ReqGRES too (Slurm < 19.05)")
 
 
 def _gpu_note(df: pl.DataFrame) -> str:

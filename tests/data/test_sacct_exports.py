@@ -346,3 +346,15 @@ def test_an_export_of_several_clusters_is_refused_by_name(tmp_path):
     with pytest.raises(TraceError, match=r"two.txt: jobs of 2 clusters \('alpha', 'beta'; "
                                          r"sacct -M / -L\).*sacct -M NAME"):
         read_sacct(two)
+
+
+def test_no_gpu_anywhere_warns_how_gpus_may_be_missing(tmp_path):
+    rows = [row("1", alloc="cpu=4,mem=1G,node=1"), row("2", alloc="cpu=4,node=1")]
+    jobs, report = read_sacct(write(tmp_path / "cpu.txt", rows))
+    assert jobs.height == 0 and report.left_out["cpu_only"] == 2
+    assert len(report.warnings) == 1
+    assert "no job names a GPU in AllocTRES (2 CPU-only)" in report.warnings[0]
+    assert "AllocGRES" in report.warnings[0]
+    # one GPU job: no such warning
+    _, report = read_sacct(write(tmp_path / "gpu.txt", [*rows, row("3")]))
+    assert report.warnings == []
