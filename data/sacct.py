@@ -1,26 +1,55 @@
 """Slurm ``sacct`` exports (``sacct --parsable2`` / ``-P``, or ``-p``) into the trace contract.
 
-A file (optionally gzip'd) whose first line is a ``|``-separated header of
-sacct field names, in any order, one job (or job step) a line. The reader
-uses these fields (matched case-insensitively; any other field is tolerated
-and ignored):
+A file (optionally gzip'd, with or without a UTF-8 BOM, LF or CRLF line
+ends) whose first line is a ``|``-separated header of sacct field names, in
+any order, one job (or job step) a line. ``sacct --delimiter`` with ``;`` or a
+tab reads the same (a ``,`` export is left to the generic CSV reader: it also
+splits TRES strings). Refused by name: an export without its header
+(``-n`` / ``--noheader``: the first line is a job, so no field can be named),
+sacct's fixed-width table (no ``-P``: cells cut to their width), a second
+header that differs from the first (exports of different ``--format``
+concatenated) and an export of several clusters (``-M a,b`` / ``-L``: a
+``Cluster`` field with more than one value). A line that repeats the header
+(exports concatenated) is skipped and noted, as are blank lines. sacct does
+not escape its delimiter: when the header has one free-text field (JobName,
+Comment, WorkDir, ...), a row with too many fields holds the delimiter inside
+it and is read whole (noted); otherwise such a row is a bad row naming it. The
+reader uses these fields (matched case-insensitively; any other field is
+tolerated and ignored):
 
 * ``JobID`` (else ``JobIDRaw``): the job id. Steps (``123.batch``, ``123.0``,
   ``123.extern``) fold into their job: the job line carries the fields, and a
   step never becomes a job. Array elements (``123_4``) and pending array
-  records (``123_[1-3]``) are jobs of their own.
-* ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS``; ``Unknown``,
-  ``None`` or empty is missing.
+  records (``123_[1-3%2]``) are jobs of their own. The components of a
+  heterogeneous job (``123+0``, ``123+1``) are one gang: they fold into the
+  first one kept, with their GPUs summed, the earliest submission and the
+  longest run and limit. With ``--duplicates`` (``-D``) sacct lists each run of
+  a requeued job under one id: when every run but the last (latest Submit)
+  ended REQUEUED, PREEMPTED, NODE_FAIL, BOOT_FAIL or RESIZING, the job is its
+  last run, as sacct shows it without ``-D`` (Slurm resets the submit time on
+  a requeue); any other repeated id is a bad row.
+* ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS`` (or with a space), or
+  Unix seconds (``SLURM_TIME_FORMAT=%s``); ``Unknown``, ``None`` or empty is
+  missing. Times are read as written (no time zone): across a DST change the
+  wall clock may put End before Start, which ``ElapsedRaw`` settles.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
-  ``UNLIMITED`` and ``Partition_Limit`` are no limit (null). ``Elapsed`` and
-  ``Timelimit`` are Slurm time strings: ``D-HH:MM:SS``, ``D-HH:MM``,
-  ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm`` or whole minutes.
+  ``UNLIMITED``, ``Partition_Limit`` and the raw sentinels 4294967295 /
+  4294967294 are no limit (null); ``INVALID`` (in Elapsed or Timelimit) is not
+  recorded. ``Elapsed`` and ``Timelimit`` are Slurm time strings:
+  ``D-HH:MM:SS``, ``D-HH:MM``, ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm``
+  or whole minutes.
 * ``AllocTRES`` (for a job that started) else ``ReqTRES``: the GPUs, from
   ``gres/gpu=N``, else the sum of the typed ``gres/gpu:TYPE=N`` entries
   (Slurm lists the untyped total beside its typed parts, which are not added
-  to it).
-* ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``.
+  to it); both are the job's totals over its nodes. When the TRES name no GPU
+  or are missing, ``AllocGRES`` / ``ReqGRES`` (Slurm < 19.05: ``gpu:2``,
+  ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``; also totals over the nodes) give
+  them. When no job names a GPU the report warns that the cluster's
+  accounting may not track ``gres/gpu``.
+* ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``; other states
+  (``PREEMPTED``, ``NODE_FAIL``, ``OUT_OF_MEMORY``, ``DEADLINE``...) are kept
+  as written, upper case.
 * ``Partition`` is the pool (``pool_from`` may name ``account``, ``user``,
   another field, ``const:NAME`` or ``file-stem``); ``User`` is the user, or
   ``Account`` when the file has no ``User`` field (Graham's export documents
@@ -28,14 +57,16 @@ and ignored):
 
 Left out by design and counted in ``report.left_out`` (never dropped
 silently): step lines folded into their job (``job_steps``), steps whose job
-line is not in the file (``step_without_job``), jobs with no GPU
-(``cpu_only``), jobs with no TRES recorded at all (``no_tres``), jobs
+line is not in the file (``step_without_job``), earlier runs of requeued jobs
+(``requeued_runs``), later components of heterogeneous jobs
+(``het_components``), jobs with no GPU (``cpu_only``), jobs with no TRES or
+GRES recorded at all (``no_tres``), jobs
 cancelled while pending (``cancelled_pending``: state CANCELLED with no start,
 or a zero-second run, as Slurm records a pending job's cancellation), other
 jobs that never started (``never_started``: no start, or state PENDING),
-jobs still running (``unfinished``: started, no end) and zero-second runs
-(``zero_second_run``: the contract's durations are > 0). Row N is data row N
-(line N + 1 of the file).
+jobs still running (``unfinished``: started, no end; RUNNING, SUSPENDED, a
+REQUEUED job pending again) and zero-second runs (``zero_second_run``: the
+contract's durations are > 0). Row N is data row N (line N + 1 of the file).
 """
 
 from __future__ import annotations
