@@ -251,7 +251,11 @@ def _header_lines(body: pl.Series, first: str, delim: str, path: Path) -> pl.Ser
     """Return the mask of the body lines that repeat the header (exports concatenated, each
     with its header); a header line that differs from the first line is a TraceError naming
     its row (exports of different fields, which cannot be read as one table)."""
-    cells = body.str.split(delim).list.eval(pl.element().str.strip_chars().str.to_lowercase())
+    maybe = body.str.to_lowercase().str.contains("jobid", literal=True).fill_null(False)
+    if not maybe.any():
+        return maybe
+    cells = pl.select(pl.when(maybe).then(body).str.split(delim)
+                      .list.eval(pl.element().str.strip_chars().str.to_lowercase())).to_series()
     known = cells.list.eval(pl.element().is_in(list(FIELDS))).list.sum()
     has_id = cells.list.eval(pl.element().is_in(["jobid", "jobidraw"])).list.any()
     mask = ((known >= 2) & has_id).fill_null(False)
@@ -661,17 +665,26 @@ GPU_FIELDS = (("AllocTRES", "ReqTRES", _gpus), ("AllocGRES", "ReqGRES", _gres_gp
 def _pair_gpus(bad: BadRows, cols: set[str], alloc: str, req: str, parse) -> tuple[pl.Expr,
                                                                                    pl.Expr]:
     """Return (GPUs, the field they came from) of one :data:`GPU_FIELDS` pair: the allocated
-    field for a job that started (when its cell has a value), else the requested one; a GPU
-    count that is not a whole number is a bad row naming its field."""
-    started = _started()
-    alloc_used = (started & pl.col(alloc).is_not_null()) if alloc in cols else pl.lit(False)
+    field for a job that started (when its cell has a value), else the requested one; also
+    the requested one when the allocated names no GPU but the request does (a job is given
+    the GPUs it asks for: the allocation record lacks them). A GPU count that is not a whole
+    number is a bad row naming its field."""
+    present = [c for c in (req, alloc) if c in cols]
+    for column in present:
+        count, wrong = parse(column)
+        bad.df = bad.df.with_columns(count.alias(f"{_DATA}gpus_{column}"),
+                                     wrong.alias(f"{_DATA}wrong_{column}"))
+    alloc_used = alloc_read = pl.lit(False)
+    if alloc in cols:
+        alloc_used = alloc_read = _started() & pl.col(alloc).is_not_null()
+        if req in cols:
+            alloc_used = alloc_used & ~((pl.col(f"{_DATA}gpus_{alloc}") == 0)
+                                        & (pl.col(f"{_DATA}gpus_{req}") > 0)).fill_null(False)
     gpus, source = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.String)
-    for column, use in ((req, ~alloc_used), (alloc, alloc_used)):
+    for column, use, read in ((req, ~alloc_used, ~alloc_used), (alloc, alloc_used, alloc_read)):
         if column not in cols:
             continue
-        count, wrong = parse(column)
-        bad.df = bad.df.with_columns(count.alias(f"{_DATA}gpus_{column}"))
-        bad.flag(_mask(bad, use & wrong), column, "non_numeric",
+        bad.flag(_mask(bad, read & pl.col(f"{_DATA}wrong_{column}")), column, "non_numeric",
                  "{value!r} has a GPU count that is not a whole number >= 0")
         gpus = pl.when(use).then(pl.col(f"{_DATA}gpus_{column}")).otherwise(gpus)
         source = pl.when(use).then(pl.lit(column)).otherwise(source)

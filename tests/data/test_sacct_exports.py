@@ -358,3 +358,14 @@ def test_no_gpu_anywhere_warns_how_gpus_may_be_missing(tmp_path):
     # one GPU job: no such warning
     _, report = read_sacct(write(tmp_path / "gpu.txt", [*rows, row("3")]))
     assert report.warnings == []
+
+
+def test_an_allocation_without_the_gpus_it_requested_takes_the_request(tmp_path):
+    fields = [*FIELDS, "ReqTRES"]
+    rows = [[*row("1", alloc="cpu=4,mem=8G,node=1"), "cpu=4,gres/gpu=2,node=1"],  # ran: 2
+            [*row("2", alloc="cpu=4,gres/gpu=1"), "cpu=4,gres/gpu=2"],  # allocated 1: 1
+            [*row("3", alloc="cpu=4,node=1"), "cpu=4,node=1"]]  # CPU-only
+    jobs, report = read_sacct(write(tmp_path / "a.txt", rows, fields=fields))
+    assert dict(zip(jobs["job_id"], jobs["num_gpus"], strict=True)) == {"1": 2, "2": 1}
+    assert report.left_out["cpu_only"] == 1
+    assert "GPUs: AllocTRES for 1 job(s), ReqTRES for 1" in report.notes
