@@ -29,8 +29,8 @@ tolerated and ignored):
   last run, as sacct shows it without ``-D`` (Slurm resets the submit time on
   a requeue); any other repeated id is a bad row.
 * ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS`` (or with a space), or
-  Unix seconds (``SLURM_TIME_FORMAT=%s``); ``Unknown``, ``None`` or empty is
-  missing. Times are read as written (no time zone): across a DST change the
+  Unix seconds when the whole field is (``SLURM_TIME_FORMAT=%s``); ``Unknown``,
+  ``None`` or empty is missing. Times are read as written (no time zone): across a DST change the
   wall clock may put End before Start, which ``ElapsedRaw`` settles.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
@@ -485,11 +485,14 @@ def _recorded(column: str) -> pl.Expr:
 
 
 def _to_datetime(column: str) -> pl.Expr:
-    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), or as Unix seconds when it
-    is a whole number of 9 to 11 digits (``SLURM_TIME_FORMAT=%s``); null where missing or
-    neither."""
+    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), or as Unix seconds when
+    every present cell of the column is a whole number of 9 to 11 digits (an export made with
+    ``SLURM_TIME_FORMAT=%s``; one such cell among date-times is not a time); null where
+    missing or neither."""
     text = pl.when(_present(column)).then(pl.col(column)).otherwise(None)
-    epoch = (pl.when(text.str.contains(r"^\d{9,11}$"))
+    digits = text.str.contains(r"^\d{9,11}$")
+    all_epoch = digits.fill_null(True).all() & text.is_not_null().any()
+    epoch = (pl.when(all_epoch & digits)
              .then(pl.from_epoch(text.cast(pl.Int64, strict=False), time_unit="s")
                    .cast(pl.Datetime("ms"))))
     return pl.coalesce([*(text.str.to_datetime(fmt, strict=False, time_unit="ms")

@@ -247,13 +247,19 @@ def test_invalid_and_none_times_are_not_recorded(tmp_path):
 
 
 def test_epoch_seconds_and_a_space_between_date_and_time(tmp_path):
-    # SLURM_TIME_FORMAT=%s prints Unix seconds; "%F %T" a space
-    rows = [row("1", submit="1709287200", start="1709287500", end="1709291100"),
-            row("2", submit="2024-03-01 10:00:30", start="2024-03-01 10:05:00",
-                end="2024-03-01 11:05:00")]
-    jobs, report = read_sacct(write(tmp_path / "e.txt", rows))
-    assert jobs["submit_time"].to_list() == [0.0, 30.0]  # 1709287200 is 2024-03-01T10:00:00
-    assert report.first_submit == "2024-03-01 10:00:00"
+    # SLURM_TIME_FORMAT=%s prints Unix seconds (1709287200 is 2024-03-01T10:00:00); "%F %T"
+    # puts a space between date and time
+    epoch = [row("1", submit="1709287200", start="1709287500", end="1709291100"),
+             row("2", submit="1709287230", start="1709287500", end="None", state="RUNNING")]
+    spaced = [row("1", submit="2024-03-01 10:00:00", start="2024-03-01 10:05:00",
+                  end="2024-03-01 11:05:00"),
+              row("2", submit="2024-03-01 10:00:30", start="2024-03-01 10:05:00",
+                  end="Unknown", state="RUNNING")]
+    for name, rows in (("e.txt", epoch), ("s.txt", spaced)):
+        jobs, report = read_sacct(write(tmp_path / name, rows))
+        assert jobs["submit_time"].to_list() == [0.0] and jobs["duration"].to_list() == [3600.0]
+        assert report.first_submit == "2024-03-01 10:00:00"
+        assert report.left_out["unfinished"] == 1
 
 
 def test_relative_time_format_names_the_cell_and_the_fix(tmp_path):
@@ -369,3 +375,10 @@ def test_an_allocation_without_the_gpus_it_requested_takes_the_request(tmp_path)
     assert dict(zip(jobs["job_id"], jobs["num_gpus"], strict=True)) == {"1": 2, "2": 1}
     assert report.left_out["cpu_only"] == 1
     assert "GPUs: AllocTRES for 1 job(s), ReqTRES for 1" in report.notes
+
+
+def test_one_epoch_cell_among_date_times_is_not_a_time(tmp_path):
+    p = write(tmp_path / "mix.txt", [row("1"), row("2", submit="1709287200")])
+    with pytest.raises(TraceError, match=r"mix.txt: row 2, column 'Submit': '1709287200' is "
+                                         r"not a date-time"):
+        read_sacct(p)
