@@ -251,6 +251,7 @@ def _header_lines(body: pl.Series, first: str, delim: str, path: Path) -> pl.Ser
     """Return the mask of the body lines that repeat the header (exports concatenated, each
     with its header); a header line that differs from the first line is a TraceError naming
     its row (exports of different fields, which cannot be read as one table)."""
+    body = body.str.replace_all("\ufeff", "", literal=True)  # each export's own BOM
     maybe = body.str.to_lowercase().str.contains("jobid", literal=True).fill_null(False)
     if not maybe.any():
         return maybe

@@ -54,6 +54,12 @@ def test_repeated_header_of_concatenated_exports_is_skipped_and_noted(tmp_path):
     # not a row, not a CPU-only job: skipped like a blank line, and said so
     assert report.rows_read == 2 and report.left_out["cpu_only"] == 0
     assert any("1 line(s) repeating the header skipped" in n for n in report.notes)
+    # files concatenated with cat, each with its BOM and CRLF line ends
+    text = "".join("\ufeff" + "\r\n".join("|".join(r) for r in [FIELDS, line]) + "\r\n"
+                   for line in (row("1"), row("2")))
+    (tmp_path / "cat.txt").write_text(text, newline="")
+    jobs, report = read_sacct(tmp_path / "cat.txt")
+    assert jobs["job_id"].to_list() == ["1", "2"] and report.rows_read == 2
     # with -p's trailing '|' on every line too
     piped = write(tmp_path / "piped.txt", [row("1"), FIELDS, row("2")], trailing="|")
     assert read_sacct(piped)[0]["job_id"].to_list() == ["1", "2"]
