@@ -23,7 +23,8 @@ tolerated and ignored):
   records (``123_[1-3%2]``) are jobs of their own. The components of a
   heterogeneous job (``123+0``, ``123+1``) are one gang: they fold into the
   first one kept, with their GPUs summed, the earliest submission and the
-  longest run and limit. With ``--duplicates`` (``-D``) sacct lists each run of
+  longest run and limit (``JobIDRaw`` gives each component an id of its own,
+  so an export without ``JobID`` reads them as jobs). With ``--duplicates`` (``-D``) sacct lists each run of
   a requeued job under one id: when every run but the last (latest Submit)
   ended REQUEUED, PREEMPTED, NODE_FAIL, BOOT_FAIL or RESIZING, the job is its
   last run, as sacct shows it without ``-D`` (Slurm resets the submit time on
