@@ -8,6 +8,8 @@ import gzip
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sia.data.errors import TraceError
 from sia.data.readers import detect_format, read_trace
 from sia.data.sacct import is_sacct, read_sacct
@@ -388,3 +390,42 @@ def test_one_epoch_cell_among_date_times_is_not_a_time(tmp_path):
     with pytest.raises(TraceError, match=r"mix.txt: row 2, column 'Submit': '1709287200' is "
                                          r"not a date-time"):
         read_sacct(p)
+
+
+# --------------------------------------------------------------------------- property
+
+_layout = st.fixed_dictionaries({
+    "delim": st.sampled_from(["|", ";", "\t"]),
+    "end": st.sampled_from(["\n", "\r\n"]),
+    "bom": st.booleans(),
+    "trailing": st.booleans(),
+    "headers_at": st.lists(st.integers(0, 8), max_size=3),
+})
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(st.sampled_from(["train", "a|b", "x||y|", "eval"]), min_size=1,
+                      max_size=8),
+       layout=_layout)
+def test_property_layouts_do_not_change_the_jobs(tmp_path_factory, names, layout):
+    """Any delimiter, line end, BOM, -p's trailing delimiter and repeated headers read the
+    same jobs as a plain -P export; a '|' inside the job name (the one free-text field) is
+    read whole."""
+    tmp = tmp_path_factory.mktemp("layout")
+    rows = [row(str(i), name=n, submit=f"2024-03-01T10:0{i}:00") for i, n in enumerate(names)]
+    plain = [row(str(i), name=n.replace("|", "/"), submit=f"2024-03-01T10:0{i}:00")
+             for i, n in enumerate(names)]
+    ref, _ = read_sacct(write(tmp / "ref.txt", plain))
+    lines = list(rows)
+    for at in sorted(layout["headers_at"], reverse=True):
+        lines.insert(min(at, len(lines)), FIELDS)
+    delim = layout["delim"]
+    if delim != "|":  # a job name holding the other delimiter: the '|' stays a character
+        lines = [[c.replace(delim, "?") for c in r] for r in lines]
+    p = write(tmp / "x.txt", lines, delim=delim, end=layout["end"],
+              prefix="\ufeff" if layout["bom"] else "", trailing=delim if layout["trailing"]
+              else "")
+    jobs, report = read_sacct(p)
+    assert jobs.drop("tag").equals(ref.drop("tag"))
+    assert jobs["tag"].to_list() == names
+    assert report.rows_read == len(names)
