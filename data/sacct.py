@@ -24,11 +24,12 @@ tolerated and ignored):
   heterogeneous job (``123+0``, ``123+1``) are one gang: they fold into the
   first one kept, with their GPUs summed, the earliest submission and the
   longest run and limit (``JobIDRaw`` gives each component an id of its own,
-  so an export without ``JobID`` reads them as jobs). With ``--duplicates`` (``-D``) sacct lists each run of
-  a requeued job under one id: when every run but the last (latest Submit)
-  ended REQUEUED, PREEMPTED, NODE_FAIL, BOOT_FAIL or RESIZING, the job is its
-  last run, as sacct shows it without ``-D`` (Slurm resets the submit time on
-  a requeue); any other repeated id is a bad row.
+  so an export without ``JobID`` reads them as jobs). With ``--duplicates``
+  (``-D``) sacct lists each run of a requeued job under one id: when every run
+  but the last (latest Submit) ended REQUEUED, PREEMPTED, NODE_FAIL, BOOT_FAIL
+  or RESIZING, the job is its last run, as sacct shows it without ``-D``
+  (Slurm resets the submit time on a requeue); any other repeated id is a bad
+  row.
 * ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS`` (or with a space), or
   Unix seconds when the whole field is (``SLURM_TIME_FORMAT=%s``); ``Unknown``,
   ``None`` or empty is missing. Times are read as written (no time zone): across a DST change the
@@ -301,10 +302,11 @@ def _rejoin_free_text(df: pl.DataFrame, body: pl.Series, ragged: pl.Series, head
     if not fixed:
         return df, ragged
     rows = list(fixed)
-    df = df.with_columns([
-        df[c].scatter(rows, [fixed[i][j] for i in rows]) for j, c in enumerate(df.columns[:n_fields])])
-    report.notes.append(f"{len(rows)} row(s) with {delim!r} inside their {header.split(delim)[k].strip()} "
-                        f"read whole (first: row {rows[0] + 1})")
+    df = df.with_columns([df[c].scatter(rows, [fixed[i][j] for i in rows])
+                          for j, c in enumerate(df.columns[:n_fields])])
+    field = header.split(delim)[k].strip()
+    report.notes.append(f"{len(rows)} row(s) with {delim!r} inside their {field} read whole "
+                        f"(first: row {rows[0] + 1})")
     return df, ragged & ~pl.Series(range(len(ragged))).is_in(rows)
 
 
