@@ -60,7 +60,8 @@ tolerated and ignored):
 Left out by design and counted in ``report.left_out`` (never dropped
 silently): step lines folded into their job (``job_steps``), steps whose job
 line is not in the file (``step_without_job``), earlier runs of requeued jobs
-(``requeued_runs``), later components of heterogeneous jobs
+(``requeued_runs``), REVOKED federated siblings (``revoked``: they ran on
+another cluster), later components of heterogeneous jobs
 (``het_components``), jobs with no GPU (``cpu_only``), jobs with no TRES or
 GRES recorded at all (``no_tres``), jobs
 cancelled while pending (``cancelled_pending``: state CANCELLED with no start,
@@ -609,10 +610,17 @@ REQUEUE_STATES = ("REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "NODE_
 
 
 def _requeued_runs(bad: BadRows, id_field: str) -> None:
-    """Leave out the earlier runs of requeued jobs (``requeued_runs``, noted): when lines share
-    a job id (``sacct -D``) and every one but the last (latest Submit, then file order) ended
-    REQUEUED, PREEMPTED, NODE_FAIL... (:data:`REQUEUE_STATES`), the job is its last run, as
-    sacct shows it without -D. Other repeated ids stay for :func:`_flag_duplicate_ids`."""
+    """Leave out REVOKED federated siblings (``revoked``: ``sacct -D`` shows them; they ran
+    on another cluster) and the earlier runs of requeued jobs (``requeued_runs``, noted):
+    when lines share a job id (``sacct -D``) and every one but the last (latest Submit, then
+    file order) ended REQUEUED, PREEMPTED, NODE_FAIL... (:data:`REQUEUE_STATES`), the job is
+    its last run, as sacct shows it without -D. Other repeated ids stay for
+    :func:`_flag_duplicate_ids`."""
+    revoked = _mask(bad, pl.col("State").str.to_uppercase() == "REVOKED")
+    if revoked.any():
+        bad.report.notes.append(f"{int(revoked.sum())} REVOKED line(s) left out as revoked "
+                                "(federated sibling jobs, which ran on another cluster)")
+    _leave_out(bad, revoked, "revoked")
     runs = bad.df.select(
         pl.int_range(pl.len()).alias("i"), pl.col(id_field).alias("id"),
         _to_datetime("Submit").alias("t"),

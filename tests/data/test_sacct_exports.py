@@ -429,3 +429,13 @@ def test_property_layouts_do_not_change_the_jobs(tmp_path_factory, names, layout
     assert jobs.drop("tag").equals(ref.drop("tag"))
     assert jobs["tag"].to_list() == names
     assert report.rows_read == len(names)
+
+
+def test_revoked_federated_siblings_are_left_out_and_counted(tmp_path):
+    rows = [row("67108865", state="REVOKED", start="None", end="2024-03-01T10:00:01",
+                elapsed_raw="0", alloc=""),
+            row("67108865")]  # the sibling that ran here
+    jobs, report = read_sacct(write(tmp_path / "f.txt", rows))
+    assert jobs["job_id"].to_list() == ["67108865"] and jobs["duration"].to_list() == [3600.0]
+    assert report.left_out["revoked"] == 1
+    assert any("1 REVOKED line(s) left out as revoked" in n for n in report.notes)
