@@ -46,8 +46,8 @@ tolerated and ignored):
   (Slurm lists the untyped total beside its typed parts, which are not added
   to it); both are the job's totals over its nodes. When the TRES name no GPU
   or are missing, ``AllocGRES`` / ``ReqGRES`` (Slurm < 19.05: ``gpu:2``,
-  ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``; also totals over the nodes) give
-  them. When no job names a GPU the report warns that the cluster's
+  ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``; read as totals over the nodes, see
+  :data:`GPU_FIELDS`) give them. When no job names a GPU the report warns that the cluster's
   accounting may not track ``gres/gpu``.
 * ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``; other states
   (``PREEMPTED``, ``NODE_FAIL``, ``OUT_OF_MEMORY``, ``DEADLINE``...) are kept
@@ -672,8 +672,10 @@ def _gres_gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
 
 
 #: The fields that give the GPUs, as (allocated, requested) pairs in order of trust: TRES
-#: (Slurm >= 15.08), then GRES (Slurm < 19.05; totals over the job's nodes, as slurmctld's
-#: node_scheduler.c writes them).
+#: (Slurm >= 15.08), then GRES (Slurm < 19.05). All are read as the job's totals: slurmctld
+#: records AllocGRES as the per-node count times the node count (node_scheduler.c,
+#: _get_gres_alloc); ReqGRES is taken to be a total the same way (not checked in Slurm's
+#: source).
 GPU_FIELDS = (("AllocTRES", "ReqTRES", _gpus), ("AllocGRES", "ReqGRES", _gres_gpus))
 
 
