@@ -1,26 +1,57 @@
 """Slurm ``sacct`` exports (``sacct --parsable2`` / ``-P``, or ``-p``) into the trace contract.
 
-A file (optionally gzip'd) whose first line is a ``|``-separated header of
-sacct field names, in any order, one job (or job step) a line. The reader
-uses these fields (matched case-insensitively; any other field is tolerated
-and ignored):
+A file (optionally gzip'd, with or without a UTF-8 BOM, LF or CRLF line
+ends) whose first line is a ``|``-separated header of sacct field names, in
+any order, one job (or job step) a line. ``sacct --delimiter`` with ``;`` or a
+tab reads the same (a ``,`` export is left to the generic CSV reader: it also
+splits TRES strings). Refused by name: an export without its header
+(``-n`` / ``--noheader``: the first line is a job, so no field can be named),
+sacct's fixed-width table (no ``-P``: cells cut to their width), a second
+header that differs from the first (exports of different ``--format``
+concatenated) and an export of several clusters (``-M a,b`` / ``-L``: a
+``Cluster`` field with more than one value). A line that repeats the header
+(exports concatenated) is skipped and noted, as are blank lines. sacct does
+not escape its delimiter: when the header has one free-text field (JobName,
+Comment, WorkDir, ...), a row with too many fields holds the delimiter inside
+it and is read whole (noted); otherwise such a row is a bad row naming it. The
+reader uses these fields (matched case-insensitively; any other field is
+tolerated and ignored):
 
 * ``JobID`` (else ``JobIDRaw``): the job id. Steps (``123.batch``, ``123.0``,
   ``123.extern``) fold into their job: the job line carries the fields, and a
   step never becomes a job. Array elements (``123_4``) and pending array
-  records (``123_[1-3]``) are jobs of their own.
-* ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS``; ``Unknown``,
-  ``None`` or empty is missing.
+  records (``123_[1-3%2]``) are jobs of their own. The components of a
+  heterogeneous job (``123+0``, ``123+1``) are one gang: they fold into the
+  first one kept, with their GPUs summed, the earliest submission and the
+  longest run and limit (``JobIDRaw`` gives each component an id of its own,
+  so an export without ``JobID`` reads them as jobs). With ``--duplicates``
+  (``-D``) sacct lists each run of a requeued job under one id: when every run
+  but the last (latest Submit) ended REQUEUED, PREEMPTED, NODE_FAIL, BOOT_FAIL
+  or RESIZING, the job is its last run, as sacct shows it without ``-D``
+  (Slurm resets the submit time on a requeue); any other repeated id is a bad
+  row.
+* ``Submit``, ``Start``, ``End``: ``YYYY-MM-DDTHH:MM:SS`` (or with a space), or
+  Unix seconds when the whole field is (``SLURM_TIME_FORMAT=%s``); ``Unknown``,
+  ``None`` or empty is missing. Times are read as written (no time zone): across a DST change the
+  wall clock may put End before Start, which ``ElapsedRaw`` settles.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
-  ``UNLIMITED`` and ``Partition_Limit`` are no limit (null). ``Elapsed`` and
-  ``Timelimit`` are Slurm time strings: ``D-HH:MM:SS``, ``D-HH:MM``,
-  ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm`` or whole minutes.
+  ``UNLIMITED``, ``Partition_Limit`` and the raw sentinels 4294967295 /
+  4294967294 are no limit (null); ``INVALID`` (in Elapsed or Timelimit) is not
+  recorded. ``Elapsed`` and ``Timelimit`` are Slurm time strings:
+  ``D-HH:MM:SS``, ``D-HH:MM``, ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM:SS.mmm``
+  or whole minutes.
 * ``AllocTRES`` (for a job that started) else ``ReqTRES``: the GPUs, from
   ``gres/gpu=N``, else the sum of the typed ``gres/gpu:TYPE=N`` entries
   (Slurm lists the untyped total beside its typed parts, which are not added
-  to it).
-* ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``.
+  to it); both are the job's totals over its nodes. When the TRES name no GPU
+  or are missing, ``AllocGRES`` / ``ReqGRES`` (Slurm < 19.05: ``gpu:2``,
+  ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``; read as totals over the nodes, see
+  :data:`GPU_FIELDS`) give them. When no job names a GPU the report warns that the cluster's
+  accounting may not track ``gres/gpu``.
+* ``State``: ``CANCELLED by 123`` becomes ``CANCELLED``; other states
+  (``PREEMPTED``, ``NODE_FAIL``, ``OUT_OF_MEMORY``, ``DEADLINE``...) are kept
+  as written, upper case.
 * ``Partition`` is the pool (``pool_from`` may name ``account``, ``user``,
   another field, ``const:NAME`` or ``file-stem``); ``User`` is the user, or
   ``Account`` when the file has no ``User`` field (Graham's export documents
@@ -28,20 +59,24 @@ and ignored):
 
 Left out by design and counted in ``report.left_out`` (never dropped
 silently): step lines folded into their job (``job_steps``), steps whose job
-line is not in the file (``step_without_job``), jobs with no GPU
-(``cpu_only``), jobs with no TRES recorded at all (``no_tres``), jobs
+line is not in the file (``step_without_job``), earlier runs of requeued jobs
+(``requeued_runs``), REVOKED federated siblings (``revoked``: they ran on
+another cluster), later components of heterogeneous jobs
+(``het_components``), jobs with no GPU (``cpu_only``), jobs with no TRES or
+GRES recorded at all (``no_tres``), jobs
 cancelled while pending (``cancelled_pending``: state CANCELLED with no start,
 or a zero-second run, as Slurm records a pending job's cancellation), other
 jobs that never started (``never_started``: no start, or state PENDING),
-jobs still running (``unfinished``: started, no end) and zero-second runs
-(``zero_second_run``: the contract's durations are > 0). Row N is data row N
-(line N + 1 of the file).
+jobs still running (``unfinished``: started, no end; RUNNING, SUSPENDED, a
+REQUEUED job pending again) and zero-second runs (``zero_second_run``: the
+contract's durations are > 0). Row N is data row N (line N + 1 of the file).
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 import polars as pl
@@ -64,7 +99,8 @@ from sia.data.schema import (
 #: The sacct fields the reader uses, by their lower-case name.
 FIELDS = {name.lower(): name for name in (
     "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Start", "End",
-    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "State")}
+    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "ReqGRES",
+    "AllocGRES", "State", "Cluster")}
 #: Cell values that mean "not recorded" (upper case).
 MISSING = ("", "UNKNOWN", "NONE")
 #: Time-limit values that mean "no limit" (upper case); the raw forms are Slurm's INFINITE and
@@ -74,6 +110,13 @@ NO_LIMIT = ("UNLIMITED", "PARTITION_LIMIT", "4294967295", "4294967294")
 DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S")
 #: A Slurm time string: [D-]A[:B[:C]][.fraction]
 _SLURM_TIME = r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(\.\d+)?$"
+#: Delimiters other than ``|`` that ``sacct --delimiter`` may have used, tried in this order on
+#: the header line (``,`` is left to the generic CSV reader: it also separates the entries of a
+#: TRES string, so only a quoted CSV can hold them).
+OTHER_DELIMITERS = (";", "\t")
+#: A job id as sacct prints it: ``123``, ``123_4``, ``123_[1-3%2]``, ``123+0``, ``123.batch``.
+_JOB_ID = re.compile(r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.\S+)?$")
+_DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d$")
 _GZIP_MAGIC = b"\x1f\x8b"
 _DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
 _RAW_POOL = _DATA + "raw_pool"  # the pool field's cells as written
@@ -93,49 +136,82 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def header_fields(path: Path | str) -> list[str] | None:
-    """Return the ``|``-separated names of a file's first line (gzip or not); None when the file
-    cannot be read as text or its first line has no ``|``."""
-    path = Path(path)
+def _first_line(path: Path) -> str | None:
+    """Return a file's first line (gzip or not) without its BOM and line end; None when it
+    cannot be read as UTF-8 text."""
     try:
         with path.open("rb") as fh:
             magic = fh.read(2)
         opener = gzip.open if magic == _GZIP_MAGIC else open
         with opener(path, "rb") as fh:
             line = fh.readline(1 << 16)
-        text = line.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
+        return line.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
     except (OSError, EOFError, UnicodeDecodeError):
         return None
-    if "|" not in text:
-        return None
-    return [name.strip() for name in text.split("|")]
+
+
+def _known(names: list[str]) -> set[str]:
+    """Return the sacct fields (lower case) among ``names``."""
+    return {n.strip().lower() for n in names} & set(FIELDS)
+
+
+def _is_header(names: list[str]) -> bool:
+    """Whether ``names`` read as a sacct header: JobID or JobIDRaw and one more field the reader
+    uses, or without an id three of them (so that a missing JobID is named by the reader)."""
+    known = _known(names)
+    return len(known) >= (2 if known & {"jobid", "jobidraw"} else 3)
+
+
+def split_header(line: str) -> tuple[str, list[str]] | None:
+    """Return (delimiter, names) of a first line: ``|`` (``-p`` / ``-P``) when it holds one;
+    else one of :data:`OTHER_DELIMITERS` (``--delimiter``) or white space (sacct's fixed-width
+    table, ``" "``) when the names it gives hold JobID or JobIDRaw and two more sacct fields
+    (a generic CSV keeps its own reader); None otherwise."""
+    if "|" in line:
+        return "|", [name.strip() for name in line.split("|")]
+    for delim in (*OTHER_DELIMITERS, None):
+        if delim is not None and delim not in line:
+            continue
+        names = [n.strip() for n in line.split(delim)]
+        known = _known(names)
+        if known & {"jobid", "jobidraw"} and len(known) >= 3:
+            return delim or " ", names
+    return None
+
+
+def _looks_like_job_line(cells: list[str]) -> bool:
+    """Whether ``cells`` (a ``|``-separated line) read as a sacct job line, not a header: a job
+    id first or anywhere (``123``, ``123_4``, ``123+0``, ``123.batch``) and a date-time."""
+    has_id = any(_JOB_ID.match(c.strip()) for c in cells)
+    has_time = any(_DATE_TIME.match(c.strip()) for c in cells)
+    return has_id and has_time
 
 
 def is_sacct(path: Path | str) -> bool:
-    """Return whether ``path`` is a file that starts with a sacct header: ``|``-separated names
-    (case-insensitive) holding JobID or JobIDRaw and one more field the reader uses, or
-    without an id three of them (so that a missing JobID is named by the sacct reader)."""
-    if not Path(path).is_file():
+    """Return whether ``path`` is a file that starts with a sacct header: names (case-insensitive,
+    see :func:`split_header`) holding JobID or JobIDRaw and one more field the reader uses, or
+    without an id three of them (so that a missing JobID is named by the sacct reader); or a
+    ``|``-separated job line (an export without its header, which the reader refuses by name)."""
+    path = Path(path)
+    if not path.is_file():
         return False
-    names = header_fields(path)
-    if names is None:
+    line = _first_line(path)
+    if line is None:
         return False
-    known = {n.lower() for n in names} & set(FIELDS)
-    has_id = bool(known & {"jobid", "jobidraw"})
-    return len(known) >= (2 if has_id else 3)
+    split = split_header(line)
+    if split is None:
+        return False
+    delim, names = split
+    if _is_header(names):
+        return True
+    return delim == "|" and _looks_like_job_line(names)
 
 
 # --------------------------------------------------------------------------- reading
 
-def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
-    """Return the export as strings, its known fields renamed to their sacct spelling, with
-    source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
-
-    A row whose field count differs from the header's (a ``|`` inside a job
-    name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
-    dropped and counted as ``wrong_field_count``. Blank lines stay (all null)
-    for the caller to skip.
-    """
+def _decode(path: Path) -> tuple[bytes, str]:
+    """Return a sacct export's bytes (decompressed) and its text without a BOM; a missing file,
+    a folder or text that is not UTF-8 is a TraceError naming the file."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     check_regular(path)
@@ -147,12 +223,109 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                          "convert it, e.g. with iconv -f latin1 -t utf-8") from None
-    lines = pl.Series(text.lstrip("\ufeff").split("\n")).str.strip_suffix("\r")
-    if not lines[0].strip():
+    return data, text.lstrip("\ufeff")
+
+
+def _delimiter(first: str, path: Path) -> str:
+    """Return the delimiter of an export's first line (:func:`split_header`; ``|`` when it has
+    none); a first line that is a job (an export without its header) or sacct's fixed-width
+    table is a TraceError naming the file and saying how to export."""
+    if not first.strip():
         raise TraceError(f"{path}: empty first line; expected a sacct header such as "
                          "JobID|Submit|Start|End|State|...")
+    split = split_header(first)
+    if split is None:
+        return "|"
+    delim, names = split
+    if delim == " ":
+        raise TraceError(
+            f"{path}: sacct's fixed-width table (columns cut to their width, e.g. "
+            "'CANCELLED+'), not a parsable export; export with sacct --parsable2 (-P)")
+    if delim == "|" and not _is_header(names) and _looks_like_job_line(names):
+        raise TraceError(
+            f"{path}: the first line is a job ({first[:60]!r}), not a header: the export has "
+            "no header (sacct -n / --noheader), so its fields cannot be named; export again "
+            "without -n, with --parsable2 and --format=JobID,Submit,Start,End,... (see "
+            "the docs, 'Slurm (sacct)')")
+    return delim
+
+
+def _header_lines(body: pl.Series, first: str, delim: str, path: Path) -> pl.Series:
+    """Return the mask of the body lines that repeat the header (exports concatenated, each
+    with its header); a header line that differs from the first line is a TraceError naming
+    its row (exports of different fields, which cannot be read as one table)."""
+    body = body.str.replace_all("\ufeff", "", literal=True)  # each export's own BOM
+    maybe = body.str.to_lowercase().str.contains("jobid", literal=True).fill_null(False)
+    if not maybe.any():
+        return maybe
+    cells = pl.select(pl.when(maybe).then(body).str.split(delim)
+                      .list.eval(pl.element().str.strip_chars().str.to_lowercase())).to_series()
+    known = cells.list.eval(pl.element().is_in(list(FIELDS))).list.sum()
+    has_id = cells.list.eval(pl.element().is_in(["jobid", "jobidraw"])).list.any()
+    mask = ((known >= 2) & has_id).fill_null(False)
+    if mask.any():
+        norm = [c.strip().lower() for c in first.split(delim)]
+        differs = mask & (cells.list.join("\x1f") != "\x1f".join(norm)).fill_null(True)
+        if differs.any():
+            idx = int(differs.arg_true()[0])
+            raise TraceError(
+                f"{path}: row {idx + 1}: a header line that differs from the first line's "
+                "(exports with different fields or field order, concatenated?); export "
+                "once with one --format, or read each export on its own")
+    return mask
+
+
+#: The sacct fields of free text, which may hold the delimiter (sacct does not escape it).
+FREE_TEXT = ("jobname", "comment", "admincomment", "systemcomment", "submitline", "workdir",
+             "constraints", "wckey", "reason", "stdout", "stderr", "stdin", "extra",
+             "container")
+
+
+def _rejoin_free_text(df: pl.DataFrame, body: pl.Series, ragged: pl.Series, header: str,
+                      delim: str, report: CleaningReport) -> tuple[pl.DataFrame, pl.Series]:
+    """Return ``df`` with the rows that have more fields than the header rebuilt, and the
+    mask of the rows still ragged: when the header has one free-text field
+    (:data:`FREE_TEXT`, e.g. JobName), a row's extra fields are delimiters inside it, so the
+    fields before it are read from the left and those after it from the right (noted). A
+    row whose rejoined text holds a date-time (two lines run together?) stays ragged."""
+    names = [n.strip().lower() for n in header.split(delim)]
+    free = [i for i, n in enumerate(names) if n in FREE_TEXT]
+    if len(free) != 1:
+        return df, ragged
+    k, n_fields, fixed = free[0], len(names), {}
+    for idx in ragged.arg_true().to_list():
+        cells = body[idx].split(delim)
+        extra = len(cells) - n_fields
+        inner = cells[k:k + extra + 1]
+        if extra <= 0 or any(_DATE_TIME.match(c.strip()) for c in inner):
+            continue
+        fixed[idx] = [*cells[:k], delim.join(inner), *cells[k + extra + 1:]]
+    if not fixed:
+        return df, ragged
+    rows = list(fixed)
+    df = df.with_columns([df[c].scatter(rows, [fixed[i][j] for i in rows])
+                          for j, c in enumerate(df.columns[:n_fields])])
+    field = header.split(delim)[k].strip()
+    report.notes.append(f"{len(rows)} row(s) with {delim!r} inside their {field} read whole "
+                        f"(first: row {rows[0] + 1})")
+    return df, ragged & ~pl.Series(range(len(ragged))).is_in(rows)
+
+
+def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> pl.DataFrame:
+    """Return the export as strings, its known fields renamed to their sacct spelling, with
+    source file and row columns (row N = line N + 1); :func:`_strip_cells` strips the cells.
+
+    A row whose field count differs from the header's (a ``|`` inside a job
+    name, a cut line) stops the read, or with ``on_bad_rows="drop"`` is
+    dropped and counted as ``wrong_field_count``. Lines that repeat the header
+    (concatenated exports) are skipped and noted, like blank lines, which
+    stay (all null) for the caller to skip.
+    """
+    data, text = _decode(path)
+    lines = pl.Series(text.split("\n")).str.strip_suffix("\r")
+    delim = _delimiter(lines[0], path)
     try:
-        df = pl.read_csv(io.BytesIO(data), separator="|", quote_char=None, infer_schema=False,
+        df = pl.read_csv(io.BytesIO(data), separator=delim, quote_char=None, infer_schema=False,
                          truncate_ragged_lines=True)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise TraceError(f"{path}: cannot read as a sacct export: "
@@ -164,9 +337,15 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
         raise TraceError(f"{path}: cannot line up its rows with its lines (a line break inside "
                          "a field?); export with sacct --parsable2")
     body = body.head(df.height)
-    n_fields = lines[0].count("|") + 1
-    counts = body.str.count_matches("|", literal=True) + 1
-    ragged = (counts != n_fields) & (body.str.strip_chars() != "")
+    headers = _header_lines(body, lines[0], delim, path)
+    if headers.any():
+        report.notes.append(f"{int(headers.sum())} line(s) repeating the header skipped "
+                            "(concatenated exports; not counted as rows)")
+    n_fields = lines[0].count(delim) + 1
+    counts = body.str.count_matches(delim, literal=True) + 1
+    ragged = (counts != n_fields) & (body.str.strip_chars() != "") & ~headers
+    if ragged.any():
+        df, ragged = _rejoin_free_text(df, body, ragged, lines[0], delim, report)
     if ragged.any():
         idx = int(ragged.arg_true()[0])
         if on_bad_rows == "raise":
@@ -174,10 +353,17 @@ def _read_export(path: Path, on_bad_rows: OnBadRows, report: CleaningReport) -> 
             raise TraceError(
                 f"{path}: row {idx + 1}: {counts[idx]} fields, but the header has {n_fields}"
                 + (f" ({more} more such rows)" if more else "")
-                + "; a '|' inside a field (a job name?) or a cut line; fix the row, or pass "
-                "--clean to drop such rows (they are counted in the report)")
+                + f"; a {delim!r} inside a field (a job name, and the export has more than one "
+                "free-text field to put it in?) or a cut line; fix the row, or pass --clean to "
+                "drop such rows (they are counted in the report)")
         report.drop("wrong_field_count", int(ragged.sum()))
-        df = df.filter(~ragged)
+    df = df.filter(~ragged & ~headers)
+    return _rename_fields(df, path)
+
+
+def _rename_fields(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """Return ``df`` with its known fields renamed to their sacct spelling and the empty field
+    of ``-p``'s trailing ``|`` dropped; a field named twice is a TraceError."""
     renames: dict[str, str] = {}
     for column in df.columns:
         name = column.lstrip("\ufeff").strip()
@@ -226,7 +412,8 @@ def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> No
     found = ", ".join(c for c in user_columns(columns))
     needs = [("JobID or JobIDRaw", ("JobID", "JobIDRaw")), ("Submit", ("Submit",)),
              ("Start", ("Start",)), ("End", ("End",)), ("State", ("State",)),
-             ("ReqTRES or AllocTRES", ("ReqTRES", "AllocTRES"))]
+             ("ReqTRES or AllocTRES (or, before Slurm 19.05, AllocGRES or ReqGRES)",
+              ("ReqTRES", "AllocTRES", "ReqGRES", "AllocGRES"))]
     if pool_from is None or pool_from.lower() == "partition":
         needs.append(("Partition", ("Partition",)))
     missing = [what for what, options in needs if not have & set(options)]
@@ -236,6 +423,20 @@ def _require_fields(columns: list[str], path: Path, pool_from: str | None) -> No
             "Export them with sacct --format (see the README, 'Slurm (sacct)')"
             + ("; or take the pool from elsewhere with --pool-from account|user"
                if "Partition" in missing else ""))
+
+
+def _one_cluster(df: pl.DataFrame, path: Path) -> None:
+    """Raise TraceError naming the file when its Cluster field holds more than one cluster
+    (``sacct -M a,b`` / ``-L``): their job ids and partitions overlap, and each cluster is a
+    trace of its own."""
+    if "Cluster" not in df.columns:
+        return
+    clusters = sorted({c for c in df["Cluster"].str.strip_chars().drop_nulls().to_list() if c})
+    if len(clusters) > 1:
+        shown = ", ".join(repr(c) for c in clusters[:5]) + (", ..." if len(clusters) > 5 else "")
+        raise TraceError(
+            f"{path}: jobs of {len(clusters)} clusters ({shown}; sacct -M / -L): their job ids "
+            "and partitions overlap; export one cluster per file (sacct -M NAME) and read each")
 
 
 def _present(column: str) -> pl.Expr:
@@ -282,11 +483,25 @@ def _gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
     return pl.when(tres.is_null()).then(None).otherwise(gpus), bad
 
 
+def _recorded(column: str) -> pl.Expr:
+    """True where a duration or limit ``column`` holds a value: :func:`_present` and not
+    ``INVALID`` (what Slurm prints for a time it cannot show, e.g. a negative one)."""
+    return _present(column) & (pl.col(column).str.to_uppercase() != "INVALID")
+
+
 def _to_datetime(column: str) -> pl.Expr:
-    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), null where missing or not."""
+    """Return ``column`` parsed with :data:`DATETIME_FORMATS` (ms), or as Unix seconds when
+    every present cell of the column is a whole number of 9 to 11 digits (an export made with
+    ``SLURM_TIME_FORMAT=%s``; one such cell among date-times is not a time); null where
+    missing or neither."""
     text = pl.when(_present(column)).then(pl.col(column)).otherwise(None)
-    return pl.coalesce([text.str.to_datetime(fmt, strict=False, time_unit="ms")
-                        for fmt in DATETIME_FORMATS])
+    digits = text.str.contains(r"^\d{9,11}$")
+    all_epoch = digits.fill_null(True).all() & text.is_not_null().any()
+    epoch = (pl.when(all_epoch & digits)
+             .then(pl.from_epoch(text.cast(pl.Int64, strict=False), time_unit="s")
+                   .cast(pl.Datetime("ms"))))
+    return pl.coalesce([*(text.str.to_datetime(fmt, strict=False, time_unit="ms")
+                          for fmt in DATETIME_FORMATS), epoch])
 
 
 #: Exclusions the report always lists, with 0 when no job had them (so that a reader of the
@@ -323,6 +538,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     report = CleaningReport(source=source)
     df = _read_export(path, on_bad_rows, report)
     _require_fields(df.columns, path, pool_from)
+    _one_cluster(df, path)
     cols = set(df.columns)
     user_field = "User" if "User" in cols else "Account" if "Account" in cols else None
     pool_source = _pool_source(df.columns, path, pool_from, user_field)
@@ -330,18 +546,17 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     bad = _bad_rows(df, source, on_bad_rows, report)
     id_field = "JobID" if "JobID" in cols else "JobIDRaw"
     _fold_steps(bad, id_field)
+    _requeued_runs(bad, id_field)
     _gpu_counts(bad, cols)
     _leave_out_unstarted(bad)
     _times(bad, cols)
+    _fold_het_components(bad, id_field)
     _users_and_tags(bad, cols, user_field)
     _pools(bad, pool_source, pool_from, report.notes)
     report.notes.extend(_strip_notes(bad.df, raw, id_field))
     _flag_duplicate_ids(bad, id_field)
     if bad.df.height:  # where the kept jobs' values came from
-        n_alloc = int(bad.df[f"{_DATA}alloc"].sum())
-        report.notes.extend([_duration_note(bad.df), _limit_note(bad.df),
-                             f"GPUs: AllocTRES for {n_alloc:,} job(s), ReqTRES for "
-                             f"{bad.df.height - n_alloc:,}"])
+        report.notes.extend([_duration_note(bad.df), _limit_note(bad.df), _gpu_note(bad.df)])
     keep_extra = [c for c, used in (("Account", user_field == "Account"),
                                     ("Partition", pool_source == ("field", "Partition")))
                   if c in cols and not used]
@@ -388,38 +603,146 @@ def _fold_steps(bad: BadRows, id_field: str) -> None:
     _leave_out(bad, is_step, "job_steps")
 
 
+#: States of a run that Slurm requeued (or resized): ``sacct -D`` lists it before the job's
+#: later runs, under the same job id.
+REQUEUE_STATES = ("REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "NODE_FAIL",
+                  "BOOT_FAIL", "RESIZING")
+
+
+def _requeued_runs(bad: BadRows, id_field: str) -> None:
+    """Leave out REVOKED federated siblings (``revoked``: ``sacct -D`` shows them; they ran
+    on another cluster) and the earlier runs of requeued jobs (``requeued_runs``, noted):
+    when lines share a job id (``sacct -D``) and every one but the last (latest Submit, then
+    file order) ended REQUEUED, PREEMPTED, NODE_FAIL... (:data:`REQUEUE_STATES`), the job is
+    its last run, as sacct shows it without -D. Other repeated ids stay for
+    :func:`_flag_duplicate_ids`."""
+    revoked = _mask(bad, pl.col("State").str.to_uppercase() == "REVOKED")
+    if revoked.any():
+        bad.report.notes.append(f"{int(revoked.sum())} REVOKED line(s) left out as revoked "
+                                "(federated sibling jobs, which ran on another cluster)")
+    _leave_out(bad, revoked, "revoked")
+    runs = bad.df.select(
+        pl.int_range(pl.len()).alias("i"), pl.col(id_field).alias("id"),
+        _to_datetime("Submit").alias("t"),
+        pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("s"),
+    ).filter(pl.col("id").is_duplicated())
+    if not runs.height:
+        return
+    runs = runs.sort(["id", "t", "i"]).with_columns(
+        (pl.col("i") != pl.col("i").last().over("id")).alias("earlier"))
+    groups = runs.group_by("id").agg(
+        (~pl.col("earlier") | pl.col("s").is_in(REQUEUE_STATES)).all().alias("requeued"),
+        pl.col("t").is_not_null().all().alias("timed"))
+    ok = groups.filter(pl.col("requeued") & pl.col("timed"))["id"]
+    earlier = runs.filter(pl.col("earlier") & pl.col("id").is_in(ok.implode()))["i"]
+    if earlier.len():
+        first = bad.df[id_field][int(earlier.min())]
+        bad.report.notes.append(
+            f"{earlier.len()} earlier run(s) of {ok.len()} requeued job(s) (sacct -D lists "
+            f"each run; first: {first!r}) left out as requeued_runs: a job is its last run, "
+            "as sacct shows it without -D")
+    mask = pl.Series(range(bad.df.height)).is_in(earlier.implode())
+    _leave_out(bad, mask, "requeued_runs")
+
+
 def _started() -> pl.Expr:
     """True where a job started: it has a Start and its ``state`` is not PENDING."""
     return _present("Start") & (pl.col("state").fill_null("") != "PENDING")
 
 
+def _gres_gpus(column: str) -> tuple[pl.Expr, pl.Expr]:
+    """Return (GPUs as Int64 from a GRES string, a mask of cells whose GPU entries are not
+    ``gpu[:TYPE][:N]``): Slurm < 19.05's ``AllocGRES`` / ``ReqGRES`` (``gpu:2``,
+    ``gpu:tesla:2``, ``gpu:tesla:2(IDX:0-1)``, ``gres:gpu:2``), the untyped entries when any,
+    else the sum of the typed ones; an entry without a count is one GPU (``--gres`` syntax)."""
+    items = (pl.col(column).str.replace_all(r"(\d)\([^)]*\)", "${1}").str.split(",")
+             .list.eval(pl.element().str.strip_chars().str.replace(r"^gres[:/]", "")))
+    e = pl.element()
+    untyped = (pl.when(e == "gpu").then(pl.lit(1, dtype=pl.Int64))
+               .otherwise(e.str.extract(r"^gpu:(\d+)$", 1).cast(pl.Int64, strict=False)))
+    typed = (pl.when(e.str.contains(r"^gpu:[^:\d][^:]*$")).then(pl.lit(1, dtype=pl.Int64))
+             .otherwise(e.str.extract(r"^gpu:[^:]+:(\d+)$", 1).cast(pl.Int64, strict=False)))
+    bad = items.list.eval(e.str.contains(r"^gpu(?::|$)") & untyped.is_null()
+                          & typed.is_null()).list.any()
+    untyped_n = items.list.eval(untyped.drop_nulls())
+    gpus = (pl.when(pl.col(column).is_null()).then(None)
+            .when(untyped_n.list.len() > 0).then(untyped_n.list.sum())
+            .otherwise(items.list.eval(typed.drop_nulls()).list.sum().fill_null(0)))
+    return gpus, bad.fill_null(False)
+
+
+#: The fields that give the GPUs, as (allocated, requested) pairs in order of trust: TRES
+#: (Slurm >= 15.08), then GRES (Slurm < 19.05). All are read as the job's totals: slurmctld
+#: records AllocGRES as the per-node count times the node count (node_scheduler.c,
+#: _get_gres_alloc); ReqGRES is taken to be a total the same way (not checked in Slurm's
+#: source).
+GPU_FIELDS = (("AllocTRES", "ReqTRES", _gpus), ("AllocGRES", "ReqGRES", _gres_gpus))
+
+
+def _pair_gpus(bad: BadRows, cols: set[str], alloc: str, req: str, parse) -> tuple[pl.Expr,
+                                                                                   pl.Expr]:
+    """Return (GPUs, the field they came from) of one :data:`GPU_FIELDS` pair: the allocated
+    field for a job that started (when its cell has a value), else the requested one; also
+    the requested one when the allocated names no GPU but the request does (a job is given
+    the GPUs it asks for: the allocation record lacks them). A GPU count that is not a whole
+    number is a bad row naming its field."""
+    present = [c for c in (req, alloc) if c in cols]
+    for column in present:
+        count, wrong = parse(column)
+        bad.df = bad.df.with_columns(count.alias(f"{_DATA}gpus_{column}"),
+                                     wrong.alias(f"{_DATA}wrong_{column}"))
+    alloc_used = alloc_read = pl.lit(False)
+    if alloc in cols:
+        alloc_used = alloc_read = _started() & pl.col(alloc).is_not_null()
+        if req in cols:
+            alloc_used = alloc_used & ~((pl.col(f"{_DATA}gpus_{alloc}") == 0)
+                                        & (pl.col(f"{_DATA}gpus_{req}") > 0)).fill_null(False)
+    gpus, source = pl.lit(None, dtype=pl.Int64), pl.lit(None, dtype=pl.String)
+    for column, use, read in ((req, ~alloc_used, ~alloc_used), (alloc, alloc_used, alloc_read)):
+        if column not in cols:
+            continue
+        bad.flag(_mask(bad, read & pl.col(f"{_DATA}wrong_{column}")), column, "non_numeric",
+                 "{value!r} has a GPU count that is not a whole number >= 0")
+        gpus = pl.when(use).then(pl.col(f"{_DATA}gpus_{column}")).otherwise(gpus)
+        source = pl.when(use).then(pl.lit(column)).otherwise(source)
+    return gpus, source
+
+
 def _gpu_counts(bad: BadRows, cols: set[str]) -> None:
-    """Give ``bad.df`` its ``state`` and ``num_gpus``: from AllocTRES for a job that started
-    (when the export has it), else from ReqTRES; a GPU count that is not a whole number is a
-    bad row naming its field; jobs without TRES (``no_tres``) or GPUs (``cpu_only``) are left
+    """Give ``bad.df`` its ``state`` and ``num_gpus``: from TRES (:func:`_pair_gpus`), else,
+    when the TRES name no GPU (a cluster whose accounting does not track ``gres/gpu``) or are
+    missing, from GRES; jobs without any (``no_tres``) or with no GPU (``cpu_only``) are left
     out."""
     bad.df = bad.df.with_columns(
         pl.col("State").str.split(" ").list.first().str.to_uppercase().alias("state"))
-    started = _started()
-    tres_fields = [c for c in ("AllocTRES", "ReqTRES") if c in cols]
-    for column in tres_fields:
-        gpus, wrong = _gpus(column)
-        bad.df = bad.df.with_columns(gpus.alias(f"{_DATA}gpus_{column}"))
-        use = started if column == "AllocTRES" else pl.lit(True)
-        if column == "ReqTRES" and "AllocTRES" in cols:
-            use = ~(started & pl.col("AllocTRES").is_not_null())
-        bad.flag(_mask(bad, use & wrong), column, "non_numeric",
-                 "{value!r} has a GPU count that is not a whole number >= 0")
-    alloc_used = started & pl.col("AllocTRES").is_not_null() if "AllocTRES" in cols else pl.lit(False)
-    choices = []
-    if "AllocTRES" in cols:
-        choices.append(pl.when(alloc_used).then(pl.col(f"{_DATA}gpus_AllocTRES")))
-    if "ReqTRES" in cols:
-        choices.append(pl.col(f"{_DATA}gpus_ReqTRES"))
-    bad.df = bad.df.with_columns(pl.coalesce(choices).alias("num_gpus"),
-                                 alloc_used.alias(f"{_DATA}alloc"))
+    (tres, tres_from), (gres, gres_from) = (_pair_gpus(bad, cols, *pair) for pair in GPU_FIELDS)
+    bad.df = bad.df.with_columns(tres.alias(f"{_DATA}tres"), gres.alias(f"{_DATA}gres"),
+                                 tres_from.alias(f"{_DATA}tres_from"),
+                                 gres_from.alias(f"{_DATA}gres_from"))
+    t, g = pl.col(f"{_DATA}tres"), pl.col(f"{_DATA}gres")
+    take_gres = ~(t > 0).fill_null(False) & g.is_not_null()
+    bad.df = bad.df.with_columns(
+        pl.when(take_gres).then(g).otherwise(t).alias("num_gpus"),
+        pl.when(take_gres).then(pl.col(f"{_DATA}gres_from")).otherwise(pl.col(f"{_DATA}tres_from"))
+        .alias(f"{_DATA}gpus_from"))
     _leave_out(bad, bad.df["num_gpus"].is_null(), "no_tres")
     _leave_out(bad, bad.df["num_gpus"] == 0, "cpu_only")
+    if not bad.df.height and bad.report.left_out["cpu_only"]:
+        fields = ", ".join(c for c in ("AllocTRES", "ReqTRES", "AllocGRES", "ReqGRES")
+                           if c in cols)
+        bad.report.warnings.append(
+            f"no job names a GPU in {fields} ({bad.report.left_out['cpu_only']:,} CPU-only): "
+            "if the cluster has GPUs, its accounting may not track gres/gpu "
+            "(AccountingStorageTRES); export AllocGRES and ReqGRES too (Slurm < 19.05)")
+
+
+def _gpu_note(df: pl.DataFrame) -> str:
+    """Return the report's note on the fields the kept jobs' GPUs came from."""
+    counts = df[f"{_DATA}gpus_from"].value_counts()
+    n = dict(zip(counts[f"{_DATA}gpus_from"], counts["count"], strict=True))
+    gres = "".join(f", {name} for {n[name]:,}" for name in ("AllocGRES", "ReqGRES") if n.get(name))
+    return (f"GPUs: AllocTRES for {n.get('AllocTRES', 0):,} job(s), ReqTRES for "
+            f"{n.get('ReqTRES', 0):,}{gres}")
 
 
 def _leave_out_unstarted(bad: BadRows) -> None:
@@ -439,7 +762,7 @@ def _times(bad: BadRows, cols: set[str]) -> None:
         bad.df = bad.df.with_columns(_to_datetime(column).alias(f"{_DATA}{column}"))
         bad.flag(_mask(bad, _present(column) & pl.col(f"{_DATA}{column}").is_null()), column,
                  "unparsable_time", "{value!r} is not a date-time (expected e.g. "
-                 "2021-05-01T00:02:52)")
+                 "2021-05-01T00:02:52: export with SLURM_TIME_FORMAT=standard)")
     bad.flag(_mask(bad, ~_present("Submit")), "Submit", "missing_value", "value is missing")
     _leave_out(bad, _mask(bad, ~_present("End")), "unfinished")
     _durations(bad, cols)
@@ -447,6 +770,30 @@ def _times(bad: BadRows, cols: set[str]) -> None:
     _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
     _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
     _time_limits(bad, cols)
+
+
+def _fold_het_components(bad: BadRows, id_field: str) -> None:
+    """Fold the components of each heterogeneous job (``123+0``, ``123+1``: started together,
+    one gang) into its first kept component: the GPUs summed, the earliest submission, the
+    longest run and limit; the other components are left out as ``het_components`` (noted).
+    The job keeps its first component's id, pool, user, tag and state."""
+    leader = bad.df[id_field].str.extract(r"^(\d+)\+\d+$", 1)
+    if leader.is_null().all():
+        return
+    key = pl.coalesce(pl.col(id_field).str.extract(r"^(\d+)\+\d+$", 1), pl.col(id_field))
+    bad.df = bad.df.with_columns(
+        pl.col("num_gpus").sum().over(key).cast(bad.df["num_gpus"].dtype),
+        pl.col("duration").max().over(key),
+        pl.col("time_limit").max().over(key),
+        pl.col(f"{_DATA}Submit").min().over(key))
+    later = leader.is_not_null() & leader.is_duplicated() & ~leader.is_first_distinct()
+    n_jobs = leader.filter(later).n_unique() if later.any() else 0
+    if n_jobs:
+        bad.report.notes.append(
+            f"{int(later.sum())} component line(s) of {n_jobs} heterogeneous job(s) (123+1, "
+            "...) folded into the job's first component (left out as het_components): its "
+            "GPUs summed, its longest run")
+    _leave_out(bad, later, "het_components")
 
 
 def _users_and_tags(bad: BadRows, cols: set[str], user_field: str | None) -> None:
@@ -465,8 +812,9 @@ def _flag_duplicate_ids(bad: BadRows, id_field: str) -> None:
     """Flag every run of a job id after its first as a ``duplicate_job_id`` bad row."""
     ids = bad.df[id_field]
     bad.flag(ids.is_duplicated() & ~ids.is_first_distinct(), id_field, "duplicate_job_id",
-             "duplicate job id {value!r} (sacct -D lists every run of a requeued job: export "
-             "without -D)")
+             "duplicate job id {value!r}, whose other line is not a requeued run (REQUEUED, "
+             "PREEMPTED, NODE_FAIL...): overlapping exports concatenated, or an id Slurm "
+             "reused (a reset id counter); remove one, or pass --clean to keep the first")
 
 
 def _contract_columns(df: pl.DataFrame, id_field: str, keep_extra: list[str]) -> pl.DataFrame:
@@ -495,10 +843,10 @@ def _durations(bad: BadRows, cols: set[str]) -> None:
             "{value!r} is not a number of seconds >= 0")
         sources.append(("ElapsedRaw", pl.col(f"{_DATA}elapsed_raw")))
     if "Elapsed" in cols:
-        bad.df = bad.df.with_columns(pl.when(_present("Elapsed"))
+        bad.df = bad.df.with_columns(pl.when(_recorded("Elapsed"))
                                      .then(slurm_seconds(pl.col("Elapsed")))
                                      .alias(f"{_DATA}elapsed"))
-        bad.flag(_mask(bad, _present("Elapsed") & pl.col(f"{_DATA}elapsed").is_null()), "Elapsed",
+        bad.flag(_mask(bad, _recorded("Elapsed") & pl.col(f"{_DATA}elapsed").is_null()), "Elapsed",
                  "unparsable_time", "{value!r} is not a Slurm duration (D-HH:MM:SS, HH:MM:SS, "
                  "MM:SS or MM:SS.mmm)")
         sources.append(("Elapsed", pl.col(f"{_DATA}elapsed")))
@@ -537,7 +885,7 @@ def _time_limits(bad: BadRows, cols: set[str]) -> None:
     limit, unlimited, decided = pl.lit(None, dtype=pl.Float64), pl.lit(False), pl.lit(False)
     for column in fields:
         no_limit = pl.col(column).str.to_uppercase().is_in(NO_LIMIT).fill_null(False)
-        given = _present(column) & ~no_limit
+        given = _recorded(column) & ~no_limit
         value = (pl.col(column).cast(pl.Float64, strict=False) * 60.0 if column == "TimelimitRaw"
                  else slurm_seconds(pl.col(column)))
         bad.df = bad.df.with_columns(pl.when(given).then(value).alias(f"{_DATA}{column}"))
@@ -549,10 +897,10 @@ def _time_limits(bad: BadRows, cols: set[str]) -> None:
                  + ", UNLIMITED or Partition_Limit")
         bad.flag(_mask(bad, given & (v <= 0)), column, "out_of_range",
                  "time limit {value!r} is not > 0")
-        take = ~decided & _present(column)
+        take = ~decided & _recorded(column)
         limit = pl.when(take & ~no_limit).then(v).otherwise(limit)
         unlimited = unlimited | (take & no_limit)
-        decided = decided | _present(column)
+        decided = decided | _recorded(column)
     bad.df = bad.df.with_columns(limit.alias("time_limit"), unlimited.alias(f"{_DATA}unlimited"))
 
 

@@ -72,6 +72,7 @@ def tune_window(
     tail_fraction: float = 0.2,
     log_trials: bool = True,
     progress: Callable[[str], None] | None = None,
+    max_fit_rows: int | None = None,
 ) -> tuple[XGBParams, optuna.Study]:
     """Run (or resume) the study for one window on training rows; return (best params, study).
 
@@ -81,7 +82,8 @@ def tune_window(
     towards ``n_trials``; a study of the same name made on other rows is
     refused (its trials would not be comparable). With ``progress``, it gets
     the line "window K min: resumed N trials, running M" and the trials show
-    Optuna's progress bar (on stderr).
+    Optuna's progress bar (on stderr). ``max_fit_rows`` caps each trial's fit as the
+    registered model's (:class:`~sia.models.will_arrive.WillJobsArrive`).
     """
     if objective not in OBJECTIVES:
         raise ConfigError(f"--tune-objective must be one of {OBJECTIVES}, not {objective!r}")
@@ -113,7 +115,8 @@ def tune_window(
 
     def run_trial(trial: optuna.Trial) -> float:
         params = suggest_params(trial, base)
-        est = estimator_for(k_min, params, features=list(feature_columns), select="xgboost")
+        est = estimator_for(k_min, params, features=list(feature_columns), select="xgboost",
+                            max_fit_rows=max_fit_rows)
         proba = est._train(x_fit, y_fit).inplace_predict(x_tail)
         m = binary_metrics(y_tail, proba >= best_f1_threshold(y_tail, proba))
         value = (m["f1"] if objective == "f1"

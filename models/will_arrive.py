@@ -70,6 +70,12 @@ ABLATION_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+#: ``sia train``'s default row cap per WillJobsArrive booster fit (:func:`fit_sample`;
+#: None: every row). Chosen on the predictors' training and validation days only, by a rule
+#: fixed before its runs (docs/concepts/predictors.md, "Many pools").
+MAX_FIT_ROWS: int | None = None
+
+
 @dataclass
 class XGBParams:
     """WillJobsArrive's XGBoost hyperparameters (defaults: those of :class:`WillJobsArrive`)."""
@@ -153,6 +159,33 @@ def scale_pos_weight(y: np.ndarray) -> float:
     pos = int(np.sum(y))
     neg = int(np.size(y) - pos)
     return float(neg) / float(pos) if pos and neg else 1.0
+
+
+def fit_sample(y: np.ndarray, max_rows: int | None,
+               seed: int = 0) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Return (rows, weights) a booster fit on at most ``max_rows`` rows of labels ``y`` uses.
+
+    (None, None) when ``max_rows`` is None or ``y`` has at most that many rows: every row, no
+    weights. Above it: every positive row and a seeded uniform sample of the negatives filling
+    the cap, each kept negative weighted by negatives / kept, so the weights still sum to
+    ``y.size`` and the classes keep their weight (negative down-sampling with the weight
+    correction: the fitted probabilities stay unbiased). When the positives alone exceed the
+    cap, a uniform sample of all rows, unweighted (both classes at one rate). ``rows`` is
+    sorted, so the fit sees the rows in their order.
+    """
+    y = np.asarray(y)
+    if max_rows is None or y.size <= int(max_rows):
+        return None, None
+    cap = int(max_rows)
+    rng = np.random.default_rng(seed)
+    pos = np.flatnonzero(y > 0)
+    if pos.size >= cap:
+        return np.sort(rng.choice(y.size, size=cap, replace=False)), None
+    neg = np.flatnonzero(y <= 0)
+    kept = cap - pos.size
+    rows = np.sort(np.concatenate([pos, rng.choice(neg, size=kept, replace=False)]))
+    weights = np.where(y[rows] > 0, 1.0, neg.size / kept)
+    return rows, weights
 
 
 def fit_classifier(x: np.ndarray, y: np.ndarray, params: XGBParams) -> xgb.XGBClassifier:
@@ -331,6 +364,10 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         training period only (see the README): shallower, slower-learning
         trees than XGBoost's defaults, which fit the training weeks' bursts.
     n_jobs, random_state : XGBoost's threads (1: a tick predicts a few rows) and seed.
+    max_fit_rows : at most this many rows per booster fit (None: every row). Above it a
+        fit keeps every arrival row and a seeded sample of the others, weighted back
+        (:func:`fit_sample`); thresholds and scores still use every row. With many pools the
+        5-minute grid rows grow as pools x days (``sia train``'s ``--max-fit-rows``).
 
     Fitted attributes: ``method_`` (the winner), ``booster_`` (None unless
     a learned candidate won or was forced), ``threshold_``, ``selection_`` (the tail's
@@ -345,7 +382,7 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
                  n_estimators: int = 100, max_depth: int = 3, learning_rate: float = 0.05,
                  min_child_weight: float = 1.0, subsample: float = 1.0,
                  colsample_bytree: float = 1.0, reg_lambda: float = 1.0, monotone: bool = True,
-                 n_jobs: int = 1, random_state: int = 0):
+                 n_jobs: int = 1, random_state: int = 0, max_fit_rows: int | None = None):
         self.window_min = window_min
         self.features = features
         self.select = select
@@ -364,6 +401,7 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         self.monotone = monotone
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.max_fit_rows = max_fit_rows
 
     # ------------------------------------------------------------------ checks
     def _columns(self) -> list[str]:
@@ -393,6 +431,11 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         if self.class_weight not in (None, "balanced"):
             raise ValueError(f"WillJobsArrive: class_weight must be None or 'balanced', not "
                              f"{self.class_weight!r}")
+        cap = self.max_fit_rows
+        if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool)
+                                or int(cap) != cap or int(cap) < 2):
+            raise ValueError(f"WillJobsArrive: max_fit_rows must be None or an integer >= 2, "
+                             f"not {cap!r}")
         if int(self.window_min) <= 0:
             raise ValueError(f"WillJobsArrive: window_min must be > 0 minutes, not {self.window_min}")
 
@@ -417,8 +460,11 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
         return params
 
     def _train(self, x: np.ndarray, y: np.ndarray) -> xgb.Booster:
-        return xgb.train(self._booster_params(y), xgb.DMatrix(x, label=y),
-                         num_boost_round=int(self.n_estimators))
+        params = self._booster_params(y)  # the class weight of all rows, sampled or not
+        rows, weights = fit_sample(y, self.max_fit_rows, int(self.random_state))
+        data = (xgb.DMatrix(x, label=y) if rows is None
+                else xgb.DMatrix(x[rows], label=y[rows], weight=weights))
+        return xgb.train(params, data, num_boost_round=int(self.n_estimators))
 
     @classmethod
     def from_booster(cls, window_min: int, booster: Any, threshold: float,
@@ -786,13 +832,15 @@ def train_window(
     select: str = "auto",
     select_features: bool = False,
     ablation: bool = True,
+    max_fit_rows: int | None = None,
 ) -> WindowResult:
     """Fit WillJobsArrive for one window on ``train`` rows and report it on ``val`` rows.
 
     Every choice is made on the tail of ``train`` (:func:`select_window_model`,
     the feature set too with ``select_features``); ``val`` is only scored.
     With ``ablation`` each set's forced XGBoost model is scored on ``val``
-    too (SIA Tables 20 / 23). Returns the kept model, its validation metrics
+    too (SIA Tables 20 / 23). ``max_fit_rows`` caps each booster fit's rows
+    (:class:`WillJobsArrive`). Returns the kept model, its validation metrics
     and the baselines on ``val``.
     """
     if train.height == 0 or val.height == 0:
@@ -803,7 +851,7 @@ def train_window(
     y_train = train[LABEL].to_numpy()
     y_val = val[LABEL].to_numpy()
     rows: list[dict[str, float | str]] = []
-    kw = {"threshold": threshold, "target_recall": target_recall}
+    kw = {"threshold": threshold, "target_recall": target_recall, "max_fit_rows": max_fit_rows}
     try:
         model, fitted = select_window_model(train, k_min, feature_groups, params,
                                             select_features=select_features, select=select, **kw)

@@ -124,6 +124,9 @@ class TrainConfig:
     #: Threads that fit the models (0: one per CPU core; 1: one after the other). The models
     #: do not depend on it: each fit is deterministic on its own.
     threads: int = 0
+    #: WillJobsArrive: at most this many rows per booster fit (None: every row); above it a
+    #: fit keeps every arrival row and a weighted sample of the others (will_arrive.fit_sample).
+    max_fit_rows: int | None = will_arrive.MAX_FIT_ROWS
     xgb: XGBParams = field(default_factory=XGBParams)
     #: WillJobsArrive's feature groups (sia.features.table9.FEATURE_GROUPS names)
     feature_groups: tuple[str, ...] = tuple(FEATURE_GROUPS)
@@ -222,7 +225,8 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
             tr, va, k, groups, (xgb_by_window or {}).get(k, config.xgb),
             threshold=config.threshold,
             target_recall=config.target_recall, select=config.will_arrive_select,
-            select_features=config.select_features, ablation=config.ablation)
+            select_features=config.select_features, ablation=config.ablation,
+            max_fit_rows=config.max_fit_rows)
 
     def load(k: int) -> new_load.LoadResult:
         tr, va = rows[k]
@@ -911,7 +915,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
         best[k], study = tune_window(
             train_all.filter(pl.col("k_min") == k), k, columns, config.xgb, n_trials=tune,
             storage=storage, study_name=f"{prefix}-{k}m-{digest}", objective=objective,
-            precision_floor=precision_floor, progress=say)
+            precision_floor=precision_floor, progress=say, max_fit_rows=config.max_fit_rows)
         params.update({f"tune/{k}m/{name}": v for name, v in study.best_params.items()})
         metrics[f"tune/{k}m/best_objective"] = float(study.best_value)
         metrics[f"tune/{k}m/best_trial"] = float(study.best_trial.number)

@@ -122,6 +122,11 @@ AblationOpt = Annotated[bool, typer.Option(
 ThreadsOpt = Annotated[int, typer.Option(
     "--threads", help="Threads that fit the models (0: one per CPU core). The models do not "
     "depend on it.")]
+MaxFitRowsOpt = Annotated[int | None, typer.Option(
+    "--max-fit-rows", help="WillJobsArrive: at most this many rows per booster fit; above it "
+    "a fit keeps every row with an arrival and a weighted sample of the others (with many "
+    "pools the 5-minute rows grow as pools x days). 0: every row. Default: the product's "
+    "(sia.models.will_arrive.MAX_FIT_ROWS).")]
 AliasOpt = Annotated[str | None, typer.Option(
     "--alias", help="Registry alias set on the new model versions (default: champion when "
                     "training on a trace; with --synthetic no alias moves unless named).",
@@ -178,6 +183,7 @@ class TrainArgs:
     select_features: bool
     ablation: bool
     threads: int
+    max_fit_rows: int | None
     alias: str | None
     experiment: str | None
     out: Path | None
@@ -226,6 +232,7 @@ def register(app: typer.Typer) -> None:
         select_features: SelectFeaturesOpt = False,
         ablation: AblationOpt = False,
         threads: ThreadsOpt = 0,
+        max_fit_rows: MaxFitRowsOpt = None,
         alias: AliasOpt = None,
         experiment: ExperimentOpt = None,
         out: OutOpt = None,
@@ -342,6 +349,17 @@ def parse_threshold(text: str | None) -> float | str:
     return value
 
 
+def max_fit_rows_override(value: int | None, where: str) -> dict[str, int | None]:
+    """Return the TrainConfig override of a ``max_fit_rows`` setting: none when unset (the
+    product's default), ``None`` (every row) for 0, else the cap; ConfigError naming ``where``
+    for a negative value or 1."""
+    if value is None:
+        return {}
+    if value < 0 or value == 1:
+        raise ConfigError(f"{where} must be 0 (every row) or at least 2, not {value}")
+    return {"max_fit_rows": value or None}
+
+
 def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
     """Return the TrainConfig of the command line (``--recipe`` default or paper)."""
     from sia.models.will_arrive import XGBParams
@@ -354,7 +372,8 @@ def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
                   duration_target_under=a.duration_target_under,
                   duration_lend_risk=_lend_risk(a.duration_lend_risk),
                   duration_recent=a.duration_recent,
-                  duration_started_cap=a.duration_started_cap, threads=a.threads)
+                  duration_started_cap=a.duration_started_cap, threads=a.threads,
+                  **max_fit_rows_override(a.max_fit_rows, "--max-fit-rows"))
     if a.duration_learned not in ("limits", "always", "never"):
         raise ConfigError(f"--duration-learned must be limits, always or never, not "
                           f"{a.duration_learned!r}")

@@ -489,7 +489,8 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
     tc = TrainConfig(train_days=p.train_days, val_days=p.val_days, warmup_days=p.warmup_days,
                      start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows,
                      duration_quantile=p.duration_quantile,
-                     duration_target_under=p.duration_target_under)
+                     duration_target_under=p.duration_target_under,
+                     **({} if p.max_fit_rows is None else {"max_fit_rows": p.max_fit_rows or None}))
     say(f"predictors: {training_days_text(first + p.warmup_days, p.train_days, p.val_days)}, "
         f"alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",

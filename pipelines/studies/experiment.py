@@ -116,6 +116,7 @@ class PredictorSpec:
     warmup_days: float = 1.0
     duration_quantile: float = 0.5  # JobDuration bins this quantile (0.5: the paper's median)
     duration_target_under: float | None = None  # or: calibrate it to this under-prediction rate
+    max_fit_rows: int | None = None  # WillJobsArrive's rows per fit (None: default; 0: every row)
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,8 @@ _TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time
                "days", "seed", "ignore_columns"}
 _POLICY_KEYS = {"name", "label", "options", "forecaster", "alias", "regions"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
-              "val_days", "warmup_days", "duration_quantile", "duration_target_under"}
+              "val_days", "warmup_days", "duration_quantile", "duration_target_under",
+              "max_fit_rows"}
 
 
 class _Where:
@@ -719,7 +721,18 @@ def _parse_predictors(raw: Any, w: _Where, name: str) -> PredictorSpec:
         duration_target_under=(None if raw.get("duration_target_under") is None else
                                w.number(raw["duration_target_under"],
                                         "predictors.duration_target_under", lo=0, hi=1)),
+        max_fit_rows=_max_fit_rows(w, raw.get("max_fit_rows")),
     )
+
+
+def _max_fit_rows(w: Any, value: Any) -> int | None:
+    """Return ``predictors.max_fit_rows`` checked: None (unset), 0 (every row) or >= 2."""
+    if value is None:
+        return None
+    rows = w.number(value, "predictors.max_fit_rows", lo=0, integer=True)
+    if rows == 1:
+        raise w.error("predictors.max_fit_rows", "0 (every row) or at least 2, not 1")
+    return int(rows)
 
 
 def _locality(w: Any, value: Any) -> dict[str, Any] | None:

@@ -217,6 +217,11 @@ class PredictorsSection(_Strict):
     duration_target_under: Annotated[float, Field(ge=0, le=1)] | None = _key(
         "On the fly: instead of `duration_quantile`, calibrate the quantile on the training "
         "days to this share of under-predicted durations, in [0, 1]. Default: none.")
+    max_fit_rows: Annotated[int, Field(ge=0)] | None = _key(
+        "On the fly: at most this many rows per WillJobsArrive booster fit; above it a fit "
+        "keeps every row with an arrival and a weighted sample of the others (with many pools "
+        "the 5-minute rows grow as pools x days). 0: every row. Default: `sia train`'s "
+        "(`--max-fit-rows`).")
 
 
 PoolsPerExperiment = PosInt | Literal["all"]

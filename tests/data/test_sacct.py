@@ -423,14 +423,36 @@ def test_duplicate_job_ids(tmp_path):
     assert jobs.height == 1 and report.dropped == {"exact_duplicate": 1}
 
 
-def test_a_pipe_inside_a_job_name_names_the_row(tmp_path):
-    rows = [full_row("1", "1"), full_row("2", "2", name="a|b"), full_row("3", "3")]
-    p = export(tmp_path / "r.txt", FULL_FIELDS, rows)
-    with pytest.raises(TraceError, match=r"r.txt: row 2: 18 fields, but the header has 17"):
+def test_a_pipe_inside_a_job_name_is_read_whole(tmp_path):
+    # sacct does not escape its delimiter: with one free-text field (JobName) in the header,
+    # the fields before it are read from the left and those after it from the right
+    rows = [full_row("1", "1"), full_row("2", "2", name="a|b||c"), full_row("3", "3")]
+    jobs, report = read_sacct(export(tmp_path / "r.txt", FULL_FIELDS, rows))
+    assert jobs["job_id"].to_list() == ["1", "2", "3"]
+    assert jobs["tag"].to_list() == ["train", "a|b||c", "train"]
+    assert jobs["num_gpus"].to_list() == [1, 1, 1] and jobs["user"].to_list() == ["alice"] * 3
+    assert any("1 row(s) with '|' inside their JobName read whole (first: row 2)" in n
+               for n in report.notes)
+    # -p's trailing '|' too
+    piped = export(tmp_path / "p.txt", FULL_FIELDS, rows, trailing=True)
+    assert read_sacct(piped)[0]["tag"].to_list() == ["train", "a|b||c", "train"]
+
+
+def test_a_pipe_in_one_of_two_free_text_fields_names_the_row(tmp_path):
+    fields = [*FULL_FIELDS, "Comment"]
+    rows = [[*full_row("1", "1"), "x"], [*full_row("2", "2", name="a|b"), "y"],
+            [*full_row("3", "3"), "z"]]
+    p = export(tmp_path / "r.txt", fields, rows)
+    with pytest.raises(TraceError, match=r"r.txt: row 2: 19 fields, but the header has 18"):
         read_sacct(p)
     jobs, report = read_sacct(p, on_bad_rows="drop")
     assert jobs["job_id"].to_list() == ["1", "3"]
     assert report.dropped == {"wrong_field_count": 1} and report.rows_read == 3
+    # two lines run together (a date-time inside the would-be name) are not rejoined
+    glued = export(tmp_path / "g.txt", FULL_FIELDS,
+                   [full_row("1", "1"), full_row("2", "2") + full_row("3", "3")[1:]])
+    with pytest.raises(TraceError, match=r"g.txt: row 2: 33 fields, but the header has 17"):
+        read_sacct(glued)
     short = export(tmp_path / "s.txt", FULL_FIELDS, [full_row("1", "1"), full_row("2", "2")[:5]])
     with pytest.raises(TraceError, match=r"s.txt: row 2: 5 fields, but the header has 17"):
         read_sacct(short)
