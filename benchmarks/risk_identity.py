@@ -58,6 +58,54 @@ is 9.4-9.8% (unchanged code). What is left on the arrival side is its per-record
 290,000 load scores and 289,000 positives over the replay, each moving a sorted ring of 288
 values and its bound or threshold, and two calls per tick that cost about twice as much in the
 replay as alone (cold caches after the policy's own work).
+
+Measured 2026-11-29 (riskfast7, the duration side's refresh made lazier; every decision kept;
+the issue's < 10% is NOT met). Profile first (cProfile of the whole replay, and of the
+budget's 440,977 calls recorded from it and replayed alone, ``/tmp/riskfast7/brec.py``,
+``brep.py``: every answer and counter identical): ``allowed`` runs at 189,277 of the 190,318
+decisions and its rows are read at 94% of them (178,765; 91% of the pools it scans), so a
+memo or a lazy table per decision saves nothing: ``allowed`` already returns its last answer
+when nothing moved (120,614 calls), and the rest is one rescan per 300 s tick (new loads, so a
+new cost, and a new prior) plus one per retaken pool. Per tick: the loads (``RecentUse``), the
+prior and its floor, the stale pools' snapshots (about 270,000 pool refreshes in all) and the
+rescan. The arrival side gets one record per 5-minute slot (each of its 35,564 forecasts is at
+a new slot, so no call finds nothing changed) and its cost is the records' ring updates.
+Cut: a retake no longer resets each moved window's quantiles; a window's quantiles carry the
+stamp (outcomes seen, prior version) they were computed for and are forgotten when first read
+under another (``RiskBudget._valid_raw``: both counters only grow, so an equal stamp means the
+same parameters); the refresh times are a FIFO (the clock never goes back; an earlier time, as
+after ``bounds()`` at +inf, is inserted in order) instead of a heap; the due pools are
+intersected with the candidates only when they meet. Tried and dropped (counted on the recorded
+calls): deciding the floor's cdf from the points already computed (the floor's quantile grows
+with its first parameter and falls with its second, so a failing point at a larger threshold
+decides): per floor only 11% of its ``betainc`` calls are decided, across floors 45% with a
+frontier of 128 points, whose search in Python costs about what it saves.
+main (dce38d9) and the branch (f831f64) run concurrently, pairwise (``/tmp/riskfast7/pair.sh
+N``, N = 1, 2, 3: each checkout's own script and interpreter, ``--compare`` against the
+reference ``/tmp/riskfast7/main`` written first by main), on a machine loaded by other
+engineers' jobs (load average 4-7: CPU times about 1.5x the quiet ones above, and the arrival
+side grows most). Net of the timer as this script measures it (CPU s):
+
+| run | main: arrival side | durations | in policy | **both** | branch: arrival side | durations | in policy | **both** |
+|---|---|---|---|---|---|---|---|---|
+| 1 | 9.62 | 12.23 | 117.36 | 18.6% | 9.56 | 11.68 | 117.03 | 18.2% |
+| 2 | 8.27 | 10.41 | 99.76 | 18.7% | 8.15 | 9.96 | 98.00 | 18.5% |
+| 3 | 8.95 | 10.95 | 105.52 | 18.9% | 8.87 | 10.55 | 104.60 | 18.6% |
+| median | 8.95 | 10.95 | 105.52 | **18.7%** | 8.87 | 10.55 | 104.60 | **18.5%** |
+
+Every run's result table (82,182 rows) and counters identical to the reference, every
+calibration replay identical to its timed one; Graham's training days (``sia evaluate
+experiments/graham_training_weeks.yaml`` at budgets 0.1 and 1, main's and the branch's
+interpreters) give identical per-job starts and ends. The duration side alone (over this
+table's denominator): 10.4% in all three runs against 10.0-10.2%; ``allowed`` 8.25 / 6.99 /
+7.25 s net against 7.69 / 6.47 / 6.83 s (-7%), ``resolve``, ``classify_rows`` and ``started``
+unchanged. Where the time goes now, and why the rest does not yield to caching: every ``allowed`` call that is not a cached answer
+follows a real change (a tick or a retaken pool); ``resolve`` does one Python update per
+outcome (246,546) whose order the floats depend on; ``classify_rows`` one per new job; the
+arrival side one sorted-ring update per load score (~290,000) and per positive (~289,000), the
+records being new at every forecast. Under 10% needs that per-event work in compiled code, or
+fewer events (a coarser refresh or prior, which would change decisions and is not
+bookkeeping-only).
 """
 
 from __future__ import annotations
