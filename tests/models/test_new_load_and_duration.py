@@ -105,3 +105,24 @@ def test_lending_table_by_hand():
     # every job fits 720 min: no AUC
     rows = lending_table(cdf, np.array([0, 0, 1, 2]), 0.2)
     assert np.isnan(rows[2]["auc"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3000), st.integers(1, 8)),
+                min_size=0, max_size=60),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3500)), min_size=0, max_size=40),
+       st.sampled_from([60.0, 300.0]), st.integers(1, 3))
+def test_sliding_max_for_rows_of_many_pools_in_any_order(events, queries, window, n):
+    """Rows of several pools in any order (pools 6 and 7 never submit): each row's sliding max is
+    the brute-force one, so grouping the rows by pool once changes no answer."""
+    jobs = pl.DataFrame({"pool": [f"p{e[0]}" for e in events],
+                         "submit_time": [float(e[1]) for e in events],
+                         "num_gpus": [e[2] for e in events]},
+                        schema={"pool": pl.String, "submit_time": pl.Float64, "num_gpus": pl.Int32})
+    rows = pl.DataFrame({"pool": [f"p{q[0]}" for q in queries], "t": [float(q[1]) for q in queries]},
+                        schema={"pool": pl.String, "t": pl.Float64})
+    got = sliding_max_for_rows(jobs, rows, window, n)
+    for (p, t), value in zip(queries, got, strict=True):
+        sums = [sum(g for q, s, g in events
+                    if q == p and t - (j + 1) * window < s <= t - j * window) for j in range(n)]
+        assert value == max(sums)
