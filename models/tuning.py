@@ -82,8 +82,7 @@ def tune_window(
     towards ``n_trials``; a study of the same name made on other rows is
     refused (its trials would not be comparable). With ``progress``, it gets
     the line "window K min: resumed N trials, running M" and the trials show
-    Optuna's progress bar (on stderr). ``max_fit_rows`` caps each trial's fit as the
-    registered model's (:class:`~sia.models.will_arrive.WillJobsArrive`).
+    Optuna's progress bar (on stderr). ``max_fit_rows`` caps each trial's fit rows.
     """
     if objective not in OBJECTIVES:
         raise ConfigError(f"--tune-objective must be one of {OBJECTIVES}, not {objective!r}")
