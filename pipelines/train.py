@@ -171,6 +171,18 @@ class TrainConfig:
         return d
 
 
+def max_fit_rows_override(value: int | None, where: str) -> dict[str, int | None]:
+    """Return the TrainConfig override of a user's ``max_fit_rows`` setting (``sia train
+    --max-fit-rows``, ``predictors.max_fit_rows``): none when unset (the product's default),
+    ``None`` (every row) for 0, else the cap; ConfigError naming ``where`` for a negative value
+    or 1."""
+    if value is None:
+        return {}
+    if value < 0 or value == 1:
+        raise ConfigError(f"{where} must be 0 (every row) or at least 2, not {value}")
+    return {"max_fit_rows": value or None}
+
+
 @dataclass
 class TrainResult:
     """What one training produced: the split, per-window results, the report tables, timings."""

@@ -349,21 +349,10 @@ def parse_threshold(text: str | None) -> float | str:
     return value
 
 
-def max_fit_rows_override(value: int | None, where: str) -> dict[str, int | None]:
-    """Return the TrainConfig override of a ``max_fit_rows`` setting: none when unset (the
-    product's default), ``None`` (every row) for 0, else the cap; ConfigError naming ``where``
-    for a negative value or 1."""
-    if value is None:
-        return {}
-    if value < 0 or value == 1:
-        raise ConfigError(f"{where} must be 0 (every row) or at least 2, not {value}")
-    return {"max_fit_rows": value or None}
-
-
 def _train_config(a: TrainArgs, ks: tuple[int, ...]) -> Any:
     """Return the TrainConfig of the command line (``--recipe`` default or paper)."""
     from sia.models.will_arrive import XGBParams
-    from sia.pipelines.train import TrainConfig
+    from sia.pipelines.train import TrainConfig, max_fit_rows_override
 
     common = dict(train_days=a.train_days, val_days=a.val_days, warmup_days=a.warmup_days,
                   start_day=a.start_day, windows_min=ks, target_recall=a.target_recall,

@@ -469,7 +469,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
     from sia.pipelines.tracking import tracking_uri
-    from sia.pipelines.train import TrainConfig, run_training
+    from sia.pipelines.train import TrainConfig, max_fit_rows_override, run_training
 
     p = cfg.predictors
     start = float(cfg.replay_start_day)
@@ -490,7 +490,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
                      start_day=first, windows_min=tuple(p.windows_min), load_windows=p.load_windows,
                      duration_quantile=p.duration_quantile,
                      duration_target_under=p.duration_target_under,
-                     **({} if p.max_fit_rows is None else {"max_fit_rows": p.max_fit_rows or None}))
+                     **max_fit_rows_override(p.max_fit_rows, "predictors.max_fit_rows"))
     say(f"predictors: {training_days_text(first + p.warmup_days, p.train_days, p.val_days)}, "
         f"alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",

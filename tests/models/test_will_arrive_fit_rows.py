@@ -99,8 +99,8 @@ def test_a_bad_cap_names_itself(bad):
 
 
 def test_the_command_line_and_the_study_key_name_a_bad_cap(tmp_path):
-    from sia.pipelines.cli.train import max_fit_rows_override
     from sia.pipelines.studies.experiment import load_config
+    from sia.pipelines.train import max_fit_rows_override
 
     assert max_fit_rows_override(None, "--max-fit-rows") == {}
     assert max_fit_rows_override(0, "--max-fit-rows") == {"max_fit_rows": None}
