@@ -10,6 +10,7 @@ printed as one line on stderr with exit code 2, never as a traceback.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pkgutil
@@ -106,10 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
+@functools.cache
 def _command():
     """Return the click command of :data:`app` with its flags' help rows fixed: Typer shows a
     type after every option, ``--help <bool>`` and ``--redo <bool>``, though a flag takes no
-    value; a flag (and every command's ``--help``) gets an empty metavar instead."""
+    value; a flag (and every command's ``--help``) gets an empty metavar instead.
+
+    Built once per process (the commands register at import; click makes a fresh context
+    per call): building it costs about 80 ms, which a process calling :func:`main` many
+    times (the tests run hundreds of in-process commands) paid on every call."""
     import click
 
     command = typer.main.get_command(app)
