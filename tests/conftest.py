@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,28 @@ settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+def pytest_configure(config):
+    """At the start of a parallel run (the xdist controller, ``-n 2``), compile the numba
+    kernels into their on-disk cache once, in a process beside the workers
+    (tests/warm_numba.py): on a fresh clone both workers otherwise compiled the same kernels
+    at about the same time. A worker that needs a kernel first compiles it itself, as before."""
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or config.option.collectonly):
+        return
+    script = Path(__file__).with_name("warm_numba.py")
+    config._sia_warm_numba = subprocess.Popen(  # noqa: S603 - our own script
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    """Stop the numba warm-up if the run ended first (a run of a few tests)."""
+    proc = getattr(config, "_sia_warm_numba", None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        proc.wait()
+
 
 #: The real Philly per-VC trace shipped in the package (sia.data.datasets): tests need
 #: nothing beside the repository.
