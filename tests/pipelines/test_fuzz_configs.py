@@ -12,6 +12,8 @@ broken YAML, an unknown key) are checked the same way.
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -80,9 +82,16 @@ def _expect_one_line_error(load, path: Path, *names: str) -> str:
     return msg
 
 
+@functools.cache
+def _parsed(cfg: Path) -> Any:
+    """The shipped config ``cfg`` as YAML reads it, parsed once for its ~100 cases (each
+    corrupts a deep copy)."""
+    return yaml.safe_load(cfg.read_text())
+
+
 @pytest.mark.parametrize("cfg, path, bad", _cases())
 def test_a_bad_value_anywhere_is_one_line_naming_its_key(cfg, path, bad, tmp_path):
-    raw = yaml.safe_load(cfg.read_text())
+    raw = copy.deepcopy(_parsed(cfg))
     load = LOADERS[raw.get("study", "evaluate")]
     out = tmp_path / cfg.name
     out.write_text(yaml.safe_dump(_set(raw, path, BAD_VALUES[bad]), sort_keys=False))
