@@ -915,7 +915,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
     import mlflow
     from sia.models.tuning import tune_window
 
-    train_all, _ = split_features(features, split)
+    rows = split_by_window(features, split, windows)
     storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
     columns = [c for cols in config.groups().values() for c in cols]
     digest = study_digest(split, columns, windows, config.xgb.seed, objective, precision_floor)
@@ -926,7 +926,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
     metrics: dict[str, float] = {}
     for k in windows:
         best[k], study = tune_window(
-            train_all.filter(pl.col("k_min") == k), k, columns, config.xgb, n_trials=tune,
+            rows[k][0], k, columns, config.xgb, n_trials=tune,
             storage=storage, study_name=f"{prefix}-{k}m-{digest}", objective=objective,
             precision_floor=precision_floor, progress=say, max_fit_rows=config.max_fit_rows)
         params.update({f"tune/{k}m/{name}": v for name, v in study.best_params.items()})
