@@ -32,13 +32,6 @@ def pytest_configure(config):
         [sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Run the tests marked ``heavy`` first (their order among themselves and everyone
-    else's kept): in a parallel run a long test started last ends the run alone while the other
-    worker idles."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
-
-
 def pytest_unconfigure(config):
     """Stop the numba warm-up if the run ended first (a run of a few tests)."""
     proc = getattr(config, "_sia_warm_numba", None)

@@ -60,7 +60,6 @@ def test_demo_config_needs_room_to_train_and_replay():
 
 
 @pytest.mark.slow
-@pytest.mark.heavy
 def test_demo_end_to_end_small_on_philly(tmp_path, mlflow_uri, capsys):
     import mlflow
 

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import polars as pl
-import pytest
 from sia.data.synthetic import generate_workload
 from sia.data.units import DAY_S
 from sia.pipelines.cli import main
@@ -72,7 +71,6 @@ def test_new_trace_format_train_then_replay_sia_with_its_predictors(mlflow_uri, 
     assert jobs["start_time"].is_not_null().all() and summary["mean_speedup"] >= 0.5
 
 
-@pytest.mark.heavy
 def test_new_trace_format_evaluation_sweep_with_predictors_retrained_on_it(mlflow_uri, tmp_path,
                                                                           capsys):
     """`sia evaluate` on the same unseen format: the config names the reader options and

@@ -33,7 +33,6 @@ def _evaluate(config: Path, out: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-@pytest.mark.heavy
 def test_sigterm_stops_a_sweep_as_ctrl_c_and_the_resume_is_byte_identical(tmp_path):
     config = tmp_path / "sig.yaml"
     config.write_text(CONFIG)

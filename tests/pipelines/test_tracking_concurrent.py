@@ -13,8 +13,6 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
-import pytest
-
 N_PROCS = 4  # without the lock, 4 processes failed in each of 2 tries out of 2
 
 
@@ -34,7 +32,6 @@ def _open(uri: str, root: str, barrier, out) -> None:
         out.put(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
 
 
-@pytest.mark.heavy
 def test_processes_opening_a_fresh_store_together_all_succeed(tmp_path, monkeypatch):
     # the children import this module by its name under --import-mode=importlib
     # (tests.pipelines....): its root must be on their path also when pytest is started as

@@ -35,7 +35,6 @@ def _instance(days: float, seed: int = 0):
     return (t.submit, t.duration, t.num_gpus, t.pool, t.quota, cutoff)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("threads", [1, 2])
 def test_oracle_stopped_by_its_work_limit_returns_the_same_plan(threads):
     """A work limit far too small to prove optimality stops CP-SAT at the same point every
