@@ -73,9 +73,21 @@ def mlflow_uri(tmp_path, _mlflow_template_db, monkeypatch) -> str:
     """
     import shutil
 
+    from mlflow.tracking import fluent
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
     db = tmp_path / "mlflow.db"
     shutil.copyfile(_mlflow_template_db, db)
     uri = f"sqlite:///{db}"
+    # nothing an earlier test of this process chose survives into the fresh store: MLflow keeps
+    # the URIs set by mlflow.set_tracking_uri / set_registry_uri (which win over the variable)
+    # and the active experiment (whose id the fresh store may not hold) in globals
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
+    monkeypatch.setattr(registry_utils, "_registry_uri", None)
+    monkeypatch.setattr(fluent, "_active_experiment_id", None)
+    for name in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_REGISTRY_URI"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("SIA_OUTPUT", str(tmp_path / "out"))  # artifacts stay in tmp_path
     return uri
