@@ -806,8 +806,8 @@ def _arrivals(bad: BadRows, cols: set[str]) -> None:
     if later.len():
         hours = held.filter(held >= 3600)
         bad.report.notes.append(
-            f"arrival: {later.len()} job(s) became eligible after their submission "
-            f"(dependencies, --begin, holds) and arrive then: {hours.len()} of them an hour or "
+            f"arrival: {later.len():,} job(s) became eligible after their submission "
+            f"(dependencies, --begin, holds) and arrive then: {hours.len():,} of them an hour or "
             f"more later (median {_span(float(hours.median())) if hours.len() else '-'}); "
             "export without Eligible to replay from Submit")
 

@@ -549,7 +549,7 @@ def test_real_graham_counts():
     assert jobs["time_limit"].null_count() == 0
     assert report.first_submit == "2021-05-01 00:18:08"  # the first arrival: its Eligible
     # 6,446 jobs became eligible after their submission, 1,351 of them an hour or more later
-    assert any(n.startswith("arrival: 6446 job(s) became eligible") and "1351 of them" in n
+    assert any(n.startswith("arrival: 6,446 job(s) became eligible") and "1,351 of them" in n
                for n in report.notes)
     # one job ran past its limit by more than Slurm's grace (the schema's comment)
     assert len(report.warnings) == 1 and report.warnings[0].startswith("1 job(s) ran longer")
