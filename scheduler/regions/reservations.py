@@ -180,15 +180,12 @@ def plan_reservations(
     candidates: np.ndarray | None = None,
     min_share: Any = None,
     fixed_load: Any = None,
-    foothold: Any = None,
-    foothold_share: Any = None,
+    foothold: Any = None, foothold_share: Any = None,
     weights: ReservationWeights | None = None,
     time_limit_s: float = 60.0,
-    mip_gap: float = 1e-4,
-    solver: str = "SCIP",
+    mip_gap: float = 1e-4, solver: str = "SCIP",
     lp_warm_start: bool = True,
-    node_limit: int = NODE_LIMIT,
-    lp_iteration_limit: int = LP_ITERATION_LIMIT,
+    node_limit: int = NODE_LIMIT, lp_iteration_limit: int = LP_ITERATION_LIMIT,
 ) -> ReservationPlan:
     """Solve the replicas-and-shares MIP; returns a :class:`ReservationPlan`.
 
@@ -202,30 +199,21 @@ def plan_reservations(
     (over ``rho = (sum d + sum F) / sum G``, weighted above under), its data-moved and
     storage terms, plus ``churn_weight * sum |s - prev_shares| / (2 sum Q)``.
     Storage limits hold; with ``keep`` [pool, region] bool, every pool keeps one of those
-    copies (by default none is forced: the copies are where the shares are, and the
-    simulator keeps a copy while a share in force is still there, so the data stays
-    readable while shares move). ``candidates`` limits where copies may be (previous copies
+    copies (by default none is forced: the copies are where the shares are, and the simulator
+    keeps a copy while a share in force is still there). ``candidates`` limits where copies may be (previous copies
     always may). ``min_share`` [pool] GPUs (default 1): a region holding a copy holds at
     least that much of the pool's share (``s >= min_share x``), so a pool's widest job fits
     in every region its shares are in (pass the widest job seen so far; at most the
-    quota). The LP shares are rounded to whole GPUs keeping every row
-    sum and region limit (a flow rounding, so the rounding never breaks a
-    constraint). ``prev_held`` and ``prev_shares`` are the plan kept when the solve fails.
-
-    Footholds: ``foothold`` [pool, region] (objective units, >= 0, default none) is a bonus
-    subtracted from the objective when region r holds a copy of pool p (``x[p, r]`` = 1),
-    and there the minimum share is ``foothold_share`` [pool] GPUs (default ``min_share``;
-    at most it) instead of ``min_share``: a small share, with a copy, where the pool's
-    short jobs can be lent GPUs (:class:`~sia.scheduler.regions.reserved_policy.
-    ReservationRegionPolicy`'s ``foothold``). The bonus buys the copy only when it beats the
-    copy's data-moved, storage and churn costs and what the share does to the balance.
+    quota). The LP shares are rounded to whole GPUs keeping every row sum and region limit
+    (a flow rounding, so the rounding never breaks a constraint). ``prev_held`` and
+    ``prev_shares`` are the plan kept when the solve fails. Footholds: :func:`_foothold`.
 
     Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed where it
     places a whole minimum share (each pool's largest share at least), the shares solved
     again as an LP on those copies plus the previous shares' regions (there the minimum
-    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
-    hint, and it is used when the MIP ends at a limit with a worse plan or none.
-    Without it (or when it fails) the hint is the previous plan.
+    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's hint,
+    used when the MIP ends at a limit with a worse plan or none (without it, or when it
+    fails, the hint is the previous plan).
 
     Limits: the solve stops on a fixed amount of work, so the same inputs give the same
     plan however loaded the machine is: ``node_limit`` branch-and-bound nodes (SCIP's
@@ -348,7 +336,15 @@ def _foothold(layout: RegionLayout, foothold: Any, foothold_share: Any, low: np.
               ) -> tuple[np.ndarray | None, np.ndarray]:
     """The checked foothold bonus [pool, region] (None: no footholds) and the minimum share
     of a region holding a copy [pool, region]: ``foothold_share`` (at most ``low``) where the
-    bonus is positive, else ``low`` (:func:`plan_reservations`)."""
+    bonus is positive, else ``low`` (:func:`plan_reservations`).
+
+    ``foothold`` [pool, region] (objective units, >= 0, default none) is a bonus subtracted
+    from the objective when region r holds a copy of pool p (``x[p, r]`` = 1), and there the
+    minimum share is ``foothold_share`` [pool] GPUs (default ``min_share``; at most it): a
+    small share, with a copy, where the pool's short jobs can be lent GPUs
+    (:class:`~sia.scheduler.regions.reserved_policy.ReservationRegionPolicy`'s ``foothold``).
+    The bonus buys the copy only when it beats the copy's data-moved, storage and churn costs
+    and what the share does to the balance."""
     low2 = np.repeat(low[:, None], layout.n_regions, axis=1)
     if foothold is None:
         return None, low2
