@@ -136,7 +136,9 @@ def main() -> None:
           f"{len(rows)} of {n_all} jobs ({100 * len(rows) / n_all:.2f}%), replay {secs:.0f} s, "
           f"lend_moves {policy.lend_moves}, lend_probe {policy.lend_probe}, consolidate "
           f"{policy.consolidate} ({policy.stats['consolidations']}), foothold "
-          f"{policy.foothold}, lending moves {int(policy.lent_moves.sum())}")
+          f"{policy.foothold} ({sum(x.get('footholds', 0) for x in policy.stats['plans'])} "
+          f"new copies with a bonus, {len(policy.stats['plans'])} plans), lending moves "
+          f"{int(policy.lent_moves.sum())}, queue moves {len(policy.queue_moves)}")
     _table(rows, late_h, n_all)
     if args.waits:
         from bench_regions_waits import report, waits_of

@@ -738,7 +738,9 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             message=plan.message, demand=[float(x) for x in demand[self._lrow]],
             planned_max_ratio=float(ratio.max()),
             planned_avg_ratio=float(total / lay.gpus.sum()),
-            fixed=None if fixed is None else [float(x) for x in fixed]))
+            fixed=None if fixed is None else [float(x) for x in fixed],
+            footholds=0 if bonus is None or plan.kept_previous  # new copies a bonus bought
+            else int(((bonus > 0) & plan.held & (prev_shares == 0)).sum())))
 
     def _foothold_bonus(self) -> tuple[np.ndarray, np.ndarray]:
         """Each trace pool's foothold bonus per region and its foothold share (:data:`FOOTHOLD`,

@@ -692,12 +692,13 @@ def test_a_foothold_lets_a_pools_short_jobs_reach_an_idle_region(monkeypatch, fo
     where = dict(zip(res["job_id"], pol.job_regions()["region"], strict=True))
     assert len(calls) == 1
     if foothold == "off":
-        assert calls[0]["foothold"] is None
+        assert calls[0]["foothold"] is None and pol.stats["plans"][0]["footholds"] == 0
         assert pol.share_log[-1][1].tolist() == [[3, 0], [0, 3]]
         assert (got["a3"], got["a4"]) == (H, 1.5 * H) and where["a4"] == "A"
         return
     assert calls[0]["foothold"].tolist() == [[0.0, 3.0], [0.0, 0.0]]
     assert calls[0]["foothold_share"].tolist() == [1, 1]
+    assert pol.stats["plans"][0]["footholds"] == 1  # a's new copy in B
     assert pol.share_log[-1][1].tolist() == [[2, 1], [1, 2]] and pol.share_log[-1][0] == H
     assert (got["a3"], got["a4"], where["a3"], where["a4"]) == (H, H, "B", "A")
     opp = dict(zip(res["job_id"], res["opportunistic"], strict=True))
