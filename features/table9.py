@@ -36,7 +36,7 @@ extras (not features)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -328,6 +328,31 @@ def build_features(
     the true) end of the jobs running at t. A table of more than ``max_rows``
     rows (default :data:`MAX_ROWS_ANY`) is a ConfigError before anything is built.
     """
+    tables = [table for _, table in window_features(
+        schedule, grid_s=grid_s, windows_min=windows_min, start_s=start_s, end_s=end_s,
+        expected_duration=expected_duration, pools=pools, max_rows=max_rows)]
+    if not tables:
+        return pl.DataFrame(schema=_output_schema())
+    return pl.concat(tables, how="vertical", rechunk=False)
+
+
+def window_features(
+    schedule: pl.DataFrame,
+    *,
+    grid_s: float = 300.0,
+    windows_min: tuple[int, ...] = DEFAULT_WINDOWS_MIN,
+    start_s: float | None = None,
+    end_s: float | None = None,
+    expected_duration: pl.DataFrame | None = None,
+    pools: Sequence[str] | None = None,
+    max_rows: int | None = None,
+) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Yield (k, the rows of window k) of :func:`build_features`'s table, k ascending.
+
+    The same rows (arguments as there), one window at a time: a caller that keeps only part
+    of each window's rows (a training split) never holds the whole table. The checks run
+    before the first window is built.
+    """
     check_schedule(schedule)
     windows = sorted({int(k) for k in windows_min})
     if not windows or windows[0] <= 0:
@@ -336,6 +361,15 @@ def build_features(
     check_feature_rows(len(pool_names), grid_count(schedule["submit_time"].to_numpy(), grid_s,
                                                    start_s, end_s), len(windows), grid_s,
                        MAX_ROWS_ANY if max_rows is None else max_rows, option=None)
+    return _window_tables(schedule, pool_names, windows, grid_s, start_s, end_s,
+                          expected_duration)
+
+
+def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[int],
+                   grid_s: float, start_s: float | None, end_s: float | None,
+                   expected_duration: pl.DataFrame | None
+                   ) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Yield each window's table (:func:`window_features`, after its checks)."""
     grid = make_grid(schedule, grid_s, start_s, end_s)
     jobs = _GridJobs.of(schedule, pool_names, grid, expected_duration)
     n_pools, n_grid = len(pool_names), grid.size
@@ -347,7 +381,6 @@ def build_features(
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
-    tables = []
     for k_min in windows:
         cols: dict[str, object] = {"pool": pool_col, "t": t_col,
                                    "k_min": np.full(n_pools * n_grid, k_min, dtype=np.int32)}
@@ -356,10 +389,7 @@ def build_features(
         cols.update(_label_columns(jobs, 60.0 * k_min))
         cols["running_jobs"] = running
         cols["pending_jobs"] = pending
-        tables.append(pl.DataFrame(cols, schema=_output_schema()))
-    if not tables:
-        return pl.DataFrame(schema=_output_schema())
-    return pl.concat(tables, how="vertical", rechunk=False)
+        yield k_min, pl.DataFrame(cols, schema=_output_schema())
 
 
 def _pool_names(schedule: pl.DataFrame, pools: Sequence[str] | None) -> list[str]:

@@ -7,6 +7,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+#: The polars type a matrix of each numpy type is cast through.
+_POLARS = {np.dtype(np.float64): pl.Float64, np.dtype(np.float32): pl.Float32}
+
 
 def frame_columns(X: Any, columns: list[str], what: str, hint: str,
                   dtype: type = np.float64) -> np.ndarray:
@@ -19,8 +22,13 @@ def frame_columns(X: Any, columns: list[str], what: str, hint: str,
 
     if isinstance(X, pl.DataFrame):
         missing = [c for c in columns if c not in X.columns]
-        if not missing:
-            return X.select(columns).to_numpy().astype(dtype, copy=False)
+        if not missing:  # cast column by column: no float64 copy of the whole table first
+            try:
+                return X.select(pl.col(columns).cast(_POLARS[np.dtype(dtype)])).to_numpy()
+            except pl.exceptions.InvalidOperationError as exc:
+                first = str(exc).splitlines()[0]
+                raise ValueError(f"{what}: the columns {columns} must be numeric ({first})"
+                                 ) from None
     elif isinstance(X, pd.DataFrame):
         missing = [c for c in columns if c not in X.columns]
         if not missing:

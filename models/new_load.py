@@ -143,12 +143,18 @@ def _calibrate(s: np.ndarray, a: np.ndarray, alpha: float) -> tuple[float, float
     return scale, empty
 
 
+_MATRIX_HINT = (f"add '{SLIDING_MAX}' (sia.models.new_load.sliding_max_for_rows) and, for "
+                "method='quantile', the Table 9 features (sia.features.table9.build_features)")
+
+
 def _as_matrix(X: Any, columns: list[str], what: str) -> np.ndarray:
     """Return X's ``columns`` as float64 [n, len(columns)]; ValueError naming what is missing."""
-    return frame_columns(X, columns, what,
-                         f"add '{SLIDING_MAX}' (sia.models.new_load.sliding_max_for_rows) and, "
-                         "for method='quantile', the Table 9 features "
-                         "(sia.features.table9.build_features)")
+    return frame_columns(X, columns, what, _MATRIX_HINT)
+
+
+def _take_rows(X: Any, rows: np.ndarray) -> Any:
+    """Return the rows of frame ``X`` (polars or pandas) at positions ``rows``, in that order."""
+    return X[rows] if isinstance(X, pl.DataFrame) else X.iloc[rows]
 
 
 class NewLoadEstimate(RegressorMixin, BaseEstimator):
@@ -237,15 +243,16 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
         """Fit on rows X and next-window loads y (GPUs; see the class doc); return self."""
         self._check_params()
         cols = self.columns()
-        x = _as_matrix(X, cols, "NewLoadEstimate.fit")
+        s = _as_matrix(X, cols[:1], "NewLoadEstimate.fit")[:, 0]
+        _as_matrix(X.head(0), cols, "NewLoadEstimate.fit")  # names any missing column now
         y = np.asarray(y, dtype=np.float64)
-        if y.ndim != 1 or y.size != x.shape[0]:
+        if y.ndim != 1 or y.size != s.size:
             raise ValueError(f"NewLoadEstimate.fit: y must be 1-D with one load per row of X "
-                             f"({x.shape[0]}), not shape {y.shape}")
+                             f"({s.size}), not shape {y.shape}")
         if not np.all(np.isfinite(y)) or (y.size and y.min() < 0):
             raise ValueError("NewLoadEstimate.fit: y must hold finite loads >= 0 (GPUs; "
                              f"'{LOAD_LABEL}'); found NaN, inf or a negative value")
-        if not np.all(np.isfinite(x[:, 0])) or (x.size and x[:, 0].min() < 0):
+        if not np.all(np.isfinite(s)) or (s.size and s.min() < 0):
             raise ValueError(f"NewLoadEstimate.fit: '{SLIDING_MAX}' must be finite and >= 0 "
                              "(GPUs)")
         if time is not None:
@@ -257,7 +264,8 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
         else:
             order = np.arange(y.size)
         arrived = order[y[order] > 0]  # rows with arrivals, in time order
-        xa, ya = x[arrived], y[arrived]
+        # only these rows are fitted: the matrix of every row (mostly empty windows) is not made
+        xa, ya = _as_matrix(_take_rows(X, arrived), cols, "NewLoadEstimate.fit"), y[arrived]
         self.feature_names_in_ = np.asarray(cols, dtype=object)
         self.n_features_in_ = len(cols)
         self.n_fit_rows_ = int(ya.size)
@@ -303,8 +311,15 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
     def predict(self, X: Any) -> np.ndarray:
         """Return the estimate per row of X (GPUs, float64, >= 0)."""
         self._check_fitted()
-        x = _as_matrix(X, list(self.feature_names_in_), "NewLoadEstimate.predict")
-        return self.estimate(x[:, 0], x[:, 1:] if x.shape[1] > 1 else None)
+        names = list(self.feature_names_in_)
+        if self.method != "quantile" or self.booster_ is None or len(X) == 0:
+            x = _as_matrix(X, names, "NewLoadEstimate.predict")
+            return self.estimate(x[:, 0], x[:, 1:] if x.shape[1] > 1 else None)
+        # the booster's own input, made once: float32 holds every value exactly (GPU counts
+        # and Table 9's int32 / float32 columns) and is what XGBoost compares in anyway
+        x = frame_columns(X, names, "NewLoadEstimate.predict", _MATRIX_HINT, dtype=np.float32)
+        pred = np.asarray(self.booster_.inplace_predict(x), dtype=np.float64) + self.offset_
+        return np.maximum(pred, 0.0)
 
     def estimate(self, sliding_max: Any, features: Any = None) -> np.ndarray:
         """Return the estimate (GPUs, >= 0) from arrays: the scheduler's fast path.

@@ -122,12 +122,33 @@ def choose_split(
     return TimeSplit(train_start, train_end, val_end, active, how)
 
 
+def _in_period(start: float, end: float) -> pl.Expr:
+    """Rows whose label window (t, t + k] lies in [start, end] with t >= start (module doc)."""
+    label_end = pl.col("t") + pl.col("k_min").cast(pl.Float64) * 60.0
+    return (pl.col("t") >= start) & (label_end <= end)
+
+
 def split_features(features: pl.DataFrame, split: TimeSplit) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (train, val) rows of a feature table (columns ``t`` in s, ``k_min``).
 
     Each row's label window (t, t + k] lies inside its period (see the module doc).
     """
-    end = pl.col("t") + pl.col("k_min").cast(pl.Float64) * 60.0
-    train = features.filter((pl.col("t") >= split.train_start) & (end <= split.train_end))
-    val = features.filter((pl.col("t") >= split.train_end) & (end <= split.val_end))
-    return train, val
+    return (features.filter(_in_period(split.train_start, split.train_end)),
+            features.filter(_in_period(split.train_end, split.val_end)))
+
+
+def split_by_window(features: pl.DataFrame, split: TimeSplit, windows: tuple[int, ...]
+                    ) -> dict[int, tuple[pl.DataFrame, pl.DataFrame]]:
+    """Return {k: (train, val) rows of window ``k``}: :func:`split_features` per window.
+
+    The same rows as filtering :func:`split_features`'s two tables by ``k_min``, in the same
+    order, without a copy of the two whole periods: the caller may then drop ``features``, so
+    a table of many pools is held once, not three times (the whole table, its two periods
+    and their per-window parts), while the predictors fit.
+    """
+    rows = {}
+    for k in windows:
+        mine = pl.col("k_min") == k
+        rows[k] = (features.filter(mine & _in_period(split.train_start, split.train_end)),
+                   features.filter(mine & _in_period(split.train_end, split.val_end)))
+    return rows

@@ -30,9 +30,9 @@ from sia.data.errors import ConfigError
 from sia.data.windows import limit_certain
 from sia.features.duration_history import point_in_time_history
 from sia.features.table9 import FEATURE_COLUMNS as FEATURE_COLUMNS_ALL
-from sia.features.table9 import FEATURE_GROUPS, build_features
+from sia.features.table9 import FEATURE_GROUPS, build_features, window_features
 from sia.models import job_duration, new_load, report, will_arrive
-from sia.models.split import DAY_S, TimeSplit, choose_split, split_features
+from sia.models.split import DAY_S, TimeSplit, choose_split, split_by_window, split_features
 from sia.models.will_arrive import WindowResult, XGBParams
 from sia.pipelines import inputs
 
@@ -222,14 +222,13 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
                          val_days=config.val_days, warmup_days=config.warmup_days,
                          start_day=config.start_day)
     history = point_in_time_history(schedule, min_count=config.history_min_count)
-    if features is None:
-        features = build_features(schedule, grid_s=config.grid_s, windows_min=windows,
-                                  expected_duration=history)
+    if features is None:  # built here one window at a time: only the split rows are held
+        rows = {k: split_features(table, split) for k, table in window_features(
+            schedule, grid_s=config.grid_s, windows_min=windows, expected_duration=history)}
+    else:
+        rows = split_by_window(features, split, windows)
     timings["features_s"] = time.perf_counter() - clock
-    train_all, val_all = split_features(features, split)
     groups = config.groups()
-    rows = {k: (train_all.filter(pl.col("k_min") == k), val_all.filter(pl.col("k_min") == k))
-            for k in windows}
 
     def arrive(k: int) -> WindowResult:
         tr, va = rows[k]
@@ -810,22 +809,24 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
     say(f"replaying FCFS on {jobs.height:,} jobs in {pools.height} pools")
     schedule = inputs.fcfs_schedule(jobs, pools)
     replay_s = time.perf_counter() - clock
-    clock = time.perf_counter()
     windows = tuple(sorted({int(k) for k in config.windows_min}))
-    say(f"building features (windows {', '.join(f'{k} min' for k in windows)})")
-    history = point_in_time_history(schedule, min_count=config.history_min_count)
-    features = build_features(schedule, grid_s=config.grid_s, windows_min=windows,
-                              expected_duration=history)
-    features_s = time.perf_counter() - clock
     out_dir.mkdir(parents=True, exist_ok=True)
     split = choose_split(schedule["submit_time"].to_numpy(), train_days=config.train_days,
                          val_days=config.val_days, warmup_days=config.warmup_days,
                          start_day=config.start_day)
+    say(f"building features (windows {', '.join(f'{k} min' for k in windows)})")
     best: dict[int, XGBParams] = {}
-    result = None
-    if not tune:  # fit while the store opens; the run starts once there is something to log
+    result = features = None
+    if tune:  # the trials read the training rows; the last fit reuses the same table
+        clock = time.perf_counter()
+        features = build_features(
+            schedule, grid_s=config.grid_s, windows_min=windows,
+            expected_duration=point_in_time_history(schedule, min_count=config.history_min_count))
+        features_s = time.perf_counter() - clock
+    else:  # fit while the store opens; the run starts once there is something to log
         say(f"fitting the predictors ({split_text(split)})")
-        result = train_predictors(schedule, config, features=features)
+        result = train_predictors(schedule, config)  # builds the features, held once
+        features_s = result.timings_s["features_s"]
     say("opening the MLflow store")
     uri = store.uri()
     step, limit = _deadlines(uri, tune)
@@ -914,7 +915,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
     import mlflow
     from sia.models.tuning import tune_window
 
-    train_all, _ = split_features(features, split)
+    rows = split_by_window(features, split, windows)
     storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
     columns = [c for cols in config.groups().values() for c in cols]
     digest = study_digest(split, columns, windows, config.xgb.seed, objective, precision_floor)
@@ -925,7 +926,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
     metrics: dict[str, float] = {}
     for k in windows:
         best[k], study = tune_window(
-            train_all.filter(pl.col("k_min") == k), k, columns, config.xgb, n_trials=tune,
+            rows[k][0], k, columns, config.xgb, n_trials=tune,
             storage=storage, study_name=f"{prefix}-{k}m-{digest}", objective=objective,
             precision_floor=precision_floor, progress=say, max_fit_rows=config.max_fit_rows)
         params.update({f"tune/{k}m/{name}": v for name, v in study.best_params.items()})

@@ -16,6 +16,7 @@ from sia.features.table9 import (
     TIME_COLUMNS,
     build_features,
     make_grid,
+    window_features,
 )
 
 H = 3600.0
@@ -276,6 +277,23 @@ def test_the_grid_size_is_known_before_the_grid_and_refused_past_the_limit():
         check_feature_rows(2, 10**12, 3, 1e-6)
     with pytest.raises(ConfigError, match=r"--max-rows 50"):
         check_feature_rows(2, 10, 3, 300.0, max_rows=50)
+
+
+def test_window_features_yield_the_tables_rows_window_by_window(make_schedule):
+    rng = np.random.default_rng(3)
+    n = 40
+    submit = np.sort(rng.integers(0, 2 * D, n)).astype(float)
+    end = submit + rng.integers(1, 8 * H, n)
+    s = make_schedule([{"pool": p, "submit": a, "start": a, "end": b}
+                       for p, a, b in zip(rng.choice(["a", "b"], n), submit, end, strict=True)])
+    whole = build_features(s, grid_s=900.0, windows_min=(60, 5, 720))
+    parts = list(window_features(s, grid_s=900.0, windows_min=(60, 5, 720)))
+    assert [k for k, _ in parts] == [5, 60, 720]
+    for k, table in parts:
+        assert table.equals(whole.filter(pl.col("k_min") == k))
+    assert pl.concat([t for _, t in parts]).equals(whole)
+    with pytest.raises(ConfigError, match="more than the limit"):  # checked before any window
+        window_features(s, grid_s=900.0, max_rows=10)
 
 
 def test_build_features_refuses_a_table_past_its_limit(make_schedule):

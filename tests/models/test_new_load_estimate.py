@@ -82,6 +82,24 @@ def test_quantile_conformal_offset_fixes_a_miscalibrated_booster():
     assert abs(load_metrics(fixed.predict(Xv), yv)["exceedance_rate"] - 0.1) < 0.04
 
 
+@pytest.mark.parametrize("as_polars", [False, True])
+def test_quantile_predict_from_a_frame_is_the_float64_estimate(as_polars):
+    # predict hands the booster a float32 matrix (half the memory of float64 on a big
+    # validation table); XGBoost compares in float32, so it must give estimate()'s float64
+    # answer exactly, here with features that float32 cannot hold exactly (0.1, 1/3, ...)
+    X, y = _learnable(3000, 4)
+    rng = np.random.default_rng(5)
+    X[FEATURE_COLUMNS] = X[FEATURE_COLUMNS] + rng.random((len(X), len(FEATURE_COLUMNS)))
+    X["sliding_max"] = X["sliding_max"] + rng.random(len(X)) / 3.0
+    est = NewLoadEstimate("quantile", alpha=0.1, n_estimators=60, max_depth=6).fit(X, y)
+    Xv, _ = _learnable(5000, 6)
+    Xv[FEATURE_COLUMNS] = Xv[FEATURE_COLUMNS] + rng.random((len(Xv), len(FEATURE_COLUMNS)))
+    want = est.estimate(Xv["sliding_max"].to_numpy(), Xv[FEATURE_COLUMNS].to_numpy())
+    got = est.predict(pl.from_pandas(Xv) if as_polars else Xv)
+    assert got.dtype == np.float64 and np.unique(got).size > 100  # a real booster's answers
+    np.testing.assert_array_equal(got, want)
+
+
 def test_boundary_errors_say_what_to_fix():
     X, y = _learnable(200, 0)
     with pytest.raises(ValueError, match="arrivals_x1"):

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sia.data.errors import ConfigError
-from sia.models.split import DAY_S, active_start_s, choose_split, split_features
+from sia.models.split import (
+    DAY_S,
+    active_start_s,
+    choose_split,
+    split_by_window,
+    split_features,
+)
 from sia.models.will_arrive import (
     always_yes_prediction,
     binary_metrics,
@@ -75,6 +81,24 @@ def test_split_rows_are_disjoint_and_labels_stay_inside(train_days, val_days, k)
         assert va["t"].min() >= s.train_end and va["t"].max() + k_s <= s.val_end
     if tr.height and va.height:  # the label windows (t, t+k] never overlap
         assert tr["t"].max() + k_s <= va["t"].min()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.5, 4), st.floats(0.5, 4), st.lists(st.sampled_from([5, 60, 720]), min_size=1,
+                                                      max_size=3, unique=True))
+def test_split_by_window_is_split_features_per_window(train_days, val_days, windows):
+    grid = np.arange(0, 10 * DAY_S, 1800.0)
+    feats = pl.concat([pl.DataFrame({"pool": ["a"] * grid.size, "t": grid,
+                                     "k_min": [k] * grid.size}, schema_overrides={"k_min": pl.Int32})
+                       for k in (720, 5, 60)])  # not sorted by window: order must not matter
+    s = choose_split(np.array([0.0, 9.5 * DAY_S]), train_days=train_days, val_days=val_days,
+                     warmup_days=0.5, start_day=0)
+    tr, va = split_features(feats, s)
+    rows = split_by_window(feats, s, tuple(windows))
+    assert sorted(rows) == sorted(windows)
+    for k, (tr_k, va_k) in rows.items():
+        assert tr_k.equals(tr.filter(pl.col("k_min") == k))
+        assert va_k.equals(va.filter(pl.col("k_min") == k))
 
 
 def test_binary_metrics_by_hand():
