@@ -161,7 +161,13 @@ CONSOLIDATE = "off"
 #: share is then its widest such job instead of its widest job: the balance those loans
 #: would buy, ``min(backlog, GPUs lent) * (under_weight / G_r + over_weight / G_a)`` (a: the
 #: region where most of the backlog waits), the same units as the plan's balance terms. The
-#: MIP places the foothold when that beats the copy's and the churn's costs.
+#: MIP places the foothold when that beats the copy's and the churn's costs. Default chosen
+#: on the training days only (days 35-56 of Philly, never the replay of days 56-84) by the
+#: rule written before the runs (docs/results/regions.md, "Footholds for the lending route"):
+#: the one with the fewer jobs slowed against FCFS under ``learned-reservations`` (within 0.05
+#: points: the lower mean JCT; then ``off``). ``off`` slowed 0.31% (4.996 h), ``backlog``
+#: 0.72% (5.535 h): ``off``. (On the replay, for reference only, ``backlog`` cut mean JCT from
+#: 16.01 h to 12.93 h and slowed 1.29% against 1.15%.)
 FOOTHOLDS = ("off", "backlog")
 FOOTHOLD = "off"
 
