@@ -1,8 +1,8 @@
 """Which mechanism slows jobs under global reservations, against FCFS with home quotas.
 
 Run: ``.venv/bin/python benchmarks/bench_regions_slowed.py [CONFIG] [--label L] [--sweep DIR]
-[--lend-moves N|none] [--lend-probe estimate|sia] [--consolidate off|swap|free] [--jobs-out FILE.csv]
-[--set KEY=VALUE ...]``
+[--lend-moves N|none] [--lend-probe estimate|sia] [--consolidate off|swap|free]
+[--foothold off|backlog] [--waits] [--jobs-out FILE.csv] [--set KEY=VALUE ...]``
 
 Replays FCFS (the baseline: every pool's jobs in arrival order on its whole quota, as on
 home regions) and one reservations label of a ``sia evaluate`` config with regions (default
@@ -13,7 +13,8 @@ of jobs slowed (jobs after the warm-up, late by more than a second, as the regio
 counts them), then the slowed jobs by root mechanism and group ((a) SIA's own loans, (b) the
 lending route, (c) the split of quotas into shares, (d) a queue that lost its share or
 copy; :mod:`sia.scheduler.regions.slowed`), directly or through cascades, with their
-slowdown in job-hours.
+slowdown in job-hours. With ``--waits``, the same replay also prints
+``bench_regions_waits.py``'s split of the waiting job-hours (sampled hourly).
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ def main() -> None:
     ap.add_argument("--lend-probe", default=None, help="override lend_probe")
     ap.add_argument("--consolidate", choices=["off", "swap", "free"], default=None,
                     help="override consolidate (ReservationRegionPolicy)")
+    ap.add_argument("--foothold", choices=["off", "backlog"], default=None,
+                    help="override foothold (ReservationRegionPolicy)")
+    ap.add_argument("--waits", action="store_true",
+                    help="also print bench_regions_waits.py's split of the waiting job-hours")
     ap.add_argument("--jobs-out", type=Path, default=None, help="per slowed job CSV")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
@@ -106,7 +111,13 @@ def main() -> None:
         policy.lend_probe = args.lend_probe
     if args.consolidate is not None:
         policy.consolidate = args.consolidate
+    if args.foothold is not None:
+        policy.foothold = args.foothold
     probe = SlowedProbe(policy, base_start)
+    if args.waits:
+        from bench_regions_waits import attach_sampler
+
+        snaps = attach_sampler(policy)
     t0 = time.perf_counter()
     res = simulate(jobs, pools, policy, tick_s=spec.tick_s)
     secs = time.perf_counter() - t0
@@ -124,9 +135,15 @@ def main() -> None:
     print(f"{args.label}: mean JCT {(end - sub)[warm].mean() / 3600:.3f} h, slowed vs FCFS "
           f"{len(rows)} of {n_all} jobs ({100 * len(rows) / n_all:.2f}%), replay {secs:.0f} s, "
           f"lend_moves {policy.lend_moves}, lend_probe {policy.lend_probe}, consolidate "
-          f"{policy.consolidate} ({policy.stats['consolidations']}), lending moves "
-          f"{int(policy.lent_moves.sum())}")
+          f"{policy.consolidate} ({policy.stats['consolidations']}), foothold "
+          f"{policy.foothold} ({sum(x.get('footholds', 0) for x in policy.stats['plans'])} "
+          f"new copies with a bonus, {len(policy.stats['plans'])} plans), lending moves "
+          f"{int(policy.lent_moves.sum())}, queue moves {len(policy.queue_moves)}")
     _table(rows, late_h, n_all)
+    if args.waits:
+        from bench_regions_waits import report, waits_of
+
+        report(args.label, *waits_of(res, policy, cfg.warmup_days, snaps), secs)
     if args.jobs_out is not None:
         import polars as pl
 

@@ -1,11 +1,12 @@
 """Why jobs wait under global reservations: where the waiting job-hours are, hour by hour.
 
 Run: ``.venv/bin/python benchmarks/bench_regions_waits.py [CONFIG] [--label L ...]
-[--set KEY=VALUE ...]``
+[--sweep DIR] [--foothold off|backlog] [--set KEY=VALUE ...]``
 
 Replays each label of a `sia evaluate` config with regions (default:
 ``experiments/regions_philly.yaml``, ``home`` and ``reservations-perfect``; SIA labels
-only, learned ones need ``bench_regions_diagnose.py``'s ``--sweep``) and samples the
+only, learned ones need the predictors their sweep ``DIR`` trained, as in
+``bench_regions_diagnose.py``) and samples the
 regions at the first decision of every hour after the warm-up. It prints:
 
 - mean JCT and wait, and the wait of jobs that fit SIA's largest window (lendable) and of
@@ -55,17 +56,9 @@ def _snapshot(policy, view) -> dict:  # noqa: ANN001 - a GlobalRegionPolicy and 
                for p in range(P) for j in r.state.pending[p]] for r in regs])
 
 
-def _replay(config: Path, label: str, sets: list[str]) -> tuple[dict, list[dict], float]:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_regions_diagnose import _spec
-    from sia.pipelines.engine.run import build_policy
-    from sia.scheduler.core.simulator import simulate
-
-    cfg, spec = _spec(argparse.Namespace(config=config, label=label, sweep=None, set=sets))
-    jobs, pools = spec.workload.frames()
-    policy = build_policy(spec)
+def attach_sampler(policy) -> list[dict]:  # noqa: ANN001 - a GlobalRegionPolicy
+    """Sample ``policy``'s regions at the first decision of every hour (wraps its ``decide``);
+    returns the list the snapshots go into."""
     snaps: list[dict] = []
     nxt = [0.0]
     decide = policy.decide
@@ -78,9 +71,15 @@ def _replay(config: Path, label: str, sets: list[str]) -> tuple[dict, list[dict]
         return out
 
     policy.decide = sampled
-    res = simulate(jobs, pools, policy, tick_s=spec.tick_s)
+    return snaps
+
+
+def waits_of(res, policy, warmup_days: float, snaps: list[dict]  # noqa: ANN001
+             ) -> tuple[dict, list[dict], float]:
+    """(the waits of a replay's results ``res``, its snapshots after the warm-up, SIA's
+    largest window in seconds)."""
     sub, start, end = (res[c].to_numpy() for c in ("submit_time", "start_time", "end_time"))
-    t0 = sub.min() + cfg.warmup_days * 86400.0
+    t0 = sub.min() + warmup_days * 86400.0
     window = float(max(policy._regions[0].policy.windows_s))
     warm = sub >= t0
     short = (end - start) <= window
@@ -90,6 +89,25 @@ def _replay(config: Path, label: str, sets: list[str]) -> tuple[dict, list[dict]
                n_short=int((warm & short).sum()), n_long=int((warm & ~short).sum()),
                gpus=policy.layout.gpus)
     return out, [s for s in snaps if s["t"] >= t0], window
+
+
+def _replay(config: Path, label: str, sets: list[str], sweep: Path | None = None,
+            foothold: str | None = None) -> tuple[dict, list[dict], float]:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_regions_diagnose import _spec
+    from sia.pipelines.engine.run import build_policy
+    from sia.scheduler.core.simulator import simulate
+
+    cfg, spec = _spec(argparse.Namespace(config=config, label=label, sweep=sweep, set=sets))
+    jobs, pools = spec.workload.frames()
+    policy = build_policy(spec)
+    if foothold is not None and hasattr(policy, "foothold"):
+        policy.foothold = foothold
+    snaps = attach_sampler(policy)
+    res = simulate(jobs, pools, policy, tick_s=spec.tick_s)
+    return waits_of(res, policy, cfg.warmup_days, snaps)
 
 
 def _classes(snaps: list[dict], window: float) -> tuple[dict, int, int, int]:
@@ -125,29 +143,37 @@ def _classes(snaps: list[dict], window: float) -> tuple[dict, int, int, int]:
     return c, free_share, frag, pools
 
 
+def report(label: str, out: dict, snaps: list[dict], window: float, secs: float) -> None:
+    """Print the waits, the waiting job-hours by class and the per-region means."""
+    c, free_share, frag, pools = _classes(snaps, window)
+    n = max(sum(c.values()), 1)
+    print(f"{label}: mean JCT {out['jct']:.3f} h, wait {out['wait']:.3f} h (jobs within "
+          f"{window / 3600:g} h: {out['wait_short']:.2f} h over {out['n_short']}; longer: "
+          f"{out['wait_long']:.2f} h over {out['n_long']}); {len(snaps)} hours, {secs:.0f} s")
+    print("  waiting job-hours " + ", ".join(f"{k} {v} ({v / n:.1%})" for k, v in c.items()))
+    print(f"  free share elsewhere {free_share} job-hours; fragmented {frag} of {pools} "
+          "pool-hours")
+    mean = {k: np.mean([s[k] for s in snaps], axis=0).round(1) for k in ("free", "reserved")}
+    queued = np.mean([[sum(x[2] for x in q) for q in s["pend"]] for s in snaps], axis=0)
+    print(f"  per region: GPUs {out['gpus'].tolist()} idle {mean['free'].tolist()} queued "
+          f"{queued.round(1).tolist()} reserved (largest window) {mean['reserved'].tolist()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", nargs="?", type=Path,
                     default=Path(__file__).resolve().parents[1] / "experiments" / "regions_philly.yaml")
     ap.add_argument("--label", action="append", default=None)
+    ap.add_argument("--sweep", type=Path, default=None,
+                    help="the sweep whose predictors a learned label uses")
+    ap.add_argument("--foothold", choices=["off", "backlog"], default=None,
+                    help="override foothold (ReservationRegionPolicy)")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
     for label in args.label or ["home", "reservations-perfect"]:
         t0 = time.perf_counter()
-        out, snaps, window = _replay(args.config, label, args.set)
-        c, free_share, frag, pools = _classes(snaps, window)
-        n = max(sum(c.values()), 1)
-        print(f"{label}: mean JCT {out['jct']:.3f} h, wait {out['wait']:.3f} h (jobs within "
-              f"{window / 3600:g} h: {out['wait_short']:.2f} h over {out['n_short']}; longer: "
-              f"{out['wait_long']:.2f} h over {out['n_long']}); {len(snaps)} hours, "
-              f"{time.perf_counter() - t0:.0f} s")
-        print("  waiting job-hours " + ", ".join(f"{k} {v} ({v / n:.1%})" for k, v in c.items()))
-        print(f"  free share elsewhere {free_share} job-hours; fragmented {frag} of {pools} "
-              "pool-hours")
-        mean = {k: np.mean([s[k] for s in snaps], axis=0).round(1) for k in ("free", "reserved")}
-        queued = np.mean([[sum(x[2] for x in q) for q in s["pend"]] for s in snaps], axis=0)
-        print(f"  per region: GPUs {out['gpus'].tolist()} idle {mean['free'].tolist()} queued "
-              f"{queued.round(1).tolist()} reserved (largest window) {mean['reserved'].tolist()}")
+        out, snaps, window = _replay(args.config, label, args.set, args.sweep, args.foothold)
+        report(label, out, snaps, window, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

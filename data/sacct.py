@@ -34,6 +34,11 @@ tolerated and ignored):
   Unix seconds when the whole field is (``SLURM_TIME_FORMAT=%s``); ``Unknown``,
   ``None`` or empty is missing. Times are read as written (no time zone): across a DST change the
   wall clock may put End before Start, which ``ElapsedRaw`` settles.
+* ``Eligible`` (optional): when Slurm could first schedule the job, later than ``Submit`` for
+  a job held by a dependency, a ``--begin`` time or a hold. A started job arrives then (kept
+  within [Submit, Start]; ``Unknown`` keeps Submit), so a chain of dependent jobs is replayed
+  one after another, not all at once; the report counts the jobs held. Without the field
+  jobs arrive at ``Submit``.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
   ``UNLIMITED``, ``Partition_Limit`` and the raw sentinels 4294967295 /
@@ -98,8 +103,8 @@ from sia.data.schema import (
 
 #: The sacct fields the reader uses, by their lower-case name.
 FIELDS = {name.lower(): name for name in (
-    "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Start", "End",
-    "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "ReqGRES",
+    "JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit", "Eligible", "Start",
+    "End", "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES", "AllocTRES", "ReqGRES",
     "AllocGRES", "State", "Cluster")}
 #: Cell values that mean "not recorded" (upper case).
 MISSING = ("", "UNKNOWN", "NONE")
@@ -550,6 +555,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     _gpu_counts(bad, cols)
     _leave_out_unstarted(bad)
     _times(bad, cols)
+    _arrivals(bad, cols)
     _fold_het_components(bad, id_field)
     _users_and_tags(bad, cols, user_field)
     _pools(bad, pool_source, pool_from, report.notes)
@@ -770,6 +776,45 @@ def _times(bad: BadRows, cols: set[str]) -> None:
     _leave_out(bad, zero & _mask(bad, pl.col("state") == "CANCELLED"), "cancelled_pending")
     _leave_out(bad, _mask(bad, pl.col("duration") == 0), "zero_second_run")
     _time_limits(bad, cols)
+
+
+def _arrivals(bad: BadRows, cols: set[str]) -> None:
+    """Make each job arrive when it became eligible to run, when the export says so.
+
+    ``Eligible`` is when Slurm first could schedule the job: later than ``Submit`` for a job
+    held by a dependency (``afterok``: a chain of jobs that continue one another), a
+    ``--begin`` time or a hold. Replayed from its submission, such a job could start before
+    the job it waits for had ended, and a whole chain would run at once. So a started job
+    arrives at its ``Eligible`` time, kept within [Submit, Start] (a cell that is not a
+    date-time is a bad row; ``Unknown`` keeps Submit). Without the field every job arrives at
+    its submission; the note counts the jobs held and for how long.
+    """
+    if "Eligible" not in cols:
+        return
+    eligible = f"{_DATA}Eligible"
+    bad.df = bad.df.with_columns(_to_datetime("Eligible").alias(eligible))
+    bad.flag(_mask(bad, _present("Eligible") & pl.col(eligible).is_null()), "Eligible",
+             "unparsable_time", "{value!r} is not a date-time (expected e.g. "
+             "2021-05-01T00:02:52: export with SLURM_TIME_FORMAT=standard)")
+    submit, start = pl.col(f"{_DATA}Submit"), pl.col(f"{_DATA}Start")
+    arrival = pl.max_horizontal(submit, pl.min_horizontal(pl.col(eligible).fill_null(submit),
+                                                          start.fill_null(submit)))
+    held = (bad.df.select((arrival - submit).dt.total_seconds()).to_series()
+            if bad.df.height else pl.Series([], dtype=pl.Int64))
+    bad.df = bad.df.with_columns(arrival.alias(f"{_DATA}Submit"))
+    later = held.filter(held > 0)
+    if later.len():
+        hours = held.filter(held >= 3600)
+        bad.report.notes.append(
+            f"arrival: {later.len():,} job(s) became eligible after their submission "
+            f"(dependencies, --begin, holds) and arrive then: {hours.len():,} of them an hour or "
+            f"more later (median {_span(float(hours.median())) if hours.len() else '-'}); "
+            "export without Eligible to replay from Submit")
+
+
+def _span(seconds: float) -> str:
+    """Return ``seconds`` as hours, or days past two days."""
+    return f"{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else f"{seconds / 3600:.1f} h"
 
 
 def _fold_het_components(bad: BadRows, id_field: str) -> None:

@@ -2,7 +2,7 @@
 
 Every poll (say each 30 s) runs
 
-    squeue -h -t PENDING,RUNNING -o '%i|%P|%u|%j|%V|%S|%T|%l|%D|%b'
+    squeue -h -t PENDING,RUNNING -o '%i|%P|%u|%j|%V|%S|%T|%l|%D|%b|%r'
     sacct -X -n -P -S <an hour ago> -o JobIDRaw,End,State
 
 and hands both outputs to :meth:`SlurmPoller.poll`, which returns the events to POST: a
@@ -13,6 +13,11 @@ time: every event up to it has been sent. Event times are Slurm's own, read as U
 shifted by ``utc_offset_s``), and kept after the last clock sent (an event seen late is
 moved to just after it: the service has decided that instant already). Event ids are
 ``KIND:JOBID``, so a poll that is retried or repeated sends nothing twice.
+
+A job pending for a reason that keeps Slurm from running it at all (``%r``: a dependency, a
+begin time, a hold: :data:`HELD_REASONS`) has not arrived yet, as in the replay of a sacct
+export, where a job arrives when it became eligible: its ``submit`` is sent at the first poll
+that sees it eligible, at that poll's time. (Output without ``%r`` is read as before.)
 
 GPUs: ``%b`` is the job's GRES per node (``gpu:4``, ``gres/gpu:a100:2``), times ``%D``
 nodes. Jobs without GPUs are not scheduled by SIA and are skipped.
@@ -26,9 +31,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 #: The squeue format the poller reads (fields separated by '|').
-SQUEUE_FORMAT = "%i|%P|%u|%j|%V|%S|%T|%l|%D|%b"
+SQUEUE_FORMAT = "%i|%P|%u|%j|%V|%S|%T|%l|%D|%b|%r"
 SQUEUE_FIELDS = ("job", "partition", "user", "name", "submit", "start", "state", "limit",
-                 "nodes", "gres")
+                 "nodes", "gres", "reason")
+#: The pending reasons (squeue's ``%r``) of a job Slurm may not run yet: not arrived.
+HELD_REASONS = ("Dependency", "BeginTime", "JobHeldUser", "JobHeldAdmin",
+                "DependencyNeverSatisfied")
 #: Slurm's states of a job that has ended.
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE")
@@ -74,6 +82,7 @@ class SlurmPoller:
         self.pool_of = pool_of or (lambda partition, user: partition)
         self.utc_offset_s = utc_offset_s
         self.submitted: set[str] = set()
+        self.held: set[str] = set()  # seen pending for a HELD_REASONS reason, not submitted
         self.started: set[str] = set()
         self.finished: set[str] = set()
         self.clock = float("-inf")
@@ -92,9 +101,20 @@ class SlurmPoller:
             job, gpus = row["job"].strip(), gpus_of(row.get("gres", ""), row.get("nodes", "1"))
             if not job or gpus < 1:
                 continue
+            if (row["state"].strip() == "PENDING"
+                    and row.get("reason", "").strip() in HELD_REASONS):
+                if job not in self.submitted:
+                    self.held.add(job)
+                continue
             if job not in self.submitted:
+                at = slurm_time(row["submit"], self.utc_offset_s)
+                if job in self.held:  # it became eligible since the last poll: arrives now,
+                    began = (slurm_time(row["start"], self.utc_offset_s)  # or when it started
+                             if row["state"].strip() == "RUNNING" else None)
+                    at = now if began is None else min(now, began)
+                self.held.discard(job)
                 ev = {"id": f"submit:{job}", "type": "submit", "job": job,
-                      "time": self._at(slurm_time(row["submit"], self.utc_offset_s), now),
+                      "time": self._at(at, now),
                       "pool": self.pool_of(row["partition"].strip(), row["user"].strip()),
                       "gpus": gpus, "user": row["user"].strip() or None,
                       "tag": row["name"].strip() or None}

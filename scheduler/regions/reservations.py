@@ -149,8 +149,10 @@ def _quota_vector(layout: RegionLayout, quota: Any) -> np.ndarray:
 def reservation_objective(layout: RegionLayout, demand: np.ndarray, quota: np.ndarray,
                           held: np.ndarray, shares: np.ndarray, prev_held: np.ndarray,
                           prev_shares: np.ndarray, weights: ReservationWeights,
-                          fixed: np.ndarray | None = None) -> float:
-    """The MIP's objective of a given plan (for checks and warm starts)."""
+                          fixed: np.ndarray | None = None,
+                          bonus: np.ndarray | None = None) -> float:
+    """The MIP's objective of a given plan (for checks and warm starts); ``bonus``
+    [pool, region]: the foothold bonus of each copy held, subtracted."""
     fixed = np.zeros(layout.n_regions) if fixed is None else np.asarray(fixed, dtype=float)
     load = demand @ (shares / quota[:, None]) + fixed
     ratio = load / layout.gpus
@@ -163,7 +165,8 @@ def reservation_objective(layout: RegionLayout, demand: np.ndarray, quota: np.nd
                  + weights.under_weight * np.maximum(0, rho - ratio).sum()
                  + weights.overflow_weight * np.maximum(0, ratio - 1).sum()
                  + weights.move_weight * moved + weights.storage_weight * stored
-                 + weights.churn_weight * churn)
+                 + weights.churn_weight * churn
+                 - (0.0 if bonus is None else float((bonus * held).sum())))
 
 
 def plan_reservations(
@@ -177,13 +180,12 @@ def plan_reservations(
     candidates: np.ndarray | None = None,
     min_share: Any = None,
     fixed_load: Any = None,
+    foothold: Any = None, foothold_share: Any = None,
     weights: ReservationWeights | None = None,
     time_limit_s: float = 60.0,
-    mip_gap: float = 1e-4,
-    solver: str = "SCIP",
+    mip_gap: float = 1e-4, solver: str = "SCIP",
     lp_warm_start: bool = True,
-    node_limit: int = NODE_LIMIT,
-    lp_iteration_limit: int = LP_ITERATION_LIMIT,
+    node_limit: int = NODE_LIMIT, lp_iteration_limit: int = LP_ITERATION_LIMIT,
 ) -> ReservationPlan:
     """Solve the replicas-and-shares MIP; returns a :class:`ReservationPlan`.
 
@@ -197,22 +199,21 @@ def plan_reservations(
     (over ``rho = (sum d + sum F) / sum G``, weighted above under), its data-moved and
     storage terms, plus ``churn_weight * sum |s - prev_shares| / (2 sum Q)``.
     Storage limits hold; with ``keep`` [pool, region] bool, every pool keeps one of those
-    copies (by default none is forced: the copies are where the shares are, and the
-    simulator keeps a copy while a share in force is still there, so the data stays
-    readable while shares move). ``candidates`` limits where copies may be (previous copies
+    copies (by default none is forced: the copies are where the shares are, and the simulator
+    keeps a copy while a share in force is still there). ``candidates`` limits where copies may be (previous copies
     always may). ``min_share`` [pool] GPUs (default 1): a region holding a copy holds at
     least that much of the pool's share (``s >= min_share x``), so a pool's widest job fits
     in every region its shares are in (pass the widest job seen so far; at most the
-    quota). The LP shares are rounded to whole GPUs keeping every row
-    sum and region limit (a flow rounding, so the rounding never breaks a
-    constraint). ``prev_held`` and ``prev_shares`` are the plan kept when the solve fails.
+    quota). The LP shares are rounded to whole GPUs keeping every row sum and region limit
+    (a flow rounding, so the rounding never breaks a constraint). ``prev_held`` and
+    ``prev_shares`` are the plan kept when the solve fails. Footholds: :func:`_foothold`.
 
     Warm start (``lp_warm_start``): the LP relaxation (GLOP), its copies fixed where it
     places a whole minimum share (each pool's largest share at least), the shares solved
     again as an LP on those copies plus the previous shares' regions (there the minimum
-    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's
-    hint, and it is used when the MIP ends at a limit with a worse plan or none.
-    Without it (or when it fails) the hint is the previous plan.
+    share stays relaxed, so a few GPUs may stay behind below it); that plan is the MIP's hint,
+    used when the MIP ends at a limit with a worse plan or none (without it, or when it
+    fails, the hint is the previous plan).
 
     Limits: the solve stops on a fixed amount of work, so the same inputs give the same
     plan however loaded the machine is: ``node_limit`` branch-and-bound nodes (SCIP's
@@ -222,15 +223,17 @@ def plan_reservations(
     """
     weights = weights or ReservationWeights()
     pb, mip = _problem(layout, quota, demand, prev_held, prev_shares, keep, candidates,
-                       min_share, weights, time_limit_s, solver, fixed_load)
+                       min_share, weights, time_limit_s, solver, fixed_load, foothold,
+                       foothold_share)
     check_work_limits("plan_reservations", node_limit=node_limit,
                       lp_iteration_limit=lp_iteration_limit)
     # each LP of the warm start may use a third of the time limit (the safety net)
     warm, lp_timed_out = _lp_and_fix(layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low,
-                                     weights, time_limit_s / 3, lp_iteration_limit, pb.fixed) \
+                                     weights, time_limit_s / 3, lp_iteration_limit, pb.fixed,
+                                     pb.bonus) \
         if lp_warm_start else (None, False)
     x, s = _build(mip, layout, pb.q, pb.d, pb.prev, pb.s0, pb.keep, pb.allowed, pb.low, weights,
-                  fixed=pb.fixed)
+                  fixed=pb.fixed, bonus=pb.bonus)
     hint = (pb.prev & (pb.s0 > 0), pb.s0) if warm is None else warm
     code, by = _solve_from_hint(mip, x, s, hint, mip_gap, time_limit_s, pb.t0, node_limit, solver)
     by = "time" if lp_timed_out else by
@@ -259,10 +262,11 @@ class _Problem:
     s0: np.ndarray  # previous shares, int [pool, region]
     keep: np.ndarray | None
     allowed: np.ndarray  # where copies may be, bool [pool, region]
-    low: np.ndarray  # minimum share of a region holding a copy [pool]
+    low: np.ndarray  # minimum share of a region holding a copy [pool, region]
     weights: ReservationWeights
     t0: float
     fixed: np.ndarray  # load per region that no share moves (GPUs)
+    bonus: np.ndarray | None  # foothold bonus per copy [pool, region]
 
     def plan(self, status: str, held: np.ndarray, frac: np.ndarray, msg: str,
              stopped_by: str = "") -> ReservationPlan:
@@ -271,7 +275,7 @@ class _Problem:
         return ReservationPlan(
             status, held, shares,
             reservation_objective(self.layout, self.d, self.q.astype(float), held, shares,
-                                  self.prev, self.s0, self.weights, self.fixed),
+                                  self.prev, self.s0, self.weights, self.fixed, self.bonus),
             float((self.layout.sizes[:, None] * (held & ~self.prev)).sum()),
             int(np.abs(shares - self.s0).sum() // 2), time.perf_counter() - self.t0, False, msg,
             stopped_by if status != "optimal" else "")
@@ -295,7 +299,8 @@ class _Problem:
 def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarray,
              prev_shares: np.ndarray, keep: np.ndarray | None, candidates: np.ndarray | None,
              min_share: Any, weights: ReservationWeights, time_limit_s: float, solver: str,
-             fixed_load: Any = None) -> tuple[_Problem, Any]:
+             fixed_load: Any = None, foothold: Any = None, foothold_share: Any = None
+             ) -> tuple[_Problem, Any]:
     """Return (the checked inputs of :func:`plan_reservations`, its MIP solver); a one-line
     RegionsError names what is wrong (a previous share where no copy is, the time limit, an
     unavailable solver, ...)."""
@@ -310,6 +315,7 @@ def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarra
     keep = None if keep is None else layout.check_plan(keep, "keep set")
     low = np.ones(layout.n_pools) if min_share is None else \
         np.minimum(np.maximum(demand_vector(layout, min_share), 1.0), q)
+    bonus, low = _foothold(layout, foothold, foothold_share, low)
     if not (np.isfinite(time_limit_s) and time_limit_s > 0):
         raise RegionsError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
     t0 = time.perf_counter()
@@ -323,7 +329,32 @@ def _problem(layout: RegionLayout, quota: Any, demand: Any, prev_held: np.ndarra
         np.asarray(fixed_load, dtype=float).reshape(layout.n_regions)
     if not (np.isfinite(fixed).all() and (fixed >= 0).all()):
         raise RegionsError("fixed_load must be finite GPUs >= 0 per region")
-    return _Problem(layout, q, d, prev, s0, keep, allowed, low, weights, t0, fixed), mip
+    return _Problem(layout, q, d, prev, s0, keep, allowed, low, weights, t0, fixed, bonus), mip
+
+
+def _foothold(layout: RegionLayout, foothold: Any, foothold_share: Any, low: np.ndarray
+              ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The checked foothold bonus [pool, region] (None: no footholds) and the minimum share
+    of a region holding a copy [pool, region]: ``foothold_share`` (at most ``low``) where the
+    bonus is positive, else ``low`` (:func:`plan_reservations`).
+
+    ``foothold`` [pool, region] (objective units, >= 0, default none) is a bonus subtracted
+    from the objective when region r holds a copy of pool p (``x[p, r]`` = 1), and there the
+    minimum share is ``foothold_share`` [pool] GPUs (default ``min_share``; at most it): a
+    small share, with a copy, where the pool's short jobs can be lent GPUs
+    (:class:`~sia.scheduler.regions.reserved_policy.ReservationRegionPolicy`'s ``foothold``).
+    The bonus buys the copy only when it beats the copy's data-moved, storage and churn costs
+    and what the share does to the balance."""
+    low2 = np.repeat(low[:, None], layout.n_regions, axis=1)
+    if foothold is None:
+        return None, low2
+    bonus = np.asarray(foothold, dtype=float)
+    if bonus.shape != low2.shape or not (np.isfinite(bonus).all() and (bonus >= 0).all()):
+        raise RegionsError("foothold: a finite bonus >= 0 per pool and region is needed, shape "
+                           f"{low2.shape}")
+    small = low if foothold_share is None else \
+        np.minimum(np.maximum(demand_vector(layout, foothold_share), 1.0), low)
+    return bonus, np.where(bonus > 0, small[:, None], low2)
 
 
 def _solve_from_hint(mip: Any, x: list[dict], s: list[dict],
@@ -382,7 +413,7 @@ def share_candidates(layout: RegionLayout, quota: Any, demand: Any, shares: np.n
 def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
                 s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
                 weights: ReservationWeights, limit_s: float, iterations: int,
-                fixed: np.ndarray | None = None
+                fixed: np.ndarray | None = None, bonus: np.ndarray | None = None
                 ) -> tuple[tuple[np.ndarray, np.ndarray] | None, bool]:
     """The warm start of :func:`plan_reservations` (its docstring): ((held, shares) or None,
     whether an LP hit the wall-clock safety net ``limit_s``)."""
@@ -390,7 +421,7 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
     if lp is None:
         return None, False
     x, s = _build(lp, layout, q, d, prev, s0, keep, allowed, low, weights, relax=True,
-                  fixed=fixed)
+                  fixed=fixed, bonus=bonus)
     code, timed_out = _solve_lp(lp, limit_s, iterations)
     if code != pywraplp.Solver.OPTIMAL:
         return None, timed_out
@@ -401,11 +432,11 @@ def _lp_and_fix(layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.nda
     # copies fixed where the LP puts a whole minimum share (each pool's largest at least);
     # the regions of the previous shares stay open as they were (fractional), so the
     # second LP can always fall back towards the previous plan
-    fix = frac >= low[:, None] - 1e-6
+    fix = frac >= low - 1e-6
     fix[np.arange(layout.n_pools), np.argmax(frac, axis=1)] = True
     lp = pywraplp.Solver.CreateSolver("GLOP")
     x, s = _build(lp, layout, q, d, prev, s0, keep, fix | (s0 > 0), low, weights, relax=True,
-                  fixed=fixed)
+                  fixed=fixed, bonus=bonus)
     for p in range(layout.n_pools):
         for r in x[p]:
             if fix[p, r]:
@@ -435,9 +466,11 @@ def _solve_lp(lp: Any, limit_s: float, iterations: int) -> tuple[int, bool]:
 
 def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: np.ndarray,
            s0: np.ndarray, keep: np.ndarray | None, allowed: np.ndarray, low: np.ndarray,
-           weights: ReservationWeights, relax: bool = False, fixed: np.ndarray | None = None
+           weights: ReservationWeights, relax: bool = False, fixed: np.ndarray | None = None,
+           bonus: np.ndarray | None = None
            ) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
-    """Variables, constraints and objective of :func:`plan_reservations`' MIP."""
+    """Variables, constraints and objective of :func:`plan_reservations`' MIP (``low``: the
+    minimum share of a copy [pool, region]; ``bonus``: the foothold bonus of a copy)."""
     n_p, n_r = layout.n_pools, layout.n_regions
     supply = layout.gpus.astype(float)
     fixed = np.zeros(n_r) if fixed is None else fixed
@@ -463,9 +496,10 @@ def _build(mip: Any, layout: RegionLayout, q: np.ndarray, d: np.ndarray, prev: n
         for r in cols:
             in_region[r].append(p)
             mip.Add(sp[r] <= qp * xp[r])
-            mip.Add(sp[r] >= float(low[p]) * xp[r])
+            mip.Add(sp[r] >= float(low[p, r]) * xp[r])
             obj.SetCoefficient(xp[r], weights.storage_weight * size_w
-                               + (0.0 if prev[p, r] else weights.move_weight * size_w))
+                               + (0.0 if prev[p, r] else weights.move_weight * size_w)
+                               - (0.0 if bonus is None else float(bonus[p, r])))
             if churn_w > 0:  # |s - s0| <= c
                 c = mip.NumVar(0.0, qp, f"c_{p}_{r}")
                 mip.Add(sp[r] - c <= float(s0[p, r]))

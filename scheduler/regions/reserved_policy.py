@@ -150,6 +150,26 @@ LEND_PROBE = "estimate"
 #: swap near it; a different trajectory, not a fault of the swap.
 CONSOLIDATES = ("off", "swap", "free")
 CONSOLIDATE = "off"
+#: Footholds for the lending route (:meth:`ReservationRegionPolicy._foothold_bonus`): the
+#: lending route moves a waiting job only to a region where its pool has share and a usable
+#: copy, and the plans place shares and copies in proportion to demand, so a busy pool's short
+#: jobs could not reach the GPUs other regions would lend (``nodata``: 32% of the waiting
+#: job-hours of ``reservations-perfect`` on Philly's replay, docs/results/regions.md).
+#: ``off``: no footholds; ``backlog``: at each plan, a pool with waiting jobs that fit SIA's
+#: largest window (its *lendable backlog*, by their predicted durations) gets, in every other
+#: region whose SIA lends GPUs now, a bonus for a copy of its data there, where its minimum
+#: share is then its widest such job instead of its widest job: the balance those loans
+#: would buy, ``min(backlog, GPUs lent) * (under_weight / G_r + over_weight / G_a)`` (a: the
+#: region where most of the backlog waits), the same units as the plan's balance terms. The
+#: MIP places the foothold when that beats the copy's and the churn's costs. Default chosen
+#: on the training days only (days 35-56 of Philly, never the replay of days 56-84) by the
+#: rule written before the runs (docs/results/regions.md, "Footholds for the lending route"):
+#: the one with the fewer jobs slowed against FCFS under ``learned-reservations`` (within 0.05
+#: points: the lower mean JCT; then ``off``). ``off`` slowed 0.31% (4.996 h), ``backlog``
+#: 0.72% (5.535 h): ``off``. (On the replay, for reference only, ``backlog`` cut mean JCT from
+#: 16.01 h to 12.93 h and slowed 1.29% against 1.15%.)
+FOOTHOLDS = ("off", "backlog")
+FOOTHOLD = "off"
 
 
 class ReservationRegionPolicy(GlobalRegionPolicy):
@@ -158,7 +178,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
     Arguments as :class:`GlobalRegionPolicy` (``placement`` one of
     :data:`RESERVATION_PLACEMENTS`), plus ``weights`` for the plan's MIP, ``plan_demand``
     (:data:`PLAN_DEMANDS`), ``lend_moves`` (:data:`LEND_MOVES`), ``lend_probe``
-    (:data:`LEND_PROBES`) and ``consolidate`` (:data:`CONSOLIDATE`).
+    (:data:`LEND_PROBES`), ``consolidate`` (:data:`CONSOLIDATE`) and ``foothold``
+    (:data:`FOOTHOLD`).
     After a replay, :attr:`share_log` holds ``(time, shares [pool, region])``
     at every change of the shares in force (trace pool order).
     """
@@ -168,7 +189,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
                  period_s: float = 86400.0, plan_time_s: float = PLAN_TIME_S, neg_cache: bool = True,
                  weights: ReservationWeights | None = None, locality: Any = None,
                  plan_demand: str = PLAN_DEMAND, lend_moves: int | None = LEND_MOVES,
-                 lend_probe: str = LEND_PROBE, consolidate: str = CONSOLIDATE):
+                 lend_probe: str = LEND_PROBE, consolidate: str = CONSOLIDATE,
+                 foothold: str = FOOTHOLD):
         if lend_moves is not None and (isinstance(lend_moves, bool) or not isinstance(
                 lend_moves, int) or lend_moves < 0):
             raise ConfigError(f"regions: lend_moves must be an int >= 0 or None, got "
@@ -179,6 +201,9 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         if consolidate not in CONSOLIDATES:
             raise ConfigError(f"regions: consolidate must be one of {', '.join(CONSOLIDATES)}, "
                               f"got {consolidate!r}")
+        if foothold not in FOOTHOLDS:
+            raise ConfigError(f"regions: foothold must be one of {', '.join(FOOTHOLDS)}, "
+                              f"got {foothold!r}")
         if placement not in RESERVATION_PLACEMENTS:
             raise ConfigError(f"regions: reservations plan from one of "
                               f"{', '.join(RESERVATION_PLACEMENTS)}, got {placement!r}")
@@ -197,6 +222,7 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         self.lend_moves = lend_moves
         self.lend_probe = lend_probe
         self.consolidate = consolidate
+        self.foothold = foothold
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -693,9 +719,13 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         # large layouts plan over share_candidates (all candidates time out at 1,000 x 30)
         cand = (share_candidates(lay, quota, demand, prev_shares)
                 if lay.n_pools * lay.n_regions > LARGE_PLAN else None)
+        bonus = small = None
+        if self.foothold != "off" and self._lend_route:
+            bonus, small = np.zeros((lay.n_pools, lay.n_regions)), widest.copy()
+            bonus[self._lrow], small[self._lrow] = self._foothold_bonus()
         plan = plan_reservations(lay, quota, demand, held, prev_shares, candidates=cand,
-                                 min_share=widest, fixed_load=fixed,
-                                 weights=self.weights,
+                                 min_share=widest, fixed_load=fixed, foothold=bonus,
+                                 foothold_share=small, weights=self.weights,
                                  time_limit_s=self.plan_time_s)
         moved = 0.0
         if not plan.kept_previous:
@@ -714,7 +744,48 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             message=plan.message, demand=[float(x) for x in demand[self._lrow]],
             planned_max_ratio=float(ratio.max()),
             planned_avg_ratio=float(total / lay.gpus.sum()),
-            fixed=None if fixed is None else [float(x) for x in fixed]))
+            fixed=None if fixed is None else [float(x) for x in fixed],
+            footholds=0 if bonus is None or plan.kept_previous  # new copies a bonus bought
+            else int(((bonus > 0) & plan.held & (prev_shares == 0)).sum())))
+
+    def _foothold_bonus(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each trace pool's foothold bonus per region and its foothold share (:data:`FOOTHOLD`,
+        ``backlog``): (float [pool, region], int [pool]). A pool's lendable backlog ``b`` is the
+        GPUs of its waiting jobs that fit SIA's largest window by their predicted duration (as
+        the lending route predicts it), ``a`` the region where most of them wait; a region
+        ``r != a`` whose SIA lends ``spare`` GPUs now in that window (:meth:`_lendable`) gets
+        ``min(b, spare) * (under_weight / G_r + over_weight / G_a)``. The foothold share is
+        the pool's widest such job."""
+        P, R = self._trace.n_pools, len(self._regions)
+        gpus = self._trace.num_gpus
+        back = np.zeros((P, R))
+        small = np.ones(P, dtype=np.int64)
+        for a, reg in enumerate(self._regions):
+            reg.state.now = self._now  # (the region's decision sets it again)
+            reg.view._invalidate()
+            for p in range(P):
+                plist = reg.state.pending[p]
+                if not plist:
+                    continue
+                ok = np.array(self._windows(reg, list(plist))) >= 0
+                g = gpus[np.asarray(plist, dtype=np.int64)[ok]]
+                if g.size:
+                    back[p, a] += float(g.sum())
+                    small[p] = max(int(small[p]), int(g.max()))
+        bonus = np.zeros((P, R))
+        busy = np.flatnonzero(back.sum(axis=1) > 0)
+        if not busy.size:
+            return bonus, small
+        lend: dict[int, list[float]] = {}
+        spare = np.array([max(self._lendable(r, lend)[-1], 0.0) for r in range(R)])
+        g = self.layout.gpus.astype(float)
+        w = self.weights
+        for p in busy.tolist():
+            a = int(np.argmax(back[p]))
+            b = float(back[p].sum())
+            bonus[p] = np.minimum(b, spare) * (w.under_weight / g + w.over_weight / g[a])
+            bonus[p, a] = 0.0
+        return bonus, small
 
     def _outstanding_demand(self, now: float, placed: bool = False
                             ) -> tuple[np.ndarray, np.ndarray | None]:

@@ -60,9 +60,10 @@ def test_graham_layout_hand_checked(tmp_path):
     jobs, report = read_sacct(p)
     check_jobs(jobs)
     assert jobs["job_id"].to_list() == ["101", "102"]
-    # rebased to the first kept submission (00:18:07); 00:34:13 is 966 s later
-    assert jobs["submit_time"].to_list() == [0.0, 966.0]
-    assert report.first_submit == "2021-05-01 00:18:07"
+    # each job arrives when eligible (101: submitted 00:18:07, eligible 00:18:08), rebased to
+    # the first arrival: 00:34:13 is 965 s later
+    assert jobs["submit_time"].to_list() == [0.0, 965.0]
+    assert report.first_submit == "2021-05-01 00:18:08"
     assert jobs["duration"].to_list() == [25229.0, 8381.0]
     assert jobs["num_gpus"].to_list() == [1, 4]
     assert jobs["time_limit"].to_list() == [420 * 60.0, 540 * 60.0]
@@ -74,6 +75,39 @@ def test_graham_layout_hand_checked(tmp_path):
     assert report.left_out["cpu_only"] == 1
     assert sum(report.left_out.values()) + report.rows_kept == report.rows_read
     assert any("Account" in n for n in report.notes)
+
+
+def test_a_job_arrives_when_it_became_eligible(tmp_path):
+    fields = ["JobID", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "AllocTRES", "State",
+              "Partition"]
+    gpu = "cpu=1,gres/gpu=1"
+
+    def row(jid, submit, eligible, start):
+        return [jid, f"2024-03-01T{submit}", eligible and f"2024-03-01T{eligible}",
+                f"2024-03-01T{start}", "2024-03-01T23:00:00", "60", gpu, "COMPLETED", "gpu"]
+
+    rows = [row("1", "10:00:00", "10:00:00", "10:30:00"),   # eligible at once: t = 0
+            row("2", "10:00:00", "12:00:00", "12:30:00"),   # afterok / --begin: arrives 12:00
+            row("3", "10:00:00", "", "11:00:00"),           # Unknown: its submission
+            row("4", "10:00:00", "14:00:00", "13:00:00"),   # eligible after it started: Start
+            row("5", "10:00:00", "09:00:00", "10:10:00")]   # before its submission: Submit
+    rows[2][2] = "Unknown"
+    p = export(tmp_path / "e.txt", fields, rows)
+    jobs, report = read_sacct(p)
+    assert jobs.sort("job_id")["submit_time"].to_list() == [0.0, 7200.0, 0.0, 10800.0, 0.0]
+    assert report.first_submit == "2024-03-01 10:00:00"
+    note = next(n for n in report.notes if n.startswith("arrival:"))
+    assert note.startswith("arrival: 2 job(s) became eligible after their submission") \
+        and "2 of them an hour or more later (median 2.5 h)" in note
+    # without the field every job arrives at its submission, and nothing is noted
+    no_field = export(tmp_path / "s.txt", [f for f in fields if f != "Eligible"],
+                      [[c for i, c in enumerate(r) if i != 2] for r in rows])
+    jobs, report = read_sacct(no_field)
+    assert jobs["submit_time"].to_list() == [0.0] * 5
+    assert not any(n.startswith("arrival:") for n in report.notes)
+    rows[1][2] = "soon"  # not a date-time: a bad row naming the column
+    with pytest.raises(TraceError, match=r"row 2, column 'Eligible': 'soon' is not a date-time"):
+        read_sacct(export(tmp_path / "b.txt", fields, rows))
 
 
 FULL_FIELDS = ["JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit",
@@ -513,7 +547,10 @@ def test_real_graham_counts():
     assert report.rows_kept == jobs.height == 12_591 and report.rows_dropped == 0
     assert jobs["pool"].n_unique() == 15 and jobs["user"].n_unique() == 123
     assert jobs["time_limit"].null_count() == 0
-    assert report.first_submit == "2021-05-01 00:18:07"
+    assert report.first_submit == "2021-05-01 00:18:08"  # the first arrival: its Eligible
+    # 6,446 jobs became eligible after their submission, 1,351 of them an hour or more later
+    assert any(n.startswith("arrival: 6,446 job(s) became eligible") and "1,351 of them" in n
+               for n in report.notes)
     # one job ran past its limit by more than Slurm's grace (the schema's comment)
     assert len(report.warnings) == 1 and report.warnings[0].startswith("1 job(s) ran longer")
     assert jobs["num_gpus"].max() == 16

@@ -134,6 +134,59 @@ def test_the_widest_job_fits_every_share_of_its_pool():
     assert plan.shares[0].tolist() == [4, 0]  # a's 4-GPU jobs cannot run on a split share
 
 
+def _foothold_plan(bonus, foothold_share=(1, 1), storage=None):
+    # a (quota 4, widest job 2) at home in A (4 GPUs), b (4, widest 1) in B (4); both as busy
+    # (4 GPUs each): home is balanced, and any move only costs. Sizes 1 (of 2 in all)
+    lay = layout_for_pools({"a": "A", "b": "B"}, {"a": 4, "b": 4}, storage=storage)
+    quota = np.array([4, 4])
+    return plan_reservations(lay, quota, [4.0, 4.0], lay.initial_replicas().held(),
+                             home_shares(lay, quota), min_share=[2, 1],
+                             foothold=None if bonus is None else [[0.0, bonus], [0.0, 0.0]],
+                             foothold_share=foothold_share)
+
+
+def test_a_foothold_bonus_buys_a_small_share_where_it_beats_its_costs():
+    # a foothold of a in B (share 1, its widest short job) makes b give up 1 GPU in A, so
+    # both copy (moved 1 of 2 each: 1.0), store 4 copies (0.01 * 2) and move 2 GPUs of
+    # share each way (churn 0.5 * 4 / 16 = 0.125); balance stays (both regions at 4): the
+    # plan costs 1.145 - bonus against home's 0.01, so a bonus above 1.135 buys it
+    assert _foothold_plan(None).shares.tolist() == [[4, 0], [0, 4]]
+    assert _foothold_plan(1.1).shares.tolist() == [[4, 0], [0, 4]]
+    plan = _foothold_plan(1.2)
+    assert plan.shares.tolist() == [[3, 1], [1, 3]] and plan.held.all()
+    assert plan.objective == pytest.approx(1.145 - 1.2)
+    assert plan.churn == 2 and plan.moved == 2.0
+
+
+def test_a_foothold_share_is_small_only_where_the_bonus_is():
+    # without the small foothold share, a's copy in B needs a's widest job (2): the bonus
+    # buys 2 GPUs there (moved 1.0, stored 0.02, churn 0.5 * 8 / 16: 1.27 - 1.6 < 0.01)
+    plan = _foothold_plan(1.6, foothold_share=None)
+    assert plan.shares.tolist() == [[2, 2], [2, 2]]
+    assert plan.objective == pytest.approx(1.27 - 1.6)
+    # with it, the smaller foothold is cheaper (1.145 - 1.6); a's share at home stays at
+    # least its widest job (no bonus there)
+    assert _foothold_plan(1.6).shares.tolist() == [[3, 1], [1, 3]]
+    assert _foothold_plan(1.6, foothold_share=(3, 1)).shares.tolist() == [[2, 2], [2, 2]]
+
+
+def test_no_foothold_beyond_the_storage_limits():
+    # each region holds one data set: a copy of a in B leaves no room for b's there, so a
+    # large bonus buys a whole swap, never a small foothold beside b's copy
+    plan = _foothold_plan(50.0, storage={"A": 1.0, "B": 1.0})
+    assert plan.held.sum(axis=0).tolist() == [1, 1]
+    assert plan.shares.tolist() == [[0, 4], [4, 0]]
+    # a bonus of 1.2 buys the foothold with room (1.145, above), not a swap (1.0 moved, 0.01
+    # stored, churn 0.5 * 16 / 16: 1.51); without room nothing moves
+    plan = _foothold_plan(1.2, storage={"A": 1.0, "B": 1.0})
+    assert plan.shares.tolist() == [[4, 0], [0, 4]] and not plan.held[0, 1]
+
+
+def test_a_bad_foothold_bonus_is_refused():
+    with pytest.raises(RegionsError, match="foothold"):
+        _foothold_plan(-1.0)
+
+
 def test_an_infeasible_plan_keeps_the_last_one_and_says_so():
     lay = two_region_layout(storage={"A": 0.0, "B": 0.0})  # no room for any data
     quota = np.array([4, 2, 2])
@@ -219,7 +272,8 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
     opts = {"seed": seed} if name == "sia-random" else {}
     today = simulate(jobs, pools, make_policy(name, **opts))
     pol = ReservationRegionPolicy(layout_for_pools({p: "only" for p in quotas}, quotas),
-                                  lambda: make_policy(name, **opts), inner_name=name)
+                                  lambda: make_policy(name, **opts), inner_name=name,
+                                  foothold="backlog")
     ours = simulate(jobs, pools, pol, check_invariants=True)
     assert today.height > 20
     for col in ("start_time", "end_time", "opportunistic"):
@@ -229,9 +283,22 @@ def test_one_region_with_reservations_is_todays_replay(seed, name):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), name=st.sampled_from(["fcfs", "sia-perfect"]),
        placement=st.sampled_from(["history", "perfect"]), probe=st.sampled_from(["estimate", "sia"]),
-       consolidate=st.sampled_from(["off", "swap", "free"]))
+       consolidate=st.sampled_from(["off", "swap", "free"]),
+       foothold=st.sampled_from(["off", "backlog"]))
 def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, placement, probe,
-                                                                consolidate):
+                                                                consolidate, foothold):
+    check_reservations(seed, name, placement, probe, consolidate, foothold)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), placement=st.sampled_from(["history", "perfect"]))
+def test_footholds_never_overfill_a_region_and_never_preempt(seed, placement):
+    # (footholds need SIA's lending: the property test above draws them with it rarely)
+    check_reservations(seed, "sia-perfect", placement, "estimate", "off", "backlog")
+
+
+def check_reservations(seed, name, placement, probe, consolidate, foothold):
+    """The invariants of a replay with global reservations (the property tests above)."""
     jobs, pools = generate_workload("base", seed, days=2, pool_gpus=8)
     pools = pools.select("pool", "quota_gpus")
     quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
@@ -240,7 +307,8 @@ def test_reservations_never_overfill_a_region_and_never_preempt(seed, name, plac
     cheap = ReservationWeights(move_weight=0.01, churn_weight=0.01)
     pol = ReservationRegionPolicy(lay, lambda: make_policy(name), inner_name=name,
                                   placement=placement, period_s=6 * H, weights=cheap,
-                                  lend_probe=probe, consolidate=consolidate)
+                                  lend_probe=probe, consolidate=consolidate,
+                                  foothold=foothold)
     res = simulate(jobs, pools, pol, check_invariants=True)
     names = list(pol._trace.pool_names)
     quota = np.array([quotas[p] for p in names])
@@ -591,6 +659,57 @@ def test_the_route_asks_sia_and_a_distrusted_share_is_not_offered(monkeypatch, p
     at_1h = [(a, b) for j, t, a, b in pol.queue_moves if j == j3 and t == H]
     assert got["a3"] > H
     assert at_1h == ([(0, 1)] if probe == "estimate" else [])
+
+
+@pytest.mark.parametrize("foothold", ["off", "backlog"])
+def test_a_foothold_lets_a_pools_short_jobs_reach_an_idle_region(monkeypatch, foothold):
+    # A holds a (quota 3, widest job 2), B holds b (3, idle: perfect predictions lend all 3).
+    # At 0: a1 (2 GPUs, 20 h) and a2 (1, 1 h) take a's share; short a3 and a4 (1 GPU, 30 min)
+    # wait. The plan at 0 sees a's lendable backlog a2 + a3 + a4 (a1 is longer than 12 h):
+    # 3 GPUs, widest 1, and B lending 3: a bonus of min(3, 3) * (1 / 3 + 2 / 3) = 3 for a
+    # copy of a in B with a share of at least 1. Balance wants it anyway (a's 4 waiting GPUs
+    # all in A, B idle) but without the foothold a's share may not split (its widest job
+    # is 2 of 3): the plan stays home. With it the target is a 2 + 1, b 1 + 2, reached at
+    # 1 h when a2 frees a's GPU in A: a3 starts as an owner in B, and A lends a4 the idle GPU
+    # b's share took there, both at 1 h; at home a3 starts at 1 h, a4 at 1.5 h
+    calls = []
+    real = reserved_policy.plan_reservations
+
+    def spy(*a, **kw):
+        calls.append(kw)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(reserved_policy, "plan_reservations", spy)
+    rows = [("a1", "a", 0.0, 20 * H, 2), ("a2", "a", 0.0, H, 1), ("a3", "a", 0.0, H / 2, 1),
+            ("a4", "a", 0.0, H / 2, 1)]
+    quotas = {"a": 3, "b": 3}
+    lay = layout_for_pools({"a": "A", "b": "B"}, quotas)
+    pol = ReservationRegionPolicy(lay, lambda: make_policy("sia-perfect", refresh_s=0),
+                                  inner_name="sia-perfect", period_s=100 * H,
+                                  placement="perfect", foothold=foothold)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    where = dict(zip(res["job_id"], pol.job_regions()["region"], strict=True))
+    assert len(calls) == 1
+    if foothold == "off":
+        assert calls[0]["foothold"] is None and pol.stats["plans"][0]["footholds"] == 0
+        assert pol.share_log[-1][1].tolist() == [[3, 0], [0, 3]]
+        assert (got["a3"], got["a4"]) == (H, 1.5 * H) and where["a4"] == "A"
+        return
+    assert calls[0]["foothold"].tolist() == [[0.0, 3.0], [0.0, 0.0]]
+    assert calls[0]["foothold_share"].tolist() == [1, 1]
+    assert pol.stats["plans"][0]["footholds"] == 1  # a's new copy in B
+    assert pol.share_log[-1][1].tolist() == [[2, 1], [1, 2]] and pol.share_log[-1][0] == H
+    assert (got["a3"], got["a4"], where["a3"], where["a4"]) == (H, H, "B", "A")
+    opp = dict(zip(res["job_id"], res["opportunistic"], strict=True))
+    assert not opp["a3"] and opp["a4"]
+
+
+def test_a_bad_foothold_is_refused():
+    lay = layout_for_pools({"a": "A"}, {"a": 1})
+    with pytest.raises(ConfigError, match="foothold"):
+        ReservationRegionPolicy(lay, lambda: make_policy("fcfs"), inner_name="fcfs",
+                                foothold="on")
 
 
 def test_a_bad_lend_probe_is_refused():

@@ -60,3 +60,30 @@ def test_two_polls_make_the_events_a_shadow_service_takes():
     assert starts["1001"] == _t("2026-11-28T10:00:00")
     assert starts["1002"] == _t("2026-11-28T10:19:30")
     assert starts["1004"] == _t("2026-11-28T10:21:00")
+
+
+def test_a_job_held_by_a_dependency_arrives_when_it_may_run():
+    # as a sacct export is replayed (a job arrives when eligible): a pending job whose reason
+    # is a dependency, a begin time or a hold sends no submit until a poll sees it eligible
+    line = "{job}|gpu-a|ann|chain|2026-11-28T10:00:00|{start}|{state}|1:00:00|1|gpu:2|{reason}"
+    poller = SlurmPoller()
+    first = poller.poll("\n".join([
+        line.format(job="7", start="N/A", state="PENDING", reason="Dependency"),
+        line.format(job="8", start="N/A", state="PENDING", reason="BeginTime"),
+        line.format(job="9", start="N/A", state="PENDING", reason="Resources")]), "",
+        now=_t("2026-11-28T10:05:00"))
+    assert [(e["type"], e.get("job")) for e in first] == [("submit", "9"), ("clock", None)]
+    assert first[0]["time"] == _t("2026-11-28T10:00:00")  # not held: its submission
+    second = poller.poll("\n".join([
+        line.format(job="7", start="N/A", state="PENDING", reason="Priority"),
+        line.format(job="8", start="2026-11-28T10:07:00", state="RUNNING", reason="None"),
+        line.format(job="9", start="N/A", state="PENDING", reason="Resources")]), "",
+        now=_t("2026-11-28T10:10:00"))
+    assert [(e["type"], e.get("job"), e["time"]) for e in second[:-1]] == [
+        ("submit", "8", _t("2026-11-28T10:07:00")),  # eligible and started between polls
+        ("start", "8", _t("2026-11-28T10:07:00")),
+        ("submit", "7", _t("2026-11-28T10:10:00"))]  # eligible since the last poll: now
+    # output without the reason column (the old format) reads as before
+    old = SlurmPoller().poll("7|gpu-a|ann|chain|2026-11-28T10:00:00|N/A|PENDING|1:00:00|1|gpu:2",
+                             "", now=_t("2026-11-28T10:05:00"))
+    assert [(e["type"], e.get("job")) for e in old] == [("submit", "7"), ("clock", None)]
