@@ -83,9 +83,10 @@ def mlflow_uri(tmp_path, _mlflow_template_db, monkeypatch) -> str:
     # nothing an earlier test of this process chose survives into the fresh store: MLflow keeps
     # the URIs set by mlflow.set_tracking_uri / set_registry_uri (which win over the variable)
     # and the active experiment (whose id the fresh store may not hold) in globals
-    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
-    monkeypatch.setattr(registry_utils, "_registry_uri", None)
-    monkeypatch.setattr(fluent, "_active_experiment_id", None)
+    # (MLflow's private globals: raising=False, so a release that renames them still runs)
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None, raising=False)
+    monkeypatch.setattr(registry_utils, "_registry_uri", None, raising=False)
+    monkeypatch.setattr(fluent, "_active_experiment_id", None, raising=False)
     for name in ("MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_REGISTRY_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
