@@ -799,8 +799,7 @@ def _arrivals(bad: BadRows, cols: set[str]) -> None:
     submit, start = pl.col(f"{_DATA}Submit"), pl.col(f"{_DATA}Start")
     arrival = pl.max_horizontal(submit, pl.min_horizontal(pl.col(eligible).fill_null(submit),
                                                           start.fill_null(submit)))
-    held = (bad.df.select((arrival - submit).dt.total_seconds()).to_series()
-            if bad.df.height else pl.Series([], dtype=pl.Int64))
+    held = bad.df.select((arrival - submit).dt.total_seconds()).to_series()
     bad.df = bad.df.with_columns(arrival.alias(f"{_DATA}Submit"))
     later = held.filter(held > 0)
     if later.len():

@@ -328,12 +328,11 @@ def build_features(
     the true) end of the jobs running at t. A table of more than ``max_rows``
     rows (default :data:`MAX_ROWS_ANY`) is a ConfigError before anything is built.
     """
-    tables = [table for _, table in window_features(
+    # window_features refuses an empty set of windows, so there is always a table to concat
+    return pl.concat([table for _, table in window_features(
         schedule, grid_s=grid_s, windows_min=windows_min, start_s=start_s, end_s=end_s,
-        expected_duration=expected_duration, pools=pools, max_rows=max_rows)]
-    if not tables:
-        return pl.DataFrame(schema=_output_schema())
-    return pl.concat(tables, how="vertical", rechunk=False)
+        expected_duration=expected_duration, pools=pools, max_rows=max_rows)],
+        how="vertical", rechunk=False)
 
 
 def window_features(
