@@ -2,17 +2,46 @@
 
 Mixed into :class:`~sia.scheduler.policies.sia.policy.SiaPolicy`, whose state it
 uses; see that module's docstring for the rule (step 1) and for preemption on cells.
+
+Which pool starts first when several are below their quota with a head that fits
+(``dedicated_order``):
+
+- ``"allocation"`` (Figure 7): increasing CurrentAllocation / Quota, loans counted;
+  ties by pool index. Instantaneous fairness.
+- ``"oldest"``: the pool whose head job arrived first (ties cannot occur: jobs are in
+  arrival order). In FCFS with home quotas two pools are never below quota with heads
+  waiting while GPUs are free, so this only decides whose start a loan delays when
+  owners must share the GPUs as they free up. Under ``"allocation"`` a pool whose
+  arrivals were missed (its GPUs lent, its allocation low) takes the GPUs that a busy
+  pool's own jobs free, and the busy pool's whole standing queue starts later, one
+  delay passed down to every job; under ``"oldest"`` a pool with a standing queue keeps
+  starting its own jobs, and the pool whose GPUs were lent waits for GPUs that no older
+  head claims.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sia.data.errors import ConfigError
 from sia.scheduler.core.simulator import Preempt
 from sia.scheduler.core.view import SimView, Start
 
 #: A scan's remembered miss when there is none (the policy's per-pool, per-list cache).
 NO_FAIL = (-1.0, -1)
+
+#: ``dedicated_order``'s values (see the module docstring) and its default, Figure 7's.
+DEDICATED_ORDERS: tuple[str, ...] = ("allocation", "oldest")
+DEFAULT_DEDICATED_ORDER = "allocation"
+
+
+def check_dedicated_order(value: object, name: str) -> str:
+    """Return ``value`` if it is one of :data:`DEDICATED_ORDERS`, else a ConfigError naming
+    the policy and the option."""
+    if value not in DEDICATED_ORDERS:
+        raise ConfigError(f"policy {name!r}: dedicated_order must be one of "
+                          f"{', '.join(map(repr, DEDICATED_ORDERS))}, not {value!r}")
+    return str(value)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.policies.sia.policy import Decision
@@ -22,7 +51,7 @@ class DedicatedPass:
     """Figure 7 as a step of SIA's decision (see the module docstring)."""
 
     def _allocate_dedicated(self, view: SimView, d: Decision) -> None:
-        """Start each pool's dedicated stream in FCFS order, pools by increasing allocation / quota.
+        """Start each pool's dedicated stream in FCFS order, pools in ``dedicated_order``.
 
         One start per pass over the pools; a head that does not fit (quota,
         free GPUs, or on cells no cell even after preemption) blocks its pool.
@@ -40,6 +69,7 @@ class DedicatedPass:
             self._bin_new(view)
             kmin_job, sure, W = self._kmin_job, self._sure_job, self.windows_s
         streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
+        oldest = self.dedicated_order == "oldest"
         while True:
             best = None
             best_key = 0.0
@@ -50,7 +80,7 @@ class DedicatedPass:
                 g = gpus[plist[i]]
                 if (g > free and not self._preempt) or ded[p] + g > quota[p]:
                     continue
-                key = alloc[p] / quota[p]
+                key = plist[i] if oldest else alloc[p] / quota[p]
                 if best is None or key < best_key:
                     best, best_key = st, key
             if best is None:

@@ -10,7 +10,9 @@ GPUs are idle and jobs pend; otherwise it returns ``[]`` at once):
 
 1. **AllocateDedicatedResources (Figure 7).** Repeatedly, visiting pools in
    increasing CurrentAllocation / Quota (dedicated + opportunistic GPUs,
-   counting this decision's starts; ties by pool index), start the first
+   counting this decision's starts; ties by pool index; ``dedicated_order: oldest``
+   visits them by their heads' arrival instead, see
+   :mod:`~sia.scheduler.policies.sia.dedicated`), start the first
    pool whose *next job in order* fits both its unused quota (quota -
    dedicated use) and the free GPUs; one start per pass; stop when no pool
    starts. "In order" is strict head-of-line blocking within the pool's
@@ -206,7 +208,12 @@ from sia.scheduler.policies.sia.adaptation import (
     ArrivalMissTracker,
     DurationMissTracker,
 )
-from sia.scheduler.policies.sia.dedicated import NO_FAIL, DedicatedPass
+from sia.scheduler.policies.sia.dedicated import (
+    DEFAULT_DEDICATED_ORDER,
+    NO_FAIL,
+    DedicatedPass,
+    check_dedicated_order,
+)
 from sia.scheduler.policies.sia.forecast_mix import (
     perfect_arrivals,
     perfect_durations,
@@ -327,7 +334,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     (False, the default: a job's duration is predicted once, when SIA first considers it;
     True: the pending jobs of a pool that completed jobs are predicted again, at most once per
     ``refresh_s``, with their look-alikes' history as of now, and become lendable in any
-    smaller window the new prediction fits; not with ``risk``), ``name``.
+    smaller window the new prediction fits; not with ``risk``), ``dedicated_order`` (which
+    pool's head starts first on dedicated resources, :mod:`~sia.scheduler.policies.sia.dedicated`:
+    ``"allocation"``, Figure 7's increasing CurrentAllocation / Quota, or ``"oldest"``, the
+    head that arrived first), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -360,8 +370,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  preempt_lend: str = DEFAULT_PREEMPT_LEND,
                  preempt_yield: str = DEFAULT_PREEMPT_YIELD,
                  reserve_floor: str | None = DEFAULT_RESERVE_FLOOR,
-                 rebin_pending: bool = DEFAULT_REBIN_PENDING, name: str = "sia"):
+                 rebin_pending: bool = DEFAULT_REBIN_PENDING,
+                 dedicated_order: str = DEFAULT_DEDICATED_ORDER, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
+        self.dedicated_order = check_dedicated_order(dedicated_order, name)
         self.forecaster, self.windows_s, self.refresh_s = forecaster, windows, float(refresh_s)
         self.adaptation = bool(adaptation)
         self.nested_reservations = bool(nested_reservations)
