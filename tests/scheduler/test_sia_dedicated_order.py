@@ -13,6 +13,11 @@ never expects an arrival and knows the true duration bins (BlindForecaster):
   - "oldest": a1 (arrived first) starts at 500, b0 at 600.
 FCFS with home quotas starts b0 at 200 and a1 at 500: under "oldest" only B, whose GPU was
 lent, is slowed; under "allocation" A's queue pays for B's missed arrival too.
+
+"longest" (the most jobs pending first; ties as "allocation"): with one job waiting in each
+pool it is "allocation" (b0 at 500). Add a2 (A, 100 s, at t=2): at 500 A has two waiting
+against B's one, so a1 starts; at 600 a1 ends, one each: the tie goes to B (0/1 < 1/2),
+b0 starts; at 700 b0 ends and a2 starts.
 """
 
 from __future__ import annotations
@@ -50,18 +55,60 @@ def test_hand_case(order, a1, b0):
     assert got["b0"] == (b0, False)
 
 
+@pytest.mark.parametrize(("order", "expect"), [
+    ("longest", {"a1": 500.0, "b0": 600.0, "a2": 700.0}),
+    ("allocation", {"a1": 600.0, "b0": 500.0, "a2": 700.0})])
+def test_longest_queue_first(order, expect):
+    rows = [*ROWS, ("a2", "A", 2.0, 100.0, 1)]
+    res = simulate(table(rows), make_pools(QUOTAS),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
+                   check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert {j: got[j] for j in expect} == expect
+
+
+def test_longest_with_one_job_each_is_figure_7():
+    assert starts(SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order="longest"))[
+        "b0"] == (500.0, False)
+
+
+# A borrower with a queue (pools B quota 1, C quota 2): at 0, C starts c0 (500 s) and c1
+# (10,000 s) on its quota and c2 (1,000 s) on B's idle GPU (a loan); c3, c4 (100 s) wait from
+# t=1; b0 (B) arrives at 200, its GPU lent. At 500 c0 ends: C (1 of 2 dedicated, 2 allocated
+# with its loan, two waiting) and B (0 of 1, one waiting) are owed. "allocation": B's 0/1 <
+# C's 2/2 -> b0. "longest": C has more waiting -> c3. "oldest": c3 (t=1) before b0 -> c3.
+# "repay": C holds a loan, B does not -> b0.
+BORROWER = [("c0", "C", 0.0, 500.0, 1), ("c1", "C", 0.0, 10_000.0, 1),
+            ("c2", "C", 0.0, 1_000.0, 1), ("c3", "C", 1.0, 100.0, 1),
+            ("c4", "C", 1.0, 100.0, 1), ("b0", "B", 200.0, 100.0, 1)]
+
+
+@pytest.mark.parametrize(("order", "first"), [("allocation", "b0"), ("longest", "c3"),
+                                              ("oldest", "c3"), ("repay", "b0")])
+def test_a_borrower_yields_under_repay(order, first):
+    res = simulate(table(BORROWER), make_pools({"B": 1, "C": 2}),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
+                   check_invariants=True)
+    got = {r["job_id"]: (r["start_time"], r["opportunistic"]) for r in res.iter_rows(named=True)}
+    assert got["c2"] == (0.0, True)
+    assert [j for j in ("b0", "c3") if got[j][0] == 500.0] == [first]
+
+
 def test_hand_case_fcfs_reference():
     got = starts(make_policy("fcfs"))
     assert got["a1"][0] == 500.0 and got["b0"][0] == 200.0
 
 
-def test_default_is_figure_7():
-    assert SiaPolicy(BlindForecaster()).dedicated_order == "allocation"
+def test_default_is_repay():
+    assert SiaPolicy(BlindForecaster()).dedicated_order == "repay"
+    res = simulate(table(BORROWER), make_pools({"B": 1, "C": 2}),
+                   SiaPolicy(BlindForecaster(), refresh_s=0), check_invariants=True)
+    assert dict(zip(res["job_id"], res["start_time"], strict=True))["b0"] == 500.0
 
 
 def test_bad_order_names_the_option():
     with pytest.raises(ConfigError, match="dedicated_order must be one of 'allocation', "
-                                          "'oldest', not 'newest'"):
+                                          "'oldest', 'longest', 'repay', not 'newest'"):
         SiaPolicy(BlindForecaster(), dedicated_order="newest")
 
 
@@ -69,16 +116,16 @@ def test_bad_order_names_the_option():
 @given(trace=small_traces(), refresh=st.sampled_from([0.0, 300.0]))
 def test_perfect_predictions_slow_no_job_in_either_order(trace, refresh):
     rows, quotas = trace
-    for order in ("allocation", "oldest"):
+    for order in ("allocation", "oldest", "longest", "repay"):
         pol = make_policy("sia-perfect", refresh_s=refresh, dedicated_order=order)
         assert slowed(table(rows), make_pools(quotas), pol).height == 0
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces())
-def test_oldest_keeps_each_pools_dedicated_starts_in_arrival_order(trace):
+@given(trace=small_traces(), order=st.sampled_from(["oldest", "longest", "repay"]))
+def test_each_order_keeps_each_pools_dedicated_starts_in_arrival_order(trace, order):
     rows, quotas = trace
-    pol = SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order="oldest")
+    pol = SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order)
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     for _, grp in res.filter(~pl.col("opportunistic")).sort("submit_time", "job_id").group_by(
             "pool", maintain_order=True):

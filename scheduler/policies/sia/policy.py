@@ -9,10 +9,10 @@ At every decision (arrivals, completions, and the periodic tick, whenever
 GPUs are idle and jobs pend; otherwise it returns ``[]`` at once):
 
 1. **AllocateDedicatedResources (Figure 7).** Repeatedly, visiting pools in
-   increasing CurrentAllocation / Quota (dedicated + opportunistic GPUs,
-   counting this decision's starts; ties by pool index; ``dedicated_order: oldest``
-   visits them by their heads' arrival instead, see
-   :mod:`~sia.scheduler.policies.sia.dedicated`), start the first
+   ``dedicated_order`` (:mod:`~sia.scheduler.policies.sia.dedicated`; by default pools
+   holding no loans first, then the most jobs pending, then Figure 7's increasing
+   CurrentAllocation / Quota: dedicated + opportunistic GPUs, counting this
+   decision's starts; ties by pool index), start the first
    pool whose *next job in order* fits both its unused quota (quota -
    dedicated use) and the free GPUs; one start per pass; stop when no pool
    starts. "In order" is strict head-of-line blocking within the pool's
@@ -337,7 +337,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     smaller window the new prediction fits; not with ``risk``), ``dedicated_order`` (which
     pool's head starts first on dedicated resources, :mod:`~sia.scheduler.policies.sia.dedicated`:
     ``"allocation"``, Figure 7's increasing CurrentAllocation / Quota, or ``"oldest"``, the
-    head that arrived first), ``name``.
+    head that arrived first, ``"longest"``, the pool with the most jobs pending, or ``"repay"``,
+    pools holding no loans first, then as ``"longest"``), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -373,11 +374,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  rebin_pending: bool = DEFAULT_REBIN_PENDING,
                  dedicated_order: str = DEFAULT_DEDICATED_ORDER, name: str = "sia"):
         windows = _checked_inputs(forecaster, windows_s, refresh_s, name)
-        self.dedicated_order = check_dedicated_order(dedicated_order, name)
         self.forecaster, self.windows_s, self.refresh_s = forecaster, windows, float(refresh_s)
-        self.adaptation = bool(adaptation)
-        self.nested_reservations = bool(nested_reservations)
+        self.adaptation, self.nested_reservations = bool(adaptation), bool(nested_reservations)
         self.seed, self.name = seed, name
+        self.dedicated_order = check_dedicated_order(dedicated_order, name)
         self.preempt = bool(preempt)
         self.preempt_lend = check_preempt_lend(preempt_lend, name)
         self.preempt_yield = check_preempt_yield(preempt_yield, name)
