@@ -79,7 +79,7 @@ class DedicatedPass:
         free GPUs, or on cells no cell even after preemption) blocks its pool.
         Updates ``d`` (free GPUs, dedicated use, allocation, starts).
         """
-        quota, gpus, started, pend = self._quota, self._gpus, self._started, self._pend_gpus
+        gpus, started, pend = self._gpus, self._started, self._pend_gpus
         free, ded, alloc, starts = d.free, d.ded, d.alloc, d.starts
         if self._held:  # the victims of the last eviction: pending in the simulator by now
             self._release_held()
@@ -91,22 +91,8 @@ class DedicatedPass:
             self._bin_new(view)
             kmin_job, sure, W = self._kmin_job, self._sure_job, self.windows_s
         streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
-        order = self.dedicated_order
-        fig7 = order == "allocation"
         while True:
-            best = None
-            best_key = 0.0
-            for st in streams:
-                p, plist, i = st
-                if i >= len(plist):
-                    continue
-                g = gpus[plist[i]]
-                if (g > free and not self._preempt) or ded[p] + g > quota[p]:
-                    continue
-                key = (alloc[p] / quota[p] if fig7
-                       else _order_key(order, plist, i, alloc[p], ded[p], quota[p]))
-                if best is None or key < best_key:
-                    best, best_key = st, key
+            best = self._next_stream(streams, free, ded, alloc)
             if best is None:
                 break
             p, plist, i = best
@@ -149,6 +135,32 @@ class DedicatedPass:
         d.free = free
         n_preempts = sum(1 for s in starts if type(s) is Preempt)
         self.stats["dedicated"] += len(starts) - n_preempts
+
+    def _next_stream(self, streams: list[list], free: int, ded: list[int],
+                     alloc: list[int]) -> list | None:
+        """The stream (``[pool, pending, head]``) whose head starts next: among the heads that
+        fit their pool's unused quota and the free GPUs (or, preempting, may evict), the first
+        in ``dedicated_order``; None if no head fits."""
+        quota, gpus, preempt = self._quota, self._gpus, self._preempt
+        order = self.dedicated_order
+        fig7, repay = order == "allocation", order == "repay"
+        best, best_key = None, None
+        for st in streams:
+            p, plist, i = st
+            if i >= len(plist):
+                continue
+            g = gpus[plist[i]]
+            if (g > free and not preempt) or ded[p] + g > quota[p]:
+                continue
+            if repay:  # the default, inline: this runs once per pool per start
+                key = (alloc[p] > ded[p], i - len(plist), alloc[p] / quota[p])
+            elif fig7:
+                key = alloc[p] / quota[p]
+            else:
+                key = _order_key(order, plist, i, alloc[p], ded[p], quota[p])
+            if best is None or key < best_key:
+                best, best_key = st, key
+        return best
 
     def _release_held(self) -> None:
         """Make the jobs evicted by an earlier decision on cells lendable: pending, and every
