@@ -13,16 +13,18 @@ Which pool starts first when several are below their quota with a head that fits
 - ``"longest"``: the pool with the most jobs pending (ties as ``"allocation"``): a delay
   to a pool's head passes down its whole queue, so the longer queue has more to lose.
 - ``"repay"`` (the default): pools that hold no loans (allocation = dedicated use) first,
-  then as ``"longest"``. A pool running loans on others' GPUs does not take a freed GPU ahead of
-  the pools it borrowed from (Figure 7 gets this from counting loans in the allocation;
-  ``"oldest"`` and ``"longest"`` lose it). In FCFS with home quotas two pools are never below quota with heads
-  waiting while GPUs are free, so this only decides whose start a loan delays when
-  owners must share the GPUs as they free up. Under ``"allocation"`` a pool whose
-  arrivals were missed (its GPUs lent, its allocation low) takes the GPUs that a busy
-  pool's own jobs free, and the busy pool's whole standing queue starts later, one
-  delay passed down to every job; under ``"oldest"`` a pool with a standing queue keeps
-  starting its own jobs, and the pool whose GPUs were lent waits for GPUs that no older
-  head claims.
+  then as ``"longest"``. A pool running loans on others' GPUs does not take a freed GPU
+  ahead of the pools it borrowed from (Figure 7 gets this from counting loans in the
+  allocation; ``"oldest"`` and ``"longest"`` lose it).
+
+In FCFS with home quotas two pools are never below quota with heads waiting while GPUs
+are free, so the order only decides whose start a loan delays when owners must share the
+GPUs as they free up. Under ``"allocation"`` a pool whose arrivals were missed (its GPUs
+lent, its allocation low) takes the GPUs that a busy pool's own jobs free, and the busy
+pool's whole standing queue starts later, one delay passed down to every job; under
+``"repay"`` the longer of the two queues keeps its GPUs, which protects a busy pool with a
+standing queue, and also gives a lender with the longer queue a busy neighbour's GPUs
+(docs/concepts/lending.md has both cases, measured).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def check_dedicated_order(value: object, name: str) -> str:
         raise ConfigError(f"policy {name!r}: dedicated_order must be one of "
                           f"{', '.join(map(repr, DEDICATED_ORDERS))}, not {value!r}")
     return str(value)
+
 
 def _order_key(order: str, plist: list[int], i: int, alloc: int, ded: int,
                quota: int) -> object:
