@@ -8,7 +8,13 @@ same and only the length grows). Wall time covers ``simulate`` end to end
 (tables to arrays, the event loop, the result table). Prints a table.
 
     .venv/bin/python benchmarks/bench_replay.py [--policies fcfs,maxmin,sia-vc] [--scales 1,2,4]
-        [--dense]
+        [--dense] [--option KEY=VALUE ...]
+
+``--option KEY=VALUE`` (repeatable; VALUE read as YAML) passes a policy option to every
+policy listed, e.g. ``--policies sia-perfect --scales 1 --option dedicated_order=allocation``
+to time SIA's dedicated order. Measured 2026-11-30 (that command against the same with
+``dedicated_order=repay``, whole-process, three alternated pairs on a quiet machine): see
+docs/concepts/lending.md ("Whose head starts first").
 
 ``--dense`` overlays the copies in the same pools instead (quotas x scale; copy k > 0 moved by
 0-10 minutes per job): queues and running sets grow with the scale, not the trace's length.
@@ -68,6 +74,20 @@ def scaled(jobs: pl.DataFrame, copies: int, dense: bool = False) -> pl.DataFrame
     return pl.concat(parts)
 
 
+def parse_options(items: list[str]) -> dict:
+    """``KEY=VALUE`` strings to a dict of policy options (VALUE read as YAML); a ConfigError
+    names an item without ``=``."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE, e.g. dedicated_order=repay")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def main() -> None:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -77,7 +97,10 @@ def main() -> None:
     ap.add_argument("--dense", action="store_true",
                     help="overlay the copies in the same pools (quotas x scale): pools that "
                          "many times as busy, instead of a trace that many times as long")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a policy option for every policy (repeatable; VALUE read as YAML)")
     args = ap.parse_args()
+    options = parse_options(args.option)
 
     t = time.perf_counter()
     jobs, report = read_philly(args.trace, on_bad_rows="drop")
@@ -88,7 +111,7 @@ def main() -> None:
     rows = []
     for name in args.policies.split(","):
         try:
-            make_policy(name)
+            make_policy(name, **options)
         except ConfigError as exc:
             print(f"skip {name}: {exc}")
             continue
@@ -97,7 +120,7 @@ def main() -> None:
             quotas = (pools.with_columns(pl.col("quota_gpus") * scale) if args.dense
                       else pools)
             t = time.perf_counter()
-            res = simulate(data, quotas, make_policy(name))
+            res = simulate(data, quotas, make_policy(name, **options))
             wall = time.perf_counter() - t
             wait_h = float((res["start_time"] - res["submit_time"]).mean()) / 3600
             rows.append((name, scale, data.height, wall, data.height / wall,
