@@ -55,19 +55,6 @@ def check_dedicated_order(value: object, name: str) -> str:
     return str(value)
 
 
-def _order_key(order: str, plist: list[int], i: int, alloc: int, ded: int,
-               quota: int) -> object:
-    """The key (lowest first) of a pool whose stream ``plist`` has its head at ``i``, with
-    ``alloc`` GPUs allocated (``ded`` of them dedicated) of ``quota``."""
-    if order == "oldest":
-        return plist[i]
-    if order == "longest":
-        return (i - len(plist), alloc / quota)
-    if order == "repay":
-        return (alloc > ded, i - len(plist), alloc / quota)
-    return alloc / quota
-
-
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.policies.sia.policy import Decision
 
@@ -146,7 +133,6 @@ class DedicatedPass:
         in ``dedicated_order``; None if no head fits."""
         quota, gpus, preempt = self._quota, self._gpus, self._preempt
         order = self.dedicated_order
-        fig7, repay = order == "allocation", order == "repay"
         best, best_key = None, None
         for st in streams:
             p, plist, i = st
@@ -155,12 +141,15 @@ class DedicatedPass:
             g = gpus[plist[i]]
             if (g > free and not preempt) or ded[p] + g > quota[p]:
                 continue
-            if repay:  # the default, inline: this runs once per pool per start
+            # the key, lowest first (inline: this runs once per pool per start)
+            if order == "repay":
                 key = (alloc[p] > ded[p], i - len(plist), alloc[p] / quota[p])
-            elif fig7:
+            elif order == "allocation":
                 key = alloc[p] / quota[p]
-            else:
-                key = _order_key(order, plist, i, alloc[p], ded[p], quota[p])
+            elif order == "longest":
+                key = (i - len(plist), alloc[p] / quota[p])
+            else:  # "oldest": the head's index is its arrival order
+                key = plist[i]
             if best is None or key < best_key:
                 best, best_key = st, key
         return best
