@@ -94,6 +94,32 @@ def test_a_borrower_yields_under_repay(order, first):
     assert [j for j in ("b0", "c3") if got[j][0] == 500.0] == [first]
 
 
+# The newest debt first ("fresh"): ROWS with b1 (B, 100 s) at t=201. FCFS with home quotas
+# starts b0 at 200, b1 at 300, a1 at 500. At 500 a0 ends: A (1 of 2, head a1 fitting its
+# quota only since 500) and B (0 of 1, owed since 200, two waiting) share the freed GPU.
+# "repay": B's queue is longer -> b0 at 500; at 600 one waits in each, the tie as Figure 7
+# (B's 0/1 < A's 1/2) -> b1 at 600, a1 at 700: all three late. "fresh": A's debt is newer ->
+# a1 at 500 (on time), then b0 at 600 and b1 at 700: only B, whose GPU was lent, is late.
+@pytest.mark.parametrize(("order", "expect"), [
+    ("fresh", {"a1": 500.0, "b0": 600.0, "b1": 700.0}),
+    ("repay", {"a1": 700.0, "b0": 500.0, "b1": 600.0})])
+def test_the_newest_debt_first(order, expect):
+    rows = [*ROWS, ("b1", "B", 201.0, 100.0, 1)]
+    res = simulate(table(rows), make_pools(QUOTAS),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
+                   check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert got["c1"] == 0.0
+    assert {j: got[j] for j in expect} == expect
+
+
+def test_fresh_yields_to_a_lender_as_repay_does():
+    res = simulate(table(BORROWER), make_pools({"B": 1, "C": 2}),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order="fresh"),
+                   check_invariants=True)
+    assert dict(zip(res["job_id"], res["start_time"], strict=True))["b0"] == 500.0
+
+
 def test_hand_case_fcfs_reference():
     got = starts(make_policy("fcfs"))
     assert got["a1"][0] == 500.0 and got["b0"][0] == 200.0
@@ -108,7 +134,7 @@ def test_default_is_repay():
 
 def test_bad_order_names_the_option():
     with pytest.raises(ConfigError, match="dedicated_order must be one of 'allocation', "
-                                          "'oldest', 'longest', 'repay', not 'newest'"):
+                                          "'oldest', 'longest', 'repay', 'fresh', not 'newest'"):
         SiaPolicy(BlindForecaster(), dedicated_order="newest")
 
 
@@ -116,13 +142,13 @@ def test_bad_order_names_the_option():
 @given(trace=small_traces(), refresh=st.sampled_from([0.0, 300.0]))
 def test_perfect_predictions_slow_no_job_in_either_order(trace, refresh):
     rows, quotas = trace
-    for order in ("allocation", "oldest", "longest", "repay"):
+    for order in ("allocation", "oldest", "longest", "repay", "fresh"):
         pol = make_policy("sia-perfect", refresh_s=refresh, dedicated_order=order)
         assert slowed(table(rows), make_pools(quotas), pol).height == 0
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=small_traces(), order=st.sampled_from(["oldest", "longest", "repay"]))
+@given(trace=small_traces(), order=st.sampled_from(["oldest", "longest", "repay", "fresh"]))
 def test_each_order_keeps_each_pools_dedicated_starts_in_arrival_order(trace, order):
     rows, quotas = trace
     pol = SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order)

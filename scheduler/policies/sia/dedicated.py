@@ -16,6 +16,12 @@ Which pool starts first when several are below their quota with a head that fits
   then as ``"longest"``. A pool running loans on others' GPUs does not take a freed GPU
   ahead of the pools it borrowed from (Figure 7 gets this from counting loans in the
   allocation; ``"oldest"`` and ``"longest"`` lose it).
+- ``"fresh"``: pools that hold no loans first, then the newest debt: the pool whose head
+  has fitted its quota and waited for the shortest time (since the decision at which it
+  began to), then as ``"longest"``. A pool owed for long has its queue late against FCFS
+  with home quotas already; a pool that just became owed (its own job just ended) still
+  has its whole queue on time, and a delay would make all of it late. A GPU thus tends to
+  go back to the pool whose job just freed it.
 
 In FCFS with home quotas two pools are never below quota with heads waiting while GPUs
 are free, so the order only decides whose start a loan delays when owners must share the
@@ -42,7 +48,7 @@ NO_FAIL = (-1.0, -1)
 #: on the training data alone (Philly's training weeks and Graham's training days, 2026-11-30,
 #: by a rule fixed before its runs; third candidate tried there, after ``"oldest"`` and
 #: ``"longest"`` lost to Figure 7's order; see docs/concepts/lending.md).
-DEDICATED_ORDERS: tuple[str, ...] = ("allocation", "oldest", "longest", "repay")
+DEDICATED_ORDERS: tuple[str, ...] = ("allocation", "oldest", "longest", "repay", "fresh")
 DEFAULT_DEDICATED_ORDER = "repay"
 
 
@@ -132,7 +138,7 @@ class DedicatedPass:
         fit their pool's unused quota and the free GPUs (or, preempting, may evict), the first
         in ``dedicated_order``; None if no head fits."""
         quota, gpus, preempt = self._quota, self._gpus, self._preempt
-        order = self.dedicated_order
+        order, owed = self.dedicated_order, self._owed_since
         best, best_key = None, None
         for st in streams:
             p, plist, i = st
@@ -144,6 +150,8 @@ class DedicatedPass:
             # the key, lowest first (inline: this runs once per pool per start)
             if order == "repay":
                 key = (alloc[p] > ded[p], i - len(plist), alloc[p] / quota[p])
+            elif order == "fresh":  # _note_debts set owed[p] for every head that fits its quota
+                key = (alloc[p] > ded[p], -owed[p], i - len(plist), alloc[p] / quota[p])
             elif order == "allocation":
                 key = alloc[p] / quota[p]
             elif order == "longest":
@@ -153,6 +161,21 @@ class DedicatedPass:
             if best is None or key < best_key:
                 best, best_key = st, key
         return best
+
+    def _note_debts(self, view: SimView) -> None:
+        """Under ``"fresh"``: for each pool, the time since which its head has fitted its quota
+        and waited (set at the first decision that sees it so, -1 while it does not)."""
+        owed, quota, gpus, pend, now = (self._owed_since, self._quota, self._gpus,
+                                        self._pend_gpus, view.now)
+        ded = view.used_dedicated.tolist()
+        for p in range(self._P):
+            if pend[p]:
+                plist = view.pending(p)
+                if plist and ded[p] + gpus[plist[0]] <= quota[p]:
+                    if owed[p] < 0:
+                        owed[p] = now
+                    continue
+            owed[p] = -1.0
 
     def _release_held(self) -> None:
         """Make the jobs evicted by an earlier decision on cells lendable: pending, and every

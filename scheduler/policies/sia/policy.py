@@ -338,7 +338,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     pool's head starts first on dedicated resources, :mod:`~sia.scheduler.policies.sia.dedicated`:
     ``"allocation"``, Figure 7's increasing CurrentAllocation / Quota, or ``"oldest"``, the
     head that arrived first, ``"longest"``, the pool with the most jobs pending, or ``"repay"``,
-    pools holding no loans first, then as ``"longest"``), ``name``.
+    pools holding no loans first, then as ``"longest"``, or ``"fresh"``, as ``"repay"`` with
+    the newest debt before the longest queue), ``name``.
 
     After a replay, :attr:`stats` holds counters (decisions, forecasts,
     dedicated / opportunistic starts, adaptation records and misses).
@@ -467,6 +468,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._rebin: list[int] = []  # readmitted jobs below _binned that were never binned
         self._started = bytearray(trace.n_jobs)
         self._pend_gpus = [0] * P  # GPUs of each pool's pending jobs
+        self._owed_since = [-1.0] * P  # dedicated_order "fresh": when each pool's debt began
         # reserve_floor: per pool, the GPUs of its last submitted job (the prior history's
         # before the replay's first; 0: none known), each pool's floor ("last_width") or the
         # widths one margin covers ("margin")
@@ -804,6 +806,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def decide(self, view: SimView) -> list[Start]:
         """Return the dedicated starts (Figure 7), then the opportunistic ones (Figure 8)."""
         self._admit(view)
+        if self.dedicated_order == "fresh":  # before any early return: a debt begins anyway
+            self._note_debts(view)
         rb = self.risk_budget
         if rb is not None and view.now >= rb.next_due:  # (before it: nothing to take in)
             rb.resolve(view.now)
