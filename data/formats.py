@@ -18,3 +18,16 @@ def time_unit_problem(unit: object) -> str | None:
     return (f"{unit!r} is not a time unit: choose one of {', '.join(TIME_UNITS)}, or "
             f"{DATETIME_FORMAT_PREFIX}FORMAT with a date-time format such as "
             f"'{DATETIME_FORMAT_PREFIX}%m/%d/%Y %H:%M'")
+
+#: When a Slurm (sacct) job arrives: ``eligible`` (the default: its ``Eligible`` time, when
+#: the export has the field) or ``submit`` (its ``Submit`` time, even when it has).
+ARRIVALS = ("eligible", "submit")
+
+
+def arrival_problem(arrival: object, option: str = "--arrival") -> str | None:
+    """Return what is wrong with an arrival choice (None when it is one of :data:`ARRIVALS`),
+    as a message starting with ``option``."""
+    if arrival in ARRIVALS:
+        return None
+    return (f"{option} {arrival!r}: choose eligible (a Slurm job arrives when it could first "
+            "run, its Eligible time; the default) or submit (at its Submit time)")

@@ -40,7 +40,7 @@ from pathlib import Path
 import polars as pl
 from sia.data.datasets import builtin_format, is_builtin, read_builtin_rows
 from sia.data.errors import ConfigError, TraceError
-from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, time_unit_problem
+from sia.data.formats import DATETIME_FORMAT_PREFIX, FORMATS, arrival_problem, time_unit_problem
 from sia.data.paths import check_regular, is_glob
 from sia.data.schema import (
     INTERNAL_PREFIX,
@@ -1141,16 +1141,22 @@ def resolve_format(path: Path | str, fmt: str = "auto", *,
 
 def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str] | None = None,
                pool_from: str | None = None, time_unit: str = "s",
-               on_bad_rows: OnBadRows = "raise") -> tuple[pl.DataFrame, CleaningReport]:
+               on_bad_rows: OnBadRows = "raise", arrival: str | None = None,
+               ) -> tuple[pl.DataFrame, CleaningReport]:
     """Return (jobs, report) from a trace in any supported format.
 
     ``fmt``: ``auto`` (see :func:`resolve_format`), ``philly``,
     ``philly-joblog``, ``helios``, ``pai``, ``sacct``, ``generic`` or
     ``canonical``. ``pool_from`` goes to the sacct and generic readers, the
-    other arguments to the generic reader.
+    other arguments to the generic reader. ``arrival`` (``eligible`` or
+    ``submit``, see :func:`sia.data.sacct.read_sacct`; None: the format's
+    default) is for a Slurm ``sacct`` export only: given for another format it
+    is a ConfigError, as it would be ignored.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if arrival is not None and arrival_problem(arrival):
+        raise ConfigError(arrival_problem(arrival))
     if is_builtin(path):
         own = builtin_format(path)
         if mapping or pool_from or fmt not in ("auto", own):
@@ -1170,7 +1176,11 @@ def read_trace(path: Path | str, fmt: str = "auto", *, mapping: Mapping[str, str
     if fmt == "sacct":
         from sia.data.sacct import read_sacct
 
-        return read_sacct(path, on_bad_rows, pool_from=pool_from)
+        return read_sacct(path, on_bad_rows, pool_from=pool_from, arrival=arrival or "eligible")
+    if arrival is not None:
+        raise ConfigError(
+            f"{path} is read as a {fmt} trace: --arrival {arrival} would be ignored (it chooses "
+            "between a Slurm sacct export's Submit and Eligible times); drop it")
     if fmt == "philly":
         return read_philly(path, on_bad_rows)
     if fmt == "philly-joblog":

@@ -37,8 +37,9 @@ tolerated and ignored):
 * ``Eligible`` (optional): when Slurm could first schedule the job, later than ``Submit`` for
   a job held by a dependency, a ``--begin`` time or a hold. A started job arrives then (kept
   within [Submit, Start]; ``Unknown`` keeps Submit), so a chain of dependent jobs is replayed
-  one after another, not all at once; the report counts the jobs held. Without the field
-  jobs arrive at ``Submit``.
+  one after another, not all at once; the report counts the jobs held. Without the field, or
+  with ``arrival="submit"`` (``--arrival submit``: the field is ignored, and the report says
+  how many jobs it would have held), jobs arrive at ``Submit``.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
   ``UNLIMITED``, ``Partition_Limit`` and the raw sentinels 4294967295 /
@@ -86,6 +87,7 @@ from pathlib import Path
 
 import polars as pl
 from sia.data.errors import ConfigError, TraceError
+from sia.data.formats import arrival_problem
 from sia.data.paths import check_regular
 from sia.data.readers import _add_source, _check_header, _drop_blank_rows, _finish
 from sia.data.schema import (
@@ -528,16 +530,23 @@ def _mask(bad: BadRows, expr: pl.Expr) -> pl.Series:
     return bad.df.select(expr.fill_null(False).alias("m")).to_series()
 
 
-def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: str | None = None
-               ) -> tuple[pl.DataFrame, CleaningReport]:
+def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: str | None = None,
+               arrival: str = "eligible") -> tuple[pl.DataFrame, CleaningReport]:
     """Return (jobs, report) from a Slurm ``sacct`` export (see the module docstring).
 
-    Times are seconds since the first kept submission (``report.first_submit``
+    Times are seconds since the first kept arrival (``report.first_submit``
     is its date-time), durations and ``time_limit`` seconds, ``num_gpus``
     whole GPUs. ``pool_from``: ``partition`` (the default), ``account``,
     ``user`` (the contract's user: ``User``, else ``Account``), any other
-    field of the header, ``const:NAME`` or ``file-stem``.
+    field of the header, ``const:NAME`` or ``file-stem``. ``arrival``
+    (:data:`sia.data.formats.ARRIVALS`): ``eligible`` (a started job arrives at
+    its ``Eligible`` time when the export has the field) or ``submit`` (at its
+    ``Submit`` time; the report notes what Eligible would have changed); another
+    value is a ConfigError.
     """
+    problem = arrival_problem(arrival)
+    if problem:
+        raise ConfigError(problem)
     path = Path(path)
     source = str(path)
     report = CleaningReport(source=source)
@@ -555,7 +564,7 @@ def read_sacct(path: Path | str, on_bad_rows: OnBadRows = "raise", pool_from: st
     _gpu_counts(bad, cols)
     _leave_out_unstarted(bad)
     _times(bad, cols)
-    _arrivals(bad, cols)
+    _arrivals(bad, cols, arrival)
     _fold_het_components(bad, id_field)
     _users_and_tags(bad, cols, user_field)
     _pools(bad, pool_source, pool_from, report.notes)
@@ -778,8 +787,9 @@ def _times(bad: BadRows, cols: set[str]) -> None:
     _time_limits(bad, cols)
 
 
-def _arrivals(bad: BadRows, cols: set[str]) -> None:
-    """Make each job arrive when it became eligible to run, when the export says so.
+def _arrivals(bad: BadRows, cols: set[str], arrival: str = "eligible") -> None:
+    """Make each job arrive when it became eligible to run, when the export says so and
+    ``arrival`` is ``eligible``.
 
     ``Eligible`` is when Slurm first could schedule the job: later than ``Submit`` for a job
     held by a dependency (``afterok``: a chain of jobs that continue one another), a
@@ -787,28 +797,49 @@ def _arrivals(bad: BadRows, cols: set[str]) -> None:
     the job it waits for had ended, and a whole chain would run at once. So a started job
     arrives at its ``Eligible`` time, kept within [Submit, Start] (a cell that is not a
     date-time is a bad row; ``Unknown`` keeps Submit). Without the field every job arrives at
-    its submission; the note counts the jobs held and for how long.
+    its submission; the note counts the jobs held and for how long. With ``arrival="submit"``
+    every job arrives at its submission and the field is ignored (its cells are not checked):
+    the note says so, and counts the jobs it would have held.
     """
     if "Eligible" not in cols:
         return
     eligible = f"{_DATA}Eligible"
     bad.df = bad.df.with_columns(_to_datetime("Eligible").alias(eligible))
-    bad.flag(_mask(bad, _present("Eligible") & pl.col(eligible).is_null()), "Eligible",
-             "unparsable_time", "{value!r} is not a date-time (expected e.g. "
-             "2021-05-01T00:02:52: export with SLURM_TIME_FORMAT=standard)")
+    if arrival == "eligible":
+        bad.flag(_mask(bad, _present("Eligible") & pl.col(eligible).is_null()), "Eligible",
+                 "unparsable_time", "{value!r} is not a date-time (expected e.g. "
+                 "2021-05-01T00:02:52: export with SLURM_TIME_FORMAT=standard)")
     submit, start = pl.col(f"{_DATA}Submit"), pl.col(f"{_DATA}Start")
-    arrival = pl.max_horizontal(submit, pl.min_horizontal(pl.col(eligible).fill_null(submit),
-                                                          start.fill_null(submit)))
-    held = bad.df.select((arrival - submit).dt.total_seconds()).to_series()
-    bad.df = bad.df.with_columns(arrival.alias(f"{_DATA}Submit"))
+    when = pl.max_horizontal(submit, pl.min_horizontal(pl.col(eligible).fill_null(submit),
+                                                       start.fill_null(submit)))
+    held = bad.df.select((when - submit).dt.total_seconds()).to_series()
+    if arrival == "submit":
+        bad.report.notes.append(_ignored_eligible_note(held))
+        return
+    bad.df = bad.df.with_columns(when.alias(f"{_DATA}Submit"))
     later = held.filter(held > 0)
     if later.len():
-        hours = held.filter(held >= 3600)
         bad.report.notes.append(
             f"arrival: {later.len():,} job(s) became eligible after their submission "
-            f"(dependencies, --begin, holds) and arrive then: {hours.len():,} of them an hour or "
-            f"more later (median {_span(float(hours.median())) if hours.len() else '-'}); "
-            "export without Eligible to replay from Submit")
+            f"(dependencies, --begin, holds) and arrive then: {_held_hours(held)}; "
+            "--arrival submit replays them from Submit")
+
+
+def _held_hours(held: pl.Series) -> str:
+    """Return how many of the jobs ``held`` (seconds after their submission) waited an hour or
+    more, and the median of those waits."""
+    hours = held.filter(held >= 3600)
+    return (f"{hours.len():,} of them an hour or more later "
+            f"(median {_span(float(hours.median())) if hours.len() else '-'})")
+
+
+def _ignored_eligible_note(held: pl.Series) -> str:
+    """Return the report's note for an export whose Eligible field is ignored on request
+    (``arrival="submit"``): what it would have changed (``held``: seconds after submission)."""
+    later = held.filter(held > 0)
+    return (f"arrival: Submit, as asked (--arrival submit): the export's Eligible field is "
+            f"ignored; it would have made {later.len():,} job(s) arrive after their submission "
+            f"(dependencies, --begin, holds), {_held_hours(held)}")
 
 
 def _span(seconds: float) -> str:

@@ -15,9 +15,10 @@ Example (a command module)::
                   pool_from: inputs.PoolFromOpt = None, time_unit: inputs.TimeUnitOpt = "s",
                   clean: inputs.CleanOpt = False, quotas: inputs.QuotasOpt = None,
                   load_range: inputs.LoadRangeOpt = "0.6,1.1", seed: inputs.SeedOpt = 0,
-                  days: inputs.DaysOpt = None):
+                  days: inputs.DaysOpt = None, arrival: inputs.ArrivalOpt = None):
             wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from,
-                                              time_unit, clean, quotas, load_range, seed, days)
+                                              time_unit, clean, quotas, load_range, seed, days,
+                                              arrival=arrival)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sia.data.errors import ConfigError, TraceError
-from sia.data.formats import FORMATS, time_unit_problem
+from sia.data.formats import FORMATS, arrival_problem, time_unit_problem
 from sia.data.plausibility import Thresholds, job_warnings, quota_warnings
 from sia.data.units import DAY_S
 from sia.data.variants import VARIANTS
@@ -81,7 +82,7 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                   load_range: tuple[float, float] = (0.6, 1.1), seed: int = 0,
                   days: float | None = None, limits: Thresholds | None = None,
                   ignore_columns: tuple[str, ...] = (), allow_implausible: bool = False,
-                  max_jobs: int | None = None) -> Workload:
+                  max_jobs: int | None = None, arrival: str | None = None) -> Workload:
     """Return the :class:`Workload` of a trace or a synthetic variant.
 
     ``trace`` may be ``builtin:philly``: the Philly trace shipped in the
@@ -105,7 +106,9 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
     A synthetic workload of more than ``max_jobs`` expected jobs (default
     :data:`sia.data.synthetic.MAX_JOBS`) is a ConfigError before it is generated. ``ignore_columns`` (among
     :data:`IGNORABLE_COLUMNS`) are read as absent: null for every job, as in a
-    trace without them (noted in the report).
+    trace without them (noted in the report). ``arrival`` (``eligible`` or
+    ``submit``; None: the reader's default) says when a Slurm sacct export's jobs
+    arrive; it is a ConfigError for any other trace and for a synthetic workload.
     """
     import polars as pl
     from sia.data.readers import read_trace, resolve_format
@@ -119,12 +122,17 @@ def load_workload(trace: Path | None = None, *, synthetic: str | None = None, fm
                           "(omit it to keep every day)")
     check_seed(seed)
     if trace is None:
+        if arrival is not None:
+            raise ConfigError(f"--arrival {arrival} would be ignored: it chooses when a Slurm "
+                              "sacct export's jobs arrive, and a synthetic workload has no "
+                              "export; drop it")
         return _synthetic_workload(synthetic or "base", seed, days, quotas, max_jobs)
 
     trace = Path(trace)
     resolved = resolve_format(trace, fmt, mapping=mapping, pool_from=pool_from)
     jobs, report = read_trace(trace, resolved, mapping=mapping, pool_from=pool_from,
-                              time_unit=time_unit, on_bad_rows="drop" if clean else "raise")
+                              time_unit=time_unit, on_bad_rows="drop" if clean else "raise",
+                              arrival=arrival)
     report.notes.insert(0, f"format: {resolved}")
     _check_time_scale(jobs, report, trace, resolved, time_unit, limits, allow_implausible)
     if ignore_columns:
@@ -316,10 +324,12 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
                           clean: bool, quotas: Path | None, load_range: str, seed: int,
                           days: float | None, limits: Thresholds | None = None, *,
                           allow_implausible: bool = False,
-                          max_jobs: int | None = None) -> Workload:
+                          max_jobs: int | None = None, arrival: str | None = None) -> Workload:
     """Parse the shared options' raw values and return :func:`load_workload`'s result."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if arrival is not None and arrival_problem(arrival):
+        raise ConfigError(arrival_problem(arrival))
     problem = time_unit_problem(time_unit)
     if problem:
         raise ConfigError(f"--time-unit: {problem}")
@@ -327,7 +337,7 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
                          pool_from=pool_from, time_unit=time_unit, clean=clean, quotas=quotas,
                          load_range=parse_load_range(load_range), seed=seed, days=days,
                          limits=limits, allow_implausible=allow_implausible,
-                         max_jobs=check_max(max_jobs, "--max-jobs"))
+                         max_jobs=check_max(max_jobs, "--max-jobs"), arrival=arrival)
 
 
 # --------------------------------------------------------------------------- shared options
@@ -360,6 +370,13 @@ PoolFromOpt = Annotated[str | None, typer.Option(
                         "or file-stem (each file of a folder/glob is a pool). Default: the "
                         "'pool' column; for a Slurm sacct export, its Partition (account, user "
                         "or another field name choose those).", show_default=False)]
+ArrivalOpt = Annotated[str | None, typer.Option(
+    "--arrival", help="Slurm sacct exports: when a job arrives. eligible (the default): at its "
+                      "Eligible time when the export has that field (a job held by a "
+                      "dependency, --begin or a hold arrives when Slurm could first run it, "
+                      "kept within its Submit and Start). submit: at its Submit time, Eligible "
+                      "ignored (the report counts the jobs it would have held). Other formats "
+                      "refuse it.", show_default=False)]
 TimeUnitOpt = Annotated[str, typer.Option(
     "--time-unit", help="Generic traces: submission times (and durations and time limits) as "
                         "numbers in s or ms, or 'datetime' for date-time submissions "

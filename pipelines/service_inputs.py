@@ -61,8 +61,10 @@ def serve_inputs(trace: Path | None, *, synthetic: str | None = None, fmt: str =
                  time_unit: str = "s", clean: bool = False, quotas: Path | None = None,
                  load_range: str = "0.6,1.1", seed: int = 0, days: float | None = None,
                  replay_start_day: float | None = None,
-                 replay_end_day: float | None = None) -> ServeInputs:
-    """Return the service's inputs, as `sia replay` cuts them from the same options."""
+                 replay_end_day: float | None = None,
+                 arrival: str | None = None) -> ServeInputs:
+    """Return the service's inputs, as `sia replay` cuts them from the same options
+    (``arrival``: when a Slurm export's jobs arrive, as ``--arrival``)."""
     from sia.pipelines import inputs
 
     if trace is not None and synthetic is None:
@@ -73,7 +75,7 @@ def serve_inputs(trace: Path | None, *, synthetic: str | None = None, fmt: str =
                                   "pool file")
             return ServeInputs(pools, None, None, str(trace))
     wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit, clean,
-                                      quotas, load_range, seed, days)
+                                      quotas, load_range, seed, days, arrival=arrival)
     jobs, pools = wl.jobs, wl.pools
     prior = inputs.jobs_before(jobs, replay_start_day)
     if replay_start_day is not None or replay_end_day is not None:

@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
         pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None,
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
         if from_day is not None and to_day is not None and to_day <= from_day:
             raise ConfigError(f"--to-day {to_day} must be after --from-day {from_day}")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
-                                          clean, quotas, load_range, seed, days)
+                                          clean, quotas, load_range, seed, days, arrival=arrival)
         from sia.pipelines.output import prepare_dir
 
         run_backtest(wl, windows_min=ks, every_days=retrain_every, train_days=train_days,

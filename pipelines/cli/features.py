@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
         pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None,
@@ -78,7 +79,8 @@ def register(app: typer.Typer) -> None:
         max_rows = inputs.check_max(max_rows, "--max-rows")
         wl = inputs.workload_from_options(trace, synthetic, fmt, map_, pool_from, time_unit,
                                           clean, quotas, load_range, seed, days,
-                                          allow_implausible=allow_implausible, max_jobs=max_jobs)
+                                          allow_implausible=allow_implausible, max_jobs=max_jobs,
+                                          arrival=arrival)
         typer.echo(f"workload: {wl.source}: {wl.jobs.height:,} jobs, {wl.pools.height} pools")
         # the table's size before any work (the FCFS replay included): the grid spans the
         # submissions

@@ -26,11 +26,12 @@ real Philly trace shipped in the package, CC-BY-4.0, Microsoft); the per-VC Phil
 CSV (timestamp,duration,num_gpus,gpu_time,cluster); Helios cluster_log.csv
 (CPU-only jobs are left out and counted; a cluster_gpu_number.csv beside it
 gives the quotas); a Slurm `sacct --parsable2` export, gzip'd or not (pools
-from Partition, or --pool-from account|user; CPU-only jobs, jobs that never
-started, were cancelled while pending, are still running or ran 0 s are left
-out and counted; a job run past its time limit is a warning); any
-CSV/Parquet file, folder or glob with --map and --pool-from; a canonical
-folder.
+from Partition, or --pool-from account|user; a job arrives at its Eligible
+time when the export has it, or with --arrival submit at its Submit; CPU-only
+jobs, jobs that never started, were cancelled while pending, are still
+running or ran 0 s are left out and counted; a job run past its time limit is
+a warning); any CSV/Parquet file, folder or glob with --map and --pool-from;
+a canonical folder.
 
 A bad row (missing, non-numeric or non-finite value, duration <= 0, zero
 GPUs, duplicate id or row, unparsable time) stops the read with the file, row
@@ -74,6 +75,7 @@ def register(app: typer.Typer) -> None:
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
         pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None,
@@ -100,7 +102,7 @@ def register(app: typer.Typer) -> None:
         limits = thresholds(warn_gpus, warn_days, warn_quota_factor)
         wl = inputs.workload_from_options(trace, None, fmt, map_, pool_from, time_unit, clean,
                                           quotas, load_range, seed, days, limits=limits,
-                                          allow_implausible=allow_implausible)
+                                          allow_implausible=allow_implausible, arrival=arrival)
         t_read = time.perf_counter() - t0
         paths = write_workload(wl, out)
         for line in summary_lines(wl):

@@ -466,6 +466,7 @@ class ReplayArgs:
     regions_mode: str
     no_mlflow: bool
     risk: float | None = None
+    arrival: Any = None
 
 
 def register(app: typer.Typer) -> None:
@@ -487,6 +488,7 @@ def register(app: typer.Typer) -> None:
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
         pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None,
@@ -535,7 +537,7 @@ def _run(a: ReplayArgs) -> None:
         uri = setup_tracking(experiment=EVALUATION_EXPERIMENT)
     wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
                                       a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
-                                      a.days)
+                                      a.days, arrival=a.arrival)
     if regions_spec is None:
         from sia.data.schema import REGION_COLUMN
 

@@ -106,7 +106,8 @@ def register(app: typer.Typer) -> None:
         replay_start_day: StartDayOpt = None, replay_end_day: EndDayOpt = None,
         synthetic: inputs.SyntheticOpt = None, days: inputs.DaysOpt = None,
         fmt: inputs.FormatOpt = "auto", map_: inputs.MapOpt = None,
-        pool_from: inputs.PoolFromOpt = None, time_unit: inputs.TimeUnitOpt = "s",
+        pool_from: inputs.PoolFromOpt = None, arrival: inputs.ArrivalOpt = None,
+        time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False, quotas: inputs.QuotasOpt = None,
         load_range: inputs.LoadRangeOpt = "0.6,1.1", seed: inputs.SeedOpt = 0,
         log_level: LogLevelOpt = "info",
@@ -146,8 +147,8 @@ def run_serve(a: dict) -> None:
     _check(a)
     token = read_token(a["token_file"])
     got = serve_inputs(a["trace"], **{k: a[k] for k in (
-        "synthetic", "days", "fmt", "map_", "pool_from", "time_unit", "clean", "quotas",
-        "load_range", "seed", "replay_start_day", "replay_end_day")})
+        "synthetic", "days", "fmt", "map_", "pool_from", "arrival", "time_unit", "clean",
+        "quotas", "load_range", "seed", "replay_start_day", "replay_end_day")})
     policy, mode, tick, seed = a["policy"], a["mode"], a["tick"], a["seed"]
     predictors, options = resolve_predictors(policy, a["alias"], a["windows"])
     make = policy_factory(policy, got.pools, got.prior, predictors=predictors, options=options,

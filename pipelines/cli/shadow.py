@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
         replay_start_day: StartDayOpt = None, replay_end_day: EndDayOpt = None,
         synthetic: inputs.SyntheticOpt = None, fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None, pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s", clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None, load_range: inputs.LoadRangeOpt = "0.6,1.1",
         seed: inputs.SeedOpt = 0, days: inputs.DaysOpt = None,
@@ -95,8 +96,8 @@ def run_shadow(a: dict) -> None:
     pace = None if scale is None else Pacer(scale)
     token = read_token(a["token_file"])
     got = serve_inputs(a["trace"], **{k: a[k] for k in (
-        "synthetic", "fmt", "map_", "pool_from", "time_unit", "clean", "quotas", "load_range",
-        "seed", "days", "replay_start_day", "replay_end_day")})
+        "synthetic", "fmt", "map_", "pool_from", "arrival", "time_unit", "clean", "quotas",
+        "load_range", "seed", "days", "replay_start_day", "replay_end_day")})
     if got.jobs is None:
         raise ConfigError(f"{a['trace']}: a pool file has no jobs to replay; give a trace")
     client = Client(a["url"], token)

@@ -187,6 +187,7 @@ class TrainArgs:
     alias: str | None
     experiment: str | None
     out: Path | None
+    arrival: Any = None
 
 
 def register(app: typer.Typer) -> None:
@@ -199,6 +200,7 @@ def register(app: typer.Typer) -> None:
         fmt: inputs.FormatOpt = "auto",
         map_: inputs.MapOpt = None,
         pool_from: inputs.PoolFromOpt = None,
+        arrival: inputs.ArrivalOpt = None,
         time_unit: inputs.TimeUnitOpt = "s",
         clean: inputs.CleanOpt = False,
         quotas: inputs.QuotasOpt = None,
@@ -265,7 +267,7 @@ def run_command(a: TrainArgs) -> None:
         say(f"reading {a.trace if a.trace is not None else f'the synthetic workload {a.synthetic}'}")
         wl = inputs.workload_from_options(a.trace, a.synthetic, a.fmt, a.map_, a.pool_from,
                                           a.time_unit, a.clean, a.quotas, a.load_range, a.seed,
-                                          days)
+                                          days, arrival=a.arrival)
         config = _train_config(a, ks)
         outcome = run_training(wl.jobs, wl.pools, config, trace=wl.source, out_dir=out_dir,
                                tune=a.tune, tune_objective=a.tune_objective,

@@ -119,7 +119,8 @@ def load_trace(cfg: ExperimentConfig) -> Workload:
     t = cfg.trace
     return load_workload(
         None if t.path is None else Path(t.path), synthetic=t.synthetic, fmt=t.format,
-        mapping=t.map or None, pool_from=t.pool_from, time_unit=t.time_unit, clean=t.clean,
+        mapping=t.map or None, pool_from=t.pool_from, arrival=t.arrival,
+        time_unit=t.time_unit, clean=t.clean,
         quotas=None if t.quotas is None else Path(t.quotas), load_range=cfg.load_range,
         seed=cfg.seed if t.seed is None else t.seed, days=t.days,
         ignore_columns=t.ignore_columns,
@@ -227,7 +228,7 @@ def experiment_specs(cfg: ExperimentConfig, exp: Experiment, jobs: pl.DataFrame,
     if prior is not None:  # the history of this experiment's pools only
         prior = prior.filter(pl.col("pool").is_in(exp.pools["pool"].to_list()))
     workload = FrameWorkload(exp_jobs, pools, (
-        asdict(cfg.trace), cfg.replay_start_day, cfg.replay_end_day,
+        cfg.trace.key(), cfg.replay_start_day, cfg.replay_end_day,
         {k: v for k, v in exp.to_dict().items() if k not in ("exp_id", "index", "group")}),
         prior)
     locality = (None if cfg.locality is None else
@@ -473,7 +474,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
 
     p = cfg.predictors
     start = float(cfg.replay_start_day)
-    key = result_key(asdict(cfg.trace), start, asdict(p), tracking_uri())
+    key = result_key(cfg.trace.key(), start, asdict(p), tracking_uri())
     marker = out_dir / "predictors.json"
     if marker.exists():
         saved = json.loads(marker.read_text())

@@ -12,6 +12,7 @@ the file and the key (``trace.path``, ``policies[2].options`` ...). Keys::
       clean: true                  # drop bad rows and count them (else stop at the first)
       map: {submit_time: submitted}  # generic reader column mapping
       pool_from: null
+      arrival: null                # a Slurm export: eligible (null: the default) or submit
       time_unit: s
       quotas: null                 # a pool,quota_gpus file: the recorded quotas
       synthetic: base              # instead of path: a synthetic variant ...
@@ -86,6 +87,17 @@ class TraceSpec:
     #: optional contract columns read as absent (an ablation: what a trace's time limits or
     #: users are worth to the predictors and to SIA's lending)
     ignore_columns: tuple[str, ...] = ()
+    #: when a Slurm export's jobs arrive: ``eligible`` or ``submit`` (None: the reader's
+    #: default, eligible); left out of the config's digest and replay keys when None
+    arrival: str | None = None
+
+    def key(self) -> dict[str, Any]:
+        """Return the spec as the dict that keys replays and predictors (``arrival`` only
+        when set, so a config without it keeps the keys it had before the key existed)."""
+        d = asdict(self)
+        if d["arrival"] is None:
+            d.pop("arrival")
+        return d
 
 
 @dataclass(frozen=True)
@@ -186,9 +198,12 @@ class ExperimentConfig:
 
 
 def _drop_unset_regions(d: dict[str, Any]) -> None:
-    """Leave regions out of a config without them (its digest and params stay as before)."""
+    """Leave regions, preemption and trace.arrival out of a config without them (its digest
+    and params stay as before)."""
     if d.get("preemption") is None:  # a config without it keeps its digest
         d.pop("preemption", None)
+    if d["trace"].get("arrival") is None:  # so does a config without trace.arrival
+        d["trace"].pop("arrival", None)
     if d.get("regions") is None:
         d.pop("regions", None)
     else:
@@ -206,8 +221,8 @@ _TOP_KEYS = {
     "min_jobs_per_pool", "quotas", "load_range", "quota_scale", "locality", "tick_s",
     "policies", "predictors", "description", "regions", "preemption",
 }
-_TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "time_unit", "quotas",
-               "days", "seed", "ignore_columns"}
+_TRACE_KEYS = {"path", "synthetic", "format", "clean", "map", "pool_from", "arrival", "time_unit",
+               "quotas", "days", "seed", "ignore_columns"}
 _POLICY_KEYS = {"name", "label", "options", "forecaster", "alias", "regions"}
 _PRED_KEYS = {"train", "alias", "windows_min", "load_method", "load_windows", "train_days",
               "val_days", "warmup_days", "duration_quantile", "duration_target_under",
@@ -531,7 +546,7 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
     path = None
     if has_syn:
         synthetic = w.string(raw["synthetic"], "trace.synthetic", tuple(VARIANTS))
-        for k in ("format", "map", "pool_from", "time_unit", "clean"):
+        for k in ("format", "map", "pool_from", "arrival", "time_unit", "clean"):
             if k in raw:
                 raise w.error(f"trace.{k}", "applies to trace.path only, not to a synthetic trace")
     else:
@@ -562,7 +577,23 @@ def _parse_trace(raw: Any, w: _Where, base_dir: Path | None) -> TraceSpec:
         days=None if days is None else w.number(days, "trace.days", lo=0, lo_open=True),
         seed=None if seed is None else w.number(seed, "trace.seed", lo=0, integer=True),
         ignore_columns=ignore,
+        arrival=_arrival(raw, w),
     )
+
+
+def _arrival(raw: dict, w: _Where) -> str | None:
+    """Return ``trace.arrival`` (None when unset): ``eligible`` or ``submit``, for a trace
+    read as a Slurm sacct export (``trace.format`` auto or sacct)."""
+    from sia.data.formats import ARRIVALS
+
+    if raw.get("arrival") is None:
+        return None
+    arrival = w.string(raw["arrival"], "trace.arrival", ARRIVALS)
+    fmt = raw.get("format", "auto")
+    if fmt not in ("auto", "sacct"):
+        raise w.error("trace.arrival", f"applies to a Slurm sacct export only, and trace.format "
+                                       f"is {fmt}: it would be ignored; drop it")
+    return arrival
 
 
 #: A policy swept over SIA's risk budget is labelled ``<label>+risk<value>`` (e.g. sia+risk0.01).

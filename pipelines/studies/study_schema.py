@@ -97,6 +97,11 @@ class TraceSection(_Strict):
         "Where the pool comes from: a column name, `const:NAME` (one pool) or `file-stem` "
         "(each file of a folder is a pool); for a Slurm export `account`, `user` or a field. "
         "Default: the `pool` column (a Slurm export's Partition).")
+    arrival: Literal["eligible", "submit"] | None = _key(
+        "Slurm sacct exports only: when a job arrives, as `--arrival`. `eligible` (default): "
+        "at its `Eligible` time when the export has that field (a job held by a dependency, "
+        "a begin time or a hold arrives when Slurm could first run it); `submit`: at its "
+        "`Submit` time, Eligible ignored (the report counts the jobs it would have held).")
     time_unit: str | None = _key(
         "Generic traces: submission times, durations and limits as numbers in `s` (default) "
         "or `ms`, or `datetime` / `datetime:FORMAT` for date-time submissions.")

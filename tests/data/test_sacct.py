@@ -110,6 +110,68 @@ def test_a_job_arrives_when_it_became_eligible(tmp_path):
         read_sacct(export(tmp_path / "b.txt", fields, rows))
 
 
+def _held_by_a_dependency(tmp_path: Path) -> Path:
+    """An export of two jobs: 2 waits on 1 (afterok), eligible 2 h after its submission."""
+    fields = ["JobID", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "AllocTRES", "State",
+              "Partition"]
+    rows = [["1", "2024-03-01T10:00:00", "2024-03-01T10:00:00", "2024-03-01T10:00:05",
+             "2024-03-01T12:00:00", "7195", "gres/gpu=1", "COMPLETED", "gpu"],
+            ["2", "2024-03-01T10:00:00", "2024-03-01T12:00:00", "2024-03-01T12:00:30",
+             "2024-03-01T13:00:00", "3570", "gres/gpu=1", "COMPLETED", "gpu"]]
+    return export(tmp_path / "dep.sacct", fields, rows)
+
+
+def test_arrival_submit_ignores_eligible_and_says_what_it_would_have_held(tmp_path):
+    p = _held_by_a_dependency(tmp_path)
+    # the default, and eligible by name: job 2 arrives when its dependency released it
+    for jobs, report in (read_sacct(p), read_sacct(p, arrival="eligible"), read_trace(p)):
+        assert jobs.sort("job_id")["submit_time"].to_list() == [0.0, 7200.0]
+        note = next(n for n in report.notes if n.startswith("arrival:"))
+        assert "1 job(s) became eligible after their submission" in note
+        assert "--arrival submit" in note
+    # submit: both arrive at their Submit, and the note says Eligible was ignored, and what
+    # it would have done
+    for jobs, report in (read_sacct(p, arrival="submit"), read_trace(p, arrival="submit")):
+        assert jobs.sort("job_id")["submit_time"].to_list() == [0.0, 0.0]
+        assert jobs["duration"].to_list() == [7195.0, 3570.0]  # nothing else changes
+        notes = [n for n in report.notes if n.startswith("arrival:")]
+        assert len(notes) == 1 and "Eligible field is ignored" in notes[0]
+        assert "--arrival submit" in notes[0]
+        assert ("1 job(s) arrive after their submission (dependencies, --begin, holds), 1 of "
+                "them an hour or more later (median 2.0 h)") in notes[0]
+
+
+def test_arrival_submit_does_not_check_the_ignored_eligible_cells(tmp_path):
+    p = _held_by_a_dependency(tmp_path)
+    p.write_text(p.read_text().replace("2024-03-01T12:00:00|2024-03-01T12:00:30", "soon|"
+                                       "2024-03-01T12:00:30"))
+    with pytest.raises(TraceError, match=r"column 'Eligible': 'soon' is not a date-time"):
+        read_sacct(p)
+    jobs, report = read_sacct(p, arrival="submit")
+    assert jobs["submit_time"].to_list() == [0.0, 0.0]
+    assert any("0 job(s) arrive after their submission" in n for n in report.notes)
+
+
+def test_arrival_bad_value_and_other_formats_are_refused(tmp_path):
+    p = _held_by_a_dependency(tmp_path)
+    for call in (lambda: read_sacct(p, arrival="start"),
+                 lambda: read_trace(p, arrival="Submit")):
+        with pytest.raises(ConfigError, match=r"--arrival '(start|Submit)': choose eligible "
+                                              r"\(.*\) or submit"):
+            call()
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("job_id,pool,submit_time,duration,num_gpus\na,p,0,60,1\n")
+    for fmt in ("auto", "generic"):
+        with pytest.raises(ConfigError, match=r"jobs.csv is read as a generic trace: --arrival "
+                                              r"submit would be ignored .*; drop it"):
+            read_trace(csv, fmt, arrival="submit")
+    with pytest.raises(ConfigError, match=r"builtin:philly is read as a philly trace: --arrival "
+                                          r"eligible would be ignored .*; drop it"):
+        read_trace("builtin:philly", arrival="eligible")
+    with pytest.raises(ConfigError, match="read as a generic trace: --arrival submit"):
+        read_trace(p, "generic", arrival="submit")  # a sacct file read as generic: refused too
+
+
 FULL_FIELDS = ["JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "Submit",
                "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqTRES",
                "AllocTRES", "State", "NNodes"]

@@ -201,6 +201,71 @@ def test_ingest_sacct_without_gpu_jobs_says_what_was_left_out(tmp_path, capsys):
     assert "cpu.sacct: no jobs left to schedule ({} dropped, {'cpu_only': 1} left out)" in err
 
 
+#: Two GPU jobs submitted together; job 2 waited on job 1 (afterok): eligible 2 h later.
+SACCT_HELD = ("JobID|Partition|Submit|Eligible|Start|End|ElapsedRaw|AllocTRES|State\n"
+              "1|gpu|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:05|"
+              "2024-03-01T12:00:00|7195|gres/gpu=1|COMPLETED\n"
+              "2|gpu|2024-03-01T10:00:00|2024-03-01T12:00:00|2024-03-01T12:00:30|"
+              "2024-03-01T13:00:00|3570|gres/gpu=1|COMPLETED\n")
+
+
+def test_ingest_arrival_submit_reaches_the_sacct_reader(tmp_path, capsys):
+    trace = tmp_path / "held.sacct"
+    trace.write_text(SACCT_HELD)
+    for args, submits, said in (([], [0.0, 7200.0], "became eligible after their submission"),
+                                (["--arrival", "eligible"], [0.0, 7200.0], "became eligible"),
+                                (["--arrival", "submit"], [0.0, 0.0], "Eligible field is ignored")):
+        out = tmp_path / f"o{len(args)}{args[-1] if args else ''}"
+        assert main(["ingest", str(trace), "--out", str(out), *args]) == 0, \
+            capsys.readouterr().err
+        assert said in capsys.readouterr().out
+        jobs = pl.read_parquet(out / "jobs.parquet").sort("job_id")
+        assert jobs["submit_time"].to_list() == submits, args
+        notes = json.loads((out / "report.json").read_text())["notes"]
+        assert any(said in n for n in notes)  # the choice is in the written report too
+
+
+def test_arrival_option_errors(tmp_path, capsys):
+    trace = tmp_path / "held.sacct"
+    trace.write_text(SACCT_HELD)
+    csv = tmp_path / "t.csv"
+    csv.write_text("pool,submit_time,duration,num_gpus\na,0,10,4\n")
+    for argv, message in (
+            (["ingest", str(trace), "--arrival", "start"], "--arrival 'start': choose eligible"),
+            (["ingest", str(csv), "--arrival", "submit"],
+             "read as a generic trace: --arrival submit would be ignored"),
+            (["ingest", "builtin:philly", "--arrival", "submit"],
+             "read as a philly trace: --arrival submit would be ignored"),
+            (["features", "--synthetic", "base", "--days", "1", "--arrival", "submit"],
+             "a synthetic workload has no export; drop it")):
+        assert main([*argv, "--out", str(tmp_path / "o.parquet")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+
+def test_every_command_reading_a_trace_takes_arrival():
+    """--arrival goes wherever --pool-from does (the shared reader options)."""
+    from sia.pipelines.cli import _command
+
+    commands = _command().commands
+    with_pool_from = {name for name, cmd in commands.items()
+                      if any("--pool-from" in p.opts for p in cmd.params)}
+    assert {"ingest", "replay", "backtest", "features", "train", "serve", "shadow"} \
+        <= with_pool_from
+    for name in with_pool_from:
+        assert any("--arrival" in p.opts for p in commands[name].params), name
+
+
+def test_serve_inputs_pass_arrival_on(tmp_path):
+    from sia.pipelines.service_inputs import serve_inputs
+
+    trace = tmp_path / "held.sacct"
+    trace.write_text(SACCT_HELD)
+    for arrival, submits in ((None, [0.0, 7200.0]), ("submit", [0.0, 0.0])):
+        got = serve_inputs(trace, arrival=arrival)
+        assert got.jobs.sort("job_id")["submit_time"].to_list() == submits
+
+
 GRAHAM = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "graham"
           / "graham.sacct.txt.gz")
 
