@@ -263,19 +263,32 @@ def make_executor(workers: int | None = None, dask: str | None = None) -> Execut
 
 
 class ProgressBar:
-    """A rich progress bar over replays (a no-op when ``enabled`` is false).
+    """Progress over replays (a no-op when ``enabled`` is false).
 
     ``with ProgressBar(True, n, "on 2 processes") as advance: advance(name, wall_s)``
-    after each replay; ``label`` is shown until the first replay finishes.
+    after each replay; ``label`` is shown until the first replay finishes. On a terminal it
+    is a rich progress bar. Written to a file or a pipe (a sweep under ``nohup``, CI, a
+    scheduler's job log), a bar would show nothing until the end, so it prints a plain line
+    instead every ``every`` of the replays (5% of them) and at least every ``interval_s``
+    seconds when a replay finishes, and one for the last: done / total, time elapsed, time
+    left at the rate so far, the replay just finished. ``console`` (a rich Console) and
+    ``clock`` (seconds) are for tests.
     """
 
-    def __init__(self, enabled: bool, total: int, label: str = ""):
+    def __init__(self, enabled: bool, total: int, label: str = "", *, console: Any = None,
+                 interval_s: float = 60.0, clock: Callable[[], float] | None = None):
         self.enabled, self.total, self.label = enabled, total, label
+        self.console, self.interval_s, self.clock = console, interval_s, clock
         self._p = None
 
     def __enter__(self) -> Callable[[str, float], None]:
         if not self.enabled or self.total == 0:
             return lambda name, wall: None
+        from rich.console import Console
+
+        console = self.console if self.console is not None else Console()
+        if not console.is_terminal:
+            return self._lines(console)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -287,7 +300,7 @@ class ProgressBar:
 
         self._p = Progress(TextColumn("[bold]replays[/]"), BarColumn(), MofNCompleteColumn(),
                            TimeElapsedColumn(), TimeRemainingColumn(),
-                           TextColumn("{task.description}"))
+                           TextColumn("{task.description}"), console=console)
         self._p.start()
         tid = self._p.add_task(self.label, total=self.total)
 
@@ -296,6 +309,38 @@ class ProgressBar:
 
         return advance
 
+    def _lines(self, console: Any) -> Callable[[str, float], None]:
+        """The plain-line reporter (see the class docstring)."""
+        import time
+
+        clock = self.clock or time.monotonic
+        total, every = self.total, max(1, self.total // 20)
+        t0 = clock()
+        state = {"done": 0, "said": t0}
+        console.print(f"{self.label}: {total:,} to run", markup=False, highlight=False,
+                      soft_wrap=True)
+
+        def advance(name: str, wall: float) -> None:
+            state["done"] += 1
+            done, now = state["done"], clock()
+            if done % every and done < total and now - state["said"] < self.interval_s:
+                return
+            state["said"] = now
+            spent = now - t0
+            left = spent / done * (total - done)
+            console.print(f"replays: {done:,}/{total:,} ({100 * done / total:.0f}%), "
+                          f"{_clock_span(spent)} elapsed, about {_clock_span(left)} left; "
+                          f"last {name} ({wall:.1f} s)", markup=False, highlight=False,
+                          soft_wrap=True)
+
+        return advance
+
     def __exit__(self, *exc: Any) -> None:
         if self._p is not None:
             self._p.stop()
+
+
+def _clock_span(seconds: float) -> str:
+    """``seconds`` as h:mm:ss."""
+    s = int(round(max(seconds, 0.0)))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
