@@ -115,6 +115,13 @@ def register(app: typer.Typer) -> None:
         allow_large: Annotated[bool, typer.Option(
             "--allow-large", help="Run a study past the size limits (20,000 replays, "
             "1,000 days of synthetic jobs) that are otherwise refused before any work.")] = False,
+        windows: Annotated[str | None, typer.Option(
+            "--windows", help="Run the study once per replay window, START:END in days since "
+            "the trace's first submission (END may be 'end'), comma-separated, e.g. "
+            "24:38,31:45,38:end: each window's results in DIR/days-START-END (predictors "
+            "trained on the fly train on the days before each), then DIR/windows.csv/.md with "
+            "every window's rows and each policy pooled over the windows.",
+            metavar="START:END,...", show_default=False)] = None,
     ) -> None:
         from sia.pipelines.output import FolderLock, prepare_dir
         from sia.pipelines.studies.experiment import load_config
@@ -123,6 +130,10 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(config, set_)
         check_evaluate(cfg, allow_large)  # a study too large fails before any work
         out_dir = prepare_dir(out or output_root() / "evaluations" / cfg.name)
+        if windows is not None:
+            _evaluate_windows(config, set_ or [], windows, out_dir, workers, dask, no_mlflow,
+                              allow_large)
+            return
         with FolderLock(out_dir):  # a second command on this --out stops at once
             _evaluate(cfg, config, out_dir, workers, dask, no_mlflow)
 
@@ -152,3 +163,34 @@ def _evaluate(cfg: Any, config: Path, out_dir: Path, workers: int | None, dask: 
             console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)
     if BASELINE not in {p.label for p in cfg.policies}:
         console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")
+
+
+def _evaluate_windows(config: Path, set_: list[str], text: str, out_dir: Path,
+                      workers: int | None, dask: str | None, no_mlflow: bool,
+                      allow_large: bool) -> None:
+    """``--windows``: every window's config checked first, then one sweep per window into its
+    folder, then the windows' table (:mod:`sia.pipelines.studies.windows`)."""
+    from sia.pipelines.output import FolderLock, prepare_dir
+    from sia.pipelines.studies import windows as wmod
+    from sia.pipelines.studies.experiment import load_config
+    from sia.pipelines.studies.limits import check_evaluate
+
+    chosen = wmod.parse_windows(text)
+    cfgs = [load_config(config, [*set_, *w.overrides()]) for w in chosen]
+    for cfg in cfgs:
+        check_evaluate(cfg, allow_large)
+    console = wide_console()
+    with FolderLock(out_dir):
+        done = []
+        for w, cfg in zip(chosen, cfgs, strict=True):
+            console.print(f"[bold]window {w.label}[/]")
+            folder = prepare_dir(out_dir / w.dirname)
+            _evaluate(cfg, config, folder, workers, dask, no_mlflow)
+            done.append((w, folder))
+        table = wmod.windows_table(done)
+        files = wmod.write_windows(table, out_dir)
+    pooled = table.filter(table["window"] == wmod.POOLED)
+    console.print(aggregate_table(pooled, f"{cfgs[0].name}: pooled over {len(chosen)} windows "
+                                          "(jobs after each window's warm-up)"))
+    for f in files:
+        console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)
