@@ -46,6 +46,14 @@ def starts(policy) -> dict[str, tuple[float, bool]]:
     return {r["job_id"]: (r["start_time"], r["opportunistic"]) for r in res.iter_rows(named=True)}
 
 
+def start_times(rows, order: str) -> dict[str, float]:
+    """Each job's start with QUOTAS under ``order`` (the blind forecaster, no refresh)."""
+    res = simulate(table(rows), make_pools(QUOTAS),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
+                   check_invariants=True)
+    return dict(zip(res["job_id"], res["start_time"], strict=True))
+
+
 @pytest.mark.parametrize(("order", "a1", "b0"), [("allocation", 600.0, 500.0),
                                                 ("oldest", 500.0, 600.0)])
 def test_hand_case(order, a1, b0):
@@ -59,11 +67,7 @@ def test_hand_case(order, a1, b0):
     ("longest", {"a1": 500.0, "b0": 600.0, "a2": 700.0}),
     ("allocation", {"a1": 600.0, "b0": 500.0, "a2": 700.0})])
 def test_longest_queue_first(order, expect):
-    rows = [*ROWS, ("a2", "A", 2.0, 100.0, 1)]
-    res = simulate(table(rows), make_pools(QUOTAS),
-                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
-                   check_invariants=True)
-    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    got = start_times([*ROWS, ("a2", "A", 2.0, 100.0, 1)], order)
     assert {j: got[j] for j in expect} == expect
 
 
@@ -104,11 +108,7 @@ def test_a_borrower_yields_under_repay(order, first):
     ("fresh", {"a1": 500.0, "b0": 600.0, "b1": 700.0}),
     ("repay", {"a1": 700.0, "b0": 500.0, "b1": 600.0})])
 def test_the_newest_debt_first(order, expect):
-    rows = [*ROWS, ("b1", "B", 201.0, 100.0, 1)]
-    res = simulate(table(rows), make_pools(QUOTAS),
-                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
-                   check_invariants=True)
-    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    got = start_times([*ROWS, ("b1", "B", 201.0, 100.0, 1)], order)
     assert got["c1"] == 0.0
     assert {j: got[j] for j in expect} == expect
 
