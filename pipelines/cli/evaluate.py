@@ -127,13 +127,13 @@ def register(app: typer.Typer) -> None:
         from sia.pipelines.studies.experiment import load_config
         from sia.pipelines.studies.limits import check_evaluate
 
+        if windows is not None:  # every window's config is checked; the config's own window not
+            _evaluate_windows(config, set_ or [], windows, out, workers, dask, no_mlflow,
+                              allow_large)
+            return
         cfg = load_config(config, set_)
         check_evaluate(cfg, allow_large)  # a study too large fails before any work
         out_dir = prepare_dir(out or output_root() / "evaluations" / cfg.name)
-        if windows is not None:
-            _evaluate_windows(config, set_ or [], windows, out_dir, workers, dask, no_mlflow,
-                              allow_large)
-            return
         with FolderLock(out_dir):  # a second command on this --out stops at once
             _evaluate(cfg, config, out_dir, workers, dask, no_mlflow)
 
@@ -165,20 +165,22 @@ def _evaluate(cfg: Any, config: Path, out_dir: Path, workers: int | None, dask: 
         console.print("(FCFS is the baseline of every metric; add fcfs to policies to list it)")
 
 
-def _evaluate_windows(config: Path, set_: list[str], text: str, out_dir: Path,
+def _evaluate_windows(config: Path, set_: list[str], text: str, out: Path | None,
                       workers: int | None, dask: str | None, no_mlflow: bool,
                       allow_large: bool) -> None:
-    """``--windows``: every window's config checked first, then one sweep per window into its
-    folder, then the windows' table (:mod:`sia.pipelines.studies.windows`)."""
+    """``--windows``: every window's config and replay window checked first, then one sweep per
+    window into its folder, then the windows' table (:mod:`sia.pipelines.studies.windows`)."""
     from sia.pipelines.output import FolderLock, prepare_dir
     from sia.pipelines.studies import windows as wmod
     from sia.pipelines.studies.experiment import load_config
-    from sia.pipelines.studies.limits import check_evaluate
 
     chosen = wmod.parse_windows(text)
-    cfgs = [load_config(config, [*set_, *w.overrides()]) for w in chosen]
-    for cfg in cfgs:
-        check_evaluate(cfg, allow_large)
+    wmod.check_no_replay_sets(set_)
+    base = load_config(config, [*set_, *chosen[0].overrides()])
+    cfgs = [load_config(config, [*set_, *w.overrides(), *wmod.alias_override(base, w)])
+            for w in chosen]
+    wmod.check_windows(chosen, cfgs, allow_large)
+    out_dir = prepare_dir(out or output_root() / "evaluations" / base.name)
     console = wide_console()
     with FolderLock(out_dir):
         done = []
@@ -190,7 +192,7 @@ def _evaluate_windows(config: Path, set_: list[str], text: str, out_dir: Path,
         table = wmod.windows_table(done)
         files = wmod.write_windows(table, out_dir)
     pooled = table.filter(table["window"] == wmod.POOLED)
-    console.print(aggregate_table(pooled, f"{cfgs[0].name}: pooled over {len(chosen)} windows "
+    console.print(aggregate_table(pooled, f"{base.name}: pooled over {len(chosen)} windows "
                                           "(jobs after each window's warm-up)"))
     for f in files:
         console.print(f"wrote {f}", soft_wrap=True, highlight=False, markup=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from sia.data.errors import ConfigError
@@ -79,6 +80,41 @@ def _day(text: str) -> float | None:
     except ValueError:
         return None
     return v if math.isfinite(v) and v >= 0 else None
+
+
+def check_no_replay_sets(sets: list[str], option: str = "--windows") -> None:
+    """A ConfigError when ``--set`` also gives the replay window, which ``option`` sets."""
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        if key in ("replay.start_day", "replay.end_day", "replay"):
+            raise ConfigError(f"--set {item!r} and {option} both set the replay window; "
+                              f"drop one")
+
+
+def alias_override(cfg: Any, w: Window) -> list[str]:
+    """The ``--set`` item that gives window ``w``'s predictors, when trained on the fly, an
+    alias of their own (``<alias>-days-24-38``): with one alias for every window, a re-run
+    that reuses a window's training would resolve the alias to the last window's models,
+    trained on days inside the earlier windows. Registry predictors keep their alias."""
+    p = cfg.predictors
+    if p is None or p.train != "on_the_fly":
+        return []
+    return [f"predictors.alias={p.alias or f'eval-{cfg.name}'}-{w.dirname}"]
+
+
+def check_windows(chosen: list[Window], cfgs: list[Any], allow_large: bool) -> None:
+    """Before any work: each window's config within the size limits, and each window holding
+    jobs of the trace (a ConfigError naming the window otherwise)."""
+    from sia.pipelines.inputs import replay_window
+    from sia.pipelines.studies.evaluate import load_trace
+    from sia.pipelines.studies.limits import check_evaluate
+
+    for cfg in cfgs:
+        check_evaluate(cfg, allow_large)
+    jobs = load_trace(cfgs[0]).jobs
+    for w, cfg in zip(chosen, cfgs, strict=True):
+        replay_window(jobs, cfg.replay_start_day, cfg.replay_end_day,
+                      where=f"--windows {w.label.removeprefix('days ')}")
 
 
 def windows_table(done: list[tuple[Window, Path]]) -> pl.DataFrame:

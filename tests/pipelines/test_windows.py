@@ -98,3 +98,30 @@ def test_a_bad_window_stops_before_any_work(tmp_path, capsys):
     assert not (out / "days-0-1.5").exists()
     assert run(tmp_path, "--out", str(out), "--windows", "1.5:0") == 2
     assert "--windows '1.5:0'" in capsys.readouterr().err
+
+
+def test_the_window_is_not_also_set_and_an_empty_window_stops_first(tmp_path, capsys):
+    out = tmp_path / "w"
+    assert run(tmp_path, "--out", str(out), "--windows", "0:1.5",
+               "--set", "replay.start_day=1") == 2
+    assert "both set the replay window" in capsys.readouterr().err
+    # a window after the trace's last job is refused before the first window runs
+    assert run(tmp_path, "--out", str(out), "--windows", "0:1.5,100:end") == 2
+    err = capsys.readouterr().err
+    assert "--windows 100-end: no job is submitted" in err
+    assert not (out / "days-0-1.5").exists()
+
+
+def test_each_window_trains_under_its_own_alias():
+    from sia.pipelines.studies.experiment import parse_config
+    from sia.pipelines.studies.windows import alias_override
+
+    base = {**CFG, "policies": ["fcfs", "sia"], "replay": {"start_day": 30},
+            "trace": {"synthetic": "base", "days": 40}}
+    learned = parse_config({**base, "predictors": {"train": "on_the_fly", "alias": "mine"}})
+    assert alias_override(learned, Window(24, 38)) == ["predictors.alias=mine-days-24-38"]
+    default = parse_config({**base, "predictors": {"train": "on_the_fly"}})
+    assert alias_override(default, Window(38, None)) == [
+        "predictors.alias=eval-tinyw-days-38-end"]
+    registry = parse_config({**base, "predictors": {"train": "registry", "alias": "champion"}})
+    assert alias_override(registry, Window(24, 38)) == []
