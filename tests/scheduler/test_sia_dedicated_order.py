@@ -113,6 +113,31 @@ def test_the_newest_debt_first(order, expect):
     assert {j: got[j] for j in expect} == expect
 
 
+# A debt that a start ends (quotas A, B, C of 1 GPU): at 0 C starts c0 (10,000 s) and lends
+# c1 (1,000 s) one idle GPU; at 10 a0, a1, b0, b1 (100 s each) arrive with one GPU free. Both
+# heads are owed since 10 and tie; a0 starts (pool order), and A's next head a1 no longer
+# fits its quota: A owes nothing. At 110 a0 ends and a1 fits again: A's debt is new (110),
+# B's is from 10, so "fresh" starts a1 at 110 (its FCFS start), then b0 at 210, b1 at 310.
+# (Kept from the first pass, A's debt would read 10, tie with B's, and the longer queue,
+# B's, would take the GPU: a1 at 210, as under "repay".) No decision falls between 10 and
+# 110 (no arrival, no end, no tick), so only the pass itself can end A's debt.
+STALE = [("c0", "C", 0.0, 10_000.0, 1), ("c1", "C", 0.0, 1_000.0, 1),
+         ("a0", "A", 10.0, 100.0, 1), ("a1", "A", 10.0, 100.0, 1),
+         ("b0", "B", 10.0, 100.0, 1), ("b1", "B", 10.0, 100.0, 1)]
+
+
+@pytest.mark.parametrize(("order", "expect"), [
+    ("fresh", {"a0": 10.0, "a1": 110.0, "b0": 210.0, "b1": 310.0}),
+    ("repay", {"a0": 10.0, "a1": 210.0, "b0": 110.0, "b1": 310.0})])
+def test_a_start_that_fills_the_quota_ends_the_debt(order, expect):
+    res = simulate(table(STALE), make_pools({"A": 1, "B": 1, "C": 1}),
+                   SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order=order),
+                   check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert got["c1"] == 0.0
+    assert {j: got[j] for j in expect} == expect
+
+
 def test_fresh_yields_to_a_lender_as_repay_does():
     res = simulate(table(BORROWER), make_pools({"B": 1, "C": 2}),
                    SiaPolicy(BlindForecaster(), refresh_s=0, dedicated_order="fresh"),

@@ -87,6 +87,7 @@ class DedicatedPass:
             self._bin_new(view)
             kmin_job, sure, W = self._kmin_job, self._sure_job, self.windows_s
         streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
+        blocked: set[int] = set()  # pools whose head waits on cells (its stream's index ends)
         while True:
             best = self._next_stream(streams, free, ded, alloc)
             if best is None:
@@ -99,6 +100,7 @@ class DedicatedPass:
                 got = cells.preempt_for(j, p, g) if self._preempt else None
                 if got is None:
                     best[2] = len(plist)  # head-of-line blocked by cells
+                    blocked.add(p)
                     continue
                 victims, cell = got
                 for v in victims:
@@ -115,6 +117,7 @@ class DedicatedPass:
                 freed = self._fp_evict(view, g - free, d)
                 if freed is None:
                     best[2] = len(plist)  # the loans cannot cover it: head-of-line blocked
+                    blocked.add(p)
                     continue
                 free += freed
             best[2] = i + 1
@@ -129,6 +132,8 @@ class DedicatedPass:
             alloc[p] += g
             pend[p] -= g
         d.free = free
+        if self.dedicated_order == "fresh":
+            self._debts_after(streams, blocked, ded, view.now)
         n_preempts = sum(1 for s in starts if type(s) is Preempt)
         self.stats["dedicated"] += len(starts) - n_preempts
 
@@ -176,6 +181,21 @@ class DedicatedPass:
                         owed[p] = now
                     continue
             owed[p] = -1.0
+
+    def _debts_after(self, streams: list[list], blocked: set[int], ded: list[int],
+                     now: float) -> None:
+        """Under ``"fresh"``, after the pass: a pool whose new head no longer fits its quota (its
+        head started and filled it) owes nothing any more; one whose head fits and waits owes
+        since now if it did not already. Without this, a debt ended by a start would be seen
+        as going on by the next decision when nothing happened in between."""
+        owed, quota, gpus = self._owed_since, self._quota, self._gpus
+        for p, plist, i in streams:
+            if p in blocked:
+                continue
+            if i >= len(plist) or ded[p] + gpus[plist[i]] > quota[p]:
+                owed[p] = -1.0
+            elif owed[p] < 0:
+                owed[p] = now
 
     def _release_held(self) -> None:
         """Make the jobs evicted by an earlier decision on cells lendable: pending, and every
