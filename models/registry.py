@@ -244,6 +244,25 @@ def log_job_duration(config: dict[str, Any], alias: str = DEFAULT_ALIAS,
     return log_predictors([item], alias)[item.name]
 
 
+def point_alias(alias: str, versions: dict[str, str]) -> bool:
+    """Point ``alias`` of each registered model in ``versions`` (name -> version) back at that
+    version; False (nothing changed after the first failure) when one of them is gone from the
+    store. A training reused later must be scored with its own models, not with whatever a
+    later training registered under the same alias."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    try:
+        for name, version in versions.items():
+            client.get_model_version(name, str(version))
+    except MlflowException:
+        return False
+    for name, version in versions.items():
+        client.set_registered_model_alias(name, alias, str(version))
+    return True
+
+
 def version_of(name: str, alias: str):
     """Return the MLflow ModelVersion of ``name`` under ``alias``; RegistryError when missing."""
     from mlflow import MlflowClient

@@ -469,6 +469,7 @@ def training_days_text(train_start_day: float, train_days: float, val_days: floa
 def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
+    from sia.models.registry import point_alias
     from sia.pipelines.tracking import tracking_uri
     from sia.pipelines.train import TrainConfig, max_fit_rows_override, run_training
 
@@ -478,7 +479,9 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
     marker = out_dir / "predictors.json"
     if marker.exists():
         saved = json.loads(marker.read_text())
-        if saved.get("key") == key:
+        if saved.get("key") == key and point_alias(p.alias, saved.get("versions") or {}):
+            # (the alias pointed back at this training's versions: another training may have
+            # moved it since)
             say(f"predictors: reusing the on-the-fly training of run {saved['run_id']} "
                 f"(alias {p.alias})")
             return saved
