@@ -99,7 +99,7 @@ def alias_override(cfg: Any, w: Window) -> list[str]:
     p = cfg.predictors
     if p is None or p.train != "on_the_fly":
         return []
-    return [f"predictors.alias={p.alias or f'eval-{cfg.name}'}-{w.dirname}"]
+    return [f"predictors.alias={p.alias}-{w.dirname}"]  # (parsing set the default alias)
 
 
 def check_windows(chosen: list[Window], cfgs: list[Any], allow_large: bool) -> None:

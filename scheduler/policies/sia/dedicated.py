@@ -170,17 +170,11 @@ class DedicatedPass:
     def _note_debts(self, view: SimView) -> None:
         """Under ``"fresh"``: for each pool, the time since which its head has fitted its quota
         and waited (set at the first decision that sees it so, -1 while it does not)."""
-        owed, quota, gpus, pend, now = (self._owed_since, self._quota, self._gpus,
-                                        self._pend_gpus, view.now)
+        quota, gpus, pend, now = self._quota, self._gpus, self._pend_gpus, view.now
         ded = view.used_dedicated.tolist()
         for p in range(self._P):
-            if pend[p]:
-                plist = view.pending(p)
-                if plist and ded[p] + gpus[plist[0]] <= quota[p]:
-                    if owed[p] < 0:
-                        owed[p] = now
-                    continue
-            owed[p] = -1.0
+            plist = view.pending(p) if pend[p] else ()
+            self._mark_debt(p, bool(plist) and ded[p] + gpus[plist[0]] <= quota[p], now)
 
     def _debts_after(self, streams: list[list], blocked: set[int], ded: list[int],
                      now: float) -> None:
@@ -188,14 +182,18 @@ class DedicatedPass:
         head started and filled it) owes nothing any more; one whose head fits and waits owes
         since now if it did not already. Without this, a debt ended by a start would be seen
         as going on by the next decision when nothing happened in between."""
-        owed, quota, gpus = self._owed_since, self._quota, self._gpus
+        quota, gpus = self._quota, self._gpus
         for p, plist, i in streams:
-            if p in blocked:
-                continue
-            if i >= len(plist) or ded[p] + gpus[plist[i]] > quota[p]:
-                owed[p] = -1.0
-            elif owed[p] < 0:
-                owed[p] = now
+            if p not in blocked:
+                self._mark_debt(p, i < len(plist) and ded[p] + gpus[plist[i]] <= quota[p], now)
+
+    def _mark_debt(self, p: int, waits: bool, now: float) -> None:
+        """Pool ``p``'s debt: begun now if its head fits its quota and waits and it owed
+        nothing yet, kept if it already owed, ended (-1) if its head does not wait so."""
+        if not waits:
+            self._owed_since[p] = -1.0
+        elif self._owed_since[p] < 0:
+            self._owed_since[p] = now
 
     def _release_held(self) -> None:
         """Make the jobs evicted by an earlier decision on cells lendable: pending, and every
