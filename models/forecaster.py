@@ -204,7 +204,7 @@ class LearnedForecaster:
 
     def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
                   memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
-                  parts: str = "both", cold: str = "reserve",
+                  parts: str = "both", cold: str = "reserve", floor: bool = False,
                   name: str = "sia") -> LearnedForecaster:
         """Calibrate WillJobsArrive and NewLoadEstimate per pool, online (returns self).
 
@@ -218,13 +218,17 @@ class LearnedForecaster:
         ``parts``: ``"both"``, ``"arrivals"`` or ``"load"`` (the other keeps the
         registered rule). ``cold``: what a pool too cold for a bound answers (``"reserve"``:
         an infinite load bound and every window "yes"; ``"registered"``: the uncalibrated
-        answers). Raises :class:`~sia.data.errors.ConfigError` on a bad option.
+        answers). ``floor``: never answer below the registered rule (a "yes" of the registered
+        threshold stays a "yes"; the load bound is at least the registered estimate), so the
+        calibration can only add to SIA's reservations (the risk budget's ``risk_mode: veto``).
+        Raises :class:`~sia.data.errors.ConfigError` on a bad option.
         """
         if parts not in ("both", "arrivals", "load"):
             raise ConfigError(f"policy {name!r}: calibration must be true/'both', 'arrivals' "
                               f"or 'load', not {parts!r}")
         self._calib_arrivals = parts in ("both", "arrivals")
         self._calib_load = parts in ("both", "load")
+        self._calib_floor = bool(floor)
         self.calibration = PoolCalibration(windows_s, n_windows=self.load_windows, alpha=alpha,
                                            memory=memory, prior_days=prior_days, cold=cold,
                                            name=name)
@@ -499,11 +503,12 @@ class LearnedForecaster:
         :meth:`calibrate`: >= each pool's calibrated threshold)."""
         ks = self._windows_min(windows_s)
         proba = self.arrival_proba(view, windows_s)
-        if self.calibration is not None and self._calib_arrivals:
-            thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
-            return self._calibrated(view).arrivals(view, proba, thresholds)
         thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
-        return proba >= thresholds[None, :]
+        registered = proba >= thresholds[None, :]
+        if self.calibration is not None and self._calib_arrivals:
+            yes = self._calibrated(view).arrivals(view, proba, thresholds)
+            return yes | registered if self._calib_floor else yes
+        return registered
 
     def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows]: the GPUs expected to arrive in (now, now + w]
@@ -515,7 +520,16 @@ class LearnedForecaster:
                                               trace.pool[:n], trace.n_pools, float(view.now),
                                               float(w), self.load_windows)
                              for w in windows_s], axis=1)
-            return self._calibrated(view).load_bound(view, base)
+            bound = self._calibrated(view).load_bound(view, base)
+            return (np.maximum(bound, self._registered_load(view, windows_s))
+                    if self._calib_floor else bound)
+        return self._registered_load(view, windows_s)
+
+    def _registered_load(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
+        """Return float [n_pools, n_windows]: the registered NewLoadEstimate (or the sliding
+        max of ``load_windows`` windows with ``load_method`` "sliding_max"), uncalibrated."""
+        trace = view.trace
+        n = int(view.n_arrived)
         cols = []
         feats = None
         if self.load_method != "sliding_max" and any(  # the Table 9 features at now

@@ -281,3 +281,29 @@ def test_scoring_point_by_point_gives_the_arrays_scores(monkeypatch, events, ste
             cal.load_bound(CalView(trace, now), np.zeros((2, 2)))
         rings.append([[list(r.ring) for r in row] for row in cal._scores])
     assert rings[0] == rings[1]
+
+
+def test_the_floor_keeps_the_registered_load_where_the_calibrated_bound_is_lower():
+    # pool a: a 4-GPU job every 15 minutes, a 1-GPU job in each 5-minute window between. The
+    # sliding max of 3 windows (the registered answer, load_method "sliding_max") is always 4;
+    # the next window holds 4 GPUs a third of the time and 1 otherwise, so two thirds of the
+    # scores (next window's GPUs - sliding max) are -3 and the upper bound at miss rate 0.5 is
+    # 4 - 3 = 1: below the registered 4. With ``floor`` the answer is never below the
+    # registered one.
+    events = [(900.0 * h + 1.0, 0, 4) for h in range(192)]
+    events += [(300.0 * i + 2.0, 0, 1) for i in range(576) if i % 3]
+    trace = cal_trace(events)
+    models = {k: WillJobsArrive.from_booster(k, _Never(), 0.5, list(FEATURE_COLUMNS))
+              for k in (5,)}
+    now = 47 * 3600.0 + 450.0
+    view = CalView(trace, now)
+    answers = {}
+    for floor in (False, True):
+        fc = LearnedForecaster(models, duration_config={"fallback_bin": 0})
+        fc.calibrate((300.0,), alpha=0.5, memory=288, floor=floor)
+        answers[floor] = fc.new_load_estimate(view, (300.0,))
+    plain = LearnedForecaster(models).new_load_estimate(view, (300.0,))
+    assert plain[0, 0] == 4.0
+    assert answers[False][0, 0] == 1.0  # the calibrated bound alone: 4 - 3
+    assert answers[True][0, 0] == 4.0  # the floor: the registered answer
+    assert answers[True][1, 0] == math.inf  # b is cold: the calibration reserves it either way

@@ -81,6 +81,14 @@ per-pool calibration of both predictions (as ``calibration: true``) at miss
 rate ``risk / (1 + risk)``; ``"predicted"`` keeps SIA's reservations and
 online adaptation, so the bound covers the duration side only.
 
+With ``risk_mode: veto`` the budget is a veto on SIA's own rule instead: a job
+is lendable in a window only when the rule above (its bin or ``lend_risk``, a
+fitting time limit first) and the budget both allow it, and the calibrated
+arrival side answers at least the registered predictions (a "yes" stays a
+"yes", the load bound is at least the registered estimate). The budget can
+then only take loans away, so it runs from SIA's own lending (a large budget,
+but for pools still cold) to certainty (0).
+
 Per-pool calibration (``calibration``: true, ``"arrivals"`` or ``"load"``, off by default;
 :mod:`sia.models.calibration` in the learned forecaster): WillJobsArrive is
 thresholded per pool at a conformal recall threshold and NewLoadEstimate is
@@ -256,6 +264,9 @@ from sia.scheduler.policies.sia.spare import (
 #: Philly's weeks (docs/concepts/lending.md, "The budget's arrival side").
 DEFAULT_RISK_ARRIVALS = "calibrated"
 RISK_ARRIVALS = ("predicted", "calibrated")
+#: How the risk budget meets SIA's own lending rule (``risk_mode``): ``"replace"`` (the budget
+#: decides alone) or ``"veto"`` (a loan needs both: the budget can only take loans away).
+RISK_MODES = ("replace", "veto")
 
 
 class Decision:
@@ -314,7 +325,12 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
-    reserves its whole unused quota),
+    reserves its whole unused quota), ``risk_mode`` (``"replace"``, the default: the budget
+    decides alone which jobs are lent; ``"veto"``: a job is lent only where SIA's own rule
+    (the bin or ``lend_risk`` rule, time limits first) *and* the budget allow it, and a
+    calibrated arrival side never reserves less than the registered predictions, so the
+    budget can only take loans away: a large budget lends as SIA without it, but for cold
+    pools, and 0 only on certainty),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
     ``loan_ramp_warmup``, ``loan_ramp_witness``, ``loan_ramp_wake_days`` and
@@ -359,7 +375,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
-                 risk_arrivals: str = DEFAULT_RISK_ARRIVALS,
+                 risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = "replace",
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
                  loan_ramp_warmup: int = DEFAULT_WARMUP,
@@ -422,7 +438,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             loan_ramp, backoff=loan_ramp_backoff, memory=loan_ramp_memory,
             evidence=loan_ramp_evidence, warmup=loan_ramp_warmup, witness=loan_ramp_witness,
             wake_days=loan_ramp_wake_days, wake_until=loan_ramp_wake_until, name=name)
-        self.lend_risk = (None if risk is not None
+        self.risk_mode = check_risk_mode(risk_mode, risk, name)
+        self._veto = self.risk_mode == "veto"  # the budget only vetoes the rule's loans
+        self.lend_risk = (None if risk is not None and not self._veto
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
         self._calibrate(calibration, risk_arrivals, alpha=calibration_alpha,
                         memory=calibration_memory, prior_days=calibration_prior_days,
@@ -443,6 +461,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if side == "calibrate":  # the budget sets the miss rate (calibration_alpha unused)
             calibration = calibration or True
             options["alpha"] = self.risk / (1.0 + self.risk)
+            if self._veto:  # never reserve less than SIA's own (registered) predictions
+                options["floor"] = True
         parts = "both" if calibration is True else calibration
         self.calibration = parts or False
         self._calibrated: list[Any] = []
@@ -600,6 +620,11 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         if self.risk_budget is not None:
             cdf = self._cdf(view, arr)
             bins = self.risk_budget.classify_rows(jobs, cdf, sure)  # (lists: no numpy per job)
+            if self._veto:  # not lendable below the rule's first window (the budget still
+                # scores every considered job by its own bin)
+                rule = self._kmins_of(view, arr, sure, cdf).tolist()
+                bins = [[NEVER if k < r else b for k, b in enumerate(row)]
+                        for row, r in zip(bins, rule, strict=True)]
             # the first window with a bin lendable at some budget (K: none); the budget decides
             # per decision
             kmins = np.array([next((k for k, b in enumerate(r) if b < NEVER), K) for r in bins],
@@ -639,19 +664,28 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         """Without the risk budget: each job's first window by its prediction (K: none) and
         the P(duration <= w) it came from (None under the bin rule); ``now``: predicted again
         with the forecaster's ``duration_cdf_now`` when it has one."""
-        K = len(self.windows_s)
         if self.lend_risk is None:
-            kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
-            return (kmins if sure is None else np.minimum(kmins, sure)), None
+            return self._kmins_of(view, arr, sure), None
         again = getattr(self.forecaster, "duration_cdf_now", None) if now else None
         cdf = (self._cdf(view, arr) if not callable(again) else
                self._checked_cdf(np.asarray(again(view, arr, self.windows_s), dtype=np.float64),
                                  arr))
+        return self._kmins_of(view, arr, sure, cdf), cdf
+
+    def _kmins_of(self, view: SimView, arr: np.ndarray, sure: np.ndarray | None,
+                  cdf: np.ndarray | None = None) -> np.ndarray:
+        """Return each job's first window by SIA's own rule (K: none): its predicted bin's
+        (the bin rule), or the first w with P(duration <= w) >= 1 - eps_w from ``cdf``
+        (``lend_risk``); a time limit that fits (``sure``) counts as certain."""
+        K = len(self.windows_s)
+        if self.lend_risk is None:
+            kmins = np.asarray(self._kmin_of_bin)[self._bins(view, arr)]
+            return kmins if sure is None else np.minimum(kmins, sure)
         if sure is not None:  # a limit that fits w makes P(duration <= w) = 1
             cdf = np.where(np.arange(K)[None, :] >= sure[:, None], 1.0, cdf)
         # risk-aware: the first window w with P(duration <= w) >= 1 - eps_w (K: never)
         ok = cdf >= 1.0 - self.lend_risk[None, :]
-        return np.where(ok.any(axis=1), np.argmax(ok, axis=1), K), cdf
+        return np.where(ok.any(axis=1), np.argmax(ok, axis=1), K)
 
     def _rebin_pending(self, view: SimView) -> None:
         """``rebin_pending``: predict again the pending jobs (the first :data:`REBIN_MAX` of
@@ -931,7 +965,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         them, scored against the trace after the fact (:mod:`sia.scheduler.core.served`)."""
         out = {"served": self.served.report()}
         if self.risk_budget is not None:
-            out["risk"] = {**self.risk_budget.summary(), "arrival_side": self._arrival_side}
+            out["risk"] = {**self.risk_budget.summary(), "arrival_side": self._arrival_side,
+                           "mode": self.risk_mode}
         if self.loan_ramp is not None:
             out["loan_ramp"] = dict(self.loan_ramp.stats)
         if getattr(self, "_fp_on", False):  # fungible preemption: loans and evictions by reason
@@ -978,6 +1013,17 @@ def arrival_side(forecaster: Any, risk: float | None, mode: str, name: str) -> s
     if mode == "predicted":
         return "as_is"
     return "calibrate" if all(callable(getattr(s, "calibrate", None)) for s in srcs) else "reserve"
+
+
+def check_risk_mode(mode: Any, risk: float | None, name: str) -> str:
+    """Return ``risk_mode`` checked: one of :data:`RISK_MODES`, and ``"veto"`` only with a
+    budget (``risk`` set)."""
+    if mode not in RISK_MODES:
+        raise ConfigError(f"policy {name!r}: risk_mode must be one of {', '.join(RISK_MODES)}, "
+                          f"not {mode!r}")
+    if mode == "veto" and risk is None:
+        raise ConfigError(f"policy {name!r}: risk_mode 'veto' needs a budget (set risk)")
+    return mode
 
 
 # ---------------------------------------------------------------------- registered variants

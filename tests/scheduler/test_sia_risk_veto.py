@@ -1,0 +1,192 @@
+"""The risk budget as a veto (``risk_mode: veto``): a loan needs SIA's own rule *and* the budget.
+
+Hand cases on one pool that borrows (B, quota 1, 40 jobs of 100 s) from an idle one (A, 3 GPUs),
+and a property on random workloads with fractional duration probabilities: every loan made
+under the veto is one the rule allows (its window at or after the rule's first window).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sia.data.errors import ConfigError
+from sia.data.schema import make_pools, validate
+from sia.scheduler.core.forecast import DURATION_BIN_EDGES_S
+from sia.scheduler.core.simulator import simulate
+from sia.scheduler.policies.sia.policy import SiaPolicy
+
+from .conftest import UnderForecaster, small_traces
+
+#: The bin of "longer than every edge": no window of SIA fits it (the bin rule never lends it).
+LONG_BIN = len(DURATION_BIN_EDGES_S)
+
+
+class SureForecaster(UnderForecaster):
+    """Never expects an arrival; P(duration <= w) = 0.9999 in every window; the bin rule's bin is
+    ``bin`` for every job (0: fits 5 minutes; LONG_BIN: fits no window)."""
+
+    name = "sure"
+
+    def __init__(self, bin: int):
+        self.bin = bin
+
+    def duration_bins(self, view, job_indices):
+        return np.full(len(job_indices), self.bin, dtype=np.int64)
+
+    def duration_cdf(self, view, job_indices, windows_s):
+        return np.full((len(job_indices), len(windows_s)), 0.9999)
+
+
+def borrow_rows() -> list[tuple]:
+    return [(f"b{i:02d}", "B", float(i), 100.0, 1) for i in range(40)]
+
+
+def table(rows: list[tuple]) -> pl.DataFrame:
+    cols = ["job_id", "pool", "submit_time", "duration", "num_gpus", "time_limit"]
+    return validate(pl.DataFrame(rows, schema=cols[:len(rows[0])], orient="row"))[0]
+
+
+def lent(forecaster, **options) -> pl.DataFrame:
+    pol = SiaPolicy(forecaster, windows_s=(300.0,), adaptation=False, loan_ramp=None,
+                    **options)
+    res = simulate(table(borrow_rows()), make_pools({"A": 3, "B": 1}), pol,
+                   check_invariants=True)
+    return res.filter(pl.col("opportunistic"))
+
+
+def test_the_veto_lends_nothing_the_rule_refuses():
+    # the bin rule says "longer than 5 minutes" for every job: SIA alone lends none of them.
+    # The budget alone (replace) lends them once B is warm (10 outcomes, all fits, q = 1e-4);
+    # the veto keeps the rule's refusal
+    fc = SureForecaster(LONG_BIN)
+    assert lent(fc).height == 0
+    assert lent(fc, risk=0.1, risk_arrivals="predicted").height > 0
+    assert lent(fc, risk=0.1, risk_arrivals="predicted", risk_mode="veto").height == 0
+
+
+def test_the_veto_refuses_what_the_budget_refuses():
+    # the bin rule says "fits 5 minutes": SIA alone lends from the first job on; with the veto
+    # the cold pool B lends only after its 10th outcome is known (job 9 ends at 1,000 s)
+    fc = SureForecaster(0)
+    alone = lent(fc)
+    assert alone.height > 0 and alone["start_time"].min() < 100.0
+    veto = lent(fc, risk=0.1, risk_arrivals="predicted", risk_mode="veto")
+    assert veto.height > 0
+    assert veto["start_time"].min() >= 10 * 100.0
+    # and risk 0 with the veto lends nothing (no time limit: nothing is certain)
+    assert lent(fc, risk=0.0, risk_arrivals="predicted", risk_mode="veto").height == 0
+
+
+def test_a_time_limit_passes_both():
+    # a limit that fits 5 minutes makes the fit certain: lent at once, while B is still cold
+    # for the budget and where the bin rule's prediction says "long" (at budget 0 the arrival
+    # side would reserve all of A: its arrivals are not certain)
+    rows = [r + (120.0,) for r in borrow_rows()]
+    pol = SiaPolicy(SureForecaster(LONG_BIN), windows_s=(300.0,), adaptation=False,
+                    loan_ramp=None, risk=0.1, risk_arrivals="predicted", risk_mode="veto")
+    res = simulate(table(rows), make_pools({"A": 3, "B": 1}), pol, check_invariants=True)
+    assert res.filter(pl.col("opportunistic"))["start_time"].min() < 100.0
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"risk": 0.1, "risk_mode": "both"}, "risk_mode must be one of replace, veto"),
+    ({"risk_mode": "veto"}, "risk_mode 'veto' needs a budget"),
+])
+def test_bad_risk_mode_names_the_option(options, words):
+    with pytest.raises(ConfigError, match=words):
+        SiaPolicy(SureForecaster(0), **options)
+
+
+class FractionForecaster(UnderForecaster):
+    """Never expects an arrival; each job's P(duration <= w) is a fixed draw per job, increasing
+    in w; eps per window for SIA's ``lend_risk`` rule (``lend_risk_at``)."""
+
+    name = "fraction"
+
+    def __init__(self, seed: int, eps: tuple[float, float]):
+        rng = np.random.default_rng(seed)
+        # 0.9, 0.99, 0.999... mixed with certain and hopeless jobs: both rules bite somewhere
+        p = rng.choice([0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0], size=(64, 2))
+        self.p, self.eps = np.sort(p, axis=1), eps
+
+    def duration_cdf(self, view, job_indices, windows_s):
+        return self.p[np.asarray(job_indices) % 64]
+
+    def lend_risk_at(self, windows_s):
+        return list(self.eps)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=small_traces(), seed=st.integers(0, 1000),
+       eps=st.sampled_from([(0.05, 0.2), (0.001, 0.01), (0.5, 0.5)]),
+       risk=st.sampled_from([0.1, 1.0, 100.0]), cold=st.sampled_from([0.0, 2.0]))
+def test_every_loan_under_the_veto_is_one_the_rule_allows(trace, seed, eps, risk, cold):
+    rows, quotas = trace
+    fc = FractionForecaster(seed, eps)
+    loans: list[tuple[int, int]] = []
+    pol = SiaPolicy(fc, windows_s=(300.0, 3600.0), risk=risk, risk_cold_n=cold,
+                    risk_arrivals="predicted", risk_mode="veto")
+    orig = pol.risk_budget.lent
+    pol.risk_budget.lent = lambda j, k: (loans.append((j, k)), orig(j, k))[1]
+    simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    for j, k in loans:  # the rule's first window: P(duration <= w) >= 1 - eps_w
+        assert fc.p[j % 64][k] >= 1.0 - eps[k], (j, k, fc.p[j % 64], eps)
+
+
+def busy_rows(seed: int) -> tuple[list[tuple], dict[str, int]]:
+    """25 jobs on 3 pools of 1-4 GPUs (a seeded draw like :func:`small_traces`'s)."""
+    rng = np.random.default_rng(seed)
+    quotas = {f"p{i}": int(rng.integers(1, 5)) for i in range(3)}
+    rows = []
+    for i in range(25):
+        pool = f"p{rng.integers(0, 3)}"
+        rows.append((f"j{i:03d}", pool, float(rng.integers(0, 41) * 150),
+                     float(rng.choice([30.0, 299.0, 301.0, 3601.0, 20000.0, 50000.0])),
+                     int(rng.integers(1, quotas[pool] + 1))))
+    return rows, quotas
+
+
+def test_the_check_tells_the_modes_apart():
+    # the property's check on 20 seeded workloads: the budget alone (replace) makes loans the
+    # rule refuses (so the check can fail); the veto makes none, and still lends
+    eps = (0.05, 0.2)
+    counts = {}
+    for mode in ("replace", "veto"):
+        refused = total = 0
+        for seed in range(20):
+            rows, quotas = busy_rows(seed)
+            fc = FractionForecaster(seed, eps)
+            loans: list[tuple[int, int]] = []
+            pol = SiaPolicy(fc, windows_s=(300.0, 3600.0), risk=100.0, risk_cold_n=0.0,
+                            risk_arrivals="predicted", risk_mode=mode)
+            orig = pol.risk_budget.lent
+            pol.risk_budget.lent = lambda j, k, orig=orig, loans=loans: (
+                loans.append((j, k)), orig(j, k))[1]
+            simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+            total += len(loans)
+            refused += sum(fc.p[j % 64][k] < 1.0 - eps[k] for j, k in loans)
+        counts[mode] = (refused, total)
+    assert counts["replace"][0] > 0
+    assert counts["veto"][0] == 0 and counts["veto"][1] > 0
+
+
+class Calibratable(UnderForecaster):
+    """Records what ``calibrate`` was asked."""
+
+    def __init__(self):
+        self.asked: list[dict] = []
+
+    def calibrate(self, windows_s, **options):
+        self.asked.append(options)
+        return self
+
+
+def test_the_veto_asks_the_calibration_never_to_reserve_less_than_the_predictions():
+    veto, replace = Calibratable(), Calibratable()
+    SiaPolicy(veto, risk=1.0, risk_mode="veto")
+    SiaPolicy(replace, risk=1.0)
+    assert veto.asked[0]["floor"] is True and veto.asked[0]["alpha"] == pytest.approx(0.5)
+    assert "floor" not in replace.asked[0]
