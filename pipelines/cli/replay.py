@@ -115,7 +115,7 @@ def replay_workload(specs: list[ReplaySpec], warmup_s: float) -> tuple[ReplayOut
         mine = attach_replay(mine, base, spec.workload.pools, per_job, summary)
     summary = {
         "policy": spec.policy,
-        "policy_options": policy_options(spec.policy, seed=spec.seed),
+        "policy_options": policy_options(spec.policy, spec.options, seed=spec.seed),
         "baseline": "fcfs",
         "speedup_factor": spec.speedup,
         "tick_s": spec.tick_s,
@@ -425,6 +425,12 @@ RiskOpt = Annotated[float | None, typer.Option(
     "reservations instead). 0: lend only on certainty, of the arrivals too: with learned "
     "arrival predictions nothing is lent. "
     "Default: unset, SIA's earlier rule (predicted bin, or its lend_risk).")]
+RiskModeOpt = Annotated[str | None, typer.Option(
+    "--risk-mode", help="With --risk: replace (the budget decides alone which jobs are lent) "
+    "or veto (a job is lent only where SIA's own rule and the budget both allow it, and the "
+    "calibrated reservations are never below the predicted ones: a large budget lends as "
+    "SIA without one, 0 only on certainty). Default: the policy's (replace).",
+    show_default=False)]
 NoMlflowOpt = Annotated[bool, typer.Option(
     "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]
 
@@ -466,6 +472,7 @@ class ReplayArgs:
     regions_mode: str
     no_mlflow: bool
     risk: float | None = None
+    risk_mode: str | None = None
     arrival: Any = None
 
 
@@ -508,6 +515,7 @@ def register(app: typer.Typer) -> None:
         regions_mode: RegionsModeOpt = "static",
         no_mlflow: NoMlflowOpt = False,
         risk: RiskOpt = None,
+        risk_mode: RiskModeOpt = None,
     ) -> None:
         run_command(ReplayArgs(**locals()))
 
@@ -566,6 +574,8 @@ def _run(a: ReplayArgs) -> None:
             typer.echo(f"warning: {mismatch}", err=True)
     if a.risk is not None:
         options["risk"] = a.risk
+    if a.risk_mode is not None:
+        options["risk_mode"] = a.risk_mode
     jobs = wl.jobs
     pools = wl.pools
     prior = inputs.jobs_before(jobs, replay_start_day)
@@ -663,6 +673,10 @@ def _check_args(a: ReplayArgs) -> tuple[tuple[int, ...], Any, bool]:
     if a.risk is not None and not (a.policy.startswith("sia") and a.policy != "sia-vc"):
         raise ConfigError(f"--risk is an option of SIA's policies (sia, sia-perfect, ...), "
                           f"not of {a.policy!r}")
+    if a.risk_mode is not None and a.risk_mode not in ("replace", "veto"):  # (the policy's)
+        raise ConfigError(f"--risk-mode must be replace or veto, not {a.risk_mode!r}")
+    if a.risk_mode is not None and a.risk is None:
+        raise ConfigError(f"--risk-mode {a.risk_mode} needs --risk (the budget it applies)")
     # fail on an unknown policy, or one that cannot take what was asked, before reading
     needs = policy_needs(a.policy)
     locality = options_from_cli(a.topology, a.placement, a.cells_option)

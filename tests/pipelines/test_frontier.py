@@ -74,6 +74,24 @@ def test_replay_risk_option_is_for_sia_only(tmp_path, capsys):
     assert (tmp_path / "ok" / "summary.json").exists()
 
 
+def test_replay_risk_mode_option_is_checked_and_reaches_the_policy(tmp_path, capsys):
+    import json
+
+    from sia.pipelines.cli import main
+
+    assert main(["replay", "--policy", "sia-perfect", "--risk-mode", "veto", "--no-mlflow",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--risk-mode veto needs --risk" in capsys.readouterr().err
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "1", "--risk-mode", "both",
+                 "--no-mlflow", "--out", str(tmp_path / "r")]) == 2
+    assert "--risk-mode must be replace or veto, not 'both'" in capsys.readouterr().err
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "1", "--risk-mode", "veto",
+                 "--no-mlflow", "--synthetic", "base", "--days", "1", "--warmup-days", "0.2",
+                 "--out", str(tmp_path / "ok")]) == 0
+    summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
+    assert summary["policy_options"] == {"risk": 1.0, "risk_mode": "veto"}
+
+
 def test_choose_budget_takes_the_largest_budget_within_the_rule():
     labels = ["maxmin", "sia+risk0.1", "sia+risk1", "sia+risk10", "x+risk1"]
     agg = pl.DataFrame({"group": ["g"] * 5, "policy": labels,

@@ -427,13 +427,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
             load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
         self.risk = None if risk is None else float(risk)
-        # the loan ramp (ramp.py): a cap on each pool's unproven loans per window; "auto" is
-        # DEFAULT_LOAN_RAMP unless the durations are perfect (they never overrun)
-        if isinstance(loan_ramp, str):
-            if loan_ramp != "auto":
-                raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
-                                  f"of loans >= 1 or null (off), not {loan_ramp!r}")
-            loan_ramp = None if perfect_d else DEFAULT_LOAN_RAMP
+        # the loan ramp (ramp.py): a cap on each pool's unproven loans per window
+        loan_ramp = _ramp_cap(loan_ramp, perfect_d, name)
         self.loan_ramp = None if loan_ramp is None else LoanRamp(
             loan_ramp, backoff=loan_ramp_backoff, memory=loan_ramp_memory,
             evidence=loan_ramp_evidence, warmup=loan_ramp_warmup, witness=loan_ramp_witness,
@@ -1013,6 +1008,17 @@ def arrival_side(forecaster: Any, risk: float | None, mode: str, name: str) -> s
     if mode == "predicted":
         return "as_is"
     return "calibrate" if all(callable(getattr(s, "calibrate", None)) for s in srcs) else "reserve"
+
+
+def _ramp_cap(loan_ramp: Any, perfect_durations: bool, name: str) -> Any:
+    """Return the loan ramp's initial cap: ``"auto"`` is DEFAULT_LOAN_RAMP unless the durations
+    are perfect (they never overrun: None, off); any other value as given (LoanRamp checks it)."""
+    if not isinstance(loan_ramp, str):
+        return loan_ramp
+    if loan_ramp != "auto":
+        raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
+                          f"of loans >= 1 or null (off), not {loan_ramp!r}")
+    return None if perfect_durations else DEFAULT_LOAN_RAMP
 
 
 def check_risk_mode(mode: Any, risk: float | None, name: str) -> str:
