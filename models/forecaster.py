@@ -220,7 +220,9 @@ class LearnedForecaster:
         an infinite load bound and every window "yes"; ``"registered"``: the uncalibrated
         answers). ``floor``: never answer below the registered rule (a "yes" of the registered
         threshold stays a "yes"; the load bound is at least the registered estimate), so the
-        calibration can only add to SIA's reservations (the risk budget's ``risk_mode: veto``).
+        calibration can only add to SIA's reservations (the risk budget's ``risk_mode: veto``);
+        the registered answers of the last call are then kept in :attr:`registered_arrive` and
+        :attr:`registered_load` (SIA's online adaptation scores those, as without calibration).
         Raises :class:`~sia.data.errors.ConfigError` on a bad option.
         """
         if parts not in ("both", "arrivals", "load"):
@@ -507,7 +509,10 @@ class LearnedForecaster:
         registered = proba >= thresholds[None, :]
         if self.calibration is not None and self._calib_arrivals:
             yes = self._calibrated(view).arrivals(view, proba, thresholds)
-            return yes | registered if self._calib_floor else yes
+            if not self._calib_floor:
+                return yes
+            self.registered_arrive = registered  # what SIA's adaptation scores (floor)
+            return yes | registered
         return registered
 
     def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
@@ -521,8 +526,10 @@ class LearnedForecaster:
                                               float(w), self.load_windows)
                              for w in windows_s], axis=1)
             bound = self._calibrated(view).load_bound(view, base)
-            return (np.maximum(bound, self._registered_load(view, windows_s))
-                    if self._calib_floor else bound)
+            if not self._calib_floor:
+                return bound
+            self.registered_load = self._registered_load(view, windows_s)
+            return np.maximum(bound, self.registered_load)
         return self._registered_load(view, windows_s)
 
     def _registered_load(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:

@@ -146,6 +146,9 @@ class RandomForecaster:
         self.randomize = randomize
         self.load_windows = load_windows
         self._rng = np.random.default_rng(seed)
+        # each job's random bin, drawn once (per trace): asked again, a job keeps its draw
+        self._drawn: dict[int, int] = {}
+        self._drawn_trace: int | None = None
 
     def will_jobs_arrive(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return bool [n_pools, n_windows], each a fair coin flip."""
@@ -167,11 +170,18 @@ class RandomForecaster:
         return cdf_from_bins(self.duration_bins(view, job_indices), windows_s)
 
     def duration_bins(self, view: ForecastView, job_indices: np.ndarray) -> np.ndarray:
-        """Return a uniform random bin per job (strawman b), else the pool/GPU history bin."""
+        """Return a uniform random bin per job (strawman b; drawn once per job, in the order
+        first asked: a job asked again keeps its bin), else the pool/GPU history bin."""
         jobs = np.asarray(job_indices, dtype=np.int64)
         n_bins = len(DURATION_BIN_EDGES_S) + 1
         if self.randomize == "arrivals+durations":
-            return self._rng.integers(0, n_bins, size=jobs.size)
+            if self._drawn_trace != id(view.trace):
+                self._drawn, self._drawn_trace = {}, id(view.trace)
+            drawn = self._drawn
+            new = [j for j in dict.fromkeys(jobs.tolist()) if j not in drawn]
+            drawn.update(zip(new, self._rng.integers(0, n_bins, size=len(new)).tolist(),
+                             strict=True))
+            return np.array([drawn[j] for j in jobs.tolist()], dtype=np.int64)
         trace = view.trace
         out = np.full(jobs.size, n_bins - 1, dtype=np.int64)
         done = [view.completed_jobs(p) for p in range(trace.n_pools)]

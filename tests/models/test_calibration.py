@@ -307,3 +307,26 @@ def test_the_floor_keeps_the_registered_load_where_the_calibrated_bound_is_lower
     assert answers[False][0, 0] == 1.0  # the calibrated bound alone: 4 - 3
     assert answers[True][0, 0] == 4.0  # the floor: the registered answer
     assert answers[True][1, 0] == math.inf  # b is cold: the calibration reserves it either way
+
+
+def test_the_floor_keeps_a_registered_yes_where_the_calibrated_threshold_says_no():
+    # pool a submits a job every 5 minutes; for a day the model says P = 0.9 there, so the
+    # calibrated threshold (recall over those positives) is 0.9. Then P falls to 0.55: the
+    # registered threshold 0.5 still says "yes", the calibrated one "no". With ``floor`` the
+    # answer stays "yes", and the registered answer is kept for SIA's adaptation.
+    trace = cal_trace([(300.0 * i + 1.0, 0, 1) for i in range(600)])
+    models = {5: WillJobsArrive.from_booster(5, _Never(), 0.5, list(FEATURE_COLUMNS))}
+    answers = {}
+    for floor in (False, True):
+        fc = LearnedForecaster(models)
+        fc.calibrate((300.0,), alpha=0.1, memory=288, floor=floor)
+        fc.arrival_proba = lambda view, windows_s: np.array([[0.9], [0.9]])
+        for t in np.arange(0.0, 86400.0, 300.0):
+            fc.will_jobs_arrive(CalView(trace, t), (300.0,))
+        fc.arrival_proba = lambda view, windows_s: np.array([[0.55], [0.55]])
+        answers[floor] = fc.will_jobs_arrive(CalView(trace, 86400.0 + 300.0), (300.0,))
+        if floor:
+            assert fc.registered_arrive[:, 0].tolist() == [True, True]
+    assert answers[False][0, 0] is np.False_  # calibrated alone: 0.55 < 0.9
+    assert answers[True][0, 0] is np.True_  # the floor: the registered "yes"
+    assert answers[False][1, 0] and answers[True][1, 0]  # b is cold: reserved either way

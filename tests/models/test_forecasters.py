@@ -67,7 +67,9 @@ def test_random_forecaster_is_seeded_and_fair(workload, Probe):
 
     def run(seed):
         f = RandomForecaster(seed=seed)
-        probe = Probe(lambda v: (f.will_jobs_arrive(v, WINDOWS), f.duration_bins(v, np.arange(5)),
+        asked = iter(range(10**6))  # new jobs at each call (a job keeps its first draw)
+        probe = Probe(lambda v: (f.will_jobs_arrive(v, WINDOWS),
+                                 f.duration_bins(v, np.array([next(asked) for _ in range(5)])),
                                  f.new_load_estimate(v, WINDOWS)))
         simulate(jobs, pools, probe)
         return probe.records
@@ -80,6 +82,23 @@ def test_random_forecaster_is_seeded_and_fair(workload, Probe):
     bins = np.concatenate([r[1] for r in a])
     assert set(np.unique(bins)) == {0, 1, 2, 3}
     assert all((r[2] >= 0).all() for r in a)
+
+
+def test_a_random_bin_is_drawn_once_per_job():
+    # asked again (SIA's veto asks the bin rule beside the budget's cdf), a job keeps its bin
+    # and the stream is not spent: the next new job gets the draw it would have got
+    from types import SimpleNamespace
+
+    trace = SimpleNamespace()
+    once, twice = RandomForecaster(seed=3), RandomForecaster(seed=3)
+    view = SimpleNamespace(trace=trace)
+    first = once.duration_bins(view, np.arange(40))
+    np.testing.assert_array_equal(twice.duration_bins(view, np.arange(20)), first[:20])
+    np.testing.assert_array_equal(twice.duration_bins(view, np.arange(10)), first[:10])
+    np.testing.assert_array_equal(twice.duration_bins(view, np.arange(20, 40)), first[20:])
+    # a new trace draws afresh
+    other = twice.duration_bins(SimpleNamespace(trace=SimpleNamespace()), np.arange(3))
+    assert other.shape == (3,)
 
 
 class _Fixed:

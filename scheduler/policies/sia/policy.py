@@ -458,6 +458,11 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
             options["alpha"] = self.risk / (1.0 + self.risk)
             if self._veto:  # never reserve less than SIA's own (registered) predictions
                 options["floor"] = True
+        # the sources whose registered answers SIA's adaptation scores under the floor (None:
+        # it scores the answers the reservations use)
+        fc = self.forecaster
+        self._floor_sources = ((getattr(fc, "arrivals", fc), getattr(fc, "load", fc))
+                               if side == "calibrate" and self._veto else None)
         parts = "both" if calibration is True else calibration
         self.calibration = parts or False
         self._calibrated: list[Any] = []
@@ -825,11 +830,32 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._arrive = arrive
         if self._calibrated:  # a cold pool's bound is +inf: its quota reserves the same
             load = np.where(np.isfinite(load), load, np.asarray(self._quota, dtype=np.float64)[:, None])
-        tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
-        if self.nested_reservations:
-            tnl = np.maximum.accumulate(tnl, axis=1)
+        tnl = self._total_new_load(arrive, load)
+        # what the online adaptation scores: SIA's own TotalNewLoad under the veto's floor (a
+        # larger calibrated answer would hide the misses that make it distrust a pool)
+        self._tnl_adapt = tnl if self._floor_sources is None else self._registered_tnl()
         self.stats["forecasts"] += 1
         return tnl
+
+    def _registered_tnl(self) -> np.ndarray:
+        """Return the TotalNewLoad of the registered answers that the floored sources kept at
+        their last call (``registered_arrive``, ``registered_load``); SiaError naming a source
+        that keeps none."""
+        kept = []
+        for src, attr in zip(self._floor_sources, ("registered_arrive", "registered_load"),
+                             strict=True):
+            value = getattr(src, attr, None)
+            if value is None:
+                raise SiaError(f"policy {self.name}: {type(src).__name__} was calibrated with "
+                               f"a floor (risk_mode veto) but keeps no {attr}")
+            kept.append(np.asarray(value))
+        return self._total_new_load(*kept)
+
+    def _total_new_load(self, arrive: np.ndarray, load: np.ndarray) -> np.ndarray:
+        """Return TotalNewLoad [pools, windows]: the load where an arrival is predicted (running
+        max over the windows with ``nested_reservations``)."""
+        tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
+        return np.maximum.accumulate(tnl, axis=1) if self.nested_reservations else tnl
 
     # ------------------------------------------------------------------ decision
     def decide(self, view: SimView) -> list[Start]:

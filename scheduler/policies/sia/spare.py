@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sia.data.errors import ConfigError
 from sia.scheduler.core.view import Reason, SimView, Start
+from sia.scheduler.policies.sia.risk import CERTAIN
 
 if TYPE_CHECKING:  # pragma: no cover
     from sia.scheduler.policies.sia.policy import Decision
@@ -156,7 +157,7 @@ class SparePass:
             age = 0.0
             if is_tick:
                 if self.tracker is not None:
-                    self.tracker.record(view, tnl)
+                    self.tracker.record(view, self._tnl_adapt)
                 self.served.forecast(now, self._arrive, tnl)
         return age
 
@@ -229,9 +230,11 @@ class SparePass:
                     continue
                 held = ramp is not None and ramp.full(q, lk)
                 if held:  # only a loan its time limit makes certain (ramp.py)
-                    if not sure or maxbin is not None:
+                    if not sure:
                         continue
-                    j = self._first_sure(q, lk, usable + _EPS)
+                    j = (self._first_sure(q, lk, usable + _EPS) if maxbin is None  # the
+                         # budget's lists of certain fits, lent at any budget
+                         else self._first_fit(q, lk, usable + _EPS, CERTAIN))
                 else:
                     j = (self._first_fit(q, lk, usable + _EPS) if maxbin is None
                          else self._first_fit(q, lk, usable + _EPS, maxbin[q][lk]))
@@ -319,7 +322,7 @@ class SparePass:
             if lk < kmin or (dur is not None and dur[p][lk]):
                 continue
             if ramp is not None and ramp.holds(p, lk):
-                if sure > lk or self.risk_budget is not None:
+                if sure > lk:
                     continue  # held back: only a loan its time limit makes certain
             _, res = self._reserved(tnl[k], k, pend, unused, distrust)
             usable = free - sum(res)
