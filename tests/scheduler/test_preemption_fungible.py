@@ -307,10 +307,14 @@ def test_an_evicted_job_keeps_its_place_in_its_pools_queue(trace, policy, lend):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=small_traces(), lend=st.sampled_from(["unreserved", "idle"]),
        yld=st.sampled_from(["loans", "once", "owners"]))
-def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(trace, lend, yld):
+def test_perfect_predictions_with_free_preemption_never_slow_a_lender(trace, lend, yld):
     # evictions that cost nothing (a checkpoint every second, no restart delay): every owner's
-    # head takes its GPUs back at once, so no job that cannot be preempted ends later than
-    # under FCFS
+    # head takes its GPUs back at once, so no job that cannot be preempted, of a pool none of
+    # whose jobs was evicted, ends later than under FCFS. (In a pool whose older preemptible
+    # job was lent and evicted, its later jobs may have taken its quota meanwhile, and the jobs
+    # behind it then wait longer, free evictions or not: a known gap, preempt.py's docstring;
+    # hypothesis finds such cases. The decision that evicts keeps the victim's place:
+    # test_a_job_evicted_in_the_dedicated_pass_keeps_its_place_in_that_pass.)
     rows, quotas = trace
     jobs, pools = table(rows), make_pools(quotas)
     cfg = PreemptionConfig(checkpoint_s=1.0, restart_delay_s=0.0)
@@ -319,7 +323,9 @@ def test_perfect_predictions_with_free_preemption_slow_no_non_preemptible_job(tr
                    preemption=cfg, check_invariants=True)
     base = simulate(jobs, pools, make_policy("fcfs"), preemption=cfg)
     per_job, _ = compare(res, base, warmup_s=0.0)
-    slowed = per_job.filter(pl.col("slowed") & ~pl.col("preemptible"))
+    evicted_pools = set(per_job.filter(pl.col("preemptions") > 0)["pool"].to_list())
+    slowed = per_job.filter(pl.col("slowed") & ~pl.col("preemptible")
+                            & ~pl.col("pool").is_in(list(evicted_pools)))
     assert slowed.height == 0, slowed.select("job_id", "end_time", "end_baseline")
 
 
@@ -415,3 +421,47 @@ def test_an_evicted_loan_counts_as_its_pools_pending_load():
     end = dict(zip(res["job_id"], res["end_time"], strict=True))
     assert end["j013"] == dict(zip(base["job_id"], base["end_time"], strict=True))["j013"] == 1020.0
     assert end["j010"] < 1320.0  # the loan still ran (and was evicted once)
+
+
+def test_a_job_evicted_in_the_dedicated_pass_keeps_its_place_in_that_pass():
+    # hypothesis found this (free evictions, "idle" lending): pools p0 (quota 2), p1 (quota 1),
+    # 1-GPU jobs of 60 s unless said; FCFS runs j010 180-1080 and p0's j009 1080-1140.
+    #  0-180  p0: j000 0-60, j001 (2 GPUs) 60-120, j003 and j006 120-180; p1: j007 0-60.
+    #  t=150  p0's preemptible j010 (900 s) arrives, p0's GPUs are busy: it is lent beyond the
+    #         predictions on p1's idle GPU.
+    #  t=180  p0's j008 starts on p0's quota (ends 240); j010 runs on as a loan.
+    #  t=300  j002, j005, j009 (p0; j009 2 GPUs) and j004 (p1) arrive; p0's 2 GPUs are free.
+    #         Dedicated pass ("repay": p1 holds no loans, it goes first): j004 takes a free
+    #         GPU, p0's j002 the other. p0's j005 fits p0's quota but no GPU is free: the loan
+    #         j010 is evicted (no work lost, no restart delay). j010 (submitted 150) is ahead
+    #         of j005 (300) in p0's queue: it starts again at once on p0's quota, on the GPU it
+    #         freed, and p0's quota is full: j005 waits. (Before the fix j005 started and j010
+    #         waited for the next decision, 360: it ended at 1110 and j009 at 1170.)
+    #  t=360  j002 and j004 end: j005 runs 360-420.
+    #  j010 ran 150 s as a loan: 750 s left, it ends at 300 + 750 = 1050; j009 waits for p0's
+    #  whole quota: 1050-1110, before FCFS's 1140.
+    rows = [("j000", "p0", 0.0, 60.0, 1, False), ("j001", "p0", 0.0, 60.0, 2, False),
+            ("j002", "p0", 300.0, 60.0, 1, False), ("j003", "p0", 0.0, 60.0, 1, False),
+            ("j004", "p1", 300.0, 60.0, 1, False), ("j005", "p0", 300.0, 60.0, 1, False),
+            ("j006", "p0", 0.0, 60.0, 1, False), ("j007", "p1", 0.0, 60.0, 1, False),
+            ("j008", "p0", 0.0, 60.0, 1, False), ("j009", "p0", 300.0, 60.0, 2, False),
+            ("j010", "p0", 150.0, 900.0, 1, True)]
+    jobs, pools = table(rows), make_pools({"p0": 2, "p1": 1})
+    cfg = PreemptionConfig(checkpoint_s=1.0, restart_delay_s=0.0)
+    rec = _Recorder(make_policy("sia-perfect", preempt=True, preempt_lend="idle",
+                                preempt_yield="loans"))
+    res = by_id(simulate(jobs, pools, rec, preemption=cfg, check_invariants=True))
+    base = by_id(simulate(jobs, pools, make_policy("fcfs"), preemption=cfg))
+    assert base["j010"]["end_time"] == 1080.0 and base["j009"]["end_time"] == 1140.0
+    ids = rec.trace.job_ids.tolist()
+    at_300 = [(kind, ids[j], opp) for t, kind, j, opp in rec.log if t == 300.0]
+    assert at_300 == [("start", "j004", False), ("start", "j002", False),
+                      ("preempt", "j010", False), ("start", "j010", False)]
+    assert res["j010"]["start_time"] == 150.0 and res["j010"]["preemptions"] == 1
+    assert res["j010"]["end_time"] == 1050.0 and not res["j010"]["opportunistic"]
+    assert (res["j002"]["start_time"], res["j004"]["start_time"]) == (300.0, 300.0)
+    assert res["j005"]["start_time"] == 360.0 == base["j005"]["start_time"]
+    assert res["j009"]["start_time"] == 1050.0 and res["j009"]["end_time"] == 1110.0
+    late = [k for k, r in res.items() if not r["preemptible"]
+            and r["end_time"] > base[k]["end_time"]]
+    assert late == []

@@ -35,6 +35,7 @@ standing queue, and also gives a lender with the longer queue a busy neighbour's
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from sia.data.errors import ConfigError
@@ -73,14 +74,16 @@ class DedicatedPass:
 
         One start per pass over the pools; a head that does not fit (quota,
         free GPUs, or on cells no cell even after preemption) blocks its pool.
-        Updates ``d`` (free GPUs, dedicated use, allocation, starts).
+        A job that fungible preemption evicts joins its own pool's stream at its
+        arrival-order place (:meth:`_rejoin`): it starts again on its pool's quota
+        in this decision, after its Preempt, before that pool's later jobs, when
+        it fits. Updates ``d`` (free GPUs, dedicated use, allocation, starts).
         """
         gpus, started, pend = self._gpus, self._started, self._pend_gpus
         free, ded, alloc, starts = d.free, d.ded, d.alloc, d.starts
         if self._held:  # the victims of the last eviction: pending in the simulator by now
             self._release_held()
         cells = self._cells
-        cfg = cells.config if cells is not None else None
         ramp = self.loan_ramp
         witness = ramp is not None and ramp.witnesses
         if witness:  # the pool's own jobs score its predictions too (ramp.py): bin them first
@@ -88,8 +91,9 @@ class DedicatedPass:
             kmin_job, sure, W = self._kmin_job, self._sure_job, self.windows_s
         streams = [[p, view.pending(p), 0] for p in range(self._P) if pend[p]]
         blocked: set[int] = set()  # pools whose head waits on cells (its stream's index ends)
+        passable: set[int] = set()  # victims that do not hold their pool back (_rejoin)
         while True:
-            best = self._next_stream(streams, free, ded, alloc)
+            best = self._next_stream(streams, free, ded, alloc, passable)
             if best is None:
                 break
             p, plist, i = best
@@ -97,29 +101,25 @@ class DedicatedPass:
             g = gpus[j]
             cell = None  # the placer stage places it (on cells: the cell can_place held)
             if cells is not None and not (g <= free and view.can_place(j, False)):
-                got = cells.preempt_for(j, p, g) if self._preempt else None
+                got = self._evict_on_cells(j, p, g, d) if self._preempt else None
                 if got is None:
                     best[2] = len(plist)  # head-of-line blocked by cells
                     blocked.add(p)
                     continue
-                victims, cell = got
-                for v in victims:
-                    starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
-                    self._requeue(v)
-                    # still running until the simulator applies the Preempt: not lent again
-                    # in this decision (can_place would refuse a running job)
-                    started[v] = 1
-                    self._held.append(v)
-                    free += gpus[v]
-                    alloc[self._pool[v]] -= gpus[v]
-                self.stats["preemptions"] += len(victims)
+                freed, cell = got
+                free += freed
             elif cells is None and g > free:  # fungible, preempt on: evict loans (preempt.py)
-                freed = self._fp_evict(view, g - free, d)
-                if freed is None:
+                victims = self._fp_evict(view, g - free, d)
+                if victims is None:
+                    if j in passable:  # a victim that cannot start again: passed over
+                        best[2] = i + 1
+                        continue
                     best[2] = len(plist)  # the loans cannot cover it: head-of-line blocked
                     blocked.add(p)
                     continue
-                free += freed
+                free += sum(gpus[v] for v in victims)
+                if self._rejoin(streams, victims, best, passable):
+                    continue  # a victim of p's is now p's head, before j: it starts first
             best[2] = i + 1
             starts.append(Start(j, False, cell))
             started[j] = 1
@@ -137,16 +137,76 @@ class DedicatedPass:
         n_preempts = sum(1 for s in starts if type(s) is Preempt)
         self.stats["dedicated"] += len(starts) - n_preempts
 
+    def _evict_on_cells(self, j: int, p: int, g: int, d: Decision) -> tuple[int, object] | None:
+        """On cells, preempt for pool ``p``'s head ``j`` (``g`` GPUs) with ``cells.preempt_for``:
+        append the victims' Preempt items to ``d.starts`` and return (GPUs freed, ``j``'s cell),
+        or None when no cell fits even after preemption. The victims stay out of this decision
+        (held: the cluster still runs them until the simulator applies the Preempt, so
+        ``can_place`` would refuse them) and are released by the next one."""
+        got = self._cells.preempt_for(j, p, g)
+        if got is None:
+            return None
+        victims, cell = got
+        cfg, gpus, started, alloc = self._cells.config, self._gpus, self._started, d.alloc
+        freed = 0
+        for v in victims:
+            d.starts.append(Preempt(v, cfg.lost_work_s, cfg.restart_delay_s))
+            self._requeue(v)
+            # still running until the simulator applies the Preempt: not lent again
+            # in this decision (can_place would refuse a running job)
+            started[v] = 1
+            self._held.append(v)
+            freed += gpus[v]
+            alloc[self._pool[v]] -= gpus[v]
+        self.stats["preemptions"] += len(victims)
+        return freed, cell
+
+    def _rejoin(self, streams: list[list], victims: list[int], cur: list,
+                passable: set[int]) -> bool:
+        """Put jobs just evicted for the head of stream ``cur`` (fungible GPUs; pending again
+        once the simulator applies their Preempt, which comes first in the decision) in their
+        pools' streams of this pass at their arrival-order places (issue 32: an evicted job
+        keeps its place in its pool's queue); one older than a job its pool already started
+        in this pass goes to the stream's head. There it starts again on its pool's quota when
+        it fits (a victim of ``cur``'s own pool older than its head comes before that head:
+        evicting a pool's older loan for its later head moves the loan onto the pool's quota,
+        and the head waits its turn). A victim that does not fit its pool's unused quota is
+        passed over (added to ``passable``) and its pool's later jobs start as without this
+        rule: its place was taken by the jobs holding that quota, and holding the others back
+        too left GPUs idle and made them later than under FCFS (hypothesis found both cases).
+        Return True when a victim now precedes ``cur``'s head."""
+        pool = self._pool
+        by_pool = {st[0]: st for st in streams}
+        p, j = cur[0], cur[1][cur[2]]
+        ahead = False
+        for v in victims:
+            q = pool[v]
+            st = by_pool.get(q)
+            if st is None:  # its pool had nothing pending at the start of this decision
+                st = by_pool[q] = [q, [], 0]
+                streams.append(st)
+            plist = st[1] = list(st[1])  # a copy: view.pending is the simulator's own list
+            plist.insert(bisect_left(plist, v, st[2]), v)  # arrival order = job index order
+            passable.add(v)
+            ahead = ahead or (q == p and v < j)
+        return ahead
+
     def _next_stream(self, streams: list[list], free: int, ded: list[int],
-                     alloc: list[int]) -> list | None:
+                     alloc: list[int], passable: set[int]) -> list | None:
         """The stream (``[pool, pending, head]``) whose head starts next: among the heads that
         fit their pool's unused quota and the free GPUs (or, preempting, may evict), the first
-        in ``dedicated_order``; None if no head fits."""
+        in ``dedicated_order``; None if no head fits. A head in ``passable`` (see
+        :meth:`_rejoin`) that does not fit its pool's unused quota is passed over."""
         quota, gpus, preempt = self._quota, self._gpus, self._preempt
         order, owed = self.dedicated_order, self._owed_since
         best, best_key = None, None
         for st in streams:
             p, plist, i = st
+            if passable:
+                while i < len(plist) and plist[i] in passable and \
+                        ded[p] + gpus[plist[i]] > quota[p]:
+                    i += 1
+                st[2] = i
             if i >= len(plist):
                 continue
             g = gpus[plist[i]]

@@ -47,13 +47,33 @@ The rules, on top of SIA's (non-preemptible jobs keep today's rules exactly):
   victim goes back to its pool's queue in arrival order (the simulator's
   rule), among SIA's pending and lendable jobs again.
 
+* **The victim keeps its place in the decision that evicts it** (dedicated.py's
+  ``_rejoin``). It joins its pool's stream of the dedicated pass at its
+  arrival-order place (the stream's head if a later job of its pool already
+  started in the pass) and, when it fits its pool's unused quota, starts again
+  there, after its Preempt, before its pool's later jobs. A victim of the
+  head's own pool older than the head thus comes before it (evicting a pool's
+  older loan for its later head moves the loan onto the pool's quota, and the
+  head waits its turn). A victim that does not fit its pool's unused quota is
+  passed over in this pass, as before: the jobs holding that quota took its
+  place already, and holding its pool's later jobs back too left GPUs idle and
+  made them later than under FCFS (hypothesis found both).
+
 What it cannot promise: an evicted job rejoins its own pool's queue at its
 place, so a later job of that pool may wait behind its restart (for the
 eviction's lost work and restart delay; hypothesis finds such cases when
-evictions cost something, none when they are free); the jobs of pools none of
-whose jobs was evicted are never slowed with perfect predictions (property
-tests). An evicted job is not started again in the decision that evicts it:
-it waits for SIA's next decision (at most a tick).
+evictions cost something); the jobs of pools none of whose jobs was evicted
+are never slowed with perfect predictions (property tests). And a pool's later
+jobs may start on its quota while its older preemptible job runs as a loan (in
+an earlier decision; or in the dedicated pass of the very decision that evicts
+it, before the eviction: under ``dedicated_order`` "allocation", or when
+Figure 8's pass, which comes after the dedicated pass, evicts it); they keep
+their GPUs when it is evicted, so it waits behind them and the pool's jobs
+behind it wait longer than under FCFS, even when evictions are free (hypothesis
+finds such cases). The lending beyond the predictions never lends a job in the
+decision that evicts it; Figure 8's prediction-based lending may lend one that
+the dedicated pass evicted and did not start again (it is pending and lendable
+again).
 """
 
 from __future__ import annotations
@@ -193,17 +213,18 @@ class FungiblePreemption:
         self._fp_head[p] = 0
 
     # ------------------------------------------------------------------ eviction
-    def _fp_evict(self, view: SimView, need: int, d: Decision) -> int | None:
+    def _fp_evict(self, view: SimView, need: int, d: Decision) -> list[int] | None:
         """Evict the newest loans (:func:`~sia.scheduler.core.simulator.newest_victims`) so
         that ``need`` more GPUs are free; append their Preempt items to ``d.starts`` and
-        return the GPUs freed, or None (nothing evicted) when all the loans together do not
-        cover ``need``."""
+        return the victims (pending again, their GPUs free), or None (nothing evicted) when
+        all the loans together do not cover ``need``."""
         self._fp_prune(view)
         victims = newest_victims(list(self._fp_loans), self._gpus, need)
         if victims is None:
             return None
         self.stats["preemptions_for_owners"] += len(victims)
-        return self._fp_evict_these(view, victims, d)
+        self._fp_evict_these(view, victims, d)
+        return victims
 
     def _fp_evict_these(self, view: SimView, victims: list[int], d: Decision) -> int:
         """Append a Preempt (the cost model's) per victim to ``d.starts`` and put the victims
