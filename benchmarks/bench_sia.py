@@ -23,8 +23,9 @@ pending). Cases:
   ``budget_net``; ``--no-calibrate``: the warm loop's ``timer_overhead`` per call, the fifth
   cut's method, which under-subtracts), and "budget/ramp %" its share of the time in the
   policy (less the timer's cost too);
-  ``sia-learned`` (its default loan ramp timed the same way) and
-  ``sia-learned/noramp`` (``loan_ramp=None``);
+  ``sia-learned`` (SIA's defaults: since session 29 the risk budget 3 as a veto; its
+  default loan ramp timed the same way), ``sia-learned/nobudget`` (``risk=None``, the
+  defaults before) and ``sia-learned/noramp`` (``loan_ramp=None``);
 - ``hived``, ``themis`` and ``maxmin`` for reference.
 
 The slowdown column counts jobs ending > 1 s later than under FCFS (a check
@@ -520,7 +521,7 @@ def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 
     budget's (or ramp's) timer around an empty body (:class:`TimedBudget`)."""
     if case == "sia-perfect/refresh0":
         return SiaPerfectPolicy(refresh_s=0.0, name=case)
-    if case in ("sia-learned", "sia-learned/risk", "sia-learned/noramp"):
+    if case in ("sia-learned", "sia-learned/risk", "sia-learned/noramp", "sia-learned/nobudget"):
         if "fc" not in _TRAINED and fc_path and Path(fc_path).exists():
             with open(fc_path, "rb") as f:
                 _TRAINED["fc"] = pickle.load(f)
@@ -537,6 +538,8 @@ def make_case(case: str, jobs: pl.DataFrame, pools: pl.DataFrame, risk: float = 
             return pol
         if case == "sia-learned/noramp":
             return SiaPolicy(_TRAINED["fc"], name=case, loan_ramp=None)
+        if case == "sia-learned/nobudget":  # SIA's default before session 29
+            return SiaPolicy(_TRAINED["fc"], name=case, risk=None)
         pol = SiaPolicy(_TRAINED["fc"], name=case, risk=risk)
         pol.budget_clock = TimedBudget(pol.risk_budget, empty=empty)
         return pol

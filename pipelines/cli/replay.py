@@ -413,26 +413,40 @@ RegionsModeOpt = Annotated[str, typer.Option(
     "reservations leave; reservations-history, reservations-perfect or "
     "reservations-forecast: global reservations (each pool's quota split into per-region "
     "shares planned with its data; jobs run as owners wherever their pool has a share).")]
-RiskOpt = Annotated[float | None, typer.Option(
+RiskOpt = Annotated[str | None, typer.Option(
     "--risk", help="SIA's risk budget (SIA policies only): the allowed expected number of "
-    "owners' jobs one loan delays. A job is lent in a window only "
-    "while its pool's calibrated bound on overrunning the window, times the jobs one delay "
-    "reaches (1/(1 - recent load) of the busiest pool with unused quota), is within it; jobs "
-    "whose time limit fits are lent at any budget; a pool with too few scored jobs lends only "
-    "those. Each pool's reservation covers its arrivals in the window except with probability "
-    "at most risk/(1+risk), calibrated per pool online (a pool with too little history "
-    "reserves its whole unused quota; policy option risk_arrivals: predicted uses SIA's "
-    "reservations instead). 0: lend only on certainty, of the arrivals too: with learned "
-    "arrival predictions nothing is lent. "
-    "Default: unset, SIA's earlier rule (predicted bin, or its lend_risk).")]
+    "owners' jobs one loan delays, or off (SIA's own rule alone). By default a budget of 3 "
+    "vetoes SIA's own loans (--risk-mode veto): a job is lent in a window only where SIA's "
+    "rule lends it and its pool's calibrated bound on overrunning the window, times the jobs "
+    "one delay reaches (1/(1 - recent load) of the busiest pool with unused quota), is within "
+    "the budget; jobs whose time limit fits are lent at any budget; a pool with too few "
+    "scored jobs lends only those. Each pool's reservation covers its arrivals in the window "
+    "except with probability at most risk/(1+risk), calibrated per pool online, and never "
+    "less than SIA's predictions (a pool with too little history reserves its whole unused "
+    "quota; policy option risk_arrivals: predicted uses SIA's reservations instead). 0: lend "
+    "only on certainty, of the arrivals too: with learned arrival predictions nothing is lent. "
+    "Default: the policy's (3 for learned SIA; none for sia-perfect and the random "
+    "strawmen).", show_default=False)]
 RiskModeOpt = Annotated[str | None, typer.Option(
-    "--risk-mode", help="With --risk: replace (the budget decides alone which jobs are lent) "
-    "or veto (a job is lent only where SIA's own rule and the budget both allow it, and the "
-    "calibrated reservations are never below the predicted ones: a large budget lends as "
-    "SIA without one, 0 only on certainty). Default: the policy's (replace).",
+    "--risk-mode", help="How SIA's risk budget meets its own rule: veto (a job is lent only "
+    "where SIA's rule and the budget both allow it, and the calibrated reservations are "
+    "never below the predicted ones: a large budget lends as SIA without one, 0 only on "
+    "certainty) or replace (the budget decides alone which jobs are lent). Default: the "
+    "policy's (veto).",
     show_default=False)]
 NoMlflowOpt = Annotated[bool, typer.Option(
     "--no-mlflow", help="Do not log the replay as an MLflow run (files only).")]
+
+
+def risk_value(text: str) -> float | None:
+    """Return ``--risk``'s budget: a number, or None for ``off``/``none`` (no budget);
+    ConfigError naming the option otherwise."""
+    if text.strip().lower() in ("off", "none", "null"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--risk must be a number or off, not {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -471,7 +485,7 @@ class ReplayArgs:
     regions: Path | None
     regions_mode: str
     no_mlflow: bool
-    risk: float | None = None
+    risk: str | None = None
     risk_mode: str | None = None
     arrival: Any = None
 
@@ -573,7 +587,7 @@ def _run(a: ReplayArgs) -> None:
             predictors["trace_mismatch"] = mismatch
             typer.echo(f"warning: {mismatch}", err=True)
     if a.risk is not None:
-        options["risk"] = a.risk
+        options["risk"] = risk_value(a.risk)
     if a.risk_mode is not None:
         options["risk_mode"] = a.risk_mode
     jobs = wl.jobs
@@ -675,8 +689,10 @@ def _check_args(a: ReplayArgs) -> tuple[tuple[int, ...], Any, bool]:
                           f"not of {a.policy!r}")
     if a.risk_mode is not None and a.risk_mode not in ("replace", "veto"):  # (the policy's)
         raise ConfigError(f"--risk-mode must be replace or veto, not {a.risk_mode!r}")
-    if a.risk_mode is not None and a.risk is None:
-        raise ConfigError(f"--risk-mode {a.risk_mode} needs --risk (the budget it applies)")
+    if a.risk is not None:
+        risk_value(a.risk)  # a bad value is named before the trace is read
+    if a.risk_mode is not None and a.risk is not None and risk_value(a.risk) is None:
+        raise ConfigError(f"--risk-mode {a.risk_mode} needs a budget, not --risk off")
     # fail on an unknown policy, or one that cannot take what was asked, before reading
     needs = policy_needs(a.policy)
     locality = options_from_cli(a.topology, a.placement, a.cells_option)

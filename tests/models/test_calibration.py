@@ -184,7 +184,7 @@ def _sia(calibration):
     models = {k: WillJobsArrive.from_booster(k, _Never(), 0.5, list(FEATURE_COLUMNS))
               for k in (5, 60, 720)}
     fc = LearnedForecaster(models, duration_config={"fallback_bin": 0})  # every job <= 5 min
-    return SiaPolicy(fc, calibration=calibration, loan_ramp=None)
+    return SiaPolicy(fc, calibration=calibration, loan_ramp=None, risk=None)
 
 
 def test_a_cold_pool_lends_nothing_under_calibration():

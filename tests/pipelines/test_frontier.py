@@ -79,9 +79,12 @@ def test_replay_risk_mode_option_is_checked_and_reaches_the_policy(tmp_path, cap
 
     from sia.pipelines.cli import main
 
-    assert main(["replay", "--policy", "sia-perfect", "--risk-mode", "veto", "--no-mlflow",
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "off", "--risk-mode", "veto",
+                 "--no-mlflow", "--out", str(tmp_path / "r")]) == 2
+    assert "--risk-mode veto needs a budget, not --risk off" in capsys.readouterr().err
+    assert main(["replay", "--policy", "sia-perfect", "--risk", "lots", "--no-mlflow",
                  "--out", str(tmp_path / "r")]) == 2
-    assert "--risk-mode veto needs --risk" in capsys.readouterr().err
+    assert "--risk must be a number or off, not 'lots'" in capsys.readouterr().err
     assert main(["replay", "--policy", "sia-perfect", "--risk", "1", "--risk-mode", "both",
                  "--no-mlflow", "--out", str(tmp_path / "r")]) == 2
     assert "--risk-mode must be replace or veto, not 'both'" in capsys.readouterr().err

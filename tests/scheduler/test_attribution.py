@@ -104,7 +104,7 @@ def test_duration_a_loan_that_overran_its_window():
     # it was lent in. FCFS starts a0 at 500; SIA at 1000, when b1 ends: 500 s late.
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 1000.0, 1),
             ("a0", "A", 500.0, 100.0, 1)]
-    pol = SiaPolicy(_Forecaster(bins=0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(bins=0), windows_s=FIVE_MIN, risk=None)
     got, late = explain(rows, {"A": 1, "B": 1}, pol)
     assert got == {"a0": ("duration", "b1", 0, None, None)}
     assert late["a0"] == 500.0
@@ -116,7 +116,7 @@ def test_arrival_a_forecast_that_said_no_arrival():
     # SIA starts a0 at 250 (b1 ends), FCFS at 100.
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 250.0, 1),
             ("a0", "A", 100.0, 100.0, 1)]
-    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, risk=None)
     got, late = explain(rows, {"A": 1, "B": 1}, pol)
     assert got == {"a0": ("arrival", "b1", 0, None, "A")}
     assert late["a0"] == 150.0
@@ -128,7 +128,7 @@ def test_load_a_forecast_that_under_estimated_the_load():
     # b1's window. SIA starts a0 at 250, FCFS at 100.
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 250.0, 1),
             ("a0", "A", 100.0, 100.0, 2)]
-    pol = SiaPolicy(_Forecaster(arrive=True, load=1.0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(arrive=True, load=1.0), windows_s=FIVE_MIN, risk=None)
     got, late = explain(rows, {"A": 2, "B": 1}, pol)
     assert got == {"a0": ("load", "b1", 0, None, "A")}
     assert late["a0"] == 150.0
@@ -142,7 +142,7 @@ def test_cascade_two_jobs_behind_a_delayed_head():
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 250.0, 1),
             ("a0", "A", 100.0, 100.0, 1), ("a1", "A", 100.0, 100.0, 1),
             ("a2", "A", 100.0, 100.0, 1)]
-    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, risk=None)
     got, late = explain(rows, {"A": 1, "B": 1}, pol)
     assert got == {"a0": ("arrival", "b1", 0, None, "A"),
                    "a1": ("arrival", "b1", 1, "a0", "A"),
@@ -155,7 +155,7 @@ def test_cascade_through_the_quota_a_late_job_holds():
     # a0, which under FCFS had ended at 200. a1 is a cascade of a0 through A's quota.
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 250.0, 1),
             ("a0", "A", 100.0, 100.0, 1), ("a1", "A", 260.0, 100.0, 1)]
-    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, risk=None)
     got, _ = explain(rows, {"A": 1, "B": 1}, pol)
     assert got == {"a0": ("arrival", "b1", 0, None, "A"),
                    "a1": ("arrival", "b1", 1, "a0", "A")}
@@ -168,7 +168,7 @@ def test_the_miss_of_another_pool_is_named():
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 250.0, 1),
             ("b2", "B", 0.0, 250.0, 1), ("a0", "A", 100.0, 100.0, 1),
             ("c0", "C", 100.0, 100.0, 1)]
-    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN)
+    pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, risk=None)
     got, _ = explain(rows, {"A": 1, "B": 1, "C": 1}, pol)
     assert set(got) == {"a0", "c0"}
     assert got["a0"][0] == got["c0"][0] == "arrival"
@@ -183,7 +183,7 @@ def test_pools_the_adaptation_distrusted_are_recorded_with_the_loans():
     rows = ([(f"b{i:03d}", "B", 0.0, 100.0, 1) for i in range(60)]
             + [(f"a{i}", "A", 100.0 + 400.0 * i, 30.0, 1) for i in range(6)])
     pol = SiaPolicy(_Forecaster(arrive=False, load=0.0), windows_s=FIVE_MIN, lookback=12,
-                    max_misses=1)
+                    max_misses=1, risk=None)
     res = simulate(table(rows), make_pools({"A": 1, "B": 1, "C": 2}), pol,
                    check_invariants=True)
     rec = pol.served.loans()

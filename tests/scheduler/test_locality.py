@@ -167,7 +167,7 @@ def preemption_case(preempt: bool):
                   ("a1", "a", 50.0, 100.0, 8)], preemptible=[False, True, False])
     cfg = LocalityConfig(strict_buddies=False, preempt=preempt, lost_work_s=30.0,
                          restart_delay_s=20.0)
-    pol = SiaPolicy(BlindForecaster(), adaptation=False)
+    pol = SiaPolicy(BlindForecaster(), adaptation=False, risk=None)
     res, summary = simulate_cells(jobs, make_pools({"a": 8, "b": 8}), pol, cfg,
                                   check_invariants=True)
     return {r["job_id"]: r for r in res.iter_rows(named=True)}, summary
@@ -209,7 +209,7 @@ def lending_case(preempt: bool, cost_s: float = 0.0):
                   ("b3", "b", 0.0, 5000.0, 8), ("b4", "b", 50.0, 5000.0, 8),
                   ("a1", "a", 100.0, 100.0, 8)], preemptible=[False, True, True, True, False])
     cfg = LocalityConfig(strict_buddies=False, preempt=preempt, lost_work_s=cost_s)
-    pol = SiaPolicy(OnlyPoolAArrives(), adaptation=False, loan_ramp=None)  # the credit alone
+    pol = SiaPolicy(OnlyPoolAArrives(), adaptation=False, loan_ramp=None, risk=None)  # the credit alone
     res, summary = simulate_cells(jobs, make_pools({"a": 8, "b": 8, "c": 8, "d": 8}), pol, cfg,
                                   check_invariants=True)
     return {r["job_id"]: r for r in res.iter_rows(named=True)}, summary

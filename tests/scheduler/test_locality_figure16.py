@@ -124,7 +124,7 @@ def test_slowdown_causes_name_the_loan_and_the_cascade():
     for adopt, root in ((False, "loans-in-unbound-servers"), (True, None)):
         cfg = LocalityConfig(strict_buddies=False, adopt_loans=adopt)
         base, _ = simulate_cells(jobs, pools, make_policy("fcfs"), cfg)
-        res, summ = simulate_cells(jobs, pools, SiaPolicy(Blind(), adaptation=False), cfg,
+        res, summ = simulate_cells(jobs, pools, SiaPolicy(Blind(), adaptation=False, risk=None), cfg,
                                    record_placements=True, check_invariants=True)
         causes = slowdown_causes(base, res, summ["placements"], quota, 8)
         got = dict(zip(causes["job_id"], causes["cause"], strict=True))

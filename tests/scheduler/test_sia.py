@@ -228,7 +228,7 @@ ADAPT_ROWS = ([(f"b{i:03d}", "B", 0.0, 100.0, 1) for i in range(100)]
 
 
 def adapt_run(adaptation: bool) -> pl.DataFrame:
-    pol = SiaPolicy(BlindForecaster(), adaptation=adaptation, lookback=12, max_misses=1)
+    pol = SiaPolicy(BlindForecaster(), adaptation=adaptation, lookback=12, max_misses=1, risk=None)
     return simulate(table(ADAPT_ROWS), make_pools({"A": 4, "B": 1}), pol, check_invariants=True)
 
 
@@ -323,7 +323,7 @@ def under_run(adapt_durations: bool, **options) -> dict[str, tuple[float, bool]]
     options.setdefault("loan_ramp", None)  # the adaptation alone (the ramp has its own tests)
     options.setdefault("lookback", 12)  # the rule's memory this case is written for
     pol = SiaPolicy(UnderForecaster(), windows_s=(300.0,), adapt_durations=adapt_durations,
-                    **options)
+                    **options, risk=None)
     return run(UNDER_ROWS, {"A": 2, "B": 1}, pol)
 
 
@@ -339,7 +339,7 @@ def test_duration_adaptation_stops_lending_jobs_that_overran():
     lax = under_run(True, duration_max_misses=3)
     assert {j: lax[j] for j in ("b3", "b4", "b5")} == lent_at_1000
     with pytest.raises(ConfigError, match="max_misses"):
-        SiaPolicy(UnderForecaster(), lookback=12, duration_max_misses=13)
+        SiaPolicy(UnderForecaster(), lookback=12, duration_max_misses=13, risk=None)
 
 
 class _RunView:
@@ -459,9 +459,9 @@ def test_sia_needs_a_forecaster_and_valid_windows():
     with pytest.raises(ConfigError, match="forecaster"):
         make_policy("sia")
     with pytest.raises(ConfigError, match="windows_s"):
-        SiaPolicy(PerfectForecaster(), windows_s=(3600.0, 300.0))
+        SiaPolicy(PerfectForecaster(), windows_s=(3600.0, 300.0), risk=None)
     with pytest.raises(ConfigError, match="refresh_s"):
-        SiaPolicy(PerfectForecaster(), refresh_s=-1)
+        SiaPolicy(PerfectForecaster(), refresh_s=-1, risk=None)
 
 
 def test_variants_compose_their_forecasters():
@@ -480,8 +480,10 @@ def test_variants_compose_their_forecasters():
 
 def test_attribution_ablations_make_one_side_perfect():
     base = UnderForecaster()
-    dur = make_policy("sia-perfect-durations", base=base, windows_s=(300.0,))
-    arr = make_policy("sia-perfect-arrivals", base=base, windows_s=(300.0,), loan_ramp=None)
+    # (without the default budget: B is cold for it, so it would lend nothing either way)
+    dur = make_policy("sia-perfect-durations", base=base, windows_s=(300.0,), risk=None)
+    arr = make_policy("sia-perfect-arrivals", base=base, windows_s=(300.0,), loan_ramp=None,
+                      risk=None)
     assert dur.forecaster.arrivals is base and dur.forecaster.load is base
     assert isinstance(dur.forecaster.durations, PerfectForecaster)
     assert arr.forecaster.durations is base
@@ -503,7 +505,7 @@ def test_bad_forecaster_answers_are_reported():
 
     rows = [("b0", "B", 0.0, 100.0, 1), ("b1", "B", 0.0, 100.0, 1)]
     with pytest.raises(Exception, match="shapes"):
-        simulate(table(rows), make_pools({"A": 2, "B": 1}), SiaPolicy(Wrong()))
+        simulate(table(rows), make_pools({"A": 2, "B": 1}), SiaPolicy(Wrong(), risk=None))
 
 
 class _ConfidentPerfect(PerfectForecaster):
@@ -523,20 +525,20 @@ def test_risk_aware_lending_follows_the_probability(p, eps, lent):
     # b1 (100 s, truly lendable in 5 min) is lent A's GPU iff P(d <= 5 min) >= 1 - eps.
     # With eps None SIA lends by the bins (true: b1 fits 5 min) whatever p says.
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 100.0, 1), ("a0", "A", 5000.0, 10.0, 1)]
-    pol = SiaPolicy(_ConfidentPerfect(p), lend_risk=eps, refresh_s=0)
+    pol = SiaPolicy(_ConfidentPerfect(p), lend_risk=eps, refresh_s=0, risk=None)
     got = run(rows, {"A": 1, "B": 1}, pol)
     assert got["b1"] == ((0.0, True) if lent else (1000.0, False))
 
 
 def test_lend_risk_option_errors():
     with pytest.raises(ConfigError, match="lend_risk"):
-        SiaPolicy(PerfectForecaster(), lend_risk=1.0)
+        SiaPolicy(PerfectForecaster(), lend_risk=1.0, risk=None)
     with pytest.raises(ConfigError, match="one per"):
-        SiaPolicy(PerfectForecaster(), lend_risk=(0.1, 0.1))
+        SiaPolicy(PerfectForecaster(), lend_risk=(0.1, 0.1), risk=None)
     with pytest.raises(ConfigError, match="lend_risk"):
-        SiaPolicy(PerfectForecaster(), lend_risk="sometimes")
+        SiaPolicy(PerfectForecaster(), lend_risk="sometimes", risk=None)
     # "auto" with a forecaster that chose no eps: the paper's bin rule
-    assert SiaPolicy(PerfectForecaster()).lend_risk is None
+    assert SiaPolicy(PerfectForecaster(), risk=None).lend_risk is None
 
 
 class _RiskPerWindow(_ConfidentPerfect):
@@ -548,6 +550,6 @@ class _RiskPerWindow(_ConfidentPerfect):
 
 def test_auto_lend_risk_is_asked_for_the_policys_own_windows():
     # the forecaster's eps is asked for SIA's windows, however many, not its own
-    pol = SiaPolicy(_RiskPerWindow(0.9), windows_s=(300.0, 7200.0))
+    pol = SiaPolicy(_RiskPerWindow(0.9), windows_s=(300.0, 7200.0), risk=None)
     assert pol.lend_risk.tolist() == [0.003, 0.072]
-    assert SiaPolicy(_RiskPerWindow(0.9)).lend_risk.tolist() == [0.003, 0.036, 0.432]
+    assert SiaPolicy(_RiskPerWindow(0.9), risk=None).lend_risk.tolist() == [0.003, 0.036, 0.432]

@@ -93,7 +93,7 @@ ROWS = [("a0", "a", 0.0, 36000.0, 1), ("a1", "a", 0.0, 36000.0, 1),
 
 
 def test_a_job_sia_lends_is_answered_in_its_window():
-    pol = probing(SiaPolicy(PerfectForecaster(), refresh_s=0))
+    pol = probing(SiaPolicy(PerfectForecaster(), refresh_s=0, risk=None))
     res = simulate(job_table(ROWS), make_pools({"a": 2, "b": 2}), pol, check_invariants=True)
     a2 = _ids(res)["a2"]
     assert res["start_time"][a2] == 100.0 and res["opportunistic"][a2]
@@ -103,7 +103,7 @@ def test_a_job_sia_lends_is_answered_in_its_window():
 def test_a_distrusted_pools_gpus_are_not_offered():
     # the online adaptation distrusts b's predictions: b reserves its whole unused quota (2),
     # so nothing is left to lend a2 until a0 and a1 end at 10 h and it starts on a's quota
-    pol = SiaPolicy(PerfectForecaster(), refresh_s=0)
+    pol = SiaPolicy(PerfectForecaster(), refresh_s=0, risk=None)
     pol.tracker = _Distrust({1})
     pol = probing(pol)
     res = simulate(job_table(ROWS), make_pools({"a": 2, "b": 2}), pol, check_invariants=True)
@@ -122,14 +122,14 @@ def test_a_ramp_capped_pool_is_not_offered():
             ("b2", "B", 0.0, 5000.0, 1), ("a0", "A", 50000.0, 10.0, 1)]
     quotas = make_pools({"A": 2, "B": 1})
     pol = probing(SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,),
-                            loan_ramp=1, loan_ramp_evidence="loans"))
+                            loan_ramp=1, loan_ramp_evidence="loans", risk=None))
     res = simulate(job_table(rows), quotas, pol, check_invariants=True)
     ids = _ids(res)
     b1, b2 = ids["b1"], ids["b2"]
     assert pol.lent[b1] == (0.0, 0) and res["start_time"][b2] > 0.0
     assert (300.0, b2, -1) in pol.asked
     free = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,),
-                     loan_ramp=None)
+                     loan_ramp=None, risk=None)
     free = probing(free)
     res = simulate(job_table(rows), quotas, free, check_invariants=True)
     assert free.lent[b1] == free.lent[b2] == (0.0, 0)
@@ -142,7 +142,7 @@ def test_a_job_waiting_elsewhere_counts_in_its_pools_reservation():
     # unreserved and a2 is not lent. Asked while withdrawn (waiting in another region's
     # queue) it still counts in a's pending GPUs: the same answer, not the 2 GPUs left if
     # it were left out
-    pol = SiaPolicy(PerfectForecaster(), refresh_s=0)
+    pol = SiaPolicy(PerfectForecaster(), refresh_s=0, risk=None)
     seen: dict[str, int] = {}
     decide = pol.decide
 
@@ -166,8 +166,8 @@ def test_a_job_waiting_elsewhere_counts_in_its_pools_reservation():
 POLICIES = {
     "perfect": lambda refresh: make_policy("sia-perfect", refresh_s=refresh),
     "short-bins+ramp": lambda refresh: SiaPolicy(_ShortBins(), refresh_s=refresh, loan_ramp=1,
-                                                 loan_ramp_evidence="loans"),
-    "blind+adaptation": lambda refresh: SiaPolicy(BlindForecaster(), refresh_s=refresh),
+                                                 loan_ramp_evidence="loans", risk=None),
+    "blind+adaptation": lambda refresh: SiaPolicy(BlindForecaster(), refresh_s=refresh, risk=None),
 }
 
 

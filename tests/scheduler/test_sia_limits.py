@@ -44,7 +44,7 @@ ROWS = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 100.0, 1), ("a0", "A", 500
 @pytest.mark.parametrize("lend_risk", [None, 0.1])
 def test_a_limit_that_fits_a_window_lends_whatever_the_prediction(lend_risk):
     pools = make_pools({"A": 1, "B": 1})
-    pol = SiaPolicy(_LongBins(), refresh_s=0, lend_risk=lend_risk)
+    pol = SiaPolicy(_LongBins(), refresh_s=0, lend_risk=lend_risk, risk=None)
     res = simulate(table(ROWS, [None, 200.0, None]), pools, pol, check_invariants=True)
     b1 = res.filter(pl.col("job_id") == "b1").row(0, named=True)
     assert (b1["start_time"], b1["opportunistic"]) == (0.0, True)
@@ -54,7 +54,7 @@ def test_a_limit_that_fits_a_window_lends_whatever_the_prediction(lend_risk):
     # the same job without the limit (or with the option off) waits for its own pool
     for jobs, opts in ((table(ROWS), {}), (table(ROWS, [None, 200.0, None]),
                                           {"lend_on_limit": False})):
-        pol = SiaPolicy(_LongBins(), refresh_s=0, lend_risk=lend_risk, **opts)
+        pol = SiaPolicy(_LongBins(), refresh_s=0, lend_risk=lend_risk, **opts, risk=None)
         res = simulate(jobs, pools, pol, check_invariants=True)
         assert res.filter(pl.col("job_id") == "b1")["start_time"][0] == 1000.0
         assert "lent_guaranteed" not in pol.facts()["served"]["job_duration"].get("5m", {})
@@ -66,7 +66,7 @@ def test_the_grace_counts_against_the_window():
     pools = make_pools({"A": 1, "B": 1})
     limit = 300.0
     assert limit + TIME_LIMIT_GRACE_S > 300.0
-    pol = SiaPolicy(_LongBins(), refresh_s=0)
+    pol = SiaPolicy(_LongBins(), refresh_s=0, risk=None)
     simulate(table(ROWS, [None, limit, None]), pools, pol, check_invariants=True)
     served = pol.facts()["served"]["job_duration"]
     assert served["5m"]["lent_guaranteed"] == 0 and served["60m"]["lent_guaranteed"] == 1
@@ -77,7 +77,7 @@ def test_a_job_that_ran_past_its_limit_is_an_overrun_of_a_guaranteed_loan():
     # made on the guarantee overruns its window, and the report says so
     rows = [("b0", "B", 0.0, 1000.0, 1), ("b1", "B", 0.0, 2000.0, 1),
             ("a0", "A", 5000.0, 10.0, 1)]
-    pol = SiaPolicy(_LongBins(), refresh_s=0)
+    pol = SiaPolicy(_LongBins(), refresh_s=0, risk=None)
     jobs = table(rows, [None, 200.0, None])
     simulate(jobs, make_pools({"A": 1, "B": 1}), pol, check_invariants=True)
     dur = pol.facts()["served"]["job_duration"]["5m"]
@@ -93,7 +93,7 @@ def test_perfect_durations_ignore_the_limit():
     jobs = table(rows, [None, 200.0, None])
     for pol in (make_policy("sia-perfect", refresh_s=0),
                 SiaPolicy(MixedForecaster(_LongBins(), _LongBins(), PerfectForecaster()),
-                          refresh_s=0)):
+                          refresh_s=0, risk=None)):
         res = simulate(jobs, pools, pol, check_invariants=True)
         assert res.filter(pl.col("job_id") == "b1")["start_time"][0] == 610.0
 
@@ -125,7 +125,7 @@ def test_guaranteed_loans_with_perfect_arrivals_slow_no_job(trace, refresh):
     rows, limits, quotas = trace
     jobs, pools = table(rows, limits), make_pools(quotas)
     base = simulate(jobs, pools, make_policy("fcfs"))
-    res = simulate(jobs, pools, SiaPolicy(_LongBins(), refresh_s=refresh), check_invariants=True)
+    res = simulate(jobs, pools, SiaPolicy(_LongBins(), refresh_s=refresh, risk=None), check_invariants=True)
     assert (res["end_time"] <= base["end_time"] + 1e-6).all()
 
 

@@ -35,7 +35,7 @@ def starts(rows, quotas, **options) -> tuple[dict[str, float], dict]:
     # one window (5 min): each window has a cap of its own; only loans score the pool unless
     # a test says otherwise (the witnesses have tests of their own below)
     options.setdefault("loan_ramp_evidence", "loans")
-    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), **options)
+    pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), **options, risk=None)
     res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     return dict(zip(res["job_id"], res["start_time"], strict=True)), pol.facts()
 
@@ -82,10 +82,10 @@ def test_a_late_end_seen_after_the_fact_is_a_miss():
 def test_the_ramp_is_on_for_predicted_durations_only():
     from sia.scheduler.policies.sia.ramp import DEFAULT_EVIDENCE, DEFAULT_LOAN_RAMP
 
-    assert SiaPolicy(_ShortBins()).loan_ramp.initial == DEFAULT_LOAN_RAMP
-    assert SiaPolicy(_ShortBins()).loan_ramp.evidence == DEFAULT_EVIDENCE == "misses"
+    assert SiaPolicy(_ShortBins(), risk=None).loan_ramp.initial == DEFAULT_LOAN_RAMP
+    assert SiaPolicy(_ShortBins(), risk=None).loan_ramp.evidence == DEFAULT_EVIDENCE == "misses"
     assert make_policy("sia-perfect").loan_ramp is None
-    assert SiaPolicy(_ShortBins(), loan_ramp=None).loan_ramp is None
+    assert SiaPolicy(_ShortBins(), loan_ramp=None, risk=None).loan_ramp is None
 
 
 def test_a_loan_its_time_limit_makes_certain_skips_the_ramp():
@@ -98,7 +98,7 @@ def test_a_loan_its_time_limit_makes_certain_skips_the_ramp():
                        orient="row").with_columns(
         pl.Series("time_limit", [None, None, None, 200.0, None], dtype=pl.Float64))
     pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,),
-                    loan_ramp=1, loan_ramp_evidence="loans")
+                    loan_ramp=1, loan_ramp_evidence="loans", risk=None)
     res = simulate(validate(raw)[0], make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert (got["b1"], got["b3"], got["b2"]) == (0.0, 0.0, 5000.0)
@@ -107,7 +107,7 @@ def test_a_loan_its_time_limit_makes_certain_skips_the_ramp():
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_the_ramp_is_a_whole_number_of_loans(bad):
     with pytest.raises(ConfigError, match="loan_ramp"):
-        SiaPolicy(PerfectForecaster(), loan_ramp=bad)
+        SiaPolicy(PerfectForecaster(), loan_ramp=bad, risk=None)
 
 
 DURATIONS = [30.0, 299.0, 1800.0, 3500.0, 20000.0, 50000.0]
@@ -143,8 +143,8 @@ def test_a_ramp_that_never_binds_changes_nothing(trace):
     # a cap above every job of the trace never holds a loan back: the replay is today's
     rows, quotas = trace
     jobs, pools = table(rows), make_pools(quotas)
-    plain = simulate(jobs, pools, SiaPolicy(_ShortBins(), refresh_s=0, loan_ramp=None))
-    ramped = simulate(jobs, pools, SiaPolicy(_ShortBins(), refresh_s=0, loan_ramp=len(rows)))
+    plain = simulate(jobs, pools, SiaPolicy(_ShortBins(), refresh_s=0, loan_ramp=None, risk=None))
+    ramped = simulate(jobs, pools, SiaPolicy(_ShortBins(), refresh_s=0, loan_ramp=len(rows), risk=None))
     assert plain.equals(ramped)
 
 
@@ -152,7 +152,7 @@ def test_each_window_has_a_cap_of_its_own():
     # with the three windows, B's first loan of the 5-min window (b1) and of the 1-h window
     # (b2) both start at 0; A's 2 GPUs are then full
     pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, loan_ramp=1,
-                    loan_ramp_evidence="loans")
+                    loan_ramp_evidence="loans", risk=None)
     res = simulate(table(_rows(5000.0)), make_pools({"A": 2, "B": 1}), pol)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert (got["b1"], got["b2"]) == (0.0, 0.0) and got["b3"] > 0.0
@@ -350,7 +350,7 @@ def test_the_witness_rule_is_checked():
     with pytest.raises(ConfigError, match="loan_ramp_witness"):
         LoanRamp(1, evidence="misses", witness="forgive")
     with pytest.raises(ConfigError, match="loan_ramp_witness"):
-        SiaPolicy(_ShortBins(), loan_ramp_witness="forgive")
+        SiaPolicy(_ShortBins(), loan_ramp_witness="forgive", risk=None)
 
 
 @settings(max_examples=60, deadline=None)
@@ -445,7 +445,7 @@ def test_the_wake_is_a_positive_number_of_days_and_needs_witnesses(bad):
 
 def _wake_replay(rows, **options):
     pol = SiaPolicy(_ShortBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), loan_ramp=1,
-                    loan_ramp_evidence="misses", **options)
+                    loan_ramp_evidence="misses", **options, risk=None)
     res = simulate(table(rows), make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
     return dict(zip(res["job_id"], res["start_time"], strict=True)), pol.stats
 
@@ -546,7 +546,7 @@ def test_a_woken_pool_whose_quota_a_long_job_holds_lends_after_a_quiet_window(op
     rows = [("e0", "B", 0.0, 100.0, 1), ("b0", "B", t, 20000.0, 1), ("b1", "B", t + 10.0, 100.0, 1),
             ("a0", "A", t + 50000.0, 10.0, 1)]
     pol = SiaPolicy(_TrueBins(), refresh_s=0, adaptation=False, windows_s=(300.0,), loan_ramp=1,
-                    loan_ramp_evidence="misses", **options)
+                    loan_ramp_evidence="misses", **options, risk=None)
     res = simulate(table(rows), make_pools({"A": 2, "B": 1}), pol, check_invariants=True)
     got = dict(zip(res["job_id"], res["start_time"], strict=True))
     assert got["b1"] == t + start

@@ -46,7 +46,7 @@ BURST = [(f"b{i}", "B", 0.0, 10.0, 1) for i in range(4)] + [("a0", "A", 5000.0, 
 
 
 def test_without_rebinning_the_burst_runs_one_by_one_on_its_own_quota():
-    got, pol = run(BURST, {"A": 2, "B": 1}, SiaPolicy(LearnsFromItsPool(), loan_ramp=None))
+    got, pol = run(BURST, {"A": 2, "B": 1}, SiaPolicy(LearnsFromItsPool(), loan_ramp=None, risk=None))
     assert [got[f"b{i}"] for i in range(4)] == [(0.0, False), (10.0, False), (20.0, False),
                                                 (30.0, False)]
     assert "rebinned" not in pol.stats
@@ -54,7 +54,7 @@ def test_without_rebinning_the_burst_runs_one_by_one_on_its_own_quota():
 
 def test_rebinning_lends_the_rest_of_the_burst_once_the_first_has_ended():
     got, pol = run(BURST, {"A": 2, "B": 1},
-                   SiaPolicy(LearnsFromItsPool(), loan_ramp=None, rebin_pending=True))
+                   SiaPolicy(LearnsFromItsPool(), loan_ramp=None, rebin_pending=True, risk=None))
     # at 10: b1 takes B's GPU (Figure 7 first), b2 and b3 are predicted again and lent A's two
     assert got["b0"] == (0.0, False) and got["b1"] == (10.0, False)
     assert got["b2"] == (10.0, True) and got["b3"] == (10.0, True)
@@ -76,17 +76,17 @@ def test_a_pool_is_predicted_again_at_most_once_per_refresh():
     # was predicted again 10 s before: with refresh_s 300 the burst keeps running one by one,
     # with refresh_s 0 the rest is lent at 20
     slow, pol = run(BURST, {"A": 2, "B": 1}, SiaPolicy(LearnsAfterTwo(), loan_ramp=None,
-                                                       rebin_pending=True))
+                                                       rebin_pending=True, risk=None))
     assert [slow[f"b{i}"][0] for i in range(4)] == [0.0, 10.0, 20.0, 30.0]
     assert pol.stats["rebinned"] == 0
     fast, pol = run(BURST, {"A": 2, "B": 1}, SiaPolicy(LearnsAfterTwo(), loan_ramp=None,
-                                                       rebin_pending=True, refresh_s=0.0))
+                                                       rebin_pending=True, refresh_s=0.0, risk=None))
     assert fast["b2"] == (20.0, False) and fast["b3"] == (20.0, True)
 
 
 def test_the_option_is_checked():
     with pytest.raises(ConfigError, match="rebin_pending"):
-        SiaPolicy(BlindForecaster(), rebin_pending="yes")
+        SiaPolicy(BlindForecaster(), rebin_pending="yes", risk=None)
     with pytest.raises(ConfigError, match="rebin_pending.*risk"):
         SiaPolicy(PerfectForecaster(), rebin_pending=True, risk=0.1)
 
@@ -108,7 +108,7 @@ def test_with_perfect_predictions_rebinning_changes_nothing(trace):
 @given(trace=small_traces())
 def test_rebinning_keeps_every_invariant_and_each_jobs_windows_only_grow(trace):
     rows, quotas = trace
-    pol = SiaPolicy(LearnsFromItsPool(), loan_ramp=None, rebin_pending=True)
+    pol = SiaPolicy(LearnsFromItsPool(), loan_ramp=None, rebin_pending=True, risk=None)
     simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
     for p, lists in enumerate(pol._elig):
         for k, lst in enumerate(lists):

@@ -80,12 +80,16 @@ def test_calibrated_mode_asks_for_both_sides_at_the_budgets_miss_rate():
     assert pol._arrival_side == "calibrate"
     assert fc.asked and fc.asked[0]["parts"] == "both"
     assert fc.asked[0]["alpha"] == pytest.approx(0.2)  # 0.25 / 1.25, not calibration_alpha
-    # the default mode is "calibrated"
+    # the default mode is "calibrated"; the default budget (3, a veto) asks at 3 / 4
     fc3 = Calibratable()
     SiaPolicy(fc3, risk=1.0)
     assert fc3.asked[0]["alpha"] == pytest.approx(0.5)
+    fc4 = Calibratable()
+    SiaPolicy(fc4)
+    assert fc4.asked[0]["alpha"] == pytest.approx(0.75) and fc4.asked[0]["floor"] is True
     # "predicted" leaves the forecaster alone; without a budget the mode is not read
-    for kw in (dict(risk=0.25, risk_arrivals="predicted"), dict(risk_arrivals="calibrated")):
+    for kw in (dict(risk=0.25, risk_arrivals="predicted"),
+               dict(risk=None, risk_arrivals="calibrated")):
         fc2 = Calibratable()
         SiaPolicy(fc2, **kw)
         assert fc2.asked == []
@@ -99,7 +103,7 @@ def test_risk_zero_keeps_an_owner_that_the_forecast_missed_from_waiting():
     rows = [("b1", "B", 0.0, 1000.0, 1), ("b2", "B", 0.0, 1000.0, 1), ("a1", "A", 10.0, 100.0, 1)]
     jobs, pools = job_table(rows), make_pools({"A": 1, "B": 1})
     free = SiaPolicy(NeverArrives(), windows_s=(3600.0,), adaptation=False, loan_ramp=None,
-                     lend_on_limit=False)
+                     lend_on_limit=False, risk=None)
     assert n_slowed(jobs, pools, free) == (1, 1)  # the case can fail: the loan slows a1
     pol = SiaPolicy(NeverArrives(), windows_s=(3600.0,), adaptation=False, loan_ramp=None,
                     risk=0.0)

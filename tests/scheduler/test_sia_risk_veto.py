@@ -62,8 +62,8 @@ def test_the_veto_lends_nothing_the_rule_refuses():
     # The budget alone (replace) lends them once B is warm (10 outcomes, all fits, q = 1e-4);
     # the veto keeps the rule's refusal
     fc = SureForecaster(LONG_BIN)
-    assert lent(fc).height == 0
-    assert lent(fc, risk=0.1, risk_arrivals="predicted").height > 0
+    assert lent(fc, risk=None).height == 0
+    assert lent(fc, risk=0.1, risk_arrivals="predicted", risk_mode="replace").height > 0
     assert lent(fc, risk=0.1, risk_arrivals="predicted", risk_mode="veto").height == 0
 
 
@@ -71,7 +71,7 @@ def test_the_veto_refuses_what_the_budget_refuses():
     # the bin rule says "fits 5 minutes": SIA alone lends from the first job on; with the veto
     # the cold pool B lends only after its 10th outcome is known (job 9 ends at 1,000 s)
     fc = SureForecaster(0)
-    alone = lent(fc)
+    alone = lent(fc, risk=None)
     assert alone.height > 0 and alone["start_time"].min() < 100.0
     veto = lent(fc, risk=0.1, risk_arrivals="predicted", risk_mode="veto")
     assert veto.height > 0
@@ -93,7 +93,6 @@ def test_a_time_limit_passes_both():
 
 @pytest.mark.parametrize(("options", "words"), [
     ({"risk": 0.1, "risk_mode": "both"}, "risk_mode must be one of replace, veto"),
-    ({"risk_mode": "veto"}, "risk_mode 'veto' needs a budget"),
 ])
 def test_bad_risk_mode_names_the_option(options, words):
     with pytest.raises(ConfigError, match=words):
@@ -187,7 +186,7 @@ class Calibratable(UnderForecaster):
 def test_the_veto_asks_the_calibration_never_to_reserve_less_than_the_predictions():
     veto, replace = Calibratable(), Calibratable()
     SiaPolicy(veto, risk=1.0, risk_mode="veto")
-    SiaPolicy(replace, risk=1.0)
+    SiaPolicy(replace, risk=1.0, risk_mode="replace")
     assert veto.asked[0]["floor"] is True and veto.asked[0]["alpha"] == pytest.approx(0.5)
     assert "floor" not in replace.asked[0]
 
@@ -232,7 +231,7 @@ def test_the_adaptation_scores_the_registered_predictions_under_the_veto():
     rows = [(f"a{i:03d}", "A", 300.0 * i + 10.0, 30.0, 1) for i in range(24)]
     rows += [(f"b{i:03d}", "B", float(i), 100.0, 1) for i in range(200)]
     out = {}
-    for name, options in (("none", {}), ("veto", {"risk": 100.0, "risk_cold_n": 0.0,
+    for name, options in (("none", {"risk": None}), ("veto", {"risk": 100.0, "risk_cold_n": 0.0,
                                                   "risk_mode": "veto"})):
         pol = SiaPolicy(FlooredStub(), windows_s=(300.0,), loan_ramp=None, **options)
         res = simulate(table(rows), make_pools({"A": 4, "B": 1}), pol, check_invariants=True)
@@ -265,7 +264,7 @@ def test_at_a_huge_budget_the_veto_lends_as_sia_alone():
         rows, quotas = busy_rows(seed)
         rows = [r + ((120.0 if r[3] <= 60 else None),) for r in rows]
         res = {}
-        for name, options in (("none", {}), ("veto", {
+        for name, options in (("none", {"risk": None}), ("veto", {
                 "risk": 100.0, "risk_cold_n": 0.0, "risk_arrivals": "predicted",
                 "risk_mode": "veto"})):
             pol = SiaPolicy(FractionForecaster(seed, (0.05, 0.2)), windows_s=(300.0, 3600.0),

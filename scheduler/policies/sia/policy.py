@@ -61,11 +61,12 @@ report counts the loans made on such a guarantee apart from those made on a
 prediction, with the overruns of each. On a trace without limits nothing
 changes.
 
-Risk budget (``risk``, :mod:`sia.scheduler.policies.sia.risk`; unset by
-default = the rules above): ``risk`` is the allowed expected number of owners'
-jobs that one loan delays (so a budget <= 1 also bounds the probability that a
-loan delays an owner's job). It replaces FindNextJob's fit test: a job is
-lendable in window ``w`` when its time limit guarantees the fit (at any
+Risk budget (``risk``, :mod:`sia.scheduler.policies.sia.risk`; by default
+:data:`~sia.scheduler.policies.sia.risk.DEFAULT_RISK` = 3 as a veto, below;
+``risk: null`` = the rules above alone): ``risk`` is the allowed expected
+number of owners' jobs that one loan delays (so a budget <= 1 also bounds the
+probability that a loan delays an owner's job). With ``risk_mode: replace`` it
+replaces FindNextJob's fit test: a job is lendable in window ``w`` when its time limit guarantees the fit (at any
 budget, also 0), or when its pool is warm (``risk_cold_n`` scored outcomes in
 ``w``) and the pool's calibrated upper bound on the overrun rate of jobs
 predicted like it (the ``risk_level`` quantile, learned online from the
@@ -81,13 +82,16 @@ per-pool calibration of both predictions (as ``calibration: true``) at miss
 rate ``risk / (1 + risk)``; ``"predicted"`` keeps SIA's reservations and
 online adaptation, so the bound covers the duration side only.
 
-With ``risk_mode: veto`` the budget is a veto on SIA's own rule instead: a job
-is lendable in a window only when the rule above (its bin or ``lend_risk``, a
-fitting time limit first) and the budget both allow it, and the calibrated
-arrival side answers at least the registered predictions (a "yes" stays a
-"yes", the load bound is at least the registered estimate). The budget can
-then only take loans away, so it runs from SIA's own lending (a large budget,
-but for pools still cold) to certainty (0).
+With ``risk_mode: veto`` (the default) the budget is a veto on SIA's own rule
+instead: a job is lendable in a window only when the rule above (its bin or
+``lend_risk``, a fitting time limit first) and the budget both allow it, and
+the calibrated arrival side answers at least the registered predictions (a
+"yes" stays a "yes", the load bound is at least the registered estimate; the
+online adaptation still scores the registered ones). The budget can then only
+take loans away, so it runs from SIA's own lending (a large budget, but for
+pools still cold: too few outcomes for the duration bound, or no arrival yet
+for the calibration) to certainty (0). The perfect-information and random
+variants (:data:`NO_BUDGET_VARIANTS`) take no budget unless one is passed.
 
 Per-pool calibration (``calibration``: true, ``"arrivals"`` or ``"load"``, off by default;
 :mod:`sia.models.calibration` in the learned forecaster): WillJobsArrive is
@@ -243,7 +247,7 @@ from sia.scheduler.policies.sia.ramp import (
     DEFAULT_WITNESS,
     LoanRamp,
 )
-from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
+from sia.scheduler.policies.sia.risk import DEFAULT_RISK, DEFAULT_RISK_MODE, NEVER, RiskBudget
 from sia.scheduler.policies.sia.spare import (
     _EPS,
     DEFAULT_REBIN_PENDING,
@@ -320,17 +324,18 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     Slurm's grace fits a window is lendable there whatever its predicted
     duration; on by default, and a no-op on traces without limits),
     ``risk`` (the risk budget: allowed expected owners' jobs delayed per loan;
-    None = the bin / ``lend_risk`` rule) with ``risk_level``, ``risk_prior_n``,
+    default :data:`~sia.scheduler.policies.sia.risk.DEFAULT_RISK`; None = the bin /
+    ``lend_risk`` rule alone) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
-    reserves its whole unused quota), ``risk_mode`` (``"replace"``, the default: the budget
-    decides alone which jobs are lent; ``"veto"``: a job is lent only where SIA's own rule
-    (the bin or ``lend_risk`` rule, time limits first) *and* the budget allow it, and a
-    calibrated arrival side never reserves less than the registered predictions, so the
-    budget can only take loans away: a large budget lends as SIA without it, but for cold
-    pools, and 0 only on certainty),
+    reserves its whole unused quota), ``risk_mode`` (``"veto"``, the default: a job is
+    lent only where SIA's own rule (the bin or ``lend_risk`` rule, time limits first)
+    *and* the budget allow it, and a calibrated arrival side never reserves less than the
+    registered predictions, so the budget can only take loans away: a large budget lends
+    as SIA without it, but for cold pools, and 0 only on certainty; ``"replace"``: the
+    budget decides alone which jobs are lent),
     ``loan_ramp`` (the loan ramp's initial cap, ``"auto"`` or null) with
     ``loan_ramp_backoff``, ``loan_ramp_memory``, ``loan_ramp_evidence``,
     ``loan_ramp_warmup``, ``loan_ramp_witness``, ``loan_ramp_wake_days`` and
@@ -372,10 +377,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  duration_earn_trust: bool = False,
                  lend_risk: float | Sequence[float] | str | None = "auto",
                  nested_reservations: bool = True, lend_on_limit: bool = True,
-                 risk: float | None = None, risk_level: float = 0.9, risk_prior_n: float = 10.0,
+                 risk: float | None = DEFAULT_RISK, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
-                 risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = "replace",
+                 risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = DEFAULT_RISK_MODE,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
                  loan_ramp_warmup: int = DEFAULT_WARMUP,
@@ -1048,17 +1053,21 @@ def _ramp_cap(loan_ramp: Any, perfect_durations: bool, name: str) -> Any:
 
 
 def check_risk_mode(mode: Any, risk: float | None, name: str) -> str:
-    """Return ``risk_mode`` checked: one of :data:`RISK_MODES`, and ``"veto"`` only with a
-    budget (``risk`` set)."""
+    """Return ``risk_mode`` checked: one of :data:`RISK_MODES` ("replace" when ``risk`` is
+    None: without a budget there is nothing to veto with)."""
     if mode not in RISK_MODES:
         raise ConfigError(f"policy {name!r}: risk_mode must be one of {', '.join(RISK_MODES)}, "
                           f"not {mode!r}")
-    if mode == "veto" and risk is None:
-        raise ConfigError(f"policy {name!r}: risk_mode 'veto' needs a budget (set risk)")
-    return mode
+    return "replace" if risk is None else mode
 
 
 # ---------------------------------------------------------------------- registered variants
+#: The registered variants that take no risk budget unless one is passed: perfect information
+#: (the budget changes nothing there: every fit is certain and the arrivals are known, so it
+#: would only cost time) and the paper's random strawmen (random arrivals cannot be calibrated,
+#: so a budget would reserve every pool's unused quota and lend nothing: no strawman left).
+#: The attribution ablations (perfect durations or arrivals) keep learned SIA's default budget.
+NO_BUDGET_VARIANTS = ("sia-perfect", "sia-random", "sia-random-both")
 
 
 def _lend_risk(value: Any, forecaster: Any, windows: tuple[float, ...],
@@ -1100,6 +1109,7 @@ class SiaPerfectPolicy(SiaPolicy):
 
     def __init__(self, **options: Any):
         options.setdefault("name", "sia-perfect")
+        options.setdefault("risk", None)  # (see NO_BUDGET_VARIANTS)
         super().__init__(forecaster=PerfectForecaster(), **options)
 
 
@@ -1114,6 +1124,7 @@ class SiaRandomPolicy(SiaPolicy):
 
     def __init__(self, base: Forecaster | None = None, seed: int = 0, **options: Any):
         options.setdefault("name", "sia-random")
+        options.setdefault("risk", None)  # (see NO_BUDGET_VARIANTS)
         fc = random_arrivals(base if base is not None else PerfectForecaster(), seed=seed)
         super().__init__(forecaster=fc, seed=seed, **options)
 
@@ -1128,6 +1139,7 @@ class SiaRandomBothPolicy(SiaPolicy):
 
     def __init__(self, base: Forecaster | None = None, seed: int = 0, **options: Any):
         options.setdefault("name", "sia-random-both")
+        options.setdefault("risk", None)  # (see NO_BUDGET_VARIANTS)
         fc = random_arrivals_and_durations(base if base is not None else PerfectForecaster(),
                                            seed=seed)
         super().__init__(forecaster=fc, seed=seed, **options)
