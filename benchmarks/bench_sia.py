@@ -36,6 +36,13 @@ that sia-perfect stays at 0, not a quality benchmark).
 
 Target on the 2-core machine: SIA with learned predictors on the whole trace < 60 s.
 
+Measured (2026-11-30, session 29: the budget 3 as a veto is SIA's default; ``--cases
+sia-learned,sia-learned/nobudget --fc FC`` beside other runs, then ``--cases sia-learned/risk
+--risk 3 --fc FC``): sia-learned 130.6 s (policy CPU 125.5 s, 31,781 forecasts, 22,196 loans,
+1 job slowed), sia-learned/nobudget 90.8 s (86.0 s, 25,698 forecasts, 26,137 loans, 0 slowed);
+sia-learned/risk at 3 119.1 s, of which the budget's bookkeeping 16.78 s CPU (14.8% of the
+policy's 114.4 s, net of the timer).
+
 Measured (2026-11-28, ``--cases sia-learned,sia-learned/risk --risk 0.1``, machine idle):
 sia-learned 12.3 s (in policy 11.5 s CPU, 16,389 forecasts, 1,043 jobs slowed);
 sia-learned/risk 32.6 s (in policy 31.5 s CPU, 35,528 forecasts, 0 slowed), of which the

@@ -21,10 +21,12 @@ from pathlib import Path
 import polars as pl
 from sia.pipelines import plots
 from sia.pipelines.studies.experiment import risk_of_label
+from sia.scheduler.policies.sia.risk import DEFAULT_RISK
 
 METRICS = ("mean_speedup", "geomean_speedup", "pct_slowed", "total_slowdown_min")
 #: The overview's policies (sweep label -> name in the legend), in the legend's order.
-OVERVIEW = {"maxmin": "MaxMin", "hived": "HiveD*", "sia": "learned SIA (defaults)",
+OVERVIEW = {"maxmin": "MaxMin", "hived": "HiveD*", "sia": "learned SIA (defaults: budget 3)",
+            "sia-nobudget": "learned SIA, no budget (defaults before)",
             "sia-perfect": "SIA, perfect predictions"}
 
 
@@ -56,8 +58,14 @@ def overview_study(spec: str) -> plots.Study:
     if not sep or not dirs:
         raise SystemExit(f"--overview: {spec!r} is not STUDY=DIR[,DIR...]")
     curves, points = read_sweeps([Path(d) for d in dirs.split(",")])
-    # learned SIA's risk-budget curve under its own name; other curves are left out
-    kept_curves = {"learned SIA": curves["sia"]} if "sia" in curves else {}
+    # learned SIA's risk-budget curve under its own name, through the default budget's point
+    # (the sweeps' plain `sia`); other curves are left out
+    kept_curves = {}
+    if "sia" in curves:
+        curve = list(curves["sia"])
+        if "sia" in points and all(r != DEFAULT_RISK for r, _ in curve):
+            curve.append((DEFAULT_RISK, points["sia"]))
+        kept_curves["learned SIA"] = sorted(curve, key=lambda rm: rm[0])
     kept = {OVERVIEW[k]: points[k] for k in OVERVIEW if k in points}
     return title, kept_curves, kept
 

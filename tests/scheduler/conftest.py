@@ -47,6 +47,17 @@ class UnderForecaster:
         return np.zeros(len(job_indices), dtype=np.int64)
 
 
+class Calibratable(UnderForecaster):
+    """UnderForecaster with a ``calibrate`` hook that records what it was asked."""
+
+    def __init__(self):
+        self.asked: list[dict] = []
+
+    def calibrate(self, windows_s, **options):
+        self.asked.append(options)
+        return self
+
+
 class BlindForecaster:
     """Never expects an arrival (every arrival is a miss, every burst a surprise); true
     duration bins (perfect information on durations: SIA's loan ramp stays off)."""

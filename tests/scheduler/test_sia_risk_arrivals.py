@@ -17,22 +17,11 @@ from sia.scheduler.policies.sia.forecast_mix import MixedForecaster
 from sia.scheduler.policies.sia.policy import SiaPolicy, arrival_side
 from sia.scheduler.registry import make_policy
 
-from .conftest import UnderForecaster, job_table
+from .conftest import Calibratable, UnderForecaster, job_table
 
 #: WillJobsArrive always 0, NewLoadEstimate 0: a forecaster that never expects owners; every
 #: job predicted to fit the smallest window (bin 0)
 NeverArrives = UnderForecaster
-
-
-class Calibratable(NeverArrives):
-    """The same, with a ``calibrate`` hook that records what it was asked."""
-
-    def __init__(self):
-        self.asked: list[dict] = []
-
-    def calibrate(self, windows_s, **options):
-        self.asked.append(options)
-        return self
 
 
 def never_with_perfect_durations() -> MixedForecaster:

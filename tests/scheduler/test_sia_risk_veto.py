@@ -18,7 +18,7 @@ from sia.scheduler.core.forecast import DURATION_BIN_EDGES_S
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
 
-from .conftest import UnderForecaster, small_traces
+from .conftest import Calibratable, UnderForecaster, small_traces
 
 #: The bin of "longer than every edge": no window of SIA fits it (the bin rule never lends it).
 LONG_BIN = len(DURATION_BIN_EDGES_S)
@@ -170,17 +170,6 @@ def test_the_check_tells_the_modes_apart():
         counts[mode] = (refused, total)
     assert counts["replace"][0] > 0
     assert counts["veto"][0] == 0 and counts["veto"][1] > 0
-
-
-class Calibratable(UnderForecaster):
-    """Records what ``calibrate`` was asked."""
-
-    def __init__(self):
-        self.asked: list[dict] = []
-
-    def calibrate(self, windows_s, **options):
-        self.asked.append(options)
-        return self
 
 
 def test_the_veto_asks_the_calibration_never_to_reserve_less_than_the_predictions():
