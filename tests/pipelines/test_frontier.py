@@ -155,7 +155,10 @@ def test_overview_study_reads_sweeps_and_names_the_policies(tmp_path):
     pl.DataFrame(cols).write_csv(tmp_path / "s" / "aggregate.csv")
     title, curves, points = mod.overview_study(f"Study X={tmp_path / 's'}")
     assert title == "Study X"
-    assert list(points) == ["MaxMin", "learned SIA (defaults)"]
-    assert curves["learned SIA"][0][0] == 1.0 and curves["learned SIA"][0][1]["pct_slowed"] == 0
+    assert list(points) == ["MaxMin", "learned SIA (defaults: budget 3)"]
+    # the budget's curve runs through the default budget's point (the sweep's plain `sia`)
+    curve = curves["learned SIA"]
+    assert [r for r, _ in curve] == [1.0, 3.0]
+    assert curve[0][1]["pct_slowed"] == 0 and curve[1][1]["mean_speedup"] == 5.0
     with pytest.raises(SystemExit, match="STUDY=DIR"):
         mod.overview_study("no-equals-sign")
