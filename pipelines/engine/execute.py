@@ -139,8 +139,9 @@ def execute(specs: Sequence[ReplaySpec], out: Path, executor: Any, *, reuse: boo
                 if on_done is not None:
                     on_done(spec)
     except KeyboardInterrupt:
-        # the progress bar is stopped and the workers ended (closing the run) by now
-        kept = len(done.reused) + len(done.ran)
+        # the progress bar is stopped and the workers ended (closing the run) by now; count the
+        # replays stored on disk (Ctrl-C may land between a replay's save and its count here)
+        kept = sum(replay_status(*s.files(out), s.key) == "done" for s in specs)
         print(f"interrupted: {kept} of {len(specs)} replays are kept in {out}; resume with: "
               f"{resume_command()}", file=sys.stderr, flush=True)
         global INTERRUPT_REPORTED
