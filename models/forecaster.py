@@ -528,7 +528,9 @@ class LearnedForecaster:
             bound = self._calibrated(view).load_bound(view, base)
             if not self._calib_floor:
                 return bound
-            self.registered_load = self._registered_load(view, windows_s)
+            # the registered answer under "sliding_max" is the calibration's own base
+            self.registered_load = (base if self.load_method == "sliding_max"
+                                    else self._registered_load(view, windows_s))
             return np.maximum(bound, self.registered_load)
         return self._registered_load(view, windows_s)
 
