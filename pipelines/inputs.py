@@ -345,7 +345,8 @@ def workload_from_options(trace: Path | None, synthetic: str | None, fmt: str,
 TraceArg = Annotated[Path | None, typer.Argument(
     help="Trace to read: builtin:philly (the real Philly trace shipped in the package; "
          "add --clean for its 65 duplicate rows), a Philly CSV or job log (JSON), a Helios "
-         "CSV, an Alibaba PAI "
+         "CSV, a Slurm `sacct --parsable2` export (gzip'd or not; pools from Partition or "
+         "--pool-from), an Alibaba PAI "
          "folder (pai_job_table.csv), any CSV/Parquet file, folder or glob "
          "(with --map), or a canonical folder from `sia ingest`/`sia generate`. "
          "Omit it to use the synthetic workload.",
