@@ -192,6 +192,28 @@ class _Region:
         policy.reset(trace, self.cluster)
 
 
+def forecast_rates(pol: Any, view: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return a region policy's predicted arrivals within its largest window, per pool: GPUs
+    per second, and whether that rate is known.
+
+    The plans want SIA's predictions, not its risk budget's bounds: when the budget floors
+    calibrated answers at the registered ones (``risk_mode`` veto, SIA's default) the
+    registered answers are read (``SiaPolicy.registered_answers``). A pool predicted to see
+    arrivals with an unbounded load (a calibrated pool too cold for a bound, without the
+    floor: SIA reserves its whole unused quota) has no known rate."""
+    windows = tuple(pol.windows_s)
+    view._invalidate()
+    arrive = np.asarray(pol.forecaster.will_jobs_arrive(view, windows), dtype=bool)
+    load = np.asarray(pol.forecaster.new_load_estimate(view, windows), dtype=float)
+    registered = getattr(pol, "registered_answers", None)
+    kept = registered() if callable(registered) else None
+    if kept is not None:
+        arrive, load = kept
+    arrive, load = arrive[:, -1], load[:, -1]
+    known = ~arrive | np.isfinite(load)
+    return np.where(arrive & known, np.maximum(load, 0.0), 0.0) / windows[-1], known
+
+
 class GlobalRegionPolicy:
     """Global scheduling across regions over per-region inner policies (see the module doc).
 
@@ -577,19 +599,18 @@ class GlobalRegionPolicy:
 
     def _forecast_demand(self, now: float) -> np.ndarray:
         """Each trace pool's demand (GPUs) from its home region's forecaster: GPUs predicted to
-        arrive within the largest window, per second, times the mean duration (s) of the
-        pool's jobs finished so far (0 before any finishes)."""
+        arrive within the largest window, per second (:func:`forecast_rates`), times the mean
+        duration (s) of the pool's jobs finished so far (0 before any finishes); a pool whose
+        rate is not known counts its whole quota."""
         demand = np.zeros(self._trace.n_pools)
         for reg in self._regions:
-            pol, view, st = reg.policy, reg.view, reg.state
-            windows = tuple(pol.windows_s)
-            view._invalidate()
-            arrive = np.asarray(pol.forecaster.will_jobs_arrive(view, windows), dtype=bool)[:, -1]
-            load = np.asarray(pol.forecaster.new_load_estimate(view, windows), dtype=float)[:, -1]
-            rate = np.where(arrive, np.maximum(load, 0.0), 0.0) / windows[-1]
+            st = reg.state
+            rate, known = forecast_rates(reg.policy, reg.view)
             for p in reg.home_pools:
                 done = st.comp_job[p][: st.n_comp[p]]
-                if done.size:
+                if not known[p]:
+                    demand[p] = float(self._trace.quota[p])
+                elif done.size:
                     demand[p] = rate[p] * float(reg.trace.duration[done].mean())
         return demand
 

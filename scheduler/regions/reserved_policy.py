@@ -80,6 +80,7 @@ from sia.scheduler.regions.global_policy import (
     GlobalRegionPolicy,
     _index_in,
     _Region,
+    forecast_rates,
 )
 from sia.scheduler.regions.global_scan import NegativeCache
 from sia.scheduler.regions.model import RegionLayout, RegionsError
@@ -596,7 +597,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         tnl = np.where(arrive, np.maximum(load, 0.0), 0.0)
         if getattr(pol, "nested_reservations", True):
             tnl = np.maximum.accumulate(tnl, axis=1)
-        tnl = tnl * self._arrival_parts()[:, r][:, None]
+        part = self._arrival_parts()[:, r][:, None]
+        tnl = np.where(part > 0, tnl * part, 0.0)  # none of an unbounded load where no part
         res = np.minimum(pend[:, None] + tnl, unused[:, None])
         lend[r] = (free - res.sum(axis=0)).tolist()
         return lend[r]
@@ -836,8 +838,10 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
 
     def _forecast_demand(self, now: float) -> np.ndarray:
         """Each pool's demand (GPUs) from its home region's forecaster (every region sees every
-        arrival): GPUs predicted to arrive within the largest window, per second, times the
-        mean duration (s) of the pool's jobs finished so far anywhere (0 before any finishes)."""
+        arrival): GPUs predicted to arrive within the largest window, per second
+        (:func:`~sia.scheduler.regions.global_policy.forecast_rates`), times the mean duration
+        (s) of the pool's jobs finished so far anywhere (0 before any finishes); a pool whose
+        rate is not known counts its whole quota."""
         t = self._trace
         done = np.flatnonzero(self._done)
         mean = np.bincount(t.pool[done], weights=t.duration[done], minlength=t.n_pools) / \
@@ -847,13 +851,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
             pools = np.flatnonzero(self._home == r)
             if not pools.size:
                 continue
-            pol, view = reg.policy, reg.view
-            windows = tuple(pol.windows_s)
-            view._invalidate()
-            arrive = np.asarray(pol.forecaster.will_jobs_arrive(view, windows), dtype=bool)[:, -1]
-            load = np.asarray(pol.forecaster.new_load_estimate(view, windows), dtype=float)[:, -1]
-            rate = np.where(arrive, np.maximum(load, 0.0), 0.0) / windows[-1]
-            demand[pools] = rate[pools] * mean[pools]
+            rate, known = forecast_rates(reg.policy, reg.view)
+            demand[pools] = np.where(known, rate * mean, t.quota)[pools]
         return demand
 
     # ------------------------------------------------------------------ reports

@@ -26,6 +26,8 @@ from sia.scheduler.regions.reservations import (
 from sia.scheduler.regions.reserved_policy import ReservationRegionPolicy
 from sia.scheduler.registry import make_policy
 
+from .conftest import BlindForecaster
+
 H = 3600.0
 ALL = np.ones((2, 2), dtype=bool)
 
@@ -866,3 +868,102 @@ def test_a_job_split_across_shares_starts_when_they_are_consolidated(monkeypatch
     else:
         assert got == {"a1": 0.0, "a2": 2 * H, "a3": 3 * H}
         assert pol.stats["consolidations"] == 0
+
+
+# ----------------------------------------------------------------------------- forecast plans
+class _UnboundedLoad(BlindForecaster):
+    """Predicts an arrival in every pool, with an unbounded load for pool ``a`` (what a
+    calibrated forecaster answers for a pool too cold for a bound) and 1 GPU per window for
+    the others; true duration bins."""
+
+    name = "unbounded"
+
+    def will_jobs_arrive(self, view, windows_s):
+        return np.ones((view.trace.n_pools, len(windows_s)), dtype=bool)
+
+    def new_load_estimate(self, view, windows_s):
+        load = np.ones((view.trace.n_pools, len(windows_s)))
+        load[list(view.trace.pool_names).index("a")] = np.inf
+        return load
+
+
+def test_a_forecast_plan_counts_an_unbounded_pool_at_its_quota_and_never_nan():
+    # pool a's predicted load is unbounded before any of its jobs finished (mean duration 0):
+    # inf x 0 made the plan's demand NaN (a RegionsError in the learned-reservations replay).
+    # Now a pool whose rate is not known counts its whole quota; b's rate is 1 GPU per 12 h
+    # times its finished job's mean duration (1 h)
+    from sia.scheduler.policies.sia.policy import SiaPolicy
+    rows = [("b1", "b", 0.0, H, 1), ("a1", "a", 2 * H, H, 1), ("b2", "b", 2 * H, H, 1)]
+    quotas = {"a": 2, "b": 2}
+    lay = layout_for_pools({"a": "A", "b": "B"}, quotas,
+                           replicas={"a": ["A", "B"], "b": ["B", "A"]})
+    pol = ReservationRegionPolicy(
+        lay, lambda: SiaPolicy(_UnboundedLoad(), risk=None), inner_name="sia",
+        placement="forecast", period_s=H)
+    res = simulate(table(rows), make_pools(quotas), pol, check_invariants=True)
+    assert res.height == 3
+    plans = {p["t"]: p["demand"] for p in pol.stats["plans"]}
+    b_rate = 1 / DEFAULT_WINDOWS_S[-1] * H  # 1 GPU per 12 h x b's mean finished duration
+    # each plan's demand = the GPUs running or waiting + the forecast part
+    assert plans == {0.0: [2.0, 1.0],  # a: its quota; b: b1 running, nothing finished yet
+                     H: [2.0, pytest.approx(b_rate)],  # b1 done (1 h)
+                     2 * H: [3.0, pytest.approx(1 + b_rate)],  # a1 and b2 arrived
+                     3 * H: [2.0, pytest.approx(b_rate)]}
+
+
+def test_forecast_rates_read_the_registered_answers_under_the_floor():
+    # three pools, windows 5 min and 12 h: a predicted to arrive with an unbounded load, b with
+    # 2 GPUs in 12 h, c not predicted to arrive. Without kept registered
+    # answers a's rate is not known; with them (the budget's floor), the registered answers
+    # decide: a 1 GPU, b none
+    from sia.scheduler.regions.global_policy import forecast_rates
+
+    class View:
+        def _invalidate(self):
+            pass
+
+    class Fc:
+        def will_jobs_arrive(self, view, windows_s):
+            return np.array([[True, True], [True, True], [False, False]])
+
+        def new_load_estimate(self, view, windows_s):
+            return np.array([[1.0, np.inf], [0.5, 2.0], [0.0, np.inf]])
+
+    class Pol:
+        windows_s = (300.0, 43200.0)
+        forecaster = Fc()
+
+        def __init__(self, kept=None):
+            self.kept = kept
+
+        def registered_answers(self):
+            return self.kept
+
+    rate, known = forecast_rates(Pol(), View())
+    assert known.tolist() == [False, True, True]  # c: no arrival predicted, known to be 0
+    assert rate.tolist() == [0.0, 2.0 / 43200, 0.0]
+    kept = (np.array([[True, True], [False, False], [False, False]]),
+            np.array([[1.0, 1.0], [0.5, 2.0], [0.0, 0.0]]))
+    rate, known = forecast_rates(Pol(kept), View())
+    assert known.tolist() == [True, True, True]
+    assert rate.tolist() == [1.0 / 43200, 0.0, 0.0]
+
+
+def test_a_pool_with_no_arrival_share_here_reserves_none_of_an_unbounded_load():
+    # one region's SIA told that none of pool a's arrivals come here (set_arrival_share, as
+    # global reservations do): a's unbounded predicted load reserves 0 of a's idle GPUs, so b2
+    # is lent one at once. inf x 0 made a's reservation NaN and nothing was lent (b2 waited
+    # for b1's end at 60 s)
+    from sia.scheduler.policies.sia.policy import SiaPolicy
+
+    class Shared(SiaPolicy):  # the share is set once the replay has reset the policy
+        def reset(self, *args, **kwargs):
+            super().reset(*args, **kwargs)
+            self.set_arrival_share([0.0, 1.0])
+
+    rows = [("b1", "b", 0.0, 60.0, 1), ("b2", "b", 0.0, 60.0, 1)]
+    pol = Shared(_UnboundedLoad(), risk=None)
+    res = simulate(table(rows), make_pools({"a": 2, "b": 1}), pol, check_invariants=True)
+    got = dict(zip(res["job_id"], res["start_time"], strict=True))
+    assert got == {"b1": 0.0, "b2": 0.0}
+    assert res.filter(pl.col("job_id") == "b2")["opportunistic"][0]

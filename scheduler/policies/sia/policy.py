@@ -842,19 +842,31 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.stats["forecasts"] += 1
         return tnl
 
-    def _registered_tnl(self) -> np.ndarray:
-        """Return the TotalNewLoad of the registered answers that the floored sources kept at
-        their last call (``registered_arrive``, ``registered_load``); SiaError naming a source
-        that keeps none."""
+    def registered_answers(self, *, required: bool = False
+                           ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Return the registered (uncalibrated) WillJobsArrive and NewLoadEstimate answers
+        [pools, windows] of the forecaster's last call when the budget floors its calibrated
+        answers at them (``risk_mode`` veto with calibrated arrivals), else None: then the
+        forecaster's answers are the registered ones, or the calibration replaces them. A
+        floored source that kept none is None too, or with ``required`` a SiaError naming it."""
+        if self._floor_sources is None:
+            return None
         kept = []
         for src, attr in zip(self._floor_sources, ("registered_arrive", "registered_load"),
                              strict=True):
             value = getattr(src, attr, None)
             if value is None:
-                raise SiaError(f"policy {self.name}: {type(src).__name__} was calibrated with "
-                               f"a floor (risk_mode veto) but keeps no {attr}")
-            kept.append(np.asarray(value))
-        return self._total_new_load(*kept)
+                if required:
+                    raise SiaError(f"policy {self.name}: {type(src).__name__} was calibrated "
+                                   f"with a floor (risk_mode veto) but keeps no {attr}")
+                return None
+            kept.append(value)
+        return np.asarray(kept[0], dtype=bool), np.asarray(kept[1], dtype=np.float64)
+
+    def _registered_tnl(self) -> np.ndarray:
+        """Return the TotalNewLoad of the registered answers that the floored sources kept at
+        their last call (:meth:`registered_answers`; a SiaError when a source keeps none)."""
+        return self._total_new_load(*self.registered_answers(required=True))
 
     def _total_new_load(self, arrive: np.ndarray, load: np.ndarray) -> np.ndarray:
         """Return TotalNewLoad [pools, windows]: the load where an arrival is predicted (running

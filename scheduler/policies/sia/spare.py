@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from operator import add, mul
+from operator import add
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -185,7 +185,10 @@ class SparePass:
         """Window ``k``'s predicted new load per pool (``tnl_k``, this region's part of it under
         global reservations) and each pool's reservation: :func:`reservations`, or the whole
         unused quota of a pool the online adaptation distrusts in ``k``."""
-        col = tnl_k if self._arrival_frac is None else list(map(mul, tnl_k, self._arrival_frac))
+        # (a part of 0 reserves none of a load, even of an unbounded one: no inf x 0 = NaN)
+        col = tnl_k if self._arrival_frac is None else [t * f if f else 0.0 for t, f in
+                                                        zip(tnl_k, self._arrival_frac,
+                                                            strict=True)]
         res = reservations(pend, col, unused, self._floor)
         if distrust is not None:
             for p in range(self._P):
