@@ -598,7 +598,8 @@ class ReservationRegionPolicy(GlobalRegionPolicy):
         if getattr(pol, "nested_reservations", True):
             tnl = np.maximum.accumulate(tnl, axis=1)
         part = self._arrival_parts()[:, r][:, None]
-        tnl = np.where(part > 0, tnl * part, 0.0)  # none of an unbounded load where no part
+        # none of a load, even an unbounded one, where the pool has no part (no inf x 0)
+        tnl = np.multiply(tnl, part, out=np.zeros_like(tnl), where=part > 0)
         res = np.minimum(pend[:, None] + tnl, unused[:, None])
         lend[r] = (free - res.sum(axis=0)).tolist()
         return lend[r]
