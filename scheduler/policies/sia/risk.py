@@ -258,8 +258,10 @@ class _Floor:
         """Return, per window, whether the floor quantile is surely above ``t``."""
         got = self._memo.get(t)
         if got is None:
-            cdf = betainc(np.asarray(self.a), np.asarray(self.b), t).tolist()
-            got = self._memo[t] = [x < self.level - _CDF_SLACK for x in cdf]  # NaN: False
+            # (scipy's scalar betainc, window by window: the ufunc's floats, without its overhead)
+            lo = self.level - _CDF_SLACK
+            got = self._memo[t] = [_betainc(a, b, t) < lo  # NaN: False
+                                   for a, b in zip(self.a, self.b, strict=True)]
         return got
 
     def opened(self, t: float) -> tuple[int, ...]:
@@ -485,6 +487,10 @@ class RiskBudget:
         # per pool and window: the (outcomes seen, prior version) its quantiles in _raw were
         # computed for (None: not yet; see _valid_raw)
         self._raw_key: list[list[tuple[int, int] | None]] = [[None] * K for _ in range(P)]
+        # per pool and window: the cost of its last scan (NaN: none valid) and the bins it
+        # passed, kept while the window's quantiles are (see _scan)
+        self._scan_c = [[math.nan] * K for _ in range(P)]
+        self._scan_bins = [[CERTAIN] * K for _ in range(P)]
         # the first bin's floor of the prior (a _Floor, see _update_prior), and the
         # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
         self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
@@ -681,6 +687,7 @@ class RiskBudget:
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         for p in range(P):
             self._valid_raw(p, range(K))
+            self._scan_c[p] = [math.nan] * K  # (scans read the quantiles computed here)
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
                          if self._raw[p][k][b] is None])
         return np.maximum.accumulate(np.asarray(self._raw, dtype=np.float64), axis=2)
@@ -917,11 +924,22 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        c = self.cost(now, unused)
+        # cost() inline (the same floats): the largest load among the pools with unused quota
+        if now - self._load_time >= 300.0:
+            self._take_loads(now)
+        rho = 0.0
+        for p in self._by_load:
+            if unused[p] > 0:
+                rho = self._load_list[p]
+                break
+        c = 1.0 / max(1.0 - rho, self._inv_cap)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        self._refresh(now, pools)
+        fresh, due = self._fresh, self._due  # (_refresh's checks first: most calls have none)
+        if (now - self._prior_time >= 300.0 or (fresh and now - fresh[0][0] >= 300.0)
+                or (due and (pools is None or not due.isdisjoint(pools)))):
+            self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
@@ -966,7 +984,6 @@ class RiskBudget:
             wp = warm[p]
             ks = [k for k in opened if wp[k]] if opened else opened
             if ks:
-                self._valid_raw(p, ks)
                 out[p] = rows[p] = self._scan(p, ks, t, c)
             else:  # no bin to scan: the shared row (never written)
                 out[p] = rows[p] = certain
@@ -975,23 +992,44 @@ class RiskBudget:
         """Return pool ``p``'s row: per window of ``ks``, the number of leading bins whose
         quantile times ``c`` is within the budget, i.e. is <= ``t`` (:func:`largest_within`);
         CERTAIN in the other windows. A quantile already computed is compared itself; else the
-        comparison is read from the Beta cdf (:func:`cell_within`, one cell at a time: scipy's
-        scalar ``betainc``, the same floats as :func:`quantile_within`'s ufunc; the posteriors'
+        comparison is read from the Beta cdf (:func:`cell_within`, inline: scipy's scalar
+        ``betainc``, the same floats as :func:`quantile_within`'s ufunc; the posteriors'
         parameters by the arithmetic of :meth:`_quantiles`), and where the cdf cannot decide
-        from the exact quantile (:meth:`_quantiles`)."""
+        from the exact quantile (:meth:`_quantiles`). A window's quantiles are first made
+        valid for its snapshot (:meth:`_valid_raw`, inline); a window whose quantiles were
+        kept and whose last scan was at the same ``c`` keeps that scan's bins (the same
+        comparisons: a quantile computed since came from that scan, see bounds())."""
         row = [CERTAIN] * len(self.windows_s)
         n, m, tp, prior = self._snap[p]
         lam, raw, risk, level, B = self.decay, self._raw[p], self.risk, self.level, NEVER - 1
+        ss, sp, rkey = self._snap_seen[p], self._snap_prior[p], self._raw_key[p]
+        sc, sb, prows = self._scan_c[p], self._scan_bins[p], prior.rows
+        hi, lo = level + _CDF_SLACK, level - _CDF_SLACK  # cell_within's, at t's bracket:
+        x0, x1 = t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)
+        cdf = 1 if t >= 1.0 else -1 if t < _TINY_T else 0  # 0: read the cdf
         for k in ks:
-            _, pa, pb = prior.row(k)
+            if ss is not None:  # (else never refreshed: its quantiles are 1.0, no stamp)
+                key = (ss[k], sp[k])
+                if rkey[k] != key:
+                    rkey[k] = key
+                    raw[k] = [None] * B
+                elif sc[k] == c:
+                    row[k] = sb[k]
+                    continue
+            pr = prows[k] or prior.row(k)
+            pa, pb = pr[1], pr[2]
             f = lam ** float(tp[k])
             nk, mk, rk = n[k], m[k], raw[k]
             i = 0
             while i < B:
                 x = rk[i]
                 if x is None:
-                    nd, md = f * nk[i + 1], f * mk[i + 1]  # the counts have every bin
-                    d = cell_within(md + pa[i], max(max(nd - md, 0.0) + pb[i], 1e-9), level, t)
+                    d = cdf
+                    if not d:
+                        nd, md = f * nk[i + 1], f * mk[i + 1]  # the counts have every bin
+                        a, b = md + pa[i], max(max(nd - md, 0.0) + pb[i], 1e-9)
+                        d = (1 if _betainc(a, b, x0) >= hi else 0 if _betainc(a, b, x1) <= lo
+                             else -1)
                     if d < 0:
                         self._quantiles([(p, k, i)])
                         d = rk[i] * c <= risk
@@ -1000,7 +1038,8 @@ class RiskBudget:
                 elif not x * c <= risk:
                     break
                 i += 1
-            row[k] = i
+            row[k] = sb[k] = i
+            sc[k] = c
         return row
 
     def summary(self) -> dict[str, Any]:
