@@ -10,6 +10,9 @@ on the first run), then compare:
     /work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/main
     .venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/new --compare /tmp/main
 
+The budget is ``--risk`` (default 0.1) met with SIA's own rule as ``--risk-mode`` (default
+SIA's, ``veto``); SIA's default budget is ``--risk 3``.
+
 It also prints the budget's bookkeeping (its methods' CPU, timed as ``bench_sia.py`` times
 them) as a share of the CPU in the policy, raw and net of the timer's own cost. The net
 figure replays the trace a second time with each timer around an empty body (the two clock
