@@ -43,6 +43,55 @@ sia-learned,sia-learned/nobudget --fc FC`` beside other runs, then ``--cases sia
 sia-learned/risk at 3 119.1 s, of which the budget's bookkeeping 16.78 s CPU (14.8% of the
 policy's 114.4 s, net of the timer).
 
+Measured (2026-11-30, session 30: the bookkeeping at SIA's default budget, risk 3 as a veto,
+cut with every decision kept; the issue's < 10% is NOT met: 15.1% -> 11.2%). Profile first
+(cProfile of the replay, whole and its first 20,000 / 30,000 jobs; nested timers on the
+first 30,000): at risk 3 ``allowed`` is ~80% of the bookkeeping, and in it the scan's rounds
+of :func:`~sia.scheduler.policies.sia.risk.quantile_within` over a few cells (2.6 rounds per
+scan, ~35 us of numpy overhead each; the mean cost is 80, so the threshold is ~0.04 and the
+scans run a few bins deep). Cut: (1) ``_scan`` compares a pool's bins one cell at a time
+with scipy's scalar ``betainc`` (``scipy.special.cython_special``: the ufunc's floats, checked
+on 200,000 random and 1,690 edge-case arguments, NaN and inf included), stopping at the first
+bin that fails; (2) a window whose quantiles (its stamp of outcomes seen and prior version,
+as ``_valid_raw`` reads it) and cost did not move since its last scan keeps that scan's bins
+(an overrun's retake moves only its own windows: 13% of the windows scanned on the first
+30,000 jobs; ``bounds()`` forgets them, since it computes quantiles the scans would read);
+(3) ``cost`` and ``_refresh``'s checks inline in ``allowed``, ``_valid_raw`` and the one-cell
+test inline in the scan, the floor's cdf by the scalar ``betainc``. Tried and dropped: one
+heap entry per run of windows whose outcomes come at the same time (a third of the jobs end
+within 300 s: 1.9 entries per job instead of 3; no measurable gain). main (c6e45dd) and the
+branch run alternately, one replay at a time, on the 2 cores while the lead engineer's
+experiments ran on the other (1-minute load average 0.7-3.0 at the runs' starts); each
+through this branch's ``risk_identity.py`` (its timed replay and its empty-body calibration
+replay), same pickled predictors; net of the timer, in-context method (CPU s):
+
+| run | main: net / in policy | raw | **net** | ``allowed`` | branch: net / in policy | raw | **net** | ``allowed`` |
+|---|---|---|---|---|---|---|---|---|
+| 1 | 17.13 / 113.75 | 15.6% | 15.1% | 13.58 | 11.69 / 104.23 | 11.8% | 11.2% | 8.28 |
+| 2 | 16.01 / 106.10 | 15.7% | 15.1% | 12.74 | 11.53 / 103.11 | 11.8% | 11.2% | 8.19 |
+| 3 | 17.53 / 115.23 | 15.7% | 15.2% | 13.95 | 11.71 / 105.02 | 11.7% | 11.2% | 8.34 |
+| median | 17.13 / 113.75 | 15.7% | **15.1%** | 13.58 | 11.69 / 104.23 | 11.8% | **11.2%** | 8.28 |
+
+Whole process: the timed replay 120.5 / 112.4 / 121.4 s wall on main against 110.7 / 108.1 /
+113.4 s on the branch. ``allowed`` 69-76 -> 44-45 us per call (184,098 calls); ``resolve``
+(1.6-1.7 s), ``classify_rows`` (1.0-1.1 s) and ``started`` (0.6 s) unchanged. Every run's
+result table (82,182 rows) and counters identical to main's run 1, every calibration replay
+identical to its timed one. Commands (``FC``: the pickled predictors; main's code is what the
+venv's editable install imports, the branch's was imported through ``PYTHONPATH`` set to a
+folder ``sia/`` of links to the worktree's package folders): ``/work/main/.venv/bin/python
+benchmarks/risk_identity.py --fc FC --risk 3 --out REF`` (main, run 1), then alternately
+``... --risk 3 --out mainN --compare REF`` and ``PYTHONPATH=LINKS ... --risk 3 --out
+branchN --compare REF``. Another budget: ``--risk 0.1 --risk-mode replace --no-calibrate``,
+main then the branch (``--compare``): identical result tables (82,182 rows) and counters
+(3,167 loans, 246,546 outcomes); there the floor skips most windows, and the bookkeeping is
+the same share in single runs under load (raw 9.7%, 9.66 of 99.35 s, against 9.5%, 10.91 of
+115.13 s). What is left: ``allowed`` at ~45 us per call in
+context, mostly per 300 s tick (31,762 load refreshes and prior updates, each followed by a
+rescan of the candidate pools, whose prior moves in nearly every window at every tick: new
+floats, so nothing to keep) and per overrun (78,080 retakes); ``resolve``'s per-outcome Python
+(246,546 outcomes), ``classify_rows`` and ``started``. Under 10% needs ~1.3 s more off
+(a tenth of what is left), i.e. fewer rescans, which the exact floats forbid, or compiled code.
+
 Measured (2026-11-28, ``--cases sia-learned,sia-learned/risk --risk 0.1``, machine idle):
 sia-learned 12.3 s (in policy 11.5 s CPU, 16,389 forecasts, 1,043 jobs slowed);
 sia-learned/risk 32.6 s (in policy 31.5 s CPU, 35,528 forecasts, 0 slowed), of which the

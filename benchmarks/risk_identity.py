@@ -10,6 +10,9 @@ on the first run), then compare:
     /work/main/.venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/main
     .venv/bin/python benchmarks/risk_identity.py --fc /tmp/fc.pkl --out /tmp/new --compare /tmp/main
 
+The budget is ``--risk`` (default 0.1) met with SIA's own rule as ``--risk-mode`` (default
+SIA's, ``veto``); SIA's default budget is ``--risk 3``.
+
 It also prints the budget's bookkeeping (its methods' CPU, timed as ``bench_sia.py`` times
 them) as a share of the CPU in the policy, raw and net of the timer's own cost. The net
 figure replays the trace a second time with each timer around an empty body (the two clock
@@ -122,6 +125,7 @@ from sia.data.quotas import quotas_from_load
 from sia.data.readers import read_philly
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
+from sia.scheduler.policies.sia.risk import DEFAULT_RISK_MODE
 
 
 def load_forecaster(path: Path, jobs: pl.DataFrame, pools: pl.DataFrame):
@@ -154,11 +158,12 @@ def compare(new: Path, ref: Path) -> bool:
     return same and not diff_keys
 
 
-def replay(jobs: pl.DataFrame, pools: pl.DataFrame, fc, risk: float, empty: bool = False):
-    """Replay under learned SIA with the risk budget, its methods timed (``empty``: the timer
-    around an empty body, see :class:`TimedBudget`); return (result, policy, budget timer,
-    policy CPU s, wall s)."""
-    pol = SiaPolicy(fc, name="sia-learned/risk", risk=risk)
+def replay(jobs: pl.DataFrame, pools: pl.DataFrame, fc, risk: float, empty: bool = False,
+           mode: str = DEFAULT_RISK_MODE):
+    """Replay under learned SIA with the risk budget (``mode``: its ``risk_mode``), its methods
+    timed (``empty``: the timer around an empty body, see :class:`TimedBudget`); return
+    (result, policy, budget timer, policy CPU s, wall s)."""
+    pol = SiaPolicy(fc, name="sia-learned/risk", risk=risk, risk_mode=mode)
     budget = TimedBudget(pol.risk_budget, empty=empty)  # timed as bench_sia.py times it
     # the budget's arrival side (risk_arrivals "calibrated", the default): the per-pool
     # calibration inside the forecaster, timed the same way
@@ -214,6 +219,8 @@ def main() -> None:
     ap.add_argument("--fc", type=Path, required=True, help="pickled learned forecaster")
     ap.add_argument("--out", type=Path, required=True, help="folder for the outputs")
     ap.add_argument("--risk", type=float, default=0.1)
+    ap.add_argument("--risk-mode", default=DEFAULT_RISK_MODE, choices=("veto", "replace"),
+                    help="how the budget meets SIA's own rule (SiaPolicy's risk_mode)")
     ap.add_argument("--compare", type=Path, default=None, help="a reference run's --out")
     ap.add_argument("--no-calibrate", action="store_true", help="skip the second replay that "
                     "measures the timer's in-context cost (the net figure is then the warm loop's)")
@@ -221,11 +228,12 @@ def main() -> None:
     jobs, _ = read_philly(PHILLY, on_bad_rows="drop")
     pools = quotas_from_load(jobs, seed=0).select("pool", "quota_gpus")
     fc = load_forecaster(args.fc, jobs, pools)
-    res, pol, budget, cpu, wall = replay(jobs, pools, fc, args.risk)
+    res, pol, budget, cpu, wall = replay(jobs, pools, fc, args.risk, mode=args.risk_mode)
     print(f"replay: {wall:.1f} s")
     empty = None
     if not args.no_calibrate:  # the same replay, the timer around an empty body
-        res_e, pol_e, empty, cpu_e, wall_e = replay(jobs, pools, fc, args.risk, empty=True)
+        res_e, pol_e, empty, cpu_e, wall_e = replay(jobs, pools, fc, args.risk, empty=True,
+                                                     mode=args.risk_mode)
         same = res_e.equals(res) and pol_e.summary() == pol.summary()
         print(f"calibration replay: {wall_e:.1f} s, in policy {cpu_e:.2f} s CPU; "
               f"{'identical' if same else 'DIFFERENT'} decisions, {empty.calls} calls")

@@ -24,6 +24,7 @@ from sia.scheduler.policies.sia.risk import (
     Q_EDGES,
     RecentUse,
     RiskBudget,
+    cell_within,
     largest_within,
     q_bins,
     quantile_within,
@@ -552,6 +553,7 @@ def forget_reuse(rb: RiskBudget) -> None:
     rb._snap_seen, rb._snap_prior, rb._prior_seen = [None] * P, [None] * P, None
     rb._raw_key = [[None] * len(rb.windows_s) for _ in range(P)]
     rb._row_ver = [-1] * P
+    rb._scan_c = [[math.nan] * len(rb.windows_s) for _ in range(P)]
     rb._qcache.clear()
 
 
@@ -577,6 +579,41 @@ def test_kept_quantiles_and_scans_equal_recomputing_them(state, times, r):
             if i == 1:
                 forget_reuse(rb)
             outs.append((rb.allowed(now, unused), rb.bounds(now).tolist()))
+            if batch:
+                rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
+                            None)
+                rb.started(now, batch)
+        assert outs[0] == outs[1]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=1, max_size=8),
+       r=st.sampled_from([0.01, 0.1, 1.0, 3.0]),
+       masks=st.lists(st.lists(st.booleans(), min_size=4, max_size=4), min_size=1, max_size=4))
+def test_kept_window_scans_equal_scanning_anew(state, times, r, masks):
+    # allowed() alone, several calls per step with different pools holding unused quota (so
+    # different costs, and back): a window keeps its last scan only while its quantiles and
+    # the cost are the same, so the answers equal a budget's that scans every window anew
+    # (bounds() is not called: it forgets the kept scans)
+    P, pools, d, q, unused = state
+    rbs = [RiskBudget(W, r, cold_n=1.0, memory=20.0) for _ in range(2)]
+    for rb in rbs:
+        rb.reset(fake_trace(pools, d, [3] * P))
+    now, nxt = 0.0, 0
+    for step in times:
+        now += 150.0 * step
+        batch = list(range(nxt, min(len(q), nxt + 5)))
+        nxt += len(batch)
+        outs = []
+        for i, rb in enumerate(rbs):
+            rb.resolve(now)
+            got = []
+            for mask in masks:
+                if i == 1:
+                    forget_reuse(rb)
+                held = [u if f else 0 for u, f in zip(unused, mask[:P], strict=True)]
+                got.append(rb.allowed(now, held))
+            outs.append(got)
             if batch:
                 rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
                             None)
@@ -623,6 +660,19 @@ def test_quantile_within_hand_checked_betas():
     assert quantile_within(a[:1], b[:1], 0.9, q19).tolist() == [-1]
     assert quantile_within(a[1:], b[1:], 0.9, q21).tolist() == [-1]
     assert quantile_within(np.array([np.nan]), np.array([1.0]), 0.9, 0.5).tolist() == [-1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=st.one_of(st.floats(0.0, 300.0), st.just(math.nan)), b=st.floats(1e-9, 300.0),
+       level=st.floats(0.5, 0.999), t=st.floats(0.0, 1.2), near=st.booleans(),
+       s=st.floats(-1e-5, 1e-5))
+def test_cell_within_is_quantile_within_for_one_cell(a, b, level, t, near, s):
+    # the scan's one-cell test (scipy's scalar betainc) answers as the ufunc's array version,
+    # near the quantile too
+    if near and a == a and a > 0:
+        t = min(float(betaincinv(a, b, level)) * (1.0 + s), 1.2)
+    want = int(quantile_within(np.array([a]), np.array([b]), level, t)[0])
+    assert cell_within(a, b, level, t) == want
 
 
 @settings(max_examples=400, deadline=None)

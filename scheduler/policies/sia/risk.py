@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import betainc, betaincinv
+from scipy.special.cython_special import betainc as _betainc
 from sia.data.errors import ConfigError
 
 #: SiaPolicy's default budget, with :data:`DEFAULT_RISK_MODE` (the budget as a veto on SIA's
@@ -133,6 +134,22 @@ def quantile_within(a: np.ndarray, b: np.ndarray, level: float, t: float) -> np.
     yes = f[..., 0] >= level + _CDF_SLACK  # the true quantile is below the bracket
     no = f[..., 1] <= level - _CDF_SLACK  # ... above it
     return np.where(yes, 1, np.where(no, 0, -1)).astype(np.int8)
+
+
+def cell_within(a: float, b: float, level: float, t: float) -> int:
+    """:func:`quantile_within` for one cell: 1 (the ``level`` quantile of Beta(a, b) is <=
+    ``t``), 0 (it is not), -1 (left to the exact quantile). scipy's scalar ``betainc``
+    (``cython_special``) computes the same floats as the ufunc; the upper edge of the bracket
+    is read only when the lower one does not decide (the ufunc's answer is the same)."""
+    if t >= 1.0:
+        return 1
+    if t < _TINY_T:
+        return -1
+    if _betainc(a, b, t * (1.0 - _BRACKET)) >= level + _CDF_SLACK:
+        return 1
+    if _betainc(a, b, min(t * (1.0 + _BRACKET), 1.0)) <= level - _CDF_SLACK:
+        return 0
+    return -1  # (NaN too)
 
 
 def q_bins(q: np.ndarray) -> np.ndarray:
@@ -241,8 +258,10 @@ class _Floor:
         """Return, per window, whether the floor quantile is surely above ``t``."""
         got = self._memo.get(t)
         if got is None:
-            cdf = betainc(np.asarray(self.a), np.asarray(self.b), t).tolist()
-            got = self._memo[t] = [x < self.level - _CDF_SLACK for x in cdf]  # NaN: False
+            # (scipy's scalar betainc, window by window: the ufunc's floats, without its overhead)
+            lo = self.level - _CDF_SLACK
+            got = self._memo[t] = [_betainc(a, b, t) < lo  # NaN: False
+                                   for a, b in zip(self.a, self.b, strict=True)]
         return got
 
     def opened(self, t: float) -> tuple[int, ...]:
@@ -468,6 +487,10 @@ class RiskBudget:
         # per pool and window: the (outcomes seen, prior version) its quantiles in _raw were
         # computed for (None: not yet; see _valid_raw)
         self._raw_key: list[list[tuple[int, int] | None]] = [[None] * K for _ in range(P)]
+        # per pool and window: the cost of its last scan (NaN: none valid) and the bins it
+        # passed, kept while the window's quantiles are (see _scan)
+        self._scan_c = [[math.nan] * K for _ in range(P)]
+        self._scan_bins = [[CERTAIN] * K for _ in range(P)]
         # the first bin's floor of the prior (a _Floor, see _update_prior), and the
         # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
         self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
@@ -664,6 +687,7 @@ class RiskBudget:
         P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
         for p in range(P):
             self._valid_raw(p, range(K))
+            self._scan_c[p] = [math.nan] * K  # (scans read the quantiles computed here)
         self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
                          if self._raw[p][k][b] is None])
         return np.maximum.accumulate(np.asarray(self._raw, dtype=np.float64), axis=2)
@@ -900,11 +924,22 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        c = self.cost(now, unused)
+        # cost() inline (the same floats): the largest load among the pools with unused quota
+        if now - self._load_time >= 300.0:
+            self._take_loads(now)
+        rho = 0.0
+        for p in self._by_load:
+            if unused[p] > 0:
+                rho = self._load_list[p]
+                break
+        c = 1.0 / max(1.0 - rho, self._inv_cap)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        self._refresh(now, pools)
+        fresh, due = self._fresh, self._due  # (_refresh's checks first: most calls have none)
+        if (now - self._prior_time >= 300.0 or (fresh and now - fresh[0][0] >= 300.0)
+                or (due and (pools is None or not due.isdisjoint(pools)))):
+            self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
@@ -919,13 +954,13 @@ class RiskBudget:
         times ``c`` is within the budget (0 in a cold window).
 
         The bounds are the running maximum of the quantiles over the bins, so a bin passes
-        exactly when every bin before it passed and its own quantile does: the scan stops at
-        the first bin that fails, and only the bins it reaches are compared (:meth:`_within`,
-        all those of a round at once). A window whose first bin fails by the prior's floor
-        (see :meth:`_update_prior`) is not scanned at all. A pool whose quantiles and warmth did not change since
-        it was last scanned at the same ``c`` gets that scan's row (the same bins: rows are
-        shared, never written after the scan)."""
-        warm, B, K = self._warm, NEVER - 1, len(self.windows_s)
+        exactly when every bin before it passed and its own quantile does: the scan
+        (:meth:`_scan`) stops at the first bin that fails, and only the bins it reaches are
+        compared. A window whose first bin fails by the prior's floor (see
+        :meth:`_update_prior`) is not scanned at all. A pool whose quantiles and warmth did not
+        change since it was last scanned at the same ``c`` gets that scan's row (the same
+        bins: rows are shared, never written after the scan)."""
+        warm = self._warm
         rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
         snap_floor, memo = self._snap_floor, self._within_t
         t = memo.get(c)
@@ -934,7 +969,6 @@ class RiskBudget:
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
         t_hi = t * (1.0 + 2.0 * _BRACKET)
-        todo: list[tuple[int, int, int]] = []
         last, opened, certain = None, (), self._certain_row
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
@@ -950,48 +984,63 @@ class RiskBudget:
             wp = warm[p]
             ks = [k for k in opened if wp[k]] if opened else opened
             if ks:
-                out[p] = rows[p] = [CERTAIN] * K
-                self._valid_raw(p, ks)
-                todo += [(p, k, 0) for k in ks]
+                out[p] = rows[p] = self._scan(p, ks, t, c)
             else:  # no bin to scan: the shared row (never written)
                 out[p] = rows[p] = certain
-        while todo:
-            nxt = []
-            for (p, k, b), ok in zip(todo, self._within(todo, t, c), strict=True):
-                if ok:
-                    out[p][k] = b + 1
-                    if b + 1 < B:
-                        nxt.append((p, k, b + 1))
-            todo = nxt
 
-    def _within(self, cells: list[tuple[int, int, int]], t: float, c: float) -> list[bool]:
-        """Return, per cell (pool, window, bin - 1), whether its quantile times ``c`` is within
-        the budget, i.e. is <= ``t`` (:func:`largest_within`): from the Beta cdf, computed for
-        every cell at once (:func:`quantile_within`; the posteriors' parameters by the arithmetic
-        of :meth:`_quantiles`); the exact quantile where the cdf cannot decide or is known."""
-        snap, lam, raw, risk = self._snap, self.decay, self._raw, self.risk
-        known = [raw[p][k][i] for p, k, i in cells]
-        if None not in known:
-            return [x * c <= risk for x in known]
-        a, b = [], []
-        for (p, k, i), x in zip(cells, known, strict=True):
-            if x is not None:  # its quantile (1.0: a pool never refreshed)
-                a.append(math.nan)
-                b.append(math.nan)
-                continue
-            n, m, tp, prior = snap[p]
-            _, pa, pb = prior.row(k)
+    def _scan(self, p: int, ks: list[int], t: float, c: float) -> list[int]:
+        """Return pool ``p``'s row: per window of ``ks``, the number of leading bins whose
+        quantile times ``c`` is within the budget, i.e. is <= ``t`` (:func:`largest_within`);
+        CERTAIN in the other windows. A quantile already computed is compared itself; else the
+        comparison is read from the Beta cdf (:func:`cell_within`, inline: scipy's scalar
+        ``betainc``, the same floats as :func:`quantile_within`'s ufunc; the posteriors'
+        parameters by the arithmetic of :meth:`_quantiles`), and where the cdf cannot decide
+        from the exact quantile (:meth:`_quantiles`). A window's quantiles are first made
+        valid for its snapshot (:meth:`_valid_raw`, inline); a window whose quantiles were
+        kept and whose last scan was at the same ``c`` keeps that scan's bins (the same
+        comparisons: a quantile computed since came from that scan, see bounds())."""
+        row = [CERTAIN] * len(self.windows_s)
+        n, m, tp, prior = self._snap[p]
+        lam, raw, risk, level, B = self.decay, self._raw[p], self.risk, self.level, NEVER - 1
+        ss, sp, rkey = self._snap_seen[p], self._snap_prior[p], self._raw_key[p]
+        sc, sb, prows = self._scan_c[p], self._scan_bins[p], prior.rows
+        hi, lo = level + _CDF_SLACK, level - _CDF_SLACK  # cell_within's, at t's bracket:
+        x0, x1 = t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)
+        cdf = 1 if t >= 1.0 else -1 if t < _TINY_T else 0  # 0: read the cdf
+        for k in ks:
+            if ss is not None:  # (else never refreshed: its quantiles are 1.0, no stamp)
+                key = (ss[k], sp[k])
+                if rkey[k] != key:
+                    rkey[k] = key
+                    raw[k] = [None] * B
+                elif sc[k] == c:
+                    row[k] = sb[k]
+                    continue
+            pr = prows[k] or prior.row(k)
+            pa, pb = pr[1], pr[2]
             f = lam ** float(tp[k])
-            nd, md = f * n[k][i + 1], f * m[k][i + 1]
-            a.append(md + pa[i])
-            b.append(max(max(nd - md, 0.0) + pb[i], 1e-9))
-        dec = quantile_within(np.asarray(a), np.asarray(b), self.level, t).tolist()
-        if -1 in dec:  # NaN (a known quantile) is undecided too
-            self._quantiles([cell for cell, d, x in zip(cells, dec, known, strict=True)
-                             if d < 0 and x is None])
-            dec = [d if d >= 0 else raw[p][k][i] * c <= risk
-                   for (p, k, i), d in zip(cells, dec, strict=True)]
-        return dec
+            nk, mk, rk = n[k], m[k], raw[k]
+            i = 0
+            while i < B:
+                x = rk[i]
+                if x is None:
+                    d = cdf
+                    if not d:
+                        nd, md = f * nk[i + 1], f * mk[i + 1]  # the counts have every bin
+                        a, b = md + pa[i], max(max(nd - md, 0.0) + pb[i], 1e-9)
+                        d = (1 if _betainc(a, b, x0) >= hi else 0 if _betainc(a, b, x1) <= lo
+                             else -1)
+                    if d < 0:
+                        self._quantiles([(p, k, i)])
+                        d = rk[i] * c <= risk
+                    if not d:
+                        break
+                elif not x * c <= risk:
+                    break
+                i += 1
+            row[k] = sb[k] = i
+            sc[k] = c
+        return row
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
