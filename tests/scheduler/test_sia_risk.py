@@ -564,6 +564,18 @@ def test_kept_quantiles_and_scans_equal_recomputing_them(state, times, r):
     # a refresh keeps a window's quantiles (and allowed a pool's scan) only when nothing they
     # depend on moved: over a random history, the answers and bounds equal those of a budget
     # that recomputes everything at each refresh
+    def probe(i, rb, now, unused):
+        if i == 1:
+            forget_reuse(rb)
+        return rb.allowed(now, unused), rb.bounds(now).tolist()
+
+    _drive_two(state, times, r, probe)
+
+
+def _drive_two(state, times, r, probe):
+    """Replay a random history into two budgets; at each step each answers ``probe(i, rb,
+    now, unused)`` after taking in the outcomes due, then takes the step's batch of jobs;
+    the two answers must be equal at every step."""
     P, pools, d, q, unused = state
     rbs = [RiskBudget(W, r, cold_n=1.0, memory=20.0) for _ in range(2)]
     for rb in rbs:
@@ -576,9 +588,7 @@ def test_kept_quantiles_and_scans_equal_recomputing_them(state, times, r):
         outs = []
         for i, rb in enumerate(rbs):
             rb.resolve(now)
-            if i == 1:
-                forget_reuse(rb)
-            outs.append((rb.allowed(now, unused), rb.bounds(now).tolist()))
+            outs.append(probe(i, rb, now, unused))
             if batch:
                 rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
                             None)
@@ -595,30 +605,16 @@ def test_kept_window_scans_equal_scanning_anew(state, times, r, masks):
     # different costs, and back): a window keeps its last scan only while its quantiles and
     # the cost are the same, so the answers equal a budget's that scans every window anew
     # (bounds() is not called: it forgets the kept scans)
-    P, pools, d, q, unused = state
-    rbs = [RiskBudget(W, r, cold_n=1.0, memory=20.0) for _ in range(2)]
-    for rb in rbs:
-        rb.reset(fake_trace(pools, d, [3] * P))
-    now, nxt = 0.0, 0
-    for step in times:
-        now += 150.0 * step
-        batch = list(range(nxt, min(len(q), nxt + 5)))
-        nxt += len(batch)
-        outs = []
-        for i, rb in enumerate(rbs):
-            rb.resolve(now)
-            got = []
-            for mask in masks:
-                if i == 1:
-                    forget_reuse(rb)
-                held = [u if f else 0 for u, f in zip(unused, mask[:P], strict=True)]
-                got.append(rb.allowed(now, held))
-            outs.append(got)
-            if batch:
-                rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
-                            None)
-                rb.started(now, batch)
-        assert outs[0] == outs[1]
+    def probe(i, rb, now, unused):
+        got = []
+        for mask in masks:
+            if i == 1:
+                forget_reuse(rb)
+            held = [u if f else 0 for u, f in zip(unused, mask[:len(unused)], strict=True)]
+            got.append(rb.allowed(now, held))
+        return got
+
+    _drive_two(state, times, r, probe)
 
 
 def test_live_durations_learned_later_are_read_from_the_trace():
