@@ -924,22 +924,11 @@ class RiskBudget:
         P, K = len(self._raw), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
-        # cost() inline (the same floats): the largest load among the pools with unused quota
-        if now - self._load_time >= 300.0:
-            self._take_loads(now)
-        rho = 0.0
-        for p in self._by_load:
-            if unused[p] > 0:
-                rho = self._load_list[p]
-                break
-        c = 1.0 / max(1.0 - rho, self._inv_cap)
+        c = self.cost(now, unused)
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        fresh, due = self._fresh, self._due  # (_refresh's checks first: most calls have none)
-        if (now - self._prior_time >= 300.0 or (fresh and now - fresh[0][0] >= 300.0)
-                or (due and (pools is None or not due.isdisjoint(pools)))):
-            self._refresh(now, pools)
+        self._refresh(now, pools)
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
