@@ -180,6 +180,42 @@ def test_the_veto_asks_the_calibration_never_to_reserve_less_than_the_prediction
     assert "floor" not in replace.asked[0]
 
 
+def test_the_duration_side_keeps_its_own_budget():
+    # risk_durations sets the duration side's budget alone: the arrival side's miss rate
+    # stays risk / (1 + risk) (3 -> 0.75), the duration budget is the one given
+    fc = Calibratable()
+    pol = SiaPolicy(fc, risk=3.0, risk_durations=0.5)
+    assert pol.risk == 3.0 and pol.risk_budget.risk == 0.5
+    assert fc.asked[0]["alpha"] == pytest.approx(0.75)
+    assert SiaPolicy(Calibratable(), risk=3.0).risk_budget.risk == 3.0
+
+
+def test_a_duration_budget_of_zero_lends_only_on_certainty():
+    # the bin rule and the budget at 0.1 lend B's jobs once B is warm (see above); a duration
+    # side at 0 lends none of them (no time limit: nothing certain), whatever risk says
+    fc = SureForecaster(0)
+    assert lent(fc, risk=0.1, risk_arrivals="predicted").height > 0
+    assert lent(fc, risk=0.1, risk_durations=0.0, risk_arrivals="predicted").height == 0
+    # and a time limit that fits still passes it
+    rows = [r + (120.0,) for r in borrow_rows()]
+    pol = SiaPolicy(fc, windows_s=(300.0,), adaptation=False, loan_ramp=None, risk=0.1,
+                    risk_durations=0.0, risk_arrivals="predicted")
+    res = simulate(table(rows), make_pools({"A": 3, "B": 1}), pol, check_invariants=True)
+    assert res.filter(pl.col("opportunistic")).height > 0
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"risk": 1.0, "risk_durations": -1}, "risk_durations must be a number in \\[0, 100\\]"),
+    ({"risk": 1.0, "risk_durations": 101}, "risk_durations must be a number in"),
+    ({"risk": 1.0, "risk_durations": "low"}, "risk_durations must be .* not 'low'"),
+    ({"risk": 1.0, "risk_durations": True}, "risk_durations must be"),
+    ({"risk": None, "risk_durations": 1.0}, "risk_durations=1.0 needs a risk budget"),
+])
+def test_bad_duration_budget_names_the_option(options, words):
+    with pytest.raises(ConfigError, match=words):
+        SiaPolicy(SureForecaster(0), **options)
+
+
 class FlooredStub(UnderForecaster):
     """Registered answers: pool A never expects an arrival (load 0). Calibrated with a floor
     (as the veto asks): A "yes", 2 GPUs; the registered answers kept as a floored learned

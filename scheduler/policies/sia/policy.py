@@ -327,7 +327,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     default :data:`~sia.scheduler.policies.sia.risk.DEFAULT_RISK`; None = the bin /
     ``lend_risk`` rule alone) with ``risk_level``, ``risk_prior_n``,
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
-    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_arrivals`` (the
+    (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_durations`` (the duration
+    side's own budget, in the same unit: owners' jobs delayed per loan through an overrun;
+    None, the default: ``risk``; needs ``risk``), ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
     reserves its whole unused quota), ``risk_mode`` (``"veto"``, the default: a job is
@@ -380,6 +382,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk: float | None = DEFAULT_RISK, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
+                 risk_durations: float | None = None,
                  risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = DEFAULT_RISK_MODE,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
@@ -427,8 +430,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._kmin_of_bin = np.searchsorted(np.asarray(windows), upper, side="left").tolist()
         self._n_bins = len(upper)
         # the risk budget (risk.py) replaces the bin rule and lend_risk when set
-        self.risk_budget = None if risk is None else RiskBudget(
-            windows, risk, perfect_durations=perfect_d,
+        d_risk = _duration_risk(risk, risk_durations, name)
+        self.risk_budget = None if d_risk is None else RiskBudget(
+            windows, d_risk, perfect_durations=perfect_d,
             level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
             load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
         self.risk = None if risk is None else float(risk)
@@ -1062,6 +1066,22 @@ def _ramp_cap(loan_ramp: Any, perfect_durations: bool, name: str) -> Any:
         raise ConfigError(f"policy {name!r}: loan_ramp must be 'auto', a whole number "
                           f"of loans >= 1 or null (off), not {loan_ramp!r}")
     return None if perfect_durations else DEFAULT_LOAN_RAMP
+
+
+def _duration_risk(risk: float | None, risk_durations: Any, name: str) -> float | None:
+    """Return the duration side's budget: ``risk_durations`` when set (a number in [0, 100]; the
+    arrival side keeps ``risk``), else ``risk`` (None: no budget)."""
+    if risk_durations is None:
+        return risk
+    if risk is None:
+        raise ConfigError(f"policy {name!r}: risk_durations={risk_durations!r} needs a risk "
+                          f"budget (risk is null)")
+    if isinstance(risk_durations, bool) or not isinstance(risk_durations, (int, float)) \
+            or not 0.0 <= risk_durations <= 100.0:
+        raise ConfigError(f"policy {name!r}: risk_durations must be a number in [0, 100] "
+                          f"(owners' jobs delayed per loan) or null (= risk), "
+                          f"not {risk_durations!r}")
+    return float(risk_durations)
 
 
 def check_risk_mode(mode: Any, risk: float | None, name: str) -> str:
