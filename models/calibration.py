@@ -37,6 +37,11 @@ is scored only once ``t + w`` has passed (never earlier: no peeking).
   threshold 0 (every window is predicted to see an arrival); with
   ``cold="registered"`` it keeps the uncalibrated answers (the sliding max,
   the model's registered threshold) until it is warm.
+* **Per-pool miss rates** (:meth:`PoolCalibration.set_pool_alpha`, optional). A caller may
+  give each pool its own miss rate (SIA's risk budget with ``risk_arrival_cost``: a busier
+  pool, whose miss delays more jobs, gets a smaller one). The bounds and thresholds are then
+  read from the same rings at the pool's rate when asked for; the rings themselves do not
+  depend on the rate.
 
 Bookkeeping. The arrivals of all pools are kept in one list in submission order
 (:class:`_Timeline`), with each pool's cumulative GPUs at every point of the grid as one row
@@ -336,6 +341,7 @@ class PoolCalibration:
         self.prior_days = float(prior_days)
         self._prior: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._prior_names: tuple[str, ...] = ()
+        self._alpha_p: list[float] | None = None  # per-pool miss rates (set_pool_alpha)
 
     # ------------------------------------------------------------------ life cycle
     def prime(self, submit: np.ndarray, gpus: np.ndarray, pool_names: Sequence[str]) -> None:
@@ -556,7 +562,43 @@ class PoolCalibration:
         """Return float [pools, windows]: the conformal upper bounds on the load (GPUs) given
         the sliding max ``base`` [pools, windows] at ``view.now`` (+inf: a cold pool)."""
         self._score_load(self._absorb(view))
-        return np.maximum(np.asarray(base, dtype=np.float64) + self._q, 0.0)
+        q = self._q if self._alpha_p is None else self._per_pool()[0]
+        return np.maximum(np.asarray(base, dtype=np.float64) + q, 0.0)
+
+    # ------------------------------------------------------------------ per-pool miss rates
+    def set_pool_alpha(self, alpha: Sequence[float] | np.ndarray | None) -> None:
+        """Use miss rate ``alpha[p]`` (each in (0, 1)) for pool ``p`` from the next answer on,
+        in both bounds (None: :attr:`alpha` for every pool). Raises ValueError on a rate
+        outside (0, 1)."""
+        if alpha is None:
+            self._alpha_p = None
+            return
+        a = np.asarray(alpha, dtype=np.float64).ravel()
+        if not np.all((a > 0.0) & (a < 1.0)):
+            raise ValueError(f"per-pool miss rates must be in (0, 1), got {a.tolist()}")
+        self._alpha_p = a.tolist()
+
+    def _per_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (load offsets q, thresholds, cold) [pools, windows] at the per-pool miss
+        rates: the same order statistics of the same rings as at :attr:`alpha`
+        (:func:`conformal_upper`, :func:`recall_threshold`), at each pool's rank."""
+        alphas = self._alpha_p
+        if alphas is None or len(alphas) != self.n_pools:
+            raise ValueError(f"per-pool miss rates for {self.n_pools} pools needed, got "
+                             f"{None if alphas is None else len(alphas)}")
+        cold_q = math.inf if cold_reserve(self.cold) else 0.0
+        q, thr = self._q.copy(), self._thr.copy()
+        cold = self._cold.copy()
+        for p, a in enumerate(alphas):
+            for k in range(len(self.windows_s)):
+                srt = self._scores[p][k].sorted
+                r = math.ceil((len(srt) + 1) * (1.0 - a) - 1e-12)
+                q[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+                pos = self._pos[p][k].sorted
+                r = math.floor(a * (len(pos) + 1) + 1e-12)
+                thr[p, k] = pos[r - 1] if r >= 1 else 0.0
+                cold[p, k] = r < 1
+        return q, thr, cold
 
     # ------------------------------------------------------------------ arrivals
     def _resolve_arrivals(self, now: float) -> None:
@@ -630,10 +672,11 @@ class PoolCalibration:
         now = self._absorb(view)
         self._resolve_arrivals(now)
         proba = np.asarray(proba, dtype=np.float64)
-        thr = self._thr
+        thr, cold = ((self._thr, self._cold) if self._alpha_p is None
+                     else self._per_pool()[1:])
         if not cold_reserve(self.cold):
             reg = np.full(len(self.windows_s), 0.5) if registered is None else registered
-            thr = np.where(self._cold, np.asarray(reg, dtype=np.float64)[None, :], thr)
+            thr = np.where(cold, np.asarray(reg, dtype=np.float64)[None, :], thr)
         yes = proba >= thr
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
@@ -647,7 +690,7 @@ class PoolCalibration:
     # ------------------------------------------------------------------ report
     def thresholds(self) -> np.ndarray:
         """Return float [pools, windows]: the thresholds in force (0: cold)."""
-        return self._thr.copy()
+        return self._thr.copy() if self._alpha_p is None else self._per_pool()[1]
 
     def precision(self) -> np.ndarray:
         """Return float [pools, windows]: realized precision of the recent "yes" (NaN: none)."""
@@ -676,19 +719,23 @@ class PoolCalibration:
         of the recent "yes" predictions."""
         wins = [f"{round(w / 60)}m" for w in self.windows_s]
         prec, rec = self.precision(), self.recall()
+        q_in, thr_in = ((self._q, self._thr) if self._alpha_p is None
+                        else self._per_pool()[:2])
 
         def num(x: float) -> float | None:
             return None if not math.isfinite(x) else round(float(x), 4)
 
         pools = {}
         for p, name in enumerate(pool_names):
-            pools[name] = {wk: {"threshold": num(self._thr[p, k]),
-                                "load_offset_gpus": num(self._q[p, k]),
+            pools[name] = {wk: {"threshold": num(thr_in[p, k]),
+                                "load_offset_gpus": num(q_in[p, k]),
                                 "load_scores": len(self._scores[p][k]),
                                 "positives": len(self._pos[p][k]),
                                 "precision": num(prec[p, k]), "recall": num(rec[p, k])}
                            for k, wk in enumerate(wins)}
-        return {"alpha": self.alpha, "memory": self.memory, "prior_days": self.prior_days,
+        extra = {} if self._alpha_p is None else {  # the rates in force at the last answer
+            "pool_alpha": {name: round(self._alpha_p[p], 6) for p, name in enumerate(pool_names)}}
+        return {"alpha": self.alpha, **extra, "memory": self.memory, "prior_days": self.prior_days,
                 "cold": self.cold,
                 "from_day": round(self._calib_start / 86400.0, 4),
                 "to_day": round(self._last_now / 86400.0, 4), **self.stats, "pools": pools}

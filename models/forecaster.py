@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sia.data.errors import ConfigError
+from sia.data.errors import ConfigError, SiaError
 from sia.data.forecast_view import ForecastView, TraceView
 from sia.data.growth import reserve
 from sia.data.schema import TIME_LIMIT_GRACE_S
@@ -250,6 +250,14 @@ class LearnedForecaster:
             start = float(trace.submit[0]) if trace.n_jobs else 0.0
             cal.reset(trace.pool_names, start)
         return cal
+
+    def set_pool_alpha(self, alpha: Sequence[float] | np.ndarray | None) -> None:
+        """Give each pool its own miss rate in the calibration (see :meth:`calibrate`) from the
+        next answer on (:meth:`~sia.models.calibration.PoolCalibration.set_pool_alpha`; None:
+        the calibration's one rate). Raises SiaError when the forecaster is not calibrated."""
+        if self.calibration is None:
+            raise SiaError("per-pool miss rates need a calibrated forecaster (calibrate first)")
+        self.calibration.set_pool_alpha(alpha)
 
     def calibration_report(self) -> dict[str, Any] | None:
         """Return what the per-pool calibration holds now, per pool and window (None: off)."""

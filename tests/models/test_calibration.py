@@ -330,3 +330,65 @@ def test_the_floor_keeps_a_registered_yes_where_the_calibrated_threshold_says_no
     assert answers[False][0, 0] is np.False_  # calibrated alone: 0.55 < 0.9
     assert answers[True][0, 0] is np.True_  # the floor: the registered "yes"
     assert answers[False][1, 0] and answers[True][1, 0]  # b is cold: reserved either way
+
+
+# ---------------------------------------------------------------------------- per-pool miss rates
+def _run(trace, alpha, pool_alpha, steps, proba):
+    cal = PoolCalibration((300.0, 3600.0), alpha=alpha, memory=30)
+    cal.reset(trace.pool_names, 0.0)
+    cal.set_pool_alpha(pool_alpha)
+    out, now = [], 0.0
+    for dt in steps:
+        now += dt
+        view = CalView(trace, now)
+        out.append((cal.arrivals(view, proba).tolist(),
+                    cal.load_bound(view, np.ones((2, 2))).tolist(),
+                    cal.thresholds().tolist()))
+    return out, cal
+
+
+@settings(max_examples=40, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, 2000).map(lambda x: x * 37.0),
+                                 st.integers(0, 1), st.integers(1, 8)), min_size=1, max_size=40),
+       steps=st.lists(st.integers(1, 12).map(lambda x: x * 300.0), min_size=1, max_size=30),
+       a=st.sampled_from([0.05, 0.2, 0.5, 0.75, 0.9]), b=st.sampled_from([0.1, 0.3, 0.6]),
+       seed=st.integers(0, 100))
+def test_a_pools_own_miss_rate_answers_as_a_calibration_at_that_rate(events, steps, a, b, seed):
+    # pool 0 at rate a and pool 1 at rate b answer, pool by pool, exactly as two calibrations
+    # at one rate each (the rings do not depend on the rate; only the ranks read do)
+    trace = cal_trace(events)
+    proba = np.random.default_rng(seed).random((2, 2))
+    mixed, cal = _run(trace, 0.5, [a, b], steps, proba)
+    at_a, _ = _run(trace, a, None, steps, proba)
+    at_b, _ = _run(trace, b, None, steps, proba)
+    for m, ra, rb in zip(mixed, at_a, at_b, strict=True):
+        for part in range(3):
+            assert m[part][0] == ra[part][0] and m[part][1] == rb[part][1]
+    assert cal.report(trace.pool_names)["pool_alpha"] == {"a": a, "b": b}
+
+
+def test_a_smaller_miss_rate_reserves_more_by_hand():
+    # pool a: one 1-GPU job every 5 minutes for 2 hours, then a 4-GPU job every 5 minutes for
+    # an hour. A 5-minute score is the window's GPUs minus the max of the 3 windows before: 0 in
+    # steady state, 4 - 1 = 3 in the first 4-GPU window, 0 after it. At memory 30, the last 30
+    # scores at 3 h 5 min are 29 zeros and one 3: conformal_upper at 0.5 is the 16th smallest
+    # (ceil(31 x 0.5)) = 0, at 0.05 the 30th (ceil(31 x 0.95)) = 3
+    ev = [(300.0 * i + 1.0, 0, 1) for i in range(24)]
+    ev += [(7200.0 + 300.0 * i + 1.0, 0, 4) for i in range(12)]
+    trace = cal_trace(ev)
+    cal = PoolCalibration((300.0,), alpha=0.5, memory=30)
+    cal.reset(trace.pool_names, 0.0)
+    view = CalView(trace, 3 * H + 300.0)
+    base = np.zeros((2, 1))
+    assert cal.load_bound(view, base)[0, 0] == 0.0
+    cal.set_pool_alpha([0.05, 0.5])
+    assert cal.load_bound(view, base)[0, 0] == 3.0
+    cal.set_pool_alpha(None)
+    assert cal.load_bound(view, base)[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("bad", [[0.0, 0.5], [0.5, 1.0], [float("nan"), 0.5]])
+def test_bad_pool_miss_rates_are_named(bad):
+    cal = PoolCalibration((300.0,), alpha=0.5)
+    with pytest.raises(ValueError, match="per-pool miss rates must be in"):
+        cal.set_pool_alpha(bad)

@@ -216,6 +216,65 @@ def test_bad_duration_budget_names_the_option(options, words):
         SiaPolicy(SureForecaster(0), **options)
 
 
+class RateRecorder(Calibratable):
+    """Calibratable, keeping SIA's registered answers (the veto's floor), that records the
+    per-pool miss rates SIA gives it."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates: list[list[float]] = []
+
+    def set_pool_alpha(self, alpha):
+        self.rates.append(list(alpha))
+
+    def will_jobs_arrive(self, view, windows_s):
+        self.registered_arrive = super().will_jobs_arrive(view, windows_s)
+        return self.registered_arrive
+
+    def new_load_estimate(self, view, windows_s):
+        self.registered_load = super().new_load_estimate(view, windows_s)
+        return self.registered_load
+
+
+def test_the_arrival_side_miss_rate_follows_each_pools_cost_by_hand():
+    # risk 3: a pool at load 0 (cost 1) keeps 3 / 4; at 0.5 (cost 2) 3 / 5; at load 1 the cost is
+    # capped at 100 jobs: 3 / 103
+    fc = RateRecorder()
+    pol = SiaPolicy(fc, risk=3.0, risk_arrival_cost=True)
+    pol.risk_budget.loads = lambda now: np.array([0.0, 0.5, 1.0])
+    pol._set_arrival_alpha(0.0)
+    assert fc.rates[-1] == pytest.approx([0.75, 0.6, 3.0 / 103.0])
+    # off (the default): never asked
+    quiet = RateRecorder()
+    lent(quiet, risk=3.0)
+    assert quiet.rates == []
+
+
+def test_every_forecast_sets_the_pools_miss_rates():
+    fc = RateRecorder()
+    pol = SiaPolicy(fc, windows_s=(300.0,), adaptation=False, loan_ramp=None, risk=3.0,
+                    risk_arrival_cost=True)
+    simulate(table(borrow_rows()), make_pools({"A": 3, "B": 1}), pol, check_invariants=True)
+    assert len(fc.rates) == pol.stats["forecasts"] > 0
+    assert all(len(r) == 2 and all(0.0 < a <= 0.75 for a in r) for r in fc.rates)
+    assert min(r[1] for r in fc.rates) < 0.75  # B ran its quota: its cost rose
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"risk": 1.0, "risk_arrival_cost": True, "risk_arrivals": "predicted"},
+     "risk_arrival_cost needs the budget's calibrated arrival side"),
+    ({"risk": 0.0, "risk_arrival_cost": True}, "risk_arrival_cost needs"),
+])
+def test_the_arrival_cost_needs_a_calibrated_arrival_side(options, words):
+    with pytest.raises(ConfigError, match=words):
+        SiaPolicy(RateRecorder(), **options)
+
+
+def test_a_source_without_per_pool_rates_is_named():
+    with pytest.raises(ConfigError, match="which Calibratable does not take"):
+        SiaPolicy(Calibratable(), risk=1.0, risk_arrival_cost=True)
+
+
 class FlooredStub(UnderForecaster):
     """Registered answers: pool A never expects an arrival (load 0). Calibrated with a floor
     (as the veto asks): A "yes", 2 GPUs; the registered answers kept as a floored learned

@@ -329,7 +329,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     ``risk_cold_n``, ``risk_memory``, ``risk_load_days`` and ``risk_cost_cap``
     (:class:`~sia.scheduler.policies.sia.risk.RiskBudget`), ``risk_durations`` (the duration
     side's own budget, in the same unit: owners' jobs delayed per loan through an overrun;
-    None, the default: ``risk``; needs ``risk``), ``risk_arrivals`` (the
+    None, the default: ``risk``; needs ``risk``), ``risk_arrival_cost`` (False, the default:
+    the calibrated arrival side's miss rate is ``risk / (1 + risk)`` in every pool; True:
+    ``risk / (risk + c_p)`` per pool, ``c_p = 1 / (1 - load_p)`` the jobs a miss in the pool
+    delays, so busier pools reserve more), ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
     reserves its whole unused quota), ``risk_mode`` (``"veto"``, the default: a job is
@@ -382,7 +385,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk: float | None = DEFAULT_RISK, risk_level: float = 0.9, risk_prior_n: float = 10.0,
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
-                 risk_durations: float | None = None,
+                 risk_durations: float | None = None, risk_arrival_cost: bool = False,
                  risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = DEFAULT_RISK_MODE,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
@@ -446,6 +449,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._veto = self.risk_mode == "veto"  # the budget only vetoes the rule's loans
         self.lend_risk = (None if risk is not None and not self._veto
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
+        self._arrival_cost = bool(risk_arrival_cost)
         self._calibrate(calibration, risk_arrivals, alpha=calibration_alpha,
                         memory=calibration_memory, prior_days=calibration_prior_days,
                         cold=calibration_cold)
@@ -482,6 +486,21 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                 if callable(cal) and all(src is not s for s in self._calibrated):
                     cal(self.windows_s, parts=parts, name=self.name, **options)
                     self._calibrated.append(src)
+        self._check_arrival_cost(side)
+
+    def _check_arrival_cost(self, side: str) -> None:
+        """Check ``risk_arrival_cost``: it needs the budget's calibrated arrival side, and every
+        calibrated source must take per-pool miss rates (``set_pool_alpha``)."""
+        if not self._arrival_cost:
+            return
+        if side != "calibrate":
+            raise ConfigError(f"policy {self.name!r}: risk_arrival_cost needs the budget's "
+                              f"calibrated arrival side (risk > 0, risk_arrivals: calibrated, "
+                              f"a forecaster that calibrates), not {side!r}")
+        for src in self._calibrated:
+            if not callable(getattr(src, "set_pool_alpha", None)):
+                raise ConfigError(f"policy {self.name!r}: risk_arrival_cost needs per-pool miss "
+                                  f"rates, which {type(src).__name__} does not take")
 
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: TraceArrays, cluster: Cluster) -> None:
@@ -827,6 +846,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def _forecast(self, view: SimView) -> np.ndarray:
         """Return TotalNewLoad [pools, windows] in GPUs (one batched call per predictor)."""
         fc, W = self.forecaster, self.windows_s
+        if self._arrival_cost:
+            self._set_arrival_alpha(float(view.now))
         arrive = np.asarray(fc.will_jobs_arrive(view, W), dtype=bool)
         load = np.asarray(fc.new_load_estimate(view, W), dtype=np.float64)
         if not self._checked_shape:
@@ -845,6 +866,17 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._tnl_adapt = tnl if self._floor_sources is None else self._registered_tnl()
         self.stats["forecasts"] += 1
         return tnl
+
+    def _set_arrival_alpha(self, now: float) -> None:
+        """``risk_arrival_cost``: give each pool the miss rate ``risk / (risk + c_p)``, ``c_p =
+        1 / (1 - load_p)`` the jobs a miss in pool ``p`` delays (its recent load, as the
+        duration side's cost; at most ``risk_cost_cap``). At ``c_p = 1`` it is the budget's
+        one rate, ``risk / (1 + risk)``; a busier pool gets a smaller one."""
+        rb = self.risk_budget
+        cost = 1.0 / np.maximum(1.0 - rb.loads(now), 1.0 / rb.cost_cap)
+        alpha = self.risk / (self.risk + cost)
+        for src in self._calibrated:
+            src.set_pool_alpha(alpha)
 
     def registered_answers(self, *, required: bool = False
                            ) -> tuple[np.ndarray, np.ndarray] | None:
