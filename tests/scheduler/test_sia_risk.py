@@ -175,11 +175,26 @@ def test_cost_of_a_miss_follows_the_busiest_pool_with_unused_quota():
     assert rb.cost(day + 300, [0, 0]) == 1.0
 
 
+def test_the_expected_cost_weighs_the_pools_by_their_unused_gpus_by_hand():
+    # the loads of the test above: 0.25 and 1.0 (pool 1's cost capped at 100). Busiest: 100 as
+    # soon as pool 1 has unused quota. Expected: (2 x 1/0.75 + 1 x 100) / 3 = 34.22...
+    day = 86400.0
+    tr = fake_trace([0, 1], [day / 2, 2 * day], [2, 1])
+    rb = RiskBudget(W, 0.1, load_days=1.0, cost_mode="expected")
+    rb.reset(tr)
+    rb.started(day / 2, [0])
+    rb.started(0.0, [1])
+    assert rb.cost(day + 300, [2, 1]) == pytest.approx((2 / 0.75 + 100.0) / 3)
+    assert rb.cost(day + 300, [2, 0]) == pytest.approx(1 / 0.75)
+    assert rb.cost(day + 300, [0, 0]) == 1.0
+
+
 def test_bad_options_name_themselves():
     for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 101}, "risk"),
                     ({"risk": 0.1, "level": 1.0}, "risk_level"),
                     ({"risk": 0.1, "cost_cap": 0.5}, "risk_cost_cap"),
-                    ({"risk": 0.1, "cold_n": 200, "memory": 100}, "risk_memory")):
+                    ({"risk": 0.1, "cold_n": 200, "memory": 100}, "risk_memory"),
+                    ({"risk": 0.1, "cost_mode": "mean"}, "risk_cost")):
         risk = kw.pop("risk")
         with pytest.raises(ConfigError, match=opt):
             RiskBudget(W, risk, **kw)
@@ -217,6 +232,26 @@ def test_more_budget_never_allows_fewer_loans(state, r1, r2, cold):
     assert np.all(got[0] <= got[1])
     if lo == 0.0:
         assert np.all(got[0] == CERTAIN)
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=budget_states(), r=st.floats(0.01, 10.0))
+def test_the_expected_cost_is_never_above_the_busiest_and_lends_at_least_as_much(state, r):
+    # a weighted mean of the pools' costs is at most their largest: the same state lends every
+    # bin the busiest pool's cost lends
+    P, pools, d, q, unused = state
+    got, costs = [], []
+    for mode in ("busiest", "expected"):
+        rb = RiskBudget(W, r, cold_n=0.0, cost_mode=mode)
+        rb.reset(fake_trace(pools, d, [3] * P))
+        for j, qj in enumerate(q):
+            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+        rb.started(0.0, list(range(len(q))))
+        rb.resolve(5000.0)
+        costs.append(rb.cost(5000.0, unused))
+        got.append(np.asarray(rb.allowed(5000.0, unused)))
+    assert costs[1] <= costs[0] * (1 + 1e-12)
+    assert np.all(got[0] <= got[1])
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:

@@ -332,7 +332,10 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     None, the default: ``risk``; needs ``risk``), ``risk_arrival_cost`` (False, the default:
     the calibrated arrival side's miss rate is ``risk / (1 + risk)`` in every pool; True:
     ``risk / (risk + c_p)`` per pool, ``c_p = 1 / (1 - load_p)`` the jobs a miss in the pool
-    delays, so busier pools reserve more), ``risk_arrivals`` (the
+    delays, so busier pools reserve more), ``risk_cost`` (the duration side's cost of a miss:
+    ``"busiest"``, the default, the pool with unused quota whose load is largest; ``"expected"``,
+    the mean over the pools with unused quota weighted by their unused GPUs),
+    ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain
     reserves its whole unused quota), ``risk_mode`` (``"veto"``, the default: a job is
@@ -386,6 +389,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_cold_n: float = 10.0, risk_memory: float = 100.0,
                  risk_load_days: float = 1.0, risk_cost_cap: float = 100.0,
                  risk_durations: float | None = None, risk_arrival_cost: bool = False,
+                 risk_cost: str = "busiest",
                  risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = DEFAULT_RISK_MODE,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
@@ -437,7 +441,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self.risk_budget = None if d_risk is None else RiskBudget(
             windows, d_risk, perfect_durations=perfect_d,
             level=risk_level, prior_n=risk_prior_n, cold_n=risk_cold_n, memory=risk_memory,
-            load_days=risk_load_days, cost_cap=risk_cost_cap, name=name)
+            load_days=risk_load_days, cost_cap=risk_cost_cap, cost_mode=risk_cost, name=name)
         self.risk = None if risk is None else float(risk)
         # the loan ramp (ramp.py): a cap on each pool's unproven loans per window
         loan_ramp = _ramp_cap(loan_ramp, perfect_d, name)

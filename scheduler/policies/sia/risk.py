@@ -30,7 +30,10 @@ the horizon the reservations covered) can delay an owner only if it overruns
   jobs. ``cost = 1 / max(1 - rho_max, 1 / cost_cap)``, with ``rho_max`` the
   largest recent load among the pools with unused quota. A pool's recent load
   is the GPU-seconds its jobs ran during the last ``load_days`` (known online:
-  a running job counts up to now) over its quota times that period.
+  a running job counts up to now) over its quota times that period. With
+  ``cost_mode="expected"`` the cost is instead the expectation over the pools
+  with unused quota, each weighted by its unused GPUs (the loan's GPUs drawn
+  from the idle ones): ``sum_p u_p / max(1 - rho_p, 1 / cost_cap) / sum_p u_p``.
 
 Certainty needs no budget: a job whose time limit plus Slurm's grace fits the
 window, or whose duration comes from perfect information, is lendable there
@@ -337,6 +340,11 @@ class _NegPowers:
         return self if self._table is None else self._table
 
 
+#: How the cost of a miss is read from the pools' loads (``risk_cost``): the busiest pool with
+#: unused quota (the default), or the expectation over those pools by their unused GPUs.
+COST_MODES = ("busiest", "expected")
+
+
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -349,7 +357,7 @@ class RiskBudget:
     def __init__(self, windows_s: tuple[float, ...], risk: float, *, perfect_durations: bool = False,
                  level: float = 0.9, prior_n: float = 10.0, cold_n: float = 10.0,
                  memory: float = 100.0, load_days: float = 1.0, cost_cap: float = 100.0,
-                 name: str = "sia"):
+                 cost_mode: str = "busiest", name: str = "sia"):
         def bad(opt: str, want: str, v: Any) -> ConfigError:
             return ConfigError(f"policy {name!r}: {opt} must be {want}, not {v!r}")
 
@@ -366,6 +374,8 @@ class RiskBudget:
             raise bad("risk_cold_n", ">= 0 outcomes", cold_n)
         if not cost_cap >= 1:
             raise bad("risk_cost_cap", ">= 1 (jobs)", cost_cap)
+        if cost_mode not in COST_MODES:
+            raise bad("risk_cost", " or ".join(repr(m) for m in COST_MODES), cost_mode)
         if memory <= cold_n:
             raise bad("risk_memory", f"> risk_cold_n={cold_n} (decayed counts never exceed it)",
                       memory)
@@ -380,6 +390,8 @@ class RiskBudget:
         self.load_s = float(load_days) * 86400.0
         self.cost_cap = float(cost_cap)
         self._inv_cap = 1.0 / self.cost_cap
+        self.cost_mode = cost_mode
+        self._expected_cost = cost_mode == "expected"
         self._glam = 1.0 - (1.0 - self.decay) / 10.0  # the rate over all pools: 10x the memory
         # the outcomes' weights decay^-t and glam^-t for t < _RENORM, computed once (the same
         # floats as the power at each outcome); a zero base has none (the power raises there)
@@ -906,9 +918,18 @@ class RiskBudget:
 
     def cost(self, now: float, unused: list[int]) -> float:
         """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
-        rho the largest recent load among the pools with unused quota (``unused``, GPUs)."""
+        rho the largest recent load among the pools with unused quota (``unused``, GPUs); with
+        ``cost_mode="expected"`` the mean of the pools' costs weighted by their unused GPUs."""
         if now - self._load_time >= 300.0:
             self._take_loads(now)
+        if self._expected_cost:
+            num = den = 0.0
+            inv_cap = self._inv_cap
+            for u, rho in zip(unused, self._load_list, strict=True):
+                if u > 0:
+                    num += u / max(1.0 - rho, inv_cap)
+                    den += u
+            return num / den if den else 1.0
         rho = 0.0  # the largest load among the pools with unused quota: the first such pool
         for p in self._by_load:
             if unused[p] > 0:
