@@ -93,6 +93,22 @@ floats, so nothing to keep) and per overrun (78,080 retakes); ``resolve``'s per-
 (246,546 outcomes), ``classify_rows`` and ``started``. Under 10% needs ~1.3 s more off
 (a tenth of what is left), i.e. fewer rescans, which the exact floats forbid, or compiled code.
 
+Tried (2026-11-30, session 31) and NOT merged: certificates in the scan (branch
+``budget-speed2``). Profile first (the budget's 627,266 calls of one replay recorded and replayed
+alone; every answer identical): 99.2% of the rescans give the row they gave before (first
+30,000 jobs), 74% of the rows are 0, and the scan read ``betainc`` 1,034,970 times. The branch
+kept, per pool, window and bin, the last cdf read on each side of the budget with a 1e-6 margin
+(the Beta cdf falls with ``a``, grows with ``b`` and ``x``), so a later cell on the same side
+needs no read: 0.31 M reads, identical decisions (``risk_identity.py --compare``, risk 3 and
+0.1 replace). It did not show: medians of three alternating pairs, net of the timer, main
+(347cc8c) **11.3%** (11.66 of 102.70 s CPU in the policy), branch 11.1% (11.75 / 107.62), within
+the runs' noise (the same code measured 20% apart); alone on the recorded calls ``allowed``
+5.02 -> 4.80 s. The reads saved were cheap (~0.3 us); a rescan's cost is the Python per window
+(481,621 windows in 208,202 pool scans, ~75 us per scanning ``allowed`` call). Not merged: a
+margin argument and more state for no measurable gain. Under 10% needs ~1.3 s off in context:
+skipping the windows whose row cannot change (the 99.2%: a per-window certificate in the
+prior's own parameters), or that Python compiled.
+
 Measured (2026-11-28, ``--cases sia-learned,sia-learned/risk --risk 0.1``, machine idle):
 sia-learned 12.3 s (in policy 11.5 s CPU, 16,389 forecasts, 1,043 jobs slowed);
 sia-learned/risk 32.6 s (in policy 31.5 s CPU, 35,528 forecasts, 0 slowed), of which the
