@@ -214,21 +214,26 @@ def budget_states(draw):
     return P, pools, d, q, unused
 
 
+def budget_at(state, r: float, **options) -> RiskBudget:
+    """A budget at ``r`` fed ``state`` (:func:`budget_states`): every job classified with its q,
+    started at 0 and resolved at 5,000 s."""
+    P, pools, d, q, _ = state
+    rb = RiskBudget(W, r, **options)
+    rb.reset(fake_trace(pools, d, [3] * P))
+    for j, qj in enumerate(q):
+        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
+    rb.started(0.0, list(range(len(q))))
+    rb.resolve(5000.0)
+    return rb
+
+
 @settings(max_examples=100, deadline=None)
 @given(state=budget_states(), r1=st.floats(0.0, 1.0), r2=st.floats(0.0, 1.0),
        cold=st.sampled_from([0.0, 3.0, 10.0]))
 def test_more_budget_never_allows_fewer_loans(state, r1, r2, cold):
-    P, pools, d, q, unused = state
+    unused = state[4]
     lo, hi = min(r1, r2), max(r1, r2)
-    got = []
-    for r in (lo, hi):
-        rb = RiskBudget(W, r, cold_n=cold)
-        rb.reset(fake_trace(pools, d, [3] * P))
-        for j, qj in enumerate(q):
-            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-        rb.started(0.0, list(range(len(q))))
-        rb.resolve(5000.0)
-        got.append(np.asarray(rb.allowed(5000.0, unused)))
+    got = [np.asarray(budget_at(state, r, cold_n=cold).allowed(5000.0, unused)) for r in (lo, hi)]
     assert np.all(got[0] <= got[1])
     if lo == 0.0:
         assert np.all(got[0] == CERTAIN)
@@ -239,15 +244,10 @@ def test_more_budget_never_allows_fewer_loans(state, r1, r2, cold):
 def test_the_expected_cost_is_never_above_the_busiest_and_lends_at_least_as_much(state, r):
     # a weighted mean of the pools' costs is at most their largest: the same state lends every
     # bin the busiest pool's cost lends
-    P, pools, d, q, unused = state
+    unused = state[4]
     got, costs = [], []
     for mode in ("busiest", "expected"):
-        rb = RiskBudget(W, r, cold_n=0.0, cost_mode=mode)
-        rb.reset(fake_trace(pools, d, [3] * P))
-        for j, qj in enumerate(q):
-            rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-        rb.started(0.0, list(range(len(q))))
-        rb.resolve(5000.0)
+        rb = budget_at(state, r, cold_n=0.0, cost_mode=mode)
         costs.append(rb.cost(5000.0, unused))
         got.append(np.asarray(rb.allowed(5000.0, unused)))
     assert costs[1] <= costs[0] * (1 + 1e-12)
@@ -390,13 +390,8 @@ def eager_bounds(rb: RiskBudget, pools: list[int]) -> np.ndarray:
 def test_lazy_bounds_equal_the_eager_bounds_bit_for_bit(state, r, memory):
     # the quantiles a lazy allowed() reads come from the counts kept at the refresh: the same
     # floats as the vectorised computation of every bin at that moment
-    P, pools, d, q, unused = state
-    rb = RiskBudget(W, r, cold_n=0.0, memory=memory)
-    rb.reset(fake_trace(pools, d, [3] * P))
-    for j, qj in enumerate(q):
-        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-    rb.started(0.0, list(range(len(q))))
-    rb.resolve(5000.0)
+    P, unused = state[0], state[4]
+    rb = budget_at(state, r, cold_n=0.0, memory=memory)
     got = rb.allowed(5000.0, unused)  # refreshes every pool, reads only the bins it needs
     want = eager_bounds(rb, list(range(P)))
     c = rb.cost(5000.0, unused)
@@ -722,32 +717,20 @@ def test_quantile_within_agrees_with_the_exact_quantile(a, b, level, t, near, s)
     assert got in (-1, int(q <= t))
 
 
-def resolved_budget(state, risk: float) -> RiskBudget:
-    """A warm budget of ``risk`` that took in every outcome of ``state`` by t = 5000 s."""
-    P, pools, d, q, _ = state
-    rb = RiskBudget(W, risk, cold_n=0.0)
-    rb.reset(fake_trace(pools, d, [3] * P))
-    for j, qj in enumerate(q):
-        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-    rb.started(0.0, list(range(len(q))))
-    rb.resolve(5000.0)
-    return rb
-
-
 @settings(max_examples=80, deadline=None)
 @given(state=budget_states(), pick=st.integers(0, 10_000), below=st.booleans())
 def test_allowed_at_a_budget_equal_to_a_bound_times_the_cost(state, pick, below):
     # the budget set to exactly a bound x the cost (or the float below): the cdf cannot decide
     # that bin, the exact quantile does, and allowed() counts the bins as the bounds say
     unused = state[4]
-    ref = resolved_budget(state, 0.1)
+    ref = budget_at(state, 0.1, cold_n=0.0)
     ref.allowed(5000.0, unused)
     want, c = ref.bounds(5000.0), ref.cost(5000.0, unused)
     edge = float(want.flat[pick % want.size]) * c
     edge = math.nextafter(edge, 0.0) if below else edge
     if not 0.0 < edge <= 100.0:
         return
-    rb = resolved_budget(state, edge)
+    rb = budget_at(state, edge, cold_n=0.0)
     assert rb.allowed(5000.0, unused) == (want * c <= edge).sum(axis=2).tolist()
 
 
