@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sia.data.errors import ConfigError
+from sia.data.errors import ConfigError, SiaError
 from sia.data.schema import make_pools, validate
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.calibration import (
@@ -333,15 +333,18 @@ def test_the_floor_keeps_a_registered_yes_where_the_calibrated_threshold_says_no
 
 
 # ---------------------------------------------------------------------------- per-pool miss rates
-def _run(trace, alpha, pool_alpha, steps, proba):
-    cal = PoolCalibration((300.0, 3600.0), alpha=alpha, memory=30)
+REGISTERED = np.array([0.3, 0.6])  # the model's registered thresholds (cold="registered")
+
+
+def _run(trace, alpha, pool_alpha, steps, proba, cold="reserve"):
+    cal = PoolCalibration((300.0, 3600.0), alpha=alpha, memory=30, cold=cold)
     cal.reset(trace.pool_names, 0.0)
     cal.set_pool_alpha(pool_alpha)
     out, now = [], 0.0
     for dt in steps:
         now += dt
         view = CalView(trace, now)
-        out.append((cal.arrivals(view, proba).tolist(),
+        out.append((cal.arrivals(view, proba, REGISTERED).tolist(),
                     cal.load_bound(view, np.ones((2, 2))).tolist(),
                     cal.thresholds().tolist()))
     return out, cal
@@ -352,15 +355,18 @@ def _run(trace, alpha, pool_alpha, steps, proba):
                                  st.integers(0, 1), st.integers(1, 8)), min_size=1, max_size=40),
        steps=st.lists(st.integers(1, 12).map(lambda x: x * 300.0), min_size=1, max_size=30),
        a=st.sampled_from([0.05, 0.2, 0.5, 0.75, 0.9]), b=st.sampled_from([0.1, 0.3, 0.6]),
-       seed=st.integers(0, 100))
-def test_a_pools_own_miss_rate_answers_as_a_calibration_at_that_rate(events, steps, a, b, seed):
+       seed=st.integers(0, 100), cold=st.sampled_from(["reserve", "registered"]))
+def test_a_pools_own_miss_rate_answers_as_a_calibration_at_that_rate(events, steps, a, b, seed,
+                                                                     cold):
     # pool 0 at rate a and pool 1 at rate b answer, pool by pool, exactly as two calibrations
-    # at one rate each (the rings do not depend on the rate; only the ranks read do)
+    # at one rate each (the rings do not depend on the rate; only the ranks read do), with
+    # either answer of a cold pool (reserve: every window "yes", no load bound; registered:
+    # the model's thresholds and the sliding max)
     trace = cal_trace(events)
     proba = np.random.default_rng(seed).random((2, 2))
-    mixed, cal = _run(trace, 0.5, [a, b], steps, proba)
-    at_a, _ = _run(trace, a, None, steps, proba)
-    at_b, _ = _run(trace, b, None, steps, proba)
+    mixed, cal = _run(trace, 0.5, [a, b], steps, proba, cold)
+    at_a, _ = _run(trace, a, None, steps, proba, cold)
+    at_b, _ = _run(trace, b, None, steps, proba, cold)
     for m, ra, rb in zip(mixed, at_a, at_b, strict=True):
         for part in range(3):
             assert m[part][0] == ra[part][0] and m[part][1] == rb[part][1]
@@ -392,3 +398,29 @@ def test_bad_pool_miss_rates_are_named(bad):
     cal = PoolCalibration((300.0,), alpha=0.5)
     with pytest.raises(ValueError, match="per-pool miss rates must be in"):
         cal.set_pool_alpha(bad)
+
+
+def test_the_learned_forecaster_passes_per_pool_rates_to_its_calibration():
+    models = {k: WillJobsArrive.from_booster(k, _Never(), 0.5, list(FEATURE_COLUMNS))
+              for k in (5, 60, 720)}
+    fc = LearnedForecaster(models)
+    with pytest.raises(SiaError, match="per-pool miss rates need a calibrated forecaster"):
+        fc.set_pool_alpha([0.1, 0.2])
+    fc.calibrate((300.0,), alpha=0.5)
+    fc.set_pool_alpha([0.1, 0.2])
+    assert fc.calibration._alpha_p == [0.1, 0.2]
+
+
+def test_under_the_arrival_cost_a_replay_reports_each_pools_rate():
+    # end to end with the learned forecaster: pool a runs a 4-GPU job for 2 days on its quota of
+    # 4 (load 1: cost capped at 100, rate 3 / 103), pool b never submits (load 0: rate 3 / 4)
+    models = {k: WillJobsArrive.from_booster(k, _Never(), 0.5, list(FEATURE_COLUMNS))
+              for k in (5, 60, 720)}
+    fc = LearnedForecaster(models, duration_config={"fallback_bin": 0})
+    jobs = validate(pl.DataFrame({"job_id": ["long", "short"], "pool": ["a", "a"],
+                                  "submit_time": [0.0, 90000.0],
+                                  "duration": [2 * 86400.0, 60.0], "num_gpus": [4, 1]}))[0]
+    policy = SiaPolicy(fc, loan_ramp=None, risk=3.0, risk_arrival_cost=True)
+    simulate(jobs, make_pools({"a": 4, "b": 4}), policy)
+    rates = policy.facts()["calibration"]["pool_alpha"]
+    assert rates == {"a": pytest.approx(3.0 / 103.0, abs=1e-6), "b": 0.75}

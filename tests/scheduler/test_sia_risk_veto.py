@@ -210,6 +210,10 @@ def test_a_duration_budget_of_zero_lends_only_on_certainty():
     ({"risk": 1.0, "risk_durations": "low"}, "risk_durations must be .* not 'low'"),
     ({"risk": 1.0, "risk_durations": True}, "risk_durations must be"),
     ({"risk": None, "risk_durations": 1.0}, "risk_durations=1.0 needs a risk budget"),
+    # risk itself is still checked when the budget is built with risk_durations
+    ({"risk": -1.0, "risk_durations": 3.0}, "risk must be a number in \\[0, 100\\].* not -1.0"),
+    ({"risk": 500, "risk_durations": 3.0}, "risk must be a number in"),
+    ({"risk": "x", "risk_durations": 3.0}, "risk must be .* not 'x'"),
 ])
 def test_bad_duration_budget_names_the_option(options, words):
     with pytest.raises(ConfigError, match=words):
@@ -268,6 +272,11 @@ def test_every_forecast_sets_the_pools_miss_rates():
 def test_the_arrival_cost_needs_a_calibrated_arrival_side(options, words):
     with pytest.raises(ConfigError, match=words):
         SiaPolicy(RateRecorder(), **options)
+
+
+def test_the_arrival_cost_must_be_a_boolean():
+    with pytest.raises(ConfigError, match="risk_arrival_cost must be true or false, not 'false'"):
+        SiaPolicy(RateRecorder(), risk=1.0, risk_arrival_cost="false")
 
 
 def test_a_source_without_per_pool_rates_is_named():

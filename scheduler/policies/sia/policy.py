@@ -331,8 +331,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     side's own budget, in the same unit: owners' jobs delayed per loan through an overrun;
     None, the default: ``risk``; needs ``risk``), ``risk_arrival_cost`` (False, the default:
     the calibrated arrival side's miss rate is ``risk / (1 + risk)`` in every pool; True:
-    ``risk / (risk + c_p)`` per pool, ``c_p = 1 / (1 - load_p)`` the jobs a miss in the pool
-    delays, so busier pools reserve more), ``risk_cost`` (the duration side's cost of a miss:
+    ``risk / (risk + c_p)`` per pool, ``c_p = 1 / max(1 - load_p, 1 / risk_cost_cap)`` the
+    jobs a miss in the pool delays, ``load_p`` its load over the last ``risk_load_days``, so
+    busier pools reserve more), ``risk_cost`` (the duration side's cost of a miss:
     ``"busiest"``, the default, the pool with unused quota whose load is largest; ``"expected"``,
     the mean over the pools with unused quota weighted by their unused GPUs),
     ``risk_arrivals`` (the
@@ -452,7 +453,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._veto = self.risk_mode == "veto"  # the budget only vetoes the rule's loans
         self.lend_risk = (None if risk is not None and not self._veto
                           else _lend_risk(lend_risk, forecaster, tuple(windows), name))
-        self._arrival_cost = bool(risk_arrival_cost)
+        self._arrival_cost = risk_arrival_cost  # (checked in _check_arrival_cost)
         self._calibrate(calibration, risk_arrivals, alpha=calibration_alpha,
                         memory=calibration_memory, prior_days=calibration_prior_days,
                         cold=calibration_cold)
@@ -494,6 +495,9 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     def _check_arrival_cost(self, side: str) -> None:
         """Check ``risk_arrival_cost``: it needs the budget's calibrated arrival side, and every
         calibrated source must take per-pool miss rates (``set_pool_alpha``)."""
+        if not isinstance(self._arrival_cost, bool):
+            raise ConfigError(f"policy {self.name!r}: risk_arrival_cost must be true or false, "
+                              f"not {self._arrival_cost!r}")
         if not self._arrival_cost:
             return
         if side != "calibrate":
@@ -1111,6 +1115,10 @@ def _duration_risk(risk: float | None, risk_durations: Any, name: str) -> float 
     if risk is None:
         raise ConfigError(f"policy {name!r}: risk_durations={risk_durations!r} needs a risk "
                           f"budget (risk is null)")
+    # the budget checks the value it is built with: here risk_durations, so risk is checked here
+    if isinstance(risk, bool) or not isinstance(risk, (int, float)) or not 0.0 <= risk <= 100.0:
+        raise ConfigError(f"policy {name!r}: risk must be a number in [0, 100] (expected owners' "
+                          f"jobs delayed per loan), not {risk!r}")
     if isinstance(risk_durations, bool) or not isinstance(risk_durations, (int, float)) \
             or not 0.0 <= risk_durations <= 100.0:
         raise ConfigError(f"policy {name!r}: risk_durations must be a number in [0, 100] "

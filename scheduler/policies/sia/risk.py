@@ -923,13 +923,16 @@ class RiskBudget:
         if now - self._load_time >= 300.0:
             self._take_loads(now)
         if self._expected_cost:
-            num = den = 0.0
+            num = den = top = 0.0
             inv_cap = self._inv_cap
             for u, rho in zip(unused, self._load_list, strict=True):
                 if u > 0:
-                    num += u / max(1.0 - rho, inv_cap)
+                    c = 1.0 / max(1.0 - rho, inv_cap)
+                    num += u * c
                     den += u
-            return num / den if den else 1.0
+                    top = max(top, c)
+            # a weighted mean is at most its largest term; the floats' rounding must not exceed it
+            return min(num / den, top) if den else 1.0
         rho = 0.0  # the largest load among the pools with unused quota: the first such pool
         for p in self._by_load:
             if unused[p] > 0:
