@@ -424,3 +424,21 @@ def test_under_the_arrival_cost_a_replay_reports_each_pools_rate():
     simulate(jobs, make_pools({"a": 4, "b": 4}), policy)
     rates = policy.facts()["calibration"]["pool_alpha"]
     assert rates == {"a": pytest.approx(3.0 / 103.0, abs=1e-6), "b": 0.75}
+
+
+def test_a_pool_cold_at_its_own_rate_keeps_the_registered_threshold_by_hand():
+    # pool a submits every 5 minutes for an hour: 12 positives, all with P(arrival) 0.1. At the
+    # calibration's rate 0.5 it is warm (threshold: the 6th smallest, floor(0.5 x 13) = 6: 0.1,
+    # so "yes"); at its own rate 0.05 it is cold (floor(0.05 x 13) = 0 < 1) and, with
+    # cold="registered", keeps the model's threshold 0.3: "no"
+    trace = cal_trace([(300.0 * i + 1.0, 0, 1) for i in range(12)])
+    cal = PoolCalibration((300.0,), alpha=0.5, memory=30, cold="registered")
+    cal.reset(trace.pool_names, 0.0)
+    proba, reg = np.array([[0.1], [0.1]]), np.array([0.3])
+    for t in np.arange(0.0, 4200.0, 300.0):
+        cal.arrivals(CalView(trace, t), proba, reg)
+    view = CalView(trace, 4200.0)
+    assert cal.arrivals(view, proba, reg)[0, 0]
+    cal.set_pool_alpha([0.05, 0.5])
+    assert not cal.arrivals(view, proba, reg)[0, 0]
+    assert cal.thresholds()[0, 0] == 0.0  # cold at its own rate

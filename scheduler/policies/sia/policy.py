@@ -80,7 +80,12 @@ lent (:func:`arrival_side`). For ``risk > 0`` the arrival side is
 ``risk_arrivals``: ``"calibrated"`` (the default) bounds the arrivals too, by
 per-pool calibration of both predictions (as ``calibration: true``) at miss
 rate ``risk / (1 + risk)``; ``"predicted"`` keeps SIA's reservations and
-online adaptation, so the bound covers the duration side only.
+online adaptation, so the bound covers the duration side only. Three options, off by
+default (tried in session 31, none chosen on the training data), change this:
+``risk_durations`` (the duration side's own budget), ``risk_arrival_cost`` (each pool's
+arrival miss rate ``risk / (risk + c_p)`` by its own cost) and ``risk_cost: expected`` (the
+cost as the mean over the pools with unused quota, weighted by their unused GPUs). With
+``risk=0`` the arrival side reserves everything, so no duration budget lends then.
 
 With ``risk_mode: veto`` (the default) the budget is a veto on SIA's own rule
 instead: a job is lendable in a window only when the rule above (its bin or
