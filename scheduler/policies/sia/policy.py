@@ -884,8 +884,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         1 / (1 - load_p)`` the jobs a miss in pool ``p`` delays (its recent load, as the
         duration side's cost; at most ``risk_cost_cap``). At ``c_p = 1`` it is the budget's
         one rate, ``risk / (1 + risk)``; a busier pool gets a smaller one."""
-        rb = self.risk_budget
-        cost = 1.0 / np.maximum(1.0 - rb.loads(now), 1.0 / rb.cost_cap)
+        cost = self.risk_budget.pool_costs(now)
         alpha = self.risk / (self.risk + cost)
         for src in self._calibrated:
             src.set_pool_alpha(alpha)

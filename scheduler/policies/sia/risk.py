@@ -340,6 +340,12 @@ class _NegPowers:
         return self if self._table is None else self._table
 
 
+def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
+    """The owners' jobs one delay reaches in a pool at ``load``: ``1 / max(1 - load, inv_cap)``
+    (at most ``1 / inv_cap`` = ``cost_cap`` jobs), element by element."""
+    return 1.0 / np.maximum(1.0 - load, inv_cap)
+
+
 #: How the cost of a miss is read from the pools' loads (``risk_cost``): the busiest pool with
 #: unused quota (the default), or the expectation over those pools by their unused GPUs.
 COST_MODES = ("busiest", "expected")
@@ -480,6 +486,7 @@ class RiskBudget:
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load: np.ndarray | None = np.zeros(P)
         self._load_list = [0.0] * P
+        self._cost_list = [1.0] * P  # miss_cost of each pool's load (_take_loads)
         self._by_load = list(range(P))  # pools by recent load, busiest first
         self._load_time = -math.inf
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
@@ -894,6 +901,7 @@ class RiskBudget:
         else:
             ll = self._use.per_quota(now, now - self.load_s, self._quota_list, span)
         self._load_list = ll
+        self._cost_list = miss_cost(np.asarray(ll), self._inv_cap).tolist()
         self._load = None
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
@@ -922,23 +930,24 @@ class RiskBudget:
         ``cost_mode="expected"`` the mean of the pools' costs weighted by their unused GPUs."""
         if now - self._load_time >= 300.0:
             self._take_loads(now)
+        costs = self._cost_list
         if self._expected_cost:
             num = den = top = 0.0
-            inv_cap = self._inv_cap
-            for u, rho in zip(unused, self._load_list, strict=True):
+            for u, c in zip(unused, costs, strict=True):
                 if u > 0:
-                    c = 1.0 / max(1.0 - rho, inv_cap)
                     num += u * c
                     den += u
                     top = max(top, c)
             # a weighted mean is at most its largest term; the floats' rounding must not exceed it
             return min(num / den, top) if den else 1.0
-        rho = 0.0  # the largest load among the pools with unused quota: the first such pool
-        for p in self._by_load:
+        for p in self._by_load:  # the busiest pool with unused quota: the first such pool
             if unused[p] > 0:
-                rho = self._load_list[p]
-                break
-        return 1.0 / max(1.0 - rho, self._inv_cap)
+                return costs[p]
+        return 1.0
+
+    def pool_costs(self, now: float) -> np.ndarray:
+        """Return each pool's cost of a miss (:func:`miss_cost` of its recent load, :meth:`loads`)."""
+        return miss_cost(self.loads(now), self._inv_cap)
 
     def allowed(self, now: float, unused: list[int], pools: list[int] | None = None
                 ) -> list[list[int]]:
