@@ -189,6 +189,25 @@ def test_the_expected_cost_weighs_the_pools_by_their_unused_gpus_by_hand():
     assert rb.cost(day + 300, [0, 0]) == 1.0
 
 
+def test_the_reclaim_cost_weighs_the_pools_by_unused_gpus_times_load_by_hand():
+    # the same loads 0.25 and 1.0 (costs 1/0.75 and 100), unused 2 and 1: weights 2 x 0.25 and
+    # 1 x 1.0, so (0.5 / 0.75 + 100) / 1.5 = 67.11..., between the expectation (34.22) and the
+    # busiest (100)
+    day = 86400.0
+    tr = fake_trace([0, 1, 2], [day / 2, 2 * day, 10.0], [2, 1, 4])
+    rb = RiskBudget(W, 0.1, load_days=1.0, cost_mode="reclaim")
+    rb.reset(tr)
+    rb.started(day / 2, [0])
+    rb.started(0.0, [1])
+    assert rb.cost(day + 300, [2, 1, 0]) == pytest.approx((0.5 / 0.75 + 100.0) / 1.5)
+    assert rb.cost(day + 300, [2, 0, 0]) == pytest.approx(1 / 0.75)
+    # pool 2 never ran (load 0): it reclaims nothing, so it weighs nothing, however many GPUs
+    assert rb.cost(day + 300, [2, 1, 4]) == pytest.approx((0.5 / 0.75 + 100.0) / 1.5)
+    # only idle pools with unused quota: no one to delay but at the cost of one job
+    assert rb.cost(day + 300, [0, 0, 4]) == 1.0
+    assert rb.cost(day + 300, [0, 0, 0]) == 1.0
+
+
 def test_bad_options_name_themselves():
     for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 101}, "risk"),
                     ({"risk": 0.1, "level": 1.0}, "risk_level"),
@@ -241,17 +260,21 @@ def test_more_budget_never_allows_fewer_loans(state, r1, r2, cold):
 
 @settings(max_examples=100, deadline=None)
 @given(state=budget_states(), r=st.floats(0.01, 10.0))
-def test_the_expected_cost_is_never_above_the_busiest_and_lends_at_least_as_much(state, r):
+def test_the_expected_costs_are_never_above_the_busiest_and_lend_at_least_as_much(state, r):
     # a weighted mean of the pools' costs is at most their largest: the same state lends every
-    # bin the busiest pool's cost lends
+    # bin the busiest pool's cost lends. Weighing by load too ("reclaim") puts more weight on
+    # the costlier pools (the cost grows with the load), so it is at least the expectation by
+    # unused GPUs alone (Chebyshev's sum inequality; up to the rounding of the two sums)
     unused = state[4]
     got, costs = [], []
-    for mode in ("busiest", "expected"):
+    for mode in ("busiest", "expected", "reclaim"):
         rb = budget_at(state, r, cold_n=0.0, cost_mode=mode)
         costs.append(rb.cost(5000.0, unused))
         got.append(np.asarray(rb.allowed(5000.0, unused)))
-    assert costs[1] <= costs[0]
-    assert np.all(got[0] <= got[1])
+    busiest, expected, reclaim = costs
+    assert expected <= busiest and reclaim <= busiest
+    assert reclaim >= expected * (1.0 - 1e-12)
+    assert np.all(got[0] <= got[1]) and np.all(got[0] <= got[2])
 
 
 def table(rows: list[tuple]) -> pl.DataFrame:

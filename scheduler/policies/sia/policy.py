@@ -84,7 +84,8 @@ online adaptation, so the bound covers the duration side only. Three options, of
 default (tried in session 31, none chosen on the training data), change this:
 ``risk_durations`` (the duration side's own budget), ``risk_arrival_cost`` (each pool's
 arrival miss rate ``risk / (risk + c_p)`` by its own cost) and ``risk_cost: expected`` (the
-cost as the mean over the pools with unused quota, weighted by their unused GPUs). With
+cost as the mean over the pools with unused quota, weighted by their unused GPUs; ``reclaim``,
+session 32: weighted by their unused GPUs times their loads). With
 ``risk=0`` the arrival side reserves everything, so no duration budget lends then.
 
 With ``risk_mode: veto`` (the default) the budget is a veto on SIA's own rule
@@ -340,7 +341,8 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
     jobs a miss in the pool delays, ``load_p`` its load over the last ``risk_load_days``, so
     busier pools reserve more), ``risk_cost`` (the duration side's cost of a miss:
     ``"busiest"``, the default, the pool with unused quota whose load is largest; ``"expected"``,
-    the mean over the pools with unused quota weighted by their unused GPUs),
+    the mean over the pools with unused quota weighted by their unused GPUs; ``"reclaim"``,
+    weighted by their unused GPUs times their loads: the owners who take the GPUs back),
     ``risk_arrivals`` (the
     budget's arrival side, :func:`arrival_side`: ``"calibrated"``, the default, or
     ``"predicted"``; at ``risk=0`` every pool whose arrivals are not known for certain

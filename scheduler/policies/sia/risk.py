@@ -33,7 +33,10 @@ the horizon the reservations covered) can delay an owner only if it overruns
   a running job counts up to now) over its quota times that period. With
   ``cost_mode="expected"`` the cost is instead the expectation over the pools
   with unused quota, each weighted by its unused GPUs (the loan's GPUs drawn
-  from the idle ones): ``sum_p u_p / max(1 - rho_p, 1 / cost_cap) / sum_p u_p``.
+  from the idle ones): ``sum_p u_p / max(1 - rho_p, 1 / cost_cap) / sum_p u_p``. With
+  ``cost_mode="reclaim"`` each pool's weight is ``u_p rho_p``: a miss delays the owner who takes
+  the GPUs back, and a pool reclaims its unused quota about as often as its quota is busy. The
+  cost grows with the load, so this lies between the two others.
 
 Certainty needs no budget: a job whose time limit plus Slurm's grace fits the
 window, or whose duration comes from perfect information, is lendable there
@@ -347,8 +350,9 @@ def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
 
 
 #: How the cost of a miss is read from the pools' loads (``risk_cost``): the busiest pool with
-#: unused quota (the default), or the expectation over those pools by their unused GPUs.
-COST_MODES = ("busiest", "expected")
+#: unused quota (the default), the expectation over those pools by their unused GPUs
+#: (``expected``), or by their unused GPUs times their loads (``reclaim``: who takes them back).
+COST_MODES = ("busiest", "expected", "reclaim")
 
 
 class RiskBudget:
@@ -397,7 +401,9 @@ class RiskBudget:
         self.cost_cap = float(cost_cap)
         self._inv_cap = 1.0 / self.cost_cap
         self.cost_mode = cost_mode
-        self._expected_cost = cost_mode == "expected"
+        # the weight of a pool with unused quota in the expected cost: by its unused GPUs only
+        # ("expected"), or times its load ("reclaim"); None: the busiest such pool
+        self._weigh_load = {"busiest": None, "expected": False, "reclaim": True}[cost_mode]
         self._glam = 1.0 - (1.0 - self.decay) / 10.0  # the rate over all pools: 10x the memory
         # the outcomes' weights decay^-t and glam^-t for t < _RENORM, computed once (the same
         # floats as the power at each outcome); a zero base has none (the power raises there)
@@ -927,19 +933,21 @@ class RiskBudget:
     def cost(self, now: float, unused: list[int]) -> float:
         """Return the cost of a miss in owners' jobs: ``1 / max(1 - rho, 1 / cost_cap)`` with
         rho the largest recent load among the pools with unused quota (``unused``, GPUs); with
-        ``cost_mode="expected"`` the mean of the pools' costs weighted by their unused GPUs."""
+        ``cost_mode="expected"`` the mean of the pools' costs weighted by their unused GPUs, with
+        ``"reclaim"`` weighted by their unused GPUs times their loads (1.0 when none has load)."""
         if now - self._load_time >= 300.0:
             self._take_loads(now)
-        costs = self._cost_list
-        if self._expected_cost:
+        costs, weigh_load = self._cost_list, self._weigh_load
+        if weigh_load is not None:
             num = den = top = 0.0
-            for u, c in zip(unused, costs, strict=True):
+            for u, c, rho in zip(unused, costs, self._load_list, strict=True):
                 if u > 0:
-                    num += u * c
-                    den += u
+                    w = u * rho if weigh_load else u
+                    num += w * c
+                    den += w
                     top = max(top, c)
             # a weighted mean is at most its largest term; the floats' rounding must not exceed it
-            return min(num / den, top) if den else 1.0
+            return min(num / den, top) if den > 0.0 else 1.0
         for p in self._by_load:  # the busiest pool with unused quota: the first such pool
             if unused[p] > 0:
                 return costs[p]
