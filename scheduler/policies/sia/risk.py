@@ -107,6 +107,9 @@ _CDF_SLACK = 1e-9
 #: may have underflowed (to 0 or a subnormal), where no relative accuracy holds. The budget's
 #: thresholds are risk / cost: 1e-5 and more for risk >= 0.001 and cost_cap = 100.
 _TINY_T = 1e-12
+#: Relative half-widths (in the threshold and in the prior's rates) of the boxes a pool's
+#: certificate may cover, widest first (:meth:`RiskBudget._certify_pool`).
+_CERT_BOXES = (0.1, 0.02, 0.002)
 
 
 def largest_within(risk: float, c: float) -> float:
@@ -355,6 +358,65 @@ def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
 COST_MODES = ("busiest", "expected", "reclaim")
 
 
+def _window_certificate(nk: list[float], mk: list[float], f: float, g: list[float], i: int,
+                        t: float, n0: float, level: float) -> tuple | None:
+    """Return a certificate that a window's row ``i`` (its scan at threshold ``t``; decayed
+    counts ``f`` x (``nk``, ``mk``), from CERTAIN; prior rates ``g``) holds in a box around
+    ``t`` and ``g``: ``(w, lo, his)``, valid at thresholds within ``t (1 -+ w)`` when the
+    prior's rate of bin ``i`` is >= ``lo`` (none: -inf, when ``i`` is the last bin) and of each
+    bin ``j < i`` <= ``his[j]``; None when no box of :data:`_CERT_BOXES` certifies.
+
+    A bin's posterior is Beta(a, b), ``a = md + n0 g``, ``b = max(max(nd - md, 0) + n0 (1 -
+    g), 1e-9)`` (the scan's arithmetic): a grows and b falls with g, also as rounded (rounding
+    is monotone). The Beta cdf falls with a and grows with b and x, so its ``level`` quantile
+    grows with g. Bin ``i`` fails everywhere in the box when the cdf at its corner of smallest
+    quantile (rate g (1 - w), x = ``t (1 + w) (1 + _BRACKET)``) is below ``level`` by more than
+    ``_CDF_SLACK``: its quantile is then above the bracket of every threshold in the box, where
+    :meth:`RiskBudget._scan` finds a failure whether the cdf or the exact quantile decides
+    (the margins of :func:`cell_within`); a bin passes when the cdf at its corner of largest
+    quantile (g (1 + w), ``t (1 - w) (1 - _BRACKET)``) is above ``level`` by more than the
+    slack."""
+    hi, lo, B = level + _CDF_SLACK, level - _CDF_SLACK, NEVER - 1
+    for w in _CERT_BOXES:  # the widest box that certifies
+        t_lo, t_hi = t * (1.0 - w), t * (1.0 + w)
+        if t_lo < _TINY_T or t_hi * (1.0 + _BRACKET) >= 1.0:
+            continue
+        g_lo = -math.inf
+        if i < B:
+            x = g[i] * (1.0 - w)
+            nd, md = f * nk[i + 1], f * mk[i + 1]
+            if not _betainc(md + n0 * x, max(max(nd - md, 0.0) + n0 * (1.0 - x), 1e-9),
+                            t_hi * (1.0 + _BRACKET)) <= lo:
+                continue
+            g_lo = x
+        his = []
+        for j in range(i):
+            x = g[j] * (1.0 + w)
+            nd, md = f * nk[j + 1], f * mk[j + 1]
+            if not _betainc(md + n0 * x, max(max(nd - md, 0.0) + n0 * (1.0 - x), 1e-9),
+                            t_lo * (1.0 - _BRACKET)) >= hi:
+                break
+            his.append(x)
+        else:
+            return w, g_lo, his
+    return None
+
+
+def _rates_within(prior: _Prior, bounds: list[tuple[int, int, float, list[float]]]) -> bool:
+    """Return whether ``prior``'s rates meet a pool certificate's ``bounds`` (per warm window
+    ``k`` with row ``i``: bin ``i``'s rate >= ``lo``, each bin ``j < i``'s <= ``his[j]``, see
+    :func:`_window_certificate`)."""
+    rows = prior.rows
+    for k, i, lo, his in bounds:
+        g = (rows[k] or prior.row(k))[0]
+        if not g[i] >= lo if i < NEVER - 1 else False:
+            return False
+        for j, x in enumerate(his):
+            if not g[j] <= x:
+                return False
+    return True
+
+
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -516,6 +578,10 @@ class RiskBudget:
         # passed, kept while the window's quantiles are (see _scan)
         self._scan_c = [[math.nan] * K for _ in range(P)]
         self._scan_bins = [[CERTAIN] * K for _ in range(P)]
+        # per pool: the certificate of its last row (see _certify_pool; None: none)
+        self._pool_cert: list[tuple | None] = [None] * P
+        # per pool and window: the certificate of its row (see _certify_pool; None: none)
+        self._win_cert: list[list[tuple | None]] = [[None] * K for _ in range(P)]
         # the first bin's floor of the prior (a _Floor, see _update_prior), and the
         # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
         self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
@@ -1000,11 +1066,21 @@ class RiskBudget:
             t = memo[c] = largest_within(self.risk, c)
         t_hi = t * (1.0 + 2.0 * _BRACKET)
         last, opened, certain = None, (), self._certain_row
+        certs, seen, snap = self._pool_cert, self._snap_seen, self._snap
         for p in pools:
             if row_v[p] == pver[p] and row_c[p] == c:
                 out[p] = rows[p]
                 continue
             row_v[p], row_c[p] = pver[p], c
+            pc = certs[p]  # the last scan's row holds here (see _certify_pool)
+            if (pc is not None and pc[0] <= t <= pc[1] and pc[2] == seen[p] and pc[3] == warm[p]
+                    and (snap[p][3] is pc[4] or _rates_within(snap[p][3], pc[5]))):
+                out[p] = rows[p]
+                continue
+            pc = certs[p] = self._certify_pool(p, rows[p], t)  # the last row, anew here?
+            if pc is not None:
+                out[p] = rows[p]
+                continue
             # the windows whose first bin the floor does not fail (all of them in a pool never
             # refreshed: its floor is the NaN one, and its quantiles are 1.0); most pools
             # share the prior's floor
@@ -1017,6 +1093,46 @@ class RiskBudget:
                 out[p] = rows[p] = self._scan(p, ks, t, c)
             else:  # no bin to scan: the shared row (never written)
                 out[p] = rows[p] = certain
+            certs[p] = self._certify_pool(p, rows[p], t)
+
+    def _certify_pool(self, p: int, row: list[int], t: float) -> tuple | None:
+        """Return a certificate that pool ``p``'s ``row`` holds at its snapshot now, at
+        threshold ``t``, and at other thresholds and priors: ``(t_lo, t_hi, seen, warm, prior,
+        bounds)``, valid while its snapshot's outcomes seen and its warmth are ``seen`` and
+        ``warm``, at a threshold in ``[t_lo, t_hi]``, when its snapshot's prior is ``prior``
+        or its rates meet ``bounds`` (:func:`_rates_within`). None: some warm window has no
+        certificate, or no prior yet, or the pool was never refreshed.
+
+        Each warm window's row is certified on its own (:func:`_window_certificate`), and its
+        certificate kept while its outcomes seen stay (the same counts, the same parameters)
+        and it holds at ``t`` and the snapshot's prior. A window the floor skipped is certified
+        as a scanned one (its row is 0: its first bin fails); a cold window's row is 0 while
+        its warmth stays."""
+        ss = self._snap_seen[p]
+        if ss is None:
+            return None
+        n, m, tp, prior = self._snap[p]
+        wp, wcs, lam = self._warm[p], self._win_cert[p], self.decay
+        t_lo, t_hi, bounds = -math.inf, math.inf, []
+        for k, i in enumerate(row):
+            if not wp[k]:
+                if i:  # (a cold window's row is CERTAIN)
+                    return None
+                continue
+            wc = wcs[k]
+            if (wc is None or wc[0] != ss[k] or wc[3] != i or not wc[1] <= t <= wc[2]
+                    or not _rates_within(prior, ((k, i, wc[4], wc[5]),))):
+                if prior.counts[k] is None:
+                    return None
+                got = _window_certificate(n[k], m[k], lam ** float(tp[k]), prior.row(k)[0], i,
+                                          t, self.prior_n, self.level)
+                if got is None:
+                    return None
+                w, lo, his = got
+                wc = wcs[k] = (ss[k], t * (1.0 - w), t * (1.0 + w), i, lo, his)
+            t_lo, t_hi = max(t_lo, wc[1]), min(t_hi, wc[2])
+            bounds.append((k, i, wc[4], wc[5]))
+        return (t_lo, t_hi, ss, wp[:], prior, bounds)
 
     def _scan(self, p: int, ks: list[int], t: float, c: float) -> list[int]:
         """Return pool ``p``'s row: per window of ``ks``, the number of leading bins whose
