@@ -57,10 +57,12 @@ def test_a_window_certificate_holds_everywhere_in_its_box(win, u, v):
     got = _window_certificate(n, m, f, g, i, t, 10.0, 0.9)
     if got is None:
         return
-    w, lo, his = got
-    assert len(his) == i and (i == B or g[i] >= lo) and all(x <= y for x, y in zip(g[:i], his, strict=True))
-    t2 = t * (1.0 - w) + u * (t * (1.0 + w) - t * (1.0 - w))
-    t2 = min(max(t2, t * (1.0 - w)), t * (1.0 + w))
+    t_lo, t_hi, lo, his = got
+    assert len(his) == i and t_lo <= t <= t_hi
+    assert (i == B or g[i] >= lo) and all(x <= y for x, y in zip(g[:i], his, strict=True))
+    # a threshold of the box (at most 1.5: from 1 on everything passes, none fails)
+    a, b = max(t_lo, t / 3.0), min(t_hi, 1.5)
+    t2 = min(max(a + u * (b - a), a), b)
     g2 = [0.9 * x for x in v]  # any rates ...
     for j, x in enumerate(his):  # ... within the certificate's bounds
         g2[j] = max(x * v[j], 1e-6)

@@ -256,12 +256,40 @@ class _Floor:
     window and threshold, kept), not its quantile: a window fails when the cdf at the
     threshold is below ``level`` by more than ``_CDF_SLACK``, i.e. the floor is above it."""
 
-    __slots__ = ("a", "b", "level", "_memo", "_open")
+    __slots__ = ("_a", "_b", "_src", "level", "_memo", "_open")
 
-    def __init__(self, a: list[float], b: list[float], level: float):
-        self.a, self.b, self.level = a, b, level  # b NaN: no floor (nothing fails by it)
+    def __init__(self, a: list[float] | None, b: list[float] | None, level: float,
+                 src: tuple | None = None):
+        self._a, self._b, self.level = a, b, level  # b NaN: no floor (nothing fails by it)
+        self._src = src  # (a and b None) the prior's counts, n0 and cap they come from
         self._memo: dict[float, list[bool]] = {}
         self._open: dict[float, tuple[int, ...]] = {}
+
+    @property
+    def a(self) -> list[float]:
+        """The floor's first Beta parameter per window (computed when first read)."""
+        if self._a is None:
+            self._params()
+        return self._a
+
+    @property
+    def b(self) -> list[float]:
+        """The floor's second Beta parameter per window (computed when first read)."""
+        if self._b is None:
+            self._params()
+        return self._b
+
+    def _params(self) -> None:
+        """Compute a and b from the prior's counts (see :meth:`RiskBudget._update_prior`):
+        ``a = n0 x``, ``b = cap + n0 (1 - x)`` with x the first bin's rate (0 and ``cap`` in a
+        window never updated)."""
+        counts, n0, cap = self._src
+        a, b = [], []
+        for c in counts:
+            x = None if c is None else _prior_rate(c, 1, n0)
+            a.append(0.0 if x is None else n0 * x)
+            b.append(cap + (0.0 if x is None else n0 * (1.0 - x)))
+        self._a, self._b = a, b
 
     def fails(self, t: float) -> list[bool]:
         """Return, per window, whether the floor quantile is surely above ``t``."""
@@ -362,44 +390,52 @@ def _window_certificate(nk: list[float], mk: list[float], f: float, g: list[floa
                         t: float, n0: float, level: float) -> tuple | None:
     """Return a certificate that a window's row ``i`` (its scan at threshold ``t``; decayed
     counts ``f`` x (``nk``, ``mk``), from CERTAIN; prior rates ``g``) holds in a box around
-    ``t`` and ``g``: ``(w, lo, his)``, valid at thresholds within ``t (1 -+ w)`` when the
-    prior's rate of bin ``i`` is >= ``lo`` (none: -inf, when ``i`` is the last bin) and of each
-    bin ``j < i`` <= ``his[j]``; None when no box of :data:`_CERT_BOXES` certifies.
+    ``t`` and ``g``: ``(t_lo, t_hi, lo, his)``, valid at thresholds in ``[t_lo, t_hi]`` when
+    the prior's rate of bin ``i`` is >= ``lo`` (-inf when ``i`` is the last bin) and of each bin
+    ``j < i`` <= ``his[j]``; None when no box of :data:`_CERT_BOXES` certifies some bin.
 
     A bin's posterior is Beta(a, b), ``a = md + n0 g``, ``b = max(max(nd - md, 0) + n0 (1 -
     g), 1e-9)`` (the scan's arithmetic): a grows and b falls with g, also as rounded (rounding
     is monotone). The Beta cdf falls with a and grows with b and x, so its ``level`` quantile
-    grows with g. Bin ``i`` fails everywhere in the box when the cdf at its corner of smallest
-    quantile (rate g (1 - w), x = ``t (1 + w) (1 + _BRACKET)``) is below ``level`` by more than
-    ``_CDF_SLACK``: its quantile is then above the bracket of every threshold in the box, where
+    grows with g. Bin ``i`` fails at every threshold up to ``t_hi = t (1 + w)`` and rate from
+    ``g (1 - w)`` up when the cdf there, at ``t_hi (1 + _BRACKET)``, is below ``level`` by more
+    than ``_CDF_SLACK``: its quantile is then above the bracket of each such threshold, where
     :meth:`RiskBudget._scan` finds a failure whether the cdf or the exact quantile decides
-    (the margins of :func:`cell_within`); a bin passes when the cdf at its corner of largest
-    quantile (g (1 + w), ``t (1 - w) (1 - _BRACKET)``) is above ``level`` by more than the
-    slack."""
+    (the margins of :func:`cell_within`; below ``_TINY_T`` the exact quantile decides the
+    same way). A bin before it passes at every threshold from ``t (1 - w)`` up (and >= 1,
+    where everything passes) and rate up to ``g (1 + w)`` when the cdf at ``t (1 - w) (1 -
+    _BRACKET)`` and that rate is above ``level`` by more than the slack. Each bin takes the
+    widest box that certifies it."""
     hi, lo, B = level + _CDF_SLACK, level - _CDF_SLACK, NEVER - 1
-    for w in _CERT_BOXES:  # the widest box that certifies
-        t_lo, t_hi = t * (1.0 - w), t * (1.0 + w)
-        if t_lo < _TINY_T or t_hi * (1.0 + _BRACKET) >= 1.0:
-            continue
-        g_lo = -math.inf
-        if i < B:
-            x = g[i] * (1.0 - w)
-            nd, md = f * nk[i + 1], f * mk[i + 1]
-            if not _betainc(md + n0 * x, max(max(nd - md, 0.0) + n0 * (1.0 - x), 1e-9),
-                            t_hi * (1.0 + _BRACKET)) <= lo:
+    t_lo, t_hi, g_lo, his = -math.inf, math.inf, -math.inf, []
+    if i < B:
+        nd, md = f * nk[i + 1], f * mk[i + 1]
+        r = max(nd - md, 0.0)
+        for w in _CERT_BOXES:
+            th = t * (1.0 + w)
+            if th * (1.0 + _BRACKET) >= 1.0:
                 continue
-            g_lo = x
-        his = []
-        for j in range(i):
-            x = g[j] * (1.0 + w)
-            nd, md = f * nk[j + 1], f * mk[j + 1]
-            if not _betainc(md + n0 * x, max(max(nd - md, 0.0) + n0 * (1.0 - x), 1e-9),
-                            t_lo * (1.0 - _BRACKET)) >= hi:
+            x = g[i] * (1.0 - w)
+            if _betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), th * (1.0 + _BRACKET)) <= lo:
+                t_hi, g_lo = th, x
                 break
-            his.append(x)
         else:
-            return w, g_lo, his
-    return None
+            return None
+    for j in range(i):
+        nd, md = f * nk[j + 1], f * mk[j + 1]
+        r = max(nd - md, 0.0)
+        for w in _CERT_BOXES:
+            tl = t * (1.0 - w)
+            if tl < _TINY_T:
+                continue
+            x = g[j] * (1.0 + w)
+            if _betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), tl * (1.0 - _BRACKET)) >= hi:
+                t_lo = max(t_lo, tl)
+                his.append(x)
+                break
+        else:
+            return None
+    return t_lo, t_hi, g_lo, his
 
 
 def _rates_within(prior: _Prior, bounds: list[tuple[int, int, float, list[float]]]) -> bool:
@@ -904,15 +940,10 @@ class RiskBudget:
         # t_hi below level - _CDF_SLACK), only for the thresholds _lendable asks about, not from
         # the floor's quantile: betaincinv at each prior cost a tenth of allowed() on Philly.
         # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
+        # (its parameters are computed when first read: since the scans' certificates, few
+        # priors' floors are)
         cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
-        a, b = [], []  # the first bin's prior parameters (0 in a window never updated)
-        for c in counts:
-            x = None if c is None else _prior_rate(c, 1, n0)
-            a.append(0.0 if x is None else n0 * x)
-            b.append(cap + (0.0 if x is None else n0 * (1.0 - x)))
-        floor = self._prior_floor
-        if a != floor.a or b != floor.b:  # (else the same floor: its cdf reads are kept)
-            self._prior_floor = _Floor(a, b, self.level)
+        self._prior_floor = _Floor(None, None, self.level, (counts, n0, cap))
 
     def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
         """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
@@ -973,7 +1004,8 @@ class RiskBudget:
         else:
             ll = self._use.per_quota(now, now - self.load_s, self._quota_list, span)
         self._load_list = ll
-        self._cost_list = miss_cost(np.asarray(ll), self._inv_cap).tolist()
+        inv_cap = self._inv_cap  # (miss_cost's floats, element by element in Python)
+        self._cost_list = [1.0 / max(1.0 - x, inv_cap) for x in ll]
         self._load = None
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
@@ -1128,8 +1160,7 @@ class RiskBudget:
                                           t, self.prior_n, self.level)
                 if got is None:
                     return None
-                w, lo, his = got
-                wc = wcs[k] = (ss[k], t * (1.0 - w), t * (1.0 + w), i, lo, his)
+                wc = wcs[k] = (ss[k], got[0], got[1], i, got[2], got[3])
             t_lo, t_hi = max(t_lo, wc[1]), min(t_hi, wc[2])
             bounds.append((k, i, wc[4], wc[5]))
         return (t_lo, t_hi, ss, wp[:], prior, bounds)
