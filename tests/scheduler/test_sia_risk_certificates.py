@@ -134,3 +134,38 @@ def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeyp
             assert 0 not in scans  # pool 0's row came from its certificate
     assert got[0] == got[1]
     assert np.asarray(got[0]).shape == (P, len(W3))
+
+
+def _prior_moves_pool_0(first_d: float, then_d: float, n1: int, n2: int) -> list[tuple]:
+    """Pool 0's two fits, then pool 1's ``n1`` jobs of duration ``first_d`` and ``n2`` of
+    ``then_d`` (all in the first bin): two budgets, the second forgetting every certificate
+    and scan, answer at 6,000 s (after pool 1's first jobs) and 7,000 s (after the others)."""
+    pools = [0, 0] + [1] * (n1 + n2)
+    d = [100.0, 100.0] + [first_d] * n1 + [then_d] * n2
+    got = []
+    for i in range(2):
+        rb = RiskBudget((300.0, 3600.0), 0.3, cold_n=1.0, memory=20.0)
+        rb.reset(fake_trace(pools, d, [4, 4]))
+        feed(rb, list(range(2 + n1)), 0.0005, 0.0)
+        rb.resolve(6000.0)
+        before = rb.allowed(6000.0, [0, 0])  # (no pool with unused quota: the cost is 1)
+        feed(rb, list(range(2 + n1, 2 + n1 + n2)), 0.0005, 6000.0)
+        rb.resolve(7000.0)
+        if i == 1:
+            forget_reuse(rb)
+        got.append((before, rb.allowed(7000.0, [0, 0])))
+    return got
+
+
+def test_a_certificate_fails_when_the_prior_moves_out_of_its_bounds():
+    # pool 0's own outcomes (two fits) stay; only the prior moves, by pool 1's outcomes. Its
+    # overruns, then many fits, lower the first bin's rate: pool 0's row goes from 0 to 4;
+    # fits, then many overruns, raise it: from 4 to 0 (in the first window). The first row's
+    # certificate must not hold at the second (a lower bound on the failing bin's rate, upper
+    # bounds on the passing bins'), so the budget answers as one that scans anew (each bound
+    # dropped from _rates_within fails this test)
+    for first_d, then_d, n1, n2, rows in ((5000.0, 100.0, 30, 500, ([0, 0], [4, 4])),
+                                          (100.0, 5000.0, 30, 500, ([4, 4], [0, 4]))):
+        kept, anew = _prior_moves_pool_0(first_d, then_d, n1, n2)
+        assert kept == anew
+        assert (kept[0][0], kept[1][0]) == rows
