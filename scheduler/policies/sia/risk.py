@@ -1121,10 +1121,15 @@ class RiskBudget:
                 continue
             row_v[p], row_c[p] = pver[p], c
             pc = certs[p]  # the last scan's row holds here (see _certify_pool)
-            if (pc is not None and pc[0] <= t <= pc[1] and pc[2] == seen[p] and pc[3] == warm[p]
-                    and (snap[p][3] is pc[4] or _rates_within(snap[p][3], pc[5]))):
-                out[p] = rows[p]
-                continue
+            if pc is not None and pc[0] <= t <= pc[1] and pc[2] == seen[p] and pc[3] == warm[p]:
+                prior = snap[p][3]
+                if prior is pc[4]:
+                    out[p] = rows[p]
+                    continue
+                if _rates_within(prior, pc[5]):  # (the next check at this prior is quick)
+                    certs[p] = (*pc[:4], prior, pc[5])
+                    out[p] = rows[p]
+                    continue
             pc = certs[p] = self._certify_pool(p, rows[p], t)  # the last row, anew here?
             if pc is not None:
                 out[p] = rows[p]
