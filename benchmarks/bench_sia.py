@@ -109,6 +109,66 @@ margin argument and more state for no measurable gain. Under 10% needs ~1.3 s of
 skipping the windows whose row cannot change (the 99.2%: a per-window certificate in the
 prior's own parameters), or that Python compiled.
 
+Measured (2026-11-30, session 32: certificates instead of rescans, every decision kept; the
+issue's < 10% is met by a thin margin in these pairs: median net share 11.4% -> 9.9%, each
+branch run 9.8-9.9% against main's 11.2-11.6%). Profile first (the budget's 627,266 calls of
+one replay recorded and replayed alone, every answer identical): of the 210,970 pool rescans (a
+pool whose version or cost moved), 144,348 followed a retake that moved only the prior (the
+pool's own outcomes unchanged; 99.8% gave the same row), 48,978 new outcomes of the pool
+(99.3%) and 17,644 a new cost alone (95.8%). Cut: a pool keeps its row while a *certificate*
+holds (``RiskBudget._certify_pool``, ``_window_certificate``): per warm window one ``betainc``
+read per bin the row depends on, at the corner of a box around the threshold and the prior's
+rates (the widest of 10%, 2%, 0.2% that certifies the bin), proves that the failing bin fails
+and the bins before it pass everywhere in the box. The Beta posterior's quantile grows with the
+prior's rate g (``a = md + n0 g`` grows and ``b = max(nd - md, 0) + n0 (1 - g)`` falls, also as
+rounded), the pool's counts are fixed while its outcomes seen are, and the corner read has the
+scan's margins (``_BRACKET``, ``_CDF_SLACK``), so inside the box the scan's cdf or exact
+quantile decides the same way; a failing bin fails at any lower threshold, a passing one passes
+at any higher one. A window's certificate is kept while its outcomes stay; a pool whose
+certificate fails is first re-certified with its last row at its snapshot now (the box holds
+the current point, so a certified row is the scan's) and scanned only if that fails. On the
+recorded calls: 208,202 pool scans -> 1,573, ``betainc`` reads 1.03 M -> 0.22 M; alone,
+``allowed`` 6.80 -> 5.07 s and the bookkeeping 9.63 -> 7.68 s (min of three alternating replays
+in one process, busy machine). Also, same floats: a replay's durations read from a list (the
+live service keeps the array), ``classify``'s clip by conditionals, the prior's rates inline,
+the miss costs in Python, the floor's parameters computed when first read. Tests
+(tests/scheduler/test_sia_risk_certificates.py): a certificate holds everywhere in its box and
+never certifies another row (hypothesis, exact quantiles); budgets keeping certificates answer
+as ones that forget them before every call (random histories, several costs per step); a pool
+whose prior alone moves is not scanned; the prior moving a row both ways is caught (dropping
+either rate bound from ``_rates_within`` fails it). main (1dfef02 / 4066621, docs only between
+them; 0dfb0ad's code) and the branch run alternately, one replay at a time, each through this
+branch's ``risk_identity.py`` (``/tmp/book/pairs.sh``), while the lead engineer's runs used the
+other core (1-minute load 1.0-2.5 at the starts); net of the timer, in-context method (CPU s):
+
+| run | main: net / in policy | raw | **net** | ``allowed`` | branch: net / in policy | raw | **net** | ``allowed`` |
+|---|---|---|---|---|---|---|---|---|
+| 1 | 12.55 / 110.00 | 11.9% | 11.4% | 9.04 | 10.09 / 102.63 | 10.4% | 9.8% | 7.00 |
+| 2 | 11.96 / 106.71 | 11.8% | 11.2% | 8.51 | 9.92 / 100.56 | 10.5% | 9.9% | 6.90 |
+| 3 | 12.77 / 109.97 | 12.1% | 11.6% | 9.10 | 9.62 / 97.39 | 10.4% | 9.9% | 6.55 |
+| median | 12.55 / 109.97 | 11.9% | **11.4%** | 9.04 | 9.92 / 100.56 | 10.4% | **9.9%** | 6.90 |
+
+Every run's result table (82,182 rows) and counters identical to ref3 (session 31's reference
+run of main), every calibration replay identical to its timed one; at ``--risk 0.1 --risk-mode
+replace --no-calibrate`` the branch against main's run of the same (0dfb0ad's code): identical
+result tables (82,182 rows) and counters (3,167 loans, 246,546 outcomes); the bookkeeping the
+same seconds in single runs at different loads (raw 9.43 of 89.21 s, 10.6%, against main's 9.52
+of 97.69 s, 9.7%): no gain shown there, where the floor decided most windows once per tick for
+every pool and a certificate reads per pool. Timed replays (wall) 115.9 / 112.0 / 115.5 s on
+main against 107.5 / 105.2 / 102.3 s on the branch. ``allowed`` 9.04 -> 6.90 s net in context
+(median; 49 -> 37 us per call); ``resolve`` 1.74 -> 1.55 s, ``classify_rows`` 1.13 -> 0.92 s,
+``started`` 0.66 -> 0.55 s. The share depends on the load: two single branch runs earlier in
+the session, on a busier machine (1-minute load 2-3, a test run beside them; main's one run
+then 11.6%), measured 10.5% and 10.6%. What is left (py-spy at 200 Hz on the branch's whole
+replay): ``allowed`` is still ~70% of the bookkeeping; of its samples ``_lendable`` 46% (mostly
+the certificates' reads after a pool's own outcomes moved: ~108,000 window certificates; the
+counts move both Beta parameters, so no monotone certificate carries over), the refreshes
+(``_snapshot``, ``_retake``, ``_update_prior``) 25%, ``cost`` 22% (its 300 s load refresh:
+``RecentUse``'s two sweeps over the starts and ends, the per-pool list and sort); outside it
+the outcome heap (``started``'s pushes, ``resolve``'s pops) and ``resolve``'s per-outcome
+Python. At risk 0.1 the floor could certify the windows it fails for every pool at once. A
+margin beyond the noise needs that per-event work compiled.
+
 Measured (2026-11-28, ``--cases sia-learned,sia-learned/risk --risk 0.1``, machine idle):
 sia-learned 12.3 s (in policy 11.5 s CPU, 16,389 forecasts, 1,043 jobs slowed);
 sia-learned/risk 32.6 s (in policy 31.5 s CPU, 35,528 forecasts, 0 slowed), of which the

@@ -602,14 +602,16 @@ def test_classify_gives_the_bins_and_q_of_the_array_formula(cdf, sure, perfect):
 
 def forget_reuse(rb: RiskBudget) -> None:
     """Make ``rb`` compute every pool's quantiles (from its snapshot as it is), the prior and
-    the scans anew. (The snapshots' stamps stay: a pool without one was never refreshed and
-    its quantiles are 1.0; clearing a stamp between refreshes made a refreshed pool read its
-    stale quantiles as such, a state no replay reaches.)"""
+    the scans anew, without a certificate. (The snapshots' stamps stay: a pool without one was
+    never refreshed and its quantiles are 1.0; clearing a stamp between refreshes made a
+    refreshed pool read its stale quantiles as such, a state no replay reaches.)"""
     P = len(rb._raw)
     rb._prior_seen = None
     rb._raw_key = [[None] * len(rb.windows_s) for _ in range(P)]
     rb._row_ver = [-1] * P
     rb._scan_c = [[math.nan] * len(rb.windows_s) for _ in range(P)]
+    rb._pool_cert = [None] * P
+    rb._win_cert = [[None] * len(rb.windows_s) for _ in range(P)]
     rb._qcache.clear()
 
 

@@ -137,3 +137,27 @@ def test_classify_rows_equals_classify_and_records_the_same(cdf, sure, perfect):
     got = [next((k for k, b in enumerate(r) if b < NEVER), K) for r in rows]
     ok = bins < NEVER
     assert got == np.where(ok.any(axis=1), np.argmax(ok, axis=1), K).tolist()
+
+
+def test_a_grown_replay_reads_its_durations_from_the_list_and_a_live_one_from_the_array():
+    # a replay's durations are read from a list of the array's values; jobs appended with known
+    # durations extend it (the same outcomes as a budget given the whole trace at once), and
+    # an appended unknown duration makes the budget live: it reads the array from then on
+    def outcomes(rb, jobs):
+        rb.classify(np.asarray(jobs), np.full((len(jobs), 2), 0.9), None)
+        rb.started(0.0, jobs)
+        rb.resolve(10_000.0)
+        return dict(rb.stats)
+
+    d = [100.0, 400.0, 5000.0]
+    whole = RiskBudget(W, 0.1)
+    whole.reset(fake_trace([0, 0, 0], d, [2]))
+    grown = RiskBudget(W, 0.1)
+    grown.reset(fake_trace([0], d[:1], [2]))
+    grown.grow(fake_trace([0, 0, 0], d, [2]))
+    assert grown._dur_list == d and not grown._live
+    assert outcomes(grown, [0, 1, 2]) == outcomes(whole, [0, 1, 2])
+    live = RiskBudget(W, 0.1)
+    live.reset(fake_trace([0], d[:1], [2]))
+    live.grow(fake_trace([0, 0], [100.0, math.inf], [2]))
+    assert live._live and live._dur_list is None

@@ -1,0 +1,171 @@
+"""The risk budget's row certificates (scheduler/policies/sia/risk.py ``_window_certificate``,
+``RiskBudget._certify_pool``): a certified row is the row a scan would give, anywhere in the
+certificate's box, and a budget that keeps its certificates answers as one that scans anew."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.special import betaincinv
+from sia.scheduler.policies.sia.risk import NEVER, RiskBudget, _window_certificate
+
+from tests.scheduler.test_sia_risk import (
+    _drive_two,
+    budget_states,
+    fake_trace,
+    feed,
+    forget_reuse,
+)
+
+B = NEVER - 1
+
+
+def exact_row(nk, mk, f, g, t, n0=10.0, level=0.9) -> int:
+    """A window's row by the exact quantiles: the leading bins whose quantile is <= ``t``,
+    each bin's posterior by the scan's arithmetic (counts ``f`` x (``nk``, ``mk``), from
+    CERTAIN; prior rates ``g``)."""
+    i = 0
+    while i < B:
+        nd, md = f * nk[i + 1], f * mk[i + 1]
+        a, b = md + n0 * g[i], max(max(nd - md, 0.0) + n0 * (1.0 - g[i]), 1e-9)
+        if not float(betaincinv(a, b, level)) <= t:
+            break
+        i += 1
+    return i
+
+
+@st.composite
+def windows(draw):
+    n = [0.0] + [float(draw(st.integers(0, 40))) for _ in range(B)] + [0.0]
+    m = [0.0] + [float(draw(st.integers(0, int(x)))) for x in n[1:-1]] + [0.0]
+    f = draw(st.floats(0.2, 1.0))
+    g = [draw(st.floats(1e-4, 0.6)) for _ in range(B)]
+    t = draw(st.floats(1e-4, 0.8))
+    return n, m, f, g, t
+
+
+@settings(max_examples=400, deadline=None)
+@given(win=windows(), u=st.floats(0.0, 1.0), v=st.lists(st.floats(0.0, 1.0), min_size=B,
+                                                          max_size=B))
+def test_a_window_certificate_holds_everywhere_in_its_box(win, u, v):
+    # the row at the box's centre is certified or not; a certified row is the exact row at any
+    # threshold of the box and any prior whose rates meet its bounds (bin i's rate above lo,
+    # the bins before it below his), whatever the other bins' rates
+    n, m, f, g, t = win
+    i = exact_row(n, m, f, g, t)
+    got = _window_certificate(n, m, f, g, i, t, 10.0, 0.9)
+    if got is None:
+        return
+    t_lo, t_hi, lo, his = got
+    assert len(his) == i and t_lo <= t <= t_hi
+    assert (i == B or g[i] >= lo) and all(x <= y for x, y in zip(g[:i], his, strict=True))
+    # a threshold of the box (at most 1.5: from 1 on everything passes, none fails)
+    a, b = max(t_lo, t / 3.0), min(t_hi, 1.5)
+    t2 = min(max(a + u * (b - a), a), b)
+    g2 = [0.9 * x for x in v]  # any rates ...
+    for j, x in enumerate(his):  # ... within the certificate's bounds
+        g2[j] = max(x * v[j], 1e-6)
+    if i < B:
+        g2[i] = lo + v[i] * (0.95 - lo) if lo < 0.95 else lo
+    assert exact_row(n, m, f, g2, t2) == i
+
+
+@settings(max_examples=300, deadline=None)
+@given(win=windows(), off=st.sampled_from([-1, 1]))
+def test_a_window_certificate_never_certifies_another_row(win, off):
+    # the box holds its centre, so a row the exact quantiles do not give there is not certified
+    n, m, f, g, t = win
+    i = exact_row(n, m, f, g, t) + off
+    if 0 <= i <= B:
+        assert _window_certificate(n, m, f, g, i, t, 10.0, 0.9) is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=2, max_size=10),
+       r=st.sampled_from([0.03, 0.3, 1.0, 3.0]),
+       masks=st.lists(st.lists(st.booleans(), min_size=4, max_size=4), min_size=1, max_size=4))
+def test_certified_rows_equal_scanning_anew_as_priors_and_costs_move(state, times, r, masks):
+    # several costs per step (different pools with unused quota) over a history whose outcomes
+    # move the prior and the pools' counts: a budget that keeps its certificates answers as one
+    # that forgets them (and every kept scan) before each call
+    def probe(i, rb, now, unused):
+        got = []
+        for mask in masks:
+            if i == 1:
+                forget_reuse(rb)
+            held = [u if f else 0 for u, f in zip(unused, mask[:len(unused)], strict=True)]
+            got.append(rb.allowed(now, held))
+        return got
+
+    _drive_two(state, times, r, probe)
+
+
+def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeypatch):
+    # pool 0 warm, a third of its jobs overrunning the first window; outcomes of pool 1 move
+    # the prior; at the next refresh pool 0's certificate holds: no scan, the same row as a
+    # budget that scans anew
+    W3 = (300.0, 3600.0)
+    P, jobs = 2, 60
+    pools = [0] * 30 + [1] * 30
+    d = [400.0 if j % 3 == 0 else 100.0 for j in range(30)] + [100.0] * 30
+    rbs = [RiskBudget(W3, 0.05, cold_n=1.0, memory=50.0) for _ in range(2)]
+    for rb in rbs:
+        rb.reset(fake_trace(pools, d, [4] * P))
+        feed(rb, list(range(25)), 0.02, 0.0)
+        rb.resolve(5000.0)
+    unused = [0, 0]  # (no pool with unused quota: the cost is 1 at both calls)
+    first = [rb.allowed(5000.0, unused) for rb in rbs]
+    assert first[0] == first[1]
+    scans = []
+    orig = RiskBudget._scan
+    monkeypatch.setattr(RiskBudget, "_scan", lambda self, *a: scans.append(a[0]) or orig(self, *a))
+    for rb in rbs:
+        feed(rb, list(range(30, 31)), 0.02, 5000.0)  # one outcome of pool 1: the prior moves
+        feed(rb, list(range(31, jobs)), 0.02, 5100.0)
+    got = []
+    for i, rb in enumerate(rbs):
+        rb.resolve(6000.0)
+        if i == 1:
+            forget_reuse(rb)
+        scans.clear()
+        got.append(rb.allowed(6000.0, unused))
+        if i == 0:
+            assert 0 not in scans  # pool 0's row came from its certificate
+    assert got[0] == got[1]
+    assert np.asarray(got[0]).shape == (P, len(W3))
+
+
+def _prior_moves_pool_0(first_d: float, then_d: float, n1: int, n2: int) -> list[tuple]:
+    """Pool 0's two fits, then pool 1's ``n1`` jobs of duration ``first_d`` and ``n2`` of
+    ``then_d`` (all in the first bin): two budgets, the second forgetting every certificate
+    and scan, answer at 6,000 s (after pool 1's first jobs) and 7,000 s (after the others)."""
+    pools = [0, 0] + [1] * (n1 + n2)
+    d = [100.0, 100.0] + [first_d] * n1 + [then_d] * n2
+    got = []
+    for i in range(2):
+        rb = RiskBudget((300.0, 3600.0), 0.3, cold_n=1.0, memory=20.0)
+        rb.reset(fake_trace(pools, d, [4, 4]))
+        feed(rb, list(range(2 + n1)), 0.0005, 0.0)
+        rb.resolve(6000.0)
+        before = rb.allowed(6000.0, [0, 0])  # (no pool with unused quota: the cost is 1)
+        feed(rb, list(range(2 + n1, 2 + n1 + n2)), 0.0005, 6000.0)
+        rb.resolve(7000.0)
+        if i == 1:
+            forget_reuse(rb)
+        got.append((before, rb.allowed(7000.0, [0, 0])))
+    return got
+
+
+def test_a_certificate_fails_when_the_prior_moves_out_of_its_bounds():
+    # pool 0's own outcomes (two fits) stay; only the prior moves, by pool 1's outcomes. Its
+    # overruns, then many fits, lower the first bin's rate: pool 0's row goes from 0 to 4;
+    # fits, then many overruns, raise it: from 4 to 0 (in the first window). The first row's
+    # certificate must not hold at the second (a lower bound on the failing bin's rate, upper
+    # bounds on the passing bins'), so the budget answers as one that scans anew (each bound
+    # dropped from _rates_within fails this test)
+    for first_d, then_d, n1, n2, rows in ((5000.0, 100.0, 30, 500, ([0, 0], [4, 4])),
+                                          (100.0, 5000.0, 30, 500, ([4, 4], [0, 4]))):
+        kept, anew = _prior_moves_pool_0(first_d, then_d, n1, n2)
+        assert kept == anew
+        assert (kept[0][0], kept[1][0]) == rows
