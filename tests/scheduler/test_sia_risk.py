@@ -655,14 +655,16 @@ def _drive_two(state, times, r, probe):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=1, max_size=8),
-       r=st.sampled_from([0.01, 0.1, 1.0, 3.0]),
+@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=1, max_size=10),
+       r=st.sampled_from([0.01, 0.03, 0.1, 0.3, 1.0, 3.0]),
        masks=st.lists(st.lists(st.booleans(), min_size=4, max_size=4), min_size=1, max_size=4))
 def test_kept_window_scans_equal_scanning_anew(state, times, r, masks):
     # allowed() alone, several calls per step with different pools holding unused quota (so
-    # different costs, and back): a window keeps its last scan only while its quantiles and
-    # the cost are the same, so the answers equal a budget's that scans every window anew
-    # (bounds() is not called: it forgets the kept scans)
+    # different costs, and back), over a history whose outcomes move the prior and the pools'
+    # counts: a window keeps its last scan only while its quantiles and the cost are the same,
+    # and a pool its last row only while that row's certificate holds, so the answers equal a
+    # budget's that forgets both before every call (bounds() is not called: it forgets the
+    # kept scans)
     def probe(i, rb, now, unused):
         got = []
         for mask in masks:

@@ -5,14 +5,12 @@ certificate's box, and a budget that keeps its certificates answers as one that 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import betaincinv
 from sia.scheduler.policies.sia.risk import NEVER, RiskBudget, _window_certificate
 
 from tests.scheduler.test_sia_risk import (
-    _drive_two,
-    budget_states,
     fake_trace,
     feed,
     forget_reuse,
@@ -79,26 +77,6 @@ def test_a_window_certificate_never_certifies_another_row(win, off):
     i = exact_row(n, m, f, g, t) + off
     if 0 <= i <= B:
         assert _window_certificate(n, m, f, g, i, t, 10.0, 0.9) is None
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(state=budget_states(), times=st.lists(st.integers(1, 40), min_size=2, max_size=10),
-       r=st.sampled_from([0.03, 0.3, 1.0, 3.0]),
-       masks=st.lists(st.lists(st.booleans(), min_size=4, max_size=4), min_size=1, max_size=4))
-def test_certified_rows_equal_scanning_anew_as_priors_and_costs_move(state, times, r, masks):
-    # several costs per step (different pools with unused quota) over a history whose outcomes
-    # move the prior and the pools' counts: a budget that keeps its certificates answers as one
-    # that forgets them (and every kept scan) before each call
-    def probe(i, rb, now, unused):
-        got = []
-        for mask in masks:
-            if i == 1:
-                forget_reuse(rb)
-            held = [u if f else 0 for u, f in zip(unused, mask[:len(unused)], strict=True)]
-            got.append(rb.allowed(now, held))
-        return got
-
-    _drive_two(state, times, r, probe)
 
 
 def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeypatch):
