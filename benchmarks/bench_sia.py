@@ -110,8 +110,10 @@ skipping the windows whose row cannot change (the 99.2%: a per-window certificat
 prior's own parameters), or that Python compiled.
 
 Measured (2026-11-30, session 32: certificates instead of rescans, every decision kept; the
-issue's < 10% is met by a thin margin in these pairs: median net share 11.4% -> 9.9%, each
-branch run 9.8-9.9% against main's 11.2-11.6%). Profile first (the budget's 627,266 calls of
+duration side's share is under 10% by a thin margin in these pairs: median net share 11.4% ->
+9.9%, each branch run 9.8-9.9% against main's 11.2-11.6%. With the budget's calibrated arrival
+side, which ``risk_identity.py`` prints beside it and which was not cut, the two sides are
+17.0-17.1% against 18.5%: the issue's < 10%, read as the whole budget, is NOT met). Profile first (the budget's 627,266 calls of
 one replay recorded and replayed alone, every answer identical): of the 210,970 pool rescans (a
 pool whose version or cost moved), 144,348 followed a retake that moved only the prior (the
 pool's own outcomes unchanged; 99.8% gave the same row), 48,978 new outcomes of the pool
