@@ -286,7 +286,7 @@ class _Floor:
         counts, n0, cap = self._src
         a, b = [], []
         for c in counts:
-            x = None if c is None else _prior_rate(c, 1, n0)
+            x = None if c is None else _prior_rates(c, n0, (1,))[0]
             a.append(0.0 if x is None else n0 * x)
             b.append(cap + (0.0 if x is None else n0 * (1.0 - x)))
         self._a, self._b = a, b
@@ -337,25 +337,25 @@ class _Prior:
                 zero = [0.0] * (NEVER - 1)
                 got = (zero, zero, zero)
             else:
-                n0, (f, gnk, gmk, gsk), g = self.n0, c, []
-                for b in range(1, NEVER):  # (_prior_rate's arithmetic, inline)
-                    gn = f * gnk[b]
-                    qbar = f * gsk[b] / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
-                    g.append(max((f * gmk[b] + n0 * qbar) / (gn + n0), G_FLOOR))
+                n0 = self.n0
+                g = _prior_rates(c, n0, range(1, NEVER))
                 got = (g, [n0 * x for x in g], [n0 * (1.0 - x) for x in g])
             self.rows[k] = got
         return got
 
 
-def _prior_rate(c: tuple[float, list[float], list[float], list[float]], b: int, n0: float
-                ) -> float:
-    """The rate over all pools of bin ``b`` from a window's kept counts ``c`` (see _Prior)."""
+def _prior_rates(c: tuple[float, list[float], list[float], list[float]], n0: float,
+                 bins: Any) -> list[float]:
+    """The rates over all pools of ``bins`` from a window's kept counts ``c`` (see _Prior)."""
     f, gnk, gmk, gsk = c
-    gn, gm, gs = f * gnk[b], f * gmk[b], f * gsk[b]
-    qbar = gs / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
-    # never below G_FLOOR (a model that says "certain" (q = 0) is not taken at its word, and
-    # Beta(0, b) has no quantile)
-    return max((gm + n0 * qbar) / (gn + n0), G_FLOOR)
+    out = []
+    for b in bins:  # (a loop here, not a call per bin: _Prior.row is on the budget's hot path)
+        gn = f * gnk[b]
+        qbar = f * gsk[b] / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
+        # never below G_FLOOR (a model that says "certain" (q = 0) is not taken at its word, and
+        # Beta(0, b) has no quantile)
+        out.append(max((f * gmk[b] + n0 * qbar) / (gn + n0), G_FLOOR))
+    return out
 
 
 class _NegPowers:
@@ -1015,8 +1015,7 @@ class RiskBudget:
         else:
             ll = self._use.per_quota(now, now - self.load_s, self._quota_list, span)
         self._load_list = ll
-        inv_cap = self._inv_cap  # (miss_cost's floats, element by element in Python)
-        self._cost_list = [1.0 / max(1.0 - x, inv_cap) for x in ll]
+        self._cost_list = miss_cost(np.asarray(ll), self._inv_cap).tolist()
         self._load = None
         self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
         self._load_time = now
