@@ -155,7 +155,12 @@ def compare(new: Path, ref: Path) -> bool:
     keys = sorted(set(sa) | set(sb))
     diff_keys = [k for k in keys if sa.get(k) != sb.get(k)]
     print(f"policy counters: {'identical' if not diff_keys else 'DIFFERENT: ' + str(diff_keys)}")
-    return same and not diff_keys
+    cal_same = True
+    if (ref / "calibration.json").exists() and (new / "calibration.json").exists():
+        cal_same = (json.loads((new / "calibration.json").read_text())
+                    == json.loads((ref / "calibration.json").read_text()))
+        print(f"arrival side's calibration report: {'identical' if cal_same else 'DIFFERENT'}")
+    return same and not diff_keys and cal_same
 
 
 def replay(jobs: pl.DataFrame, pools: pl.DataFrame, fc, risk: float, empty: bool = False,
@@ -247,6 +252,10 @@ def main() -> None:
     summary = {k: v for k, v in pol.summary().items()}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     print(json.dumps(summary, sort_keys=True))
+    cal = getattr(fc, "calibration", None)
+    if cal is not None and getattr(cal, "pool_names", None):  # thresholds, bounds, counts
+        (args.out / "calibration.json").write_text(
+            json.dumps(cal.report(cal.pool_names), indent=1, sort_keys=True))
     if args.compare is not None and not compare(args.out, args.compare):
         raise SystemExit(1)
 

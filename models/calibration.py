@@ -51,21 +51,23 @@ grid time, as SIA's ticks are) compare two rows, or else take one slice of the l
 read sees exactly the arrivals absorbed before it, so the floats are those of the per-pool
 searches the calibration made before (:class:`_Arrivals`, still used for a window that is not a
 whole number of grid steps and when arrivals come out of submission order, and the reference
-of the tests). Each ring's order statistic is read from a rank table as the ring moves.
+of the tests). The rings of recent values are kept sorted (:class:`~sia.models.rings.RingBank`),
+each ring's order statistic read from a rank table as it moves, and the per-record loops over the
+grid's rows (the load scores, an arrival record's positives) and the rows themselves are
+compiled (:mod:`sia.models.rings`: the same operations in the same order, the same floats).
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
-from itertools import chain, compress
-from operator import gt
 from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
+from sia.models.rings import RingBank, fill_rows, label_rows, score_rows
 
 #: The grid of records (s): SIA's tick.
 GRID_S = 300.0
@@ -108,48 +110,6 @@ def recall_threshold(positive_probs: Sequence[float] | np.ndarray, alpha: float)
     if rank < 1:
         return 0.0
     return float(np.partition(p, rank - 1)[rank - 1])
-
-
-class SortedRing:
-    """The last ``maxlen`` values in arrival order, also kept sorted: :func:`conformal_upper`
-    and :func:`recall_threshold` read one order statistic of them at every forecast, which
-    the sorted copy answers without converting and partitioning the ring each time."""
-
-    __slots__ = ("ring", "size", "sorted")
-
-    def __init__(self, maxlen: int):
-        self.ring: deque = deque(maxlen=maxlen)
-        self.size = maxlen
-        self.sorted: list[float] = []
-
-    def __len__(self) -> int:
-        return len(self.ring)
-
-    def extend(self, values: Sequence[float]) -> None:
-        ring, srt = self.ring, self.sorted
-        for v in values:
-            if len(ring) == ring.maxlen:
-                del srt[bisect_left(srt, ring[0])]  # the value the ring drops next
-            ring.append(v)
-            insort(srt, v)
-
-    def append(self, value: float) -> None:
-        ring, srt = self.ring, self.sorted
-        if len(srt) == self.size:
-            del srt[bisect_left(srt, ring[0])]
-        ring.append(value)
-        insort(srt, value)
-
-    def upper(self, alpha: float) -> float:
-        """:func:`conformal_upper` of the values."""
-        n = len(self.sorted)
-        rank = math.ceil((n + 1) * (1.0 - alpha) - 1e-12)
-        return math.inf if rank > n else self.sorted[rank - 1]
-
-    def lower(self, alpha: float) -> float:
-        """:func:`recall_threshold` of the values."""
-        rank = math.floor(alpha * (len(self.sorted) + 1) + 1e-12)
-        return 0.0 if rank < 1 else self.sorted[rank - 1]
 
 
 def cold_reserve(cold: str) -> bool:
@@ -202,13 +162,6 @@ def _grid_count(t: float, t_end: float) -> int:
     return math.ceil((t_end + 1e-9 - t) / GRID_S)
 
 
-def _sliding_max(edges: list[list[float]], p: int, nw: int) -> float:
-    """The largest of pool ``p``'s loads ``edges[i + 1][p] - edges[i][p]``, i < ``nw``, as
-    :meth:`PoolCalibration._score_few` computes it (the same floats; ``_score_grid`` inlines
-    the three windows' case)."""
-    return max(edges[i + 1][p] - edges[i][p] for i in range(nw))
-
-
 class _Timeline:
     """Every arrival of the replay's pools in one list, in arrival order, and the pools'
     cumulative GPUs at the points of the 5-minute grid: row ``j`` holds, per pool, the GPUs of
@@ -219,20 +172,25 @@ class _Timeline:
     calibration falls back to :class:`_Arrivals`). A row is built when first read, from the
     arrivals absorbed by then; an arrival absorbed later with a submission at or before a built
     row's time drops the rows from there on (they are built again), so every read sees exactly
-    the arrivals absorbed before it, as a search in :class:`_Arrivals` would."""
+    the arrivals absorbed before it, as a search in :class:`_Arrivals` would. The rows are one
+    array (``rows``: row ``j`` at ``j - base``), built by the compiled
+    :func:`~sia.models.rings.fill_rows`."""
 
     def __init__(self, n_pools: int, origin: float):
         self.sub: list[float] = []
         self.pool: list[int] = []
         self.gpus: list[float] = []
+        # the same arrivals as arrays (the first len(sub) entries), for the compiled loops
+        self.sub_np = np.empty(1024)
         self.pool_np = np.empty(1024, dtype=np.int64)
+        self.gpus_np = np.empty(1024)
         self.sorted = True
         self.n_pools = n_pools
         self.origin = origin
-        self.rows: list[list[float]] = []
+        self.rows = np.zeros((64, n_pools))
         self.base = 0  # the grid index of rows[0] (rows never read again are dropped)
         self.n_rows = 0  # grid rows built: indices base .. n_rows - 1
-        self.running = [0.0] * n_pools  # cumulative GPUs at the last built row
+        self.running = np.zeros(n_pools)  # cumulative GPUs at the last built row
         self.ptr = 0  # arrivals counted in ``running``
 
     def add(self, sub: list[float], pool: list[int], gpus: list[float]) -> bool:
@@ -247,8 +205,13 @@ class _Timeline:
                 self._rewind(sub[0])
         n, m = len(self.sub), len(sub)
         if n + m > self.pool_np.size:
-            self.pool_np = np.resize(self.pool_np, 2 * (n + m))
+            size = 2 * (n + m)
+            self.sub_np, self.pool_np, self.gpus_np = (
+                np.resize(self.sub_np, size), np.resize(self.pool_np, size),
+                np.resize(self.gpus_np, size))
+        self.sub_np[n:n + m] = sub
         self.pool_np[n:n + m] = pool
+        self.gpus_np[n:n + m] = gpus
         self.sub.extend(sub)
         self.pool.extend(pool)
         self.gpus.extend(gpus)
@@ -271,29 +234,30 @@ class _Timeline:
         while n and g < len(self.sub) and self.sub[g] <= x:
             running[self.pool[g]] += self.gpus[g]
             g += 1
-        self.running, self.ptr = running, g
+        self.running, self.ptr = np.array(running), g
 
     def compact(self, keep_from: int) -> None:
         """Drop the built rows before index ``keep_from`` (no window reads them again)."""
         drop = min(keep_from, self.n_rows) - self.base
         if drop > 0:
-            del self.rows[:drop]
+            kept = self.n_rows - self.base - drop
+            self.rows[:kept] = self.rows[drop:drop + kept]
             self.base += drop
 
     def fill(self, j_hi: int) -> None:
         """Build the grid rows up to index ``j_hi``."""
         if j_hi < self.n_rows:
             return
-        rows, running, sub, pool, gpus = self.rows, self.running, self.sub, self.pool, self.gpus
-        del rows[self.n_rows - self.base:]  # rows dropped by a rewind
-        g, n, origin = self.ptr, len(sub), self.origin
-        for j in range(self.n_rows, j_hi + 1):
-            x = origin + j * GRID_S
-            while g < n and sub[g] <= x:
-                running[pool[g]] += gpus[g]  # the same sums, in the same order, as _Arrivals
-                g += 1
-            rows.append(running.copy())
-        self.n_rows, self.ptr = j_hi + 1, g
+        need = j_hi + 1 - self.base
+        if need > self.rows.shape[0]:
+            grown = np.zeros((max(need, 2 * self.rows.shape[0]), self.n_pools))
+            grown[:self.n_rows - self.base] = self.rows[:self.n_rows - self.base]
+            self.rows = grown
+        # the same sums, in the same order, as _Arrivals
+        self.ptr = fill_rows(self.rows, self.n_rows - self.base, self.n_rows, j_hi, self.origin,
+                             GRID_S, self.sub_np, self.pool_np, self.gpus_np, self.ptr,
+                             len(self.sub), self.running)
+        self.n_rows = j_hi + 1
 
     def pools_in(self, lo: float, hi: float) -> list[int]:
         """Return the pools with an arrival submitted in ``(lo, hi]``."""
@@ -330,6 +294,9 @@ class PoolCalibration:
         if not (isinstance(prior_days, int | float) and prior_days >= 0):
             raise ConfigError(f"policy {name!r}: calibration_prior_days must be >= 0 days, not "
                               f"{prior_days!r}")
+        if not (isinstance(n_windows, int) and not isinstance(n_windows, bool) and n_windows >= 1):
+            raise ConfigError(f"policy {name!r}: the load estimate's n_windows (the sliding "
+                              f"max's windows) must be a whole number >= 1, not {n_windows!r}")
         if cold not in ("reserve", "registered"):
             raise ConfigError(f"policy {name!r}: calibration_cold must be 'reserve' or "
                               f"'registered', not {cold!r}")
@@ -377,27 +344,30 @@ class PoolCalibration:
             self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
         self._next_t = [t0] * K
-        self._scores = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
+        # the load scores and the positives' probabilities: ring p * K + k per pool and window
+        self._sc = RingBank(P * K, self.memory)
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
         # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
         self._slot = -math.inf
         self._open: list[deque] = [deque() for _ in range(K)]
-        self._pos = [[SortedRing(self.memory) for _ in range(K)] for _ in range(P)]
+        self._pb = RingBank(P * K, self.memory)
         self._thr = np.zeros((P, K))
         self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
         self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
         self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        # resolved records not yet in _yes / _hit, per window: (yes [P], the positive pools)
-        self._pending: list[list[tuple[np.ndarray, list[int]]]] = [[] for _ in range(K)]
+        # resolved records not yet in _yes / _hit, per window: (yes [P], label [P])
+        self._pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
-        # the same rings by window (scores, then positives), and the rows each grid record reads
-        self._by_window = [[row[k] for row in self._scores] for k in range(K)]
-        self._pos_by_window = [[row[k] for row in self._pos] for k in range(K)]
-        self._offs = [[m * i for i in range(-self.n_windows, 2)] for m in self._steps]
+        # the rows' offsets each grid record reads (t + i w, i = -n_windows .. 1)
+        self._offs = [np.array([m * i for i in range(-self.n_windows, 2)], dtype=np.int64)
+                      for m in self._steps]
+        self._cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": sliding max
         # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
         a = self.alpha
-        self._rank_up = [math.ceil((n + 1) * (1.0 - a) - 1e-12) for n in range(self.memory + 1)]
-        self._rank_lo = [math.floor(a * (n + 1) + 1e-12) for n in range(self.memory + 1)]
+        self._rank_up = np.array([math.ceil((n + 1) * (1.0 - a) - 1e-12)
+                                  for n in range(self.memory + 1)], dtype=np.int64)
+        self._rank_lo = np.array([math.floor(a * (n + 1) + 1e-12)
+                                  for n in range(self.memory + 1)], dtype=np.int64)
         self._calib_start = first
         self._last_now = first
 
@@ -474,45 +444,27 @@ class PoolCalibration:
         if not dirty:
             return False
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
-        q_of, rank = self._q, self._rank_up
+        K = len(self.windows_s)
         for p, k in dirty:
-            srt = self._scores[p][k].sorted
-            r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
-            q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
+            srt = self._sc.sorted(p * K + k)
+            r = int(self._rank_up[srt.size])  # conformal_upper: +inf (cold) past the last
+            self._q[p, k] = srt[r - 1] if r <= srt.size else cold_q
         return True
 
     def _score_grid(self, k: int, j0: int, n: int) -> None:
-        """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows:
-        a pool scores where its cumulative GPUs grew over ``(t, t + w]``, with the same
-        differences and maxima as :meth:`_score_window`'s (the same floats); its bound is
-        updated at once."""
+        """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows
+        (:func:`~sia.models.rings.score_rows`): a pool scores where its cumulative GPUs grew
+        over ``(t, t + w]``, with the same differences and maxima as :meth:`_score_window`'s
+        (the same floats); its bound is updated at once."""
         tl, m, nw = self._tl, self._steps[k], self.n_windows
         if tl.n_rows - tl.base > _KEEP_ROWS:  # drop the rows no window reads again
             tl.compact(min(min(self._row(i) - nw * self._steps[i]
                                for i in range(len(self._steps))), j0 - nw * m))
         tl.fill(j0 + n - 1 + m)
-        rows, offs, rings = tl.rows, self._offs[k], self._by_window[k]
-        q_of, rank, new, pools = self._q, self._rank_up, 0, range(self.n_pools)
-        cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
-        for j in range(j0 - tl.base, j0 - tl.base + n):
-            edges = [rows[j + o] for o in offs]  # cum at t + i w, i = -nw .. 1
-            last, prev = edges[-1], edges[-2]
-            e0, e1, e2 = edges[:3] if nw == 3 else (None, None, None)
-            for p in compress(pools, map(gt, last, prev)):  # realized = b - a > 0
-                a = prev[p]
-                # the score: realized minus the sliding max of the nw windows before
-                v = last[p] - a - (max(e1[p] - e0[p], e2[p] - e1[p], a - e2[p]) if nw == 3
-                                   else _sliding_max(edges, p, nw))
-                ring = rings[p]
-                srt = ring.sorted
-                if len(srt) == ring.size:  # SortedRing.append, inline
-                    del srt[bisect_left(srt, ring.ring[0])]
-                ring.ring.append(v)
-                insort(srt, v)
-                r = rank[len(srt)]  # conformal_upper: +inf (cold) past the last
-                q_of[p, k] = srt[r - 1] if r <= len(srt) else cold_q
-                new += 1
-        self.stats["load_scores"] += new
+        sc = self._sc
+        self.stats["load_scores"] += score_rows(
+            tl.rows, j0 - tl.base, n, self._offs[k], sc.vals, sc.srt, sc.head, sc.cnt, k,
+            len(self.windows_s), self._q, k, self._rank_up, self._cold_q)
 
     def _row(self, k: int) -> int:
         """The grid row of window ``k``'s next record (a huge index for a window scored
@@ -538,7 +490,8 @@ class PoolCalibration:
             base = loads[:, :-1].max(axis=1)
             got = realized > 0
             if got.any():
-                self._scores[p][k].extend((realized[got] - base[got]).tolist())
+                for v in (realized[got] - base[got]).tolist():
+                    self._sc.push(p * len(self.windows_s) + k, v)
                 dirty.add((p, k))
                 self.stats["load_scores"] += int(got.sum())
 
@@ -553,8 +506,9 @@ class PoolCalibration:
             realized = c[-1] - c[-2]
             if realized > 0:
                 new.append(realized - max(c[i + 1] - c[i] for i in range(nw)))
+        for v in new:
+            self._sc.push(p * len(self.windows_s) + k, v)
         if new:
-            self._scores[p][k].extend(new)
             dirty.add((p, k))
             self.stats["load_scores"] += len(new)
 
@@ -589,13 +543,14 @@ class PoolCalibration:
         cold_q = math.inf if cold_reserve(self.cold) else 0.0
         q, thr = self._q.copy(), self._thr.copy()
         cold = self._cold.copy()
+        K = len(self.windows_s)
         for p, a in enumerate(alphas):
-            for k in range(len(self.windows_s)):
-                srt = self._scores[p][k].sorted
-                r = math.ceil((len(srt) + 1) * (1.0 - a) - 1e-12)
-                q[p, k] = srt[r - 1] if r <= len(srt) else cold_q
-                pos = self._pos[p][k].sorted
-                r = math.floor(a * (len(pos) + 1) + 1e-12)
+            for k in range(K):
+                srt = self._sc.sorted(p * K + k)
+                r = math.ceil((srt.size + 1) * (1.0 - a) - 1e-12)
+                q[p, k] = srt[r - 1] if r <= srt.size else cold_q
+                pos = self._pb.sorted(p * K + k)
+                r = math.floor(a * (pos.size + 1) + 1e-12)
                 thr[p, k] = pos[r - 1] if r >= 1 else 0.0
                 cold[p, k] = r < 1
         return q, thr, cold
@@ -604,43 +559,41 @@ class PoolCalibration:
     def _resolve_arrivals(self, now: float) -> None:
         """Resolve the records whose window has passed by ``now``; update the thresholds of the
         pools given new positives."""
-        tl, thr, cold, rank = self._tl, self._thr, self._cold, self._rank_lo
         for k, w in enumerate(self.windows_s):
             q = self._open[k]
             if not q or q[0][0] + w > now:
                 continue
-            rings = self._pos_by_window[k]
+            pend = self._pending[k]
             while q and q[0][0] + w <= now:
                 t, probs, yes = q.popleft()
                 self.stats["arrival_resolved"] += 1
-                # label: something arrived in (t, t + w]
-                pos = self._labels(k, t, w) if tl.sorted else self._positives(t, t + w)
-                for p in pos:
-                    ring, v = rings[p], probs[p]
-                    srt = ring.sorted
-                    if len(srt) == ring.size:  # SortedRing.append, inline
-                        del srt[bisect_left(srt, ring.ring[0])]
-                    ring.ring.append(v)
-                    insort(srt, v)
-                    r = rank[len(srt)]  # recall_threshold: 0 (cold) below the first
-                    thr[p, k] = srt[r - 1] if r >= 1 else 0.0
-                    cold[p, k] = r < 1
-                pend = self._pending[k]
-                pend.append((yes, pos))
+                pend.append((yes, self._label(k, t, w, probs)))  # something arrived in (t, t + w]
                 if len(pend) >= self.memory:
                     self._fold(k)
 
-    def _labels(self, k: int, t: float, w: float) -> list[int]:
-        """The pools with an arrival in ``(t, t + w]``: where the cumulative GPUs grew between
-        the timeline's rows at ``t`` and ``t + w`` when ``t`` is a grid time (SIA's forecasts
-        come at its ticks), else from the timeline's list."""
-        tl, m = self._tl, self._steps[k]
-        j = round((t - tl.origin) / GRID_S) if m else -1
-        if j < tl.base or tl.origin + j * GRID_S != t:
-            return tl.pools_in(t, t + w)
-        tl.fill(j + m)
-        rows, base = tl.rows, tl.base
-        return list(compress(range(self.n_pools), map(gt, rows[j + m - base], rows[j - base])))
+    def _label(self, k: int, t: float, w: float, probs: np.ndarray) -> np.ndarray:
+        """Return bool [pools]: the pools with an arrival in ``(t, t + w]``; push each one's
+        probability ``probs[p]`` into its ring and update its threshold. Where the cumulative
+        GPUs grew between the timeline's rows at ``t`` and ``t + w`` when ``t`` is a grid time
+        (SIA's forecasts come at its ticks: :func:`~sia.models.rings.label_rows`), else from
+        the timeline's list or the per-pool searches."""
+        tl, m, K = self._tl, self._steps[k], len(self.windows_s)
+        pb, label = self._pb, np.empty(self.n_pools, dtype=bool)
+        j = round((t - tl.origin) / GRID_S) if m and tl.sorted else -1
+        if j >= tl.base and tl.origin + j * GRID_S == t:
+            tl.fill(j + m)
+            label_rows(tl.rows, j - tl.base, j + m - tl.base, probs, pb.vals, pb.srt, pb.head,
+                       pb.cnt, k, K, self._thr, self._cold, k, self._rank_lo, label)
+            return label
+        label[:] = False
+        pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)
+        for p in pos:
+            label[p] = True
+            pb.push(p * K + k, probs[p])
+            r = int(self._rank_lo[pb.count(p * K + k)])  # recall_threshold: 0 (cold) below 1
+            self._thr[p, k] = pb.sorted(p * K + k)[r - 1] if r >= 1 else 0.0
+            self._cold[p, k] = r < 1
+        return label
 
     def _positives(self, lo: float, hi: float) -> list[int]:
         """The pools with an arrival in ``(lo, hi]``, searched pool by pool (:class:`_Arrivals`)."""
@@ -654,9 +607,7 @@ class PoolCalibration:
         if not pend:
             return
         yes = np.array([y for y, _ in pend], dtype=bool)
-        label = np.zeros_like(yes)
-        label[np.repeat(np.arange(len(pend)), [len(pos) for _, pos in pend]),
-              np.fromiter(chain.from_iterable(pos for _, pos in pend), dtype=np.int64)] = True
+        label = np.array([lab for _, lab in pend], dtype=bool)
         for p in range(self.n_pools):
             y, lab = yes[:, p], label[:, p]
             self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
@@ -681,13 +632,19 @@ class PoolCalibration:
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
-            probs, yes_t = proba.T.tolist(), yes.T.copy()
+            probs, yes_t = np.array(proba.T, order="C"), yes.T.copy()  # copies, per window
             for k in range(len(self.windows_s)):
                 self._open[k].append((now, probs[k], yes_t[k]))
             self.stats["arrival_records"] += 1
         return yes
 
     # ------------------------------------------------------------------ report
+    def recent(self, p: int, k: int) -> tuple[list[float], list[float]]:
+        """Return pool ``p``'s and window ``k``'s recent load scores and positives'
+        probabilities (the values that calibrate it), oldest first."""
+        r = p * len(self.windows_s) + k
+        return self._sc.values(r), self._pb.values(r)
+
     def thresholds(self) -> np.ndarray:
         """Return float [pools, windows]: the thresholds in force (0: cold)."""
         return self._thr.copy() if self._alpha_p is None else self._per_pool()[1]
@@ -729,8 +686,8 @@ class PoolCalibration:
         for p, name in enumerate(pool_names):
             pools[name] = {wk: {"threshold": num(thr_in[p, k]),
                                 "load_offset_gpus": num(q_in[p, k]),
-                                "load_scores": len(self._scores[p][k]),
-                                "positives": len(self._pos[p][k]),
+                                "load_scores": self._sc.count(p * len(wins) + k),
+                                "positives": self._pb.count(p * len(wins) + k),
                                 "precision": num(prec[p, k]), "recall": num(rec[p, k])}
                            for k, wk in enumerate(wins)}
         extra = {} if self._alpha_p is None else {  # the rates in force at the last answer

@@ -14,11 +14,11 @@ from sia.data.schema import make_pools, validate
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models.calibration import (
     PoolCalibration,
-    SortedRing,
     conformal_upper,
     recall_threshold,
 )
 from sia.models.forecaster import LearnedForecaster
+from sia.models.rings import RingBank
 from sia.models.will_arrive import WillJobsArrive
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
@@ -169,6 +169,13 @@ def test_bad_options_name_themselves(opts):
         PoolCalibration((300.0,), **opts)
 
 
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_a_sliding_max_of_no_windows_is_named(bad):
+    # the load score subtracts the largest of n_windows windows: none is not a score
+    with pytest.raises(ConfigError, match="n_windows"):
+        PoolCalibration((300.0,), n_windows=bad)
+
+
 # ---------------------------------------------------------------------------- wired into SIA
 class _Never:
     """A stand-in classifier: P(arrival) = 0 everywhere (no training needed)."""
@@ -247,16 +254,33 @@ def test_a_cold_pool_may_keep_the_uncalibrated_answers_instead():
 
 @settings(max_examples=200, deadline=None)
 @given(values=st.lists(st.floats(-1e3, 1e3, allow_nan=False), max_size=60),
-       maxlen=st.integers(2, 12), alpha=st.floats(0.01, 0.99))
-def test_the_sorted_ring_answers_as_the_conformal_functions_on_its_last_values(values, maxlen,
-                                                                               alpha):
-    ring = SortedRing(maxlen)
+       maxlen=st.integers(2, 12), alpha=st.floats(0.01, 0.99), n_rings=st.integers(1, 3))
+def test_the_ring_bank_answers_as_the_conformal_functions_on_its_last_values(values, maxlen,
+                                                                             alpha, n_rings):
+    # values dealt to the rings in turn (repeats and -0.0 included by hypothesis): each ring
+    # keeps its last maxlen values in order and sorted, and its order statistics are the
+    # conformal functions' on them
+    bank = RingBank(n_rings, maxlen)
     for i, v in enumerate(values):
-        ring.extend([v]) if i % 2 else ring.append(v)
-        last = values[max(0, i + 1 - maxlen):i + 1]
-        assert list(ring.ring) == last and ring.sorted == sorted(last)
-        assert ring.upper(alpha) == conformal_upper(last, alpha)
-        assert ring.lower(alpha) == recall_threshold(last, alpha)
+        r = i % n_rings
+        bank.push(r, v)
+        mine = values[r::n_rings][:i // n_rings + 1]
+        last = mine[max(0, len(mine) - maxlen):]
+        assert bank.values(r) == last and bank.sorted(r).tolist() == sorted(last)
+        assert bank.count(r) == len(last)
+        n = len(last)
+        up = math.ceil((n + 1) * (1.0 - alpha) - 1e-12)
+        lo = math.floor(alpha * (n + 1) + 1e-12)
+        assert (bank.sorted(r)[up - 1] if up <= n else math.inf) == conformal_upper(last, alpha)
+        assert (bank.sorted(r)[lo - 1] if lo >= 1 else 0.0) == recall_threshold(last, alpha)
+
+
+def test_a_full_ring_drops_its_oldest_value_by_hand():
+    bank = RingBank(1, 3)
+    for v in (5.0, 1.0, 5.0, 3.0, 2.0):
+        bank.push(0, v)
+    assert bank.values(0) == [5.0, 3.0, 2.0]
+    assert bank.sorted(0).tolist() == [2.0, 3.0, 5.0]
 
 
 @settings(max_examples=40, deadline=None,
@@ -279,7 +303,7 @@ def test_scoring_point_by_point_gives_the_arrays_scores(monkeypatch, events, ste
         for dt in steps:
             now += dt
             cal.load_bound(CalView(trace, now), np.zeros((2, 2)))
-        rings.append([[list(r.ring) for r in row] for row in cal._scores])
+        rings.append([cal.recent(p, k)[0] for p in range(2) for k in range(2)])
     assert rings[0] == rings[1]
 
 

@@ -41,8 +41,7 @@ def _run(cal: PoolCalibration, trace: CalTrace, steps, start: float, lag_s: floa
         proba = np.full((trace.n_pools, len(cal.windows_s)), pr)
         proba[0] = 1.0 - pr
         out.append(cal.arrivals(view, proba).tolist())
-    rings = ([[list(r.ring) for r in row] for row in cal._scores],
-             [[list(r.ring) for r in row] for row in cal._pos])
+    rings = [cal.recent(p, k) for p in range(trace.n_pools) for k in range(len(cal.windows_s))]
     return out, rings, cal.report(trace.pool_names)
 
 
@@ -111,9 +110,10 @@ def test_the_load_scores_and_labels_follow_their_definitions(events, steps, nw):
                 c = [_cum(events, p, t + w * i) for i in range(-nw, 2)]
                 if c[-1] > c[-2]:
                     want.append(c[-1] - c[-2] - max(c[i + 1] - c[i] for i in range(nw)))
-            assert list(cal._scores[p][k].ring) == want
+            scores, probs = cal.recent(p, k)
+            assert scores == want
             positives = [t for t in times if t + w <= now and _cum(events, p, t + w) > _cum(events, p, t)]
-            assert list(cal._pos[p][k].ring) == [0.5] * len(positives)
+            assert probs == [0.5] * len(positives)
 
 
 def test_arrivals_out_of_submission_order_fall_back_to_the_per_pool_searches():

@@ -1,0 +1,156 @@
+"""Rings of recent values kept sorted, and the calibration's per-record loops, compiled (numba).
+
+:class:`RingBank` holds many rings at once (one per pool and window in
+:class:`~sia.models.calibration.PoolCalibration`): ring ``r`` keeps its last ``size`` values
+in arrival order (``vals[r]``, a circular buffer from ``head[r]``, ``cnt[r]`` values) and the
+same values sorted (``srt[r, :cnt[r]]``), so one order statistic of them is read at once after
+each new value. A push drops the oldest value from the sorted copy (at the first equal value,
+as :func:`bisect.bisect_left` finds it) and inserts the new one after the equal values (as
+:func:`bisect.insort` does): the sorted copy holds the same floats as a sorted list of the
+ring's values would.
+
+The loops over a window's grid records (:func:`score_rows`: the load scores;
+:func:`label_rows`: the arrival records' positives) read the calibration's grid of cumulative
+GPUs (row ``j``, pool ``p``) and do, per record and pool, the arithmetic the calibration's
+Python did (the same operations in the same order, on float64: the same floats).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def _push(vals, srt, head, cnt, r, v):  # pragma: no cover - compiled
+    size = vals.shape[1]
+    n = cnt[r]
+    if n == size:  # drop the oldest value: from the ring, and from the sorted copy
+        old = vals[r, head[r]]
+        lo, hi = 0, n
+        while lo < hi:  # bisect_left
+            mid = (lo + hi) >> 1
+            if srt[r, mid] < old:
+                lo = mid + 1
+            else:
+                hi = mid
+        for i in range(lo, n - 1):
+            srt[r, i] = srt[r, i + 1]
+        n -= 1
+        vals[r, head[r]] = v
+        head[r] = (head[r] + 1) % size
+    else:
+        vals[r, (head[r] + n) % size] = v
+    lo, hi = 0, n
+    while lo < hi:  # bisect_right (insort)
+        mid = (lo + hi) >> 1
+        if v < srt[r, mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    for i in range(n, lo, -1):
+        srt[r, i] = srt[r, i - 1]
+    srt[r, lo] = v
+    cnt[r] = n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _upper(srt, cnt, r, rank_up, cold):  # pragma: no cover - compiled
+    n = cnt[r]
+    k = rank_up[n]  # conformal_upper's rank: past the last means cold
+    return srt[r, k - 1] if k <= n else cold
+
+
+@numba.njit(cache=True, nogil=True)
+def score_rows(rows, j0, n, offs, vals, srt, head, cnt, ring0, stride, q, k,
+               rank_up, cold):  # pragma: no cover - compiled
+    """Score ``n`` grid records of window ``k`` from row ``j0`` on: ``offs`` are the rows'
+    offsets of ``t + i w``, i = -nw .. 1. A pool scores where its cumulative GPUs grew over
+    ``(t, t + w]``: the realized GPUs minus the largest of the nw windows before (the first
+    largest, as Python's ``max``); its ring is ``ring0 + p * stride`` and ``q[p, k]`` its upper
+    bound after the push. Returns the number of scores."""
+    n_pools = rows.shape[1]
+    nw = offs.size - 2
+    new = 0
+    for j in range(j0, j0 + n):
+        jl, jp = j + offs[nw + 1], j + offs[nw]
+        for p in range(n_pools):
+            hi = rows[jl, p]
+            lo = rows[jp, p]
+            if not hi > lo:
+                continue
+            best = rows[j + offs[1], p] - rows[j + offs[0], p]
+            for i in range(1, nw):
+                d = rows[j + offs[i + 1], p] - rows[j + offs[i], p]
+                if d > best:
+                    best = d
+            r = ring0 + p * stride
+            _push(vals, srt, head, cnt, r, hi - lo - best)
+            q[p, k] = _upper(srt, cnt, r, rank_up, cold)
+            new += 1
+    return new
+
+
+@numba.njit(cache=True, nogil=True)
+def label_rows(rows, ja, jb, probs, vals, srt, head, cnt, ring0, stride, thr, cold, k,
+               rank_lo, label):  # pragma: no cover - compiled
+    """One arrival record of window ``k``: the pools whose cumulative GPUs grew between rows
+    ``ja`` and ``jb`` saw an arrival (``label[p]``); each pushes its probability ``probs[p]``
+    into its ring (``ring0 + p * stride``) and takes the ring's lower bound as its threshold
+    ``thr[p, k]`` (0 and ``cold`` while too few)."""
+    for p in range(rows.shape[1]):
+        if not rows[jb, p] > rows[ja, p]:
+            label[p] = False
+            continue
+        label[p] = True
+        r = ring0 + p * stride
+        _push(vals, srt, head, cnt, r, probs[p])
+        m = rank_lo[cnt[r]]  # recall_threshold's rank: below the first means cold
+        thr[p, k] = srt[r, m - 1] if m >= 1 else 0.0
+        cold[p, k] = m < 1
+
+
+@numba.njit(cache=True, nogil=True)
+def fill_rows(rows, at, j_lo, j_hi, origin, step, sub, pool, gpus, ptr, n_sub,
+              running):  # pragma: no cover - compiled
+    """Write the grid rows ``j_lo .. j_hi`` (at ``rows[at]`` on): per row the cumulative GPUs
+    per pool of the arrivals with submit <= ``origin + j step``, adding each arrival's GPUs to
+    its pool in arrival order from arrival ``ptr`` on. Returns the next arrival."""
+    g = ptr
+    for j in range(j_lo, j_hi + 1):
+        x = origin + j * step
+        while g < n_sub and sub[g] <= x:
+            running[pool[g]] += gpus[g]
+            g += 1
+        rows[at + j - j_lo, :] = running
+    return g
+
+
+class RingBank:
+    """``n`` rings of at most ``size`` values each, each also kept sorted (see the module doc)."""
+
+    __slots__ = ("cnt", "head", "size", "srt", "vals")
+
+    def __init__(self, n: int, size: int):
+        self.size = int(size)
+        self.vals = np.zeros((n, self.size))
+        self.srt = np.zeros((n, self.size))
+        self.head = np.zeros(n, dtype=np.int64)
+        self.cnt = np.zeros(n, dtype=np.int64)
+
+    def push(self, r: int, v: float) -> None:
+        """Append ``v`` to ring ``r`` (dropping its oldest value when full)."""
+        _push(self.vals, self.srt, self.head, self.cnt, r, float(v))
+
+    def count(self, r: int) -> int:
+        """The number of values in ring ``r``."""
+        return int(self.cnt[r])
+
+    def values(self, r: int) -> list[float]:
+        """Ring ``r``'s values, oldest first."""
+        n, h = int(self.cnt[r]), int(self.head[r])
+        return self.vals[r, (h + np.arange(n)) % self.size].tolist()
+
+    def sorted(self, r: int) -> np.ndarray:
+        """Ring ``r``'s values, sorted (a view)."""
+        return self.srt[r, :self.cnt[r]]
