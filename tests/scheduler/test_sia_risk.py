@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
+from collections import deque
 from types import SimpleNamespace
 
 import numpy as np
@@ -566,6 +568,88 @@ def test_recent_use_equals_the_job_by_job_sum_exactly_on_whole_seconds(hist):
 def test_recent_use_equals_the_job_by_job_sum_up_to_rounding(hist):
     for got, want in _use_answers(*hist):
         assert got == pytest.approx(want.tolist(), rel=1e-9, abs=1e-6)
+
+
+class _PythonSweeps:
+    """The Python sweeps the compiled RecentUse replaced (sessions 29-32), as the reference of
+    its floats: starts sorted as tuples, ends from heapq, a start before an end at a tie."""
+
+    def __init__(self, P):
+        self.starts, self.ends, self.passed = [], [], deque()
+        self.front = ([0.0] * P, [0.0] * P, [0.0] * P)
+        self.back = ([0.0] * P, [0.0] * P, [0.0] * P)
+
+    def start(self, t, pool, gpus, end):
+        self.starts.append((t, pool, gpus))
+        heapq.heappush(self.ends, (end, pool, -gpus))
+
+    def used(self, now, lo):
+        a, s, last = self.front
+        self.starts.sort()
+        i = 0
+        while True:
+            st, ends = self.starts, self.ends
+            if i < len(st) and st[i][0] <= now and not (ends and ends[0][0] < st[i][0]):
+                e = st[i]
+                i += 1
+            elif ends and ends[0][0] <= now:
+                e = heapq.heappop(ends)
+            else:
+                break
+            t, p, g = e
+            a[p] += s[p] * (t - last[p])
+            s[p] += g
+            last[p] = t
+            self.passed.append(e)
+        del self.starts[:i]
+        ab, sb, lastb = self.back
+        while self.passed and self.passed[0][0] <= lo:
+            t, p, g = self.passed.popleft()
+            ab[p] += sb[p] * (t - lastb[p])
+            sb[p] += g
+            lastb[p] = t
+        return [(x + y * (now - z)) - (xb + yb * (lo - zb))
+                for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
+
+
+@st.composite
+def tied_use_histories(draw):
+    """Starts and queries on a coarse clock (many ties: starts, ends and queries at the same
+    time) with fractional GPUs (the order of the sums shows in their rounding)."""
+    P = draw(st.integers(1, 3))
+    t, events = 0.0, []
+    for _ in range(draw(st.integers(0, 40))):
+        t += draw(st.sampled_from([0.0, 0.0, 10.0, 0.1, 25.0]))
+        if draw(st.integers(0, 2)):
+            events.append(("start", t, draw(st.integers(0, P - 1)),
+                           draw(st.sampled_from([0.1, 0.2, 0.3, 1.7, 3.0])),
+                           draw(st.sampled_from([10.0, 0.1, 20.0, 35.0, 1e-3]))))
+        else:
+            events.append(("query", t, draw(st.sampled_from([10.0, 35.0, 600.0]))))
+    return P, events
+
+
+@settings(max_examples=300, deadline=None)
+@given(hist=st.one_of(tied_use_histories(), use_histories(whole=False),
+                      use_histories(whole=True)),
+       quota=st.floats(0.5, 64.0), span=st.floats(1.0, 1e6))
+def test_recent_use_gives_the_python_sweeps_floats_exactly(hist, quota, span):
+    # any times and GPU counts (rounding included): the compiled sweeps take the events in the
+    # same order with the same operations, so the same floats, and per_quota divides them
+    P, events = hist
+    use, ref, per, last_lo = RecentUse(P), _PythonSweeps(P), RecentUse(P), -np.inf
+    for ev in events:
+        if ev[0] == "start":
+            _, t, p, g, d = ev
+            for u in (use, ref, per):
+                u.start(t, p, g, t + d)
+        else:
+            _, now, period = ev
+            lo = max(now - period, last_lo)
+            last_lo = lo
+            want = ref.used(now, lo)
+            assert use.used(now, lo) == want
+            assert per.per_quota(now, lo, [quota] * P, span) == [u / (quota * span) for u in want]
 
 
 def test_recent_use_hand_values_and_clock():

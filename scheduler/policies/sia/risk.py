@@ -68,6 +68,7 @@ import numpy as np
 from scipy.special import betainc, betaincinv
 from scipy.special.cython_special import betainc as _betainc
 from sia.data.errors import ConfigError
+from sia.scheduler.policies.sia.recent_use import RecentUse
 
 #: SiaPolicy's default budget, with :data:`DEFAULT_RISK_MODE` (the budget as a veto on SIA's
 #: own rule). Chosen on training data only (session 29, a rule written before its runs:
@@ -167,86 +168,6 @@ def q_bins(q: np.ndarray) -> np.ndarray:
     ``searchsorted`` orders NaN after every edge, so a NaN lands in NEVER as q = 1 does."""
     q = np.asarray(q, dtype=np.float64)
     return (np.searchsorted(_EDGES, q, side="right") + 1).astype(np.int64)
-
-
-class RecentUse:
-    """Each pool's GPU-seconds run in a trailing period, kept incrementally.
-
-    ``used(now, lo)`` is, per pool, the sum over the started jobs of GPUs x the time each ran in
-    ``[lo, now]`` (a running job counts up to ``now``). It is ``A(now) - A(lo)``, where ``A(t)``
-    is the pool's cumulative GPU-seconds up to ``t``: piecewise linear, its slope the GPUs the
-    pool runs. Two sweeps over the starts and ends, in time order, keep ``A`` at the front
-    (``now``) and at the back (``lo``); each event is taken in twice in all, so a query costs
-    O(pools) plus the events passed since the last one, instead of a pass over every job of the
-    period. With whole-second times and GPU counts (every shipped trace) all the sums are
-    integers below 2**53, hence exact: the same floats as summing the jobs one by one in any
-    order; otherwise they agree up to rounding.
-
-    Queries must not go back in time (``now`` and ``lo`` non-decreasing), and a start must not
-    precede an earlier query's ``now``: a replay's clock.
-    """
-
-    def __init__(self, n_pools: int):
-        P = n_pools
-        self._starts: list[tuple[float, int, float]] = []  # (time, pool, GPUs), not yet taken in
-        self._ends: list[tuple[float, int, float]] = []  # heap: (end, pool, GPUs) of running jobs
-        self._passed: deque[tuple[float, int, float]] = deque()  # taken in by the front, in order
-        self._front = ([0.0] * P, [0.0] * P, [0.0] * P)  # per pool: A at last, slope, last time
-        self._back = ([0.0] * P, [0.0] * P, [0.0] * P)
-        self._now = -math.inf  # the last query's now
-
-    def start(self, t: float, pool: int, gpus: float, end: float) -> None:
-        """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
-        if t < self._now:
-            raise ValueError(f"a start at {t} precedes the last query at {self._now}")
-        self._starts.append((t, pool, gpus))
-        heapq.heappush(self._ends, (end, pool, -gpus))
-
-    def used(self, now: float, lo: float) -> list[float]:
-        """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
-        self._advance(now, lo)
-        a, s, last = self._front
-        ab, sb, lastb = self._back
-        return [(x + y * (now - z)) - (xb + yb * (lo - zb))
-                for x, y, z, xb, yb, zb in zip(a, s, last, ab, sb, lastb, strict=True)]
-
-    def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
-        """Return each pool's ``used(now, lo) / (quota * span)`` (the same floats: the same
-        operations, in one pass)."""
-        self._advance(now, lo)
-        a, s, last = self._front
-        ab, sb, lastb = self._back
-        return [((x + y * (now - z)) - (xb + yb * (lo - zb))) / (q * span)
-                for x, y, z, xb, yb, zb, q in zip(a, s, last, ab, sb, lastb, quota, strict=True)]
-
-    def _advance(self, now: float, lo: float) -> None:
-        """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
-        ends, passed, starts = self._ends, self._passed, self._starts
-        a, s, last = self._front
-        if starts:
-            starts.sort()  # in time order already in a replay (a no-op pass)
-        i, n_st = 0, len(starts)
-        while True:  # the starts and ends up to now, merged in time order
-            if i < n_st and starts[i][0] <= now and not (ends and ends[0][0] < starts[i][0]):
-                e = starts[i]
-                i += 1
-            elif ends and ends[0][0] <= now:
-                e = heapq.heappop(ends)
-            else:
-                break
-            t, p, g = e
-            a[p] += s[p] * (t - last[p])
-            s[p] += g
-            last[p] = t
-            passed.append(e)
-        del starts[:i]
-        ab, sb, lastb = self._back
-        while passed and passed[0][0] <= lo:
-            t, p, g = passed.popleft()
-            ab[p] += sb[p] * (t - lastb[p])
-            sb[p] += g
-            lastb[p] = t
-        self._now = now
 
 
 class _Floor:

@@ -1,0 +1,213 @@
+"""Each pool's GPU-seconds run in a trailing period, kept incrementally (the risk budget's loads).
+
+:class:`RecentUse` answers, per pool, the GPU-seconds its started jobs ran in ``[lo, now]``
+(a running job counts up to ``now``). It is ``A(now) - A(lo)``, where ``A(t)`` is the pool's
+cumulative GPU-seconds up to ``t``: piecewise linear, its slope the GPUs the pool runs. Two
+sweeps over the starts and ends, in time order, keep ``A`` at the front (``now``) and at the
+back (``lo``); each event is taken in twice in all, so a query costs O(pools) plus the events
+passed since the last one, instead of a pass over every job of the period. With whole-second
+times and GPU counts (every shipped trace) all the sums are integers below 2**53, hence exact:
+the same floats as summing the jobs one by one in any order; otherwise they agree up to
+rounding.
+
+The sweeps are compiled (numba): the starts in the order of their ``(time, pool, GPUs)``, the
+ends from a binary heap ordered by ``(end, pool, -GPUs)``, a start before an end at the same
+time, and per event ``A += slope * (t - last)``, ``slope += GPUs`` (the operations, and their
+order, of the Python sweeps they replaced: the same floats).
+
+Queries must not go back in time (``now`` and ``lo`` non-decreasing), and a start must not
+precede an earlier query's ``now``: a replay's clock.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _less(he, hp, hg, i, j):  # pragma: no cover - compiled
+    """Heap order: (end, pool, -GPUs) of entry i below entry j's."""
+    if he[i] != he[j]:
+        return he[i] < he[j]
+    if hp[i] != hp[j]:
+        return hp[i] < hp[j]
+    return hg[i] < hg[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
+    he[n], hp[n], hg[n] = e, p, g
+    i = n
+    while i > 0:
+        up = (i - 1) >> 1
+        if not _less(he, hp, hg, i, up):
+            break
+        he[i], he[up] = he[up], he[i]
+        hp[i], hp[up] = hp[up], hp[i]
+        hg[i], hg[up] = hg[up], hg[i]
+        i = up
+    return n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_push_all(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
+    """Push the entries ``(e[i], p[i], g[i])`` in order; return the new size."""
+    for i in range(e.size):
+        n = _heap_push(he, hp, hg, n, e[i], p[i], g[i])
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
+    """Remove the top entry (read it first); return the new size."""
+    n -= 1
+    he[0], hp[0], hg[0] = he[n], hp[n], hg[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _less(he, hp, hg, c + 1, c):
+            c += 1
+        if not _less(he, hp, hg, c, i):
+            break
+        he[i], he[c] = he[c], he[i]
+        hp[i], hp[c] = hp[c], hp[i]
+        hg[i], hg[c] = hg[c], hg[i]
+        i = c
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep(now, lo, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
+           back):  # pragma: no cover - compiled
+    """Take in the starts (sorted) and the heap's ends up to ``now`` at the front, then the
+    passed events up to ``lo`` at the back. Returns (starts taken, heap size, passed head,
+    passed count)."""
+    a, s, last = front[0], front[1], front[2]
+    i = 0
+    while True:  # the starts and ends up to now, merged in time order
+        if i < n_st and st_t[i] <= now and not (hn > 0 and he[0] < st_t[i]):
+            t, p, g = st_t[i], st_p[i], st_g[i]
+            i += 1
+        elif hn > 0 and he[0] <= now:
+            t, p, g = he[0], hp[0], hg[0]
+            hn = _heap_pop(he, hp, hg, hn)
+        else:
+            break
+        a[p] += s[p] * (t - last[p])
+        s[p] += g
+        last[p] = t
+        pt[pn], pp[pn], pg[pn] = t, p, g
+        pn += 1
+    ab, sb, lastb = back[0], back[1], back[2]
+    while ph < pn and pt[ph] <= lo:
+        t, p, g = pt[ph], pp[ph], pg[ph]
+        ph += 1
+        ab[p] += sb[p] * (t - lastb[p])
+        sb[p] += g
+        lastb[p] = t
+    return i, hn, ph, pn
+
+
+@numba.njit(cache=True, nogil=True)
+def _used(now, lo, front, back, quota, span, out):  # pragma: no cover - compiled
+    """``out[p]``: the GPU-seconds of pool ``p`` in ``[lo, now]``, over ``quota[p] * span``
+    when ``span`` > 0."""
+    for p in range(out.size):
+        u = ((front[0, p] + front[1, p] * (now - front[2, p]))
+             - (back[0, p] + back[1, p] * (lo - back[2, p])))
+        out[p] = u / (quota[p] * span) if span > 0.0 else u
+
+
+def _grown(a: np.ndarray, need: int) -> np.ndarray:
+    """``a`` with room for ``need`` entries (at least doubled when it grows)."""
+    if need <= a.size:
+        return a
+    b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
+    b[:a.size] = a
+    return b
+
+
+class RecentUse:
+    """Each pool's GPU-seconds run in a trailing period, kept incrementally (see the module
+    doc)."""
+
+    def __init__(self, n_pools: int):
+        P = n_pools
+        self._new: list[tuple[float, int, float, float]] = []  # (time, pool, GPUs, end)
+        # starts not yet taken in (sorted), the heap of the running jobs' ends, and the events
+        # taken in by the front not yet by the back (from index _ph to _pn), as arrays
+        self._st_t, self._st_p, self._st_g = np.empty(64), np.empty(64, np.int64), np.empty(64)
+        self._n_st = 0
+        self._he, self._hp, self._hg = np.empty(64), np.empty(64, np.int64), np.empty(64)
+        self._hn = 0
+        self._pt, self._pp, self._pg = np.empty(64), np.empty(64, np.int64), np.empty(64)
+        self._ph = self._pn = 0
+        # per pool: A at last, slope, last time; at the front and at the back
+        self._front, self._back = np.zeros((3, P)), np.zeros((3, P))
+        self._out = np.empty(P)
+        self._now = -math.inf  # the last query's now
+
+    def start(self, t: float, pool: int, gpus: float, end: float) -> None:
+        """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
+        if t < self._now:
+            raise ValueError(f"a start at {t} precedes the last query at {self._now}")
+        self._new.append((t, pool, gpus, end))
+
+    def used(self, now: float, lo: float) -> list[float]:
+        """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
+        self._advance(now, lo)
+        _used(now, lo, self._front, self._back, self._out, 0.0, self._out)  # (no quota read)
+        return self._out.tolist()
+
+    def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
+        """Return each pool's ``used(now, lo) / (quota * span)`` (``span`` > 0)."""
+        self._advance(now, lo)
+        _used(now, lo, self._front, self._back, np.asarray(quota, dtype=np.float64), span,
+              self._out)
+        return self._out.tolist()
+
+    def _take_new(self) -> None:
+        """Move the starts recorded since the last query into the sorted starts and their ends
+        into the heap."""
+        new, self._new = self._new, []
+        m, n = len(new), self._n_st
+        t, p, g, e = (np.array(c) for c in zip(*new, strict=True))
+        p = p.astype(np.int64)
+        for name in ("_st_t", "_st_p", "_st_g"):
+            setattr(self, name, _grown(getattr(self, name), n + m))
+        self._st_t[n:n + m], self._st_p[n:n + m], self._st_g[n:n + m] = t, p, g
+        order = np.lexsort((self._st_g[:n + m], self._st_p[:n + m], self._st_t[:n + m]))
+        for a in (self._st_t, self._st_p, self._st_g):
+            a[:n + m] = a[:n + m][order]
+        self._n_st = n + m
+        for name in ("_he", "_hp", "_hg"):
+            setattr(self, name, _grown(getattr(self, name), self._hn + m))
+        self._hn = _heap_push_all(self._he, self._hp, self._hg, self._hn, e, p, -g)
+
+    def _advance(self, now: float, lo: float) -> None:
+        """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
+        if self._new:
+            self._take_new()
+        if self._ph > 4096 and 2 * self._ph > self._pn:  # drop the events both sides passed
+            k = self._pn - self._ph
+            for a in (self._pt, self._pp, self._pg):
+                a[:k] = a[self._ph:self._pn]
+            self._ph, self._pn = 0, k
+        need = self._pn + self._n_st + self._hn
+        self._pt, self._pp, self._pg = (_grown(self._pt, need), _grown(self._pp, need),
+                                        _grown(self._pg, need))
+        taken, self._hn, self._ph, self._pn = _sweep(
+            now, lo, self._st_t, self._st_p, self._st_g, self._n_st, self._he, self._hp,
+            self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn, self._front,
+            self._back)
+        if taken:
+            k = self._n_st - taken
+            for a in (self._st_t, self._st_p, self._st_g):
+                a[:k] = a[taken:self._n_st]
+            self._n_st = k
+        self._now = now
