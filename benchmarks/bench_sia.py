@@ -171,6 +171,14 @@ the outcome heap (``started``'s pushes, ``resolve``'s pops) and ``resolve``'s pe
 Python. At risk 0.1 the floor could certify the windows it fails for every pool at once. A
 margin beyond the noise needs that per-event work compiled.
 
+Measured (2026-11-30, session 33: both sides' per-event work compiled with numba, every
+decision kept; ``risk_identity.py``'s docstring has the table). Medians of three alternating
+pairs, main (2f7556a) against the change, net of the timer: the arrival side 7.06 -> 3.71 s,
+the duration side 9.98 -> 9.47 s, the policy's CPU 99.3 -> 87.6 s; the budget's two sides
+17.2% -> 14.9% of the policy's CPU, the duration side alone 10.1% -> 10.6% (its seconds fell;
+the policy's CPU fell more, about 4 s of it the cuts, the rest the machine's variance). The
+issue's < 10% is NOT met.
+
 Measured (2026-11-28, ``--cases sia-learned,sia-learned/risk --risk 0.1``, machine idle):
 sia-learned 12.3 s (in policy 11.5 s CPU, 16,389 forecasts, 1,043 jobs slowed);
 sia-learned/risk 32.6 s (in policy 31.5 s CPU, 35,528 forecasts, 0 slowed), of which the

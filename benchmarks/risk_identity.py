@@ -2,8 +2,9 @@
 
 Replays the whole Philly trace (as ``bench_sia.py`` does: quotas from load,
 seed 0) under learned SIA with the risk budget and writes the replay's result
-table (each job's start and end time, whether it ran on loan) and the policy's
-counters. Run it once with the reference checkout's interpreter and once with
+table (each job's start and end time, whether it ran on loan), the policy's
+counters and, with the calibrated arrival side, the calibration's report (thresholds, load
+offsets, counts, realized precision and recall per pool and window). Run it once with the reference checkout's interpreter and once with
 the changed one, on the same trained predictors (``--fc``: a pickle, written
 on the first run), then compare:
 
@@ -109,6 +110,44 @@ arrival side one sorted-ring update per load score (~290,000) and per positive (
 records being new at every forecast. Under 10% needs that per-event work in compiled code, or
 fewer events (a coarser refresh or prior, which would change decisions and is not
 bookkeeping-only).
+
+Measured 2026-11-30 (session 33: both sides' per-event work compiled with numba, every decision
+kept). The arrival side's rings of recent values are one :class:`~sia.models.rings.RingBank`
+(numpy arrays, a compiled push that keeps each ring sorted), the calibration's grid rows one
+array built by a compiled fill, and a window's load scores and an arrival record's positives
+one compiled call each (:mod:`sia.models.rings`); the duration side's recent loads
+(:class:`~sia.scheduler.policies.sia.recent_use.RecentUse`, the two sweeps per 300 s tick)
+are compiled too. The same float operations in the same order: the result tables (82,182 rows),
+the counters and the calibration's report are identical to a reference of main at 2f7556a in
+every run below (risk 3, veto) and at ``--risk 0.1 --risk-mode replace`` (against session 30's
+reference). First the arrival side alone: the calls of one replay recorded and replayed alone
+(``/tmp/s33/calrec.py``, ``calrep.py``: every report identical), min of three: 3.76 s on main,
+1.70 s compiled. Then three alternating pairs of whole replays (``/tmp/s33/pairs.sh``: main
+through ``PYTHONPATH`` links to a worktree of 2f7556a, this checkout's script for both), on the
+idle 2-core machine (1-minute load 0.7-1.1 at the starts); net of the timer (CPU s):
+
+| run | main: arrival side | durations | in policy | **both** | compiled: arrival side | durations | in policy | **both** |
+|---|---|---|---|---|---|---|---|---|
+| 1 | 7.36 | 10.36 | 101.09 | 17.6% | 3.85 | 9.60 | 90.46 | 14.9% |
+| 2 | 7.06 | 9.98 | 99.30 | 17.2% | 3.71 | 9.47 | 87.58 | 15.1% |
+| 3 | 4.88 | 7.20 | 74.22 | 16.3% | 3.45 | 8.47 | 83.03 | 14.4% |
+| median | 7.06 | 9.98 | 99.30 | **17.2%** | 3.71 | 9.47 | 87.58 | **14.9%** |
+
+(Main's third run was a quarter faster than any other run of the same code this session:
+the machine's speed varies between runs; the ratios hold better than the seconds.) The
+arrival side is half what it was (7.06 -> 3.71 s), and the duration side 0.5 s less
+(``started`` 0.53 -> 0.43 s, ``resolve`` 1.52 -> 1.38 s, ``allowed`` 6.98 -> 6.77 s in the
+medians' runs), but the policy's CPU fell more than the bookkeeping did (99.3 -> 87.6 s), so
+the duration side's *share* rose: 10.1% -> 10.6% (its seconds fell). The cuts explain about
+4 s of the 12; garbage collection is not the rest (one replay of each with the collector's
+time counted, ``/tmp/s33/gcm.py``, run side by side: 0.46 s against 0.18 s, 97.2 s against
+94.8 s of replay CPU), so the rest is the machine's variance (main alone ran 74-101 s). Timed replays (wall)
+104.1 s -> 91.7 s (medians). **The issue's < 10% is NOT met**: 14.9% for both sides, and the
+duration side alone is above 10% again in these pairs (it was 9.8-9.9% in session 32's). A
+first, arrival-only pass (the same pairs, the calibration compiled, RecentUse not yet):
+arrival side 6.80 -> 4.00 s, both sides 17.2% -> 14.6% (medians). Tried and dropped: one
+compiled call per forecast for all windows' records (batched), 1.9x slower alone than one
+call per window (the arrays to build for a batch cost more than the calls they save).
 """
 
 from __future__ import annotations
