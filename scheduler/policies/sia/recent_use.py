@@ -37,6 +37,14 @@ def _less(he, hp, hg, i, j):  # pragma: no cover - compiled
     return hg[i] < hg[j]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _swap(he, hp, hg, i, j):  # pragma: no cover - compiled
+    """Swap heap entries i and j."""
+    he[i], he[j] = he[j], he[i]
+    hp[i], hp[j] = hp[j], hp[i]
+    hg[i], hg[j] = hg[j], hg[i]
+
+
 @numba.njit(cache=True, nogil=True)
 def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
     he[n], hp[n], hg[n] = e, p, g
@@ -45,9 +53,7 @@ def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
         up = (i - 1) >> 1
         if not _less(he, hp, hg, i, up):
             break
-        he[i], he[up] = he[up], he[i]
-        hp[i], hp[up] = hp[up], hp[i]
-        hg[i], hg[up] = hg[up], hg[i]
+        _swap(he, hp, hg, i, up)
         i = up
     return n + 1
 
@@ -74,9 +80,7 @@ def _heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
             c += 1
         if not _less(he, hp, hg, c, i):
             break
-        he[i], he[c] = he[c], he[i]
-        hp[i], hp[c] = hp[c], hp[i]
-        hg[i], hg[c] = hg[c], hg[i]
+        _swap(he, hp, hg, i, c)
         i = c
     return n
 
