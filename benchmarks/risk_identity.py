@@ -148,6 +148,16 @@ first, arrival-only pass (the same pairs, the calibration compiled, RecentUse no
 arrival side 6.80 -> 4.00 s, both sides 17.2% -> 14.6% (medians). Tried and dropped: one
 compiled call per forecast for all windows' records (batched), 1.9x slower alone than one
 call per window (the arrays to build for a batch cost more than the calls they save).
+Then (a sampling profile of the replay, py-spy at 200 Hz) the new RecentUse spent most of its
+time turning each tick's few new starts into sorted arrays (about 20 numpy calls); now they go
+in as one array and are sorted and pushed in the compiled sweep. One more pair after that
+change (main at 2f7556a, then the change; net of the timer): durations 9.82 -> 8.99 s
+(``allowed`` 6.85 -> 6.28, ``started`` 0.52 -> 0.45, ``resolve`` 1.51 -> 1.37 s), arrival
+side 7.06 -> 3.74 s, policy 99.15 -> 90.62 s; both sides **17.0% -> 14.1%**, the duration
+side 9.9% in both. The same sampling profile, without any timer, puts the bookkeeping at about
+11% of the policy's samples (``allowed`` 6.5%, the calibration 3.5%, ``resolve`` 0.6%,
+``classify_rows`` 0.3%, ``started`` 0.1%): lower than the timers' in-context figure, and over
+10% either way.
 """
 
 from __future__ import annotations

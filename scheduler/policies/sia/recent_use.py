@@ -59,14 +59,6 @@ def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _heap_push_all(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
-    """Push the entries ``(e[i], p[i], g[i])`` in order; return the new size."""
-    for i in range(e.size):
-        n = _heap_push(he, hp, hg, n, e[i], p[i], g[i])
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
 def _heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
     """Remove the top entry (read it first); return the new size."""
     n -= 1
@@ -86,11 +78,33 @@ def _heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep(now, lo, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
+def _sort_starts(st_t, st_p, st_g, n):  # pragma: no cover - compiled
+    """Sort the first ``n`` starts by (time, pool, GPUs), as Python sorts the tuples (an
+    insertion sort: the starts come in time order, or nearly)."""
+    for i in range(1, n):
+        t, p, g = st_t[i], st_p[i], st_g[i]
+        j = i - 1
+        while j >= 0 and (st_t[j] > t or (st_t[j] == t and (
+                st_p[j] > p or (st_p[j] == p and st_g[j] > g)))):
+            st_t[j + 1], st_p[j + 1], st_g[j + 1] = st_t[j], st_p[j], st_g[j]
+            j -= 1
+        st_t[j + 1], st_p[j + 1], st_g[j + 1] = t, p, g
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
            back):  # pragma: no cover - compiled
-    """Take in the starts (sorted) and the heap's ends up to ``now`` at the front, then the
-    passed events up to ``lo`` at the back. Returns (starts taken, heap size, passed head,
-    passed count)."""
+    """Add the starts recorded since the last query (``new``: rows of time, pool, GPUs, end)
+    to the starts and their ends to the heap, sort the starts, take in the starts and the
+    heap's ends up to ``now`` at the front and the passed events up to ``lo`` at the back;
+    keep the starts not taken first. Returns (starts left, heap size, passed head, passed
+    count)."""
+    for r in range(new.shape[0]):
+        p = np.int64(new[r, 1])
+        st_t[n_st], st_p[n_st], st_g[n_st] = new[r, 0], p, new[r, 2]
+        n_st += 1
+        hn = _heap_push(he, hp, hg, hn, new[r, 3], p, -new[r, 2])
+    _sort_starts(st_t, st_p, st_g, n_st)
     a, s, last = front[0], front[1], front[2]
     i = 0
     while True:  # the starts and ends up to now, merged in time order
@@ -114,7 +128,9 @@ def _sweep(now, lo, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, 
         ab[p] += sb[p] * (t - lastb[p])
         sb[p] += g
         lastb[p] = t
-    return i, hn, ph, pn
+    for j in range(i, n_st):  # the starts not taken in, first
+        st_t[j - i], st_p[j - i], st_g[j - i] = st_t[j], st_p[j], st_g[j]
+    return n_st - i, hn, ph, pn
 
 
 @numba.njit(cache=True, nogil=True)
@@ -143,10 +159,11 @@ class RecentUse:
     def __init__(self, n_pools: int):
         P = n_pools
         self._new: list[tuple[float, int, float, float]] = []  # (time, pool, GPUs, end)
-        # starts not yet taken in (sorted), the heap of the running jobs' ends, and the events
-        # taken in by the front not yet by the back (from index _ph to _pn), as arrays
+        # starts not yet taken in, the heap of the running jobs' ends, and the events taken in
+        # by the front not yet by the back (from index _ph to _pn), as arrays
         self._st_t, self._st_p, self._st_g = np.empty(64), np.empty(64, np.int64), np.empty(64)
         self._n_st = 0
+        self._none = np.empty((0, 4))  # no new start
         self._he, self._hp, self._hg = np.empty(64), np.empty(64, np.int64), np.empty(64)
         self._hn = 0
         self._pt, self._pp, self._pg = np.empty(64), np.empty(64, np.int64), np.empty(64)
@@ -175,43 +192,30 @@ class RecentUse:
               self._out)
         return self._out.tolist()
 
-    def _take_new(self) -> None:
-        """Move the starts recorded since the last query into the sorted starts and their ends
-        into the heap."""
-        new, self._new = self._new, []
-        m, n = len(new), self._n_st
-        t, p, g, e = (np.array(c) for c in zip(*new, strict=True))
-        p = p.astype(np.int64)
-        for name in ("_st_t", "_st_p", "_st_g"):
-            setattr(self, name, _grown(getattr(self, name), n + m))
-        self._st_t[n:n + m], self._st_p[n:n + m], self._st_g[n:n + m] = t, p, g
-        order = np.lexsort((self._st_g[:n + m], self._st_p[:n + m], self._st_t[:n + m]))
-        for a in (self._st_t, self._st_p, self._st_g):
-            a[:n + m] = a[:n + m][order]
-        self._n_st = n + m
-        for name in ("_he", "_hp", "_hg"):
-            setattr(self, name, _grown(getattr(self, name), self._hn + m))
-        self._hn = _heap_push_all(self._he, self._hp, self._hg, self._hn, e, p, -g)
-
     def _advance(self, now: float, lo: float) -> None:
         """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
-        if self._new:
-            self._take_new()
+        new, m = self._none, len(self._new)
+        if m:  # (pools are whole numbers, exact as floats)
+            new, self._new = np.array(self._new, dtype=np.float64), []
+            if self._hn + m > self._he.size:
+                self._he, self._hp, self._hg = (_grown(self._he, self._hn + m),
+                                                _grown(self._hp, self._hn + m),
+                                                _grown(self._hg, self._hn + m))
+            if self._n_st + m > self._st_t.size:
+                self._st_t, self._st_p, self._st_g = (_grown(self._st_t, self._n_st + m),
+                                                      _grown(self._st_p, self._n_st + m),
+                                                      _grown(self._st_g, self._n_st + m))
         if self._ph > 4096 and 2 * self._ph > self._pn:  # drop the events both sides passed
             k = self._pn - self._ph
             for a in (self._pt, self._pp, self._pg):
                 a[:k] = a[self._ph:self._pn]
             self._ph, self._pn = 0, k
-        need = self._pn + self._n_st + self._hn
-        self._pt, self._pp, self._pg = (_grown(self._pt, need), _grown(self._pp, need),
-                                        _grown(self._pg, need))
-        taken, self._hn, self._ph, self._pn = _sweep(
-            now, lo, self._st_t, self._st_p, self._st_g, self._n_st, self._he, self._hp,
+        need = self._pn + self._n_st + self._hn + 2 * m
+        if need > self._pt.size:
+            self._pt, self._pp, self._pg = (_grown(self._pt, need), _grown(self._pp, need),
+                                            _grown(self._pg, need))
+        self._n_st, self._hn, self._ph, self._pn = _sweep(
+            now, lo, new, self._st_t, self._st_p, self._st_g, self._n_st, self._he, self._hp,
             self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn, self._front,
             self._back)
-        if taken:
-            k = self._n_st - taken
-            for a in (self._st_t, self._st_p, self._st_g):
-                a[:k] = a[taken:self._n_st]
-            self._n_st = k
         self._now = now
