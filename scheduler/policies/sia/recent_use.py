@@ -135,21 +135,23 @@ def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph,
 
 @numba.njit(cache=True, nogil=True)
 def _used(now, lo, front, back, quota, span, out):  # pragma: no cover - compiled
-    """``out[p]``: the GPU-seconds of pool ``p`` in ``[lo, now]``, over ``quota[p] * span``
-    when ``span`` > 0."""
+    """``out[p]``: the GPU-seconds of pool ``p`` in ``[lo, now]`` over ``quota[p] * span``."""
     for p in range(out.size):
-        u = ((front[0, p] + front[1, p] * (now - front[2, p]))
-             - (back[0, p] + back[1, p] * (lo - back[2, p])))
-        out[p] = u / (quota[p] * span) if span > 0.0 else u
+        out[p] = (((front[0, p] + front[1, p] * (now - front[2, p]))
+                   - (back[0, p] + back[1, p] * (lo - back[2, p]))) / (quota[p] * span))
 
 
-def _grown(a: np.ndarray, need: int) -> np.ndarray:
-    """``a`` with room for ``need`` entries (at least doubled when it grows)."""
-    if need <= a.size:
-        return a
-    b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
-    b[:a.size] = a
-    return b
+def _grown(arrays: tuple[np.ndarray, ...], need: int) -> tuple[np.ndarray, ...]:
+    """``arrays`` (of one size) with room for ``need`` entries (at least doubled when they
+    grow)."""
+    if need <= arrays[0].size:
+        return arrays
+    out = []
+    for a in arrays:
+        b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
+        b[:a.size] = a
+        out.append(b)
+    return tuple(out)
 
 
 class RecentUse:
@@ -171,6 +173,7 @@ class RecentUse:
         # per pool: A at last, slope, last time; at the front and at the back
         self._front, self._back = np.zeros((3, P)), np.zeros((3, P))
         self._out = np.empty(P)
+        self._ones = np.ones(P)  # used(): per_quota over a quota of 1 and a span of 1 (exact)
         self._now = -math.inf  # the last query's now
 
     def start(self, t: float, pool: int, gpus: float, end: float) -> None:
@@ -182,7 +185,7 @@ class RecentUse:
     def used(self, now: float, lo: float) -> list[float]:
         """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
         self._advance(now, lo)
-        _used(now, lo, self._front, self._back, self._out, 0.0, self._out)  # (no quota read)
+        _used(now, lo, self._front, self._back, self._ones, 1.0, self._out)  # (u / 1.0 is u)
         return self._out.tolist()
 
     def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
@@ -197,23 +200,16 @@ class RecentUse:
         new, m = self._none, len(self._new)
         if m:  # (pools are whole numbers, exact as floats)
             new, self._new = np.array(self._new, dtype=np.float64), []
-            if self._hn + m > self._he.size:
-                self._he, self._hp, self._hg = (_grown(self._he, self._hn + m),
-                                                _grown(self._hp, self._hn + m),
-                                                _grown(self._hg, self._hn + m))
-            if self._n_st + m > self._st_t.size:
-                self._st_t, self._st_p, self._st_g = (_grown(self._st_t, self._n_st + m),
-                                                      _grown(self._st_p, self._n_st + m),
-                                                      _grown(self._st_g, self._n_st + m))
+            self._he, self._hp, self._hg = _grown((self._he, self._hp, self._hg), self._hn + m)
+            self._st_t, self._st_p, self._st_g = _grown((self._st_t, self._st_p, self._st_g),
+                                                        self._n_st + m)
         if self._ph > 4096 and 2 * self._ph > self._pn:  # drop the events both sides passed
             k = self._pn - self._ph
             for a in (self._pt, self._pp, self._pg):
                 a[:k] = a[self._ph:self._pn]
             self._ph, self._pn = 0, k
-        need = self._pn + self._n_st + self._hn + 2 * m
-        if need > self._pt.size:
-            self._pt, self._pp, self._pg = (_grown(self._pt, need), _grown(self._pp, need),
-                                            _grown(self._pg, need))
+        self._pt, self._pp, self._pg = _grown((self._pt, self._pp, self._pg),
+                                              self._pn + self._n_st + self._hn + 2 * m)
         self._n_st, self._hn, self._ph, self._pn = _sweep(
             now, lo, new, self._st_t, self._st_p, self._st_g, self._n_st, self._he, self._hp,
             self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn, self._front,
