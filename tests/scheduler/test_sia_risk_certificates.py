@@ -147,3 +147,54 @@ def test_a_certificate_fails_when_the_prior_moves_out_of_its_bounds():
         kept, anew = _prior_moves_pool_0(first_d, then_d, n1, n2)
         assert kept == anew
         assert (kept[0][0], kept[1][0]) == rows
+
+
+def python_window_certificate(nk, mk, f, g, i, t, n0, level):
+    """The Python certificate the compiled one replaced (session 34), kept as the reference:
+    scipy's scalar ``betainc`` and Python's ``max``, in the same order."""
+    from scipy.special.cython_special import betainc
+    from sia.scheduler.policies.sia.risk import _BRACKET, _CDF_SLACK, _CERT_BOXES, _TINY_T
+    hi, lo = level + _CDF_SLACK, level - _CDF_SLACK
+    t_lo, t_hi, g_lo, his = -np.inf, np.inf, -np.inf, []
+    if i < B:
+        nd, md = f * nk[i + 1], f * mk[i + 1]
+        r = max(nd - md, 0.0)
+        for w in _CERT_BOXES:
+            th = t * (1.0 + w)
+            if th * (1.0 + _BRACKET) >= 1.0:
+                continue
+            x = g[i] * (1.0 - w)
+            if betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), th * (1.0 + _BRACKET)) <= lo:
+                t_hi, g_lo = th, x
+                break
+        else:
+            return None
+    for j in range(i):
+        nd, md = f * nk[j + 1], f * mk[j + 1]
+        r = max(nd - md, 0.0)
+        for w in _CERT_BOXES:
+            tl = t * (1.0 - w)
+            if tl < _TINY_T:
+                continue
+            x = g[j] * (1.0 + w)
+            if betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), tl * (1.0 - _BRACKET)) >= hi:
+                t_lo = max(t_lo, tl)
+                his.append(x)
+                break
+        else:
+            return None
+    return t_lo, t_hi, g_lo, his
+
+
+@settings(max_examples=600, deadline=None)
+@given(win=windows(), i=st.integers(0, B), t=st.one_of(
+    st.floats(1e-14, 1.0), st.sampled_from([1e-13, 0.9, 0.99, 1.0 / 1.1, 1.0 / 1.02])),
+    n0=st.sampled_from([10.0, 0.5, 100.0]), level=st.sampled_from([0.9, 0.5, 0.99]))
+def test_the_compiled_window_certificate_gives_the_python_floats_exactly(win, i, t, n0, level):
+    # any row (not only the exact one: the budget asks about its last row at a new threshold),
+    # thresholds from tiny (below _TINY_T) to where the boxes reach 1, other priors and levels;
+    # some bins with more overruns than outcomes (the clamp at 0 of their difference)
+    n, m, f, g, _ = win
+    m = [x + (3.0 if b % 3 == 1 and i % 2 else 0.0) for b, x in enumerate(m)]
+    assert (_window_certificate(n, m, f, g, i, t, n0, level)
+            == python_window_certificate(n, m, f, g, i, t, n0, level))

@@ -190,10 +190,15 @@ class RecentUse:
 
     def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
         """Return each pool's ``used(now, lo) / (quota * span)`` (``span`` > 0)."""
+        return self.per_quota_array(now, lo, np.asarray(quota, dtype=np.float64), span).tolist()
+
+    def per_quota_array(self, now: float, lo: float, quota: np.ndarray, span: float
+                        ) -> np.ndarray:
+        """:meth:`per_quota` for a float64 array of quotas, answered in an array that the next
+        query overwrites (copy it to keep it)."""
         self._advance(now, lo)
-        _used(now, lo, self._front, self._back, np.asarray(quota, dtype=np.float64), span,
-              self._out)
-        return self._out.tolist()
+        _used(now, lo, self._front, self._back, quota, span, self._out)
+        return self._out
 
     def _advance(self, now: float, lo: float) -> None:
         """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""

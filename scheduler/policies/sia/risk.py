@@ -64,7 +64,11 @@ from collections import deque
 from functools import partial
 from typing import Any
 
+import llvmlite.binding as llvm
+import numba
 import numpy as np
+from numba import types as nbt
+from numba.extending import get_cython_function_address
 from scipy.special import betainc, betaincinv
 from scipy.special.cython_special import betainc as _betainc
 from sia.data.errors import ConfigError
@@ -243,11 +247,20 @@ class _Prior:
     with, hence the same floats. A window without a new outcome shares the previous prior's
     counts and rows."""
 
-    __slots__ = ("counts", "rows", "n0")
+    __slots__ = ("counts", "rows", "n0", "_arrs")
 
     def __init__(self, counts: list[tuple[float, list[float], list[float], list[float]] | None],
                  rows: list[tuple[list[float], list[float], list[float]] | None], n0: float):
         self.counts, self.rows, self.n0 = counts, rows, n0
+        self._arrs: list[np.ndarray | None] = [None] * len(rows)
+
+    def rates(self, k: int) -> np.ndarray:
+        """Window ``k``'s rates (:meth:`row`'s first list) as an array, kept (the compiled
+        certificates read it)."""
+        got = self._arrs[k]
+        if got is None:
+            got = self._arrs[k] = np.asarray(self.row(k)[0], dtype=np.float64)
+        return got
 
     def row(self, k: int) -> tuple[list[float], list[float], list[float]]:
         """Return window ``k``'s (rates g, prior_n g, prior_n (1 - g)) over bins 1..NEVER-1."""
@@ -304,6 +317,22 @@ def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
     return 1.0 / np.maximum(1.0 - load, inv_cap)
 
 
+@numba.njit(cache=True, nogil=True)
+def _costs_by_load(load, inv_cap, cost, order):  # pragma: no cover - compiled
+    """``cost[p]``: :func:`miss_cost` of ``load[p]`` (the same operations: ``1 - load``, the
+    larger of it and ``inv_cap`` as ``np.maximum`` takes it, NaN first, then ``1 / it``);
+    ``order``: the pools by load, largest first, equal loads in pool order (as Python's stable
+    ``sorted(..., reverse=True)``)."""
+    for p in range(load.size):
+        x = 1.0 - load[p]
+        cost[p] = 1.0 / (x if (x >= inv_cap or x != x) else inv_cap)
+        j = p
+        while j > 0 and load[order[j - 1]] < load[p]:  # insertion: few pools
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = p
+
+
 #: How the cost of a miss is read from the pools' loads (``risk_cost``): the busiest pool with
 #: unused quota (the default), the expectation over those pools by their unused GPUs
 #: (``expected``), or by their unused GPUs times their loads (``reclaim``: who takes them back).
@@ -330,36 +359,66 @@ def _window_certificate(nk: list[float], mk: list[float], f: float, g: list[floa
     where everything passes) and rate up to ``g (1 + w)`` when the cdf at ``t (1 - w) (1 -
     _BRACKET)`` and that rate is above ``level`` by more than the slack. Each bin takes the
     widest box that certifies it."""
+    his = np.empty(NEVER)
+    ok, t_lo, t_hi, g_lo = _window_certificate_c(np.array((nk, mk), dtype=np.float64), f,
+                                                 np.asarray(g, dtype=np.float64), i, t, n0,
+                                                 level, his)
+    return (t_lo, t_hi, g_lo, his[:i].tolist()) if ok else None
+
+
+# scipy's scalar betainc for doubles (the cython_special function ``_betainc`` calls with
+# floats: the same C code, the same floats), callable from compiled code. It is bound by a
+# symbol name, not a pointer, so the kernels that call it can be cached: the symbol is
+# registered at each import, before a cached kernel is loaded.
+llvm.add_symbol("sia_risk_betainc", get_cython_function_address(
+    "scipy.special.cython_special", "__pyx_fuse_0betainc"))
+_betainc_c = nbt.ExternalFunction("sia_risk_betainc", nbt.float64(
+    nbt.float64, nbt.float64, nbt.float64, nbt.intc))
+
+
+@numba.njit(cache=True, nogil=True)
+def _window_certificate_c(nm, f, g, i, t, n0, level, his):  # pragma: no cover - compiled
+    """:func:`_window_certificate` compiled: ``nm`` the counts [2, NEVER + 1] (outcomes, overruns),
+    ``g`` the prior's rates; the upper bounds go to ``his[:i]``. Returns (certified, t_lo,
+    t_hi, g_lo). The same operations in the same order (Python's ``max(a, b)`` is ``b if b > a
+    else a``), hence the same floats."""
     hi, lo, B = level + _CDF_SLACK, level - _CDF_SLACK, NEVER - 1
-    t_lo, t_hi, g_lo, his = -math.inf, math.inf, -math.inf, []
+    t_lo, t_hi, g_lo = -math.inf, math.inf, -math.inf
     if i < B:
-        nd, md = f * nk[i + 1], f * mk[i + 1]
-        r = max(nd - md, 0.0)
+        nd, md = f * nm[0, i + 1], f * nm[1, i + 1]
+        r = nd - md
+        r = 0.0 if 0.0 > r else r
+        ok = False
         for w in _CERT_BOXES:
             th = t * (1.0 + w)
             if th * (1.0 + _BRACKET) >= 1.0:
                 continue
             x = g[i] * (1.0 - w)
-            if _betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), th * (1.0 + _BRACKET)) <= lo:
-                t_hi, g_lo = th, x
+            b = r + n0 * (1.0 - x)
+            if _betainc_c(md + n0 * x, 1e-9 if 1e-9 > b else b, th * (1.0 + _BRACKET), 0) <= lo:
+                t_hi, g_lo, ok = th, x, True
                 break
-        else:
-            return None
+        if not ok:
+            return False, t_lo, t_hi, g_lo
     for j in range(i):
-        nd, md = f * nk[j + 1], f * mk[j + 1]
-        r = max(nd - md, 0.0)
+        nd, md = f * nm[0, j + 1], f * nm[1, j + 1]
+        r = nd - md
+        r = 0.0 if 0.0 > r else r
+        ok = False
         for w in _CERT_BOXES:
             tl = t * (1.0 - w)
             if tl < _TINY_T:
                 continue
             x = g[j] * (1.0 + w)
-            if _betainc(md + n0 * x, max(r + n0 * (1.0 - x), 1e-9), tl * (1.0 - _BRACKET)) >= hi:
-                t_lo = max(t_lo, tl)
-                his.append(x)
+            b = r + n0 * (1.0 - x)
+            if _betainc_c(md + n0 * x, 1e-9 if 1e-9 > b else b, tl * (1.0 - _BRACKET), 0) >= hi:
+                t_lo = tl if tl > t_lo else t_lo
+                his[j] = x
+                ok = True
                 break
-        else:
-            return None
-    return t_lo, t_hi, g_lo, his
+        if not ok:
+            return False, t_lo, t_hi, g_lo
+    return True, t_lo, t_hi, g_lo
 
 
 def _rates_within(prior: _Prior, bounds: list[tuple[int, int, float, list[float]]]) -> bool:
@@ -436,6 +495,7 @@ class RiskBudget:
         self._gpos = (self._glam ** np.arange(_RENORM, dtype=np.float64)).tolist()
         self._certain_row = [CERTAIN] * len(self.windows_s)  # (shared, never written)
         self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
+        self._his = np.empty(NEVER)  # a window certificate's bounds (_certify_pool's scratch)
         self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
         self._quota_list: list[float] = []
 
@@ -518,6 +578,7 @@ class RiskBudget:
         self._load_list = [0.0] * P
         self._cost_list = [1.0] * P  # miss_cost of each pool's load (_take_loads)
         self._by_load = list(range(P))  # pools by recent load, busiest first
+        self._cost_arr, self._order_arr = np.empty(P), np.empty(P, np.int64)  # (_take_loads')
         self._load_time = -math.inf
         self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
                       "cost_sum": 0.0, "cost_n": 0}
@@ -928,17 +989,22 @@ class RiskBudget:
     def _take_loads(self, now: float) -> None:
         """Refresh the loads' list (see :meth:`loads`) and the pools by load, busiest first."""
         span = max(min(self.load_s, now - self._t0), 3600.0)
-        if self._quota is not self._quota_of:  # the quotas' list, anew when they are replaced
-            self._quota_of, self._quota_list = self._quota, self._quota.tolist()
+        if self._live and self._quota is not self._quota_of:  # the quotas' list, anew when
+            self._quota_of, self._quota_list = self._quota, self._quota.tolist()  # replaced
         if self._live:  # a running job counts up to now (no peek at its end)
-            ll = [u / (q * span) for u, q in zip(self._used_job_by_job(now), self._quota_list,
-                                                  strict=True)]
+            load = np.asarray([u / (q * span) for u, q in zip(
+                self._used_job_by_job(now), self._quota_list, strict=True)], dtype=np.float64)
         else:
-            ll = self._use.per_quota(now, now - self.load_s, self._quota_list, span)
-        self._load_list = ll
-        self._cost_list = miss_cost(np.asarray(ll), self._inv_cap).tolist()
+            load = self._use.per_quota_array(now, now - self.load_s, self._quota, span)
+        cost, order = self._cost_arr, self._order_arr
+        if cost.size != load.size:
+            cost, order = self._cost_arr, self._order_arr = (np.empty(load.size),
+                                                             np.empty(load.size, np.int64))
+        _costs_by_load(load, self._inv_cap, cost, order)  # (one compiled pass: no numpy calls)
+        self._load_list = load.tolist()
+        self._cost_list = cost.tolist()
         self._load = None
-        self._by_load = sorted(range(len(ll)), key=ll.__getitem__, reverse=True)
+        self._by_load = order.tolist()
         self._load_time = now
 
     def _used_job_by_job(self, now: float) -> list[float]:
@@ -1097,11 +1163,13 @@ class RiskBudget:
                     or not _rates_within(prior, ((k, i, wc[4], wc[5]),))):
                 if prior.counts[k] is None:
                     return None
-                got = _window_certificate(n[k], m[k], lam ** float(tp[k]), prior.row(k)[0], i,
-                                          t, self.prior_n, self.level)
-                if got is None:
+                his = self._his
+                ok, tl, th, gl = _window_certificate_c(
+                    np.array((n[k], m[k])), lam ** float(tp[k]), prior.rates(k), i, t,
+                    self.prior_n, self.level, his)
+                if not ok:
                     return None
-                wc = wcs[k] = (ss[k], got[0], got[1], i, got[2], got[3])
+                wc = wcs[k] = (ss[k], tl, th, i, gl, his[:i].tolist())
             t_lo, t_hi = max(t_lo, wc[1]), min(t_hi, wc[2])
             bounds.append((k, i, wc[4], wc[5]))
         return (t_lo, t_hi, ss, wp[:], prior, bounds)
