@@ -158,6 +158,27 @@ side 9.9% in both. The same sampling profile, without any timer, puts the bookke
 11% of the policy's samples (``allowed`` 6.5%, the calibration 3.5%, ``resolve`` 0.6%,
 ``classify_rows`` 0.3%, ``started`` 0.1%): lower than the timers' in-context figure, and over
 10% either way.
+
+Measured 2026-11-30 (session 34; every decision kept). Two more compiled pieces of the duration
+side: the loads' refresh (``_take_loads``: each pool's cost of a miss and the pools by load in
+one pass over the loads' array) and the window certificates (``_window_certificate``, calling
+scipy's scalar ``betainc`` for doubles through its ``cython_special`` symbol). The duration
+side's calls of one replay recorded and replayed alone (``/tmp/s34/brec.py``, ``brep.py``:
+every answer identical), eight alternating pairs of whole processes: **7.17 -> 5.97 s**
+(medians; the pairs' ratio 0.86). In context the cut does not show: two alternating pairs of
+this script (main at 3a3003e through ``PYTHONPATH`` links, then the change; main's first run
+was spoiled by the rings' kernels compiling inside it) gave both sides 14.0% and 14.0% (main)
+against 14.0% and 14.3% (the change), the duration side 9.8% against 9.9% and 10.1%
+(``allowed`` 5.90 s against 5.61 and 7.07 s, the last in a slow phase of the machine: policy
+100.3 s against 82-87). Every table, counter and calibration report identical. Tried and
+dropped: the outcome counts as arrays with ``resolve`` and ``started``'s event heap compiled
+(the same floats, every recorded answer identical): alone **slower**, 5.09 -> 6.88 s, because
+``resolve`` handles about 2.5 outcomes per call, so the kernel's dispatch with 25 arguments and
+the numpy reads and writes that the rest of the budget's Python then makes on the arrays
+(snapshots, priors, certificates, the classification) cost more than the Python loop they
+replaced. The budget's Python is now a sum of small per-call costs (about 440,000 calls per
+replay), which only compiling the whole of ``allowed`` and its state would remove.
+``bookkeeping_share.py`` measures what the bookkeeping adds to the replay without timers.
 """
 
 from __future__ import annotations
