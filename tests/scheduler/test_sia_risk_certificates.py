@@ -198,3 +198,17 @@ def test_the_compiled_window_certificate_gives_the_python_floats_exactly(win, i,
     m = [x + (3.0 if b % 3 == 1 and i % 2 else 0.0) for b, x in enumerate(m)]
     assert (_window_certificate(n, m, f, g, i, t, n0, level)
             == python_window_certificate(n, m, f, g, i, t, n0, level))
+
+
+def test_the_kernels_bind_scipys_double_betainc_and_name_what_is_missing():
+    # the double specialisation of a fused function (or the function itself), found by its
+    # capsule's signature; a name scipy lacks is an ImportError naming scipy's version
+    import pytest
+    import scipy
+    from sia.scheduler.policies.sia.risk import _cython_double
+    assert _cython_double("betainc", 3) > 0
+    assert _cython_double("betainc", 3) != _cython_double("betaincinv", 3)
+    with pytest.raises(ImportError, match=f"scipy {scipy.__version__}.*no no_such_function"):
+        _cython_double("no_such_function", 3)
+    with pytest.raises(ImportError, match="betainc with the signature"):
+        _cython_double("betainc", 2)  # (no two-argument betainc)

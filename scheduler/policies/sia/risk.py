@@ -366,12 +366,31 @@ def _window_certificate(nk: list[float], mk: list[float], f: float, g: list[floa
     return (t_lo, t_hi, g_lo, his[:i].tolist()) if ok else None
 
 
+def _cython_double(name: str, n_args: int) -> int:
+    """The address of scipy's ``cython_special.<name>`` for doubles: the function itself or,
+    where it is fused (float and double, newer scipy), its double specialisation, found by the
+    signature its capsule carries. Raises ImportError naming scipy's version when none has it."""
+    import ctypes
+
+    from scipy import __version__ as scipy_version
+    from scipy.special import cython_special
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    want = "double (" + ", ".join(["double"] * n_args) + ", int __pyx_skip_dispatch)"
+    for key, cap in cython_special.__pyx_capi__.items():
+        base = key[len("__pyx_fuse_"):].lstrip("0123456789") if key.startswith("__pyx_fuse_") else key
+        if base == name and get_name(cap).decode() == want:
+            return get_cython_function_address("scipy.special.cython_special", key)
+    raise ImportError(f"scipy {scipy_version}: scipy.special.cython_special has no {name} "
+                      f"with the signature {want!r}, which the risk budget's kernels call")
+
+
 # scipy's scalar betainc for doubles (the cython_special function ``_betainc`` calls with
 # floats: the same C code, the same floats), callable from compiled code. It is bound by a
 # symbol name, not a pointer, so the kernels that call it can be cached: the symbol is
 # registered at each import, before a cached kernel is loaded.
-llvm.add_symbol("sia_risk_betainc", get_cython_function_address(
-    "scipy.special.cython_special", "__pyx_fuse_0betainc"))
+llvm.add_symbol("sia_risk_betainc", _cython_double("betainc", 3))
 _betainc_c = nbt.ExternalFunction("sia_risk_betainc", nbt.float64(
     nbt.float64, nbt.float64, nbt.float64, nbt.intc))
 
