@@ -317,12 +317,13 @@ def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
     return 1.0 / np.maximum(1.0 - load, inv_cap)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _costs_by_load(load, inv_cap, cost, order):  # pragma: no cover - compiled
     """``cost[p]``: :func:`miss_cost` of ``load[p]`` (the same operations: ``1 - load``, the
-    larger of it and ``inv_cap`` as ``np.maximum`` takes it, NaN first, then ``1 / it``);
-    ``order``: the pools by load, largest first, equal loads in pool order (as Python's stable
-    ``sorted(..., reverse=True)``)."""
+    larger of it and ``inv_cap`` as ``np.maximum`` takes it, NaN first, then ``1 / it``, inf
+    where it is 0 as numpy gives it: ``risk_cost_cap`` inf); ``order``: the pools by load,
+    largest first, equal loads in pool order (as Python's stable ``sorted(..., reverse=True)``;
+    loads are never NaN: used GPU-seconds over positive quotas and periods)."""
     for p in range(load.size):
         x = 1.0 - load[p]
         cost[p] = 1.0 / (x if (x >= inv_cap or x != x) else inv_cap)
@@ -375,8 +376,8 @@ def _cython_double(name: str, n_args: int) -> int:
     from scipy import __version__ as scipy_version
     from scipy.special import cython_special
 
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+        ("PyCapsule_GetName", ctypes.pythonapi))  # (a prototype of our own: pythonapi's is shared)
     want = "double (" + ", ".join(["double"] * n_args) + ", int __pyx_skip_dispatch)"
     for key, cap in cython_special.__pyx_capi__.items():
         base = key[len("__pyx_fuse_"):].lstrip("0123456789") if key.startswith("__pyx_fuse_") else key
@@ -395,7 +396,7 @@ _betainc_c = nbt.ExternalFunction("sia_risk_betainc", nbt.float64(
     nbt.float64, nbt.float64, nbt.float64, nbt.intc))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _window_certificate_c(nm, f, g, i, t, n0, level, his):  # pragma: no cover - compiled
     """:func:`_window_certificate` compiled: ``nm`` the counts [2, NEVER + 1] (outcomes, overruns),
     ``g`` the prior's rates; the upper bounds go to ``his[:i]``. Returns (certified, t_lo,
