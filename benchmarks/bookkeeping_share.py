@@ -131,9 +131,10 @@ def feed(pol, cal, recorded: dict, sides: str = "both") -> dict[str, deque]:
     rb = pol.risk_budget
     names = {"both": ANSWERED + CALIBRATION, "durations": ANSWERED, "arrivals": CALIBRATION}[sides]
     queues = {name: deque(v) for name, v in recorded["answers"].items() if name in names}
+    for obj, name in [(cal, n) for n in CALIBRATION if n in names] + [
+            (rb, n) for n in ANSWERED if n in names and n != "classify_rows"]:
+        setattr(obj, name, lambda *a, _q=queues[name]: _q.popleft())
     if sides == "arrivals":
-        for name in CALIBRATION:
-            setattr(cal, name, lambda *a, _q=queues[name]: _q.popleft())
         return queues
     K = len(rb.windows_s)
 
@@ -146,15 +147,10 @@ def feed(pol, cal, recorded: dict, sides: str = "both") -> dict[str, deque]:
         return rows
 
     rb.classify_rows = classify_rows
-    for name in ("pool_costs", "allowed"):
-        setattr(rb, name, lambda *a, _q=queues[name]: _q.popleft())
     for name in WORK:
         setattr(rb, name, lambda *a: None)
     rb.next_due = np.inf  # (resolve is never due)
     rb.summary = lambda: recorded["budget"]  # (the policy's own counters are checked)
-    if sides == "both":
-        for name in CALIBRATION:
-            setattr(cal, name, lambda *a, _q=queues[name]: _q.popleft())
     return queues
 
 

@@ -340,7 +340,7 @@ def _costs_by_load(load, inv_cap, cost, order):  # pragma: no cover - compiled
 COST_MODES = ("busiest", "expected", "reclaim")
 
 
-def _window_certificate(nk: list[float], mk: list[float], f: float, g: list[float], i: int,
+def _window_certificate(nk: list[float], mk: list[float], f: float, g: Any, i: int,
                         t: float, n0: float, level: float) -> tuple | None:
     """Return a certificate that a window's row ``i`` (its scan at threshold ``t``; decayed
     counts ``f`` x (``nk``, ``mk``), from CERTAIN; prior rates ``g``) holds in a box around
@@ -515,7 +515,6 @@ class RiskBudget:
         self._gpos = (self._glam ** np.arange(_RENORM, dtype=np.float64)).tolist()
         self._certain_row = [CERTAIN] * len(self.windows_s)  # (shared, never written)
         self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
-        self._his = np.empty(NEVER)  # a window certificate's bounds (_certify_pool's scratch)
         self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
         self._quota_list: list[float] = []
 
@@ -1183,13 +1182,11 @@ class RiskBudget:
                     or not _rates_within(prior, ((k, i, wc[4], wc[5]),))):
                 if prior.counts[k] is None:
                     return None
-                his = self._his
-                ok, tl, th, gl = _window_certificate_c(
-                    np.array((n[k], m[k])), lam ** float(tp[k]), prior.rates(k), i, t,
-                    self.prior_n, self.level, his)
-                if not ok:
+                got = _window_certificate(n[k], m[k], lam ** float(tp[k]), prior.rates(k), i,
+                                          t, self.prior_n, self.level)
+                if got is None:
                     return None
-                wc = wcs[k] = (ss[k], tl, th, i, gl, his[:i].tolist())
+                wc = wcs[k] = (ss[k], got[0], got[1], i, got[2], got[3])
             t_lo, t_hi = max(t_lo, wc[1]), min(t_hi, wc[2])
             bounds.append((k, i, wc[4], wc[5]))
         return (t_lo, t_hi, ss, wp[:], prior, bounds)
