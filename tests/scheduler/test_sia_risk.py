@@ -471,23 +471,18 @@ def _half_resolved(state, split: float, renorm: int):
 
 @settings(max_examples=60, deadline=None)
 @given(state=budget_states(), renorm=st.sampled_from([3, 2000]), split=st.floats(0.0, 1.0))
-def test_a_snapshot_shared_with_the_counts_is_copied_before_they_change(state, renorm, split):
-    # copy on write: a refresh's snapshot refers to the live counts; outcomes resolved after it
-    # (renormalisation included) must leave the snapshot as a deep copy taken at the refresh
-    # would be, while the live counts do move
-    import copy
-
+def test_a_snapshot_keeps_the_counts_of_its_refresh_while_they_change(state, renorm, split):
+    # a refresh's snapshot is a copy of the live counts (taken by the next scan); outcomes
+    # resolved after it (renormalisation included) leave it as it was, while the live counts
+    # do move
     with _half_resolved(state, split, renorm) as (rb, q, cut, unused):
-        taken = copy.deepcopy(rb._snap)  # allowed() refreshed every pool: snapshots taken there
-        live = copy.deepcopy(rb._n)
+        taken = [x.copy() for x in (rb._snap_nm, rb._snap_f, rb._snap_ab, rb._snap_ver)]
+        live = rb._nm.copy()
         rb.started(5000.0, list(range(cut, len(q))))
         rb.resolve(10_000.0)  # no refresh in between: no allowed() call
-    # (the prior is kept as its counts at the update; its rates are computed from them when read)
-    def counts(snaps):
-        return [x if len(x) < 4 else (*x[:3], x[3].counts) for x in snaps]
-
-    assert counts(rb._snap) == counts(taken)
-    assert (rb._n != live) == (cut < len(q))  # every later job is scored (q = 0 is bin 1)
+    assert all(np.array_equal(a, b) for a, b in zip(
+        (rb._snap_nm, rb._snap_f, rb._snap_ab, rb._snap_ver), taken, strict=True))
+    assert (not np.array_equal(rb._nm, live)) == (cut < len(q))  # every later job is scored
 
 
 @settings(max_examples=60, deadline=None)
@@ -686,18 +681,13 @@ def test_classify_gives_the_bins_and_q_of_the_array_formula(cdf, sure, perfect):
 
 
 def forget_reuse(rb: RiskBudget) -> None:
-    """Make ``rb`` compute every pool's quantiles (from its snapshot as it is), the prior and
-    the scans anew, without a certificate. (The snapshots' stamps stay: a pool without one was
-    never refreshed and its quantiles are 1.0; clearing a stamp between refreshes made a
-    refreshed pool read its stale quantiles as such, a state no replay reaches.)"""
-    P = len(rb._raw)
+    """Make ``rb`` compute the prior and every pool's row anew from its snapshot as it is, by a
+    scan of every warm window and without a certificate, from now on (the reference the kept
+    rows and certificates are checked against). (The snapshots stay: a pool without one was
+    never refreshed and its bounds are 1.0.)"""
     rb._prior_seen = None
-    rb._raw_key = [[None] * len(rb.windows_s) for _ in range(P)]
-    rb._row_ver = [-1] * P
-    rb._scan_c = [[math.nan] * len(rb.windows_s) for _ in range(P)]
-    rb._pool_cert = [None] * P
-    rb._win_cert = [[None] * len(rb.windows_s) for _ in range(P)]
-    rb._qcache.clear()
+    rb._row_ver[:] = -1
+    rb._certify = False
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -846,69 +836,6 @@ def test_allowed_at_a_budget_equal_to_a_bound_times_the_cost(state, pick, below)
     assert rb.allowed(5000.0, unused) == (want * c <= edge).sum(axis=2).tolist()
 
 
-@settings(max_examples=80, deadline=None)
-@given(state=budget_states(), memory=st.sampled_from([5.0, 20.0, 100.0]),
-       times=st.lists(st.integers(1, 30), min_size=1, max_size=5))
-def test_the_first_bins_floor_is_below_every_pools_quantile(state, memory, times):
-    # the floor (Beta(pa, memory + 1 + pb)'s quantile) that lets allowed() skip a window's
-    # scan is below the first bin's quantile of every pool refreshed with that prior
-    P, pools, d, q, unused = state
-    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=memory)
-    rb.reset(fake_trace(pools, d, [3] * P))
-    for j, qj in enumerate(q):
-        rb.classify(np.array([j]), np.full((1, 2), 1.0 - qj), None)
-    rb.started(0.0, list(range(len(q))))
-    now = 0.0
-    for step in times:
-        now += 300.0 * step
-        rb.resolve(now)
-        first = rb.bounds(now)[:, :, 0]  # refreshes every pool, computes every quantile
-        floor = np.asarray([f.quantiles() for f in rb._snap_floor])
-        assert np.all(first >= floor * (1.0 - 1e-9))
-        for f, row in zip(rb._snap_floor, first, strict=True):  # a failing window fails in every pool
-            for x in (1e-4, 1e-3, 0.01, 0.03, 0.1):
-                assert all(r > x for r, no in zip(row, f.fails(x), strict=True) if no)
-
-
-def test_the_first_bins_floor_hand_checked():
-    # one job predicted certain to fit (q = 0: the first bin) overran the 300 s window: the
-    # first bin's rate over all pools is (1 + 10 x 0) / (1 + 10) = 1/11, so pa = 10/11 and
-    # pb = 100/11; the floor is the 0.9 quantile of Beta(10/11, 100 + 1 + 100/11) (memory
-    # 100), found here by bisection on the cdf
-    from scipy.special import betainc
-
-    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=100.0)
-    rb.reset(fake_trace([0], [400.0], [1]))
-    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
-    rb.started(0.0, [0])
-    rb.resolve(400.0)
-    rb.allowed(400.0, [1])
-    assert rb._prior_ab[0][0][0] == pytest.approx(10 / 11)
-    assert rb._prior_ab[1][0][0] == pytest.approx(100 / 11)
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if betainc(10 / 11, 101.0 + 100 / 11, mid) >= 0.9 else (mid, hi)
-    assert 0.01 < hi < 0.05 and rb._prior_floor.quantiles()[0] == pytest.approx(hi, rel=1e-9)
-    assert rb._snap_floor[0] is rb._prior_floor  # the pool's refresh took this prior
-    # read from the cdf: a threshold just below the floor fails by it, one just above does not
-    assert rb._prior_floor.fails(hi * (1 - 1e-6))[0] is True
-    assert rb._prior_floor.fails(hi * (1 + 1e-6))[0] is False
-    assert rb._prior_floor.fails(hi)[0] is False  # within the cdf's slack: left to the scan
-
-
-def test_no_floor_when_the_memory_leaves_the_counts_unbounded():
-    # memory 0.5: decay -1, the decayed counts are no sums of decay^i >= 0: nothing is skipped
-    rb = RiskBudget(W, 0.1, cold_n=0.0, memory=0.5)
-    rb.reset(fake_trace([0], [400.0], [1]))
-    rb.classify(np.array([0]), np.full((1, 2), 1.0), None)
-    rb.started(0.0, [0])
-    rb.resolve(400.0)
-    rb.allowed(400.0, [1])
-    assert all(math.isnan(x) for x in rb._prior_floor.quantiles())
-    assert rb._prior_floor.fails(1e-9) == [False, False]  # nothing is skipped
-
-
 # ----------------------------------------------------------------------------- fifth cut
 
 
@@ -935,24 +862,6 @@ def test_a_zero_base_keeps_raising_as_the_power_does():
     assert table[0] == 1.0
     with pytest.raises(ZeroDivisionError):
         table[3]
-
-
-@settings(max_examples=300, deadline=None)
-@given(a=st.floats(1e-4, 20.0), b=st.floats(1.0, 500.0), level=st.sampled_from([0.5, 0.9, 0.99]),
-       t=st.floats(1e-6, 0.999), near=st.booleans(), s=st.floats(-1e-5, 1e-5))
-def test_the_floor_fails_a_threshold_only_below_its_exact_quantile(a, b, level, t, near, s):
-    # the fast comparison (the cdf) agrees with the exact quantile's: a threshold fails by the
-    # floor only when the quantile is above it; and one well below the quantile fails
-    from sia.scheduler.policies.sia.risk import _Floor
-
-    x = float(betaincinv(a, b, level))
-    if near:  # thresholds at the quantile, within 1e-5 relative
-        t = min(max(x * (1.0 + s), 1e-12), 1.0)
-    floor = _Floor([a], [b], level)
-    if floor.fails(t)[0]:
-        assert x > t
-    if x > t * (1.0 + 1e-3):
-        assert floor.fails(t)[0]
 
 
 # ----------------------------------------------------------------------------- due pools, lazy prior
@@ -999,10 +908,9 @@ def eager_prior(rb: RiskBudget) -> np.ndarray:
 
 @settings(max_examples=60, deadline=None)
 @given(state=budget_states(), split=st.floats(0.0, 1.0), renorm=st.sampled_from([3, 2000]))
-def test_the_lazy_prior_equals_the_eager_one_at_its_update(state, split, renorm):
-    # the prior's rates are computed when first read, from the counts kept at its update: the
-    # same floats as computing every window and bin at the update, however many outcomes were
-    # taken in after it
+def test_the_prior_is_the_one_of_its_update(state, split, renorm):
+    # the prior's rates (compiled, at its update): the same floats as numpy's over every window
+    # and bin at the update, however many outcomes were taken in after it
     with _half_resolved(state, split, renorm) as (rb, q, cut, unused):
         want = eager_prior(rb)  # allowed() made the prior's update
         prior = rb._prior
@@ -1029,3 +937,84 @@ def test_the_compiled_costs_and_order_are_numpys_and_pythons(loads, cap):
     with np.errstate(divide="ignore"):
         assert cost.tolist() == miss_cost(load, 1.0 / cap).tolist()
     assert order.tolist() == sorted(range(load.size), key=loads.__getitem__, reverse=True)
+
+
+# ----------------------------------------------------------------------------- the compiled kernels
+
+
+def python_prior_rates(f, gnk, gmk, gsk, n0):
+    """The Python prior the compiled one replaced (session 35), kept as the reference: each
+    bin's rate over all pools from a window's decayed counts, Python floats and ``max``."""
+    out = []
+    for b in range(1, NEVER):
+        gn = f * gnk[b]
+        qbar = f * gsk[b] / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
+        out.append(max((f * gmk[b] + n0 * qbar) / (gn + n0), 1e-4))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.tuples(st.floats(0.0, 1e3), st.floats(0.0, 1e3), st.floats(0.0, 1e3)),
+                       min_size=NEVER + 1, max_size=NEVER + 1),
+       zeros=st.lists(st.booleans(), min_size=NEVER + 1, max_size=NEVER + 1),
+       f=st.one_of(st.floats(1e-3, 1.0), st.just(1.0)), n0=st.sampled_from([10.0, 0.5, 100.0]),
+       moved=st.booleans())
+def test_the_compiled_prior_gives_the_python_floats_exactly(counts, zeros, f, n0, moved):
+    # bins without outcomes (their upper edge as the mean q), tiny counts (the 1e-12 floor of
+    # the division), rates below G_FLOOR; a window not moved keeps what it had
+    from sia.scheduler.policies.sia.risk import _EDGES, _prior_params
+    g3 = np.zeros((3, 2, NEVER + 1))
+    for b, ((n, m, q), z) in enumerate(zip(counts, zeros, strict=True)):
+        g3[:, 1, b] = (0.0, 0.0, 0.0) if z else (n, min(m, n), q * 1e-9 if b % 2 else q)
+    out = np.full((3, 2, NEVER - 1), 7.0)
+    _prior_params(np.array([False, moved]), np.array([0.5, f]), g3, n0, _EDGES, out)
+    assert np.all(out[:, 0] == 7.0)  # (window 0 did not move)
+    if not moved:
+        assert np.all(out == 7.0)
+        return
+    g = python_prior_rates(f, *(g3[x, 1].tolist() for x in range(3)), n0)
+    assert out[0, 1].tolist() == g
+    assert out[1, 1].tolist() == [n0 * x for x in g]
+    assert out[2, 1].tolist() == [n0 * (1.0 - x) for x in g]
+
+
+def python_row(n, m, f, pa, pb, t, c, risk, level):
+    """A window's row as the Python scan made it (session 34): per bin, :func:`cell_within` on
+    the posterior (the scan's arithmetic), and where it cannot decide, the exact quantile
+    (scipy's ufunc) times ``c`` within ``risk``."""
+    i = 0
+    while i < NEVER - 1:
+        nd, md = f * n[i + 1], f * m[i + 1]
+        a, b = md + pa[i], max(max(nd - md, 0.0) + pb[i], 1e-9)
+        d = cell_within(a, b, level, t)
+        if d < 0:
+            d = float(betaincinv(a, b, level)) * c <= risk
+        if not d:
+            break
+        i += 1
+    return i
+
+
+@settings(max_examples=500, deadline=None)
+@given(n=st.lists(st.integers(0, 40), min_size=NEVER + 1, max_size=NEVER + 1),
+       over=st.lists(st.integers(0, 45), min_size=NEVER + 1, max_size=NEVER + 1),
+       f=st.floats(0.2, 1.0), g=st.lists(st.floats(1e-4, 0.6), min_size=NEVER - 1,
+                                           max_size=NEVER - 1),
+       c=st.floats(1.0, 100.0), risk=st.sampled_from([0.001, 0.1, 3.0, 100.0]),
+       level=st.sampled_from([0.9, 0.5, 0.99]), tiny=st.booleans())
+def test_the_compiled_scan_gives_the_python_rows(n, over, f, g, c, risk, level, tiny):
+    # thresholds of every kind: >= 1 (everything passes), tiny (the exact quantile decides:
+    # below _TINY_T) and between (the cdf, the exact quantile at its bracket); bins with more
+    # overruns than outcomes (the clamp at 0)
+    from sia.scheduler.policies.sia.risk import _scan_window
+    n, m = np.asarray(n, dtype=np.float64), np.asarray(over, dtype=np.float64)
+    if tiny:
+        risk = 1e-14
+    t = largest_within(risk, c)
+    sab = np.zeros((3, 2, NEVER - 1))
+    sab[0, 1] = g
+    sab[1, 1] = [10.0 * x for x in g]
+    sab[2, 1] = [10.0 * (1.0 - x) for x in g]
+    got = _scan_window(n, m, f, sab, 1, t, c, risk, level)
+    assert got == python_row(n.tolist(), m.tolist(), f, sab[1, 1].tolist(), sab[2, 1].tolist(),
+                             t, c, risk, level)

@@ -1,6 +1,7 @@
 """The risk budget's row certificates (scheduler/policies/sia/risk.py ``_window_certificate``,
-``RiskBudget._certify_pool``): a certified row is the row a scan would give, anywhere in the
-certificate's box, and a budget that keeps its certificates answers as one that scans anew."""
+kept per pool and window by ``_allowed_rows``): a certified row is the row a scan would give,
+anywhere in the certificate's box, and a budget that keeps its certificates answers as one that
+scans anew."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import betaincinv
-from sia.scheduler.policies.sia.risk import NEVER, RiskBudget, _window_certificate
+from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
+from sia.scheduler.policies.sia.risk import _window_certificate as _compiled_certificate
 
 from tests.scheduler.test_sia_risk import (
     fake_trace,
@@ -17,6 +19,15 @@ from tests.scheduler.test_sia_risk import (
 )
 
 B = NEVER - 1
+
+
+def _window_certificate(nk, mk, f, g, i, t, n0, level):
+    """The compiled certificate as a tuple ``(t_lo, t_hi, g_lo, his)``, or None."""
+    his = np.empty(NEVER)
+    ok, t_lo, t_hi, g_lo = _compiled_certificate(
+        np.asarray(nk, dtype=np.float64), np.asarray(mk, dtype=np.float64), f,
+        np.asarray(g, dtype=np.float64), i, t, n0, level, his)
+    return (t_lo, t_hi, g_lo, his[:i].tolist()) if ok else None
 
 
 def exact_row(nk, mk, f, g, t, n0=10.0, level=0.9) -> int:
@@ -79,10 +90,10 @@ def test_a_window_certificate_never_certifies_another_row(win, off):
         assert _window_certificate(n, m, f, g, i, t, 10.0, 0.9) is None
 
 
-def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeypatch):
+def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves():
     # pool 0 warm, a third of its jobs overrunning the first window; outcomes of pool 1 move
-    # the prior; at the next refresh pool 0's certificate holds: no scan, the same row as a
-    # budget that scans anew
+    # the prior; at the next refresh pool 0's rows come from certificates, kept or made anew
+    # at its snapshot, the same rows as a budget that scans anew
     W3 = (300.0, 3600.0)
     P, jobs = 2, 60
     pools = [0] * 30 + [1] * 30
@@ -95,9 +106,6 @@ def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeyp
     unused = [0, 0]  # (no pool with unused quota: the cost is 1 at both calls)
     first = [rb.allowed(5000.0, unused) for rb in rbs]
     assert first[0] == first[1]
-    scans = []
-    orig = RiskBudget._scan
-    monkeypatch.setattr(RiskBudget, "_scan", lambda self, *a: scans.append(a[0]) or orig(self, *a))
     for rb in rbs:
         feed(rb, list(range(30, 31)), 0.02, 5000.0)  # one outcome of pool 1: the prior moves
         feed(rb, list(range(31, jobs)), 0.02, 5100.0)
@@ -106,10 +114,17 @@ def test_a_certified_pool_is_not_scanned_again_when_only_the_prior_moves(monkeyp
         rb.resolve(6000.0)
         if i == 1:
             forget_reuse(rb)
-        scans.clear()
+        certs = rb._cert[0].copy(), rb._cert_i[0].copy()
+        prior = rb._snap_ab[0].copy()
         got.append(rb.allowed(6000.0, unused))
         if i == 0:
-            assert 0 not in scans  # pool 0's row came from its certificate
+            assert not np.array_equal(rb._snap_ab[0], prior)  # pool 0 took the new prior
+            assert np.all(rb._cert_i[0, :, 0] >= 0)  # its windows' rows are certified there:
+            # the second window's certificate held (its box took the new rates), the first's
+            # bound on its failing bin's rate did not, so its row was certified anew
+            assert np.array_equal(rb._cert[0, 1], certs[0][1])
+            assert not np.array_equal(rb._cert[0, 0], certs[0][0])
+            assert np.array_equal(rb._cert_i[0], certs[1])  # (the same rows and counts)
     assert got[0] == got[1]
     assert np.asarray(got[0]).shape == (P, len(W3))
 
@@ -198,6 +213,10 @@ def test_the_compiled_window_certificate_gives_the_python_floats_exactly(win, i,
     m = [x + (3.0 if b % 3 == 1 and i % 2 else 0.0) for b, x in enumerate(m)]
     assert (_window_certificate(n, m, f, g, i, t, n0, level)
             == python_window_certificate(n, m, f, g, i, t, n0, level))
+    his = np.empty(NEVER)  # (the tuple's floats are the kernel's)
+    got = _compiled_certificate(np.asarray(n), np.asarray(m), f, np.asarray(g), i, t, n0, level,
+                                his)
+    assert got[0] == (python_window_certificate(n, m, f, g, i, t, n0, level) is not None)
 
 
 def test_the_kernels_bind_scipys_double_betainc_and_name_what_is_missing():

@@ -112,8 +112,8 @@ _CDF_SLACK = 1e-9
 #: may have underflowed (to 0 or a subnormal), where no relative accuracy holds. The budget's
 #: thresholds are risk / cost: 1e-5 and more for risk >= 0.001 and cost_cap = 100.
 _TINY_T = 1e-12
-#: Relative half-widths (in the threshold and in the prior's rates) of the boxes a pool's
-#: certificate may cover, widest first (:meth:`RiskBudget._certify_pool`).
+#: Relative half-widths (in the threshold and in the prior's rates) of the boxes a window's
+#: certificate may cover, widest first (:func:`_window_certificate`).
 _CERT_BOXES = (0.1, 0.02, 0.002)
 
 
@@ -174,122 +174,45 @@ def q_bins(q: np.ndarray) -> np.ndarray:
     return (np.searchsorted(_EDGES, q, side="right") + 1).astype(np.int64)
 
 
-class _Floor:
-    """The first bin's floor of one prior: per window, Beta(pa, memory + 1 + pb) (see
-    :meth:`RiskBudget._update_prior`), whose ``level`` quantile is below every pool's quantile
-    of that bin under the prior. :meth:`fails` reads it through the cdf (one ``betainc`` per
-    window and threshold, kept), not its quantile: a window fails when the cdf at the
-    threshold is below ``level`` by more than ``_CDF_SLACK``, i.e. the floor is above it."""
-
-    __slots__ = ("_a", "_b", "_src", "level", "_memo", "_open")
-
-    def __init__(self, a: list[float] | None, b: list[float] | None, level: float,
-                 src: tuple | None = None):
-        self._a, self._b, self.level = a, b, level  # b NaN: no floor (nothing fails by it)
-        self._src = src  # (a and b None) the prior's counts, n0 and cap they come from
-        self._memo: dict[float, list[bool]] = {}
-        self._open: dict[float, tuple[int, ...]] = {}
-
-    @property
-    def a(self) -> list[float]:
-        """The floor's first Beta parameter per window (computed when first read)."""
-        if self._a is None:
-            self._params()
-        return self._a
-
-    @property
-    def b(self) -> list[float]:
-        """The floor's second Beta parameter per window (computed when first read)."""
-        if self._b is None:
-            self._params()
-        return self._b
-
-    def _params(self) -> None:
-        """Compute a and b from the prior's counts (see :meth:`RiskBudget._update_prior`):
-        ``a = n0 x``, ``b = cap + n0 (1 - x)`` with x the first bin's rate (0 and ``cap`` in a
-        window never updated)."""
-        counts, n0, cap = self._src
-        a, b = [], []
-        for c in counts:
-            x = None if c is None else _prior_rates(c, n0, (1,))[0]
-            a.append(0.0 if x is None else n0 * x)
-            b.append(cap + (0.0 if x is None else n0 * (1.0 - x)))
-        self._a, self._b = a, b
-
-    def fails(self, t: float) -> list[bool]:
-        """Return, per window, whether the floor quantile is surely above ``t``."""
-        got = self._memo.get(t)
-        if got is None:
-            # (scipy's scalar betainc, window by window: the ufunc's floats, without its overhead)
-            lo = self.level - _CDF_SLACK
-            got = self._memo[t] = [_betainc(a, b, t) < lo  # NaN: False
-                                   for a, b in zip(self.a, self.b, strict=True)]
-        return got
-
-    def opened(self, t: float) -> tuple[int, ...]:
-        """Return the windows that :meth:`fails` does not fail at ``t``, in order."""
-        got = self._open.get(t)
-        if got is None:
-            got = self._open[t] = tuple(k for k, f in enumerate(self.fails(t)) if not f)
-        return got
-
-    def quantiles(self) -> list[float]:
-        """Return the floor quantiles themselves (NaN: none)."""
-        return betaincinv(np.asarray(self.a), np.asarray(self.b), self.level).tolist()
-
-
 class _Prior:
     """The prior of one update (each window and bin's rate over all pools, see
-    :meth:`RiskBudget._update_prior`), computed per window when first read: the decayed global
-    counts are kept as of the update (``counts[k]``: the decay factor and copies of the
-    window's outcomes, overruns and sum of q per bin; None: a window never updated, its rates
-    0) and :meth:`row` computes the rates from them with the arithmetic the update made them
-    with, hence the same floats. A window without a new outcome shares the previous prior's
-    counts and rows."""
+    :meth:`RiskBudget._update_prior`): ``arr`` [3, K, NEVER - 1], per window and bin 1..NEVER-1
+    the rate g, ``prior_n g`` and ``prior_n (1 - g)`` (0 in a window never updated), computed
+    by :func:`_prior_params` from the decayed global counts at the update."""
 
-    __slots__ = ("counts", "rows", "n0", "_arrs")
+    __slots__ = ("arr",)
 
-    def __init__(self, counts: list[tuple[float, list[float], list[float], list[float]] | None],
-                 rows: list[tuple[list[float], list[float], list[float]] | None], n0: float):
-        self.counts, self.rows, self.n0 = counts, rows, n0
-        self._arrs: list[np.ndarray | None] = [None] * len(rows)
-
-    def rates(self, k: int) -> np.ndarray:
-        """Window ``k``'s rates (:meth:`row`'s first list) as an array, kept (the compiled
-        certificates read it)."""
-        got = self._arrs[k]
-        if got is None:
-            got = self._arrs[k] = np.asarray(self.row(k)[0], dtype=np.float64)
-        return got
+    def __init__(self, arr: np.ndarray):
+        self.arr = arr
 
     def row(self, k: int) -> tuple[list[float], list[float], list[float]]:
         """Return window ``k``'s (rates g, prior_n g, prior_n (1 - g)) over bins 1..NEVER-1."""
-        got = self.rows[k]
-        if got is None:
-            c = self.counts[k]
-            if c is None:
-                zero = [0.0] * (NEVER - 1)
-                got = (zero, zero, zero)
+        return self.arr[0, k].tolist(), self.arr[1, k].tolist(), self.arr[2, k].tolist()
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _prior_params(moved, f, g3, n0, edges, out):  # pragma: no cover - compiled
+    """Write into ``out`` [3, K, NEVER - 1] the prior of the windows ``moved``: per bin b the
+    rate over all pools of the decayed counts ``f[k]`` x ``g3`` [3, K, NEVER + 1] (outcomes,
+    overruns, sum of q): ``(f m + n0 qbar) / (f n + n0)``, qbar the bin's mean predicted q
+    (its upper edge without outcomes), never below ``G_FLOOR``; then ``n0 g`` and ``n0 (1 -
+    g)``. (Python's ``max(a, b)`` is ``b if b > a else a``: the floats of the Python loop this
+    replaced, which the tests keep as the reference.)"""
+    for k in range(out.shape[1]):
+        if not moved[k]:
+            continue
+        fk = f[k]
+        for b in range(1, NEVER):
+            gn = fk * g3[0, k, b]
+            if gn > 0:
+                qbar = fk * g3[2, k, b] / (1e-12 if 1e-12 > gn else gn)
             else:
-                n0 = self.n0
-                g = _prior_rates(c, n0, range(1, NEVER))
-                got = (g, [n0 * x for x in g], [n0 * (1.0 - x) for x in g])
-            self.rows[k] = got
-        return got
-
-
-def _prior_rates(c: tuple[float, list[float], list[float], list[float]], n0: float,
-                 bins: Any) -> list[float]:
-    """The rates over all pools of ``bins`` from a window's kept counts ``c`` (see _Prior)."""
-    f, gnk, gmk, gsk = c
-    out = []
-    for b in bins:  # (a loop here, not a call per bin: _Prior.row is on the budget's hot path)
-        gn = f * gnk[b]
-        qbar = f * gsk[b] / max(gn, 1e-12) if gn > 0 else Q_EDGES[b - 1]
-        # never below G_FLOOR (a model that says "certain" (q = 0) is not taken at its word, and
-        # Beta(0, b) has no quantile)
-        out.append(max((f * gmk[b] + n0 * qbar) / (gn + n0), G_FLOOR))
-    return out
+                qbar = edges[b - 1]
+            x = (fk * g3[1, k, b] + n0 * qbar) / (gn + n0)
+            x = G_FLOOR if G_FLOOR > x else x
+            out[0, k, b - 1] = x
+            out[1, k, b - 1] = n0 * x
+            out[2, k, b - 1] = n0 * (1.0 - x)
 
 
 class _NegPowers:
@@ -340,33 +263,6 @@ def _costs_by_load(load, inv_cap, cost, order):  # pragma: no cover - compiled
 COST_MODES = ("busiest", "expected", "reclaim")
 
 
-def _window_certificate(nk: list[float], mk: list[float], f: float, g: Any, i: int,
-                        t: float, n0: float, level: float) -> tuple | None:
-    """Return a certificate that a window's row ``i`` (its scan at threshold ``t``; decayed
-    counts ``f`` x (``nk``, ``mk``), from CERTAIN; prior rates ``g``) holds in a box around
-    ``t`` and ``g``: ``(t_lo, t_hi, lo, his)``, valid at thresholds in ``[t_lo, t_hi]`` when
-    the prior's rate of bin ``i`` is >= ``lo`` (-inf when ``i`` is the last bin) and of each bin
-    ``j < i`` <= ``his[j]``; None when no box of :data:`_CERT_BOXES` certifies some bin.
-
-    A bin's posterior is Beta(a, b), ``a = md + n0 g``, ``b = max(max(nd - md, 0) + n0 (1 -
-    g), 1e-9)`` (the scan's arithmetic): a grows and b falls with g, also as rounded (rounding
-    is monotone). The Beta cdf falls with a and grows with b and x, so its ``level`` quantile
-    grows with g. Bin ``i`` fails at every threshold up to ``t_hi = t (1 + w)`` and rate from
-    ``g (1 - w)`` up when the cdf there, at ``t_hi (1 + _BRACKET)``, is below ``level`` by more
-    than ``_CDF_SLACK``: its quantile is then above the bracket of each such threshold, where
-    :meth:`RiskBudget._scan` finds a failure whether the cdf or the exact quantile decides
-    (the margins of :func:`cell_within`; below ``_TINY_T`` the exact quantile decides the
-    same way). A bin before it passes at every threshold from ``t (1 - w)`` up (and >= 1,
-    where everything passes) and rate up to ``g (1 + w)`` when the cdf at ``t (1 - w) (1 -
-    _BRACKET)`` and that rate is above ``level`` by more than the slack. Each bin takes the
-    widest box that certifies it."""
-    his = np.empty(NEVER)
-    ok, t_lo, t_hi, g_lo = _window_certificate_c(np.array((nk, mk), dtype=np.float64), f,
-                                                 np.asarray(g, dtype=np.float64), i, t, n0,
-                                                 level, his)
-    return (t_lo, t_hi, g_lo, his[:i].tolist()) if ok else None
-
-
 def _cython_double(name: str, n_args: int) -> int:
     """The address of scipy's ``cython_special.<name>`` for doubles: the function itself or,
     where it is fused (float and double, newer scipy), its double specialisation, found by the
@@ -394,18 +290,87 @@ def _cython_double(name: str, n_args: int) -> int:
 llvm.add_symbol("sia_risk_betainc", _cython_double("betainc", 3))
 _betainc_c = nbt.ExternalFunction("sia_risk_betainc", nbt.float64(
     nbt.float64, nbt.float64, nbt.float64, nbt.intc))
+# ... and its inverse (the function the ufunc ``betaincinv`` calls for doubles)
+llvm.add_symbol("sia_risk_betaincinv", _cython_double("betaincinv", 3))
+_betaincinv_c = nbt.ExternalFunction("sia_risk_betaincinv", nbt.float64(
+    nbt.float64, nbt.float64, nbt.float64, nbt.intc))
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _window_certificate_c(nm, f, g, i, t, n0, level, his):  # pragma: no cover - compiled
-    """:func:`_window_certificate` compiled: ``nm`` the counts [2, NEVER + 1] (outcomes, overruns),
-    ``g`` the prior's rates; the upper bounds go to ``his[:i]``. Returns (certified, t_lo,
-    t_hi, g_lo). The same operations in the same order (Python's ``max(a, b)`` is ``b if b > a
-    else a``), hence the same floats."""
+def _bin_within(f, n, m, pa, pb, cdf, x0, x1, hi, lo, c, risk, level):  # pragma: no cover
+    """Whether one bin's bound passes: :func:`cell_within` (``cdf`` 0: read the cdf at the
+    bracket ``x0``, ``x1`` with the slack's ``hi``, ``lo``; 1: t >= 1, every bin passes; -1: t
+    below ``_TINY_T``) on the Beta posterior of decayed counts ``f`` x (``n``, ``m``) under the
+    prior's ``pa``, ``pb``, and where that cannot decide, the exact quantile times ``c`` within
+    ``risk``. The arithmetic of the Python scan it replaced: the same floats (Python's ``max(a,
+    b)`` is ``b if b > a else a``)."""
+    d = cdf
+    if d != 0 and d != -1:
+        return True
+    nd, md = f * n, f * m
+    r = nd - md
+    r = 0.0 if 0.0 > r else r
+    a, b = md + pa, r + pb
+    b = 1e-9 if 1e-9 > b else b
+    if d == 0:
+        if _betainc_c(a, b, x0, 0) >= hi:
+            return True
+        if _betainc_c(a, b, x1, 0) <= lo:
+            return False
+    return _betaincinv_c(a, b, level, 0) * c <= risk
+
+
+@numba.njit(cache=True, nogil=True)
+def _take_snapshots(pools, lam, nm, t, prior, snm, sf, sab, sver, snapped, pool_ver
+                    ):  # pragma: no cover - compiled
+    """Take the snapshots of ``pools`` (see :func:`_allowed_rows`): copies of their counts
+    ``nm`` [2, P, K, NEVER + 1] (outcomes, overruns), their decay factors ``lam ** t`` (the
+    power of doubles, as Python's) and the prior ``prior`` [3, K, NEVER - 1] (rates and Beta
+    parameters). A window whose counts or decay factor changed gets a new stamp ``sver``
+    (its certificate no longer holds); each pool's version moves."""
+    for p in pools:
+        for k in range(t.shape[1]):
+            f = lam ** np.float64(t[p, k])
+            same = f == sf[p, k]
+            for b in range(nm.shape[3]):
+                for x in range(2):
+                    if snm[x, p, k, b] != nm[x, p, k, b]:
+                        same = False
+                        snm[x, p, k, b] = nm[x, p, k, b]
+            sf[p, k] = f
+            if not same or not snapped[p]:
+                sver[p, k] += 1
+            for x in range(3):
+                sab[p, x, k] = prior[x, k]
+        snapped[p] = True
+        pool_ver[p] += 1
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _window_certificate(n, m, f, g, i, t, n0, level, his):  # pragma: no cover - compiled
+    """Certify that a window's row ``i`` (its scan at threshold ``t``; decayed counts ``f`` x
+    (``n``, ``m``) [NEVER + 1], from CERTAIN; prior rates ``g`` [NEVER - 1]) holds in a box
+    around ``t`` and ``g``: returns (certified, t_lo, t_hi, g_lo), valid at thresholds in
+    ``[t_lo, t_hi]`` when the prior's rate of bin ``i`` is >= ``g_lo`` (-inf when ``i`` is the
+    last bin) and of each bin ``j < i`` <= ``his[j]`` (written); not certified when no box of
+    :data:`_CERT_BOXES` certifies some bin.
+
+    A bin's posterior is Beta(a, b), ``a = md + n0 g``, ``b = max(max(nd - md, 0) + n0 (1 -
+    g), 1e-9)`` (the scan's arithmetic): a grows and b falls with g, also as rounded (rounding
+    is monotone). The Beta cdf falls with a and grows with b and x, so its ``level`` quantile
+    grows with g. Bin ``i`` fails at every threshold up to ``t_hi = t (1 + w)`` and rate from
+    ``g (1 - w)`` up when the cdf there, at ``t_hi (1 + _BRACKET)``, is below ``level`` by more
+    than ``_CDF_SLACK``: its quantile is then above the bracket of each such threshold, where
+    the scan (:func:`_bin_within`) finds a failure whether the cdf or the exact quantile
+    decides (the margins of :func:`cell_within`; below ``_TINY_T`` the exact quantile decides
+    the same way). A bin before it passes at every threshold from ``t (1 - w)`` up (and >= 1,
+    where everything passes) and rate up to ``g (1 + w)`` when the cdf at ``t (1 - w) (1 -
+    _BRACKET)`` and that rate is above ``level`` by more than the slack. Each bin takes the
+    widest box that certifies it. (Python's ``max(a, b)`` is ``b if b > a else a``.)"""
     hi, lo, B = level + _CDF_SLACK, level - _CDF_SLACK, NEVER - 1
     t_lo, t_hi, g_lo = -math.inf, math.inf, -math.inf
     if i < B:
-        nd, md = f * nm[0, i + 1], f * nm[1, i + 1]
+        nd, md = f * n[i + 1], f * m[i + 1]
         r = nd - md
         r = 0.0 if 0.0 > r else r
         ok = False
@@ -421,7 +386,7 @@ def _window_certificate_c(nm, f, g, i, t, n0, level, his):  # pragma: no cover -
         if not ok:
             return False, t_lo, t_hi, g_lo
     for j in range(i):
-        nd, md = f * nm[0, j + 1], f * nm[1, j + 1]
+        nd, md = f * n[j + 1], f * m[j + 1]
         r = nd - md
         r = 0.0 if 0.0 > r else r
         ok = False
@@ -441,19 +406,119 @@ def _window_certificate_c(nm, f, g, i, t, n0, level, his):  # pragma: no cover -
     return True, t_lo, t_hi, g_lo
 
 
-def _rates_within(prior: _Prior, bounds: list[tuple[int, int, float, list[float]]]) -> bool:
-    """Return whether ``prior``'s rates meet a pool certificate's ``bounds`` (per warm window
-    ``k`` with row ``i``: bin ``i``'s rate >= ``lo``, each bin ``j < i``'s <= ``his[j]``, see
-    :func:`_window_certificate`)."""
-    rows = prior.rows
-    for k, i, lo, his in bounds:
-        g = (rows[k] or prior.row(k))[0]
-        if not g[i] >= lo if i < NEVER - 1 else False:
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _bin_within(f, n, m, pa, pb, cdf, x0, x1, hi, lo, c, risk, level):  # pragma: no cover
+    """Whether one bin's bound passes: :func:`cell_within` (``cdf`` 0: read the cdf at the
+    bracket ``x0``, ``x1`` with the slack's ``hi``, ``lo``; 1: t >= 1, every bin passes; -1: t
+    below ``_TINY_T``) on the Beta posterior of decayed counts ``f`` x (``n``, ``m``) under the
+    prior's ``pa``, ``pb``, and where that cannot decide, the exact quantile times ``c`` within
+    ``risk``: the arithmetic of the Python scan it replaced, the same floats."""
+    if cdf == 1:
+        return True
+    nd, md = f * n, f * m
+    r = nd - md
+    r = 0.0 if 0.0 > r else r
+    a, b = md + pa, r + pb
+    b = 1e-9 if 1e-9 > b else b
+    if cdf == 0:
+        if _betainc_c(a, b, x0, 0) >= hi:
+            return True
+        if _betainc_c(a, b, x1, 0) <= lo:
             return False
-        for j, x in enumerate(his):
-            if not g[j] <= x:
-                return False
+    return _betaincinv_c(a, b, level, 0) * c <= risk
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _scan_window(sn, sm, f, sab, k, t, c, risk, level):  # pragma: no cover - compiled
+    """One window's row from its snapshot (counts ``sn``, ``sm``, decay ``f``, prior ``sab``
+    [3, K, NEVER - 1]): the number of leading bins whose bound passes (:func:`_bin_within`)."""
+    hi, lo = level + _CDF_SLACK, level - _CDF_SLACK
+    x0, x1 = t * (1.0 - _BRACKET), t * (1.0 + _BRACKET)
+    x1 = 1.0 if 1.0 < x1 else x1
+    cdf = 1 if t >= 1.0 else -1 if t < _TINY_T else 0
+    i = 0
+    while i < NEVER - 1 and _bin_within(f, sn[i + 1], sm[i + 1], sab[1, k, i], sab[2, k, i],
+                                        cdf, x0, x1, hi, lo, c, risk, level):
+        i += 1
+    return i
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _rates_within(g, i, g_lo, his):  # pragma: no cover - compiled
+    """Whether the prior's rates ``g`` meet a window certificate's bounds (row ``i``: bin
+    ``i``'s rate >= ``g_lo``, each bin ``j < i``'s <= ``his[j]``; see
+    :func:`_window_certificate`)."""
+    if i < NEVER - 1 and not g[i] >= g_lo:
+        return False
+    for j in range(i):
+        if not g[j] <= his[j]:
+            return False
     return True
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _allowed_rows(take, pools, c, t, risk, level, n0, lam, nm, tc, prior, warm, snapped, snm,
+                  sf, sab, sver, pool_ver, row_ver, row_c, rows, cert, cert_i, changed, certify
+                  ):  # pragma: no cover - compiled
+    """Take the snapshots of the pools ``take`` (:func:`_take_snapshots`), then bring
+    ``rows[p]`` up to date for each pool of ``pools`` at cost ``c`` (threshold ``t =
+    largest_within(risk, c)``); return how many pools' rows changed (listed in ``changed``).
+
+    A row holds, per window, the number of leading bins whose bound times ``c`` is within the
+    budget (CERTAIN in a cold window; every bound 1.0 in a pool never refreshed); the bounds
+    are the running maximum of the quantiles over the bins, so the scan
+    (:func:`_scan_window`) stops at the first bin that fails. A pool whose version (its
+    snapshot or warmth moved) and cost are those of its last scan keeps its row. Else each
+    warm window keeps its row while that row's certificate (:func:`_window_certificate`:
+    ``cert`` [P, K, 3 + NEVER - 1] the box, ``cert_i`` [P, K, 2] the snapshot stamp and row it
+    was made for) holds at ``t`` and the snapshot's prior, or while a new certificate of that
+    row can be had at the snapshot now (the row is then the scan's); only then is it scanned,
+    and its new row certified. (On Philly at risk 3, 99.2% of the rescans give the row they
+    gave before.) With ``certify`` false every window is scanned (the tests' reference)."""
+    _take_snapshots(take, lam, nm, tc, prior, snm, sf, sab, sver, snapped, pool_ver)
+    K, B, n_changed = rows.shape[1], NEVER - 1, 0
+    his = np.empty(NEVER)
+    for p in pools:
+        if row_ver[p] == pool_ver[p] and row_c[p] == c:
+            continue
+        row_ver[p], row_c[p] = pool_ver[p], c
+        moved = False
+        for k in range(K):
+            i = rows[p, k]
+            if not warm[p, k]:
+                j = 0
+            elif not snapped[p]:  # never refreshed: every bound 1.0
+                j = 0
+                while j < B and 1.0 * c <= risk:
+                    j += 1
+            else:
+                cb, g = cert[p, k], sab[p, 0, k]
+                if (certify and cert_i[p, k, 0] == sver[p, k] and cert_i[p, k, 1] == i
+                        and cb[0] <= t <= cb[1] and _rates_within(g, i, cb[2], cb[3:])):
+                    continue  # the row's certificate holds here
+                j = i  # the row, certified anew at this snapshot? else scanned and certified
+                ok, t_lo, t_hi, g_lo = False, 0.0, 0.0, 0.0
+                if certify:
+                    ok, t_lo, t_hi, g_lo = _window_certificate(snm[0, p, k], snm[1, p, k],
+                                                               sf[p, k], g, j, t, n0, level, his)
+                if not ok:
+                    j = _scan_window(snm[0, p, k], snm[1, p, k], sf[p, k], sab[p], k, t, c,
+                                     risk, level)
+                    if certify:
+                        ok, t_lo, t_hi, g_lo = _window_certificate(snm[0, p, k], snm[1, p, k],
+                                                                   sf[p, k], g, j, t, n0, level,
+                                                                   his)
+                cert_i[p, k, 0] = sver[p, k] if ok else -1
+                cert_i[p, k, 1] = j
+                cb[0], cb[1], cb[2] = t_lo, t_hi, g_lo
+                cb[3:3 + j] = his[:j]
+            if j != i:
+                rows[p, k] = j
+                moved = True
+        if moved:
+            changed[n_changed] = p
+            n_changed += 1
+    return n_changed
 
 
 class RiskBudget:
@@ -556,24 +621,27 @@ class RiskBudget:
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
         # outcomes of its pool and window so far) and the counts are read times decay^t, which
         # is the same as decaying every older count at each new outcome (see _decayed)
-        # (Python lists, [P][K][B] and [K][B]: resolve updates one count at a time, and Python
-        # floats do the same IEEE arithmetic as numpy's float64 scalars, without their overhead)
-        self._n = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # per pool: outcomes ...
-        self._m = [[[0.0] * B for _ in range(K)] for _ in range(P)]  # ... and overruns
-        self._t = [[0] * K for _ in range(P)]
+        # (per pool, arrays [P, K, B]: a refresh copies a pool's counts for the compiled scan;
+        # over all pools, Python lists [K][B]: Python floats do the same IEEE arithmetic)
+        self._nm = np.zeros((2, P, K, B))  # per pool: outcomes and overruns
+        self._n, self._m = self._nm[0], self._nm[1]
+        self._t = np.zeros((P, K), dtype=np.int64)  # per pool and window: the decay's t
         self._seen = [[0] * K for _ in range(P)]  # outcomes taken in, per pool and window
         self._gseen = [0] * K  # ... and per window over all pools
-        self._gn = [[0.0] * B for _ in range(K)]  # over all pools: outcomes, overruns, sum of q
-        self._gm = [[0.0] * B for _ in range(K)]
-        self._gs = [[0.0] * B for _ in range(K)]
+        self._g3 = np.zeros((3, K, B))  # over all pools: outcomes, overruns, sum of q
+        self._gn, self._gm, self._gs = self._g3
         self._gt = [0] * K
         self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
+        self._warm_arr = np.asarray(self._warm, dtype=np.bool_).reshape(P, K)  # (the scan's)
+        self._all_pools = np.arange(P, dtype=np.int64)
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
         self._reset_snapshots(P, K)
         self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
+        self._prior_moved = np.zeros(K, dtype=np.bool_)  # (_update_prior's, reused)
+        self._prior_f = np.zeros(K)
         # (time the outcome is known, job, k), a heap, and the first of those times (inf: none;
         # resolve() before it is a no-op)
         self._events: list[tuple[float, int, int]] = []
@@ -591,7 +659,7 @@ class RiskBudget:
         # inserted in order)
         self._fresh: deque[tuple[float, int]] = deque()
         self._prior_time = -math.inf
-        self._prior = _Prior([None] * K, [None] * K, self.prior_n)  # rates 0 until updated
+        self._prior = _Prior(np.zeros((3, K, NEVER - 1)))  # rates 0 until updated
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load: np.ndarray | None = np.zeros(P)
         self._load_list = [0.0] * P
@@ -603,40 +671,33 @@ class RiskBudget:
                       "cost_sum": 0.0, "cost_n": 0}
 
     def _reset_snapshots(self, P: int, K: int) -> None:
-        """Forget the snapshots, their quantiles and floors and the last scans (see reset)."""
-        # per pool, window and bin - 1: the Beta posterior's quantile as of the last refresh
-        # (None until read); quantiles by parameters (pools without outcomes share them)
-        self._snap: list[tuple] = [()] * P  # (outcomes, overruns, t, prior) at the refresh
-        # a pool's snapshot shares the live counts until its next outcome copies them (copy on
-        # write: most snapshots are taken anew before their pool sees another outcome)
-        self._shared = [False] * P
-        self._raw: list[list[list[float | None]]] = [[[1.0] * (NEVER - 1) for _ in range(K)]
-                                                     for _ in range(P)]
-        self._qcache: dict[tuple[float, float], float] = {}
-        # per pool and window: the (outcomes seen, prior version) its quantiles in _raw were
-        # computed for (None: not yet; see _valid_raw)
-        self._raw_key: list[list[tuple[int, int] | None]] = [[None] * K for _ in range(P)]
-        # per pool and window: the cost of its last scan (NaN: none valid) and the bins it
-        # passed, kept while the window's quantiles are (see _scan)
-        self._scan_c = [[math.nan] * K for _ in range(P)]
-        self._scan_bins = [[CERTAIN] * K for _ in range(P)]
-        # per pool: the certificate of its last row (see _certify_pool; None: none)
-        self._pool_cert: list[tuple | None] = [None] * P
-        # per pool and window: the certificate of its row (see _certify_pool; None: none)
-        self._win_cert: list[list[tuple | None]] = [[None] * K for _ in range(P)]
-        # the first bin's floor of the prior (a _Floor, see _update_prior), and the
-        # floor of the prior each pool's snapshot took (NaN: none, nothing is skipped)
-        self._prior_floor = _Floor([math.nan] * K, [math.nan] * K, self.level)
-        self._snap_floor = [self._prior_floor] * P
-        # per pool: a version bumped when its quantiles are reset or a window warms, and its
-        # last scan in _lendable (the row, the version and the cost it was made with)
-        self._pool_ver = [0] * P
-        self._rows: list[list[int]] = [[CERTAIN] * K for _ in range(P)]
-        self._row_ver = [-1] * P
-        self._row_c = [math.nan] * P
-        # what a pool's quantiles were computed from: its outcomes seen per window and the
-        # prior's version per window at its last refresh (None: never refreshed); a refresh
-        # keeps a window's quantiles when neither moved (the same parameters, the same floats)
+        """Forget the snapshots, the last scans and the certificates (see reset)."""
+        B = NEVER - 1
+        # per pool, as of its last refresh (the compiled scan's arrays): the counts [2, P, K,
+        # NEVER + 1], their decay factor per window, the prior [P, 3, K, NEVER - 1], per window a
+        # stamp moved when its counts do, and whether it was ever refreshed (else its bounds
+        # are 1.0); the pools retaken since the last scan (taken by it, see _retake)
+        self._snap_nm = np.zeros((2, P, K, NEVER + 1))
+        self._snap_f = np.ones((P, K))
+        self._snap_ab = np.zeros((P, 3, K, B))
+        self._snap_ver = np.zeros((P, K), dtype=np.int64)
+        self._snapped = np.zeros(P, dtype=np.bool_)
+        self._to_take: list[int] = []
+        # per pool: a version bumped when its snapshot is taken anew or a window warms, and its
+        # last scan (the row, the version and the cost it was made with; see _allowed_rows),
+        # the rows as lists, and each window's certificate (box; stamp and row, -1: none)
+        self._pool_ver = np.zeros(P, dtype=np.int64)
+        self._rows = np.zeros((P, K), dtype=np.int64)
+        self._row_lists = [[CERTAIN] * K for _ in range(P)]
+        self._row_ver = np.full(P, -1, dtype=np.int64)
+        self._row_c = np.full(P, math.nan)
+        self._cert = np.zeros((P, K, 3 + B))
+        self._cert_i = np.full((P, K, 2), -1, dtype=np.int64)
+        self._changed = np.empty(P, dtype=np.int64)
+        self._certify = True  # (the tests' reference scans every window anew: False)
+        # what a pool's snapshot was taken from: its outcomes seen per window and the prior's
+        # version per window at its last refresh (None: never refreshed); a refresh keeps the
+        # snapshot when neither moved (the same counts and prior, the same floats)
         self._snap_seen: list[list[int] | None] = [None] * P
         self._snap_prior: list[list[int] | None] = [None] * P
 
@@ -741,7 +802,7 @@ class RiskBudget:
         n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
                                    self._gt)
         stats, warm, cold_n = self.stats, self._warm, self.cold_n
-        shared, snap, seen, gseen = self._shared, self._snap, self._seen, self._gseen
+        seen, gseen = self._seen, self._gseen
         wpow, gwpow, pop = self._wpow.table(), self._gwpow.table(), heapq.heappop
         outcomes = overruns = 0
         while ev and ev[0][0] <= now:
@@ -759,41 +820,37 @@ class RiskBudget:
             p = pool[j]
             seen[p][k] += 1
             gseen[k] += 1
-            if shared[p]:  # the snapshot keeps the counts as of its refresh
-                snap[p] = ([r[:] for r in n[p]], [r[:] for r in m[p]], t[p][:], snap[p][3])
-                shared[p] = False
-            np_, mp, tp = n[p][k], m[p][k], t[p]
-            tk = tp[k] + 1
+            tk = int(t[p, k]) + 1
             if tk >= _RENORM:  # fold the decay into the counts before the weights overflow
                 f = lam ** (tk - 1)
-                np_[:] = [x * f for x in np_]
-                mp[:] = [x * f for x in mp]
+                n[p, k] *= f
+                m[p, k] *= f
                 tk = 1
-            tp[k] = tk
+            t[p, k] = tk
             w = wpow[tk]
-            np_[b] += w
+            n[p, k, b] += w
             # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest (summed
-            # by numpy as before: its order of additions; only until the window is warm)
-            if not warm[p][k] and np.asarray(np_[1:]).sum() * lam ** tk >= cold_n:
+            # by numpy: its order of additions; only until the window is warm)
+            if not warm[p][k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
                 warm[p][k] = True
+                self._warm_arr[p, k] = True
                 self._version += 1
                 self._pool_ver[p] += 1
             g = gt[k] + 1
-            gnk, gmk, gsk = gn[k], gm[k], gs[k]
             if g >= _RENORM:
                 f = glam ** (g - 1)
-                gnk[:] = [x * f for x in gnk]
-                gmk[:] = [x * f for x in gmk]
-                gsk[:] = [x * f for x in gsk]
+                gn[k] *= f
+                gm[k] *= f
+                gs[k] *= f
                 g = 1
             gt[k] = g
             gw = gwpow[g]
-            gnk[b] += gw
-            gsk[b] += gw * q[k][j]
+            gn[k, b] += gw
+            gs[k, b] += gw * q[k][j]
             outcomes += 1
             if over:  # a miss tightens the pool at once; fits widen it at the next refresh
-                mp[b] += w
-                gmk[b] += gw
+                m[p, k, b] += w
+                gm[k, b] += gw
                 overruns += 1
                 self._due.add(p)
         stats["outcomes"] += outcomes
@@ -816,20 +873,23 @@ class RiskBudget:
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
         """Return the upper bounds [pools, windows, bins 1..NEVER-1] on each bin's overrun rate
-        (the ``level`` quantile of the pool's Beta posterior, non-decreasing over the bins).
+        (the ``level`` quantile of the pool's Beta posterior as of its last refresh,
+        non-decreasing over the bins; 1.0 in a pool never refreshed).
 
-        Only ``pools`` (default: all) are brought up to date (see :meth:`_refresh`); every
-        quantile not computed yet is computed here (:meth:`allowed` compares the bounds with
-        its threshold through the Beta cdf and computes a quantile only where that cannot
-        decide, see :meth:`_lendable`)."""
+        Only ``pools`` (default: all) are brought up to date (see :meth:`_refresh`). Every
+        quantile is computed here (:meth:`allowed` compares them with its threshold through the
+        Beta cdf and computes a quantile only where that cannot decide, see
+        :func:`_allowed_rows`): the posteriors' parameters by the scan's arithmetic, one call of
+        the ufunc ``betaincinv`` (the function the scan's exact quantiles call)."""
         self._refresh(now, pools)
-        P, K, B = len(self._raw), len(self.windows_s), NEVER - 1
-        for p in range(P):
-            self._valid_raw(p, range(K))
-            self._scan_c[p] = [math.nan] * K  # (scans read the quantiles computed here)
-        self._quantiles([(p, k, b) for p in range(P) for k in range(K) for b in range(B)
-                         if self._raw[p][k][b] is None])
-        return np.maximum.accumulate(np.asarray(self._raw, dtype=np.float64), axis=2)
+        self._take_pending()
+        f = self._snap_f[:, :, None]
+        nd, md = f * self._snap_nm[0, :, :, 1:NEVER], f * self._snap_nm[1, :, :, 1:NEVER]
+        a = md + self._snap_ab[:, 1]
+        b = np.maximum(np.maximum(nd - md, 0.0) + self._snap_ab[:, 2], 1e-9)
+        q = betaincinv(a, b, self.level)
+        q[~self._snapped] = 1.0
+        return np.maximum.accumulate(q, axis=2)
 
     def _refresh(self, now: float, pools: list[int] | None) -> None:
         """Bring the Beta posteriors of ``pools`` (default: all) up to date at ``now`` (s).
@@ -880,116 +940,52 @@ class RiskBudget:
             self._retake(moved)
 
     def _retake(self, rows: list[int]) -> None:
-        """Take the snapshots of ``rows`` anew (pools whose outcomes or prior moved since).
-
-        The counts as of now are kept (shared with the live counts until the pool's next
-        outcome copies them, see resolve); a posterior's parameters are computed from them
-        only when one of its quantiles is first read; its quantiles are forgotten when
-        first read (:meth:`_valid_raw`), in the windows that moved."""
-        snap, prior = self._snap, self._prior
-        n, m, t, shared = self._n, self._m, self._t, self._shared
-        seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
-                                             self._snap_prior)
-        pool_ver, snap_floor, floor = self._pool_ver, self._snap_floor, self._prior_floor
-        pv = pver[:]  # (one copy for all: the snapshots' lists are never written)
-        for p in rows:  # (a retaken pool has a window that moved: its version moves)
-            snap[p] = (n[p], m[p], t[p], prior)
-            snap_floor[p] = floor
-            shared[p] = True
+        """Take the snapshots of ``rows`` anew (pools whose outcomes or prior moved since): their
+        counts as of now, their decay factors and the prior's parameters are copied by the next
+        scan (:func:`_allowed_rows`) or :meth:`bounds` (:meth:`_take_pending`), before anything
+        else can change them."""
+        seen, snap_seen, snap_prior = self._seen, self._snap_seen, self._snap_prior
+        pv = self._prior_ver[:]  # (one copy for all: the snapshots' lists are never written)
+        self._to_take.extend(rows)
+        for p in rows:
             snap_seen[p], snap_prior[p] = seen[p][:], pv
-            pool_ver[p] += 1
         self._version += 1  # the bounds moved: allowed() must scan again
 
-    def _valid_raw(self, p: int, ks: Any) -> None:
-        """Forget pool ``p``'s quantiles of the windows ``ks`` that were computed for other
-        parameters than its snapshot's (see :meth:`_retake`): a window's quantiles are kept
-        while its outcomes seen and its prior's version are those they were computed with
-        (``_raw_key``); both only grow, so equal stamps mean the same parameters, the same
-        floats. A pool never refreshed keeps its quantiles of 1.0."""
-        ss = self._snap_seen[p]
-        if ss is None:
-            return
-        sp, rk, rp, B = self._snap_prior[p], self._raw_key[p], self._raw[p], NEVER - 1
-        for k in ks:
-            key = (ss[k], sp[k])
-            if rk[k] != key:
-                rk[k] = key
-                rp[k] = [None] * B
+    def _take_pending(self) -> None:
+        """Copy the snapshots :meth:`_retake` marked (:func:`_take_snapshots`)."""
+        if self._to_take:
+            _take_snapshots(np.asarray(self._to_take, dtype=np.int64), self.decay, self._nm,
+                            self._t, self._prior.arr, self._snap_nm, self._snap_f, self._snap_ab,
+                            self._snap_ver, self._snapped, self._pool_ver)
+            self._to_take = []
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
-        ``now``: a :class:`_Prior` keeping the counts of the windows with a new outcome since
-        the last update (their rates are computed when first read) and sharing the others';
-        skipped when no outcome came at all (the same floats)."""
+        ``now`` (:func:`_prior_params`) in the windows with a new outcome since the last
+        update; the others keep theirs. Skipped when no outcome came at all (the same floats).
+        A window's version moves with its prior."""
         self._prior_time = now
         seen, old_seen = self._gseen, self._prior_seen
         if old_seen == seen:
             return
         self._prior_seen = seen[:]
-        n0, gpow, ver, old = self.prior_n, self._gpos, self._prior_ver, self._prior
-        counts, rows = old.counts[:], old.rows[:]  # a new prior: snapshots keep theirs
-        for k, (gnk, gmk, gsk) in enumerate(zip(self._gn, self._gm, self._gs, strict=True)):
-            if old_seen is not None and old_seen[k] == seen[k]:
-                continue  # no outcome in this window since: the same counts, the same rates
-            # the decay of the window's counts (numpy's power, as before, from a table); the
-            # rates are computed from these copies when first read (_Prior.row), in Python
-            # floats (the same IEEE operations as the arrays [K, B] were computed with)
-            counts[k] = (gpow[self._gt[k]], gnk[:], gmk[:], gsk[:])
-            rows[k] = None
-            # the window's rates moved (a new outcome changes the decay of every count; where
-            # none did, as in a bin without outcomes, the quantiles recomputed are the same)
-            ver[k] += 1
-        self._prior = _Prior(counts, rows, n0)
-        # the first bin's floor: the quantile of Beta(pa, memory + 1 + pb). Every pool's
-        # posterior in that bin is Beta(m + pa, max(n - m, 0) + pb) with m >= 0 and n <= memory
-        # (decayed counts: a sum of decay^i over distinct i >= 0), and the Beta quantile grows
-        # with the first parameter and falls with the second: no pool's quantile is below it.
-        # So a threshold t whose t_hi = t (1 + 2 _BRACKET) is below the floor fails the bin in
-        # every pool whose snapshot has this prior (betaincinv's error is far below _BRACKET),
-        # without its own quantile; _lendable skips those windows (98% of them on Philly at
-        # risk 0.1): a skipped window's scan would have stopped at its first bin, so skipping
-        # changes no answer. "Below the floor" is read from the cdf (_Floor.fails: the cdf at
-        # t_hi below level - _CDF_SLACK), only for the thresholds _lendable asks about, not from
-        # the floor's quantile: betaincinv at each prior cost a tenth of allowed() on Philly.
-        # (memory <= 1 makes the decay <= 0: the counts' bound fails, so no floor (NaN))
-        # (its parameters are computed when first read: since the scans' certificates, few
-        # priors' floors are)
-        cap = 1.0 / (1.0 - self.decay) + 1.0 if self.decay > 0.0 else math.nan
-        self._prior_floor = _Floor(None, None, self.level, (counts, n0, cap))
-
-    def _quantiles(self, cells: list[tuple[int, int, int]]) -> None:
-        """Compute the ``level`` quantiles of the Beta posteriors of ``cells`` (pool, window,
-        bin - 1) into ``_raw`` (one vectorised call; a pool with no outcome in a bin has the
-        prior's parameters, shared by every such pool: those come from a cache)."""
-        if not cells:
-            return
-        snap, lam, cache, raw = self._snap, self.decay, self._qcache, self._raw
-        if len(cache) > 100_000:  # bounded: parameters drift with the decay
-            cache.clear()
-        miss: list[tuple[int, int, int, tuple[float, float]]] = []
-        for p, k, b in cells:  # the arithmetic of _decayed and the prior's, in the same order
-            n, m, t, prior = snap[p]
-            _, pa, pb = prior.row(k)
-            f = lam ** float(t[k])
-            nd, md = f * n[k][b + 1], f * m[k][b + 1]  # the counts have every bin, from CERTAIN
-            key = (md + pa[b], max(max(nd - md, 0.0) + pb[b], 1e-9))
-            x = cache.get(key)
-            if x is None:
-                miss.append((p, k, b, key))
-            else:
-                raw[p][k][b] = x
-        if miss:
-            got = betaincinv(np.asarray([c[3][0] for c in miss]),
-                             np.asarray([c[3][1] for c in miss]), self.level).tolist()
-            for (p, k, b, key), x in zip(miss, got, strict=True):
-                cache[key] = x
-                raw[p][k][b] = x
+        ver, moved = self._prior_ver, self._prior_moved
+        for k, x in enumerate(seen):
+            moved[k] = old_seen is None or old_seen[k] != x
+            if moved[k]:
+                ver[k] += 1
+        # the decay of each window's counts (numpy's power, as before, from a table)
+        f, gpos = self._prior_f, self._gpos
+        f[:] = [gpos[g] for g in self._gt]
+        arr = self._prior.arr.copy()  # a new prior: the snapshots keep theirs
+        _prior_params(moved, f, self._g3, self.prior_n, _EDGES, arr)
+        self._prior = _Prior(arr)
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B]."""
         rows = np.asarray(idx, dtype=np.int64).tolist()
-        f = (self.decay ** np.asarray([self._t[p] for p in rows], dtype=np.float64))[:, :, None]
+        f = (self.decay ** self._t[rows].astype(np.float64))[:, :, None]
         n = np.asarray([self._n[p] for p in rows]).reshape(len(rows), len(self.windows_s), -1)
         m = np.asarray([self._m[p] for p in rows]).reshape(n.shape)
         return f * n[:, :, lo:hi], f * m[:, :, lo:hi]
@@ -1075,8 +1071,14 @@ class RiskBudget:
                 ) -> list[list[int]]:
         """Return, per pool and window, the largest job bin lendable now (CERTAIN: certainty only):
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
-        pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN."""
-        P, K = len(self._raw), len(self.windows_s)
+        pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN.
+
+        The pools are scanned by :func:`_allowed_rows` (compiled) from their snapshots: per warm
+        window, the leading bins whose bound passes, read through the Beta cdf and, only where
+        that cannot decide, the exact quantile; a row is kept while nothing it depends on
+        moved, or while its certificate holds. A call whose version, cost and pools are the
+        last call's gets the last answer (rows are never written after)."""
+        P, K = len(self._seen), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
         c = self.cost(now, unused)
@@ -1087,163 +1089,31 @@ class RiskBudget:
         key = (self._version, c, None if pools is None else tuple(pools))
         if key == self._allowed_key:  # nothing it depends on changed since the last call
             return self._allowed
-        # one row shared by the pools not evaluated (rows are never written after the scan)
-        out = [self._certain_row] * P
-        self._lendable(out, range(P) if pools is None else pools, c)
-        self._allowed_key, self._allowed = key, out
-        return out
-
-    def _lendable(self, out: list[list[int]], pools: Any, c: float) -> None:
-        """Set ``out[p]`` for ``pools``: per window, the number of leading bins whose bound
-        times ``c`` is within the budget (0 in a cold window).
-
-        The bounds are the running maximum of the quantiles over the bins, so a bin passes
-        exactly when every bin before it passed and its own quantile does: the scan
-        (:meth:`_scan`) stops at the first bin that fails, and only the bins it reaches are
-        compared. A window whose first bin fails by the prior's floor (see
-        :meth:`_update_prior`) is not scanned at all. A pool whose quantiles and warmth did not
-        change since it was last scanned at the same ``c`` gets that scan's row (the same
-        bins: rows are shared, never written after the scan). Else a pool keeps its last row
-        while that row's certificate (:meth:`_certify_pool`) holds at the threshold and its
-        snapshot's prior, or a new certificate of that row can be had at its snapshot now
-        (the box holds today's threshold and prior: the row is the scan's); only then is it
-        scanned, and its new row certified. (On Philly at risk 3, 99.2% of the rescans gave
-        the row they gave before: 208,202 pool scans become about 1,600.)"""
-        warm = self._warm
-        rows, row_v, row_c, pver = self._rows, self._row_ver, self._row_c, self._pool_ver
-        snap_floor, memo = self._snap_floor, self._within_t
+        memo = self._within_t
         t = memo.get(c)
         if t is None:
             if len(memo) > 10_000:  # bounded: the costs follow the loads
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
-        t_hi = t * (1.0 + 2.0 * _BRACKET)
-        last, opened, certain = None, (), self._certain_row
-        certs, seen, snap = self._pool_cert, self._snap_seen, self._snap
-        for p in pools:
-            if row_v[p] == pver[p] and row_c[p] == c:
-                out[p] = rows[p]
-                continue
-            row_v[p], row_c[p] = pver[p], c
-            pc = certs[p]  # the last scan's row holds here (see _certify_pool)
-            if pc is not None and pc[0] <= t <= pc[1] and pc[2] == seen[p] and pc[3] == warm[p]:
-                prior = snap[p][3]
-                if prior is pc[4]:
-                    out[p] = rows[p]
-                    continue
-                if _rates_within(prior, pc[5]):  # (the next check at this prior is quick)
-                    certs[p] = (*pc[:4], prior, pc[5])
-                    out[p] = rows[p]
-                    continue
-            pc = certs[p] = self._certify_pool(p, rows[p], t)  # the last row, anew here?
-            if pc is not None:
-                out[p] = rows[p]
-                continue
-            # the windows whose first bin the floor does not fail (all of them in a pool never
-            # refreshed: its floor is the NaN one, and its quantiles are 1.0); most pools
-            # share the prior's floor
-            floor = snap_floor[p]
-            if floor is not last:
-                last, opened = floor, floor.opened(t_hi)
-            wp = warm[p]
-            ks = [k for k in opened if wp[k]] if opened else opened
-            if ks:
-                out[p] = rows[p] = self._scan(p, ks, t, c)
-            else:  # no bin to scan: the shared row (never written)
-                out[p] = rows[p] = certain
-            certs[p] = self._certify_pool(p, rows[p], t)
-
-    def _certify_pool(self, p: int, row: list[int], t: float) -> tuple | None:
-        """Return a certificate that pool ``p``'s ``row`` holds at its snapshot now, at
-        threshold ``t``, and at other thresholds and priors: ``(t_lo, t_hi, seen, warm, prior,
-        bounds)``, valid while its snapshot's outcomes seen and its warmth are ``seen`` and
-        ``warm``, at a threshold in ``[t_lo, t_hi]``, when its snapshot's prior is ``prior``
-        or its rates meet ``bounds`` (:func:`_rates_within`). None: some warm window has no
-        certificate, or no prior yet, or the pool was never refreshed.
-
-        Each warm window's row is certified on its own (:func:`_window_certificate`), and its
-        certificate kept while its outcomes seen stay (the same counts, the same parameters)
-        and it holds at ``t`` and the snapshot's prior. A window the floor skipped is certified
-        as a scanned one (its row is 0: its first bin fails); a cold window's row is 0 while
-        its warmth stays."""
-        ss = self._snap_seen[p]
-        if ss is None:
-            return None
-        n, m, tp, prior = self._snap[p]
-        wp, wcs, lam = self._warm[p], self._win_cert[p], self.decay
-        t_lo, t_hi, bounds = -math.inf, math.inf, []
-        for k, i in enumerate(row):
-            if not wp[k]:
-                if i:  # (a cold window's row is CERTAIN)
-                    return None
-                continue
-            wc = wcs[k]
-            if (wc is None or wc[0] != ss[k] or wc[3] != i or not wc[1] <= t <= wc[2]
-                    or not _rates_within(prior, ((k, i, wc[4], wc[5]),))):
-                if prior.counts[k] is None:
-                    return None
-                got = _window_certificate(n[k], m[k], lam ** float(tp[k]), prior.rates(k), i,
-                                          t, self.prior_n, self.level)
-                if got is None:
-                    return None
-                wc = wcs[k] = (ss[k], got[0], got[1], i, got[2], got[3])
-            t_lo, t_hi = max(t_lo, wc[1]), min(t_hi, wc[2])
-            bounds.append((k, i, wc[4], wc[5]))
-        return (t_lo, t_hi, ss, wp[:], prior, bounds)
-
-    def _scan(self, p: int, ks: list[int], t: float, c: float) -> list[int]:
-        """Return pool ``p``'s row: per window of ``ks``, the number of leading bins whose
-        quantile times ``c`` is within the budget, i.e. is <= ``t`` (:func:`largest_within`);
-        CERTAIN in the other windows. A quantile already computed is compared itself; else the
-        comparison is read from the Beta cdf (:func:`cell_within`, inline: scipy's scalar
-        ``betainc``, the same floats as :func:`quantile_within`'s ufunc; the posteriors'
-        parameters by the arithmetic of :meth:`_quantiles`), and where the cdf cannot decide
-        from the exact quantile (:meth:`_quantiles`). A window's quantiles are first made
-        valid for its snapshot (:meth:`_valid_raw`, inline); a window whose quantiles were
-        kept and whose last scan was at the same ``c`` keeps that scan's bins (the same
-        comparisons: a quantile computed since came from that scan, see bounds())."""
-        row = [CERTAIN] * len(self.windows_s)
-        n, m, tp, prior = self._snap[p]
-        lam, raw, risk, level, B = self.decay, self._raw[p], self.risk, self.level, NEVER - 1
-        ss, sp, rkey = self._snap_seen[p], self._snap_prior[p], self._raw_key[p]
-        sc, sb, prows = self._scan_c[p], self._scan_bins[p], prior.rows
-        hi, lo = level + _CDF_SLACK, level - _CDF_SLACK  # cell_within's, at t's bracket:
-        x0, x1 = t * (1.0 - _BRACKET), min(t * (1.0 + _BRACKET), 1.0)
-        cdf = 1 if t >= 1.0 else -1 if t < _TINY_T else 0  # 0: read the cdf
-        for k in ks:
-            if ss is not None:  # (else never refreshed: its quantiles are 1.0, no stamp)
-                key = (ss[k], sp[k])
-                if rkey[k] != key:
-                    rkey[k] = key
-                    raw[k] = [None] * B
-                elif sc[k] == c:
-                    row[k] = sb[k]
-                    continue
-            pr = prows[k] or prior.row(k)
-            pa, pb = pr[1], pr[2]
-            f = lam ** float(tp[k])
-            nk, mk, rk = n[k], m[k], raw[k]
-            i = 0
-            while i < B:
-                x = rk[i]
-                if x is None:
-                    d = cdf
-                    if not d:
-                        nd, md = f * nk[i + 1], f * mk[i + 1]  # the counts have every bin
-                        a, b = md + pa[i], max(max(nd - md, 0.0) + pb[i], 1e-9)
-                        d = (1 if _betainc(a, b, x0) >= hi else 0 if _betainc(a, b, x1) <= lo
-                             else -1)
-                    if d < 0:
-                        self._quantiles([(p, k, i)])
-                        d = rk[i] * c <= risk
-                    if not d:
-                        break
-                elif not x * c <= risk:
-                    break
-                i += 1
-            row[k] = sb[k] = i
-            sc[k] = c
-        return row
+        ix = self._all_pools if pools is None else np.asarray(pools, dtype=np.int64)
+        take = self._to_take
+        n = _allowed_rows(np.asarray(take, dtype=np.int64), ix, c, t, self.risk, self.level,
+                          self.prior_n, self.decay, self._nm, self._t, self._prior.arr,
+                          self._warm_arr, self._snapped, self._snap_nm, self._snap_f,
+                          self._snap_ab, self._snap_ver, self._pool_ver, self._row_ver,
+                          self._row_c, self._rows, self._cert, self._cert_i, self._changed,
+                          self._certify)
+        if take:
+            self._to_take = []
+        lists, rows = self._row_lists, self._rows
+        for p in self._changed[:n].tolist():  # (a new list: an answer's rows are never written)
+            lists[p] = rows[p].tolist()
+        # one row shared by the pools not evaluated (rows are never written after the scan)
+        out = [self._certain_row] * P
+        for p in range(P) if pools is None else pools:
+            out[p] = lists[p]
+        self._allowed_key, self._allowed = key, out
+        return out
 
     def summary(self) -> dict[str, Any]:
         """Return the budget's counters: outcomes scored and overrun, loans on certainty and on
