@@ -8,6 +8,7 @@ import math
 from collections import deque
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 import polars as pl
 import pytest
@@ -26,6 +27,8 @@ from sia.scheduler.policies.sia.risk import (
     Q_EDGES,
     RecentUse,
     RiskBudget,
+    _layout,
+    _views,
     cell_within,
     largest_within,
     miss_cost,
@@ -1018,3 +1021,63 @@ def test_the_compiled_scan_gives_the_python_rows(n, over, f, g, c, risk, level, 
     got = _scan_window(n, m, f, sab, 1, t, c, risk, level)
     assert got == python_row(n.tolist(), m.tolist(), f, sab[1, 1].tolist(), sab[2, 1].tolist(),
                              t, c, risk, level)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.5, math.inf]) | st.floats(0, 10),
+                                 st.integers(0, 5), st.integers(0, 2)), max_size=60),
+       cut=st.integers(0, 60))
+def test_the_event_heap_pops_in_heapqs_order(events, cut):
+    # pushes, then pops interleaved with more pushes: the events come out as Python's heapq of
+    # (time, job, window) tuples gives them (ties in time broken by job then window; identical
+    # events are indistinguishable)
+    import heapq
+
+    from sia.scheduler.policies.sia.risk import _ev_pop, _ev_push
+    et, ej, ek = np.empty(64), np.empty(64, np.int64), np.empty(64, np.int64)
+    n, ref, got, want = 0, [], [], []
+    for i, (t, j, k) in enumerate(events):
+        n = _ev_push(et, ej, ek, n, t, j, k)
+        heapq.heappush(ref, (t, j, k))
+        if i >= cut and n:  # from the cut on, one pop per push
+            got.append((float(et[0]), int(ej[0]), int(ek[0])))
+            n = _ev_pop(et, ej, ek, n)
+            want.append(heapq.heappop(ref))
+    while n:
+        got.append((float(et[0]), int(ej[0]), int(ek[0])))
+        n = _ev_pop(et, ej, ek, n)
+        want.append(heapq.heappop(ref))
+    assert got == want and not ref
+
+
+@numba.njit
+def _mark_views(fb, ib, bb, lay):
+    """Mark each array of the state, through the kernels' views (_views), with its place."""
+    f, i, b, _ = _views(fb, ib, bb, lay)
+    f[0][:], f[1][:], f[2][:], f[3][:], f[4][:], f[5][:] = 1, 2, 3, 4, 5, 6
+    f[6][:], f[7][:], f[8][:], f[9][:], f[10][:], f[11][:] = 7, 8, 9, 10, 11, 12
+    i[0][:], i[1][:], i[2][:], i[3][:], i[4][:] = 1, 2, 3, 4, 5
+    i[5][:], i[6][:], i[7][:], i[8][:], i[9][:], i[10][:] = 6, 7, 8, 9, 10, 11
+    b[0][:], b[1][:], b[2][:], b[3][:] = True, False, True, False
+
+
+@settings(max_examples=20, deadline=None)
+@given(P=st.integers(1, 5), K=st.integers(1, 4), R=st.integers(1, 7))
+def test_the_kernels_views_of_the_state_are_the_named_arrays(P, K, R):
+    # the compiled kernels read the state as views of three buffers (_views); the Python side
+    # names the same views (_layout): each array, marked through the kernels' view, is the
+    # named array, whole, and the marks cover the buffers exactly
+    from sia.scheduler.policies.sia import risk as risk_mod
+    old = risk_mod._RENORM
+    risk_mod._RENORM = R
+    try:
+        rb = RiskBudget(tuple(300.0 * (k + 1) for k in range(K)), 0.1)
+        st_ = rb._alloc_state(P, K)
+    finally:
+        risk_mod._RENORM = old
+    _mark_views(rb._fb, rb._ib, rb._bb, rb._lay)
+    for part, buf in zip(_layout(P, K, R), (rb._fb, rb._ib, rb._bb), strict=True):
+        for x, (name, shape) in enumerate(part):
+            want = (x % 2 == 0) if buf.dtype == np.bool_ else x + 1
+            assert st_[name].shape == shape and np.all(st_[name] == want), name
+        assert sum(int(np.prod(shape)) for _, shape in part) == buf.size

@@ -63,7 +63,7 @@ def test_skipped_resolves_agree_with_resolving_at_every_step(state, data, r):
                 rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
                             None)
                 rb.started(now, batch)
-        assert lazy.next_due == min((e[0] for e in lazy._events), default=math.inf)
+        assert lazy.next_due == min(lazy._ev[0][:lazy._n_ev].tolist(), default=math.inf)
         assert lazy.summary() == eager.summary()
     assert lazy.bounds(now).tolist() == eager.bounds(now).tolist()
 

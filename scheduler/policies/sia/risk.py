@@ -57,7 +57,6 @@ instants as a replay that knows the run times, so the same decisions.
 
 from __future__ import annotations
 
-import heapq
 import math
 from bisect import bisect_right, insort
 from collections import deque
@@ -190,11 +189,50 @@ class _Prior:
         return self.arr[0, k].tolist(), self.arr[1, k].tolist(), self.arr[2, k].tolist()
 
 
+def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]:
+    """The budget's state as three buffers (floats, ints, flags): each a sequence of named
+    arrays, in the order :func:`_views` reads them (P pools, K windows, R weights). The
+    kernels take the three buffers and their offsets (four arrays, whatever the state): a
+    compiled call pays for each array it is given."""
+    B1, B = NEVER + 1, NEVER - 1
+    floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
+              ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
+              ("g3", (3, K, B1)), ("prior", (3, K, B)), ("wpow", (R,)), ("gwpow", (R,)),
+              ("w", (K,)), ("prior_f", (K,)))
+    ints = (("t", (P, K)), ("seen", (P, K)), ("gseen", (K,)), ("gt", (K,)), ("pool_ver", (P,)),
+            ("row_ver", (P,)), ("rows", (P, K)), ("cert_i", (P, K, 2)), ("snap_ver", (P, K)),
+            ("changed", (P,)), ("due_list", (P,)))
+    flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)), ("prior_moved", (K,)))
+    return floats, ints, flags
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _views(fb, ib, bb, lay):  # pragma: no cover - compiled
+    """The named arrays of :func:`_layout` as views of the buffers (``lay``: per buffer the
+    start of each array, then P, K and R)."""
+    P, K, R = lay[3, 0], lay[3, 1], lay[3, 2]
+    B1, B = NEVER + 1, NEVER - 1
+    o = lay[0]
+    f = (fb[o[0]:o[1]].reshape((2, P, K, B1)), fb[o[1]:o[2]].reshape((2, P, K, B1)),
+         fb[o[2]:o[3]].reshape((P, K)), fb[o[3]:o[4]].reshape((P, 3, K, B)), fb[o[4]:o[5]],
+         fb[o[5]:o[6]].reshape((P, K, 3 + B)), fb[o[6]:o[7]].reshape((3, K, B1)),
+         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]],
+         fb[o[11]:o[12]])
+    o = lay[1]
+    i = (ib[o[0]:o[1]].reshape((P, K)), ib[o[1]:o[2]].reshape((P, K)), ib[o[2]:o[3]],
+         ib[o[3]:o[4]], ib[o[4]:o[5]], ib[o[5]:o[6]], ib[o[6]:o[7]].reshape((P, K)),
+         ib[o[7]:o[8]].reshape((P, K, 2)), ib[o[8]:o[9]].reshape((P, K)), ib[o[9]:o[10]],
+         ib[o[10]:o[11]])
+    o = lay[2]
+    b = (bb[o[0]:o[1]].reshape((P, K)), bb[o[1]:o[2]], bb[o[2]:o[3]], bb[o[3]:o[4]])
+    return f, i, b, R
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _prior_params(moved, f, g3, n0, edges, out):  # pragma: no cover - compiled
-    """Write into ``out`` [3, K, NEVER - 1] the prior of the windows ``moved``: per bin b the
-    rate over all pools of the decayed counts ``f[k]`` x ``g3`` [3, K, NEVER + 1] (outcomes,
-    overruns, sum of q): ``(f m + n0 qbar) / (f n + n0)``, qbar the bin's mean predicted q
+    """Write into ``out`` [3, K, NEVER - 1] (in place: the windows not moved keep theirs) the
+    prior of the windows ``moved``: per bin b the rate over all pools of the decayed counts
+    ``f[k]`` x ``g3`` [3, K, NEVER + 1] (outcomes, overruns, sum of q): ``(f m + n0 qbar) / (f n + n0)``, qbar the bin's mean predicted q
     (its upper edge without outcomes), never below ``G_FLOOR``; then ``n0 g`` and ``n0 (1 -
     g)``. (Python's ``max(a, b)`` is ``b if b > a else a``: the floats of the Python loop this
     replaced, which the tests keep as the reference.)"""
@@ -232,6 +270,161 @@ class _NegPowers:
     def table(self) -> Any:
         """The list of powers, or this object (its reads compute them)."""
         return self if self._table is None else self._table
+
+    def array(self) -> np.ndarray:
+        """The powers as an array, NaN where the power raises (read it from here to raise)."""
+        if self._table is not None:
+            return np.asarray(self._table, dtype=np.float64)
+        out = np.full(_RENORM, math.nan)
+        for i in range(_RENORM):
+            try:
+                out[i] = self[i]
+            except (ZeroDivisionError, OverflowError):
+                pass
+        return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ev_less(et, ej, ek, a, b):  # pragma: no cover - compiled
+    """Event ``a`` before event ``b``: their (time, job, window) in tuple order."""
+    if et[a] != et[b]:
+        return et[a] < et[b]
+    if ej[a] != ej[b]:
+        return ej[a] < ej[b]
+    return ek[a] < ek[b]
+
+
+@numba.njit(cache=True, nogil=True)
+def _ev_push(et, ej, ek, n, t, j, k):  # pragma: no cover - compiled
+    """Push event (t, j, k) on the heap of ``n`` events (room for it); return the new size."""
+    et[n], ej[n], ek[n] = t, j, k
+    i = n
+    while i > 0:
+        up = (i - 1) >> 1
+        if not _ev_less(et, ej, ek, i, up):
+            break
+        et[i], et[up] = et[up], et[i]
+        ej[i], ej[up] = ej[up], ej[i]
+        ek[i], ek[up] = ek[up], ek[i]
+        i = up
+    return n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _ev_pop(et, ej, ek, n):  # pragma: no cover - compiled
+    """Remove the first event (read it first); return the new size. A strict order with no
+    equal events but identical ones: the same sequence of events as Python's heapq."""
+    n -= 1
+    et[0], ej[0], ek[0] = et[n], ej[n], ek[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _ev_less(et, ej, ek, c + 1, c):
+            c += 1
+        if not _ev_less(et, ej, ek, c, i):
+            break
+        et[i], et[c] = et[c], et[i]
+        ej[i], ej[c] = ej[c], ej[i]
+        ek[i], ek[c] = ek[c], ek[i]
+        i = c
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _push_events(t0, jobs, ends, W, ev, n):  # pragma: no cover - compiled
+    """Push each job's outcome events on the heap ``ev`` (its rows: times, jobs, windows): at
+    ``t0 + min(ends[i], w)`` per window w (Python's ``min(d, w)``: d unless w < d); return
+    the heap's new size."""
+    et, ej, ek = ev[0], ev[1], ev[2]
+    for i in range(jobs.size):
+        d = ends[i]
+        for k in range(W.size):
+            w = W[k]
+            n = _ev_push(et, ej, ek, n, t0 + (w if w < d else d), jobs[i], k)
+    return n
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, renorm, cold_n
+             ):  # pragma: no cover - compiled
+    """Take in the events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]:
+    each job's bin per window, then whether its fit was taken, live). Returns (heap size,
+    outcomes, overruns, windows warmed, the weight index that had no power or -1, the pools
+    that overran, listed in ``due_list``). The
+    operations of the Python loop it replaced, in its order: the same floats (Python's
+    ``x ** i`` is the power of doubles; numpy's sum of a window's seven counts adds them in
+    order from 0)."""
+    f_, i_, b_, _ = _views(fb, ib, bb, lay)
+    nm, g3, wpow, gwpow, W = f_[0], f_[6], f_[8], f_[9], f_[10]
+    tc, seen, gseen, gt, pool_ver, due_list = i_[0], i_[1], i_[2], i_[3], i_[4], i_[10]
+    warm, due = b_[0], b_[2]
+    et, ej, ek = ev[0], ev[1], ev[2]
+    K = W.size
+    outcomes = overruns = warmed = n_due = 0
+    while n > 0 and et[0] <= now:
+        j, k = np.int64(ej[0]), np.int64(ek[0])
+        n = _ev_pop(et, ej, ek, n)
+        b = jobs[k, j]
+        if b == CERTAIN:
+            continue
+        d = dur[j]
+        over = not d <= W[k]  # live: a job still running at its deadline (NaN) overran
+        if live and d <= W[k]:  # live: its fit comes once, at its end or its deadline
+            if jobs[K + k, j]:
+                jobs[K + k, j] = 0
+                continue
+            jobs[K + k, j] = 1
+        p = pool[j]
+        seen[p, k] += 1
+        gseen[k] += 1
+        tk = tc[p, k] + 1
+        if tk >= renorm:  # fold the decay into the counts before the weights overflow
+            f = lam ** np.float64(tk - 1)
+            for x in range(nm.shape[3]):
+                nm[0, p, k, x] *= f
+                nm[1, p, k, x] *= f
+            tk = 1
+        tc[p, k] = tk
+        w = wpow[tk]
+        if w != w:
+            return n, outcomes, overruns, warmed, tk, n_due
+        nm[0, p, k, b] += w
+        if not warm[p, k]:  # warmth only grows: a decayed sum of the outcomes, until warm
+            s = 0.0
+            for x in range(1, nm.shape[3]):
+                s += nm[0, p, k, x]
+            if s * lam ** np.float64(tk) >= cold_n:
+                warm[p, k] = True
+                pool_ver[p] += 1
+                warmed += 1
+        g = gt[k] + 1
+        if g >= renorm:
+            f = glam ** np.float64(g - 1)
+            for x in range(g3.shape[2]):
+                g3[0, k, x] *= f
+                g3[1, k, x] *= f
+                g3[2, k, x] *= f
+            g = 1
+        gt[k] = g
+        gw = gwpow[g]
+        if gw != gw:
+            return n, outcomes, overruns, warmed, -2 - g, n_due
+        g3[0, k, b] += gw
+        g3[2, k, b] += gw * q[k, j]
+        outcomes += 1
+        if over:  # a miss tightens the pool at once; fits widen it at the next refresh
+            nm[1, p, k, b] += w
+            g3[1, k, b] += gw
+            overruns += 1
+            if not due[p]:
+                due[p] = True
+                due_list[n_due] = p
+                n_due += 1
+    for x in range(n_due):  # (the flags only dedupe this call's list)
+        due[due_list[x]] = False
+    return n, outcomes, overruns, warmed, -1, n_due
 
 
 def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
@@ -296,38 +489,17 @@ _betaincinv_c = nbt.ExternalFunction("sia_risk_betaincinv", nbt.float64(
     nbt.float64, nbt.float64, nbt.float64, nbt.intc))
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _bin_within(f, n, m, pa, pb, cdf, x0, x1, hi, lo, c, risk, level):  # pragma: no cover
-    """Whether one bin's bound passes: :func:`cell_within` (``cdf`` 0: read the cdf at the
-    bracket ``x0``, ``x1`` with the slack's ``hi``, ``lo``; 1: t >= 1, every bin passes; -1: t
-    below ``_TINY_T``) on the Beta posterior of decayed counts ``f`` x (``n``, ``m``) under the
-    prior's ``pa``, ``pb``, and where that cannot decide, the exact quantile times ``c`` within
-    ``risk``. The arithmetic of the Python scan it replaced: the same floats (Python's ``max(a,
-    b)`` is ``b if b > a else a``)."""
-    d = cdf
-    if d != 0 and d != -1:
-        return True
-    nd, md = f * n, f * m
-    r = nd - md
-    r = 0.0 if 0.0 > r else r
-    a, b = md + pa, r + pb
-    b = 1e-9 if 1e-9 > b else b
-    if d == 0:
-        if _betainc_c(a, b, x0, 0) >= hi:
-            return True
-        if _betainc_c(a, b, x1, 0) <= lo:
-            return False
-    return _betaincinv_c(a, b, level, 0) * c <= risk
-
-
 @numba.njit(cache=True, nogil=True)
-def _take_snapshots(pools, lam, nm, t, prior, snm, sf, sab, sver, snapped, pool_ver
-                    ):  # pragma: no cover - compiled
+def _take_snapshots(pools, lam, fb, ib, bb, lay):  # pragma: no cover - compiled
     """Take the snapshots of ``pools`` (see :func:`_allowed_rows`): copies of their counts
-    ``nm`` [2, P, K, NEVER + 1] (outcomes, overruns), their decay factors ``lam ** t`` (the
-    power of doubles, as Python's) and the prior ``prior`` [3, K, NEVER - 1] (rates and Beta
-    parameters). A window whose counts or decay factor changed gets a new stamp ``sver``
-    (its certificate no longer holds); each pool's version moves."""
+    (outcomes, overruns), their decay factors ``lam ** t`` (the power of doubles, as
+    Python's) and the prior (rates and Beta parameters). A window whose counts or decay
+    factor changed gets a new stamp (its certificate no longer holds); each pool's version
+    moves."""
+    f_, i_, b_, _ = _views(fb, ib, bb, lay)
+    nm, snm, sf, sab, prior = f_[0], f_[1], f_[2], f_[3], f_[7]
+    t, pool_ver, sver = i_[0], i_[4], i_[8]
+    snapped = b_[1]
     for p in pools:
         for k in range(t.shape[1]):
             f = lam ** np.float64(t[p, k])
@@ -457,8 +629,7 @@ def _rates_within(g, i, g_lo, his):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _allowed_rows(take, pools, c, t, risk, level, n0, lam, nm, tc, prior, warm, snapped, snm,
-                  sf, sab, sver, pool_ver, row_ver, row_c, rows, cert, cert_i, changed, certify
+def _allowed_rows(take, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certify
                   ):  # pragma: no cover - compiled
     """Take the snapshots of the pools ``take`` (:func:`_take_snapshots`), then bring
     ``rows[p]`` up to date for each pool of ``pools`` at cost ``c`` (threshold ``t =
@@ -475,7 +646,11 @@ def _allowed_rows(take, pools, c, t, risk, level, n0, lam, nm, tc, prior, warm, 
     row can be had at the snapshot now (the row is then the scan's); only then is it scanned,
     and its new row certified. (On Philly at risk 3, 99.2% of the rescans give the row they
     gave before.) With ``certify`` false every window is scanned (the tests' reference)."""
-    _take_snapshots(take, lam, nm, tc, prior, snm, sf, sab, sver, snapped, pool_ver)
+    _take_snapshots(take, lam, fb, ib, bb, lay)
+    f_, i_, b_, _ = _views(fb, ib, bb, lay)
+    snm, sf, sab, row_c, cert = f_[1], f_[2], f_[3], f_[4], f_[5]
+    pool_ver, row_ver, rows, cert_i, sver, changed = i_[4], i_[5], i_[6], i_[7], i_[8], i_[9]
+    warm, snapped = b_[0], b_[1]
     K, B, n_changed = rows.shape[1], NEVER - 1, 0
     his = np.empty(NEVER)
     for p in pools:
@@ -597,7 +772,7 @@ class RiskBudget:
     # ------------------------------------------------------------------ life cycle
     def reset(self, trace: Any) -> None:
         """Forget everything; prepare for a replay of ``trace`` (a TraceArrays)."""
-        P, K, B = trace.n_pools, len(self.windows_s), NEVER + 1
+        P, K = trace.n_pools, len(self.windows_s)
         # durations are read from the trace's array: the live service writes a job's run time
         # there once it finished (unknown ones are inf until then); GPUs and pools as lists
         self._dur = trace.duration
@@ -614,42 +789,49 @@ class RiskBudget:
         self._run_start = np.zeros(0)
         self._quota = np.maximum(trace.quota.astype(np.float64), 1.0)
         self._t0 = float(trace.submit[0]) if trace.n_jobs else 0.0
-        # per job and window: its bin (bytearrays: fast reads in the lending loop)
+        # per job and window: its bin (bytearrays: fast reads in the lending loop; the same as
+        # an array for the compiled resolve), and its q
         self.job_bin = [bytearray([NEVER]) * trace.n_jobs for _ in range(K)]
         self._predicted = bytearray(trace.n_jobs)  # has a prediction to score
-        self._q = [[math.nan] * trace.n_jobs for _ in range(K)]  # per window: each job's q
+        self._q = np.full((K, trace.n_jobs), math.nan)
+        # (the compiled resolve's: per window each job's bin, then whether its fit was taken)
+        self._jobs = np.zeros((2 * K, trace.n_jobs), dtype=np.uint8)
+        self._jobs[:K] = NEVER
+        self._jb, self._taken_live = self._jobs[:K], self._jobs[K:]
+        self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
+        st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
         # outcomes of its pool and window so far) and the counts are read times decay^t, which
         # is the same as decaying every older count at each new outcome (see _decayed)
         # (per pool, arrays [P, K, B]: a refresh copies a pool's counts for the compiled scan;
         # over all pools, Python lists [K][B]: Python floats do the same IEEE arithmetic)
-        self._nm = np.zeros((2, P, K, B))  # per pool: outcomes and overruns
+        self._nm = st["nm"]  # per pool: outcomes and overruns
         self._n, self._m = self._nm[0], self._nm[1]
-        self._t = np.zeros((P, K), dtype=np.int64)  # per pool and window: the decay's t
-        self._seen = [[0] * K for _ in range(P)]  # outcomes taken in, per pool and window
-        self._gseen = [0] * K  # ... and per window over all pools
-        self._g3 = np.zeros((3, K, B))  # over all pools: outcomes, overruns, sum of q
+        self._t = st["t"]  # per pool and window: the decay's t
+        self._seen = st["seen"]  # outcomes taken in, per pool and window
+        self._gseen = st["gseen"]  # ... and per window over all pools
+        self._g3 = st["g3"]  # over all pools: outcomes, overruns, sum of q
         self._gn, self._gm, self._gs = self._g3
-        self._gt = [0] * K
-        self._warm = [[self.cold_n <= 0.0] * K for _ in range(P)]  # cold_n outcomes seen
-        self._warm_arr = np.asarray(self._warm, dtype=np.bool_).reshape(P, K)  # (the scan's)
+        self._gt = st["gt"]
+        self._warm = st["warm"]  # cold_n outcomes seen
+        self._warm[:] = self.cold_n <= 0.0
         self._all_pools = np.arange(P, dtype=np.int64)
         self._version = 0  # bumped whenever a bound or warmth changes
         self._allowed_key: tuple | None = None
         self._allowed: list[list[int]] = []
-        self._reset_snapshots(P, K)
+        self._reset_snapshots(st, P, K)
         self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
-        self._prior_moved = np.zeros(K, dtype=np.bool_)  # (_update_prior's, reused)
-        self._prior_f = np.zeros(K)
-        # (time the outcome is known, job, k), a heap, and the first of those times (inf: none;
-        # resolve() before it is a no-op)
-        self._events: list[tuple[float, int, int]] = []
+        self._prior_moved, self._prior_f = st["prior_moved"], st["prior_f"]  # (_update_prior's)
+        # (time the outcome is known, job, k), a heap of arrays (_ev_push; its size), and the
+        # first of those times (inf: none; resolve() before it is a no-op)
+        self._ev = np.empty((3, 1024))  # (times, jobs, windows: whole numbers, exact as floats)
+        self._n_ev = 0
         self.next_due = math.inf
         # live (run times unknown until the end): the predicted jobs running, (job, start), and
-        # the (job, window) outcomes taken at a completion, whose deadline event is then moot
+        # the (window, job) outcomes taken at a completion, whose deadline event is then moot
         self._running_live: list[tuple[int, float]] = []
-        self._taken_live: set[tuple[int, int]] = set()
+        self._due_list = st["due_list"]  # (resolve's pools that overran, into _due)
         # the pools due for a refresh: an overrun since their last one (resolve adds them) or
         # their last one 300 s old (moved here from _fresh); every pool at the start
         self._due: set[int] = set(range(P))
@@ -659,7 +841,13 @@ class RiskBudget:
         # inserted in order)
         self._fresh: deque[tuple[float, int]] = deque()
         self._prior_time = -math.inf
-        self._prior = _Prior(np.zeros((3, K, NEVER - 1)))  # rates 0 until updated
+        self._prior = _Prior(st["prior"])  # rates 0 until updated (in place at each update)
+        self._reset_loads(P)
+        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
+                      "cost_sum": 0.0, "cost_n": 0}
+
+    def _reset_loads(self, P: int) -> None:
+        """Forget the pools' recent loads and costs of a miss (see :meth:`loads`)."""
         self._use = RecentUse(P)  # GPU-seconds run per pool in the last load_days
         self._load: np.ndarray | None = np.zeros(P)
         self._load_list = [0.0] * P
@@ -667,33 +855,49 @@ class RiskBudget:
         self._by_load = list(range(P))  # pools by recent load, busiest first
         self._cost_arr, self._order_arr = np.empty(P), np.empty(P, np.int64)  # (_take_loads')
         self._load_time = -math.inf
-        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
-                      "cost_sum": 0.0, "cost_n": 0}
 
-    def _reset_snapshots(self, P: int, K: int) -> None:
+    def _alloc_state(self, P: int, K: int) -> dict[str, np.ndarray]:
+        """Allocate the state's three buffers (:func:`_layout`) and return its named arrays,
+        views of them (zeros; the weights and windows filled)."""
+        parts = _layout(P, K, _RENORM)
+        lay = np.zeros((4, max(len(x) for x in parts) + 1), dtype=np.int64)
+        lay[3, :3] = P, K, _RENORM
+        out, bufs = {}, []
+        for row, (part, dtype) in enumerate(zip(parts, (np.float64, np.int64, np.bool_),
+                                                strict=True)):
+            sizes = [math.prod(shape) for _, shape in part]
+            lay[row, 1:len(sizes) + 1] = np.cumsum(sizes)
+            buf = np.zeros(int(lay[row, len(sizes)]), dtype=dtype)
+            bufs.append(buf)
+            for (name, shape), lo, hi in zip(part, lay[row, :-1], lay[row, 1:], strict=False):
+                out[name] = buf[lo:hi].reshape(shape)
+        self._fb, self._ib, self._bb = bufs
+        self._lay = lay
+        out["wpow"][:], out["gwpow"][:] = self._wpow.array(), self._gwpow.array()
+        out["w"][:] = self.windows_s
+        self._w_arr = out["w"]
+        return out
+
+    def _reset_snapshots(self, st: dict[str, np.ndarray], P: int, K: int) -> None:
         """Forget the snapshots, the last scans and the certificates (see reset)."""
-        B = NEVER - 1
         # per pool, as of its last refresh (the compiled scan's arrays): the counts [2, P, K,
         # NEVER + 1], their decay factor per window, the prior [P, 3, K, NEVER - 1], per window a
         # stamp moved when its counts do, and whether it was ever refreshed (else its bounds
         # are 1.0); the pools retaken since the last scan (taken by it, see _retake)
-        self._snap_nm = np.zeros((2, P, K, NEVER + 1))
-        self._snap_f = np.ones((P, K))
-        self._snap_ab = np.zeros((P, 3, K, B))
-        self._snap_ver = np.zeros((P, K), dtype=np.int64)
-        self._snapped = np.zeros(P, dtype=np.bool_)
+        self._snap_nm, self._snap_f, self._snap_ab = st["snap_nm"], st["snap_f"], st["snap_ab"]
+        self._snap_f[:] = 1.0
+        self._snap_ver, self._snapped = st["snap_ver"], st["snapped"]
         self._to_take: list[int] = []
         # per pool: a version bumped when its snapshot is taken anew or a window warms, and its
         # last scan (the row, the version and the cost it was made with; see _allowed_rows),
         # the rows as lists, and each window's certificate (box; stamp and row, -1: none)
-        self._pool_ver = np.zeros(P, dtype=np.int64)
-        self._rows = np.zeros((P, K), dtype=np.int64)
+        self._pool_ver, self._rows, self._row_ver = st["pool_ver"], st["rows"], st["row_ver"]
         self._row_lists = [[CERTAIN] * K for _ in range(P)]
-        self._row_ver = np.full(P, -1, dtype=np.int64)
-        self._row_c = np.full(P, math.nan)
-        self._cert = np.zeros((P, K, 3 + B))
-        self._cert_i = np.full((P, K, 2), -1, dtype=np.int64)
-        self._changed = np.empty(P, dtype=np.int64)
+        self._row_ver[:] = -1
+        self._row_c = st["row_c"]
+        self._row_c[:] = math.nan
+        self._cert, self._cert_i, self._changed = st["cert"], st["cert_i"], st["changed"]
+        self._cert_i[:] = -1
         self._certify = True  # (the tests' reference scans every window anew: False)
         # what a pool's snapshot was taken from: its outcomes seen per window and the prior's
         # version per window at its last refresh (None: never refreshed); a refresh keeps the
@@ -716,8 +920,13 @@ class RiskBudget:
         for col in self.job_bin:
             col.extend(bytearray([NEVER]) * (n - n_old))
         self._predicted.extend(bytes(n - n_old))
-        for col in self._q:
-            col.extend([math.nan] * (n - n_old))
+        K = len(self.windows_s)
+        more = np.zeros((2 * K, n - n_old), dtype=np.uint8)
+        more[:K] = NEVER
+        self._jobs = np.concatenate((self._jobs, more), 1)
+        self._jb, self._taken_live = self._jobs[:K], self._jobs[K:]
+        self._q = np.concatenate((self._q, np.full((K, n - n_old), math.nan)), 1)
+        self._pool_arr = np.asarray(trace.pool[:n], dtype=np.int64)
 
     # ------------------------------------------------------------------ predictions
     def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
@@ -737,7 +946,8 @@ class RiskBudget:
         rows = np.asarray(cdf, dtype=np.float64).tolist()
         K = len(self.windows_s)
         sl = [K] * len(jobs) if sure is None else np.asarray(sure).tolist()
-        perfect, jb, qk, pred = self.perfect_durations, self.job_bin, self._q, self._predicted
+        perfect, jb, pred = self.perfect_durations, self.job_bin, self._predicted
+        qa, jba = self._q, self._jb
         out = []
         for j, row, s in zip(jobs, rows, sl, strict=True):
             qs = [1.0 - (0.0 if c < 0.0 else 1.0 if c > 1.0 else c) for c in row]
@@ -746,8 +956,9 @@ class RiskBudget:
             else:  # perfect information: a fit is certain, an overrun never lent
                 brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
                         else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
+            qa[:, j] = qs
+            jba[:, j] = brow
             for k in range(K):
-                qk[k][j] = qs[k]
                 jb[k][j] = brow[k]
             pred[j] = 1
             out.append(brow)
@@ -759,10 +970,9 @@ class RiskBudget:
         window w becomes known at ``now + min(duration, w)``: when it ends, or when it has run
         w and is still running (the time is queued now, the outcome is read only then)."""
         dur = self._dur if self._dur_list is None else self._dur_list  # (the same floats)
-        W, pred, ev, pool, gpus = (self.windows_s, self._predicted, self._events, self._pool,
-                                   self._gpus_f)
-        use = self._use
-        live = self._live
+        pred, pool, gpus, use, live = (self._predicted, self._pool, self._gpus_f, self._use,
+                                       self._live)
+        scored, ends = [], []
         for j in jobs:
             d = float(dur[j])
             self._started_jobs.append(j)
@@ -773,94 +983,65 @@ class RiskBudget:
                 if live:  # run time unknown: the outcome at its end (_completions) or at now + w
                     self._running_live.append((j, now))
                     d = math.inf
-                for k, w in enumerate(W):
-                    heapq.heappush(ev, (now + min(d, w), j, k))
+                scored.append(j)
+                ends.append(d)
+        if scored:
+            self._push(now, scored, ends)
         if live and self._running_live:
             self.next_due = -math.inf  # a completion can come at any time
-        elif ev:
-            self.next_due = ev[0][0]
+
+    def _push(self, t0: float, jobs: list[int], ends: list[float]) -> None:
+        """Queue the outcomes of ``jobs`` (each window w at ``t0 + min(end, w)``)."""
+        self._room(len(jobs) * len(self.windows_s))
+        self._n_ev = _push_events(t0, np.asarray(jobs, dtype=np.int64),
+                                  np.asarray(ends, dtype=np.float64), self._w_arr, self._ev,
+                                  self._n_ev)
+        self.next_due = float(self._ev[0, 0])
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
         key = "lent_certain" if self.job_bin[k][job] == CERTAIN else "lent_predicted"
         self.stats[key] += 1
 
+    def _room(self, m: int) -> None:
+        """Make room for ``m`` more events on the heap (doubled when it grows)."""
+        n, size = self._n_ev, self._ev.shape[1]
+        if n + m > size:
+            ev = np.empty((3, max(n + m, 2 * size)))
+            ev[:, :n] = self._ev[:, :n]
+            self._ev = ev
+
     def resolve(self, now: float) -> None:
         """Take in the outcomes known by ``now``: count each job's overrun (or fit) of each window
-        in its pool's and the global counts of its bin, after decaying the pool's counts.
-        Nothing is known before ``next_due`` (the first outcome's time): a call with ``now <
-        next_due`` does nothing, and a caller may skip it."""
-        ev = self._events
+        in its pool's and the global counts of its bin, after decaying the pool's counts
+        (:func:`_resolve`, compiled). A miss makes its pool due for a refresh at once; a
+        window that becomes warm moves its pool's version. Nothing is known before
+        ``next_due`` (the first outcome's time): a call with ``now < next_due`` does nothing,
+        and a caller may skip it."""
         if self._running_live:
             self._completions()
-        if not ev or ev[0][0] > now:
+        ev = self._ev
+        if not self._n_ev or ev[0, 0] > now:
             return
-        W, pool, q, jb = self.windows_s, self._pool, self._q, self.job_bin
-        dur = self._dur if self._dur_list is None else self._dur_list  # (the same floats)
-        taken, live = self._taken_live, self._live
-        lam, glam = self.decay, self._glam
-        n, m, t, gn, gm, gs, gt = (self._n, self._m, self._t, self._gn, self._gm, self._gs,
-                                   self._gt)
-        stats, warm, cold_n = self.stats, self._warm, self.cold_n
-        seen, gseen = self._seen, self._gseen
-        wpow, gwpow, pop = self._wpow.table(), self._gwpow.table(), heapq.heappop
-        outcomes = overruns = 0
-        while ev and ev[0][0] <= now:
-            _, j, k = pop(ev)
-            b = jb[k][j]
-            if b == CERTAIN:
-                continue
-            d = float(dur[j])
-            over = not d <= W[k]  # live: a job still running at its deadline (NaN) overran
-            if live and d <= W[k]:  # live: its fit comes once, at its end or its deadline
-                if (j, k) in taken:
-                    taken.discard((j, k))
-                    continue
-                taken.add((j, k))
-            p = pool[j]
-            seen[p][k] += 1
-            gseen[k] += 1
-            tk = int(t[p, k]) + 1
-            if tk >= _RENORM:  # fold the decay into the counts before the weights overflow
-                f = lam ** (tk - 1)
-                n[p, k] *= f
-                m[p, k] *= f
-                tk = 1
-            t[p, k] = tk
-            w = wpow[tk]
-            n[p, k, b] += w
-            # warmth only grows: each outcome adds 1 to a decayed sum and decays the rest (summed
-            # by numpy: its order of additions; only until the window is warm)
-            if not warm[p][k] and n[p, k, 1:].sum() * lam ** tk >= cold_n:
-                warm[p][k] = True
-                self._warm_arr[p, k] = True
-                self._version += 1
-                self._pool_ver[p] += 1
-            g = gt[k] + 1
-            if g >= _RENORM:
-                f = glam ** (g - 1)
-                gn[k] *= f
-                gm[k] *= f
-                gs[k] *= f
-                g = 1
-            gt[k] = g
-            gw = gwpow[g]
-            gn[k, b] += gw
-            gs[k, b] += gw * q[k][j]
-            outcomes += 1
-            if over:  # a miss tightens the pool at once; fits widen it at the next refresh
-                m[p, k, b] += w
-                gm[k, b] += gw
-                overruns += 1
-                self._due.add(p)
+        n, outcomes, overruns, warmed, err, n_due = _resolve(
+            now, self._fb, self._ib, self._bb, self._lay, ev, self._n_ev, self._jobs, self._q,
+            self._dur, self._pool_arr, self._live, self.decay, self._glam, _RENORM, self.cold_n)
+        self._n_ev = n
+        if err != -1:  # a weight the power has not: raise as the power does
+            (self._wpow if err >= 0 else self._gwpow)[err if err >= 0 else -2 - err]
+            raise ArithmeticError(f"no weight decay^-{err}")  # (the power did not raise)
+        stats = self.stats
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
-        self.next_due = (-math.inf if self._running_live else ev[0][0] if ev else math.inf)
+        self._version += warmed
+        if n_due:
+            self._due.update(self._due_list[:n_due].tolist())
+        self.next_due = (-math.inf if self._running_live else float(ev[0, 0]) if n else math.inf)
 
     def _completions(self) -> None:
         """Live: queue the fits of the running predicted jobs whose run time became known (they
         ended), at their end, as a replay with the run times known queues them at the start."""
-        W, dur, ev, keep = self.windows_s, self._dur, self._events, []
+        W, dur, keep = self.windows_s, self._dur, []
         for j, s in self._running_live:
             d = float(dur[j])
             if d != d:  # still running
@@ -868,7 +1049,9 @@ class RiskBudget:
                 continue
             for k, w in enumerate(W):
                 if d <= w:
-                    heapq.heappush(ev, (s + d, j, k))
+                    self._room(1)
+                    ev = self._ev
+                    self._n_ev = _ev_push(ev[0], ev[1], ev[2], self._n_ev, s + d, j, k)
         self._running_live = keep
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
@@ -934,7 +1117,7 @@ class RiskBudget:
         for p in rows:
             bt[p] = now
             push((now, p))
-            if seen[p] != snap_seen[p] or pver != snap_prior[p]:
+            if seen[p].tolist() != snap_seen[p] or pver != snap_prior[p]:
                 moved.append(p)  # (else the snapshot's counts and prior are the same as now)
         if moved:
             self._retake(moved)
@@ -948,15 +1131,14 @@ class RiskBudget:
         pv = self._prior_ver[:]  # (one copy for all: the snapshots' lists are never written)
         self._to_take.extend(rows)
         for p in rows:
-            snap_seen[p], snap_prior[p] = seen[p][:], pv
+            snap_seen[p], snap_prior[p] = seen[p].tolist(), pv
         self._version += 1  # the bounds moved: allowed() must scan again
 
     def _take_pending(self) -> None:
         """Copy the snapshots :meth:`_retake` marked (:func:`_take_snapshots`)."""
         if self._to_take:
-            _take_snapshots(np.asarray(self._to_take, dtype=np.int64), self.decay, self._nm,
-                            self._t, self._prior.arr, self._snap_nm, self._snap_f, self._snap_ab,
-                            self._snap_ver, self._snapped, self._pool_ver)
+            _take_snapshots(np.asarray(self._to_take, dtype=np.int64), self.decay, self._fb,
+                            self._ib, self._bb, self._lay)
             self._to_take = []
 
     def _update_prior(self, now: float) -> None:
@@ -965,10 +1147,10 @@ class RiskBudget:
         update; the others keep theirs. Skipped when no outcome came at all (the same floats).
         A window's version moves with its prior."""
         self._prior_time = now
-        seen, old_seen = self._gseen, self._prior_seen
+        seen, old_seen = self._gseen.tolist(), self._prior_seen
         if old_seen == seen:
             return
-        self._prior_seen = seen[:]
+        self._prior_seen = seen
         ver, moved = self._prior_ver, self._prior_moved
         for k, x in enumerate(seen):
             moved[k] = old_seen is None or old_seen[k] != x
@@ -976,10 +1158,8 @@ class RiskBudget:
                 ver[k] += 1
         # the decay of each window's counts (numpy's power, as before, from a table)
         f, gpos = self._prior_f, self._gpos
-        f[:] = [gpos[g] for g in self._gt]
-        arr = self._prior.arr.copy()  # a new prior: the snapshots keep theirs
-        _prior_params(moved, f, self._g3, self.prior_n, _EDGES, arr)
-        self._prior = _Prior(arr)
+        f[:] = [gpos[g] for g in self._gt.tolist()]
+        _prior_params(moved, f, self._g3, self.prior_n, _EDGES, self._prior.arr)
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -1098,10 +1278,7 @@ class RiskBudget:
         ix = self._all_pools if pools is None else np.asarray(pools, dtype=np.int64)
         take = self._to_take
         n = _allowed_rows(np.asarray(take, dtype=np.int64), ix, c, t, self.risk, self.level,
-                          self.prior_n, self.decay, self._nm, self._t, self._prior.arr,
-                          self._warm_arr, self._snapped, self._snap_nm, self._snap_f,
-                          self._snap_ab, self._snap_ver, self._pool_ver, self._row_ver,
-                          self._row_c, self._rows, self._cert, self._cert_i, self._changed,
+                          self.prior_n, self.decay, self._fb, self._ib, self._bb, self._lay,
                           self._certify)
         if take:
             self._to_take = []
