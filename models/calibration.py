@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.models.rings import RingBank, fill_rows, label_rows, score_rows
+from sia.models.rings import RingBank, fill_rows, label_rows, score_rows, score_windows
 
 #: The grid of records (s): SIA's tick.
 GRID_S = 300.0
@@ -343,7 +343,7 @@ class PoolCalibration:
             rows = [r for r in rows if r[1] is not None]
             self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        self._next_t = [t0] * K
+        self._next_t = np.full(K, t0)  # float64: the compiled loop moves them
         # the load scores and the positives' probabilities: ring p * K + k per pool and window
         self._sc = RingBank(P * K, self.memory)
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
@@ -359,8 +359,10 @@ class PoolCalibration:
         self._pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(K)]
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
         # the rows' offsets each grid record reads (t + i w, i = -n_windows .. 1)
-        self._offs = [np.array([m * i for i in range(-self.n_windows, 2)], dtype=np.int64)
-                      for m in self._steps]
+        self._offs = np.array([[m * i for i in range(-self.n_windows, 2)] for m in self._steps],
+                              dtype=np.int64).reshape(K, self.n_windows + 2)
+        self._wins = np.array(self.windows_s, dtype=np.float64)
+        self._steps_np = np.array(self._steps, dtype=np.int64)
         self._cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": sliding max
         # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
         a = self.alpha
@@ -421,13 +423,40 @@ class PoolCalibration:
         return now
 
     # ------------------------------------------------------------------ load
-    def _score_load(self, now: float) -> bool:
+    def _score_load(self, now: float) -> None:
         """Score every grid record whose window has passed by ``now`` and update the bounds of
-        the rings given new scores; return whether any did."""
+        the rings given new scores. On the grid, all windows in one compiled call
+        (:func:`~sia.models.rings.score_windows`: :meth:`_score_grid`'s reads of the same rows,
+        built first up to ``now``, which every window's last record reads); it leaves to
+        :meth:`_score_from` the window where rows are to be dropped first (or a window off the
+        grid) and those after it."""
+        k0, tl = 0, self._tl
+        if tl.sorted:
+            tl.fill(self._row_at(now))
+            sc = self._sc
+            k0, new = score_windows(now, self._wins, self._steps_np, self._next_t, tl.rows,
+                                    tl.base, tl.n_rows, tl.origin, GRID_S, _KEEP_ROWS, self._offs,
+                                    sc.vals, sc.srt, sc.head, sc.cnt, self._q, self._rank_up,
+                                    self._cold_q)
+            self.stats["load_scores"] += new
+            if k0 < 0:
+                return
+        self._score_from(now, k0)
+
+    def _row_at(self, now: float) -> int:
+        """The last grid row at or before ``now`` (-1: none, or no row on the grid)."""
+        if not any(self._steps) or not now >= self._tl.origin:
+            return -1
+        return int((now - self._tl.origin) // GRID_S)
+
+    def _score_from(self, now: float, k0: int) -> None:
+        """Score windows ``k0`` on, one by one (:meth:`_score_grid` or, off the grid or with the
+        arrivals out of order, :meth:`_score_window`)."""
         dirty: set[tuple[int, int]] = set()
-        for k, w in enumerate(self.windows_s):
+        for k in range(k0, len(self.windows_s)):
+            w = self.windows_s[k]
             t_end = now - w
-            nt = self._next_t[k]
+            nt = float(self._next_t[k])
             if nt > t_end:
                 continue
             if self._steps[k] and self._tl.sorted:  # integer grid times: exact arithmetic
@@ -442,14 +471,13 @@ class PoolCalibration:
                 self._next_t[k] = float(ts[-1]) + GRID_S
                 self._score_window(k, w, ts, dirty)
         if not dirty:
-            return False
+            return
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
         K = len(self.windows_s)
         for p, k in dirty:
             srt = self._sc.sorted(p * K + k)
             r = int(self._rank_up[srt.size])  # conformal_upper: +inf (cold) past the last
             self._q[p, k] = srt[r - 1] if r <= srt.size else cold_q
-        return True
 
     def _score_grid(self, k: int, j0: int, n: int) -> None:
         """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows
@@ -471,7 +499,7 @@ class PoolCalibration:
         without the grid: it keeps no row)."""
         if not self._steps[k]:
             return 1 << 62
-        return int((self._next_t[k] - self._tl.origin) // GRID_S)
+        return int((float(self._next_t[k]) - self._tl.origin) // GRID_S)
 
     def _score_window(self, k: int, w: float, ts: np.ndarray, dirty: set[tuple[int, int]]) -> None:
         """Score window ``k``'s grid records at ``ts`` pool by pool from :class:`_Arrivals`."""

@@ -17,6 +17,8 @@ Python did (the same operations in the same order, on float64: the same floats).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -124,6 +126,33 @@ def fill_rows(rows, at, j_lo, j_hi, origin, step, sub, pool, gpus, ptr, n_sub,
             g += 1
         rows[at + j - j_lo, :] = running
     return g
+
+
+@numba.njit(cache=True, nogil=True)
+def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, keep, offs, vals,
+                  srt, head, cnt, q, rank_up, cold):  # pragma: no cover - compiled
+    """Score, window by window, the grid records whose window has passed by ``now``, from
+    window ``k``'s next record time ``next_t[k]`` on (:func:`score_rows`; ``offs[k]`` the rows'
+    offsets), and move ``next_t[k]`` past them. A window that the rows cannot score (off the
+    grid, rows not built, or more than ``keep`` rows kept: they are dropped first) stops the
+    loop before it changes anything: returns that window (-1: all scored) and the scores."""
+    new = 0
+    for k in range(wins.size):
+        t_end = now - wins[k]
+        nt = next_t[k]
+        if nt > t_end:
+            continue
+        n = math.ceil((t_end + 1e-9 - nt) / step)  # _grid_count
+        if n <= 0:
+            continue
+        m = steps[k]
+        j0 = int((nt - origin) // step)
+        if m <= 0 or n_rows - base > keep or j0 + n - 1 + m >= n_rows:
+            return k, new
+        next_t[k] = nt + n * step
+        new += score_rows(rows, j0 - base, n, offs[k], vals, srt, head, cnt, k, wins.size, q, k,
+                          rank_up, cold)
+    return -1, new
 
 
 class RingBank:
