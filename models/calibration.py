@@ -61,13 +61,21 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.models.rings import RingBank, fill_rows, label_rows, score_rows, score_windows
+from sia.models.rings import (
+    FlagBank,
+    RingBank,
+    fill_rows,
+    fold_record,
+    label_rows,
+    resolve_rows,
+    score_rows,
+    score_windows,
+)
 
 #: The grid of records (s): SIA's tick.
 GRID_S = 300.0
@@ -343,20 +351,11 @@ class PoolCalibration:
             rows = [r for r in rows if r[1] is not None]
             self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        self._next_t = np.full(K, t0)  # float64: the compiled loop moves them
+        self._next_t = np.full(K, t0)  # float64: the compiled loops move them
         # the load scores and the positives' probabilities: ring p * K + k per pool and window
         self._sc = RingBank(P * K, self.memory)
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
-        # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
-        self._slot = -math.inf
-        self._open: list[deque] = [deque() for _ in range(K)]
-        self._pb = RingBank(P * K, self.memory)
-        self._thr = np.zeros((P, K))
-        self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
-        self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        # resolved records not yet in _yes / _hit, per window: (yes [P], label [P])
-        self._pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(K)]
+        self._arrival_setup(P, K)
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
         # the rows' offsets each grid record reads (t + i w, i = -n_windows .. 1)
         self._offs = np.array([[m * i for i in range(-self.n_windows, 2)] for m in self._steps],
@@ -372,6 +371,25 @@ class PoolCalibration:
                                   for n in range(self.memory + 1)], dtype=np.int64)
         self._calib_start = first
         self._last_now = first
+
+    def _arrival_setup(self, P: int, K: int) -> None:
+        """The arrival side's state: the open records, the positives' rings and thresholds,
+        the precision and recall rings."""
+        self._slot = -math.inf
+        # the records (one per forecast slot, all windows): the first _n_rec of _rec_t (t),
+        # _rec_p (the model's P(arrival) [K, P]) and _rec_y (the "yes" [K, P]); window k's
+        # next one to resolve (at t + w) is _done[k]
+        self._rec_t = np.empty(256)
+        self._rec_p = np.empty((256, K, P))
+        self._rec_y = np.empty((256, K, P), dtype=bool)
+        self._n_rec = 0
+        self._done = np.zeros(K, dtype=np.int64)
+        self._pb = RingBank(P * K, self.memory)
+        self._thr = np.zeros((P, K))
+        self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
+        # of the positives, whether said "yes" (recall: ring p * K + k); of the "yes", whether
+        # one arrived (precision: ring P * K + p * K + k); the last `memory` of each
+        self._flags = FlagBank(2 * P * K, self.memory)
 
     def _grid_setup(self, t0: float) -> None:
         """The grid's rows (:class:`_Timeline`) start early enough for the sliding max's windows
@@ -586,18 +604,37 @@ class PoolCalibration:
     # ------------------------------------------------------------------ arrivals
     def _resolve_arrivals(self, now: float) -> None:
         """Resolve the records whose window has passed by ``now``; update the thresholds of the
-        pools given new positives."""
-        for k, w in enumerate(self.windows_s):
-            q = self._open[k]
-            if not q or q[0][0] + w > now:
-                continue
-            pend = self._pending[k]
-            while q and q[0][0] + w <= now:
-                t, probs, yes = q.popleft()
-                self.stats["arrival_resolved"] += 1
-                pend.append((yes, self._label(k, t, w, probs)))  # something arrived in (t, t + w]
-                if len(pend) >= self.memory:
-                    self._fold(k)
+        pools given new positives, and the precision and recall rings. The records labelled
+        from the grid's rows (a forecast at a grid time, the rows it reads built first) are
+        resolved in one compiled call (:func:`~sia.models.rings.resolve_rows`: :meth:`_label`'s
+        :func:`~sia.models.rings.label_rows` on the same rows, then
+        :func:`~sia.models.rings.fold_record`); it stops at a record labelled otherwise, which
+        :meth:`_resolve_one` resolves before it goes on."""
+        tl, n = self._tl, self._n_rec
+        if not n:
+            return
+        grid = tl.sorted and any(self._steps)
+        if grid:  # the rows the records read: up to the last one's t + w, not after now
+            tl.fill(min(self._row_at(now), self._row_at(float(self._rec_t[n - 1]))
+                        + max(self._steps)))
+        pb, fl = self._pb, self._flags
+        while True:
+            k, new = resolve_rows(now, self._wins, self._steps_np, grid, self._done, n,
+                                  self._rec_t, self._rec_p, self._rec_y, tl.rows, tl.base,
+                                  tl.n_rows, tl.origin, GRID_S, pb.vals, pb.srt, pb.head, pb.cnt,
+                                  self._thr, self._cold, self._rank_lo, fl.flags, fl.meta)
+            self.stats["arrival_resolved"] += new
+            if k < 0:
+                return
+            self._resolve_one(k)
+
+    def _resolve_one(self, k: int) -> None:
+        """Resolve window ``k``'s next record with :meth:`_label` and fold it."""
+        i, K = int(self._done[k]), len(self.windows_s)
+        label = self._label(k, float(self._rec_t[i]), self.windows_s[k], self._rec_p[i, k])
+        fold_record(self._rec_y[i, k], label, k, K, self._flags.flags, self._flags.meta)
+        self._done[k] = i + 1
+        self.stats["arrival_resolved"] += 1
 
     def _label(self, k: int, t: float, w: float, probs: np.ndarray) -> np.ndarray:
         """Return bool [pools]: the pools with an arrival in ``(t, t + w]``; push each one's
@@ -629,18 +666,25 @@ class PoolCalibration:
         return [p for p in range(self.n_pools)
                 if arr.latest[p] > lo and arr.cum_one(p, hi) > arr.cum_one(p, lo)]
 
-    def _fold(self, k: int) -> None:
-        """Move window ``k``'s resolved records into the precision and recall rings."""
-        pend = self._pending[k]
-        if not pend:
-            return
-        yes = np.array([y for y, _ in pend], dtype=bool)
-        label = np.array([lab for _, lab in pend], dtype=bool)
-        for p in range(self.n_pools):
-            y, lab = yes[:, p], label[:, p]
-            self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
-            self._yes[p][k].extend(lab[y].tolist())  # of the "yes", the share that saw one
-        pend.clear()
+    def _record(self, now: float, proba: np.ndarray, yes: np.ndarray) -> None:
+        """Append a record (copies of ``proba`` and ``yes`` per window) after the open ones;
+        the records every window has resolved are dropped first when the arrays are full."""
+        n = self._n_rec
+        if n == self._rec_t.size:
+            lo = int(self._done.min())
+            if lo == 0:  # all open: twice the room
+                self._rec_t, self._rec_p, self._rec_y = (
+                    np.resize(a, (2 * n,) + a.shape[1:])
+                    for a in (self._rec_t, self._rec_p, self._rec_y))
+            else:
+                for a in (self._rec_t, self._rec_p, self._rec_y):
+                    a[:n - lo] = a[lo:n]
+                self._done -= lo
+                n -= lo
+        self._rec_t[n] = now
+        self._rec_p[n] = proba.T
+        self._rec_y[n] = yes.T
+        self._n_rec = n + 1
 
     def arrivals(self, view: Any, proba: np.ndarray,
                  registered: np.ndarray | None = None) -> np.ndarray:
@@ -660,9 +704,7 @@ class PoolCalibration:
         slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
-            probs, yes_t = np.array(proba.T, order="C"), yes.T.copy()  # copies, per window
-            for k in range(len(self.windows_s)):
-                self._open[k].append((now, probs[k], yes_t[k]))
+            self._record(now, proba, yes)
             self.stats["arrival_records"] += 1
         return yes
 
@@ -679,21 +721,20 @@ class PoolCalibration:
 
     def precision(self) -> np.ndarray:
         """Return float [pools, windows]: realized precision of the recent "yes" (NaN: none)."""
-        return self._share(self._yes)
+        return self._share(len(self.windows_s) * self.n_pools)
 
     def recall(self) -> np.ndarray:
         """Return float [pools, windows]: share of the recent positives predicted "yes"."""
-        return self._share(self._hit)
+        return self._share(0)
 
-    def _share(self, rings: list[list[deque]]) -> np.ndarray:
-        for k in range(len(self.windows_s)):
-            self._fold(k)
-        out = np.full((self.n_pools, len(self.windows_s)), np.nan)
-        for p, row in enumerate(rings):
-            for k, r in enumerate(row):
-                if r:
-                    out[p, k] = sum(r) / len(r)
-        return out
+    def _share(self, ring0: int) -> np.ndarray:
+        """The share of ones in flag rings ``ring0 + p * K + k`` (NaN: none), as ``sum / len``
+        of each ring's flags (whole numbers: the same float)."""
+        meta = self._flags.meta[ring0:ring0 + self.n_pools * len(self.windows_s)]
+        out = np.full(meta.shape[0], np.nan)
+        some = meta[:, 1] > 0
+        out[some] = meta[some, 2] / meta[some, 1]
+        return out.reshape(self.n_pools, len(self.windows_s))
 
     def report(self, pool_names: Sequence[str]) -> dict[str, Any]:
         """Return what is calibrated, per pool and window (JSON-ready): the options, the days

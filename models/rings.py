@@ -129,6 +129,70 @@ def fill_rows(rows, at, j_lo, j_hi, origin, step, sub, pool, gpus, ptr, n_sub,
 
 
 @numba.njit(cache=True, nogil=True)
+def _push_flag(flags, meta, r, v):  # pragma: no cover - compiled
+    size = flags.shape[1]
+    h, n = meta[r, 0], meta[r, 1]
+    if n == size:  # drop the oldest flag
+        meta[r, 2] -= flags[r, h]
+        flags[r, h] = v
+        meta[r, 0] = (h + 1) % size
+    else:
+        flags[r, (h + n) % size] = v
+        meta[r, 1] = n + 1
+    meta[r, 2] += v
+
+
+@numba.njit(cache=True, nogil=True)
+def fold_record(yes, label, ring0, stride, flags, meta):  # pragma: no cover - compiled
+    """One resolved arrival record: per pool ``p`` (ring ``ring0 + p * stride``), a positive
+    (``label[p]``) appends whether it was predicted (``yes[p]``) to the recall ring, and a
+    "yes" appends whether it saw an arrival to the precision ring (the same ring plus
+    ``flags.shape[0] // 2``): the flags a deque of each would get, record after record."""
+    half = flags.shape[0] // 2
+    for p in range(label.size):
+        r = ring0 + p * stride
+        if label[p]:
+            _push_flag(flags, meta, r, 1 if yes[p] else 0)
+        if yes[p]:
+            _push_flag(flags, meta, half + r, 1 if label[p] else 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows, base, n_rows,
+                 origin, step, vals, srt, head, cnt, thr, cold, rank_lo, flags,
+                 meta):  # pragma: no cover - compiled
+    """Resolve, window by window, the arrival records (``rec_t[i]``, ``rec_p[i, k]``,
+    ``rec_y[i, k]``, i < ``n_rec``) whose window has passed by ``now``, from window ``k``'s
+    next one (``done[k]``) on: each is labelled from the grid's rows at ``t`` and ``t + w``
+    (:func:`label_rows`) and folded (:func:`fold_record`). A record that is not labelled so
+    (``grid`` off, a window off the grid, a time off the grid or before the rows kept, rows
+    not built) stops the loop: returns its window (-1: all resolved) and the records resolved."""
+    P = rows.shape[1]
+    K = wins.size
+    label = np.empty(P, dtype=np.bool_)
+    new = 0
+    for k in range(K):
+        w, m, i = wins[k], steps[k], done[k]
+        while i < n_rec and rec_t[i] + w <= now:
+            t = rec_t[i]
+            x = (t - origin) / step
+            if not (grid and m > 0 and abs(x) < 2.0**50):
+                done[k] = i
+                return k, new
+            j = int(np.rint(x))  # on the grid iff exact: then any rounding gives this j
+            if not (j >= base and origin + j * step == t and j + m < n_rows):
+                done[k] = i
+                return k, new
+            label_rows(rows, j - base, j + m - base, rec_p[i, k], vals, srt, head, cnt, k, K,
+                       thr, cold, k, rank_lo, label)
+            fold_record(rec_y[i, k], label, k, K, flags, meta)
+            i += 1
+            new += 1
+        done[k] = i
+    return -1, new
+
+
+@numba.njit(cache=True, nogil=True)
 def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, keep, offs, vals,
                   srt, head, cnt, q, rank_up, cold):  # pragma: no cover - compiled
     """Score, window by window, the grid records whose window has passed by ``now``, from
@@ -153,6 +217,22 @@ def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, ke
         new += score_rows(rows, j0 - base, n, offs[k], vals, srt, head, cnt, k, wins.size, q, k,
                           rank_up, cold)
     return -1, new
+
+
+class FlagBank:
+    """``n`` rings of at most ``size`` flags (0 or 1) each, with each ring's count of ones: the
+    precision and recall rings (see :func:`fold_record`). ``meta[r]`` = (head, count, ones)."""
+
+    __slots__ = ("flags", "meta")
+
+    def __init__(self, n: int, size: int):
+        self.flags = np.zeros((n, int(size)), dtype=np.int64)
+        self.meta = np.zeros((n, 3), dtype=np.int64)
+
+    def values(self, r: int) -> list[int]:
+        """Ring ``r``'s flags, oldest first."""
+        h, n = int(self.meta[r, 0]), int(self.meta[r, 1])
+        return self.flags[r, (h + np.arange(n)) % self.flags.shape[1]].tolist()
 
 
 class RingBank:
