@@ -362,6 +362,8 @@ class PoolCalibration:
                               dtype=np.int64).reshape(K, self.n_windows + 2)
         self._wins = np.array(self.windows_s, dtype=np.float64)
         self._steps_np = np.array(self._steps, dtype=np.int64)
+        self._grid = any(self._steps)  # some window on the grid: rows to read
+        self._reach = max(self._steps, default=0)  # the most rows a window spans
         self._cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": sliding max
         # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
         a = self.alpha
@@ -450,7 +452,9 @@ class PoolCalibration:
         grid) and those after it."""
         k0, tl = 0, self._tl
         if tl.sorted:
-            tl.fill(self._row_at(now))
+            j = self._row_at(now)
+            if j >= tl.n_rows:
+                tl.fill(j)
             sc = self._sc
             k0, new = score_windows(now, self._wins, self._steps_np, self._next_t, tl.rows,
                                     tl.base, tl.n_rows, tl.origin, GRID_S, _KEEP_ROWS, self._offs,
@@ -463,7 +467,7 @@ class PoolCalibration:
 
     def _row_at(self, now: float) -> int:
         """The last grid row at or before ``now`` (-1: none, or no row on the grid)."""
-        if not any(self._steps) or not now >= self._tl.origin:
+        if not self._grid or not now >= self._tl.origin:
             return -1
         return int((now - self._tl.origin) // GRID_S)
 
@@ -602,27 +606,34 @@ class PoolCalibration:
         return q, thr, cold
 
     # ------------------------------------------------------------------ arrivals
-    def _resolve_arrivals(self, now: float) -> None:
+    def _resolve_arrivals(self, now: float, proba: np.ndarray | None = None,
+                          yes: np.ndarray | None = None, record: bool = False) -> None:
         """Resolve the records whose window has passed by ``now``; update the thresholds of the
         pools given new positives, and the precision and recall rings. The records labelled
         from the grid's rows (a forecast at a grid time, the rows it reads built first) are
         resolved in one compiled call (:func:`~sia.models.rings.resolve_rows`: :meth:`_label`'s
         :func:`~sia.models.rings.label_rows` on the same rows, then
         :func:`~sia.models.rings.fold_record`); it stops at a record labelled otherwise, which
-        :meth:`_resolve_one` resolves before it goes on."""
+        :meth:`_resolve_one` resolves before it goes on. Given ``proba``, the same call then
+        writes the answer ``yes = proba >= thresholds`` and, if ``record``, appends the record
+        (:meth:`arrivals`' default case, room made)."""
         tl, n = self._tl, self._n_rec
-        if not n:
+        if not n and proba is None:
             return
-        grid = tl.sorted and any(self._steps)
-        if grid:  # the rows the records read: up to the last one's t + w, not after now
-            tl.fill(min(self._row_at(now), self._row_at(float(self._rec_t[n - 1]))
-                        + max(self._steps)))
+        grid = tl.sorted and self._grid
+        if grid and n:  # the rows the records read: up to the last one's t + w, not after now
+            j = min(self._row_at(now), self._row_at(float(self._rec_t[n - 1])) + self._reach)
+            if j >= tl.n_rows:
+                tl.fill(j)
         pb, fl = self._pb, self._flags
+        answer = 0 if proba is None else 2 if record else 1
         while True:
             k, new = resolve_rows(now, self._wins, self._steps_np, grid, self._done, n,
                                   self._rec_t, self._rec_p, self._rec_y, tl.rows, tl.base,
                                   tl.n_rows, tl.origin, GRID_S, pb.vals, pb.srt, pb.head, pb.cnt,
-                                  self._thr, self._cold, self._rank_lo, fl.flags, fl.meta)
+                                  self._thr, self._cold, self._rank_lo, fl.flags, fl.meta,
+                                  self._thr if proba is None else proba,
+                                  self._cold if yes is None else yes, answer)
             self.stats["arrival_resolved"] += new
             if k < 0:
                 return
@@ -667,8 +678,16 @@ class PoolCalibration:
                 if arr.latest[p] > lo and arr.cum_one(p, hi) > arr.cum_one(p, lo)]
 
     def _record(self, now: float, proba: np.ndarray, yes: np.ndarray) -> None:
-        """Append a record (copies of ``proba`` and ``yes`` per window) after the open ones;
-        the records every window has resolved are dropped first when the arrays are full."""
+        """Append a record (copies of ``proba`` and ``yes`` per window) after the open ones."""
+        n = self._room()
+        self._rec_t[n] = now
+        self._rec_p[n] = proba.T
+        self._rec_y[n] = yes.T
+        self._n_rec = n + 1
+
+    def _room(self) -> int:
+        """Make room for one more record: when the arrays are full, drop the records every
+        window has resolved (or double them); return the next record's index."""
         n = self._n_rec
         if n == self._rec_t.size:
             lo = int(self._done.min())
@@ -681,10 +700,8 @@ class PoolCalibration:
                     a[:n - lo] = a[lo:n]
                 self._done -= lo
                 n -= lo
-        self._rec_t[n] = now
-        self._rec_p[n] = proba.T
-        self._rec_y[n] = yes.T
-        self._n_rec = n + 1
+                self._n_rec = n
+        return n
 
     def arrivals(self, view: Any, proba: np.ndarray,
                  registered: np.ndarray | None = None) -> np.ndarray:
@@ -693,15 +710,27 @@ class PoolCalibration:
         ``registered`` [windows]: the model's thresholds, which a cold pool keeps with
         ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
-        self._resolve_arrivals(now)
         proba = np.asarray(proba, dtype=np.float64)
+        slot = math.floor(now / GRID_S)
+        if (self._alpha_p is None and cold_reserve(self.cold) and proba.shape == self._thr.shape
+                and proba.flags.c_contiguous):  # the answer and the record in the same call
+            yes = np.empty(proba.shape, dtype=bool)
+            record = slot != self._slot
+            if record:
+                self._n_rec = self._room()
+            self._resolve_arrivals(now, proba, yes, record)
+            if record:
+                self._slot = slot
+                self._n_rec += 1
+                self.stats["arrival_records"] += 1
+            return yes
+        self._resolve_arrivals(now)
         thr, cold = ((self._thr, self._cold) if self._alpha_p is None
                      else self._per_pool()[1:])
         if not cold_reserve(self.cold):
             reg = np.full(len(self.windows_s), 0.5) if registered is None else registered
             thr = np.where(cold, np.asarray(reg, dtype=np.float64)[None, :], thr)
         yes = proba >= thr
-        slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
             self._record(now, proba, yes)

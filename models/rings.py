@@ -158,15 +158,30 @@ def fold_record(yes, label, ring0, stride, flags, meta):  # pragma: no cover - c
 
 
 @numba.njit(cache=True, nogil=True)
+def _answer(now, proba, thr, yes, record, n_rec, rec_t, rec_p, rec_y):  # pragma: no cover
+    for p in range(proba.shape[0]):
+        for k in range(proba.shape[1]):
+            yes[p, k] = proba[p, k] >= thr[p, k]
+            if record:
+                rec_p[n_rec, k, p] = proba[p, k]
+                rec_y[n_rec, k, p] = yes[p, k]
+    if record:
+        rec_t[n_rec] = now
+
+
+@numba.njit(cache=True, nogil=True)
 def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows, base, n_rows,
-                 origin, step, vals, srt, head, cnt, thr, cold, rank_lo, flags,
-                 meta):  # pragma: no cover - compiled
+                 origin, step, vals, srt, head, cnt, thr, cold, rank_lo, flags, meta, proba, yes,
+                 answer):  # pragma: no cover - compiled
     """Resolve, window by window, the arrival records (``rec_t[i]``, ``rec_p[i, k]``,
     ``rec_y[i, k]``, i < ``n_rec``) whose window has passed by ``now``, from window ``k``'s
     next one (``done[k]``) on: each is labelled from the grid's rows at ``t`` and ``t + w``
     (:func:`label_rows`) and folded (:func:`fold_record`). A record that is not labelled so
     (``grid`` off, a window off the grid, a time off the grid or before the rows kept, rows
-    not built) stops the loop: returns its window (-1: all resolved) and the records resolved."""
+    not built) stops the loop: returns its window and the records resolved. Once all are
+    resolved (returns -1), ``answer`` > 0 writes ``yes = proba >= thr`` (the thresholds just
+    updated), and ``answer`` 2 also appends the record (``now``, ``proba``, ``yes``: their
+    floats and flags, per window) at ``n_rec``."""
     P = rows.shape[1]
     K = wins.size
     label = np.empty(P, dtype=np.bool_)
@@ -189,6 +204,8 @@ def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows,
             i += 1
             new += 1
         done[k] = i
+    if answer > 0:
+        _answer(now, proba, thr, yes, answer == 2, n_rec, rec_t, rec_p, rec_y)
     return -1, new
 
 
