@@ -36,13 +36,12 @@ def _push(vals, srt, head, cnt, r, v):  # pragma: no cover - compiled
                 lo = mid + 1
             else:
                 hi = mid
-        for i in range(lo, n - 1):
-            srt[r, i] = srt[r, i + 1]
-        n -= 1
         vals[r, head[r]] = v
         head[r] = (head[r] + 1) % size
-    else:
-        vals[r, (head[r] + n) % size] = v
+        # not found (NaN upsets the order): the move left dropped the last value
+        _replace(srt, r, n, min(lo, n - 1), v)
+        return
+    vals[r, (head[r] + n) % size] = v
     lo, hi = 0, n
     while lo < hi:  # bisect_right (insort)
         mid = (lo + hi) >> 1
@@ -54,6 +53,29 @@ def _push(vals, srt, head, cnt, r, v):  # pragma: no cover - compiled
         srt[r, i] = srt[r, i - 1]
     srt[r, lo] = v
     cnt[r] = n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace(srt, r, n, gone, v):  # pragma: no cover - compiled
+    """Drop ``srt[r, gone]`` and insort ``v`` in the ``n`` sorted values, in one move: the
+    insort's search reads the values as they stand once the dropped one is gone (index ``i``
+    of that copy is ``i`` before ``gone``, ``i + 1`` from it on), so it makes the same
+    comparisons on the same floats and finds the same place; then only the values between
+    the two places move, by one."""
+    lo, hi = 0, n - 1
+    while lo < hi:  # bisect_right (insort), on the values without srt[r, gone]
+        mid = (lo + hi) >> 1
+        if v < srt[r, mid + 1 if mid >= gone else mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo <= gone:
+        for i in range(gone, lo, -1):
+            srt[r, i] = srt[r, i - 1]
+    else:
+        for i in range(gone, lo):
+            srt[r, i] = srt[r, i + 1]
+    srt[r, lo] = v
 
 
 @numba.njit(cache=True, nogil=True)

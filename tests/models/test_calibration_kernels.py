@@ -5,13 +5,14 @@ cases the loops leave to it."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.models.calibration import GRID_S, PoolCalibration
-from sia.models.rings import FlagBank, fold_record, resolve_rows
+from sia.models.rings import FlagBank, RingBank, fold_record, resolve_rows
 
 from .conftest import CalView, cal_trace
 
@@ -181,3 +182,31 @@ def test_hundreds_of_open_records_keep_their_order_as_the_arrays_grow_and_shift(
             assert cal.recent(p, k)[1] == probs[-memory:]
     assert cal.stats["arrival_resolved"] == sum(t + w <= end for t, _, _ in made
                                                 for w in windows)
+
+
+def _old_push(ring: deque, srt: list, v: float) -> None:
+    """The push the one-move ring replaced: drop the oldest value from the sorted list (at
+    bisect_left; the last one when not found, as its move left did), then insort the new one."""
+    if len(ring) == ring.maxlen:
+        del srt[min(bisect_left(srt, ring[0]), len(srt) - 1)]
+    ring.append(v)
+    insort(srt, v)
+
+
+_floats = st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan]),
+                    st.floats(-3.0, 3.0).map(lambda x: round(x, 1)))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(values=st.lists(_floats, max_size=80), size=st.integers(1, 9))
+def test_a_push_keeps_the_sorted_floats_of_the_two_step_push_bit_for_bit(values, size):
+    # repeats, signed zeros, infinities and NaN (whose comparisons are all false): the same
+    # comparisons on the same floats, the same sorted copy, bit for bit
+    bank = RingBank(2, size)
+    ring, srt = deque(maxlen=size), []
+    for v in values:
+        bank.push(1, v)
+        _old_push(ring, srt, v)
+        assert _bits(bank.sorted(1)) == _bits(np.array(srt, dtype=np.float64))
+        assert _bits(np.array(bank.values(1))) == _bits(np.array(list(ring), dtype=np.float64))
+    assert bank.count(0) == 0
