@@ -55,6 +55,14 @@ of the tests). The rings of recent values are kept sorted (:class:`~sia.models.r
 each ring's order statistic read from a rank table as it moves, and the per-record loops over the
 grid's rows (the load scores, an arrival record's positives) and the rows themselves are
 compiled (:mod:`sia.models.rings`: the same operations in the same order, the same floats).
+A forecast makes one compiled call per side: :meth:`PoolCalibration.load_bound` scores every
+window's due records at once (:func:`~sia.models.rings.score_windows`), and
+:meth:`PoolCalibration.arrivals` resolves every window's due records, writes its answer and
+appends the new record at once (:func:`~sia.models.rings.resolve_rows`). The open records are
+kept in arrays (one per forecast slot, all windows, each window reading from its own index) and
+the precision and recall flags in fixed rings (:class:`~sia.models.rings.FlagBank`). What a
+call cannot do from the rows (rows to drop first, a record off the grid, the per-pool searches)
+it leaves untouched to the per-window and per-record Python it replaced, which goes on from there.
 """
 
 from __future__ import annotations

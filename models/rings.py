@@ -7,12 +7,16 @@ same values sorted (``srt[r, :cnt[r]]``), so one order statistic of them is read
 each new value. A push drops the oldest value from the sorted copy (at the first equal value,
 as :func:`bisect.bisect_left` finds it) and inserts the new one after the equal values (as
 :func:`bisect.insort` does): the sorted copy holds the same floats as a sorted list of the
-ring's values would.
+ring's values would. It moves the sorted values once, between the two places (:func:`_replace`).
 
 The loops over a window's grid records (:func:`score_rows`: the load scores;
 :func:`label_rows`: the arrival records' positives) read the calibration's grid of cumulative
 GPUs (row ``j``, pool ``p``) and do, per record and pool, the arithmetic the calibration's
-Python did (the same operations in the same order, on float64: the same floats).
+Python did (the same operations in the same order, on float64: the same floats). Per forecast,
+:func:`score_windows` runs :func:`score_rows` for every window, and :func:`resolve_rows` labels
+every due arrival record with :func:`label_rows`, folds its precision and recall flags
+(:func:`fold_record`, :class:`FlagBank`) and writes the answer and the new record; each stops
+at the first window or record it cannot do, untouched, where the calibration's Python goes on.
 """
 
 from __future__ import annotations
