@@ -55,19 +55,35 @@ of the tests). The rings of recent values are kept sorted (:class:`~sia.models.r
 each ring's order statistic read from a rank table as it moves, and the per-record loops over the
 grid's rows (the load scores, an arrival record's positives) and the rows themselves are
 compiled (:mod:`sia.models.rings`: the same operations in the same order, the same floats).
+A forecast makes one compiled call per side: :meth:`PoolCalibration.load_bound` scores every
+window's due records at once (:func:`~sia.models.rings.score_windows`), and
+:meth:`PoolCalibration.arrivals` resolves every window's due records, writes its answer and
+appends the new record at once (:func:`~sia.models.rings.resolve_rows`). The open records are
+kept in arrays (one per forecast slot, all windows, each window reading from its own index) and
+the precision and recall flags in fixed rings (:class:`~sia.models.rings.FlagBank`). What a
+call cannot do from the rows (rows to drop first, a record off the grid, the per-pool searches)
+it leaves untouched to the per-window and per-record Python it replaced, which goes on from there.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from sia.data.errors import ConfigError
-from sia.models.rings import RingBank, fill_rows, label_rows, score_rows
+from sia.models.rings import (
+    FlagBank,
+    RingBank,
+    fill_rows,
+    fold_record,
+    label_rows,
+    resolve_rows,
+    score_rows,
+    score_windows,
+)
 
 #: The grid of records (s): SIA's tick.
 GRID_S = 300.0
@@ -343,24 +359,19 @@ class PoolCalibration:
             rows = [r for r in rows if r[1] is not None]
             self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        self._next_t = [t0] * K
+        self._next_t = np.full(K, t0)  # float64: the compiled loops move them
         # the load scores and the positives' probabilities: ring p * K + k per pool and window
         self._sc = RingBank(P * K, self.memory)
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
-        # the arrival side: records (t, probs [P], yes [P]) per window, resolved at t + w
-        self._slot = -math.inf
-        self._open: list[deque] = [deque() for _ in range(K)]
-        self._pb = RingBank(P * K, self.memory)
-        self._thr = np.zeros((P, K))
-        self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
-        self._yes = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        self._hit = [[deque(maxlen=self.memory) for _ in range(K)] for _ in range(P)]
-        # resolved records not yet in _yes / _hit, per window: (yes [P], label [P])
-        self._pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(K)]
+        self._arrival_setup(P, K)
         self.stats = {"load_scores": 0, "arrival_records": 0, "arrival_resolved": 0}
         # the rows' offsets each grid record reads (t + i w, i = -n_windows .. 1)
-        self._offs = [np.array([m * i for i in range(-self.n_windows, 2)], dtype=np.int64)
-                      for m in self._steps]
+        self._offs = np.array([[m * i for i in range(-self.n_windows, 2)] for m in self._steps],
+                              dtype=np.int64).reshape(K, self.n_windows + 2)
+        self._wins = np.array(self.windows_s, dtype=np.float64)
+        self._steps_np = np.array(self._steps, dtype=np.int64)
+        self._grid = any(self._steps)  # some window on the grid: rows to read
+        self._reach = max(self._steps, default=0)  # the most rows a window spans
         self._cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": sliding max
         # the ranks of conformal_upper / recall_threshold per number of values (<= memory)
         a = self.alpha
@@ -370,6 +381,25 @@ class PoolCalibration:
                                   for n in range(self.memory + 1)], dtype=np.int64)
         self._calib_start = first
         self._last_now = first
+
+    def _arrival_setup(self, P: int, K: int) -> None:
+        """The arrival side's state: the open records, the positives' rings and thresholds,
+        the precision and recall rings."""
+        self._slot = -math.inf
+        # the records (one per forecast slot, all windows): the first _n_rec of _rec_t (t),
+        # _rec_p (the model's P(arrival) [K, P]) and _rec_y (the "yes" [K, P]); window k's
+        # next one to resolve (at t + w) is _done[k]
+        self._rec_t = np.empty(256)
+        self._rec_p = np.empty((256, K, P))
+        self._rec_y = np.empty((256, K, P), dtype=bool)
+        self._n_rec = 0
+        self._done = np.zeros(K, dtype=np.int64)
+        self._pb = RingBank(P * K, self.memory)
+        self._thr = np.zeros((P, K))
+        self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
+        # of the positives, whether said "yes" (recall: ring p * K + k); of the "yes", whether
+        # one arrived (precision: ring P * K + p * K + k); the last `memory` of each
+        self._flags = FlagBank(2 * P * K, self.memory)
 
     def _grid_setup(self, t0: float) -> None:
         """The grid's rows (:class:`_Timeline`) start early enough for the sliding max's windows
@@ -421,13 +451,42 @@ class PoolCalibration:
         return now
 
     # ------------------------------------------------------------------ load
-    def _score_load(self, now: float) -> bool:
+    def _score_load(self, now: float) -> None:
         """Score every grid record whose window has passed by ``now`` and update the bounds of
-        the rings given new scores; return whether any did."""
+        the rings given new scores. On the grid, all windows in one compiled call
+        (:func:`~sia.models.rings.score_windows`: :meth:`_score_grid`'s reads of the same rows,
+        built first up to ``now``, which every window's last record reads); it leaves to
+        :meth:`_score_from` the window where rows are to be dropped first (or a window off the
+        grid) and those after it."""
+        k0, tl = 0, self._tl
+        if tl.sorted:
+            j = self._row_at(now)
+            if j >= tl.n_rows:
+                tl.fill(j)
+            sc = self._sc
+            k0, new = score_windows(now, self._wins, self._steps_np, self._next_t, tl.rows,
+                                    tl.base, tl.n_rows, tl.origin, GRID_S, _KEEP_ROWS, self._offs,
+                                    sc.vals, sc.srt, sc.head, sc.cnt, self._q, self._rank_up,
+                                    self._cold_q)
+            self.stats["load_scores"] += new
+            if k0 < 0:
+                return
+        self._score_from(now, k0)
+
+    def _row_at(self, now: float) -> int:
+        """The last grid row at or before ``now`` (-1: none, or no row on the grid)."""
+        if not self._grid or not now >= self._tl.origin:
+            return -1
+        return int((now - self._tl.origin) // GRID_S)
+
+    def _score_from(self, now: float, k0: int) -> None:
+        """Score windows ``k0`` on, one by one (:meth:`_score_grid` or, off the grid or with the
+        arrivals out of order, :meth:`_score_window`)."""
         dirty: set[tuple[int, int]] = set()
-        for k, w in enumerate(self.windows_s):
+        for k in range(k0, len(self.windows_s)):
+            w = self.windows_s[k]
             t_end = now - w
-            nt = self._next_t[k]
+            nt = float(self._next_t[k])
             if nt > t_end:
                 continue
             if self._steps[k] and self._tl.sorted:  # integer grid times: exact arithmetic
@@ -442,14 +501,13 @@ class PoolCalibration:
                 self._next_t[k] = float(ts[-1]) + GRID_S
                 self._score_window(k, w, ts, dirty)
         if not dirty:
-            return False
+            return
         cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": the sliding max
         K = len(self.windows_s)
         for p, k in dirty:
             srt = self._sc.sorted(p * K + k)
             r = int(self._rank_up[srt.size])  # conformal_upper: +inf (cold) past the last
             self._q[p, k] = srt[r - 1] if r <= srt.size else cold_q
-        return True
 
     def _score_grid(self, k: int, j0: int, n: int) -> None:
         """Score window ``k``'s ``n`` grid records from row ``j0`` on, from the timeline's rows
@@ -471,7 +529,7 @@ class PoolCalibration:
         without the grid: it keeps no row)."""
         if not self._steps[k]:
             return 1 << 62
-        return int((self._next_t[k] - self._tl.origin) // GRID_S)
+        return int((float(self._next_t[k]) - self._tl.origin) // GRID_S)
 
     def _score_window(self, k: int, w: float, ts: np.ndarray, dirty: set[tuple[int, int]]) -> None:
         """Score window ``k``'s grid records at ``ts`` pool by pool from :class:`_Arrivals`."""
@@ -556,20 +614,46 @@ class PoolCalibration:
         return q, thr, cold
 
     # ------------------------------------------------------------------ arrivals
-    def _resolve_arrivals(self, now: float) -> None:
+    def _resolve_arrivals(self, now: float, proba: np.ndarray | None = None,
+                          yes: np.ndarray | None = None, record: bool = False) -> None:
         """Resolve the records whose window has passed by ``now``; update the thresholds of the
-        pools given new positives."""
-        for k, w in enumerate(self.windows_s):
-            q = self._open[k]
-            if not q or q[0][0] + w > now:
-                continue
-            pend = self._pending[k]
-            while q and q[0][0] + w <= now:
-                t, probs, yes = q.popleft()
-                self.stats["arrival_resolved"] += 1
-                pend.append((yes, self._label(k, t, w, probs)))  # something arrived in (t, t + w]
-                if len(pend) >= self.memory:
-                    self._fold(k)
+        pools given new positives, and the precision and recall rings. The records labelled
+        from the grid's rows (a forecast at a grid time, the rows it reads built first) are
+        resolved in one compiled call (:func:`~sia.models.rings.resolve_rows`: :meth:`_label`'s
+        :func:`~sia.models.rings.label_rows` on the same rows, then
+        :func:`~sia.models.rings.fold_record`); it stops at a record labelled otherwise, which
+        :meth:`_resolve_one` resolves before it goes on. Given ``proba``, the same call then
+        writes the answer ``yes = proba >= thresholds`` and, if ``record``, appends the record
+        (:meth:`arrivals`' default case, room made)."""
+        tl, n = self._tl, self._n_rec
+        if not n and proba is None:
+            return
+        grid = tl.sorted and self._grid
+        if grid and n:  # the rows the records read: up to the last one's t + w, not after now
+            j = min(self._row_at(now), self._row_at(float(self._rec_t[n - 1])) + self._reach)
+            if j >= tl.n_rows:
+                tl.fill(j)
+        pb, fl = self._pb, self._flags
+        answer = 0 if proba is None else 2 if record else 1
+        while True:
+            k, new = resolve_rows(now, self._wins, self._steps_np, grid, self._done, n,
+                                  self._rec_t, self._rec_p, self._rec_y, tl.rows, tl.base,
+                                  tl.n_rows, tl.origin, GRID_S, pb.vals, pb.srt, pb.head, pb.cnt,
+                                  self._thr, self._cold, self._rank_lo, fl.flags, fl.meta,
+                                  self._thr if proba is None else proba,
+                                  self._cold if yes is None else yes, answer)
+            self.stats["arrival_resolved"] += new
+            if k < 0:
+                return
+            self._resolve_one(k)
+
+    def _resolve_one(self, k: int) -> None:
+        """Resolve window ``k``'s next record with :meth:`_label` and fold it."""
+        i, K = int(self._done[k]), len(self.windows_s)
+        label = self._label(k, float(self._rec_t[i]), self.windows_s[k], self._rec_p[i, k])
+        fold_record(self._rec_y[i, k], label, k, K, self._flags.flags, self._flags.meta)
+        self._done[k] = i + 1
+        self.stats["arrival_resolved"] += 1
 
     def _label(self, k: int, t: float, w: float, probs: np.ndarray) -> np.ndarray:
         """Return bool [pools]: the pools with an arrival in ``(t, t + w]``; push each one's
@@ -601,18 +685,31 @@ class PoolCalibration:
         return [p for p in range(self.n_pools)
                 if arr.latest[p] > lo and arr.cum_one(p, hi) > arr.cum_one(p, lo)]
 
-    def _fold(self, k: int) -> None:
-        """Move window ``k``'s resolved records into the precision and recall rings."""
-        pend = self._pending[k]
-        if not pend:
-            return
-        yes = np.array([y for y, _ in pend], dtype=bool)
-        label = np.array([lab for _, lab in pend], dtype=bool)
-        for p in range(self.n_pools):
-            y, lab = yes[:, p], label[:, p]
-            self._hit[p][k].extend(y[lab].tolist())  # of the positives, the share said "yes"
-            self._yes[p][k].extend(lab[y].tolist())  # of the "yes", the share that saw one
-        pend.clear()
+    def _record(self, now: float, proba: np.ndarray, yes: np.ndarray) -> None:
+        """Append a record (copies of ``proba`` and ``yes`` per window) after the open ones."""
+        n = self._room()
+        self._rec_t[n] = now
+        self._rec_p[n] = proba.T
+        self._rec_y[n] = yes.T
+        self._n_rec = n + 1
+
+    def _room(self) -> int:
+        """Make room for one more record: when the arrays are full, drop the records every
+        window has resolved (or double them); return the next record's index."""
+        n = self._n_rec
+        if n == self._rec_t.size:
+            lo = int(self._done.min())
+            if lo == 0:  # all open: twice the room
+                self._rec_t, self._rec_p, self._rec_y = (
+                    np.resize(a, (2 * n,) + a.shape[1:])
+                    for a in (self._rec_t, self._rec_p, self._rec_y))
+            else:
+                for a in (self._rec_t, self._rec_p, self._rec_y):
+                    a[:n - lo] = a[lo:n]
+                self._done -= lo
+                n -= lo
+                self._n_rec = n
+        return n
 
     def arrivals(self, view: Any, proba: np.ndarray,
                  registered: np.ndarray | None = None) -> np.ndarray:
@@ -621,20 +718,30 @@ class PoolCalibration:
         ``registered`` [windows]: the model's thresholds, which a cold pool keeps with
         ``cold="registered"`` (default 0.5)."""
         now = self._absorb(view)
-        self._resolve_arrivals(now)
         proba = np.asarray(proba, dtype=np.float64)
+        slot = math.floor(now / GRID_S)
+        if (self._alpha_p is None and cold_reserve(self.cold) and proba.shape == self._thr.shape
+                and proba.flags.c_contiguous):  # the answer and the record in the same call
+            yes = np.empty(proba.shape, dtype=bool)
+            record = slot != self._slot
+            if record:
+                self._n_rec = self._room()
+            self._resolve_arrivals(now, proba, yes, record)
+            if record:
+                self._slot = slot
+                self._n_rec += 1
+                self.stats["arrival_records"] += 1
+            return yes
+        self._resolve_arrivals(now)
         thr, cold = ((self._thr, self._cold) if self._alpha_p is None
                      else self._per_pool()[1:])
         if not cold_reserve(self.cold):
             reg = np.full(len(self.windows_s), 0.5) if registered is None else registered
             thr = np.where(cold, np.asarray(reg, dtype=np.float64)[None, :], thr)
         yes = proba >= thr
-        slot = math.floor(now / GRID_S)
         if slot != self._slot:
             self._slot = slot
-            probs, yes_t = np.array(proba.T, order="C"), yes.T.copy()  # copies, per window
-            for k in range(len(self.windows_s)):
-                self._open[k].append((now, probs[k], yes_t[k]))
+            self._record(now, proba, yes)
             self.stats["arrival_records"] += 1
         return yes
 
@@ -651,21 +758,20 @@ class PoolCalibration:
 
     def precision(self) -> np.ndarray:
         """Return float [pools, windows]: realized precision of the recent "yes" (NaN: none)."""
-        return self._share(self._yes)
+        return self._share(len(self.windows_s) * self.n_pools)
 
     def recall(self) -> np.ndarray:
         """Return float [pools, windows]: share of the recent positives predicted "yes"."""
-        return self._share(self._hit)
+        return self._share(0)
 
-    def _share(self, rings: list[list[deque]]) -> np.ndarray:
-        for k in range(len(self.windows_s)):
-            self._fold(k)
-        out = np.full((self.n_pools, len(self.windows_s)), np.nan)
-        for p, row in enumerate(rings):
-            for k, r in enumerate(row):
-                if r:
-                    out[p, k] = sum(r) / len(r)
-        return out
+    def _share(self, ring0: int) -> np.ndarray:
+        """The share of ones in flag rings ``ring0 + p * K + k`` (NaN: none), as ``sum / len``
+        of each ring's flags (whole numbers: the same float)."""
+        meta = self._flags.meta[ring0:ring0 + self.n_pools * len(self.windows_s)]
+        out = np.full(meta.shape[0], np.nan)
+        some = meta[:, 1] > 0
+        out[some] = meta[some, 2] / meta[some, 1]
+        return out.reshape(self.n_pools, len(self.windows_s))
 
     def report(self, pool_names: Sequence[str]) -> dict[str, Any]:
         """Return what is calibrated, per pool and window (JSON-ready): the options, the days

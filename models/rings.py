@@ -7,15 +7,21 @@ same values sorted (``srt[r, :cnt[r]]``), so one order statistic of them is read
 each new value. A push drops the oldest value from the sorted copy (at the first equal value,
 as :func:`bisect.bisect_left` finds it) and inserts the new one after the equal values (as
 :func:`bisect.insort` does): the sorted copy holds the same floats as a sorted list of the
-ring's values would.
+ring's values would. It moves the sorted values once, between the two places (:func:`_replace`).
 
 The loops over a window's grid records (:func:`score_rows`: the load scores;
 :func:`label_rows`: the arrival records' positives) read the calibration's grid of cumulative
 GPUs (row ``j``, pool ``p``) and do, per record and pool, the arithmetic the calibration's
-Python did (the same operations in the same order, on float64: the same floats).
+Python did (the same operations in the same order, on float64: the same floats). Per forecast,
+:func:`score_windows` runs :func:`score_rows` for every window, and :func:`resolve_rows` labels
+every due arrival record with :func:`label_rows`, folds its precision and recall flags
+(:func:`fold_record`, :class:`FlagBank`) and writes the answer and the new record; each stops
+at the first window or record it cannot do, untouched, where the calibration's Python goes on.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -34,13 +40,12 @@ def _push(vals, srt, head, cnt, r, v):  # pragma: no cover - compiled
                 lo = mid + 1
             else:
                 hi = mid
-        for i in range(lo, n - 1):
-            srt[r, i] = srt[r, i + 1]
-        n -= 1
         vals[r, head[r]] = v
         head[r] = (head[r] + 1) % size
-    else:
-        vals[r, (head[r] + n) % size] = v
+        # not found (NaN upsets the order): the move left dropped the last value
+        _replace(srt, r, n, min(lo, n - 1), v)
+        return
+    vals[r, (head[r] + n) % size] = v
     lo, hi = 0, n
     while lo < hi:  # bisect_right (insort)
         mid = (lo + hi) >> 1
@@ -52,6 +57,29 @@ def _push(vals, srt, head, cnt, r, v):  # pragma: no cover - compiled
         srt[r, i] = srt[r, i - 1]
     srt[r, lo] = v
     cnt[r] = n + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _replace(srt, r, n, gone, v):  # pragma: no cover - compiled
+    """Drop ``srt[r, gone]`` and insort ``v`` in the ``n`` sorted values, in one move: the
+    insort's search reads the values as they stand once the dropped one is gone (index ``i``
+    of that copy is ``i`` before ``gone``, ``i + 1`` from it on), so it makes the same
+    comparisons on the same floats and finds the same place; then only the values between
+    the two places move, by one."""
+    lo, hi = 0, n - 1
+    while lo < hi:  # bisect_right (insort), on the values without srt[r, gone]
+        mid = (lo + hi) >> 1
+        if v < srt[r, mid + 1 if mid >= gone else mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo <= gone:
+        for i in range(gone, lo, -1):
+            srt[r, i] = srt[r, i - 1]
+    else:
+        for i in range(gone, lo):
+            srt[r, i] = srt[r, i + 1]
+    srt[r, lo] = v
 
 
 @numba.njit(cache=True, nogil=True)
@@ -124,6 +152,130 @@ def fill_rows(rows, at, j_lo, j_hi, origin, step, sub, pool, gpus, ptr, n_sub,
             g += 1
         rows[at + j - j_lo, :] = running
     return g
+
+
+@numba.njit(cache=True, nogil=True)
+def _push_flag(flags, meta, r, v):  # pragma: no cover - compiled
+    size = flags.shape[1]
+    h, n = meta[r, 0], meta[r, 1]
+    if n == size:  # drop the oldest flag
+        meta[r, 2] -= flags[r, h]
+        flags[r, h] = v
+        meta[r, 0] = (h + 1) % size
+    else:
+        flags[r, (h + n) % size] = v
+        meta[r, 1] = n + 1
+    meta[r, 2] += v
+
+
+@numba.njit(cache=True, nogil=True)
+def fold_record(yes, label, ring0, stride, flags, meta):  # pragma: no cover - compiled
+    """One resolved arrival record: per pool ``p`` (ring ``ring0 + p * stride``), a positive
+    (``label[p]``) appends whether it was predicted (``yes[p]``) to the recall ring, and a
+    "yes" appends whether it saw an arrival to the precision ring (the same ring plus
+    ``flags.shape[0] // 2``): the flags a deque of each would get, record after record."""
+    half = flags.shape[0] // 2
+    for p in range(label.size):
+        r = ring0 + p * stride
+        if label[p]:
+            _push_flag(flags, meta, r, 1 if yes[p] else 0)
+        if yes[p]:
+            _push_flag(flags, meta, half + r, 1 if label[p] else 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _answer(now, proba, thr, yes, record, n_rec, rec_t, rec_p, rec_y):  # pragma: no cover
+    for p in range(proba.shape[0]):
+        for k in range(proba.shape[1]):
+            yes[p, k] = proba[p, k] >= thr[p, k]
+            if record:
+                rec_p[n_rec, k, p] = proba[p, k]
+                rec_y[n_rec, k, p] = yes[p, k]
+    if record:
+        rec_t[n_rec] = now
+
+
+@numba.njit(cache=True, nogil=True)
+def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows, base, n_rows,
+                 origin, step, vals, srt, head, cnt, thr, cold, rank_lo, flags, meta, proba, yes,
+                 answer):  # pragma: no cover - compiled
+    """Resolve, window by window, the arrival records (``rec_t[i]``, ``rec_p[i, k]``,
+    ``rec_y[i, k]``, i < ``n_rec``) whose window has passed by ``now``, from window ``k``'s
+    next one (``done[k]``) on: each is labelled from the grid's rows at ``t`` and ``t + w``
+    (:func:`label_rows`) and folded (:func:`fold_record`). A record that is not labelled so
+    (``grid`` off, a window off the grid, a time off the grid or before the rows kept, rows
+    not built) stops the loop: returns its window and the records resolved. Once all are
+    resolved (returns -1), ``answer`` > 0 writes ``yes = proba >= thr`` (the thresholds just
+    updated), and ``answer`` 2 also appends the record (``now``, ``proba``, ``yes``: their
+    floats and flags, per window) at ``n_rec``."""
+    P = rows.shape[1]
+    K = wins.size
+    label = np.empty(P, dtype=np.bool_)
+    new = 0
+    for k in range(K):
+        w, m, i = wins[k], steps[k], done[k]
+        while i < n_rec and rec_t[i] + w <= now:
+            t = rec_t[i]
+            x = (t - origin) / step
+            if not (grid and m > 0 and abs(x) < 2.0**50):
+                done[k] = i
+                return k, new
+            j = int(np.rint(x))  # on the grid iff exact: then any rounding gives this j
+            if not (j >= base and origin + j * step == t and j + m < n_rows):
+                done[k] = i
+                return k, new
+            label_rows(rows, j - base, j + m - base, rec_p[i, k], vals, srt, head, cnt, k, K,
+                       thr, cold, k, rank_lo, label)
+            fold_record(rec_y[i, k], label, k, K, flags, meta)
+            i += 1
+            new += 1
+        done[k] = i
+    if answer > 0:
+        _answer(now, proba, thr, yes, answer == 2, n_rec, rec_t, rec_p, rec_y)
+    return -1, new
+
+
+@numba.njit(cache=True, nogil=True)
+def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, keep, offs, vals,
+                  srt, head, cnt, q, rank_up, cold):  # pragma: no cover - compiled
+    """Score, window by window, the grid records whose window has passed by ``now``, from
+    window ``k``'s next record time ``next_t[k]`` on (:func:`score_rows`; ``offs[k]`` the rows'
+    offsets), and move ``next_t[k]`` past them. A window that the rows cannot score (off the
+    grid, rows not built, or more than ``keep`` rows kept: they are dropped first) stops the
+    loop before it changes anything: returns that window (-1: all scored) and the scores."""
+    new = 0
+    for k in range(wins.size):
+        t_end = now - wins[k]
+        nt = next_t[k]
+        if nt > t_end:
+            continue
+        n = math.ceil((t_end + 1e-9 - nt) / step)  # _grid_count
+        if n <= 0:
+            continue
+        m = steps[k]
+        j0 = int((nt - origin) // step)
+        if m <= 0 or n_rows - base > keep or j0 + n - 1 + m >= n_rows:
+            return k, new
+        next_t[k] = nt + n * step
+        new += score_rows(rows, j0 - base, n, offs[k], vals, srt, head, cnt, k, wins.size, q, k,
+                          rank_up, cold)
+    return -1, new
+
+
+class FlagBank:
+    """``n`` rings of at most ``size`` flags (0 or 1) each, with each ring's count of ones: the
+    precision and recall rings (see :func:`fold_record`). ``meta[r]`` = (head, count, ones)."""
+
+    __slots__ = ("flags", "meta")
+
+    def __init__(self, n: int, size: int):
+        self.flags = np.zeros((n, int(size)), dtype=np.int64)
+        self.meta = np.zeros((n, 3), dtype=np.int64)
+
+    def values(self, r: int) -> list[int]:
+        """Ring ``r``'s flags, oldest first."""
+        h, n = int(self.meta[r, 0]), int(self.meta[r, 1])
+        return self.flags[r, (h + np.arange(n)) % self.flags.shape[1]].tolist()
 
 
 class RingBank:
