@@ -1033,7 +1033,8 @@ def test_the_event_heap_pops_in_heapqs_order(events, cut):
     # events are indistinguishable)
     import heapq
 
-    from sia.scheduler.policies.sia.risk import _ev_pop, _ev_push
+    from sia.scheduler.policies.sia.recent_use import heap_pop as _ev_pop
+    from sia.scheduler.policies.sia.recent_use import heap_push as _ev_push
     et, ej, ek = np.empty(64), np.empty(64, np.int64), np.empty(64, np.int64)
     n, ref, got, want = 0, [], [], []
     for i, (t, j, k) in enumerate(events):

@@ -29,7 +29,8 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _less(he, hp, hg, i, j):  # pragma: no cover - compiled
-    """Heap order: (end, pool, -GPUs) of entry i below entry j's."""
+    """Heap order: entry i's (first, second, third) below entry j's, as tuples compare
+    (here (end, pool, -GPUs))."""
     if he[i] != he[j]:
         return he[i] < he[j]
     if hp[i] != hp[j]:
@@ -46,7 +47,9 @@ def _swap(he, hp, hg, i, j):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
+def heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
+    """Push entry (e, p, g) on the heap of ``n`` entries in (e, p, g) order (room for it);
+    return the new size. (Also the risk budget's heap of outcome events.)"""
     he[n], hp[n], hg[n] = e, p, g
     i = n
     while i > 0:
@@ -59,8 +62,9 @@ def _heap_push(he, hp, hg, n, e, p, g):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
-    """Remove the top entry (read it first); return the new size."""
+def heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
+    """Remove the top entry (read it first); return the new size. With no two equal entries
+    but identical ones, the entries come out in the order Python's heapq gives them."""
     n -= 1
     he[0], hp[0], hg[0] = he[n], hp[n], hg[n]
     i = 0
@@ -103,7 +107,7 @@ def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph,
         p = np.int64(new[r, 1])
         st_t[n_st], st_p[n_st], st_g[n_st] = new[r, 0], p, new[r, 2]
         n_st += 1
-        hn = _heap_push(he, hp, hg, hn, new[r, 3], p, -new[r, 2])
+        hn = heap_push(he, hp, hg, hn, new[r, 3], p, -new[r, 2])
     _sort_starts(st_t, st_p, st_g, n_st)
     a, s, last = front[0], front[1], front[2]
     i = 0
@@ -113,7 +117,7 @@ def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph,
             i += 1
         elif hn > 0 and he[0] <= now:
             t, p, g = he[0], hp[0], hg[0]
-            hn = _heap_pop(he, hp, hg, hn)
+            hn = heap_pop(he, hp, hg, hn)
         else:
             break
         a[p] += s[p] * (t - last[p])

@@ -71,7 +71,7 @@ from numba.extending import get_cython_function_address
 from scipy.special import betainc, betaincinv
 from scipy.special.cython_special import betainc as _betainc
 from sia.data.errors import ConfigError
-from sia.scheduler.policies.sia.recent_use import RecentUse
+from sia.scheduler.policies.sia.recent_use import RecentUse, heap_pop, heap_push
 
 #: SiaPolicy's default budget, with :data:`DEFAULT_RISK_MODE` (the budget as a veto on SIA's
 #: own rule). Chosen on training data only (session 29, a rule written before its runs:
@@ -284,54 +284,6 @@ class _NegPowers:
         return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _ev_less(et, ej, ek, a, b):  # pragma: no cover - compiled
-    """Event ``a`` before event ``b``: their (time, job, window) in tuple order."""
-    if et[a] != et[b]:
-        return et[a] < et[b]
-    if ej[a] != ej[b]:
-        return ej[a] < ej[b]
-    return ek[a] < ek[b]
-
-
-@numba.njit(cache=True, nogil=True)
-def _ev_push(et, ej, ek, n, t, j, k):  # pragma: no cover - compiled
-    """Push event (t, j, k) on the heap of ``n`` events (room for it); return the new size."""
-    et[n], ej[n], ek[n] = t, j, k
-    i = n
-    while i > 0:
-        up = (i - 1) >> 1
-        if not _ev_less(et, ej, ek, i, up):
-            break
-        et[i], et[up] = et[up], et[i]
-        ej[i], ej[up] = ej[up], ej[i]
-        ek[i], ek[up] = ek[up], ek[i]
-        i = up
-    return n + 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _ev_pop(et, ej, ek, n):  # pragma: no cover - compiled
-    """Remove the first event (read it first); return the new size. A strict order with no
-    equal events but identical ones: the same sequence of events as Python's heapq."""
-    n -= 1
-    et[0], ej[0], ek[0] = et[n], ej[n], ek[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _ev_less(et, ej, ek, c + 1, c):
-            c += 1
-        if not _ev_less(et, ej, ek, c, i):
-            break
-        et[i], et[c] = et[c], et[i]
-        ej[i], ej[c] = ej[c], ej[i]
-        ek[i], ek[c] = ek[c], ek[i]
-        i = c
-    return n
-
-
 @numba.njit(cache=True, nogil=True)
 def _push_events(t0, jobs, ends, W, ev, n):  # pragma: no cover - compiled
     """Push each job's outcome events on the heap ``ev`` (its rows: times, jobs, windows): at
@@ -342,7 +294,7 @@ def _push_events(t0, jobs, ends, W, ev, n):  # pragma: no cover - compiled
         d = ends[i]
         for k in range(W.size):
             w = W[k]
-            n = _ev_push(et, ej, ek, n, t0 + (w if w < d else d), jobs[i], k)
+            n = heap_push(et, ej, ek, n, t0 + (w if w < d else d), jobs[i], k)
     return n
 
 
@@ -365,7 +317,7 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
     outcomes = overruns = warmed = n_due = 0
     while n > 0 and et[0] <= now:
         j, k = np.int64(ej[0]), np.int64(ek[0])
-        n = _ev_pop(et, ej, ek, n)
+        n = heap_pop(et, ej, ek, n)
         b = jobs[k, j]
         if b == CERTAIN:
             continue
@@ -823,7 +775,7 @@ class RiskBudget:
         self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._prior_moved, self._prior_f = st["prior_moved"], st["prior_f"]  # (_update_prior's)
-        # (time the outcome is known, job, k), a heap of arrays (_ev_push; its size), and the
+        # (time the outcome is known, job, k), a heap of arrays (heap_push; its size), and the
         # first of those times (inf: none; resolve() before it is a no-op)
         self._ev = np.empty((3, 1024))  # (times, jobs, windows: whole numbers, exact as floats)
         self._n_ev = 0
@@ -1051,7 +1003,7 @@ class RiskBudget:
                 if d <= w:
                     self._room(1)
                     ev = self._ev
-                    self._n_ev = _ev_push(ev[0], ev[1], ev[2], self._n_ev, s + d, j, k)
+                    self._n_ev = heap_push(ev[0], ev[1], ev[2], self._n_ev, s + d, j, k)
         self._running_live = keep
 
     def bounds(self, now: float = math.inf, pools: list[int] | None = None) -> np.ndarray:
