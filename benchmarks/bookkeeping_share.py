@@ -59,6 +59,29 @@ which side the difference beyond the timed methods comes from is not known. That
 session): the rest of the replay runs slower beside the budget's work, which timers around its
 methods cannot see. A likely cause, not verified: its Python objects and its 507,000 calls per
 replay crowd the processor's caches that the policy's own work uses.
+
+Measured 2026-12-01 (session 35, main at 4cbb87f: the duration side's ``allowed``,
+``resolve`` and ``started`` compiled over the state's buffers, the arrival side's
+per-forecast loops fused; every table identical to the reference, fed the answers session 34
+recorded, which are every answer of the change too): seven alternating pairs
+(``/tmp/s35/share.sh``), replay CPU (s):
+
+| pair | working | fed | added |
+|---|---|---|---|
+| 1 | 90.67 | 78.40 | +15.7% |
+| 2 | 92.40 | 65.26 | +41.6% |
+| 3 | 103.93 | 63.55 | +63.5% |
+| 4 | 78.85 | 67.73 | +16.4% |
+| 5 | 89.55 | 72.05 | +24.3% |
+| 6 | 83.26 | 67.73 | +22.9% |
+| 7 | 88.02 | 89.45 | -1.6% |
+
+Median **+22.9%** (-1.6% to +63.5%): not met, and no change from session 34's 20% that this
+check can show. The fed replay alone ran from 63.6 to 89.5 s within the half hour, so the
+machine's drift is larger than the cut. A sampling profile inside one replay (py-spy at 50 Hz,
+main at 50c9023 and the change side by side; the samples of kernels compiling inside the run
+left out), which the drift does not move, puts the bookkeeping at 13.5% of the replay's samples
+before and 11.3% after: it adds 12.7%.
 """
 
 from __future__ import annotations

@@ -53,6 +53,15 @@ arrivals are perfect information.
 Live (the service: a job's run time is unknown until it ends), an outcome is
 taken at the job's end (a fit) or once it has run ``w`` (an overrun), the same
 instants as a replay that knows the run times, so the same decisions.
+
+How it is kept. The bookkeeping runs once per decision, so its cost is per call: the counts,
+the snapshots each refresh takes, the prior and the rows are arrays, views of three buffers
+(floats, ints, flags: :func:`_layout`), and the work of ``resolve``, ``started`` and
+``allowed`` is done by compiled kernels (numba) that take the buffers and their offsets. The
+kernels make the float operations of the Python they replaced, in its order, so every answer
+is the same (the Python stays in the tests as the reference). ``allowed`` reads a pool's
+bounds through the Beta cdf (scipy's ``betainc``, called from the kernels) and keeps a
+window's row while a certificate proves it unchanged (:func:`_window_certificate`).
 """
 
 from __future__ import annotations
