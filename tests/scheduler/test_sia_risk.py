@@ -214,11 +214,41 @@ def test_the_reclaim_cost_weighs_the_pools_by_unused_gpus_times_load_by_hand():
     assert rb.cost(day + 300, [0, 0, 0]) == 1.0
 
 
+def test_a_memory_whose_weights_stay_finite_is_accepted():
+    # the smallest memories accepted: (1 - 1/m)^-1999 finite from about m = 3.35 on
+    for m in (3.4, 4.0, 1e9):
+        RiskBudget(W, 0.1, cold_n=0.1, memory=m)
+
+
+def test_live_next_due_comes_back_from_a_completion_queued_early():
+    # live: resolve() before the first outcome queues a completion's fit (job 0 ended at 100 s)
+    # and returns; a later start of a job without a prediction must set next_due from the
+    # queued outcomes (100 s), as it does whenever no predicted job runs, not leave it at -inf
+    tr = SimpleNamespace(n_pools=1, n_jobs=2, duration=np.array([math.nan, math.nan]),
+                         num_gpus=np.array([1, 1]), pool=np.array([0, 0]), quota=np.array([2]),
+                         submit=np.zeros(2))
+    rb = RiskBudget((300.0,), 3.0)
+    rb.reset(tr)
+    rb.classify(np.array([0]), np.array([[0.9]]), None)  # job 0 predicted, job 1 not
+    rb.started(0.0, [0])
+    assert rb.next_due == -math.inf  # (a completion can come at any time)
+    tr.duration[0] = 100.0  # the service learns that job 0 ended at 100 s
+    rb.resolve(50.0)
+    rb.started(60.0, [1])
+    assert rb.next_due == 100.0
+    rb.resolve(100.0)  # the fit taken; its deadline's event (300 s) stays, moot
+    assert rb.summary()["outcomes"] == 1 and rb.next_due == 300.0
+
+
 def test_bad_options_name_themselves():
     for kw, opt in (({"risk": -0.1}, "risk"), ({"risk": 101}, "risk"),
                     ({"risk": 0.1, "level": 1.0}, "risk_level"),
                     ({"risk": 0.1, "cost_cap": 0.5}, "risk_cost_cap"),
                     ({"risk": 0.1, "cold_n": 200, "memory": 100}, "risk_memory"),
+                    # a decay <= 0, or weights decay^-t that overflow before the renormalisation
+                    ({"risk": 0.1, "cold_n": 0.1, "memory": 0.5}, "risk_memory"),
+                    ({"risk": 0.1, "cold_n": 0.1, "memory": 1.0}, "risk_memory"),
+                    ({"risk": 0.1, "cold_n": 0.1, "memory": 3.0}, "risk_memory"),
                     ({"risk": 0.1, "cost_mode": "mean"}, "risk_cost")):
         risk = kw.pop("risk")
         with pytest.raises(ConfigError, match=opt):

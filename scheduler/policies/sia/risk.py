@@ -323,7 +323,7 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
     warm, due = b_[0], b_[2]
     et, ej, ek = ev[0], ev[1], ev[2]
     K = W.size
-    outcomes = overruns = warmed = n_due = 0
+    outcomes, overruns, warmed, n_due, err = 0, 0, 0, 0, -1
     while n > 0 and et[0] <= now:
         j, k = np.int64(ej[0]), np.int64(ek[0])
         n = heap_pop(et, ej, ek, n)
@@ -350,7 +350,8 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
         tc[p, k] = tk
         w = wpow[tk]
         if w != w:
-            return n, outcomes, overruns, warmed, tk, n_due
+            err = tk
+            break
         nm[0, p, k, b] += w
         if not warm[p, k]:  # warmth only grows: a decayed sum of the outcomes, until warm
             s = 0.0
@@ -371,7 +372,8 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
         gt[k] = g
         gw = gwpow[g]
         if gw != gw:
-            return n, outcomes, overruns, warmed, -2 - g, n_due
+            err = -2 - g
+            break
         g3[0, k, b] += gw
         g3[2, k, b] += gw * q[k, j]
         outcomes += 1
@@ -385,7 +387,7 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
                 n_due += 1
     for x in range(n_due):  # (the flags only dedupe this call's list)
         due[due_list[x]] = False
-    return n, outcomes, overruns, warmed, -1, n_due
+    return n, outcomes, overruns, warmed, err, n_due
 
 
 def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
@@ -711,6 +713,11 @@ class RiskBudget:
         # floats as the power at each outcome); a zero base has none (the power raises there)
         self._wpow = _NegPowers(self.decay)
         self._gwpow = _NegPowers(self._glam)
+        if not memory > 1.0 or self._wpow.table() is self._wpow:
+            # (a decay <= 0 makes the counts no decayed sums; a smaller one overflows the
+            # weights decay^-t before the counts are renormalised, at t = _RENORM)
+            raise bad("risk_memory", "large enough that the outcomes' weights (1 - 1/memory)^-t "
+                      f"stay finite for t < {_RENORM} (about 3.4 or more)", memory)
         # glam^t for t < _RENORM (the global counts' decay at the prior), by numpy's power as
         # the array of the windows' t was raised before: the same floats
         self._gpos = (self._glam ** np.arange(_RENORM, dtype=np.float64)).tolist()
@@ -820,9 +827,11 @@ class RiskBudget:
     def _alloc_state(self, P: int, K: int) -> dict[str, np.ndarray]:
         """Allocate the state's three buffers (:func:`_layout`) and return its named arrays,
         views of them (zeros; the weights and windows filled)."""
-        parts = _layout(P, K, _RENORM)
+        wpow, gwpow = self._wpow.array(), self._gwpow.array()
+        self._renorm = R = wpow.size  # (_RENORM when the budget was made: its tables')
+        parts = _layout(P, K, R)
         lay = np.zeros((4, max(len(x) for x in parts) + 1), dtype=np.int64)
-        lay[3, :3] = P, K, _RENORM
+        lay[3, :3] = P, K, R
         out, bufs = {}, []
         for row, (part, dtype) in enumerate(zip(parts, (np.float64, np.int64, np.bool_),
                                                 strict=True)):
@@ -834,7 +843,7 @@ class RiskBudget:
                 out[name] = buf[lo:hi].reshape(shape)
         self._fb, self._ib, self._bb = bufs
         self._lay = lay
-        out["wpow"][:], out["gwpow"][:] = self._wpow.array(), self._gwpow.array()
+        out["wpow"][:], out["gwpow"][:] = wpow, gwpow
         out["w"][:] = self.windows_s
         self._w_arr = out["w"]
         return out
@@ -950,6 +959,8 @@ class RiskBudget:
             self._push(now, scored, ends)
         if live and self._running_live:
             self.next_due = -math.inf  # a completion can come at any time
+        elif self._n_ev:
+            self.next_due = float(self._ev[0, 0])
 
     def _push(self, t0: float, jobs: list[int], ends: list[float]) -> None:
         """Queue the outcomes of ``jobs`` (each window w at ``t0 + min(end, w)``)."""
@@ -957,7 +968,6 @@ class RiskBudget:
         self._n_ev = _push_events(t0, np.asarray(jobs, dtype=np.int64),
                                   np.asarray(ends, dtype=np.float64), self._w_arr, self._ev,
                                   self._n_ev)
-        self.next_due = float(self._ev[0, 0])
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
@@ -986,17 +996,18 @@ class RiskBudget:
             return
         n, outcomes, overruns, warmed, err, n_due = _resolve(
             now, self._fb, self._ib, self._bb, self._lay, ev, self._n_ev, self._jobs, self._q,
-            self._dur, self._pool_arr, self._live, self.decay, self._glam, _RENORM, self.cold_n)
+            self._dur, self._pool_arr, self._live, self.decay, self._glam, self._renorm,
+            self.cold_n)
         self._n_ev = n
-        if err != -1:  # a weight the power has not: raise as the power does
-            (self._wpow if err >= 0 else self._gwpow)[err if err >= 0 else -2 - err]
-            raise ArithmeticError(f"no weight decay^-{err}")  # (the power did not raise)
         stats = self.stats
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
         self._version += warmed
         if n_due:
             self._due.update(self._due_list[:n_due].tolist())
+        if err != -1:  # a weight the power has not (the memory's check excludes it): raise
+            (self._wpow if err >= 0 else self._gwpow)[err if err >= 0 else -2 - err]
+            raise ArithmeticError(f"no weight decay^-{err}")  # (the power did not raise)
         self.next_due = (-math.inf if self._running_live else float(ev[0, 0]) if n else math.inf)
 
     def _completions(self) -> None:
