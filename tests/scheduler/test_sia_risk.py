@@ -1086,10 +1086,10 @@ def _mark_views(fb, ib, bb, lay):
     """Mark each array of the state, through the kernels' views (_views), with its place."""
     f, i, b, _ = _views(fb, ib, bb, lay)
     f[0][:], f[1][:], f[2][:], f[3][:], f[4][:], f[5][:] = 1, 2, 3, 4, 5, 6
-    f[6][:], f[7][:], f[8][:], f[9][:], f[10][:], f[11][:] = 7, 8, 9, 10, 11, 12
+    f[6][:], f[7][:], f[8][:], f[9][:], f[10][:] = 7, 8, 9, 10, 11
     i[0][:], i[1][:], i[2][:], i[3][:], i[4][:] = 1, 2, 3, 4, 5
     i[5][:], i[6][:], i[7][:], i[8][:], i[9][:], i[10][:] = 6, 7, 8, 9, 10, 11
-    b[0][:], b[1][:], b[2][:], b[3][:] = True, False, True, False
+    b[0][:], b[1][:], b[2][:] = True, False, True
 
 
 @settings(max_examples=20, deadline=None)

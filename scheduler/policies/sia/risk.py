@@ -207,11 +207,11 @@ def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], 
     floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
               ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
               ("g3", (3, K, B1)), ("prior", (3, K, B)), ("wpow", (R,)), ("gwpow", (R,)),
-              ("w", (K,)), ("prior_f", (K,)))
+              ("w", (K,)))
     ints = (("t", (P, K)), ("seen", (P, K)), ("gseen", (K,)), ("gt", (K,)), ("pool_ver", (P,)),
             ("row_ver", (P,)), ("rows", (P, K)), ("cert_i", (P, K, 2)), ("snap_ver", (P, K)),
             ("changed", (P,)), ("due_list", (P,)))
-    flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)), ("prior_moved", (K,)))
+    flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)))
     return floats, ints, flags
 
 
@@ -225,15 +225,14 @@ def _views(fb, ib, bb, lay):  # pragma: no cover - compiled
     f = (fb[o[0]:o[1]].reshape((2, P, K, B1)), fb[o[1]:o[2]].reshape((2, P, K, B1)),
          fb[o[2]:o[3]].reshape((P, K)), fb[o[3]:o[4]].reshape((P, 3, K, B)), fb[o[4]:o[5]],
          fb[o[5]:o[6]].reshape((P, K, 3 + B)), fb[o[6]:o[7]].reshape((3, K, B1)),
-         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]],
-         fb[o[11]:o[12]])
+         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]])
     o = lay[1]
     i = (ib[o[0]:o[1]].reshape((P, K)), ib[o[1]:o[2]].reshape((P, K)), ib[o[2]:o[3]],
          ib[o[3]:o[4]], ib[o[4]:o[5]], ib[o[5]:o[6]], ib[o[6]:o[7]].reshape((P, K)),
          ib[o[7]:o[8]].reshape((P, K, 2)), ib[o[8]:o[9]].reshape((P, K)), ib[o[9]:o[10]],
          ib[o[10]:o[11]])
     o = lay[2]
-    b = (bb[o[0]:o[1]].reshape((P, K)), bb[o[1]:o[2]], bb[o[2]:o[3]], bb[o[3]:o[4]])
+    b = (bb[o[0]:o[1]].reshape((P, K)), bb[o[1]:o[2]], bb[o[2]:o[3]])
     return f, i, b, R
 
 
@@ -694,7 +693,6 @@ class RiskBudget:
             raise bad("risk_memory", f"> risk_cold_n={cold_n} (decayed counts never exceed it)",
                       memory)
         self.windows_s = tuple(float(w) for w in windows_s)
-        self._k_range = np.arange(len(self.windows_s))
         self.risk = float(risk)
         self.perfect_durations = bool(perfect_durations)
         self.level = float(level)
@@ -765,7 +763,7 @@ class RiskBudget:
         # (the compiled resolve's: per window each job's bin, then whether its fit was taken)
         self._jobs = np.zeros((2 * K, trace.n_jobs), dtype=np.uint8)
         self._jobs[:K] = NEVER
-        self._jb, self._taken_live = self._jobs[:K], self._jobs[K:]
+        self._jb = self._jobs[:K]
         self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
         st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
@@ -790,7 +788,7 @@ class RiskBudget:
         self._reset_snapshots(st, P, K)
         self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
-        self._prior_moved, self._prior_f = st["prior_moved"], st["prior_f"]  # (_update_prior's)
+        self._prior_moved, self._prior_f = np.zeros(K, dtype=np.bool_), np.zeros(K)  # (reused)
         # (time the outcome is known, job, k), a heap of arrays (heap_push; its size), and the
         # first of those times (inf: none; resolve() before it is a no-op)
         self._ev = np.empty((3, 1024))  # (times, jobs, windows: whole numbers, exact as floats)
@@ -894,7 +892,7 @@ class RiskBudget:
         more = np.zeros((2 * K, n - n_old), dtype=np.uint8)
         more[:K] = NEVER
         self._jobs = np.concatenate((self._jobs, more), 1)
-        self._jb, self._taken_live = self._jobs[:K], self._jobs[K:]
+        self._jb = self._jobs[:K]
         self._q = np.concatenate((self._q, np.full((K, n - n_old), math.nan)), 1)
         self._pool_arr = np.asarray(trace.pool[:n], dtype=np.int64)
 
@@ -1136,11 +1134,9 @@ class RiskBudget:
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B]."""
-        rows = np.asarray(idx, dtype=np.int64).tolist()
+        rows = np.asarray(idx, dtype=np.int64)
         f = (self.decay ** self._t[rows].astype(np.float64))[:, :, None]
-        n = np.asarray([self._n[p] for p in rows]).reshape(len(rows), len(self.windows_s), -1)
-        m = np.asarray([self._m[p] for p in rows]).reshape(n.shape)
-        return f * n[:, :, lo:hi], f * m[:, :, lo:hi]
+        return f * self._n[rows, :, lo:hi], f * self._m[rows, :, lo:hi]
 
     # ------------------------------------------------------------------ the budget
     def loads(self, now: float) -> np.ndarray:
