@@ -63,7 +63,13 @@ def test_skipped_resolves_agree_with_resolving_at_every_step(state, data, r):
                 rb.classify(np.asarray(batch), np.asarray([[1.0 - q[j]] * 2 for j in batch]),
                             None)
                 rb.started(now, batch)
-        assert lazy.next_due == min(lazy._ev[0][:lazy._n_ev].tolist(), default=math.inf)
+        # (the starts since the last resolve wait in a queue: each one's first event is at its
+        # start plus the shortest of its run and the shortest window)
+        queued = [t + min(e, min(W)) for t, e in zip(lazy._pq[0][:lazy._n_pend].tolist(),
+                                                     lazy._pq[2][:lazy._n_pend].tolist(),
+                                                     strict=True)]
+        assert lazy.next_due == min(lazy._ev[0][:lazy._n_ev].tolist() + queued,
+                                    default=math.inf)
         assert lazy.summary() == eager.summary()
     assert lazy.bounds(now).tolist() == eager.bounds(now).tolist()
 

@@ -293,23 +293,24 @@ class _NegPowers:
 
 
 @numba.njit(cache=True, nogil=True)
-def _push_events(t0, jobs, ends, W, ev, n):  # pragma: no cover - compiled
-    """Push each job's outcome events on the heap ``ev`` (its rows: times, jobs, windows): at
-    ``t0 + min(ends[i], w)`` per window w (Python's ``min(d, w)``: d unless w < d); return
-    the heap's new size."""
-    et, ej, ek = ev[0], ev[1], ev[2]
-    for i in range(jobs.size):
-        d = ends[i]
+def _push_pending(pq, m, W, et, ej, ek, n):  # pragma: no cover - compiled
+    """Push the outcome events of the ``m`` queued starts ``pq`` (rows: start time, job, end
+    of its run) on the heap (``et``, ``ej``, ``ek`` of size ``n``, with room): at ``t0 +
+    min(end, w)`` per window w (Python's ``min(d, w)``: d unless w < d); return the heap's
+    new size."""
+    for i in range(m):
+        t0, j, d = pq[0, i], np.int64(pq[1, i]), pq[2, i]
         for k in range(W.size):
             w = W[k]
-            n = heap_push(et, ej, ek, n, t0 + (w if w < d else d), jobs[i], k)
+            n = heap_push(et, ej, ek, n, t0 + (w if w < d else d), j, k)
     return n
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, renorm, cold_n
-             ):  # pragma: no cover - compiled
-    """Take in the events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]:
+def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, renorm, cold_n,
+             pq, m):  # pragma: no cover - compiled
+    """Queue the events of the ``m`` starts ``pq`` (:func:`_push_pending`), then take in the
+    events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]:
     each job's bin per window, then whether its fit was taken, live). Returns (heap size,
     outcomes, overruns, windows warmed, the weight index that had no power or -1, the pools
     that overran, listed in ``due_list``). The
@@ -321,6 +322,7 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
     tc, seen, gseen, gt, pool_ver, due_list = i_[0], i_[1], i_[2], i_[3], i_[4], i_[10]
     warm, due = b_[0], b_[2]
     et, ej, ek = ev[0], ev[1], ev[2]
+    n = _push_pending(pq, m, W, et, ej, ek, n)
     K = W.size
     outcomes, overruns, warmed, n_due, err = 0, 0, 0, 0, -1
     while n > 0 and et[0] <= now:
@@ -794,6 +796,11 @@ class RiskBudget:
         self._ev = np.empty((3, 1024))  # (times, jobs, windows: whole numbers, exact as floats)
         self._n_ev = 0
         self.next_due = math.inf
+        # the starts not yet pushed on the heap (rows: start time, job, end of its run), and
+        # the first of their events' times (inf: none)
+        self._pq = np.empty((3, 64))
+        self._n_pend, self._pend_first = 0, math.inf
+        self._w0 = min(self.windows_s)  # (the first event of a start is in the shortest)
         # live (run times unknown until the end): the predicted jobs running, (job, start), and
         # the (window, job) outcomes taken at a completion, whose deadline event is then moot
         self._running_live: list[tuple[int, float]] = []
@@ -936,11 +943,16 @@ class RiskBudget:
     def started(self, now: float, jobs: list[int]) -> None:
         """Record the jobs started by a decision at ``now`` (s). A predicted job's outcome in
         window w becomes known at ``now + min(duration, w)``: when it ends, or when it has run
-        w and is still running (the time is queued now, the outcome is read only then)."""
+        w and is still running (the time is queued now, the outcome is read only then). The
+        starts wait in a queue that the next :meth:`resolve` pushes on the events' heap (in
+        the same compiled call); ``next_due`` counts them at once."""
         dur = self._dur if self._dur_list is None else self._dur_list  # (the same floats)
         pred, pool, gpus, use, live = (self._predicted, self._pool, self._gpus_f, self._use,
                                        self._live)
-        scored, ends = [], []
+        w0, m, first = self._w0, self._n_pend, self._pend_first
+        if m + len(jobs) > self._pq.shape[1]:
+            self._grow_pending(m + len(jobs))
+        pt, pj, pd = self._pq
         for j in jobs:
             d = float(dur[j])
             self._started_jobs.append(j)
@@ -951,21 +963,22 @@ class RiskBudget:
                 if live:  # run time unknown: the outcome at its end (_completions) or at now + w
                     self._running_live.append((j, now))
                     d = math.inf
-                scored.append(j)
-                ends.append(d)
-        if scored:
-            self._push(now, scored, ends)
+                pt[m], pj[m], pd[m] = now, j, d
+                m += 1
+                t = now + (w0 if w0 < d else d)  # its first event
+                if t < first:
+                    first = t
+        self._n_pend, self._pend_first = m, first
         if live and self._running_live:
             self.next_due = -math.inf  # a completion can come at any time
-        elif self._n_ev:
-            self.next_due = float(self._ev[0, 0])
+        elif self._n_ev or m:
+            self.next_due = min(float(self._ev[0, 0]) if self._n_ev else math.inf, first)
 
-    def _push(self, t0: float, jobs: list[int], ends: list[float]) -> None:
-        """Queue the outcomes of ``jobs`` (each window w at ``t0 + min(end, w)``)."""
-        self._room(len(jobs) * len(self.windows_s))
-        self._n_ev = _push_events(t0, np.asarray(jobs, dtype=np.int64),
-                                  np.asarray(ends, dtype=np.float64), self._w_arr, self._ev,
-                                  self._n_ev)
+    def _grow_pending(self, need: int) -> None:
+        """Make room for ``need`` queued starts (doubled when it grows)."""
+        pq = np.empty((3, max(need, 2 * self._pq.shape[1])))
+        pq[:, :self._n_pend] = self._pq[:, :self._n_pend]
+        self._pq = pq
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
@@ -989,14 +1002,17 @@ class RiskBudget:
         and a caller may skip it."""
         if self._running_live:
             self._completions()
-        ev = self._ev
-        if not self._n_ev or ev[0, 0] > now:
+        m = self._n_pend
+        if not m and (not self._n_ev or self._ev[0, 0] > now):
             return
+        if m:
+            self._room(m * len(self.windows_s))
         n, outcomes, overruns, warmed, err, n_due = _resolve(
-            now, self._fb, self._ib, self._bb, self._lay, ev, self._n_ev, self._jobs, self._q,
-            self._dur, self._pool_arr, self._live, self.decay, self._glam, self._renorm,
-            self.cold_n)
-        self._n_ev = n
+            now, self._fb, self._ib, self._bb, self._lay, self._ev, self._n_ev, self._jobs,
+            self._q, self._dur, self._pool_arr, self._live, self.decay, self._glam, self._renorm,
+            self.cold_n, self._pq, m)
+        ev = self._ev
+        self._n_ev, self._n_pend, self._pend_first = n, 0, math.inf
         stats = self.stats
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
