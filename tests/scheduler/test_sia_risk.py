@@ -22,11 +22,13 @@ from sia.data.synthetic import generate_workload
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.policies.sia.risk import (
+    _PLACE,
     CERTAIN,
     NEVER,
     Q_EDGES,
     RecentUse,
     RiskBudget,
+    _at,
     _layout,
     _views,
     cell_within,
@@ -905,9 +907,9 @@ def test_a_zero_base_keeps_raising_as_the_power_does():
     st.tuples(st.one_of(st.integers(0, 400), st.none()), st.lists(st.integers(0, 5), max_size=6),
               st.lists(st.integers(0, 5), max_size=3)), max_size=40))
 def test_due_pools_are_the_overrun_or_300_s_old_ones(P, calls):
-    # the due set fed by a FIFO of refresh times refreshes, at each call, exactly the asked
-    # pools that the rescan rule picks: an overrun since their last refresh, or 300 s old;
-    # also when a refresh at +inf (bounds()' default) comes before later ones (step None)
+    # the due flags and the last refresh times (compiled) refresh, at each call, exactly the
+    # asked pools that the rescan rule picks: an overrun since their last refresh, or 300 s
+    # old; also when a refresh at +inf (bounds()' default) comes before later ones (step None)
     rb = RiskBudget(W, 0.1)
     rb.reset(fake_trace([0], [100.0], [1] * P))
     bt, dirty, clock = [-math.inf] * P, set(), 0.0
@@ -917,7 +919,7 @@ def test_due_pools_are_the_overrun_or_300_s_old_ones(P, calls):
         now = math.inf if step is None else clock
         for p in overran:  # as resolve marks a pool that overran
             if p < P:
-                rb._due.add(p)
+                rb._due[p] = True
                 dirty.add(p)
         pools = sorted({p for p in asked if p < P})
         # a pool 300 s old at a call is due from then on, asked or not (after a call at +inf,
@@ -928,7 +930,21 @@ def test_due_pools_are_the_overrun_or_300_s_old_ones(P, calls):
             bt[p] = now
             dirty.discard(p)
         rb._refresh(now, pools)
-        assert rb._bound_time == bt
+        assert rb._bt.tolist() == bt
+
+
+def test_a_pool_is_due_once_its_last_refresh_is_300_s_old_hand_values():
+    # 300 s old is due (not 299 s); a pool due but not asked stays due until it is asked
+    rb = RiskBudget(W, 0.1)
+    rb.reset(fake_trace([0], [100.0], [1, 1]))
+    rb._refresh(0.0, [0, 1])
+    assert rb._bt.tolist() == [0.0, 0.0]
+    rb._refresh(299.0, [0, 1])
+    assert rb._bt.tolist() == [0.0, 0.0]
+    rb._refresh(300.0, [0])
+    assert rb._bt.tolist() == [300.0, 0.0] and rb._due.tolist() == [False, True]
+    rb._refresh(301.0, [1])
+    assert rb._bt.tolist() == [300.0, 301.0] and not rb._due.any()
 
 
 def eager_prior(rb: RiskBudget) -> np.ndarray:
@@ -1086,9 +1102,10 @@ def _mark_views(fb, ib, bb, lay):
     """Mark each array of the state, through the kernels' views (_views), with its place."""
     f, i, b, _ = _views(fb, ib, bb, lay)
     f[0][:], f[1][:], f[2][:], f[3][:], f[4][:], f[5][:] = 1, 2, 3, 4, 5, 6
-    f[6][:], f[7][:], f[8][:], f[9][:], f[10][:] = 7, 8, 9, 10, 11
+    f[6][:], f[7][:], f[8][:], f[9][:], f[10][:], f[11][:], f[12][:] = 7, 8, 9, 10, 11, 12, 13
     i[0][:], i[1][:], i[2][:], i[3][:], i[4][:] = 1, 2, 3, 4, 5
     i[5][:], i[6][:], i[7][:], i[8][:], i[9][:], i[10][:] = 6, 7, 8, 9, 10, 11
+    i[11][:], i[12][:], i[13][:], i[14][:] = 12, 13, 14, 15
     b[0][:], b[1][:], b[2][:] = True, False, True
 
 
@@ -1112,3 +1129,10 @@ def test_the_kernels_views_of_the_state_are_the_named_arrays(P, K, R):
             want = (x % 2 == 0) if buf.dtype == np.bool_ else x + 1
             assert st_[name].shape == shape and np.all(st_[name] == want), name
         assert sum(int(np.prod(shape)) for _, shape in part) == buf.size
+    # ... and each array a kernel takes by its place (_at, _PLACE) is the named one, flat
+    for row, (part, buf) in enumerate(zip(_layout(P, K, R), (rb._fb, rb._ib, rb._bb),
+                                          strict=True)):
+        for name, _ in part:
+            got = _at(buf, rb._lay, row, _PLACE[name])
+            assert np.shares_memory(got, st_[name]) and got.size == st_[name].size, name
+            assert got.ctypes.data == st_[name].ctypes.data, name

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
 from sia.scheduler.core.simulator import simulate
 from sia.scheduler.policies.sia.policy import SiaPolicy
-from sia.scheduler.policies.sia.risk import NEVER, RiskBudget
+from sia.scheduler.policies.sia.risk import CERTAIN, NEVER, RiskBudget
 
 from tests.scheduler.conftest import UnderForecaster
-from tests.scheduler.test_sia_risk import W, budget_states, fake_trace
+from tests.scheduler.test_sia_risk import W, budget_at, budget_states, fake_trace
 
 
 def test_next_due_is_the_first_outcome_time_hand_values():
@@ -167,3 +167,22 @@ def test_a_grown_replay_reads_its_durations_from_the_list_and_a_live_one_from_th
     live.reset(fake_trace([0], d[:1], [2]))
     live.grow(fake_trace([0, 0], [100.0, math.inf], [2]))
     assert live._live and live._dur_list is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=budget_states(), data=st.data(), r=st.sampled_from([0.01, 0.1, 1.0]),
+       cold=st.sampled_from([0.0, 3.0]))
+def test_an_answer_is_kept_only_for_the_same_pools(state, data, r, cold):
+    # allowed() answers a call whose state, cost and pools are the last call's with the last
+    # answer; asked other pools at the same instant and cost, it answers what a twin with the
+    # same history asked only those pools answers (the pools not asked: certainty only)
+    P, pools, d, q, unused = state
+    asked = data.draw(st.lists(st.lists(st.integers(0, P - 1), unique=True, min_size=1),
+                               min_size=1, max_size=4))
+    rb = budget_at(state, r, cold_n=cold)
+    # (each list, then as many other pools: the same size, another answer)
+    for cands in [x for c in asked for x in (c, [(p + 1) % P for p in c])]:
+        got = rb.allowed(5000.0, unused, cands)
+        want = budget_at(state, r, cold_n=cold).allowed(5000.0, unused, cands)
+        assert got == want
+        assert all(got[p] == [CERTAIN] * len(W) for p in range(P) if p not in cands)

@@ -67,9 +67,7 @@ window's row while a certificate proves it unchanged (:func:`_window_certificate
 from __future__ import annotations
 
 import math
-from bisect import bisect_right, insort
-from collections import deque
-from functools import partial
+from bisect import bisect_right
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -207,10 +205,11 @@ def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], 
     floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
               ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
               ("g3", (3, K, B1)), ("prior", (3, K, B)), ("wpow", (R,)), ("gwpow", (R,)),
-              ("w", (K,)))
+              ("w", (K,)), ("bt", (P,)), ("memo_c", (1,)))
     ints = (("t", (P, K)), ("seen", (P, K)), ("gseen", (K,)), ("gt", (K,)), ("pool_ver", (P,)),
             ("row_ver", (P,)), ("rows", (P, K)), ("cert_i", (P, K, 2)), ("snap_ver", (P, K)),
-            ("changed", (P,)), ("due_list", (P,)))
+            ("changed", (P,)), ("snap_seen", (P, K)), ("snap_pver", (P, K)),
+            ("prior_ver", (K,)), ("ver", (2,)), ("memo_pools", (P + 1,)))
     flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)))
     return floats, ints, flags
 
@@ -225,15 +224,36 @@ def _views(fb, ib, bb, lay):  # pragma: no cover - compiled
     f = (fb[o[0]:o[1]].reshape((2, P, K, B1)), fb[o[1]:o[2]].reshape((2, P, K, B1)),
          fb[o[2]:o[3]].reshape((P, K)), fb[o[3]:o[4]].reshape((P, 3, K, B)), fb[o[4]:o[5]],
          fb[o[5]:o[6]].reshape((P, K, 3 + B)), fb[o[6]:o[7]].reshape((3, K, B1)),
-         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]])
+         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]],
+         fb[o[11]:o[12]], fb[o[12]:o[13]])
     o = lay[1]
     i = (ib[o[0]:o[1]].reshape((P, K)), ib[o[1]:o[2]].reshape((P, K)), ib[o[2]:o[3]],
          ib[o[3]:o[4]], ib[o[4]:o[5]], ib[o[5]:o[6]], ib[o[6]:o[7]].reshape((P, K)),
          ib[o[7]:o[8]].reshape((P, K, 2)), ib[o[8]:o[9]].reshape((P, K)), ib[o[9]:o[10]],
-         ib[o[10]:o[11]])
+         ib[o[10]:o[11]].reshape((P, K)), ib[o[11]:o[12]].reshape((P, K)), ib[o[12]:o[13]],
+         ib[o[13]:o[14]], ib[o[14]:o[15]])
     o = lay[2]
     b = (bb[o[0]:o[1]].reshape((P, K)), bb[o[1]:o[2]], bb[o[2]:o[3]])
     return f, i, b, R
+
+
+#: Each named array's place in its buffer (:func:`_layout`), for :func:`_at`.
+_PLACE = {name: x for part in _layout(1, 1, 1) for x, (name, _) in enumerate(part)}
+(_NM, _SNAP_NM, _SNAP_F, _SNAP_AB, _ROW_C, _CERT, _G3, _PRIOR, _WPOW, _GWPOW, _W, _BT, _MEMO_C,
+ _T, _SEEN, _GSEEN, _GT, _POOL_VER, _ROW_VER, _ROWS, _CERT_I, _SNAP_VER, _CHANGED, _SNAP_SEEN,
+ _SNAP_PVER, _PRIOR_VER, _VER, _MEMO_POOLS, _WARM, _SNAPPED, _DUE) = (_PLACE[n] for n in (
+    "nm", "snap_nm", "snap_f", "snap_ab", "row_c", "cert", "g3", "prior", "wpow", "gwpow", "w",
+    "bt", "memo_c", "t", "seen", "gseen", "gt", "pool_ver", "row_ver", "rows", "cert_i",
+    "snap_ver", "changed", "snap_seen", "snap_pver", "prior_ver", "ver", "memo_pools", "warm",
+    "snapped", "due"))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _at(buf, lay, row, x):  # pragma: no cover - compiled
+    """Array ``x`` (its place: ``_PLACE``) of the buffer ``buf`` (row ``row`` of ``lay``: 0
+    floats, 1 ints, 2 flags), flat. A kernel takes only the arrays it reads: each view costs
+    (all of :func:`_views`, about a microsecond a call)."""
+    return buf[lay[row, x]:lay[row, x + 1]]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -311,20 +331,24 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
              pq, m):  # pragma: no cover - compiled
     """Queue the events of the ``m`` starts ``pq`` (:func:`_push_pending`), then take in the
     events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]:
-    each job's bin per window, then whether its fit was taken, live). Returns (heap size,
-    outcomes, overruns, windows warmed, the weight index that had no power or -1, the pools
-    that overran, listed in ``due_list``). The
-    operations of the Python loop it replaced, in its order: the same floats (Python's
+    each job's bin per window, then whether its fit was taken, live). A pool that overran
+    becomes due for a refresh, and a window that warms moves the state's version. Returns
+    (heap size, outcomes, overruns, the weight index that had no power or -1). The operations
+    of the Python loop it replaced, in its order: the same floats (Python's
     ``x ** i`` is the power of doubles; numpy's sum of a window's seven counts adds them in
     order from 0)."""
-    f_, i_, b_, _ = _views(fb, ib, bb, lay)
-    nm, g3, wpow, gwpow, W = f_[0], f_[6], f_[8], f_[9], f_[10]
-    tc, seen, gseen, gt, pool_ver, due_list = i_[0], i_[1], i_[2], i_[3], i_[4], i_[10]
-    warm, due = b_[0], b_[2]
+    P, K = lay[3, 0], lay[3, 1]
+    nm = _at(fb, lay, 0, _NM).reshape((2, P, K, NEVER + 1))
+    g3 = _at(fb, lay, 0, _G3).reshape((3, K, NEVER + 1))
+    wpow, gwpow, W = _at(fb, lay, 0, _WPOW), _at(fb, lay, 0, _GWPOW), _at(fb, lay, 0, _W)
+    tc, seen = _at(ib, lay, 1, _T).reshape((P, K)), _at(ib, lay, 1, _SEEN).reshape((P, K))
+    gseen, gt = _at(ib, lay, 1, _GSEEN), _at(ib, lay, 1, _GT)
+    pool_ver, ver = _at(ib, lay, 1, _POOL_VER), _at(ib, lay, 1, _VER)
+    warm, due = _at(bb, lay, 2, _WARM).reshape((P, K)), _at(bb, lay, 2, _DUE)
     et, ej, ek = ev[0], ev[1], ev[2]
     n = _push_pending(pq, m, W, et, ej, ek, n)
     K = W.size
-    outcomes, overruns, warmed, n_due, err = 0, 0, 0, 0, -1
+    outcomes, overruns, warmed, err = 0, 0, 0, -1
     while n > 0 and et[0] <= now:
         j, k = np.int64(ej[0]), np.int64(ek[0])
         n = heap_pop(et, ej, ek, n)
@@ -382,13 +406,9 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
             nm[1, p, k, b] += w
             g3[1, k, b] += gw
             overruns += 1
-            if not due[p]:
-                due[p] = True
-                due_list[n_due] = p
-                n_due += 1
-    for x in range(n_due):  # (the flags only dedupe this call's list)
-        due[due_list[x]] = False
-    return n, outcomes, overruns, warmed, err, n_due
+            due[p] = True
+    ver[0] += warmed
+    return n, outcomes, overruns, err
 
 
 def miss_cost(load: np.ndarray, inv_cap: float) -> np.ndarray:
@@ -454,32 +474,70 @@ _betaincinv_c = nbt.ExternalFunction("sia_risk_betaincinv", nbt.float64(
 
 
 @numba.njit(cache=True, nogil=True)
-def _take_snapshots(pools, lam, fb, ib, bb, lay):  # pragma: no cover - compiled
-    """Take the snapshots of ``pools`` (see :func:`_allowed_rows`): copies of their counts
-    (outcomes, overruns), their decay factors ``lam ** t`` (the power of doubles, as
-    Python's) and the prior (rates and Beta parameters). A window whose counts or decay
-    factor changed gets a new stamp (its certificate no longer holds); each pool's version
-    moves."""
-    f_, i_, b_, _ = _views(fb, ib, bb, lay)
-    nm, snm, sf, sab, prior = f_[0], f_[1], f_[2], f_[3], f_[7]
-    t, pool_ver, sver = i_[0], i_[4], i_[8]
-    snapped = b_[1]
+def _take_snapshot(p, lam, fb, ib, bb, lay):  # pragma: no cover - compiled
+    """Take pool ``p``'s snapshot (see :func:`_allowed_rows`): copies of its counts (outcomes,
+    overruns), their decay factors ``lam ** t`` (the power of doubles, as Python's) and the
+    prior (rates and Beta parameters). A window whose counts or decay factor changed gets a
+    new stamp (its certificate no longer holds); the pool's version moves."""
+    P, K, B1, B = lay[3, 0], lay[3, 1], NEVER + 1, NEVER - 1
+    nm = _at(fb, lay, 0, _NM).reshape((2, P, K, B1))
+    snm = _at(fb, lay, 0, _SNAP_NM).reshape((2, P, K, B1))
+    sf = _at(fb, lay, 0, _SNAP_F).reshape((P, K))
+    sab = _at(fb, lay, 0, _SNAP_AB).reshape((P, 3, K, B))
+    prior = _at(fb, lay, 0, _PRIOR).reshape((3, K, B))
+    t, pool_ver = _at(ib, lay, 1, _T).reshape((P, K)), _at(ib, lay, 1, _POOL_VER)
+    sver, snapped = _at(ib, lay, 1, _SNAP_VER).reshape((P, K)), _at(bb, lay, 2, _SNAPPED)
+    for k in range(t.shape[1]):
+        f = lam ** np.float64(t[p, k])
+        same = f == sf[p, k]
+        for b in range(nm.shape[3]):
+            for x in range(2):
+                if snm[x, p, k, b] != nm[x, p, k, b]:
+                    same = False
+                    snm[x, p, k, b] = nm[x, p, k, b]
+        sf[p, k] = f
+        if not same or not snapped[p]:
+            sver[p, k] += 1
+        for x in range(3):
+            sab[p, x, k] = prior[x, k]
+    snapped[p] = True
+    pool_ver[p] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _refresh_pools(now, pools, lam, fb, ib, bb, lay):  # pragma: no cover - compiled
+    """Bring the posteriors of ``pools`` up to date at ``now`` (see :meth:`RiskBudget._refresh`):
+    every pool whose last refresh (``bt``) is 300 s old becomes due; each due pool of ``pools``
+    is refreshed now, and its snapshot taken anew (:func:`_take_snapshot`) when its outcomes
+    seen or the prior's version moved in some window since its last one (else the snapshot's
+    counts and prior are those of now: the same floats). The state's version moves when a
+    snapshot does."""
+    P, K = lay[3, 0], lay[3, 1]
+    bt, due = _at(fb, lay, 0, _BT), _at(bb, lay, 2, _DUE)
+    seen = _at(ib, lay, 1, _SEEN).reshape((P, K))
+    snap_seen = _at(ib, lay, 1, _SNAP_SEEN).reshape((P, K))
+    snap_pver = _at(ib, lay, 1, _SNAP_PVER).reshape((P, K))
+    prior_ver, ver = _at(ib, lay, 1, _PRIOR_VER), _at(ib, lay, 1, _VER)
+    for p in range(bt.size):
+        if not due[p] and now - bt[p] >= 300.0:
+            due[p] = True
+    moved = False
     for p in pools:
-        for k in range(t.shape[1]):
-            f = lam ** np.float64(t[p, k])
-            same = f == sf[p, k]
-            for b in range(nm.shape[3]):
-                for x in range(2):
-                    if snm[x, p, k, b] != nm[x, p, k, b]:
-                        same = False
-                        snm[x, p, k, b] = nm[x, p, k, b]
-            sf[p, k] = f
-            if not same or not snapped[p]:
-                sver[p, k] += 1
-            for x in range(3):
-                sab[p, x, k] = prior[x, k]
-        snapped[p] = True
-        pool_ver[p] += 1
+        if not due[p]:
+            continue
+        due[p] = False
+        bt[p] = now
+        same = True
+        for k in range(K):
+            if seen[p, k] != snap_seen[p, k] or prior_ver[k] != snap_pver[p, k]:
+                same = False
+        if not same:
+            snap_seen[p, :] = seen[p, :]
+            snap_pver[p, :] = prior_ver
+            _take_snapshot(p, lam, fb, ib, bb, lay)
+            moved = True
+    if moved:
+        ver[0] += 1
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -593,10 +651,9 @@ def _rates_within(g, i, g_lo, his):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _allowed_rows(take, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certify
+def _allowed_rows(pools, c, t, risk, level, n0, certify, fb, ib, bb, lay
                   ):  # pragma: no cover - compiled
-    """Take the snapshots of the pools ``take`` (:func:`_take_snapshots`), then bring
-    ``rows[p]`` up to date for each pool of ``pools`` at cost ``c`` (threshold ``t =
+    """Bring ``rows[p]`` up to date for each pool of ``pools`` at cost ``c`` (threshold ``t =
     largest_within(risk, c)``); return how many pools' rows changed (listed in ``changed``).
 
     A row holds, per window, the number of leading bins whose bound times ``c`` is within the
@@ -610,12 +667,16 @@ def _allowed_rows(take, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, cert
     row can be had at the snapshot now (the row is then the scan's); only then is it scanned,
     and its new row certified. (On Philly at risk 3, 99.2% of the rescans give the row they
     gave before.) With ``certify`` false every window is scanned (the tests' reference)."""
-    _take_snapshots(take, lam, fb, ib, bb, lay)
-    f_, i_, b_, _ = _views(fb, ib, bb, lay)
-    snm, sf, sab, row_c, cert = f_[1], f_[2], f_[3], f_[4], f_[5]
-    pool_ver, row_ver, rows, cert_i, sver, changed = i_[4], i_[5], i_[6], i_[7], i_[8], i_[9]
-    warm, snapped = b_[0], b_[1]
-    K, B, n_changed = rows.shape[1], NEVER - 1, 0
+    P, K, B, n_changed = lay[3, 0], lay[3, 1], NEVER - 1, 0
+    snm = _at(fb, lay, 0, _SNAP_NM).reshape((2, P, K, NEVER + 1))
+    sf = _at(fb, lay, 0, _SNAP_F).reshape((P, K))
+    sab = _at(fb, lay, 0, _SNAP_AB).reshape((P, 3, K, B))
+    row_c, cert = _at(fb, lay, 0, _ROW_C), _at(fb, lay, 0, _CERT).reshape((P, K, 3 + B))
+    pool_ver, row_ver = _at(ib, lay, 1, _POOL_VER), _at(ib, lay, 1, _ROW_VER)
+    rows = _at(ib, lay, 1, _ROWS).reshape((P, K))
+    cert_i = _at(ib, lay, 1, _CERT_I).reshape((P, K, 2))
+    sver, changed = _at(ib, lay, 1, _SNAP_VER).reshape((P, K)), _at(ib, lay, 1, _CHANGED)
+    warm, snapped = _at(bb, lay, 2, _WARM).reshape((P, K)), _at(bb, lay, 2, _SNAPPED)
     his = np.empty(NEVER)
     for p in pools:
         if row_ver[p] == pool_ver[p] and row_c[p] == c:
@@ -658,6 +719,29 @@ def _allowed_rows(take, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, cert
             changed[n_changed] = p
             n_changed += 1
     return n_changed
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _allowed_call(now, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certify
+                  ):  # pragma: no cover - compiled
+    """:meth:`RiskBudget.allowed`'s work in one call: refresh ``pools`` at ``now``
+    (:func:`_refresh_pools`); then, unless the state's version, the cost ``c`` and ``pools``
+    are those of the last call (return -1: its answer stands), bring their rows up to date
+    (:func:`_allowed_rows`, whose count of changed rows it returns)."""
+    _refresh_pools(now, pools, lam, fb, ib, bb, lay)
+    memo_c, ver = _at(fb, lay, 0, _MEMO_C), _at(ib, lay, 1, _VER)
+    last = _at(ib, lay, 1, _MEMO_POOLS)
+    same = ver[1] == ver[0] and memo_c[0] == c and last[0] == pools.size
+    if same:
+        for x in range(pools.size):
+            if last[1 + x] != pools[x]:
+                same = False
+                break
+    if same:
+        return -1
+    ver[1], memo_c[0], last[0] = ver[0], c, pools.size
+    last[1:1 + pools.size] = pools
+    return _allowed_rows(pools, c, t, risk, level, n0, certify, fb, ib, bb, lay)
 
 
 class RiskBudget:
@@ -784,11 +868,13 @@ class RiskBudget:
         self._warm = st["warm"]  # cold_n outcomes seen
         self._warm[:] = self.cold_n <= 0.0
         self._all_pools = np.arange(P, dtype=np.int64)
-        self._version = 0  # bumped whenever a bound or warmth changes
-        self._allowed_key: tuple | None = None
+        # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
+        # cost and pools of allowed()'s last answer (-1: none)
+        self._ver, self._memo_c, self._memo_pools = st["ver"], st["memo_c"], st["memo_pools"]
+        self._ver[1] = -1
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
-        self._prior_ver = [0] * K  # bumped when a window's prior counts move (a new outcome)
+        self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._prior_moved, self._prior_f = np.zeros(K, dtype=np.bool_), np.zeros(K)  # (reused)
         # (time the outcome is known, job, k), a heap of arrays (heap_push; its size), and the
@@ -799,20 +885,17 @@ class RiskBudget:
         # the starts not yet pushed on the heap (rows: start time, job, end of its run), and
         # the first of their events' times (inf: none)
         self._pq = np.empty((3, 64))
+        self._pq_rows = tuple(self._pq)  # (its rows' views, kept: a view costs a call)
         self._n_pend, self._pend_first = 0, math.inf
         self._w0 = min(self.windows_s)  # (the first event of a start is in the shortest)
         # live (run times unknown until the end): the predicted jobs running, (job, start), and
         # the (window, job) outcomes taken at a completion, whose deadline event is then moot
         self._running_live: list[tuple[int, float]] = []
-        self._due_list = st["due_list"]  # (resolve's pools that overran, into _due)
-        # the pools due for a refresh: an overrun since their last one (resolve adds them) or
-        # their last one 300 s old (moved here from _fresh); every pool at the start
-        self._due: set[int] = set(range(P))
-        self._bound_time = [-math.inf] * P
-        # (time, pool) of the refreshes in time order: a FIFO, since a replay's clock never goes
-        # back (a refresh at an earlier time than the last one, as after bounds() at +inf, is
-        # inserted in order)
-        self._fresh: deque[tuple[float, int]] = deque()
+        # the pools due for a refresh: an overrun since their last one (resolve marks them) or
+        # their last one (at bt) 300 s old; every pool at the start
+        self._due, self._bt = st["due"], st["bt"]
+        self._due[:] = True
+        self._bt[:] = -math.inf
         self._prior_time = -math.inf
         self._prior = _Prior(st["prior"])  # rates 0 until updated (in place at each update)
         self._reset_loads(P)
@@ -858,11 +941,10 @@ class RiskBudget:
         # per pool, as of its last refresh (the compiled scan's arrays): the counts [2, P, K,
         # NEVER + 1], their decay factor per window, the prior [P, 3, K, NEVER - 1], per window a
         # stamp moved when its counts do, and whether it was ever refreshed (else its bounds
-        # are 1.0); the pools retaken since the last scan (taken by it, see _retake)
+        # are 1.0)
         self._snap_nm, self._snap_f, self._snap_ab = st["snap_nm"], st["snap_f"], st["snap_ab"]
         self._snap_f[:] = 1.0
         self._snap_ver, self._snapped = st["snap_ver"], st["snapped"]
-        self._to_take: list[int] = []
         # per pool: a version bumped when its snapshot is taken anew or a window warms, and its
         # last scan (the row, the version and the cost it was made with; see _allowed_rows),
         # the rows as lists, and each window's certificate (box; stamp and row, -1: none)
@@ -875,10 +957,10 @@ class RiskBudget:
         self._cert_i[:] = -1
         self._certify = True  # (the tests' reference scans every window anew: False)
         # what a pool's snapshot was taken from: its outcomes seen per window and the prior's
-        # version per window at its last refresh (None: never refreshed); a refresh keeps the
+        # version per window at its last refresh (-1: never refreshed); a refresh keeps the
         # snapshot when neither moved (the same counts and prior, the same floats)
-        self._snap_seen: list[list[int] | None] = [None] * P
-        self._snap_prior: list[list[int] | None] = [None] * P
+        st["snap_seen"][:] = -1
+        st["snap_pver"][:] = -1
 
     def grow(self, trace: Any) -> None:
         """Take the jobs the live service appended to ``trace`` (not yet arrived): no bin and
@@ -952,7 +1034,7 @@ class RiskBudget:
         w0, m, first = self._w0, self._n_pend, self._pend_first
         if m + len(jobs) > self._pq.shape[1]:
             self._grow_pending(m + len(jobs))
-        pt, pj, pd = self._pq
+        pt, pj, pd = self._pq_rows
         for j in jobs:
             d = float(dur[j])
             self._started_jobs.append(j)
@@ -978,7 +1060,7 @@ class RiskBudget:
         """Make room for ``need`` queued starts (doubled when it grows)."""
         pq = np.empty((3, max(need, 2 * self._pq.shape[1])))
         pq[:, :self._n_pend] = self._pq[:, :self._n_pend]
-        self._pq = pq
+        self._pq, self._pq_rows = pq, tuple(pq)
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
@@ -1007,7 +1089,7 @@ class RiskBudget:
             return
         if m:
             self._room(m * len(self.windows_s))
-        n, outcomes, overruns, warmed, err, n_due = _resolve(
+        n, outcomes, overruns, err = _resolve(
             now, self._fb, self._ib, self._bb, self._lay, self._ev, self._n_ev, self._jobs,
             self._q, self._dur, self._pool_arr, self._live, self.decay, self._glam, self._renorm,
             self.cold_n, self._pq, m)
@@ -1016,9 +1098,6 @@ class RiskBudget:
         stats = self.stats
         stats["outcomes"] += outcomes
         stats["overruns"] += overruns
-        self._version += warmed
-        if n_due:
-            self._due.update(self._due_list[:n_due].tolist())
         if err != -1:  # a weight the power has not (the memory's check excludes it): raise
             (self._wpow if err >= 0 else self._gwpow)[err if err >= 0 else -2 - err]
             raise ArithmeticError(f"no weight decay^-{err}")  # (the power did not raise)
@@ -1051,7 +1130,6 @@ class RiskBudget:
         :func:`_allowed_rows`): the posteriors' parameters by the scan's arithmetic, one call of
         the ufunc ``betaincinv`` (the function the scan's exact quantiles call)."""
         self._refresh(now, pools)
-        self._take_pending()
         f = self._snap_f[:, :, None]
         nd, md = f * self._snap_nm[0, :, :, 1:NEVER], f * self._snap_nm[1, :, :, 1:NEVER]
         a = md + self._snap_ab[:, 1]
@@ -1065,67 +1143,15 @@ class RiskBudget:
 
         A pool's posterior is taken anew when it is 300 s old and as soon as one of its jobs
         overran (a miss tightens at once, fits widen at the next refresh); the prior over all
-        pools, which moves slowly, every 300 s. Only the counts are kept (a copy, cheap):
-        its quantiles (or their comparisons) are computed when first read. A window whose
-        outcomes and prior did not change since the pool's last refresh keeps its quantiles:
-        their parameters, hence their floats, are the same."""
+        pools, which moves slowly, every 300 s (:meth:`_update_prior`). The pools' part is
+        compiled (:func:`_refresh_pools`): a refresh copies the counts (cheap), whose
+        quantiles (or their comparisons) are computed when first read, and keeps the
+        snapshot of a pool whose outcomes and prior did not change since its last one."""
         if now - self._prior_time >= 300.0:
             self._update_prior(now)
-        fresh = self._fresh
-        if fresh and now - fresh[0][0] >= 300.0:
-            self._stale(now)
-        due = self._due
-        if due and (pools is None or not due.isdisjoint(pools)):
-            rows = due.intersection(range(len(self._bound_time)) if pools is None else pools)
-            if rows:
-                self._snapshot(now, rows)
-
-    def _stale(self, now: float) -> None:
-        """Move the pools whose last refresh is 300 s old at ``now`` into the due set.
-
-        ``now - t >= 300`` is monotone in ``t`` (rounding is), so the oldest refresh not
-        300 s old ends the pass; an entry of a pool refreshed since is skipped."""
-        fresh, bt, due, pop = self._fresh, self._bound_time, self._due, self._fresh.popleft
-        while fresh and now - fresh[0][0] >= 300.0:
-            t, p = pop()
-            if bt[p] == t:
-                due.add(p)
-
-    def _snapshot(self, now: float, rows: set[int]) -> None:
-        """Refresh the posteriors of the due pools ``rows`` at ``now`` (see :meth:`_refresh`;
-        the order of ``rows`` changes nothing)."""
-        bt, fresh = self._bound_time, self._fresh
-        seen, pver, snap_seen, snap_prior = (self._seen, self._prior_ver, self._snap_seen,
-                                             self._snap_prior)
-        self._due -= rows
-        moved = []
-        push = fresh.append if not fresh or fresh[-1][0] <= now else partial(insort, fresh)
-        for p in rows:
-            bt[p] = now
-            push((now, p))
-            if seen[p].tolist() != snap_seen[p] or pver != snap_prior[p]:
-                moved.append(p)  # (else the snapshot's counts and prior are the same as now)
-        if moved:
-            self._retake(moved)
-
-    def _retake(self, rows: list[int]) -> None:
-        """Take the snapshots of ``rows`` anew (pools whose outcomes or prior moved since): their
-        counts as of now, their decay factors and the prior's parameters are copied by the next
-        scan (:func:`_allowed_rows`) or :meth:`bounds` (:meth:`_take_pending`), before anything
-        else can change them."""
-        seen, snap_seen, snap_prior = self._seen, self._snap_seen, self._snap_prior
-        pv = self._prior_ver[:]  # (one copy for all: the snapshots' lists are never written)
-        self._to_take.extend(rows)
-        for p in rows:
-            snap_seen[p], snap_prior[p] = seen[p].tolist(), pv
-        self._version += 1  # the bounds moved: allowed() must scan again
-
-    def _take_pending(self) -> None:
-        """Copy the snapshots :meth:`_retake` marked (:func:`_take_snapshots`)."""
-        if self._to_take:
-            _take_snapshots(np.asarray(self._to_take, dtype=np.int64), self.decay, self._fb,
-                            self._ib, self._bb, self._lay)
-            self._to_take = []
+        _refresh_pools(now, self._all_pools if pools is None else
+                       np.asarray(pools, dtype=np.int64), self.decay, self._fb, self._ib,
+                       self._bb, self._lay)
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
@@ -1140,8 +1166,7 @@ class RiskBudget:
         ver, moved = self._prior_ver, self._prior_moved
         for k, x in enumerate(seen):
             moved[k] = old_seen is None or old_seen[k] != x
-            if moved[k]:
-                ver[k] += 1
+        ver += moved
         # the decay of each window's counts (numpy's power, as before, from a table)
         f, gpos = self._prior_f, self._gpos
         f[:] = [gpos[g] for g in self._gt.tolist()]
@@ -1237,11 +1262,12 @@ class RiskBudget:
         the bins whose overrun bound times :meth:`cost` is within the budget, none in a cold
         pool. Only ``pools`` (default: all) are evaluated; the others get CERTAIN.
 
-        The pools are scanned by :func:`_allowed_rows` (compiled) from their snapshots: per warm
-        window, the leading bins whose bound passes, read through the Beta cdf and, only where
-        that cannot decide, the exact quantile; a row is kept while nothing it depends on
-        moved, or while its certificate holds. A call whose version, cost and pools are the
-        last call's gets the last answer (rows are never written after)."""
+        One compiled call (:func:`_allowed_call`) refreshes the pools (:meth:`_refresh`) and
+        scans them from their snapshots (:func:`_allowed_rows`): per warm window, the leading
+        bins whose bound passes, read through the Beta cdf and, only where that cannot decide,
+        the exact quantile; a row is kept while nothing it depends on moved, or while its
+        certificate holds. A call whose state version, cost and pools are the last call's gets
+        the last answer (rows are never written after)."""
         P, K = len(self._seen), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
@@ -1249,10 +1275,8 @@ class RiskBudget:
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        self._refresh(now, pools)
-        key = (self._version, c, None if pools is None else tuple(pools))
-        if key == self._allowed_key:  # nothing it depends on changed since the last call
-            return self._allowed
+        if now - self._prior_time >= 300.0:
+            self._update_prior(now)
         memo = self._within_t
         t = memo.get(c)
         if t is None:
@@ -1260,12 +1284,10 @@ class RiskBudget:
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
         ix = self._all_pools if pools is None else np.asarray(pools, dtype=np.int64)
-        take = self._to_take
-        n = _allowed_rows(np.asarray(take, dtype=np.int64), ix, c, t, self.risk, self.level,
-                          self.prior_n, self.decay, self._fb, self._ib, self._bb, self._lay,
-                          self._certify)
-        if take:
-            self._to_take = []
+        n = _allowed_call(now, ix, c, t, self.risk, self.level, self.prior_n, self.decay,
+                          self._fb, self._ib, self._bb, self._lay, self._certify)
+        if n < 0:  # nothing it depends on changed since the last call
+            return self._allowed
         lists, rows = self._row_lists, self._rows
         for p in self._changed[:n].tolist():  # (a new list: an answer's rows are never written)
             lists[p] = rows[p].tolist()
@@ -1273,7 +1295,7 @@ class RiskBudget:
         out = [self._certain_row] * P
         for p in range(P) if pools is None else pools:
             out[p] = lists[p]
-        self._allowed_key, self._allowed = key, out
+        self._allowed = out
         return out
 
     def summary(self) -> dict[str, Any]:
