@@ -868,6 +868,10 @@ class RiskBudget:
         self._warm = st["warm"]  # cold_n outcomes seen
         self._warm[:] = self.cold_n <= 0.0
         self._all_pools = np.arange(P, dtype=np.int64)
+        self._ix_list, self._ix = None, self._all_pools  # the last pools asked, as an array
+        # (_allowed_call's arguments that never change between resets)
+        self._call_args = (self.risk, self.level, self.prior_n, self.decay, self._fb, self._ib,
+                           self._bb, self._lay)
         # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
         # cost and pools of allowed()'s last answer (-1: none)
         self._ver, self._memo_c, self._memo_pools = st["ver"], st["memo_c"], st["memo_pools"]
@@ -1283,9 +1287,14 @@ class RiskBudget:
             if len(memo) > 10_000:  # bounded: the costs follow the loads
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
-        ix = self._all_pools if pools is None else np.asarray(pools, dtype=np.int64)
-        n = _allowed_call(now, ix, c, t, self.risk, self.level, self.prior_n, self.decay,
-                          self._fb, self._ib, self._bb, self._lay, self._certify)
+        if pools is None:
+            ix = self._all_pools
+        elif pools == self._ix_list:  # (the policy asks the same pools call after call)
+            ix = self._ix
+        else:
+            ix = self._ix = np.asarray(pools, dtype=np.int64)
+            self._ix_list = list(pools)
+        n = _allowed_call(now, ix, c, t, *self._call_args, self._certify)
         if n < 0:  # nothing it depends on changed since the last call
             return self._allowed
         lists, rows = self._row_lists, self._rows
