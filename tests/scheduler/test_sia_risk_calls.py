@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import polars as pl
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
@@ -187,13 +186,3 @@ def test_an_answer_is_kept_only_for_the_same_pools(state, data, r, cold):
         want = budget_at(state, r, cold_n=cold).allowed(5000.0, unused, cands)
         assert got == want
         assert all(got[p] == [CERTAIN] * len(W) for p in range(P) if p not in cands)
-
-
-def test_classify_names_the_shapes_that_do_not_match():
-    rb = RiskBudget(W, 0.1)
-    rb.reset(fake_trace([0, 0], [100.0, 100.0], [1]))
-    with pytest.raises(ValueError, match=r"2 jobs and 2 windows, but cdf of shape \(2, 3\)"):
-        rb.classify_rows([0, 1], np.full((2, 3), 0.5), None)
-    with pytest.raises(ValueError, match=r"sure of shape \(1,\)"):
-        rb.classify_rows([0, 1], np.full((2, 2), 0.5), np.array([2]))
-    assert not any(rb._predicted)  # nothing recorded

@@ -67,6 +67,7 @@ window's row while a certificate proves it unchanged (:func:`_window_certificate
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -743,40 +744,6 @@ def _allowed_call(now, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certi
     return _allowed_rows(pools, c, t, risk, level, n0, certify, fb, ib, bb, lay)
 
 
-@numba.njit(cache=True, nogil=True)
-def _classify(jobs, cdf, sure, has_sure, perfect, edges, qa, jba):  # pragma: no cover
-    """Bin ``jobs`` (see :meth:`RiskBudget.classify`): per window, ``q = 1 - clip(cdf, 0, 1)``
-    (Python's conditionals: a NaN stays NaN) into ``qa`` [K, jobs] and its bin into ``jba``;
-    return the bins [jobs, K]. A window at or after the job's ``sure`` one is CERTAIN; with
-    ``perfect`` information the others are CERTAIN (q <= 0) or NEVER; else the bin of q
-    (``bisect_right(edges, q) + 1``, the same search as Python's bisect: a NaN after every
-    edge)."""
-    n, K = jobs.size, cdf.shape[1]
-    out = np.empty((n, K), dtype=np.int64)
-    for i in range(n):
-        j, s = jobs[i], sure[i] if has_sure else K
-        for k in range(K):
-            c = cdf[i, k]
-            q = 1.0 - (0.0 if c < 0.0 else 1.0 if c > 1.0 else c)
-            if k >= s:
-                b = CERTAIN
-            elif perfect:
-                b = CERTAIN if q <= 0.0 else NEVER
-            else:
-                lo, hi = 0, edges.size
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if q < edges[mid]:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                b = lo + 1
-            qa[k, j] = q
-            jba[k, j] = b
-            out[i, k] = b
-    return out
-
-
 class RiskBudget:
     """The risk budget's bookkeeping for one replay (see the module docstring).
 
@@ -884,7 +851,6 @@ class RiskBudget:
         self._jobs[:K] = NEVER
         self._jb = self._jobs[:K]
         self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
-        self._no_sure = np.zeros(0, dtype=np.int64)  # (classify_rows without time limits)
         st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
         # outcomes of its pool and window so far) and the counts are read times decay^t, which
@@ -1035,23 +1001,29 @@ class RiskBudget:
                       ) -> list[list[int]]:
         """:meth:`classify` for a list of job indices, answered as one list of bins per job
         (no array on the way: the policy's batches hold one or two jobs)."""
-        # (compiled, _classify: the floats of q = 1 - clip(cdf, 0, 1) and the bins of q_bins,
-        # NaN included, as the Python reference in the tests computes them)
-        cdf = np.asarray(cdf, dtype=np.float64)
-        K, n = len(self.windows_s), len(jobs)
-        has_sure = sure is not None
-        sure = self._no_sure if sure is None else np.asarray(sure, dtype=np.int64)
-        if cdf.shape != (n, K) or (has_sure and sure.shape != (n,)):
-            raise ValueError(f"classify: {n} jobs and {K} windows, but cdf of shape {cdf.shape}"
-                             f" and sure of shape {sure.shape if has_sure else None}")
-        rows = _classify(np.asarray(jobs, dtype=np.int64), cdf, sure, has_sure,
-                         self.perfect_durations, _EDGES, self._q, self._jb).tolist()
-        jb, pred = self.job_bin, self._predicted
-        for j, brow in zip(jobs, rows, strict=True):
+        # one job at a time in Python floats: the values of q = 1 - clip(cdf, 0, 1) and of
+        # q_bins, NaN included (the conditionals keep a NaN, and -0.0, as min/max and
+        # np.minimum/np.maximum do; bisect_right puts it after every edge as searchsorted does)
+        rows = np.asarray(cdf, dtype=np.float64).tolist()
+        K = len(self.windows_s)
+        sl = [K] * len(jobs) if sure is None else np.asarray(sure).tolist()
+        perfect, jb, pred = self.perfect_durations, self.job_bin, self._predicted
+        qa, jba = self._q, self._jb
+        out = []
+        for j, row, s in zip(jobs, rows, sl, strict=True):
+            qs = [1.0 - (0.0 if c < 0.0 else 1.0 if c > 1.0 else c) for c in row]
+            if s >= K and not perfect:  # (the common case: no time limit that fits)
+                brow = [bisect_right(Q_EDGES, q) + 1 for q in qs]
+            else:  # perfect information: a fit is certain, an overrun never lent
+                brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
+                        else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
+            qa[:, j] = qs
+            jba[:, j] = brow
             for k in range(K):
                 jb[k][j] = brow[k]
             pred[j] = 1
-        return rows
+            out.append(brow)
+        return out
 
     # ------------------------------------------------------------------ outcomes
     def started(self, now: float, jobs: list[int]) -> None:
