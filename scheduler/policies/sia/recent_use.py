@@ -164,12 +164,12 @@ class RecentUse:
 
     def __init__(self, n_pools: int):
         P = n_pools
-        self._new: list[tuple[float, int, float, float]] = []  # (time, pool, GPUs, end)
+        # the starts since the last query, rows (time, pool, GPUs, end), and how many
+        self._new, self._m = np.empty((64, 4)), 0
         # starts not yet taken in, the heap of the running jobs' ends, and the events taken in
         # by the front not yet by the back (from index _ph to _pn), as arrays
         self._st_t, self._st_p, self._st_g = np.empty(64), np.empty(64, np.int64), np.empty(64)
         self._n_st = 0
-        self._none = np.empty((0, 4))  # no new start
         self._he, self._hp, self._hg = np.empty(64), np.empty(64, np.int64), np.empty(64)
         self._hn = 0
         self._pt, self._pp, self._pg = np.empty(64), np.empty(64, np.int64), np.empty(64)
@@ -184,7 +184,11 @@ class RecentUse:
         """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
         if t < self._now:
             raise ValueError(f"a start at {t} precedes the last query at {self._now}")
-        self._new.append((t, pool, gpus, end))
+        m, new = self._m, self._new
+        if m == new.shape[0]:
+            new = self._new = np.resize(new, (2 * m, 4))
+        new[m, 0], new[m, 1], new[m, 2], new[m, 3] = t, pool, gpus, end  # (a pool is exact)
+        self._m = m + 1
 
     def used(self, now: float, lo: float) -> list[float]:
         """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
@@ -206,9 +210,10 @@ class RecentUse:
 
     def _advance(self, now: float, lo: float) -> None:
         """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
-        new, m = self._none, len(self._new)
-        if m:  # (pools are whole numbers, exact as floats)
-            new, self._new = np.array(self._new, dtype=np.float64), []
+        m = self._m
+        new = self._new[:m]
+        if m:
+            self._m = 0  # (_sweep takes the rows in before the next start writes over them)
             self._he, self._hp, self._hg = _grown((self._he, self._hp, self._hg), self._hn + m)
             self._st_t, self._st_p, self._st_g = _grown((self._st_t, self._st_p, self._st_g),
                                                         self._n_st + m)
