@@ -55,11 +55,14 @@ taken at the job's end (a fit) or once it has run ``w`` (an overrun), the same
 instants as a replay that knows the run times, so the same decisions.
 
 How it is kept. The bookkeeping runs once per decision, so its cost is per call: the counts,
-the snapshots each refresh takes, the prior and the rows are arrays, views of three buffers
-(floats, ints, flags: :func:`_layout`), and the work of ``resolve``, ``started`` and
-``allowed`` is done by compiled kernels (numba) that take the buffers and their offsets. The
-kernels make the float operations of the Python they replaced, in its order, so every answer
-is the same (the Python stays in the tests as the reference). ``allowed`` reads a pool's
+the snapshots each refresh takes, the prior, the rows, the pools due for a refresh and the
+last answer's key are arrays, views of three buffers (floats, ints, flags: :func:`_layout`).
+``allowed`` (the refresh, the last answer kept while nothing it depends on moved, the scan)
+and ``resolve`` (the starts queued by ``started`` since the last one, then the outcomes) are
+one compiled call each (numba), which takes the buffers and their offsets and reads only the
+arrays it needs (:func:`_at`). The kernels make the float operations of the Python they
+replaced, in its order, so every answer is the same (the Python stays in the tests as the
+reference). ``allowed`` reads a pool's
 bounds through the Beta cdf (scipy's ``betainc``, called from the kernels) and keeps a
 window's row while a certificate proves it unchanged (:func:`_window_certificate`).
 """
@@ -198,9 +201,10 @@ class _Prior:
 
 def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]:
     """The budget's state as three buffers (floats, ints, flags): each a sequence of named
-    arrays, in the order :func:`_views` reads them (P pools, K windows, R weights). The
-    kernels take the three buffers and their offsets (four arrays, whatever the state): a
-    compiled call pays for each array it is given."""
+    arrays (P pools, K windows, R weights; their places: ``_PLACE``). The kernels take the
+    three buffers and their offsets (four arrays, whatever the state): a compiled call pays
+    for each array it is given, and a kernel takes from them only the arrays it reads
+    (:func:`_at`)."""
     B1, B = NEVER + 1, NEVER - 1
     floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
               ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
@@ -212,29 +216,6 @@ def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], 
             ("prior_ver", (K,)), ("ver", (2,)), ("memo_pools", (P + 1,)))
     flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)))
     return floats, ints, flags
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _views(fb, ib, bb, lay):  # pragma: no cover - compiled
-    """The named arrays of :func:`_layout` as views of the buffers (``lay``: per buffer the
-    start of each array, then P, K and R)."""
-    P, K, R = lay[3, 0], lay[3, 1], lay[3, 2]
-    B1, B = NEVER + 1, NEVER - 1
-    o = lay[0]
-    f = (fb[o[0]:o[1]].reshape((2, P, K, B1)), fb[o[1]:o[2]].reshape((2, P, K, B1)),
-         fb[o[2]:o[3]].reshape((P, K)), fb[o[3]:o[4]].reshape((P, 3, K, B)), fb[o[4]:o[5]],
-         fb[o[5]:o[6]].reshape((P, K, 3 + B)), fb[o[6]:o[7]].reshape((3, K, B1)),
-         fb[o[7]:o[8]].reshape((3, K, B)), fb[o[8]:o[9]], fb[o[9]:o[10]], fb[o[10]:o[11]],
-         fb[o[11]:o[12]], fb[o[12]:o[13]])
-    o = lay[1]
-    i = (ib[o[0]:o[1]].reshape((P, K)), ib[o[1]:o[2]].reshape((P, K)), ib[o[2]:o[3]],
-         ib[o[3]:o[4]], ib[o[4]:o[5]], ib[o[5]:o[6]], ib[o[6]:o[7]].reshape((P, K)),
-         ib[o[7]:o[8]].reshape((P, K, 2)), ib[o[8]:o[9]].reshape((P, K)), ib[o[9]:o[10]],
-         ib[o[10]:o[11]].reshape((P, K)), ib[o[11]:o[12]].reshape((P, K)), ib[o[12]:o[13]],
-         ib[o[13]:o[14]], ib[o[14]:o[15]])
-    o = lay[2]
-    b = (bb[o[0]:o[1]].reshape((P, K)), bb[o[1]:o[2]], bb[o[2]:o[3]])
-    return f, i, b, R
 
 
 #: Each named array's place in its buffer (:func:`_layout`), for :func:`_at`.
@@ -251,8 +232,9 @@ _PLACE = {name: x for part in _layout(1, 1, 1) for x, (name, _) in enumerate(par
 @numba.njit(cache=True, nogil=True, inline="always")
 def _at(buf, lay, row, x):  # pragma: no cover - compiled
     """Array ``x`` (its place: ``_PLACE``) of the buffer ``buf`` (row ``row`` of ``lay``: 0
-    floats, 1 ints, 2 flags), flat. A kernel takes only the arrays it reads: each view costs
-    (all of :func:`_views`, about a microsecond a call)."""
+    floats, 1 ints, 2 flags; ``lay[3]``: P, K and R), flat; the kernel reshapes it. A kernel
+    takes only the arrays it reads: each view costs (views of every array cost about a
+    microsecond a call)."""
     return buf[lay[row, x]:lay[row, x + 1]]
 
 
@@ -850,6 +832,7 @@ class RiskBudget:
         self._jobs = np.zeros((2 * K, trace.n_jobs), dtype=np.uint8)
         self._jobs[:K] = NEVER
         self._jb = self._jobs[:K]
+        self._q_rows, self._jb_rows = list(self._q), list(self._jb)  # (views per window)
         self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
         st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
@@ -987,6 +970,7 @@ class RiskBudget:
         self._jobs = np.concatenate((self._jobs, more), 1)
         self._jb = self._jobs[:K]
         self._q = np.concatenate((self._q, np.full((K, n - n_old), math.nan)), 1)
+        self._q_rows, self._jb_rows = list(self._q), list(self._jb)
         self._pool_arr = np.asarray(trace.pool[:n], dtype=np.int64)
 
     # ------------------------------------------------------------------ predictions
@@ -1008,7 +992,7 @@ class RiskBudget:
         K = len(self.windows_s)
         sl = [K] * len(jobs) if sure is None else np.asarray(sure).tolist()
         perfect, jb, pred = self.perfect_durations, self.job_bin, self._predicted
-        qa, jba = self._q, self._jb
+        qa, jba = self._q_rows, self._jb_rows
         out = []
         for j, row, s in zip(jobs, rows, sl, strict=True):
             qs = [1.0 - (0.0 if c < 0.0 else 1.0 if c > 1.0 else c) for c in row]
@@ -1017,10 +1001,9 @@ class RiskBudget:
             else:  # perfect information: a fit is certain, an overrun never lent
                 brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
                         else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
-            qa[:, j] = qs
-            jba[:, j] = brow
-            for k in range(K):
-                jb[k][j] = brow[k]
+            for k in range(K):  # (a scalar per window: cheaper than a column from a list)
+                jb[k][j] = jba[k][j] = brow[k]
+                qa[k][j] = qs[k]
             pred[j] = 1
             out.append(brow)
         return out
@@ -1169,8 +1152,9 @@ class RiskBudget:
         self._prior_seen = seen
         ver, moved = self._prior_ver, self._prior_moved
         for k, x in enumerate(seen):
-            moved[k] = old_seen is None or old_seen[k] != x
-        ver += moved
+            m = moved[k] = old_seen is None or old_seen[k] != x
+            if m:
+                ver[k] += 1
         # the decay of each window's counts (numpy's power, as before, from a table)
         f, gpos = self._prior_f, self._gpos
         f[:] = [gpos[g] for g in self._gt.tolist()]

@@ -1,0 +1,97 @@
+"""The risk budget's share of the learned SIA replay of Philly, read from sampling profiles:
+what the bookkeeping adds, measured inside one replay, where the machine's drift moves the
+budget and the rest of the replay alike.
+
+``bookkeeping_share.py`` times a replay with the budget working against the same replay fed
+the budget's answers. On this machine the replay alone drifts by more than the difference
+(63.6 to 89.5 s within half an hour, session 35), so that check cannot settle < 10%. A
+sampling profile of the working replay can: each sample is charged to the budget when a frame
+of its stack is the budget's (``scheduler/policies/sia/risk.py`` and ``recent_use.py``, the
+duration side and its loads; ``models/calibration.py``, the arrival side), and to the rest of
+the replay otherwise. Samples outside ``simulate`` (loading the trace and predictors) and the
+samples of numba compiling or loading a kernel from its cache (first calls) are left out.
+What the bookkeeping adds is ``budget / rest``.
+
+Record a profile with py-spy (its own environment: it is not a dependency of the product),
+then read it with this script::
+
+    python -m venv /tmp/spy && /tmp/spy/bin/pip install py-spy
+    /tmp/spy/bin/py-spy record -r 50 -f raw -o /tmp/p1.txt -- \\
+        .venv/bin/python benchmarks/bookkeeping_share.py --fc /tmp/fc.pkl
+    python benchmarks/bookkeeping_profile.py /tmp/p1.txt [/tmp/p2.txt ...]
+
+(``--fc``: the pickled learned forecaster, see ``bookkeeping_share.py``. Run the replay once
+before profiling after a change to a kernel's source: numba then compiles it inside the run.)
+To compare two versions, profile them at the same time (one per core), so that both see the
+same machine; a replay has about 5,000 samples at 50 Hz, of which about 500 are the budget's,
+so one profile's share moves by about half a point from sampling alone.
+
+Measured 2026-12-01 (session 36; the working replay at SIA's default budget, 3 as a veto;
+every run's result table and policy counters identical to the reference): main before the
+session (164035e) and after (each pair run at the same time):
+
+| pair | before: budget share (adds) | after: budget share (adds) |
+|---|---|---|
+| see the session's note | | |
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+#: Source files whose frames are the budget's bookkeeping.
+OWN = ("sia/risk.py", "recent_use.py", "models/calibration.py")
+#: Frames of numba compiling or loading a kernel (left out).
+COMPILING = ("_compile_for_args", "numba/core/dispatcher.py")
+
+
+def read(path: Path) -> tuple[int, int, int, Counter]:
+    """Return (samples in ``simulate``, of them the budget's, compiling samples left out, the
+    budget's samples by its outermost method) from py-spy's raw output ``path`` (one
+    ``frame;frame;... count`` line per stack)."""
+    sim = own = comp = 0
+    parts: Counter = Counter()
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            raise ValueError(f"{path}, line {lineno}: not py-spy's raw format "
+                             f"('frame;frame;... count'): {line[:80]!r}")
+        frames = stack.split(";")
+        if not any(f.startswith("simulate ") for f in frames):
+            continue
+        if any(c in f for f in frames for c in COMPILING):
+            comp += int(n)
+            continue
+        sim += int(n)
+        mine = [f for f in frames if any(s in f for s in OWN)]
+        if mine:
+            own += int(n)
+            parts[mine[0].split(" (")[0]] += int(n)
+    return sim, own, comp, parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("profiles", nargs="+", type=Path, help="py-spy raw profiles (-f raw)")
+    args = ap.parse_args(argv)
+    print("| profile | samples in simulate | compiling, left out | budget | share | adds "
+          "| by method |")
+    print("|---|---|---|---|---|---|---|")
+    for path in args.profiles:
+        sim, own, comp, parts = read(path)
+        if not sim:
+            print(f"{path}: no sample inside simulate", file=sys.stderr)
+            return 1
+        by = ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in parts.most_common(6))
+        print(f"| {path.name} | {sim} | {comp} | {own} | {100 * own / sim:.2f}% "
+              f"| {100 * own / (sim - own):.1f}% | {by} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
