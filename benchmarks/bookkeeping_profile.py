@@ -28,11 +28,19 @@ so one profile's share moves by about half a point from sampling alone.
 
 Measured 2026-12-01 (session 36; the working replay at SIA's default budget, 3 as a veto;
 every run's result table and policy counters identical to the reference): main before the
-session (164035e) and after (each pair run at the same time):
+session (164035e) against the change, each pair run at the same time, one per core (pairs
+1-3: the change at 2acd746; 4-6: its final code):
 
-| pair | before: budget share (adds) | after: budget share (adds) |
+| pair | before: share (adds) | after: share (adds) |
 |---|---|---|
-| see the session's note | | |
+| 1 | 11.61% (13.1%) | 9.47% (10.5%) |
+| 2 | 11.06% (12.4%) | 10.03% (11.2%) |
+| 3 | 11.47% (13.0%) | 9.56% (10.6%) |
+| 4 | 10.91% (12.2%) | 9.78% (10.8%) |
+| 5 | 11.01% (12.4%) | 10.06% (11.2%) |
+| 6 | 10.97% (12.3%) | 10.16% (11.3%) |
+
+Medians 11.04% -> 9.92%: the bookkeeping adds 12.4% -> 11.0%. The issue's < 10% is not met.
 """
 
 from __future__ import annotations
