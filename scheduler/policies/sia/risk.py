@@ -312,13 +312,11 @@ def _push_pending(pq, m, W, et, ej, ek, n):  # pragma: no cover - compiled
 def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, renorm, cold_n,
              pq, m):  # pragma: no cover - compiled
     """Queue the events of the ``m`` starts ``pq`` (:func:`_push_pending`), then take in the
-    events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]:
-    each job's bin per window, then whether its fit was taken, live). A pool that overran
-    becomes due for a refresh, and a window that warms moves the state's version. Returns
-    (heap size, outcomes, overruns, the weight index that had no power or -1). The operations
-    of the Python loop it replaced, in its order: the same floats (Python's
-    ``x ** i`` is the power of doubles; numpy's sum of a window's seven counts adds them in
-    order from 0)."""
+    events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]: each job's bin
+    per window, then whether its fit was taken, live). A pool that overran becomes due for a
+    refresh; a window that warms moves the state's version. Returns (heap size, outcomes,
+    overruns, the weight index that had no power or -1). The Python loop's operations, in its
+    order: the same floats (``x ** i`` is the power of doubles; numpy summed from 0)."""
     P, K = lay[3, 0], lay[3, 1]
     nm = _at(fb, lay, 0, _NM).reshape((2, P, K, NEVER + 1))
     g3 = _at(fb, lay, 0, _G3).reshape((3, K, NEVER + 1))
@@ -864,6 +862,20 @@ class RiskBudget:
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
         self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
         self._prior_moved, self._prior_f = np.zeros(K, dtype=np.bool_), np.zeros(K)  # (reused)
+        self._reset_events()
+        # the pools due for a refresh: an overrun since their last one (resolve marks them) or
+        # their last one (at bt) 300 s old; every pool at the start
+        self._due, self._bt = st["due"], st["bt"]
+        self._due[:] = True
+        self._bt[:] = -math.inf
+        self._prior_time = -math.inf
+        self._prior = _Prior(st["prior"])  # rates 0 until updated (in place at each update)
+        self._reset_loads(P)
+        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
+                      "cost_sum": 0.0, "cost_n": 0}
+
+    def _reset_events(self) -> None:
+        """Forget the outcome events, queued and on the heap (see reset)."""
         # (time the outcome is known, job, k), a heap of arrays (heap_push; its size), and the
         # first of those times (inf: none; resolve() before it is a no-op)
         self._ev = np.empty((3, 1024))  # (times, jobs, windows: whole numbers, exact as floats)
@@ -878,16 +890,6 @@ class RiskBudget:
         # live (run times unknown until the end): the predicted jobs running, (job, start), and
         # the (window, job) outcomes taken at a completion, whose deadline event is then moot
         self._running_live: list[tuple[int, float]] = []
-        # the pools due for a refresh: an overrun since their last one (resolve marks them) or
-        # their last one (at bt) 300 s old; every pool at the start
-        self._due, self._bt = st["due"], st["bt"]
-        self._due[:] = True
-        self._bt[:] = -math.inf
-        self._prior_time = -math.inf
-        self._prior = _Prior(st["prior"])  # rates 0 until updated (in place at each update)
-        self._reset_loads(P)
-        self.stats = {"outcomes": 0, "overruns": 0, "lent_certain": 0, "lent_predicted": 0,
-                      "cost_sum": 0.0, "cost_n": 0}
 
     def _reset_loads(self, P: int) -> None:
         """Forget the pools' recent loads and costs of a miss (see :meth:`loads`)."""
