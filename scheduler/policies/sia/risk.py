@@ -233,7 +233,7 @@ _PLACE = {name: x for part in _layout(1, 1, 1) for x, (name, _) in enumerate(par
 def _at(buf, lay, row, x):  # pragma: no cover - compiled
     """Array ``x`` (its place: ``_PLACE``) of the buffer ``buf`` (row ``row`` of ``lay``: 0
     floats, 1 ints, 2 flags; ``lay[3]``: P, K and R), flat; the kernel reshapes it. A kernel
-    takes only the arrays it reads: each view costs (views of every array cost about a
+    takes only the arrays it reads: every view costs (views of all of them, about a
     microsecond a call)."""
     return buf[lay[row, x]:lay[row, x + 1]]
 
@@ -327,7 +327,6 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
     warm, due = _at(bb, lay, 2, _WARM).reshape((P, K)), _at(bb, lay, 2, _DUE)
     et, ej, ek = ev[0], ev[1], ev[2]
     n = _push_pending(pq, m, W, et, ej, ek, n)
-    K = W.size
     outcomes, overruns, warmed, err = 0, 0, 0, -1
     while n > 0 and et[0] <= now:
         j, k = np.int64(ej[0]), np.int64(ek[0])
@@ -829,8 +828,7 @@ class RiskBudget:
         # (the compiled resolve's: per window each job's bin, then whether its fit was taken)
         self._jobs = np.zeros((2 * K, trace.n_jobs), dtype=np.uint8)
         self._jobs[:K] = NEVER
-        self._jb = self._jobs[:K]
-        self._q_rows, self._jb_rows = list(self._q), list(self._jb)  # (views per window)
+        self._q_rows, self._jb_rows = list(self._q), list(self._jobs[:K])  # (views per window)
         self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
         st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
@@ -855,8 +853,7 @@ class RiskBudget:
                            self._bb, self._lay)
         # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
         # cost and pools of allowed()'s last answer (-1: none)
-        self._ver, self._memo_c, self._memo_pools = st["ver"], st["memo_c"], st["memo_pools"]
-        self._ver[1] = -1
+        st["ver"][1] = -1
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
@@ -922,7 +919,6 @@ class RiskBudget:
         self._lay = lay
         out["wpow"][:], out["gwpow"][:] = wpow, gwpow
         out["w"][:] = self.windows_s
-        self._w_arr = out["w"]
         return out
 
     def _reset_snapshots(self, st: dict[str, np.ndarray], P: int, K: int) -> None:
@@ -970,9 +966,8 @@ class RiskBudget:
         more = np.zeros((2 * K, n - n_old), dtype=np.uint8)
         more[:K] = NEVER
         self._jobs = np.concatenate((self._jobs, more), 1)
-        self._jb = self._jobs[:K]
         self._q = np.concatenate((self._q, np.full((K, n - n_old), math.nan)), 1)
-        self._q_rows, self._jb_rows = list(self._q), list(self._jb)
+        self._q_rows, self._jb_rows = list(self._q), list(self._jobs[:K])
         self._pool_arr = np.asarray(trace.pool[:n], dtype=np.int64)
 
     # ------------------------------------------------------------------ predictions
