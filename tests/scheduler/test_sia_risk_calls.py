@@ -16,7 +16,7 @@ from sia.scheduler.policies.sia.policy import SiaPolicy
 from sia.scheduler.policies.sia.risk import CERTAIN, NEVER, RiskBudget
 
 from tests.scheduler.conftest import UnderForecaster
-from tests.scheduler.test_sia_risk import W, budget_at, budget_states, fake_trace
+from tests.scheduler.test_sia_risk import W, _drive_two, budget_at, budget_states, fake_trace
 
 
 def test_next_due_is_the_first_outcome_time_hand_values():
@@ -186,3 +186,61 @@ def test_an_answer_is_kept_only_for_the_same_pools(state, data, r, cold):
         want = budget_at(state, r, cold_n=cold).allowed(5000.0, unused, cands)
         assert got == want
         assert all(got[p] == [CERTAIN] * len(W) for p in range(P) if p not in cands)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=budget_states(), times=st.lists(st.integers(1, 3), min_size=1, max_size=12),
+       r=st.sampled_from([0.01, 0.1, 1.0]), data=st.data())
+def test_answers_given_without_the_compiled_call_are_its_answers(state, times, r, data):
+    # allowed() answers from its last answer, without calling _allowed_call, when no pool asked
+    # is due (none overran since, none last refreshed 300 s ago: steps of 150, 300 and 450 s
+    # land on the edge) and the state's version, the cost and the pools are the last call's;
+    # a twin that calls _allowed_call every time (the kernel's own memo) answers the same, with
+    # some pools asked, or all, several times per step, and bounds() refreshing all between
+    P = state[0]
+    calls = data.draw(st.lists(st.tuples(
+        st.lists(st.booleans(), min_size=P, max_size=P),  # the pools holding unused quota
+        st.none() | st.lists(st.integers(0, P - 1), unique=True, min_size=1),  # pools asked
+        st.booleans()), min_size=1, max_size=5))  # bounds() after the call
+
+    def probe(i, rb, now, unused):
+        got = []
+        for mask, asked, then_bounds in calls:
+            if i == 1:
+                rb._memo_ix = None  # (the twin: the compiled call every time)
+            held = [u if f else 0 for u, f in zip(unused, mask, strict=True)]
+            got.append(rb.allowed(now, held, asked))
+            if then_bounds:
+                got.append(rb.bounds(now).tolist())
+        return got
+
+    _drive_two(state, times, r, probe)
+
+
+def test_an_overrun_or_a_300_s_old_refresh_ends_the_kept_answer_hand_values():
+    # one warm pool (cold_n 0), 5 jobs of q 0.02 that fit, known by 3600 s; no pool has unused
+    # GPUs, so the cost stays 1 and only a refresh can change the answer: bins 1-3 lendable
+    def warm(late: bool) -> RiskBudget:
+        rb = RiskBudget(W, 0.1, cold_n=0.0)
+        rb.reset(fake_trace([0] * 11, [30.0] * 10 + [4000.0], [3]))
+        rb.classify(np.arange(5), np.full((5, 2), 0.98), None)
+        rb.started(0.0, list(range(5)))
+        if late:  # a job of q 0.02 started at 3500 s overruns 300 s at 3800 s
+            rb.classify(np.array([10]), np.full((1, 2), 0.98), None)
+            rb.started(3500.0, [10])
+        rb.resolve(3600.0)
+        assert rb.allowed(3600.0, [0]) == [[3, 3]]  # refreshed at 3600 s
+        return rb
+
+    # five more fits (q 0.05) known at 3680 s widen the pool to 4 bins at its next refresh,
+    # 300 s after its last: not at 3899 s, at 3900 s
+    rb = warm(False)
+    rb.classify(np.arange(5, 10), np.full((5, 2), 0.95), None)
+    rb.started(3650.0, list(range(5, 10)))
+    rb.resolve(3700.0)
+    assert [rb.allowed(t, [0]) for t in (3700.0, 3899.0, 3900.0)] == [[[3, 3]]] * 2 + [[[4, 4]]]
+    # the overrun makes the pool due at once: 3800 s answers 2 bins
+    rb = warm(True)
+    assert rb.allowed(3799.0, [0]) == [[3, 3]]
+    rb.resolve(3800.0)
+    assert rb.allowed(3800.0, [0]) == [[2, 3]]

@@ -209,7 +209,7 @@ def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], 
     floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
               ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
               ("g3", (3, K, B1)), ("prior", (3, K, B)), ("wpow", (R,)), ("gwpow", (R,)),
-              ("w", (K,)), ("bt", (P,)), ("memo_c", (1,)))
+              ("w", (K,)), ("bt", (P,)), ("memo_c", (2,)))
     ints = (("t", (P, K)), ("seen", (P, K)), ("gseen", (K,)), ("gt", (K,)), ("pool_ver", (P,)),
             ("row_ver", (P,)), ("rows", (P, K)), ("cert_i", (P, K, 2)), ("snap_ver", (P, K)),
             ("changed", (P,)), ("snap_seen", (P, K)), ("snap_pver", (P, K)),
@@ -386,6 +386,7 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
             g3[1, k, b] += gw
             overruns += 1
             due[p] = True
+            _at(fb, lay, 0, _MEMO_C)[1] = -np.inf  # (allowed() calls _allowed_call again)
     ver[0] += warmed
     return n, outcomes, overruns, err
 
@@ -706,9 +707,16 @@ def _allowed_call(now, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certi
     """:meth:`RiskBudget.allowed`'s work in one call: refresh ``pools`` at ``now``
     (:func:`_refresh_pools`); then, unless the state's version, the cost ``c`` and ``pools``
     are those of the last call (return -1: its answer stands), bring their rows up to date
-    (:func:`_allowed_rows`, whose count of changed rows it returns)."""
+    (:func:`_allowed_rows`, whose count of changed rows it returns). Keeps ``memo_c`` = (c,
+    the earliest last refresh of ``pools``), which :meth:`RiskBudget.allowed` reads to know,
+    without a call, that none of them is due (an overrun sets the second to -inf)."""
     _refresh_pools(now, pools, lam, fb, ib, bb, lay)
     memo_c, ver = _at(fb, lay, 0, _MEMO_C), _at(ib, lay, 1, _VER)
+    bt, first = _at(fb, lay, 0, _BT), np.inf
+    for p in pools:  # (none of them is due now: each was refreshed or is younger than 300 s)
+        if bt[p] < first:
+            first = bt[p]
+    memo_c[1] = first
     last = _at(ib, lay, 1, _MEMO_POOLS)
     same = ver[1] == ver[0] and memo_c[0] == c and last[0] == pools.size
     if same:
@@ -854,6 +862,7 @@ class RiskBudget:
         # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
         # cost and pools of allowed()'s last answer (-1: none)
         st["ver"][1] = -1
+        self._ver, self._memo_c, self._memo_ix = st["ver"], st["memo_c"], None
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
@@ -1262,12 +1271,6 @@ class RiskBudget:
         stats["cost_n"] += 1
         if now - self._prior_time >= 300.0:
             self._update_prior(now)
-        memo = self._within_t
-        t = memo.get(c)
-        if t is None:
-            if len(memo) > 10_000:  # bounded: the costs follow the loads
-                memo.clear()
-            t = memo[c] = largest_within(self.risk, c)
         if pools is None:
             ix = self._all_pools
         elif pools == self._ix_list:  # (the policy asks the same pools call after call)
@@ -1275,6 +1278,17 @@ class RiskBudget:
         else:
             ix = self._ix = np.asarray(pools, dtype=np.int64)
             self._ix_list = list(pools)
+        memo_c, ver = self._memo_c, self._ver
+        if (ix is self._memo_ix and ver[0] == ver[1] and memo_c[0] == c
+                and now - memo_c[1] < 300.0):  # _allowed_call would change nothing: -1
+            return self._allowed
+        memo = self._within_t
+        t = memo.get(c)
+        if t is None:
+            if len(memo) > 10_000:  # bounded: the costs follow the loads
+                memo.clear()
+            t = memo[c] = largest_within(self.risk, c)
+        self._memo_ix = ix
         n = _allowed_call(now, ix, c, t, *self._call_args, self._certify)
         if n < 0:  # nothing it depends on changed since the last call
             return self._allowed
