@@ -1168,9 +1168,12 @@ class RiskBudget:
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B]."""
+        """Return the decayed (outcomes, overruns) of pools ``idx`` in bins lo..hi-1 [.., K, B].
+        The decay factors are the scalar power of doubles, as the kernels' (numpy's array power
+        may differ by an ulp: it takes a vectorised path on processors with AVX-512)."""
         rows = np.asarray(idx, dtype=np.int64)
-        f = (self.decay ** self._t[rows].astype(np.float64))[:, :, None]
+        lam = self.decay
+        f = np.asarray([[lam ** float(t) for t in r] for r in self._t[rows].tolist()])[:, :, None]
         return f * self._n[rows, :, lo:hi], f * self._m[rows, :, lo:hi]
 
     # ------------------------------------------------------------------ the budget
