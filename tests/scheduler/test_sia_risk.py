@@ -718,7 +718,7 @@ def forget_reuse(rb: RiskBudget) -> None:
     scan of every warm window and without a certificate, from now on (the reference the kept
     rows and certificates are checked against). (The snapshots stay: a pool without one was
     never refreshed and its bounds are 1.0.)"""
-    rb._prior_seen = None
+    rb._prior_seen[:] = -1
     rb._row_ver[:] = -1
     rb._certify = False
 

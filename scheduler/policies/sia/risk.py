@@ -263,6 +263,28 @@ def _prior_params(moved, f, g3, n0, edges, out):  # pragma: no cover - compiled
             out[2, k, b - 1] = n0 * (1.0 - x)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _prior_update(gseen, pseen, ver, moved, gt, gpos, f, g3, n0, edges,
+                  out):  # pragma: no cover - compiled
+    """:meth:`RiskBudget._update_prior` in one call: the windows whose outcomes seen over all
+    pools (``gseen``) moved since the last update (``pseen``, -1: never) move their version
+    (``ver``) and take their prior anew (:func:`_prior_params`, with the decay ``f[k] =
+    gpos[gt[k]]``, glam^t from the table); none moved: nothing changes (the same floats)."""
+    any_moved = False
+    for k in range(gseen.size):
+        m = gseen[k] != pseen[k]
+        moved[k] = m
+        if m:
+            pseen[k] = gseen[k]
+            ver[k] += 1
+            any_moved = True
+    if not any_moved:
+        return
+    for k in range(gt.size):
+        f[k] = gpos[gt[k]]
+    _prior_params(moved, f, g3, n0, edges, out)
+
+
 class _NegPowers:
     """``x ** -i`` for ``i`` in 0.._RENORM - 1 by index: a table, or when some power raises
     (x = 0, or an overflow: memory <= 2), computed at each read (raising where it does)."""
@@ -791,7 +813,7 @@ class RiskBudget:
                       f"stay finite for t < {_RENORM} (about 3.4 or more)", memory)
         # glam^t for t < _RENORM (the global counts' decay at the prior), by numpy's power as
         # the array of the windows' t was raised before: the same floats
-        self._gpos = (self._glam ** np.arange(_RENORM, dtype=np.float64)).tolist()
+        self._gpos = self._glam ** np.arange(_RENORM, dtype=np.float64)
         self._certain_row = [CERTAIN] * len(self.windows_s)  # (shared, never written)
         self._within_t: dict[float, float] = {}  # largest_within(risk, c) by cost c
         self._quota_of: np.ndarray | None = None  # the quotas _quota_list was read from
@@ -866,7 +888,7 @@ class RiskBudget:
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
-        self._prior_seen: list[int] | None = None  # _gseen at the prior's last computation
+        self._prior_seen = np.full(K, -1, dtype=np.int64)  # _gseen at the prior's last update
         self._prior_moved, self._prior_f = np.zeros(K, dtype=np.bool_), np.zeros(K)  # (reused)
         self._reset_events()
         # the pools due for a refresh: an overrun since their last one (resolve marks them) or
@@ -1150,21 +1172,11 @@ class RiskBudget:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
         ``now`` (:func:`_prior_params`) in the windows with a new outcome since the last
         update; the others keep theirs. Skipped when no outcome came at all (the same floats).
-        A window's version moves with its prior."""
+        A window's version moves with its prior. One compiled call (:func:`_prior_update`)."""
         self._prior_time = now
-        seen, old_seen = self._gseen.tolist(), self._prior_seen
-        if old_seen == seen:
-            return
-        self._prior_seen = seen
-        ver, moved = self._prior_ver, self._prior_moved
-        for k, x in enumerate(seen):
-            m = moved[k] = old_seen is None or old_seen[k] != x
-            if m:
-                ver[k] += 1
-        # the decay of each window's counts (numpy's power, as before, from a table)
-        f, gpos = self._prior_f, self._gpos
-        f[:] = [gpos[g] for g in self._gt.tolist()]
-        _prior_params(moved, f, self._g3, self.prior_n, _EDGES, self._prior.arr)
+        _prior_update(self._gseen, self._prior_seen, self._prior_ver, self._prior_moved,
+                      self._gt, self._gpos, self._prior_f, self._g3, self.prior_n, _EDGES,
+                      self._prior.arr)
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
