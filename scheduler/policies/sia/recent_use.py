@@ -145,6 +145,16 @@ def _used(now, lo, front, back, quota, span, out):  # pragma: no cover - compile
                    - (back[0, p] + back[1, p] * (lo - back[2, p]))) / (quota[p] * span))
 
 
+@numba.njit(cache=True, nogil=True)
+def _sweep_used(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
+                back, quota, span, out):  # pragma: no cover - compiled
+    """:func:`_sweep`, then :func:`_used` into ``out``, in one call; returns :func:`_sweep`'s."""
+    r = _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
+               back)
+    _used(now, lo, front, back, quota, span, out)
+    return r
+
+
 def _grown(arrays: tuple[np.ndarray, ...], need: int) -> tuple[np.ndarray, ...]:
     """``arrays`` (of one size) with room for ``need`` entries (at least doubled when they
     grow)."""
@@ -192,9 +202,7 @@ class RecentUse:
 
     def used(self, now: float, lo: float) -> list[float]:
         """Return each pool's GPU-seconds in ``[lo, now]`` (``lo <= now``)."""
-        self._advance(now, lo)
-        _used(now, lo, self._front, self._back, self._ones, 1.0, self._out)  # (u / 1.0 is u)
-        return self._out.tolist()
+        return self._query(now, lo, self._ones, 1.0).tolist()  # (u / 1.0 is u)
 
     def per_quota(self, now: float, lo: float, quota: list[float], span: float) -> list[float]:
         """Return each pool's ``used(now, lo) / (quota * span)`` (``span`` > 0)."""
@@ -204,28 +212,32 @@ class RecentUse:
                         ) -> np.ndarray:
         """:meth:`per_quota` for a float64 array of quotas, answered in an array that the next
         query overwrites (copy it to keep it)."""
-        self._advance(now, lo)
-        _used(now, lo, self._front, self._back, quota, span, self._out)
-        return self._out
+        return self._query(now, lo, quota, span)
 
-    def _advance(self, now: float, lo: float) -> None:
-        """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back."""
+    def _query(self, now: float, lo: float, quota: np.ndarray, span: float) -> np.ndarray:
+        """Take in the starts and ends up to ``now`` at the front, up to ``lo`` at the back, and
+        answer each pool's GPU-seconds in ``[lo, now]`` over ``quota * span`` in ``_out``: one
+        compiled call (:func:`_sweep_used`), the arrays grown first where they need room."""
         m = self._m
-        new = self._new[:m]
         if m:
-            self._m = 0  # (_sweep takes the rows in before the next start writes over them)
-            self._he, self._hp, self._hg = _grown((self._he, self._hp, self._hg), self._hn + m)
-            self._st_t, self._st_p, self._st_g = _grown((self._st_t, self._st_p, self._st_g),
-                                                        self._n_st + m)
+            self._m = 0  # (the sweep takes the rows in before the next start writes over them)
+            if self._hn + m > self._he.size:
+                self._he, self._hp, self._hg = _grown((self._he, self._hp, self._hg),
+                                                      self._hn + m)
+            if self._n_st + m > self._st_t.size:
+                self._st_t, self._st_p, self._st_g = _grown(
+                    (self._st_t, self._st_p, self._st_g), self._n_st + m)
         if self._ph > 4096 and 2 * self._ph > self._pn:  # drop the events both sides passed
             k = self._pn - self._ph
             for a in (self._pt, self._pp, self._pg):
                 a[:k] = a[self._ph:self._pn]
             self._ph, self._pn = 0, k
-        self._pt, self._pp, self._pg = _grown((self._pt, self._pp, self._pg),
-                                              self._pn + self._n_st + self._hn + 2 * m)
-        self._n_st, self._hn, self._ph, self._pn = _sweep(
-            now, lo, new, self._st_t, self._st_p, self._st_g, self._n_st, self._he, self._hp,
-            self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn, self._front,
-            self._back)
+        need = self._pn + self._n_st + self._hn + 2 * m
+        if need > self._pt.size:
+            self._pt, self._pp, self._pg = _grown((self._pt, self._pp, self._pg), need)
+        self._n_st, self._hn, self._ph, self._pn = _sweep_used(
+            now, lo, self._new[:m], self._st_t, self._st_p, self._st_g, self._n_st, self._he,
+            self._hp, self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn,
+            self._front, self._back, quota, span, self._out)
         self._now = now
+        return self._out
