@@ -41,6 +41,19 @@ session (164035e) against the change, each pair run at the same time, one per co
 | 6 | 10.97% (12.3%) | 10.16% (11.3%) |
 
 Medians 11.04% -> 9.92%: the bookkeeping adds 12.4% -> 11.0%. The issue's < 10% is not met.
+
+Measured 2026-12-01 (session 37, at 100 Hz: ``-r 100``; main before the session, 7911157,
+against the change: ``allowed`` answering without its kernel when the kernel would change
+nothing, the prior's update and a load refresh's sweep one compiled call each), same-time
+pairs, every table identical to the reference:
+
+| pairs | before: share | after: share |
+|---|---|---|
+| 1-3 (the kernel skipped only) | 10.40%, 11.05%, 10.70% | 9.39%, 11.20%, 9.95% |
+| 4-6 (and the prior's update) | 10.12%, 10.27%, 10.00% | 10.14%, 8.72%, 10.20% |
+| 7-10 (final code) | 10.33%, 10.55%, 10.45%, 9.76% | 11.19%, 9.58%, 9.03%, 9.63% |
+
+Medians of the final code's pairs 10.39% -> 9.61%: the bookkeeping adds 10.6%. Not met.
 """
 
 from __future__ import annotations
