@@ -176,6 +176,7 @@ class RecentUse:
         P = n_pools
         # the starts since the last query, rows (time, pool, GPUs, end), and how many
         self._new, self._m = np.empty((64, 4)), 0
+        self._new_flat = memoryview(self._new.reshape(-1))  # (its items, written one by one)
         # starts not yet taken in, the heap of the running jobs' ends, and the events taken in
         # by the front not yet by the back (from index _ph to _pn), as arrays
         self._st_t, self._st_p, self._st_g = np.empty(64), np.empty(64, np.int64), np.empty(64)
@@ -194,10 +195,12 @@ class RecentUse:
         """Record a job of ``pool`` holding ``gpus`` from ``t`` to ``end`` (> t)."""
         if t < self._now:
             raise ValueError(f"a start at {t} precedes the last query at {self._now}")
-        m, new = self._m, self._new
-        if m == new.shape[0]:
-            new = self._new = np.resize(new, (2 * m, 4))
-        new[m, 0], new[m, 1], new[m, 2], new[m, 3] = t, pool, gpus, end  # (a pool is exact)
+        m = self._m
+        if m == self._new.shape[0]:
+            self._new = np.resize(self._new, (2 * m, 4))
+            self._new_flat = memoryview(self._new.reshape(-1))
+        i, new = 4 * m, self._new_flat  # (a pool is exact as a float)
+        new[i], new[i + 1], new[i + 2], new[i + 3] = t, pool, gpus, end
         self._m = m + 1
 
     def used(self, now: float, lo: float) -> list[float]:

@@ -850,15 +850,13 @@ class RiskBudget:
         self._run_start = np.zeros(0)
         self._quota = np.maximum(trace.quota.astype(np.float64), 1.0)
         self._t0 = float(trace.submit[0]) if trace.n_jobs else 0.0
-        # per job and window: its bin (bytearrays: fast reads in the lending loop; the same as
-        # an array for the compiled resolve), and its q
-        self.job_bin = [bytearray([NEVER]) * trace.n_jobs for _ in range(K)]
         self._predicted = bytearray(trace.n_jobs)  # has a prediction to score
+        # per job and window its q, and (the compiled resolve's) its bin, then whether its fit
+        # was taken
         self._q = np.full((K, trace.n_jobs), math.nan)
-        # (the compiled resolve's: per window each job's bin, then whether its fit was taken)
         self._jobs = np.zeros((2 * K, trace.n_jobs), dtype=np.uint8)
         self._jobs[:K] = NEVER
-        self._q_rows, self._jb_rows = list(self._q), list(self._jobs[:K])  # (views per window)
+        self._rows_views(K)
         self._pool_arr = np.asarray(trace.pool, dtype=np.int64)
         st = self._alloc_state(P, K)
         # decayed outcome counts, kept lazily: an outcome is added with weight decay^-t (t: the
@@ -912,7 +910,7 @@ class RiskBudget:
         # the starts not yet pushed on the heap (rows: start time, job, end of its run), and
         # the first of their events' times (inf: none)
         self._pq = np.empty((3, 64))
-        self._pq_rows = tuple(self._pq)  # (its rows' views, kept: a view costs a call)
+        self._pq_rows = tuple(memoryview(r) for r in self._pq)  # (kept: see _rows_views)
         self._n_pend, self._pend_first = 0, math.inf
         self._w0 = min(self.windows_s)  # (the first event of a start is in the shortest)
         # live (run times unknown until the end): the predicted jobs running, (job, start), and
@@ -990,16 +988,22 @@ class RiskBudget:
             self._dur_list.extend(trace.duration[n_old:n].tolist())
         self._pool.extend(trace.pool[n_old:n].tolist())
         self._gpus_f.extend(trace.num_gpus[n_old:n].astype(np.float64).tolist())
-        for col in self.job_bin:
-            col.extend(bytearray([NEVER]) * (n - n_old))
         self._predicted.extend(bytes(n - n_old))
         K = len(self.windows_s)
         more = np.zeros((2 * K, n - n_old), dtype=np.uint8)
         more[:K] = NEVER
         self._jobs = np.concatenate((self._jobs, more), 1)
         self._q = np.concatenate((self._q, np.full((K, n - n_old), math.nan)), 1)
-        self._q_rows, self._jb_rows = list(self._q), list(self._jobs[:K])
+        self._rows_views(K)
         self._pool_arr = np.asarray(trace.pool[:n], dtype=np.int64)
+
+    def _rows_views(self, K: int) -> None:
+        """Per window, the jobs' bins (``job_bin``, read by the lending loop) and q as
+        memoryviews of the rows of ``_jobs`` and ``_q``: a job's bin is written once, where
+        the compiled resolve reads it, and Python reads and writes a memoryview's items as
+        fast as a bytearray's (a numpy scalar costs about twice that)."""
+        self.job_bin = [memoryview(row) for row in self._jobs[:K]]
+        self._q_rows = [memoryview(row) for row in self._q]
 
     # ------------------------------------------------------------------ predictions
     def classify(self, jobs: np.ndarray, cdf: np.ndarray, sure: np.ndarray | None) -> np.ndarray:
@@ -1019,8 +1023,7 @@ class RiskBudget:
         rows = np.asarray(cdf, dtype=np.float64).tolist()
         K = len(self.windows_s)
         sl = [K] * len(jobs) if sure is None else np.asarray(sure).tolist()
-        perfect, jb, pred = self.perfect_durations, self.job_bin, self._predicted
-        qa, jba = self._q_rows, self._jb_rows
+        perfect, jb, pred, qa = self.perfect_durations, self.job_bin, self._predicted, self._q_rows
         out = []
         for j, row, s in zip(jobs, rows, sl, strict=True):
             qs = [1.0 - (0.0 if c < 0.0 else 1.0 if c > 1.0 else c) for c in row]
@@ -1030,7 +1033,7 @@ class RiskBudget:
                 brow = [CERTAIN if k >= s else (CERTAIN if q <= 0.0 else NEVER) if perfect
                         else bisect_right(Q_EDGES, q) + 1 for k, q in enumerate(qs)]
             for k in range(K):  # (a scalar per window: cheaper than a column from a list)
-                jb[k][j] = jba[k][j] = brow[k]
+                jb[k][j] = brow[k]
                 qa[k][j] = qs[k]
             pred[j] = 1
             out.append(brow)
@@ -1075,7 +1078,7 @@ class RiskBudget:
         """Make room for ``need`` queued starts (doubled when it grows)."""
         pq = np.empty((3, max(need, 2 * self._pq.shape[1])))
         pq[:, :self._n_pend] = self._pq[:, :self._n_pend]
-        self._pq, self._pq_rows = pq, tuple(pq)
+        self._pq, self._pq_rows = pq, tuple(memoryview(r) for r in pq)
 
     def lent(self, job: int, k: int) -> None:
         """Count a loan of ``job`` that had to fit window ``k``: on certainty or on prediction."""
