@@ -244,3 +244,71 @@ def test_an_overrun_or_a_300_s_old_refresh_ends_the_kept_answer_hand_values():
     assert rb.allowed(3799.0, [0]) == [[3, 3]]
     rb.resolve(3800.0)
     assert rb.allowed(3800.0, [0]) == [[2, 3]]
+
+
+def _bounds_then_allowed(rb: RiskBudget, allowed) -> list:
+    """bounds() of one pool at its default now (inf) marks every pool due and refreshes that
+    one; then fits of pool 0 come in and allowed() asks both pools again."""
+    u, asked = [0, 0], [0, 1]
+    out = [allowed(0.0, u, asked)]
+    rb.bounds(pools=[1])
+    rb.started(0.0, list(range(20)))
+    rb.resolve(100.0)
+    return out + [allowed(100.0, u, asked)]
+
+
+def _clock_back(rb: RiskBudget, allowed) -> list:
+    """The clock goes back: bounds() at 300 s and 400 s mark pool 0 due between allowed()
+    calls at 100 s."""
+    u = [0, 0]
+    rb.bounds(0.0)
+    rb.bounds(300.0, [1])
+    out = [allowed(100.0, u, [0])]
+    rb.started(100.0, list(range(20)))
+    rb.resolve(130.0)
+    rb.bounds(400.0, [1])
+    return out + [allowed(100.0, u, [0]), rb._due.tolist(), rb._bt.tolist()]
+
+
+def _skipped_then_back(rb: RiskBudget, allowed) -> list:
+    """A call skipped at 350 s, when pool 1 (not asked, last refreshed at 0) is 300 s old,
+    then one at 200 s that asks pool 1, whose fits came in at 130 s: pool 1 is due (the
+    skipped call would have marked it), refreshed, and lends more."""
+    u = [0, 0]
+    rb.bounds(0.0, [1])
+    out = [allowed(100.0, u, [0])]
+    rb.started(100.0, list(range(20)))
+    rb.resolve(130.0)
+    out.append(allowed(350.0, u, [0]))
+    return out + [allowed(200.0, u, [1]), rb._due.tolist(), rb._bt.tolist()]
+
+
+def test_answers_without_the_compiled_call_hold_after_bounds_and_a_clock_going_back():
+    # allowed() skips the compiled call only where that call would give its last answer: a
+    # refresh by bounds() (here at now = inf, which marks every pool due) makes it call again,
+    # and the pools a skipped call would have marked due are marked by the next call, even an
+    # earlier one. The reference: a twin that makes the compiled call every time (review of
+    # session 37: both sequences differed before these rules)
+    def make(p: int = 0) -> RiskBudget:
+        rb = RiskBudget(W, 0.3, cold_n=0.0)
+        rb.reset(fake_trace([p] * 20 + [1 - p], [30.0] * 21, [3, 3]))  # 20 fits of pool p
+        rb.classify(np.arange(20), np.full((20, 2), 0.8), None)
+        return rb
+
+    def always(rb):
+        def call(now, u, pools):
+            rb._memo_ix = None  # (the compiled call every time)
+            return rb.allowed(now, u, pools)
+        return call
+
+    c = CERTAIN
+    by_hand = {  # (the fits widen the pool refreshed after them: 4 bins, then 5)
+        _bounds_then_allowed: [[[4, 4], [4, 4]], [[5, 5], [4, 4]]],
+        _clock_back: [[[4, 4], [c, c]], [[5, 5], [c, c]], [False, False], [100.0, 300.0]],
+        _skipped_then_back: [[[4, 4], [c, c]], [[4, 4], [c, c]], [[c, c], [5, 5]],
+                             [False, False], [100.0, 200.0]]}
+    for drive, p in ((_bounds_then_allowed, 0), (_clock_back, 0), (_skipped_then_back, 1)):
+        a, b = make(p), make(p)
+        got, want = drive(a, a.allowed), drive(b, always(b))
+        assert got == want == by_hand[drive], drive.__name__
+        assert a._ver.tolist() == b._ver.tolist()

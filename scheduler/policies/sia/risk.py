@@ -60,7 +60,9 @@ last answer's key are arrays, views of three buffers (floats, ints, flags: :func
 ``allowed`` (the refresh, the last answer kept while nothing it depends on moved, the scan)
 and ``resolve`` (the starts queued by ``started`` since the last one, then the outcomes) are
 one compiled call each (numba), which takes the buffers and their offsets and reads only the
-arrays it needs (:func:`_at`). The kernels make the float operations of the Python they
+arrays it needs (:func:`_at`); ``allowed`` makes none when that call would return its last
+answer (the same pools, version and cost, and no pool asked due). The kernels make the float
+operations of the Python they
 replaced, in its order, so every answer is the same (the Python stays in the tests as the
 reference). ``allowed`` reads a pool's
 bounds through the Beta cdf (scipy's ``betainc``, called from the kernels) and keeps a
@@ -335,10 +337,10 @@ def _resolve(now, fb, ib, bb, lay, ev, n, jobs, q, dur, pool, live, lam, glam, r
              pq, m):  # pragma: no cover - compiled
     """Queue the events of the ``m`` starts ``pq`` (:func:`_push_pending`), then take in the
     events up to ``now`` (see :meth:`RiskBudget.resolve`; ``jobs`` [2 K, jobs]: each job's bin
-    per window, then whether its fit was taken, live). A pool that overran becomes due for a
-    refresh; a window that warms moves the state's version. Returns (heap size, outcomes,
-    overruns, the weight index that had no power or -1). The Python loop's operations, in its
-    order: the same floats (``x ** i`` is the power of doubles; numpy summed from 0)."""
+    per window, then whether its fit was taken, live). An overrun makes its pool due (allowed()
+    then calls its kernel); a warming window moves the state's version. Returns (heap size,
+    outcomes, overruns, the weight index that had no power or -1). The Python loop's
+    operations, in its order: the same floats (``x ** i``: the power of doubles; numpy's sums)."""
     P, K = lay[3, 0], lay[3, 1]
     nm = _at(fb, lay, 0, _NM).reshape((2, P, K, NEVER + 1))
     g3 = _at(fb, lay, 0, _G3).reshape((3, K, NEVER + 1))
@@ -882,7 +884,11 @@ class RiskBudget:
         # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
         # cost and pools of allowed()'s last answer (-1: none)
         st["ver"][1] = -1
+        # allowed()'s answer without the compiled call (see allowed): the version and the
+        # memo's (cost, earliest last refresh of the pools asked) as arrays, the pools array of
+        # the last call, and the latest time of the calls skipped since (-inf: none)
         self._ver, self._memo_c, self._memo_ix = st["ver"], st["memo_c"], None
+        self._skipped_at, self._no_pools = -math.inf, np.zeros(0, dtype=np.int64)
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
@@ -1167,9 +1173,21 @@ class RiskBudget:
         snapshot of a pool whose outcomes and prior did not change since its last one."""
         if now - self._prior_time >= 300.0:
             self._update_prior(now)
+        self._mark_skipped(now)
         _refresh_pools(now, self._all_pools if pools is None else
                        np.asarray(pools, dtype=np.int64), self.decay, self._fb, self._ib,
                        self._bb, self._lay)
+        self._memo_c[1] = -math.inf  # (it may have marked a pool allowed() asked: call again)
+
+    def _mark_skipped(self, now: float) -> None:
+        """Mark the pools that the compiled calls :meth:`allowed` skipped since the last one
+        would have marked due (300 s old at the latest skipped time), when ``now`` is earlier:
+        a later call marks them itself (the clock may go back: the same due pools as calling
+        :func:`_allowed_call` every time)."""
+        if now < self._skipped_at:
+            _refresh_pools(self._skipped_at, self._no_pools, self.decay, self._fb, self._ib,
+                           self._bb, self._lay)
+        self._skipped_at = -math.inf
 
     def _update_prior(self, now: float) -> None:
         """Take the prior (each bin's rate over all pools) anew from the global counts at
@@ -1279,7 +1297,12 @@ class RiskBudget:
         bins whose bound passes, read through the Beta cdf and, only where that cannot decide,
         the exact quantile; a row is kept while nothing it depends on moved, or while its
         certificate holds. A call whose state version, cost and pools are the last call's gets
-        the last answer (rows are never written after)."""
+        the last answer (rows are never written after). Such a call needs no compiled call at
+        all when no pool asked is due: none overran since (an overrun, or a refresh by
+        :meth:`bounds`, clears the earliest last refresh the kernel keeps) and none was last
+        refreshed 300 s ago; the pools not asked that it would have marked due are marked by
+        the next compiled call (:meth:`_mark_skipped`), so every answer and the state are
+        those of calling it every time, in any time order."""
         P, K = len(self._seen), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
@@ -1298,7 +1321,9 @@ class RiskBudget:
             self._ix_list = list(pools)
         memo_c, ver = self._memo_c, self._ver
         if (ix is self._memo_ix and ver[0] == ver[1] and memo_c[0] == c
-                and now - memo_c[1] < 300.0):  # _allowed_call would change nothing: -1
+                and now - memo_c[1] < 300.0):  # no pool asked is due: _allowed_call's -1
+            if now > self._skipped_at:  # (the pools not asked it would have marked due)
+                self._skipped_at = now
             return self._allowed
         memo = self._within_t
         t = memo.get(c)
@@ -1307,6 +1332,7 @@ class RiskBudget:
                 memo.clear()
             t = memo[c] = largest_within(self.risk, c)
         self._memo_ix = ix
+        self._mark_skipped(now)
         n = _allowed_call(now, ix, c, t, *self._call_args, self._certify)
         if n < 0:  # nothing it depends on changed since the last call
             return self._allowed
