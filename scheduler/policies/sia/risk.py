@@ -1301,8 +1301,8 @@ class RiskBudget:
         all when no pool asked is due: none overran since (an overrun, or a refresh by
         :meth:`bounds`, clears the earliest last refresh the kernel keeps) and none was last
         refreshed 300 s ago; the pools not asked that it would have marked due are marked by
-        the next compiled call (:meth:`_mark_skipped`), so every answer and the state are
-        those of calling it every time, in any time order."""
+        the next compiled call, before anything reads them (:meth:`_mark_skipped`), so every
+        answer is that of calling it every time, in any time order."""
         P, K = len(self._seen), len(self.windows_s)
         if self.risk <= 0.0 or (pools is not None and not pools):
             return [[CERTAIN] * K for _ in range(P)]
