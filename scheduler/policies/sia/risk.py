@@ -62,11 +62,10 @@ and ``resolve`` (the starts queued by ``started`` since the last one, then the o
 one compiled call each (numba), which takes the buffers and their offsets and reads only the
 arrays it needs (:func:`_at`); ``allowed`` makes none when that call would return its last
 answer (the same pools, version and cost, and no pool asked due). The kernels make the float
-operations of the Python they
-replaced, in its order, so every answer is the same (the Python stays in the tests as the
-reference). ``allowed`` reads a pool's
-bounds through the Beta cdf (scipy's ``betainc``, called from the kernels) and keeps a
-window's row while a certificate proves it unchanged (:func:`_window_certificate`).
+operations of the Python they replaced, in its order, so every answer is the same (the Python
+stays in the tests as the reference). ``allowed`` reads a pool's bounds through the Beta cdf
+(scipy's ``betainc``, called from the kernels) and keeps a window's row while a certificate
+proves it unchanged (:func:`_window_certificate`).
 """
 
 from __future__ import annotations
@@ -881,12 +880,11 @@ class RiskBudget:
         # (_allowed_call's arguments that never change between resets)
         self._call_args = (self.risk, self.level, self.prior_n, self.decay, self._fb, self._ib,
                            self._bb, self._lay)
-        # the state's version, bumped whenever a snapshot or a warmth changes, and the version,
-        # cost and pools of allowed()'s last answer (-1: none)
+        # the state's version, bumped whenever a snapshot or a warmth changes, and that of
+        # allowed()'s last answer (-1: none); the memo (its cost, the earliest last refresh of
+        # the pools asked), the pools array of the last compiled call, and the latest time of
+        # the calls skipped since (-inf: none): allowed()'s answer without the call
         st["ver"][1] = -1
-        # allowed()'s answer without the compiled call (see allowed): the version and the
-        # memo's (cost, earliest last refresh of the pools asked) as arrays, the pools array of
-        # the last call, and the latest time of the calls skipped since (-inf: none)
         self._ver, self._memo_c, self._memo_ix = st["ver"], st["memo_c"], None
         self._skipped_at, self._no_pools = -math.inf, np.zeros(0, dtype=np.int64)
         self._allowed: list[list[int]] = []
