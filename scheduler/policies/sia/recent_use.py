@@ -82,9 +82,10 @@ def heap_pop(he, hp, hg, n):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _sort_starts(st_t, st_p, st_g, n):  # pragma: no cover - compiled
-    """Sort the first ``n`` starts by (time, pool, GPUs), as Python sorts the tuples (an
-    insertion sort: the starts come in time order, or nearly)."""
+def _sort_starts(st, n):  # pragma: no cover - compiled
+    """Sort the first ``n`` starts (columns of ``st``: time, pool, GPUs) by (time, pool, GPUs),
+    as Python sorts the tuples (an insertion sort: the starts come in time order, or nearly)."""
+    st_t, st_p, st_g = st[0], st[1], st[2]
     for i in range(1, n):
         t, p, g = st_t[i], st_p[i], st_g[i]
         j = i - 1
@@ -96,27 +97,29 @@ def _sort_starts(st_t, st_p, st_g, n):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
-           back):  # pragma: no cover - compiled
-    """Add the starts recorded since the last query (``new``: rows of time, pool, GPUs, end)
-    to the starts and their ends to the heap, sort the starts, take in the starts and the
-    heap's ends up to ``now`` at the front and the passed events up to ``lo`` at the back;
-    keep the starts not taken first. Returns (starts left, heap size, passed head, passed
-    count)."""
-    for r in range(new.shape[0]):
-        p = np.int64(new[r, 1])
-        st_t[n_st], st_p[n_st], st_g[n_st] = new[r, 0], p, new[r, 2]
+def _sweep(now, lo, new, m, st, n_st, h, hn, ps, ph, pn, fb):  # pragma: no cover - compiled
+    """Add the ``m`` starts recorded since the last query (``new``: rows of time, pool, GPUs,
+    end) to the starts ``st`` and their ends to the heap ``h`` (rows: end, pool, -GPUs), sort
+    the starts, take in the starts and the heap's ends up to ``now`` at the front (``fb[0]``)
+    and the passed events ``ps`` up to ``lo`` at the back (``fb[1]``); keep the starts not
+    taken first. A pool is kept as the float it equals. Returns (starts left, heap size,
+    passed head, passed count)."""
+    st_t, st_p, st_g = st[0], st[1], st[2]
+    he, hp, hg = h[0], h[1], h[2]
+    pt, pp, pg = ps[0], ps[1], ps[2]
+    for r in range(m):
+        st_t[n_st], st_p[n_st], st_g[n_st] = new[r, 0], new[r, 1], new[r, 2]
         n_st += 1
-        hn = heap_push(he, hp, hg, hn, new[r, 3], p, -new[r, 2])
-    _sort_starts(st_t, st_p, st_g, n_st)
-    a, s, last = front[0], front[1], front[2]
+        hn = heap_push(he, hp, hg, hn, new[r, 3], new[r, 1], -new[r, 2])
+    _sort_starts(st, n_st)
+    a, s, last = fb[0, 0], fb[0, 1], fb[0, 2]
     i = 0
     while True:  # the starts and ends up to now, merged in time order
         if i < n_st and st_t[i] <= now and not (hn > 0 and he[0] < st_t[i]):
-            t, p, g = st_t[i], st_p[i], st_g[i]
+            t, p, g = st_t[i], np.int64(st_p[i]), st_g[i]
             i += 1
         elif hn > 0 and he[0] <= now:
-            t, p, g = he[0], hp[0], hg[0]
+            t, p, g = he[0], np.int64(hp[0]), hg[0]
             hn = heap_pop(he, hp, hg, hn)
         else:
             break
@@ -125,9 +128,9 @@ def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph,
         last[p] = t
         pt[pn], pp[pn], pg[pn] = t, p, g
         pn += 1
-    ab, sb, lastb = back[0], back[1], back[2]
+    ab, sb, lastb = fb[1, 0], fb[1, 1], fb[1, 2]
     while ph < pn and pt[ph] <= lo:
-        t, p, g = pt[ph], pp[ph], pg[ph]
+        t, p, g = pt[ph], np.int64(pp[ph]), pg[ph]
         ph += 1
         ab[p] += sb[p] * (t - lastb[p])
         sb[p] += g
@@ -138,34 +141,32 @@ def _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph,
 
 
 @numba.njit(cache=True, nogil=True)
-def _used(now, lo, front, back, quota, span, out):  # pragma: no cover - compiled
-    """``out[p]``: the GPU-seconds of pool ``p`` in ``[lo, now]`` over ``quota[p] * span``."""
+def _used(now, lo, fb, quota, span, out):  # pragma: no cover - compiled
+    """``out[p]``: the GPU-seconds of pool ``p`` in ``[lo, now]`` over ``quota[p] * span``
+    (``fb``: the front's and the back's A, slope and last time per pool)."""
     for p in range(out.size):
-        out[p] = (((front[0, p] + front[1, p] * (now - front[2, p]))
-                   - (back[0, p] + back[1, p] * (lo - back[2, p]))) / (quota[p] * span))
+        out[p] = (((fb[0, 0, p] + fb[0, 1, p] * (now - fb[0, 2, p]))
+                   - (fb[1, 0, p] + fb[1, 1, p] * (lo - fb[1, 2, p]))) / (quota[p] * span))
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_used(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
-                back, quota, span, out):  # pragma: no cover - compiled
-    """:func:`_sweep`, then :func:`_used` into ``out``, in one call; returns :func:`_sweep`'s."""
-    r = _sweep(now, lo, new, st_t, st_p, st_g, n_st, he, hp, hg, hn, pt, pp, pg, ph, pn, front,
-               back)
-    _used(now, lo, front, back, quota, span, out)
+def _sweep_used(now, lo, new, m, st, n_st, h, hn, ps, ph, pn, fb, quota, span, out
+                ):  # pragma: no cover - compiled
+    """:func:`_sweep`, then :func:`_used` into ``out``, in one call; returns :func:`_sweep`'s.
+    (Few arguments, each an array of rows: a call's cost grows with its arrays.)"""
+    r = _sweep(now, lo, new, m, st, n_st, h, hn, ps, ph, pn, fb)
+    _used(now, lo, fb, quota, span, out)
     return r
 
 
-def _grown(arrays: tuple[np.ndarray, ...], need: int) -> tuple[np.ndarray, ...]:
-    """``arrays`` (of one size) with room for ``need`` entries (at least doubled when they
-    grow)."""
-    if need <= arrays[0].size:
-        return arrays
-    out = []
-    for a in arrays:
-        b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
-        b[:a.size] = a
-        out.append(b)
-    return tuple(out)
+def _grown(a: np.ndarray, need: int) -> np.ndarray:
+    """``a`` (rows of entries) with room for ``need`` entries (at least doubled when it
+    grows)."""
+    if need <= a.shape[1]:
+        return a
+    b = np.empty((a.shape[0], max(need, 2 * a.shape[1])), dtype=a.dtype)
+    b[:, :a.shape[1]] = a
+    return b
 
 
 class RecentUse:
@@ -177,16 +178,14 @@ class RecentUse:
         # the starts since the last query, rows (time, pool, GPUs, end), and how many
         self._new, self._m = np.empty((64, 4)), 0
         self._new_flat = memoryview(self._new.reshape(-1))  # (its items, written one by one)
-        # starts not yet taken in, the heap of the running jobs' ends, and the events taken in
-        # by the front not yet by the back (from index _ph to _pn), as arrays
-        self._st_t, self._st_p, self._st_g = np.empty(64), np.empty(64, np.int64), np.empty(64)
-        self._n_st = 0
-        self._he, self._hp, self._hg = np.empty(64), np.empty(64, np.int64), np.empty(64)
-        self._hn = 0
-        self._pt, self._pp, self._pg = np.empty(64), np.empty(64, np.int64), np.empty(64)
-        self._ph = self._pn = 0
-        # per pool: A at last, slope, last time; at the front and at the back
-        self._front, self._back = np.zeros((3, P)), np.zeros((3, P))
+        # starts not yet taken in (rows: time, pool, GPUs), the heap of the running jobs' ends
+        # (end, pool, -GPUs), and the events taken in by the front not yet by the back (time,
+        # pool, GPUs; from index _ph to _pn), as arrays of rows (a pool as the float it equals)
+        self._st, self._n_st = np.empty((3, 64)), 0
+        self._h, self._hn = np.empty((3, 64)), 0
+        self._ps, self._ph, self._pn = np.empty((3, 64)), 0, 0
+        # per pool: A at last, slope, last time; at the front [0] and at the back [1]
+        self._fb = np.zeros((2, 3, P))
         self._out = np.empty(P)
         self._ones = np.ones(P)  # used(): per_quota over a quota of 1 and a span of 1 (exact)
         self._now = -math.inf  # the last query's now
@@ -224,23 +223,19 @@ class RecentUse:
         m = self._m
         if m:
             self._m = 0  # (the sweep takes the rows in before the next start writes over them)
-            if self._hn + m > self._he.size:
-                self._he, self._hp, self._hg = _grown((self._he, self._hp, self._hg),
-                                                      self._hn + m)
-            if self._n_st + m > self._st_t.size:
-                self._st_t, self._st_p, self._st_g = _grown(
-                    (self._st_t, self._st_p, self._st_g), self._n_st + m)
-        if self._ph > 4096 and 2 * self._ph > self._pn:  # drop the events both sides passed
-            k = self._pn - self._ph
-            for a in (self._pt, self._pp, self._pg):
-                a[:k] = a[self._ph:self._pn]
-            self._ph, self._pn = 0, k
+            if self._hn + m > self._h.shape[1]:
+                self._h = _grown(self._h, self._hn + m)
+            if self._n_st + m > self._st.shape[1]:
+                self._st = _grown(self._st, self._n_st + m)
+        ps, ph, pn = self._ps, self._ph, self._pn
+        if ph > 4096 and 2 * ph > pn:  # drop the events both sides passed
+            ps[:, :pn - ph] = ps[:, ph:pn]  # (numpy copies first where the two overlap)
+            self._ph, self._pn = 0, pn - ph
         need = self._pn + self._n_st + self._hn + 2 * m
-        if need > self._pt.size:
-            self._pt, self._pp, self._pg = _grown((self._pt, self._pp, self._pg), need)
+        if need > ps.shape[1]:
+            self._ps = _grown(ps, need)
         self._n_st, self._hn, self._ph, self._pn = _sweep_used(
-            now, lo, self._new[:m], self._st_t, self._st_p, self._st_g, self._n_st, self._he,
-            self._hp, self._hg, self._hn, self._pt, self._pp, self._pg, self._ph, self._pn,
-            self._front, self._back, quota, span, self._out)
+            now, lo, self._new, m, self._st, self._n_st, self._h, self._hn, self._ps, self._ph,
+            self._pn, self._fb, quota, span, self._out)
         self._now = now
         return self._out
