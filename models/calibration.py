@@ -77,6 +77,7 @@ from sia.data.errors import ConfigError
 from sia.models.rings import (
     FlagBank,
     RingBank,
+    append_arrivals,
     fill_rows,
     fold_record,
     label_rows,
@@ -193,10 +194,8 @@ class _Timeline:
     :func:`~sia.models.rings.fill_rows`."""
 
     def __init__(self, n_pools: int, origin: float):
-        self.sub: list[float] = []
-        self.pool: list[int] = []
-        self.gpus: list[float] = []
-        # the same arrivals as arrays (the first len(sub) entries), for the compiled loops
+        # the arrivals (the first ``n`` entries): submission, pool, GPUs (as the float it equals)
+        self.n = 0
         self.sub_np = np.empty(1024)
         self.pool_np = np.empty(1024, dtype=np.int64)
         self.gpus_np = np.empty(1024)
@@ -211,27 +210,38 @@ class _Timeline:
 
     def add(self, sub: list[float], pool: list[int], gpus: list[float]) -> bool:
         """Append a batch of arrivals (in arrival order); return whether all came in order."""
-        if not sub:
+        return self.add_from(np.asarray(sub, dtype=np.float64), np.asarray(pool, dtype=np.int64),
+                             np.asarray(gpus, dtype=np.float64), 0, len(sub))
+
+    def add_from(self, sub: np.ndarray, pool: np.ndarray, gpus: np.ndarray, lo: int, hi: int
+                 ) -> bool:
+        """Append arrivals ``lo .. hi - 1`` of the columns ``sub``, ``pool`` and ``gpus`` (a
+        trace's, in arrival order), copied by one compiled call (:func:`append_arrivals`);
+        return whether all came in order."""
+        n, m = self.n, hi - lo
+        if m <= 0:
             return self.sorted
-        if self.sorted:
-            if (self.sub and sub[0] < self.sub[-1]) or any(
-                    b < a for a, b in zip(sub, sub[1:], strict=False)):
-                self.sorted = False
-            elif self.n_rows and sub[0] <= self.origin + (self.n_rows - 1) * GRID_S:
-                self._rewind(sub[0])
-        n, m = len(self.sub), len(sub)
         if n + m > self.pool_np.size:
             size = 2 * (n + m)
             self.sub_np, self.pool_np, self.gpus_np = (
                 np.resize(self.sub_np, size), np.resize(self.pool_np, size),
                 np.resize(self.gpus_np, size))
-        self.sub_np[n:n + m] = sub
-        self.pool_np[n:n + m] = pool
-        self.gpus_np[n:n + m] = gpus
-        self.sub.extend(sub)
-        self.pool.extend(pool)
-        self.gpus.extend(gpus)
+        in_order = append_arrivals(sub, pool, gpus, lo, hi, self.sub_np, self.pool_np,
+                                   self.gpus_np, n)
+        if self.sorted:  # (what follows reads only the first n arrivals: those before)
+            first = float(self.sub_np[n])
+            if (n and first < self.sub_np[n - 1]) or not in_order:
+                self.sorted = False
+            elif self.n_rows and first <= self.origin + (self.n_rows - 1) * GRID_S:
+                self._rewind(first)
+        self.n = n + m
         return self.sorted
+
+    def columns(self, lo: int = 0) -> tuple[list[float], list[int], list[float]]:
+        """The arrivals from ``lo`` on as Python lists: submissions, pools, GPUs."""
+        n = self.n
+        return (self.sub_np[lo:n].tolist(), self.pool_np[lo:n].tolist(),
+                self.gpus_np[lo:n].tolist())
 
     def _rewind(self, s: float) -> None:
         """Drop the built rows at grid times >= ``s`` (an arrival submitted then came late)."""
@@ -242,13 +252,14 @@ class _Timeline:
         if n > self.base:
             x = self.origin + (n - 1) * GRID_S
             self.running = self.rows[n - 1 - self.base].copy()
-            self.ptr = bisect_right(self.sub, x)
+            self.ptr = int(np.searchsorted(self.sub_np[:self.n], x, side="right"))
             return
         self.base = n  # before the rows kept: count again from the first arrival, in order
         running, g = [0.0] * self.n_pools, 0
         x = self.origin + (n - 1) * GRID_S
-        while n and g < len(self.sub) and self.sub[g] <= x:
-            running[self.pool[g]] += self.gpus[g]
+        sub, pool, gpus = self.columns()
+        while n and g < len(sub) and sub[g] <= x:
+            running[pool[g]] += gpus[g]
             g += 1
         self.running, self.ptr = np.array(running), g
 
@@ -272,14 +283,14 @@ class _Timeline:
         # the same sums, in the same order, as _Arrivals
         self.ptr = fill_rows(self.rows, self.n_rows - self.base, self.n_rows, j_hi, self.origin,
                              GRID_S, self.sub_np, self.pool_np, self.gpus_np, self.ptr,
-                             len(self.sub), self.running)
+                             self.n, self.running)
         self.n_rows = j_hi + 1
 
     def pools_in(self, lo: float, hi: float) -> list[int]:
         """Return the pools with an arrival submitted in ``(lo, hi]``."""
-        a, b = bisect_right(self.sub, lo), bisect_right(self.sub, hi)
+        a, b = np.searchsorted(self.sub_np[:self.n], (lo, hi), side="right").tolist()
         if b - a <= 16:
-            return list(set(self.pool[a:b]))
+            return list(set(self.pool_np[a:b].tolist()))
         mark = np.zeros(self.n_pools, dtype=bool)
         mark[self.pool_np[a:b]] = True
         return np.flatnonzero(mark).tolist()
@@ -417,10 +428,16 @@ class PoolCalibration:
     def _add(self, sub: list[float], pool: list[int], gpus: list[float]) -> None:
         """Add a batch of arrivals, in arrival order, to the timeline (and :class:`_Arrivals`
         when a window or the arrivals' order needs it)."""
-        if not self._tl.add(sub, pool, gpus) and self._arr is None:
+        self._added(self._tl.add(sub, pool, gpus), self._tl.n - len(sub))
+
+    def _added(self, in_order: bool, lo: int) -> None:
+        """After the timeline took in arrivals ``lo`` on (``in_order``: all so far in
+        submission order), add them to :class:`_Arrivals` when it is kept, or start keeping it
+        when the order broke."""
+        if not in_order and self._arr is None:
             self.per_pool_searches()  # out of order: searches per pool from now on
         elif self._arr is not None:
-            for t, p, g in zip(sub, pool, gpus, strict=True):
+            for t, p, g in zip(*self._tl.columns(lo), strict=True):
                 self._arr.add(p, t, g)
 
     def per_pool_searches(self) -> None:
@@ -431,19 +448,18 @@ class PoolCalibration:
         tl.sorted = False
         if self._arr is None:
             self._arr = _Arrivals(self.n_pools)
-            for t, p, g in zip(tl.sub, tl.pool, tl.gpus, strict=True):
+            for t, p, g in zip(*tl.columns(), strict=True):
                 self._arr.add(p, t, g)
 
     def _absorb(self, view: Any) -> float:
         """Add the replay's arrivals up to now; return now (s)."""
         hi = int(view.n_arrived)
         if hi > self._seen:
-            trace, lo = view.trace, self._seen
-            # Python floats and ints: a pool's sums are the same floats as _Arrivals' (an int
-            # GPU count is added as the float it equals)
-            self._add(np.asarray(trace.submit[lo:hi], dtype=np.float64).tolist(),
-                      np.asarray(trace.pool[lo:hi]).tolist(),
-                      np.asarray(trace.num_gpus[lo:hi]).tolist())
+            trace, lo, tl = view.trace, self._seen, self._tl
+            # (an int GPU count is added as the float it equals: a pool's sums are the same
+            # floats as _Arrivals')
+            n = tl.n
+            self._added(tl.add_from(trace.submit, trace.pool, trace.num_gpus, lo, hi), n)
             self._seen = hi
         now = float(view.now)
         if now > self._last_now:

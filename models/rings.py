@@ -139,6 +139,24 @@ def label_rows(rows, ja, jb, probs, vals, srt, head, cnt, ring0, stride, thr, co
 
 
 @numba.njit(cache=True, nogil=True)
+def append_arrivals(src_sub, src_pool, src_gpus, lo, hi, sub, pool, gpus, n
+                    ):  # pragma: no cover - compiled
+    """Copy arrivals ``lo .. hi - 1`` of the source columns to ``sub``, ``pool`` and ``gpus``
+    (float64, int64, float64) from index ``n`` on (room made); return whether they are in
+    submission order among themselves (a NaN compares as in order, as Python's ``<``)."""
+    in_order = True
+    for i in range(lo, hi):
+        t = np.float64(src_sub[i])
+        if i > lo and t < sub[n - 1]:
+            in_order = False
+        sub[n] = t
+        pool[n] = src_pool[i]
+        gpus[n] = src_gpus[i]
+        n += 1
+    return in_order
+
+
+@numba.njit(cache=True, nogil=True)
 def fill_rows(rows, at, j_lo, j_hi, origin, step, sub, pool, gpus, ptr, n_sub,
               running):  # pragma: no cover - compiled
     """Write the grid rows ``j_lo .. j_hi`` (at ``rows[at]`` on): per row the cumulative GPUs
