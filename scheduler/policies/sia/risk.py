@@ -210,24 +210,26 @@ def _layout(P: int, K: int, R: int) -> tuple[tuple[tuple[str, tuple[int, ...]], 
     floats = (("nm", (2, P, K, B1)), ("snap_nm", (2, P, K, B1)), ("snap_f", (P, K)),
               ("snap_ab", (P, 3, K, B)), ("row_c", (P,)), ("cert", (P, K, 3 + B)),
               ("g3", (3, K, B1)), ("prior", (3, K, B)), ("wpow", (R,)), ("gwpow", (R,)),
-              ("w", (K,)), ("bt", (P,)), ("memo_c", (2,)))
+              ("w", (K,)), ("bt", (P,)), ("memo_c", (2,)), ("gpos", (R,)), ("prior_f", (K,)),
+              ("edges", (B,)))
     ints = (("t", (P, K)), ("seen", (P, K)), ("gseen", (K,)), ("gt", (K,)), ("pool_ver", (P,)),
             ("row_ver", (P,)), ("rows", (P, K)), ("cert_i", (P, K, 2)), ("snap_ver", (P, K)),
             ("changed", (P,)), ("snap_seen", (P, K)), ("snap_pver", (P, K)),
-            ("prior_ver", (K,)), ("ver", (2,)), ("memo_pools", (P + 1,)))
-    flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)))
+            ("prior_ver", (K,)), ("ver", (2,)), ("memo_pools", (P + 1,)), ("prior_seen", (K,)))
+    flags = (("warm", (P, K)), ("snapped", (P,)), ("due", (P,)), ("prior_moved", (K,)))
     return floats, ints, flags
 
 
 #: Each named array's place in its buffer (:func:`_layout`), for :func:`_at`.
 _PLACE = {name: x for part in _layout(1, 1, 1) for x, (name, _) in enumerate(part)}
 (_NM, _SNAP_NM, _SNAP_F, _SNAP_AB, _ROW_C, _CERT, _G3, _PRIOR, _WPOW, _GWPOW, _W, _BT, _MEMO_C,
- _T, _SEEN, _GSEEN, _GT, _POOL_VER, _ROW_VER, _ROWS, _CERT_I, _SNAP_VER, _CHANGED, _SNAP_SEEN,
- _SNAP_PVER, _PRIOR_VER, _VER, _MEMO_POOLS, _WARM, _SNAPPED, _DUE) = (_PLACE[n] for n in (
+ _GPOS, _PRIOR_F, _EDGES_AT, _T, _SEEN, _GSEEN, _GT, _POOL_VER, _ROW_VER, _ROWS, _CERT_I,
+ _SNAP_VER, _CHANGED, _SNAP_SEEN, _SNAP_PVER, _PRIOR_VER, _VER, _MEMO_POOLS, _PRIOR_SEEN, _WARM,
+ _SNAPPED, _DUE, _PRIOR_MOVED) = (_PLACE[n] for n in (
     "nm", "snap_nm", "snap_f", "snap_ab", "row_c", "cert", "g3", "prior", "wpow", "gwpow", "w",
-    "bt", "memo_c", "t", "seen", "gseen", "gt", "pool_ver", "row_ver", "rows", "cert_i",
-    "snap_ver", "changed", "snap_seen", "snap_pver", "prior_ver", "ver", "memo_pools", "warm",
-    "snapped", "due"))
+    "bt", "memo_c", "gpos", "prior_f", "edges", "t", "seen", "gseen", "gt", "pool_ver",
+    "row_ver", "rows", "cert_i", "snap_ver", "changed", "snap_seen", "snap_pver", "prior_ver",
+    "ver", "memo_pools", "prior_seen", "warm", "snapped", "due", "prior_moved"))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -284,6 +286,17 @@ def _prior_update(gseen, pseen, ver, moved, gt, gpos, f, g3, n0, edges,
     for k in range(gt.size):
         f[k] = gpos[gt[k]]
     _prior_params(moved, f, g3, n0, edges, out)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _prior_update_at(n0, fb, ib, bb, lay):  # pragma: no cover - compiled
+    """:func:`_prior_update` on the budget's buffers (its arrays are theirs)."""
+    K = lay[3, 1]
+    _prior_update(_at(ib, lay, 1, _GSEEN), _at(ib, lay, 1, _PRIOR_SEEN),
+                  _at(ib, lay, 1, _PRIOR_VER), _at(bb, lay, 2, _PRIOR_MOVED), _at(ib, lay, 1, _GT),
+                  _at(fb, lay, 0, _GPOS), _at(fb, lay, 0, _PRIOR_F),
+                  _at(fb, lay, 0, _G3).reshape((3, K, NEVER + 1)), n0,
+                  _at(fb, lay, 0, _EDGES_AT), _at(fb, lay, 0, _PRIOR).reshape((3, K, NEVER - 1)))
 
 
 class _NegPowers:
@@ -725,14 +738,17 @@ def _allowed_rows(pools, c, t, risk, level, n0, certify, fb, ib, bb, lay
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _allowed_call(now, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certify
+def _allowed_call(now, pools, c, t, risk, level, n0, lam, fb, ib, bb, lay, certify, prior
                   ):  # pragma: no cover - compiled
-    """:meth:`RiskBudget.allowed`'s work in one call: refresh ``pools`` at ``now``
+    """:meth:`RiskBudget.allowed`'s work in one call: with ``prior``, update the prior first
+    (:func:`_prior_update_at`, :meth:`RiskBudget._update_prior`'s); refresh ``pools`` at ``now``
     (:func:`_refresh_pools`); then, unless the state's version, the cost ``c`` and ``pools``
     are those of the last call (return -1: its answer stands), bring their rows up to date
     (:func:`_allowed_rows`, whose count of changed rows it returns). Keeps ``memo_c`` = (c,
     the earliest last refresh of ``pools``), which :meth:`RiskBudget.allowed` reads to know,
     without a call, that none of them is due (an overrun sets the second to -inf)."""
+    if prior:
+        _prior_update_at(n0, fb, ib, bb, lay)
     _refresh_pools(now, pools, lam, fb, ib, bb, lay)
     memo_c, ver = _at(fb, lay, 0, _MEMO_C), _at(ib, lay, 1, _VER)
     bt, first = _at(fb, lay, 0, _BT), np.inf
@@ -890,8 +906,8 @@ class RiskBudget:
         self._allowed: list[list[int]] = []
         self._reset_snapshots(st, P, K)
         self._prior_ver = st["prior_ver"]  # bumped when a window's prior counts move
-        self._prior_seen = np.full(K, -1, dtype=np.int64)  # _gseen at the prior's last update
-        self._prior_moved, self._prior_f = np.zeros(K, dtype=np.bool_), np.zeros(K)  # (reused)
+        self._prior_seen = st["prior_seen"]  # _gseen at the prior's last update
+        self._prior_seen[:] = -1
         self._reset_events()
         # the pools due for a refresh: an overrun since their last one (resolve marks them) or
         # their last one (at bt) 300 s old; every pool at the start
@@ -952,6 +968,7 @@ class RiskBudget:
         self._lay = lay
         out["wpow"][:], out["gwpow"][:] = wpow, gwpow
         out["w"][:] = self.windows_s
+        out["gpos"][:], out["edges"][:] = self._gpos, _EDGES  # (the prior's update reads them)
         return out
 
     def _reset_snapshots(self, st: dict[str, np.ndarray], P: int, K: int) -> None:
@@ -1193,9 +1210,7 @@ class RiskBudget:
         update; the others keep theirs. Skipped when no outcome came at all (the same floats).
         A window's version moves with its prior. One compiled call (:func:`_prior_update`)."""
         self._prior_time = now
-        _prior_update(self._gseen, self._prior_seen, self._prior_ver, self._prior_moved,
-                      self._gt, self._gpos, self._prior_f, self._g3, self.prior_n, _EDGES,
-                      self._prior.arr)
+        _prior_update_at(self.prior_n, self._fb, self._ib, self._bb, self._lay)
 
     def _decayed(self, idx: np.ndarray, lo: int = 1, hi: int = NEVER
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -1296,7 +1311,8 @@ class RiskBudget:
         the exact quantile; a row is kept while nothing it depends on moved, or while its
         certificate holds. A call whose state version, cost and pools are the last call's gets
         the last answer (rows are never written after). Such a call needs no compiled call at
-        all when no pool asked is due: none overran since (an overrun, or a refresh by
+        all when the prior is not due (its update, every 300 s, is the compiled call's first
+        step) and no pool asked is due: none overran since (an overrun, or a refresh by
         :meth:`bounds`, clears the earliest last refresh the kernel keeps) and none was last
         refreshed 300 s ago; the pools not asked that it would have marked due are marked by
         the next compiled call, before anything reads them (:meth:`_mark_skipped`), so every
@@ -1308,8 +1324,9 @@ class RiskBudget:
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        if now - self._prior_time >= 300.0:
-            self._update_prior(now)
+        prior = now - self._prior_time >= 300.0  # (the compiled call updates it first)
+        if prior:
+            self._prior_time = now
         if pools is None:
             ix = self._all_pools
         elif pools == self._ix_list:  # (the policy asks the same pools call after call)
@@ -1318,7 +1335,7 @@ class RiskBudget:
             ix = self._ix = np.asarray(pools, dtype=np.int64)
             self._ix_list = list(pools)
         memo_c, ver = self._memo_c, self._ver
-        if (ix is self._memo_ix and ver[0] == ver[1] and memo_c[0] == c
+        if (not prior and ix is self._memo_ix and ver[0] == ver[1] and memo_c[0] == c
                 and now - memo_c[1] < 300.0):  # no pool asked is due: _allowed_call's -1
             if now > self._skipped_at:  # (the pools not asked it would have marked due)
                 self._skipped_at = now
@@ -1331,7 +1348,7 @@ class RiskBudget:
             t = memo[c] = largest_within(self.risk, c)
         self._memo_ix = ix
         self._mark_skipped(now)
-        n = _allowed_call(now, ix, c, t, *self._call_args, self._certify)
+        n = _allowed_call(now, ix, c, t, *self._call_args, self._certify, prior)
         if n < 0:  # nothing it depends on changed since the last call
             return self._allowed
         lists, rows = self._row_lists, self._rows
