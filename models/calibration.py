@@ -370,7 +370,14 @@ class PoolCalibration:
             rows = [r for r in rows if r[1] is not None]
             self._add([r[0] for r in rows], [r[1] for r in rows], [float(r[2]) for r in rows])
         self._seen = 0  # replay jobs added
-        self._next_t = np.full(K, t0)  # float64: the compiled loops move them
+        # the windows (s) and each one's next grid record (float64: the compiled loops move
+        # them); the windows' grid steps and next arrival record to resolve (_arrival_setup):
+        # two arrays of rows, as the compiled loops take them (each array costs a call)
+        self._wn = np.array([self.windows_s, [t0] * K], dtype=np.float64).reshape(2, K)
+        self._wins, self._next_t = self._wn
+        self._sd = np.zeros((2, K), dtype=np.int64)
+        self._sd[0] = self._steps
+        self._steps_np = self._sd[0]
         # the load scores and the positives' probabilities: ring p * K + k per pool and window
         self._sc = RingBank(P * K, self.memory)
         self._q = np.full((P, K), math.inf if cold_reserve(self.cold) else 0.0)
@@ -379,8 +386,6 @@ class PoolCalibration:
         # the rows' offsets each grid record reads (t + i w, i = -n_windows .. 1)
         self._offs = np.array([[m * i for i in range(-self.n_windows, 2)] for m in self._steps],
                               dtype=np.int64).reshape(K, self.n_windows + 2)
-        self._wins = np.array(self.windows_s, dtype=np.float64)
-        self._steps_np = np.array(self._steps, dtype=np.int64)
         self._grid = any(self._steps)  # some window on the grid: rows to read
         self._reach = max(self._steps, default=0)  # the most rows a window spans
         self._cold_q = math.inf if cold_reserve(self.cold) else 0.0  # "registered": sliding max
@@ -404,7 +409,8 @@ class PoolCalibration:
         self._rec_p = np.empty((256, K, P))
         self._rec_y = np.empty((256, K, P), dtype=bool)
         self._n_rec = 0
-        self._done = np.zeros(K, dtype=np.int64)
+        self._done = self._sd[1]
+        self._done[:] = 0
         self._pb = RingBank(P * K, self.memory)
         self._thr = np.zeros((P, K))
         self._cold = np.ones((P, K), dtype=bool)  # too few positives for a threshold
@@ -480,10 +486,9 @@ class PoolCalibration:
             if j >= tl.n_rows:
                 tl.fill(j)
             sc = self._sc
-            k0, new = score_windows(now, self._wins, self._steps_np, self._next_t, tl.rows,
+            k0, new = score_windows(now, self._wn, self._sd, tl.rows,
                                     tl.base, tl.n_rows, tl.origin, GRID_S, _KEEP_ROWS, self._offs,
-                                    sc.vals, sc.srt, sc.head, sc.cnt, self._q, self._rank_up,
-                                    self._cold_q)
+                                    sc.vs, sc.hc, self._q, self._rank_up, self._cold_q)
             self.stats["load_scores"] += new
             if k0 < 0:
                 return
@@ -537,8 +542,8 @@ class PoolCalibration:
         tl.fill(j0 + n - 1 + m)
         sc = self._sc
         self.stats["load_scores"] += score_rows(
-            tl.rows, j0 - tl.base, n, self._offs[k], sc.vals, sc.srt, sc.head, sc.cnt, k,
-            len(self.windows_s), self._q, k, self._rank_up, self._cold_q)
+            tl.rows, j0 - tl.base, n, self._offs[k], sc.vs, sc.hc, k, len(self.windows_s), self._q,
+            k, self._rank_up, self._cold_q)
 
     def _row(self, k: int) -> int:
         """The grid row of window ``k``'s next record (a huge index for a window scored
@@ -652,10 +657,10 @@ class PoolCalibration:
         pb, fl = self._pb, self._flags
         answer = 0 if proba is None else 2 if record else 1
         while True:
-            k, new = resolve_rows(now, self._wins, self._steps_np, grid, self._done, n,
+            k, new = resolve_rows(now, self._wn, self._sd, grid, n,
                                   self._rec_t, self._rec_p, self._rec_y, tl.rows, tl.base,
-                                  tl.n_rows, tl.origin, GRID_S, pb.vals, pb.srt, pb.head, pb.cnt,
-                                  self._thr, self._cold, self._rank_lo, fl.flags, fl.meta,
+                                  tl.n_rows, tl.origin, GRID_S, pb.vs, pb.hc, self._thr,
+                                  self._cold, self._rank_lo, fl.fm,
                                   self._thr if proba is None else proba,
                                   self._cold if yes is None else yes, answer)
             self.stats["arrival_resolved"] += new
@@ -667,7 +672,7 @@ class PoolCalibration:
         """Resolve window ``k``'s next record with :meth:`_label` and fold it."""
         i, K = int(self._done[k]), len(self.windows_s)
         label = self._label(k, float(self._rec_t[i]), self.windows_s[k], self._rec_p[i, k])
-        fold_record(self._rec_y[i, k], label, k, K, self._flags.flags, self._flags.meta)
+        fold_record(self._rec_y[i, k], label, k, K, self._flags.fm)
         self._done[k] = i + 1
         self.stats["arrival_resolved"] += 1
 
@@ -682,8 +687,8 @@ class PoolCalibration:
         j = round((t - tl.origin) / GRID_S) if m and tl.sorted else -1
         if j >= tl.base and tl.origin + j * GRID_S == t:
             tl.fill(j + m)
-            label_rows(tl.rows, j - tl.base, j + m - tl.base, probs, pb.vals, pb.srt, pb.head,
-                       pb.cnt, k, K, self._thr, self._cold, k, self._rank_lo, label)
+            label_rows(tl.rows, j - tl.base, j + m - tl.base, probs, pb.vs, pb.hc, k, K,
+                       self._thr, self._cold, k, self._rank_lo, label)
             return label
         label[:] = False
         pos = tl.pools_in(t, t + w) if tl.sorted else self._positives(t, t + w)

@@ -90,13 +90,15 @@ def _upper(srt, cnt, r, rank_up, cold):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def score_rows(rows, j0, n, offs, vals, srt, head, cnt, ring0, stride, q, k,
-               rank_up, cold):  # pragma: no cover - compiled
+def score_rows(rows, j0, n, offs, vs, hc, ring0, stride, q, k, rank_up,
+               cold):  # pragma: no cover - compiled
     """Score ``n`` grid records of window ``k`` from row ``j0`` on: ``offs`` are the rows'
     offsets of ``t + i w``, i = -nw .. 1. A pool scores where its cumulative GPUs grew over
     ``(t, t + w]``: the realized GPUs minus the largest of the nw windows before (the first
     largest, as Python's ``max``); its ring is ``ring0 + p * stride`` and ``q[p, k]`` its upper
-    bound after the push. Returns the number of scores."""
+    bound after the push (``vs``, ``hc``: the rings' :attr:`RingBank.vs`, :attr:`RingBank.hc`).
+    Returns the number of scores."""
+    vals, srt, head, cnt = vs[0], vs[1], hc[0], hc[1]
     n_pools = rows.shape[1]
     nw = offs.size - 2
     new = 0
@@ -120,12 +122,13 @@ def score_rows(rows, j0, n, offs, vals, srt, head, cnt, ring0, stride, q, k,
 
 
 @numba.njit(cache=True, nogil=True)
-def label_rows(rows, ja, jb, probs, vals, srt, head, cnt, ring0, stride, thr, cold, k,
-               rank_lo, label):  # pragma: no cover - compiled
+def label_rows(rows, ja, jb, probs, vs, hc, ring0, stride, thr, cold, k, rank_lo,
+               label):  # pragma: no cover - compiled
     """One arrival record of window ``k``: the pools whose cumulative GPUs grew between rows
     ``ja`` and ``jb`` saw an arrival (``label[p]``); each pushes its probability ``probs[p]``
     into its ring (``ring0 + p * stride``) and takes the ring's lower bound as its threshold
     ``thr[p, k]`` (0 and ``cold`` while too few)."""
+    vals, srt, head, cnt = vs[0], vs[1], hc[0], hc[1]
     for p in range(rows.shape[1]):
         if not rows[jb, p] > rows[ja, p]:
             label[p] = False
@@ -187,11 +190,13 @@ def _push_flag(flags, meta, r, v):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def fold_record(yes, label, ring0, stride, flags, meta):  # pragma: no cover - compiled
+def fold_record(yes, label, ring0, stride, fm):  # pragma: no cover - compiled
     """One resolved arrival record: per pool ``p`` (ring ``ring0 + p * stride``), a positive
     (``label[p]``) appends whether it was predicted (``yes[p]``) to the recall ring, and a
     "yes" appends whether it saw an arrival to the precision ring (the same ring plus
-    ``flags.shape[0] // 2``): the flags a deque of each would get, record after record."""
+    ``flags.shape[0] // 2``; ``fm``: the rings' :attr:`FlagBank.fm`): the flags a deque of
+    each would get, record after record."""
+    flags, meta = fm[:, 3:], fm[:, :3]
     half = flags.shape[0] // 2
     for p in range(label.size):
         r = ring0 + p * stride
@@ -214,18 +219,19 @@ def _answer(now, proba, thr, yes, record, n_rec, rec_t, rec_p, rec_y):  # pragma
 
 
 @numba.njit(cache=True, nogil=True)
-def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows, base, n_rows,
-                 origin, step, vals, srt, head, cnt, thr, cold, rank_lo, flags, meta, proba, yes,
+def resolve_rows(now, wn, sd, grid, n_rec, rec_t, rec_p, rec_y, rows, base, n_rows,
+                 origin, step, vs, hc, thr, cold, rank_lo, fm, proba, yes,
                  answer):  # pragma: no cover - compiled
     """Resolve, window by window, the arrival records (``rec_t[i]``, ``rec_p[i, k]``,
-    ``rec_y[i, k]``, i < ``n_rec``) whose window has passed by ``now``, from window ``k``'s
-    next one (``done[k]``) on: each is labelled from the grid's rows at ``t`` and ``t + w``
+    ``rec_y[i, k]``, i < ``n_rec``) whose window has passed by ``now`` (the windows
+    ``wins = wn[0]``), from window ``k``'s next one (``done[k]``; ``steps, done = sd``) on: each is labelled from the grid's rows at ``t`` and ``t + w``
     (:func:`label_rows`) and folded (:func:`fold_record`). A record that is not labelled so
     (``grid`` off, a window off the grid, a time off the grid or before the rows kept, rows
     not built) stops the loop: returns its window and the records resolved. Once all are
     resolved (returns -1), ``answer`` > 0 writes ``yes = proba >= thr`` (the thresholds just
     updated), and ``answer`` 2 also appends the record (``now``, ``proba``, ``yes``: their
     floats and flags, per window) at ``n_rec``."""
+    wins, steps, done = wn[0], sd[0], sd[1]
     P = rows.shape[1]
     K = wins.size
     label = np.empty(P, dtype=np.bool_)
@@ -242,9 +248,9 @@ def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows,
             if not (j >= base and origin + j * step == t and j + m < n_rows):
                 done[k] = i
                 return k, new
-            label_rows(rows, j - base, j + m - base, rec_p[i, k], vals, srt, head, cnt, k, K,
-                       thr, cold, k, rank_lo, label)
-            fold_record(rec_y[i, k], label, k, K, flags, meta)
+            label_rows(rows, j - base, j + m - base, rec_p[i, k], vs, hc, k, K, thr, cold, k,
+                       rank_lo, label)
+            fold_record(rec_y[i, k], label, k, K, fm)
             i += 1
             new += 1
         done[k] = i
@@ -254,13 +260,14 @@ def resolve_rows(now, wins, steps, grid, done, n_rec, rec_t, rec_p, rec_y, rows,
 
 
 @numba.njit(cache=True, nogil=True)
-def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, keep, offs, vals,
-                  srt, head, cnt, q, rank_up, cold):  # pragma: no cover - compiled
+def score_windows(now, wn, sd, rows, base, n_rows, origin, step, keep, offs, vs,
+                  hc, q, rank_up, cold):  # pragma: no cover - compiled
     """Score, window by window, the grid records whose window has passed by ``now``, from
     window ``k``'s next record time ``next_t[k]`` on (:func:`score_rows`; ``offs[k]`` the rows'
-    offsets), and move ``next_t[k]`` past them. A window that the rows cannot score (off the
+    offsets; ``wins, next_t = wn``, the grid steps ``sd[0]``), and move ``next_t[k]`` past them. A window that the rows cannot score (off the
     grid, rows not built, or more than ``keep`` rows kept: they are dropped first) stops the
     loop before it changes anything: returns that window (-1: all scored) and the scores."""
+    wins, next_t, steps = wn[0], wn[1], sd[0]
     new = 0
     for k in range(wins.size):
         t_end = now - wins[k]
@@ -275,20 +282,22 @@ def score_windows(now, wins, steps, next_t, rows, base, n_rows, origin, step, ke
         if m <= 0 or n_rows - base > keep or j0 + n - 1 + m >= n_rows:
             return k, new
         next_t[k] = nt + n * step
-        new += score_rows(rows, j0 - base, n, offs[k], vals, srt, head, cnt, k, wins.size, q, k,
-                          rank_up, cold)
+        new += score_rows(rows, j0 - base, n, offs[k], vs, hc, k, wins.size, q, k, rank_up,
+                          cold)
     return -1, new
 
 
 class FlagBank:
     """``n`` rings of at most ``size`` flags (0 or 1) each, with each ring's count of ones: the
-    precision and recall rings (see :func:`fold_record`). ``meta[r]`` = (head, count, ones)."""
+    precision and recall rings (see :func:`fold_record`). ``meta[r]`` = (head, count, ones).
+    Both are views of one array ``fm`` (``meta`` its first three columns, ``flags`` the
+    rest), which the compiled loops take (a compiled call's cost grows with its arrays)."""
 
-    __slots__ = ("flags", "meta")
+    __slots__ = ("flags", "fm", "meta")
 
     def __init__(self, n: int, size: int):
-        self.flags = np.zeros((n, int(size)), dtype=np.int64)
-        self.meta = np.zeros((n, 3), dtype=np.int64)
+        self.fm = np.zeros((n, 3 + int(size)), dtype=np.int64)
+        self.flags, self.meta = self.fm[:, 3:], self.fm[:, :3]
 
     def values(self, r: int) -> list[int]:
         """Ring ``r``'s flags, oldest first."""
@@ -297,16 +306,18 @@ class FlagBank:
 
 
 class RingBank:
-    """``n`` rings of at most ``size`` values each, each also kept sorted (see the module doc)."""
+    """``n`` rings of at most ``size`` values each, each also kept sorted (see the module doc).
+    ``vals`` and ``srt`` are views of one array ``vs``, ``head`` and ``cnt`` of ``hc``, which
+    the compiled loops take (a compiled call's cost grows with its arrays)."""
 
-    __slots__ = ("cnt", "head", "size", "srt", "vals")
+    __slots__ = ("cnt", "hc", "head", "size", "srt", "vals", "vs")
 
     def __init__(self, n: int, size: int):
         self.size = int(size)
-        self.vals = np.zeros((n, self.size))
-        self.srt = np.zeros((n, self.size))
-        self.head = np.zeros(n, dtype=np.int64)
-        self.cnt = np.zeros(n, dtype=np.int64)
+        self.vs = np.zeros((2, n, self.size))
+        self.vals, self.srt = self.vs[0], self.vs[1]
+        self.hc = np.zeros((2, n), dtype=np.int64)
+        self.head, self.cnt = self.hc[0], self.hc[1]
 
     def push(self, r: int, v: float) -> None:
         """Append ``v`` to ring ``r`` (dropping its oldest value when full)."""

@@ -96,8 +96,8 @@ def test_the_fused_arrival_loop_resolves_as_the_record_loop(monkeypatch, events,
     trace = cal_trace(events, _names)
     fused = _replay(trace, windows, nw, memory, alpha, steps, lag, False)
 
-    def one_by_one(now, wins, steps_, grid, *rest):  # no record labelled in the loop
-        return resolve_rows(now, wins, steps_, False, *rest)
+    def one_by_one(now, wn, sd, grid, *rest):  # no record labelled in the loop
+        return resolve_rows(now, wn, sd, False, *rest)
 
     with monkeypatch.context() as m:  # undone before the next example
         m.setattr(calibration, "resolve_rows", one_by_one)
@@ -128,7 +128,7 @@ def test_the_flag_rings_hold_what_the_deques_held(records, memory, fold_every):
     yes_ring = [deque(maxlen=memory) for _ in range(P)]
     pending = []
     for i, (y, lab) in enumerate(records):
-        fold_record(np.array(y), np.array(lab), k, K, bank.flags, bank.meta)
+        fold_record(np.array(y), np.array(lab), k, K, bank.fm)
         pending.append((np.array(y), np.array(lab)))
         if (i + 1) % fold_every == 0 or i == len(records) - 1:
             _old_fold(pending, hit, yes_ring)
