@@ -58,6 +58,27 @@ pairs, every table identical to the reference:
 Medians of pairs 7-10 10.39% -> 9.61%; of the final code's pairs 11-16 10.10% -> 9.72% (the
 pairs' differences -1.19 to +0.72 points, median -0.37): the bookkeeping adds about 10.8%.
 Not met.
+
+Measured 2026-12-01 (session 38, 100 Hz; main before the session, dcc321e, against its final
+code, f4001b0: the compiled calls take fewer arrays), six same-time pairs, every table
+identical to the reference:
+
+| pairs | before: share | after: share |
+|---|---|---|
+| 5-10 | 9.92%, 9.26%, 9.60%, 8.77%, 10.15%, 9.81% | 8.96%, 8.77%, 9.16%, 9.58%, 8.27%, 9.58% |
+
+Medians 9.71% -> 9.06% (the pairs' differences -1.88 to +0.81 points, median -0.47): the
+bookkeeping adds about 9.96% on that machine, at the line.
+
+Measured 2026-12-02 (session 40, 100 Hz, another machine), f4001b0 again: nine profiles of it
+(three pairs against a change, three pairs of f4001b0 against itself) give 9.24-10.71%,
+median 10.05%: the bookkeeping adds about 11.2% there. Not met. The pairs of the same code
+against itself differ by +0.81, +0.33 and -1.42 points, so a pair's difference of under a
+point or so is noise, and the machine moves the share by about a point. The change, tried and
+dropped: a due ``resolve`` run inside ``allowed``'s compiled call (one call for the two at
+about 96,000 decision instants); its three pairs gave 10.45%, 10.40% and 10.54% against
+10.05%, 10.71% and 9.61% for f4001b0: the call carrying ``resolve``'s arguments and the
+Python around it cost what the second dispatch had.
 """
 
 from __future__ import annotations
