@@ -78,7 +78,11 @@ point or so is noise, and the machine moves the share by about a point. The chan
 dropped: a due ``resolve`` run inside ``allowed``'s compiled call (one call for the two at
 about 96,000 decision instants); its three pairs gave 10.45%, 10.40% and 10.54% against
 10.05%, 10.71% and 9.61% for f4001b0: the call carrying ``resolve``'s arguments and the
-Python around it cost what the second dispatch had.
+Python around it cost what the second dispatch had. Also measured (a scratch change, never
+meant for main: it changes answers): every pool's refresh, the prior's and the loads' due
+together on one 300 s grid instead of each on its own cycle; three pairs gave 11.16%, 10.43%
+and 10.49% against f4001b0's 10.32%, 9.75% and 9.44% (``allowed`` 266-308 samples against
+216-244), so fewer, aligned refreshes do not pay either.
 """
 
 from __future__ import annotations
