@@ -462,6 +462,9 @@ class PoolCalibration:
         hi = int(view.n_arrived)
         if hi > self._seen:
             trace, lo, tl = view.trace, self._seen, self._tl
+            if hi > len(trace.submit):  # (the compiled copy reads the columns unchecked)
+                raise ValueError(f"the view's n_arrived ({hi}) exceeds the trace's "
+                                 f"{len(trace.submit)} jobs")
             # (an int GPU count is added as the float it equals: a pool's sums are the same
             # floats as _Arrivals')
             n = tl.n

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.models.calibration import GRID_S, PoolCalibration, _grid_count
@@ -145,3 +146,13 @@ def test_the_grid_count_is_numpys(start, span):
     t_end = start + span
     want = np.arange(start, t_end + 1e-9, GRID_S).size
     assert max(_grid_count(start, t_end), 0) == want
+
+
+def test_more_jobs_arrived_than_the_trace_holds_is_an_error_naming_both():
+    # the arrivals are copied by a compiled call that reads the trace's columns unchecked:
+    # a view claiming more arrivals than the trace has must stop, not read past the arrays
+    trace = _trace([(0.0, 0, 1), (100.0, 1, 2)])
+    cal = PoolCalibration((300.0,), alpha=0.2, memory=20)
+    cal.reset(trace.pool_names, 0.0)
+    with pytest.raises(ValueError, match=r"n_arrived \(3\) exceeds the trace's 2 jobs"):
+        cal.load_bound(CalView(trace, 200.0, 3), np.ones((trace.n_pools, 1)))

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sia.data.schema import make_pools, validate
@@ -312,3 +313,27 @@ def test_answers_without_the_compiled_call_hold_after_bounds_and_a_clock_going_b
         got, want = drive(a, a.allowed), drive(b, always(b))
         assert got == want == by_hand[drive], drive.__name__
         assert a._ver.tolist() == b._ver.tolist()
+
+
+def test_an_allowed_call_that_raises_leaves_the_prior_due_hand_values():
+    # a bad pools argument raises before the compiled call: the prior's update (due at 800 s,
+    # after two overruns) must not be marked done, so later answers are a twin's that never
+    # saw the bad call
+    def fed() -> RiskBudget:
+        rb = RiskBudget((300.0,), 1.0, cold_n=0.0)
+        rb.reset(fake_trace([0] * 8, [100.0] * 4 + [1000.0] * 2 + [100.0] * 2, [2]))
+        for jobs, t in (([0, 1, 2, 3], 0.0), ([4, 5, 6, 7], 400.0)):
+            if t:
+                rb.resolve(t)
+                rb.allowed(t, [1])  # the prior's first update, at 400 s
+            rb.classify(np.asarray(jobs), np.full((len(jobs), 1), 0.995), None)
+            rb.started(t, jobs)
+        rb.resolve(800.0)  # two overruns since
+        return rb
+
+    bad, twin = fed(), fed()
+    with pytest.raises(ValueError):
+        bad.allowed(800.0, [1], pools=["x"])
+    assert bad._g.tolist() == twin._g.tolist()
+    assert bad.bounds(900.0).tolist() == twin.bounds(900.0).tolist()
+    assert bad.allowed(900.0, [1]) == twin.allowed(900.0, [1])

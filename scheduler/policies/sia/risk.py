@@ -1324,9 +1324,8 @@ class RiskBudget:
         stats = self.stats
         stats["cost_sum"] += c
         stats["cost_n"] += 1
-        prior = now - self._prior_time >= 300.0  # (the compiled call updates it first)
-        if prior:
-            self._prior_time = now
+        prior = now - self._prior_time >= 300.0  # (the compiled call updates it first; its
+        # time is kept once that call ran: a call that raises before it leaves the prior due)
         if pools is None:
             ix = self._all_pools
         elif pools == self._ix_list:  # (the policy asks the same pools call after call)
@@ -1349,6 +1348,8 @@ class RiskBudget:
         self._memo_ix = ix
         self._mark_skipped(now)
         n = _allowed_call(now, ix, c, t, *self._call_args, self._certify, prior)
+        if prior:
+            self._prior_time = now
         if n < 0:  # nothing it depends on changed since the last call
             return self._allowed
         lists, rows = self._row_lists, self._rows
