@@ -156,3 +156,24 @@ def test_more_jobs_arrived_than_the_trace_holds_is_an_error_naming_both():
     cal.reset(trace.pool_names, 0.0)
     with pytest.raises(ValueError, match=r"n_arrived \(3\) exceeds the trace's 2 jobs"):
         cal.load_bound(CalView(trace, 200.0, 3), np.ones((trace.n_pools, 1)))
+
+
+def test_the_window_arrays_stay_views_of_the_arrays_the_compiled_loops_take(monkeypatch):
+    # the windows' times, steps and resolved counts, and the flags' rings and heads, are views
+    # of the one array each that the compiled loops read and write: after a long run (rows
+    # and records dropped along the way) each must still be that memory, not a copy
+    import sia.models.calibration as calibration
+
+    monkeypatch.setattr(calibration, "_KEEP_ROWS", 3)
+    trace = _trace([(50.0 * i, i % 3, 1 + i % 4) for i in range(2400)])
+    cal = PoolCalibration((300.0, 3600.0), alpha=0.2, memory=5)
+    cal.reset(trace.pool_names, 0.0)
+    _run(cal, trace, [(300.0, 0, 0.3)] * 400, 0.0, 0.0)  # (400 records: more than the 256
+    # the arrays first hold, so the resolved ones are dropped)
+    assert cal.stats["arrival_records"] > 256 and cal.stats["load_scores"] > 0
+    fl = cal._flags
+    for view, part in ((cal._wins, cal._wn[0]), (cal._next_t, cal._wn[1]),
+                       (cal._steps_np, cal._sd[0]), (cal._done, cal._sd[1]),
+                       (fl.flags, fl.fm[:, 3:]), (fl.meta, fl.fm[:, :3])):
+        assert (view.__array_interface__["data"][0] == part.__array_interface__["data"][0]
+                and view.shape == part.shape and view.strides == part.strides)
