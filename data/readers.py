@@ -782,7 +782,8 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     ``pool`` column. ``time_unit``: ``s`` or ``ms`` for numeric submission
     times and durations, ``datetime`` for date-time submissions (any ISO-like
     format polars can parse; durations then in seconds). The optional
-    ``time_limit`` column (a requested limit, empty for none) is a duration:
+    ``time_limit`` column (a requested limit, empty for none) and ``hold_time`` (the
+    seconds a job was held, known, before its submit time: empty for none) are durations:
     read in the durations' unit (ms with ``ms``, else seconds); ``state`` is
     text. Without a job id column, ids are the data row numbers
     (``<stem>-<row>`` for several files).
@@ -812,8 +813,10 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     # the day / month order the submissions settled)
     span = _generic_durations(bad, "datetime" if (time_unit, unit) == ("s", "datetime")
                               else time_unit, report, orders)
-    if time_unit == "ms" and "time_limit" in bad.df.columns:
-        _time_limit_from_ms(bad)
+    if time_unit == "ms":
+        for column in ("time_limit", "hold_time"):
+            if column in bad.df.columns:
+                _seconds_from_ms(bad, column)
     if len(files) > 1:
         report.notes.append(f"read {len(files)} files: {', '.join(f.name for f in files)}")
     jobs, report, origin = _finish(bad.df, source, on_bad_rows, report, unit)
@@ -822,19 +825,18 @@ def read_generic(path: Path | str, mapping: Mapping[str, str] | None = None, *,
     return jobs, report
 
 
-def _time_limit_from_ms(bad: BadRows) -> None:
-    """Turn ``bad.df``'s ``time_limit`` from milliseconds into seconds (a time limit is a
-    duration: it takes the durations' unit); empty cells stay empty (no limit), a cell that is
-    not a number is a bad row naming the column."""
-    col = bad.df["time_limit"]
+def _seconds_from_ms(bad: BadRows, column: str) -> None:
+    """Turn ``bad.df``'s ``column`` (``time_limit`` or ``hold_time``: durations, so they take
+    the durations' unit) from milliseconds into seconds; empty cells stay empty (none), a cell
+    that is not a number is a bad row naming the column."""
+    col = bad.df[column]
     if col.dtype == pl.String:
-        bad.df = bad.df.with_columns(pl.when(pl.col("time_limit").str.strip_chars() == "")
-                                     .then(None).otherwise(pl.col("time_limit"))
-                                     .alias("time_limit"))
+        bad.df = bad.df.with_columns(pl.when(pl.col(column).str.strip_chars() == "")
+                                     .then(None).otherwise(pl.col(column)).alias(column))
     elif col.dtype == pl.Null:
         return
-    _cast_numeric(bad, "time_limit", pl.Float64())
-    bad.df = bad.df.with_columns(pl.col("time_limit") / 1000.0)
+    _cast_numeric(bad, column, pl.Float64())
+    bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
 
 
 def _check_mapping(mapping: dict[str, str], pool_from: str | None) -> None:

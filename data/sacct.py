@@ -37,9 +37,11 @@ tolerated and ignored):
 * ``Eligible`` (optional): when Slurm could first schedule the job, later than ``Submit`` for
   a job held by a dependency, a ``--begin`` time or a hold. A started job arrives then (kept
   within [Submit, Start]; ``Unknown`` keeps Submit), so a chain of dependent jobs is replayed
-  one after another, not all at once; the report counts the jobs held. Without the field, or
+  one after another, not all at once; the report counts the jobs held. Its ``hold_time`` is
+  the seconds from ``Submit`` to that arrival: Slurm's queue held it all that time, so a
+  forecaster may count it as known work to come (0: not held). Without the field, or
   with ``arrival="submit"`` (``--arrival submit``: the field is ignored, and the report says
-  how many jobs it would have held), jobs arrive at ``Submit``.
+  how many jobs it would have held), jobs arrive at ``Submit`` and ``hold_time`` is empty.
 * ``ElapsedRaw`` (seconds), else ``Elapsed``, else ``End - Start``: the
   duration. ``TimelimitRaw`` (minutes), else ``Timelimit``: the time limit;
   ``UNLIMITED``, ``Partition_Limit`` and the raw sentinels 4294967295 /
@@ -126,6 +128,8 @@ _JOB_ID = re.compile(r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.\S+)?$")
 _DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d$")
 _GZIP_MAGIC = b"\x1f\x8b"
 _DATA = INTERNAL_PREFIX  # prefix of the reader's working columns
+#: Working column: a job's Submit when it arrives at Eligible (its ``hold_time`` is the gap).
+_SUBMITTED = f"{_DATA}submitted"
 _RAW_POOL = _DATA + "raw_pool"  # the pool field's cells as written
 _RAW_ID = _DATA + "raw_id"  # the job id field's cells as written
 
@@ -816,7 +820,8 @@ def _arrivals(bad: BadRows, cols: set[str], arrival: str = "eligible") -> None:
     if arrival == "submit":
         bad.report.notes.append(_ignored_eligible_note(held))
         return
-    bad.df = bad.df.with_columns(when.alias(f"{_DATA}Submit"))
+    # the submission stays known: the job was in Slurm's queue, held, from then on (hold_time)
+    bad.df = bad.df.with_columns(when.alias(f"{_DATA}Submit"), submit.alias(_SUBMITTED))
     later = held.filter(held > 0)
     if later.len():
         bad.report.notes.append(
@@ -860,7 +865,8 @@ def _fold_het_components(bad: BadRows, id_field: str) -> None:
         pl.col("num_gpus").sum().over(key).cast(bad.df["num_gpus"].dtype),
         pl.col("duration").max().over(key),
         pl.col("time_limit").max().over(key),
-        pl.col(f"{_DATA}Submit").min().over(key))
+        pl.col(f"{_DATA}Submit").min().over(key),
+        *([pl.col(_SUBMITTED).min().over(key)] if _SUBMITTED in bad.df.columns else []))
     later = leader.is_not_null() & leader.is_duplicated() & ~leader.is_first_distinct()
     n_jobs = leader.filter(later).n_unique() if later.any() else 0
     if n_jobs:
@@ -895,13 +901,17 @@ def _flag_duplicate_ids(bad: BadRows, id_field: str) -> None:
 def _contract_columns(df: pl.DataFrame, id_field: str, keep_extra: list[str]) -> pl.DataFrame:
     """Return the kept jobs' contract columns (submit time as epoch seconds), the ``keep_extra``
     fields in lower case, and the source columns."""
+    arrived = pl.col(f"{_DATA}Submit")
+    hold = ((arrived - pl.col(_SUBMITTED)).dt.total_seconds(fractional=True)
+            if _SUBMITTED in df.columns else pl.lit(None, dtype=pl.Float64))
     df = df.with_columns(
         pl.col(id_field).alias("job_id"),
-        (pl.col(f"{_DATA}Submit").dt.epoch("ms").cast(pl.Float64) / 1000.0).alias("submit_time"))
+        (arrived.dt.epoch("ms").cast(pl.Float64) / 1000.0).alias("submit_time"),
+        hold.cast(pl.Float64).alias("hold_time"))
     return df.select(
         "job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user", "time_limit",
-        "state", *[pl.col(c).alias(c.lower()) for c in keep_extra], pl.col(SOURCE_FILE),
-        pl.col(SOURCE_ROW))
+        "state", "hold_time", *[pl.col(c).alias(c.lower()) for c in keep_extra],
+        pl.col(SOURCE_FILE), pl.col(SOURCE_ROW))
 
 
 def _durations(bad: BadRows, cols: set[str]) -> None:

@@ -37,6 +37,10 @@ NULLABLE_EXTRA_SCHEMA: dict[str, pl.DataType] = {
     # there (state TIMEOUT), so a job whose limit fits a window is certain to fit it
     "time_limit": pl.Float64(),
     "state": pl.String(),  # how the job ended: COMPLETED, FAILED, TIMEOUT, CANCELLED...
+    # seconds the job waited in the scheduler's queue, known, before it could run (Slurm:
+    # Eligible - Submit, a dependency, --begin or a hold; its submit_time is when it became
+    # eligible): work a forecaster may count as coming (empty or 0: not held)
+    "hold_time": pl.Float64(),
 }
 REQUIRED_JOB_COLUMNS = ("pool", "submit_time", "duration", "num_gpus")
 OPTIONAL_JOB_COLUMNS = ("job_id", "tag", "user", "preemptible", *NULLABLE_EXTRA_SCHEMA)
@@ -359,6 +363,24 @@ def _flag_values(bad: BadRows, rebase_time: bool) -> None:
                  "submit_time {value} is negative (seconds since the trace's start)")
     if "time_limit" in bad.df.columns:
         _flag_time_limits(bad)
+    if "hold_time" in bad.df.columns:
+        _optional_seconds(bad, "hold_time")
+        hold = bad.df["hold_time"]
+        bad.flag((hold < 0).fill_null(False), "hold_time", "out_of_range",
+                 "hold time {value} is negative (seconds from the job's submission to its "
+                 "submit_time, when it could first run; leave the cell empty for none)")
+
+
+def _optional_seconds(bad: BadRows, column: str) -> None:
+    """Cast the optional seconds column ``column`` to floats (empty cells: none), flagging the
+    cells that are not numbers."""
+    col = bad.df[column]
+    if col.dtype == pl.String:
+        col = col.str.strip_chars()
+        bad.df = bad.df.with_columns(pl.when(col == "").then(None).otherwise(col).alias(column))
+    elif col.dtype == pl.Null:
+        bad.df = bad.df.with_columns(pl.col(column).cast(pl.Float64))
+    _cast_numeric(bad, column, pl.Float64())
 
 
 def _flag_time_limits(bad: BadRows) -> None:
@@ -366,14 +388,7 @@ def _flag_time_limits(bad: BadRows) -> None:
     limits that are not positive numbers; a job that ran past its limit by more than
     :data:`TIME_LIMIT_GRACE_S` is kept and counted in the report's warnings (Slurm would have
     ended it there: the trace or the limit is off)."""
-    col = bad.df["time_limit"]
-    if col.dtype == pl.String:
-        col = col.str.strip_chars()
-        bad.df = bad.df.with_columns(pl.when(col == "").then(None).otherwise(col)
-                                     .alias("time_limit"))
-    elif col.dtype == pl.Null:
-        bad.df = bad.df.with_columns(pl.col("time_limit").cast(pl.Float64))
-    _cast_numeric(bad, "time_limit", pl.Float64())
+    _optional_seconds(bad, "time_limit")
     bad.flag(bad.df["time_limit"] <= 0, "time_limit", "out_of_range",
              "time limit {value} is not > 0 seconds (leave the cell empty for no limit)")
     over = (bad.df["duration"] > bad.df["time_limit"] + TIME_LIMIT_GRACE_S).fill_null(False)

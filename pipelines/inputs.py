@@ -177,7 +177,7 @@ def _check_time_scale(jobs: pl.DataFrame, report: CleaningReport, trace: Path, r
 
 
 #: Optional contract columns a workload can be read without (``trace.ignore_columns``).
-IGNORABLE_COLUMNS = ("tag", "user", "time_limit", "state")
+IGNORABLE_COLUMNS = ("tag", "user", "time_limit", "state", "hold_time")
 
 
 def without_columns(jobs: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
@@ -364,7 +364,8 @@ MapOpt = Annotated[list[str] | None, typer.Option(
                   "separated, e.g. --map submit_time=submitted,num_gpus=gpus. Contract columns: "
                   "job_id, pool, submit_time, duration, num_gpus, tag, user, preemptible, "
                   "time_limit (the requested limit, in the durations' unit; empty: none), "
-                  "state; without a duration, start_time and end_time give it (end - start).",
+                  "state, hold_time (seconds a job was known, held, before its submit_time; "
+                  "durations' unit); without a duration, start_time and end_time give it (end - start).",
     show_default=False)]
 PoolFromOpt = Annotated[str | None, typer.Option(
     "--pool-from", help="Where the pool comes from: a column name, const:NAME (one pool), "

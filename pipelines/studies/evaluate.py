@@ -75,7 +75,7 @@ from sia.pipelines.studies.experiment import ExperimentConfig, PolicySpec, with_
 
 BASELINE = "fcfs"
 JOB_COLUMNS = ("job_id", "pool", "submit_time", "duration", "num_gpus", "tag", "user",
-               "preemptible", "time_limit", "state")
+               "preemptible", "time_limit", "state", "hold_time")
 #: Per-run metrics in the summary table, in order (speedups are ratios; slowdowns in minutes).
 SUMMARY_METRICS = ("n_jobs", "mean_speedup", "geomean_speedup", "p5_speedup", "p95_speedup",
                    "pct_slowed", "total_slowdown_min", "max_slowdown_min")

@@ -114,7 +114,8 @@ class TraceSection(_Strict):
     seed: Seed | None = _key(
         "The synthetic workload's seed. Default: the config's `seed`.")
     ignore_columns: list[str] | None = _key(
-        "Optional contract columns read as absent (`tag`, `user`, `time_limit`, `state`): "
+        "Optional contract columns read as absent (`tag`, `user`, `time_limit`, `state`, "
+        "`hold_time`): "
         "an ablation of what they are worth to the predictors and to SIA. Default: none.")
 
 

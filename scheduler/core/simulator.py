@@ -274,6 +274,9 @@ def build_trace(jobs: pl.DataFrame, pools: pl.DataFrame, speedup: float = 1.0
         user=jobs["user"].to_numpy()[order] if "user" in jobs.columns else None,
         time_limit=(jobs["time_limit"].cast(pl.Float64).to_numpy()[order] / speedup
                     if "time_limit" in jobs.columns else None),
+        # (a hold is a wait on the submissions' clock, which the speed-up leaves as it is)
+        hold=(jobs["hold_time"].cast(pl.Float64).to_numpy()[order]
+              if "hold_time" in jobs.columns else None),
     )
     return trace, order
 

@@ -72,6 +72,10 @@ class TraceArrays:
     - ``time_limit``: float64 [n], each job's requested time limit in seconds, divided by
       ``speedup`` as the durations are (NaN: no limit), or None when the trace has none.
       Known at submission (the scheduler ends a job at its limit), so any policy may read it.
+    - ``hold``: float64 [n], the seconds each job was held, known, in the scheduler's queue
+      before its arrival (Slurm: Eligible - Submit; 0: not held), or None when no job was. A
+      job ``j`` is known from ``submit[j] - hold[j]``: from then on any policy or forecaster
+      may count it as work to come (when it will arrive is not known before it does).
 
     Jobs that have not arrived (``index >= view.n_arrived``) are future
     information, readable only by perfect-information policies.
@@ -91,6 +95,7 @@ class TraceArrays:
     user: np.ndarray | None = field(default=None, repr=False)
     user_code: np.ndarray | None = field(default=None, repr=False)
     time_limit: np.ndarray | None = field(default=None, repr=False)
+    hold: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_jobs(self) -> int:
@@ -124,6 +129,7 @@ class TraceArrays:
         speedup: float = 1.0,
         user: np.ndarray | None = None,
         time_limit: np.ndarray | None = None,
+        hold: np.ndarray | None = None,
     ) -> TraceArrays:
         """Return a TraceArrays from per-job arrays already in arrival order.
 
@@ -131,7 +137,7 @@ class TraceArrays:
         Derives ``tag_code`` (and ``user_code`` from ``user``: empty names are
         no user) and ``pool_jobs``; arrays are made read-only. ``time_limit`` (seconds,
         already divided by ``speedup``; NaN or None for no limit) is kept only when some
-        job has one.
+        job has one; ``hold`` (seconds; NaN, None or 0: not held) only when some job was held.
         """
         n = len(submit)
         tag = np.asarray(tag, dtype=object)
@@ -168,6 +174,11 @@ class TraceArrays:
                 time_limit = None
             else:
                 users["time_limit"] = limit
+        if hold is not None:
+            held = np.array([0.0 if v is None else v for v in hold], dtype=np.float64)
+            held[~(held > 0.0)] = 0.0  # (NaN: not held)
+            if held.any():
+                users["hold"] = held
         for a in (*arrays.values(), *users.values(), *pool_jobs):
             a.setflags(write=False)
         return TraceArrays(
@@ -230,6 +241,8 @@ class TraceArrays:
             fields["time_limit"] = extend(self.time_limit, limit)
         elif np.isfinite(limit).any():
             fields["time_limit"] = extend(np.full(n_old, np.nan), limit)
+        if self.hold is not None:  # (the service's jobs come when they can run: not held)
+            fields["hold"] = extend(self.hold, np.zeros(k))
         new_idx = np.arange(n_old, n_old + k, dtype=np.int64)
         fields["pool_jobs"] = tuple(
             extend(jobs, new_idx[new_pool == p]) if (new_pool == p).any() else jobs

@@ -114,3 +114,28 @@ def test_map_refuses_unknown_contract_column(tmp_path):
     with pytest.raises(ConfigError, match="'limit' is not a column of the trace contract.*"
                                           "time_limit, state"):
         read_generic(p, {"limit": "duration"})
+
+
+def test_hold_time_empty_is_none_and_a_bad_one_names_its_row():
+    jobs, _ = validate(table(hold_time=["0", " ", "7200"]))
+    assert jobs["hold_time"].dtype == pl.Float64
+    assert jobs["hold_time"].to_list() == [0.0, None, 7200.0]
+    assert validate(table())[0]["hold_time"].null_count() == 3  # absent: none known
+    for value, kind, message in (("-1", "out_of_range", "hold time -1.0 is negative"),
+                                 ("later", "non_numeric", "'later' is not a valid finite")):
+        t = table(hold_time=["0", value, "5"])
+        with pytest.raises(TraceError, match=rf"t.csv: row 2, column 'hold_time': {message}"):
+            validate(t, source="t.csv")
+        jobs, report = validate(t, source="t.csv", on_bad_rows="drop")
+        assert jobs.height == 2 and report.dropped == {kind: 1}
+
+
+def test_generic_maps_hold_time_in_the_durations_unit(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("pool,submit_time,duration,num_gpus,held\n"
+                 "a,0,100000,1,3600000\n"
+                 "a,5000,50000,2,\n")
+    jobs, _ = read_generic(p, {"hold_time": "held"}, time_unit="ms")
+    assert jobs["hold_time"].to_list() == [3600.0, None]
+    jobs, _ = read_generic(p, {"hold_time": "held"})
+    assert jobs["hold_time"].to_list() == [3600000.0, None]

@@ -95,6 +95,8 @@ def test_a_job_arrives_when_it_became_eligible(tmp_path):
     p = export(tmp_path / "e.txt", fields, rows)
     jobs, report = read_sacct(p)
     assert jobs.sort("job_id")["submit_time"].to_list() == [0.0, 7200.0, 0.0, 10800.0, 0.0]
+    # held from its submission (10:00) until it arrived: what a forecaster may count as coming
+    assert jobs.sort("job_id")["hold_time"].to_list() == [0.0, 7200.0, 0.0, 10800.0, 0.0]
     assert report.first_submit == "2024-03-01 10:00:00"
     note = next(n for n in report.notes if n.startswith("arrival:"))
     assert note.startswith("arrival: 2 job(s) became eligible after their submission") \
@@ -104,6 +106,7 @@ def test_a_job_arrives_when_it_became_eligible(tmp_path):
                       [[c for i, c in enumerate(r) if i != 2] for r in rows])
     jobs, report = read_sacct(no_field)
     assert jobs["submit_time"].to_list() == [0.0] * 5
+    assert jobs["hold_time"].null_count() == 5  # not recorded: unknown, not 0
     assert not any(n.startswith("arrival:") for n in report.notes)
     rows[1][2] = "soon"  # not a date-time: a bad row naming the column
     with pytest.raises(TraceError, match=r"row 2, column 'Eligible': 'soon' is not a date-time"):
@@ -134,6 +137,7 @@ def test_arrival_submit_ignores_eligible_and_says_what_it_would_have_held(tmp_pa
     for jobs, report in (read_sacct(p, arrival="submit"), read_trace(p, arrival="submit")):
         assert jobs.sort("job_id")["submit_time"].to_list() == [0.0, 0.0]
         assert jobs["duration"].to_list() == [7195.0, 3570.0]  # nothing else changes
+        assert jobs["hold_time"].null_count() == 2  # Eligible ignored: no hold is known
         notes = [n for n in report.notes if n.startswith("arrival:")]
         assert len(notes) == 1 and "Eligible field is ignored" in notes[0]
         assert "--arrival submit" in notes[0]
@@ -613,6 +617,8 @@ def test_real_graham_counts():
     # 6,446 jobs became eligible after their submission, 1,351 of them an hour or more later
     assert any(n.startswith("arrival: 6,446 job(s) became eligible") and "1,351 of them" in n
                for n in report.notes)
+    hold = jobs["hold_time"]
+    assert hold.null_count() == 0 and (hold > 0).sum() == 6_446 and (hold >= 3600).sum() == 1_351
     # one job ran past its limit by more than Slurm's grace (the schema's comment)
     assert len(report.warnings) == 1 and report.warnings[0].startswith("1 job(s) ran longer")
     assert jobs["num_gpus"].max() == 16

@@ -153,6 +153,20 @@ def test_trace_grow_equals_a_build_of_all_the_jobs():
     assert not grown.submit.flags.writeable
 
 
+def test_holds_are_kept_when_a_job_was_held_and_grown_jobs_are_not_held():
+    """``hold`` (seconds a job was known before it arrived): None unless some job was held
+    (NaN and 0 are not held); the service's grown jobs come when they can run (hold 0)."""
+    def build(hold):
+        return TraceArrays.build(["a", "b", "c"], [0.0, 5.0, 9.0], np.ones(3), np.ones(3, int),
+                                 [0, 1, 0], [None] * 3, ("p", "q"), np.array([2, 2]), hold=hold)
+    assert build(None).hold is None
+    assert build([0.0, np.nan, None]).hold is None
+    t = build([0.0, 300.0, np.nan])
+    assert t.hold.tolist() == [0.0, 300.0, 0.0] and not t.hold.flags.writeable
+    assert t.grow(["d"], [12.0], [1.0], [1], [1], [None]) == 3
+    assert t.hold.tolist() == [0.0, 300.0, 0.0, 0.0] and t.n_jobs == 4
+
+
 _SETTINGS = settings(max_examples=25, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow,
                                             HealthCheck.function_scoped_fixture])
