@@ -30,6 +30,7 @@ import numpy as np
 from sia.features.table9 import (
     COUNT_COLUMNS,
     FEATURE_COLUMNS,
+    HELD_COLUMNS,
     TIME_COLUMNS,
     time_features,
     window_bounds,
@@ -40,6 +41,7 @@ COUNT_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in COUNT_COLUMNS], dtype=
 TIME_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in TIME_COLUMNS], dtype=np.int64)
 WITHIN = FEATURE_COLUMNS.index("future_completions_within_k")
 AFTER = FEATURE_COLUMNS.index("future_completions_after_k")
+HELD_INDEX = np.array([FEATURE_COLUMNS.index(c) for c in HELD_COLUMNS], dtype=np.int64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,12 +293,14 @@ class IncrementalTable9:
         self.completions.add_pool(pool, times)
 
     def features(self, t: float, windows_min: tuple[int, ...], running_pool: np.ndarray,
-                 running_expected_end: np.ndarray) -> dict[int, np.ndarray]:
+                 running_expected_end: np.ndarray, held: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> dict[int, np.ndarray]:
         """Return, per window (min), the float32 [n_pools, len(FEATURE_COLUMNS)] features at ``t``.
 
         ``running_pool`` / ``running_expected_end``: the pool index and the
         expected end (s, +inf when unknown; never the true end) of every job
-        running at t, for the future-completion columns.
+        running at t, for the future-completion columns. ``held``: the held jobs and their
+        GPUs per pool at t (:class:`sia.features.held.HeldJobs`), the held columns (None: 0).
         """
         P, ks = self.n_pools, tuple(windows_min)
         plan = self._plans.get(ks)
@@ -322,5 +326,9 @@ class IncrementalTable9:
             block[:, WITHIN] = within
             block[:, AFTER] = total - within
             block[:, TIME_INDEX] = timed_block
+            if held is None:
+                block[:, HELD_INDEX] = 0.0
+            else:
+                block[:, HELD_INDEX[0]], block[:, HELD_INDEX[1]] = held
             out[k] = block
         return out

@@ -58,6 +58,8 @@ class PoolState:
     running_starts: np.ndarray = field(default_factory=_empty)  # seconds
     running_expected_ends: np.ndarray = field(default_factory=_empty)  # seconds, +inf = unknown
     pending_jobs: int = 0
+    held_jobs: int = 0  # jobs known by t (submitted, held) that arrive after t
+    held_gpus: float = 0.0  # their GPUs
 
 
 @dataclass
@@ -72,12 +74,14 @@ class LiveState:
                       expected_duration: pl.DataFrame | None = None) -> LiveState:
         """Return the state at ``t`` of a schedule, using only what is known at t.
 
-        Jobs submitted after t are ignored; completions count only when
-        end_time <= t; a job is running when start_time <= t < end_time and
-        its expected end is start + point-in-time median (see
+        Jobs submitted after t are ignored, but for the held ones known by t (``hold_time``:
+        ``submit_time - hold_time <= t``), which count in their pool's ``held_jobs``;
+        completions count only when end_time <= t; a job is running when start_time <= t <
+        end_time and its expected end is start + point-in-time median (see
         :func:`sia.features.table9.expected_ends`), never its true end.
         """
         check_schedule(schedule)
+        held = _held_at(schedule, t)
         known = schedule.filter(pl.col("submit_time") <= t)
         exp_end = expected_ends(known, expected_duration) if known.height else _empty()
         known = known.with_columns(pl.Series("_exp_end", exp_end, dtype=pl.Float64))
@@ -93,8 +97,23 @@ class LiveState:
                 running_starts=run["start_time"].cast(pl.Float64).to_numpy(),
                 running_expected_ends=run["_exp_end"].to_numpy(),
                 pending_jobs=int((g["start_time"] > t).sum()),
+                **held.pop(str(pool), {}),
             )
+        for pool, counts in held.items():  # pools whose only jobs so far are held
+            state.pools[pool] = PoolState(**counts)
         return state
+
+
+def _held_at(schedule: pl.DataFrame, t: float) -> dict[str, dict[str, float]]:
+    """Return {pool: its PoolState's held counts} at ``t`` for the pools holding jobs."""
+    if "hold_time" not in schedule.columns:
+        return {}
+    hold = pl.col("hold_time").cast(pl.Float64).fill_null(0.0).fill_nan(0.0)
+    rows = (schedule.filter((pl.col("submit_time") > t) & (hold > 0)
+                            & (pl.col("submit_time") - hold <= t))
+            .group_by("pool").agg(pl.len().alias("n"), pl.col("num_gpus").sum().alias("g")))
+    return {str(p): {"held_jobs": int(n), "held_gpus": float(g)}
+            for p, n, g in rows.iter_rows()}
 
 
 def lookback_s(windows_min: Sequence[int] = DEFAULT_WINDOWS_MIN) -> float:
@@ -122,7 +141,9 @@ def features_at(state: LiveState, t: float, windows_min: Sequence[int] = DEFAULT
     builder = _builder(got, t)
     run_pool = np.repeat(np.arange(n_p), [ps.running_starts.size for ps in got])
     run_end = (np.concatenate([ps.running_expected_ends for ps in got]) if got else _empty())
-    blocks = builder.features(t, tuple(windows), run_pool, run_end)
+    held = (np.array([ps.held_jobs for ps in got], dtype=np.float64),
+            np.array([ps.held_gpus for ps in got], dtype=np.float64))
+    blocks = builder.features(t, tuple(windows), run_pool, run_end, held)
     # Rows in (window, pool) order.
     by_col = (np.concatenate([blocks[k] for k in windows]).T.copy() if windows  # column-major
               else np.empty((len(FEATURE_COLUMNS), 0), dtype=np.float32))

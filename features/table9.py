@@ -26,6 +26,11 @@ future completions
     true end) is <= t + k / is > t + k. An expected end already in the past
     (a running job older than expected) counts as "within k": it is expected
     to finish any moment now.
+held (``FEATURE_GROUPS["held"]``: only traces that record holds, e.g. Slurm's Eligible)
+    ``held_jobs`` / ``held_gpus``: the jobs (their GPUs) known by t that arrive after t:
+    submitted to the scheduler at or before t (``submit_time - hold_time <= t``) and held
+    there, by a dependency, a ``--begin`` time or a hold, until their ``submit_time > t``.
+    That such a job exists is known at t; when it will arrive is not. 0 without holds.
 labels
     ``label_arrival`` (int8): 1 iff a job is submitted in (t, t + k];
     ``label_load_gpus`` (float64): the GPUs of the jobs submitted in (t, t + k].
@@ -63,7 +68,14 @@ FEATURE_GROUPS: dict[str, list[str]] = {
     "future_completions": ["future_completions_within_k", "future_completions_after_k"],
     "rhythm": ["arrivals_1h", "arrivals_1d", "since_arrival_s", "since_completion_s",
                "hour_of_day", "day_of_week"],
+    "held": ["held_jobs", "held_gpus"],
 }
+#: The feature groups every trace has (WillJobsArrive's default); "held" needs recorded holds.
+TABLE9_GROUPS: tuple[str, ...] = tuple(g for g in FEATURE_GROUPS if g != "held")
+#: The held jobs' columns (k-independent; 0 in a trace without holds).
+HELD_COLUMNS: list[str] = FEATURE_GROUPS["held"]
+#: The columns of TABLE9_GROUPS: what a model reads unless told otherwise.
+TABLE9_COLUMNS: list[str] = [c for g in TABLE9_GROUPS for c in FEATURE_GROUPS[g]]
 
 FEATURE_COLUMNS: list[str] = [c for group in FEATURE_GROUPS.values() for c in group]
 
@@ -73,7 +85,7 @@ RHYTHM_COUNT_S: dict[str, float] = {"arrivals_1h": 3600.0, "arrivals_1d": 86400.
 TIME_COLUMNS: list[str] = ["since_arrival_s", "since_completion_s", "hour_of_day", "day_of_week"]
 #: Feature columns that count events in a window of :func:`window_bounds`.
 COUNT_COLUMNS: list[str] = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS
-                            and not c.startswith("future_")]
+                            and not c.startswith("future_") and c not in HELD_COLUMNS]
 
 LABEL_COLUMNS: list[str] = ["label_arrival", "label_load_gpus"]
 
@@ -377,6 +389,7 @@ def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[
     pending = _i32(jobs.counter.count(jobs.pool_idx, _search(grid, jobs.submit, "left"),
                                       jobs.run_first))
     rhythm = _rhythm_columns(jobs, n_pools)
+    rhythm.update(_held_columns(jobs))
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
@@ -423,6 +436,7 @@ class _GridJobs:
     counter: _GridCounter
     run_first: np.ndarray  # first grid index at which each job runs
     run_stop: np.ndarray  # first grid index at which it no longer does
+    known: np.ndarray  # when the scheduler first knew each job (submit - hold_time)
 
     @classmethod
     def of(cls, schedule: pl.DataFrame, pool_names: list[str], grid: np.ndarray,
@@ -444,9 +458,11 @@ class _GridJobs:
         by_end = np.argsort(end, kind="stable")
         events = {"arrivals": (submit[by_submit], pool_idx[by_submit]),
                   "completions": (end[by_end], pool_idx[by_end])}
+        hold = (schedule["hold_time"].cast(pl.Float64).fill_null(0.0).fill_nan(0.0).to_numpy()
+                if "hold_time" in schedule.columns else np.zeros(submit.size))
         return cls(grid, pool_idx, submit, end, gpus, exp_end, by_submit, events,
                    _GridCounter(n_pools, grid.size), _search(grid, start, "left"),
-                   _search(grid, end, "left"))
+                   _search(grid, end, "left"), submit - np.maximum(hold, 0.0))
 
 
 def _rhythm_columns(jobs: _GridJobs, n_pools: int) -> dict[str, np.ndarray]:
@@ -459,6 +475,14 @@ def _rhythm_columns(jobs: _GridJobs, n_pools: int) -> dict[str, np.ndarray]:
         last_sub[p] = last_at_or_before(np.sort(jobs.submit[jobs.pool_idx == p]), grid)
         last_end[p] = last_at_or_before(np.sort(jobs.end[jobs.pool_idx == p]), grid)
     return time_features(np.tile(grid, n_pools), last_sub.reshape(-1), last_end.reshape(-1))
+
+
+def _held_columns(jobs: _GridJobs) -> dict[str, np.ndarray]:
+    """The held jobs at every pool and grid time (they do not depend on k): known <= t <
+    submit (a job not held has known == submit and counts nowhere)."""
+    first, stop = _search(jobs.grid, jobs.known, "left"), _search(jobs.grid, jobs.submit, "left")
+    return {"held_jobs": _i32(jobs.counter.count(jobs.pool_idx, first, stop)),
+            "held_gpus": _i32(jobs.counter.count(jobs.pool_idx, first, stop, weights=jobs.gpus))}
 
 
 def _window_columns(jobs: _GridJobs, k_s: float) -> dict[str, np.ndarray]:

@@ -56,6 +56,7 @@ from sia.data.windows import (
     limit_certain,
     sliding_max_load,
 )
+from sia.features.held import HeldJobs
 from sia.features.incremental import IncrementalTable9
 from sia.features.table9 import FEATURE_COLUMNS
 from sia.models import registry
@@ -84,6 +85,11 @@ if TYPE_CHECKING:
     import polars as pl
 
 _PERSIST = FEATURE_COLUMNS.index(PERSISTENCE_COLUMN)
+#: The calibration's rank of a window that persistence says "no" to in a pool whose queue holds
+#: jobs not yet eligible (:meth:`LearnedForecaster.calibrate`'s ``held``): between persistence's
+#: no (0) and yes (1), below its decision threshold (0.5), so only a calibrated threshold
+#: reads it. Its value does not matter, only its rank.
+HELD_RANK = 0.25
 
 
 #: Models read by :meth:`LearnedForecaster.from_registry` (per store, alias and versions) and
@@ -163,6 +169,8 @@ class LearnedForecaster:
         #: per-pool online calibration of arrivals and load (:meth:`calibrate`); None: off
         self.calibration: PoolCalibration | None = None
         self._calib_trace: int | None = None
+        self._calib_held = False
+        self._held: HeldJobs | None = None
         self._prior_jobs: pl.DataFrame | None = None
 
     def prime(self, prior: pl.DataFrame | None) -> LearnedForecaster:
@@ -205,7 +213,7 @@ class LearnedForecaster:
     def calibrate(self, windows_s: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
                   memory: int = DEFAULT_MEMORY, prior_days: float = DEFAULT_PRIOR_DAYS,
                   parts: str = "both", cold: str = "reserve", floor: bool = False,
-                  name: str = "sia") -> LearnedForecaster:
+                  held: bool = False, name: str = "sia") -> LearnedForecaster:
         """Calibrate WillJobsArrive and NewLoadEstimate per pool, online (returns self).
 
         From now on :meth:`will_jobs_arrive` thresholds each pool at its own
@@ -223,7 +231,12 @@ class LearnedForecaster:
         calibration can only add to SIA's reservations (the risk budget's ``risk_mode: veto``);
         the registered answers of the last call are then kept in :attr:`registered_arrive` and
         :attr:`registered_load` (SIA's online adaptation scores those, as without calibration).
-        Raises :class:`~sia.data.errors.ConfigError` on a bad option.
+        ``held``: in a window whose registered predictor is persistence, a pool whose queue
+        holds jobs not yet eligible (the trace's ``hold_time``, :mod:`sia.features.held`) ranks
+        between persistence's no and yes (:data:`HELD_RANK`), so a pool whose arrivals
+        persistence misses but its held jobs foretell gets a threshold above 0 (a "yes" while
+        it holds jobs or one arrived lately) instead of a "yes" in every window; the registered
+        answers do not change. Raises :class:`~sia.data.errors.ConfigError` on a bad option.
         """
         if parts not in ("both", "arrivals", "load"):
             raise ConfigError(f"policy {name!r}: calibration must be true/'both', 'arrivals' "
@@ -231,6 +244,7 @@ class LearnedForecaster:
         self._calib_arrivals = parts in ("both", "arrivals")
         self._calib_load = parts in ("both", "load")
         self._calib_floor = bool(floor)
+        self._calib_held = bool(held)
         self.calibration = PoolCalibration(windows_s, n_windows=self.load_windows, alpha=alpha,
                                            memory=memory, prior_days=prior_days, cold=cold,
                                            name=name)
@@ -381,6 +395,11 @@ class LearnedForecaster:
         self._expected_end = np.full(trace.n_jobs, np.nan)
         self._pool_index = np.arange(trace.n_pools)
         self._state_key: tuple[int, int, int] | None = None
+        hold = getattr(trace, "hold", None)  # (a trace without held jobs has None)
+        n = 0 if hold is None else hold.size
+        self._held = (None if hold is None else
+                      HeldJobs(trace.submit[:n], hold, trace.pool[:n], trace.num_gpus[:n],
+                               trace.n_pools))
 
     def grow(self, trace: TraceView, n_old: int) -> bool:
         """Take the jobs the live service appended to ``trace`` after index ``n_old`` (none has
@@ -449,8 +468,10 @@ class LearnedForecaster:
         self._sync(view)
         self._flush_completions()
         run = view.running()
-        return self._table9.features(float(view.now), tuple(int(k) for k in windows_min),
-                                     run.pool, self._expected_end[run.job])
+        now = float(view.now)
+        return self._table9.features(now, tuple(int(k) for k in windows_min), run.pool,
+                                     self._expected_end[run.job],
+                                     None if self._held is None else self._held.at(now))
 
     # ----------------------------------------------------------------- protocol
     def _windows_min(self, windows_s: Sequence[float]) -> list[int]:
@@ -516,12 +537,28 @@ class LearnedForecaster:
         thresholds = np.array([self.will_arrive[k].threshold_ for k in ks])
         registered = proba >= thresholds[None, :]
         if self.calibration is not None and self._calib_arrivals:
+            if self._calib_held:
+                proba = self._held_ranks(view, proba, ks)
             yes = self._calibrated(view).arrivals(view, proba, thresholds)
             if not self._calib_floor:
                 return yes
             self.registered_arrive = registered  # what SIA's adaptation scores (floor)
             return yes | registered
         return registered
+
+    def _held_ranks(self, view: ForecastView, proba: np.ndarray, ks: list[int]) -> np.ndarray:
+        """Return ``proba`` with :data:`HELD_RANK` where a persistence window says no in a pool
+        holding jobs not yet eligible at ``view.now`` (``proba`` itself when none is)."""
+        if self._held is None:
+            return proba
+        held = self._held.at(float(view.now))[0] > 0
+        cols = [i for i, k in enumerate(ks) if self.will_arrive[k].method_ == "persistence"]
+        if not cols or not held.any():
+            return proba
+        out = proba.copy()
+        for i in cols:
+            out[held & (out[:, i] < HELD_RANK), i] = HELD_RANK
+        return out
 
     def new_load_estimate(self, view: ForecastView, windows_s: tuple[float, ...]) -> np.ndarray:
         """Return float [n_pools, n_windows]: the GPUs expected to arrive in (now, now + w]

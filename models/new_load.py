@@ -19,7 +19,7 @@ point in time (their inputs at t use only jobs submitted at or before t):
 ``quantile``
     An XGBoost regressor of the (1 - alpha) quantile of the load
     (``reg:quantileerror``) on the sliding max and the Table 9 features
-    (:data:`sia.features.table9.FEATURE_COLUMNS`), fit on the rows with
+    (:data:`sia.features.table9.TABLE9_COLUMNS`), fit on the rows with
     arrivals, plus a conformal correction ``offset_`` (GPUs, added; can be
     negative): the booster is first fit on the earlier part of the training
     rows, ``offset_`` is the (1 - alpha) quantile of actual - prediction on
@@ -228,9 +228,9 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
     def columns(self) -> list[str]:
         """Return the input columns ``method`` reads: ``sliding_max`` (+ Table 9 for quantile)."""
         if self.method == "quantile":
-            from sia.features.table9 import FEATURE_COLUMNS
+            from sia.features.table9 import TABLE9_COLUMNS
 
-            return [SLIDING_MAX, *FEATURE_COLUMNS]
+            return [SLIDING_MAX, *TABLE9_COLUMNS]
         return [SLIDING_MAX]
 
     def _check_fitted(self) -> None:
@@ -326,7 +326,8 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
 
         ``sliding_max`` is [n] GPUs; ``features`` (quantile only) is
         [n, len(FEATURE_COLUMNS)] in :data:`~sia.features.table9.FEATURE_COLUMNS`
-        order.
+        order: the model reads its first columns, those of
+        :data:`~sia.features.table9.TABLE9_COLUMNS` (the held group, last, is not read).
         """
         self._check_fitted()
         s = np.asarray(sliding_max, dtype=np.float64).reshape(-1)
@@ -341,9 +342,10 @@ class NewLoadEstimate(RegressorMixin, BaseEstimator):
                 raise ValueError("NewLoadEstimate(method='quantile') needs the Table 9 "
                                  "features beside the sliding max")
             f = np.asarray(features, dtype=np.float64).reshape(s.size, -1)
-            if f.shape[1] != self.n_features_in_ - 1:
+            if f.shape[1] < self.n_features_in_ - 1:
                 raise ValueError(f"NewLoadEstimate: features must have {self.n_features_in_ - 1}"
                                  f" columns in FEATURE_COLUMNS order, not {f.shape[1]}")
+            f = f[:, :self.n_features_in_ - 1]
             if s.size == 0:
                 return np.zeros(0)
             pred = self.booster_.inplace_predict(np.column_stack([s, f]))

@@ -315,8 +315,8 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     window_min : the window k in minutes (recorded; the features must be those of k).
-    features : the feature columns the classifier uses (default: all of
-        :data:`sia.features.table9.FEATURE_COLUMNS`).
+    features : the feature columns the classifier uses (default: those of
+        :data:`sia.features.table9.TABLE9_COLUMNS`, every group but the held jobs).
     select : ``"auto"`` (model selection over :data:`METHODS` on the tail) or
         one method forced (``"xgboost"`` for ablations and tuning). ``"either"``
         and the block-wise guard of ``"auto"`` replaced (session 15) "the best
@@ -406,9 +406,9 @@ class WillJobsArrive(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _columns(self) -> list[str]:
-        from sia.features.table9 import FEATURE_COLUMNS
+        from sia.features.table9 import TABLE9_COLUMNS
 
-        return list(FEATURE_COLUMNS if self.features is None else self.features)
+        return list(TABLE9_COLUMNS if self.features is None else self.features)
 
     def _check_params(self) -> None:
         if self.select not in ("auto", *METHODS):

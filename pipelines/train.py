@@ -30,7 +30,7 @@ from sia.data.errors import ConfigError
 from sia.data.windows import limit_certain
 from sia.features.duration_history import point_in_time_history
 from sia.features.table9 import FEATURE_COLUMNS as FEATURE_COLUMNS_ALL
-from sia.features.table9 import FEATURE_GROUPS, build_features, window_features
+from sia.features.table9 import FEATURE_GROUPS, TABLE9_GROUPS, build_features, window_features
 from sia.models import job_duration, new_load, report, will_arrive
 from sia.models.split import DAY_S, TimeSplit, choose_split, split_by_window, split_features
 from sia.models.will_arrive import WindowResult, XGBParams
@@ -129,7 +129,11 @@ class TrainConfig:
     max_fit_rows: int | None = will_arrive.MAX_FIT_ROWS
     xgb: XGBParams = field(default_factory=XGBParams)
     #: WillJobsArrive's feature groups (sia.features.table9.FEATURE_GROUPS names)
-    feature_groups: tuple[str, ...] = tuple(FEATURE_GROUPS)
+    feature_groups: tuple[str, ...] = TABLE9_GROUPS
+    #: WillJobsArrive also reads the jobs held in the pool's queue (the "held" group: known,
+    #: not yet eligible; the trace's hold_time) when the trace records some (:meth:`groups`);
+    #: a trace without holds trains exactly as before.
+    held_features: bool = True
 
     @classmethod
     def paper(cls, **overrides: Any) -> TrainConfig:
@@ -152,13 +156,18 @@ class TrainConfig:
         kw.update(overrides)
         return cls(**kw)
 
-    def groups(self) -> dict[str, list[str]]:
-        """Return the WillJobsArrive feature groups in use, by name (ConfigError on an unknown one)."""
+    def groups(self, holds: bool = False) -> dict[str, list[str]]:
+        """Return the WillJobsArrive feature groups in use, by name (ConfigError on an unknown
+        one): ``feature_groups``, and "held" with ``held_features`` when the trace records held
+        jobs (``holds``: :func:`records_holds`)."""
         unknown = [g for g in self.feature_groups if g not in FEATURE_GROUPS]
         if unknown or not self.feature_groups:
             raise ConfigError(f"feature groups must be some of {list(FEATURE_GROUPS)}, not "
                               f"{list(self.feature_groups)}")
-        return {g: FEATURE_GROUPS[g] for g in self.feature_groups}
+        names = list(self.feature_groups)
+        if holds and self.held_features and "held" not in names:
+            names.append("held")
+        return {g: FEATURE_GROUPS[g] for g in names}
 
     def to_params(self) -> dict[str, Any]:
         """Return the config as flat MLflow parameters."""
@@ -228,7 +237,7 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
     else:
         rows = split_by_window(features, split, windows)
     timings["features_s"] = time.perf_counter() - clock
-    groups = config.groups()
+    groups = config.groups(holds=records_holds(schedule))
 
     def arrive(k: int) -> WindowResult:
         tr, va = rows[k]
@@ -276,6 +285,16 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         **dur_tables,
     }
     return TrainResult(split, results, loads, dur, tables, timings, config, dur_model)
+
+
+def records_holds(table: pl.DataFrame) -> bool:
+    """Return True when a job table (its ``hold_time``) or a feature table (its ``held_jobs``)
+    holds some job: WillJobsArrive then also reads the held jobs (TrainConfig.held_features)."""
+    for column in ("hold_time", "held_jobs"):
+        if column in table.columns and table.height:
+            most = table[column].cast(pl.Float64).fill_nan(0.0).max()
+            return most is not None and float(most) > 0.0
+    return False
 
 
 def training_threads(threads: int) -> int:
@@ -917,7 +936,7 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
 
     rows = split_by_window(features, split, windows)
     storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
-    columns = [c for cols in config.groups().values() for c in cols]
+    columns = [c for cols in config.groups(holds=records_holds(features)).values() for c in cols]
     digest = study_digest(split, columns, windows, config.xgb.seed, objective, precision_floor)
     prefix = study_prefix or f"sia-{Path(trace).name}-{objective}"
     best: dict[int, XGBParams] = {}

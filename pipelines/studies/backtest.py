@@ -16,7 +16,7 @@ from sia.models.backtest import walk_forward
 from sia.models.split import DAY_S, choose_split
 from sia.models.will_arrive import WillJobsArrive, XGBParams, select_window_model
 from sia.pipelines import inputs
-from sia.pipelines.train import TrainConfig
+from sia.pipelines.train import TrainConfig, records_holds
 
 
 def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_days: float,
@@ -59,7 +59,7 @@ def run_backtest(wl: inputs.Workload, *, windows_min: tuple[int, ...], every_day
         config = replace(config, select_features=select_features)
     if select is not None:
         config = replace(config, will_arrive_select=select)
-    groups = config.groups()
+    groups = config.groups(holds=records_holds(schedule))
 
     def fit_for(k: int) -> Callable[[pl.DataFrame], WillJobsArrive]:
         # what `sia train` registers: its feature set(s), threshold rule and model selection,

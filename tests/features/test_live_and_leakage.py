@@ -11,6 +11,7 @@ from sia.features.table9 import (
     COUNT_COLUMNS,
     EXTRA_COLUMNS,
     FEATURE_COLUMNS,
+    HELD_COLUMNS,
     TIME_COLUMNS,
     build_features,
 )
@@ -95,7 +96,7 @@ def test_features_at_missing_pool_and_empty_state():
     assert out["since_arrival_s"].is_nan().all() and out["since_completion_s"].is_nan().all()
     assert out["hour_of_day"].to_list() == [float(np.float32(1000.0 / 3600.0))] * 2
     assert out["day_of_week"].to_list() == [0.0, 0.0]
-    assert set(COUNT_COLUMNS) | set(TIME_COLUMNS) | {
+    assert set(COUNT_COLUMNS) | set(TIME_COLUMNS) | set(HELD_COLUMNS) | {
         "future_completions_within_k", "future_completions_after_k"} == set(FEATURE_COLUMNS)
     assert features_at(LiveState(t=0.0), 0.0, (5,)).height == 0
 
@@ -103,3 +104,40 @@ def test_features_at_missing_pool_and_empty_state():
 def test_lookback_covers_every_window():
     assert lookback_s((5, 60, 720)) == 100 * 720 * 60.0
     assert lookback_s((5,)) == 3 * 86400.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(_jobs(), st.lists(st.integers(0, 40), min_size=30, max_size=30), st.integers(0, int(END / GRID)),
+       st.data())
+def test_held_jobs_live_equal_batch_and_read_nothing_after_t(make_schedule, rows, holds, i, data):
+    """With holds (hold_time: known from submit - hold), the live state's held columns are the
+    batch table's; and moving a held job's arrival anywhere after t (known when it was) or
+    changing any job known after t leaves the features at t as they were."""
+    t = i * GRID
+
+    def held(rs, hs):
+        return make_schedule(rs).with_columns(pl.Series("hold_time", hs, dtype=pl.Float64))
+
+    hs = [100.0 * h for h in holds[:len(rows)]]
+    sched = held(rows, hs)
+    want = _batch(sched).filter(pl.col("t") == t).select(COLS)
+    live = features_at(LiveState.from_schedule(sched, t), t, WINDOWS, pools=["a", "b", "c"])
+    assert live.select(COLS).equals(want), (t, live, want)
+    moved, moved_h = [], []
+    for r, h in zip(rows, hs, strict=True):
+        r2, h2 = dict(r), h
+        if r["submit"] - h > t:  # not known yet: anything may change
+            r2["submit"] = t + 100.0 * data.draw(st.integers(1, 300))
+            h2 = 100.0 * data.draw(st.integers(0, 20))
+            r2["submit"] += h2  # (known after t still)
+        elif r["submit"] > t:  # known, held: it arrives at some time after t
+            known = r["submit"] - h
+            r2["submit"] = t + 100.0 * data.draw(st.integers(1, 300))
+            h2 = r2["submit"] - known
+        if r2["submit"] != r["submit"]:
+            r2["start"] = r2["submit"] + 100.0 * data.draw(st.integers(0, 10))
+            r2["end"] = r2["start"] + 100.0 * data.draw(st.integers(1, 100))
+        moved.append(r2)
+        moved_h.append(h2)
+    got = _batch(held(moved, moved_h)).filter(pl.col("t") == t).select(COLS)
+    assert got.equals(want), (t, got, want)

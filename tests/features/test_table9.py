@@ -13,6 +13,7 @@ from sia.features.table9 import (
     KEY_COLUMNS,
     LABEL_COLUMNS,
     OUTPUT_SCHEMA,
+    TABLE9_GROUPS,
     TIME_COLUMNS,
     build_features,
     make_grid,
@@ -25,9 +26,11 @@ D = 86400.0
 
 def test_contract_names_and_order():
     assert list(FEATURE_GROUPS) == ["periodic", "recent_arrivals", "recent_completions",
-                                    "future_completions", "rhythm"]
+                                    "future_completions", "rhythm", "held"]
+    assert TABLE9_GROUPS == tuple(list(FEATURE_GROUPS)[:-1])  # held: only with recorded holds
     assert FEATURE_COLUMNS == [c for g in FEATURE_GROUPS.values() for c in g]
-    assert len(FEATURE_COLUMNS) == 20 and len(set(FEATURE_COLUMNS)) == 20
+    assert len(FEATURE_COLUMNS) == 22 and len(set(FEATURE_COLUMNS)) == 22
+    assert FEATURE_COLUMNS[-2:] == ["held_jobs", "held_gpus"]
     assert KEY_COLUMNS == ["pool", "t", "k_min"]
     assert LABEL_COLUMNS == ["label_arrival", "label_load_gpus"]
     assert not set(EXTRA_COLUMNS) & set(FEATURE_COLUMNS)
@@ -195,10 +198,10 @@ def test_empty_pool_late_pool_single_job_long_job(make_schedule, pick_row):
     assert set(tab["pool"].unique()) == {"empty", "late", "long"}
     counts = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS]
     empty = tab.filter(pl.col("pool") == "empty")
-    assert empty.select([*counts, *LABEL_COLUMNS, *EXTRA_COLUMNS]).sum().row(0) == (0,) * 20
+    assert empty.select([*counts, *LABEL_COLUMNS, *EXTRA_COLUMNS]).sum().row(0) == (0,) * 22
     assert empty["since_arrival_s"].is_nan().all() and empty["since_completion_s"].is_nan().all()
     before = tab.filter((pl.col("pool") == "late") & (pl.col("t") < 2 * D - 720 * 60))
-    assert before.select([*counts, *LABEL_COLUMNS]).sum().row(0) == (0,) * 18
+    assert before.select([*counts, *LABEL_COLUMNS]).sum().row(0) == (0,) * 20
     r = pick_row(tab, "late", 2 * D, 5)
     assert r["arrivals_x1"] == 1 and r["running_jobs"] == 1
     long = tab.filter(pl.col("pool") == "long")
@@ -214,7 +217,7 @@ def test_single_job_and_empty_schedule(make_schedule):
     assert build_features(empty).height == 0
     tab = build_features(empty, pools=["x"], start_s=0, end_s=600)
     counts = [c for c in FEATURE_COLUMNS if c not in TIME_COLUMNS]
-    assert tab.height == 9 and tab.select(counts).sum().row(0) == (0,) * 16
+    assert tab.height == 9 and tab.select(counts).sum().row(0) == (0,) * 18
 
 
 def test_rhythm_features_by_hand(make_schedule, pick_row):
@@ -303,3 +306,35 @@ def test_build_features_refuses_a_table_past_its_limit(make_schedule):
     with pytest.raises(ConfigError, match=r"15 rows .*more than the limit of 14 rows; use a "
                                           r"coarser --grid-s"):
         build_features(s, end_s=1200, max_rows=14)
+
+
+def test_held_jobs_count_from_their_submission_until_they_arrive(make_schedule, pick_row):
+    # pool a: job 0 submitted at 100, held until it became eligible at 1000 (hold 900 s), 2 GPUs;
+    # job 1 at 400, held 500 s -> arrives 900, 4 GPUs; job 2 at 700, not held. Pool b: one job
+    # held from 250 to 650. At t: held = submitted by t (submit - hold <= t) and t < submit.
+    s = make_schedule([
+        {"pool": "a", "submit": 1000, "start": 1000, "end": 2000, "gpus": 2},
+        {"pool": "a", "submit": 900, "start": 900, "end": 1500, "gpus": 4},
+        {"pool": "a", "submit": 700, "start": 700, "end": 800},
+        {"pool": "b", "submit": 650, "start": 650, "end": 700},
+    ]).with_columns(pl.Series("hold_time", [900.0, 500.0, 0.0, 400.0]))
+    tab = build_features(s, start_s=0.0, end_s=1200.0)
+    want = {  # t -> {pool: (held_jobs, held_gpus)}, by hand
+        0.0: {"a": (0, 0), "b": (0, 0)},
+        300.0: {"a": (1, 2), "b": (1, 1)},     # job 0 known at 100; b's at 250
+        600.0: {"a": (2, 6), "b": (1, 1)},     # job 1 known at 400
+        900.0: {"a": (1, 2), "b": (0, 0)},     # job 1 arrived at 900 (t < submit fails)
+        1200.0: {"a": (0, 0), "b": (0, 0)},
+    }
+    for t, pools in want.items():
+        for pool, (n, g) in pools.items():
+            for k in (5, 60, 720):  # the same for every window
+                row = pick_row(tab, pool, t, k)
+                assert (row["held_jobs"], row["held_gpus"]) == (n, g), (t, pool, k)
+    # without the column (or with it empty) nobody is held
+    plain = build_features(s.drop("hold_time"), start_s=0.0, end_s=1200.0)
+    assert plain["held_jobs"].sum() == 0 and plain["held_gpus"].sum() == 0
+    nulls = build_features(s.with_columns(pl.lit(None, dtype=pl.Float64).alias("hold_time")),
+                           start_s=0.0, end_s=1200.0)
+    assert nulls.drop("held_jobs", "held_gpus").equals(tab.drop("held_jobs", "held_gpus"))
+    assert nulls["held_jobs"].sum() == 0

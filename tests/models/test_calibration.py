@@ -466,3 +466,45 @@ def test_a_pool_cold_at_its_own_rate_keeps_the_registered_threshold_by_hand():
     cal.set_pool_alpha([0.05, 0.5])
     assert not cal.arrivals(view, proba, reg)[0, 0]
     assert cal.thresholds()[0, 0] == 0.0  # cold at its own rate
+
+
+def _persistence_sia(held: bool):
+    models = {k: WillJobsArrive.from_booster(k, None, 0.5, list(FEATURE_COLUMNS))
+              for k in (5, 60, 720)}
+    for m in models.values():
+        m.method_ = "persistence"
+    fc = LearnedForecaster(models, duration_config={"fallback_bin": 0})  # every job <= 5 min
+    return SiaPolicy(fc, calibration=True, calibration_alpha=0.5, loan_ramp=None, risk=None,
+                     calibration_held=held)
+
+
+def test_held_jobs_let_a_pool_whose_arrivals_were_held_lend_while_it_holds_none():
+    """Pool b's one arrival (b1, at 1 h, 4 GPUs) was held in its queue from t = 0: persistence
+    misses it. Calibrated at miss rate 1/2 that miss makes b's threshold 0 (a "yes" in every
+    window) and its load bound 4 GPUs, so b reserves its quota from then on; ranked by its held
+    jobs (calibration_held), the miss had the held rank, b's threshold is that rank, and at
+    20,000 s, holding nothing, b lends its idle GPUs to a's short job (a is full with a
+    10-hour one). Pool a's jobs pending before 1 h make SIA forecast (and record) every tick."""
+    early = [(f"e{i:02d}", 300.0 * i, 60.0) for i in range(12)]
+    rows = [("a0", 0.0, 7200.0), *early, ("a1", 19000.0, 36000.0), ("a2", 20000.0, 120.0)]
+    jobs = validate(pl.DataFrame({
+        "job_id": ["b1", *[r[0] for r in rows]], "pool": ["b"] + ["a"] * len(rows),
+        "submit_time": [3600.0, *[r[1] for r in rows]],
+        "duration": [60.0, *[r[2] for r in rows]], "num_gpus": [4] * (1 + len(rows)),
+        "hold_time": [3600.0] + [0.0] * len(rows)}))[0]
+    pools = make_pools({"a": 4, "b": 4})
+    starts = {}
+    for held in (False, True):
+        policy = _persistence_sia(held)
+        out = simulate(jobs, pools, policy)
+        starts[held] = dict(zip(out["job_id"].to_list(), out["start_time"].to_list(),
+                                strict=True))
+        thr = policy.facts()["calibration"]["pools"]["b"]["5m"]["threshold"]
+        assert thr == (0.25 if held else 0.0)
+    assert starts[True]["a2"] == 20000.0  # lent b's idle GPUs
+    assert starts[False]["a2"] == 19000.0 + 36000.0  # waited for a's own
+    # without holds in the trace the option changes nothing
+    plain = jobs.drop("hold_time")
+    assert (simulate(plain, pools, _persistence_sia(True)).sort("job_id")["start_time"]
+            .to_list() == simulate(plain, pools, _persistence_sia(False)).sort("job_id")
+            ["start_time"].to_list())

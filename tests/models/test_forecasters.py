@@ -135,6 +135,50 @@ def test_learned_features_equal_the_live_features(workload, Probe):
     assert checked > 5
 
 
+def test_the_held_columns_online_equal_the_live_state_and_only_calibration_reads_a_rank(
+        workload, Probe):
+    """A trace whose queue held some jobs (hold_time: known before they arrive): the learned
+    forecaster's held columns at every decision are the live state's (itself the batch
+    table's), and ``calibrate(held=True)`` gives a persistence window's calibration the held
+    pools' HELD_RANK without changing any registered answer."""
+    from sia.models.forecaster import HELD_RANK
+
+    jobs, pools = workload
+    rng = np.random.default_rng(5)
+    hold = np.where(rng.random(jobs.height) < 0.3, rng.integers(1, 7200, jobs.height), 0)
+    jobs = jobs.with_columns(pl.Series("hold_time", hold.astype(float)))
+    persist = {k: WillJobsArrive.from_booster(k, None, 0.5, list(FEATURE_COLUMNS))
+               for k in (5, 60, 720)}
+    for m in persist.values():
+        m.method_ = "persistence"
+    seen = []
+    fc = LearnedForecaster(persist).calibrate(WINDOWS, alpha=0.5, held=True)
+    plain = LearnedForecaster(persist)
+
+    def ask(v):
+        proba = fc.arrival_proba(v, WINDOWS)
+        seen.append((v.now, fc.features(v, (5, 60, 720)), proba,
+                     fc._held_ranks(v, proba, [5, 60, 720]), fc.will_jobs_arrive(v, WINDOWS),
+                     plain.will_jobs_arrive(v, WINDOWS)))
+    simulate(jobs, pools, Probe(ask))
+    result = simulate(jobs, pools, Probe(lambda v: None))
+    schedule = jobs.join(result.select("job_id", "start_time", "end_time"), on="job_id")
+    history = point_in_time_history(schedule)
+    names = sorted(pools["pool"].to_list())
+    held_cols = [FEATURE_COLUMNS.index(c) for c in ("held_jobs", "held_gpus")]
+    some = 0
+    for now, feats, proba, ranked, _, registered in seen[::5]:
+        live = features_at(LiveState.from_schedule(schedule, now, history), now, (5,), names)
+        want = live.select("held_jobs", "held_gpus").to_numpy().astype(np.float32)
+        np.testing.assert_array_equal(feats[5][:, held_cols], want, err_msg=f"t={now}")
+        held = want[:, 0] > 0
+        some += int(held.any())
+        assert np.array_equal(ranked, np.where(held[:, None] & (proba < HELD_RANK), HELD_RANK,
+                                               proba))
+        assert np.array_equal(registered, proba >= 0.5)  # persistence's answers, unchanged
+    assert some > 3
+
+
 def test_one_stacked_call_answers_every_window_as_xgboost_would(workload, Probe):
     """Real boosters of different features in one forest call (one of them "either": persistence
     or the classifier), and a persistence window beside them."""

@@ -84,3 +84,22 @@ def test_a_study_made_on_other_training_rows_is_not_resumed(tmp_path):
     with pytest.raises(ConfigError, match="other training rows"):
         tune_window(_table(500, 4), 5, cols, TINY, n_trials=2, storage=storage, study_name="s",
                     log_trials=False)
+
+
+def test_the_held_group_joins_only_a_trace_that_records_holds():
+    """WillJobsArrive reads the held jobs only where some job was held (a trace without holds
+    trains exactly as before), and not with held_features off."""
+    from sia.features.table9 import TABLE9_GROUPS
+    from sia.pipelines.train import TrainConfig, records_holds
+
+    plain = pl.DataFrame({"pool": ["a", "b"], "hold_time": [0.0, None]})
+    held = pl.DataFrame({"pool": ["a", "b"], "hold_time": [0.0, 30.0]})
+    assert not records_holds(plain) and not records_holds(plain.drop("hold_time"))
+    assert records_holds(held) and not records_holds(held.head(0))
+    assert records_holds(pl.DataFrame({"held_jobs": [0, 2]}))  # a feature table
+    assert not records_holds(pl.DataFrame({"held_jobs": [0, 0]}))
+    config = TrainConfig()
+    assert list(config.groups()) == list(TABLE9_GROUPS) == list(config.groups(holds=False))
+    assert list(config.groups(holds=True)) == [*TABLE9_GROUPS, "held"]
+    assert config.groups(holds=True)["held"] == FEATURE_GROUPS["held"] == ["held_jobs", "held_gpus"]
+    assert "held" not in TrainConfig(held_features=False).groups(holds=True)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sia.features.table9 import FEATURE_COLUMNS
+from sia.features.table9 import FEATURE_COLUMNS, TABLE9_COLUMNS
 from sia.models.will_arrive import WillJobsArrive, best_f1_threshold, half_f1_threshold
 
 
@@ -21,7 +21,7 @@ def _rows(n: int, seed: int, *, signal: str = "burst") -> pl.DataFrame:
     random: nothing beats persistence there.
     """
     rng = np.random.default_rng(seed)
-    data = {c: rng.integers(0, 5, n).astype(np.float32) for c in FEATURE_COLUMNS}
+    data = {c: rng.integers(0, 5, n).astype(np.float32) for c in TABLE9_COLUMNS}
     data["arrivals_x1"] = (rng.random(n) < 0.3).astype(np.float32)
     if signal == "burst":
         label = (data["arrivals_x10"] > 2) ^ (rng.random(n) < 0.03)
@@ -75,9 +75,9 @@ def test_the_threshold_rule_is_applied_to_the_tails_scores(rule):
     assert est.method_ == "xgboost"
     t = tr["t"].to_numpy()
     tail = t >= t.max() - 0.2 * (t.max() - t.min())
-    head = est._train(tr.filter(pl.Series(~tail)).select(FEATURE_COLUMNS).to_numpy().astype(np.float32),
+    head = est._train(tr.filter(pl.Series(~tail)).select(TABLE9_COLUMNS).to_numpy().astype(np.float32),
                       tr["label_arrival"].to_numpy()[~tail])
-    proba = head.inplace_predict(tr.filter(pl.Series(tail)).select(FEATURE_COLUMNS).to_numpy()
+    proba = head.inplace_predict(tr.filter(pl.Series(tail)).select(TABLE9_COLUMNS).to_numpy()
                                  .astype(np.float32))
     rule_of = {"half_f": half_f1_threshold, "tail": best_f1_threshold}[rule]
     assert est.threshold_ == pytest.approx(rule_of(tr["label_arrival"].to_numpy()[tail], proba))
@@ -91,7 +91,7 @@ def test_the_threshold_rule_is_applied_to_the_blocked_tails_scores(rule):
     est = WillJobsArrive(window_min=5, n_estimators=30, threshold=rule).fit(tr, tr["label_arrival"])
     assert est.method_ == "xgboost" and (est.tail_fraction, est.tail_folds) == (0.5, 3)
     t = tr["t"].to_numpy()
-    x = tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)
+    x = tr.select(TABLE9_COLUMNS).to_numpy().astype(np.float32)
     y = tr["label_arrival"].to_numpy().astype(np.int8)
     tail = t >= t.max() - 0.5 * (t.max() - t.min())
     proba = est._tail_proba(x, y, t, tail)
@@ -113,7 +113,7 @@ def test_the_classifier_wins_where_it_sees_more_than_persistence():
 
 #: Every feature but persistence's own column: a classifier on these sees only noise when the
 #: label follows persistence.
-_BLIND = [c for c in FEATURE_COLUMNS if c != "arrivals_x1"]
+_BLIND = [c for c in TABLE9_COLUMNS if c != "arrivals_x1"]
 
 
 def test_persistence_wins_where_it_beats_the_classifier_in_every_tail_block():
@@ -158,8 +158,8 @@ def test_either_says_yes_where_persistence_or_the_classifier_does():
     # forced either is the forced classifier plus persistence: same tail threshold and trees
     assert est.threshold_ == forced.threshold_ != 0.5
     np.testing.assert_array_equal(est.booster_.inplace_predict(
-        tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)),
-        forced.booster_.inplace_predict(tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)))
+        tr.select(TABLE9_COLUMNS).to_numpy().astype(np.float32)),
+        forced.booster_.inplace_predict(tr.select(TABLE9_COLUMNS).to_numpy().astype(np.float32)))
     assert xgb_only.booster_ is est.booster_ and xgb_only.threshold_ == est.threshold_
     va = _rows(1000, 1)
     persist = va["arrivals_x1"].to_numpy() > 0
@@ -308,11 +308,11 @@ def test_registered_will_arrive_serves_what_the_forecaster_uses(tmp_path, select
     tr = _rows(1500, 6)
     est = WillJobsArrive(window_min=5, n_estimators=20, select=select).fit(tr, tr["label_arrival"])
     assert est.method_ == {"auto": "xgboost", "either": "either"}[select]
-    example = pd.DataFrame(np.zeros((2, len(FEATURE_COLUMNS)), dtype=np.float32),
-                           columns=FEATURE_COLUMNS)
+    example = pd.DataFrame(np.zeros((2, len(TABLE9_COLUMNS)), dtype=np.float32),
+                           columns=TABLE9_COLUMNS)
     with mlflow.start_run():
         version = registry.log_will_arrive(est, example, alias="test")
-    va = _rows(300, 7).select(FEATURE_COLUMNS).to_pandas()
+    va = _rows(300, 7).select(TABLE9_COLUMNS).to_pandas()
     served = np.asarray(mlflow.pyfunc.load_model(
         f"models:/{registry.will_arrive_name(5)}@test").predict(va))
     np.testing.assert_array_equal(served, est.predict(va))  # the decision, threshold applied
@@ -401,7 +401,7 @@ def test_tail_blocks_are_predicted_by_boosters_fit_on_what_came_before():
     """tail_folds=3 on 1,000 rows 300 s apart, tail 0.3: blocks of 0.1 of the span each; block b
     is predicted by a booster fit on every row before its start (forward chaining, by hand)."""
     tr = _rows(1000, 11)
-    x = tr.select(FEATURE_COLUMNS).to_numpy().astype(np.float32)
+    x = tr.select(TABLE9_COLUMNS).to_numpy().astype(np.float32)
     y = tr["label_arrival"].to_numpy().astype(np.int8)
     t = tr["t"].to_numpy()
     est = WillJobsArrive(n_estimators=10, tail_fraction=0.3, tail_folds=3)

@@ -108,7 +108,11 @@ records, each scored only once its window has passed (the load side also
 from the jobs of the ``calibration_prior_days`` before the replay). A pool
 too cold for a bound reserves its whole unused quota in that window
 (``calibration_cold="reserve"``) or keeps the uncalibrated answers
-(``"registered"``). A
+(``"registered"``). ``calibration_held``: where WillJobsArrive is the persistence rule, a pool
+whose queue holds jobs not yet eligible (the trace's ``hold_time``: Slurm's dependencies,
+``--begin`` times and holds) ranks above a pool without them, so its calibrated threshold can
+say "yes" while it holds jobs instead of in every window (no effect on a trace without held
+jobs). A
 forecaster without ``calibrate`` (perfect, random) is left as it is.
 
 ``nested_reservations`` (default True) makes TotalNewLoad non-decreasing in
@@ -274,6 +278,9 @@ from sia.scheduler.policies.sia.spare import (
 #: Philly's weeks (docs/concepts/lending.md, "The budget's arrival side").
 DEFAULT_RISK_ARRIVALS = "calibrated"
 RISK_ARRIVALS = ("predicted", "calibrated")
+#: Whether the calibrated arrival side ranks a pool holding jobs not yet eligible above one
+#: without (``calibration_held``; only a trace with ``hold_time`` has such jobs).
+DEFAULT_CALIBRATION_HELD = False
 #: How the risk budget meets SIA's own lending rule (``risk_mode``): ``"replace"`` (the budget
 #: decides alone) or ``"veto"`` (a loan needs both: the budget can only take loans away).
 RISK_MODES = ("replace", "veto")
@@ -400,12 +407,12 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
                  risk_arrivals: str = DEFAULT_RISK_ARRIVALS, risk_mode: str = DEFAULT_RISK_MODE,
                  loan_ramp: int | str | None = "auto", loan_ramp_backoff: str = "reset",
                  loan_ramp_memory: int = 0, loan_ramp_evidence: str = DEFAULT_EVIDENCE,
-                 loan_ramp_warmup: int = DEFAULT_WARMUP,
-                 loan_ramp_witness: str = DEFAULT_WITNESS,
+                 loan_ramp_warmup: int = DEFAULT_WARMUP, loan_ramp_witness: str = DEFAULT_WITNESS,
                  loan_ramp_wake_days: float | None = DEFAULT_WAKE_DAYS, loan_ramp_wake_until="fit",
                  calibration: bool | str = False,
                  calibration_alpha: float = 0.1, calibration_memory: int = 288,
                  calibration_prior_days: float = 7.0, calibration_cold: str = "reserve",
+                 calibration_held: bool = DEFAULT_CALIBRATION_HELD,
                  refresh_s: float = 300.0, seed: int = 0, preempt: bool = False,
                  preempt_lend: str = DEFAULT_PREEMPT_LEND,
                  preempt_yield: str = DEFAULT_PREEMPT_YIELD,
@@ -463,7 +470,7 @@ class SiaPolicy(DedicatedPass, SparePass, FungiblePreemption):
         self._arrival_cost = risk_arrival_cost  # (checked in _check_arrival_cost)
         self._calibrate(calibration, risk_arrivals, alpha=calibration_alpha,
                         memory=calibration_memory, prior_days=calibration_prior_days,
-                        cold=calibration_cold)
+                        cold=calibration_cold, held=bool(calibration_held))
         self.stats: dict[str, Any] = {}
 
     def _calibrate(self, calibration: bool | str, risk_arrivals: str, **options: Any) -> None:
