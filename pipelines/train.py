@@ -19,7 +19,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -284,7 +284,9 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
         "job_duration": report.job_duration_table(dur),
         **dur_tables,
     }
-    return TrainResult(split, results, loads, dur, tables, timings, config, dur_model)
+    # (the groups used: the run logs "held" in its feature_set when the trace had holds)
+    used = replace(config, feature_groups=tuple(groups))
+    return TrainResult(split, results, loads, dur, tables, timings, used, dur_model)
 
 
 def records_holds(table: pl.DataFrame) -> bool:

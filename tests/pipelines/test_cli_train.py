@@ -558,3 +558,29 @@ def test_train_needs_a_trace_or_synthetic_and_synthetic_moves_no_alias(trained, 
     assert main(args) == 0
     folders = [p for p in (root / "train").iterdir() if p.is_dir() and "base" in p.name]
     assert len(folders) == 2 and all((p / "report.md").exists() for p in folders)
+
+
+def test_a_trace_with_holds_trains_on_the_held_jobs_and_says_so():
+    """Holds in the trace: WillJobsArrive's candidates read held_jobs and held_gpus, and the
+    result's config (what the run logs as feature_set) names the held group; with no job
+    held, the same schedule trains exactly as without the column."""
+    from sia.pipelines.inputs import fcfs_schedule
+    from sia.pipelines.train import train_predictors
+
+    jobs, pools = generate_workload("base", 1, days=4.0)
+    schedule = fcfs_schedule(jobs, pools)
+    kw = dict(**SMALL, xgb=XGBParams(n_estimators=5, max_depth=3), threads=1)
+    rng = np.random.default_rng(1)
+    hold = np.where(rng.random(schedule.height) < 0.3, 1800.0, 0.0)
+    held = train_predictors(schedule.with_columns(pl.Series("hold_time", hold)), TrainConfig(**kw))
+    assert held.config.feature_groups[-1] == "held"
+    assert "held" in held.config.to_params()["feature_set"]
+    for w in held.windows:
+        assert {"held_jobs", "held_gpus"} <= set(w.model._columns()), w.k_min
+    none = train_predictors(schedule.with_columns(pl.lit(0.0).alias("hold_time")),
+                            TrainConfig(**kw))
+    plain = train_predictors(schedule, TrainConfig(**kw))
+    assert "held" not in none.config.feature_groups
+    for a, b in zip(none.windows, plain.windows, strict=True):
+        assert (a.model.method_, a.model.threshold_) == (b.model.method_, b.model.threshold_)
+        np.testing.assert_array_equal(a.val_proba, b.val_proba)
