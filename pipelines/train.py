@@ -150,7 +150,7 @@ class TrainConfig:
             load_method="sliding_max",
             duration_method="history", duration_learned="never",
             feature_groups=("periodic", "recent_arrivals", "recent_completions",
-                            "future_completions"),
+                            "future_completions"), held_features=False,
             xgb=XGBParams(max_depth=6, learning_rate=0.3, class_weight="balanced",
                           monotone=False))
         kw.update(overrides)
@@ -861,7 +861,7 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
                 best = _tune(features, split, config, windows, trace=trace, tune=tune,
                              objective=tune_objective, precision_floor=precision_floor,
                              out_dir=out_dir, study_prefix=study_prefix, say=say,
-                             step=step)
+                             step=step, holds=records_holds(schedule))
                 say(f"fitting the predictors with the tuned parameters ({split_text(split)})")
                 result = train_predictors(schedule, config, features=features,
                                           xgb_by_window=best)
@@ -923,9 +923,10 @@ def study_digest(split: TimeSplit, features: list[str], windows: tuple[int, ...]
 def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
           windows: tuple[int, ...], *, trace: str, tune: int, objective: str,
           precision_floor: float, out_dir: Path, study_prefix: str | None,
-          say: Callable[[str], None], step: Callable[[str], Any] | None = None
-          ) -> dict[int, XGBParams]:
-    """Run (or resume) one Optuna study per window in the active run; return the best params.
+          say: Callable[[str], None], step: Callable[[str], Any] | None = None,
+          holds: bool = False) -> dict[int, XGBParams]:
+    """Run (or resume) one Optuna study per window in the active run; return the best params
+    (``holds``: the schedule records held jobs, so the studies read the held group too).
 
     The best trial's parameters and objective are logged on the run
     (``tune/<k>m/<param>``, metric ``tune/<k>m/best_objective``), under ``step`` (the MLflow
@@ -938,7 +939,8 @@ def _tune(features: pl.DataFrame, split: TimeSplit, config: TrainConfig,
 
     rows = split_by_window(features, split, windows)
     storage = f"sqlite:///{(out_dir / 'optuna.db').resolve()}"
-    columns = [c for cols in config.groups(holds=records_holds(features)).values() for c in cols]
+    # the columns train_predictors fits on the same schedule (holds: records_holds of it)
+    columns = [c for cols in config.groups(holds=holds).values() for c in cols]
     digest = study_digest(split, columns, windows, config.xgb.seed, objective, precision_floor)
     prefix = study_prefix or f"sia-{Path(trace).name}-{objective}"
     best: dict[int, XGBParams] = {}

@@ -306,7 +306,8 @@ class GlobalRegionPolicy:
                 pool=trace.pool[glob], tag=trace.tag[glob], pool_names=trace.pool_names,
                 quota=np.where(self._home == r, trace.quota, 0), speedup=trace.speedup,
                 user=None if trace.user is None else trace.user[glob],
-                time_limit=None if trace.time_limit is None else trace.time_limit[glob])
+                time_limit=None if trace.time_limit is None else trace.time_limit[glob],
+                hold=None if trace.hold is None else trace.hold[glob])
             policy = self._probe if r == 0 else self.make_inner()
             self._regions.append(_Region(r, reg.name, sub, glob, policy,
                                          np.flatnonzero(self._home == r).tolist(), self.locality))

@@ -103,3 +103,4 @@ def test_the_held_group_joins_only_a_trace_that_records_holds():
     assert list(config.groups(holds=True)) == [*TABLE9_GROUPS, "held"]
     assert config.groups(holds=True)["held"] == FEATURE_GROUPS["held"] == ["held_jobs", "held_gpus"]
     assert "held" not in TrainConfig(held_features=False).groups(holds=True)
+    assert "held" not in TrainConfig.paper().groups(holds=True)  # the paper's Table 9 only

@@ -53,6 +53,42 @@ def test_one_region_gives_todays_results_exactly(seed, name):
     assert (pol.ran_in == 0).all()
 
 
+def test_each_region_s_trace_keeps_its_jobs_time_limits_and_holds():
+    """What an inner policy's forecaster reads of its region's jobs is the whole trace's: the
+    time limits and the held jobs (hold_time) of its own jobs (a region replay once dropped the
+    holds, so a model trained on them read zeros there)."""
+    jobs, pools = generate_workload("base", 3, days=1.0)
+    pools = pools.select("pool", "quota_gpus")
+    n = jobs.height
+    jobs = jobs.with_columns(pl.Series("hold_time", np.where(np.arange(n) % 3 == 0, 3600.0, 0.0)),
+                             pl.Series("time_limit", np.full(n, 2 * 86400.0)))
+    quotas = dict(zip(pools["pool"], pools["quota_gpus"], strict=True))
+    names = sorted(quotas)
+    layout = layout_for_pools({p: ("east" if i % 2 else "west") for i, p in enumerate(names)},
+                              quotas)
+    seen = []
+
+    class Recording:
+        def __init__(self):
+            self.inner = make_policy("fcfs")
+
+        def reset(self, trace, cluster):
+            seen.append(trace)
+            self.inner.reset(trace, cluster)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    whole = simulate(jobs, pools, make_policy("fcfs"))
+    simulate(jobs, pools, GlobalRegionPolicy(layout, Recording, inner_name="fcfs"))
+    assert len(seen) == 2 and sum(t.n_jobs for t in seen) == n
+    by_id = dict(zip(jobs["job_id"].to_list(), jobs["hold_time"].to_list(), strict=True))
+    for t in seen:
+        assert t.hold is not None and t.time_limit is not None
+        assert t.hold.tolist() == [by_id[j] for j in t.job_ids.tolist()]
+    assert whole.height == n
+
+
 def region_peaks(res: pl.DataFrame, ran_in: np.ndarray, order: np.ndarray, n_regions: int):
     """Most GPUs each region ran at once (a sweep over starts and ends)."""
     start, end = res["start_time"].to_numpy(), res["end_time"].to_numpy()
