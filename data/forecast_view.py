@@ -19,7 +19,12 @@ import numpy as np
 
 
 class TraceView(Protocol):
-    """The replay's jobs as parallel arrays (indexed by job) and its pools."""
+    """The replay's jobs as parallel arrays (indexed by job) and its pools.
+
+    A trace may also carry ``hold`` (float64 seconds each job was held, known, before it
+    arrived; None when no job was): a forecaster reads it with ``getattr`` and counts a held
+    job from ``submit - hold`` until it arrives (:mod:`sia.features.held`).
+    """
 
     submit: np.ndarray  #: float64 submit times (s), sorted
     duration: np.ndarray  #: float64 true durations (s): only perfect forecasters may read them

@@ -388,8 +388,8 @@ def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[
     running = _i32(jobs.counter.count(jobs.pool_idx, jobs.run_first, jobs.run_stop))
     pending = _i32(jobs.counter.count(jobs.pool_idx, _search(grid, jobs.submit, "left"),
                                       jobs.run_first))
-    rhythm = _rhythm_columns(jobs, n_pools)
-    rhythm.update(_held_columns(jobs))
+    every_k = _rhythm_columns(jobs, n_pools)  # (the columns that do not depend on k)
+    every_k.update(_held_columns(jobs))
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
@@ -397,7 +397,7 @@ def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[
         cols: dict[str, object] = {"pool": pool_col, "t": t_col,
                                    "k_min": np.full(n_pools * n_grid, k_min, dtype=np.int32)}
         cols.update(_window_columns(jobs, 60.0 * k_min))
-        cols.update(rhythm)
+        cols.update(every_k)
         cols.update(_label_columns(jobs, 60.0 * k_min))
         cols["running_jobs"] = running
         cols["pending_jobs"] = pending
