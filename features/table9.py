@@ -319,6 +319,7 @@ def build_features(
     expected_duration: pl.DataFrame | None = None,
     pools: Sequence[str] | None = None,
     max_rows: int | None = None,
+    held_after: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Return the Table 9 feature table for every pool, grid time t and window k.
 
@@ -339,12 +340,27 @@ def build_features(
     submissions, completions and starts at or before t and the expected (never
     the true) end of the jobs running at t. A table of more than ``max_rows``
     rows (default :data:`MAX_ROWS_ANY`) is a ConfigError before anything is built.
+    ``held_after``: jobs cut off the schedule that were held across its end (known before it,
+    arriving after: :func:`held_across`), counted in the held columns only.
     """
     # window_features refuses an empty set of windows, so there is always a table to concat
     return pl.concat([table for _, table in window_features(
         schedule, grid_s=grid_s, windows_min=windows_min, start_s=start_s, end_s=end_s,
-        expected_duration=expected_duration, pools=pools, max_rows=max_rows)],
+        expected_duration=expected_duration, pools=pools, max_rows=max_rows,
+        held_after=held_after)],
         how="vertical", rechunk=False)
+
+
+def held_across(jobs: pl.DataFrame, cut_s: float) -> pl.DataFrame | None:
+    """Return the jobs of ``jobs`` held across ``cut_s`` (known before it: ``submit_time -
+    hold_time < cut_s``; arriving at or after it), for :func:`build_features`'s
+    ``held_after`` when a table is cut at ``cut_s`` by arrival; None when there are none."""
+    if "hold_time" not in jobs.columns:
+        return None
+    hold = pl.col("hold_time").cast(pl.Float64).fill_null(0.0).fill_nan(0.0)
+    out = jobs.filter((pl.col("submit_time") >= cut_s) & (hold > 0)
+                      & (pl.col("submit_time") - hold < cut_s))
+    return out.select("pool", "submit_time", "hold_time", "num_gpus") if out.height else None
 
 
 def window_features(
@@ -357,6 +373,7 @@ def window_features(
     expected_duration: pl.DataFrame | None = None,
     pools: Sequence[str] | None = None,
     max_rows: int | None = None,
+    held_after: pl.DataFrame | None = None,
 ) -> Iterator[tuple[int, pl.DataFrame]]:
     """Yield (k, the rows of window k) of :func:`build_features`'s table, k ascending.
 
@@ -373,12 +390,13 @@ def window_features(
                                                    start_s, end_s), len(windows), grid_s,
                        MAX_ROWS_ANY if max_rows is None else max_rows, option=None)
     return _window_tables(schedule, pool_names, windows, grid_s, start_s, end_s,
-                          expected_duration)
+                          expected_duration, held_after)
 
 
 def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[int],
                    grid_s: float, start_s: float | None, end_s: float | None,
-                   expected_duration: pl.DataFrame | None
+                   expected_duration: pl.DataFrame | None,
+                   held_after: pl.DataFrame | None = None
                    ) -> Iterator[tuple[int, pl.DataFrame]]:
     """Yield each window's table (:func:`window_features`, after its checks)."""
     grid = make_grid(schedule, grid_s, start_s, end_s)
@@ -389,7 +407,7 @@ def _window_tables(schedule: pl.DataFrame, pool_names: list[str], windows: list[
     pending = _i32(jobs.counter.count(jobs.pool_idx, _search(grid, jobs.submit, "left"),
                                       jobs.run_first))
     every_k = _rhythm_columns(jobs, n_pools)  # (the columns that do not depend on k)
-    every_k.update(_held_columns(jobs))
+    every_k.update(_held_columns(jobs, pool_names, held_after))
     pool_col = pl.Series("pool", pool_names, dtype=pl.String).gather(
         np.repeat(np.arange(n_pools), n_grid))
     t_col = np.tile(grid, n_pools)
@@ -477,12 +495,26 @@ def _rhythm_columns(jobs: _GridJobs, n_pools: int) -> dict[str, np.ndarray]:
     return time_features(np.tile(grid, n_pools), last_sub.reshape(-1), last_end.reshape(-1))
 
 
-def _held_columns(jobs: _GridJobs) -> dict[str, np.ndarray]:
+def _held_columns(jobs: _GridJobs, pool_names: list[str], held_after: pl.DataFrame | None
+                  ) -> dict[str, np.ndarray]:
     """The held jobs at every pool and grid time (they do not depend on k): known <= t <
-    submit (a job not held has known == submit and counts nowhere)."""
-    first, stop = _search(jobs.grid, jobs.known, "left"), _search(jobs.grid, jobs.submit, "left")
-    return {"held_jobs": _i32(jobs.counter.count(jobs.pool_idx, first, stop)),
-            "held_gpus": _i32(jobs.counter.count(jobs.pool_idx, first, stop, weights=jobs.gpus))}
+    submit (a job not held has known == submit and counts nowhere); ``held_after``'s jobs
+    (held across the schedule's end) count too, those of its pools."""
+    known, submit, pool, gpus = jobs.known, jobs.submit, jobs.pool_idx, jobs.gpus
+    if held_after is not None and held_after.height:
+        extra = held_after.filter(pl.col("pool").cast(pl.String).is_in(pool_names))
+        if extra.height:
+            at = extra["submit_time"].cast(pl.Float64).to_numpy()
+            hold = extra["hold_time"].cast(pl.Float64).fill_null(0.0).fill_nan(0.0).to_numpy()
+            index = {name: i for i, name in enumerate(pool_names)}
+            known = np.concatenate([known, at - np.maximum(hold, 0.0)])
+            submit = np.concatenate([submit, at])
+            pool = np.concatenate([pool, np.array([index[str(p)] for p in extra["pool"]],
+                                                  dtype=np.int64)])
+            gpus = np.concatenate([gpus, extra["num_gpus"].cast(pl.Float64).to_numpy()])
+    first, stop = _search(jobs.grid, known, "left"), _search(jobs.grid, submit, "left")
+    return {"held_jobs": _i32(jobs.counter.count(pool, first, stop)),
+            "held_gpus": _i32(jobs.counter.count(pool, first, stop, weights=gpus))}
 
 
 def _window_columns(jobs: _GridJobs, k_s: float) -> dict[str, np.ndarray]:

@@ -215,10 +215,12 @@ class TrainResult:
 
 def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
                      features: pl.DataFrame | None = None,
-                     xgb_by_window: dict[int, XGBParams] | None = None) -> TrainResult:
+                     xgb_by_window: dict[int, XGBParams] | None = None,
+                     held_after: pl.DataFrame | None = None) -> TrainResult:
     """Fit and evaluate the three predictors on ``schedule`` (a job table with start/end times).
 
-    ``features`` defaults to :func:`build_features` of the schedule;
+    ``features`` defaults to :func:`build_features` of the schedule (with ``held_after``: the
+    jobs held across the schedule's end, :func:`~sia.features.table9.held_across`);
     ``xgb_by_window`` overrides ``config.xgb`` per window (tuned values).
     Returns the per-window models and metrics on the validation period.
     """
@@ -233,7 +235,8 @@ def train_predictors(schedule: pl.DataFrame, config: TrainConfig,
     history = point_in_time_history(schedule, min_count=config.history_min_count)
     if features is None:  # built here one window at a time: only the split rows are held
         rows = {k: split_features(table, split) for k, table in window_features(
-            schedule, grid_s=config.grid_s, windows_min=windows, expected_duration=history)}
+            schedule, grid_s=config.grid_s, windows_min=windows, expected_duration=history,
+            held_after=held_after)}
     else:
         rows = split_by_window(features, split, windows)
     timings["features_s"] = time.perf_counter() - clock
@@ -807,7 +810,8 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
                  precision_floor: float = 0.5, alias: str | None = "champion",
                  study_prefix: str | None = None, experiment: str | None = None,
                  store: StoreSetup | None = None,
-                 progress: Callable[[str], None] | None = None) -> TrainingOutcome:
+                 progress: Callable[[str], None] | None = None,
+                 held_after: pl.DataFrame | None = None) -> TrainingOutcome:
     """Replay FCFS, build features, (optionally tune,) train, report and log one MLflow run.
 
     The report (CSV + Markdown) is written to ``out_dir``; with ``tune`` > 0
@@ -819,7 +823,8 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
     registered. The MLflow store is opened in the background (``store``, or
     one made here for ``experiment``: :func:`sia.pipelines.tracking.experiment_name`)
     while the trace is replayed and the models fit. ``progress`` gets a line
-    per stage.
+    per stage. ``held_after``: the jobs cut off ``jobs`` that were held across its end (their
+    queue knew them before it), counted in the held features (:func:`train_predictors`).
     """
     import mlflow
     from sia.pipelines.tracking import StoreSetup, experiment_name
@@ -842,11 +847,12 @@ def run_training(jobs: pl.DataFrame, pools: pl.DataFrame, config: TrainConfig, *
         clock = time.perf_counter()
         features = build_features(
             schedule, grid_s=config.grid_s, windows_min=windows,
-            expected_duration=point_in_time_history(schedule, min_count=config.history_min_count))
+            expected_duration=point_in_time_history(schedule, min_count=config.history_min_count),
+            held_after=held_after)
         features_s = time.perf_counter() - clock
     else:  # fit while the store opens; the run starts once there is something to log
         say(f"fitting the predictors ({split_text(split)})")
-        result = train_predictors(schedule, config)  # builds the features, held once
+        result = train_predictors(schedule, config, held_after=held_after)  # features held once
         features_s = result.timings_s["features_s"]
     say("opening the MLflow store")
     uri = store.uri()

@@ -193,6 +193,7 @@ def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
     replay. Returns (the replay's start day, a record of the training).
     """
     import polars as pl
+    from sia.features.table9 import held_across
     from sia.models.split import choose_split
     from sia.models.will_arrive import XGBParams
     from sia.pipelines.train import TrainConfig, run_training
@@ -218,7 +219,8 @@ def train_before_replay(jobs: pl.DataFrame, pools: pl.DataFrame, *, source: str,
                          start_day=first, windows_min=windows_min, load_windows=load_windows,
                          ablation=False, xgb=XGBParams(seed=seed))
     clock = time.perf_counter()
-    outcome = run_training(before, pools, config, trace=source, out_dir=out_dir, alias=alias)
+    outcome = run_training(before, pools, config, trace=source, out_dir=out_dir, alias=alias,
+                           held_after=held_across(jobs, replay_start_day * DAY_S))
     s = outcome.result.split
     return replay_start_day, {
         "source": "trained", "run_id": outcome.run_id, "alias": alias,

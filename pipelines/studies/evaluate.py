@@ -469,6 +469,7 @@ def training_days_text(train_start_day: float, train_days: float, val_days: floa
 def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Callable[[str], None]
                 ) -> dict[str, Any]:
     """Train the predictors on the period before the replay (once per sweep; reused on resume)."""
+    from sia.features.table9 import held_across
     from sia.models.registry import point_alias
     from sia.pipelines.tracking import tracking_uri
     from sia.pipelines.train import TrainConfig, max_fit_rows_override, run_training
@@ -498,7 +499,7 @@ def train_on_the_fly(cfg: ExperimentConfig, wl: Workload, out_dir: Path, say: Ca
     say(f"predictors: {training_days_text(first + p.warmup_days, p.train_days, p.val_days)}, "
         f"alias {p.alias}")
     outcome = run_training(jobs, wl.pools, tc, trace=wl.source, out_dir=out_dir / "predictors",
-                           alias=p.alias)
+                           alias=p.alias, held_after=held_across(wl.jobs, start * DAY_S))
     saved = {"key": key, "run_id": outcome.run_id, "alias": p.alias,
              "tracking_uri": outcome.tracking_uri, "versions": outcome.versions}
     atomic_write_text(marker, json.dumps(saved, indent=2))

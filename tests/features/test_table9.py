@@ -16,6 +16,7 @@ from sia.features.table9 import (
     TABLE9_GROUPS,
     TIME_COLUMNS,
     build_features,
+    held_across,
     make_grid,
     window_features,
 )
@@ -338,3 +339,30 @@ def test_held_jobs_count_from_their_submission_until_they_arrive(make_schedule, 
                            start_s=0.0, end_s=1200.0)
     assert nulls.drop("held_jobs", "held_gpus").equals(tab.drop("held_jobs", "held_gpus"))
     assert nulls["held_jobs"].sum() == 0
+
+
+def test_a_job_held_across_a_cut_still_counts_before_it(make_schedule, pick_row):
+    """A table cut at 1,000 s by arrival loses job x (known at 400, arriving at 1,500, 2 GPUs);
+    held_across finds it and the held columns count it from 400 on, as the whole table does."""
+    whole = make_schedule([
+        {"pool": "a", "submit": 100, "start": 100, "end": 200},
+        {"pool": "a", "submit": 1500, "start": 1500, "end": 1600, "gpus": 2, "id": "x"},
+        {"pool": "b", "submit": 1200, "start": 1200, "end": 1300, "id": "y"},  # not held
+    ]).with_columns(pl.Series("hold_time", [0.0, 1100.0, 0.0]))
+    cut = whole.filter(pl.col("submit_time") < 1000.0)
+    across = held_across(whole, 1000.0)
+    assert across.select("pool", "submit_time", "hold_time", "num_gpus").rows() == [
+        ("a", 1500.0, 1100.0, 2)]
+    assert held_across(whole, 300.0) is None  # x is not yet known at 300
+    assert held_across(whole.drop("hold_time"), 1000.0) is None
+    kw = dict(start_s=0.0, end_s=900.0, pools=["a", "b"])
+    full = build_features(whole, **kw)
+    lost = build_features(cut, **kw)
+    kept = build_features(cut, held_after=across, **kw)
+    for t, want in ((300.0, 0), (600.0, 1), (900.0, 1)):
+        assert pick_row(kept, "a", t, 5)["held_jobs"] == want
+        assert pick_row(kept, "a", t, 5)["held_gpus"] == 2 * want
+        assert pick_row(lost, "a", t, 5)["held_jobs"] == 0  # the cut loses it
+    held = ["held_jobs", "held_gpus"]
+    assert kept.select(held).equals(full.select(held))
+    assert kept.drop(held).equals(lost.drop(held))  # nothing but the held columns changes
