@@ -826,8 +826,9 @@ def _arrivals(bad: BadRows, cols: set[str], arrival: str = "eligible") -> None:
     if later.len():
         bad.report.notes.append(
             f"arrival: {later.len():,} job(s) became eligible after their submission "
-            f"(dependencies, --begin, holds) and arrive then: {_held_hours(held)}; "
-            "--arrival submit replays them from Submit")
+            f"(dependencies, --begin, holds) and arrive then: {_held_hours(held)}; their "
+            "hold_time keeps the wait (the arrival predictor counts held jobs as work to "
+            "come); --arrival submit replays them from Submit")
 
 
 def _held_hours(held: pl.Series) -> str:
