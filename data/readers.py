@@ -54,6 +54,7 @@ from sia.data.schema import (
     OnBadRows,
     _cast_numeric,
     _file,
+    _optional_seconds,
     check_text_column,
     flag_exact_duplicates,
     is_internal,
@@ -829,13 +830,7 @@ def _seconds_from_ms(bad: BadRows, column: str) -> None:
     """Turn ``bad.df``'s ``column`` (``time_limit`` or ``hold_time``: durations, so they take
     the durations' unit) from milliseconds into seconds; empty cells stay empty (none), a cell
     that is not a number is a bad row naming the column."""
-    col = bad.df[column]
-    if col.dtype == pl.String:
-        bad.df = bad.df.with_columns(pl.when(pl.col(column).str.strip_chars() == "")
-                                     .then(None).otherwise(pl.col(column)).alias(column))
-    elif col.dtype == pl.Null:
-        return
-    _cast_numeric(bad, column, pl.Float64())
+    _optional_seconds(bad, column)
     bad.df = bad.df.with_columns(pl.col(column) / 1000.0)
 
 

@@ -41,6 +41,7 @@ from sia.features.table9 import (
     TIME_COLUMNS,
     check_schedule,
     expected_ends,
+    hold_seconds,
 )
 
 
@@ -108,7 +109,7 @@ def _held_at(schedule: pl.DataFrame, t: float) -> dict[str, dict[str, float]]:
     """Return {pool: its PoolState's held counts} at ``t`` for the pools holding jobs."""
     if "hold_time" not in schedule.columns:
         return {}
-    hold = pl.col("hold_time").cast(pl.Float64).fill_null(0.0).fill_nan(0.0)
+    hold = hold_seconds()
     rows = (schedule.filter((pl.col("submit_time") > t) & (hold > 0)
                             & (pl.col("submit_time") - hold <= t))
             .group_by("pool").agg(pl.len().alias("n"), pl.col("num_gpus").sum().alias("g")))

@@ -351,13 +351,18 @@ def build_features(
         how="vertical", rechunk=False)
 
 
+def hold_seconds() -> pl.Expr:
+    """The ``hold_time`` column as seconds held, 0 where empty or NaN (not held)."""
+    return pl.col("hold_time").cast(pl.Float64).fill_null(0.0).fill_nan(0.0)
+
+
 def held_across(jobs: pl.DataFrame, cut_s: float) -> pl.DataFrame | None:
     """Return the jobs of ``jobs`` held across ``cut_s`` (known before it: ``submit_time -
     hold_time < cut_s``; arriving at or after it), for :func:`build_features`'s
     ``held_after`` when a table is cut at ``cut_s`` by arrival; None when there are none."""
     if "hold_time" not in jobs.columns:
         return None
-    hold = pl.col("hold_time").cast(pl.Float64).fill_null(0.0).fill_nan(0.0)
+    hold = hold_seconds()
     out = jobs.filter((pl.col("submit_time") >= cut_s) & (hold > 0)
                       & (pl.col("submit_time") - hold < cut_s))
     return out.select("pool", "submit_time", "hold_time", "num_gpus") if out.height else None
@@ -476,7 +481,7 @@ class _GridJobs:
         by_end = np.argsort(end, kind="stable")
         events = {"arrivals": (submit[by_submit], pool_idx[by_submit]),
                   "completions": (end[by_end], pool_idx[by_end])}
-        hold = (schedule["hold_time"].cast(pl.Float64).fill_null(0.0).fill_nan(0.0).to_numpy()
+        hold = (schedule.select(hold_seconds()).to_series().to_numpy()
                 if "hold_time" in schedule.columns else np.zeros(submit.size))
         return cls(grid, pool_idx, submit, end, gpus, exp_end, by_submit, events,
                    _GridCounter(n_pools, grid.size), _search(grid, start, "left"),
@@ -505,7 +510,7 @@ def _held_columns(jobs: _GridJobs, pool_names: list[str], held_after: pl.DataFra
         extra = held_after.filter(pl.col("pool").cast(pl.String).is_in(pool_names))
         if extra.height:
             at = extra["submit_time"].cast(pl.Float64).to_numpy()
-            hold = extra["hold_time"].cast(pl.Float64).fill_null(0.0).fill_nan(0.0).to_numpy()
+            hold = extra.select(hold_seconds()).to_series().to_numpy()
             index = {name: i for i, name in enumerate(pool_names)}
             known = np.concatenate([known, at - np.maximum(hold, 0.0)])
             submit = np.concatenate([submit, at])

@@ -175,7 +175,7 @@ class TraceArrays:
             else:
                 users["time_limit"] = limit
         if hold is not None:
-            held = np.array([0.0 if v is None else v for v in hold], dtype=np.float64)
+            held = np.array(hold, dtype=np.float64)  # (None becomes NaN)
             held[~(held > 0.0)] = 0.0  # (NaN: not held)
             if held.any():
                 users["hold"] = held
